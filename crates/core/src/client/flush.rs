@@ -1,0 +1,149 @@
+//! Giving locks back and writing dirty pages out.
+//!
+//! Every way a lock ends (a blocking callback, the LRU, a group unlock) goes
+//! through [`Client::pump_cancels`]: once the lock has no users, the dirty
+//! bytes under it are written back, the writeback is acknowledged, the pages
+//! no other lock covers are dropped, and only then is the cancel sent. This
+//! ordering is what makes a read anywhere return the latest completed write.
+//!
+//! [`Client::pump_writeback`] forms write RPCs: contiguous dirty bytes, at
+//! most `rpc_bytes_max` each, at most `rpcs_in_flight_max` in flight per OST.
+//! It writes, in this order of urgency: extents of locks being cancelled,
+//! files being fsynced or closed, OSTs whose dirty limit stops a writer, and
+//! objects holding at least one full RPC of dirty data (Lustre's OSC sends
+//! full RPCs as soon as it has them).
+
+use super::locks::{ClientLockState, LocalLock};
+use super::ops::OpState;
+use super::{Client, Rpc};
+use crate::extent::Extent;
+use crate::msg::{IoError, ToOst};
+use crate::units::{ObjectKey, OstIndex, Xid, PAGE_SIZE};
+use std::collections::BTreeSet;
+
+impl Client {
+    /// Start giving a lock back (idempotent).
+    pub(super) fn begin_cancel(&mut self, l: LocalLock) {
+        if let Some(lock) = self.locks.get_mut(l) {
+            if lock.is_granted() {
+                lock.state = ClientLockState::Cancelling;
+            }
+        }
+    }
+
+    /// Cancel the unused locks beyond the LRU's count limit, oldest first.
+    pub(super) fn trim_lru(&mut self) -> bool {
+        let unused = self.locks.unused_by_age();
+        let excess = unused.len().saturating_sub(self.config.lru_locks_max);
+        for (l, _) in unused.iter().take(excess) {
+            self.begin_cancel(*l);
+        }
+        excess > 0
+    }
+
+    /// Finish every cancel whose lock is unused and clean.
+    pub(super) fn pump_cancels(&mut self) -> bool {
+        let ready: Vec<LocalLock> = self
+            .locks
+            .iter()
+            .filter(|(_, l)| {
+                l.users == 0 && (l.state == ClientLockState::Cancelling || (l.is_granted() && l.callback_pending))
+            })
+            .map(|(id, _)| id)
+            .collect();
+        let mut progressed = false;
+        for l in ready {
+            let lock = self.locks.get_mut(l).expect("listed");
+            lock.state = ClientLockState::Cancelling;
+            let (key, extent) = (lock.key, lock.extent);
+            if self.cache.has_dirty(key, extent) || self.cache.has_writeback(key, extent) {
+                continue; // pump_writeback flushes it; we come back on the reply
+            }
+            let locks = &self.locks;
+            self.cache.discard(key, extent, |page| locks.covers_elsewhere(key, page * PAGE_SIZE, l));
+            let lock = self.locks.remove(l).expect("listed");
+            let handle = lock.handle.expect("a granted lock has a server handle");
+            self.counters.cancels += 1;
+            self.send(key.ost, ToOst::Cancel { lock: handle });
+            progressed = true;
+        }
+        progressed
+    }
+
+    /// Send write RPCs while there is urgent dirty data and room in flight.
+    pub(super) fn pump_writeback(&mut self) -> bool {
+        let mut progressed = false;
+        for (ost, areas) in self.flush_areas() {
+            for (key, range) in areas {
+                while self.writes_in_flight.get(&ost).copied().unwrap_or(0) < self.config.rpcs_in_flight_max {
+                    let Some(run) = self.cache.next_writeback(key, range, self.config.rpc_bytes_max) else { break };
+                    let xid = self.xid();
+                    let len = run.data.len() as u64;
+                    self.counters.write_rpcs += 1;
+                    *self.writes_in_flight.entry(ost).or_default() += 1;
+                    self.rpcs.insert(xid, Rpc::Write { key, offset: run.offset, len, orphaned: false });
+                    self.send(ost, ToOst::Write { xid, object: key.object, offset: run.offset, data: run.data });
+                    progressed = true;
+                }
+            }
+        }
+        progressed
+    }
+
+    /// What must be written now, grouped by OST, most urgent first.
+    fn flush_areas(&self) -> Vec<(OstIndex, Vec<(ObjectKey, Extent)>)> {
+        let mut areas: Vec<(ObjectKey, Extent)> = Vec::new();
+        for (_, lock) in self.locks.iter() {
+            if lock.mode.is_write()
+                && lock.users == 0
+                && (lock.state == ClientLockState::Cancelling || lock.callback_pending)
+            {
+                areas.push((lock.key, lock.extent));
+            }
+        }
+        let mut pressed: BTreeSet<OstIndex> = BTreeSet::new();
+        for op in self.ops.values() {
+            match op.state {
+                OpState::WaitFlush => areas.extend(op.steps.iter().map(|s| (s.key, Extent::WHOLE))),
+                OpState::WaitDirty => {
+                    pressed.insert(op.steps[op.index].key.ost);
+                }
+                _ => {}
+            }
+        }
+        for key in self.cache.keys_with_dirty() {
+            let full = self.cache.dirty_ranges(key).iter().any(|r| r.len() >= self.config.rpc_bytes_max);
+            if full || pressed.contains(&key.ost) {
+                areas.push((key, Extent::WHOLE));
+            }
+        }
+        let osts: BTreeSet<OstIndex> = areas.iter().map(|(k, _)| k.ost).collect();
+        osts.into_iter().map(|ost| (ost, areas.iter().filter(|(k, _)| k.ost == ost).copied().collect())).collect()
+    }
+
+    pub(super) fn on_write_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<(), IoError>) {
+        let Some(Rpc::Write { key, offset, len, orphaned }) = self.rpcs.remove(&xid) else { return };
+        debug_assert_eq!(key.ost, ost);
+        let in_flight = self.writes_in_flight.get_mut(&ost).expect("write was counted");
+        *in_flight -= 1;
+        if orphaned {
+            return; // counted as lost when the eviction discarded the pages
+        }
+        match result {
+            Ok(()) => {
+                self.counters.bytes_written += len;
+                self.cache.writeback_done(key, offset, len);
+            }
+            Err(error) => {
+                tracing::warn!(client = self.id.0, %ost, %error, "write RPC failed; its bytes are lost");
+                let lost = self.cache.writeback_failed(key, offset, len);
+                self.report_loss(ost, lost);
+            }
+        }
+        for op in self.ops.values_mut() {
+            if op.state == OpState::WaitDirty {
+                op.state = OpState::Ready;
+            }
+        }
+    }
+}

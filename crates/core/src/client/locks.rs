@@ -1,0 +1,177 @@
+//! The client's lock cache: what locks this client holds or is waiting for,
+//! per OST object, and which of them may serve a new request.
+//!
+//! A cached lock serves a request without any RPC when its extent fully
+//! contains the request and its mode serves it (PW serves PR), unless it has
+//! been called back (Lustre's `lock_matches`). Unused granted locks sit in an
+//! LRU bounded by count and age; callbacks, the LRU and group unlock all end
+//! in the same cancel path (flush, drop pages, send the cancel), which the
+//! client drives.
+//!
+//! Locks are named here by a client-local [`LocalLock`] id, because the
+//! server's handle is unknown until the enqueue reply arrives.
+
+use crate::extent::Extent;
+use crate::ldlm::{EnqueueFlags, LockMode};
+use crate::units::{Instant, LockHandle, ObjectKey, Xid};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LocalLock(pub u64);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientLockState {
+    /// Enqueue sent, no reply yet.
+    Enqueuing {
+        xid: Xid,
+    },
+    /// Queued on the server behind conflicting locks.
+    Waiting,
+    Granted,
+    /// Given back: flushing and dropping pages, then the cancel is sent.
+    Cancelling,
+}
+
+#[derive(Clone, Debug)]
+pub struct ClientLock {
+    pub key: ObjectKey,
+    pub mode: LockMode,
+    pub flags: EnqueueFlags,
+    /// What was asked for.
+    pub requested: Extent,
+    /// What the server granted (the request until then).
+    pub extent: Extent,
+    pub handle: Option<LockHandle>,
+    pub state: ClientLockState,
+    /// I/O operations currently using the lock (Lustre's reader/writer refs).
+    pub users: u32,
+    /// The server wants it back: no new matches; cancel once unused.
+    pub callback_pending: bool,
+    pub last_used: Instant,
+}
+
+impl ClientLock {
+    pub fn is_granted(&self) -> bool {
+        self.state == ClientLockState::Granted
+    }
+    pub fn is_pending(&self) -> bool {
+        matches!(self.state, ClientLockState::Enqueuing { .. } | ClientLockState::Waiting)
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct LockCache {
+    locks: BTreeMap<LocalLock, ClientLock>,
+    by_handle: BTreeMap<LockHandle, LocalLock>,
+    next: u64,
+}
+
+impl LockCache {
+    pub fn insert(&mut self, lock: ClientLock) -> LocalLock {
+        let id = LocalLock(self.next);
+        self.next += 1;
+        if let Some(h) = lock.handle {
+            self.by_handle.insert(h, id);
+        }
+        self.locks.insert(id, lock);
+        id
+    }
+
+    pub fn get(&self, id: LocalLock) -> Option<&ClientLock> {
+        self.locks.get(&id)
+    }
+
+    pub fn get_mut(&mut self, id: LocalLock) -> Option<&mut ClientLock> {
+        self.locks.get_mut(&id)
+    }
+
+    pub fn by_handle(&self, handle: LockHandle) -> Option<LocalLock> {
+        self.by_handle.get(&handle).copied()
+    }
+
+    pub fn by_xid(&self, xid: Xid) -> Option<LocalLock> {
+        self.locks.iter().find(|(_, l)| l.state == ClientLockState::Enqueuing { xid }).map(|(id, _)| *id)
+    }
+
+    pub fn set_handle(&mut self, id: LocalLock, handle: LockHandle) {
+        let lock = self.locks.get_mut(&id).expect("lock exists");
+        debug_assert!(lock.handle.is_none());
+        lock.handle = Some(handle);
+        self.by_handle.insert(handle, id);
+    }
+
+    pub fn remove(&mut self, id: LocalLock) -> Option<ClientLock> {
+        let lock = self.locks.remove(&id)?;
+        if let Some(h) = lock.handle {
+            self.by_handle.remove(&h);
+        }
+        Some(lock)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (LocalLock, &ClientLock)> {
+        self.locks.iter().map(|(id, l)| (*id, l))
+    }
+
+    pub fn len(&self) -> usize {
+        self.locks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.locks.is_empty()
+    }
+
+    /// A granted lock that serves `mode` over all of `extent`, not called back.
+    pub fn matching(&self, key: ObjectKey, mode: LockMode, extent: Extent) -> Option<LocalLock> {
+        self.locks
+            .iter()
+            .find(|(_, l)| {
+                l.key == key
+                    && l.is_granted()
+                    && !l.callback_pending
+                    && l.mode.serves(mode)
+                    && l.extent.contains(&extent)
+            })
+            .map(|(id, _)| *id)
+    }
+
+    /// A lock still being enqueued whose request will serve `mode` over `extent`.
+    pub fn pending_covering(&self, key: ObjectKey, mode: LockMode, extent: Extent) -> Option<LocalLock> {
+        self.locks
+            .iter()
+            .find(|(_, l)| l.key == key && l.is_pending() && l.mode.serves(mode) && l.requested.contains(&extent))
+            .map(|(id, _)| *id)
+    }
+
+    /// Whether some granted or cancelling lock other than `except` covers
+    /// `offset` of `key` (its pages may stay cached).
+    pub fn covers_elsewhere(&self, key: ObjectKey, offset: u64, except: LocalLock) -> bool {
+        self.locks.iter().any(|(id, l)| {
+            *id != except
+                && l.key == key
+                && matches!(l.state, ClientLockState::Granted | ClientLockState::Cancelling)
+                && l.extent.contains_offset(offset)
+        })
+    }
+
+    /// Whether a granted (or cancelling) write lock covers `offset` of `key`.
+    pub fn write_covered(&self, key: ObjectKey, offset: u64) -> bool {
+        self.locks.iter().any(|(_, l)| {
+            l.key == key
+                && l.mode.is_write()
+                && matches!(l.state, ClientLockState::Granted | ClientLockState::Cancelling)
+                && l.extent.contains_offset(offset)
+        })
+    }
+
+    /// Unused granted locks, oldest first.
+    pub fn unused_by_age(&self) -> Vec<(LocalLock, Instant)> {
+        let mut v: Vec<_> = self
+            .locks
+            .iter()
+            .filter(|(_, l)| l.is_granted() && l.users == 0 && !l.callback_pending && !l.mode.is_group())
+            .map(|(id, l)| (*id, l.last_used))
+            .collect();
+        v.sort_by_key(|(id, t)| (*t, *id));
+        v
+    }
+}

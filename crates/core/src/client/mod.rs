@@ -1,0 +1,508 @@
+//! The client of one node: lock cache, page cache and writeback, sans-IO.
+//!
+//! Applications (the harness, the network client library, the simulator's
+//! ranks) start operations with [`Client::write`], [`Client::read`],
+//! [`Client::fsync`] and friends, each returning an [`OpId`]; the operation
+//! completes later as a [`ClientEvent::OpDone`]. Between the two, the client
+//! exchanges messages with OSTs: feed it with [`Client::handle_message`] and
+//! [`Client::handle_timeout`], and after every input drain
+//! [`Client::poll_transmit`] and [`Client::poll_event`].
+//!
+//! Coherence rules, each enforced in one place:
+//! * bytes are dirtied only under a granted PW or GROUP lock that covers them
+//!   (`ops.rs`, asserted in [`Client::check_invariants`]);
+//! * a cached page is read only while a granted lock covers it, and pages are
+//!   dropped when the last lock covering them is cancelled (`flush.rs`);
+//! * a lock is cancelled only after every dirty byte under it has been
+//!   written and acknowledged (`flush.rs`), so whoever gets the lock next
+//!   reads the latest completed write from the OST.
+//!
+//! An operation holds at most one lock reference at a time (a write across
+//! stripes locks, copies and releases one stripe chunk after the other), so
+//! two operations can never deadlock on each other's locks. The price is that
+//! a write spanning several stripes is not atomic with respect to another
+//! client's overlapping write; POSIX does not require it of Lustre either.
+
+pub mod ladvise;
+pub mod locks;
+pub mod pagecache;
+
+mod flush;
+mod ops;
+
+use crate::layout::Layout;
+use crate::ldlm::GroupId;
+use crate::msg::{IoError, ToClient, ToOst};
+use crate::units::{ClientId, Duration, Instant, ObjectKey, OstIndex, Xid};
+use ladvise::{Advice, LadviseError, LockaheadResult, Validated};
+use locks::{LocalLock, LockCache};
+use ops::{Op, OpKind};
+use pagecache::PageCache;
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Lustre's default bulk RPC size (the classic LNet MTU).
+pub const RPC_BYTES_MAX_DEFAULT: u64 = 1 << 20;
+/// `OBD_MAX_RIF_DEFAULT`.
+pub const RPCS_IN_FLIGHT_MAX_DEFAULT: usize = 8;
+/// `max_dirty_mb` of older releases, per OST.
+pub const DIRTY_BYTES_MAX_DEFAULT: u64 = 32 << 20;
+/// `LDLM_DEFAULT_LRU_SIZE` (100 per CPU) for a 4-CPU client.
+pub const LRU_LOCKS_MAX_DEFAULT: usize = 400;
+/// `LDLM_DEFAULT_LRU_MAX_AGE` at Lustre HEAD.
+pub const LRU_AGE_MAX_DEFAULT: Duration = Duration::from_secs(600);
+
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// Largest write or read RPC (`brw_size`, `max_pages_per_rpc`).
+    pub rpc_bytes_max: u64,
+    /// Write RPCs in flight per OST (`max_rpcs_in_flight`).
+    pub rpcs_in_flight_max: usize,
+    /// Dirty (and unacknowledged) bytes per OST before writes wait (`max_dirty_mb`).
+    pub dirty_bytes_max: u64,
+    /// Unused locks kept in the LRU (`lru_size`).
+    pub lru_locks_max: usize,
+    /// Unused locks older than this are cancelled (`lru_max_age`).
+    pub lru_age_max: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            rpc_bytes_max: RPC_BYTES_MAX_DEFAULT,
+            rpcs_in_flight_max: RPCS_IN_FLIGHT_MAX_DEFAULT,
+            dirty_bytes_max: DIRTY_BYTES_MAX_DEFAULT,
+            lru_locks_max: LRU_LOCKS_MAX_DEFAULT,
+            lru_age_max: LRU_AGE_MAX_DEFAULT,
+        }
+    }
+}
+
+impl ClientConfig {
+    pub fn validate(&self) -> Result<(), ClientError> {
+        let page = crate::units::PAGE_SIZE;
+        if self.rpc_bytes_max == 0 || self.rpc_bytes_max % page != 0 {
+            return Err(ClientError::Config(format!(
+                "RPC size {} is not a positive multiple of the {page}-byte page",
+                self.rpc_bytes_max
+            )));
+        }
+        if self.rpcs_in_flight_max == 0 || self.rpcs_in_flight_max > 256 {
+            return Err(ClientError::Config(format!(
+                "RPCs in flight {} is outside 1..=256 (Lustre's OSC_MAX_RIF_MAX)",
+                self.rpcs_in_flight_max
+            )));
+        }
+        if self.dirty_bytes_max < self.rpc_bytes_max {
+            return Err(ClientError::Config(format!(
+                "dirty limit {} is below one RPC ({}); raise it",
+                self.dirty_bytes_max, self.rpc_bytes_max
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A file opened on this client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct FileHandle(pub u64);
+
+/// An operation started on this client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct OpId(pub u64);
+
+#[derive(Clone, Debug)]
+struct OpenFile {
+    layout: Layout,
+    /// Lock-no-expand advice set on this open file.
+    no_expand: bool,
+    /// Group lock held through this open file.
+    group: Option<GroupId>,
+}
+
+/// What a finished operation produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpOutput {
+    Written(u64),
+    Read(Vec<u8>),
+    Synced,
+    Closed,
+    Size(u64),
+    Truncated,
+    GroupLocked,
+    GroupUnlocked,
+    LockaheadDone,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    #[error("no such open file handle")]
+    BadFile,
+    #[error("I/O failed on {ost}: {error}")]
+    Io { ost: OstIndex, error: IoError },
+    #[error("offset {offset} + length {len} is beyond the largest file offset")]
+    TooLarge { offset: u64, len: u64 },
+    #[error("file has no group lock {0}; take it with group_lock first")]
+    NoGroupLock(u64),
+    #[error("a group lock is already held on this file")]
+    GroupLockHeld,
+    #[error(transparent)]
+    Ladvise(#[from] LadviseError),
+    #[error("invalid client configuration: {0}")]
+    Config(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClientEvent {
+    OpDone {
+        op: OpId,
+        result: Result<OpOutput, ClientError>,
+    },
+    /// Dirty data lost because the OST evicted this client.
+    DataLost {
+        ost: OstIndex,
+        bytes: u64,
+    },
+}
+
+/// What this client did, for statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ClientCounters {
+    pub enqueues: u64,
+    pub lockahead_enqueues: u64,
+    pub lockahead_refused: u64,
+    pub lock_matches: u64,
+    pub blocking_callbacks: u64,
+    pub cancels: u64,
+    pub write_rpcs: u64,
+    pub read_rpcs: u64,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    pub evictions: u64,
+    pub bytes_lost: u64,
+}
+
+/// An RPC waiting for its reply.
+#[derive(Clone, Debug)]
+enum Rpc {
+    Write { key: ObjectKey, offset: u64, len: u64, orphaned: bool },
+    Read { op: OpId, key: ObjectKey, offset: u64 },
+    Punch { op: OpId },
+    Getattr { op: OpId, stripe: u32 },
+}
+
+pub struct Client {
+    id: ClientId,
+    config: ClientConfig,
+    files: BTreeMap<FileHandle, OpenFile>,
+    locks: LockCache,
+    cache: PageCache,
+    ops: BTreeMap<OpId, Op>,
+    rpcs: BTreeMap<Xid, Rpc>,
+    writes_in_flight: BTreeMap<OstIndex, usize>,
+    transmits: VecDeque<(OstIndex, ToOst)>,
+    events: VecDeque<ClientEvent>,
+    counters: ClientCounters,
+    file_next: u64,
+    op_next: u64,
+    xid_next: u64,
+}
+
+impl Client {
+    pub fn new(id: ClientId, config: ClientConfig) -> Result<Self, ClientError> {
+        config.validate()?;
+        Ok(Client {
+            id,
+            config,
+            files: BTreeMap::new(),
+            locks: LockCache::default(),
+            cache: PageCache::new(),
+            ops: BTreeMap::new(),
+            rpcs: BTreeMap::new(),
+            writes_in_flight: BTreeMap::new(),
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            counters: ClientCounters::default(),
+            file_next: 1,
+            op_next: 1,
+            xid_next: 1,
+        })
+    }
+
+    pub fn id(&self) -> ClientId {
+        self.id
+    }
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+    pub fn counters(&self) -> ClientCounters {
+        self.counters
+    }
+    pub fn cache(&self) -> &PageCache {
+        &self.cache
+    }
+    pub fn lock_cache(&self) -> &LockCache {
+        &self.locks
+    }
+    pub fn ops_pending(&self) -> usize {
+        self.ops.len()
+    }
+
+    // ----- application interface ----------------------------------------
+
+    /// Open a file whose layout the caller got from the MDS.
+    pub fn open(&mut self, layout: Layout) -> FileHandle {
+        let fh = FileHandle(self.file_next);
+        self.file_next += 1;
+        self.files.insert(fh, OpenFile { layout, no_expand: false, group: None });
+        fh
+    }
+
+    pub fn layout(&self, fh: FileHandle) -> Option<&Layout> {
+        self.files.get(&fh).map(|f| &f.layout)
+    }
+
+    /// Buffered write of `data` at file `offset`: completes once the bytes
+    /// are in the page cache under a write lock.
+    pub fn write(&mut self, now: Instant, fh: FileHandle, offset: u64, data: Vec<u8>) -> OpId {
+        let len = data.len() as u64;
+        self.start(now, fh, OpKind::Write { data }, offset, len)
+    }
+
+    /// Read `len` bytes at `offset`; holes read as zeros.
+    pub fn read(&mut self, now: Instant, fh: FileHandle, offset: u64, len: u64) -> OpId {
+        self.start(now, fh, OpKind::Read { buf: vec![0; len as usize] }, offset, len)
+    }
+
+    /// Write back every dirty byte of the file and wait for the OSTs.
+    pub fn fsync(&mut self, now: Instant, fh: FileHandle) -> OpId {
+        self.start(now, fh, OpKind::Fsync, 0, 0)
+    }
+
+    /// Flush, then forget the handle (locks stay cached, as on Lustre).
+    pub fn close(&mut self, now: Instant, fh: FileHandle) -> OpId {
+        self.start(now, fh, OpKind::Close, 0, 0)
+    }
+
+    /// File size, including other clients' cached writes (glimpse).
+    pub fn stat(&mut self, now: Instant, fh: FileHandle) -> OpId {
+        self.start(now, fh, OpKind::Stat { sizes: Vec::new() }, 0, 0)
+    }
+
+    pub fn truncate(&mut self, now: Instant, fh: FileHandle, size: u64) -> OpId {
+        self.start(now, fh, OpKind::Truncate { size }, 0, 0)
+    }
+
+    /// Take a GROUP lock on every object of the file (`LL_IOC_GROUP_LOCK`).
+    pub fn group_lock(&mut self, now: Instant, fh: FileHandle, gid: GroupId) -> OpId {
+        self.start(now, fh, OpKind::GroupLock { gid }, 0, 0)
+    }
+
+    /// Flush and release the file's GROUP locks (`LL_IOC_GROUP_UNLOCK`).
+    pub fn group_unlock(&mut self, now: Instant, fh: FileHandle, gid: GroupId) -> OpId {
+        self.start(now, fh, OpKind::GroupUnlock { gid }, 0, 0)
+    }
+
+    /// `llapi_ladvise`: lockahead and lock-no-expand advice on an open file.
+    /// Asynchronous lockahead answers at once with one result per advice;
+    /// a synchronous one returns an operation that completes when the locks
+    /// are granted.
+    pub fn ladvise(&mut self, now: Instant, fh: FileHandle, advices: &[Advice]) -> Result<LadviseOutcome, ClientError> {
+        if advices.is_empty() || advices.len() >= ladvise::ADVICES_PER_CALL_MAX {
+            return Err(LadviseError::Count(advices.len()).into());
+        }
+        let validated: Vec<Validated> = advices.iter().map(Advice::validate).collect::<Result<_, _>>()?;
+        if !self.files.contains_key(&fh) {
+            return Err(ClientError::BadFile);
+        }
+        let mut results = Vec::new();
+        let mut sync_ranges = Vec::new();
+        for advice in validated {
+            match advice {
+                Validated::LockNoExpand { set } => self.files.get_mut(&fh).expect("checked").no_expand = set,
+                Validated::Lockahead { mode, start, end, asynchronous: true } => {
+                    results.push(self.lockahead_async(now, fh, mode.lock_mode(), start, end));
+                }
+                Validated::Lockahead { mode, start, end, asynchronous: false } => {
+                    sync_ranges.push((mode.lock_mode(), start, end));
+                }
+            }
+        }
+        self.run(now);
+        if sync_ranges.is_empty() {
+            return Ok(LadviseOutcome::Results(results));
+        }
+        let op = self.start(now, fh, OpKind::Lockahead { ranges: sync_ranges }, 0, 0);
+        Ok(LadviseOutcome::Pending { results, op })
+    }
+
+    // ----- protocol inputs ----------------------------------------------
+
+    pub fn handle_message(&mut self, now: Instant, from: OstIndex, message: ToClient) {
+        match message {
+            ToClient::Enqueue { xid, reply } => self.on_enqueue_reply(now, xid, reply),
+            ToClient::Completion { lock, extent, callback_pending } => {
+                self.on_completion(now, lock, extent, callback_pending)
+            }
+            ToClient::Blocking { lock } => self.on_blocking(lock),
+            ToClient::WriteReply { xid, result } => self.on_write_reply(from, xid, result),
+            ToClient::ReadReply { xid, result } => self.on_read_reply(from, xid, result),
+            ToClient::PunchReply { xid, result } => self.on_punch_reply(from, xid, result),
+            ToClient::GetattrReply { xid, result } => self.on_getattr_reply(from, xid, result),
+            ToClient::Glimpse { xid, object, .. } => {
+                let size = self.cache.object_cached_end(ObjectKey { ost: from, object });
+                self.send(from, ToOst::GlimpseReply { xid, size });
+            }
+            ToClient::Evicted => self.on_evicted(from),
+        }
+        self.run(now);
+    }
+
+    /// Age the lock LRU.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let age_max = self.config.lru_age_max;
+        for (id, last_used) in self.locks.unused_by_age() {
+            if last_used + age_max <= now {
+                self.begin_cancel(id);
+            }
+        }
+        self.run(now);
+    }
+
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<(OstIndex, ToOst)> {
+        self.transmits.pop_front()
+    }
+
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.events.pop_front()
+    }
+
+    /// When the oldest unused lock reaches the LRU age limit.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.locks.unused_by_age().first().map(|(_, t)| *t + self.config.lru_age_max)
+    }
+
+    /// Panics if a coherence invariant is broken.
+    pub fn check_invariants(&self) {
+        self.cache.check_invariants();
+        for key in self.cache.keys_with_dirty() {
+            for range in self.cache.dirty_ranges(key) {
+                let mut page = range.start - range.start % crate::units::PAGE_SIZE;
+                while page <= range.end {
+                    assert!(
+                        self.locks.write_covered(key, page),
+                        "{}: dirty page {page} of {key:?} without a write lock",
+                        self.id
+                    );
+                    page += crate::units::PAGE_SIZE;
+                }
+            }
+        }
+        let mut users: BTreeMap<LocalLock, u32> = BTreeMap::new();
+        for op in self.ops.values() {
+            if let Some(l) = op.holding {
+                *users.entry(l).or_default() += 1;
+            }
+        }
+        for (id, lock) in self.locks.iter() {
+            assert_eq!(lock.users, users.get(&id).copied().unwrap_or(0), "lock {id:?} user count");
+            assert!(lock.extent.contains(&lock.requested) || lock.is_pending(), "lock {id:?} smaller than asked");
+        }
+        let writes: usize = self.writes_in_flight.values().sum();
+        let listed = self.rpcs.values().filter(|r| matches!(r, Rpc::Write { .. })).count();
+        assert_eq!(writes, listed, "write RPC accounting");
+    }
+
+    // ----- internals shared by ops.rs and flush.rs ------------------------
+
+    fn send(&mut self, to: OstIndex, message: ToOst) {
+        self.transmits.push_back((to, message));
+    }
+
+    fn xid(&mut self) -> Xid {
+        let x = Xid(self.xid_next);
+        self.xid_next += 1;
+        x
+    }
+
+    fn start(&mut self, now: Instant, fh: FileHandle, kind: OpKind, offset: u64, len: u64) -> OpId {
+        let id = OpId(self.op_next);
+        self.op_next += 1;
+        match Op::plan(&self.files, fh, kind, offset, len) {
+            Ok(op) => {
+                self.ops.insert(id, op);
+                self.run(now);
+            }
+            Err(error) => self.events.push_back(ClientEvent::OpDone { op: id, result: Err(error) }),
+        }
+        id
+    }
+
+    fn finish(&mut self, id: OpId, result: Result<OpOutput, ClientError>) {
+        let op = self.ops.remove(&id).expect("finishing a live op");
+        debug_assert!(op.holding.is_none(), "op finished holding a lock");
+        self.events.push_back(ClientEvent::OpDone { op: id, result });
+    }
+
+    /// Bring every operation, cancel and writeback as far as it can go.
+    fn run(&mut self, now: Instant) {
+        loop {
+            let mut progressed = false;
+            let ids: Vec<OpId> = self.ops.keys().copied().collect();
+            for id in ids {
+                progressed |= self.step_op(now, id);
+            }
+            progressed |= self.trim_lru();
+            progressed |= self.pump_cancels();
+            progressed |= self.pump_writeback();
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    fn on_evicted(&mut self, ost: OstIndex) {
+        self.counters.evictions += 1;
+        let gone: Vec<LocalLock> = self.locks.iter().filter(|(_, l)| l.key.ost == ost).map(|(id, _)| id).collect();
+        for id in gone {
+            self.locks.remove(id);
+        }
+        for op in self.ops.values_mut() {
+            op.forget_locks_on(ost);
+        }
+        for rpc in self.rpcs.values_mut() {
+            if let Rpc::Write { key, orphaned, .. } = rpc {
+                if key.ost == ost {
+                    *orphaned = true;
+                }
+            }
+        }
+        for file in self.files.values_mut() {
+            if file.layout.objects().iter().any(|k| k.ost == ost) {
+                file.group = None;
+            }
+        }
+        let lost = self.cache.discard_ost(ost);
+        self.report_loss(ost, lost);
+        self.send(ost, ToOst::Connect);
+    }
+
+    fn report_loss(&mut self, ost: OstIndex, bytes: u64) {
+        if bytes > 0 {
+            self.counters.bytes_lost += bytes;
+            self.events.push_back(ClientEvent::DataLost { ost, bytes });
+        }
+    }
+}
+
+/// What [`Client::ladvise`] answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LadviseOutcome {
+    /// Asynchronous lockahead results, one per lockahead advice, in order.
+    Results(Vec<LockaheadResult>),
+    /// Synchronous lockahead: wait for `op`.
+    Pending { results: Vec<LockaheadResult>, op: OpId },
+}

@@ -1,0 +1,644 @@
+//! Operations in progress on a client and how each one advances.
+//!
+//! An operation is planned as a list of steps (one per stripe chunk of the
+//! byte range, or one per object for whole-file operations) and advanced by
+//! [`Client::step_op`] whenever the client gets an input. A step that needs
+//! a lock either matches a cached one or enqueues a request and waits; it
+//! keeps a reference on the lock only while it copies or fetches bytes.
+
+use super::ladvise::LockaheadResult;
+use super::locks::{ClientLock, ClientLockState, LocalLock};
+use super::{Client, ClientError, FileHandle, OpId, OpOutput, OpenFile, Rpc};
+use crate::extent::{Extent, EOF};
+use crate::layout::ObjectChunk;
+use crate::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};
+use crate::msg::{EnqueueReply, IoError, ToOst};
+use crate::units::{Instant, LockHandle, ObjectKey, OstIndex, Xid, PAGE_SIZE};
+use std::collections::BTreeMap;
+
+#[derive(Debug)]
+pub(super) enum OpKind {
+    Write {
+        data: Vec<u8>,
+    },
+    Read {
+        buf: Vec<u8>,
+    },
+    Fsync,
+    Close,
+    Stat {
+        sizes: Vec<u64>,
+    },
+    Truncate {
+        size: u64,
+    },
+    GroupLock {
+        gid: GroupId,
+    },
+    GroupUnlock {
+        gid: GroupId,
+    },
+    /// Synchronous lockahead: `(mode, start, end)` file ranges, inclusive.
+    Lockahead {
+        ranges: Vec<(LockMode, u64, u64)>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum OpState {
+    Ready,
+    WaitLock(LocalLock),
+    /// Writes wait here while the OST's dirty limit is reached.
+    WaitDirty,
+    WaitRpcs {
+        outstanding: usize,
+        failed: Option<IoError>,
+    },
+    /// Fsync, close and group unlock wait here for writeback.
+    WaitFlush,
+}
+
+/// One unit of work of an operation.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Step {
+    pub key: ObjectKey,
+    pub stripe: u32,
+    /// Object bytes the step touches (whole object for whole-file steps).
+    pub extent: Extent,
+    /// Where the step's bytes sit in the operation's buffer.
+    pub buf_offset: usize,
+    pub mode: LockMode,
+}
+
+#[derive(Debug)]
+pub(super) struct Op {
+    pub fh: FileHandle,
+    pub kind: OpKind,
+    pub steps: Vec<Step>,
+    pub index: usize,
+    pub state: OpState,
+    pub holding: Option<LocalLock>,
+}
+
+impl Op {
+    pub(super) fn plan(
+        files: &BTreeMap<FileHandle, OpenFile>,
+        fh: FileHandle,
+        kind: OpKind,
+        offset: u64,
+        len: u64,
+    ) -> Result<Op, ClientError> {
+        let file = files.get(&fh).ok_or(ClientError::BadFile)?;
+        let layout = &file.layout;
+        let whole = |mode: LockMode| -> Vec<Step> {
+            (0..layout.stripe_count())
+                .map(|s| Step { key: layout.object(s), stripe: s, extent: Extent::WHOLE, buf_offset: 0, mode })
+                .collect()
+        };
+        let io_mode = |write: bool| match (file.group, write) {
+            (Some(gid), _) => LockMode::Group(gid),
+            (None, true) => LockMode::ProtectedWrite,
+            (None, false) => LockMode::ProtectedRead,
+        };
+        let steps = match &kind {
+            OpKind::Write { .. } | OpKind::Read { .. } => {
+                if offset.checked_add(len).is_none_or(|end| end > crate::store::OBJECT_BYTES_MAX) {
+                    return Err(ClientError::TooLarge { offset, len });
+                }
+                let mode = io_mode(matches!(kind, OpKind::Write { .. }));
+                layout.chunks(offset, len).into_iter().map(|c| chunk_step(c, offset, mode)).collect()
+            }
+            OpKind::Truncate { size } => (0..layout.stripe_count())
+                .map(|s| {
+                    let object_size = layout.file_size_to_object_size(s, *size);
+                    let start = object_size - object_size % PAGE_SIZE;
+                    let extent = Extent::new(start, EOF);
+                    Step { key: layout.object(s), stripe: s, extent, buf_offset: 0, mode: io_mode(true) }
+                })
+                .collect(),
+            OpKind::GroupLock { gid } => {
+                if file.group.is_some() {
+                    return Err(ClientError::GroupLockHeld);
+                }
+                whole(LockMode::Group(*gid))
+            }
+            OpKind::GroupUnlock { gid } => {
+                if file.group != Some(*gid) {
+                    return Err(ClientError::NoGroupLock(gid.0));
+                }
+                whole(LockMode::Group(*gid))
+            }
+            OpKind::Lockahead { ranges } => ranges
+                .iter()
+                .flat_map(|&(mode, start, end)| {
+                    layout.object_extents(start, end - start + 1).into_iter().map(move |(s, e)| Step {
+                        key: layout.object(s),
+                        stripe: s,
+                        extent: e,
+                        buf_offset: 0,
+                        mode,
+                    })
+                })
+                .collect(),
+            OpKind::Fsync | OpKind::Close | OpKind::Stat { .. } => whole(LockMode::ProtectedRead),
+        };
+        Ok(Op { fh, kind, steps, index: 0, state: OpState::Ready, holding: None })
+    }
+
+    /// The OST evicted us: locks there are gone; steps on it start over.
+    pub(super) fn forget_locks_on(&mut self, ost: OstIndex) {
+        let Some(step) = self.steps.get(self.index) else { return };
+        if step.key.ost != ost {
+            return;
+        }
+        self.holding = None;
+        if matches!(self.state, OpState::WaitLock(_) | OpState::WaitDirty) {
+            self.state = OpState::Ready;
+        }
+    }
+}
+
+fn chunk_step(c: ObjectChunk, op_offset: u64, mode: LockMode) -> Step {
+    Step {
+        key: c.key,
+        stripe: c.stripe,
+        extent: Extent::from_offset_len(c.object_offset, c.len),
+        buf_offset: (c.file_offset - op_offset) as usize,
+        mode,
+    }
+}
+
+enum Acquire {
+    Held,
+    Wait,
+    Fail(ClientError),
+}
+
+impl Client {
+    /// Advance one operation as far as it goes; true if anything changed.
+    pub(super) fn step_op(&mut self, now: Instant, id: OpId) -> bool {
+        let mut progressed = false;
+        loop {
+            let Some(op) = self.ops.get(&id) else { return progressed };
+            if op.index == op.steps.len() {
+                let result = self.complete(id);
+                self.finish(id, result);
+                return true;
+            }
+            let advanced = match op.kind {
+                OpKind::Write { .. } => self.step_write(now, id),
+                OpKind::Read { .. } => self.step_read(now, id),
+                OpKind::Fsync | OpKind::Close => self.step_flush(id),
+                OpKind::Stat { .. } => self.step_stat(id),
+                OpKind::Truncate { size } => self.step_truncate(now, id, size),
+                OpKind::GroupLock { .. } | OpKind::Lockahead { .. } => self.step_lock_only(now, id),
+                OpKind::GroupUnlock { .. } => self.step_group_unlock(id),
+            };
+            match advanced {
+                Ok(true) => progressed = true,
+                Ok(false) => return progressed,
+                Err(error) => {
+                    self.release(now, id);
+                    self.finish(id, Err(error));
+                    return true;
+                }
+            }
+        }
+    }
+
+    fn complete(&mut self, id: OpId) -> Result<OpOutput, ClientError> {
+        let op = self.ops.get_mut(&id).expect("live op");
+        let fh = op.fh;
+        Ok(match &mut op.kind {
+            OpKind::Write { data } => OpOutput::Written(data.len() as u64),
+            OpKind::Read { buf } => OpOutput::Read(std::mem::take(buf)),
+            OpKind::Fsync => OpOutput::Synced,
+            OpKind::Close => {
+                self.files.remove(&fh);
+                OpOutput::Closed
+            }
+            OpKind::Stat { sizes } => {
+                let layout = &self.files.get(&fh).ok_or(ClientError::BadFile)?.layout;
+                OpOutput::Size(layout.file_size(sizes))
+            }
+            OpKind::Truncate { .. } => OpOutput::Truncated,
+            OpKind::GroupLock { gid } => {
+                let gid = *gid;
+                self.files.get_mut(&fh).ok_or(ClientError::BadFile)?.group = Some(gid);
+                OpOutput::GroupLocked
+            }
+            OpKind::GroupUnlock { .. } => OpOutput::GroupUnlocked,
+            OpKind::Lockahead { .. } => OpOutput::LockaheadDone,
+        })
+    }
+
+    fn current(&self, id: OpId) -> (Step, OpState, Option<LocalLock>) {
+        let op = &self.ops[&id];
+        (op.steps[op.index], op.state, op.holding)
+    }
+
+    fn set_state(&mut self, id: OpId, state: OpState) {
+        self.ops.get_mut(&id).expect("live op").state = state;
+    }
+
+    fn next_step(&mut self, now: Instant, id: OpId) {
+        self.release(now, id);
+        let op = self.ops.get_mut(&id).expect("live op");
+        op.index += 1;
+        op.state = OpState::Ready;
+    }
+
+    /// Drop the operation's lock reference; a called-back lock with no users
+    /// left is then cancelled by the flush pump.
+    fn release(&mut self, now: Instant, id: OpId) {
+        let op = self.ops.get_mut(&id).expect("live op");
+        if let Some(l) = op.holding.take() {
+            if let Some(lock) = self.locks.get_mut(l) {
+                lock.users -= 1;
+                lock.last_used = now;
+            }
+        }
+    }
+
+    /// Make sure the operation holds a lock serving its current step.
+    fn acquire(&mut self, id: OpId) -> Acquire {
+        let (step, state, holding) = self.current(id);
+        if holding.is_some() {
+            return Acquire::Held;
+        }
+        if let OpState::WaitLock(l) = state {
+            if self.locks.get(l).is_some() {
+                return Acquire::Wait; // granting hands the reference over
+            }
+            self.set_state(id, OpState::Ready); // refused or evicted: start over
+        }
+        let need = step.extent.page_aligned(PAGE_SIZE);
+        if let Some(l) = self.locks.matching(step.key, step.mode, need) {
+            self.counters.lock_matches += 1;
+            self.hold(id, l);
+            return Acquire::Held;
+        }
+        if let LockMode::Group(gid) = step.mode {
+            if !matches!(self.ops[&id].kind, OpKind::GroupLock { .. }) {
+                // I/O under a group lock that is gone (eviction): an error,
+                // never a silent fallback to ordinary locking.
+                return Acquire::Fail(ClientError::NoGroupLock(gid.0));
+            }
+        }
+        let l = match self.locks.pending_covering(step.key, step.mode, need) {
+            Some(l) => l,
+            None => {
+                let no_expand = self.files.get(&self.ops[&id].fh).is_some_and(|f| f.no_expand)
+                    || matches!(self.ops[&id].kind, OpKind::Lockahead { .. });
+                let flags = EnqueueFlags { no_expand, speculative: false };
+                self.enqueue(step.key, step.mode, need, flags)
+            }
+        };
+        self.set_state(id, OpState::WaitLock(l));
+        Acquire::Wait
+    }
+
+    fn hold(&mut self, id: OpId, l: LocalLock) {
+        let lock = self.locks.get_mut(l).expect("held lock exists");
+        lock.users += 1;
+        let op = self.ops.get_mut(&id).expect("live op");
+        op.holding = Some(l);
+        op.state = OpState::Ready;
+    }
+
+    pub(super) fn enqueue(&mut self, key: ObjectKey, mode: LockMode, extent: Extent, flags: EnqueueFlags) -> LocalLock {
+        let xid = self.xid();
+        self.counters.enqueues += 1;
+        if flags.speculative {
+            self.counters.lockahead_enqueues += 1;
+        }
+        let lock = ClientLock {
+            key,
+            mode,
+            flags,
+            requested: extent,
+            extent,
+            handle: None,
+            state: ClientLockState::Enqueuing { xid },
+            users: 0,
+            callback_pending: false,
+            last_used: Instant::ZERO,
+        };
+        let l = self.locks.insert(lock);
+        let request = LockRequest { mode, extent, flags };
+        self.send(key.ost, ToOst::Enqueue { xid, object: key.object, request });
+        l
+    }
+
+    fn step_write(&mut self, now: Instant, id: OpId) -> Result<bool, ClientError> {
+        match self.acquire(id) {
+            Acquire::Held => {}
+            Acquire::Wait => return Ok(false),
+            Acquire::Fail(e) => return Err(e),
+        }
+        let (step, _, _) = self.current(id);
+        let len = step.extent.len();
+        let dirty = self.cache.dirty_bytes_ost(step.key.ost);
+        if dirty > 0 && dirty + len > self.config.dirty_bytes_max {
+            self.set_state(id, OpState::WaitDirty);
+            return Ok(false);
+        }
+        let OpKind::Write { data } = &self.ops[&id].kind else { unreachable!() };
+        let bytes = &data[step.buf_offset..step.buf_offset + len as usize];
+        self.cache.write(step.key, step.extent.start, bytes);
+        self.next_step(now, id);
+        Ok(true)
+    }
+
+    fn step_read(&mut self, now: Instant, id: OpId) -> Result<bool, ClientError> {
+        match self.acquire(id) {
+            Acquire::Held => {}
+            Acquire::Wait => return Ok(false),
+            Acquire::Fail(e) => return Err(e),
+        }
+        let (step, state, _) = self.current(id);
+        match state {
+            OpState::WaitRpcs { outstanding: 0, failed: Some(IoError::Evicted) } => {
+                self.release(now, id);
+                self.set_state(id, OpState::Ready);
+                return Ok(true); // locks were dropped; redo the step
+            }
+            OpState::WaitRpcs { outstanding: 0, failed: Some(error) } => {
+                return Err(ClientError::Io { ost: step.key.ost, error })
+            }
+            OpState::WaitRpcs { outstanding: 0, failed: None } => {}
+            OpState::WaitRpcs { .. } => return Ok(false),
+            _ => {}
+        }
+        let len = step.extent.len();
+        if let Some(bytes) = self.cache.read(step.key, step.extent.start, len) {
+            let OpKind::Read { buf } = &mut self.ops.get_mut(&id).expect("live op").kind else { unreachable!() };
+            buf[step.buf_offset..step.buf_offset + len as usize].copy_from_slice(&bytes);
+            self.next_step(now, id);
+            return Ok(true);
+        }
+        let spans = self.cache.missing_pages(step.key, step.extent.start, len, self.config.rpc_bytes_max);
+        debug_assert!(!spans.is_empty(), "cache miss with nothing to fetch");
+        for span in &spans {
+            let xid = self.xid();
+            self.counters.read_rpcs += 1;
+            self.rpcs.insert(xid, Rpc::Read { op: id, key: step.key, offset: span.start });
+            self.send(step.key.ost, ToOst::Read { xid, object: step.key.object, offset: span.start, len: span.len() });
+        }
+        self.set_state(id, OpState::WaitRpcs { outstanding: spans.len(), failed: None });
+        Ok(true)
+    }
+
+    fn step_flush(&mut self, id: OpId) -> Result<bool, ClientError> {
+        let (step, _, _) = self.current(id);
+        if self.cache.has_dirty(step.key, Extent::WHOLE) || self.cache.has_writeback(step.key, Extent::WHOLE) {
+            self.set_state(id, OpState::WaitFlush);
+            return Ok(false);
+        }
+        let op = self.ops.get_mut(&id).expect("live op");
+        op.index += 1;
+        op.state = OpState::Ready;
+        Ok(true)
+    }
+
+    fn step_stat(&mut self, id: OpId) -> Result<bool, ClientError> {
+        let (step, state, _) = self.current(id);
+        match state {
+            OpState::Ready => {
+                // Ask every object at once; the replies fill `sizes`.
+                let steps = self.ops[&id].steps.clone();
+                let OpKind::Stat { sizes } = &mut self.ops.get_mut(&id).expect("live op").kind else { unreachable!() };
+                *sizes = vec![0; steps.len()];
+                for s in &steps {
+                    let xid = self.xid();
+                    self.rpcs.insert(xid, Rpc::Getattr { op: id, stripe: s.stripe });
+                    self.send(s.key.ost, ToOst::Getattr { xid, object: s.key.object });
+                }
+                self.set_state(id, OpState::WaitRpcs { outstanding: steps.len(), failed: None });
+                Ok(true)
+            }
+            OpState::WaitRpcs { outstanding: 0, failed: Some(error) } => {
+                Err(ClientError::Io { ost: step.key.ost, error })
+            }
+            OpState::WaitRpcs { outstanding: 0, failed: None } => {
+                let op = self.ops.get_mut(&id).expect("live op");
+                op.index = op.steps.len();
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    fn step_truncate(&mut self, now: Instant, id: OpId, size: u64) -> Result<bool, ClientError> {
+        match self.acquire(id) {
+            Acquire::Held => {}
+            Acquire::Wait => return Ok(false),
+            Acquire::Fail(e) => return Err(e),
+        }
+        let (step, state, _) = self.current(id);
+        match state {
+            OpState::WaitRpcs { outstanding: 0, failed: None } => {
+                self.next_step(now, id);
+                Ok(true)
+            }
+            OpState::WaitRpcs { outstanding: 0, failed: Some(error) } => {
+                Err(ClientError::Io { ost: step.key.ost, error })
+            }
+            OpState::WaitRpcs { .. } => Ok(false),
+            _ => {
+                let layout = &self.files.get(&self.ops[&id].fh).ok_or(ClientError::BadFile)?.layout;
+                let object_size = layout.file_size_to_object_size(step.stripe, size);
+                self.cache.truncate(step.key, object_size);
+                let xid = self.xid();
+                self.rpcs.insert(xid, Rpc::Punch { op: id });
+                self.send(step.key.ost, ToOst::Punch { xid, object: step.key.object, size: object_size });
+                self.set_state(id, OpState::WaitRpcs { outstanding: 1, failed: None });
+                Ok(true)
+            }
+        }
+    }
+
+    /// Group lock and synchronous lockahead: get the lock, use it for nothing.
+    fn step_lock_only(&mut self, now: Instant, id: OpId) -> Result<bool, ClientError> {
+        match self.acquire(id) {
+            Acquire::Held => {
+                self.next_step(now, id);
+                Ok(true)
+            }
+            Acquire::Wait => Ok(false),
+            Acquire::Fail(e) => Err(e),
+        }
+    }
+
+    fn step_group_unlock(&mut self, id: OpId) -> Result<bool, ClientError> {
+        let (step, _, _) = self.current(id);
+        let fh = self.ops[&id].fh;
+        if let Some(file) = self.files.get_mut(&fh) {
+            file.group = None; // no new I/O under the group lock from now on
+        }
+        let held: Vec<LocalLock> = self
+            .locks
+            .iter()
+            .filter(|(_, l)| l.key == step.key && l.mode == step.mode && l.state != ClientLockState::Cancelling)
+            .map(|(id, _)| id)
+            .collect();
+        for l in held {
+            self.begin_cancel(l);
+        }
+        let cancelling = self.locks.iter().any(|(_, l)| l.key == step.key && l.mode == step.mode);
+        if cancelling {
+            self.set_state(id, OpState::WaitFlush);
+            return Ok(false);
+        }
+        let op = self.ops.get_mut(&id).expect("live op");
+        op.index += 1;
+        op.state = OpState::Ready;
+        Ok(true)
+    }
+
+    /// Asynchronous lockahead of one file range: one speculative request
+    /// per object it touches, unless a cached lock already covers it.
+    pub(super) fn lockahead_async(
+        &mut self,
+        now: Instant,
+        fh: FileHandle,
+        mode: LockMode,
+        start: u64,
+        end: u64,
+    ) -> LockaheadResult {
+        let _ = now;
+        let layout = self.files[&fh].layout.clone();
+        let mut result = LockaheadResult::Same;
+        for (stripe, extent) in layout.object_extents(start, end - start + 1) {
+            let key = layout.object(stripe);
+            let want = extent.page_aligned(PAGE_SIZE);
+            let this = if let Some(l) = self.locks.matching(key, mode, want) {
+                if self.locks.get(l).expect("matched").extent == want {
+                    LockaheadResult::Same
+                } else {
+                    LockaheadResult::Different
+                }
+            } else {
+                let already = self
+                    .locks
+                    .iter()
+                    .any(|(_, l)| l.key == key && l.is_pending() && l.requested == want && l.mode == mode);
+                if !already {
+                    self.enqueue(key, mode, want, EnqueueFlags { no_expand: true, speculative: true });
+                }
+                LockaheadResult::Sent
+            };
+            result = combine(result, this);
+        }
+        result
+    }
+
+    // ----- replies ------------------------------------------------------
+
+    pub(super) fn on_enqueue_reply(&mut self, now: Instant, xid: Xid, reply: EnqueueReply) {
+        let Some(l) = self.locks.by_xid(xid) else { return };
+        match reply {
+            EnqueueReply::Granted { lock, extent } => {
+                self.locks.set_handle(l, lock);
+                self.granted(now, l, extent, false);
+            }
+            EnqueueReply::Waiting { lock } => {
+                self.locks.set_handle(l, lock);
+                self.locks.get_mut(l).expect("listed").state = ClientLockState::Waiting;
+            }
+            EnqueueReply::Refused | EnqueueReply::Evicted => {
+                let lock = self.locks.remove(l).expect("listed");
+                if lock.flags.speculative && reply == EnqueueReply::Refused {
+                    self.counters.lockahead_refused += 1;
+                }
+                // Operations waiting on it find it gone and enqueue again.
+            }
+        }
+    }
+
+    pub(super) fn on_completion(&mut self, now: Instant, handle: LockHandle, extent: Extent, callback_pending: bool) {
+        let Some(l) = self.locks.by_handle(handle) else { return };
+        self.granted(now, l, extent, callback_pending);
+    }
+
+    /// A lock is granted: every operation waiting on it gets a reference at
+    /// once, so that a lock called back before use still serves the
+    /// operations that asked for it (and cannot be lost to a livelock).
+    fn granted(&mut self, now: Instant, l: LocalLock, extent: Extent, callback_pending: bool) {
+        let lock = self.locks.get_mut(l).expect("granted lock listed");
+        assert!(extent.contains(&lock.requested), "server granted {extent} for a request of {}", lock.requested);
+        lock.extent = extent;
+        lock.state = ClientLockState::Granted;
+        lock.callback_pending |= callback_pending;
+        lock.last_used = now;
+        let waiters: Vec<OpId> =
+            self.ops.iter().filter(|(_, op)| op.state == OpState::WaitLock(l)).map(|(id, _)| *id).collect();
+        for id in waiters {
+            self.hold(id, l);
+        }
+    }
+
+    pub(super) fn on_blocking(&mut self, handle: LockHandle) {
+        self.counters.blocking_callbacks += 1;
+        if let Some(l) = self.locks.by_handle(handle) {
+            self.locks.get_mut(l).expect("listed").callback_pending = true;
+        }
+        // Unknown handle: our cancel crossed the callback; nothing to do.
+    }
+
+    pub(super) fn on_read_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<Vec<u8>, IoError>) {
+        let Some(Rpc::Read { op, key, offset }) = self.rpcs.remove(&xid) else { return };
+        debug_assert_eq!(key.ost, ost);
+        let failure = match result {
+            Ok(data) => {
+                self.counters.bytes_read += data.len() as u64;
+                if self.ops.get(&op).is_some_and(|o| o.holding.is_some()) {
+                    self.cache.fill(key, offset, &data);
+                }
+                None
+            }
+            Err(e) => Some(e),
+        };
+        self.rpc_answered(op, failure);
+    }
+
+    pub(super) fn on_punch_reply(&mut self, _ost: OstIndex, xid: Xid, result: Result<(), IoError>) {
+        let Some(Rpc::Punch { op }) = self.rpcs.remove(&xid) else { return };
+        self.rpc_answered(op, result.err());
+    }
+
+    pub(super) fn on_getattr_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<u64, IoError>) {
+        let Some(Rpc::Getattr { op, stripe }) = self.rpcs.remove(&xid) else { return };
+        let failure = match result {
+            Ok(size) => {
+                let key = self.ops[&op].steps[stripe as usize].key;
+                debug_assert_eq!(key.ost, ost);
+                let local = self.cache.object_cached_end(key);
+                let OpKind::Stat { sizes } = &mut self.ops.get_mut(&op).expect("live op").kind else { unreachable!() };
+                sizes[stripe as usize] = size.max(local);
+                None
+            }
+            Err(e) => Some(e),
+        };
+        self.rpc_answered(op, failure);
+    }
+
+    fn rpc_answered(&mut self, op: OpId, failure: Option<IoError>) {
+        let Some(op) = self.ops.get_mut(&op) else { return };
+        if let OpState::WaitRpcs { outstanding, failed } = &mut op.state {
+            *outstanding -= 1;
+            if failure.is_some() {
+                *failed = failure;
+            }
+        }
+    }
+}
+
+fn combine(a: LockaheadResult, b: LockaheadResult) -> LockaheadResult {
+    use LockaheadResult::*;
+    match (a, b) {
+        (Sent, _) | (_, Sent) => Sent,
+        (Different, _) | (_, Different) => Different,
+        _ => Same,
+    }
+}

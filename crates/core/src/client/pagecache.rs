@@ -1,0 +1,824 @@
+//! A client's page cache of OST objects.
+//!
+//! What it is: the cached pages (`PAGE_SIZE` bytes each) of every object a
+//! client has read or written, with per-byte knowledge of which bytes are
+//! *dirty* (written locally, not yet sent) and which are *under writeback*
+//! (sent in a write RPC that has not completed), plus exact running totals of
+//! *cached-dirty* bytes (dirty or under writeback, a byte counted once) per
+//! OST and overall, for the client's dirty-cache limits.
+//!
+//! What it is not: it knows nothing of locks, RPCs or time. The client state
+//! machine decides when a page may be cached (a covering lock is held), when
+//! to write back (flush policy, lock cancellation) and when to drop pages
+//! (cancellation, eviction); this module only keeps the books and enforces
+//! the rules below. It is a pure data structure: no I/O, no clock.
+//!
+//! Invariants, asserted by [`PageCache::check_invariants`]:
+//! - every page holds `PAGE_SIZE` bytes; its dirty and writeback ranges are
+//!   sorted, non-empty, disjoint, non-adjacent and inside the page;
+//! - no object is kept with zero pages;
+//! - the per-OST and overall cached-dirty totals equal a recount of the
+//!   cached pages, so no count refers to a page that has been dropped.
+//!
+//! A byte is *known* (a read may return it) when its page is uptodate (every
+//! byte fetched from the server or written locally) or the byte is dirty or
+//! under writeback. Once written back, a byte of a page that is not uptodate
+//! belongs to the server again and a read fetches the page.
+//!
+//! Why per-byte dirty ranges: a write of part of a page needs no
+//! read-modify-write RPC to fetch the rest first. Only the written bytes are
+//! sent; a later read fetches the page and merges it, local bytes winning
+//! ([`PageCache::fill`]).
+//!
+//! Why a page with bytes under writeback is skipped by
+//! [`PageCache::next_writeback`] until its RPC completes: then at most one
+//! write RPC per page is in flight, so two writes of the same bytes are never
+//! in flight at once and cannot be reordered on the way to the OST (an older
+//! version can never land after a newer one). Rewriting bytes under writeback
+//! just marks them dirty again; they go out in a later run.
+
+use crate::extent::Extent;
+use crate::units::{ObjectKey, OstIndex, PAGE_SIZE};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::{Range, RangeInclusive};
+
+const PAGE_BYTES: usize = PAGE_SIZE as usize;
+const PAGE_END: u16 = PAGE_SIZE as u16;
+const _: () = assert!(PAGE_SIZE <= u16::MAX as u64);
+
+/// Half-open byte ranges within one page: sorted, disjoint, non-adjacent.
+///
+/// A short list rather than a 4096-bit bitmap: clean pages (the common case)
+/// allocate nothing, a typical write leaves one or two ranges, and "first
+/// dirty run from here" is a lookup rather than a bit scan.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Ranges(Vec<(u16, u16)>);
+
+impl Ranges {
+    fn len_bytes(&self) -> u64 {
+        self.0.iter().map(|&(a, b)| u64::from(b - a)).sum()
+    }
+
+    /// Adds the non-empty range `[start, end)`.
+    fn insert(&mut self, start: u16, end: u16) {
+        let (mut s, mut e) = (start, end);
+        // Ranges never touch one another, so one pass absorbs every range
+        // touching the new one, even as it grows.
+        self.0.retain(|&(a, b)| {
+            let touches = a <= e && s <= b;
+            if touches {
+                (s, e) = (s.min(a), e.max(b));
+            }
+            !touches
+        });
+        let at = self.0.partition_point(|&(a, _)| a < s);
+        self.0.insert(at, (s, e));
+    }
+
+    /// Removes the non-empty range `[start, end)`.
+    fn remove(&mut self, start: u16, end: u16) {
+        let cut = |&(a, b): &(u16, u16)| [(a, b.min(start)), (a.max(end), b)];
+        self.0 = self.0.iter().flat_map(cut).filter(|&(a, b)| a < b).collect();
+    }
+
+    fn covers(&self, start: u16, end: u16) -> bool {
+        self.0.iter().any(|&(a, b)| a <= start && end <= b)
+    }
+
+    /// The first range meeting `[start, end)`, clipped to it.
+    fn first_within(&self, (start, end): (u16, u16)) -> Option<(u16, u16)> {
+        let &(a, b) = self.0.iter().find(|&&(_, b)| b > start)?;
+        Some((a.max(start), b.min(end))).filter(|(a, b)| a < b)
+    }
+
+    fn check(&self) {
+        let inside = self.0.iter().all(|&(a, b)| a < b && b <= PAGE_END);
+        let apart = self.0.windows(2).all(|w| w[0].1 < w[1].0);
+        assert!(inside && apart, "{self:?}");
+    }
+}
+
+#[derive(Clone)]
+struct Page {
+    data: Box<[u8; PAGE_BYTES]>,
+    /// Every byte is known: fetched from the server or written locally.
+    uptodate: bool,
+    dirty: Ranges,
+    writeback: Ranges,
+    /// One past the highest byte ever written locally into this page (0 if none).
+    written_end: u16,
+}
+
+impl Page {
+    fn new() -> Self {
+        let (dirty, writeback) = (Ranges::default(), Ranges::default());
+        let data = Box::new([0; PAGE_BYTES]);
+        Page { data, uptodate: false, dirty, writeback, written_end: 0 }
+    }
+
+    /// Bytes written locally that the server does not have yet.
+    fn local(&self) -> Ranges {
+        let mut out = self.dirty.clone();
+        self.writeback.0.iter().for_each(|&(a, b)| out.insert(a, b));
+        out
+    }
+
+    fn cached_dirty(&self) -> u64 {
+        self.local().len_bytes()
+    }
+
+    fn knows(&self, start: u16, end: u16) -> bool {
+        self.uptodate || self.local().covers(start, end)
+    }
+
+    fn write(&mut self, start: u16, end: u16, src: &[u8]) {
+        self.data[usize::from(start)..usize::from(end)].copy_from_slice(src);
+        self.dirty.insert(start, end);
+        self.written_end = self.written_end.max(end);
+        self.uptodate |= self.local().covers(0, PAGE_END);
+    }
+
+    /// Takes the server's bytes except where local bytes are newer.
+    fn fill(&mut self, server: &[u8]) {
+        let mut pos = 0;
+        for &(a, b) in &self.local().0 {
+            let a = usize::from(a);
+            self.data[pos..a].copy_from_slice(&server[pos..a]);
+            pos = usize::from(b);
+        }
+        self.data[pos..].copy_from_slice(&server[pos..]);
+        self.uptodate = true;
+    }
+
+    /// Zeroes and forgets every byte at or after `at`.
+    fn truncate(&mut self, at: u16) {
+        self.data[usize::from(at)..].fill(0);
+        self.dirty.remove(at, PAGE_END);
+        self.writeback.remove(at, PAGE_END);
+        self.written_end = self.written_end.min(at);
+    }
+}
+
+impl fmt::Debug for Page {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (dirty, writeback) = (&self.dirty.0, &self.writeback.0);
+        write!(f, "Page {{ uptodate: {}, dirty: {dirty:?}, ", self.uptodate)?;
+        write!(f, "writeback: {writeback:?}, written_end: {} }}", self.written_end)
+    }
+}
+
+/// Contiguous bytes handed to one write RPC, snapshotted when the run was cut.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WritebackRun {
+    pub key: ObjectKey,
+    pub offset: u64,
+    pub data: Vec<u8>,
+}
+
+/// The part `[start, end)` of page `index` that a byte range covers; `at` is
+/// where that part begins in the caller's buffer.
+#[derive(Clone, Copy)]
+struct Piece {
+    index: u64,
+    start: u16,
+    end: u16,
+    at: usize,
+}
+
+impl Piece {
+    fn in_page(&self) -> Range<usize> {
+        usize::from(self.start)..usize::from(self.end)
+    }
+    fn in_buf(&self) -> Range<usize> {
+        self.at..self.at + usize::from(self.end - self.start)
+    }
+}
+
+/// Splits `[offset, offset + len)` into per-page pieces.
+fn pieces(offset: u64, len: u64) -> impl Iterator<Item = Piece> {
+    let end = offset.checked_add(len).expect("byte range overflows u64");
+    let pages = offset / PAGE_SIZE..end.div_ceil(PAGE_SIZE);
+    pages.filter(move |_| len > 0).map(move |index| {
+        let base = index * PAGE_SIZE;
+        let (s, e) = (offset.max(base) - base, end.min(base + PAGE_SIZE) - base);
+        let at = (base + s - offset) as usize;
+        Piece { index, start: s as u16, end: e as u16, at }
+    })
+}
+
+fn page_indices(range: &Extent) -> RangeInclusive<u64> {
+    range.start / PAGE_SIZE..=range.end / PAGE_SIZE
+}
+
+/// `range` clipped to page `index`, as in-page offsets `[start, end)`.
+fn clip(range: &Extent, index: u64) -> (u16, u16) {
+    let base = index * PAGE_SIZE;
+    let start = range.start.max(base) - base;
+    let last = range.end.min(base + PAGE_SIZE - 1) - base;
+    (start as u16, last as u16 + 1)
+}
+
+/// Appends `ext`, merged into the last extent when contiguous and the result
+/// stays within `len_max` bytes.
+fn push_merged(out: &mut Vec<Extent>, ext: Extent, len_max: u64) {
+    match out.last_mut() {
+        Some(last) if last.end + 1 == ext.start && last.len() + ext.len() <= len_max => last.end = ext.end,
+        _ => out.push(ext),
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct PageCache {
+    objects: BTreeMap<ObjectKey, BTreeMap<u64, Page>>,
+    /// Cached-dirty bytes per OST; OSTs at zero have no entry.
+    dirty_bytes_ost: BTreeMap<OstIndex, u64>,
+    dirty_bytes: u64,
+}
+
+impl PageCache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Copies `data` in at `offset` and marks it dirty; returns the bytes
+    /// newly added to the cached-dirty total.
+    pub fn write(&mut self, key: ObjectKey, offset: u64, data: &[u8]) -> u64 {
+        let mut added = 0;
+        for p in pieces(offset, data.len() as u64) {
+            let src = &data[p.in_buf()];
+            let (before, after) = self.update(key, p.index, true, |pg| pg.write(p.start, p.end, src));
+            added += after - before;
+        }
+        added
+    }
+
+    /// The bytes `[offset, offset + len)` if every one of them is known.
+    pub fn read(&self, key: ObjectKey, offset: u64, len: u64) -> Option<Vec<u8>> {
+        let mut out = Vec::with_capacity(len as usize);
+        for p in pieces(offset, len) {
+            let page = self.objects.get(&key)?.get(&p.index)?;
+            if !page.knows(p.start, p.end) {
+                return None;
+            }
+            out.extend_from_slice(&page.data[p.in_page()]);
+        }
+        Some(out)
+    }
+
+    /// Page-aligned extents to fetch before `read(key, offset, len)` can
+    /// succeed, merged when contiguous, each at most `span_bytes_max` long.
+    pub fn missing_pages(&self, key: ObjectKey, offset: u64, len: u64, span_bytes_max: u64) -> Vec<Extent> {
+        assert!(span_bytes_max >= PAGE_SIZE && span_bytes_max % PAGE_SIZE == 0);
+        let mut out = Vec::new();
+        for p in pieces(offset, len) {
+            let page = self.objects.get(&key).and_then(|pages| pages.get(&p.index));
+            if !page.is_some_and(|page| page.knows(p.start, p.end)) {
+                let ext = Extent::from_offset_len(p.index * PAGE_SIZE, PAGE_SIZE);
+                push_merged(&mut out, ext, span_bytes_max);
+            }
+        }
+        out
+    }
+
+    /// A read reply of whole pages at `offset`: dirty and writeback bytes
+    /// keep their local value, all others take the server's.
+    pub fn fill(&mut self, key: ObjectKey, offset: u64, data: &[u8]) {
+        assert!(offset % PAGE_SIZE == 0, "unaligned fill at {offset}");
+        assert!(data.len() % PAGE_BYTES == 0, "fill of a partial page");
+        for (i, chunk) in (offset / PAGE_SIZE..).zip(data.chunks(PAGE_BYTES)) {
+            self.update(key, i, true, |page| page.fill(chunk));
+        }
+    }
+
+    /// Cuts the lowest run of contiguous dirty bytes inside `range` whose
+    /// pages have no writeback in flight, at most `bytes_max` long, marks it
+    /// under writeback and snapshots its data.
+    pub fn next_writeback(&mut self, key: ObjectKey, range: Extent, bytes_max: u64) -> Option<WritebackRun> {
+        assert!(bytes_max >= PAGE_SIZE && bytes_max % PAGE_SIZE == 0);
+        let (offset, len) = self.find_run(key, &range, bytes_max)?;
+        let mut data = vec![0; len as usize];
+        for p in pieces(offset, len) {
+            self.update(key, p.index, false, |page| {
+                data[p.in_buf()].copy_from_slice(&page.data[p.in_page()]);
+                page.dirty.remove(p.start, p.end);
+                page.writeback.insert(p.start, p.end);
+            });
+        }
+        Some(WritebackRun { key, offset, data })
+    }
+
+    /// `(offset, len)` of the run `next_writeback` should cut.
+    fn find_run(&self, key: ObjectKey, range: &Extent, bytes_max: u64) -> Option<(u64, u64)> {
+        let mut run: Option<(u64, u64)> = None; // [start, end)
+        for (&index, page) in self.objects.get(&key)?.range(page_indices(range)) {
+            let base = index * PAGE_SIZE;
+            // A page with writeback in flight is skipped: its dirty bytes wait.
+            let piece = match page.writeback.0.is_empty() {
+                true => page.dirty.first_within(clip(range, index)),
+                false => None,
+            };
+            run = match (run, piece) {
+                (None, None) => continue,
+                (None, Some((a, b))) => Some((base + u64::from(a), base + u64::from(b))),
+                (Some((s, e)), Some((0, b))) if e == base => Some((s, base + u64::from(b))),
+                (Some(_), _) => break,
+            };
+            match run {
+                Some((s, e)) if e == base + PAGE_SIZE && e - s < bytes_max => {}
+                _ => break,
+            }
+        }
+        let (start, mut end) = run?;
+        if end - start > bytes_max {
+            end = (start + bytes_max) / PAGE_SIZE * PAGE_SIZE; // a page boundary past start
+        }
+        Some((start, end - start))
+    }
+
+    /// The write RPC for `[offset, offset + len)` completed; returns the bytes
+    /// removed from the cached-dirty total (re-dirtied bytes stay dirty).
+    pub fn writeback_done(&mut self, key: ObjectKey, offset: u64, len: u64) -> u64 {
+        self.end_writeback(key, offset, len, false)
+    }
+
+    /// The write RPC failed for good (eviction); returns the bytes lost. The
+    /// pages stop being uptodate, since the server never got those bytes.
+    pub fn writeback_failed(&mut self, key: ObjectKey, offset: u64, len: u64) -> u64 {
+        self.end_writeback(key, offset, len, true)
+    }
+
+    fn end_writeback(&mut self, key: ObjectKey, offset: u64, len: u64, failed: bool) -> u64 {
+        let mut removed = 0;
+        for p in pieces(offset, len) {
+            let (before, after) = self.update(key, p.index, false, |page| {
+                page.writeback.remove(p.start, p.end);
+                page.uptodate &= !failed;
+            });
+            removed += before - after;
+        }
+        removed
+    }
+
+    /// Whether any byte of `range` is dirty (not counting writeback).
+    pub fn has_dirty(&self, key: ObjectKey, range: Extent) -> bool {
+        self.any_within(key, &range, |page| &page.dirty)
+    }
+
+    pub fn has_writeback(&self, key: ObjectKey, range: Extent) -> bool {
+        self.any_within(key, &range, |page| &page.writeback)
+    }
+
+    fn any_within(&self, key: ObjectKey, range: &Extent, set: fn(&Page) -> &Ranges) -> bool {
+        let hit = |(&i, page): (&u64, &Page)| set(page).first_within(clip(range, i)).is_some();
+        self.objects.get(&key).is_some_and(|pages| pages.range(page_indices(range)).any(hit))
+    }
+
+    /// Objects with dirty bytes waiting to be written back.
+    pub fn keys_with_dirty(&self) -> Vec<ObjectKey> {
+        let dirty = |pages: &BTreeMap<u64, Page>| pages.values().any(|pg| !pg.dirty.0.is_empty());
+        self.objects.iter().filter(|(_, pages)| dirty(pages)).map(|(&key, _)| key).collect()
+    }
+
+    /// The dirty bytes of `key` (not counting writeback), merged.
+    pub fn dirty_ranges(&self, key: ObjectKey) -> Vec<Extent> {
+        let mut out = Vec::new();
+        for (index, page) in self.objects.get(&key).into_iter().flatten() {
+            for &(a, b) in &page.dirty.0 {
+                let start = index * PAGE_SIZE + u64::from(a);
+                push_merged(&mut out, Extent::from_offset_len(start, u64::from(b - a)), u64::MAX);
+            }
+        }
+        out
+    }
+
+    /// Drops the pages meeting `range` for which `keep_page(index)` is false;
+    /// returns the cached-dirty bytes thrown away. Panics if such a page has
+    /// writeback in flight: on eviction, call `writeback_failed` first.
+    pub fn discard(&mut self, key: ObjectKey, range: Extent, keep_page: impl Fn(u64) -> bool) -> u64 {
+        let pages = self.objects.entry(key).or_default();
+        let doomed: Vec<u64> = pages.range(page_indices(&range)).map(|(&i, _)| i).collect();
+        let mut lost = 0;
+        for index in doomed.into_iter().filter(|&i| !keep_page(i)) {
+            let page = pages.remove(&index).expect("page listed above");
+            assert!(page.writeback.0.is_empty(), "discarding page {index} of {key:?} under writeback");
+            lost += page.cached_dirty();
+        }
+        self.forget_if_empty(key);
+        self.adjust(key.ost, lost, 0);
+        lost
+    }
+
+    /// Drops every page of `ost` (eviction); returns the cached-dirty bytes
+    /// lost, writeback in flight included (it is forgotten).
+    pub fn discard_ost(&mut self, ost: OstIndex) -> u64 {
+        let lost = self.dirty_bytes_ost(ost);
+        self.objects.retain(|key, _| key.ost != ost);
+        self.adjust(ost, lost, 0);
+        lost
+    }
+
+    /// Forgets every byte at or beyond `size`. Writeback in flight there is
+    /// forgotten too (callers should wait for it, as Lustre's truncate does).
+    pub fn truncate(&mut self, key: ObjectKey, size: u64) {
+        let pages = self.objects.entry(key).or_default();
+        let lost = pages.split_off(&size.div_ceil(PAGE_SIZE)).values().map(Page::cached_dirty).sum();
+        self.adjust(key.ost, lost, 0);
+        let at = (size % PAGE_SIZE) as u16;
+        if at != 0 {
+            self.update(key, size / PAGE_SIZE, false, |page| page.truncate(at));
+        }
+        self.forget_if_empty(key);
+    }
+
+    /// Cached-dirty bytes (dirty or under writeback) of every object.
+    pub fn dirty_bytes(&self) -> u64 {
+        self.dirty_bytes
+    }
+
+    pub fn dirty_bytes_ost(&self, ost: OstIndex) -> u64 {
+        self.dirty_bytes_ost.get(&ost).copied().unwrap_or(0)
+    }
+
+    pub fn cached_pages(&self) -> usize {
+        self.objects.values().map(BTreeMap::len).sum()
+    }
+
+    /// One past the highest locally written byte of `key` still cached, 0 if none.
+    pub fn object_cached_end(&self, key: ObjectKey) -> u64 {
+        let pages = self.objects.get(&key).into_iter().flatten().rev();
+        let mut written = pages.filter(|(_, page)| page.written_end > 0);
+        written.next().map_or(0, |(&i, page)| i * PAGE_SIZE + u64::from(page.written_end))
+    }
+
+    /// Asserts the invariants listed in the module documentation.
+    pub fn check_invariants(&self) {
+        let mut recount: BTreeMap<OstIndex, u64> = BTreeMap::new();
+        for (key, pages) in &self.objects {
+            assert!(!pages.is_empty(), "{key:?} kept with no pages");
+            for page in pages.values() {
+                page.dirty.check();
+                page.writeback.check();
+                *recount.entry(key.ost).or_default() += page.cached_dirty();
+            }
+        }
+        recount.retain(|_, bytes| *bytes > 0);
+        assert_eq!(recount, self.dirty_bytes_ost, "per-OST totals drifted");
+        assert_eq!(recount.values().sum::<u64>(), self.dirty_bytes, "total drifted");
+    }
+
+    /// Runs `f` on a page (created if `create`), keeping the totals exact;
+    /// returns its cached-dirty bytes before and after, `(0, 0)` if absent.
+    fn update(&mut self, key: ObjectKey, index: u64, create: bool, f: impl FnOnce(&mut Page)) -> (u64, u64) {
+        let pages = self.objects.entry(key).or_default();
+        if create {
+            pages.entry(index).or_insert_with(Page::new);
+        }
+        let Some(page) = pages.get_mut(&index) else {
+            self.forget_if_empty(key);
+            return (0, 0);
+        };
+        let before = page.cached_dirty();
+        f(page);
+        let after = page.cached_dirty();
+        self.adjust(key.ost, before, after);
+        (before, after)
+    }
+
+    fn adjust(&mut self, ost: OstIndex, before: u64, after: u64) {
+        let total = self.dirty_bytes_ost.entry(ost).or_default();
+        *total = (*total + after).checked_sub(before).expect("per-OST total underflow");
+        if *total == 0 {
+            self.dirty_bytes_ost.remove(&ost);
+        }
+        self.dirty_bytes = (self.dirty_bytes + after).checked_sub(before).expect("total underflow");
+    }
+
+    fn forget_if_empty(&mut self, key: ObjectKey) {
+        if self.objects.get(&key).is_some_and(BTreeMap::is_empty) {
+            self.objects.remove(&key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::ObjectId;
+    use proptest::prelude::*;
+
+    const P: u64 = PAGE_SIZE;
+    const KEY: ObjectKey = key(1);
+    const ALL: Extent = Extent::WHOLE;
+
+    const fn key(ost: u32) -> ObjectKey {
+        ObjectKey { ost: OstIndex(ost), object: ObjectId(7) }
+    }
+
+    fn bytes(len: u64, seed: u8) -> Vec<u8> {
+        (0..len).map(|i| seed.wrapping_add((i % 251) as u8)).collect()
+    }
+
+    /// `(offset, len)` of the next run, if any.
+    fn next(c: &mut PageCache, key: ObjectKey, range: Extent, bytes_max: u64) -> Option<(u64, u64)> {
+        c.next_writeback(key, range, bytes_max).map(|run| (run.offset, run.data.len() as u64))
+    }
+
+    #[test]
+    fn partial_page_writes_then_read() {
+        let mut c = PageCache::new();
+        assert_eq!(c.write(KEY, 100, &bytes(100, 1)), 100);
+        assert_eq!(c.read(KEY, 100, 100), Some(bytes(100, 1)));
+        let middle = c.read(KEY, 150, 10);
+        assert_eq!(middle.as_deref(), Some(&bytes(100, 1)[50..60]));
+        assert_eq!(c.read(KEY, 99, 2), None);
+        assert_eq!(c.write(KEY, 0, &bytes(150, 2)), 100); // 50 were already dirty
+        assert_eq!(c.write(KEY, 200, &bytes(P - 200, 3)), P - 200);
+        assert_eq!(c.read(KEY, 0, P).map(|d| d.len()), Some(P as usize)); // wholly written
+        assert_eq!((c.dirty_bytes(), c.object_cached_end(KEY)), (P, P));
+        c.check_invariants();
+    }
+
+    #[test]
+    fn missing_pages_and_fill_merge_local_bytes_win() {
+        let mut c = PageCache::new();
+        let spans = [(0, 2 * P - 1), (2 * P, 4 * P - 1), (4 * P, 5 * P - 1)];
+        let spans: Vec<Extent> = spans.iter().map(|&(s, e)| Extent::new(s, e)).collect();
+        assert_eq!(c.missing_pages(KEY, 10, 5 * P - 20, 2 * P), spans);
+        c.write(KEY, P + 10, &[9; 10]);
+        assert_eq!(c.missing_pages(KEY, P + 10, 10, P), vec![]); // every byte is local
+        assert_eq!(c.read(KEY, P, 100), None);
+        let page1 = vec![Extent::new(P, 2 * P - 1)];
+        assert_eq!(c.missing_pages(KEY, P, 100, P), page1);
+        c.fill(KEY, 0, &vec![0xAA; 3 * P as usize]);
+        let page = c.read(KEY, P, P).expect("filled");
+        assert!(page[..10].iter().chain(&page[20..]).all(|&b| b == 0xAA));
+        assert_eq!(&page[10..20], &[9; 10]);
+        assert_eq!(c.missing_pages(KEY, 0, 3 * P, P), vec![]);
+        assert_eq!((c.cached_pages(), c.dirty_bytes()), (3, 10));
+        assert_eq!(c.object_cached_end(KEY), P + 20);
+        c.check_invariants();
+    }
+
+    #[test]
+    fn writeback_runs_are_contiguous_and_cut_at_page_boundaries() {
+        let mut c = PageCache::new();
+        c.write(KEY, 100, &bytes(3 * P - 50, 4));
+        c.write(KEY, 5 * P, &bytes(10, 5));
+        let run = c.next_writeback(KEY, ALL, 2 * P).expect("dirty");
+        assert_eq!((run.offset, run.data), (100, bytes(2 * P - 100, 4)));
+        assert_eq!(next(&mut c, KEY, ALL, 2 * P), Some((2 * P, P + 50)));
+        assert_eq!(next(&mut c, KEY, ALL, 2 * P), Some((5 * P, 10))); // not contiguous
+        assert_eq!(next(&mut c, KEY, ALL, 2 * P), None);
+        assert_eq!(c.dirty_bytes(), 3 * P - 50 + 10);
+        assert!(!c.has_dirty(KEY, ALL) && c.has_writeback(KEY, Extent::new(0, 100)));
+        assert_eq!(c.writeback_done(KEY, 100, 2 * P - 100), 2 * P - 100);
+        c.check_invariants();
+    }
+
+    #[test]
+    fn writeback_is_clipped_and_skips_pages_under_writeback() {
+        let mut c = PageCache::new();
+        c.write(KEY, 0, &bytes(2 * P, 6));
+        let range = Extent::new(10, P + 9);
+        assert_eq!(next(&mut c, KEY, range, 4 * P), Some((10, P)));
+        assert_eq!(next(&mut c, KEY, ALL, 4 * P), None); // both pages in flight
+        let dirty = vec![Extent::new(0, 9), Extent::new(P + 10, 2 * P - 1)];
+        assert_eq!(c.dirty_ranges(KEY), dirty);
+        assert_eq!(c.keys_with_dirty(), vec![KEY]);
+        assert_eq!(c.writeback_done(KEY, 10, P), P);
+        assert_eq!(next(&mut c, KEY, ALL, 4 * P), Some((0, 10))); // page 0's dirty bytes end
+        assert_eq!(next(&mut c, KEY, ALL, 4 * P), Some((P + 10, P - 10)));
+        assert!(c.keys_with_dirty().is_empty());
+        c.check_invariants();
+    }
+
+    #[test]
+    fn rewrite_during_writeback_redirties() {
+        let mut c = PageCache::new();
+        c.write(KEY, 0, &[1; 100]);
+        assert_eq!(next(&mut c, KEY, ALL, P), Some((0, 100)));
+        assert_eq!(c.write(KEY, 50, &[2; 100]), 50); // only bytes 100..150 are new
+        assert_eq!(c.dirty_bytes(), 150);
+        assert!(c.has_dirty(KEY, Extent::new(50, 50)));
+        assert_eq!(next(&mut c, KEY, ALL, P), None); // the page is in flight
+        assert_eq!(c.writeback_done(KEY, 0, 100), 50);
+        let run = c.next_writeback(KEY, ALL, P).expect("re-dirtied");
+        assert_eq!((run.offset, run.data), (50, vec![2; 100]));
+        assert_eq!(c.writeback_done(KEY, 50, 100), 100);
+        assert_eq!((c.dirty_bytes(), c.read(KEY, 0, 10)), (0, None)); // never uptodate
+        c.check_invariants();
+    }
+
+    #[test]
+    fn discard_and_eviction_accounting() {
+        let mut c = PageCache::new();
+        let (a, b) = (key(1), key(2));
+        c.write(a, 0, &bytes(3 * P, 1));
+        c.write(b, 0, &bytes(2 * P, 2));
+        assert_eq!(next(&mut c, a, ALL, P), Some((0, P)));
+        assert_eq!(c.writeback_done(a, 0, P), P);
+        assert_eq!(c.discard(a, Extent::new(0, 0), |_| false), 0); // flushed first
+        assert_eq!(c.discard(a, ALL, |index| index == 1), P); // page 2 was dirty
+        assert_eq!((c.cached_pages(), c.dirty_bytes_ost(OstIndex(1))), (3, P));
+        assert_eq!(next(&mut c, a, ALL, P), Some((P, P)));
+        assert_eq!(c.writeback_failed(a, P, P), P); // evicted: lost
+        assert_eq!(c.read(a, P, 1), None); // the server never got it
+        assert_eq!(next(&mut c, b, ALL, P), Some((0, P)));
+        assert_eq!(c.discard_ost(OstIndex(2)), 2 * P); // writeback in flight counts
+        assert_eq!(c.writeback_done(b, 0, P), 0); // forgotten
+        assert_eq!((c.dirty_bytes(), c.cached_pages()), (0, 1));
+        c.check_invariants();
+    }
+
+    #[test]
+    #[should_panic(expected = "under writeback")]
+    fn discard_refuses_pages_in_flight() {
+        let mut c = PageCache::new();
+        c.write(KEY, 0, &[1; 10]);
+        c.next_writeback(KEY, ALL, P);
+        c.discard(KEY, ALL, |_| false);
+    }
+
+    #[test]
+    fn truncate_drops_tail_and_keeps_accounting_exact() {
+        let mut c = PageCache::new();
+        c.write(KEY, 0, &bytes(3 * P, 3));
+        let page1 = Extent::new(P, 2 * P - 1);
+        assert_eq!(next(&mut c, KEY, page1, P), Some((P, P)));
+        c.truncate(KEY, P + 100);
+        assert_eq!((c.dirty_bytes(), c.cached_pages()), (P + 100, 2));
+        let tail = [&bytes(3 * P, 3)[(P + 90) as usize..][..10], &[0; 10]].concat();
+        assert_eq!(c.read(KEY, P + 90, 20), Some(tail));
+        assert_eq!(c.writeback_done(KEY, P, P), 100);
+        c.fill(KEY, 4 * P, &[5; P as usize]);
+        assert_eq!(c.object_cached_end(KEY), P + 100); // fills are not local writes
+        c.truncate(KEY, 0);
+        assert_eq!((c.dirty_bytes(), c.cached_pages()), (0, 0));
+        assert_eq!(c.object_cached_end(KEY), 0);
+        c.check_invariants();
+    }
+
+    const OBJ: u64 = 4 * P;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Write(u64, u64, u8),      // offset, len, seed
+        Read(u64, u64),           // offset, len; fetches missing pages when None
+        Fill(u64),                // page index
+        Writeback(u64, u64, u64), // range offset, len, pages max
+        Done(usize, bool),        // which run in flight, failed
+        Discard(u64, u64),        // range offset, len
+        Truncate(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let span = (0..OBJ).prop_flat_map(|offset| (Just(offset), 1..=(OBJ - offset).min(6000)));
+        prop_oneof![
+            4 => (span.clone(), any::<u8>()).prop_map(|((o, l), seed)| Op::Write(o, l, seed)),
+            3 => span.clone().prop_map(|(o, l)| Op::Read(o, l)),
+            1 => (0..OBJ / P).prop_map(Op::Fill),
+            3 => (span.clone(), 1..=2u64).prop_map(|((o, l), pages)| Op::Writeback(o, l, pages)),
+            3 => (any::<usize>(), prop::bool::weighted(0.15)).prop_map(|(i, f)| Op::Done(i, f)),
+            1 => span.prop_map(|(o, l)| Op::Discard(o, l)),
+            1 => (0..=OBJ).prop_map(Op::Truncate),
+        ]
+    }
+
+    /// Per byte of one object: the server's value, the latest local value
+    /// (None once lost or dropped), and whether dirty / under writeback.
+    struct Model {
+        server: Vec<u8>,
+        written: Vec<Option<u8>>,
+        dirty: Vec<bool>,
+        writeback: Vec<bool>,
+        inflight: Vec<WritebackRun>,
+    }
+
+    impl Model {
+        fn pending(&self) -> u64 {
+            (0..OBJ as usize).filter(|&i| self.dirty[i] || self.writeback[i]).count() as u64
+        }
+        fn busy_pages(&self) -> Vec<u64> {
+            (0..OBJ).filter(|&i| self.writeback[i as usize]).map(|i| i / P).collect()
+        }
+    }
+
+    fn step(c: &mut PageCache, m: &mut Model, op: Op) {
+        let all = |offset: u64, len: u64| offset as usize..(offset + len) as usize;
+        match op {
+            Op::Write(offset, len, seed) => {
+                let new = all(offset, len).filter(|&i| !m.dirty[i] && !m.writeback[i]).count();
+                assert_eq!(c.write(KEY, offset, &bytes(len, seed)), new as u64);
+                for (i, b) in all(offset, len).zip(bytes(len, seed)) {
+                    (m.written[i], m.dirty[i]) = (Some(b), true);
+                }
+            }
+            Op::Read(offset, len) => read(c, m, offset, len),
+            Op::Fill(index) => c.fill(KEY, index * P, &m.server[all(index * P, P)]),
+            Op::Writeback(o, l, pages) => writeback(c, m, Extent::from_offset_len(o, l), pages * P),
+            Op::Done(pick, failed) if !m.inflight.is_empty() => {
+                let run = m.inflight.swap_remove(pick % m.inflight.len());
+                done(c, m, run, failed);
+            }
+            Op::Done(..) => {}
+            Op::Discard(offset, len) => {
+                let (range, busy) = (Extent::from_offset_len(offset, len), m.busy_pages());
+                let pages = page_indices(&range).filter(|i| !busy.contains(i));
+                let dropped: Vec<usize> = pages.flat_map(|i| all(i * P, P)).collect();
+                let lost = dropped.iter().filter(|&&i| m.dirty[i]).count() as u64;
+                assert_eq!(c.discard(KEY, range, |i| busy.contains(&i)), lost);
+                dropped.into_iter().for_each(|i| (m.written[i], m.dirty[i]) = (None, false));
+            }
+            Op::Truncate(size) => {
+                c.truncate(KEY, size);
+                for i in all(size, OBJ - size) {
+                    (m.server[i], m.written[i], m.dirty[i], m.writeback[i]) = (0, None, false, false);
+                }
+                for run in &mut m.inflight {
+                    run.data.truncate(size.saturating_sub(run.offset) as usize);
+                }
+            }
+        }
+    }
+
+    fn read(c: &mut PageCache, m: &Model, offset: u64, len: u64) {
+        let range = offset as usize..(offset + len) as usize;
+        let want: Vec<u8> = range.clone().map(|i| m.written[i].unwrap_or(m.server[i])).collect();
+        let got = c.read(KEY, offset, len);
+        let missing = c.missing_pages(KEY, offset, len, 2 * P);
+        assert_eq!(got.is_none(), !missing.is_empty());
+        assert!(got.is_some() || !range.clone().all(|i| m.dirty[i] || m.writeback[i]));
+        if let Some(got) = got {
+            return assert_eq!(got, want);
+        }
+        for ext in missing {
+            let aligned = ext.start % P == 0 && ext.len() % P == 0;
+            assert!(aligned && ext.len() <= 2 * P, "{ext}");
+            let server = &m.server[ext.start as usize..=ext.end as usize];
+            c.fill(KEY, ext.start, server);
+        }
+        assert_eq!(c.read(KEY, offset, len), Some(want), "after fetching");
+    }
+
+    fn writeback(c: &mut PageCache, m: &mut Model, range: Extent, bytes_max: u64) {
+        let busy = m.busy_pages();
+        let ok = |i: u64| range.contains_offset(i) && i < OBJ && m.dirty[i as usize] && !busy.contains(&(i / P));
+        let lowest = (range.start..=range.end.min(OBJ - 1)).find(|&i| ok(i));
+        let Some(run) = c.next_writeback(KEY, range, bytes_max) else {
+            return assert_eq!(lowest, None);
+        };
+        let (offset, end) = (run.offset, run.offset + run.data.len() as u64);
+        assert_eq!(Some(offset), lowest, "not the lowest eligible run");
+        assert!(offset < end && end - offset <= bytes_max && range.contains_offset(end - 1));
+        for (i, &b) in (offset..end).zip(&run.data) {
+            assert!(ok(i) && Some(b) == m.written[i as usize], "byte {i}");
+        }
+        if ok(end) {
+            let cut = end % P == 0 && end - offset + P > bytes_max;
+            assert!(cut, "run stopped early");
+        }
+        for i in offset as usize..end as usize {
+            (m.dirty[i], m.writeback[i]) = (false, true);
+        }
+        m.inflight.push(run);
+    }
+
+    fn done(c: &mut PageCache, m: &mut Model, run: WritebackRun, failed: bool) {
+        let mut removed = 0;
+        for (i, &b) in (run.offset as usize..).zip(&run.data) {
+            assert!(m.writeback[i]);
+            m.writeback[i] = false;
+            removed += u64::from(!m.dirty[i]);
+            match failed {
+                false => m.server[i] = b,
+                true if !m.dirty[i] => m.written[i] = None,
+                true => {}
+            }
+        }
+        let (offset, len) = (run.offset, run.data.len() as u64);
+        let got = match failed {
+            false => c.writeback_done(KEY, offset, len),
+            true => c.writeback_failed(KEY, offset, len),
+        };
+        assert_eq!(got, removed);
+    }
+
+    proptest! {
+        #[test]
+        fn cache_agrees_with_byte_model(ops in prop::collection::vec(op(), 1..40)) {
+            let n = OBJ as usize;
+            let server = (0..n).map(|i| (i * 7 % 253) as u8).collect();
+            let (written, dirty, writeback) = (vec![None; n], vec![false; n], vec![false; n]);
+            let mut m = Model { server, written, dirty, writeback, inflight: vec![] };
+            let mut c = PageCache::new();
+            for op in ops {
+                step(&mut c, &mut m, op);
+                c.check_invariants();
+                assert_eq!((c.dirty_bytes(), c.dirty_bytes_ost(KEY.ost)), (m.pending(), m.pending()));
+                assert_eq!(c.has_dirty(KEY, ALL), m.dirty.contains(&true));
+                assert_eq!(c.has_writeback(KEY, ALL), m.writeback.contains(&true));
+            }
+        }
+    }
+}

@@ -1,0 +1,469 @@
+//! A deterministic cluster in one process: N clients and M OSTs exchanging
+//! messages in virtual time, in the style of quinn-proto's test `Pair`.
+//!
+//! Every message gets a latency drawn from one seeded RNG; messages on one
+//! (sender, receiver) link are delivered in order, as TCP would. Time only
+//! moves when [`Harness::step`] delivers the next message or fires the next
+//! timer, so a run is a pure function of its seed and its workload, and a
+//! failing seed replays exactly. [`Harness::trace_hash`] fingerprints the
+//! whole message history for determinism checks.
+//!
+//! The workload API ([`Harness::write`], [`Harness::read`], ...) starts
+//! operations on a client at the current virtual time and returns their
+//! [`OpId`]; [`Harness::wait`] drives the cluster until one completes.
+//! Faults: [`Harness::crash`] stops a client dead (as SIGKILL would), and the
+//! OSTs evict it once its callbacks time out.
+
+use crate::client::ladvise::Advice;
+use crate::client::{Client, ClientConfig, ClientError, ClientEvent, FileHandle, LadviseOutcome, OpId, OpOutput};
+use crate::layout::{Layout, LayoutError};
+use crate::ldlm::stats::LockCounters;
+use crate::ldlm::GroupId;
+use crate::msg::{ToClient, ToOst};
+use crate::ost::{Ost, OstConfig, OstCounters};
+use crate::store::MemStore;
+use crate::units::{ClientId, Duration, Instant, ObjectId, OstIndex};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Clone, Debug)]
+pub struct HarnessConfig {
+    pub clients: u32,
+    pub osts: u32,
+    pub seed: u64,
+    /// One-way message latency, drawn uniformly from this range.
+    pub latency_min: Duration,
+    pub latency_max: Duration,
+    pub client: ClientConfig,
+    pub ost: OstConfig,
+    /// Check every node's invariants after every step (tests).
+    pub check_invariants: bool,
+}
+
+impl Default for HarnessConfig {
+    fn default() -> Self {
+        HarnessConfig {
+            clients: 2,
+            osts: 2,
+            seed: 0,
+            latency_min: Duration::from_us(5),
+            latency_max: Duration::from_us(50),
+            client: ClientConfig::default(),
+            ost: OstConfig::default(),
+            check_invariants: true,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Node {
+    Client(ClientId),
+    Ost(OstIndex),
+}
+
+#[derive(Debug)]
+enum Message {
+    ToOst { from: ClientId, to: OstIndex, message: ToOst },
+    ToClient { from: OstIndex, to: ClientId, message: ToClient },
+}
+
+/// The cluster did not finish its work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HarnessError {
+    #[error("stalled at {now}: {ops_pending} operations pending, nothing in flight and no timer set")]
+    Stalled { now: Instant, ops_pending: usize },
+    #[error("still busy after {steps} steps at {now}")]
+    StepLimit { now: Instant, steps: u64 },
+}
+
+pub struct Harness {
+    config: HarnessConfig,
+    now: Instant,
+    clients: Vec<Client>,
+    osts: Vec<Ost<MemStore>>,
+    queue: BTreeMap<(Instant, u64), Message>,
+    link_last: BTreeMap<(Node, Node), Instant>,
+    rng: ChaCha8Rng,
+    sequence: u64,
+    completed: BTreeMap<(ClientId, OpId), Result<OpOutput, ClientError>>,
+    lost: Vec<(ClientId, OstIndex, u64)>,
+    crashed: BTreeSet<ClientId>,
+    object_next: u64,
+    start_ost_next: u32,
+    trace_hash: u64,
+    trace: Option<Vec<String>>,
+    steps: u64,
+}
+
+impl Harness {
+    pub fn new(config: HarnessConfig) -> Result<Self, ClientError> {
+        assert!(config.clients > 0 && config.osts > 0, "a harness needs clients and OSTs");
+        assert!(config.latency_min <= config.latency_max);
+        let clients =
+            (0..config.clients).map(|c| Client::new(ClientId(c), config.client.clone())).collect::<Result<_, _>>()?;
+        let osts = (0..config.osts).map(|o| Ost::new(OstIndex(o), config.ost.clone(), MemStore::new())).collect();
+        Ok(Harness {
+            rng: ChaCha8Rng::seed_from_u64(config.seed),
+            config,
+            now: Instant::ZERO,
+            clients,
+            osts,
+            queue: BTreeMap::new(),
+            link_last: BTreeMap::new(),
+            sequence: 0,
+            completed: BTreeMap::new(),
+            lost: Vec::new(),
+            crashed: BTreeSet::new(),
+            object_next: 1,
+            start_ost_next: 0,
+            trace_hash: FNV_OFFSET,
+            trace: None,
+            steps: 0,
+        })
+    }
+
+    /// Keep every delivered message as a line (see [`Harness::trace`]).
+    pub fn record_trace(&mut self) {
+        self.trace.get_or_insert_with(Vec::new);
+    }
+
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+    pub fn seed(&self) -> u64 {
+        self.config.seed
+    }
+    pub fn client(&self, c: ClientId) -> &Client {
+        &self.clients[c.0 as usize]
+    }
+    pub fn ost(&self, o: OstIndex) -> &Ost<MemStore> {
+        &self.osts[o.0 as usize]
+    }
+    pub fn ost_mut(&mut self, o: OstIndex) -> &mut Ost<MemStore> {
+        &mut self.osts[o.0 as usize]
+    }
+    pub fn client_count(&self) -> u32 {
+        self.clients.len() as u32
+    }
+    pub fn trace_hash(&self) -> u64 {
+        self.trace_hash
+    }
+    pub fn trace(&self) -> &[String] {
+        self.trace.as_deref().unwrap_or(&[])
+    }
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+    /// Dirty bytes lost to evictions: `(client, ost, bytes)`.
+    pub fn lost(&self) -> &[(ClientId, OstIndex, u64)] {
+        &self.lost
+    }
+
+    /// Lock counters summed over all OSTs.
+    pub fn lock_counters(&self) -> LockCounters {
+        let mut total = LockCounters::default();
+        for ost in &self.osts {
+            total += ost.locks().counters_total();
+        }
+        total
+    }
+
+    pub fn ost_counters(&self) -> OstCounters {
+        let mut t = OstCounters::default();
+        for o in &self.osts {
+            let c = o.counters();
+            t.write_rpcs += c.write_rpcs;
+            t.read_rpcs += c.read_rpcs;
+            t.bytes_written += c.bytes_written;
+            t.bytes_read += c.bytes_read;
+            t.punches += c.punches;
+            t.getattrs += c.getattrs;
+            t.glimpses += c.glimpses;
+            t.io_refused += c.io_refused;
+        }
+        t
+    }
+
+    // ----- namespace (the MDS's part, reduced to layouts) -----------------
+
+    /// A new file layout: `stripe_count` fresh objects, round-robin from
+    /// `start_ost` (or from the next OST in turn, as the MDS's allocator).
+    pub fn create_layout(
+        &mut self,
+        stripe_size: u64,
+        stripe_count: u32,
+        start_ost: Option<u32>,
+    ) -> Result<Layout, LayoutError> {
+        let start = start_ost.unwrap_or(self.start_ost_next % self.config.osts);
+        let next = &mut self.object_next;
+        let layout = Layout::round_robin(stripe_size, stripe_count, OstIndex(start), self.config.osts, |_| {
+            *next += 1;
+            ObjectId(*next - 1)
+        })?;
+        self.start_ost_next = start + 1;
+        Ok(layout)
+    }
+
+    // ----- workload -------------------------------------------------------
+
+    pub fn open(&mut self, c: ClientId, layout: Layout) -> FileHandle {
+        self.clients[c.0 as usize].open(layout)
+    }
+
+    pub fn write(&mut self, c: ClientId, fh: FileHandle, offset: u64, data: Vec<u8>) -> OpId {
+        self.with_client(c, |cl, now| cl.write(now, fh, offset, data))
+    }
+    pub fn read(&mut self, c: ClientId, fh: FileHandle, offset: u64, len: u64) -> OpId {
+        self.with_client(c, |cl, now| cl.read(now, fh, offset, len))
+    }
+    pub fn fsync(&mut self, c: ClientId, fh: FileHandle) -> OpId {
+        self.with_client(c, |cl, now| cl.fsync(now, fh))
+    }
+    pub fn close(&mut self, c: ClientId, fh: FileHandle) -> OpId {
+        self.with_client(c, |cl, now| cl.close(now, fh))
+    }
+    pub fn stat(&mut self, c: ClientId, fh: FileHandle) -> OpId {
+        self.with_client(c, |cl, now| cl.stat(now, fh))
+    }
+    pub fn truncate(&mut self, c: ClientId, fh: FileHandle, size: u64) -> OpId {
+        self.with_client(c, |cl, now| cl.truncate(now, fh, size))
+    }
+    pub fn group_lock(&mut self, c: ClientId, fh: FileHandle, gid: u64) -> OpId {
+        self.with_client(c, |cl, now| cl.group_lock(now, fh, GroupId(gid)))
+    }
+    pub fn group_unlock(&mut self, c: ClientId, fh: FileHandle, gid: u64) -> OpId {
+        self.with_client(c, |cl, now| cl.group_unlock(now, fh, GroupId(gid)))
+    }
+    pub fn ladvise(&mut self, c: ClientId, fh: FileHandle, advices: &[Advice]) -> Result<LadviseOutcome, ClientError> {
+        self.with_client(c, |cl, now| cl.ladvise(now, fh, advices))
+    }
+
+    /// Stop a client dead: it neither sends nor receives from now on, and
+    /// everything it had not written back is gone with it.
+    pub fn crash(&mut self, c: ClientId) {
+        self.crashed.insert(c);
+        self.queue.retain(|_, m| !matches!(m, Message::ToOst { from, .. } if *from == c));
+    }
+
+    fn with_client<T>(&mut self, c: ClientId, f: impl FnOnce(&mut Client, Instant) -> T) -> T {
+        assert!(!self.crashed.contains(&c), "workload on crashed client {c}");
+        let now = self.now;
+        let out = f(&mut self.clients[c.0 as usize], now);
+        self.collect(Node::Client(c));
+        out
+    }
+
+    /// The result of an operation, once it has completed.
+    pub fn result(&self, c: ClientId, op: OpId) -> Option<&Result<OpOutput, ClientError>> {
+        self.completed.get(&(c, op))
+    }
+
+    /// Drive until `op` completes and return its result.
+    pub fn wait(&mut self, c: ClientId, op: OpId) -> Result<Result<OpOutput, ClientError>, HarnessError> {
+        while !self.completed.contains_key(&(c, op)) {
+            if !self.step() {
+                return Err(HarnessError::Stalled { now: self.now, ops_pending: self.ops_pending() });
+            }
+        }
+        Ok(self.completed[&(c, op)].clone())
+    }
+
+    /// Drive until `op` completes; panics (with the seed) if it fails.
+    pub fn wait_ok(&mut self, c: ClientId, op: OpId) -> OpOutput {
+        let seed = self.config.seed;
+        match self.wait(c, op) {
+            Ok(Ok(out)) => out,
+            Ok(Err(e)) => panic!("SEED={seed}: {c} op {op:?} failed: {e}"),
+            Err(e) => panic!("SEED={seed}: {e}"),
+        }
+    }
+
+    // ----- driving --------------------------------------------------------
+
+    pub fn ops_pending(&self) -> usize {
+        self.clients
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.crashed.contains(&ClientId(*i as u32)))
+            .map(|(_, c)| c.ops_pending())
+            .sum()
+    }
+
+    /// Deliver the next message or fire the next timer; false if neither
+    /// exists, or if only timers remain and no operation is waiting.
+    pub fn step(&mut self) -> bool {
+        let message_at = self.queue.keys().next().map(|(t, _)| *t);
+        let timer = self.next_timer();
+        let fire_timer = match (message_at, timer) {
+            (Some(m), Some((t, _))) => t < m,
+            (None, Some(_)) => self.ops_pending() > 0,
+            (_, None) => false,
+        };
+        if fire_timer {
+            let (t, node) = timer.expect("checked");
+            self.now = self.now.max(t);
+            self.fire(node);
+        } else if message_at.is_some() {
+            let ((t, _), message) = self.queue.pop_first().expect("checked");
+            self.now = self.now.max(t);
+            self.deliver(message);
+        } else {
+            return false;
+        }
+        self.steps += 1;
+        if self.config.check_invariants {
+            self.check_invariants();
+        }
+        true
+    }
+
+    /// Step until nothing is in flight and no operation waits.
+    pub fn drive(&mut self) -> Result<(), HarnessError> {
+        self.drive_bounded(u64::MAX)
+    }
+
+    /// [`Harness::drive`] with a step budget: a liveness check.
+    pub fn drive_bounded(&mut self, steps_max: u64) -> Result<(), HarnessError> {
+        let mut steps = 0;
+        while self.step() {
+            steps += 1;
+            if steps >= steps_max {
+                return Err(HarnessError::StepLimit { now: self.now, steps });
+            }
+        }
+        match self.ops_pending() {
+            0 => Ok(()),
+            n => Err(HarnessError::Stalled { now: self.now, ops_pending: n }),
+        }
+    }
+
+    pub fn check_invariants(&self) {
+        for c in &self.clients {
+            c.check_invariants();
+        }
+        for o in &self.osts {
+            o.check_invariants();
+        }
+    }
+
+    fn next_timer(&self) -> Option<(Instant, Node)> {
+        let clients = self
+            .clients
+            .iter()
+            .filter(|c| !self.crashed.contains(&c.id()))
+            .filter_map(|c| c.poll_timeout().map(|t| (t, Node::Client(c.id()))));
+        let osts = self.osts.iter().filter_map(|o| o.poll_timeout().map(|t| (t, Node::Ost(o.index()))));
+        clients.chain(osts).min()
+    }
+
+    fn fire(&mut self, node: Node) {
+        let now = self.now;
+        self.trace_line(format!("{now} timer {node:?}"));
+        match node {
+            Node::Client(c) => self.clients[c.0 as usize].handle_timeout(now),
+            Node::Ost(o) => self.osts[o.0 as usize].handle_timeout(now),
+        }
+        self.collect(node);
+    }
+
+    fn deliver(&mut self, message: Message) {
+        let now = self.now;
+        match message {
+            Message::ToOst { from, to, message } => {
+                self.trace_line(format!("{now} {from}->{to} {}", summary_to_ost(&message)));
+                self.osts[to.0 as usize].handle_message(now, from, message);
+                self.collect(Node::Ost(to));
+            }
+            Message::ToClient { from, to, message } => {
+                if self.crashed.contains(&to) {
+                    return;
+                }
+                self.trace_line(format!("{now} {from}->{to} {}", summary_to_client(&message)));
+                self.clients[to.0 as usize].handle_message(now, from, message);
+                self.collect(Node::Client(to));
+            }
+        }
+    }
+
+    /// Move a node's outputs into the network and the result tables.
+    fn collect(&mut self, node: Node) {
+        match node {
+            Node::Client(c) => {
+                while let Some((to, message)) = self.clients[c.0 as usize].poll_transmit() {
+                    let at = self.arrival(node, Node::Ost(to));
+                    self.enqueue(at, Message::ToOst { from: c, to, message });
+                }
+                while let Some(event) = self.clients[c.0 as usize].poll_event() {
+                    match event {
+                        ClientEvent::OpDone { op, result } => {
+                            self.completed.insert((c, op), result);
+                        }
+                        ClientEvent::DataLost { ost, bytes } => self.lost.push((c, ost, bytes)),
+                    }
+                }
+            }
+            Node::Ost(o) => {
+                while let Some((to, message)) = self.osts[o.0 as usize].poll_transmit() {
+                    let at = self.arrival(node, Node::Client(to));
+                    self.enqueue(at, Message::ToClient { from: o, to, message });
+                }
+            }
+        }
+    }
+
+    fn arrival(&mut self, from: Node, to: Node) -> Instant {
+        let (lo, hi) = (self.config.latency_min.as_ns(), self.config.latency_max.as_ns());
+        let latency = if lo == hi { lo } else { self.rng.gen_range(lo..=hi) };
+        let at = self.now + Duration::from_ns(latency);
+        let last = self.link_last.entry((from, to)).or_insert(Instant::ZERO);
+        *last = (*last).max(at); // FIFO per link, as one TCP connection
+        *last
+    }
+
+    fn enqueue(&mut self, at: Instant, message: Message) {
+        self.sequence += 1;
+        self.queue.insert((at, self.sequence), message);
+    }
+
+    fn trace_line(&mut self, line: String) {
+        for b in line.as_bytes() {
+            self.trace_hash = (self.trace_hash ^ *b as u64).wrapping_mul(FNV_PRIME);
+        }
+        if let Some(t) = self.trace.as_mut() {
+            t.push(line);
+        }
+    }
+}
+
+const FNV_OFFSET: u64 = 0xcbf29ce484222325;
+const FNV_PRIME: u64 = 0x100000001b3;
+
+/// Messages with their bulk data replaced by a length and checksum.
+fn summary_to_ost(m: &ToOst) -> String {
+    match m {
+        ToOst::Write { xid, object, offset, data } => {
+            format!(
+                "Write {{ xid: {}, object: {}, offset: {offset}, len: {}, sum: {:x} }}",
+                xid.0,
+                object.0,
+                data.len(),
+                checksum(data)
+            )
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+fn summary_to_client(m: &ToClient) -> String {
+    match m {
+        ToClient::ReadReply { xid, result: Ok(data) } => {
+            format!("ReadReply {{ xid: {}, len: {}, sum: {:x} }}", xid.0, data.len(), checksum(data))
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+fn checksum(data: &[u8]) -> u64 {
+    data.iter().fold(FNV_OFFSET, |h, b| (h ^ *b as u64).wrapping_mul(FNV_PRIME))
+}

@@ -1,0 +1,568 @@
+//! RAID-0 striped file layouts, as Lustre's LOV (`lov_stripe_offset`,
+//! `lov_stripe_size`, `lov_stripe_intersects`).
+//!
+//! A file's bytes are dealt out round-robin, `stripe_size` bytes (one *stripe
+//! unit*) at a time, over `stripe_count` objects, each on a different OST.
+//! With `S` the stripe size and `C` the stripe count, file offset `f` lies in
+//! stripe unit `u = f / S`, on stripe `u % C`, at object offset
+//! `(u / C) * S + f % S`. This module does that arithmetic in both directions,
+//! splits file ranges into per-object pieces, and converts between file and
+//! object sizes.
+//!
+//! It is *not* an allocation policy: the MDS decides which OSTs and objects a
+//! file gets (free space, pools, QoS). A [`Layout`] only records that choice
+//! and checks it is well formed. [`Layout::round_robin`] is a convenience for
+//! tests and the harness, not a policy.
+//!
+//! Invariants, checked by every constructor (deserialization included):
+//! - `stripe_size` is a positive multiple of [`STRIPE_SIZE_UNIT`] (64 KiB), so
+//!   stripe boundaries are page aligned: a client page never straddles two
+//!   objects, and rounding an object extent out to pages (as lock requests
+//!   are) never reaches into another stripe unit.
+//! - `1 <= stripe_count <= STRIPE_COUNT_MAX`: a file has data somewhere, and
+//!   the layout fits Lustre's on-disk layout EA.
+//! - No two stripes share an OST: striping exists to add OST bandwidth, and
+//!   two stripes on one OST would get its bandwidth once while doubling its
+//!   lock traffic. Lustre never does it.
+//! - `stripe_size * stripe_count` (one stripe row) fits in a `u64`: otherwise
+//!   the last stripes would start past the largest file offset and their
+//!   objects could never hold a byte.
+//! - `stripe_offset == objects[0].ost`.
+//!
+//! File offsets range over all of `u64`; a byte range `(offset, len)` must
+//! end at or below `u64::MAX`, so the largest file size is `u64::MAX`. All
+//! arithmetic is either checked or bounded by the file offset it came from.
+
+use crate::extent::{Extent, EOF};
+use crate::units::{ObjectId, ObjectKey, OstIndex};
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use thiserror::Error;
+
+/// Stripe sizes must be positive multiples of this (Lustre's `LOV_MIN_STRIPE_SIZE`).
+pub const STRIPE_SIZE_UNIT: u64 = 65536;
+
+/// The most stripes one file may have (Lustre's `LOV_MAX_STRIPE_COUNT`).
+pub const STRIPE_COUNT_MAX: u32 = 2000;
+
+/// Why a layout was rejected; each message names the bad value and the fix.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum LayoutError {
+    #[error("stripe size is 0: use a positive multiple of 65536 (64 KiB), e.g. -S 1M")]
+    ZeroStripeSize,
+    #[error("stripe size {stripe_size} is not a multiple of 65536 (64 KiB): use -S 64k, 1M, 4M, ...")]
+    StripeSizeNotMultiple { stripe_size: u64 },
+    #[error("stripe count is 0: a file needs at least one stripe, use -c 1 or more")]
+    ZeroStripeCount,
+    #[error(
+        "stripe count {stripe_count} exceeds the maximum of {STRIPE_COUNT_MAX}: use -c {STRIPE_COUNT_MAX} or fewer"
+    )]
+    TooManyStripes { stripe_count: u64 },
+    #[error("there are no OSTs to stripe over: add at least one OST first")]
+    NoOsts,
+    #[error(
+        "stripe count {stripe_count} exceeds the {ost_count} OSTs available: use -c {ost_count} or fewer, or add OSTs"
+    )]
+    StripeCountExceedsOsts { stripe_count: u32, ost_count: u32 },
+    #[error("starting OST index {} is out of range for {ost_count} OSTs: use -i 0 to -i {}", .start_ost.0, .ost_count - 1)]
+    StartOstOutOfRange { start_ost: OstIndex, ost_count: u32 },
+    #[error("stripes {first_stripe} and {second_stripe} are both on {ost}: give each stripe a different OST")]
+    DuplicateOst { ost: OstIndex, first_stripe: u32, second_stripe: u32 },
+    #[error("stripe size {stripe_size} times stripe count {stripe_count} overflows 64 bits: use a smaller -S or -c")]
+    StripeWidthOverflow { stripe_size: u64, stripe_count: u32 },
+    #[error(
+        "layout says stripe offset {stripe_offset} but stripe 0 is on {first_ost}: the layout is corrupt, recreate it"
+    )]
+    StripeOffsetMismatch { stripe_offset: OstIndex, first_ost: OstIndex },
+}
+
+/// A validated RAID-0 layout: which object holds each stripe, and how wide a stripe unit is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "LayoutFields")]
+pub struct Layout {
+    stripe_size: u64,
+    /// Starting OST index (`lfs setstripe -i`): the OST of `objects[0]`.
+    stripe_offset: OstIndex,
+    /// One object per stripe, in stripe order.
+    objects: Vec<ObjectKey>,
+}
+
+/// The wire form of [`Layout`], validated into one by `TryFrom`.
+#[derive(Deserialize)]
+struct LayoutFields {
+    stripe_size: u64,
+    stripe_offset: OstIndex,
+    objects: Vec<ObjectKey>,
+}
+
+impl TryFrom<LayoutFields> for Layout {
+    type Error = LayoutError;
+
+    fn try_from(fields: LayoutFields) -> Result<Self, Self::Error> {
+        let layout = Layout::new(fields.stripe_size, fields.objects)?;
+        if layout.stripe_offset != fields.stripe_offset {
+            return Err(LayoutError::StripeOffsetMismatch {
+                stripe_offset: fields.stripe_offset,
+                first_ost: layout.stripe_offset,
+            });
+        }
+        Ok(layout)
+    }
+}
+
+/// The part of a file byte range that lies in one stripe unit of one object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectChunk {
+    pub stripe: u32,
+    pub key: ObjectKey,
+    pub object_offset: u64,
+    pub file_offset: u64,
+    pub len: u64,
+}
+
+fn check_stripe_size(stripe_size: u64) -> Result<(), LayoutError> {
+    match stripe_size {
+        0 => Err(LayoutError::ZeroStripeSize),
+        s if s % STRIPE_SIZE_UNIT != 0 => Err(LayoutError::StripeSizeNotMultiple { stripe_size }),
+        _ => Ok(()),
+    }
+}
+
+fn check_stripe_count(stripe_count: u64) -> Result<(), LayoutError> {
+    match stripe_count {
+        0 => Err(LayoutError::ZeroStripeCount),
+        c if c > u64::from(STRIPE_COUNT_MAX) => Err(LayoutError::TooManyStripes { stripe_count }),
+        _ => Ok(()),
+    }
+}
+
+fn check_distinct_osts(objects: &[ObjectKey]) -> Result<(), LayoutError> {
+    let mut stripe_of_ost = BTreeMap::new();
+    for (stripe, key) in (0u32..).zip(objects) {
+        if let Some(&first_stripe) = stripe_of_ost.get(&key.ost) {
+            return Err(LayoutError::DuplicateOst { ost: key.ost, first_stripe, second_stripe: stripe });
+        }
+        stripe_of_ost.insert(key.ost, stripe);
+    }
+    Ok(())
+}
+
+/// The exclusive end of `[file_offset, file_offset + len)`; panics past `u64::MAX`.
+fn range_end(file_offset: u64, len: u64) -> u64 {
+    let Some(end) = file_offset.checked_add(len) else {
+        panic!("file range at {file_offset} of {len} bytes ends past u64::MAX");
+    };
+    end
+}
+
+impl Layout {
+    /// A layout over `objects` (stripe `i` on `objects[i]`), validated.
+    pub fn new(stripe_size: u64, objects: Vec<ObjectKey>) -> Result<Layout, LayoutError> {
+        check_stripe_size(stripe_size)?;
+        check_stripe_count(objects.len() as u64)?;
+        let stripe_count = objects.len() as u32;
+        if stripe_size.checked_mul(u64::from(stripe_count)).is_none() {
+            return Err(LayoutError::StripeWidthOverflow { stripe_size, stripe_count });
+        }
+        check_distinct_osts(&objects)?;
+        let stripe_offset = objects[0].ost;
+        Ok(Layout { stripe_size, stripe_offset, objects })
+    }
+
+    /// Stripe `i` on OST `(start_ost + i) % ost_count`, its object named by
+    /// `object_id_of` (called once per stripe, in stripe order, after validation).
+    pub fn round_robin(
+        stripe_size: u64,
+        stripe_count: u32,
+        start_ost: OstIndex,
+        ost_count: u32,
+        mut object_id_of: impl FnMut(OstIndex) -> ObjectId,
+    ) -> Result<Layout, LayoutError> {
+        check_stripe_size(stripe_size)?;
+        check_stripe_count(u64::from(stripe_count))?;
+        if ost_count == 0 {
+            return Err(LayoutError::NoOsts);
+        }
+        if stripe_count > ost_count {
+            return Err(LayoutError::StripeCountExceedsOsts { stripe_count, ost_count });
+        }
+        if start_ost.0 >= ost_count {
+            return Err(LayoutError::StartOstOutOfRange { start_ost, ost_count });
+        }
+        let objects = (0..u64::from(stripe_count))
+            .map(|i| {
+                let ost = OstIndex(((u64::from(start_ost.0) + i) % u64::from(ost_count)) as u32);
+                ObjectKey { ost, object: object_id_of(ost) }
+            })
+            .collect();
+        Layout::new(stripe_size, objects)
+    }
+
+    pub fn stripe_size(&self) -> u64 {
+        self.stripe_size
+    }
+
+    pub fn stripe_count(&self) -> u32 {
+        self.objects.len() as u32
+    }
+
+    /// The OST of stripe 0 (`lfs setstripe -i`).
+    pub fn stripe_offset(&self) -> OstIndex {
+        self.stripe_offset
+    }
+
+    pub fn objects(&self) -> &[ObjectKey] {
+        &self.objects
+    }
+
+    /// The object holding `stripe`; panics if `stripe >= stripe_count()`.
+    pub fn object(&self, stripe: u32) -> ObjectKey {
+        self.check_stripe(stripe);
+        self.objects[stripe as usize]
+    }
+
+    fn check_stripe(&self, stripe: u32) {
+        let count = self.stripe_count();
+        assert!(stripe < count, "stripe {stripe} out of range for a {count}-stripe layout");
+    }
+
+    fn stripe_count_u64(&self) -> u64 {
+        u64::from(self.stripe_count())
+    }
+
+    /// `(stripe index, object offset)` of a file offset.
+    pub fn file_to_object(&self, file_offset: u64) -> (u32, u64) {
+        let (size, count) = (self.stripe_size, self.stripe_count_u64());
+        let unit = file_offset / size;
+        let stripe = (unit % count) as u32;
+        let object_offset = (unit / count) * size + file_offset % size;
+        (stripe, object_offset)
+    }
+
+    /// The file offset of byte `object_offset` of `stripe`'s object: the
+    /// inverse of [`Self::file_to_object`]. Object offsets past the last one
+    /// any file offset maps to saturate to `u64::MAX`, so object `EOF` maps to
+    /// file `EOF` and the map stays monotonic. Panics if `stripe` is out of range.
+    pub fn object_to_file(&self, stripe: u32, object_offset: u64) -> u64 {
+        self.check_stripe(stripe);
+        let (size, count) = (self.stripe_size, self.stripe_count_u64());
+        (object_offset / size)
+            .checked_mul(count)
+            .and_then(|unit| unit.checked_add(u64::from(stripe)))
+            .and_then(|unit| unit.checked_mul(size))
+            .and_then(|unit_start| unit_start.checked_add(object_offset % size))
+            .unwrap_or(u64::MAX)
+    }
+
+    /// The file size implied by `stripe`'s object being `object_size` bytes
+    /// (saturating at `u64::MAX`).
+    pub fn object_size_to_file_size(&self, stripe: u32, object_size: u64) -> u64 {
+        self.check_stripe(stripe);
+        match object_size.checked_sub(1) {
+            None => 0,
+            Some(last) => self.object_to_file(stripe, last).saturating_add(1),
+        }
+    }
+
+    /// The file size implied by all object sizes (one per stripe, in stripe order).
+    pub fn file_size(&self, object_sizes: &[u64]) -> u64 {
+        let count = self.objects.len();
+        assert_eq!(object_sizes.len(), count, "need one object size per stripe ({count})");
+        (0u32..).zip(object_sizes).map(|(stripe, &size)| self.object_size_to_file_size(stripe, size)).max().unwrap_or(0)
+    }
+
+    /// The size `stripe`'s object has in a file of `file_size` bytes: the
+    /// number of its bytes below `file_size` (used by truncate). Equivalently,
+    /// the object offset of the first byte of `stripe` at or after `file_size`.
+    pub fn file_size_to_object_size(&self, stripe: u32, file_size: u64) -> u64 {
+        self.check_stripe(stripe);
+        let Some(last) = file_size.checked_sub(1) else {
+            return 0;
+        };
+        let (last_stripe, last_object_offset) = self.file_to_object(last);
+        let row_start = last_object_offset - last_object_offset % self.stripe_size;
+        match stripe.cmp(&last_stripe) {
+            // Stripes before the last byte's have a full unit in its row; no
+            // overflow, as that unit ends below `last` in object space too.
+            Ordering::Less => row_start + self.stripe_size,
+            Ordering::Equal => last_object_offset + 1,
+            Ordering::Greater => row_start,
+        }
+    }
+
+    /// Splits `[file_offset, file_offset + len)` into pieces in file order,
+    /// each within one stripe unit. Panics if the range ends past `u64::MAX`.
+    pub fn chunks(&self, file_offset: u64, len: u64) -> Vec<ObjectChunk> {
+        let end = range_end(file_offset, len);
+        let mut chunks = Vec::new();
+        let mut pos = file_offset;
+        while pos < end {
+            let (stripe, object_offset) = self.file_to_object(pos);
+            let len = (self.stripe_size - pos % self.stripe_size).min(end - pos);
+            debug_assert!(len > 0 && pos / self.stripe_size == (pos + len - 1) / self.stripe_size);
+            let key = self.objects[stripe as usize];
+            chunks.push(ObjectChunk { stripe, key, object_offset, file_offset: pos, len });
+            pos += len;
+        }
+        chunks
+    }
+
+    /// For each stripe that `[file_offset, file_offset + len)` touches, the
+    /// smallest object extent covering all its bytes there (what a lock on
+    /// the range needs, as Lustre's `lov_lock_sub_init`), by stripe index.
+    /// A range reaching the end of file space (`file_offset + len == u64::MAX`)
+    /// gets extents ending at [`EOF`], as Lustre maps a lock to file EOF.
+    /// Costs O(stripe count), whatever `len`. Panics as [`Self::chunks`] does.
+    pub fn object_extents(&self, file_offset: u64, len: u64) -> Vec<(u32, Extent)> {
+        let end = range_end(file_offset, len);
+        (0..self.stripe_count())
+            .filter_map(|stripe| {
+                let start = self.file_size_to_object_size(stripe, file_offset);
+                let end_exclusive = self.file_size_to_object_size(stripe, end);
+                debug_assert!(start <= end_exclusive);
+                (end_exclusive > start).then(|| {
+                    let last = if end == u64::MAX { EOF } else { end_exclusive - 1 };
+                    (stripe, Extent::new(start, last))
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1024 * KIB;
+
+    fn key(ost: u32) -> ObjectKey {
+        ObjectKey { ost: OstIndex(ost), object: ObjectId(1000 + u64::from(ost)) }
+    }
+
+    /// 1 MiB stripes over OSTs 0..4.
+    fn four_by_1m() -> Layout {
+        Layout::new(MIB, (0..4).map(key).collect()).unwrap()
+    }
+
+    #[test]
+    fn worked_example_maps_5m_plus_10() {
+        let layout = four_by_1m();
+        assert_eq!(layout.file_to_object(5 * MIB + 10), (1, MIB + 10));
+        assert_eq!(layout.object_to_file(1, MIB + 10), 5 * MIB + 10);
+        assert_eq!(layout.object(1), key(1));
+        assert_eq!(layout.stripe_count(), 4);
+        assert_eq!(layout.stripe_offset(), OstIndex(0));
+    }
+
+    #[test]
+    fn worked_example_chunks_3m_at_512k() {
+        let layout = four_by_1m();
+        let chunks = layout.chunks(512 * KIB, 3 * MIB);
+        let summary: Vec<_> = chunks.iter().map(|c| (c.stripe, c.object_offset, c.file_offset, c.len)).collect();
+        let expected = vec![
+            (0, 512 * KIB, 512 * KIB, 512 * KIB),
+            (1, 0, MIB, MIB),
+            (2, 0, 2 * MIB, MIB),
+            (3, 0, 3 * MIB, 512 * KIB),
+        ];
+        assert_eq!(summary, expected);
+        assert_eq!(chunks[3].key, key(3));
+        assert!(layout.chunks(7, 0).is_empty());
+        assert!(layout.object_extents(7, 0).is_empty());
+    }
+
+    #[test]
+    fn object_extents_cover_each_stripe() {
+        let extents = four_by_1m().object_extents(512 * KIB, 6 * MIB);
+        let expected = vec![
+            (0, Extent::new(512 * KIB, 2 * MIB - 1)),
+            (1, Extent::new(0, 2 * MIB - 1)),
+            (2, Extent::new(0, MIB + 512 * KIB - 1)),
+            (3, Extent::new(0, MIB - 1)),
+        ];
+        assert_eq!(extents, expected);
+        let to_eof = four_by_1m().object_extents(0, u64::MAX);
+        assert!(to_eof.iter().all(|&(_, extent)| extent == Extent::WHOLE));
+        assert_eq!(four_by_1m().object_extents(2 * MIB, 10), vec![(2, Extent::new(0, 9))]);
+    }
+
+    #[test]
+    fn sizes_round_trip_for_truncate() {
+        let layout = four_by_1m();
+        let file_size = 5 * MIB + 10;
+        let sizes: Vec<u64> = (0..4).map(|s| layout.file_size_to_object_size(s, file_size)).collect();
+        assert_eq!(sizes, vec![2 * MIB, MIB + 10, MIB, MIB]);
+        assert_eq!(layout.file_size(&sizes), file_size);
+        assert_eq!(layout.file_size(&[0; 4]), 0);
+        assert_eq!(layout.object_size_to_file_size(3, MIB), 4 * MIB);
+        assert_eq!(layout.object_to_file(3, EOF), u64::MAX);
+    }
+
+    #[test]
+    fn new_takes_stripe_offset_from_first_object() {
+        let layout = Layout::new(4 * MIB, vec![key(7), key(2)]).unwrap();
+        assert_eq!(layout.stripe_offset(), OstIndex(7));
+        assert_eq!(layout.objects(), &[key(7), key(2)]);
+        let wrapped = Layout::round_robin(MIB, 3, OstIndex(4), 5, |ost| ObjectId(u64::from(ost.0))).unwrap();
+        let osts: Vec<u32> = wrapped.objects().iter().map(|k| k.ost.0).collect();
+        assert_eq!(osts, vec![4, 0, 1]);
+    }
+
+    #[test]
+    #[should_panic(expected = "ends past u64::MAX")]
+    fn range_past_end_of_file_space_panics() {
+        four_by_1m().chunks(u64::MAX - 5, 6);
+    }
+
+    #[test]
+    #[should_panic(expected = "stripe 4 out of range for a 4-stripe layout")]
+    fn stripe_out_of_range_panics() {
+        four_by_1m().object_to_file(4, 0);
+    }
+
+    /// Each rejected layout: its variant and fields, then its message.
+    #[test]
+    fn each_validation_error() {
+        let rr = |size, count, start, osts| {
+            Layout::round_robin(size, count, OstIndex(start), osts, |_| ObjectId(1)).unwrap_err()
+        };
+        let errors = [
+            rr(0, 1, 0, 1),
+            rr(100_000, 1, 0, 1),
+            rr(MIB, 0, 0, 1),
+            rr(MIB, 2001, 0, 3000),
+            rr(MIB, 1, 0, 0),
+            rr(MIB, 5, 0, 4),
+            rr(MIB, 2, 4, 4),
+            Layout::new(MIB, vec![key(1), key(2), key(1)]).unwrap_err(),
+            Layout::new(1 << 62, (0..4).map(key).collect()).unwrap_err(),
+            Layout::new(MIB, vec![]).unwrap_err(),
+        ];
+        let debugs = [
+            "ZeroStripeSize",
+            "StripeSizeNotMultiple { stripe_size: 100000 }",
+            "ZeroStripeCount",
+            "TooManyStripes { stripe_count: 2001 }",
+            "NoOsts",
+            "StripeCountExceedsOsts { stripe_count: 5, ost_count: 4 }",
+            "StartOstOutOfRange { start_ost: OstIndex(4), ost_count: 4 }",
+            "DuplicateOst { ost: OstIndex(1), first_stripe: 0, second_stripe: 2 }",
+            "StripeWidthOverflow { stripe_size: 4611686018427387904, stripe_count: 4 }",
+            "ZeroStripeCount",
+        ];
+        let messages = [
+            "stripe size is 0: use a positive multiple of 65536 (64 KiB), e.g. -S 1M",
+            "stripe size 100000 is not a multiple of 65536 (64 KiB): use -S 64k, 1M, 4M, ...",
+            "stripe count is 0: a file needs at least one stripe, use -c 1 or more",
+            "stripe count 2001 exceeds the maximum of 2000: use -c 2000 or fewer",
+            "there are no OSTs to stripe over: add at least one OST first",
+            "stripe count 5 exceeds the 4 OSTs available: use -c 4 or fewer, or add OSTs",
+            "starting OST index 4 is out of range for 4 OSTs: use -i 0 to -i 3",
+            "stripes 0 and 2 are both on OST0001: give each stripe a different OST",
+            "stripe size 4611686018427387904 times stripe count 4 overflows 64 bits: use a smaller -S or -c",
+            "stripe count is 0: a file needs at least one stripe, use -c 1 or more",
+        ];
+        assert_eq!(errors.iter().map(|e| format!("{e:?}")).collect::<Vec<_>>(), debugs);
+        assert_eq!(errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(), messages);
+    }
+
+    #[test]
+    fn deserialize_validates() {
+        let layout = Layout::new(MIB, vec![key(3), key(1)]).unwrap();
+        let json = serde_json::to_string(&layout).unwrap();
+        assert_eq!(serde_json::from_str::<Layout>(&json).unwrap(), layout);
+        let moved = json.replace("\"stripe_offset\":3", "\"stripe_offset\":1");
+        assert!(serde_json::from_str::<Layout>(&moved).is_err());
+        let bad_size = json.replace("\"stripe_size\":1048576", "\"stripe_size\":1000");
+        assert!(serde_json::from_str::<Layout>(&bad_size).unwrap_err().to_string().contains("1000"));
+    }
+
+    fn arb_layout() -> impl Strategy<Value = Layout> {
+        let small = (1u64..=16, 1u32..=8);
+        let wide = (1u64..=1 << 30, 1u32..=STRIPE_COUNT_MAX);
+        (prop_oneof![3 => small, 1 => wide], 0u32..4, any::<u32>()).prop_map(|((units, count), spare, start)| {
+            let ost_count = count + spare;
+            let start = OstIndex(start % ost_count);
+            let object_id_of = |ost: OstIndex| ObjectId(u64::from(ost.0) * 7 + 1);
+            Layout::round_robin(units * STRIPE_SIZE_UNIT, count, start, ost_count, object_id_of).unwrap()
+        })
+    }
+
+    /// A range of at most 16 MiB (so at most 258 chunks), sometimes at the top of file space.
+    fn arb_range() -> impl Strategy<Value = (u64, u64)> {
+        let offset = prop_oneof![0u64..1 << 36, any::<u64>(), (u64::MAX - (1 << 25))..=u64::MAX];
+        (offset, 0u64..=16 * MIB).prop_map(|(offset, len)| (offset, len.min(u64::MAX - offset)))
+    }
+
+    proptest! {
+        #[test]
+        fn file_object_round_trip(layout in arb_layout(), file_offset in any::<u64>()) {
+            let (stripe, object_offset) = layout.file_to_object(file_offset);
+            prop_assert!(stripe < layout.stripe_count());
+            prop_assert_eq!(layout.object_to_file(stripe, object_offset), file_offset);
+            prop_assert!(object_offset <= file_offset);
+        }
+
+        #[test]
+        fn chunks_cover_range_in_order((layout, (offset, len)) in (arb_layout(), arb_range())) {
+            let chunks = layout.chunks(offset, len);
+            let mut pos = offset;
+            for chunk in &chunks {
+                prop_assert_eq!(chunk.file_offset, pos);
+                prop_assert!(chunk.len > 0);
+                prop_assert_eq!(layout.file_to_object(pos), (chunk.stripe, chunk.object_offset));
+                prop_assert_eq!(chunk.key, layout.object(chunk.stripe));
+                let last = pos + (chunk.len - 1);
+                prop_assert_eq!(pos / layout.stripe_size(), last / layout.stripe_size());
+                pos += chunk.len;
+                // Maximal: only the last piece may end inside a stripe unit.
+                prop_assert!(pos == offset + len || pos % layout.stripe_size() == 0);
+            }
+            prop_assert_eq!(pos, offset + len);
+        }
+
+        #[test]
+        fn object_extents_are_smallest_covers((layout, (offset, len)) in (arb_layout(), arb_range())) {
+            let extents = layout.object_extents(offset, len);
+            let chunks = layout.chunks(offset, len);
+            let mut stripes: Vec<u32> = chunks.iter().map(|c| c.stripe).collect();
+            stripes.sort_unstable();
+            stripes.dedup();
+            prop_assert_eq!(extents.iter().map(|e| e.0).collect::<Vec<_>>(), stripes);
+            for &(stripe, extent) in &extents {
+                let mine: Vec<Extent> = chunks.iter().filter(|c| c.stripe == stripe)
+                    .map(|c| Extent::from_offset_len(c.object_offset, c.len)).collect();
+                prop_assert!(mine.iter().all(|e| extent.contains(e)));
+                prop_assert_eq!(extent.start, mine[0].start);
+                let expected_end = if offset + len == u64::MAX { EOF } else { mine[mine.len() - 1].end };
+                prop_assert_eq!(extent.end, expected_end);
+            }
+        }
+
+        #[test]
+        fn file_size_matches_largest_write((layout, (offset, len)) in (arb_layout(), arb_range())) {
+            let mut sizes = vec![0u64; layout.stripe_count() as usize];
+            for chunk in layout.chunks(offset, len) {
+                let size = &mut sizes[chunk.stripe as usize];
+                *size = (*size).max(chunk.object_offset + chunk.len);
+            }
+            let file_size = if len == 0 { 0 } else { offset + len };
+            prop_assert_eq!(layout.file_size(&sizes), file_size);
+            for (stripe, &size) in (0u32..).zip(&sizes) {
+                let truncated = layout.file_size_to_object_size(stripe, file_size);
+                prop_assert!(truncated >= size);
+                prop_assert!(layout.object_size_to_file_size(stripe, truncated) <= file_size);
+            }
+        }
+
+        #[test]
+        fn truncate_sizes_imply_file_size(layout in arb_layout(), file_size in any::<u64>()) {
+            let sizes: Vec<u64> = (0..layout.stripe_count())
+                .map(|stripe| layout.file_size_to_object_size(stripe, file_size)).collect();
+            prop_assert_eq!(layout.file_size(&sizes), file_size);
+        }
+    }
+}

@@ -1,0 +1,536 @@
+//! The lock server of one OST: Lustre's LDLM namespace for extent locks.
+//!
+//! One resource per object, each with a granted list and a FIFO waiting
+//! queue. Inputs are `handle_*` calls that carry `now`; outputs are the
+//! messages to clients ([`LockServer::poll_transmit`]), the decisions for
+//! tracing and scripts ([`LockServer::poll_event`], when recording), and the
+//! next callback deadline ([`LockServer::poll_timeout`]).
+//!
+//! Rules (from `ldlm.md`, i.e. Lustre's `ldlm_extent.c` and LU-6179):
+//! * a request compatible with every granted lock and every waiter is granted
+//!   at once, expanded by [`super::policy`];
+//! * otherwise it waits; every conflicting granted lock that is not a GROUP
+//!   lock gets one blocking callback; conflicting waiters are marked, and get
+//!   their callback with their completion;
+//! * a speculative (lockahead) request never waits: any overlapping conflicting
+//!   granted lock or waiter, or any GROUP lock, refuses it, with no callbacks;
+//! * a holder that has not cancelled `callback_timeout` after its callback is
+//!   evicted: all its locks go, and it is refused until it reconnects;
+//! * a cancel reprocesses the waiting queue in order.
+//!
+//! Where lanefs goes beyond Lustre: after every reprocess, each lock still
+//! waiting makes sure that every granted lock blocking it has been called
+//! back. Lustre gets the same effect from its work lists; doing it as one
+//! rule makes liveness independent of how a grant was expanded.
+//!
+//! Invariant ([`LockServer::check_invariants`]): no two overlapping granted
+//! locks have incompatible modes; a speculative lock's extent is its request
+//! after alignment only; every lock is in exactly one queue.
+
+use super::policy::{self, PolicyLock, PolicyRequest};
+use super::stats::LockCounters;
+use super::{LockMode, LockRequest};
+use crate::extent::Extent;
+use crate::msg::{EnqueueReply, ToClient};
+use crate::units::{ClientId, Duration, Instant, LockHandle, ObjectId, Xid};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use tracing::{debug, trace};
+
+/// Lustre's `ldlm_enqueue_min`: the floor of the callback timeout.
+pub const CALLBACK_TIMEOUT_DEFAULT: Duration = Duration::from_secs(100);
+
+#[derive(Clone, Debug)]
+pub struct LockServerConfig {
+    /// Time a holder has to cancel after a blocking callback.
+    pub callback_timeout: Duration,
+}
+
+impl Default for LockServerConfig {
+    fn default() -> Self {
+        LockServerConfig { callback_timeout: CALLBACK_TIMEOUT_DEFAULT }
+    }
+}
+
+/// A decision of the server, in the order it was taken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockEvent {
+    Granted { client: ClientId, lock: LockHandle, object: ObjectId, mode: LockMode, extent: Extent },
+    Waiting { client: ClientId, lock: LockHandle, object: ObjectId, mode: LockMode, extent: Extent },
+    BlockingCallback { client: ClientId, lock: LockHandle },
+    Refused { client: ClientId, object: ObjectId, extent: Extent },
+    Cancelled { client: ClientId, lock: LockHandle },
+    Evicted { client: ClientId },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LockState {
+    Waiting,
+    Granted,
+}
+
+#[derive(Clone, Debug)]
+struct Lock {
+    client: ClientId,
+    object: ObjectId,
+    request: LockRequest,
+    extent: Extent,
+    state: LockState,
+    /// A conflicting request arrived: the holder must give the lock back.
+    callback_pending: bool,
+    /// When the holder will be evicted if it has not cancelled (set once the
+    /// blocking callback has actually been sent, i.e. the lock is granted).
+    callback_deadline: Option<Instant>,
+}
+
+impl Lock {
+    fn policy_view(&self) -> PolicyLock {
+        PolicyLock {
+            client: self.client,
+            mode: self.request.mode,
+            extent: self.extent,
+            req_extent: self.request.extent,
+        }
+    }
+
+    /// Conflict as `ldlm_extent_compat_queue` decides it: modes incompatible,
+    /// and extents overlapping (GROUP locks conflict whatever the extent).
+    fn conflicts_with(&self, mode: LockMode, extent: &Extent) -> bool {
+        if self.request.mode.compatible(mode) {
+            return false;
+        }
+        self.request.mode.is_group() || mode.is_group() || self.extent.overlaps(extent)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Resource {
+    granted: Vec<LockHandle>,
+    waiting: Vec<LockHandle>,
+    counters: LockCounters,
+}
+
+/// The lock namespace of one OST.
+#[derive(Debug)]
+pub struct LockServer {
+    config: LockServerConfig,
+    locks: BTreeMap<LockHandle, Lock>,
+    resources: BTreeMap<ObjectId, Resource>,
+    evicted: BTreeSet<ClientId>,
+    handle_next: u64,
+    transmits: VecDeque<(ClientId, ToClient)>,
+    events: Option<VecDeque<LockEvent>>,
+}
+
+impl LockServer {
+    pub fn new(config: LockServerConfig) -> Self {
+        LockServer {
+            config,
+            locks: BTreeMap::new(),
+            resources: BTreeMap::new(),
+            evicted: BTreeSet::new(),
+            handle_next: 1,
+            transmits: VecDeque::new(),
+            events: None,
+        }
+    }
+
+    /// Keep every decision for [`LockServer::poll_event`] (scripts, traces).
+    pub fn record_events(&mut self) {
+        self.events.get_or_insert_with(VecDeque::new);
+    }
+
+    pub fn config(&self) -> &LockServerConfig {
+        &self.config
+    }
+
+    // ----- inputs -------------------------------------------------------
+
+    /// An enqueue RPC from `client`.
+    pub fn handle_enqueue(&mut self, now: Instant, client: ClientId, xid: Xid, object: ObjectId, request: LockRequest) {
+        if self.evicted.contains(&client) {
+            self.resource(object).counters.refusals += 1;
+            self.transmit(client, ToClient::Enqueue { xid, reply: EnqueueReply::Evicted });
+            return;
+        }
+        self.resource(object).counters.enqueues += 1;
+        let handle = LockHandle(self.handle_next);
+        self.handle_next += 1;
+        let lock = Lock {
+            client,
+            object,
+            request,
+            extent: request.extent,
+            state: LockState::Waiting,
+            callback_pending: false,
+            callback_deadline: None,
+        };
+        let blockers = self.blockers(object, &lock, None);
+        self.resource(object).counters.conflicts += blockers.conflicts as u64;
+        if request.flags.speculative && (blockers.conflicts > 0 || self.has_group_lock(object)) {
+            self.refuse(client, xid, object, request.extent);
+            return;
+        }
+        self.locks.insert(handle, lock);
+        if blockers.conflicts == 0 || blockers.same_group_granted {
+            let extent = self.grant(handle);
+            self.transmit(client, ToClient::Enqueue { xid, reply: EnqueueReply::Granted { lock: handle, extent } });
+            return;
+        }
+        self.resource(object).waiting.push(handle);
+        self.event(LockEvent::Waiting { client, lock: handle, object, mode: request.mode, extent: request.extent });
+        self.transmit(client, ToClient::Enqueue { xid, reply: EnqueueReply::Waiting { lock: handle } });
+        for waiter in blockers.waiting {
+            self.locks.get_mut(&waiter).expect("waiter exists").callback_pending = true;
+        }
+        for holder in blockers.granted {
+            self.send_blocking(now, holder);
+        }
+    }
+
+    /// A client gives a lock back (granted or still waiting).
+    pub fn handle_cancel(&mut self, now: Instant, client: ClientId, handle: LockHandle) {
+        match self.locks.get(&handle) {
+            Some(lock) if lock.client == client => {}
+            _ => {
+                // A cancel racing with an eviction, or a confused peer: the
+                // lock is already gone, nothing to undo.
+                debug!(%client, lock = handle.0, "cancel of unknown lock ignored");
+                return;
+            }
+        }
+        let object = self.remove_lock(handle);
+        self.resource(object).counters.cancels += 1;
+        self.event(LockEvent::Cancelled { client, lock: handle });
+        self.reprocess(now, object);
+    }
+
+    /// A client (re)connects; an evicted client is accepted again.
+    pub fn handle_connect(&mut self, client: ClientId) {
+        self.evicted.remove(&client);
+    }
+
+    /// Evict every holder whose callback deadline has passed.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let late: BTreeSet<ClientId> =
+            self.locks.values().filter(|l| l.callback_deadline.is_some_and(|d| d <= now)).map(|l| l.client).collect();
+        for client in late {
+            self.evict(now, client);
+        }
+    }
+
+    /// I/O from `client` under a lock already called back refreshes its
+    /// deadline (Lustre's `ldlm_resource_prolong`): a holder busy flushing a
+    /// large extent is not evicted for being slow.
+    pub fn prolong(&mut self, now: Instant, client: ClientId, object: ObjectId, extent: Extent) {
+        let deadline = now + self.config.callback_timeout;
+        let Some(res) = self.resources.get(&object) else { return };
+        for handle in &res.granted {
+            let lock = self.locks.get_mut(handle).expect("granted lock exists");
+            if lock.client == client && lock.extent.overlaps(&extent) {
+                if let Some(d) = lock.callback_deadline.as_mut() {
+                    *d = (*d).max(deadline);
+                }
+            }
+        }
+    }
+
+    /// Drop every lock of `client`, refuse it until it reconnects.
+    pub fn evict(&mut self, now: Instant, client: ClientId) {
+        let handles: Vec<LockHandle> = self.locks.iter().filter(|(_, l)| l.client == client).map(|(h, _)| *h).collect();
+        let mut objects = BTreeSet::new();
+        for handle in handles {
+            objects.insert(self.remove_lock(handle));
+        }
+        for object in &objects {
+            self.resource(*object).counters.evictions += 1;
+        }
+        self.evicted.insert(client);
+        debug!(%client, "evicted");
+        self.event(LockEvent::Evicted { client });
+        self.transmit(client, ToClient::Evicted);
+        for object in objects {
+            self.reprocess(now, object);
+        }
+    }
+
+    // ----- outputs ------------------------------------------------------
+
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<(ClientId, ToClient)> {
+        self.transmits.pop_front()
+    }
+
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<LockEvent> {
+        self.events.as_mut()?.pop_front()
+    }
+
+    /// The earliest callback deadline, if any lock has been called back.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.locks.values().filter_map(|l| l.callback_deadline).min()
+    }
+
+    // ----- queries ------------------------------------------------------
+
+    pub fn is_evicted(&self, client: ClientId) -> bool {
+        self.evicted.contains(&client)
+    }
+
+    /// Counters of one object's resource.
+    pub fn counters(&self, object: ObjectId) -> LockCounters {
+        self.resources.get(&object).map(|r| r.counters).unwrap_or_default()
+    }
+
+    /// Counters summed over the namespace.
+    pub fn counters_total(&self) -> LockCounters {
+        let mut total = LockCounters::default();
+        for res in self.resources.values() {
+            total += res.counters;
+        }
+        total
+    }
+
+    /// Granted locks: `(handle, client, object, mode, extent)`.
+    pub fn granted_locks(&self) -> impl Iterator<Item = (LockHandle, ClientId, ObjectId, LockMode, Extent)> + '_ {
+        self.locks
+            .iter()
+            .filter(|(_, l)| l.state == LockState::Granted)
+            .map(|(h, l)| (*h, l.client, l.object, l.request.mode, l.extent))
+    }
+
+    pub fn lock_count(&self) -> usize {
+        self.locks.len()
+    }
+
+    pub fn waiting_count(&self) -> usize {
+        self.locks.values().filter(|l| l.state == LockState::Waiting).count()
+    }
+
+    /// Whose caches may hold data beyond the object's stored size: walk PW
+    /// and GROUP locks from the top of the object down, one per client, and
+    /// stop at the first lock that was not requested ahead (with
+    /// `NO_EXPANSION`): that one is an active lock covering the top of the
+    /// data (Lustre's `ofd_intent_cb` after LU-11670). The requester's own
+    /// locks stop the walk but are not returned.
+    pub fn glimpse_targets(&self, object: ObjectId, requester: ClientId) -> Vec<(ClientId, LockHandle)> {
+        let Some(res) = self.resources.get(&object) else { return Vec::new() };
+        let mut writers: Vec<(&LockHandle, &Lock)> =
+            res.granted.iter().map(|h| (h, &self.locks[h])).filter(|(_, l)| l.request.mode.is_write()).collect();
+        writers.sort_by_key(|(h, l)| (std::cmp::Reverse(l.extent.end), std::cmp::Reverse(l.extent.start), **h));
+        let mut seen = BTreeSet::new();
+        let mut targets = Vec::new();
+        for (handle, lock) in writers {
+            if lock.client != requester && seen.insert(lock.client) {
+                targets.push((lock.client, *handle));
+            }
+            if !lock.request.flags.no_expand {
+                break;
+            }
+        }
+        targets
+    }
+
+    /// Panics if a protocol invariant is broken.
+    pub fn check_invariants(&self) {
+        let mut queued = 0;
+        for (object, res) in &self.resources {
+            for (i, a) in res.granted.iter().enumerate() {
+                let la = &self.locks[a];
+                assert_eq!(la.state, LockState::Granted);
+                assert_eq!(la.object, *object);
+                assert!(la.extent.contains(&la.request.extent), "lock {a:?} smaller than its request");
+                if la.request.flags.speculative || la.request.flags.no_expand {
+                    let aligned = policy::expand(
+                        &PolicyRequest {
+                            client: la.client,
+                            mode: la.request.mode,
+                            extent: la.request.extent,
+                            no_expand: true,
+                        },
+                        &[],
+                        &[],
+                    );
+                    assert_eq!(la.extent, aligned, "lock {a:?} requested without expansion was expanded");
+                }
+                for b in &res.granted[i + 1..] {
+                    let lb = &self.locks[b];
+                    assert!(
+                        !lb.conflicts_with(la.request.mode, &la.extent),
+                        "conflicting granted locks {a:?} {} {} and {b:?} {} {}",
+                        la.request.mode,
+                        la.extent,
+                        lb.request.mode,
+                        lb.extent
+                    );
+                }
+            }
+            for w in &res.waiting {
+                let lw = &self.locks[w];
+                assert_eq!(lw.state, LockState::Waiting);
+                assert!(!lw.request.flags.speculative, "speculative lock {w:?} waits");
+                assert!(lw.callback_deadline.is_none());
+            }
+            queued += res.granted.len() + res.waiting.len();
+        }
+        assert_eq!(queued, self.locks.len(), "a lock is in no queue or in two");
+    }
+
+    // ----- internals ----------------------------------------------------
+
+    fn resource(&mut self, object: ObjectId) -> &mut Resource {
+        self.resources.entry(object).or_default()
+    }
+
+    fn transmit(&mut self, client: ClientId, message: ToClient) {
+        trace!(%client, ?message, "send");
+        self.transmits.push_back((client, message));
+    }
+
+    fn event(&mut self, event: LockEvent) {
+        if let Some(events) = self.events.as_mut() {
+            events.push_back(event);
+        }
+    }
+
+    fn has_group_lock(&self, object: ObjectId) -> bool {
+        self.resources
+            .get(&object)
+            .is_some_and(|r| r.granted.iter().chain(&r.waiting).any(|h| self.locks[h].request.mode.is_group()))
+    }
+
+    fn refuse(&mut self, client: ClientId, xid: Xid, object: ObjectId, extent: Extent) {
+        self.resource(object).counters.refusals += 1;
+        self.event(LockEvent::Refused { client, object, extent });
+        self.transmit(client, ToClient::Enqueue { xid, reply: EnqueueReply::Refused });
+    }
+
+    /// What stands in the way of `lock`: conflicting granted locks and
+    /// conflicting waiters ahead of it (`ahead_of`: its place in the queue, or
+    /// `None` for a new request, which comes after every waiter).
+    fn blockers(&self, object: ObjectId, lock: &Lock, ahead_of: Option<usize>) -> Blockers {
+        let mut b = Blockers::default();
+        let Some(res) = self.resources.get(&object) else { return b };
+        let (mode, extent) = (lock.request.mode, lock.request.extent);
+        for h in &res.granted {
+            let other = &self.locks[h];
+            if mode.is_group() && other.request.mode == mode {
+                b.same_group_granted = true;
+            }
+            if other.conflicts_with(mode, &extent) {
+                b.conflicts += 1;
+                if !other.request.mode.is_group() {
+                    b.granted.push(*h);
+                }
+            }
+        }
+        let ahead = &res.waiting[..ahead_of.unwrap_or(res.waiting.len())];
+        for h in ahead {
+            let other = &self.locks[h];
+            if other.conflicts_with(mode, &extent) {
+                b.conflicts += 1;
+                if !other.request.mode.is_group() {
+                    b.waiting.push(*h);
+                }
+            }
+        }
+        b
+    }
+
+    /// Expand and grant a lock that is in no queue or in the waiting queue.
+    fn grant(&mut self, handle: LockHandle) -> Extent {
+        let lock = &self.locks[&handle];
+        let object = lock.object;
+        let res = &self.resources[&object];
+        let granted: Vec<PolicyLock> = res.granted.iter().map(|h| self.locks[h].policy_view()).collect();
+        let waiting: Vec<PolicyLock> =
+            res.waiting.iter().filter(|h| **h != handle).map(|h| self.locks[h].policy_view()).collect();
+        let flags = lock.request.flags;
+        let req = PolicyRequest {
+            client: lock.client,
+            mode: lock.request.mode,
+            extent: lock.request.extent,
+            no_expand: flags.no_expand || flags.speculative,
+        };
+        let extent = policy::expand(&req, &granted, &waiting);
+        let (client, mode) = (lock.client, lock.request.mode);
+        let lock = self.locks.get_mut(&handle).expect("lock exists");
+        lock.extent = extent;
+        lock.state = LockState::Granted;
+        let res = self.resource(object);
+        res.waiting.retain(|h| *h != handle);
+        res.granted.push(handle);
+        res.counters.grants += 1;
+        self.event(LockEvent::Granted { client, lock: handle, object, mode, extent });
+        extent
+    }
+
+    fn send_blocking(&mut self, now: Instant, handle: LockHandle) {
+        let deadline = now + self.config.callback_timeout;
+        let lock = self.locks.get_mut(&handle).expect("holder exists");
+        debug_assert_eq!(lock.state, LockState::Granted);
+        lock.callback_pending = true;
+        if lock.callback_deadline.is_some() {
+            return; // called back already
+        }
+        lock.callback_deadline = Some(deadline);
+        let (client, object) = (lock.client, lock.object);
+        self.resource(object).counters.callbacks += 1;
+        self.event(LockEvent::BlockingCallback { client, lock: handle });
+        self.transmit(client, ToClient::Blocking { lock: handle });
+    }
+
+    fn remove_lock(&mut self, handle: LockHandle) -> ObjectId {
+        let lock = self.locks.remove(&handle).expect("lock exists");
+        let res = self.resources.get_mut(&lock.object).expect("resource of a lock exists");
+        res.granted.retain(|h| *h != handle);
+        res.waiting.retain(|h| *h != handle);
+        lock.object
+    }
+
+    /// Grant, in queue order, every waiter now compatible with the granted
+    /// locks and the waiters ahead of it; then make sure whatever still
+    /// blocks a waiter has been called back.
+    fn reprocess(&mut self, now: Instant, object: ObjectId) {
+        let mut index = 0;
+        while index < self.resources.get(&object).map_or(0, |r| r.waiting.len()) {
+            let handle = self.resources[&object].waiting[index];
+            let blockers = self.blockers(object, &self.locks[&handle], Some(index));
+            if blockers.conflicts > 0 && !blockers.same_group_granted {
+                index += 1;
+                continue;
+            }
+            let extent = self.grant(handle);
+            let lock = &self.locks[&handle];
+            let (client, pending, group) = (lock.client, lock.callback_pending, lock.request.mode.is_group());
+            self.transmit(client, ToClient::Completion { lock: handle, extent, callback_pending: pending });
+            if pending && !group {
+                self.locks.get_mut(&handle).expect("lock exists").callback_pending = false;
+                self.send_blocking(now, handle);
+            }
+        }
+        self.call_back_blockers(now, object);
+    }
+
+    fn call_back_blockers(&mut self, now: Instant, object: ObjectId) {
+        let Some(res) = self.resources.get(&object) else { return };
+        let mut holders = BTreeSet::new();
+        for (index, h) in res.waiting.iter().enumerate() {
+            holders.extend(self.blockers(object, &self.locks[h], Some(index)).granted);
+        }
+        for holder in holders {
+            self.send_blocking(now, holder);
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Blockers {
+    conflicts: usize,
+    /// Conflicting granted locks that take callbacks (not GROUP).
+    granted: Vec<LockHandle>,
+    /// Conflicting waiters ahead (not GROUP).
+    waiting: Vec<LockHandle>,
+    /// A GROUP lock of the requested gid is granted: grant at once.
+    same_group_granted: bool,
+}
