@@ -13,7 +13,7 @@
 
 use crate::extent::Extent;
 use crate::ldlm::{EnqueueFlags, LockMode};
-use crate::units::{Instant, LockHandle, ObjectKey, Xid};
+use crate::units::{Instant, LockHandle, ObjectKey, OstIndex, Xid};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -62,7 +62,8 @@ impl ClientLock {
 #[derive(Debug, Default)]
 pub struct LockCache {
     locks: BTreeMap<LocalLock, ClientLock>,
-    by_handle: BTreeMap<LockHandle, LocalLock>,
+    /// Server handles are unique per OST only.
+    by_handle: BTreeMap<(OstIndex, LockHandle), LocalLock>,
     next: u64,
 }
 
@@ -71,7 +72,7 @@ impl LockCache {
         let id = LocalLock(self.next);
         self.next += 1;
         if let Some(h) = lock.handle {
-            self.by_handle.insert(h, id);
+            self.by_handle.insert((lock.key.ost, h), id);
         }
         self.locks.insert(id, lock);
         id
@@ -85,8 +86,8 @@ impl LockCache {
         self.locks.get_mut(&id)
     }
 
-    pub fn by_handle(&self, handle: LockHandle) -> Option<LocalLock> {
-        self.by_handle.get(&handle).copied()
+    pub fn by_handle(&self, ost: OstIndex, handle: LockHandle) -> Option<LocalLock> {
+        self.by_handle.get(&(ost, handle)).copied()
     }
 
     pub fn by_xid(&self, xid: Xid) -> Option<LocalLock> {
@@ -97,13 +98,13 @@ impl LockCache {
         let lock = self.locks.get_mut(&id).expect("lock exists");
         debug_assert!(lock.handle.is_none());
         lock.handle = Some(handle);
-        self.by_handle.insert(handle, id);
+        self.by_handle.insert((lock.key.ost, handle), id);
     }
 
     pub fn remove(&mut self, id: LocalLock) -> Option<ClientLock> {
         let lock = self.locks.remove(&id)?;
         if let Some(h) = lock.handle {
-            self.by_handle.remove(&h);
+            self.by_handle.remove(&(lock.key.ost, h));
         }
         Some(lock)
     }

@@ -342,9 +342,9 @@ impl Client {
         match message {
             ToClient::Enqueue { xid, reply } => self.on_enqueue_reply(now, xid, reply),
             ToClient::Completion { lock, extent, callback_pending } => {
-                self.on_completion(now, lock, extent, callback_pending)
+                self.on_completion(now, from, lock, extent, callback_pending)
             }
-            ToClient::Blocking { lock } => self.on_blocking(lock),
+            ToClient::Blocking { lock } => self.on_blocking(from, lock),
             ToClient::WriteReply { xid, result } => self.on_write_reply(from, xid, result),
             ToClient::ReadReply { xid, result } => self.on_read_reply(from, xid, result),
             ToClient::PunchReply { xid, result } => self.on_punch_reply(from, xid, result),

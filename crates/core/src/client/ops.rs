@@ -556,8 +556,15 @@ impl Client {
         }
     }
 
-    pub(super) fn on_completion(&mut self, now: Instant, handle: LockHandle, extent: Extent, callback_pending: bool) {
-        let Some(l) = self.locks.by_handle(handle) else { return };
+    pub(super) fn on_completion(
+        &mut self,
+        now: Instant,
+        ost: OstIndex,
+        handle: LockHandle,
+        extent: Extent,
+        callback_pending: bool,
+    ) {
+        let Some(l) = self.locks.by_handle(ost, handle) else { return };
         self.granted(now, l, extent, callback_pending);
     }
 
@@ -578,9 +585,9 @@ impl Client {
         }
     }
 
-    pub(super) fn on_blocking(&mut self, handle: LockHandle) {
+    pub(super) fn on_blocking(&mut self, ost: OstIndex, handle: LockHandle) {
         self.counters.blocking_callbacks += 1;
-        if let Some(l) = self.locks.by_handle(handle) {
+        if let Some(l) = self.locks.by_handle(ost, handle) {
             self.locks.get_mut(l).expect("listed").callback_pending = true;
         }
         // Unknown handle: our cancel crossed the callback; nothing to do.

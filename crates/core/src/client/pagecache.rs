@@ -45,7 +45,7 @@ use std::ops::{Range, RangeInclusive};
 
 const PAGE_BYTES: usize = PAGE_SIZE as usize;
 const PAGE_END: u16 = PAGE_SIZE as u16;
-const _: () = assert!(PAGE_SIZE <= u16::MAX as u64);
+const _: () = assert!(PAGE_SIZE.is_power_of_two() && PAGE_SIZE <= u16::MAX as u64);
 
 /// Half-open byte ranges within one page: sorted, disjoint, non-adjacent.
 ///
@@ -207,6 +207,11 @@ fn pieces(offset: u64, len: u64) -> impl Iterator<Item = Piece> {
     })
 }
 
+/// Whether `bytes` is a whole number of pages.
+fn page_aligned(bytes: u64) -> bool {
+    bytes & (PAGE_SIZE - 1) == 0
+}
+
 fn page_indices(range: &Extent) -> RangeInclusive<u64> {
     range.start / PAGE_SIZE..=range.end / PAGE_SIZE
 }
@@ -255,7 +260,7 @@ impl PageCache {
 
     /// The bytes `[offset, offset + len)` if every one of them is known.
     pub fn read(&self, key: ObjectKey, offset: u64, len: u64) -> Option<Vec<u8>> {
-        let mut out = Vec::with_capacity(len as usize);
+        let mut out = Vec::new();
         for p in pieces(offset, len) {
             let page = self.objects.get(&key)?.get(&p.index)?;
             if !page.knows(p.start, p.end) {
@@ -269,7 +274,7 @@ impl PageCache {
     /// Page-aligned extents to fetch before `read(key, offset, len)` can
     /// succeed, merged when contiguous, each at most `span_bytes_max` long.
     pub fn missing_pages(&self, key: ObjectKey, offset: u64, len: u64, span_bytes_max: u64) -> Vec<Extent> {
-        assert!(span_bytes_max >= PAGE_SIZE && span_bytes_max % PAGE_SIZE == 0);
+        assert!(span_bytes_max >= PAGE_SIZE && page_aligned(span_bytes_max));
         let mut out = Vec::new();
         for p in pieces(offset, len) {
             let page = self.objects.get(&key).and_then(|pages| pages.get(&p.index));
@@ -284,8 +289,8 @@ impl PageCache {
     /// A read reply of whole pages at `offset`: dirty and writeback bytes
     /// keep their local value, all others take the server's.
     pub fn fill(&mut self, key: ObjectKey, offset: u64, data: &[u8]) {
-        assert!(offset % PAGE_SIZE == 0, "unaligned fill at {offset}");
-        assert!(data.len() % PAGE_BYTES == 0, "fill of a partial page");
+        assert!(page_aligned(offset), "unaligned fill at {offset}");
+        assert!(page_aligned(data.len() as u64), "fill of a partial page");
         for (i, chunk) in (offset / PAGE_SIZE..).zip(data.chunks(PAGE_BYTES)) {
             self.update(key, i, true, |page| page.fill(chunk));
         }
@@ -295,7 +300,7 @@ impl PageCache {
     /// pages have no writeback in flight, at most `bytes_max` long, marks it
     /// under writeback and snapshots its data.
     pub fn next_writeback(&mut self, key: ObjectKey, range: Extent, bytes_max: u64) -> Option<WritebackRun> {
-        assert!(bytes_max >= PAGE_SIZE && bytes_max % PAGE_SIZE == 0);
+        assert!(bytes_max >= PAGE_SIZE && page_aligned(bytes_max));
         let (offset, len) = self.find_run(key, &range, bytes_max)?;
         let mut data = vec![0; len as usize];
         for p in pieces(offset, len) {
@@ -565,12 +570,20 @@ mod tests {
         let mut c = PageCache::new();
         c.write(KEY, 100, &bytes(3 * P - 50, 4));
         c.write(KEY, 5 * P, &bytes(10, 5));
+        c.write(KEY, 8 * P - 10, &[1; 10]);
+        c.write(KEY, 8 * P + 10, &[2; 10]); // a gap at the start of page 8
+        c.write(KEY, 10 * P - 10, &[3; 10]);
+        c.write(KEY, 11 * P, &[4; 10]); // page 10 is absent
         let run = c.next_writeback(KEY, ALL, 2 * P).expect("dirty");
         assert_eq!((run.offset, run.data), (100, bytes(2 * P - 100, 4)));
         assert_eq!(next(&mut c, KEY, ALL, 2 * P), Some((2 * P, P + 50)));
         assert_eq!(next(&mut c, KEY, ALL, 2 * P), Some((5 * P, 10))); // not contiguous
+        assert_eq!(next(&mut c, KEY, ALL, 2 * P), Some((8 * P - 10, 10)));
+        assert_eq!(next(&mut c, KEY, ALL, 2 * P), Some((8 * P + 10, 10)));
+        assert_eq!(next(&mut c, KEY, ALL, 2 * P), Some((10 * P - 10, 10)));
+        assert_eq!(next(&mut c, KEY, ALL, 2 * P), Some((11 * P, 10)));
         assert_eq!(next(&mut c, KEY, ALL, 2 * P), None);
-        assert_eq!(c.dirty_bytes(), 3 * P - 50 + 10);
+        assert_eq!(c.dirty_bytes(), 3 * P - 50 + 50);
         assert!(!c.has_dirty(KEY, ALL) && c.has_writeback(KEY, Extent::new(0, 100)));
         assert_eq!(c.writeback_done(KEY, 100, 2 * P - 100), 2 * P - 100);
         c.check_invariants();
@@ -673,7 +686,12 @@ mod tests {
     }
 
     fn op() -> impl Strategy<Value = Op> {
-        let span = (0..OBJ).prop_flat_map(|offset| (Just(offset), 1..=(OBJ - offset).min(6000)));
+        // Offsets and ends are often page aligned, to reach the edge cases.
+        let offset = prop_oneof![0..OBJ, (0..OBJ / P).prop_map(|i| i * P)];
+        let span = offset.prop_flat_map(|o| {
+            let to_page_end = (o / P + 1..=OBJ / P).prop_map(move |end| end * P - o);
+            (Just(o), prop_oneof![1..=(OBJ - o).min(6000), to_page_end])
+        });
         prop_oneof![
             4 => (span.clone(), any::<u8>()).prop_map(|((o, l), seed)| Op::Write(o, l, seed)),
             3 => span.clone().prop_map(|(o, l)| Op::Read(o, l)),
@@ -753,7 +771,7 @@ mod tests {
             return assert_eq!(got, want);
         }
         for ext in missing {
-            let aligned = ext.start % P == 0 && ext.len() % P == 0;
+            let aligned = page_aligned(ext.start) && page_aligned(ext.len());
             assert!(aligned && ext.len() <= 2 * P, "{ext}");
             let server = &m.server[ext.start as usize..=ext.end as usize];
             c.fill(KEY, ext.start, server);
@@ -775,7 +793,7 @@ mod tests {
             assert!(ok(i) && Some(b) == m.written[i as usize], "byte {i}");
         }
         if ok(end) {
-            let cut = end % P == 0 && end - offset + P > bytes_max;
+            let cut = page_aligned(end) && end - offset + P > bytes_max;
             assert!(cut, "run stopped early");
         }
         for i in offset as usize..end as usize {
@@ -806,7 +824,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn cache_agrees_with_byte_model(ops in prop::collection::vec(op(), 1..40)) {
+        fn cache_agrees_with_byte_model(ops in prop::collection::vec(op(), 1..64)) {
             let n = OBJ as usize;
             let server = (0..n).map(|i| (i * 7 % 253) as u8).collect();
             let (written, dirty, writeback) = (vec![None; n], vec![false; n], vec![false; n]);

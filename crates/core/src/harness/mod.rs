@@ -14,6 +14,9 @@
 //! Faults: [`Harness::crash`] stops a client dead (as SIGKILL would), and the
 //! OSTs evict it once its callbacks time out.
 
+pub mod demo;
+pub mod workload;
+
 use crate::client::ladvise::Advice;
 use crate::client::{Client, ClientConfig, ClientError, ClientEvent, FileHandle, LadviseOutcome, OpId, OpOutput};
 use crate::layout::{Layout, LayoutError};
