@@ -1,0 +1,31 @@
+# lanefs: the two commands are `make demo` and `make test`.
+# Both install what they need (Rust via rustup if cargo is missing; crates via cargo).
+
+CARGO ?= cargo
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+.PHONY: demo test bench build deps fmt clippy clean
+
+deps:
+	@command -v cargo >/dev/null 2>&1 || { \
+	  echo "cargo not found: installing Rust with rustup"; \
+	  command -v curl >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq curl ca-certificates; }; \
+	  curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c rustfmt,clippy; }
+	@rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy 2>/dev/null || true
+
+build: deps
+	$(CARGO) build --release --locked --bin lanefs
+
+demo: build
+	./target/release/lanefs demo
+
+test: deps
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) test --locked --workspace
+
+bench: build
+	./target/release/lanefs demo --json
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,413 @@
+//! Scenario tests of the cache and lock coherence rules (`client/mod.rs`,
+//! `ldlm.md` §1 and §3): a read returns the latest completed write wherever
+//! it was made, dirty data reaches the OST before its lock is given back,
+//! sizes include other clients' cached writes, group locks share without
+//! callbacks, a dead or slow holder is evicted, and the LRU and dirty limits
+//! hold. Every scenario runs in the deterministic harness and checks exact
+//! bytes (in clients and in the OSTs' stores) and exact counters.
+
+use lanefs_core::client::{ClientConfig, ClientError, FileHandle, OpId, OpOutput};
+use lanefs_core::harness::{Harness, HarnessConfig, HarnessError};
+use lanefs_core::layout::Layout;
+use lanefs_core::ldlm::server::LockServerConfig;
+use lanefs_core::ost::OstConfig;
+use lanefs_core::store::ObjectStore;
+use lanefs_core::{ClientId, Duration, Instant, OstIndex};
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+const A: ClientId = ClientId(0);
+const B: ClientId = ClientId(1);
+const C: ClientId = ClientId(2);
+
+/// Bytes that differ from their neighbours and between writers.
+fn pattern(len: u64, salt: u8) -> Vec<u8> {
+    (0..len).map(|i| ((i % 251) as u8).wrapping_mul(7).wrapping_add(salt) | 1).collect()
+}
+
+fn read(h: &mut Harness, c: ClientId, fh: FileHandle, offset: u64, len: u64) -> Vec<u8> {
+    let op = h.read(c, fh, offset, len);
+    match h.wait_ok(c, op) {
+        OpOutput::Read(data) => data,
+        other => panic!("{c}: read answered {other:?}"),
+    }
+}
+
+fn write(h: &mut Harness, c: ClientId, fh: FileHandle, offset: u64, data: Vec<u8>) {
+    let len = data.len() as u64;
+    let op = h.write(c, fh, offset, data);
+    assert_eq!(h.wait_ok(c, op), OpOutput::Written(len));
+}
+
+fn stat(h: &mut Harness, c: ClientId, fh: FileHandle) -> u64 {
+    let op = h.stat(c, fh);
+    match h.wait_ok(c, op) {
+        OpOutput::Size(size) => size,
+        other => panic!("{c}: stat answered {other:?}"),
+    }
+}
+
+/// What the OSTs' stores hold for file bytes `[offset, offset + len)`.
+fn stored(h: &mut Harness, layout: &Layout, offset: u64, len: u64) -> Vec<u8> {
+    let mut out = vec![0; len as usize];
+    for chunk in layout.chunks(offset, len) {
+        let bytes =
+            h.ost_mut(chunk.key.ost).store_mut().read(chunk.key.object, chunk.object_offset, chunk.len).unwrap();
+        let at = (chunk.file_offset - offset) as usize;
+        out[at..at + bytes.len()].copy_from_slice(&bytes);
+    }
+    out
+}
+
+fn harness(clients: u32, osts: u32, seed: u64) -> Harness {
+    Harness::new(HarnessConfig { clients, osts, seed, ..Default::default() }).unwrap()
+}
+
+/// B reads right after A's write completed and sees A's bytes, for small,
+/// unaligned and three-stripe ranges; the blocking callback made A write its
+/// dirty bytes to the OSTs before it gave its locks up.
+#[test]
+fn read_after_write_on_another_client_sees_the_write() {
+    let stripe = 64 * KIB;
+    let cases = [("partial page", 10, 100), ("unaligned", 4095, 10_000), ("three stripes", 1000, 2 * stripe + 5000)];
+    for (name, offset, len) in cases {
+        for seed in 0..4 {
+            let mut h = harness(2, 3, seed);
+            let layout = h.create_layout(stripe, 3, Some(0)).unwrap();
+            let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+            let data = pattern(len, seed as u8);
+            write(&mut h, A, fa, offset, data.clone());
+            assert_eq!(h.client(A).cache().dirty_bytes(), len, "{name}: A's write is cached, not yet written");
+            assert_eq!(h.ost_counters().bytes_written, 0, "{name}");
+
+            assert_eq!(read(&mut h, B, fb, offset, len), data, "{name} seed {seed}: B read stale bytes");
+            let stripes = layout.object_extents(offset, len).len() as u64;
+            assert_eq!(h.client(A).counters().blocking_callbacks, stripes, "{name}: one callback per stripe lock");
+            assert_eq!(h.client(A).cache().dirty_bytes(), 0, "{name}: the callback flushed A");
+            assert_eq!(h.ost_counters().bytes_written, len, "{name}");
+            assert_eq!(stored(&mut h, &layout, offset, len), data, "{name} seed {seed}: store");
+            h.drive().unwrap();
+        }
+    }
+}
+
+/// Two writers of the same bytes: the later completed write wins, for the
+/// first writer's own later read too (its cached pages were dropped).
+#[test]
+fn conflicting_writers_last_write_wins() {
+    let mut h = harness(2, 2, 7);
+    let layout = h.create_layout(64 * KIB, 2, Some(0)).unwrap();
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout));
+    let (a_bytes, b_bytes) = (pattern(100_000, 1), pattern(50_000, 2));
+    write(&mut h, A, fa, 1000, a_bytes.clone());
+    write(&mut h, B, fb, 5000, b_bytes.clone());
+
+    let mut expected = vec![0; 110_000];
+    expected[1000..101_000].copy_from_slice(&a_bytes);
+    expected[5000..55_000].copy_from_slice(&b_bytes);
+    assert_eq!(read(&mut h, A, fa, 0, 110_000), expected);
+    assert_eq!(read(&mut h, B, fb, 0, 110_000), expected);
+    // And again, A writing last.
+    write(&mut h, A, fa, 20_000, a_bytes[..10_000].to_vec());
+    expected[20_000..30_000].copy_from_slice(&a_bytes[..10_000]);
+    assert_eq!(read(&mut h, B, fb, 0, 110_000), expected);
+    h.drive().unwrap();
+}
+
+/// fsync and close both leave nothing dirty and the bytes in the store.
+#[test]
+fn fsync_and_close_write_everything_back() {
+    let mut h = harness(1, 2, 3);
+    let layout = h.create_layout(64 * KIB, 2, Some(0)).unwrap();
+    let fa = h.open(A, layout.clone());
+    let data = pattern(200 * KIB + 5, 9);
+    write(&mut h, A, fa, 300, data.clone());
+    assert_eq!(h.client(A).cache().dirty_bytes(), 200 * KIB + 5);
+    let op = h.fsync(A, fa);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Synced);
+    assert_eq!(h.client(A).cache().dirty_bytes(), 0);
+    assert_eq!(h.ost_counters().bytes_written, 200 * KIB + 5);
+    assert_eq!(stored(&mut h, &layout, 300, 200 * KIB + 5), data);
+
+    let more = pattern(10_000, 11);
+    write(&mut h, A, fa, 150 * KIB, more.clone());
+    assert_eq!(h.client(A).cache().dirty_bytes(), 10_000);
+    let op = h.close(A, fa);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Closed);
+    assert_eq!(h.client(A).cache().dirty_bytes(), 0);
+    assert_eq!(stored(&mut h, &layout, 150 * KIB, 10_000), more);
+    assert_eq!(h.client(A).lock_cache().len(), 2, "locks stay cached after close");
+    let op = h.write(A, fa, 0, vec![1]);
+    assert_eq!(h.wait(A, op), Ok(Err(ClientError::BadFile)), "a closed handle is gone");
+    h.drive().unwrap();
+}
+
+/// stat sees another client's cached, unflushed write (glimpse); truncate
+/// revokes the cached data beyond the new size, and every client then sees
+/// the new size and zeros past it.
+#[test]
+fn stat_includes_unflushed_writes_and_truncate() {
+    let mut h = harness(2, 2, 5);
+    let layout = h.create_layout(MIB, 2, Some(0)).unwrap();
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    let size = 5 * MIB + 123;
+    let data = pattern(size, 3);
+    write(&mut h, A, fa, 0, data.clone());
+    assert!(h.client(A).cache().dirty_bytes() > 0);
+
+    assert_eq!(stat(&mut h, B, fb), size);
+    assert!(h.ost_counters().glimpses >= 1, "B's stat glimpsed A's lock");
+    assert_eq!(stat(&mut h, A, fa), size);
+    h.drive().unwrap();
+
+    // A small write far past the end stays dirty (less than one RPC, not
+    // adjacent to other dirty bytes): only a glimpse can report it.
+    let dirty_before = h.client(A).cache().dirty_bytes();
+    let glimpses = h.ost_counters().glimpses;
+    write(&mut h, A, fa, 7 * MIB + 5, pattern(1000, 4));
+    assert_eq!(h.client(A).cache().dirty_bytes(), dirty_before + 1000);
+    assert_eq!(stat(&mut h, B, fb), 7 * MIB + 1005);
+    assert_eq!(h.ost_counters().glimpses, glimpses + 2, "one glimpse per object");
+    let tail = layout.object(1);
+    let stored_size = h.ost_mut(tail.ost).store_mut().size(tail.object).unwrap();
+    assert!(stored_size <= 3 * MIB, "stripe 1's store has {stored_size} bytes: the size did not need a glimpse");
+    assert_eq!(h.client(A).counters().blocking_callbacks, 0, "a glimpse does not revoke");
+    assert_eq!(h.client(A).cache().dirty_bytes(), dirty_before + 1000, "a glimpse does not flush");
+
+    let cut = 3 * MIB / 2 + 7;
+    let op = h.truncate(B, fb, cut);
+    assert_eq!(h.wait_ok(B, op), OpOutput::Truncated);
+    assert_eq!(h.client(A).cache().dirty_bytes(), 0, "truncate revoked A's locks");
+    assert_eq!(stat(&mut h, A, fa), cut);
+    assert_eq!(stat(&mut h, B, fb), cut);
+    let mut expected = data[..cut as usize].to_vec();
+    expected.resize(2 * MIB as usize, 0);
+    assert_eq!(read(&mut h, A, fa, 0, 2 * MIB), expected);
+    h.drive().unwrap();
+}
+
+/// Two clients share group lock 7: disjoint writes, no callbacks. A third
+/// client's write waits (GROUP locks get no callbacks) until both unlock.
+#[test]
+fn group_lock_shared_then_third_writer_waits_for_both_unlocks() {
+    let mut h = harness(3, 2, 11);
+    let layout = h.create_layout(MIB, 2, Some(0)).unwrap();
+    let (fa, fb, fc) = (h.open(A, layout.clone()), h.open(B, layout.clone()), h.open(C, layout));
+    for (c, fh) in [(A, fa), (B, fb)] {
+        let op = h.group_lock(c, fh, 7);
+        assert_eq!(h.wait_ok(c, op), OpOutput::GroupLocked);
+    }
+    let (a_bytes, b_bytes, c_bytes) = (pattern(MIB + 1000, 1), pattern(MIB + 1000, 2), pattern(100 * KIB, 3));
+    write(&mut h, A, fa, 0, a_bytes.clone());
+    write(&mut h, B, fb, 2 * MIB, b_bytes.clone());
+    h.drive().unwrap();
+    assert_eq!(h.lock_counters().callbacks, 0);
+
+    let c_op = h.write(C, fc, 500 * KIB, c_bytes.clone());
+    assert!(matches!(h.drive(), Err(HarnessError::Stalled { ops_pending: 1, .. })));
+    assert_eq!(h.result(C, c_op), None, "C wrote under the group lock");
+    let op = h.group_unlock(A, fa, 7);
+    assert_eq!(h.wait_ok(A, op), OpOutput::GroupUnlocked);
+    assert!(matches!(h.drive(), Err(HarnessError::Stalled { ops_pending: 1, .. })));
+    assert_eq!(h.result(C, c_op), None, "C wrote while B still held the group lock");
+    let op = h.group_unlock(B, fb, 7);
+    assert_eq!(h.wait_ok(B, op), OpOutput::GroupUnlocked);
+    assert_eq!(h.wait_ok(C, c_op), OpOutput::Written(100 * KIB));
+    assert_eq!(h.lock_counters().callbacks, 0, "nobody called a group lock back");
+
+    let mut expected = vec![0; 3 * MIB as usize + 1000];
+    expected[..a_bytes.len()].copy_from_slice(&a_bytes);
+    expected[2 * MIB as usize..].copy_from_slice(&b_bytes);
+    expected[500 * KIB as usize..600 * KIB as usize].copy_from_slice(&c_bytes);
+    for (c, fh) in [(A, fa), (B, fb), (C, fc)] {
+        assert_eq!(read(&mut h, c, fh, 0, 3 * MIB + 1000), expected, "{c} read");
+    }
+    h.drive().unwrap();
+}
+
+fn config_with_callback_timeout(timeout: Duration) -> HarnessConfig {
+    HarnessConfig {
+        clients: 2,
+        osts: 1,
+        ost: OstConfig { locks: LockServerConfig { callback_timeout: timeout }, ..Default::default() },
+        ..Default::default()
+    }
+}
+
+/// A holder that crashed with dirty data under its PW lock never answers the
+/// callback: the OST evicts it after the callback timeout, the waiting writer
+/// proceeds, and the dead client's unflushed bytes are gone.
+#[test]
+fn crashed_holder_is_evicted_after_callback_timeout() {
+    let timeout = Duration::from_secs(5);
+    let mut h = Harness::new(config_with_callback_timeout(timeout)).unwrap();
+    let layout = h.create_layout(MIB, 1, Some(0)).unwrap();
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    write(&mut h, A, fa, 0, pattern(100 * KIB, 1));
+    assert_eq!(h.client(A).cache().dirty_bytes(), 100 * KIB);
+    h.crash(A);
+
+    let b_bytes = pattern(50 * KIB, 2);
+    write(&mut h, B, fb, 0, b_bytes.clone());
+    assert!(h.now() >= Instant::ZERO + timeout, "B's write completed at {} before the timeout", h.now());
+    assert!(h.now() < Instant::ZERO + timeout + Duration::from_ms(1), "B waited past the eviction: {}", h.now());
+    let lc = h.lock_counters();
+    assert_eq!((lc.evictions, lc.callbacks), (1, 1), "{lc:?}");
+    assert!(h.ost(OstIndex(0)).locks().is_evicted(A));
+
+    let op = h.fsync(B, fb);
+    h.wait_ok(B, op);
+    let mut expected = b_bytes.clone();
+    expected.resize(100 * KIB as usize, 0);
+    assert_eq!(stored(&mut h, &layout, 0, 100 * KIB), expected, "B's bytes, and none of the dead client's");
+    assert_eq!(read(&mut h, B, fb, 0, 50 * KIB), b_bytes);
+    h.drive().unwrap();
+}
+
+/// A live holder too slow for the callback timeout (1 µs against a fixed
+/// 50 µs latency, so the order of events is fixed) is evicted: its flush is
+/// refused, it reports the loss, reconnects, and the waiter's bytes win.
+#[test]
+fn slow_holder_is_evicted_and_its_late_flush_refused() {
+    let latency = Duration::from_us(50);
+    let config = HarnessConfig {
+        latency_min: latency,
+        latency_max: latency,
+        ..config_with_callback_timeout(Duration::from_us(1))
+    };
+    let mut h = Harness::new(config).unwrap();
+    let layout = h.create_layout(MIB, 1, Some(0)).unwrap();
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    write(&mut h, A, fa, 0, pattern(100 * KIB, 1));
+    let b_bytes = pattern(50 * KIB, 2);
+    write(&mut h, B, fb, 0, b_bytes.clone());
+    h.drive().unwrap();
+
+    let lc = h.lock_counters();
+    assert_eq!((lc.evictions, lc.callbacks, lc.cancels), (1, 1, 0), "{lc:?}");
+    assert_eq!(h.ost_counters().io_refused, 1, "A's flush after its eviction");
+    assert_eq!(h.lost(), &[(A, OstIndex(0), 100 * KIB)]);
+    let ca = h.client(A).counters();
+    assert_eq!((ca.evictions, ca.bytes_lost, ca.blocking_callbacks), (1, 100 * KIB, 1));
+    assert!(h.client(A).lock_cache().is_empty());
+    assert_eq!(h.client(A).cache().cached_pages(), 0, "an evicted client keeps no stale pages");
+    assert!(!h.ost(OstIndex(0)).locks().is_evicted(A), "A reconnected");
+
+    let op = h.fsync(B, fb);
+    h.wait_ok(B, op);
+    let mut expected = b_bytes;
+    expected.resize(100 * KIB as usize, 0);
+    assert_eq!(stored(&mut h, &layout, 0, 100 * KIB), expected);
+    h.drive().unwrap();
+}
+
+/// With `lru_locks_max` 2, five unused lockahead locks shrink to the two
+/// most recently granted.
+#[test]
+fn lru_count_limit_cancels_the_oldest_unused_locks() {
+    use lanefs_core::client::ladvise::{Advice, AheadMode};
+    let client = ClientConfig { lru_locks_max: 2, ..Default::default() };
+    let mut h = Harness::new(HarnessConfig { clients: 1, osts: 1, client, ..Default::default() }).unwrap();
+    let layout = h.create_layout(MIB, 1, Some(0)).unwrap();
+    let fa = h.open(A, layout);
+    let advices: Vec<Advice> =
+        (0..5).map(|i| Advice::lockahead(AheadMode::Write, 2 * i * MIB, (2 * i + 1) * MIB - 1, true)).collect();
+    h.ladvise(A, fa, &advices).unwrap();
+    h.drive().unwrap();
+
+    let mut extents: Vec<_> = h.client(A).lock_cache().iter().map(|(_, l)| (l.extent.start, l.extent.end)).collect();
+    extents.sort();
+    assert_eq!(extents, vec![(6 * MIB, 7 * MIB - 1), (8 * MIB, 9 * MIB - 1)]);
+    let mut on_server: Vec<_> =
+        h.ost(OstIndex(0)).locks().granted_locks().map(|(_, _, _, _, e)| (e.start, e.end)).collect();
+    on_server.sort();
+    assert_eq!(on_server, extents);
+    let lc = h.lock_counters();
+    assert_eq!((lc.grants, lc.cancels, lc.callbacks), (5, 3, 0), "{lc:?}");
+    assert_eq!(h.client(A).counters().cancels, 3);
+}
+
+/// With `lru_age_max` 1 s, unused locks are cancelled once they have been
+/// unused that long of virtual time, and not before. (The harness only fires
+/// timers while some operation is pending, so a write blocked behind another
+/// client's group lock on a second file keeps the clock running.)
+#[test]
+fn lru_age_limit_cancels_unused_locks_after_the_age() {
+    use lanefs_core::client::ladvise::{Advice, AheadMode};
+    let age = Duration::from_secs(1);
+    let client = ClientConfig { lru_age_max: age, ..Default::default() };
+    let mut h = Harness::new(HarnessConfig { clients: 3, osts: 1, client, ..Default::default() }).unwrap();
+    let (first, second) = (h.create_layout(MIB, 1, Some(0)).unwrap(), h.create_layout(MIB, 1, Some(0)).unwrap());
+    let fa = h.open(A, first);
+    let (fb, fc) = (h.open(B, second.clone()), h.open(C, second));
+    let op = h.group_lock(C, fc, 9);
+    h.wait_ok(C, op);
+
+    let advices: Vec<Advice> =
+        (0..3).map(|i| Advice::lockahead(AheadMode::Write, 2 * i * MIB, (2 * i + 1) * MIB - 1, true)).collect();
+    h.ladvise(A, fa, &advices).unwrap();
+    h.drive().unwrap();
+    let granted_at = h.now();
+    assert_eq!(h.client(A).lock_cache().len(), 3);
+
+    let blocked = h.write(B, fb, 0, vec![1; 4096]);
+    let mut first_cancel_at: Option<Instant> = None;
+    while h.step() {
+        if first_cancel_at.is_none() && h.client(A).lock_cache().len() < 3 {
+            first_cancel_at = Some(h.now());
+        }
+    }
+    let first_cancel_at = first_cancel_at.expect("the LRU never cancelled");
+    assert!(first_cancel_at >= Instant::ZERO + age, "cancelled at {first_cancel_at}, before the age");
+    assert!(h.now() <= granted_at + age + Duration::from_ms(1), "last cancel at {}", h.now());
+    assert!(h.client(A).lock_cache().is_empty());
+    assert_eq!(h.ost(OstIndex(0)).locks().granted_locks().filter(|l| l.1 == A).count(), 0);
+    assert_eq!(h.client(A).counters().cancels, 3);
+
+    assert_eq!(h.result(B, blocked), None);
+    let op = h.group_unlock(C, fc, 9);
+    h.wait_ok(C, op);
+    assert_eq!(h.wait_ok(B, blocked), OpOutput::Written(4096));
+    h.drive().unwrap();
+}
+
+/// One 16 MiB write against a 2 MiB dirty limit: the writer waits for
+/// writeback, the limit (plus at most one 1 MiB chunk) holds after every
+/// event, and every byte arrives.
+#[test]
+fn dirty_limit_throttles_a_large_write() {
+    let (dirty_bytes_max, rpc_bytes_max, len) = (2 * MIB, MIB, 16 * MIB);
+    let client = ClientConfig { dirty_bytes_max, rpc_bytes_max, ..Default::default() };
+    let mut h = Harness::new(HarnessConfig { clients: 1, osts: 1, client, ..Default::default() }).unwrap();
+    let layout = h.create_layout(MIB, 1, Some(0)).unwrap();
+    let fa = h.open(A, layout.clone());
+    let data = pattern(len, 5);
+    let op: OpId = h.write(A, fa, 0, data.clone());
+
+    let mut dirty_seen_max = 0;
+    let mut check = |h: &Harness| {
+        let dirty = h.client(A).cache().dirty_bytes_ost(OstIndex(0));
+        assert!(dirty <= dirty_bytes_max + MIB, "{dirty} dirty bytes at {}", h.now());
+        dirty_seen_max = dirty_seen_max.max(dirty);
+    };
+    check(&h);
+    while h.result(A, op).is_none() {
+        assert!(h.step(), "stalled with the write pending");
+        check(&h);
+    }
+    assert_eq!(h.result(A, op), Some(&Ok(OpOutput::Written(len))));
+    assert!(
+        h.ost_counters().bytes_written >= len - dirty_bytes_max - MIB,
+        "the write completed with only {} bytes written back: not throttled",
+        h.ost_counters().bytes_written
+    );
+    while h.step() {
+        check(&h);
+    }
+    let op = h.fsync(A, fa);
+    h.wait_ok(A, op);
+    assert!(dirty_seen_max >= MIB, "the limit was never approached ({dirty_seen_max})");
+    assert_eq!(h.ost_counters().bytes_written, len);
+    assert_eq!(h.client(A).cache().dirty_bytes(), 0);
+    assert_eq!(stored(&mut h, &layout, 0, len), data);
+}
