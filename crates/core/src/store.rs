@@ -103,7 +103,7 @@ impl ObjectStore for MemStore {
         let obj = self.objects.entry(object).or_default();
         let first_dropped = size.div_ceil(CHUNK_BYTES);
         obj.chunks.retain(|c, _| *c < first_dropped);
-        if size % CHUNK_BYTES != 0 {
+        if !size.is_multiple_of(CHUNK_BYTES) {
             if let Some(buf) = obj.chunks.get_mut(&(size / CHUNK_BYTES)) {
                 buf[(size % CHUNK_BYTES) as usize..].fill(0);
             }

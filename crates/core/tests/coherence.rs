@@ -411,3 +411,59 @@ fn dirty_limit_throttles_a_large_write() {
     assert_eq!(h.client(A).cache().dirty_bytes(), 0);
     assert_eq!(stored(&mut h, &layout, 0, len), data);
 }
+
+/// Readers' PR locks and cached pages go when a writer revokes them; their
+/// next read fetches the new bytes.
+#[test]
+fn readers_drop_cached_pages_when_a_writer_revokes() {
+    let mut h = harness(3, 1, 2);
+    let layout = h.create_layout(MIB, 1, Some(0)).unwrap();
+    let (fa, fb, fc) = (h.open(A, layout.clone()), h.open(B, layout.clone()), h.open(C, layout));
+    let mut data = pattern(64 * KIB, 1);
+    write(&mut h, A, fa, 0, data.clone());
+    for (c, fh) in [(B, fb), (C, fc)] {
+        assert_eq!(read(&mut h, c, fh, 0, 64 * KIB), data, "{c}");
+        assert_eq!(h.client(c).cache().cached_pages(), 16, "{c} caches what it read");
+    }
+    assert_eq!(h.lock_counters().callbacks, 1, "B's read revoked A's write lock; C's read shared B's");
+
+    let patch = pattern(100, 2);
+    write(&mut h, A, fa, 100, patch.clone());
+    data[100..200].copy_from_slice(&patch);
+    for (c, fh) in [(B, fb), (C, fc)] {
+        assert_eq!(h.client(c).counters().blocking_callbacks, 1, "{c}");
+        assert_eq!(h.client(c).cache().cached_pages(), 0, "{c} kept pages without a lock");
+        assert!(h.client(c).lock_cache().is_empty(), "{c}");
+    }
+    for (c, fh) in [(B, fb), (C, fc)] {
+        assert_eq!(read(&mut h, c, fh, 0, 64 * KIB), data, "{c} read stale bytes");
+    }
+    h.drive().unwrap();
+}
+
+/// The size glimpse walks down past lockahead (no-expand) locks, one per
+/// client, to the first ordinary lock, the one covering the top of the data
+/// (`ldlm.md` §4 "Glimpse fix", LU-11670).
+#[test]
+fn stat_glimpse_walks_past_lockahead_locks() {
+    use lanefs_core::client::ladvise::{Advice, AheadMode};
+    let mut h = harness(3, 1, 4);
+    let layout = h.create_layout(MIB, 1, Some(0)).unwrap();
+    let (fa, fb, fc) = (h.open(A, layout.clone()), h.open(B, layout.clone()), h.open(C, layout));
+    let ahead = |start: u64| Advice::lockahead(AheadMode::Write, start, start + MIB - 1, true);
+    h.ladvise(A, fa, &[ahead(0), ahead(20 * MIB)]).unwrap();
+    h.drive().unwrap();
+    write(&mut h, A, fa, 0, pattern(10, 1));
+    // C's ordinary lock grows up to A's lock at 20 MiB: [4 MiB, 20 MiB - 1].
+    write(&mut h, C, fc, 4 * MIB, pattern(100, 2));
+    assert_eq!(h.lock_counters().callbacks, 0);
+    assert_eq!(h.ost_counters().bytes_written, 0, "everything is still cached");
+
+    assert_eq!(stat(&mut h, B, fb), 4 * MIB + 100, "the active writer C holds the top of the data");
+    assert_eq!(h.ost_counters().glimpses, 2, "A's top lockahead lock, then C's lock, which ends the walk");
+    write(&mut h, A, fa, 20 * MIB, pattern(10, 3));
+    assert_eq!(stat(&mut h, B, fb), 20 * MIB + 10);
+    assert_eq!(h.ost_counters().glimpses, 4);
+    assert_eq!(h.lock_counters().callbacks, 0, "glimpses revoke nothing");
+    h.drive().unwrap();
+}

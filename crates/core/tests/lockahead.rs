@@ -356,3 +356,147 @@ fn lockahead_refused_by_conflict_then_real_write_revokes() {
     let object = h.client(A).layout(fa).unwrap().object(0).object;
     assert_eq!(h.ost_mut(OST0).store_mut().read(object, 0, 4096).unwrap(), a_bytes, "A flushed before cancelling");
 }
+
+/// lockahead_test.c test 21: a synchronous request on a range larger than
+/// the client's own lock revokes that lock and replaces it, unexpanded.
+#[test]
+fn test21_sync_lockahead_on_larger_range_replaces_lock() {
+    let (mut h, fa, _) = one_stripe_file();
+    h.ladvise(A, fa, &[ahead_write(0, MIB)]).unwrap();
+    h.drive().unwrap();
+    assert_eq!(granted(&h, A), vec![pw(0, MIB - 1)]);
+
+    let sync = Advice::lockahead(AheadMode::Write, 0, 2 * MIB - 1, false);
+    let LadviseOutcome::Pending { op, .. } = h.ladvise(A, fa, &[sync]).unwrap() else { panic!("synchronous") };
+    assert_eq!(h.wait_ok(A, op), OpOutput::LockaheadDone);
+    h.drive().unwrap();
+    assert_eq!(granted(&h, A), vec![pw(0, 2 * MIB - 1)]);
+    assert_eq!(cached(&h, A), vec![pw(0, 2 * MIB - 1)]);
+    let lc = h.lock_counters();
+    assert_eq!((lc.enqueues, lc.callbacks, lc.cancels, lc.refusals), (2, 1, 1, 0), "{lc:?}");
+}
+
+/// A synchronous request is an ordinary blocking enqueue without expansion
+/// (`ldlm.md` §4): it revokes another client's conflicting lock, waits, and
+/// is granted exactly the requested range.
+#[test]
+fn sync_lockahead_revokes_conflicts_and_is_not_expanded() {
+    let (mut h, fa, fb) = one_stripe_file();
+    let b_bytes = vec![9; 4096];
+    let op = h.write(B, fb, 0, b_bytes.clone());
+    h.wait_ok(B, op);
+    assert_eq!(granted(&h, B), vec![pw(0, EOF)]);
+
+    let sync = Advice::lockahead(AheadMode::Write, MIB, 2 * MIB - 1, false);
+    let LadviseOutcome::Pending { op, .. } = h.ladvise(A, fa, &[sync]).unwrap() else { panic!("synchronous") };
+    assert_eq!(h.wait_ok(A, op), OpOutput::LockaheadDone);
+    h.drive().unwrap();
+    assert_eq!(granted(&h, A), vec![pw(MIB, 2 * MIB - 1)]);
+    assert!(granted(&h, B).is_empty());
+    let lc = h.lock_counters();
+    assert_eq!((lc.callbacks, lc.cancels, lc.refusals), (1, 1, 0), "{lc:?}");
+    assert_eq!(h.client(A).counters().lockahead_refused, 0);
+    let object = h.client(A).layout(fa).unwrap().object(0).object;
+    assert_eq!(h.ost_mut(OST0).store_mut().read(object, 0, 4096).unwrap(), b_bytes, "B flushed before cancelling");
+}
+
+/// A GROUP lock anywhere on the object refuses a speculative request,
+/// without a callback (group locks never get one).
+#[test]
+fn lockahead_refused_by_group_lock() {
+    let (mut h, fa, fb) = one_stripe_file();
+    let op = h.group_lock(B, fb, 3);
+    assert_eq!(h.wait_ok(B, op), OpOutput::GroupLocked);
+    let outcome = h.ladvise(A, fa, &[ahead_write(MIB, MIB)]).unwrap();
+    assert_eq!(results(outcome), vec![LockaheadResult::Sent]);
+    h.drive().unwrap();
+    let lc = h.lock_counters();
+    assert_eq!((lc.enqueues, lc.grants, lc.refusals, lc.callbacks), (2, 1, 1, 0), "{lc:?}");
+    assert_eq!(h.client(A).counters().lockahead_refused, 1);
+    assert!(h.client(A).lock_cache().is_empty());
+}
+
+/// A speculative request overlapping a conflicting *waiter* (and no granted
+/// lock) is refused too, rather than queued behind it.
+#[test]
+fn lockahead_refused_by_conflicting_waiter() {
+    use lanefs_core::ldlm::server::LockServerConfig;
+    use lanefs_core::ost::OstConfig;
+    use lanefs_core::Duration;
+    let c = ClientId(2);
+    // A crashed holder keeps B's request waiting for the 5 s callback timeout.
+    let ost = OstConfig { locks: LockServerConfig { callback_timeout: Duration::from_secs(5) }, ..Default::default() };
+    let mut h = Harness::new(HarnessConfig { clients: 3, osts: 1, ost, ..Default::default() }).unwrap();
+    let layout = h.create_layout(MIB, 1, Some(0)).unwrap();
+    let (fa, fb, fc) = (h.open(A, layout.clone()), h.open(B, layout.clone()), h.open(c, layout));
+    h.ladvise(A, fa, &[ahead_write(0, 64 * KIB)]).unwrap();
+    h.drive().unwrap();
+    h.crash(A);
+
+    let b_write = h.write(B, fb, 0, vec![2; 128 * KIB as usize]);
+    while h.ost(OST0).locks().waiting_count() == 0 {
+        assert!(h.step());
+    }
+    // [64 KiB, 128 KiB) misses A's granted lock but overlaps B's request.
+    let outcome = h.ladvise(c, fc, &[ahead_write(64 * KIB, 64 * KIB)]).unwrap();
+    assert_eq!(results(outcome), vec![LockaheadResult::Sent]);
+    while h.client(c).counters().lockahead_refused == 0 {
+        assert!(h.step(), "C's lockahead was never answered");
+        assert!(h.client(c).lock_cache().iter().all(|(_, l)| !l.is_granted()), "C's lockahead was granted");
+    }
+    assert_eq!(h.result(B, b_write), None, "B still waits");
+    let lc = h.lock_counters();
+    assert_eq!((lc.refusals, lc.callbacks), (1, 1), "{lc:?}");
+
+    assert_eq!(h.wait_ok(B, b_write), OpOutput::Written(128 * KIB));
+    assert_eq!(h.lock_counters().evictions, 1);
+    assert!(h.client(c).lock_cache().is_empty());
+}
+
+/// Read lockahead locks of two clients on the same range are compatible:
+/// both granted as asked, and reads inside them need no RPC.
+#[test]
+fn read_lockahead_from_two_clients_coexists() {
+    let (mut h, fa, fb) = one_stripe_file();
+    let read_ahead = Advice::lockahead(AheadMode::Read, 0, MIB - 1, true);
+    for (c, fh) in [(A, fa), (B, fb)] {
+        assert_eq!(results(h.ladvise(c, fh, &[read_ahead]).unwrap()), vec![LockaheadResult::Sent]);
+    }
+    h.drive().unwrap();
+    let pr = (LockMode::ProtectedRead, Extent::new(0, MIB - 1));
+    assert_eq!(granted(&h, A), vec![pr]);
+    assert_eq!(granted(&h, B), vec![pr]);
+    let op = h.read(A, fa, 100, 4000);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Read(vec![0; 4000]));
+    h.drive().unwrap();
+    let lc = h.lock_counters();
+    assert_eq!((lc.enqueues, lc.grants, lc.refusals, lc.callbacks), (2, 2, 0, 0), "{lc:?}");
+    assert_eq!(h.client(A).counters().lock_matches, 1);
+}
+
+/// Why lock-no-expand exists (`ldlm.md` §4): a write whose lockahead lock
+/// was refused takes only its own bytes, so later lockahead requests of
+/// other ranges are granted instead of refused.
+#[test]
+fn lock_no_expand_write_leaves_room_for_lockahead() {
+    let (mut h, fa, fb) = one_stripe_file();
+    let op = h.write(B, fb, 0, vec![9; 4096]);
+    h.wait_ok(B, op);
+    let outcome = h.ladvise(A, fa, &[Advice::lock_no_expand(true), ahead_write(MIB, MIB)]).unwrap();
+    assert_eq!(results(outcome), vec![LockaheadResult::Sent]);
+    h.drive().unwrap();
+    assert_eq!(h.client(A).counters().lockahead_refused, 1);
+
+    let op = h.write(A, fa, MIB, vec![1; MIB as usize]);
+    h.wait_ok(A, op);
+    h.drive().unwrap();
+    assert_eq!(granted(&h, A), vec![pw(MIB, 2 * MIB - 1)]);
+    assert!(granted(&h, B).is_empty());
+
+    let outcome = h.ladvise(B, fb, &[ahead_write(0, MIB), ahead_write(2 * MIB, MIB)]).unwrap();
+    assert_eq!(results(outcome), vec![LockaheadResult::Sent, LockaheadResult::Sent]);
+    h.drive().unwrap();
+    assert_eq!(granted(&h, B), vec![pw(0, MIB - 1), pw(2 * MIB, 3 * MIB - 1)]);
+    let lc = h.lock_counters();
+    assert_eq!((lc.refusals, lc.callbacks), (1, 1), "{lc:?}");
+}

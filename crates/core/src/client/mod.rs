@@ -81,7 +81,7 @@ impl Default for ClientConfig {
 impl ClientConfig {
     pub fn validate(&self) -> Result<(), ClientError> {
         let page = crate::units::PAGE_SIZE;
-        if self.rpc_bytes_max == 0 || self.rpc_bytes_max % page != 0 {
+        if self.rpc_bytes_max == 0 || !self.rpc_bytes_max.is_multiple_of(page) {
             return Err(ClientError::Config(format!(
                 "RPC size {} is not a positive multiple of the {page}-byte page",
                 self.rpc_bytes_max

@@ -149,7 +149,7 @@ fn fixup(req: &PolicyRequest, mut new: Extent, conflicting: usize) -> Extent {
 /// `PAGE_SIZE`: the coarsest granularity both request edges sit on.
 pub fn alignment(r: Extent) -> u64 {
     let bits = r.start | r.end.wrapping_add(1);
-    if bits != 0 && bits % PAGE_SIZE == 0 {
+    if bits != 0 && bits.is_multiple_of(PAGE_SIZE) {
         1 << bits.trailing_zeros()
     } else if bits == 0 {
         // [0, EOF]: handled before the caller gets here; any alignment works.
