@@ -25,6 +25,7 @@ test: deps
 	$(CARGO) test --locked --workspace
 
 bench: build
+	$(CARGO) bench --locked -p lanefs-core --bench core
 	./target/release/lanefs demo --json
 
 clean:

@@ -58,7 +58,8 @@ fn run_lines(script: &mut Script, input: impl BufRead, output: &mut impl Write) 
         if text.is_empty() || text.starts_with('#') {
             continue;
         }
-        let op = parse_op(text).with_context(|| format!("line {number}"))?;
+        // The untrimmed line, so that JSON error columns match the file.
+        let op = parse_op(&line).with_context(|| format!("line {number}"))?;
         script.apply(op).with_context(|| format!("line {number}"))?;
         script.server.check_invariants();
         script.write_events(output).context("writing the events")?;
@@ -69,6 +70,8 @@ fn run_lines(script: &mut Script, input: impl BufRead, output: &mut impl Write) 
 // ----- input ------------------------------------------------------------
 
 const OPS_EXPECTED: &str = "expected enqueue, cancel, advance, reconnect or config";
+/// How much of a line that is not a JSON object an error message quotes.
+const FOUND_SHOWN_CHARS_MAX: usize = 60;
 const OP_NAMES: [&str; 5] = ["enqueue", "cancel", "advance", "reconnect", "config"];
 
 /// One script line. Field types are read by the `field` deserializers so that
@@ -122,7 +125,11 @@ enum Op {
 fn parse_op(text: &str) -> Result<Op> {
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| anyhow!(json_error(&e)))?;
     let Some(fields) = value.as_object() else {
-        bail!("expected a JSON object such as {{\"op\":\"advance\",\"seconds\":1}}, found {value}");
+        let mut found: String = value.to_string().chars().take(FOUND_SHOWN_CHARS_MAX + 1).collect();
+        if found.chars().count() > FOUND_SHOWN_CHARS_MAX {
+            found = found.chars().take(FOUND_SHOWN_CHARS_MAX).chain("...".chars()).collect();
+        }
+        bail!("expected a JSON object such as {{\"op\":\"advance\",\"seconds\":1}}, found {found}");
     };
     let name = match fields.get("op") {
         Some(serde_json::Value::String(name)) if OP_NAMES.contains(&name.as_str()) => name.clone(),
@@ -296,12 +303,15 @@ fn lock_request(mode: &str, gid: Option<u64>, start: u64, end: u64, flags: Enque
     if end != EOF && end > OFFSET_MAX {
         bail!("\"end\" {end} is past the largest file offset {OFFSET_MAX} (2^63 - 1); use \"EOF\" for the end of the object");
     }
-    if start % PAGE_SIZE != 0 {
-        let down = start - start % PAGE_SIZE;
+    // Bit masks rather than `is_multiple_of`, which is newer than the
+    // workspace's rust-version; PAGE_SIZE is a power of two.
+    let page_mask = PAGE_SIZE - 1;
+    if start & page_mask != 0 {
+        let down = start & !page_mask;
         bail!("\"start\" {start} is not on a {PAGE_SIZE}-byte page boundary: locks cover whole pages; use {down}");
     }
-    if end != EOF && (end + 1) % PAGE_SIZE != 0 {
-        let up = end | (PAGE_SIZE - 1);
+    if end != EOF && (end + 1) & page_mask != 0 {
+        let up = end | page_mask;
         bail!("\"end\" {end} is not the last byte of a {PAGE_SIZE}-byte page: locks cover whole pages; use {up}");
     }
     let extent = Extent::new(start, end);
@@ -353,12 +363,9 @@ impl Script {
     /// Validate `op` against the script so far, then apply it. Nothing
     /// reaches the server unless the whole line is valid.
     fn apply(&mut self, op: Op) -> Result<()> {
-        if let Op::Config { callback_timeout_s } = op {
-            return self.configure(callback_timeout_s);
-        }
-        self.ops_seen = true;
+        let is_config = matches!(op, Op::Config { .. });
         match op {
-            Op::Config { .. } => unreachable!("handled above"),
+            Op::Config { callback_timeout_s } => self.configure(callback_timeout_s)?,
             Op::Enqueue { client, object, mode, start, end, gid, no_expand, speculative } => {
                 let request = lock_request(&mode, gid, start, end, EnqueueFlags { no_expand, speculative })?;
                 let client = self.client_or_new(client)?;
@@ -377,6 +384,7 @@ impl Script {
                 self.server.handle_connect(client);
             }
         }
+        self.ops_seen |= !is_config;
         Ok(())
     }
 
@@ -412,7 +420,10 @@ impl Script {
             self.now = self.now.max(deadline);
             self.server.handle_timeout(self.now);
         }
-        assert!(self.server.poll_timeout().map_or(true, |d| d > target), "a deadline before {target} was not handled");
+        assert!(
+            !matches!(self.server.poll_timeout(), Some(d) if d <= target),
+            "a deadline before {target} was not handled"
+        );
         self.now = target;
         Ok(())
     }

@@ -10,6 +10,7 @@ use lanefs_core::client::{ClientConfig, ClientError, FileHandle, OpId, OpOutput}
 use lanefs_core::harness::{Harness, HarnessConfig, HarnessError};
 use lanefs_core::layout::Layout;
 use lanefs_core::ldlm::server::LockServerConfig;
+use lanefs_core::ldlm::LockMode;
 use lanefs_core::ost::OstConfig;
 use lanefs_core::store::ObjectStore;
 use lanefs_core::{ClientId, Duration, Instant, OstIndex};
@@ -298,6 +299,17 @@ fn slow_holder_is_evicted_and_its_late_flush_refused() {
     let mut expected = b_bytes;
     expected.resize(100 * KIB as usize, 0);
     assert_eq!(stored(&mut h, &layout, 0, 100 * KIB), expected);
+
+    // Reconnected, A works again. B is now the slow holder: evicted with
+    // nothing dirty, it loses nothing.
+    let again = pattern(10 * KIB, 3);
+    write(&mut h, A, fa, 0, again.clone());
+    let op = h.fsync(A, fa);
+    h.wait_ok(A, op);
+    expected[..10 * KIB as usize].copy_from_slice(&again);
+    assert_eq!(stored(&mut h, &layout, 0, 100 * KIB), expected);
+    assert_eq!(h.lock_counters().evictions, 2);
+    assert_eq!(h.lost().len(), 1, "B had nothing to lose: {:?}", h.lost());
     h.drive().unwrap();
 }
 
@@ -430,7 +442,7 @@ fn readers_drop_cached_pages_when_a_writer_revokes() {
     let patch = pattern(100, 2);
     write(&mut h, A, fa, 100, patch.clone());
     data[100..200].copy_from_slice(&patch);
-    for (c, fh) in [(B, fb), (C, fc)] {
+    for c in [B, C] {
         assert_eq!(h.client(c).counters().blocking_callbacks, 1, "{c}");
         assert_eq!(h.client(c).cache().cached_pages(), 0, "{c} kept pages without a lock");
         assert!(h.client(c).lock_cache().is_empty(), "{c}");
@@ -465,5 +477,141 @@ fn stat_glimpse_walks_past_lockahead_locks() {
     assert_eq!(stat(&mut h, B, fb), 20 * MIB + 10);
     assert_eq!(h.ost_counters().glimpses, 4);
     assert_eq!(h.lock_counters().callbacks, 0, "glimpses revoke nothing");
+    h.drive().unwrap();
+}
+
+/// A client holding a read lock that then writes gives its own PR lock back
+/// (its own conflicting lock is called back like anyone's) and gets PW.
+#[test]
+fn reader_then_writer_on_one_client_converts_its_lock() {
+    let mut h = harness(2, 1, 6);
+    let layout = h.create_layout(MIB, 1, Some(0)).unwrap();
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout));
+    assert_eq!(read(&mut h, A, fa, 0, 4096), vec![0; 4096]);
+    let modes = |h: &Harness| h.ost(OstIndex(0)).locks().granted_locks().map(|l| (l.1, l.3)).collect::<Vec<_>>();
+    assert_eq!(modes(&h), vec![(A, LockMode::ProtectedRead)]);
+    let data = pattern(4096, 1);
+    write(&mut h, A, fa, 0, data.clone());
+    assert_eq!(modes(&h), vec![(A, LockMode::ProtectedWrite)]);
+    assert_eq!(h.client(A).counters().blocking_callbacks, 1);
+    assert_eq!(read(&mut h, B, fb, 0, 4096), data);
+    h.drive().unwrap();
+}
+
+/// The LRU's count limit cancels a lock with dirty pages under it only after
+/// writing them back.
+#[test]
+fn lru_cancel_of_a_dirty_lock_writes_back_first() {
+    let client = ClientConfig { lru_locks_max: 1, ..Default::default() };
+    let mut h = Harness::new(HarnessConfig { clients: 1, osts: 1, client, ..Default::default() }).unwrap();
+    let (first, second) = (h.create_layout(MIB, 1, Some(0)).unwrap(), h.create_layout(MIB, 1, Some(0)).unwrap());
+    let (f1, f2) = (h.open(A, first.clone()), h.open(A, second.clone()));
+    let (one, two) = (pattern(4096, 1), pattern(4096, 2));
+    write(&mut h, A, f1, 0, one.clone());
+    write(&mut h, A, f2, 0, two.clone());
+    h.drive().unwrap();
+    assert_eq!(h.client(A).lock_cache().len(), 1);
+    assert_eq!(h.client(A).counters().cancels, 1);
+    assert_eq!(stored(&mut h, &first, 0, 4096), one, "the cancelled lock's data was written back");
+    assert_eq!(h.client(A).cache().dirty_bytes(), 4096, "the kept lock's data may stay cached");
+    assert_eq!(stored(&mut h, &second, 0, 4096), vec![0; 4096]);
+}
+
+/// A group lock request calls back ordinary locks (only GROUP holders are
+/// spared callbacks) and then reads their flushed data; misuse is an error.
+#[test]
+fn group_lock_revokes_ordinary_locks_and_refuses_misuse() {
+    let mut h = harness(2, 2, 8);
+    let layout = h.create_layout(MIB, 2, Some(0)).unwrap();
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout));
+    let data = pattern(MIB + 5000, 4);
+    write(&mut h, B, fb, 0, data.clone());
+    let op = h.group_lock(A, fa, 7);
+    assert_eq!(h.wait_ok(A, op), OpOutput::GroupLocked);
+    assert_eq!(h.client(B).counters().blocking_callbacks, 2, "one per stripe");
+    assert_eq!(h.client(B).cache().dirty_bytes(), 0);
+    assert_eq!(read(&mut h, A, fa, 0, MIB + 5000), data);
+
+    let op = h.group_lock(A, fa, 7);
+    assert_eq!(h.wait(A, op), Ok(Err(ClientError::GroupLockHeld)));
+    let op = h.group_unlock(A, fa, 8);
+    assert_eq!(h.wait(A, op), Ok(Err(ClientError::NoGroupLock(8))));
+    let op = h.group_unlock(A, fa, 7);
+    assert_eq!(h.wait_ok(A, op), OpOutput::GroupUnlocked);
+    let op = h.group_unlock(A, fa, 7);
+    assert_eq!(h.wait(A, op), Ok(Err(ClientError::NoGroupLock(7))));
+    assert_eq!(h.lock_counters().callbacks, 2);
+    h.drive().unwrap();
+}
+
+/// Writers sharing one page (false sharing below the page size): each write
+/// revokes the other's lock, only dirty bytes are written back, and nobody's
+/// bytes are lost to a whole-page overwrite.
+#[test]
+fn writers_sharing_a_page_keep_each_others_bytes() {
+    let mut h = harness(2, 1, 9);
+    let layout = h.create_layout(MIB, 1, Some(0)).unwrap();
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    let mut expected = vec![0u8; 4096];
+    for round in 0..20u64 {
+        let (c, fh) = if round % 2 == 0 { (A, fa) } else { (B, fb) };
+        let (offset, len) = (round * 150 + 7, 150);
+        let bytes = pattern(len, round as u8);
+        expected[offset as usize..(offset + len) as usize].copy_from_slice(&bytes);
+        write(&mut h, c, fh, offset, bytes);
+    }
+    assert_eq!(h.lock_counters().callbacks, 19, "every write after the first revoked the other writer");
+    assert_eq!(read(&mut h, A, fa, 0, 4096), expected);
+    assert_eq!(read(&mut h, B, fb, 0, 4096), expected);
+    assert_eq!(stored(&mut h, &layout, 0, 4096), expected);
+    h.drive().unwrap();
+}
+
+/// A partial-page write leaves the rest of the page unknown to the cache: a
+/// read of the whole page fetches it and keeps the local dirty bytes on top.
+#[test]
+fn partial_page_write_then_read_merges_with_stored_bytes() {
+    let mut h = harness(2, 1, 10);
+    let layout = h.create_layout(MIB, 1, Some(0)).unwrap();
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout));
+    let mut expected = pattern(8192, 1);
+    write(&mut h, B, fb, 0, expected.clone());
+    let patch = pattern(100, 2);
+    write(&mut h, A, fa, 4000, patch.clone());
+    expected[4000..4100].copy_from_slice(&patch);
+    assert_eq!(h.client(A).cache().dirty_bytes(), 100);
+    assert_eq!(read(&mut h, A, fa, 0, 8192), expected);
+    assert_eq!(h.client(A).cache().dirty_bytes(), 100, "the read did not flush or lose A's bytes");
+    assert_eq!(read(&mut h, B, fb, 0, 8192), expected);
+    h.drive().unwrap();
+}
+
+/// Truncating below cached pages, then extending: the same client reads
+/// zeros past the cut (no stale cached bytes), and stat follows.
+#[test]
+fn truncate_drops_cached_bytes_past_the_new_size() {
+    let mut h = harness(2, 2, 12);
+    let layout = h.create_layout(64 * KIB, 2, Some(0)).unwrap();
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout));
+    let data = pattern(200 * KIB, 5);
+    write(&mut h, A, fa, 0, data.clone());
+    let op = h.fsync(A, fa);
+    h.wait_ok(A, op);
+    assert_eq!(read(&mut h, A, fa, 0, 200 * KIB), data);
+
+    let cut = 70 * KIB + 5;
+    let op = h.truncate(A, fa, cut);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Truncated);
+    let mut expected = data[..cut as usize].to_vec();
+    expected.resize(200 * KIB as usize, 0);
+    assert_eq!(read(&mut h, A, fa, 0, 200 * KIB), expected, "A's own cache kept bytes past the cut");
+    assert_eq!(stat(&mut h, B, fb), cut);
+    assert_eq!(read(&mut h, B, fb, 0, 200 * KIB), expected);
+
+    let op = h.truncate(B, fb, MIB);
+    h.wait_ok(B, op);
+    assert_eq!(stat(&mut h, A, fa), MIB);
+    expected.resize(MIB as usize, 0);
+    assert_eq!(read(&mut h, A, fa, 0, MIB), expected);
     h.drive().unwrap();
 }

@@ -266,7 +266,7 @@ fn test20_sync_lockahead_matches_existing_lock() {
 fn invalid_advice_is_refused_and_nothing_is_sent() {
     let (mut h, fa, _) = one_stripe_file();
     let valid = ahead_write(0, MIB);
-    let mut refuse = |h: &mut Harness, advices: &[Advice]| -> LadviseError {
+    let refuse = |h: &mut Harness, advices: &[Advice]| -> LadviseError {
         let steps = h.steps();
         let error = match h.ladvise(A, fa, advices) {
             Err(ClientError::Ladvise(e)) => e,
@@ -499,4 +499,33 @@ fn lock_no_expand_write_leaves_room_for_lockahead() {
     assert_eq!(granted(&h, B), vec![pw(0, MIB - 1), pw(2 * MIB, 3 * MIB - 1)]);
     let lc = h.lock_counters();
     assert_eq!((lc.refusals, lc.callbacks), (1, 1), "{lc:?}");
+}
+
+/// A file range over several stripes becomes one lock per object; the call's
+/// answer is SENT if any object needed an enqueue, else DIFFERENT if any
+/// cached lock differs from the request, else SAME.
+#[test]
+fn multi_stripe_lockahead_locks_each_object() {
+    let mut h = Harness::new(HarnessConfig { clients: 1, osts: 2, ..Default::default() }).unwrap();
+    let layout = h.create_layout(MIB, 2, Some(0)).unwrap();
+    let fa = h.open(A, layout.clone());
+    let four = ahead_write(0, 4 * MIB);
+    assert_eq!(results(h.ladvise(A, fa, &[four]).unwrap()), vec![LockaheadResult::Sent]);
+    h.drive().unwrap();
+    assert_eq!(h.lock_counters().enqueues, 2);
+    for stripe in 0..2 {
+        let key = layout.object(stripe);
+        let locks: Vec<_> = h.ost(key.ost).locks().granted_locks().map(|l| (l.2, l.3, l.4)).collect();
+        assert_eq!(locks, vec![(key.object, PW, Extent::new(0, 2 * MIB - 1))], "stripe {stripe}");
+    }
+    assert_eq!(results(h.ladvise(A, fa, &[four]).unwrap()), vec![LockaheadResult::Same]);
+    // Stripe 0 needs [0, 2 MiB) (same), stripe 1 only [0, 1 MiB) (different).
+    let three = ahead_write(0, 3 * MIB);
+    assert_eq!(results(h.ladvise(A, fa, &[three]).unwrap()), vec![LockaheadResult::Different]);
+    // Stripe 1's second unit is covered, stripe 0's third is not.
+    let past = ahead_write(3 * MIB, 2 * MIB);
+    assert_eq!(results(h.ladvise(A, fa, &[past]).unwrap()), vec![LockaheadResult::Sent]);
+    h.drive().unwrap();
+    assert_eq!(h.lock_counters().enqueues, 3);
+    assert_eq!(h.lock_counters().grants, 3);
 }

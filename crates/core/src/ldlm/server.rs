@@ -441,10 +441,6 @@ impl LockServer {
     fn grant(&mut self, handle: LockHandle) -> Extent {
         let lock = &self.locks[&handle];
         let object = lock.object;
-        let res = &self.resources[&object];
-        let granted: Vec<PolicyLock> = res.granted.iter().map(|h| self.locks[h].policy_view()).collect();
-        let waiting: Vec<PolicyLock> =
-            res.waiting.iter().filter(|h| **h != handle).map(|h| self.locks[h].policy_view()).collect();
         let flags = lock.request.flags;
         let req = PolicyRequest {
             client: lock.client,
@@ -452,7 +448,15 @@ impl LockServer {
             extent: lock.request.extent,
             no_expand: flags.no_expand || flags.speculative,
         };
-        let extent = policy::expand(&req, &granted, &waiting);
+        let extent = if req.no_expand || req.extent == Extent::WHOLE {
+            policy::expand(&req, &[], &[]) // the other locks cannot matter
+        } else {
+            let res = &self.resources[&object];
+            let granted: Vec<PolicyLock> = res.granted.iter().map(|h| self.locks[h].policy_view()).collect();
+            let waiting: Vec<PolicyLock> =
+                res.waiting.iter().filter(|h| **h != handle).map(|h| self.locks[h].policy_view()).collect();
+            policy::expand(&req, &granted, &waiting)
+        };
         let (client, mode) = (lock.client, lock.request.mode);
         let lock = self.locks.get_mut(&handle).expect("lock exists");
         lock.extent = extent;
