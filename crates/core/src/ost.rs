@@ -35,6 +35,19 @@ pub struct OstCounters {
     pub io_refused: u64,
 }
 
+impl std::ops::AddAssign for OstCounters {
+    fn add_assign(&mut self, o: Self) {
+        self.write_rpcs += o.write_rpcs;
+        self.read_rpcs += o.read_rpcs;
+        self.bytes_written += o.bytes_written;
+        self.bytes_read += o.bytes_read;
+        self.punches += o.punches;
+        self.getattrs += o.getattrs;
+        self.glimpses += o.glimpses;
+        self.io_refused += o.io_refused;
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct OstConfig {
     pub locks: LockServerConfig,

@@ -298,6 +298,15 @@ impl Client {
         Acquire::Wait
     }
 
+    /// [`Client::acquire`] as a result: `Ok(true)` once the lock is held.
+    fn acquired(&mut self, id: OpId) -> Result<bool, ClientError> {
+        match self.acquire(id) {
+            Acquire::Held => Ok(true),
+            Acquire::Wait => Ok(false),
+            Acquire::Fail(e) => Err(e),
+        }
+    }
+
     fn hold(&mut self, id: OpId, l: LocalLock) {
         let lock = self.locks.get_mut(l).expect("held lock exists");
         lock.users += 1;
@@ -331,10 +340,8 @@ impl Client {
     }
 
     fn step_write(&mut self, now: Instant, id: OpId) -> Result<bool, ClientError> {
-        match self.acquire(id) {
-            Acquire::Held => {}
-            Acquire::Wait => return Ok(false),
-            Acquire::Fail(e) => return Err(e),
+        if !self.acquired(id)? {
+            return Ok(false);
         }
         let (step, _, _) = self.current(id);
         let len = step.extent.len();
@@ -351,10 +358,8 @@ impl Client {
     }
 
     fn step_read(&mut self, now: Instant, id: OpId) -> Result<bool, ClientError> {
-        match self.acquire(id) {
-            Acquire::Held => {}
-            Acquire::Wait => return Ok(false),
-            Acquire::Fail(e) => return Err(e),
+        if !self.acquired(id)? {
+            return Ok(false);
         }
         let (step, state, _) = self.current(id);
         match state {
@@ -430,10 +435,8 @@ impl Client {
     }
 
     fn step_truncate(&mut self, now: Instant, id: OpId, size: u64) -> Result<bool, ClientError> {
-        match self.acquire(id) {
-            Acquire::Held => {}
-            Acquire::Wait => return Ok(false),
-            Acquire::Fail(e) => return Err(e),
+        if !self.acquired(id)? {
+            return Ok(false);
         }
         let (step, state, _) = self.current(id);
         match state {
@@ -448,6 +451,9 @@ impl Client {
             _ => {
                 let layout = &self.files.get(&self.ops[&id].fh).ok_or(ClientError::BadFile)?.layout;
                 let object_size = layout.file_size_to_object_size(step.stripe, size);
+                if self.cache.has_writeback(step.key, Extent::new(object_size - object_size % PAGE_SIZE, EOF)) {
+                    return Ok(false); // let writes in flight past the new end land first
+                }
                 self.cache.truncate(step.key, object_size);
                 let xid = self.xid();
                 self.rpcs.insert(xid, Rpc::Punch { op: id });
@@ -460,14 +466,11 @@ impl Client {
 
     /// Group lock and synchronous lockahead: get the lock, use it for nothing.
     fn step_lock_only(&mut self, now: Instant, id: OpId) -> Result<bool, ClientError> {
-        match self.acquire(id) {
-            Acquire::Held => {
-                self.next_step(now, id);
-                Ok(true)
-            }
-            Acquire::Wait => Ok(false),
-            Acquire::Fail(e) => Err(e),
+        if !self.acquired(id)? {
+            return Ok(false);
         }
+        self.next_step(now, id);
+        Ok(true)
     }
 
     fn step_group_unlock(&mut self, id: OpId) -> Result<bool, ClientError> {

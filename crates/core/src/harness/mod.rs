@@ -173,19 +173,11 @@ impl Harness {
     }
 
     pub fn ost_counters(&self) -> OstCounters {
-        let mut t = OstCounters::default();
-        for o in &self.osts {
-            let c = o.counters();
-            t.write_rpcs += c.write_rpcs;
-            t.read_rpcs += c.read_rpcs;
-            t.bytes_written += c.bytes_written;
-            t.bytes_read += c.bytes_read;
-            t.punches += c.punches;
-            t.getattrs += c.getattrs;
-            t.glimpses += c.glimpses;
-            t.io_refused += c.io_refused;
+        let mut total = OstCounters::default();
+        for ost in &self.osts {
+            total += ost.counters();
         }
-        t
+        total
     }
 
     // ----- namespace (the MDS's part, reduced to layouts) -----------------
