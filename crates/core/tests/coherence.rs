@@ -615,3 +615,25 @@ fn truncate_drops_cached_bytes_past_the_new_size() {
     assert_eq!(read(&mut h, A, fa, 0, MIB), expected);
     h.drive().unwrap();
 }
+
+/// Truncate issued while the same client's write RPCs are still in flight:
+/// the punch must land after them (same link, in order) and nothing past the
+/// new size may come back.
+#[test]
+fn truncate_while_writeback_is_in_flight() {
+    let mut h = harness(2, 1, 13);
+    let layout = h.create_layout(MIB, 1, Some(0)).unwrap();
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    write(&mut h, A, fa, 0, pattern(4 * MIB, 6));
+    assert!(h.client(A).counters().write_rpcs > 0, "full RPCs go out at once");
+    let op = h.truncate(A, fa, 1000);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Truncated);
+    h.drive().unwrap();
+    assert_eq!(h.client(A).cache().dirty_bytes(), 0);
+    assert_eq!(stat(&mut h, B, fb), 1000);
+    let mut expected = pattern(1000, 6);
+    expected.resize(2 * MIB as usize, 0);
+    assert_eq!(read(&mut h, B, fb, 0, 2 * MIB), expected);
+    assert_eq!(read(&mut h, A, fa, 0, 2 * MIB), expected);
+    h.drive().unwrap();
+}

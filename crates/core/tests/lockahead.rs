@@ -220,9 +220,6 @@ fn test19_async_lockahead_under_expanded_lock_is_different() {
 /// SAME for `[0, EOF]` and DIFFERENT for `[1 MiB, EOF]`, and a synchronous
 /// request to EOF completes.
 #[test]
-#[ignore = "bug: lockahead_async and Op::plan pass `end - start + 1` to Layout::object_extents; with \
-            end == EOF that overflows (start 0: panic in debug, SAME for an empty range in release) or makes \
-            object_extents panic (start > 0)"]
 fn lockahead_to_eof_is_valid_advice() {
     let (mut h, fa, _) = one_stripe_file();
     let op = h.write(A, fa, 0, vec![1; 4096]);
@@ -528,4 +525,33 @@ fn multi_stripe_lockahead_locks_each_object() {
     h.drive().unwrap();
     assert_eq!(h.lock_counters().enqueues, 3);
     assert_eq!(h.lock_counters().grants, 3);
+}
+
+/// A write issued right after an asynchronous lockahead of its range waits
+/// for that request rather than enqueueing its own; if the lockahead is
+/// refused, the write enqueues afresh and revokes the blocker.
+#[test]
+fn write_right_after_lockahead_uses_the_pending_request() {
+    let (mut h, fa, fb) = one_stripe_file();
+    h.ladvise(A, fa, &[ahead_write(0, MIB)]).unwrap();
+    let op = h.write(A, fa, 0, vec![1; 4096]);
+    h.wait_ok(A, op);
+    h.drive().unwrap();
+    assert_eq!(h.lock_counters().enqueues, 1);
+    assert_eq!(granted(&h, A), vec![pw(0, MIB - 1)], "the write used the lockahead lock");
+
+    // B's expanded lock [MIB, EOF] blocks A's next lockahead.
+    let op = h.write(B, fb, MIB, vec![2; 4096]);
+    h.wait_ok(B, op);
+    assert_eq!(granted(&h, B), vec![pw(MIB, EOF)]);
+    h.ladvise(A, fa, &[ahead_write(2 * MIB, MIB)]).unwrap();
+    let op = h.write(A, fa, 2 * MIB, vec![3; 4096]);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Written(4096));
+    h.drive().unwrap();
+    let lc = h.lock_counters();
+    assert_eq!((lc.enqueues, lc.refusals, lc.callbacks), (4, 1, 1), "{lc:?}");
+    assert_eq!(h.client(A).counters().lockahead_refused, 1);
+    assert!(granted(&h, B).is_empty());
+    // An ordinary write lock again: up from its start, stopped below by A's own lock.
+    assert_eq!(granted(&h, A), vec![pw(0, MIB - 1), pw(2 * MIB, EOF)]);
 }

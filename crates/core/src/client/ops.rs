@@ -100,48 +100,47 @@ impl Op {
             (None, true) => LockMode::ProtectedWrite,
             (None, false) => LockMode::ProtectedRead,
         };
-        let steps = match &kind {
-            OpKind::Write { .. } | OpKind::Read { .. } => {
-                if offset.checked_add(len).is_none_or(|end| end > crate::store::OBJECT_BYTES_MAX) {
-                    return Err(ClientError::TooLarge { offset, len });
+        let steps =
+            match &kind {
+                OpKind::Write { .. } | OpKind::Read { .. } => {
+                    if offset.checked_add(len).is_none_or(|end| end > crate::store::OBJECT_BYTES_MAX) {
+                        return Err(ClientError::TooLarge { offset, len });
+                    }
+                    let mode = io_mode(matches!(kind, OpKind::Write { .. }));
+                    layout.chunks(offset, len).into_iter().map(|c| chunk_step(c, offset, mode)).collect()
                 }
-                let mode = io_mode(matches!(kind, OpKind::Write { .. }));
-                layout.chunks(offset, len).into_iter().map(|c| chunk_step(c, offset, mode)).collect()
-            }
-            OpKind::Truncate { size } => (0..layout.stripe_count())
-                .map(|s| {
-                    let object_size = layout.file_size_to_object_size(s, *size);
-                    let start = object_size - object_size % PAGE_SIZE;
-                    let extent = Extent::new(start, EOF);
-                    Step { key: layout.object(s), stripe: s, extent, buf_offset: 0, mode: io_mode(true) }
-                })
-                .collect(),
-            OpKind::GroupLock { gid } => {
-                if file.group.is_some() {
-                    return Err(ClientError::GroupLockHeld);
-                }
-                whole(LockMode::Group(*gid))
-            }
-            OpKind::GroupUnlock { gid } => {
-                if file.group != Some(*gid) {
-                    return Err(ClientError::NoGroupLock(gid.0));
-                }
-                whole(LockMode::Group(*gid))
-            }
-            OpKind::Lockahead { ranges } => ranges
-                .iter()
-                .flat_map(|&(mode, start, end)| {
-                    layout.object_extents(start, end - start + 1).into_iter().map(move |(s, e)| Step {
-                        key: layout.object(s),
-                        stripe: s,
-                        extent: e,
-                        buf_offset: 0,
-                        mode,
+                OpKind::Truncate { size } => (0..layout.stripe_count())
+                    .map(|s| {
+                        let object_size = layout.file_size_to_object_size(s, *size);
+                        let start = object_size - object_size % PAGE_SIZE;
+                        let extent = Extent::new(start, EOF);
+                        Step { key: layout.object(s), stripe: s, extent, buf_offset: 0, mode: io_mode(true) }
                     })
-                })
-                .collect(),
-            OpKind::Fsync | OpKind::Close | OpKind::Stat { .. } => whole(LockMode::ProtectedRead),
-        };
+                    .collect(),
+                OpKind::GroupLock { gid } => {
+                    if file.group.is_some() {
+                        return Err(ClientError::GroupLockHeld);
+                    }
+                    whole(LockMode::Group(*gid))
+                }
+                OpKind::GroupUnlock { gid } => {
+                    if file.group != Some(*gid) {
+                        return Err(ClientError::NoGroupLock(gid.0));
+                    }
+                    whole(LockMode::Group(*gid))
+                }
+                OpKind::Lockahead { ranges } => {
+                    ranges
+                        .iter()
+                        .flat_map(|&(mode, start, end)| {
+                            layout.object_extents(start, inclusive_len(start, end)).into_iter().map(move |(s, e)| {
+                                Step { key: layout.object(s), stripe: s, extent: e, buf_offset: 0, mode }
+                            })
+                        })
+                        .collect()
+                }
+                OpKind::Fsync | OpKind::Close | OpKind::Stat { .. } => whole(LockMode::ProtectedRead),
+            };
         Ok(Op { fh, kind, steps, index: 0, state: OpState::Ready, holding: None })
     }
 
@@ -512,7 +511,7 @@ impl Client {
         let _ = now;
         let layout = self.files[&fh].layout.clone();
         let mut result = LockaheadResult::Same;
-        for (stripe, extent) in layout.object_extents(start, end - start + 1) {
+        for (stripe, extent) in layout.object_extents(start, inclusive_len(start, end)) {
             let key = layout.object(stripe);
             let want = extent.page_aligned(PAGE_SIZE);
             let this = if let Some(l) = self.locks.matching(key, mode, want) {
@@ -642,6 +641,12 @@ impl Client {
             }
         }
     }
+}
+
+/// Length of the inclusive range `[start, end]`, clipped so that
+/// `start + len` stays representable (an advice may end at `EOF`).
+fn inclusive_len(start: u64, end: u64) -> u64 {
+    (end - start).saturating_add(1).min(u64::MAX - start)
 }
 
 fn combine(a: LockaheadResult, b: LockaheadResult) -> LockaheadResult {
