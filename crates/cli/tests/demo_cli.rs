@@ -1,0 +1,47 @@
+//! `lanefs demo`: the JSON shape users script against, and the table.
+
+use std::process::Command;
+
+fn lanefs(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_lanefs")).args(args).output().expect("lanefs runs")
+}
+
+#[test]
+fn demo_json_has_the_documented_runs_and_fields() {
+    let out = lanefs(&["demo", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let runs = v["runs"].as_array().expect("runs[]");
+    let names: Vec<&str> = runs.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ssf-default", "ssf-lockahead", "fpp"]);
+    for r in runs {
+        for field in
+            ["lock_enqueues", "blocking_callbacks", "lock_cancels", "write_rpcs", "bytes_written", "bytes_verified"]
+        {
+            assert!(r[field].is_u64(), "{field} missing in {r}");
+        }
+        assert_eq!(r["bytes_verified"], r["bytes_written"]);
+        assert_eq!(r["bytes_written"], 64 << 20);
+    }
+    assert!(runs[0]["blocking_callbacks"].as_u64().unwrap() > 0);
+    assert_eq!(runs[1]["blocking_callbacks"], 0);
+    assert_eq!(runs[2]["blocking_callbacks"], 0);
+}
+
+#[test]
+fn demo_table_names_each_run() {
+    let out = lanefs(&["demo"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for name in ["ssf-default", "ssf-lockahead", "fpp", "callbacks", "bytes verified"] {
+        assert!(text.contains(name), "table lacks {name}:\n{text}");
+    }
+}
+
+#[test]
+fn unknown_option_is_a_clear_error() {
+    let out = lanefs(&["demo", "--jsn"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--jsn"), "{err}");
+}
