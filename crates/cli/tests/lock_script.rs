@@ -93,11 +93,8 @@ fn s07_a_holder_that_misses_its_callback_is_evicted() {
     check_fixture("07_callback_timeout");
 }
 
-/// ldlm.md: an evicted client is refused until it reconnects; the server
-/// does refuse it (and counts a refusal) but records no `Refused` event, so
-/// the script shows nothing for that enqueue.
+/// ldlm.md: an evicted client is refused until it reconnects.
 #[test]
-#[ignore = "lock server bug: no Refused event for an evicted client's enqueue (see the fixture)"]
 fn s07b_an_evicted_client_is_refused_until_it_reconnects() {
     check_fixture("07b_evicted_client_refused");
 }

@@ -72,6 +72,9 @@ pub enum EnqueueReply {
     Refused,
     /// The client is evicted and must reconnect.
     Evicted,
+    /// The request was malformed (an inverted extent, or edges not on page
+    /// boundaries); a correct client never sends one.
+    Invalid,
 }
 
 /// Why an I/O RPC failed.

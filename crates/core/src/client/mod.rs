@@ -148,6 +148,8 @@ pub enum ClientError {
     GroupLockHeld,
     #[error(transparent)]
     Ladvise(#[from] LadviseError),
+    #[error("protocol error: {0}")]
+    Protocol(&'static str),
     #[error("invalid client configuration: {0}")]
     Config(String),
 }

@@ -548,6 +548,16 @@ impl Client {
                 self.locks.set_handle(l, lock);
                 self.locks.get_mut(l).expect("listed").state = ClientLockState::Waiting;
             }
+            EnqueueReply::Invalid => {
+                // Only a bug on this side can cause it: fail the operations
+                // that waited for the lock rather than ask again forever.
+                self.locks.remove(l);
+                let waiters: Vec<OpId> =
+                    self.ops.iter().filter(|(_, op)| op.state == OpState::WaitLock(l)).map(|(id, _)| *id).collect();
+                for id in waiters {
+                    self.finish(id, Err(ClientError::Protocol("the OST refused a malformed lock request")));
+                }
+            }
             EnqueueReply::Refused | EnqueueReply::Evicted => {
                 let lock = self.locks.remove(l).expect("listed");
                 if lock.flags.speculative && reply == EnqueueReply::Refused {

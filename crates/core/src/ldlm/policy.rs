@@ -130,9 +130,14 @@ fn waiting_step(req: &PolicyRequest, mut new: Extent, waiting: &[PolicyLock]) ->
 fn fixup(req: &PolicyRequest, mut new: Extent, conflicting: usize) -> Extent {
     let r = req.extent;
     let capped_mode = matches!(req.mode, LockMode::ProtectedWrite);
-    if conflicting > CONFLICTING_FOR_CAP_MIN && capped_mode && r.end < r.start.saturating_add(GROWN_EXTENT_MAX_BYTES) {
-        new.end = new.end.min(r.start + GROWN_EXTENT_MAX_BYTES);
+    // Lustre compares against the unsigned sum; a sum past u64::MAX means the
+    // cap cannot bind, which checked_add says directly.
+    if let Some(cap) = r.start.checked_add(GROWN_EXTENT_MAX_BYTES) {
+        if conflicting > CONFLICTING_FOR_CAP_MIN && capped_mode && r.end < cap {
+            new.end = new.end.min(cap);
+        }
     }
+
     if new == Extent::WHOLE {
         return new;
     }
@@ -306,5 +311,24 @@ mod tests {
         let r = req(1, Group(GroupId(3)), 0, EOF);
         let g = lock(2, ProtectedWrite, 0, MIB - 1);
         assert_eq!(expand(&r, &[g], &[]), Extent::WHOLE);
+    }
+}
+
+#[cfg(test)]
+mod edge_tests {
+    use super::*;
+
+    #[test]
+    fn the_cap_near_the_top_of_the_object_space_does_not_overflow() {
+        let granted: Vec<PolicyLock> = (0..33u64)
+            .map(|i| {
+                let e = Extent::new(i * 4096, i * 4096 + 4095);
+                PolicyLock { client: ClientId(1), mode: LockMode::ProtectedWrite, extent: e, req_extent: e }
+            })
+            .collect();
+        let r = Extent::new(u64::MAX - 8191, u64::MAX - 4096);
+        let req = PolicyRequest { client: ClientId(2), mode: LockMode::ProtectedWrite, extent: r, no_expand: false };
+        let got = expand(&req, &granted, &[]);
+        assert!(got.contains(&r));
     }
 }

@@ -30,9 +30,9 @@
 use super::policy::{self, PolicyLock, PolicyRequest};
 use super::stats::LockCounters;
 use super::{LockMode, LockRequest};
-use crate::extent::Extent;
+use crate::extent::{Extent, EOF};
 use crate::msg::{EnqueueReply, ToClient};
-use crate::units::{ClientId, Duration, Instant, LockHandle, ObjectId, Xid};
+use crate::units::{ClientId, Duration, Instant, LockHandle, ObjectId, Xid, PAGE_SIZE};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use tracing::{debug, trace};
 
@@ -148,8 +148,12 @@ impl LockServer {
     /// An enqueue RPC from `client`.
     pub fn handle_enqueue(&mut self, now: Instant, client: ClientId, xid: Xid, object: ObjectId, request: LockRequest) {
         if self.evicted.contains(&client) {
-            self.resource(object).counters.refusals += 1;
-            self.transmit(client, ToClient::Enqueue { xid, reply: EnqueueReply::Evicted });
+            self.refuse(client, xid, object, request.extent, EnqueueReply::Evicted);
+            return;
+        }
+        if let Err(reason) = check_request(&request) {
+            debug!(%client, reason, "malformed enqueue refused");
+            self.refuse(client, xid, object, request.extent, EnqueueReply::Invalid);
             return;
         }
         self.resource(object).counters.enqueues += 1;
@@ -167,7 +171,7 @@ impl LockServer {
         let blockers = self.blockers(object, &lock, None);
         self.resource(object).counters.conflicts += blockers.conflicts as u64;
         if request.flags.speculative && (blockers.conflicts > 0 || self.has_group_lock(object)) {
-            self.refuse(client, xid, object, request.extent);
+            self.refuse(client, xid, object, request.extent, EnqueueReply::Refused);
             return;
         }
         self.locks.insert(handle, lock);
@@ -399,10 +403,10 @@ impl LockServer {
             .is_some_and(|r| r.granted.iter().chain(&r.waiting).any(|h| self.locks[h].request.mode.is_group()))
     }
 
-    fn refuse(&mut self, client: ClientId, xid: Xid, object: ObjectId, extent: Extent) {
+    fn refuse(&mut self, client: ClientId, xid: Xid, object: ObjectId, extent: Extent, reply: EnqueueReply) {
         self.resource(object).counters.refusals += 1;
         self.event(LockEvent::Refused { client, object, extent });
-        self.transmit(client, ToClient::Enqueue { xid, reply: EnqueueReply::Refused });
+        self.transmit(client, ToClient::Enqueue { xid, reply });
     }
 
     /// What stands in the way of `lock`: conflicting granted locks and
@@ -528,6 +532,22 @@ impl LockServer {
     }
 }
 
+/// What a peer may send: `start <= end`, both edges on page boundaries
+/// (Lustre's client rounds every request so; the policy relies on it).
+fn check_request(request: &LockRequest) -> Result<(), &'static str> {
+    let e = request.extent;
+    if e.start > e.end {
+        return Err("extent start after its end");
+    }
+    if !e.start.is_multiple_of(PAGE_SIZE) || (e.end != EOF && !(e.end + 1).is_multiple_of(PAGE_SIZE)) {
+        return Err("extent not on page boundaries");
+    }
+    if request.mode.is_group() && e != Extent::WHOLE {
+        return Err("GROUP locks cover the whole object");
+    }
+    Ok(())
+}
+
 #[derive(Debug, Default)]
 struct Blockers {
     conflicts: usize,
@@ -537,4 +557,87 @@ struct Blockers {
     waiting: Vec<LockHandle>,
     /// A GROUP lock of the requested gid is granted: grant at once.
     same_group_granted: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ldlm::EnqueueFlags;
+
+    const MIB: u64 = 1 << 20;
+
+    fn pw(start: u64, end: u64) -> LockRequest {
+        LockRequest::new(LockMode::ProtectedWrite, Extent::new(start, end))
+    }
+
+    fn drain(s: &mut LockServer) -> (Vec<(ClientId, ToClient)>, Vec<LockEvent>) {
+        let mut out = Vec::new();
+        while let Some(m) = s.poll_transmit() {
+            out.push(m);
+        }
+        let mut events = Vec::new();
+        while let Some(e) = s.poll_event() {
+            events.push(e);
+        }
+        (out, events)
+    }
+
+    #[test]
+    fn malformed_requests_are_refused_not_fatal() {
+        let mut s = LockServer::new(LockServerConfig::default());
+        s.record_events();
+        let bad = [
+            pw(100, 5000),
+            pw(0, 4094),
+            LockRequest::new(LockMode::Group(crate::ldlm::GroupId(1)), Extent::new(0, MIB - 1)),
+        ];
+        for (i, request) in bad.into_iter().enumerate() {
+            s.handle_enqueue(Instant(0), ClientId(1), Xid(i as u64), ObjectId(0), request);
+        }
+        // An inverted extent can only come from a peer's bytes.
+        let inverted = LockRequest { extent: Extent { start: 8192, end: 0 }, ..pw(0, 4095) };
+        s.handle_enqueue(Instant(0), ClientId(1), Xid(9), ObjectId(0), inverted);
+        let (out, events) = drain(&mut s);
+        assert_eq!(out.len(), 4);
+        assert!(out.iter().all(|(_, m)| matches!(m, ToClient::Enqueue { reply: EnqueueReply::Invalid, .. })));
+        assert_eq!(events.len(), 4);
+        assert_eq!(s.lock_count(), 0);
+        assert_eq!(s.counters_total().refusals, 4);
+        s.check_invariants();
+    }
+
+    #[test]
+    fn an_evicted_clients_enqueue_is_a_refusal_event() {
+        let mut s = LockServer::new(LockServerConfig { callback_timeout: Duration::from_secs(1) });
+        s.record_events();
+        s.handle_enqueue(Instant(0), ClientId(1), Xid(1), ObjectId(0), pw(0, MIB - 1));
+        s.handle_enqueue(Instant(0), ClientId(2), Xid(2), ObjectId(0), pw(MIB, 2 * MIB - 1));
+        s.handle_timeout(Instant(2_000_000_000));
+        drain(&mut s);
+        assert!(s.is_evicted(ClientId(1)));
+        s.handle_enqueue(Instant(3), ClientId(1), Xid(3), ObjectId(0), pw(4 * MIB, 5 * MIB - 1));
+        let (out, events) = drain(&mut s);
+        assert_eq!(out, vec![(ClientId(1), ToClient::Enqueue { xid: Xid(3), reply: EnqueueReply::Evicted })]);
+        assert_eq!(
+            events,
+            vec![LockEvent::Refused {
+                client: ClientId(1),
+                object: ObjectId(0),
+                extent: Extent::new(4 * MIB, 5 * MIB - 1)
+            }]
+        );
+        s.handle_connect(ClientId(1));
+        let flags = EnqueueFlags { no_expand: true, speculative: false };
+        s.handle_enqueue(
+            Instant(4),
+            ClientId(1),
+            Xid(4),
+            ObjectId(0),
+            LockRequest { flags, ..pw(8 * MIB, 9 * MIB - 1) },
+        );
+        let (out, _) = drain(&mut s);
+        // Accepted again: it waits behind c2's expanded lock, which is called back.
+        assert!(matches!(out[0].1, ToClient::Enqueue { reply: EnqueueReply::Waiting { .. }, .. }), "{out:?}");
+        assert_eq!(out[1], (ClientId(2), ToClient::Blocking { lock: LockHandle(2) }));
+    }
 }
