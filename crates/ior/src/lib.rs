@@ -1,0 +1,1 @@
+//! lanefs-ior (being written).

@@ -1,0 +1,1 @@
+//! lanefs-mds (being written).

@@ -1,0 +1,1 @@
+//! lanefs-net (being written).
