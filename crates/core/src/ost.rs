@@ -17,12 +17,12 @@ use crate::msg::{IoError, ToClient, ToOst};
 use crate::store::{ObjectStore, StoreError};
 use crate::units::{ClientId, Duration, Instant, ObjectId, OstIndex, Xid};
 use crate::Extent;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use tracing::{debug, warn};
 
 /// Data-path counters of one OST.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OstCounters {
     pub write_rpcs: u64,
     pub read_rpcs: u64,

@@ -1,1 +1,19 @@
-//! lanefs-net (being written).
+//! lanefs-net: lanefs on real sockets and disks.
+//!
+//! Key design decision: this crate adds transport, time and storage around
+//! lanefs-core's state machines and nothing else. An OSS runs each OST's
+//! `Ost` state machine on a thread of its own, with objects in sparse files;
+//! a client runs the core `Client` on a driver thread, so the file system's
+//! behaviour (locks, cache, writeback) is exactly the one the harness and
+//! the simulator test. The wire protocol is length-prefixed frames with a
+//! versioned handshake ([`codec`], [`proto`]).
+
+pub mod codec;
+pub mod proto;
+pub mod filestore;
+pub mod oss;
+pub mod transport;
+mod writer;
+pub mod client;
+pub mod mds_server;
+pub mod cluster;

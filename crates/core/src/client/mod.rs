@@ -148,6 +148,8 @@ pub enum ClientError {
     GroupLockHeld,
     #[error(transparent)]
     Ladvise(#[from] LadviseError),
+    #[error("{ost} is unreachable: {reason}")]
+    Unreachable { ost: OstIndex, reason: String },
     #[error("protocol error: {0}")]
     Protocol(&'static str),
     #[error("invalid client configuration: {0}")]
@@ -360,6 +362,16 @@ impl Client {
         self.run(now);
     }
 
+    /// Give back every lock (flushing what they cover), as an unmount does.
+    /// Done when [`Client::lock_cache`] is empty.
+    pub fn release_all(&mut self, now: Instant) {
+        let granted: Vec<LocalLock> = self.locks.iter().filter(|(_, l)| l.is_granted()).map(|(id, _)| id).collect();
+        for id in granted {
+            self.begin_cancel(id);
+        }
+        self.run(now);
+    }
+
     /// Age the lock LRU.
     pub fn handle_timeout(&mut self, now: Instant) {
         let age_max = self.config.lru_age_max;
@@ -490,6 +502,59 @@ impl Client {
         let lost = self.cache.discard_ost(ost);
         self.report_loss(ost, lost);
         self.send(ost, ToOst::Connect);
+    }
+
+    /// The driver lost its connection to `ost` and could not restore it:
+    /// every operation that needs that OST fails with
+    /// [`ClientError::Unreachable`], its locks and cached pages are dropped
+    /// (dirty bytes reported lost), and replies still in flight are ignored.
+    /// Later operations try the OST again.
+    pub fn handle_unreachable(&mut self, now: Instant, ost: OstIndex, reason: &str) {
+        let gone: Vec<LocalLock> = self.locks.iter().filter(|(_, l)| l.key.ost == ost).map(|(id, _)| id).collect();
+        for id in gone {
+            self.locks.remove(id);
+        }
+        let mut failed: Vec<OpId> = Vec::new();
+        self.rpcs.retain(|_, rpc| match rpc {
+            Rpc::Write { key, .. } => key.ost != ost,
+            Rpc::Read { op, key, .. } => {
+                if key.ost == ost {
+                    failed.push(*op);
+                }
+                key.ost != ost
+            }
+            Rpc::Punch { op } | Rpc::Getattr { op, .. } => {
+                let touches = self.ops.get(op).is_some_and(|o| o.steps.iter().any(|s| s.key.ost == ost));
+                if touches {
+                    failed.push(*op);
+                }
+                !touches
+            }
+        });
+        self.writes_in_flight.remove(&ost);
+        for (id, op) in &self.ops {
+            let on_ost = op.steps.get(op.index).is_some_and(|s| s.key.ost == ost);
+            let waits_on_all = matches!(op.state, ops::OpState::WaitFlush) && op.steps.iter().any(|s| s.key.ost == ost);
+            if on_ost || waits_on_all {
+                failed.push(*id);
+            }
+        }
+        failed.sort();
+        failed.dedup();
+        for id in failed {
+            if let Some(op) = self.ops.get_mut(&id) {
+                op.holding = None;
+                self.finish(id, Err(ClientError::Unreachable { ost, reason: reason.to_string() }));
+            }
+        }
+        for file in self.files.values_mut() {
+            if file.layout.objects().iter().any(|k| k.ost == ost) {
+                file.group = None;
+            }
+        }
+        let lost = self.cache.discard_ost(ost);
+        self.report_loss(ost, lost);
+        self.run(now);
     }
 
     fn report_loss(&mut self, ost: OstIndex, bytes: u64) {

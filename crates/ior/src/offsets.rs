@@ -1,0 +1,229 @@
+//! IOR's file offsets, file names and task shifts, as pure functions.
+//!
+//! What: where task `rank` reads and writes (ior.c `WriteOrRead` with randomOffset=0),
+//! which file it uses (`GetTestFileName`), and how `-C` shifts the reading task
+//! (`TestIoSys`). Everything here is arithmetic on [`IorParams`], so the tests compare it
+//! with IOR's formulas on small cases.
+//!
+//! The formulas (segment `i` outer, transfer `j` inner,
+//! `pretendRank = (rank + rankOffset) % numTasks`):
+//! - shared file: `j*transferSize + i*numTasks*blockSize + pretendRank*blockSize`;
+//! - file per process: `j*transferSize + i*blockSize` in `testFile.%08d` of `pretendRank`.
+//!
+//! `-C` (reorderTasks): the read phase uses `rankOffset = (taskPerNodeOffset*shift) %
+//! numTasks`, the write check `((taskPerNodeOffset+1)*shift) % numTasks`, where `shift`
+//! is 1 for a round-robin task-to-node mapping and the number of tasks on node 0 for a
+//! block mapping (`QueryNodeMapping`). lanefs-ior runs every task in one process, which
+//! IOR sees as one node with a block mapping: `shift = numTasks`, so the offset is 0 and
+//! `-C` changes nothing — exactly what IOR does on a single node. [`NodeMapping`] keeps
+//! the general rule so it stays testable.
+//!
+//! Not here: random offsets (`-z`) and random task reordering (`-Z`), which are refused.
+
+use crate::params::IorParams;
+
+/// How IOR sees tasks placed on nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeMapping {
+    /// Tasks on the node of task 0 (`numTasksOnNode0`).
+    pub tasks_on_node0: u32,
+    /// Consecutive ranks share a node (block/by-slot mapping) rather than round-robin.
+    pub block_mapping: bool,
+}
+
+impl NodeMapping {
+    /// All tasks on one node: IOR's `QueryNodeMapping` reports a block mapping.
+    pub fn single_node(num_tasks: u32) -> Self {
+        NodeMapping { tasks_on_node0: num_tasks, block_mapping: true }
+    }
+
+    /// IOR's `shift`: how many ranks apart "the next node" is.
+    pub fn shift(&self) -> u32 {
+        if self.block_mapping {
+            self.tasks_on_node0
+        } else {
+            1
+        }
+    }
+}
+
+/// `rankOffset` of the read phase: `(taskPerNodeOffset*shift) % numTasks` with `-C`, else 0.
+pub fn read_rank_offset(p: &IorParams, mapping: NodeMapping) -> u32 {
+    if !p.reorder_tasks {
+        return 0;
+    }
+    shifted(p.task_per_node_offset, mapping.shift(), p.num_tasks)
+}
+
+/// `rankOffset` of the write check: `((taskPerNodeOffset+1)*shift) % numTasks` with `-C`.
+pub fn write_check_rank_offset(p: &IorParams, mapping: NodeMapping) -> u32 {
+    if !p.reorder_tasks {
+        return 0;
+    }
+    shifted(p.task_per_node_offset.saturating_add(1), mapping.shift(), p.num_tasks)
+}
+
+fn shifted(task_per_node_offset: u32, shift: u32, num_tasks: u32) -> u32 {
+    ((u64::from(task_per_node_offset) * u64::from(shift)) % u64::from(num_tasks)) as u32
+}
+
+/// `(rank + rankOffset) % numTasks`: whose data a task accesses.
+pub fn pretend_rank(rank: u32, rank_offset: u32, num_tasks: u32) -> u32 {
+    assert!(rank < num_tasks, "rank {rank} out of {num_tasks} tasks");
+    ((u64::from(rank) + u64::from(rank_offset)) % u64::from(num_tasks)) as u32
+}
+
+/// Offset of transfer `transfer` of segment `segment` for `pretend_rank`.
+pub fn transfer_offset(p: &IorParams, pretend_rank: u32, segment: u64, transfer: u64) -> u64 {
+    debug_assert!(segment < p.segment_count && transfer < p.transfers_per_block());
+    let within_block = transfer * p.transfer_size_bytes;
+    if p.file_per_proc {
+        within_block + segment * p.block_size_bytes
+    } else {
+        within_block
+            + segment * u64::from(p.num_tasks) * p.block_size_bytes
+            + u64::from(pretend_rank) * p.block_size_bytes
+    }
+}
+
+/// Every offset `pretend_rank` accesses, in IOR's order (segments outer, transfers inner).
+pub fn offsets(p: &IorParams, pretend_rank: u32) -> impl Iterator<Item = u64> + '_ {
+    let transfers = p.transfers_per_block();
+    (0..p.segment_count)
+        .flat_map(move |segment| (0..transfers).map(move |j| transfer_offset(p, pretend_rank, segment, j)))
+}
+
+/// The file `pretend_rank` accesses: `testFile`, or `testFile.%08d` with `-F`
+/// (`dir/<rank>/file.%08d` with `-F -u`).
+pub fn test_file_name(p: &IorParams, pretend_rank: u32) -> String {
+    if !p.file_per_proc {
+        return p.test_file.clone();
+    }
+    let root = match unique_dir(p, pretend_rank) {
+        Some(dir) => format!("{dir}/{}", file_part(&p.test_file)),
+        None => p.test_file.clone(),
+    };
+    format!("{root}.{pretend_rank:08}")
+}
+
+/// With `-F -u`, the per-task directory `dir/<rank>` that holds the task's file.
+///
+/// IOR builds it by inserting the rank before the last path component; for a name
+/// without a `/` IOR mangles the name, so lanefs-ior uses `<rank>/name` instead.
+pub fn unique_dir(p: &IorParams, pretend_rank: u32) -> Option<String> {
+    if !(p.file_per_proc && p.unique_dir) {
+        return None;
+    }
+    Some(match p.test_file.rfind('/') {
+        Some(slash) => format!("{}/{pretend_rank}", &p.test_file[..slash]),
+        None => pretend_rank.to_string(),
+    })
+}
+
+fn file_part(path: &str) -> &str {
+    path.rfind('/').map_or(path, |slash| &path[slash + 1..])
+}
+
+/// The directory IOR runs statfs on: the test file's directory, or `.`.
+pub fn directory_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) => "/",
+        Some(slash) => &path[..slash],
+        None => ".",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(block: u64, transfer: u64, segments: u64, tasks: u32, fpp: bool) -> IorParams {
+        IorParams {
+            block_size_bytes: block,
+            transfer_size_bytes: transfer,
+            segment_count: segments,
+            num_tasks: tasks,
+            file_per_proc: fpp,
+            ..IorParams::default()
+        }
+    }
+
+    #[test]
+    fn shared_file_offsets_follow_iors_formula() {
+        // -b 4 -t 2 -s 2 -N 3 (units of 8 bytes, scaled): segment-major, rank blocks interleaved.
+        let p = params(32, 16, 2, 3, false);
+        let rank1: Vec<u64> = offsets(&p, 1).collect();
+        // j*t + i*N*b + r*b for i in 0..2, j in 0..2
+        assert_eq!(rank1, vec![32, 48, 32 + 96, 48 + 96]);
+        for rank in 0..3 {
+            for (k, off) in offsets(&p, rank).enumerate() {
+                let (i, j) = (k as u64 / 2, k as u64 % 2);
+                assert_eq!(off, j * 16 + i * 3 * 32 + u64::from(rank) * 32);
+            }
+        }
+        // Together the tasks tile the file exactly once.
+        let mut all: Vec<u64> = (0..3).flat_map(|r| offsets(&p, r).collect::<Vec<_>>()).collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..12).map(|k| k * 16).collect::<Vec<_>>());
+        assert_eq!(p.expected_agg_file_size_bytes(), 192);
+    }
+
+    #[test]
+    fn file_per_process_offsets_and_names() {
+        let p = IorParams { test_file: "/d/testFile".into(), ..params(32, 8, 2, 4, true) };
+        let offs: Vec<u64> = offsets(&p, 3).collect();
+        assert_eq!(offs, vec![0, 8, 16, 24, 32, 40, 48, 56]);
+        assert_eq!(offs, offsets(&p, 0).collect::<Vec<_>>());
+        assert_eq!(test_file_name(&p, 3), "/d/testFile.00000003");
+        let shared = IorParams { file_per_proc: false, ..p.clone() };
+        assert_eq!(test_file_name(&shared, 3), "/d/testFile");
+    }
+
+    #[test]
+    fn unique_dir_inserts_the_rank() {
+        let p = IorParams { test_file: "/d/testFile".into(), unique_dir: true, ..params(8, 8, 1, 12, true) };
+        assert_eq!(unique_dir(&p, 11).as_deref(), Some("/d/11"));
+        assert_eq!(test_file_name(&p, 11), "/d/11/testFile.00000011");
+        let relative = IorParams { test_file: "testFile".into(), ..p.clone() };
+        assert_eq!(test_file_name(&relative, 2), "2/testFile.00000002");
+        let shared = IorParams { file_per_proc: false, ..p };
+        assert_eq!(unique_dir(&shared, 1), None);
+    }
+
+    #[test]
+    fn reorder_shift_on_one_node_is_a_no_op() {
+        let p = IorParams { reorder_tasks: true, task_per_node_offset: 1, ..params(8, 8, 1, 8, false) };
+        let one_node = NodeMapping::single_node(8);
+        assert_eq!(read_rank_offset(&p, one_node), 0);
+        assert_eq!(write_check_rank_offset(&p, one_node), 0);
+    }
+
+    #[test]
+    fn reorder_shift_across_nodes() {
+        // 8 tasks on 4 nodes, 2 per node.
+        let p = IorParams { reorder_tasks: true, task_per_node_offset: 1, ..params(8, 8, 1, 8, false) };
+        let block = NodeMapping { tasks_on_node0: 2, block_mapping: true };
+        assert_eq!(read_rank_offset(&p, block), 2);
+        assert_eq!(write_check_rank_offset(&p, block), 4);
+        let round_robin = NodeMapping { tasks_on_node0: 2, block_mapping: false };
+        assert_eq!(read_rank_offset(&p, round_robin), 1);
+        assert_eq!(write_check_rank_offset(&p, round_robin), 2);
+        let q3 = IorParams { task_per_node_offset: 3, ..p.clone() };
+        assert_eq!(read_rank_offset(&q3, block), 6);
+        assert_eq!(write_check_rank_offset(&q3, block), 0);
+        // Without -C nothing moves.
+        let plain = IorParams { reorder_tasks: false, ..p };
+        assert_eq!(read_rank_offset(&plain, block), 0);
+        // The shifted task reads the block its neighbour wrote.
+        assert_eq!(pretend_rank(7, 2, 8), 1);
+        let fpp = IorParams { file_per_proc: true, test_file: "f".into(), ..q3 };
+        assert_eq!(test_file_name(&fpp, pretend_rank(5, read_rank_offset(&fpp, block), 8)), "f.00000003");
+    }
+
+    #[test]
+    fn statfs_directory() {
+        assert_eq!(directory_of("/scratch/ior/testfile"), "/scratch/ior");
+        assert_eq!(directory_of("testFile"), ".");
+        assert_eq!(directory_of("/testFile"), "/");
+    }
+}

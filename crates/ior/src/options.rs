@@ -1,0 +1,695 @@
+//! IOR's command line, parsed into [`IorParams`].
+//!
+//! What: `parse_args` reads the options HPC engineers already type for IOR 4.1
+//! (`-a -b -t -s -F -c -w -r -W -R -e -Y -C -Q -X -i -o -k -K -E -g -G -u -v -N -d -A -O`),
+//! their long forms (`--blockSize=4m`), `-O key=val[,key=val]` directives (keys are
+//! case-insensitive, as IOR's `DecodeDirective`), and module options
+//! `--<api>.<name>[=value]` (`--posix.odirect`, `--lanefs.lock-mode=lockahead`), applies
+//! IOR's defaults and runs IOR's validation (`ValidateTests`).
+//!
+//! Why strict: a pasted command line must either mean exactly what it meant to IOR or be
+//! refused with a message that names the option and the fix. So IOR features lanefs-ior
+//! does not implement (`-z`, `-Z`, `-D N`, scripts, GPU buffers...) are errors, not
+//! silently ignored, and so are flag clusters like `-wr` (IOR reads only the first
+//! letter of those, which is a trap).
+//!
+//! Not here: whether module options make sense; the chosen backend decides that in
+//! [`crate::Backend::check_params`].
+
+use crate::error::IorError;
+use crate::params::{IorParams, SummaryFormat, ACCESS_UNIT_BYTES, NUM_TASKS_MAX, PROGRAM};
+
+/// Parse IOR's command line (options only, no program name), apply IOR's defaults and
+/// validate. `-h`/`--help` are handled by [`crate::main_with`], not here.
+pub fn parse_args(args: &[String]) -> Result<IorParams, IorError> {
+    let mut params = IorParams { command_line: command_line(args), ..IorParams::default() };
+    let mut index = 0;
+    while index < args.len() {
+        index = parse_one(args, index, &mut params)?;
+    }
+    if !(params.write_file || params.read_file || params.check_write || params.check_read) {
+        params.write_file = true;
+        params.read_file = true;
+    }
+    validate(&params)?;
+    Ok(params)
+}
+
+fn command_line(args: &[String]) -> String {
+    std::iter::once(PROGRAM).chain(args.iter().map(String::as_str)).collect::<Vec<_>>().join(" ")
+}
+
+/// The options lanefs-ior implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Key {
+    Api,
+    RefNum,
+    BlockSize,
+    Collective,
+    ReorderTasks,
+    InterTestDelay,
+    Fsync,
+    UseExistingTestFile,
+    FilePerProc,
+    IntraTestBarriers,
+    TimeStampSignature,
+    Repetitions,
+    KeepFile,
+    KeepFileWithError,
+    NumTasks,
+    TestFile,
+    Directive,
+    TaskPerNodeOffset,
+    ReadFile,
+    CheckRead,
+    SegmentCount,
+    TransferSize,
+    UniqueDir,
+    Verbose,
+    WriteFile,
+    CheckWrite,
+    ReorderTasksRandomSeed,
+    FsyncPerWrite,
+    SummaryFormat,
+    SummaryFile,
+}
+
+/// Short letter, IOR 4 long name, option, whether it takes a value.
+const OPTIONS: &[(Option<char>, &str, Key, bool)] = &[
+    (Some('a'), "api", Key::Api, true),
+    (Some('A'), "refNum", Key::RefNum, true),
+    (Some('b'), "blockSize", Key::BlockSize, true),
+    (Some('c'), "collective", Key::Collective, false),
+    (Some('C'), "reorderTasks", Key::ReorderTasks, false),
+    (Some('d'), "interTestDelay", Key::InterTestDelay, true),
+    (Some('e'), "fsync", Key::Fsync, false),
+    (Some('E'), "useExistingTestFile", Key::UseExistingTestFile, false),
+    (Some('F'), "filePerProc", Key::FilePerProc, false),
+    (Some('g'), "intraTestBarriers", Key::IntraTestBarriers, false),
+    (Some('G'), "setTimeStampSignature", Key::TimeStampSignature, true),
+    (Some('i'), "repetitions", Key::Repetitions, true),
+    (Some('k'), "keepFile", Key::KeepFile, false),
+    (Some('K'), "keepFileWithError", Key::KeepFileWithError, false),
+    (Some('N'), "numTasks", Key::NumTasks, true),
+    (Some('o'), "testFile", Key::TestFile, true),
+    (Some('O'), "", Key::Directive, true),
+    (Some('Q'), "taskPerNodeOffset", Key::TaskPerNodeOffset, true),
+    (Some('r'), "readFile", Key::ReadFile, false),
+    (Some('R'), "checkRead", Key::CheckRead, false),
+    (Some('s'), "segmentCount", Key::SegmentCount, true),
+    (Some('t'), "transferSize", Key::TransferSize, true),
+    (Some('u'), "uniqueDir", Key::UniqueDir, false),
+    (Some('v'), "verbose", Key::Verbose, false),
+    (Some('w'), "writeFile", Key::WriteFile, false),
+    (Some('W'), "checkWrite", Key::CheckWrite, false),
+    (Some('X'), "reorderTasksRandomSeed", Key::ReorderTasksRandomSeed, true),
+    (Some('Y'), "fsyncPerWrite", Key::FsyncPerWrite, false),
+];
+
+/// `-O` keys that are not long option names (lower-case).
+const DIRECTIVE_ALIASES: &[(&str, Key)] = &[
+    ("summaryformat", Key::SummaryFormat),
+    ("summaryfile", Key::SummaryFile),
+    ("reordertasksconstant", Key::ReorderTasks),
+    ("refnum", Key::RefNum),
+    ("testfile", Key::TestFile),
+];
+
+/// IOR options lanefs-ior refuses: short letter, long name, takes a value, why and what to
+/// do instead. A value option whose value is `0` means "off" in IOR and is accepted.
+const REFUSED: &[(Option<char>, &str, bool, &str)] = &[
+    (
+        Some('D'),
+        "deadlineForStonewalling",
+        true,
+        "stonewalling is not implemented: every task moves its whole -b x -s; drop -D (or use -D 0)",
+    ),
+    (
+        Some('z'),
+        "randomOffset",
+        false,
+        "random offsets are not implemented; drop -z (offsets stay sequential, IOR's default)",
+    ),
+    (
+        Some('Z'),
+        "reorderTasksRandom",
+        false,
+        "random task reordering is not implemented; use -C (constant shift) instead",
+    ),
+    (Some('f'), "scriptFile", true, "IOR test scripts are not supported; run one command line per test"),
+    (Some('j'), "outlierThreshold", true, "outlier detection is not implemented; drop -j"),
+    (Some('J'), "setAlignment", true, "HDF5 alignment does not apply to lanefs-ior's backends; drop -J"),
+    (Some('l'), "dataPacketType", true, "only IOR's default data packet is implemented; drop -l"),
+    (Some('m'), "multiFile", false, "multiFile is not implemented; drop -m"),
+    (Some('M'), "memoryPerNode", true, "memory hogging is not implemented; drop -M"),
+    (Some('n'), "noFill", false, "HDF5 noFill does not apply; drop -n"),
+    (Some('p'), "preallocate", false, "preallocation is an MPIIO option; drop -p"),
+    (Some('P'), "useSharedFilePointer", false, "shared file pointers are not implemented (IOR: not working); drop -P"),
+    (
+        Some('q'),
+        "quitOnError",
+        false,
+        "quitOnError is not implemented (data errors are counted and the run fails at the end); drop -q",
+    ),
+    (Some('S'), "useStridedDatatype", false, "strided datatypes are an MPIIO option; drop -S"),
+    (Some('T'), "maxTimeDuration", true, "maxTimeDuration is not implemented; drop -T (or use -T 0)"),
+    (Some('U'), "hintsFileName", true, "hints files are MPIIO only (and -U was removed in IOR 4.0); drop -U"),
+    (Some('V'), "useFileView", false, "file views are an MPIIO option; drop -V"),
+    (Some('x'), "singleXferAttempt", false, "singleXferAttempt is not implemented; drop -x"),
+    (Some('y'), "dualMount", false, "dualMount is not implemented; drop -y"),
+    (Some('H'), "showHints", false, "hints are MPIIO only (--mpiio.showHints in IOR 4); drop -H"),
+    (Some('I'), "individualDataSets", false, "individualDataSets is not implemented (IOR: not working); drop -I"),
+    (None, "dryRun", false, "dry runs are not implemented; drop --dryRun"),
+    (None, "randomPrefill", true, "randomPrefill goes with -z, which is not implemented; drop it"),
+    (None, "random-offset-seed", true, "random offsets (-z) are not implemented; drop --random-offset-seed"),
+    (None, "warningAsErrors", false, "warningAsErrors is not implemented; drop it"),
+    (None, "allocateBufferOnGPU", true, "GPU buffers are not supported; drop it"),
+    (None, "GPUid", true, "GPU buffers are not supported; drop it"),
+    (None, "memoryPerTask", true, "memory hogging is not implemented; drop it"),
+];
+
+/// `-O` keys IOR knows that lanefs-ior refuses (lower-case), with the fix.
+const REFUSED_DIRECTIVES: &[(&str, &str)] = &[
+    ("stonewallingtime", "IOR has no stoneWallingTime directive; its time limit is -D / deadlineForStonewalling, which lanefs-ior does not implement"),
+    ("stonewallingwearout", "stonewalling is not implemented; drop it (or set it to 0)"),
+    ("stonewallingwearoutiterations", "stonewalling is not implemented; drop it (or set it to 0)"),
+    ("stonewallingstatusfile", "stonewalling is not implemented; drop it"),
+    ("mintimeduration", "minTimeDuration is not implemented; drop it"),
+    ("saverankperformancedetailscsv", "per-rank CSV details are not implemented; drop it"),
+    ("saveperopdatacsv", "per-operation CSV data is not implemented; drop it"),
+    ("lustrestripecount", "Lustre striping directives do not apply; with -a LANEFS use --lanefs.stripe-count"),
+    ("lustrestripesize", "Lustre striping directives do not apply; with -a LANEFS use --lanefs.stripe-size"),
+    ("lustrestartost", "Lustre striping directives do not apply; drop it"),
+    ("lustreignorelocks", "Lustre lock directives do not apply; with -a LANEFS use --lanefs.lock-mode"),
+];
+
+/// Parse the argument at `index`; return the index of the next one.
+fn parse_one(args: &[String], index: usize, params: &mut IorParams) -> Result<usize, IorError> {
+    let arg = args[index].as_str();
+    if let Some(body) = arg.strip_prefix("--") {
+        return parse_long(args, index, body, params);
+    }
+    let mut chars = arg.chars();
+    let (Some('-'), Some(letter)) = (chars.next(), chars.next()) else {
+        return Err(positional_error(args, index));
+    };
+    let rest = chars.as_str();
+    if let Some(&(_, _, key, takes_value)) = OPTIONS.iter().find(|o| o.0 == Some(letter)) {
+        if !takes_value {
+            if !rest.is_empty() {
+                return Err(IorError::option(
+                    arg,
+                    format!(
+                        "IOR reads only the first letter of a flag cluster; write each flag separately (-{letter} -{})",
+                        rest.chars().next().unwrap_or('?')
+                    ),
+                ));
+            }
+            apply(params, key, None, arg)?;
+            return Ok(index + 1);
+        }
+        let attached = rest.strip_prefix('=').unwrap_or(rest);
+        let (value, next) = if attached.is_empty() { take_next(args, index, arg)? } else { (attached, index + 1) };
+        apply(params, key, Some(value), &format!("-{letter} {value}"))?;
+        return Ok(next);
+    }
+    if let Some(&(_, long, takes_value, why)) = REFUSED.iter().find(|r| r.0 == Some(letter)) {
+        let name = format!("-{letter} ({long})");
+        return refuse_or_accept_zero(args, index, rest, takes_value, &name, why);
+    }
+    Err(IorError::option(arg, "unknown option (run with -h for the supported options)"))
+}
+
+fn parse_long(args: &[String], index: usize, body: &str, params: &mut IorParams) -> Result<usize, IorError> {
+    let arg = &args[index];
+    let (name, inline) = match body.split_once('=') {
+        Some((name, value)) => (name, Some(value)),
+        None => (body, None),
+    };
+    if name.is_empty() {
+        return Err(IorError::option(arg, "IOR 3's `--` separator is gone; write module options as --<api>.<name>"));
+    }
+    if let Some((module, option)) = name.split_once('.') {
+        if module.is_empty() || option.is_empty() {
+            return Err(IorError::option(
+                arg,
+                "module options are written --<api>.<name>[=value], e.g. --posix.odirect",
+            ));
+        }
+        params.module_options.insert(format!("{}.{option}", module.to_ascii_lowercase()), inline.map(str::to_string));
+        return Ok(index + 1);
+    }
+    if let Some(&(_, long, key, takes_value)) =
+        OPTIONS.iter().find(|o| !o.1.is_empty() && o.1.eq_ignore_ascii_case(name))
+    {
+        if !takes_value {
+            if inline.is_some() {
+                return Err(IorError::option(arg, format!("--{long} is a flag and takes no value; write --{long}")));
+            }
+            apply(params, key, None, arg)?;
+            return Ok(index + 1);
+        }
+        let (value, next) = match inline {
+            Some(value) => (value, index + 1),
+            None => take_next(args, index, arg)?,
+        };
+        apply(params, key, Some(value), &format!("--{long}={value}"))?;
+        return Ok(next);
+    }
+    if let Some(&(_, long, takes_value, why)) = REFUSED.iter().find(|r| r.1.eq_ignore_ascii_case(name)) {
+        let rest = inline.map(|v| format!("={v}")).unwrap_or_default();
+        return refuse_or_accept_zero(args, index, &rest, takes_value, &format!("--{long}"), why);
+    }
+    Err(IorError::option(arg, "unknown option (run with -h for the supported options)"))
+}
+
+/// A refused IOR option: accepted only as `<option> 0` (IOR's "off") when it takes a value.
+fn refuse_or_accept_zero(
+    args: &[String],
+    index: usize,
+    attached: &str,
+    takes_value: bool,
+    name: &str,
+    why: &str,
+) -> Result<usize, IorError> {
+    if takes_value {
+        let attached = attached.strip_prefix('=').unwrap_or(attached);
+        let (value, next) = if attached.is_empty() { take_next(args, index, name)? } else { (attached, index + 1) };
+        if parse_int(value).ok() == Some(0) {
+            return Ok(next);
+        }
+        return Err(IorError::option(format!("{name} {value}"), why));
+    }
+    Err(IorError::option(name, why))
+}
+
+fn take_next<'a>(args: &'a [String], index: usize, option: &str) -> Result<(&'a str, usize), IorError> {
+    match args.get(index + 1) {
+        Some(value) => Ok((value.as_str(), index + 2)),
+        None => Err(IorError::option(option, "needs a value")),
+    }
+}
+
+fn positional_error(args: &[String], index: usize) -> IorError {
+    let arg = &args[index];
+    let after_module = index > 0 && args[index - 1].starts_with("--") && args[index - 1].contains('.');
+    if after_module && !args[index - 1].contains('=') {
+        let module = &args[index - 1];
+        return IorError::option(
+            format!("{module} {arg}"),
+            format!("module options take their value after '=': write {module}={arg}"),
+        );
+    }
+    IorError::option(arg, "unexpected argument; IOR takes no positional arguments (the file name goes after -o)")
+}
+
+/// Apply one option; `shown` is how the option reads in an error message.
+fn apply(params: &mut IorParams, key: Key, value: Option<&str>, shown: &str) -> Result<(), IorError> {
+    let text = || value.unwrap_or_default();
+    let size = || parse_size(text(), shown);
+    let count = |min: u64, max: u64| parse_count(text(), shown, min, max);
+    match key {
+        Key::Api => params.api = non_empty(text(), shown)?.to_string(),
+        Key::RefNum => params.reference_number = parse_int(text()).map_err(|m| IorError::option(shown, m))?,
+        Key::BlockSize => params.block_size_bytes = size()?,
+        Key::TransferSize => params.transfer_size_bytes = size()?,
+        Key::SegmentCount => params.segment_count = count(1, u64::MAX)?,
+        Key::NumTasks => params.num_tasks = count(1, u64::from(NUM_TASKS_MAX))? as u32,
+        Key::Repetitions => params.repetitions = count(1, u64::from(u32::MAX))? as u32,
+        Key::TaskPerNodeOffset => params.task_per_node_offset = count(0, u64::from(u32::MAX))? as u32,
+        Key::InterTestDelay => params.inter_test_delay_s = count(0, 3600)? as u32,
+        Key::TimeStampSignature => {
+            params.time_stamp_signature = parse_int(text()).map_err(|m| IorError::option(shown, m))?
+        }
+        Key::ReorderTasksRandomSeed => {
+            params.reorder_tasks_random_seed = parse_int(text()).map_err(|m| IorError::option(shown, m))?
+        }
+        Key::TestFile => params.test_file = non_empty(text(), shown)?.to_string(),
+        Key::Directive => return apply_directives(params, text()),
+        Key::SummaryFormat => {
+            params.summary_format = match text().to_ascii_lowercase().as_str() {
+                "default" => SummaryFormat::Default,
+                "json" => SummaryFormat::Json,
+                "csv" => SummaryFormat::Csv,
+                _ => return Err(IorError::option(shown, "unknown summaryFormat; use default, JSON or CSV")),
+            }
+        }
+        Key::SummaryFile => params.summary_file = Some(non_empty(text(), shown)?.to_string()),
+        Key::Verbose => params.verbose = flag_value(value, shown, params.verbose + 1)?,
+        _ => {
+            let on = flag_value(value, shown, 1)? != 0;
+            *flag_field(params, key) = on;
+        }
+    }
+    Ok(())
+}
+
+/// The bool field of a flag option.
+fn flag_field(params: &mut IorParams, key: Key) -> &mut bool {
+    match key {
+        Key::Collective => &mut params.collective,
+        Key::ReorderTasks => &mut params.reorder_tasks,
+        Key::Fsync => &mut params.fsync,
+        Key::UseExistingTestFile => &mut params.use_existing_test_file,
+        Key::FilePerProc => &mut params.file_per_proc,
+        Key::IntraTestBarriers => &mut params.intra_test_barriers,
+        Key::KeepFile => &mut params.keep_file,
+        Key::KeepFileWithError => &mut params.keep_file_with_error,
+        Key::ReadFile => &mut params.read_file,
+        Key::CheckRead => &mut params.check_read,
+        Key::UniqueDir => &mut params.unique_dir,
+        Key::WriteFile => &mut params.write_file,
+        Key::CheckWrite => &mut params.check_write,
+        Key::FsyncPerWrite => &mut params.fsync_per_write,
+        other => unreachable!("{other:?} is not a flag"),
+    }
+}
+
+/// A flag on the command line counts as `on_value`; as a directive (`-O keepFile=1`) its
+/// value is an integer, as IOR's `atoi`.
+fn flag_value(value: Option<&str>, shown: &str, on_value: u32) -> Result<u32, IorError> {
+    match value {
+        None => Ok(on_value),
+        Some(text) => match parse_int(text) {
+            Ok(n) if (0..=i64::from(u32::MAX)).contains(&n) => Ok(n as u32),
+            _ => Err(IorError::option(shown, "expects 0 or 1 (a count for verbose)")),
+        },
+    }
+}
+
+/// `-O key=val[,key=val]...`; a `#` starts a comment, as in IOR's `ParseLine`.
+fn apply_directives(params: &mut IorParams, line: &str) -> Result<(), IorError> {
+    let line = line.split('#').next().unwrap_or_default();
+    for directive in line.split(',') {
+        let shown = format!("-O {}", directive.trim());
+        let Some((key, value)) = directive.split_once('=') else {
+            return Err(IorError::option(shown, "syntax error in configuration options; write -O key=value"));
+        };
+        let (key, value) = (key.trim(), value.trim());
+        if key.is_empty() || value.is_empty() {
+            return Err(IorError::option(shown, "syntax error in configuration options; write -O key=value"));
+        }
+        apply_directive(params, key, value, &shown)?;
+    }
+    Ok(())
+}
+
+fn apply_directive(params: &mut IorParams, key: &str, value: &str, shown: &str) -> Result<(), IorError> {
+    let lower = key.to_ascii_lowercase();
+    if lower == "useo_direct" {
+        params.module_options.insert("posix.odirect".to_string(), Some(value.to_string()));
+        return Ok(());
+    }
+    if let Some((module, option)) = key.split_once('.') {
+        params.module_options.insert(format!("{}.{option}", module.to_ascii_lowercase()), Some(value.to_string()));
+        return Ok(());
+    }
+    let found = DIRECTIVE_ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == lower)
+        .map(|&(_, key)| key)
+        .or_else(|| OPTIONS.iter().find(|o| !o.1.is_empty() && o.1.eq_ignore_ascii_case(key)).map(|o| o.2));
+    if let Some(found) = found {
+        return apply(params, found, Some(value), shown);
+    }
+    let refused = REFUSED_DIRECTIVES
+        .iter()
+        .copied()
+        .chain(REFUSED.iter().map(|r| (r.1, r.3)))
+        .find(|(name, _)| name.eq_ignore_ascii_case(key));
+    match refused {
+        Some((name, _)) if name != "stonewallingtime" && parse_int(value).ok() == Some(0) => Ok(()),
+        Some((_, why)) => Err(IorError::option(shown, why)),
+        None => Err(IorError::option(shown, format!("unrecognized parameter \"{key}\""))),
+    }
+}
+
+fn non_empty<'a>(text: &'a str, shown: &str) -> Result<&'a str, IorError> {
+    if text.is_empty() {
+        return Err(IorError::option(shown, "needs a non-empty value"));
+    }
+    Ok(text)
+}
+
+/// An integer with an optional k/m/g/t/p suffix (base 2), as IOR's `string_to_bytes`.
+pub fn parse_int(text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    let (digits, shift) = match text.chars().last() {
+        Some(c @ ('k' | 'K' | 'm' | 'M' | 'g' | 'G' | 't' | 'T' | 'p' | 'P')) => {
+            let shift = match c.to_ascii_lowercase() {
+                'k' => 10,
+                'm' => 20,
+                'g' => 30,
+                't' => 40,
+                _ => 50,
+            };
+            (&text[..text.len() - 1], shift)
+        }
+        _ => (text, 0),
+    };
+    let bad = || format!("'{text}' is not a number; use digits with an optional k, m, g or t suffix (base 2), e.g. 4m");
+    let unsigned = digits.strip_prefix(['-', '+']).unwrap_or(digits);
+    if unsigned.is_empty() || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let number: i64 = digits.parse().map_err(|_| bad())?;
+    number.checked_mul(1i64 << shift).ok_or_else(|| format!("'{text}' is too large"))
+}
+
+/// A size in bytes (non-negative).
+fn parse_size(text: &str, shown: &str) -> Result<u64, IorError> {
+    match parse_int(text) {
+        Ok(n) if n >= 0 => Ok(n as u64),
+        Ok(_) => Err(IorError::option(shown, "must not be negative")),
+        Err(message) => Err(IorError::option(shown, message)),
+    }
+}
+
+fn parse_count(text: &str, shown: &str, min: u64, max: u64) -> Result<u64, IorError> {
+    let n = parse_size(text, shown)?;
+    if n < min || n > max {
+        return Err(IorError::option(shown, format!("must be between {min} and {max}")));
+    }
+    Ok(n)
+}
+
+/// IOR's `ValidateTests`, plus what lanefs-ior cannot do.
+fn validate(p: &IorParams) -> Result<(), IorError> {
+    let block = p.block_size_bytes;
+    let transfer = p.transfer_size_bytes;
+    if !block.is_multiple_of(ACCESS_UNIT_BYTES) {
+        return Err(IorError::option(
+            format!("-b {block}"),
+            format!(
+                "block size must be a multiple of access size ({ACCESS_UNIT_BYTES} bytes); e.g. -b {}",
+                round_up(block)
+            ),
+        ));
+    }
+    if transfer == 0 {
+        return Err(IorError::option("-t 0", "test will not complete with zero transfer size"));
+    }
+    if !transfer.is_multiple_of(ACCESS_UNIT_BYTES) {
+        return Err(IorError::option(
+            format!("-t {transfer}"),
+            format!(
+                "transfer size must be a multiple of access size ({ACCESS_UNIT_BYTES} bytes); e.g. -t {}",
+                round_up(transfer)
+            ),
+        ));
+    }
+    if block < transfer {
+        return Err(IorError::option(
+            format!("-b {block} -t {transfer}"),
+            "block size must not be smaller than transfer size; raise -b or lower -t",
+        ));
+    }
+    if !block.is_multiple_of(transfer) {
+        return Err(IorError::option(
+            format!("-b {block} -t {transfer}"),
+            format!("block size must be a multiple of transfer size; e.g. -b {}", (block / transfer + 1) * transfer),
+        ));
+    }
+    let total = block.checked_mul(p.segment_count).and_then(|n| n.checked_mul(u64::from(p.num_tasks)));
+    if total.is_none_or(|n| n > i64::MAX as u64) {
+        return Err(IorError::option(
+            format!("-b {block} -s {} -N {}", p.segment_count, p.num_tasks),
+            "the aggregate file size overflows a 64-bit offset",
+        ));
+    }
+    let signature_missing = p.time_stamp_signature == 0 && !p.write_file;
+    if signature_missing && p.check_read {
+        return Err(IorError::option(
+            "-R",
+            "using readCheck only requires to write a timeStampSignature -- use -G (the -G the file was written with)",
+        ));
+    }
+    if signature_missing && p.check_write {
+        return Err(IorError::option(
+            "-W",
+            "checking a write without -w compares against this run's clock signature and always fails; add -w, or give the -G the file was written with",
+        ));
+    }
+    if p.test_file.contains('@') {
+        return Err(IorError::option(
+            format!("-o {}", p.test_file),
+            "several test files separated by '@' are not supported; give one name",
+        ));
+    }
+    Ok(())
+}
+
+fn round_up(bytes: u64) -> u64 {
+    bytes.div_ceil(ACCESS_UNIT_BYTES).max(1) * ACCESS_UNIT_BYTES
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> Result<IorParams, IorError> {
+        let args: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        parse_args(&args)
+    }
+
+    fn error(line: &str) -> String {
+        parse(line).expect_err(line).to_string()
+    }
+
+    #[test]
+    fn defaults_are_iors() {
+        let p = parse("").unwrap();
+        assert_eq!((p.block_size_bytes, p.transfer_size_bytes, p.segment_count), (1 << 20, 256 << 10, 1));
+        assert!(p.write_file && p.read_file && !p.check_write && !p.check_read);
+        assert_eq!((p.test_file.as_str(), p.repetitions, p.num_tasks, p.api.as_str()), ("testFile", 1, 1, "POSIX"));
+        assert_eq!(p.task_per_node_offset, 1);
+        assert_eq!(p.command_line, "lanefs ior");
+    }
+
+    #[test]
+    fn sizes_take_base_two_suffixes() {
+        assert_eq!(parse_int("4k"), Ok(4096));
+        assert_eq!(parse_int("2M"), Ok(2 << 20));
+        assert_eq!(parse_int("1g"), Ok(1 << 30));
+        assert_eq!(parse_int("1t"), Ok(1 << 40));
+        assert_eq!(parse_int("47008"), Ok(47008));
+        assert_eq!(parse_int("-3"), Ok(-3));
+        assert!(parse_int("1.5m").is_err());
+        assert!(parse_int("m").is_err());
+        assert!(parse_int("4mb").is_err());
+    }
+
+    #[test]
+    fn one_test_per_short_option() {
+        let p = parse("-a posix -b 4m -t 1m -s 3 -F -c -w -W -e -Y -C -Q 2 -X 7 -i 2 -o /tmp/x -k -K -E -g -G 42 -u -v -v -N 4 -d 0 -A 9")
+            .unwrap();
+        assert_eq!(p.api, "posix");
+        assert_eq!((p.block_size_bytes, p.transfer_size_bytes, p.segment_count), (4 << 20, 1 << 20, 3));
+        assert!(p.file_per_proc && p.collective && p.write_file && p.check_write && !p.read_file);
+        assert!(p.fsync && p.fsync_per_write && p.reorder_tasks && p.keep_file && p.keep_file_with_error);
+        assert!(p.use_existing_test_file && p.intra_test_barriers && p.unique_dir);
+        assert_eq!((p.task_per_node_offset, p.reorder_tasks_random_seed, p.repetitions), (2, 7, 2));
+        assert_eq!((p.test_file.as_str(), p.time_stamp_signature, p.verbose, p.num_tasks), ("/tmp/x", 42, 2, 4));
+        assert_eq!(p.reference_number, 9);
+    }
+
+    #[test]
+    fn attached_and_equals_values() {
+        let p = parse("-b4m -t=1m -G=-12 -o/tmp/f").unwrap();
+        assert_eq!((p.block_size_bytes, p.transfer_size_bytes), (4 << 20, 1 << 20));
+        assert_eq!((p.time_stamp_signature, p.test_file.as_str()), (-12, "/tmp/f"));
+    }
+
+    #[test]
+    fn long_options_and_directives() {
+        let p = parse("--blockSize=8m --transferSize 2m --segmentCount=2 --filePerProc --numTasks=3 -r").unwrap();
+        assert_eq!((p.block_size_bytes, p.transfer_size_bytes, p.segment_count), (8 << 20, 2 << 20, 2));
+        assert!(p.file_per_proc && p.read_file && !p.write_file);
+        assert_eq!(p.num_tasks, 3);
+
+        let p = parse("-O summaryFormat=JSON,summaryFile=/tmp/s.json -O BLOCKSIZE=4m,transfersize=1m -O filePerProc=1")
+            .unwrap();
+        assert_eq!(p.summary_format, SummaryFormat::Json);
+        assert_eq!(p.summary_file.as_deref(), Some("/tmp/s.json"));
+        assert_eq!((p.block_size_bytes, p.transfer_size_bytes), (4 << 20, 1 << 20));
+        assert!(p.file_per_proc);
+        assert_eq!(parse("-O summaryFormat=csv").unwrap().summary_format, SummaryFormat::Csv);
+        assert_eq!(parse("-O verbose=3").unwrap().verbose, 3);
+        assert!(!parse("-F -O filePerProc=0").unwrap().file_per_proc);
+        assert!(parse("-O reorderTasksConstant=1").unwrap().reorder_tasks);
+        let commented = parse_args(&["-O".to_string(), "blockSize=4m # comment".to_string()]).unwrap();
+        assert_eq!(commented.block_size_bytes, 4 << 20);
+    }
+
+    #[test]
+    fn module_options_are_collected() {
+        let p = parse("--posix.odirect --lanefs.lock-mode=lockahead --LANEFS.stripe-count=4 -O useO_DIRECT=1").unwrap();
+        assert_eq!(p.module_options.get("posix.odirect"), Some(&Some("1".to_string())));
+        assert_eq!(p.module_value("lanefs.lock-mode"), Some("lockahead"));
+        assert_eq!(p.module_value("lanefs.stripe-count"), Some("4"));
+        assert!(p.module_flag("posix.odirect"));
+        assert!(parse("--posix.odirect").unwrap().module_flag("posix.odirect"));
+        assert!(!parse("-O posix.odirect=0").unwrap().module_flag("posix.odirect"));
+    }
+
+    #[test]
+    fn validation_messages_name_the_option_and_the_fix() {
+        assert_eq!(
+            error("-b 1001 -t 8"),
+            "invalid option -b 1001: block size must be a multiple of access size (8 bytes); e.g. -b 1008"
+        );
+        assert!(error("-t 12").contains("transfer size must be a multiple of access size"));
+        assert!(error("-t 0").contains("zero transfer size"));
+        assert!(error("-b 1m -t 2m").contains("block size must not be smaller than transfer size"));
+        assert!(error("-b 1m -t 768k").contains("block size must be a multiple of transfer size; e.g. -b 1572864"));
+        assert!(error("-r -R").contains("use -G"));
+        assert!(parse("-r -R -G 5").is_ok());
+        assert!(error("-W").contains("add -w"));
+        assert!(error("-s 0").contains("-s 0: must be between 1"));
+        assert!(error("-i 0").contains("-i 0"));
+        assert!(error("-N 0").contains("-N 0"));
+        assert!(error("-N 5000").contains("4096"));
+        assert!(error("-b 4x").contains("not a number"));
+        assert!(error("-o a@b").contains("'@'"));
+        assert!(error("-b 8e -t 8").contains("-b 8e"));
+        assert!(error("-b 4p -s 1g -N 4096").contains("overflows"));
+    }
+
+    #[test]
+    fn unsupported_features_are_refused_with_the_fix() {
+        assert!(error("-z").contains("-z (randomOffset): random offsets are not implemented"));
+        assert!(error("-Z").contains("use -C"));
+        assert!(error("-D 300").contains("-D (deadlineForStonewalling) 300: stonewalling is not implemented"));
+        assert!(parse("-D 0").is_ok());
+        assert!(error("--deadlineForStonewalling=10").contains("stonewalling"));
+        assert!(error("-O stoneWallingTime=10").contains("IOR has no stoneWallingTime directive"));
+        assert!(error("-O stoneWallingWearOut=1").contains("stonewalling is not implemented"));
+        assert!(parse("-O stoneWallingWearOut=0").is_ok());
+        assert!(error("-O lustreStripeCount=4").contains("--lanefs.stripe-count"));
+        assert!(error("-f script").contains("scripts are not supported"));
+        assert!(error("--dryRun").contains("dry runs"));
+        assert!(error("-U hints").contains("removed in IOR 4.0"));
+    }
+
+    #[test]
+    fn malformed_command_lines() {
+        assert_eq!(
+            error("-wr"),
+            "invalid option -wr: IOR reads only the first letter of a flag cluster; write each flag separately (-w -r)"
+        );
+        assert!(error("-vv").contains("(-v -v)"));
+        assert_eq!(error("-b"), "invalid option -b: needs a value");
+        assert_eq!(error("--blockSize"), "invalid option --blockSize: needs a value");
+        assert!(error("--filePerProc=1").contains("takes no value"));
+        assert!(error("-y9").contains("dualMount"));
+        assert_eq!(error("-B 4"), "invalid option -B: unknown option (run with -h for the supported options)");
+        assert!(error("--noSuchThing").contains("--noSuchThing: unknown option"));
+        assert!(error("file.dat").contains("IOR takes no positional arguments"));
+        assert!(error("--lanefs.stripe-count 4").contains("write --lanefs.stripe-count=4"));
+        assert!(error("-O blockSize").contains("syntax error"));
+        assert!(error("-O bogus=1").contains("unrecognized parameter \"bogus\""));
+        assert!(error("-O summaryFormat=xml").contains("unknown summaryFormat"));
+        assert!(error("-- -a").contains("--"));
+        assert!(error("--.x").contains("--<api>.<name>"));
+    }
+}

@@ -1,0 +1,163 @@
+//! The parameters of one IOR test, named after IOR's `IOR_param_t`.
+//!
+//! What: [`IorParams`] with IOR's defaults (`init_IOR_Param_t`): block 1 MiB, transfer
+//! 256 KiB, one segment, one repetition, `testFile`, POSIX. The field names follow IOR's
+//! so each maps to one key of IOR's JSON report; the booleans mirror IOR's 0/1 flags on
+//! purpose, since each is printed as such.
+//!
+//! Not here: parsing and validation (`options`).
+
+use std::collections::BTreeMap;
+
+/// Program name printed on the `Command line` line.
+pub const PROGRAM: &str = "lanefs ior";
+/// Upper bound on `-N`: every task is a thread with its own buffers and client.
+pub const NUM_TASKS_MAX: u32 = 4096;
+/// IOR's access unit, `sizeof(IOR_size_t)`: block and transfer sizes are multiples of it.
+pub const ACCESS_UNIT_BYTES: u64 = 8;
+
+/// `-O summaryFormat=`: IOR's three output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SummaryFormat {
+    /// IOR's default human-readable text.
+    Default,
+    /// `-O summaryFormat=JSON`.
+    Json,
+    /// `-O summaryFormat=CSV`: only the per-iteration table.
+    Csv,
+}
+
+/// One test's parameters, named after IOR's `IOR_param_t` fields so the JSON keys map
+/// one to one. The booleans mirror IOR's 0/1 flags on purpose: each is printed as such.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IorParams {
+    /// `-a`: backend name as typed (matched case-insensitively).
+    pub api: String,
+    /// `-A`: user reference number, echoed in the summary.
+    pub reference_number: i64,
+    /// `-b`: contiguous bytes per task per segment.
+    pub block_size_bytes: u64,
+    /// `-t`: bytes per I/O call.
+    pub transfer_size_bytes: u64,
+    /// `-s`: number of segments.
+    pub segment_count: u64,
+    /// `-N`: number of tasks (ranks), each a thread with its own client.
+    pub num_tasks: u32,
+    /// `-i`: repetitions.
+    pub repetitions: u32,
+    /// `-o`: test file name (with `-F`, the prefix of `name.%08d`).
+    pub test_file: String,
+    /// `-F`: one file per task.
+    pub file_per_proc: bool,
+    /// `-c`: collective I/O (meaningful to MPI-IO-like backends).
+    pub collective: bool,
+    /// `-w`: write phase.
+    pub write_file: bool,
+    /// `-r`: read phase.
+    pub read_file: bool,
+    /// `-W`: read back and verify right after writing.
+    pub check_write: bool,
+    /// `-R`: verify the data of the read phase.
+    pub check_read: bool,
+    /// `-e`: one fsync at the end of the write phase, inside the timer.
+    pub fsync: bool,
+    /// `-Y`: fsync after every write call.
+    pub fsync_per_write: bool,
+    /// `-C`: shift tasks for the read-back so a task reads another node's data.
+    pub reorder_tasks: bool,
+    /// `-Q`: node shift used by `-C`.
+    pub task_per_node_offset: u32,
+    /// `-X`: seed for `-Z` (accepted and reported; `-Z` itself is refused).
+    pub reorder_tasks_random_seed: i64,
+    /// `-k`: keep the files.
+    pub keep_file: bool,
+    /// `-K`: keep the files when a data check failed.
+    pub keep_file_with_error: bool,
+    /// `-E`: do not remove the file before writing.
+    pub use_existing_test_file: bool,
+    /// `-g`: barriers between open, transfer and close.
+    pub intra_test_barriers: bool,
+    /// `-u`: with `-F`, each task's file lives in its own directory `dir/<rank>/`.
+    pub unique_dir: bool,
+    /// `-d`: seconds to wait before each write and read phase.
+    pub inter_test_delay_s: u32,
+    /// `-G`: data signature; 0 means IOR's default, the clock's seconds at each repetition.
+    pub time_stamp_signature: i64,
+    /// `-v`: verbosity (each `-v` adds one).
+    pub verbose: u32,
+    /// `-O summaryFormat=`.
+    pub summary_format: SummaryFormat,
+    /// `-O summaryFile=`: results go to this file instead of stdout.
+    pub summary_file: Option<String>,
+    /// `--<api>.<name>[=value]` and `-O <api>.<name>=value`, keyed `"<api>.<name>"` with
+    /// the API part lower-cased; `None` for a bare flag.
+    pub module_options: BTreeMap<String, Option<String>>,
+    /// The `Command line` line of the report.
+    pub command_line: String,
+}
+
+impl Default for IorParams {
+    /// IOR's defaults (`init_IOR_Param_t`), before `-w -r` are implied.
+    fn default() -> Self {
+        IorParams {
+            api: "POSIX".to_string(),
+            reference_number: 0,
+            block_size_bytes: 1 << 20,
+            transfer_size_bytes: 256 << 10,
+            segment_count: 1,
+            num_tasks: 1,
+            repetitions: 1,
+            test_file: "testFile".to_string(),
+            file_per_proc: false,
+            collective: false,
+            write_file: false,
+            read_file: false,
+            check_write: false,
+            check_read: false,
+            fsync: false,
+            fsync_per_write: false,
+            reorder_tasks: false,
+            task_per_node_offset: 1,
+            reorder_tasks_random_seed: 0,
+            keep_file: false,
+            keep_file_with_error: false,
+            use_existing_test_file: false,
+            intra_test_barriers: false,
+            unique_dir: false,
+            inter_test_delay_s: 0,
+            time_stamp_signature: 0,
+            verbose: 0,
+            summary_format: SummaryFormat::Default,
+            summary_file: None,
+            module_options: BTreeMap::new(),
+            command_line: PROGRAM.to_string(),
+        }
+    }
+}
+
+impl IorParams {
+    /// `blockSize * segmentCount * numTasks`: bytes one phase moves.
+    pub fn expected_agg_file_size_bytes(&self) -> u64 {
+        self.block_size_bytes * self.segment_count * u64::from(self.num_tasks)
+    }
+
+    /// Transfers per task per segment.
+    pub fn transfers_per_block(&self) -> u64 {
+        self.block_size_bytes / self.transfer_size_bytes
+    }
+
+    /// Whether module flag `key` (`"posix.odirect"`) is on: present without a value or
+    /// with a value other than `0`.
+    pub fn module_flag(&self, key: &str) -> bool {
+        match self.module_options.get(key) {
+            None => false,
+            Some(None) => true,
+            Some(Some(value)) => value != "0",
+        }
+    }
+
+    /// The value of module option `key` (`"lanefs.lock-mode"`), if given with one.
+    pub fn module_value(&self, key: &str) -> Option<&str> {
+        self.module_options.get(key).and_then(|value| value.as_deref())
+    }
+}

@@ -1,0 +1,470 @@
+//! The phases of one repetition — write, write check, read, remove — run on all ranks.
+//!
+//! What: each phase runs every rank as a scoped thread with its own [`RankIo`], in step
+//! through a barrier, as IOR's MPI tasks (`TestIoSys`):
+//! - write: remove the old file (unless `-E`), barrier, then per rank: open timer,
+//!   `create`, [`-g` barrier], transfer timer around all transfers (+ `-Y` fsync each,
+//!   + `-e` fsync at the end), [`-g` barrier], close timer around `close`, barrier;
+//! - write check (`-W`): barrier, reopen, read everything back and compare;
+//! - read (`-r`, `-R`): barrier, then the same three timers around `open`, the reads
+//!   (compared with `-R`) and `close`, with no closing barrier (IOR has none);
+//! - remove: barrier, delete (rank 0 for a shared file, every rank its own with `-F`),
+//!   barrier; rank 0's elapsed time is the `remove` row.
+//!
+//! Why a barrier that can be aborted: a rank that fails (an I/O error, a panic in a
+//! backend) would leave the others waiting forever at `std::sync::Barrier`. Here the
+//! failing rank aborts the barrier, every rank stops, and the run reports the first
+//! failing rank's error.
+//!
+//! Not here: reduction and printing (`run`, `timing`, `output`).
+
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::Instant;
+
+use crate::backend::{Backend, RankIo};
+use crate::error::IorError;
+use crate::offsets::{self, NodeMapping};
+use crate::params::IorParams;
+use crate::pattern;
+use crate::timing::{RankPhase, RankTimes};
+
+/// Buffers are aligned for `O_DIRECT`.
+const BUFFER_ALIGN_BYTES: usize = 4096;
+
+/// What every rank of a phase shares.
+pub struct Phase<'a> {
+    /// The test.
+    pub p: &'a IorParams,
+    /// The backend (for delete and mkdir).
+    pub backend: &'a dyn Backend,
+    /// The run's clock; timestamps are seconds since it.
+    pub clock: Instant,
+    /// This repetition's data signature.
+    pub signature: u32,
+    /// Task placement, for `-C`.
+    pub mapping: NodeMapping,
+}
+
+impl Phase<'_> {
+    fn now_s(&self) -> f64 {
+        self.clock.elapsed().as_secs_f64()
+    }
+}
+
+/// Why a rank stopped.
+enum Stop {
+    /// It failed.
+    Failed(IorError),
+    /// Another rank failed and aborted the barrier.
+    Aborted,
+}
+
+impl From<IorError> for Stop {
+    fn from(error: IorError) -> Self {
+        Stop::Failed(error)
+    }
+}
+
+/// A barrier that a failing rank can abort.
+struct PhaseBarrier {
+    parties: usize,
+    state: Mutex<BarrierState>,
+    released: Condvar,
+}
+
+struct BarrierState {
+    arrived: usize,
+    generation: u64,
+    aborted: bool,
+}
+
+impl PhaseBarrier {
+    fn new(parties: usize) -> Self {
+        PhaseBarrier {
+            parties,
+            state: Mutex::new(BarrierState { arrived: 0, generation: 0, aborted: false }),
+            released: Condvar::new(),
+        }
+    }
+
+    fn wait(&self) -> Result<(), Stop> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.aborted {
+            return Err(Stop::Aborted);
+        }
+        let generation = state.generation;
+        state.arrived += 1;
+        if state.arrived == self.parties {
+            state.arrived = 0;
+            state.generation += 1;
+            self.released.notify_all();
+            return Ok(());
+        }
+        while state.generation == generation && !state.aborted {
+            state = self.released.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+        if state.generation == generation {
+            return Err(Stop::Aborted);
+        }
+        Ok(())
+    }
+
+    fn abort(&self) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).aborted = true;
+        self.released.notify_all();
+    }
+}
+
+/// Run `body` on every rank, each on its own thread with its own I/O handle.
+fn on_all_ranks<'r, T, F>(ranks: &mut [Box<dyn RankIo + 'r>], body: F) -> Result<Vec<T>, IorError>
+where
+    T: Send,
+    F: Fn(u32, &mut (dyn RankIo + 'r), &PhaseBarrier) -> Result<T, Stop> + Sync,
+{
+    let barrier = PhaseBarrier::new(ranks.len());
+    let outcomes: Vec<Result<T, Stop>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ranks
+            .iter_mut()
+            .enumerate()
+            .map(|(rank, io)| {
+                let (body, barrier) = (&body, &barrier);
+                let rank = rank as u32;
+                std::thread::Builder::new()
+                    .name(format!("ior-rank-{rank}"))
+                    .spawn_scoped(scope, move || {
+                        let outcome = panic::catch_unwind(AssertUnwindSafe(|| body(rank, io.as_mut(), barrier)))
+                            .unwrap_or_else(|payload| Err(Stop::Failed(panicked(payload))));
+                        if matches!(outcome, Err(Stop::Failed(_))) {
+                            barrier.abort();
+                        }
+                        outcome
+                    })
+                    .expect("cannot start a rank thread")
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|payload| Err(Stop::Failed(panicked(payload))))).collect()
+    });
+    let mut results = Vec::with_capacity(outcomes.len());
+    let mut aborted = false;
+    for (rank, outcome) in outcomes.into_iter().enumerate() {
+        match outcome {
+            Ok(value) => results.push(value),
+            Err(Stop::Failed(error)) => return Err(IorError::Rank { rank: rank as u32, source: Box::new(error) }),
+            Err(Stop::Aborted) => aborted = true,
+        }
+    }
+    assert!(!aborted, "a barrier was aborted but no rank reported a failure");
+    Ok(results)
+}
+
+fn panicked(payload: Box<dyn std::any::Any + Send>) -> IorError {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string());
+    IorError::Backend { backend: "IOR", message: format!("rank thread panicked: {message}") }
+}
+
+/// A transfer buffer aligned for `O_DIRECT`.
+struct AlignedBuf {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    fn new(len: usize) -> Self {
+        let storage = vec![0u8; len + BUFFER_ALIGN_BYTES];
+        let start = storage.as_ptr().align_offset(BUFFER_ALIGN_BYTES);
+        assert!(start < BUFFER_ALIGN_BYTES, "cannot align a byte buffer");
+        AlignedBuf { storage, start, len }
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.storage[self.start..self.start + self.len]
+    }
+}
+
+fn transfer_len(p: &IorParams) -> usize {
+    usize::try_from(p.transfer_size_bytes).expect("transfer size fits in memory")
+}
+
+/// Result of a data check on one rank.
+#[derive(Debug, Default)]
+pub struct CheckOutcome {
+    /// Mismatching 8-byte words.
+    pub errors: u64,
+    /// IOR's description of the first mismatching transfer.
+    pub report: Option<String>,
+}
+
+/// Compares what a rank reads with what `pretend_rank` wrote.
+struct Checker {
+    expected: AlignedBuf,
+    actual: AlignedBuf,
+    rank: u32,
+    path: String,
+    transfers: u64,
+    outcome: CheckOutcome,
+}
+
+impl Checker {
+    fn new(p: &IorParams, rank: u32, pretend_rank: u32, signature: u32, path: &str) -> Self {
+        let mut expected = AlignedBuf::new(transfer_len(p));
+        pattern::fill(expected.bytes(), pretend_rank, signature);
+        let actual = AlignedBuf::new(transfer_len(p));
+        Checker { expected, actual, rank, path: path.to_string(), transfers: 0, outcome: CheckOutcome::default() }
+    }
+
+    fn verify(&mut self, file_offset: u64) {
+        self.transfers += 1;
+        pattern::stamp(self.expected.bytes(), file_offset);
+        let (expected, actual) = (self.expected.as_slice(), self.actual.as_slice());
+        let Some(mismatch) = pattern::compare(expected, actual) else { return };
+        self.outcome.errors += mismatch.words;
+        if self.outcome.report.is_none() {
+            self.outcome.report =
+                Some(describe(self.rank, &self.path, self.transfers, file_offset, &mismatch, expected, actual));
+        }
+    }
+}
+
+/// IOR's `CompareBuffers` message for a failed transfer.
+fn describe(
+    rank: u32,
+    path: &str,
+    transfer: u64,
+    file_offset: u64,
+    m: &pattern::Mismatch,
+    expected: &[u8],
+    actual: &[u8],
+) -> String {
+    let words = expected.len() / pattern::WORD_BYTES;
+    let shown = |buf: &[u8]| {
+        let end = (m.first + 4).min(words);
+        let mut text: String = (m.first..end).map(|i| format!("{:016x} ", pattern::word(buf, i))).collect();
+        if end == words {
+            text += "[end of buffer]";
+        }
+        text
+    };
+    format!(
+        "[{rank}] FAILED comparison of buffer containing 8-byte ints:\n\
+         [{rank}]   File name = {path}\n\
+         [{rank}]   In transfer {transfer}, {} errors between buffer indices {} and {}.\n\
+         [{rank}]   File byte offset = {}:\n\
+         [{rank}]     Expected: 0x{}\n\
+         [{rank}]     Actual:   0x{}\n",
+        m.words,
+        m.first,
+        m.last,
+        file_offset + (m.first * pattern::WORD_BYTES) as u64,
+        shown(expected),
+        shown(actual),
+    )
+}
+
+/// The timed write phase; one [`RankPhase`] per rank.
+pub fn write(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec<RankPhase>, IorError> {
+    let p = ph.p;
+    on_all_ranks(ranks, |rank, io, barrier| {
+        let path = offsets::test_file_name(p, rank);
+        if let Some(dir) = offsets::unique_dir(p, rank) {
+            ph.backend.mkdir(&dir)?;
+        }
+        if !p.use_existing_test_file && (p.file_per_proc || rank == 0) {
+            ph.backend.delete(&path)?;
+        }
+        let mut buf = AlignedBuf::new(transfer_len(p));
+        pattern::fill(buf.bytes(), rank, ph.signature);
+        barrier.wait()?;
+        let mut times = RankTimes { open_start_s: ph.now_s(), ..RankTimes::default() };
+        io.create(&path, p)?;
+        times.open_stop_s = ph.now_s();
+        if p.intra_test_barriers {
+            barrier.wait()?;
+        }
+        times.xfer_start_s = ph.now_s();
+        let (mut bytes, mut transfers) = (0, 0);
+        for offset in offsets::offsets(p, rank) {
+            pattern::stamp(buf.bytes(), offset);
+            io.write_at(offset, buf.bytes())?;
+            if p.fsync_per_write {
+                io.fsync()?;
+            }
+            bytes += p.transfer_size_bytes;
+            transfers += 1;
+        }
+        if p.fsync {
+            io.fsync()?;
+        }
+        times.xfer_stop_s = ph.now_s();
+        if p.intra_test_barriers {
+            barrier.wait()?;
+        }
+        times.close_start_s = ph.now_s();
+        io.close()?;
+        times.close_stop_s = ph.now_s();
+        barrier.wait()?;
+        Ok(RankPhase { times, bytes, transfers })
+    })
+}
+
+/// The untimed read-back of `-W`, shifted by `-C` as IOR does.
+pub fn check_write(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec<CheckOutcome>, IorError> {
+    let p = ph.p;
+    let rank_offset = offsets::write_check_rank_offset(p, ph.mapping);
+    on_all_ranks(ranks, |rank, io, barrier| {
+        barrier.wait()?;
+        let pretend = offsets::pretend_rank(rank, rank_offset, p.num_tasks);
+        let path = offsets::test_file_name(p, pretend);
+        let mut checker = Checker::new(p, rank, pretend, ph.signature, &path);
+        io.open(&path, p)?;
+        for offset in offsets::offsets(p, pretend) {
+            io.read_at(offset, checker.actual.bytes())?;
+            checker.verify(offset);
+        }
+        io.close()?;
+        Ok(checker.outcome)
+    })
+}
+
+/// The timed read phase (checked with `-R`), shifted by `-C`.
+pub fn read(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec<(RankPhase, CheckOutcome)>, IorError> {
+    let p = ph.p;
+    let rank_offset = offsets::read_rank_offset(p, ph.mapping);
+    on_all_ranks(ranks, |rank, io, barrier| {
+        let pretend = offsets::pretend_rank(rank, rank_offset, p.num_tasks);
+        let path = offsets::test_file_name(p, pretend);
+        let mut checker = Checker::new(p, rank, pretend, ph.signature, &path);
+        barrier.wait()?;
+        let mut times = RankTimes { open_start_s: ph.now_s(), ..RankTimes::default() };
+        io.open(&path, p)?;
+        times.open_stop_s = ph.now_s();
+        if p.intra_test_barriers {
+            barrier.wait()?;
+        }
+        times.xfer_start_s = ph.now_s();
+        let (mut bytes, mut transfers) = (0, 0);
+        for offset in offsets::offsets(p, pretend) {
+            io.read_at(offset, checker.actual.bytes())?;
+            if p.check_read {
+                checker.verify(offset);
+            }
+            bytes += p.transfer_size_bytes;
+            transfers += 1;
+        }
+        times.xfer_stop_s = ph.now_s();
+        if p.intra_test_barriers {
+            barrier.wait()?;
+        }
+        times.close_start_s = ph.now_s();
+        io.close()?;
+        times.close_stop_s = ph.now_s();
+        Ok((RankPhase { times, bytes, transfers }, checker.outcome))
+    })
+}
+
+/// Remove the test file(s); rank 0's elapsed seconds, barriers included.
+pub fn remove(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<f64, IorError> {
+    let p = ph.p;
+    let elapsed = on_all_ranks(ranks, |rank, _io, barrier| {
+        let start_s = ph.now_s();
+        barrier.wait()?;
+        if p.file_per_proc || rank == 0 {
+            ph.backend.delete(&offsets::test_file_name(p, rank))?;
+        }
+        barrier.wait()?;
+        Ok(ph.now_s() - start_s)
+    })?;
+    Ok(elapsed[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A handle that does nothing.
+    struct Null;
+    impl RankIo for Null {
+        fn create(&mut self, _: &str, _: &IorParams) -> Result<(), IorError> {
+            Ok(())
+        }
+        fn open(&mut self, _: &str, _: &IorParams) -> Result<(), IorError> {
+            Ok(())
+        }
+        fn write_at(&mut self, _: u64, _: &[u8]) -> Result<(), IorError> {
+            Ok(())
+        }
+        fn read_at(&mut self, _: u64, _: &mut [u8]) -> Result<(), IorError> {
+            Ok(())
+        }
+        fn fsync(&mut self) -> Result<(), IorError> {
+            Ok(())
+        }
+        fn close(&mut self) -> Result<(), IorError> {
+            Ok(())
+        }
+    }
+
+    fn handles(n: usize) -> Vec<Box<dyn RankIo>> {
+        (0..n).map(|_| Box::new(Null) as Box<dyn RankIo>).collect()
+    }
+
+    #[test]
+    fn barrier_keeps_ranks_in_step() {
+        let passed = AtomicUsize::new(0);
+        let mut ranks = handles(4);
+        let seen = on_all_ranks(&mut ranks, |_, _, barrier| {
+            passed.fetch_add(1, Ordering::SeqCst);
+            barrier.wait()?;
+            let after_first = passed.load(Ordering::SeqCst);
+            barrier.wait()?;
+            Ok(after_first)
+        })
+        .unwrap();
+        assert_eq!(seen, vec![4, 4, 4, 4]);
+    }
+
+    #[test]
+    fn a_failing_rank_stops_the_others() {
+        let mut ranks = handles(3);
+        let error = on_all_ranks(&mut ranks, |rank, _, barrier| {
+            if rank == 1 {
+                return Err(Stop::Failed(IorError::Backend { backend: "TEST", message: "boom".into() }));
+            }
+            barrier.wait()?;
+            Ok(())
+        })
+        .unwrap_err();
+        assert_eq!(error.to_string(), "rank 1: TEST: boom");
+    }
+
+    #[test]
+    fn a_panicking_rank_stops_the_others() {
+        let mut ranks = handles(2);
+        let error = on_all_ranks(&mut ranks, |rank, _, barrier| {
+            if rank == 0 {
+                panic!("backend bug");
+            }
+            barrier.wait()?;
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(error.to_string().contains("rank 0: IOR: rank thread panicked: backend bug"), "{error}");
+    }
+
+    #[test]
+    fn buffers_are_page_aligned() {
+        let mut buf = AlignedBuf::new(8192);
+        assert_eq!(buf.bytes().as_ptr() as usize % BUFFER_ALIGN_BYTES, 0);
+        assert_eq!(buf.bytes().len(), 8192);
+    }
+}

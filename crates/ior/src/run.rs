@@ -1,0 +1,211 @@
+//! One IOR test, from the header to `Finished`.
+//!
+//! What: [`run`] checks the parameters with the backend, prints the header and options,
+//! creates one [`crate::RankIo`] per rank, then for each repetition (`-i`) runs the
+//! phases IOR runs — write, write check (`-W`), read (`-r`/`-R`), remove (unless `-k`,
+//! or `-K` after a data error) — printing each phase's row as soon as it is reduced, and
+//! ends with the summary, the backend's own report and `Finished`. It returns the figures
+//! as an [`IorSummary`] so callers and tests need not parse the text.
+//!
+//! Data-check errors do not stop the run (IOR counts them and goes on); they are
+//! reported as IOR does and make [`IorSummary::passed`] false. Any other failure stops
+//! every rank and is returned as the error of the first failing rank.
+//!
+//! Not here: the per-rank work (`phase`), the arithmetic (`timing`, `offsets`), the
+//! formats (`output`).
+
+use std::io::Write;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crate::backend::{check_module_prefixes, Backend};
+use crate::error::IorError;
+use crate::offsets::{directory_of, NodeMapping};
+use crate::output::{ctime_now, Printer};
+use crate::params::IorParams;
+use crate::phase::{self, CheckOutcome, Phase};
+use crate::timing::{reduce_phase, summarize, OpSummary, PhaseResult};
+
+/// What one repetition measured.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IterationResult {
+    /// The write phase (`-w`).
+    pub write: Option<PhaseResult>,
+    /// The read phase (`-r` or `-R`).
+    pub read: Option<PhaseResult>,
+    /// Seconds the removal took (when files were removed).
+    pub remove_s: Option<f64>,
+    /// Mismatching 8-byte words found by `-W`.
+    pub write_check_errors: u64,
+    /// Mismatching 8-byte words found by `-R`.
+    pub read_check_errors: u64,
+}
+
+/// The outcome of a test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IorSummary {
+    /// Backend name.
+    pub api: &'static str,
+    /// One entry per repetition.
+    pub iterations: Vec<IterationResult>,
+    /// `Summary of all tests` line for writes (with `-w`).
+    pub write: Option<OpSummary>,
+    /// `Summary of all tests` line for reads (with `-r`).
+    pub read: Option<OpSummary>,
+    /// Mismatching 8-byte words over all checks and repetitions.
+    pub data_errors: u64,
+}
+
+impl IorSummary {
+    /// No data check failed.
+    pub fn passed(&self) -> bool {
+        self.data_errors == 0
+    }
+}
+
+/// Run the test `params` on `backend`, printing the report to `out` (and to
+/// `-O summaryFile=` when given).
+pub fn run(params: &IorParams, backend: &dyn Backend, out: &mut dyn Write) -> Result<IorSummary, IorError> {
+    let p = params;
+    check_module_prefixes(p, backend.name())?;
+    backend.check_params(p)?;
+    let api = backend.name();
+    let mut printer = Printer::new(p, out)?;
+    printer.header(p)?;
+    let fs = shows_free_space(&p.test_file).then(|| backend.fs_info(directory_of(&p.test_file)));
+    printer.test_start(p, api, fs)?;
+    printer.setup(p, api, &backend.version())?;
+
+    let mut ranks = (0..p.num_tasks).map(|rank| backend.rank(rank, p)).collect::<Result<Vec<_>, _>>()?;
+    let clock = Instant::now();
+    let mut iterations = Vec::with_capacity(p.repetitions as usize);
+    for rep in 0..p.repetitions {
+        if rep == 0 {
+            printer.table_header()?;
+        }
+        let phase =
+            Phase { p, backend, clock, signature: signature(p), mapping: NodeMapping::single_node(p.num_tasks) };
+        iterations.push(iteration(&phase, &mut ranks, &mut printer, rep)?);
+    }
+    drop(ranks);
+
+    let writes: Vec<PhaseResult> = iterations.iter().filter_map(|it| it.write).collect();
+    let reads: Vec<PhaseResult> = iterations.iter().filter_map(|it| it.read).collect();
+    printer.short_summary(p, &writes, &reads)?;
+    printer.test_end()?;
+    let write = (p.write_file && !writes.is_empty()).then(|| summarize(&writes, p.transfer_size_bytes));
+    let read = (p.read_file && !reads.is_empty()).then(|| summarize(&reads, p.transfer_size_bytes));
+    printer.long_summary(p, api, (write.as_ref(), read.as_ref()), backend.report().as_ref())?;
+    printer.finished()?;
+    let data_errors = iterations.iter().map(|it| it.write_check_errors + it.read_check_errors).sum();
+    Ok(IorSummary { api, iterations, write, read, data_errors })
+}
+
+fn iteration(
+    ph: &Phase,
+    ranks: &mut [Box<dyn crate::RankIo + '_>],
+    printer: &mut Printer,
+    rep: u32,
+) -> Result<IterationResult, IorError> {
+    let p = ph.p;
+    let mut it = IterationResult::default();
+    if p.write_file {
+        delay(p, printer)?;
+        let result = reduce_phase(&phase::write(ph, ranks)?, p.transfer_size_bytes);
+        printer.row("write", &result, p, rep)?;
+        it.write = Some(result);
+    }
+    if p.check_write {
+        if p.verbose >= 1 {
+            printer.log(&format!("Verifying contents of the file(s) just written.\n{}\n\n", ctime_now()))?;
+        }
+        let outcomes = phase::check_write(ph, ranks)?;
+        it.write_check_errors = report_check(printer, "write", &outcomes, ph.signature)?;
+    }
+    if p.read_file || p.check_read {
+        delay(p, printer)?;
+        let (ranks_read, outcomes): (Vec<_>, Vec<_>) = phase::read(ph, ranks)?.into_iter().unzip();
+        it.read_check_errors = report_check(printer, "read", &outcomes, ph.signature)?;
+        let result = reduce_phase(&ranks_read, p.transfer_size_bytes);
+        printer.row("read", &result, p, rep)?;
+        it.read = Some(result);
+    }
+    let errors = it.write_check_errors + it.read_check_errors;
+    let keep = p.keep_file || (errors > 0 && p.keep_file_with_error);
+    if !keep {
+        let elapsed_s = phase::remove(ph, ranks)?;
+        printer.remove_row(elapsed_s, rep)?;
+        it.remove_s = Some(elapsed_s);
+    }
+    Ok(it)
+}
+
+/// Print each rank's first mismatch and IOR's warning; the number of bad words.
+fn report_check(
+    printer: &mut Printer,
+    access: &str,
+    outcomes: &[CheckOutcome],
+    signature: u32,
+) -> Result<u64, IorError> {
+    let errors: u64 = outcomes.iter().map(|o| o.errors).sum();
+    for report in outcomes.iter().filter_map(|o| o.report.as_deref()) {
+        printer.log(report)?;
+    }
+    if errors > 0 {
+        printer.log(&format!(
+            "WARNING: incorrect data on {access} ({errors} errors found).\nUsed Time Stamp {signature} (0x{signature:x}) for Data Signature\n"
+        ))?;
+    }
+    Ok(errors)
+}
+
+/// `-d`: IOR's rank 0 sleeps before the phase while the others wait at the barrier.
+fn delay(p: &IorParams, printer: &mut Printer) -> Result<(), IorError> {
+    if p.inter_test_delay_s == 0 {
+        return Ok(());
+    }
+    if p.verbose >= 1 {
+        printer.log(&format!("delaying {} seconds . . .\n", p.inter_test_delay_s))?;
+    }
+    std::thread::sleep(std::time::Duration::from_secs(u64::from(p.inter_test_delay_s)));
+    Ok(())
+}
+
+/// `-G`, or the clock's seconds as IOR's rank 0 takes them at each repetition.
+fn signature(p: &IorParams) -> u32 {
+    if p.time_stamp_signature != 0 {
+        // IOR stores the int into an unsigned int: wrap the same way.
+        return p.time_stamp_signature as u32;
+    }
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_secs() as u32)
+}
+
+/// IOR skips the free-space lines for names like `pvfs2:/x` (`^[a-z][a-z].*:`).
+fn shows_free_space(test_file: &str) -> bool {
+    let bytes = test_file.as_bytes();
+    let prefixed = bytes.len() > 2
+        && bytes[0].is_ascii_lowercase()
+        && bytes[1].is_ascii_lowercase()
+        && test_file[2..].contains(':');
+    !prefixed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_space_is_skipped_for_uri_like_names() {
+        assert!(shows_free_space("/scratch/ior/testfile"));
+        assert!(shows_free_space("testFile"));
+        assert!(!shows_free_space("pvfs2:/x"));
+        assert!(!shows_free_space("lanefs://fs/x"));
+    }
+
+    #[test]
+    fn signature_wraps_like_c() {
+        let p = IorParams { time_stamp_signature: -1, ..IorParams::default() };
+        assert_eq!(signature(&p), u32::MAX);
+        let p = IorParams { time_stamp_signature: 42, ..IorParams::default() };
+        assert_eq!(signature(&p), 42);
+    }
+}

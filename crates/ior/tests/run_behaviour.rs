@@ -1,0 +1,103 @@
+//! The run: repetitions and their summary, fsync placement, file handling, and errors.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+
+use common::{args, run_line, MemBackend};
+use lanefs_ior::{main_with, parse_args, run, stats, Backend, PosixBackend};
+
+#[test]
+fn repetitions_print_one_row_each_and_summarize_them() {
+    let (summary, text) = run_line("-a MEM -w -r -b 64k -t 16k -N 2 -i 3", &MemBackend::default());
+    assert_eq!(summary.iterations.len(), 3);
+    let iters: Vec<&str> = text
+        .lines()
+        .take_while(|l| *l != "Summary of all tests:")
+        .filter(|l| l.starts_with("write ") || l.starts_with("read "))
+        .map(|l| l.split_whitespace().last().unwrap())
+        .collect();
+    assert_eq!(iters, ["0", "0", "1", "1", "2", "2"]);
+
+    // The summary is the statistics of the per-iteration bandwidths.
+    let bws: Vec<f64> = summary.iterations.iter().map(|it| it.write.unwrap().bw_mib_per_s()).collect();
+    let expected = stats(&bws);
+    let write = summary.write.unwrap();
+    assert_eq!(write.bw_mib, expected);
+    let mean_time = summary.iterations.iter().map(|it| it.write.unwrap().total_s).sum::<f64>() / 3.0;
+    assert!((write.mean_time_s - mean_time).abs() < 1e-12);
+    assert_eq!(write.agg_bytes_rep0, 2 * 64 * 1024);
+    for it in &summary.iterations {
+        let w = it.write.unwrap();
+        assert_eq!(w.agg_bytes, 131072);
+        assert!(w.total_s >= w.xfer_s && w.total_s >= w.open_s && w.total_s >= w.close_s);
+        assert!(it.remove_s.is_some());
+    }
+}
+
+#[test]
+fn fsync_is_once_per_write_phase_or_per_write() {
+    let backend = MemBackend::default();
+    run_line("-a MEM -w -e -b 64k -t 16k -N 2 -i 2", &backend);
+    assert_eq!(backend.fsyncs.load(Ordering::SeqCst), 4, "-e: one per rank and repetition");
+    let backend = MemBackend::default();
+    run_line("-a MEM -w -Y -b 64k -t 16k -s 2 -N 2", &backend);
+    assert_eq!(backend.fsyncs.load(Ordering::SeqCst), 16, "-Y: one per transfer");
+    let backend = MemBackend::default();
+    run_line("-a MEM -w -r -b 64k -t 16k -N 2", &backend);
+    assert_eq!(backend.fsyncs.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn barriers_and_reordering_leave_results_intact() {
+    let (summary, _) = run_line("-a MEM -w -r -W -R -g -C -Q 3 -b 64k -t 16k -s 2 -N 4", &MemBackend::default());
+    assert!(summary.passed());
+}
+
+#[test]
+fn existing_file_is_kept_with_dash_e() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f");
+    std::fs::write(&file, vec![7u8; 200_000]).unwrap();
+    run_line(&format!("-w -k -E -b 64k -t 16k -N 2 -o {}", file.display()), &PosixBackend);
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), 200_000, "-E neither removes nor truncates");
+    run_line(&format!("-w -k -b 64k -t 16k -N 2 -o {}", file.display()), &PosixBackend);
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), 131_072, "without -E the old file is removed first");
+    run_line(&format!("-r -b 64k -t 16k -N 2 -o {}", file.display()), &PosixBackend);
+    assert!(!file.exists(), "without -k the file is removed after the repetition");
+}
+
+#[test]
+fn an_io_error_names_the_rank_the_backend_and_the_file() {
+    let p = parse_args(&args("-w -b 64k -t 16k -N 3 -o /nonexistent-dir/f")).unwrap();
+    let error = run(&p, &PosixBackend, &mut Vec::new()).unwrap_err().to_string();
+    assert!(error.starts_with("rank 0: POSIX: create /nonexistent-dir/f: "), "{error}");
+    let p = parse_args(&args("-r -b 64k -t 16k -N 2")).unwrap();
+    let error = run(&p, &MemBackend::default(), &mut Vec::new()).unwrap_err().to_string();
+    assert_eq!(error, "rank 0: MEM: open testFile: no such file");
+}
+
+#[test]
+fn module_options_are_checked_against_the_backend() {
+    let table: [&dyn Backend; 2] = [&PosixBackend, &MemBackend::default()];
+    let fail = |line: &str| main_with(&args(line), &table, &mut Vec::new()).unwrap_err().to_string();
+    assert_eq!(
+        fail("-a POSIX --lanefs.lock-mode=lockahead"),
+        "invalid option --lanefs.lock-mode: this is an option of the LANEFS module, but the test runs with -a POSIX; add -a LANEFS or drop it"
+    );
+    assert!(fail("-a POSIX --posix.lustre.stripecount=4").contains("unknown option of the POSIX module"));
+    assert!(fail("-a MEM --mem.anything").contains("it supports: none"));
+    assert_eq!(fail("-a HDF5"), "invalid option -a HDF5: no such backend; available: POSIX, MEM");
+    assert!(fail("-z").contains("random offsets are not implemented"));
+}
+
+#[test]
+fn odirect_works_or_says_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = format!("--posix.odirect -w -r -W -b 64k -t 16k -N 2 -o {}", dir.path().join("d").display());
+    let p = parse_args(&args(&line)).unwrap();
+    match run(&p, &PosixBackend, &mut Vec::new()) {
+        Ok(summary) => assert!(summary.passed()),
+        Err(error) => assert!(error.to_string().contains("O_DIRECT"), "{error}"),
+    }
+}

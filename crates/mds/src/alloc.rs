@@ -1,0 +1,278 @@
+//! Stripe settings: validating them, inheriting them, and allocating objects.
+//!
+//! A new file's striping is resolved field by field: each of count, size
+//! and starting OST comes from the `Create` request if it sets it, else from
+//! the nearest directory above the file that sets it (its parent first, the
+//! root last), else from [`MdsConfig`]. Directory defaults are read when the
+//! file is created, not copied at `mkdir`, so a `SetStripe` on `/a` applies
+//! to files created later anywhere below `/a` that no nearer directory
+//! overrides.
+//!
+//! Allocation (Lustre's round robin without QoS): a file with stripe count
+//! `C` and starting OST `s` gets objects on OSTs `s, s+1, ... s+C-1` (mod
+//! the OST count), so on `C` distinct OSTs. When the starting OST is not
+//! given (-1), `s` is a persisted round-robin counter modulo the OST count;
+//! the counter advances by one per file that uses it (files with an explicit
+//! start do not disturb the rotation). Each OST has a persisted next-object
+//! counter starting at 1, so object ids are unique per OST forever.
+//!
+//! Decisions that differ from Lustre, on purpose:
+//! - A stripe count above the OST count is refused with a message naming
+//!   both, where Lustre silently caps: someone asking for 8 stripes on 4 OSTs
+//!   expects 8 OSTs' bandwidth and should learn they will not get it. Count
+//!   -1 ("all") is the way to ask for as many as exist. Because OSTs can only
+//!   be added, a stored directory default that was valid stays valid.
+//! - Stripe sizes must be below 4 GiB (Lustre's limit too), which keeps
+//!   every stored value inside SQLite's 64-bit signed integers.
+
+use crate::schema::{self, Counter};
+use crate::{MdsConfig, MdsError, StripeDefault, StripeOrigin, StripeSpec};
+use lanefs_core::layout::{Layout, LayoutError, STRIPE_COUNT_MAX, STRIPE_SIZE_UNIT};
+use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
+use rusqlite::Connection;
+
+/// Stripe sizes must be at most this: the largest multiple of 64 KiB below 4 GiB.
+pub const STRIPE_SIZE_MAX: u64 = (1 << 32) - STRIPE_SIZE_UNIT;
+
+/// A new file's striping, every field resolved and checked against the OST count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LayoutPlan {
+    pub stripe_count: u32,
+    pub stripe_size: u64,
+    /// `None`: take the next round-robin OST.
+    pub start_ost: Option<OstIndex>,
+}
+
+/// `spec` with Lustre's zero spellings of "inherit" turned into `None`, each
+/// set field checked on its own against `ost_count`.
+pub(crate) fn normalize(spec: &StripeSpec, ost_count: u32) -> Result<StripeSpec, MdsError> {
+    let spec = StripeSpec {
+        count: spec.count.filter(|&count| count != 0),
+        size: spec.size.filter(|&size| size != 0),
+        start_ost: spec.start_ost,
+    };
+    if let Some(count) = spec.count {
+        stripe_count_of(count, ost_count)?;
+    }
+    if let Some(size) = spec.size {
+        check_stripe_size(size)?;
+    }
+    if let Some(start_ost) = spec.start_ost {
+        start_ost_of(start_ost, ost_count)?;
+    }
+    Ok(spec)
+}
+
+/// Checks a configuration before it touches the database.
+pub(crate) fn check_config(config: &MdsConfig) -> Result<(), MdsError> {
+    let invalid = |reason: String| MdsError::InvalidConfig { reason };
+    if config.ost_count == 0 || config.ost_count > crate::OST_COUNT_MAX {
+        let max = crate::OST_COUNT_MAX;
+        return Err(invalid(format!("OST count {} is out of range: use 1 to {max}", config.ost_count)));
+    }
+    let default = StripeDefault {
+        count: i64::from(config.default_stripe_count),
+        size: config.default_stripe_size,
+        start_ost: -1,
+    };
+    plan(&StripeSpec::default(), &default, config.ost_count)
+        .map(|_| ())
+        .map_err(|error| invalid(format!("default striping: {error}")))
+}
+
+/// Merges `spec` (normalised) over `inherited` and checks the result.
+pub(crate) fn plan(spec: &StripeSpec, inherited: &StripeDefault, ost_count: u32) -> Result<LayoutPlan, MdsError> {
+    let count = spec.count.unwrap_or(inherited.count);
+    let stripe_size = spec.size.unwrap_or(inherited.size);
+    let start_ost = spec.start_ost.unwrap_or(inherited.start_ost);
+    let stripe_count = stripe_count_of(count, ost_count)?;
+    check_stripe_size(stripe_size)?;
+    let start_ost = start_ost_of(start_ost, ost_count)?;
+    // Whatever else the core's layout rules refuse, with its own message.
+    let probe_start = start_ost.unwrap_or(OstIndex(0));
+    Layout::round_robin(stripe_size, stripe_count, probe_start, ost_count, |_| ObjectId(1))
+        .map_err(MdsError::invalid_stripe)?;
+    Ok(LayoutPlan { stripe_count, stripe_size, start_ost })
+}
+
+fn stripe_count_of(count: i64, ost_count: u32) -> Result<u32, MdsError> {
+    match count {
+        -1 => Ok(ost_count.min(STRIPE_COUNT_MAX)),
+        0 => Err(MdsError::invalid_stripe(LayoutError::ZeroStripeCount)),
+        ..=-2 => Err(MdsError::invalid_stripe(format!(
+            "stripe count {count} is not valid: use -1 for all OSTs, 0 to inherit, or 1 to {}",
+            ost_count.min(STRIPE_COUNT_MAX)
+        ))),
+        _ if count > i64::from(STRIPE_COUNT_MAX) => {
+            Err(MdsError::invalid_stripe(LayoutError::TooManyStripes { stripe_count: count as u64 }))
+        }
+        _ if count > i64::from(ost_count) => {
+            Err(MdsError::invalid_stripe(LayoutError::StripeCountExceedsOsts { stripe_count: count as u32, ost_count }))
+        }
+        _ => Ok(count as u32),
+    }
+}
+
+fn check_stripe_size(stripe_size: u64) -> Result<(), MdsError> {
+    if stripe_size > STRIPE_SIZE_MAX {
+        return Err(MdsError::invalid_stripe(format!(
+            "stripe size {stripe_size} is 4 GiB or more: the largest is {STRIPE_SIZE_MAX} (4 GiB - 64 KiB); use e.g. -S 4M"
+        )));
+    }
+    let probe = vec![ObjectKey { ost: OstIndex(0), object: ObjectId(1) }];
+    Layout::new(stripe_size, probe).map(|_| ()).map_err(MdsError::invalid_stripe)
+}
+
+fn start_ost_of(start_ost: i64, ost_count: u32) -> Result<Option<OstIndex>, MdsError> {
+    match start_ost {
+        -1 => Ok(None),
+        _ if start_ost < -1 => Err(MdsError::invalid_stripe(format!(
+            "starting OST index {start_ost} is not valid: use -1 to let the MDS choose, or -i 0 to -i {}",
+            ost_count - 1
+        ))),
+        _ if start_ost >= i64::from(ost_count) => {
+            let start_ost = OstIndex(u32::try_from(start_ost).unwrap_or(u32::MAX));
+            Err(MdsError::invalid_stripe(LayoutError::StartOstOutOfRange { start_ost, ost_count }))
+        }
+        _ => Ok(Some(OstIndex(start_ost as u32))),
+    }
+}
+
+/// The default a file created below `dirs` gets: `dirs` are `(path, own
+/// default)` from the root down; the deepest one that sets a field wins.
+pub(crate) fn inherit(dirs: &[(String, StripeSpec)], config: &MdsConfig) -> (StripeDefault, StripeOrigin) {
+    let nearest = |field: fn(&StripeSpec) -> Option<i64>| {
+        dirs.iter().rev().find_map(|(path, spec)| field(spec).map(|value| (value, path.clone())))
+    };
+    let count = nearest(|spec| spec.count);
+    let size = nearest(|spec| spec.size.map(|size| size as i64));
+    let start_ost = nearest(|spec| spec.start_ost);
+    let default = StripeDefault {
+        count: count.as_ref().map_or(i64::from(config.default_stripe_count), |(count, _)| *count),
+        size: size.as_ref().map_or(config.default_stripe_size, |(size, _)| *size as u64),
+        start_ost: start_ost.as_ref().map_or(-1, |(start, _)| *start),
+    };
+    let origin = StripeOrigin {
+        count: count.map(|(_, path)| path),
+        size: size.map(|(_, path)| path),
+        start_ost: start_ost.map(|(_, path)| path),
+    };
+    (default, origin)
+}
+
+/// Allocates a new file's objects (advancing the persisted counters inside
+/// the caller's transaction) and returns its layout.
+pub(crate) fn allocate(conn: &Connection, plan: &LayoutPlan, ost_count: u32) -> Result<Layout, MdsError> {
+    assert!(plan.stripe_count >= 1 && plan.stripe_count <= ost_count, "unchecked plan {plan:?}");
+    let start_ost = match plan.start_ost {
+        Some(start_ost) => start_ost,
+        None => OstIndex((schema::take_counter(conn, Counter::RoundRobin)? % u64::from(ost_count)) as u32),
+    };
+    let mut objects = Vec::with_capacity(plan.stripe_count as usize);
+    for stripe in 0..plan.stripe_count {
+        let ost = OstIndex(((u64::from(start_ost.0) + u64::from(stripe)) % u64::from(ost_count)) as u32);
+        let object = schema::take_object_id(conn, ost)?;
+        objects.push(ObjectKey { ost, object });
+    }
+    let layout = Layout::new(plan.stripe_size, objects).expect("a checked plan gives a valid layout");
+    assert_eq!(layout.stripe_offset(), start_ost);
+    Ok(layout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn spec(count: Option<i64>, size: Option<u64>, start_ost: Option<i64>) -> StripeSpec {
+        StripeSpec { count, size, start_ost }
+    }
+
+    fn reason(result: Result<impl std::fmt::Debug, MdsError>) -> String {
+        match result.unwrap_err() {
+            MdsError::InvalidStripe { reason } => reason,
+            other => panic!("expected InvalidStripe, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn zeros_mean_inherit_and_minus_one_is_kept() {
+        let zeros = normalize(&spec(Some(0), Some(0), Some(-1)), 4).unwrap();
+        assert_eq!(zeros, spec(None, None, Some(-1)));
+        let all = normalize(&spec(Some(-1), Some(4 * MIB), Some(3)), 4).unwrap();
+        assert_eq!(all, spec(Some(-1), Some(4 * MIB), Some(3)));
+    }
+
+    #[test]
+    fn each_field_is_checked_with_an_actionable_reason() {
+        let check = |s: StripeSpec| reason(normalize(&s, 4));
+        assert_eq!(
+            check(spec(Some(5), None, None)),
+            "stripe count 5 exceeds the 4 OSTs available: use -c 4 or fewer, or add OSTs"
+        );
+        assert_eq!(
+            check(spec(Some(-2), None, None)),
+            "stripe count -2 is not valid: use -1 for all OSTs, 0 to inherit, or 1 to 4"
+        );
+        assert_eq!(
+            check(spec(Some(2001), None, None)),
+            "stripe count 2001 exceeds the maximum of 2000: use -c 2000 or fewer"
+        );
+        assert_eq!(
+            check(spec(None, Some(100_000), None)),
+            "stripe size 100000 is not a multiple of 65536 (64 KiB): use -S 64k, 1M, 4M, ..."
+        );
+        assert!(check(spec(None, Some(1 << 32), None)).starts_with("stripe size 4294967296 is 4 GiB or more"));
+        assert_eq!(
+            check(spec(None, None, Some(4))),
+            "starting OST index 4 is out of range for 4 OSTs: use -i 0 to -i 3"
+        );
+        assert!(check(spec(None, None, Some(-7))).starts_with("starting OST index -7 is not valid"));
+        assert!(check(spec(None, None, Some(i64::MAX))).contains("out of range for 4 OSTs"));
+        assert!(normalize(&spec(None, Some(STRIPE_SIZE_MAX), None), 4).is_ok());
+    }
+
+    #[test]
+    fn plan_merges_request_over_inherited() {
+        let inherited = StripeDefault { count: 2, size: 4 * MIB, start_ost: 1 };
+        let own = plan(&spec(None, None, None), &inherited, 4).unwrap();
+        assert_eq!(own, LayoutPlan { stripe_count: 2, stripe_size: 4 * MIB, start_ost: Some(OstIndex(1)) });
+        let mixed = plan(&spec(Some(-1), None, Some(-1)), &inherited, 4).unwrap();
+        assert_eq!(mixed, LayoutPlan { stripe_count: 4, stripe_size: 4 * MIB, start_ost: None });
+        let wide = StripeDefault { count: -1, size: MIB, start_ost: -1 };
+        assert_eq!(plan(&StripeSpec::default(), &wide, 3000).unwrap().stripe_count, STRIPE_COUNT_MAX);
+    }
+
+    #[test]
+    fn inherit_takes_each_field_from_the_nearest_setter() {
+        let config = MdsConfig::new(8);
+        let dirs = vec![
+            ("/".to_string(), spec(Some(4), Some(8 * MIB), None)),
+            ("/a".to_string(), spec(Some(2), None, None)),
+            ("/a/b".to_string(), StripeSpec::default()),
+        ];
+        let (default, origin) = inherit(&dirs, &config);
+        assert_eq!(default, StripeDefault { count: 2, size: 8 * MIB, start_ost: -1 });
+        assert_eq!(origin.count.as_deref(), Some("/a"));
+        assert_eq!(origin.size.as_deref(), Some("/"));
+        assert_eq!(origin.start_ost, None);
+        let (fs_default, fs_origin) = inherit(&[], &config);
+        assert_eq!(fs_default, StripeDefault { count: 1, size: MIB, start_ost: -1 });
+        assert_eq!(fs_origin, StripeOrigin::default());
+    }
+
+    #[test]
+    fn config_is_checked() {
+        let bad = |config: MdsConfig| match check_config(&config).unwrap_err() {
+            MdsError::InvalidConfig { reason } => reason,
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        };
+        assert_eq!(bad(MdsConfig::new(0)), "OST count 0 is out of range: use 1 to 65536");
+        let wide = MdsConfig { default_stripe_count: 3, ..MdsConfig::new(2) };
+        assert!(bad(wide).contains("stripe count 3 exceeds the 2 OSTs available"));
+        let odd = MdsConfig { default_stripe_size: 1000, ..MdsConfig::new(2) };
+        assert!(bad(odd).contains("stripe size 1000 is not a multiple of 65536"));
+        assert!(check_config(&MdsConfig::new(1)).is_ok());
+    }
+}

@@ -1,0 +1,88 @@
+//! [`Mds::check_invariants`]: the stored metadata, checked against every
+//! rule the MDS promises, separately from the code that maintains them.
+//!
+//! It reads the whole database (cost linear in inodes plus objects), so it
+//! is for tests, debugging and a repair tool, not for every request. A
+//! broken invariant is a bug in the MDS or a database edited by hand: it
+//! panics, naming the rule.
+
+use crate::alloc;
+use crate::schema::{self, Counter, SCHEMA_VERSION};
+use crate::{Fid, Mds};
+use rusqlite::Connection;
+use std::collections::BTreeMap;
+
+fn count(conn: &Connection, sql: &str) -> i64 {
+    conn.query_row(sql, [], |row| row.get(0)).unwrap_or_else(|error| panic!("invariant query {sql:?}: {error}"))
+}
+
+fn column(conn: &Connection, sql: &str) -> Vec<(i64, i64)> {
+    let mut select = conn.prepare(sql).unwrap_or_else(|error| panic!("invariant query {sql:?}: {error}"));
+    let rows = select.query_map([], |row| Ok((row.get(0)?, row.get(1)?))).expect("invariant query");
+    rows.collect::<Result<_, _>>().expect("invariant rows")
+}
+
+impl Mds {
+    /// Panics unless the database holds a well-formed namespace:
+    /// - the schema version is this crate's, and the recorded OST count is
+    ///   the one in use, with one object counter per OST;
+    /// - the root is a directory with no entry; every other inode has exactly
+    ///   one entry, in a directory, and is reachable from the root (a tree);
+    /// - every file has a valid layout: stripe-count objects, numbered from
+    ///   stripe 0, on distinct OSTs that exist; directories have no objects;
+    /// - every object id is below its OST's counter (so never handed out
+    ///   again), and every fid is below the fid counter;
+    /// - every directory default is valid for the current OST count.
+    pub fn check_invariants(&self) {
+        let conn = &self.conn;
+        let ost_count = self.config.ost_count;
+        let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("user_version");
+        assert_eq!(version, SCHEMA_VERSION, "schema version");
+        assert_eq!(schema::read_counter(conn, Counter::OstCount).expect("ost_count"), u64::from(ost_count));
+
+        let next_object_of: BTreeMap<i64, i64> =
+            column(conn, "SELECT ost, next_object FROM ost_counters").into_iter().collect();
+        let osts: Vec<i64> = next_object_of.keys().copied().collect();
+        assert_eq!(osts, (0..i64::from(ost_count)).collect::<Vec<_>>(), "one object counter per OST");
+
+        let root_kind = count(conn, "SELECT kind FROM inodes WHERE fid = 1");
+        assert_eq!(root_kind, 2, "the root is a directory");
+        assert_eq!(count(conn, "SELECT count(*) FROM dentries WHERE fid = 1"), 0, "the root has no entry");
+        let inode_count = count(conn, "SELECT count(*) FROM inodes");
+        let entry_count = count(conn, "SELECT count(*) FROM dentries");
+        assert_eq!(entry_count, inode_count - 1, "every inode but the root has one entry");
+        let misparented =
+            count(conn, "SELECT count(*) FROM dentries d JOIN inodes p ON p.fid = d.parent WHERE p.kind != 2");
+        assert_eq!(misparented, 0, "entries are only in directories");
+        let reachable = count(
+            conn,
+            "WITH RECURSIVE reach(fid) AS (SELECT 1 UNION SELECT d.fid FROM dentries d JOIN reach r ON d.parent = r.fid) \
+             SELECT count(*) FROM reach",
+        );
+        assert_eq!(reachable, inode_count, "every inode is reachable from the root");
+
+        let next_fid = schema::read_counter(conn, Counter::NextFid).expect("next_fid");
+        let fid_max = count(conn, "SELECT max(fid) FROM inodes");
+        assert!(fid_max < next_fid as i64, "fid {fid_max} at or above the fid counter {next_fid}");
+
+        let dir_objects = count(conn, "SELECT count(*) FROM objects o JOIN inodes i ON i.fid = o.fid WHERE i.kind = 2");
+        assert_eq!(dir_objects, 0, "directories have no objects");
+        let mut object_total = 0;
+        for (fid, _) in column(conn, "SELECT fid, kind FROM inodes WHERE kind = 1") {
+            let layout = schema::layout(conn, Fid(fid as u64)).unwrap_or_else(|error| panic!("file {fid}: {error}"));
+            for key in layout.objects() {
+                assert!(key.ost.0 < ost_count, "file {fid} has an object on {}, of {ost_count} OSTs", key.ost);
+                let next_object = next_object_of[&i64::from(key.ost.0)];
+                assert!((key.object.0 as i64) < next_object, "file {fid}: {key:?} not below counter {next_object}");
+            }
+            object_total += i64::from(layout.stripe_count());
+        }
+        assert_eq!(count(conn, "SELECT count(*) FROM objects"), object_total, "every object row is in a layout");
+
+        for (fid, _) in column(conn, "SELECT fid, kind FROM inodes WHERE kind = 2") {
+            let own = schema::dir_default(conn, Fid(fid as u64)).expect("directory default");
+            let checked = alloc::normalize(&own, ost_count).unwrap_or_else(|error| panic!("dir {fid}: {error}"));
+            assert_eq!(checked, own, "directory {fid} stores a normalised default");
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! [`MdsError`]: every way an MDS request can fail, as plain data.
+//!
+//! The errors cross the wire inside [`crate::MdsReply::Error`], so they are
+//! serde values holding strings and numbers only (a `rusqlite::Error` is
+//! flattened to its message). Each message names the offending path or value
+//! and says what to do about it: the user at the other end of the network
+//! sees it verbatim.
+//!
+//! What the MDS expects (bad paths, missing files, bad stripe settings, a
+//! database of the wrong version) is an error here; a broken invariant of
+//! the MDS itself is a panic (see [`crate::Mds::check_invariants`]).
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Why a request, or opening the MDS, failed.
+#[derive(Clone, Debug, PartialEq, Eq, Error, Serialize, Deserialize)]
+pub enum MdsError {
+    /// `path` does not exist; `missing` is its shortest prefix that does not
+    /// exist (`path` itself when only the last name is missing).
+    #[error("no such file or directory: {path}{}", missing_hint(.path, .missing))]
+    NotFound { path: String, missing: String },
+
+    #[error("file exists: {path} (choose another name, or remove it first)")]
+    Exists { path: String },
+
+    /// `file` (a prefix of `path`, or `path` itself) is a file where a
+    /// directory is needed.
+    #[error("not a directory: {path}{}", not_a_directory_hint(.path, .file))]
+    NotADirectory { path: String, file: String },
+
+    #[error(
+        "is a directory: {path} (open, unlink and setstripe-on-a-file take files; use readdir, rmdir or mkdir for directories)"
+    )]
+    IsADirectory { path: String },
+
+    #[error("directory not empty: {path} holds {entry_count} entries (remove them first)")]
+    NotEmpty { path: String, entry_count: u64 },
+
+    #[error("invalid path {path:?}: {reason}")]
+    InvalidPath { path: String, reason: String },
+
+    #[error("invalid stripe settings: {reason}")]
+    InvalidStripe { reason: String },
+
+    #[error(
+        "layout already set: {path} got its objects when it was created and a file's striping never changes; \
+         create a new file with the striping you want and copy the data into it"
+    )]
+    LayoutAlreadySet { path: String },
+
+    #[error("cannot move directory {from} into itself ({to} is inside it): choose a destination outside {from}")]
+    RenameIntoItself { from: String, to: String },
+
+    /// `action` is what was refused ("remove", "rename", "replace").
+    #[error("cannot {action} the root directory /")]
+    RootDirectory { action: String },
+
+    #[error("invalid MDS configuration: {reason}")]
+    InvalidConfig { reason: String },
+
+    #[error(
+        "the metadata database records {recorded_ost_count} OSTs but the configuration says {configured_ost_count}: \
+         OSTs can be added but never removed (files have objects on them); configure {recorded_ost_count} or more OSTs"
+    )]
+    OstCountDecreased { recorded_ost_count: u32, configured_ost_count: u32 },
+
+    #[error(
+        "metadata database {path} has schema version {found_version}, but this lanefs-mds uses version {expected_version}: \
+         open it with the lanefs release that wrote it, or give a new database path"
+    )]
+    SchemaVersion { path: String, found_version: i64, expected_version: i64 },
+
+    #[error("{path} is not a lanefs metadata database ({reason}): give the path of an MDS database, or a new file")]
+    NotAnMdsDatabase { path: String, reason: String },
+
+    #[error("metadata database {path} is in use by another MDS: stop it first (one MDS owns a database at a time)")]
+    DatabaseBusy { path: String },
+
+    #[error("metadata database error: {0}")]
+    Database(String),
+}
+
+fn missing_hint(path: &str, missing: &str) -> String {
+    if path == missing {
+        String::new()
+    } else {
+        format!(" (directory {missing} does not exist: create it with mkdir first)")
+    }
+}
+
+fn not_a_directory_hint(path: &str, file: &str) -> String {
+    if path == file {
+        " (it is a file: remove files with unlink; mkdir, readdir and rmdir need directories)".to_string()
+    } else {
+        format!(" ({file} is a file, so nothing can be inside it)")
+    }
+}
+
+impl From<rusqlite::Error> for MdsError {
+    fn from(error: rusqlite::Error) -> Self {
+        MdsError::Database(error.to_string())
+    }
+}
+
+impl MdsError {
+    pub(crate) fn invalid_path(path: &str, reason: impl Into<String>) -> Self {
+        MdsError::InvalidPath { path: path.to_string(), reason: reason.into() }
+    }
+
+    pub(crate) fn invalid_stripe(reason: impl ToString) -> Self {
+        MdsError::InvalidStripe { reason: reason.to_string() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hints change with where the problem is.
+    #[test]
+    fn messages_point_at_the_problem() {
+        let deep = MdsError::NotFound { path: "/a/b/c".into(), missing: "/a".into() };
+        assert_eq!(
+            deep.to_string(),
+            "no such file or directory: /a/b/c (directory /a does not exist: create it with mkdir first)"
+        );
+        let leaf = MdsError::NotFound { path: "/a/b".into(), missing: "/a/b".into() };
+        assert_eq!(leaf.to_string(), "no such file or directory: /a/b");
+        let through = MdsError::NotADirectory { path: "/f/x".into(), file: "/f".into() };
+        assert_eq!(through.to_string(), "not a directory: /f/x (/f is a file, so nothing can be inside it)");
+        let itself = MdsError::NotADirectory { path: "/f".into(), file: "/f".into() };
+        assert!(itself.to_string().starts_with("not a directory: /f (it is a file: remove files with unlink"));
+        let sql = MdsError::from(rusqlite::Error::InvalidQuery);
+        assert_eq!(sql, MdsError::Database("Query is not read-only".into()));
+    }
+}

@@ -1,0 +1,291 @@
+//! The SQLite schema, its version check, and every row the MDS reads or writes.
+//!
+//! Schema version 1 (`PRAGMA user_version = 1`):
+//!
+//! ```sql
+#![doc = include_str!("schema.sql")]
+//! ```
+//!
+//! Integers are SQLite's signed 64 bits; every stored value (fids, object
+//! ids, nanosecond times until the year 2262, stripe sizes below 4 GiB)
+//! fits, and rusqlite refuses the write of any that would not.
+//!
+//! Every function here runs on the connection it is given, which for writes
+//! is the caller's transaction: a request commits all its rows or none.
+
+use crate::{Attr, DirEntry, Fid, FileKind, MdsConfig, MdsError, StripeSpec};
+use lanefs_core::layout::Layout;
+use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+/// The schema this crate reads and writes, stored as `PRAGMA user_version`.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA_SQL: &str = include_str!("schema.sql");
+
+const KIND_FILE: i64 = 1;
+const KIND_DIR: i64 = 2;
+
+/// The persisted counters in the `meta` table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Counter {
+    /// The next fid to hand out; never decreases.
+    NextFid,
+    /// Round-robin position for files whose starting OST the MDS chooses.
+    RoundRobin,
+    /// The OST count recorded in the database; never decreases.
+    OstCount,
+}
+
+impl Counter {
+    fn key(self) -> &'static str {
+        match self {
+            Counter::NextFid => "next_fid",
+            Counter::RoundRobin => "round_robin",
+            Counter::OstCount => "ost_count",
+        }
+    }
+}
+
+/// A name's target, as found in a directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub fid: Fid,
+    pub kind: FileKind,
+}
+
+fn kind_of(code: i64) -> Result<FileKind, MdsError> {
+    match code {
+        KIND_FILE => Ok(FileKind::File),
+        KIND_DIR => Ok(FileKind::Dir),
+        _ => Err(MdsError::Database(format!("corrupt inode kind {code}: the database was edited by hand"))),
+    }
+}
+
+fn code_of(kind: FileKind) -> i64 {
+    match kind {
+        FileKind::File => KIND_FILE,
+        FileKind::Dir => KIND_DIR,
+    }
+}
+
+/// Checks the schema version (creating the schema in an empty database) and
+/// records or grows the OST count, in one transaction. Returns the OST count.
+pub(crate) fn prepare(
+    conn: &mut Connection,
+    path_label: &str,
+    config: &MdsConfig,
+    now_ns: u64,
+) -> Result<u32, MdsError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found_version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    match found_version {
+        0 => {
+            let table_count: i64 = tx.query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))?;
+            if table_count > 0 {
+                let reason = format!("it has {table_count} schema objects but no lanefs schema version");
+                return Err(MdsError::NotAnMdsDatabase { path: path_label.to_string(), reason });
+            }
+            create(&tx, now_ns)?;
+            tracing::info!(path = path_label, version = SCHEMA_VERSION, "created MDS database");
+        }
+        SCHEMA_VERSION => {}
+        _ => {
+            return Err(MdsError::SchemaVersion {
+                path: path_label.to_string(),
+                found_version,
+                expected_version: SCHEMA_VERSION,
+            })
+        }
+    }
+    let ost_count = grow_ost_count(&tx, config.ost_count)?;
+    tx.commit()?;
+    Ok(ost_count)
+}
+
+fn create(conn: &Connection, now_ns: u64) -> Result<(), MdsError> {
+    conn.execute_batch(SCHEMA_SQL)?;
+    let root = Fid::ROOT;
+    conn.execute("INSERT INTO inodes (fid, kind, mtime_ns) VALUES (?1, ?2, ?3)", params![root.0, KIND_DIR, now_ns])?;
+    let mut insert = conn.prepare("INSERT INTO meta (key, value) VALUES (?1, ?2)")?;
+    for (counter, value) in [(Counter::NextFid, root.0 + 1), (Counter::RoundRobin, 0), (Counter::OstCount, 0)] {
+        insert.execute(params![counter.key(), value])?;
+    }
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    Ok(())
+}
+
+/// Records `configured` OSTs (adding counters for new ones), or refuses to
+/// shrink below the recorded count.
+fn grow_ost_count(conn: &Connection, configured: u32) -> Result<u32, MdsError> {
+    let recorded = u32::try_from(read_counter(conn, Counter::OstCount)?)
+        .map_err(|_| MdsError::Database("corrupt OST count: the database was edited by hand".into()))?;
+    if configured < recorded {
+        return Err(MdsError::OstCountDecreased { recorded_ost_count: recorded, configured_ost_count: configured });
+    }
+    if configured > recorded {
+        let mut insert = conn.prepare("INSERT INTO ost_counters (ost, next_object) VALUES (?1, 1)")?;
+        for ost in recorded..configured {
+            insert.execute([ost])?;
+        }
+        conn.execute("UPDATE meta SET value = ?1 WHERE key = ?2", params![configured, Counter::OstCount.key()])?;
+        if recorded > 0 {
+            tracing::info!(recorded, configured, "added OSTs");
+        }
+    }
+    Ok(configured)
+}
+
+pub(crate) fn read_counter(conn: &Connection, counter: Counter) -> Result<u64, MdsError> {
+    Ok(conn.query_row("SELECT value FROM meta WHERE key = ?1", [counter.key()], |row| row.get(0))?)
+}
+
+/// Returns the counter's value and advances it by one.
+pub(crate) fn take_counter(conn: &Connection, counter: Counter) -> Result<u64, MdsError> {
+    let sql = "UPDATE meta SET value = value + 1 WHERE key = ?1 RETURNING value - 1";
+    Ok(conn.query_row(sql, [counter.key()], |row| row.get(0))?)
+}
+
+/// A fresh object id on `ost`: never handed out before.
+pub(crate) fn take_object_id(conn: &Connection, ost: OstIndex) -> Result<ObjectId, MdsError> {
+    let sql = "UPDATE ost_counters SET next_object = next_object + 1 WHERE ost = ?1 RETURNING next_object - 1";
+    Ok(ObjectId(conn.query_row(sql, [ost.0], |row| row.get(0))?))
+}
+
+pub(crate) fn lookup(conn: &Connection, parent: Fid, name: &str) -> Result<Option<Entry>, MdsError> {
+    let sql = "SELECT d.fid, i.kind FROM dentries d JOIN inodes i ON i.fid = d.fid WHERE d.parent = ?1 AND d.name = ?2";
+    let found = conn
+        .prepare_cached(sql)?
+        .query_row(params![parent.0, name], |row| Ok((row.get::<_, u64>(0)?, row.get::<_, i64>(1)?)))
+        .optional()?;
+    found.map(|(fid, kind)| Ok(Entry { fid: Fid(fid), kind: kind_of(kind)? })).transpose()
+}
+
+/// Inserts an inode: a file with its layout's objects, or a directory.
+pub(crate) fn insert_inode(
+    conn: &Connection,
+    fid: Fid,
+    layout: Option<&Layout>,
+    mtime_ns: u64,
+) -> Result<(), MdsError> {
+    let kind = if layout.is_some() { KIND_FILE } else { KIND_DIR };
+    let stripe_size = layout.map(Layout::stripe_size);
+    conn.prepare_cached("INSERT INTO inodes (fid, kind, mtime_ns, stripe_size) VALUES (?1, ?2, ?3, ?4)")?
+        .execute(params![fid.0, kind, mtime_ns, stripe_size])?;
+    let Some(layout) = layout else { return Ok(()) };
+    let mut insert = conn.prepare_cached("INSERT INTO objects (fid, stripe, ost, object) VALUES (?1, ?2, ?3, ?4)")?;
+    for (stripe, key) in (0u32..).zip(layout.objects()) {
+        insert.execute(params![fid.0, stripe, key.ost.0, key.object.0])?;
+    }
+    Ok(())
+}
+
+/// Deletes an inode and its objects' rows (its entry must be gone already).
+pub(crate) fn delete_inode(conn: &Connection, fid: Fid) -> Result<(), MdsError> {
+    conn.prepare_cached("DELETE FROM objects WHERE fid = ?1")?.execute([fid.0])?;
+    let deleted = conn.prepare_cached("DELETE FROM inodes WHERE fid = ?1")?.execute([fid.0])?;
+    assert_eq!(deleted, 1, "deleting {fid:?}, which has no inode row");
+    Ok(())
+}
+
+pub(crate) fn link(conn: &Connection, parent: Fid, name: &str, fid: Fid) -> Result<(), MdsError> {
+    conn.prepare_cached("INSERT INTO dentries (parent, name, fid) VALUES (?1, ?2, ?3)")?
+        .execute(params![parent.0, name, fid.0])?;
+    Ok(())
+}
+
+pub(crate) fn unlink(conn: &Connection, parent: Fid, name: &str) -> Result<(), MdsError> {
+    let deleted = conn
+        .prepare_cached("DELETE FROM dentries WHERE parent = ?1 AND name = ?2")?
+        .execute(params![parent.0, name])?;
+    assert_eq!(deleted, 1, "unlinking {name:?} from {parent:?}, which has no such entry");
+    Ok(())
+}
+
+/// Moves an entry (the target name must be free).
+pub(crate) fn move_entry(conn: &Connection, from: (Fid, &str), to: (Fid, &str)) -> Result<(), MdsError> {
+    let sql = "UPDATE dentries SET parent = ?3, name = ?4 WHERE parent = ?1 AND name = ?2";
+    let moved = conn.prepare_cached(sql)?.execute(params![from.0 .0, from.1, to.0 .0, to.1])?;
+    assert_eq!(moved, 1, "moving {from:?}, which has no such entry");
+    Ok(())
+}
+
+/// Sets a directory's mtime.
+pub(crate) fn touch(conn: &Connection, fid: Fid, mtime_ns: u64) -> Result<(), MdsError> {
+    conn.prepare_cached("UPDATE inodes SET mtime_ns = ?2 WHERE fid = ?1")?.execute(params![fid.0, mtime_ns])?;
+    Ok(())
+}
+
+/// A file's layout, rebuilt from its object rows and validated again.
+pub(crate) fn layout(conn: &Connection, fid: Fid) -> Result<Layout, MdsError> {
+    let stripe_size: u64 =
+        conn.prepare_cached("SELECT stripe_size FROM inodes WHERE fid = ?1")?.query_row([fid.0], |row| row.get(0))?;
+    let mut select = conn.prepare_cached("SELECT stripe, ost, object FROM objects WHERE fid = ?1 ORDER BY stripe")?;
+    let rows = select.query_map([fid.0], |row| {
+        let key = ObjectKey { ost: OstIndex(row.get(1)?), object: ObjectId(row.get(2)?) };
+        Ok((row.get::<_, u32>(0)?, key))
+    })?;
+    let mut objects = Vec::new();
+    for (expected_stripe, row) in (0u32..).zip(rows) {
+        let (stripe, key) = row?;
+        if stripe != expected_stripe {
+            return Err(corrupt_layout(fid, format!("stripe {expected_stripe} is missing")));
+        }
+        objects.push(key);
+    }
+    Layout::new(stripe_size, objects).map_err(|error| corrupt_layout(fid, error.to_string()))
+}
+
+fn corrupt_layout(fid: Fid, reason: String) -> MdsError {
+    MdsError::Database(format!("the stored layout of file {} is corrupt ({reason}): restore the database", fid.0))
+}
+
+pub(crate) fn attr(conn: &Connection, entry: Entry) -> Result<Attr, MdsError> {
+    let mtime_ns = conn
+        .prepare_cached("SELECT mtime_ns FROM inodes WHERE fid = ?1")?
+        .query_row([entry.fid.0], |row| row.get(0))?;
+    let layout = match entry.kind {
+        FileKind::File => Some(layout(conn, entry.fid)?),
+        FileKind::Dir => None,
+    };
+    Ok(Attr { fid: entry.fid, kind: entry.kind, layout, mtime_ns })
+}
+
+/// A directory's entries, sorted by name (byte order).
+pub(crate) fn entries(conn: &Connection, dir: Fid) -> Result<Vec<DirEntry>, MdsError> {
+    let sql = "SELECT d.name, d.fid, i.kind FROM dentries d JOIN inodes i ON i.fid = d.fid \
+               WHERE d.parent = ?1 ORDER BY d.name";
+    let mut select = conn.prepare_cached(sql)?;
+    let rows = select.query_map([dir.0], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
+    let mut entries = Vec::new();
+    for row in rows {
+        let (name, fid, kind): (String, u64, i64) = row?;
+        entries.push(DirEntry { name, fid: Fid(fid), kind: kind_of(kind)? });
+    }
+    Ok(entries)
+}
+
+pub(crate) fn entry_count(conn: &Connection, dir: Fid) -> Result<u64, MdsError> {
+    let sql = "SELECT count(*) FROM dentries WHERE parent = ?1";
+    Ok(conn.prepare_cached(sql)?.query_row([dir.0], |row| row.get(0))?)
+}
+
+/// A directory's own default striping (fields it does not set are `None`).
+pub(crate) fn dir_default(conn: &Connection, dir: Fid) -> Result<StripeSpec, MdsError> {
+    let sql = "SELECT default_count, default_size, default_start FROM inodes WHERE fid = ?1";
+    Ok(conn
+        .prepare_cached(sql)?
+        .query_row([dir.0], |row| Ok(StripeSpec { count: row.get(0)?, size: row.get(1)?, start_ost: row.get(2)? }))?)
+}
+
+pub(crate) fn set_dir_default(conn: &Connection, dir: Fid, spec: &StripeSpec) -> Result<(), MdsError> {
+    let sql = "UPDATE inodes SET default_count = ?2, default_size = ?3, default_start = ?4 WHERE fid = ?1";
+    conn.prepare_cached(sql)?.execute(params![dir.0, spec.count, spec.size, spec.start_ost])?;
+    Ok(())
+}
+
+/// How many inodes of `kind` exist.
+pub(crate) fn inode_count(conn: &Connection, kind: FileKind) -> Result<u64, MdsError> {
+    let sql = "SELECT count(*) FROM inodes WHERE kind = ?1";
+    Ok(conn.prepare_cached(sql)?.query_row([code_of(kind)], |row| row.get(0))?)
+}

@@ -1,0 +1,103 @@
+//! `handle`, as the network driver calls it: each request gets the reply its
+//! variant documents, errors arrive as data, and every value survives the
+//! driver's codec (bincode) unchanged.
+
+use crate::*;
+use lanefs_mds::{FileKind, MdsReply, MdsRequest, Statfs};
+use serde::{de::DeserializeOwned, Serialize};
+use std::fmt::Debug;
+
+fn round_trip<T: Serialize + DeserializeOwned + PartialEq + Debug>(value: &T) {
+    let bytes = bincode::serialize(value).unwrap();
+    assert_eq!(&bincode::deserialize::<T>(&bytes).unwrap(), value);
+}
+
+/// Sends `request` through the codec, handles it, sends the reply back.
+fn call(mds: &mut Mds, request: MdsRequest) -> MdsReply {
+    round_trip(&request);
+    let reply = mds.handle(request);
+    round_trip(&reply);
+    reply
+}
+
+fn path(path: &str) -> String {
+    path.to_string()
+}
+
+#[test]
+fn every_request_gets_its_reply_through_the_codec() {
+    let mut mds = mds(4);
+    let MdsReply::Attr(dir) = call(&mut mds, MdsRequest::Mkdir { path: path("/d") }) else { panic!("mkdir") };
+    assert_eq!(dir.kind, FileKind::Dir);
+    let stripe = spec(Some(2), Some(2 * MIB), None);
+    assert_eq!(call(&mut mds, MdsRequest::SetStripe { path: path("/d"), stripe }), MdsReply::Ok);
+    let create = MdsRequest::Create { path: path("/d/f"), stripe: StripeSpec::default(), mode: CreateMode::Exclusive };
+    let MdsReply::File(file) = call(&mut mds, create) else { panic!("create") };
+    assert_eq!((file.layout.stripe_count(), file.layout.stripe_size()), (2, 2 * MIB));
+    assert_eq!(call(&mut mds, MdsRequest::Open { path: path("/d/f") }), MdsReply::File(file.clone()));
+    let MdsReply::Attr(attr) = call(&mut mds, MdsRequest::Stat { path: path("/d/f") }) else { panic!("stat") };
+    assert_eq!(attr.layout.as_ref(), Some(&file.layout));
+    let MdsReply::Entries(entries) = call(&mut mds, MdsRequest::Readdir { path: path("/d") }) else { panic!() };
+    assert_eq!(entries.len(), 1);
+    let MdsReply::Stripe(info) = call(&mut mds, MdsRequest::GetStripe { path: path("/d/f") }) else { panic!() };
+    assert_eq!(info.layout.as_ref(), Some(&file.layout));
+    assert_eq!(info.inherited_from.size.as_deref(), Some("/d"));
+    let statfs = Statfs { ost_count: 4, file_count: 1, dir_count: 2 };
+    assert_eq!(call(&mut mds, MdsRequest::Statfs), MdsReply::Statfs(statfs));
+    create_with(&mut mds, "/d/g", spec(Some(3), None, None));
+    let rename = MdsRequest::Rename { from: path("/d/f"), to: path("/d/g") };
+    let MdsReply::Renamed { replaced: Some(replaced) } = call(&mut mds, rename) else { panic!("rename") };
+    assert_eq!(replaced.stripe_count(), 3);
+    assert_eq!(call(&mut mds, MdsRequest::Unlink { path: path("/d/g") }), MdsReply::Unlinked(file.layout));
+    assert_eq!(call(&mut mds, MdsRequest::Rmdir { path: path("/d") }), MdsReply::Ok);
+    mds.check_invariants();
+}
+
+#[test]
+fn errors_come_back_as_data_and_change_nothing() {
+    let mut mds = mds(2);
+    let cases = [
+        (MdsRequest::Stat { path: path("/x") }, mds.stat("/x").unwrap_err()),
+        (MdsRequest::Mkdir { path: path("/") }, mds.mkdir("/").unwrap_err()),
+        (MdsRequest::Rmdir { path: path("/") }, mds.rmdir("/").unwrap_err()),
+        (MdsRequest::Open { path: path("rel") }, mds.open_file("rel").unwrap_err()),
+        (
+            MdsRequest::Create { path: path("/f"), stripe: spec(Some(3), None, None), mode: CreateMode::Exclusive },
+            mds.create("/f", &spec(Some(3), None, None), CreateMode::Exclusive).unwrap_err(),
+        ),
+        (MdsRequest::Rename { from: path("/a"), to: path("/b") }, mds.rename("/a", "/b").unwrap_err()),
+    ];
+    for (request, error) in cases {
+        assert_eq!(call(&mut mds, request), MdsReply::Error(error));
+    }
+    assert_eq!(mds.statfs().unwrap(), Statfs { ost_count: 2, file_count: 0, dir_count: 1 });
+    mds.check_invariants();
+}
+
+#[test]
+fn every_error_variant_crosses_the_wire() {
+    use lanefs_mds::MdsError::*;
+    let s = || "/p".to_string();
+    let errors = [
+        NotFound { path: s(), missing: s() },
+        Exists { path: s() },
+        NotADirectory { path: s(), file: s() },
+        IsADirectory { path: s() },
+        NotEmpty { path: s(), entry_count: 3 },
+        InvalidPath { path: s(), reason: s() },
+        InvalidStripe { reason: s() },
+        LayoutAlreadySet { path: s() },
+        RenameIntoItself { from: s(), to: s() },
+        RootDirectory { action: s() },
+        InvalidConfig { reason: s() },
+        OstCountDecreased { recorded_ost_count: 4, configured_ost_count: 2 },
+        SchemaVersion { path: s(), found_version: 2, expected_version: 1 },
+        NotAnMdsDatabase { path: s(), reason: s() },
+        DatabaseBusy { path: s() },
+        Database(s()),
+    ];
+    for error in errors {
+        assert!(!error.to_string().is_empty());
+        round_trip(&MdsReply::Error(error));
+    }
+}

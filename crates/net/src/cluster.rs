@@ -1,0 +1,144 @@
+//! A whole lanefs file system in one process: an MDS and one OSS with N
+//! OSTs, on local sockets, with its data in a directory (a temporary one by
+//! default). `lanefs up`, the embedded cluster of `lanefs ior` and the
+//! integration tests use it; the daemons are the same ones `lanefs mds` and
+//! `lanefs oss` run on separate hosts.
+
+use crate::mds_server::{self, MdsHandle};
+use crate::oss::{self, OssConfig, OssHandle};
+use crate::transport::Address;
+use lanefs_core::ost::OstConfig;
+use lanefs_mds::{Mds, MdsConfig};
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Debug)]
+pub struct LocalClusterConfig {
+    pub osts: u32,
+    /// Where the MDS database and the OST objects live; `None`: a temporary
+    /// directory removed when the cluster is dropped.
+    pub data_dir: Option<PathBuf>,
+    /// Unix sockets in the data directory (fastest on one machine) rather than TCP on loopback.
+    pub unix_sockets: bool,
+    pub ost: OstConfig,
+    pub default_stripe_count: u32,
+    pub default_stripe_size: u64,
+}
+
+impl Default for LocalClusterConfig {
+    fn default() -> Self {
+        LocalClusterConfig {
+            osts: 4,
+            data_dir: None,
+            unix_sockets: true,
+            ost: OstConfig::default(),
+            default_stripe_count: 1,
+            default_stripe_size: 1 << 20,
+        }
+    }
+}
+
+pub struct LocalCluster {
+    config: LocalClusterConfig,
+    runtime: tokio::runtime::Runtime,
+    dir: PathBuf,
+    _temp: Option<tempfile::TempDir>,
+    mds: Option<MdsHandle>,
+    oss: Option<OssHandle>,
+}
+
+impl LocalCluster {
+    pub fn start(config: LocalClusterConfig) -> std::io::Result<LocalCluster> {
+        if config.osts == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "a cluster needs at least one OST (--osts 1 or more)"));
+        }
+        let (dir, temp) = match &config.data_dir {
+            Some(d) => {
+                std::fs::create_dir_all(d)?;
+                (d.clone(), None)
+            }
+            None => {
+                let t = tempfile::Builder::new().prefix("lanefs-").tempdir()?;
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        let mut cluster = LocalCluster { config, runtime, dir, _temp: temp, mds: None, oss: None };
+        cluster.start_oss()?;
+        cluster.start_mds()?;
+        Ok(cluster)
+    }
+
+    fn address(&self, name: &str) -> Address {
+        if self.config.unix_sockets {
+            Address::Unix(self.dir.join(format!("{name}.sock")))
+        } else {
+            Address::Tcp("127.0.0.1:0".into())
+        }
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The address clients connect to.
+    pub fn mds_address(&self) -> String {
+        self.mds.as_ref().expect("MDS running").address().to_string()
+    }
+
+    pub fn oss_address(&self) -> Option<String> {
+        self.oss.as_ref().map(|o| o.address().to_string())
+    }
+
+    pub fn start_mds(&mut self) -> std::io::Result<()> {
+        let config = MdsConfig {
+            ost_count: self.config.osts,
+            default_stripe_count: self.config.default_stripe_count,
+            default_stripe_size: self.config.default_stripe_size,
+        };
+        let mds = Mds::open(&self.dir.join("mds.db"), config).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let listen = self.address("mds");
+        let handle = self.runtime.block_on(mds_server::start(&listen, mds, self.config.osts))?;
+        if let Some(oss) = &self.oss {
+            let osts: Vec<u32> = (0..self.config.osts).collect();
+            handle.register_oss(&oss.address().to_string(), &osts);
+        }
+        self.mds = Some(handle);
+        Ok(())
+    }
+
+    pub fn stop_mds(&mut self) {
+        if let Some(m) = self.mds.take() {
+            m.shutdown();
+        }
+    }
+
+    pub fn start_oss(&mut self) -> std::io::Result<()> {
+        let listen = match (&self.oss, self.config.unix_sockets) {
+            (_, true) => self.address("oss"),
+            (Some(o), false) => o.address().clone(),
+            (None, false) => self.address("oss"),
+        };
+        let config = OssConfig { data_dir: self.dir.clone(), osts: (0..self.config.osts).collect(), ost: self.config.ost.clone() };
+        let handle = self.runtime.block_on(oss::start(&listen, config))?;
+        if let Some(mds) = &self.mds {
+            let osts: Vec<u32> = (0..self.config.osts).collect();
+            mds.register_oss(&handle.address().to_string(), &osts);
+        }
+        self.oss = Some(handle);
+        Ok(())
+    }
+
+    /// Stop the OSS (its connections close; clients see errors, not hangs).
+    pub fn stop_oss(&mut self) {
+        if let Some(o) = self.oss.take() {
+            o.shutdown();
+        }
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        self.stop_oss();
+        self.stop_mds();
+    }
+}

@@ -1,0 +1,181 @@
+//! The wire format: length-prefixed frames with a bincode header and raw
+//! bulk bytes.
+//!
+//! ```text
+//! u32 frame_bytes   (little endian; bytes after this field, at most FRAME_BYTES_MAX)
+//! u32 header_bytes  (at most HEADER_BYTES_MAX)
+//! header            (bincode, fixed-width integers: a `Wire` value with its bulk data taken out)
+//! bulk              (frame_bytes - 4 - header_bytes raw bytes: the data of a write or a read reply)
+//! ```
+//!
+//! Bulk data is never serialized: it is moved out of the message before the
+//! header is encoded and written as it is, and moved back in after decoding.
+//! Every length is checked before anything is allocated, so a malformed or
+//! hostile frame costs its reader an error, never a crash or a huge buffer.
+
+use crate::proto::Wire;
+use bincode::Options;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Largest bulk payload: Lustre's protocol maximum RPC (64 MiB).
+pub const BULK_BYTES_MAX: u32 = 64 << 20;
+/// Largest encoded header (namespace listings are the big ones).
+pub const HEADER_BYTES_MAX: u32 = 16 << 20;
+/// Largest frame.
+pub const FRAME_BYTES_MAX: u32 = 4 + HEADER_BYTES_MAX + BULK_BYTES_MAX;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    #[error("connection closed in the middle of a frame")]
+    Truncated,
+    #[error("frame of {0} bytes exceeds the maximum of {FRAME_BYTES_MAX}; the peer is not speaking the lanefs protocol or is broken")]
+    FrameTooLarge(u32),
+    #[error("frame header of {header} bytes does not fit its frame of {frame} bytes (maximum header {HEADER_BYTES_MAX})")]
+    BadHeaderLength { header: u32, frame: u32 },
+    #[error("undecodable frame header: {0}")]
+    BadHeader(String),
+    #[error("frame carries {bulk} bulk bytes but its message takes none")]
+    UnexpectedBulk { bulk: usize },
+    #[error("bulk payload of {0} bytes exceeds the maximum of {BULK_BYTES_MAX}")]
+    BulkTooLarge(usize),
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn options(limit: u32) -> impl Options {
+    bincode::DefaultOptions::new().with_fixint_encoding().with_little_endian().with_limit(limit as u64)
+}
+
+/// Encode a message into one frame, appended to `out`.
+pub fn encode(mut message: Wire, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    let bulk = message.take_bulk();
+    if bulk.len() > BULK_BYTES_MAX as usize {
+        return Err(CodecError::BulkTooLarge(bulk.len()));
+    }
+    let header = options(HEADER_BYTES_MAX).serialize(&message).map_err(|e| CodecError::BadHeader(e.to_string()))?;
+    let frame = 4 + header.len() + bulk.len();
+    out.reserve(4 + frame);
+    out.extend_from_slice(&(frame as u32).to_le_bytes());
+    out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(&bulk);
+    Ok(())
+}
+
+/// Decode one frame's body (everything after `frame_bytes`).
+pub fn decode(body: Vec<u8>) -> Result<Wire, CodecError> {
+    let frame = body.len() as u32;
+    if body.len() < 4 {
+        return Err(CodecError::BadHeaderLength { header: 0, frame });
+    }
+    let header = u32::from_le_bytes(body[..4].try_into().expect("4 bytes"));
+    if header > HEADER_BYTES_MAX || header as usize > body.len() - 4 {
+        return Err(CodecError::BadHeaderLength { header, frame });
+    }
+    let end = 4 + header as usize;
+    let mut message: Wire =
+        options(header).deserialize(&body[4..end]).map_err(|e| CodecError::BadHeader(e.to_string()))?;
+    let mut body = body;
+    let bulk = body.split_off(end);
+    if !bulk.is_empty() && !message.takes_bulk() {
+        return Err(CodecError::UnexpectedBulk { bulk: bulk.len() });
+    }
+    message.put_bulk(bulk);
+    Ok(message)
+}
+
+/// Read one message; `Ok(None)` on a clean end of stream between frames.
+pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Option<Wire>, CodecError> {
+    let mut len = [0u8; 4];
+    match reader.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let frame = u32::from_le_bytes(len);
+    if frame > FRAME_BYTES_MAX {
+        return Err(CodecError::FrameTooLarge(frame));
+    }
+    let mut body = vec![0u8; frame as usize];
+    reader.read_exact(&mut body).await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => CodecError::Truncated,
+        _ => e.into(),
+    })?;
+    decode(body).map(Some)
+}
+
+/// Write one message and flush.
+pub async fn write_frame<W: AsyncWrite + Unpin>(writer: &mut W, message: Wire) -> Result<(), CodecError> {
+    let mut buf = Vec::new();
+    encode(message, &mut buf)?;
+    writer.write_all(&buf).await?;
+    writer.flush().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::PROTOCOL_VERSION;
+    use lanefs_core::msg::{ToClient, ToOst};
+    use lanefs_core::{ObjectId, Xid};
+
+    fn roundtrip(m: Wire) -> Wire {
+        let mut buf = Vec::new();
+        encode(m, &mut buf).unwrap();
+        let frame = u32::from_le_bytes(buf[..4].try_into().unwrap()) as usize;
+        assert_eq!(frame, buf.len() - 4);
+        decode(buf[4..].to_vec()).unwrap()
+    }
+
+    #[test]
+    fn bulk_travels_raw_and_comes_back() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+        let m = Wire::ToOst { ost: 3, message: ToOst::Write { xid: Xid(7), object: ObjectId(9), offset: 4096, data: data.clone() } };
+        let mut buf = Vec::new();
+        encode(m.clone(), &mut buf).unwrap();
+        // The data appears verbatim at the end of the frame.
+        assert_eq!(&buf[buf.len() - data.len()..], &data[..]);
+        assert_eq!(roundtrip(m.clone()), m);
+        let r = Wire::ToClient { ost: 1, message: ToClient::ReadReply { xid: Xid(1), result: Ok(data) } };
+        assert_eq!(roundtrip(r.clone()), r);
+        let h = Wire::Hello { magic: crate::proto::MAGIC, version: PROTOCOL_VERSION, role: crate::proto::Role::Client };
+        assert_eq!(roundtrip(h.clone()), h);
+    }
+
+    #[test]
+    fn malformed_frames_are_errors() {
+        assert!(matches!(decode(vec![1, 2]), Err(CodecError::BadHeaderLength { .. })));
+        let mut huge_header = (HEADER_BYTES_MAX + 1).to_le_bytes().to_vec();
+        huge_header.extend_from_slice(&[0; 16]);
+        assert!(matches!(decode(huge_header), Err(CodecError::BadHeaderLength { .. })));
+        let mut garbage = 8u32.to_le_bytes().to_vec();
+        garbage.extend_from_slice(&[0xff; 8]);
+        assert!(matches!(decode(garbage), Err(CodecError::BadHeader(_))));
+        // A header claiming a giant vector cannot make the decoder allocate it.
+        let m = Wire::Refused { reason: "x".into() };
+        let mut buf = Vec::new();
+        encode(m, &mut buf).unwrap();
+        let mut body = buf[4..].to_vec();
+        let at = body.len() - 1 - 8; // the string length field
+        body[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(matches!(decode(body), Err(CodecError::BadHeader(_))));
+        // Bulk bytes after a message that takes none.
+        let mut buf = Vec::new();
+        encode(Wire::Refused { reason: "x".into() }, &mut buf).unwrap();
+        buf.extend_from_slice(&[1, 2, 3]);
+        assert!(matches!(decode(buf[4..].to_vec()), Err(CodecError::UnexpectedBulk { bulk: 3 })));
+    }
+
+    #[tokio::test]
+    async fn oversized_and_truncated_streams_are_refused() {
+        let mut stream: &[u8] = &(FRAME_BYTES_MAX + 1).to_le_bytes();
+        assert!(matches!(read_frame(&mut stream).await, Err(CodecError::FrameTooLarge(_))));
+        let mut short = 100u32.to_le_bytes().to_vec();
+        short.extend_from_slice(&[0; 10]);
+        let mut stream: &[u8] = &short;
+        assert!(matches!(read_frame(&mut stream).await, Err(CodecError::Truncated)));
+        let mut empty: &[u8] = &[];
+        assert!(read_frame(&mut empty).await.unwrap().is_none());
+    }
+}

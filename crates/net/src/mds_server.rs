@@ -1,0 +1,135 @@
+//! The MDS daemon: lanefs-mds's namespace behind the wire protocol, plus
+//! the registry of which OSS serves which OST.
+//!
+//! Namespace requests are handled one at a time on the `Mds` (SQLite is
+//! fast for this and a single writer keeps it simple); OSS registrations
+//! are kept in memory, and an OSS registers again when it restarts.
+
+use crate::codec::read_frame;
+use crate::oss::{handshake, variant};
+use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, Role, Wire, PROTOCOL_VERSION};
+use crate::transport::{Address, BoxStream, Listener};
+use crate::writer::spawn_writer;
+use lanefs_mds::Mds;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use tokio::io::BufReader;
+use tracing::{info, warn};
+
+struct Shared {
+    /// `None` once the MDS has stopped (its database is closed then).
+    mds: Mutex<Option<Mds>>,
+    stop: tokio::sync::watch::Sender<bool>,
+    ost_count: u32,
+    /// OST index -> address of the OSS serving it.
+    osts: Mutex<BTreeMap<u32, String>>,
+}
+
+pub struct MdsHandle {
+    address: Address,
+    accept: tokio::task::JoinHandle<()>,
+    shared: Arc<Shared>,
+}
+
+impl MdsHandle {
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+
+    /// Record that `address` serves `osts` (what an OSS's Hello does).
+    pub fn register_oss(&self, address: &str, osts: &[u32]) {
+        register(&self.shared, address, osts);
+    }
+
+    /// Stop serving and close the database (a restart can open it again).
+    pub fn shutdown(self) {
+        self.accept.abort();
+        let _ = self.shared.stop.send(true);
+        self.shared.mds.lock().expect("mds lock").take();
+    }
+}
+
+fn register(shared: &Shared, address: &str, osts: &[u32]) {
+    let mut map = shared.osts.lock().expect("registry lock");
+    for ost in osts {
+        map.insert(*ost, address.to_string());
+    }
+    info!(address, ?osts, "OSS registered");
+}
+
+pub async fn start(listen: &Address, mds: Mds, ost_count: u32) -> std::io::Result<MdsHandle> {
+    let listener = Listener::bind(listen).await?;
+    let address = listener.local_address()?;
+    let (stop, _) = tokio::sync::watch::channel(false);
+    let shared = Arc::new(Shared { mds: Mutex::new(Some(mds)), stop, ost_count, osts: Mutex::new(BTreeMap::new()) });
+    let s = shared.clone();
+    let accept = tokio::spawn(async move {
+        loop {
+            match listener.accept().await {
+                Ok(stream) => {
+                    tokio::spawn(serve_connection(stream, s.clone()));
+                }
+                Err(e) => warn!("accept failed: {e}"),
+            }
+        }
+    });
+    info!(%address, "MDS serving");
+    Ok(MdsHandle { address, accept, shared })
+}
+
+async fn serve_connection(stream: BoxStream, shared: Arc<Shared>) {
+    let (r, w) = tokio::io::split(stream);
+    let mut r = BufReader::new(r);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    spawn_writer(w, rx);
+    match handshake(&mut r).await {
+        Ok(Role::Client) => {}
+        Ok(Role::Oss { address, osts }) => register(&shared, &address, &osts),
+        Err(reason) => {
+            let _ = tx.send(Wire::Refused { reason });
+            return;
+        }
+    }
+    let _ = tx.send(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
+    let mut stop = shared.stop.subscribe();
+    loop {
+        let read = tokio::select! {
+            read = read_frame(&mut r) => read,
+            _ = stop.wait_for(|stopped| *stopped) => {
+                let _ = tx.send(Wire::Refused { reason: "the MDS is shutting down".into() });
+                return;
+            }
+        };
+        let frame = match read {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return,
+            Err(e) => {
+                let _ = tx.send(Wire::Refused { reason: e.to_string() });
+                return;
+            }
+        };
+        let (id, answer) = match frame {
+            Wire::Mds { id, call: MdsCall::Namespace(request) } => {
+                let shared = shared.clone();
+                let reply = tokio::task::spawn_blocking(move || {
+                    shared.mds.lock().expect("mds lock").as_mut().map(|mds| mds.handle(request))
+                })
+                .await;
+                match reply {
+                    Ok(Some(reply)) => (id, MdsAnswer::Namespace(reply)),
+                    Ok(None) => (id, MdsAnswer::Error("the MDS is shutting down".into())),
+                    Err(e) => (id, MdsAnswer::Error(format!("MDS request failed: {e}"))),
+                }
+            }
+            Wire::Mds { id, call: MdsCall::ClusterInfo } => {
+                let osts = shared.osts.lock().expect("registry lock").iter().map(|(o, a)| (*o, a.clone())).collect();
+                (id, MdsAnswer::ClusterInfo(ClusterInfo { ost_count: shared.ost_count, osts }))
+            }
+            other => {
+                let _ = tx.send(Wire::Refused { reason: format!("an MDS does not take {} messages", variant(&other)) });
+                return;
+            }
+        };
+        let _ = tx.send(Wire::MdsReply { id, answer });
+    }
+}

@@ -1,0 +1,105 @@
+//! The messages lanefs nodes exchange over the network, wrapped in one enum.
+//!
+//! A connection starts with `Hello` (magic number, protocol version, role);
+//! the server answers `Welcome` or `Refused` (with the reason) and closes.
+//! After that, OST traffic carries lanefs-core's own `ToOst` / `ToClient`
+//! messages unchanged, tagged with the OST index (one OSS serves several
+//! OSTs over one connection), and MDS traffic carries request/reply pairs
+//! matched by id.
+
+use lanefs_core::ldlm::stats::LockCounters;
+use lanefs_core::msg::{ToClient, ToOst};
+use lanefs_core::ost::OstCounters;
+use serde::{Deserialize, Serialize};
+
+/// "LNFS".
+pub const MAGIC: u32 = 0x4c4e_4653;
+/// Bumped on every incompatible change of [`Wire`] or of the core messages.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// Who is connecting.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    /// A client node (file system user) or an admin tool.
+    Client,
+    /// An OSS announcing its OSTs to the MDS.
+    Oss { address: String, osts: Vec<u32> },
+}
+
+/// Lock and data statistics of one OST (`lctl get_param ldlm.namespaces.*`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OstStats {
+    pub ost: u32,
+    pub locks_granted: u64,
+    pub locks_waiting: u64,
+    pub locks: LockCounters,
+    pub data: OstCounters,
+}
+
+/// Where the OSTs are, as the MDS tells clients.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterInfo {
+    pub ost_count: u32,
+    /// `(ost index, OSS address)`; an OST whose OSS has not registered is absent.
+    pub osts: Vec<(u32, String)>,
+}
+
+/// A request to the MDS.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum MdsCall {
+    Namespace(lanefs_mds::MdsRequest),
+    ClusterInfo,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum MdsAnswer {
+    Namespace(lanefs_mds::MdsReply),
+    ClusterInfo(ClusterInfo),
+    Error(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Wire {
+    Hello { magic: u32, version: u16, role: Role },
+    /// Accepted; `client` is the identity this connection has on the server.
+    Welcome { version: u16, client: u32 },
+    /// Not accepted, or a fatal error on this connection; it closes next.
+    Refused { reason: String },
+    ToOst { ost: u32, message: ToOst },
+    ToClient { ost: u32, message: ToClient },
+    /// Remove an object whose file was unlinked (asynchronous, no reply).
+    Destroy { ost: u32, object: u64 },
+    Mds { id: u64, call: MdsCall },
+    MdsReply { id: u64, answer: MdsAnswer },
+    StatsRequest { id: u64 },
+    StatsReply { id: u64, osts: Vec<OstStats> },
+}
+
+impl Wire {
+    /// Whether this kind of message carries bulk bytes after its header.
+    pub fn takes_bulk(&self) -> bool {
+        matches!(
+            self,
+            Wire::ToOst { message: ToOst::Write { .. }, .. }
+                | Wire::ToClient { message: ToClient::ReadReply { result: Ok(_), .. }, .. }
+        )
+    }
+
+    /// Move the bulk data out (the codec sends it raw).
+    pub fn take_bulk(&mut self) -> Vec<u8> {
+        match self {
+            Wire::ToOst { message: ToOst::Write { data, .. }, .. } => std::mem::take(data),
+            Wire::ToClient { message: ToClient::ReadReply { result: Ok(data), .. }, .. } => std::mem::take(data),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Move decoded bulk data back in.
+    pub fn put_bulk(&mut self, bulk: Vec<u8>) {
+        match self {
+            Wire::ToOst { message: ToOst::Write { data, .. }, .. } => *data = bulk,
+            Wire::ToClient { message: ToClient::ReadReply { result: Ok(data), .. }, .. } => *data = bulk,
+            _ => debug_assert!(bulk.is_empty()),
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! Integration tests on a real local cluster: an MDS and an OSS on local
+//! sockets, objects in files, clients with their own connections.
+
+use lanefs_core::client::ladvise::{Advice, AheadMode, LockaheadResult};
+use lanefs_core::ldlm::server::LockServerConfig;
+use lanefs_core::ost::OstConfig;
+use lanefs_core::Duration;
+use lanefs_mds::{CreateMode, MdsReply, MdsRequest, StripeSpec};
+use lanefs_net::client::{Client, ClientOptions, File, NetError};
+use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use std::time::Instant as WallClock;
+
+const MIB: u64 = 1 << 20;
+
+fn cluster(osts: u32) -> LocalCluster {
+    LocalCluster::start(LocalClusterConfig { osts, ..Default::default() }).expect("cluster starts")
+}
+
+fn client(c: &LocalCluster) -> Client {
+    Client::connect(&c.mds_address(), ClientOptions::default()).expect("client connects")
+}
+
+fn create(cl: &Client, path: &str, count: i64, size: u64) -> File {
+    let stripe = StripeSpec { count: Some(count), size: Some(size), start_ost: None };
+    match cl.mds(MdsRequest::Create { path: path.into(), stripe, mode: CreateMode::Exclusive }).unwrap() {
+        MdsReply::File(info) => cl.open_layout(path, info.layout).unwrap(),
+        other => panic!("create answered {other:?}"),
+    }
+}
+
+fn open(cl: &Client, path: &str) -> File {
+    match cl.mds(MdsRequest::Open { path: path.into() }).unwrap() {
+        MdsReply::File(info) => cl.open_layout(path, info.layout).unwrap(),
+        other => panic!("open answered {other:?}"),
+    }
+}
+
+fn bytes(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+#[test]
+fn a_read_right_after_another_clients_write_sees_it() {
+    let c = cluster(2);
+    let (a, b) = (client(&c), client(&c));
+    let fa = create(&a, "/shared", 2, MIB);
+    let fb = open(&b, "/shared");
+    for (i, (off, len)) in [(0u64, 4096usize), (100, 10_000), (MIB - 7, 3 * MIB as usize)].into_iter().enumerate() {
+        let data = bytes(i as u8, len);
+        a.pwrite(&fa, off, &data).unwrap();
+        assert_eq!(b.pread(&fb, off, len as u64).unwrap(), data, "case {i}");
+    }
+    assert_eq!(b.size(&fb).unwrap(), MIB - 7 + 3 * MIB);
+    let stats = a.ost_stats().unwrap();
+    let callbacks: u64 = stats.iter().map(|s| s.locks.callbacks).sum();
+    assert!(callbacks > 0, "readers revoke the writer's locks: {stats:?}");
+}
+
+#[test]
+fn conflicting_writers_are_serialised_by_callbacks() {
+    let c = cluster(1);
+    let (a, b) = (client(&c), client(&c));
+    let fa = create(&a, "/f", 1, MIB);
+    let fb = open(&b, "/f");
+    for round in 0..10u8 {
+        let (w, f) = if round % 2 == 0 { (&a, &fa) } else { (&b, &fb) };
+        w.pwrite(f, 0, &bytes(round, 8192)).unwrap();
+    }
+    assert_eq!(a.pread(&fa, 0, 8192).unwrap(), bytes(9, 8192));
+    let s = &a.ost_stats().unwrap()[0];
+    assert!(s.locks.callbacks >= 9, "{s:?}");
+    assert_eq!(s.locks.evictions, 0);
+}
+
+#[test]
+fn lockahead_is_refused_on_conflict_and_the_write_still_succeeds() {
+    let c = cluster(1);
+    let (a, b) = (client(&c), client(&c));
+    let fa = create(&a, "/la", 1, MIB);
+    let fb = open(&b, "/la");
+    a.pwrite(&fa, 0, &bytes(1, 4096)).unwrap(); // A's lock grows to [0, EOF]
+    let results = b.ladvise(&fb, &[Advice::lockahead(AheadMode::Write, MIB, 2 * MIB - 1, true)]).unwrap();
+    assert_eq!(results, vec![LockaheadResult::Sent]);
+    b.fsync(&fb).unwrap(); // a round trip, by which the refusal has arrived
+    let deadline = WallClock::now() + std::time::Duration::from_secs(5);
+    while b.counters().unwrap().lockahead_refused == 0 {
+        assert!(WallClock::now() < deadline, "refusal never arrived");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    b.pwrite(&fb, MIB, &bytes(2, 4096)).unwrap();
+    assert_eq!(a.pread(&fa, MIB, 4096).unwrap(), bytes(2, 4096));
+    let s = &a.ost_stats().unwrap()[0];
+    assert_eq!(s.locks.refusals, 1, "{s:?}");
+}
+
+#[test]
+fn lockahead_locks_let_two_writers_share_an_object_without_callbacks() {
+    let c = cluster(1);
+    let (a, b) = (client(&c), client(&c));
+    let fa = create(&a, "/ahead", 1, MIB);
+    let fb = open(&b, "/ahead");
+    for (cl, f, first) in [(&a, &fa, 0u64), (&b, &fb, 1)] {
+        cl.ladvise(f, &[Advice::lock_no_expand(true)]).unwrap();
+        let advices: Vec<Advice> =
+            (0..8).map(|i| (2 * i + first) * MIB).map(|s| Advice::lockahead(AheadMode::Write, s, s + MIB - 1, true)).collect();
+        cl.ladvise(f, &advices).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    for i in 0..8u64 {
+        a.pwrite(&fa, 2 * i * MIB, &bytes(1, MIB as usize)).unwrap();
+        b.pwrite(&fb, (2 * i + 1) * MIB, &bytes(2, MIB as usize)).unwrap();
+    }
+    a.fsync(&fa).unwrap();
+    b.fsync(&fb).unwrap();
+    let s = &a.ost_stats().unwrap()[0];
+    assert_eq!(s.locks.callbacks, 0, "{s:?}");
+    assert_eq!(a.pread(&fa, MIB, MIB).unwrap(), bytes(2, MIB as usize));
+}
+
+#[test]
+fn the_namespace_survives_an_mds_restart() {
+    let mut c = cluster(2);
+    let a = client(&c);
+    a.mds(MdsRequest::Mkdir { path: "/d".into() }).unwrap();
+    let f = create(&a, "/d/file", 2, 2 * MIB);
+    a.pwrite(&f, 0, &bytes(5, 100)).unwrap();
+    a.close(f).unwrap();
+    drop(a);
+    c.stop_mds();
+    c.start_mds().unwrap();
+    let b = client(&c);
+    let f = open(&b, "/d/file");
+    assert_eq!(f.layout.stripe_size(), 2 * MIB);
+    assert_eq!(f.layout.stripe_count(), 2);
+    assert_eq!(b.pread(&f, 0, 100).unwrap(), bytes(5, 100));
+    match b.mds(MdsRequest::Readdir { path: "/d".into() }).unwrap() {
+        MdsReply::Entries(e) => assert_eq!(e.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["file"]),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_oss_restart_gives_clear_errors_then_works_again() {
+    let mut c = cluster(1);
+    let a = client(&c);
+    let f = create(&a, "/r", 1, MIB);
+    a.pwrite(&f, 0, &bytes(1, 4096)).unwrap();
+    a.fsync(&f).unwrap();
+    c.stop_oss();
+    let started = WallClock::now();
+    let err = a.pread(&f, 0, 4096).and_then(|_| a.pwrite(&f, 8192, &[1; 10]).and_then(|_| a.fsync(&f)));
+    let err = err.expect_err("the OSS is down");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "an error, not a hang");
+    assert!(err.to_string().contains("OST") || err.to_string().contains("OSS"), "{err}");
+    c.start_oss().unwrap();
+    assert_eq!(a.pread(&f, 0, 4096).unwrap(), bytes(1, 4096), "data on disk survives");
+}
+
+#[test]
+fn bad_stripe_settings_and_missing_paths_are_clear_errors() {
+    let c = cluster(2);
+    let a = client(&c);
+    let stripe = StripeSpec { count: Some(1), size: Some(100_000), start_ost: None };
+    let e = a.mds(MdsRequest::Create { path: "/x".into(), stripe, mode: CreateMode::Exclusive }).unwrap_err();
+    assert!(e.to_string().contains("65536") || e.to_string().contains("64 KiB"), "{e}");
+    let stripe = StripeSpec { count: Some(5), size: None, start_ost: None };
+    let e = a.mds(MdsRequest::Create { path: "/y".into(), stripe, mode: CreateMode::Exclusive }).unwrap_err();
+    assert!(e.to_string().contains('5'), "{e}");
+    let e = a.mds(MdsRequest::Open { path: "/nope/file".into() }).unwrap_err();
+    assert!(matches!(e, NetError::Mds(_)) && e.to_string().contains("/nope"), "{e}");
+}
+
+#[test]
+fn a_killed_holder_is_evicted_after_the_callback_timeout() {
+    if std::env::var("LANEFS_TEST_CHILD").is_ok() {
+        return; // see holder_child below
+    }
+    let config = LocalClusterConfig {
+        osts: 1,
+        unix_sockets: false,
+        ost: OstConfig { locks: LockServerConfig { callback_timeout: Duration::from_ms(1500) }, ..OstConfig::default() },
+        ..Default::default()
+    };
+    let c = LocalCluster::start(config).unwrap();
+    let a = client(&c);
+    let f = create(&a, "/killed", 1, MIB);
+    drop(f);
+    // A child process writes (dirty, unflushed, under a PW lock) and waits to be killed.
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "holder_child", "--nocapture", "--include-ignored"])
+        .env("LANEFS_TEST_CHILD", c.mds_address())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 256];
+    while !String::from_utf8_lossy(&seen).contains("HOLDING") {
+        use std::io::Read;
+        let n = out.read(&mut buf).unwrap();
+        assert!(n > 0, "child exited early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let f = open(&a, "/killed");
+    let started = WallClock::now();
+    a.pwrite(&f, 0, &bytes(9, 4096)).unwrap();
+    let waited = started.elapsed();
+    assert!(waited >= std::time::Duration::from_millis(1000), "waited only {waited:?}");
+    assert!(waited < std::time::Duration::from_secs(15), "waited {waited:?}");
+    assert_eq!(a.pread(&f, 0, 4096).unwrap(), bytes(9, 4096));
+    let s = &a.ost_stats().unwrap()[0];
+    assert_eq!(s.locks.evictions, 1, "{s:?}");
+}
+
+/// Run only as the child of the test above.
+#[test]
+#[ignore = "helper process of a_killed_holder_is_evicted_after_the_callback_timeout"]
+fn holder_child() {
+    let Ok(mds) = std::env::var("LANEFS_TEST_CHILD") else { return };
+    let cl = Client::connect(&mds, ClientOptions::default()).unwrap();
+    let f = open(&cl, "/killed");
+    cl.pwrite(&f, 0, &bytes(1, 4096)).unwrap();
+    println!("HOLDING");
+    std::thread::sleep(std::time::Duration::from_secs(60));
+}
