@@ -2,7 +2,10 @@
 //! shows lives in the library crates; this file turns options into calls and
 //! results into text or JSON.
 
+mod daemons;
 mod demo;
+mod fs;
+mod ior_lanefs;
 mod lockscript;
 
 use anyhow::Result;
@@ -14,6 +17,8 @@ use std::path::PathBuf;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    target: fs::Target,
 }
 
 #[derive(Subcommand)]
@@ -35,6 +40,60 @@ enum Command {
         /// Script file, or `-` for standard input.
         file: PathBuf,
     },
+    /// Start a whole file system here (an MDS and an OSS with N OSTs) and run until interrupted.
+    Up {
+        /// Number of OSTs.
+        #[arg(long, default_value_t = 4)]
+        osts: u32,
+        /// Directory for the MDS database and the OST objects.
+        #[arg(long)]
+        data: PathBuf,
+        /// Listen on TCP (127.0.0.1, a free port) instead of Unix sockets in the data directory.
+        #[arg(long)]
+        tcp: bool,
+        /// Seconds a lock holder has to cancel after a callback before it is evicted.
+        #[arg(long, default_value_t = 100.0)]
+        callback_timeout: f64,
+    },
+    /// Run the metadata server alone (for a cluster across hosts).
+    Mds {
+        #[arg(long)]
+        data: PathBuf,
+        /// Number of OSTs the file system has (OSSes register them).
+        #[arg(long)]
+        osts: u32,
+        /// Address to listen on: HOST:PORT or unix:/PATH. Clients use it as
+        /// given, so on a network give this host's address.
+        #[arg(long, default_value = "127.0.0.1:9400")]
+        listen: String,
+    },
+    /// Run an object storage server for some OSTs, registered with an MDS.
+    Oss {
+        /// The MDS's address.
+        #[arg(long)]
+        mds: String,
+        #[arg(long)]
+        data: PathBuf,
+        /// OST indices served here, e.g. 0,1.
+        #[arg(long, value_delimiter = ',', required = true)]
+        ost: Vec<u32>,
+        /// Address to listen on; clients connect to it as given, so on a
+        /// network give this host's address.
+        #[arg(long, default_value = "127.0.0.1:9401")]
+        listen: String,
+        #[arg(long, default_value_t = 100.0)]
+        callback_timeout: f64,
+    },
+    /// IOR: `lanefs ior -a LANEFS [IOR options]` (also -a POSIX). Without
+    /// --cluster, LANEFS runs on an embedded cluster in a temporary directory.
+    #[command(disable_help_flag = true)]
+    Ior {
+        /// IOR's options, as IOR takes them.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    #[command(flatten)]
+    Fs(fs::FsCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -57,5 +116,12 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo { json, seed } => demo::run(json, seed),
         Command::LockScript { file } => lockscript::run_path(&file),
+        Command::Up { osts, data, tcp, callback_timeout } => daemons::up(osts, data, tcp, callback_timeout),
+        Command::Mds { data, osts, listen } => daemons::mds(data, osts, &listen),
+        Command::Oss { mds, data, ost, listen, callback_timeout } => {
+            daemons::oss(&mds, data, ost, &listen, callback_timeout)
+        }
+        Command::Ior { args } => ior_lanefs::main(args, cli.target.mds),
+        Command::Fs(command) => fs::run(command, &cli.target),
     }
 }

@@ -352,7 +352,8 @@ impl Driver {
             oss_of_ost.insert(*ost, index);
         }
         for (i, conn) in oss.iter_mut().enumerate() {
-            let (tx, writer) = open_session(&conn.address, options.connect_timeout, Peer::Oss(i), net_tx.clone()).await?;
+            let (tx, writer) =
+                open_session(&conn.address, options.connect_timeout, Peer::Oss(i), net_tx.clone()).await?;
             conn.tx = Some(tx);
             conn.writer = Some(writer);
         }
@@ -440,7 +441,9 @@ impl Driver {
         match cmd {
             Cmd::Mds(call, reply) => {
                 if self.mds.is_none() {
-                    match open_session(&self.mds_address, self.options.connect_timeout, Peer::Mds, self.net_tx.clone()).await {
+                    match open_session(&self.mds_address, self.options.connect_timeout, Peer::Mds, self.net_tx.clone())
+                        .await
+                    {
                         Ok((tx, _)) => self.mds = Some(tx),
                         Err(e) => {
                             let _ = reply.send(Err(e));

@@ -49,7 +49,10 @@ pub struct LocalCluster {
 impl LocalCluster {
     pub fn start(config: LocalClusterConfig) -> std::io::Result<LocalCluster> {
         if config.osts == 0 {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "a cluster needs at least one OST (--osts 1 or more)"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a cluster needs at least one OST (--osts 1 or more)",
+            ));
         }
         let (dir, temp) = match &config.data_dir {
             Some(d) => {
@@ -118,7 +121,11 @@ impl LocalCluster {
             (Some(o), false) => o.address().clone(),
             (None, false) => self.address("oss"),
         };
-        let config = OssConfig { data_dir: self.dir.clone(), osts: (0..self.config.osts).collect(), ost: self.config.ost.clone() };
+        let config = OssConfig {
+            data_dir: self.dir.clone(),
+            osts: (0..self.config.osts).collect(),
+            ost: self.config.ost.clone(),
+        };
         let handle = self.runtime.block_on(oss::start(&listen, config))?;
         if let Some(mds) = &self.mds {
             let osts: Vec<u32> = (0..self.config.osts).collect();

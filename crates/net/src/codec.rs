@@ -30,7 +30,9 @@ pub enum CodecError {
     Truncated,
     #[error("frame of {0} bytes exceeds the maximum of {FRAME_BYTES_MAX}; the peer is not speaking the lanefs protocol or is broken")]
     FrameTooLarge(u32),
-    #[error("frame header of {header} bytes does not fit its frame of {frame} bytes (maximum header {HEADER_BYTES_MAX})")]
+    #[error(
+        "frame header of {header} bytes does not fit its frame of {frame} bytes (maximum header {HEADER_BYTES_MAX})"
+    )]
     BadHeaderLength { header: u32, frame: u32 },
     #[error("undecodable frame header: {0}")]
     BadHeader(String),
@@ -131,7 +133,10 @@ mod tests {
     #[test]
     fn bulk_travels_raw_and_comes_back() {
         let data: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
-        let m = Wire::ToOst { ost: 3, message: ToOst::Write { xid: Xid(7), object: ObjectId(9), offset: 4096, data: data.clone() } };
+        let m = Wire::ToOst {
+            ost: 3,
+            message: ToOst::Write { xid: Xid(7), object: ObjectId(9), offset: 4096, data: data.clone() },
+        };
         let mut buf = Vec::new();
         encode(m.clone(), &mut buf).unwrap();
         // The data appears verbatim at the end of the frame.

@@ -8,12 +8,12 @@
 //! the simulator test. The wire protocol is length-prefixed frames with a
 //! versioned handshake ([`codec`], [`proto`]).
 
+pub mod client;
+pub mod cluster;
 pub mod codec;
-pub mod proto;
 pub mod filestore;
+pub mod mds_server;
 pub mod oss;
+pub mod proto;
 pub mod transport;
 mod writer;
-pub mod client;
-pub mod mds_server;
-pub mod cluster;

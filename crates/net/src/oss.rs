@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration as StdDuration;
 use tokio::io::BufReader;
-use tokio::sync::{oneshot, mpsc::UnboundedSender};
+use tokio::sync::{mpsc::UnboundedSender, oneshot};
 use tracing::{debug, info, warn};
 
 #[derive(Clone, Debug)]

@@ -60,19 +60,48 @@ pub enum MdsAnswer {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Wire {
-    Hello { magic: u32, version: u16, role: Role },
+    Hello {
+        magic: u32,
+        version: u16,
+        role: Role,
+    },
     /// Accepted; `client` is the identity this connection has on the server.
-    Welcome { version: u16, client: u32 },
+    Welcome {
+        version: u16,
+        client: u32,
+    },
     /// Not accepted, or a fatal error on this connection; it closes next.
-    Refused { reason: String },
-    ToOst { ost: u32, message: ToOst },
-    ToClient { ost: u32, message: ToClient },
+    Refused {
+        reason: String,
+    },
+    ToOst {
+        ost: u32,
+        message: ToOst,
+    },
+    ToClient {
+        ost: u32,
+        message: ToClient,
+    },
     /// Remove an object whose file was unlinked (asynchronous, no reply).
-    Destroy { ost: u32, object: u64 },
-    Mds { id: u64, call: MdsCall },
-    MdsReply { id: u64, answer: MdsAnswer },
-    StatsRequest { id: u64 },
-    StatsReply { id: u64, osts: Vec<OstStats> },
+    Destroy {
+        ost: u32,
+        object: u64,
+    },
+    Mds {
+        id: u64,
+        call: MdsCall,
+    },
+    MdsReply {
+        id: u64,
+        answer: MdsAnswer,
+    },
+    StatsRequest {
+        id: u64,
+    },
+    StatsReply {
+        id: u64,
+        osts: Vec<OstStats>,
+    },
 }
 
 impl Wire {

@@ -101,8 +101,10 @@ fn lockahead_locks_let_two_writers_share_an_object_without_callbacks() {
     let fb = open(&b, "/ahead");
     for (cl, f, first) in [(&a, &fa, 0u64), (&b, &fb, 1)] {
         cl.ladvise(f, &[Advice::lock_no_expand(true)]).unwrap();
-        let advices: Vec<Advice> =
-            (0..8).map(|i| (2 * i + first) * MIB).map(|s| Advice::lockahead(AheadMode::Write, s, s + MIB - 1, true)).collect();
+        let advices: Vec<Advice> = (0..8)
+            .map(|i| (2 * i + first) * MIB)
+            .map(|s| Advice::lockahead(AheadMode::Write, s, s + MIB - 1, true))
+            .collect();
         cl.ladvise(f, &advices).unwrap();
     }
     std::thread::sleep(std::time::Duration::from_millis(50));
@@ -178,7 +180,10 @@ fn a_killed_holder_is_evicted_after_the_callback_timeout() {
     let config = LocalClusterConfig {
         osts: 1,
         unix_sockets: false,
-        ost: OstConfig { locks: LockServerConfig { callback_timeout: Duration::from_ms(1500) }, ..OstConfig::default() },
+        ost: OstConfig {
+            locks: LockServerConfig { callback_timeout: Duration::from_ms(1500) },
+            ..OstConfig::default()
+        },
         ..Default::default()
     };
     let c = LocalCluster::start(config).unwrap();

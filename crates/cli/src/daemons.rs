@@ -1,0 +1,76 @@
+//! `lanefs up`, `lanefs mds` and `lanefs oss`: running the servers.
+
+use anyhow::{Context, Result};
+use lanefs_core::ldlm::server::LockServerConfig;
+use lanefs_core::ost::OstConfig;
+use lanefs_core::Duration;
+use lanefs_mds::{Mds, MdsConfig};
+use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use lanefs_net::transport::Address;
+use std::path::PathBuf;
+
+fn ost_config(callback_timeout_s: f64) -> Result<OstConfig> {
+    if !(callback_timeout_s > 0.0 && callback_timeout_s.is_finite()) {
+        anyhow::bail!(
+            "--callback-timeout {callback_timeout_s}: give a positive number of seconds (Lustre's floor is 100)"
+        );
+    }
+    let callback_timeout = Duration::from_ns((callback_timeout_s * 1e9) as u64);
+    Ok(OstConfig { locks: LockServerConfig { callback_timeout }, ..OstConfig::default() })
+}
+
+fn wait_for_interrupt(runtime: &tokio::runtime::Runtime) {
+    runtime.block_on(async {
+        let _ = tokio::signal::ctrl_c().await;
+    });
+}
+
+/// A whole file system (MDS and one OSS with `osts` OSTs) in this process.
+pub fn up(osts: u32, data: PathBuf, tcp: bool, callback_timeout_s: f64) -> Result<()> {
+    let config = LocalClusterConfig {
+        osts,
+        data_dir: Some(data.clone()),
+        unix_sockets: !tcp,
+        ost: ost_config(callback_timeout_s)?,
+        ..Default::default()
+    };
+    let cluster = LocalCluster::start(config).with_context(|| format!("starting a cluster in {}", data.display()))?;
+    println!("lanefs: MDS at {} with {osts} OSTs; data in {}", cluster.mds_address(), data.display());
+    println!("export LANEFS_MDS={}", cluster.mds_address());
+    println!("(interrupt to stop)");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    wait_for_interrupt(&rt);
+    drop(cluster);
+    Ok(())
+}
+
+/// The MDS alone, for a cluster across hosts.
+pub fn mds(data: PathBuf, osts: u32, listen: &str) -> Result<()> {
+    let listen = Address::parse(listen).map_err(anyhow::Error::msg)?;
+    std::fs::create_dir_all(&data)?;
+    let mds = Mds::open(&data.join("mds.db"), MdsConfig::new(osts)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let handle = rt.block_on(lanefs_net::mds_server::start(&listen, mds, osts))?;
+    println!(
+        "lanefs: MDS at {} for {osts} OSTs; start OSSes with: lanefs oss --mds {} ...",
+        handle.address(),
+        handle.address()
+    );
+    wait_for_interrupt(&rt);
+    Ok(())
+}
+
+/// One OSS serving `osts`, registered with the MDS at `mds`.
+pub fn oss(mds: &str, data: PathBuf, osts: Vec<u32>, listen: &str, callback_timeout_s: f64) -> Result<()> {
+    let listen = Address::parse(listen).map_err(anyhow::Error::msg)?;
+    let mds = Address::parse(mds).map_err(anyhow::Error::msg)?;
+    let config =
+        lanefs_net::oss::OssConfig { data_dir: data, osts: osts.clone(), ost: ost_config(callback_timeout_s)? };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let handle = rt.block_on(lanefs_net::oss::start(&listen, config))?;
+    rt.block_on(lanefs_net::oss::register_with_mds(&mds, handle.address(), &osts))
+        .map_err(|reason| anyhow::anyhow!("registering with the MDS at {mds}: {reason}"))?;
+    println!("lanefs: OSS at {} serving OSTs {osts:?}, registered with {mds}", handle.address());
+    wait_for_interrupt(&rt);
+    Ok(())
+}

@@ -1,0 +1,366 @@
+//! `lanefs ior`: IOR's front end (lanefs-ior) with the LANEFS backend, which
+//! runs each rank as its own lanefs client, on a cluster given with
+//! `--cluster ADDR` (or `--mds`, `LANEFS_MDS`) or on an embedded one.
+//!
+//! Module options (`--lanefs.NAME=VALUE`):
+//! * `lock-mode=default|noexpand|lockahead|group`: default is Lustre's
+//!   expanding locks; noexpand sets lock-no-expand advice on every open;
+//!   lockahead sets lock-no-expand and asks asynchronous lockahead for each
+//!   transfer the rank will write, before writing; group takes a group lock
+//!   (gid 1) on the file across the write phase;
+//! * `stripe-count=N` (-1 = all OSTs), `stripe-size=SIZE` for new files;
+//! * `osts=N` for the embedded cluster (default 4).
+
+use anyhow::{bail, Result};
+use lanefs_core::client::ladvise::{Advice, AheadMode, ADVICES_PER_CALL_MAX};
+use lanefs_ior::{Backend, BackendReport, IorError, IorParams, ModuleOption, PosixBackend, RankIo};
+use lanefs_mds::{CreateMode, FileKind, MdsReply, MdsRequest, StripeSpec};
+use lanefs_net::client::{Client, ClientOptions, File, NetError};
+use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use lanefs_net::proto::OstStats;
+use std::sync::Mutex;
+
+const NAME: &str = "LANEFS";
+
+static OPTIONS: &[ModuleOption] = &[
+    ModuleOption { name: "lock-mode", takes_value: true, help: "default | noexpand | lockahead | group" },
+    ModuleOption { name: "stripe-count", takes_value: true, help: "stripes of new files (-1 = all OSTs)" },
+    ModuleOption { name: "stripe-size", takes_value: true, help: "stripe size of new files (k/m/g)" },
+    ModuleOption { name: "osts", takes_value: true, help: "OSTs of the embedded cluster (default 4)" },
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockMode {
+    Default,
+    NoExpand,
+    Lockahead,
+    Group,
+}
+
+impl LockMode {
+    fn parse(s: &str) -> Result<LockMode, String> {
+        match s {
+            "default" => Ok(LockMode::Default),
+            "noexpand" => Ok(LockMode::NoExpand),
+            "lockahead" => Ok(LockMode::Lockahead),
+            "group" => Ok(LockMode::Group),
+            other => Err(format!("{other:?} is not a lock mode; use default, noexpand, lockahead or group")),
+        }
+    }
+}
+
+/// The `lanefs` IOR backend.
+pub struct LanefsBackend {
+    mds: String,
+    totals: Mutex<Totals>,
+    before: Vec<OstStats>,
+}
+
+#[derive(Default)]
+struct Totals {
+    lockahead_sent: u64,
+    lockahead_refused: u64,
+    client_write_rpcs: u64,
+    client_read_rpcs: u64,
+    after: Vec<OstStats>,
+}
+
+fn backend_error(e: impl std::fmt::Display) -> IorError {
+    IorError::Backend { backend: NAME, message: e.to_string() }
+}
+
+impl LanefsBackend {
+    pub fn new(mds: String) -> Result<Self, NetError> {
+        let before = Client::connect(&mds, ClientOptions::default())?.ost_stats()?;
+        Ok(LanefsBackend { mds, totals: Mutex::new(Totals::default()), before })
+    }
+
+    fn admin(&self) -> Result<Client, IorError> {
+        Client::connect(&self.mds, ClientOptions::default()).map_err(backend_error)
+    }
+}
+
+/// IOR's default `-o testFile` is relative: lanefs paths start at its root.
+fn absolute(path: &str) -> String {
+    if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
+    }
+}
+
+fn option_error(option: &str, message: String) -> IorError {
+    IorError::Option { option: format!("--lanefs.{option}"), message }
+}
+
+fn lock_mode(p: &IorParams) -> Result<LockMode, IorError> {
+    p.module_value("lanefs.lock-mode")
+        .map_or(Ok(LockMode::Default), |v| LockMode::parse(v).map_err(|m| option_error("lock-mode", m)))
+}
+
+fn stripe(p: &IorParams) -> Result<StripeSpec, IorError> {
+    let count =
+        match p.module_value("lanefs.stripe-count") {
+            None => None,
+            Some(v) => Some(v.parse::<i64>().map_err(|_| {
+                option_error("stripe-count", format!("{v:?} is not a number; e.g. 4, or -1 for all OSTs"))
+            })?),
+        };
+    let size = match p.module_value("lanefs.stripe-size") {
+        None => None,
+        Some(v) => Some(crate::fs::parse_size(v).map_err(|m| option_error("stripe-size", m))?),
+    };
+    Ok(StripeSpec { count, size, start_ost: None })
+}
+
+impl Backend for LanefsBackend {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn version(&self) -> String {
+        env!("CARGO_PKG_VERSION").to_string()
+    }
+
+    fn options(&self) -> &'static [ModuleOption] {
+        OPTIONS
+    }
+
+    fn check_params(&self, p: &IorParams) -> Result<(), IorError> {
+        lanefs_ior::check_module_options(NAME, OPTIONS, p)?;
+        lock_mode(p)?;
+        stripe(p)?;
+        if p.collective {
+            return Err(IorError::Option {
+                option: "-c".into(),
+                message: "collective I/O needs -a MPIIO, which lanefs does not have yet".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn rank<'a>(&'a self, rank: u32, p: &IorParams) -> Result<Box<dyn RankIo + 'a>, IorError> {
+        let client = Client::connect(&self.mds, ClientOptions::default()).map_err(backend_error)?;
+        Ok(Box::new(LanefsRank {
+            backend: self,
+            rank,
+            client: Some(client),
+            file: None,
+            mode: lock_mode(p)?,
+            stripe: stripe(p)?,
+        }))
+    }
+
+    fn delete(&self, path: &str) -> Result<(), IorError> {
+        let admin = self.admin()?;
+        match admin.mds(MdsRequest::Unlink { path: absolute(path) }) {
+            Ok(MdsReply::Unlinked(layout)) => admin.destroy_objects(&layout).map_err(backend_error),
+            Ok(_) => Ok(()),
+            Err(NetError::Mds(m)) if m.contains("no such file") => Ok(()),
+            Err(e) => Err(backend_error(e)),
+        }
+    }
+
+    fn mkdir(&self, path: &str) -> Result<(), IorError> {
+        let admin = self.admin()?;
+        match admin.mds(MdsRequest::Stat { path: absolute(path) }) {
+            Ok(MdsReply::Attr(a)) if a.kind == FileKind::Dir => Ok(()),
+            _ => admin.mds(MdsRequest::Mkdir { path: absolute(path) }).map(|_| ()).map_err(backend_error),
+        }
+    }
+
+    fn report(&self) -> Option<BackendReport> {
+        let totals = self.totals.lock().ok()?;
+        let after = self.admin().ok()?.ost_stats().ok()?;
+        let _ = &totals.after;
+        let sum = |stats: &[OstStats], f: &dyn Fn(&OstStats) -> u64| stats.iter().map(f).sum::<u64>();
+        let delta = |f: &dyn Fn(&OstStats) -> u64| sum(&after, f).saturating_sub(sum(&self.before, f));
+        let mut json = serde_json::Map::new();
+        let mut put = |k: &str, v: u64| {
+            json.insert(k.to_string(), serde_json::Value::from(v));
+        };
+        put("lock_enqueues", delta(&|s| s.locks.enqueues));
+        put("lock_grants", delta(&|s| s.locks.grants));
+        put("lockahead_sent", totals.lockahead_sent);
+        put("lockahead_refused", totals.lockahead_refused);
+        put("blocking_callbacks", delta(&|s| s.locks.callbacks));
+        put("lock_cancels", delta(&|s| s.locks.cancels));
+        put("evictions", delta(&|s| s.locks.evictions));
+        put("write_rpcs", delta(&|s| s.data.write_rpcs));
+        put("read_rpcs", delta(&|s| s.data.read_rpcs));
+        put("ost_bytes_written", delta(&|s| s.data.bytes_written));
+        put("ost_bytes_read", delta(&|s| s.data.bytes_read));
+        Some(BackendReport::from_json("lanefs", json))
+    }
+}
+
+struct LanefsRank<'a> {
+    backend: &'a LanefsBackend,
+    rank: u32,
+    client: Option<Client>,
+    file: Option<File>,
+    mode: LockMode,
+    stripe: StripeSpec,
+}
+
+impl LanefsRank<'_> {
+    fn client(&self) -> &Client {
+        self.client.as_ref().expect("client lives as long as the rank")
+    }
+
+    fn file(&self) -> Result<&File, IorError> {
+        self.file.as_ref().ok_or_else(|| backend_error("no file open"))
+    }
+
+    fn advise(&self, p: &IorParams, writing: bool) -> Result<(), IorError> {
+        let (cl, f) = (self.client(), self.file()?);
+        if self.mode == LockMode::Default {
+            return Ok(());
+        }
+        if self.mode == LockMode::Group {
+            return if writing { cl.group_lock(f, 1).map_err(backend_error) } else { Ok(()) };
+        }
+        cl.ladvise(f, &[Advice::lock_no_expand(true)]).map_err(backend_error)?;
+        if self.mode == LockMode::Lockahead && writing {
+            let t = p.transfer_size_bytes;
+            let offsets: Vec<u64> = lanefs_ior::offsets(p, self.rank).collect();
+            for batch in offsets.chunks(ADVICES_PER_CALL_MAX - 1) {
+                let advices: Vec<Advice> =
+                    batch.iter().map(|&o| Advice::lockahead(AheadMode::Write, o, o + t - 1, true)).collect();
+                cl.ladvise(f, &advices).map_err(backend_error)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RankIo for LanefsRank<'_> {
+    fn create(&mut self, path: &str, p: &IorParams) -> Result<(), IorError> {
+        let path = &absolute(path);
+        let request = MdsRequest::Create { path: path.clone(), stripe: self.stripe, mode: CreateMode::OpenOrCreate };
+        let MdsReply::File(info) = self.client().mds(request).map_err(backend_error)? else {
+            return Err(backend_error("unexpected MDS answer to create"));
+        };
+        self.file = Some(self.client().open_layout(path, info.layout).map_err(backend_error)?);
+        self.advise(p, true)
+    }
+
+    fn open(&mut self, path: &str, p: &IorParams) -> Result<(), IorError> {
+        let path = &absolute(path);
+        let MdsReply::File(info) = self.client().mds(MdsRequest::Open { path: path.clone() }).map_err(backend_error)?
+        else {
+            return Err(backend_error("unexpected MDS answer to open"));
+        };
+        self.file = Some(self.client().open_layout(path, info.layout).map_err(backend_error)?);
+        self.advise(p, false)
+    }
+
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), IorError> {
+        self.client().pwrite(self.file()?, offset, buf).map_err(backend_error)
+    }
+
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IorError> {
+        let data = self.client().pread(self.file()?, offset, buf.len() as u64).map_err(backend_error)?;
+        buf.copy_from_slice(&data);
+        Ok(())
+    }
+
+    fn fsync(&mut self) -> Result<(), IorError> {
+        self.client().fsync(self.file()?).map_err(backend_error)
+    }
+
+    fn close(&mut self) -> Result<(), IorError> {
+        let Some(f) = self.file.take() else { return Ok(()) };
+        if self.mode == LockMode::Group && self.client().group_unlock(&f, 1).is_err() {
+            // Not under a group lock (a read phase): nothing to release.
+        }
+        self.client().close(f).map_err(backend_error)
+    }
+}
+
+impl Drop for LanefsRank<'_> {
+    fn drop(&mut self) {
+        if let Some(cl) = self.client.take() {
+            if let (Ok(c), Ok(mut t)) = (cl.counters(), self.backend.totals.lock()) {
+                t.lockahead_sent += c.lockahead_enqueues;
+                t.lockahead_refused += c.lockahead_refused;
+                t.client_write_rpcs += c.write_rpcs;
+                t.client_read_rpcs += c.read_rpcs;
+            }
+        }
+    }
+}
+
+/// Where `lanefs ior` runs: an existing cluster, or one started for the run.
+pub enum Where {
+    Cluster(String),
+    Embedded(LocalCluster),
+}
+
+impl Where {
+    pub fn mds(&self) -> String {
+        match self {
+            Where::Cluster(a) => a.clone(),
+            Where::Embedded(c) => c.mds_address(),
+        }
+    }
+}
+
+/// Pull `--cluster ADDR` / `--cluster=ADDR` out of IOR's arguments.
+fn take_cluster(args: &mut Vec<String>) -> Result<Option<String>> {
+    let mut found = None;
+    let mut i = 0;
+    while i < args.len() {
+        if args[i] == "--cluster" {
+            if i + 1 >= args.len() {
+                bail!("--cluster needs the MDS address, e.g. --cluster 127.0.0.1:9400");
+            }
+            found = Some(args.remove(i + 1));
+            args.remove(i);
+        } else if let Some(v) = args[i].strip_prefix("--cluster=") {
+            found = Some(v.to_string());
+            args.remove(i);
+        } else {
+            i += 1;
+        }
+    }
+    Ok(found)
+}
+
+fn embedded_osts(args: &[String]) -> Result<u32> {
+    for a in args {
+        if let Some(v) = a.strip_prefix("--lanefs.osts=") {
+            return v.parse().map_err(|_| anyhow::anyhow!("--lanefs.osts={v}: give a number of OSTs, e.g. 4"));
+        }
+    }
+    Ok(4)
+}
+
+fn uses_lanefs(args: &[String]) -> bool {
+    args.windows(2).any(|w| w[0] == "-a" && w[1].eq_ignore_ascii_case(NAME))
+        || args.iter().any(|a| a.eq_ignore_ascii_case("-aLANEFS") || a.eq_ignore_ascii_case("--api=LANEFS"))
+}
+
+/// `lanefs ior ARGS`: exit code as IOR's (1 when data checks failed).
+pub fn main(mut args: Vec<String>, mds: Option<String>) -> Result<()> {
+    let cluster = take_cluster(&mut args)?.or(mds);
+    let posix = PosixBackend::default();
+    let mut out = std::io::stdout();
+    let code = if uses_lanefs(&args) {
+        let place = match cluster {
+            Some(a) => Where::Cluster(a),
+            None => Where::Embedded(LocalCluster::start(LocalClusterConfig {
+                osts: embedded_osts(&args)?,
+                ..Default::default()
+            })?),
+        };
+        let lanefs = LanefsBackend::new(place.mds())?;
+        lanefs_ior::main_with(&args, &[&posix, &lanefs], &mut out)?
+    } else {
+        lanefs_ior::main_with(&args, &[&posix], &mut out)?
+    };
+    if code != 0 {
+        bail!("IOR found incorrect data (exit code {code})");
+    }
+    Ok(())
+}
