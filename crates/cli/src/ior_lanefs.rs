@@ -294,7 +294,7 @@ impl Drop for LanefsRank<'_> {
 /// Where `lanefs ior` runs: an existing cluster, or one started for the run.
 pub enum Where {
     Cluster(String),
-    Embedded(LocalCluster),
+    Embedded(Box<LocalCluster>),
 }
 
 impl Where {
@@ -344,15 +344,15 @@ fn uses_lanefs(args: &[String]) -> bool {
 /// `lanefs ior ARGS`: exit code as IOR's (1 when data checks failed).
 pub fn main(mut args: Vec<String>, mds: Option<String>) -> Result<()> {
     let cluster = take_cluster(&mut args)?.or(mds);
-    let posix = PosixBackend::default();
+    let posix = PosixBackend;
     let mut out = std::io::stdout();
     let code = if uses_lanefs(&args) {
         let place = match cluster {
             Some(a) => Where::Cluster(a),
-            None => Where::Embedded(LocalCluster::start(LocalClusterConfig {
-                osts: embedded_osts(&args)?,
-                ..Default::default()
-            })?),
+            None => {
+                let config = LocalClusterConfig { osts: embedded_osts(&args)?, ..Default::default() };
+                Where::Embedded(Box::new(LocalCluster::start(config)?))
+            }
         };
         let lanefs = LanefsBackend::new(place.mds())?;
         lanefs_ior::main_with(&args, &[&posix, &lanefs], &mut out)?

@@ -7,8 +7,8 @@ fn lanefs(args: &[&str]) -> std::process::Output {
 }
 
 #[test]
-fn demo_json_has_the_documented_runs_and_fields() {
-    let out = lanefs(&["demo", "--json"]);
+fn harness_demo_json_has_the_documented_runs_and_fields() {
+    let out = lanefs(&["demo", "--json", "--harness"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     let runs = v["runs"].as_array().expect("runs[]");
@@ -28,9 +28,30 @@ fn demo_json_has_the_documented_runs_and_fields() {
     assert_eq!(runs[2]["blocking_callbacks"], 0);
 }
 
+/// On the real embedded cluster: the same fields plus bandwidth, and the
+/// same lock-traffic claims (counts vary a little with timing, not these).
+#[test]
+fn cluster_demo_verifies_every_byte_and_shows_the_false_sharing() {
+    let out = lanefs(&["demo", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let runs = v["runs"].as_array().expect("runs[]");
+    let names: Vec<&str> = runs.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["fpp", "ssf-default", "ssf-noexpand", "ssf-lockahead"]);
+    for r in runs {
+        assert_eq!(r["bytes_written"], 64 << 20);
+        assert_eq!(r["bytes_verified"], r["bytes_written"], "{r}");
+        assert!(r["write_bw_mib_s"].as_f64().unwrap() > 0.0);
+    }
+    assert!(runs[1]["blocking_callbacks"].as_u64().unwrap() > 0, "{}", runs[1]);
+    for i in [0, 2, 3] {
+        assert_eq!(runs[i]["blocking_callbacks"], 0, "{}", runs[i]);
+    }
+}
+
 #[test]
 fn demo_table_names_each_run() {
-    let out = lanefs(&["demo"]);
+    let out = lanefs(&["demo", "--harness"]);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     for name in ["ssf-default", "ssf-lockahead", "fpp", "callbacks", "bytes verified"] {

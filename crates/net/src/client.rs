@@ -71,6 +71,8 @@ pub struct File {
 }
 
 type Reply<T> = oneshot::Sender<T>;
+type LadviseReply = Reply<Result<Vec<LockaheadResult>, ClientError>>;
+type StatsReply = Reply<Result<Vec<OstStats>, NetError>>;
 type OpStart = Box<dyn FnOnce(&mut CoreClient, Instant) -> OpId + Send>;
 
 enum Cmd {
@@ -264,9 +266,10 @@ struct Driver {
     net_rx: UnboundedReceiver<NetIn>,
     pending: HashMap<OpId, Reply<Result<OpOutput, ClientError>>>,
     /// Synchronous lockahead waiting for its op: results to give back then.
-    ladvise: HashMap<OpId, (Vec<LockaheadResult>, Reply<Result<Vec<LockaheadResult>, ClientError>>)>,
+    ladvise: HashMap<OpId, (Vec<LockaheadResult>, LadviseReply)>,
     mds_calls: HashMap<u64, Reply<Result<MdsAnswer, NetError>>>,
-    stats_calls: HashMap<u64, (usize, Vec<OstStats>, Reply<Result<Vec<OstStats>, NetError>>)>,
+    /// Stats request id -> (OSS answers still due, answers so far, caller).
+    stats_calls: HashMap<u64, (usize, Vec<OstStats>, StatsReply)>,
     call_next: u64,
 }
 
@@ -329,13 +332,11 @@ impl Driver {
         let (net_tx, mut net_rx) = unbounded_channel();
         let (mds, _) = open_session(&mds_address, options.connect_timeout, Peer::Mds, net_tx.clone()).await?;
         let _ = mds.send(Wire::Mds { id: 0, call: MdsCall::ClusterInfo });
-        let info = loop {
-            match net_rx.recv().await {
-                Some(NetIn::Mds(Wire::MdsReply { answer: MdsAnswer::ClusterInfo(info), .. })) => break info,
-                Some(NetIn::Mds(other)) => return Err(NetError::Protocol(format!("unexpected MDS message {other:?}"))),
-                Some(NetIn::Closed(_, reason)) => return Err(NetError::Mds(reason)),
-                _ => return Err(NetError::Closed),
-            }
+        let info = match net_rx.recv().await {
+            Some(NetIn::Mds(Wire::MdsReply { answer: MdsAnswer::ClusterInfo(info), .. })) => info,
+            Some(NetIn::Mds(other)) => return Err(NetError::Protocol(format!("unexpected MDS message {other:?}"))),
+            Some(NetIn::Closed(_, reason)) => return Err(NetError::Mds(reason)),
+            _ => return Err(NetError::Closed),
         };
         let mut oss: Vec<Conn> = Vec::new();
         let mut oss_of_ost = HashMap::new();

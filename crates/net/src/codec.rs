@@ -49,17 +49,8 @@ fn options(limit: u32) -> impl Options {
 }
 
 /// Encode a message into one frame, appended to `out`.
-pub fn encode(mut message: Wire, out: &mut Vec<u8>) -> Result<(), CodecError> {
-    let bulk = message.take_bulk();
-    if bulk.len() > BULK_BYTES_MAX as usize {
-        return Err(CodecError::BulkTooLarge(bulk.len()));
-    }
-    let header = options(HEADER_BYTES_MAX).serialize(&message).map_err(|e| CodecError::BadHeader(e.to_string()))?;
-    let frame = 4 + header.len() + bulk.len();
-    out.reserve(4 + frame);
-    out.extend_from_slice(&(frame as u32).to_le_bytes());
-    out.extend_from_slice(&(header.len() as u32).to_le_bytes());
-    out.extend_from_slice(&header);
+pub fn encode(message: Wire, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    let bulk = encode_head(message, out)?;
     out.extend_from_slice(&bulk);
     Ok(())
 }
@@ -87,6 +78,8 @@ pub fn decode(body: Vec<u8>) -> Result<Wire, CodecError> {
 }
 
 /// Read one message; `Ok(None)` on a clean end of stream between frames.
+/// The header and the bulk bytes are read into buffers of their own, so the
+/// bulk data is never copied after it leaves the socket.
 pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Option<Wire>, CodecError> {
     let mut len = [0u8; 4];
     match reader.read_exact(&mut len).await {
@@ -98,12 +91,47 @@ pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Option<W
     if frame > FRAME_BYTES_MAX {
         return Err(CodecError::FrameTooLarge(frame));
     }
-    let mut body = vec![0u8; frame as usize];
-    reader.read_exact(&mut body).await.map_err(|e| match e.kind() {
+    if frame < 4 {
+        return Err(CodecError::BadHeaderLength { header: 0, frame });
+    }
+    read_exact(reader, &mut len).await?;
+    let header = u32::from_le_bytes(len);
+    if header > HEADER_BYTES_MAX || header > frame - 4 {
+        return Err(CodecError::BadHeaderLength { header, frame });
+    }
+    let mut head = vec![0u8; header as usize];
+    read_exact(reader, &mut head).await?;
+    let mut message: Wire = options(header).deserialize(&head).map_err(|e| CodecError::BadHeader(e.to_string()))?;
+    let bulk_len = (frame - 4 - header) as usize;
+    if bulk_len > 0 && !message.takes_bulk() {
+        return Err(CodecError::UnexpectedBulk { bulk: bulk_len });
+    }
+    let mut bulk = vec![0u8; bulk_len];
+    read_exact(reader, &mut bulk).await?;
+    message.put_bulk(bulk);
+    Ok(Some(message))
+}
+
+async fn read_exact<R: AsyncRead + Unpin>(reader: &mut R, buf: &mut [u8]) -> Result<(), CodecError> {
+    reader.read_exact(buf).await.map(|_| ()).map_err(|e| match e.kind() {
         std::io::ErrorKind::UnexpectedEof => CodecError::Truncated,
         _ => e.into(),
-    })?;
-    decode(body).map(Some)
+    })
+}
+
+/// Encode a message's frame head (lengths and header) into `out` and hand
+/// back its bulk bytes, for writers that send the bulk without copying it.
+pub fn encode_head(mut message: Wire, out: &mut Vec<u8>) -> Result<Vec<u8>, CodecError> {
+    let bulk = message.take_bulk();
+    if bulk.len() > BULK_BYTES_MAX as usize {
+        return Err(CodecError::BulkTooLarge(bulk.len()));
+    }
+    let header = options(HEADER_BYTES_MAX).serialize(&message).map_err(|e| CodecError::BadHeader(e.to_string()))?;
+    let frame = 4 + header.len() + bulk.len();
+    out.extend_from_slice(&(frame as u32).to_le_bytes());
+    out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    out.extend_from_slice(&header);
+    Ok(bulk)
 }
 
 /// Write one message and flush.

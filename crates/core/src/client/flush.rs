@@ -76,7 +76,12 @@ impl Client {
         for (ost, areas) in self.flush_areas() {
             for (key, range) in areas {
                 while self.writes_in_flight.get(&ost).copied().unwrap_or(0) < self.config.rpcs_in_flight_max {
-                    let Some(run) = self.cache.next_writeback(key, range, self.config.rpc_bytes_max) else { break };
+                    let Some(run) = self.cache.next_writeback(key, range, self.config.rpc_bytes_max) else {
+                        if range == Extent::WHOLE {
+                            self.forget_if_clean(key);
+                        }
+                        break;
+                    };
                     let xid = self.xid();
                     let len = run.data.len() as u64;
                     self.counters.write_rpcs += 1;
@@ -111,14 +116,22 @@ impl Client {
                 _ => {}
             }
         }
-        for key in self.cache.keys_with_dirty() {
-            let full = self.cache.dirty_ranges(key).iter().any(|r| r.len() >= self.config.rpc_bytes_max);
-            if full || pressed.contains(&key.ost) {
+        for (&key, &written) in &self.dirty_keys {
+            if written >= self.config.rpc_bytes_max || pressed.contains(&key.ost) {
                 areas.push((key, Extent::WHOLE));
             }
         }
         let osts: BTreeSet<OstIndex> = areas.iter().map(|(k, _)| k.ost).collect();
         osts.into_iter().map(|ost| (ost, areas.iter().filter(|(k, _)| k.ost == ost).copied().collect())).collect()
+    }
+
+    /// `next_writeback` found nothing to send for `key`: with no write of
+    /// it in flight either, every byte of it is written back.
+    fn forget_if_clean(&mut self, key: ObjectKey) {
+        let in_flight = self.rpcs.values().any(|r| matches!(r, Rpc::Write { key: k, .. } if *k == key));
+        if !in_flight {
+            self.dirty_keys.remove(&key);
+        }
     }
 
     pub(super) fn on_write_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<(), IoError>) {

@@ -204,6 +204,9 @@ pub struct Client {
     ops: BTreeMap<OpId, Op>,
     rpcs: BTreeMap<Xid, Rpc>,
     writes_in_flight: BTreeMap<OstIndex, usize>,
+    /// Bytes written per object since it was last found fully written back:
+    /// what the writeback pump looks at, so that it never scans the cache.
+    dirty_keys: BTreeMap<ObjectKey, u64>,
     transmits: VecDeque<(OstIndex, ToOst)>,
     events: VecDeque<ClientEvent>,
     counters: ClientCounters,
@@ -224,6 +227,7 @@ impl Client {
             ops: BTreeMap::new(),
             rpcs: BTreeMap::new(),
             writes_in_flight: BTreeMap::new(),
+            dirty_keys: BTreeMap::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             counters: ClientCounters::default(),
@@ -403,6 +407,7 @@ impl Client {
     pub fn check_invariants(&self) {
         self.cache.check_invariants();
         for key in self.cache.keys_with_dirty() {
+            assert!(self.dirty_keys.contains_key(&key), "{}: dirty object {key:?} not tracked for writeback", self.id);
             for range in self.cache.dirty_ranges(key) {
                 let mut page = range.start - range.start % crate::units::PAGE_SIZE;
                 while page <= range.end {
@@ -499,6 +504,7 @@ impl Client {
                 file.group = None;
             }
         }
+        self.dirty_keys.retain(|k, _| k.ost != ost);
         let lost = self.cache.discard_ost(ost);
         self.report_loss(ost, lost);
         self.send(ost, ToOst::Connect);
@@ -552,6 +558,7 @@ impl Client {
                 file.group = None;
             }
         }
+        self.dirty_keys.retain(|k, _| k.ost != ost);
         let lost = self.cache.discard_ost(ost);
         self.report_loss(ost, lost);
         self.run(now);
