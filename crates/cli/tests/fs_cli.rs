@@ -1,0 +1,103 @@
+//! The Lustre-style commands against a running `lanefs up`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+struct Up {
+    child: Child,
+    mds: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn up() -> Up {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["up", "--osts", "2", "--tcp", "--data"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mds = loop {
+        let line = lines.next().expect("lanefs up prints its address").unwrap();
+        if let Some(a) = line.strip_prefix("export LANEFS_MDS=") {
+            break a.to_string();
+        }
+    };
+    Up { child, mds, _dir: dir }
+}
+
+fn lanefs(up: &Up, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_lanefs")).args(args).env("LANEFS_MDS", &up.mds).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ok(up: &Up, args: &[&str]) -> String {
+    let (success, out, err) = lanefs(up, args);
+    assert!(success, "lanefs {args:?} failed: {err}");
+    out
+}
+
+fn fails(up: &Up, args: &[&str], reason: &str) {
+    let (success, _, err) = lanefs(up, args);
+    assert!(!success, "lanefs {args:?} should fail");
+    assert!(err.contains(reason), "lanefs {args:?}: {err:?} lacks {reason:?}");
+}
+
+#[test]
+fn lfs_style_commands_work_against_a_running_file_system() {
+    let up = up();
+    ok(&up, &["mkdir", "/d"]);
+    ok(&up, &["setstripe", "-c", "2", "-S", "2m", "/d"]);
+    assert!(ok(&up, &["getstripe", "/d"]).contains("stripe_count:  2 stripe_size:   2097152"));
+    ok(&up, &["setstripe", "-c", "1", "-i", "1", "/d/one"]);
+    let layout = ok(&up, &["getstripe", "/d/one"]);
+    assert!(layout.contains("lmm_stripe_count:  1") && layout.contains("lmm_stripe_offset: 1"), "{layout}");
+    let ior =
+        ok(&up, &["ior", "-a", "LANEFS", "-w", "-r", "-W", "-b", "1m", "-t", "256k", "-N", "2", "-k", "-o", "/d/ior"]);
+    assert!(ior.contains("lanefs.lock_enqueues"), "{ior}");
+    let layout = ok(&up, &["getstripe", "/d/ior"]);
+    assert!(
+        layout.contains("lmm_stripe_count:  2") && layout.contains("lmm_stripe_size:   2097152"),
+        "inherited: {layout}"
+    );
+    let listing = ok(&up, &["ls", "-l", "/d"]);
+    assert!(listing.contains("2097152") && listing.contains("ior") && listing.contains("one"), "{listing}");
+    assert!(ok(&up, &["stat", "/d/ior"]).contains("Size: 2097152"));
+    let advice = ok(&up, &["ladvise", "-a", "lockahead", "-m", "WRITE", "-s", "0", "-e", "1048575", "/d/one"]);
+    assert!(advice.contains("SENT"), "{advice}");
+    let params = ok(&up, &["lctl", "get_param", "ldlm.namespaces.*.stats.ldlm_enqueue"]);
+    assert_eq!(params.lines().count(), 2, "{params}");
+    assert!(params.contains("filter-lanefs-OST0000_UUID.stats.ldlm_enqueue="), "{params}");
+    ok(&up, &["rm", "/d/one"]);
+    assert!(!ok(&up, &["ls", "/d"]).contains("one"));
+
+    fails(&up, &["setstripe", "-S", "100000", "/d/bad"], "65536");
+    fails(&up, &["setstripe", "-c", "3", "/d/bad"], "3");
+    fails(&up, &["getstripe", "/missing"], "/missing");
+    fails(
+        &up,
+        &["ladvise", "-a", "lockahead", "-m", "WRITE", "-s", "10", "-e", "5", "/d/ior"],
+        "start 10 must be below end 5",
+    );
+    fails(&up, &["ior", "-a", "LANEFS", "-w", "-b", "1m", "-t", "3m", "-o", "/d/x"], "-t");
+    fails(&up, &["ior", "-a", "LANEFS", "-w", "--lanefs.lock-mode=fast", "-o", "/d/x"], "lock mode");
+}
+
+#[test]
+fn commands_without_a_file_system_say_how_to_name_one() {
+    let out = Command::new(env!("CARGO_BIN_EXE_lanefs")).args(["ls", "/"]).env_remove("LANEFS_MDS").output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("LANEFS_MDS"));
+}

@@ -1,0 +1,99 @@
+//! Malformed and hostile input on the wire: every bad peer gets a reason
+//! and a closed connection, and the servers keep serving everyone else.
+
+use lanefs_mds::{CreateMode, MdsReply, MdsRequest, StripeSpec};
+use lanefs_net::client::{Client, ClientOptions};
+use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use lanefs_net::codec::{encode, FRAME_BYTES_MAX};
+use lanefs_net::proto::{Role, Wire, MAGIC, PROTOCOL_VERSION};
+use std::io::{Read, Write};
+use std::time::Duration;
+
+fn tcp_cluster() -> LocalCluster {
+    LocalCluster::start(LocalClusterConfig { osts: 1, unix_sockets: false, ..Default::default() }).unwrap()
+}
+
+/// Send raw bytes, then read until the server closes; return what it said.
+fn exchange(address: &str, bytes: &[u8]) -> String {
+    let mut s = std::net::TcpStream::connect(address).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).expect("the server closes the connection instead of hanging");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+fn frame(m: Wire) -> Vec<u8> {
+    let mut buf = Vec::new();
+    encode(m, &mut buf).unwrap();
+    buf
+}
+
+fn hello(version: u16) -> Vec<u8> {
+    frame(Wire::Hello { magic: MAGIC, version, role: Role::Client })
+}
+
+fn still_serving(c: &LocalCluster) {
+    let cl = Client::connect(&c.mds_address(), ClientOptions::default()).unwrap();
+    let path = format!("/ok-{}", std::process::id());
+    let stripe = StripeSpec::default();
+    let MdsReply::File(info) =
+        cl.mds(MdsRequest::Create { path: path.clone(), stripe, mode: CreateMode::OpenOrCreate }).unwrap()
+    else {
+        panic!("create answered something else")
+    };
+    let f = cl.open_layout(&path, info.layout).unwrap();
+    cl.pwrite(&f, 0, b"still here").unwrap();
+    assert_eq!(cl.pread(&f, 0, 10).unwrap(), b"still here");
+}
+
+#[test]
+fn every_kind_of_bad_frame_is_refused_with_a_reason() {
+    let c = tcp_cluster();
+    let oss = c.oss_address().unwrap();
+    let mds = c.mds_address();
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("garbage", vec![0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0, 1, 2, 3], "frame"),
+        ("oversized frame", (FRAME_BYTES_MAX + 1).to_le_bytes().to_vec(), "exceeds the maximum"),
+        ("wrong version", hello(PROTOCOL_VERSION + 1), "protocol version"),
+        ("no hello first", frame(Wire::StatsRequest { id: 1 }), "expected Hello"),
+        ("bad magic", frame(Wire::Hello { magic: 7, version: PROTOCOL_VERSION, role: Role::Client }), "magic"),
+    ];
+    for (name, bytes, reason) in &cases {
+        for address in [&oss, &mds] {
+            let answer = exchange(address, bytes);
+            assert!(answer.contains(reason), "{name} at {address}: answer {answer:?} lacks {reason:?}");
+        }
+    }
+    // After a good handshake: a message for an OST this OSS does not serve,
+    // and a header that does not decode.
+    let mut bytes = hello(PROTOCOL_VERSION);
+    bytes.extend(frame(Wire::ToOst { ost: 9, message: lanefs_core::msg::ToOst::Connect }));
+    assert!(exchange(&oss, &bytes).contains("does not serve OST index 9"));
+    let mut bytes = hello(PROTOCOL_VERSION);
+    bytes.extend_from_slice(&12u32.to_le_bytes());
+    bytes.extend_from_slice(&8u32.to_le_bytes());
+    bytes.extend_from_slice(&[0xff; 8]);
+    assert!(exchange(&oss, &bytes).contains("undecodable frame header"));
+    // A truncated frame followed by a hang-up must not wedge the server.
+    let mut bytes = hello(PROTOCOL_VERSION);
+    bytes.extend_from_slice(&1000u32.to_le_bytes());
+    bytes.extend_from_slice(&[1, 2, 3]);
+    {
+        let mut s = std::net::TcpStream::connect(&oss).unwrap();
+        s.write_all(&bytes).unwrap();
+    }
+    still_serving(&c);
+}
+
+#[test]
+fn a_client_that_cannot_reach_the_mds_gets_an_error_not_a_hang() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    drop(listener);
+    let options = ClientOptions { connect_timeout: Duration::from_secs(2), ..Default::default() };
+    let err = Client::connect(&address, options).err().expect("nothing listens there");
+    assert!(err.to_string().contains(&address), "{err}");
+    let err = Client::connect("not-an-address", ClientOptions::default()).err().unwrap();
+    assert!(err.to_string().contains("HOST:PORT"), "{err}");
+}
