@@ -27,6 +27,7 @@ test: deps
 bench: build
 	$(CARGO) bench --locked -p lanefs-core --bench core
 	./target/release/lanefs demo --json
+	python3 bench/fs.py
 
 clean:
 	$(CARGO) clean

@@ -76,7 +76,7 @@ impl Client {
         for (ost, areas) in self.flush_areas() {
             for (key, range) in areas {
                 while self.writes_in_flight.get(&ost).copied().unwrap_or(0) < self.config.rpcs_in_flight_max {
-                    let Some(run) = self.cache.next_writeback(key, range, self.config.rpc_bytes_max) else {
+                    let Some(run) = self.next_run(key, range) else {
                         if range == Extent::WHOLE {
                             self.forget_if_clean(key);
                         }
@@ -116,13 +116,32 @@ impl Client {
                 _ => {}
             }
         }
-        for (&key, &written) in &self.dirty_keys {
-            if written >= self.config.rpc_bytes_max || pressed.contains(&key.ost) {
+        for (&key, dirty) in &self.dirty_keys {
+            if dirty.written_bytes >= self.config.rpc_bytes_max || pressed.contains(&key.ost) {
                 areas.push((key, Extent::WHOLE));
             }
         }
         let osts: BTreeSet<OstIndex> = areas.iter().map(|(k, _)| k.ost).collect();
         osts.into_iter().map(|ost| (ost, areas.iter().filter(|(k, _)| k.ost == ost).copied().collect())).collect()
+    }
+
+    /// The next run to write back in `range`. Whole-object flushes resume
+    /// where the last run of the object ended (then wrap around), so that a
+    /// stream of writes costs the pump one short look per RPC instead of a
+    /// walk over every cached page from the start of the object.
+    fn next_run(&mut self, key: ObjectKey, range: Extent) -> Option<super::pagecache::WritebackRun> {
+        let max = self.config.rpc_bytes_max;
+        if range != Extent::WHOLE {
+            return self.cache.next_writeback(key, range, max);
+        }
+        let cursor = self.dirty_keys.get(&key).map_or(0, |d| d.cursor);
+        let run = self.cache.next_writeback(key, Extent::new(cursor, crate::EOF), max).or_else(|| {
+            (cursor > 0).then(|| self.cache.next_writeback(key, Extent::new(0, cursor - 1), max)).flatten()
+        })?;
+        if let Some(d) = self.dirty_keys.get_mut(&key) {
+            d.cursor = run.offset + run.data.len() as u64;
+        }
+        Some(run)
     }
 
     /// `next_writeback` found nothing to send for `key`: with no write of

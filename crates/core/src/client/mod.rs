@@ -186,6 +186,14 @@ pub struct ClientCounters {
     pub bytes_lost: u64,
 }
 
+/// An object with bytes written since it was last found clean.
+#[derive(Clone, Copy, Debug, Default)]
+struct DirtyObject {
+    written_bytes: u64,
+    /// Where the next whole-object writeback looks first.
+    cursor: u64,
+}
+
 /// An RPC waiting for its reply.
 #[derive(Clone, Debug)]
 enum Rpc {
@@ -206,7 +214,7 @@ pub struct Client {
     writes_in_flight: BTreeMap<OstIndex, usize>,
     /// Bytes written per object since it was last found fully written back:
     /// what the writeback pump looks at, so that it never scans the cache.
-    dirty_keys: BTreeMap<ObjectKey, u64>,
+    dirty_keys: BTreeMap<ObjectKey, DirtyObject>,
     transmits: VecDeque<(OstIndex, ToOst)>,
     events: VecDeque<ClientEvent>,
     counters: ClientCounters,

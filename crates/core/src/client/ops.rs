@@ -352,7 +352,7 @@ impl Client {
         let OpKind::Write { data } = &self.ops[&id].kind else { unreachable!() };
         let bytes = &data[step.buf_offset..step.buf_offset + len as usize];
         self.cache.write(step.key, step.extent.start, bytes);
-        *self.dirty_keys.entry(step.key).or_default() += len;
+        self.dirty_keys.entry(step.key).or_default().written_bytes += len;
         self.next_step(now, id);
         Ok(true)
     }

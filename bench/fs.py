@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Shared file vs file per process on a real embedded lanefs cluster.
+
+8 ranks (each its own client), 4 OSTs, IOR segmented 1 MiB transfers;
+every mode and the local-file ceiling are run in turn, several rounds,
+interleaved so that machine noise hits them alike; medians and the ratios
+that matter are printed. Run by `make bench`.
+"""
+import json, os, statistics, subprocess, sys, tempfile
+
+LANEFS = os.environ.get("LANEFS", "./target/release/lanefs")
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+GEOMETRY = ["-w", "-e", "-b", "4m", "-t", "1m", "-s", "64", "-N", "8", "-O", "summaryFormat=JSON"]
+STRIPES = ["--lanefs.osts=4", "--lanefs.stripe-count=4", "--lanefs.stripe-size=1m"]
+
+RUNS = {
+    "ssf-default": ["-a", "LANEFS", "--lanefs.lock-mode=default"] + STRIPES,
+    "ssf-noexpand": ["-a", "LANEFS", "--lanefs.lock-mode=noexpand"] + STRIPES,
+    "ssf-lockahead": ["-a", "LANEFS", "--lanefs.lock-mode=lockahead"] + STRIPES,
+    "ssf-group": ["-a", "LANEFS", "--lanefs.lock-mode=group"] + STRIPES,
+    "fpp": ["-a", "LANEFS", "-F"] + STRIPES,
+    "local-files": ["-a", "POSIX", "-F"],
+}
+
+
+def run(name, extra):
+    with tempfile.TemporaryDirectory(prefix="lanefs-bench-") as d:
+        args = [LANEFS, "ior"] + GEOMETRY + extra
+        if name == "local-files":
+            args += ["-o", os.path.join(d, "testFile")]
+        out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    report = json.loads(out)
+    bw = report["summary"][0]["bwMeanMIB"]
+    locks = report.get("lanefs", {})
+    return bw, locks.get("blocking_callbacks", 0)
+
+
+def main():
+    results = {name: [] for name in RUNS}
+    callbacks = {}
+    for r in range(ROUNDS):
+        for name, extra in RUNS.items():
+            bw, cb = run(name, extra)
+            results[name].append(bw)
+            callbacks[name] = cb
+            print(f"round {r + 1}: {name:<14} {bw:9.1f} MiB/s  callbacks {cb}", file=sys.stderr)
+    med = {name: statistics.median(v) for name, v in results.items()}
+    print(f"lanefs ior {' '.join(GEOMETRY)} (+ per-run options), {ROUNDS} rounds, median write MiB/s")
+    for name in RUNS:
+        runs = " ".join(f"{x:.0f}" for x in results[name])
+        print(f"  {name:<14} {med[name]:9.1f}   (runs: {runs}; blocking callbacks in the last: {callbacks[name]})")
+    ratios = [
+        ("ssf-lockahead / fpp", med["ssf-lockahead"] / med["fpp"], 0.9),
+        ("ssf-lockahead / ssf-default", med["ssf-lockahead"] / med["ssf-default"], 2.0),
+        ("fpp / local-files", med["fpp"] / med["local-files"], 0.6),
+    ]
+    for label, value, target in ratios:
+        verdict = "meets" if value >= target else "BELOW"
+        print(f"  {label:<28} {value:5.2f}x   target >= {target}x: {verdict}")
+
+
+if __name__ == "__main__":
+    main()
