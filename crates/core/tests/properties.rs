@@ -46,6 +46,7 @@ struct Case {
     file_bytes: u64,
     rpc_pages: u64,
     dirty_rpcs: u64,
+    cache_pages: u64,
     callback_timeout_us: Option<u64>,
     programs: Vec<Vec<Act>>,
 }
@@ -62,8 +63,8 @@ fn act(file_bytes: u64) -> impl Strategy<Value = Act> {
 }
 
 fn case(evictions: bool) -> impl Strategy<Value = Case> {
-    (any::<u64>(), 2..=4u32, 1..=3u32, 1..=3u32, 1..200u64, 1..=6u64, 1..=4u64, 1..=8u64).prop_flat_map(
-        move |(seed, clients, osts, stripes, latency_max_us, file_units, rpc_pages, dirty_rpcs)| {
+    (any::<u64>(), 2..=4u32, 1..=3u32, 1..=3u32, 1..200u64, 1..=6u64, 1..=4u64, 1..=8u64, 1..=128u64).prop_flat_map(
+        move |(seed, clients, osts, stripes, latency_max_us, file_units, rpc_pages, dirty_rpcs, cache_pages)| {
             let file_bytes = file_units * STRIPE_BYTES;
             let programs = prop::collection::vec(prop::collection::vec(act(file_bytes), 1..25), clients as usize);
             let timeout = if evictions { (20..600u64).prop_map(Some).boxed() } else { Just(None).boxed() };
@@ -76,6 +77,7 @@ fn case(evictions: bool) -> impl Strategy<Value = Case> {
                 file_bytes,
                 rpc_pages,
                 dirty_rpcs,
+                cache_pages,
                 callback_timeout_us,
                 programs,
             })
@@ -112,6 +114,7 @@ fn harness(c: &Case) -> Harness {
         client: ClientConfig {
             rpc_bytes_max: c.rpc_pages * 4096,
             dirty_bytes_max: c.dirty_rpcs * c.rpc_pages * 4096,
+            cached_bytes_max: c.cache_pages * 4096,
             ..ClientConfig::default()
         },
         check_invariants: true,

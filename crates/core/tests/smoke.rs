@@ -25,3 +25,23 @@ fn two_clients_share_a_file_and_read_each_others_writes() {
     h.drive().unwrap();
     println!("{:?}", h.lock_counters());
 }
+
+#[test]
+fn the_page_cache_stays_within_its_budget_once_data_is_written_back() {
+    use lanefs_core::client::ClientConfig;
+    let client = ClientConfig { cached_bytes_max: MIB, ..ClientConfig::default() };
+    let mut h = Harness::new(HarnessConfig { clients: 1, osts: 1, client, ..Default::default() }).unwrap();
+    let layout = h.create_layout(MIB, 1, Some(0)).unwrap();
+    let c = ClientId(0);
+    let f = h.open(c, layout);
+    for i in 0..16u64 {
+        let op = h.write(c, f, i * MIB, vec![i as u8; MIB as usize]);
+        h.wait_ok(c, op);
+    }
+    let op = h.fsync(c, f);
+    h.wait_ok(c, op);
+    let cached = h.client(c).cache().cached_pages() as u64 * 4096;
+    assert!(cached <= 2 * MIB, "{cached} bytes cached with a 1 MiB budget");
+    let op = h.read(c, f, 3 * MIB, MIB);
+    assert_eq!(h.wait_ok(c, op), OpOutput::Read(vec![3; MIB as usize]));
+}

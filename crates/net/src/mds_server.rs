@@ -8,13 +8,13 @@
 use crate::codec::read_frame;
 use crate::oss::{handshake, variant};
 use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, Role, Wire, PROTOCOL_VERSION};
-use crate::transport::{Address, BoxStream, Listener};
+use crate::transport::{spawn_accept, Address, BoxStream, Listener};
 use crate::writer::spawn_writer;
 use lanefs_mds::Mds;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::io::BufReader;
-use tracing::{info, warn};
+use tracing::info;
 
 struct Shared {
     /// `None` once the MDS has stopped (its database is closed then).
@@ -63,16 +63,7 @@ pub async fn start(listen: &Address, mds: Mds, ost_count: u32) -> std::io::Resul
     let (stop, _) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared { mds: Mutex::new(Some(mds)), stop, ost_count, osts: Mutex::new(BTreeMap::new()) });
     let s = shared.clone();
-    let accept = tokio::spawn(async move {
-        loop {
-            match listener.accept().await {
-                Ok(stream) => {
-                    tokio::spawn(serve_connection(stream, s.clone()));
-                }
-                Err(e) => warn!("accept failed: {e}"),
-            }
-        }
-    });
+    let accept = spawn_accept(listener, move |stream| serve_connection(stream, s.clone()));
     info!(%address, "MDS serving");
     Ok(MdsHandle { address, accept, shared })
 }

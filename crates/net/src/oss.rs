@@ -13,7 +13,7 @@
 use crate::codec::{read_frame, CodecError};
 use crate::filestore::FileStore;
 use crate::proto::{OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
-use crate::transport::{Address, BoxStream, Listener};
+use crate::transport::{spawn_accept, Address, BoxStream, Listener};
 use crate::writer::spawn_writer;
 use lanefs_core::msg::ToOst;
 use lanefs_core::ost::{Ost, OstConfig};
@@ -91,16 +91,7 @@ pub async fn start(listen: &Address, config: OssConfig) -> std::io::Result<OssHa
     let (stop, _) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared { osts, peers, client_next: AtomicU32::new(1), stop });
     let s = shared.clone();
-    let accept = tokio::spawn(async move {
-        loop {
-            match listener.accept().await {
-                Ok(stream) => {
-                    tokio::spawn(serve_connection(stream, s.clone()));
-                }
-                Err(e) => warn!("accept failed: {e}"),
-            }
-        }
-    });
+    let accept = spawn_accept(listener, move |stream| serve_connection(stream, s.clone()));
     info!(%address, osts = ?config.osts, "OSS serving");
     Ok(OssHandle { address, accept, shared })
 }

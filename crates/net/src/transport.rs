@@ -87,6 +87,24 @@ impl Listener {
     }
 }
 
+/// Accept connections forever, each served by `serve` on a task of its own.
+pub fn spawn_accept<F, Fut>(listener: Listener, serve: F) -> tokio::task::JoinHandle<()>
+where
+    F: Fn(BoxStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    tokio::spawn(async move {
+        loop {
+            match listener.accept().await {
+                Ok(stream) => {
+                    tokio::spawn(serve(stream));
+                }
+                Err(e) => tracing::warn!("accept failed: {e}"),
+            }
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

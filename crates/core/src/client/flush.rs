@@ -165,6 +165,7 @@ impl Client {
             Ok(()) => {
                 self.counters.bytes_written += len;
                 self.cache.writeback_done(key, offset, len);
+                self.trim_cache(key, Extent::from_offset_len(offset, len));
             }
             Err(error) => {
                 tracing::warn!(client = self.id.0, %ost, %error, "write RPC failed; its bytes are lost");

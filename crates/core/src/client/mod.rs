@@ -49,6 +49,9 @@ pub const RPCS_IN_FLIGHT_MAX_DEFAULT: usize = 8;
 pub const DIRTY_BYTES_MAX_DEFAULT: u64 = 32 << 20;
 /// `LDLM_DEFAULT_LRU_SIZE` (100 per CPU) for a 4-CPU client.
 pub const LRU_LOCKS_MAX_DEFAULT: usize = 400;
+/// Client page cache budget (Lustre's `max_cached_mb`, half of RAM there;
+/// a fixed default here, since the core does not know the machine).
+pub const CACHED_BYTES_MAX_DEFAULT: u64 = 512 << 20;
 /// `LDLM_DEFAULT_LRU_MAX_AGE` at Lustre HEAD.
 pub const LRU_AGE_MAX_DEFAULT: Duration = Duration::from_secs(600);
 
@@ -62,6 +65,8 @@ pub struct ClientConfig {
     pub dirty_bytes_max: u64,
     /// Unused locks kept in the LRU (`lru_size`).
     pub lru_locks_max: usize,
+    /// Cached pages beyond this are dropped once clean (`max_cached_mb`).
+    pub cached_bytes_max: u64,
     /// Unused locks older than this are cancelled (`lru_max_age`).
     pub lru_age_max: Duration,
 }
@@ -73,6 +78,7 @@ impl Default for ClientConfig {
             rpcs_in_flight_max: RPCS_IN_FLIGHT_MAX_DEFAULT,
             dirty_bytes_max: DIRTY_BYTES_MAX_DEFAULT,
             lru_locks_max: LRU_LOCKS_MAX_DEFAULT,
+            cached_bytes_max: CACHED_BYTES_MAX_DEFAULT,
             lru_age_max: LRU_AGE_MAX_DEFAULT,
         }
     }
@@ -507,14 +513,7 @@ impl Client {
                 }
             }
         }
-        for file in self.files.values_mut() {
-            if file.layout.objects().iter().any(|k| k.ost == ost) {
-                file.group = None;
-            }
-        }
-        self.dirty_keys.retain(|k, _| k.ost != ost);
-        let lost = self.cache.discard_ost(ost);
-        self.report_loss(ost, lost);
+        self.forget_ost_data(ost);
         self.send(ost, ToOst::Connect);
     }
 
@@ -561,6 +560,13 @@ impl Client {
                 self.finish(id, Err(ClientError::Unreachable { ost, reason: reason.to_string() }));
             }
         }
+        self.forget_ost_data(ost);
+        self.run(now);
+    }
+
+    /// After an eviction or a lost connection: group locks through that OST
+    /// are gone, and so is every cached page of it (dirty bytes reported lost).
+    fn forget_ost_data(&mut self, ost: OstIndex) {
         for file in self.files.values_mut() {
             if file.layout.objects().iter().any(|k| k.ost == ost) {
                 file.group = None;
@@ -569,7 +575,14 @@ impl Client {
         self.dirty_keys.retain(|k, _| k.ost != ost);
         let lost = self.cache.discard_ost(ost);
         self.report_loss(ost, lost);
-        self.run(now);
+    }
+
+    /// Over the cache budget: drop the clean pages of `range`, which the
+    /// caller has just finished with (written back, or read out).
+    fn trim_cache(&mut self, key: ObjectKey, range: crate::Extent) {
+        if self.cache.cached_pages() as u64 * crate::units::PAGE_SIZE > self.config.cached_bytes_max {
+            self.cache.drop_clean(key, range);
+        }
     }
 
     fn report_loss(&mut self, ost: OstIndex, bytes: u64) {

@@ -379,6 +379,7 @@ impl Client {
         if let Some(bytes) = self.cache.read(step.key, step.extent.start, len) {
             let OpKind::Read { buf } = &mut self.ops.get_mut(&id).expect("live op").kind else { unreachable!() };
             buf[step.buf_offset..step.buf_offset + len as usize].copy_from_slice(&bytes);
+            self.trim_cache(step.key, step.extent);
             self.next_step(now, id);
             return Ok(true);
         }

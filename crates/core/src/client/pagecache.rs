@@ -400,6 +400,20 @@ impl PageCache {
     /// Drops the pages meeting `range` for which `keep_page(index)` is false;
     /// returns the cached-dirty bytes thrown away. Panics if such a page has
     /// writeback in flight: on eviction, call `writeback_failed` first.
+    /// Drops the clean pages (nothing dirty, nothing under writeback) meeting
+    /// `range`: what a client does to stay within its cache budget. Returns
+    /// how many pages went.
+    pub fn drop_clean(&mut self, key: ObjectKey, range: Extent) -> usize {
+        let Some(pages) = self.objects.get_mut(&key) else { return 0 };
+        let clean: Vec<u64> =
+            pages.range(page_indices(&range)).filter(|(_, p)| p.cached_dirty() == 0).map(|(&i, _)| i).collect();
+        for index in &clean {
+            pages.remove(index);
+        }
+        self.forget_if_empty(key);
+        clean.len()
+    }
+
     pub fn discard(&mut self, key: ObjectKey, range: Extent, keep_page: impl Fn(u64) -> bool) -> u64 {
         let pages = self.objects.entry(key).or_default();
         let doomed: Vec<u64> = pages.range(page_indices(&range)).map(|(&i, _)| i).collect();
