@@ -39,7 +39,7 @@
 
 use crate::extent::Extent;
 use crate::units::{ObjectKey, OstIndex, PAGE_SIZE};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::{Range, RangeInclusive};
 
@@ -236,6 +236,9 @@ fn push_merged(out: &mut Vec<Extent>, ext: Extent, len_max: u64) {
 #[derive(Clone, Debug, Default)]
 pub struct PageCache {
     objects: BTreeMap<ObjectKey, BTreeMap<u64, Page>>,
+    /// Indices of the pages with dirty bytes, per object, so that finding
+    /// the next writeback run never walks clean or in-flight pages.
+    dirty_pages: BTreeMap<ObjectKey, BTreeSet<u64>>,
     /// Cached-dirty bytes per OST; OSTs at zero have no entry.
     dirty_bytes_ost: BTreeMap<OstIndex, u64>,
     dirty_bytes: u64,
@@ -315,8 +318,12 @@ impl PageCache {
 
     /// `(offset, len)` of the run `next_writeback` should cut.
     fn find_run(&self, key: ObjectKey, range: &Extent, bytes_max: u64) -> Option<(u64, u64)> {
+        let pages = self.objects.get(&key)?;
+        let eligible = |i: &&u64| pages.get(i).is_some_and(|p| p.writeback.0.is_empty());
+        let first = *self.dirty_pages.get(&key)?.range(page_indices(range)).find(eligible)?;
+        let last = *page_indices(range).end();
         let mut run: Option<(u64, u64)> = None; // [start, end)
-        for (&index, page) in self.objects.get(&key)?.range(page_indices(range)) {
+        for (&index, page) in pages.range(first..=last) {
             let base = index * PAGE_SIZE;
             // A page with writeback in flight is skipped: its dirty bytes wait.
             let piece = match page.writeback.0.is_empty() {
@@ -367,7 +374,8 @@ impl PageCache {
 
     /// Whether any byte of `range` is dirty (not counting writeback).
     pub fn has_dirty(&self, key: ObjectKey, range: Extent) -> bool {
-        self.any_within(key, &range, |page| &page.dirty)
+        let (Some(set), Some(pages)) = (self.dirty_pages.get(&key), self.objects.get(&key)) else { return false };
+        set.range(page_indices(&range)).any(|i| pages[i].dirty.first_within(clip(&range, *i)).is_some())
     }
 
     pub fn has_writeback(&self, key: ObjectKey, range: Extent) -> bool {
@@ -381,8 +389,7 @@ impl PageCache {
 
     /// Objects with dirty bytes waiting to be written back.
     pub fn keys_with_dirty(&self) -> Vec<ObjectKey> {
-        let dirty = |pages: &BTreeMap<u64, Page>| pages.values().any(|pg| !pg.dirty.0.is_empty());
-        self.objects.iter().filter(|(_, pages)| dirty(pages)).map(|(&key, _)| key).collect()
+        self.dirty_pages.keys().copied().collect()
     }
 
     /// The dirty bytes of `key` (not counting writeback), merged.
@@ -422,6 +429,12 @@ impl PageCache {
             let page = pages.remove(&index).expect("page listed above");
             assert!(page.writeback.0.is_empty(), "discarding page {index} of {key:?} under writeback");
             lost += page.cached_dirty();
+            if let Some(set) = self.dirty_pages.get_mut(&key) {
+                set.remove(&index);
+            }
+        }
+        if self.dirty_pages.get(&key).is_some_and(BTreeSet::is_empty) {
+            self.dirty_pages.remove(&key);
         }
         self.forget_if_empty(key);
         self.adjust(key.ost, lost, 0);
@@ -433,6 +446,7 @@ impl PageCache {
     pub fn discard_ost(&mut self, ost: OstIndex) -> u64 {
         let lost = self.dirty_bytes_ost(ost);
         self.objects.retain(|key, _| key.ost != ost);
+        self.dirty_pages.retain(|key, _| key.ost != ost);
         self.adjust(ost, lost, 0);
         lost
     }
@@ -441,7 +455,11 @@ impl PageCache {
     /// forgotten too (callers should wait for it, as Lustre's truncate does).
     pub fn truncate(&mut self, key: ObjectKey, size: u64) {
         let pages = self.objects.entry(key).or_default();
-        let lost = pages.split_off(&size.div_ceil(PAGE_SIZE)).values().map(Page::cached_dirty).sum();
+        let cut = size.div_ceil(PAGE_SIZE);
+        let lost = pages.split_off(&cut).values().map(Page::cached_dirty).sum();
+        if let Some(set) = self.dirty_pages.get_mut(&key) {
+            set.split_off(&cut);
+        }
         self.adjust(key.ost, lost, 0);
         let at = (size % PAGE_SIZE) as u16;
         if at != 0 {
@@ -472,6 +490,11 @@ impl PageCache {
 
     /// Asserts the invariants listed in the module documentation.
     pub fn check_invariants(&self) {
+        for (key, pages) in &self.objects {
+            let dirty: BTreeSet<u64> = pages.iter().filter(|(_, p)| !p.dirty.0.is_empty()).map(|(i, _)| *i).collect();
+            assert_eq!(self.dirty_pages.get(key).cloned().unwrap_or_default(), dirty, "dirty index of {key:?}");
+        }
+        assert!(self.dirty_pages.keys().all(|k| self.objects.contains_key(k)), "dirty index names a dropped object");
         let mut recount: BTreeMap<OstIndex, u64> = BTreeMap::new();
         for (key, pages) in &self.objects {
             assert!(!pages.is_empty(), "{key:?} kept with no pages");
@@ -500,8 +523,21 @@ impl PageCache {
         let before = page.cached_dirty();
         f(page);
         let after = page.cached_dirty();
+        let dirty = !page.dirty.0.is_empty();
+        self.index_page(key, index, dirty);
         self.adjust(key.ost, before, after);
         (before, after)
+    }
+
+    fn index_page(&mut self, key: ObjectKey, index: u64, dirty: bool) {
+        if dirty {
+            self.dirty_pages.entry(key).or_default().insert(index);
+        } else if let Some(set) = self.dirty_pages.get_mut(&key) {
+            set.remove(&index);
+            if set.is_empty() {
+                self.dirty_pages.remove(&key);
+            }
+        }
     }
 
     fn adjust(&mut self, ost: OstIndex, before: u64, after: u64) {
@@ -516,6 +552,9 @@ impl PageCache {
     fn forget_if_empty(&mut self, key: ObjectKey) {
         if self.objects.get(&key).is_some_and(BTreeMap::is_empty) {
             self.objects.remove(&key);
+        }
+        if self.dirty_pages.get(&key).is_some_and(BTreeSet::is_empty) || !self.objects.contains_key(&key) {
+            self.dirty_pages.remove(&key);
         }
     }
 }
