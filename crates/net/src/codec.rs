@@ -106,8 +106,13 @@ pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Option<W
     if bulk_len > 0 && !message.takes_bulk() {
         return Err(CodecError::UnexpectedBulk { bulk: bulk_len });
     }
-    let mut bulk = vec![0u8; bulk_len];
-    read_exact(reader, &mut bulk).await?;
+    // Read straight into spare capacity: no zeroing of a buffer about to be
+    // overwritten.
+    let mut bulk = Vec::with_capacity(bulk_len);
+    let got = reader.take(bulk_len as u64).read_to_end(&mut bulk).await?;
+    if got < bulk_len {
+        return Err(CodecError::Truncated);
+    }
     message.put_bulk(bulk);
     Ok(Some(message))
 }
@@ -205,10 +210,22 @@ mod tests {
         let mut stream: &[u8] = &(FRAME_BYTES_MAX + 1).to_le_bytes();
         assert!(matches!(read_frame(&mut stream).await, Err(CodecError::FrameTooLarge(_))));
         let mut short = 100u32.to_le_bytes().to_vec();
-        short.extend_from_slice(&[0; 10]);
+        short.extend_from_slice(&10u32.to_le_bytes());
+        short.extend_from_slice(&[0; 6]); // 6 of the header's 10 bytes, then the end
         let mut stream: &[u8] = &short;
         assert!(matches!(read_frame(&mut stream).await, Err(CodecError::Truncated)));
         let mut empty: &[u8] = &[];
         assert!(read_frame(&mut empty).await.unwrap().is_none());
+        // A bulk payload cut short.
+        let mut buf = Vec::new();
+        let data = vec![7u8; 1000];
+        let m = Wire::ToOst {
+            ost: 0,
+            message: lanefs_core::msg::ToOst::Write { xid: Xid(1), object: ObjectId(1), offset: 0, data },
+        };
+        encode(m, &mut buf).unwrap();
+        buf.truncate(buf.len() - 10);
+        let mut stream: &[u8] = &buf;
+        assert!(matches!(read_frame(&mut stream).await, Err(CodecError::Truncated)));
     }
 }

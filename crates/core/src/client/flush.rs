@@ -33,6 +33,9 @@ impl Client {
 
     /// Cancel the unused locks beyond the LRU's count limit, oldest first.
     pub(super) fn trim_lru(&mut self) -> bool {
+        if self.locks.len() <= self.config.lru_locks_max {
+            return false; // cannot be over the limit: skip the sort
+        }
         let unused = self.locks.unused_by_age();
         let excess = unused.len().saturating_sub(self.config.lru_locks_max);
         for (l, _) in unused.iter().take(excess) {
