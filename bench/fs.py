@@ -9,6 +9,11 @@ that matter are printed. Run by `make bench`.
 import json, os, statistics, subprocess, sys, tempfile
 
 LANEFS = os.environ.get("LANEFS", "./target/release/lanefs")
+# Object files and the ceiling's files both go to tmpfs when there is one:
+# 2 GiB per run on a real disk brings the kernel's writeback of earlier runs
+# into later ones (seen here: the same run at 300 and 900 MiB/s). Set
+# BENCH_DIR to measure on a disk instead.
+BENCH_DIR = os.environ.get("BENCH_DIR", "/dev/shm" if os.path.isdir("/dev/shm") else None)
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 GEOMETRY = ["-w", "-e", "-b", "4m", "-t", "1m", "-s", "64", "-N", "8", "-O", "summaryFormat=JSON"]
 STRIPES = ["--lanefs.osts=4", "--lanefs.stripe-count=4", "--lanefs.stripe-size=1m"]
@@ -24,11 +29,12 @@ RUNS = {
 
 
 def run(name, extra):
-    with tempfile.TemporaryDirectory(prefix="lanefs-bench-") as d:
+    with tempfile.TemporaryDirectory(prefix="lanefs-bench-", dir=BENCH_DIR) as d:
         args = [LANEFS, "ior"] + GEOMETRY + extra
         if name == "local-files":
             args += ["-o", os.path.join(d, "testFile")]
-        out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+        env = dict(os.environ, TMPDIR=d)  # the embedded cluster's data directory
+        out = subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
     report = json.loads(out)
     bw = report["summary"][0]["bwMeanMIB"]
     locks = report.get("lanefs", {})
@@ -45,7 +51,7 @@ def main():
             callbacks[name] = cb
             print(f"round {r + 1}: {name:<14} {bw:9.1f} MiB/s  callbacks {cb}", file=sys.stderr)
     med = {name: statistics.median(v) for name, v in results.items()}
-    print(f"lanefs ior {' '.join(GEOMETRY)} (+ per-run options), {ROUNDS} rounds, median write MiB/s")
+    print(f"lanefs ior {' '.join(GEOMETRY)} (+ per-run options), {ROUNDS} rounds, median write MiB/s, data in {BENCH_DIR or 'the temp dir'}")
     for name in RUNS:
         runs = " ".join(f"{x:.0f}" for x in results[name])
         print(f"  {name:<14} {med[name]:9.1f}   (runs: {runs}; blocking callbacks in the last: {callbacks[name]})")
