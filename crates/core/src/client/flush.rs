@@ -27,6 +27,7 @@ impl Client {
         if let Some(lock) = self.locks.get_mut(l) {
             if lock.is_granted() {
                 lock.state = ClientLockState::Cancelling;
+                self.locks.note_returning(l);
             }
         }
     }
@@ -48,7 +49,7 @@ impl Client {
     pub(super) fn pump_cancels(&mut self) -> bool {
         let ready: Vec<LocalLock> = self
             .locks
-            .iter()
+            .returning()
             .filter(|(_, l)| {
                 l.users == 0 && (l.state == ClientLockState::Cancelling || (l.is_granted() && l.callback_pending))
             })
@@ -101,7 +102,7 @@ impl Client {
     /// What must be written now, grouped by OST, most urgent first.
     fn flush_areas(&self) -> Vec<(OstIndex, Vec<(ObjectKey, Extent)>)> {
         let mut areas: Vec<(ObjectKey, Extent)> = Vec::new();
-        for (_, lock) in self.locks.iter() {
+        for (_, lock) in self.locks.returning() {
             if lock.mode.is_write()
                 && lock.users == 0
                 && (lock.state == ClientLockState::Cancelling || lock.callback_pending)

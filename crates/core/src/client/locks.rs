@@ -14,7 +14,7 @@
 use crate::extent::Extent;
 use crate::ldlm::{EnqueueFlags, LockMode};
 use crate::units::{Instant, LockHandle, ObjectKey, OstIndex, Xid};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LocalLock(pub u64);
@@ -62,6 +62,13 @@ impl ClientLock {
 #[derive(Debug, Default)]
 pub struct LockCache {
     locks: BTreeMap<LocalLock, ClientLock>,
+    /// The locks of each object: matching looks at one object's locks only.
+    by_key: BTreeMap<ObjectKey, BTreeSet<LocalLock>>,
+    /// Enqueues awaiting their reply.
+    by_xid: BTreeMap<Xid, LocalLock>,
+    /// Locks called back or being cancelled: what the cancel and writeback
+    /// pumps look at, instead of every lock.
+    returning: BTreeSet<LocalLock>,
     /// Server handles are unique per OST only.
     by_handle: BTreeMap<(OstIndex, LockHandle), LocalLock>,
     next: u64,
@@ -74,6 +81,10 @@ impl LockCache {
         if let Some(h) = lock.handle {
             self.by_handle.insert((lock.key.ost, h), id);
         }
+        if let ClientLockState::Enqueuing { xid } = lock.state {
+            self.by_xid.insert(xid, id);
+        }
+        self.by_key.entry(lock.key).or_default().insert(id);
         self.locks.insert(id, lock);
         id
     }
@@ -90,8 +101,9 @@ impl LockCache {
         self.by_handle.get(&(ost, handle)).copied()
     }
 
-    pub fn by_xid(&self, xid: Xid) -> Option<LocalLock> {
-        self.locks.iter().find(|(_, l)| l.state == ClientLockState::Enqueuing { xid }).map(|(id, _)| *id)
+    /// The lock an enqueue reply is for; the reply comes once, so the entry goes.
+    pub fn take_xid(&mut self, xid: Xid) -> Option<LocalLock> {
+        self.by_xid.remove(&xid)
     }
 
     pub fn set_handle(&mut self, id: LocalLock, handle: LockHandle) {
@@ -106,7 +118,46 @@ impl LockCache {
         if let Some(h) = lock.handle {
             self.by_handle.remove(&(lock.key.ost, h));
         }
+        if let ClientLockState::Enqueuing { xid } = lock.state {
+            self.by_xid.remove(&xid);
+        }
+        self.returning.remove(&id);
+        if let Some(set) = self.by_key.get_mut(&lock.key) {
+            set.remove(&id);
+            if set.is_empty() {
+                self.by_key.remove(&lock.key);
+            }
+        }
         Some(lock)
+    }
+
+    /// Record that `id` was called back or is being cancelled (after setting
+    /// its `callback_pending` or its `Cancelling` state).
+    pub fn note_returning(&mut self, id: LocalLock) {
+        debug_assert!(self
+            .locks
+            .get(&id)
+            .is_some_and(|l| l.callback_pending || l.state == ClientLockState::Cancelling));
+        self.returning.insert(id);
+    }
+
+    /// Locks called back or being cancelled.
+    pub fn returning(&self) -> impl Iterator<Item = (LocalLock, &ClientLock)> {
+        self.returning.iter().map(|id| (*id, &self.locks[id]))
+    }
+
+    /// Panics if the `returning` set misses a lock that belongs in it.
+    pub fn check_invariants(&self) {
+        for (id, l) in &self.locks {
+            if l.callback_pending || l.state == ClientLockState::Cancelling {
+                assert!(self.returning.contains(id), "lock {id:?} called back but not tracked");
+            }
+        }
+    }
+
+    /// The locks of one object.
+    pub fn of_key(&self, key: ObjectKey) -> impl Iterator<Item = (LocalLock, &ClientLock)> {
+        self.by_key.get(&key).into_iter().flatten().map(|id| (*id, &self.locks[id]))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (LocalLock, &ClientLock)> {
@@ -137,18 +188,16 @@ impl LockCache {
 
     /// A lock still being enqueued whose request will serve `mode` over `extent`.
     pub fn pending_covering(&self, key: ObjectKey, mode: LockMode, extent: Extent) -> Option<LocalLock> {
-        self.locks
-            .iter()
-            .find(|(_, l)| l.key == key && l.is_pending() && l.mode.serves(mode) && l.requested.contains(&extent))
-            .map(|(id, _)| *id)
+        self.of_key(key)
+            .find(|(_, l)| l.is_pending() && l.mode.serves(mode) && l.requested.contains(&extent))
+            .map(|(id, _)| id)
     }
 
     /// Whether some granted or cancelling lock other than `except` covers
     /// `offset` of `key` (its pages may stay cached).
     pub fn covers_elsewhere(&self, key: ObjectKey, offset: u64, except: LocalLock) -> bool {
-        self.locks.iter().any(|(id, l)| {
-            *id != except
-                && l.key == key
+        self.of_key(key).any(|(id, l)| {
+            id != except
                 && matches!(l.state, ClientLockState::Granted | ClientLockState::Cancelling)
                 && l.extent.contains_offset(offset)
         })
@@ -156,9 +205,8 @@ impl LockCache {
 
     /// Whether a granted (or cancelling) write lock covers `offset` of `key`.
     pub fn write_covered(&self, key: ObjectKey, offset: u64) -> bool {
-        self.locks.iter().any(|(_, l)| {
-            l.key == key
-                && l.mode.is_write()
+        self.of_key(key).any(|(_, l)| {
+            l.mode.is_write()
                 && matches!(l.state, ClientLockState::Granted | ClientLockState::Cancelling)
                 && l.extent.contains_offset(offset)
         })

@@ -422,6 +422,7 @@ impl Client {
     /// Panics if a coherence invariant is broken.
     pub fn check_invariants(&self) {
         self.cache.check_invariants();
+        self.locks.check_invariants();
         for key in self.cache.keys_with_dirty() {
             assert!(self.dirty_keys.contains_key(&key), "{}: dirty object {key:?} not tracked for writeback", self.id);
             for range in self.cache.dirty_ranges(key) {

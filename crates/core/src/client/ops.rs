@@ -540,7 +540,7 @@ impl Client {
     // ----- replies ------------------------------------------------------
 
     pub(super) fn on_enqueue_reply(&mut self, now: Instant, xid: Xid, reply: EnqueueReply) {
-        let Some(l) = self.locks.by_xid(xid) else { return };
+        let Some(l) = self.locks.take_xid(xid) else { return };
         match reply {
             EnqueueReply::Granted { lock, extent } => {
                 self.locks.set_handle(l, lock);
@@ -592,6 +592,9 @@ impl Client {
         lock.state = ClientLockState::Granted;
         lock.callback_pending |= callback_pending;
         lock.last_used = now;
+        if callback_pending {
+            self.locks.note_returning(l);
+        }
         let waiters: Vec<OpId> =
             self.ops.iter().filter(|(_, op)| op.state == OpState::WaitLock(l)).map(|(id, _)| *id).collect();
         for id in waiters {
@@ -603,6 +606,7 @@ impl Client {
         self.counters.blocking_callbacks += 1;
         if let Some(l) = self.locks.by_handle(ost, handle) {
             self.locks.get_mut(l).expect("listed").callback_pending = true;
+            self.locks.note_returning(l);
         }
         // Unknown handle: our cancel crossed the callback; nothing to do.
     }
