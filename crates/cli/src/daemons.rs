@@ -19,6 +19,17 @@ fn ost_config(callback_timeout_s: f64) -> Result<OstConfig> {
     Ok(OstConfig { locks: LockServerConfig { callback_timeout }, ..OstConfig::default() })
 }
 
+/// A daemon's status line: to stdout if anyone still reads it. A closed
+/// stdout (`lanefs up | head -2`) must not stop the servers.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write;
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, $($arg)*);
+        let _ = out.flush();
+    }};
+}
+
 fn wait_for_interrupt(runtime: &tokio::runtime::Runtime) {
     runtime.block_on(async {
         let _ = tokio::signal::ctrl_c().await;
@@ -35,9 +46,9 @@ pub fn up(osts: u32, data: PathBuf, tcp: bool, callback_timeout_s: f64) -> Resul
         ..Default::default()
     };
     let cluster = LocalCluster::start(config).with_context(|| format!("starting a cluster in {}", data.display()))?;
-    println!("lanefs: MDS at {} with {osts} OSTs; data in {}", cluster.mds_address(), data.display());
-    println!("export LANEFS_MDS={}", cluster.mds_address());
-    println!("(interrupt to stop)");
+    say!("lanefs: MDS at {} with {osts} OSTs; data in {}", cluster.mds_address(), data.display());
+    say!("export LANEFS_MDS={}", cluster.mds_address());
+    say!("(interrupt to stop)");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     wait_for_interrupt(&rt);
     drop(cluster);
@@ -51,7 +62,7 @@ pub fn mds(data: PathBuf, osts: u32, listen: &str) -> Result<()> {
     let mds = Mds::open(&data.join("mds.db"), MdsConfig::new(osts)).map_err(|e| anyhow::anyhow!("{e}"))?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let handle = rt.block_on(lanefs_net::mds_server::start(&listen, mds, osts))?;
-    println!(
+    say!(
         "lanefs: MDS at {} for {osts} OSTs; start OSSes with: lanefs oss --mds {} ...",
         handle.address(),
         handle.address()
@@ -70,7 +81,7 @@ pub fn oss(mds: &str, data: PathBuf, osts: Vec<u32>, listen: &str, callback_time
     let handle = rt.block_on(lanefs_net::oss::start(&listen, config))?;
     rt.block_on(lanefs_net::oss::register_with_mds(&mds, handle.address(), &osts))
         .map_err(|reason| anyhow::anyhow!("registering with the MDS at {mds}: {reason}"))?;
-    println!("lanefs: OSS at {} serving OSTs {osts:?}, registered with {mds}", handle.address());
+    say!("lanefs: OSS at {} serving OSTs {osts:?}, registered with {mds}", handle.address());
     wait_for_interrupt(&rt);
     Ok(())
 }

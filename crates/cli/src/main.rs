@@ -114,6 +114,16 @@ fn tune_allocator() {
 fn main() -> std::process::ExitCode {
     tune_allocator();
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Up { .. } | Command::Mds { .. } | Command::Oss { .. }) {
+        // As other Unix tools: `lanefs ls | head -1` ends quietly when head
+        // is done, instead of failing on a closed pipe. Servers keep the
+        // default Rust behaviour and never die of their stdout.
+        // SAFETY: restores the default disposition of one signal, before
+        // any thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     // Diagnostics go to stderr, filtered by RUST_LOG (e.g. RUST_LOG=lanefs_core=debug).
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())

@@ -7,6 +7,8 @@ struct Up {
     child: Child,
     mds: String,
     _dir: tempfile::TempDir,
+    /// Kept open: the server's stdout stays readable for as long as it runs.
+    _stdout: std::io::Lines<BufReader<std::process::ChildStdout>>,
 }
 
 impl Drop for Up {
@@ -31,7 +33,7 @@ fn up() -> Up {
             break a.to_string();
         }
     };
-    Up { child, mds, _dir: dir }
+    Up { child, mds, _dir: dir, _stdout: lines }
 }
 
 fn lanefs(up: &Up, args: &[&str]) -> (bool, String, String) {
