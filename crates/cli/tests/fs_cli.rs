@@ -103,3 +103,47 @@ fn commands_without_a_file_system_say_how_to_name_one() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("LANEFS_MDS"));
 }
+
+/// `lanefs mds` and `lanefs oss` as separate processes, as on separate hosts.
+#[test]
+fn separate_mds_and_oss_daemons_serve_a_file_system() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = |name: &str| format!("unix:{}", dir.path().join(name).display());
+    let spawn = |args: Vec<String>| -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs")).args(args).stdout(Stdio::piped()).spawn().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("the daemon says where it listens").unwrap();
+        assert!(first.starts_with("lanefs: "), "{first}");
+        (child, lines)
+    };
+    let data = |name: &str| dir.path().join(name).display().to_string();
+    let (mut mds, _mds_out) = spawn(vec![
+        "mds".into(),
+        "--data".into(),
+        data("mds"),
+        "--osts".into(),
+        "2".into(),
+        "--listen".into(),
+        sock("mds.sock"),
+    ]);
+    let (mut oss, _oss_out) = spawn(vec![
+        "oss".into(),
+        "--mds".into(),
+        sock("mds.sock"),
+        "--data".into(),
+        data("oss"),
+        "--ost".into(),
+        "0,1".into(),
+        "--listen".into(),
+        sock("oss.sock"),
+    ]);
+    let out = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["ior", "-a", "LANEFS", "-w", "-r", "-W", "-b", "1m", "-t", "256k", "-N", "2", "--lanefs.stripe-count=2"])
+        .env("LANEFS_MDS", sock("mds.sock"))
+        .output()
+        .unwrap();
+    let _ = (mds.kill(), oss.kill(), mds.wait(), oss.wait());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\nwrite ") && text.contains("\nread "), "{text}");
+}
