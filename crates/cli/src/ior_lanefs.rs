@@ -13,7 +13,7 @@
 
 use anyhow::{bail, Result};
 use lanefs_core::client::ladvise::{Advice, AheadMode, ADVICES_PER_CALL_MAX};
-use lanefs_ior::{Backend, BackendReport, IorError, IorParams, ModuleOption, PosixBackend, RankIo};
+use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, ModuleOption, PosixBackend, RankIo};
 use lanefs_mds::{CreateMode, FileKind, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, ClientOptions, File, NetError};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
@@ -167,6 +167,25 @@ impl Backend for LanefsBackend {
             Ok(MdsReply::Attr(a)) if a.kind == FileKind::Dir => Ok(()),
             _ => admin.mds(MdsRequest::Mkdir { path: absolute(path) }).map(|_| ()).map_err(backend_error),
         }
+    }
+
+    /// As `lfs df` sums its OSTs, counting each backing file system once.
+    fn fs_info(&self, _path: &str) -> Result<FsInfo, IorError> {
+        let stats = self.admin()?.ost_stats().map_err(backend_error)?;
+        let mut seen = std::collections::BTreeSet::new();
+        let mut info = FsInfo { total_bytes: 0, free_bytes: 0, total_inodes: 0, free_inodes: 0 };
+        for space in stats.iter().filter_map(|s| s.space) {
+            if seen.insert(space.fsid) {
+                info.total_bytes += space.total_bytes;
+                info.free_bytes += space.free_bytes;
+                info.total_inodes += space.total_inodes;
+                info.free_inodes += space.free_inodes;
+            }
+        }
+        if seen.is_empty() {
+            return Err(backend_error("no OST reported its capacity"));
+        }
+        Ok(info)
     }
 
     fn report(&self) -> Option<BackendReport> {

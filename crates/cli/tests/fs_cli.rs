@@ -69,6 +69,7 @@ fn lfs_style_commands_work_against_a_running_file_system() {
     let ior =
         ok(&up, &["ior", "-a", "LANEFS", "-w", "-r", "-W", "-b", "1m", "-t", "256k", "-N", "2", "-k", "-o", "/d/ior"]);
     assert!(ior.contains("lanefs.lock_enqueues"), "{ior}");
+    assert!(ior.contains("\nFS                  : ") && !ior.contains("statfs"), "capacity from the OSTs: {ior}");
     let layout = ok(&up, &["getstripe", "/d/ior"]);
     assert!(
         layout.contains("lmm_stripe_count:  2") && layout.contains("lmm_stripe_size:   2097152"),

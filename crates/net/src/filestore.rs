@@ -48,6 +48,26 @@ impl FileStore {
         Ok(self.open.get(&object))
     }
 
+    /// Capacity of the file system holding the objects.
+    pub fn space(&self) -> Option<crate::proto::OstSpace> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(self.dir.as_os_str().as_bytes()).ok()?;
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `path` is a NUL-terminated string and `st` a valid
+        // out-parameter; statvfs writes only into it.
+        if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+            return None;
+        }
+        let unit = st.f_frsize as u64;
+        Some(crate::proto::OstSpace {
+            fsid: st.f_fsid as u64,
+            total_bytes: st.f_blocks as u64 * unit,
+            free_bytes: st.f_bfree as u64 * unit,
+            total_inodes: st.f_files as u64,
+            free_inodes: st.f_ffree as u64,
+        })
+    }
+
     /// Remove an object's file (after an unlink).
     pub fn destroy(&mut self, object: ObjectId) -> Result<(), StoreError> {
         self.open.remove(&object);

@@ -119,6 +119,7 @@ fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peer
                     locks_waiting: locks.waiting_count() as u64,
                     locks: locks.counters_total(),
                     data: ost.counters(),
+                    space: ost.store().space(),
                 });
             }
             Err(mpsc::RecvTimeoutError::Timeout) => ost.handle_timeout(now()),

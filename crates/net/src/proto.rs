@@ -34,6 +34,20 @@ pub struct OstStats {
     pub locks_waiting: u64,
     pub locks: LockCounters,
     pub data: OstCounters,
+    /// Capacity of the file system holding the OST's objects (`statvfs`),
+    /// `None` if it could not be read.
+    pub space: Option<OstSpace>,
+}
+
+/// `statvfs` of an OST's backing file system; `fsid` tells OSTs that share
+/// one apart, so that capacity is not counted twice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OstSpace {
+    pub fsid: u64,
+    pub total_bytes: u64,
+    pub free_bytes: u64,
+    pub total_inodes: u64,
+    pub free_inodes: u64,
 }
 
 /// Where the OSTs are, as the MDS tells clients.
