@@ -60,9 +60,6 @@ pub struct LanefsBackend {
 struct Totals {
     lockahead_sent: u64,
     lockahead_refused: u64,
-    client_write_rpcs: u64,
-    client_read_rpcs: u64,
-    after: Vec<OstStats>,
 }
 
 fn backend_error(e: impl std::fmt::Display) -> IorError {
@@ -148,6 +145,7 @@ impl Backend for LanefsBackend {
             file: None,
             mode: lock_mode(p)?,
             stripe: stripe(p)?,
+            grouped: false,
         }))
     }
 
@@ -191,7 +189,6 @@ impl Backend for LanefsBackend {
     fn report(&self) -> Option<BackendReport> {
         let totals = self.totals.lock().ok()?;
         let after = self.admin().ok()?.ost_stats().ok()?;
-        let _ = &totals.after;
         let sum = |stats: &[OstStats], f: &dyn Fn(&OstStats) -> u64| stats.iter().map(f).sum::<u64>();
         let delta = |f: &dyn Fn(&OstStats) -> u64| sum(&after, f).saturating_sub(sum(&self.before, f));
         let mut json = serde_json::Map::new();
@@ -220,6 +217,8 @@ struct LanefsRank<'a> {
     file: Option<File>,
     mode: LockMode,
     stripe: StripeSpec,
+    /// The open file is under this rank's group lock.
+    grouped: bool,
 }
 
 impl LanefsRank<'_> {
@@ -231,13 +230,17 @@ impl LanefsRank<'_> {
         self.file.as_ref().ok_or_else(|| backend_error("no file open"))
     }
 
-    fn advise(&self, p: &IorParams, writing: bool) -> Result<(), IorError> {
+    fn advise(&mut self, p: &IorParams, writing: bool) -> Result<(), IorError> {
         let (cl, f) = (self.client(), self.file()?);
         if self.mode == LockMode::Default {
             return Ok(());
         }
         if self.mode == LockMode::Group {
-            return if writing { cl.group_lock(f, 1).map_err(backend_error) } else { Ok(()) };
+            if writing {
+                cl.group_lock(f, 1).map_err(backend_error)?;
+                self.grouped = true;
+            }
+            return Ok(());
         }
         cl.ladvise(f, &[Advice::lock_no_expand(true)]).map_err(backend_error)?;
         if self.mode == LockMode::Lockahead && writing {
@@ -290,8 +293,8 @@ impl RankIo for LanefsRank<'_> {
 
     fn close(&mut self) -> Result<(), IorError> {
         let Some(f) = self.file.take() else { return Ok(()) };
-        if self.mode == LockMode::Group && self.client().group_unlock(&f, 1).is_err() {
-            // Not under a group lock (a read phase): nothing to release.
+        if std::mem::take(&mut self.grouped) {
+            self.client().group_unlock(&f, 1).map_err(backend_error)?;
         }
         self.client().close(f).map_err(backend_error)
     }
@@ -303,8 +306,6 @@ impl Drop for LanefsRank<'_> {
             if let (Ok(c), Ok(mut t)) = (cl.counters(), self.backend.totals.lock()) {
                 t.lockahead_sent += c.lockahead_enqueues;
                 t.lockahead_refused += c.lockahead_refused;
-                t.client_write_rpcs += c.write_rpcs;
-                t.client_read_rpcs += c.read_rpcs;
             }
         }
     }
