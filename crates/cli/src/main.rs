@@ -7,6 +7,7 @@ mod demo;
 mod fs;
 mod ior_lanefs;
 mod lockscript;
+mod sim;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -95,6 +96,14 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Simulate: `lanefs sim ior --cluster PRESET [IOR options]` runs IOR on a
+    /// modelled cluster (`lanefs sim presets` lists them; `lanefs sim ior -h`).
+    #[command(disable_help_flag = true)]
+    Sim {
+        /// `ior` or `presets`, then their options.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     #[command(flatten)]
     Fs(fs::FsCommand),
 }
@@ -161,6 +170,7 @@ fn run(cli: Cli) -> Result<()> {
             daemons::oss(&mds, data, ost, &listen, callback_timeout)
         }
         Command::Ior { args } => ior_lanefs::main(args, cli.target.mds),
+        Command::Sim { args } => sim::main(args),
         Command::Fs(command) => fs::run(command, &cli.target),
     }
 }

@@ -22,6 +22,7 @@ pub mod extent;
 pub mod harness;
 pub mod layout;
 pub mod ldlm;
+pub mod mpiio;
 pub mod msg;
 pub mod ost;
 pub mod store;

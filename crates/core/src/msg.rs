@@ -2,7 +2,9 @@
 //!
 //! The protocol logic produces and consumes these enums; a wire codec (in
 //! lanefs-net) or the simulator's network moves them. Bulk data is a
-//! `Vec<u8>` here so that a codec can send it as raw bytes after the header.
+//! [`Payload`]: real bytes (a `Vec<u8>`, which a codec sends raw after the
+//! header) or, in the simulator only, a *phantom* that has a length and no
+//! bytes.
 //!
 //! Ordering: every driver must deliver the messages of one (sender, receiver)
 //! pair in the order they were sent, as one TCP connection does. The lock
@@ -13,6 +15,91 @@ use crate::extent::Extent;
 use crate::ldlm::LockRequest;
 use crate::units::{LockHandle, ObjectId, Xid};
 use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The bulk data of a write or a read reply.
+///
+/// `Phantom(len)` stands for `len` bytes that nobody stores or copies: the
+/// simulator runs the real client (locks, page cache bookkeeping, writeback
+/// RPCs) and the real OST service over terabytes "written" without holding
+/// them. The rule: phantom payloads are for the simulator only. A wire codec
+/// never carries one (lanefs-net refuses to encode it, and always decodes
+/// `Bytes`), and one client or one object store handles one kind only (see
+/// [`crate::client::Client::write_payload`] and [`crate::store::ObjectStore`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Payload {
+    Bytes(Vec<u8>),
+    /// `len` bytes with no content.
+    Phantom(u64),
+}
+
+impl Payload {
+    pub fn len(&self) -> u64 {
+        match self {
+            Payload::Bytes(bytes) => bytes.len() as u64,
+            Payload::Phantom(len) => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn is_phantom(&self) -> bool {
+        matches!(self, Payload::Phantom(_))
+    }
+
+    pub fn kind(&self) -> PayloadKind {
+        match self {
+            Payload::Bytes(_) => PayloadKind::Bytes,
+            Payload::Phantom(_) => PayloadKind::Phantom,
+        }
+    }
+
+    /// The bytes, or `None` for a phantom.
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Payload::Bytes(bytes) => Some(bytes),
+            Payload::Phantom(_) => None,
+        }
+    }
+
+    /// The bytes, or `None` for a phantom.
+    pub fn into_bytes(self) -> Option<Vec<u8>> {
+        match self {
+            Payload::Bytes(bytes) => Some(bytes),
+            Payload::Phantom(_) => None,
+        }
+    }
+}
+
+impl Default for Payload {
+    fn default() -> Self {
+        Payload::Bytes(Vec::new())
+    }
+}
+
+impl From<Vec<u8>> for Payload {
+    fn from(bytes: Vec<u8>) -> Self {
+        Payload::Bytes(bytes)
+    }
+}
+
+/// Which kind of [`Payload`] a client, an object store or a message holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum PayloadKind {
+    Bytes,
+    Phantom,
+}
+
+impl fmt::Display for PayloadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PayloadKind::Bytes => "bytes",
+            PayloadKind::Phantom => "phantom",
+        })
+    }
+}
 
 /// From a client to an OST.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,7 +118,7 @@ pub enum ToOst {
         xid: Xid,
         object: ObjectId,
         offset: u64,
-        data: Vec<u8>,
+        data: Payload,
     },
     Read {
         xid: Xid,
@@ -88,6 +175,10 @@ pub enum IoError {
     TooLarge,
     #[error("the OST's object store failed")]
     Store,
+    /// A phantom payload met an object store or a client that holds bytes,
+    /// or bytes met phantoms: a simulator set-up error, never seen on a wire.
+    #[error("payload kind mismatch: phantom payloads (simulator only) and bytes cannot meet on one OST or client")]
+    PayloadKind,
 }
 
 /// From an OST to a client.
@@ -114,7 +205,7 @@ pub enum ToClient {
     },
     ReadReply {
         xid: Xid,
-        result: Result<Vec<u8>, IoError>,
+        result: Result<Payload, IoError>,
     },
     PunchReply {
         xid: Xid,

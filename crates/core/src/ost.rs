@@ -11,9 +11,16 @@
 //! Lustre's): coherence is the clients' duty, enforced by their lock cache.
 //! It does refuse all I/O from an evicted client until it reconnects, so a
 //! client's stale dirty data cannot land after its locks were taken away.
+//!
+//! Payloads: a write's [`Payload`] goes to the store as it is (bytes or a
+//! phantom), and reads are answered with the kind of payload the store keeps
+//! ([`ObjectStore::payload_kind`]): bytes from a `MemStore` or a file store,
+//! phantoms from the simulator's `SizeStore`. A store refusing a kind makes
+//! the RPC fail with [`IoError::PayloadKind`]. Counters count phantom bytes
+//! as bytes, so the simulator's statistics read as a real run's.
 
 use crate::ldlm::server::{LockServer, LockServerConfig};
-use crate::msg::{IoError, ToClient, ToOst};
+use crate::msg::{IoError, Payload, PayloadKind, ToClient, ToOst};
 use crate::store::{ObjectStore, StoreError};
 use crate::units::{ClientId, Duration, Instant, ObjectId, OstIndex, Xid};
 use crate::Extent;
@@ -204,16 +211,16 @@ impl<S: ObjectStore> Ost<S> {
         from: ClientId,
         object: ObjectId,
         offset: u64,
-        data: &[u8],
+        data: &Payload,
     ) -> Result<(), IoError> {
         self.admit(from)?;
         if data.is_empty() {
             return Ok(());
         }
-        self.locks.prolong(now, from, object, Extent::from_offset_len(offset, data.len() as u64));
-        self.store.write(object, offset, data).map_err(store_error)?;
+        self.locks.prolong(now, from, object, Extent::from_offset_len(offset, data.len()));
+        self.store.write_payload(object, offset, data).map_err(store_error)?;
         self.counters.write_rpcs += 1;
-        self.counters.bytes_written += data.len() as u64;
+        self.counters.bytes_written += data.len();
         Ok(())
     }
 
@@ -224,13 +231,17 @@ impl<S: ObjectStore> Ost<S> {
         object: ObjectId,
         offset: u64,
         len: u64,
-    ) -> Result<Vec<u8>, IoError> {
+    ) -> Result<Payload, IoError> {
         self.admit(from)?;
         if len == 0 {
-            return Ok(Vec::new());
+            return Ok(match self.store.payload_kind() {
+                PayloadKind::Bytes => Payload::Bytes(Vec::new()),
+                PayloadKind::Phantom => Payload::Phantom(0),
+            });
         }
         self.locks.prolong(now, from, object, Extent::from_offset_len(offset, len));
-        let data = self.store.read(object, offset, len).map_err(store_error)?;
+        let data = self.store.read_payload(object, offset, len).map_err(store_error)?;
+        debug_assert_eq!(data.len(), len, "the store answered a read of {len} bytes with {}", data.len());
         self.counters.read_rpcs += 1;
         self.counters.bytes_read += len;
         Ok(data)
@@ -314,5 +325,6 @@ fn store_error(e: StoreError) -> IoError {
     match e {
         StoreError::TooLarge { .. } => IoError::TooLarge,
         StoreError::Io(_) => IoError::Store,
+        StoreError::PayloadKind { .. } => IoError::PayloadKind,
     }
 }

@@ -1,11 +1,20 @@
-//! Where an OST keeps object bytes: the [`ObjectStore`] trait and an
-//! in-memory implementation.
+//! Where an OST keeps object bytes: the [`ObjectStore`] trait, an in-memory
+//! implementation ([`MemStore`]) and a size-only one for the simulator
+//! ([`SizeStore`]).
 //!
 //! The OST service talks to its objects only through this trait, so the same
-//! protocol code serves objects from memory (tests, the simulator, which only
-//! counts bytes) and from sparse files on disk (the network daemons). Holes
-//! and bytes beyond an object's end read as zeros, as in a sparse file.
+//! protocol code serves objects from memory (tests), from sparse files on
+//! disk (the network daemons) and from nothing but a table of sizes (the
+//! simulator, which writes phantom payloads). Holes and bytes beyond an
+//! object's end read as zeros, as in a sparse file.
+//!
+//! One store keeps one kind of payload ([`ObjectStore::payload_kind`]): its
+//! reads answer with that kind, and writes of the other kind fail with
+//! [`StoreError::PayloadKind`] (never a panic). Byte stores refuse phantom
+//! writes, since they could not read them back; [`SizeStore`] refuses bytes,
+//! since it would drop them.
 
+use crate::msg::{Payload, PayloadKind};
 use crate::units::ObjectId;
 use std::collections::BTreeMap;
 
@@ -19,9 +28,13 @@ pub enum StoreError {
     TooLarge { object: ObjectId, offset: u64, len: u64 },
     #[error("object store I/O error: {0}")]
     Io(String),
+    #[error(
+        "object {object:?}: a store of {kept} refuses {offered} payloads (phantoms need a SizeStore, bytes a byte one)"
+    )]
+    PayloadKind { object: ObjectId, kept: PayloadKind, offered: PayloadKind },
 }
 
-/// Byte storage for the objects of one OST.
+/// Storage for the objects of one OST.
 pub trait ObjectStore {
     fn write(&mut self, object: ObjectId, offset: u64, data: &[u8]) -> Result<(), StoreError>;
     /// Exactly `len` bytes; holes and bytes past the end read as zeros.
@@ -29,6 +42,41 @@ pub trait ObjectStore {
     /// Set the object's size to `size`, dropping or zero-extending.
     fn punch(&mut self, object: ObjectId, size: u64) -> Result<(), StoreError>;
     fn size(&mut self, object: ObjectId) -> Result<u64, StoreError>;
+
+    /// The payloads this store keeps, and answers reads with.
+    fn payload_kind(&self) -> PayloadKind {
+        PayloadKind::Bytes
+    }
+
+    /// Record a write of `len` bytes without content: only the object's size
+    /// changes (to at least `offset + len`). Byte stores refuse it.
+    fn write_phantom(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {
+        let _ = (offset, len);
+        Err(StoreError::PayloadKind { object, kept: self.payload_kind(), offered: PayloadKind::Phantom })
+    }
+
+    /// A read of `len` bytes without content: the checks of
+    /// [`ObjectStore::read`], no data. Byte stores refuse it.
+    fn read_phantom(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {
+        let _ = (offset, len);
+        Err(StoreError::PayloadKind { object, kept: self.payload_kind(), offered: PayloadKind::Phantom })
+    }
+
+    /// A write of either kind of payload.
+    fn write_payload(&mut self, object: ObjectId, offset: u64, data: &Payload) -> Result<(), StoreError> {
+        match data {
+            Payload::Bytes(bytes) => self.write(object, offset, bytes),
+            Payload::Phantom(len) => self.write_phantom(object, offset, *len),
+        }
+    }
+
+    /// A read answered with the kind of payload this store keeps.
+    fn read_payload(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<Payload, StoreError> {
+        match self.payload_kind() {
+            PayloadKind::Bytes => self.read(object, offset, len).map(Payload::Bytes),
+            PayloadKind::Phantom => self.read_phantom(object, offset, len).map(|()| Payload::Phantom(len)),
+        }
+    }
 }
 
 /// Sparse in-memory objects, kept in 64 KiB chunks.
@@ -117,6 +165,73 @@ impl ObjectStore for MemStore {
     }
 }
 
+/// Object sizes and nothing else: the store of the simulator's OSTs, which
+/// are written with phantom payloads only.
+///
+/// Phantom writes grow an object to their end, punches set its size, and
+/// phantom reads check bounds and answer with a phantom of the length asked
+/// for. Byte writes and byte reads fail with [`StoreError::PayloadKind`]: the
+/// bytes could not be kept, and zeros read back would look like data.
+#[derive(Debug, Default)]
+pub struct SizeStore {
+    sizes: BTreeMap<ObjectId, u64>,
+}
+
+impl SizeStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Objects ever written or punched, with their sizes, in id order.
+    pub fn sizes(&self) -> impl Iterator<Item = (ObjectId, u64)> + '_ {
+        self.sizes.iter().map(|(&object, &size)| (object, size))
+    }
+
+    /// Sum of the object sizes (logical bytes, holes included).
+    pub fn bytes_total(&self) -> u64 {
+        self.sizes.values().sum()
+    }
+
+    fn refuse_bytes(object: ObjectId) -> StoreError {
+        StoreError::PayloadKind { object, kept: PayloadKind::Phantom, offered: PayloadKind::Bytes }
+    }
+}
+
+impl ObjectStore for SizeStore {
+    fn write(&mut self, object: ObjectId, _offset: u64, _data: &[u8]) -> Result<(), StoreError> {
+        Err(Self::refuse_bytes(object))
+    }
+
+    fn read(&mut self, object: ObjectId, _offset: u64, _len: u64) -> Result<Vec<u8>, StoreError> {
+        Err(Self::refuse_bytes(object))
+    }
+
+    fn punch(&mut self, object: ObjectId, size: u64) -> Result<(), StoreError> {
+        check_bounds(object, size, 0)?;
+        self.sizes.insert(object, size);
+        Ok(())
+    }
+
+    fn size(&mut self, object: ObjectId) -> Result<u64, StoreError> {
+        Ok(self.sizes.get(&object).copied().unwrap_or(0))
+    }
+
+    fn payload_kind(&self) -> PayloadKind {
+        PayloadKind::Phantom
+    }
+
+    fn write_phantom(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {
+        check_bounds(object, offset, len)?;
+        let size = self.sizes.entry(object).or_default();
+        *size = (*size).max(offset + len);
+        Ok(())
+    }
+
+    fn read_phantom(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {
+        check_bounds(object, offset, len)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +264,37 @@ mod tests {
         let mut s = MemStore::new();
         assert!(s.write(ObjectId(1), OBJECT_BYTES_MAX, b"x").is_err());
         assert!(s.read(ObjectId(1), u64::MAX, 2).is_err());
+    }
+
+    #[test]
+    fn memstore_refuses_phantoms() {
+        let mut s = MemStore::new();
+        let o = ObjectId(1);
+        let refused = |r: Result<_, StoreError>| matches!(r, Err(StoreError::PayloadKind { .. }));
+        assert!(refused(s.write_payload(o, 0, &Payload::Phantom(10))));
+        assert!(refused(s.read_phantom(o, 0, 10)));
+        assert_eq!(s.size(o).unwrap(), 0);
+        s.write_payload(o, 1, &Payload::Bytes(vec![5])).unwrap();
+        assert_eq!(s.read_payload(o, 0, 3).unwrap(), Payload::Bytes(vec![0, 5, 0]));
+    }
+
+    #[test]
+    fn sizestore_keeps_sizes_only() {
+        let mut s = SizeStore::new();
+        let (a, b) = (ObjectId(1), ObjectId(2));
+        s.write_payload(a, 1 << 40, &Payload::Phantom(1 << 20)).unwrap();
+        s.write_phantom(a, 0, 10).unwrap(); // below the end: the size stays
+        assert_eq!(s.size(a).unwrap(), (1 << 40) + (1 << 20));
+        assert_eq!(s.read_payload(a, 5, 4096).unwrap(), Payload::Phantom(4096));
+        assert_eq!(s.read_payload(b, 0, 7).unwrap(), Payload::Phantom(7)); // holes too
+        s.punch(a, 100).unwrap();
+        s.write_phantom(b, 0, 1).unwrap();
+        assert_eq!(s.sizes().collect::<Vec<_>>(), vec![(a, 100), (b, 1)]);
+        assert_eq!(s.bytes_total(), 101);
+        let refused = |r: Result<(), StoreError>| matches!(r, Err(StoreError::PayloadKind { .. }));
+        assert!(refused(s.write(a, 0, b"x")) && refused(s.read(a, 0, 1).map(drop)));
+        assert!(matches!(s.write_phantom(a, OBJECT_BYTES_MAX, 1), Err(StoreError::TooLarge { .. })));
+        assert!(matches!(s.read_phantom(a, u64::MAX, 2), Err(StoreError::TooLarge { .. })));
+        assert_eq!(s.size(a).unwrap(), 100);
     }
 }

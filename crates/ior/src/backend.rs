@@ -3,10 +3,15 @@
 //! What: a [`Backend`] is one I/O API (`POSIX`, `LANEFS`): it checks its module options,
 //! hands each rank its own [`RankIo`] (its own file handle or client connection), deletes
 //! files, reports file-system capacity for the `FS` line, and may add its own figures to
-//! the report ([`BackendReport`]). Each backend lives in one file and the caller registers
-//! them in one table, the `&[&dyn Backend]` given to [`crate::main_with`]; `-a NAME`
-//! picks one by name, case-insensitively. Module options are namespaced by the backend's
-//! name in lower case: `--posix.odirect`, `--lanefs.lock-mode=lockahead`.
+//! the report ([`BackendReport`]s, one top-level JSON object each). Each backend lives
+//! in one file and the caller registers them in one table, the `&[&dyn Backend]` given
+//! to [`crate::main_with`]; `-a NAME` picks one by name, case-insensitively. Module
+//! options are namespaced by the backend's name in lower case: `--posix.odirect`,
+//! `--lanefs.lock-mode=lockahead`.
+//!
+//! A backend that models I/O instead of doing it offers a [`PhaseModel`]
+//! ([`Backend::phase_model`]), which runs whole phases for all ranks at once; see
+//! `model` for what then changes.
 //!
 //! Why per-rank objects: ranks run as threads, each with its own `RankIo`, so a
 //! backend's client state is never shared between ranks, as with MPI processes.
@@ -15,6 +20,7 @@
 //! backend, so backends only move bytes.
 
 use crate::error::IorError;
+use crate::model::PhaseModel;
 use crate::params::IorParams;
 
 /// File-system capacity, as `statfs` gives it.
@@ -97,6 +103,8 @@ pub trait Backend: Sync {
     }
 
     /// The I/O handle of `rank`, created once per run: its own client or connection.
+    /// Never called when [`Backend::phase_model`] gives a model (which may return an
+    /// error here).
     fn rank<'a>(&'a self, rank: u32, p: &IorParams) -> Result<Box<dyn RankIo + 'a>, IorError>;
 
     /// Remove `path`; succeed if it does not exist.
@@ -116,10 +124,41 @@ pub trait Backend: Sync {
         Err(IorError::NotImplemented { backend: self.name(), operation: "statfs" })
     }
 
-    /// Figures of the whole run, asked once after the last repetition.
+    /// Figures of the whole run, asked once after the last repetition. A backend with
+    /// several objects overrides [`Backend::reports`] instead.
     fn report(&self) -> Option<BackendReport> {
         None
     }
+
+    /// Every report object of the run, in print order: JSON members after `"summary"`,
+    /// text blocks after the results table. Keys must differ from each other and from
+    /// IOR's top-level keys. Asked once after the last repetition; the default is
+    /// [`Backend::report`].
+    fn reports(&self) -> Vec<BackendReport> {
+        self.report().into_iter().collect()
+    }
+
+    /// The whole-phase model of a backend that models I/O rather than moving bytes;
+    /// `None` (the default) runs each rank as a thread with its own [`RankIo`].
+    fn phase_model(&self) -> Option<&dyn PhaseModel> {
+        None
+    }
+}
+
+/// IOR's top-level JSON keys, which a [`BackendReport`] must not reuse.
+const IOR_TOP_LEVEL_KEYS: [&str; 7] = ["Version", "Began", "Command line", "Machine", "tests", "summary", "Finished"];
+
+/// Refuse report keys that would repeat a JSON member.
+pub fn check_report_keys(backend: &'static str, reports: &[BackendReport]) -> Result<(), IorError> {
+    for (index, report) in reports.iter().enumerate() {
+        if IOR_TOP_LEVEL_KEYS.contains(&report.key.as_str()) || reports[..index].iter().any(|r| r.key == report.key) {
+            return Err(IorError::backend(
+                backend,
+                format!("report key {:?} is used twice in the JSON report; give each report its own key", report.key),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One rank's I/O handle: one file open at a time.
@@ -229,6 +268,15 @@ mod tests {
         assert!(check("--test.odirect=yes").unwrap_err().to_string().contains("is a flag"));
         let e = check("--lanefs.lock-mode=x").unwrap_err().to_string();
         assert!(e.contains("option of the LANEFS module, but the test runs with -a TEST; add -a LANEFS"), "{e}");
+    }
+
+    #[test]
+    fn report_keys_are_unique() {
+        let report = |key: &str| BackendReport::from_json(key, serde_json::Map::new());
+        assert!(check_report_keys("T", &[report("lanefs"), report("sim")]).is_ok());
+        let e = check_report_keys("T", &[report("sim"), report("sim")]).unwrap_err().to_string();
+        assert_eq!(e, "T: report key \"sim\" is used twice in the JSON report; give each report its own key");
+        assert!(check_report_keys("T", &[report("summary")]).is_err());
     }
 
     #[test]

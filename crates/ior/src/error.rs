@@ -42,7 +42,8 @@ pub enum IorError {
         #[source]
         source: io::Error,
     },
-    /// A backend failure that is not an OS error (a refused lock, a lost server...).
+    /// A backend failure that is not an OS error (a refused lock, a lost server, a model
+    /// that cannot run the test...). Build it with [`IorError::backend`].
     #[error("{backend}: {message}")]
     Backend {
         /// Backend name.
@@ -75,5 +76,11 @@ impl IorError {
     /// Shorthand for [`IorError::Option`].
     pub fn option(option: impl Into<String>, message: impl Into<String>) -> Self {
         IorError::Option { option: option.into(), message: message.into() }
+    }
+
+    /// Shorthand for [`IorError::Backend`]: `backend` is the backend's
+    /// [`crate::Backend::name`].
+    pub fn backend(backend: &'static str, message: impl Into<String>) -> Self {
+        IorError::Backend { backend, message: message.into() }
     }
 }

@@ -5,21 +5,28 @@
 //! defaults, its offsets, its barrier and timer placement, and its default, JSON and
 //! CSV formats down to column widths and JSON layout — and refuses, with a message naming
 //! the fix, every IOR feature it does not implement rather than ignoring it. Ranks are
-//! threads of one process (IOR sees that as one node), each with its own backend handle.
+//! threads of one process, each with its own backend handle; `--tasks-per-node` says how
+//! IOR would have seen them placed on nodes (one node by default).
 //!
 //! The shape is IOR's `aiori`: one [`Backend`] trait, one file per backend (this crate
 //! provides [`PosixBackend`]; the lanefs client provides its own), one table of backends
 //! given by the caller, and module options namespaced by backend (`--posix.odirect`,
-//! `--lanefs.lock-mode=lockahead`).
+//! `--lanefs.lock-mode=lockahead`). A backend that models I/O rather than doing it (the
+//! simulator) offers a [`PhaseModel`] instead of rank handles: it answers for all ranks
+//! of a phase at once in modelled time, and the same reduction and printers turn that
+//! into IOR's report.
 //!
 //! Entry points: [`main_with`] for the `lanefs ior` command; [`parse_args`] and [`run`]
 //! for programs and tests.
 //!
 //! Not here: MPI (ranks never span machines), IOR's random offsets (`-z`), random task
-//! reordering (`-Z`), stonewalling (`-D`), scripts (`-f`) and the MPIIO/HDF5 backends.
+//! reordering (`-Z`), stonewalling (`-D`), scripts (`-f`) and the MPIIO/HDF5 backends
+//! (the front end carries `-c` and the MPI-IO hint options for a backend that uses them).
 
 mod backend;
 mod error;
+mod hints;
+mod model;
 mod offsets;
 mod options;
 mod output;
@@ -34,12 +41,14 @@ use std::io::Write;
 
 pub use backend::{check_module_options, Backend, BackendReport, FsInfo, ModuleOption, RankIo};
 pub use error::IorError;
+pub use hints::mpi_hints;
+pub use model::{check_params as model_check_params, PhaseModel};
 pub use offsets::{
     offsets, pretend_rank, read_rank_offset, test_file_name, transfer_offset, write_check_rank_offset, NodeMapping,
 };
 pub use options::parse_args;
 pub use output::IOR_VERSION;
-pub use params::{IorParams, SummaryFormat, NUM_TASKS_MAX};
+pub use params::{IorParams, SummaryFormat, NUM_TASKS_MAX, NUM_TASK_THREADS_MAX};
 pub use posix::PosixBackend;
 pub use run::{run, IorSummary, IterationResult};
 pub use timing::{reduce_phase, stats, summarize, OpSummary, PhaseResult, RankPhase, RankTimes, Stats};
@@ -73,8 +82,8 @@ pub fn usage(backends: &[&dyn Backend]) -> String {
     let mut text = format!(
         "Usage: {} [options]   (IOR {} options and output)\n\n\
 Flags\n\
-  -c, --collective            collective I/O\n\
-  -C, --reorderTasks          shift tasks for read-back (a no-op on one node, as in IOR)\n\
+  -c, --collective            collective I/O (for MPI-IO-like backends; POSIX ignores it, as IOR's)\n\
+  -C, --reorderTasks          read back the data of the task -Q nodes further on (no shift on one node)\n\
   -e, --fsync                 fsync at the end of the write phase\n\
   -E, --useExistingTestFile   do not remove the test file before writing\n\
   -F, --filePerProc           one file per task\n\
@@ -94,18 +103,23 @@ Options with a value (sizes take k, m, g, t suffixes, base 2)\n\
   -b, --blockSize=N           contiguous bytes per task per segment (1m)\n\
   -d, --interTestDelay=N      seconds to wait before each phase\n\
   -G, --setTimeStampSignature=N  data signature (default: the clock)\n\
+  -H, --mpiio.showHints       show the MPI-IO hints (printed by backends that use them)\n\
   -i, --repetitions=N         repetitions (1)\n\
-  -N, --numTasks=N            tasks (ranks, run as threads) (1)\n\
+  -N, --numTasks=N            tasks (ranks, run as threads up to {}, or modelled) (1)\n\
+      --tasks-per-node=N      tasks on each node, ranks in blocks; nodes = ceil(-N / this) (all on one)\n\
   -o, --testFile=S            test file name (testFile)\n\
   -O key=val[,key=val]        directives: summaryFormat=default|JSON|CSV, summaryFile=F, any long option\n\
   -Q, --taskPerNodeOffset=N   node offset for -C (1)\n\
   -s, --segmentCount=N        segments (1)\n\
   -t, --transferSize=N        bytes per I/O call (256k)\n\
+  -U, --mpiio.hintsFileName=F file of IOR_HINT__MPI__key=value lines (with the IOR_HINT__ environment)\n\
   -X, --reorderTasksRandomSeed=N  seed for -Z (reported only)\n\n\
-Refused IOR features: -z, -Z, -D N, -f, -l, -m, -M, -T N, stonewalling directives, MPIIO/HDF5 options.\n",
+Refused IOR features: -z, -Z, -D N, -f, -l, -m, -M, -T N, stonewalling directives,\n\
+  -p/-V/-S (--mpiio.preallocate, useFileView, useStridedDatatype), HDF5 options.\n",
         params::PROGRAM,
         output::IOR_VERSION,
         apis.join(", "),
+        NUM_TASK_THREADS_MAX,
     );
     for backend in backends {
         let prefix = backend::module_prefix(backend.name());

@@ -13,10 +13,12 @@
 //! `-C` (reorderTasks): the read phase uses `rankOffset = (taskPerNodeOffset*shift) %
 //! numTasks`, the write check `((taskPerNodeOffset+1)*shift) % numTasks`, where `shift`
 //! is 1 for a round-robin task-to-node mapping and the number of tasks on node 0 for a
-//! block mapping (`QueryNodeMapping`). lanefs-ior runs every task in one process, which
-//! IOR sees as one node with a block mapping: `shift = numTasks`, so the offset is 0 and
-//! `-C` changes nothing — exactly what IOR does on a single node. [`NodeMapping`] keeps
-//! the general rule so it stays testable.
+//! block mapping (`QueryNodeMapping`). lanefs-ior's tasks are threads of one process (or
+//! modelled), so nothing tells it where they run: `--tasks-per-node N` says so, with a
+//! block mapping ([`NodeMapping::from_params`]), making `shift = N` and the read-back
+//! come from `-Q` nodes further on. Without it every task is on one node, as IOR sees
+//! the threads of one process: `shift = numTasks`, the offset is 0 and `-C` changes
+//! nothing — exactly what IOR does on a single node.
 //!
 //! Not here: random offsets (`-z`) and random task reordering (`-Z`), which are refused.
 
@@ -35,6 +37,12 @@ impl NodeMapping {
     /// All tasks on one node: IOR's `QueryNodeMapping` reports a block mapping.
     pub fn single_node(num_tasks: u32) -> Self {
         NodeMapping { tasks_on_node0: num_tasks, block_mapping: true }
+    }
+
+    /// The placement `p` declares: blocks of `--tasks-per-node` ranks (all on one node
+    /// without it), as `mpirun`'s default by-slot placement gives.
+    pub fn from_params(p: &IorParams) -> Self {
+        NodeMapping { tasks_on_node0: p.tasks_on_node0(), block_mapping: true }
     }
 
     /// IOR's `shift`: how many ranks apart "the next node" is.
@@ -218,6 +226,19 @@ mod tests {
         assert_eq!(pretend_rank(7, 2, 8), 1);
         let fpp = IorParams { file_per_proc: true, test_file: "f".into(), ..q3 };
         assert_eq!(test_file_name(&fpp, pretend_rank(5, read_rank_offset(&fpp, block), 8)), "f.00000003");
+    }
+
+    #[test]
+    fn tasks_per_node_gives_the_block_mapping() {
+        let p = IorParams { reorder_tasks: true, ..params(8, 8, 1, 8, false) };
+        assert_eq!(NodeMapping::from_params(&p), NodeMapping::single_node(8));
+        let p = IorParams { tasks_per_node: Some(2), ..p };
+        assert_eq!(NodeMapping::from_params(&p), NodeMapping { tasks_on_node0: 2, block_mapping: true });
+        assert_eq!(read_rank_offset(&p, NodeMapping::from_params(&p)), 2);
+        assert_eq!(write_check_rank_offset(&p, NodeMapping::from_params(&p)), 4);
+        // Not a divisor: 10 tasks, 4 per node, -Q 2 shifts by 8.
+        let p = IorParams { num_tasks: 10, tasks_per_node: Some(4), task_per_node_offset: 2, ..p };
+        assert_eq!(read_rank_offset(&p, NodeMapping::from_params(&p)), 8);
     }
 
     #[test]

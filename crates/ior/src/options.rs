@@ -2,7 +2,9 @@
 //!
 //! What: `parse_args` reads the options HPC engineers already type for IOR 4.1
 //! (`-a -b -t -s -F -c -w -r -W -R -e -Y -C -Q -X -i -o -k -K -E -g -G -u -v -N -d -A -O`),
-//! their long forms (`--blockSize=4m`), `-O key=val[,key=val]` directives (keys are
+//! their long forms (`--blockSize=4m`), `--tasks-per-node=N` (IOR learns that from MPI),
+//! the MPI-IO hint options `--mpiio.showHints` and `--mpiio.hintsFileName=F` (and IOR 3's
+//! `-H` and `-U F`), `-O key=val[,key=val]` directives (keys are
 //! case-insensitive, as IOR's `DecodeDirective`), and module options
 //! `--<api>.<name>[=value]` (`--posix.odirect`, `--lanefs.lock-mode=lockahead`), applies
 //! IOR's defaults and runs IOR's validation (`ValidateTests`).
@@ -72,6 +74,9 @@ enum Key {
     FsyncPerWrite,
     SummaryFormat,
     SummaryFile,
+    TasksPerNode,
+    ShowHints,
+    HintsFileName,
 }
 
 /// Short letter, IOR 4 long name, option, whether it takes a value.
@@ -104,7 +109,17 @@ const OPTIONS: &[(Option<char>, &str, Key, bool)] = &[
     (Some('W'), "checkWrite", Key::CheckWrite, false),
     (Some('X'), "reorderTasksRandomSeed", Key::ReorderTasksRandomSeed, true),
     (Some('Y'), "fsyncPerWrite", Key::FsyncPerWrite, false),
+    // IOR learns the placement from MPI; here ranks are threads or modelled, so it is given.
+    (None, "tasks-per-node", Key::TasksPerNode, true),
+    // IOR 4 spells these --mpiio.showHints and --mpiio.hintsFileName; -H and -U are IOR 3's.
+    (Some('H'), "showHints", Key::ShowHints, false),
+    (Some('U'), "hintsFileName", Key::HintsFileName, true),
 ];
+
+/// Module options that are fields of [`IorParams`] rather than entries of
+/// `module_options`, so that every backend sees them: module, name, option.
+const FRONT_END_MODULE_OPTIONS: &[(&str, &str, Key)] =
+    &[("mpiio", "showHints", Key::ShowHints), ("mpiio", "hintsFileName", Key::HintsFileName)];
 
 /// `-O` keys that are not long option names (lower-case).
 const DIRECTIVE_ALIASES: &[(&str, Key)] = &[
@@ -113,6 +128,7 @@ const DIRECTIVE_ALIASES: &[(&str, Key)] = &[
     ("reordertasksconstant", Key::ReorderTasks),
     ("refnum", Key::RefNum),
     ("testfile", Key::TestFile),
+    ("taskspernode", Key::TasksPerNode),
 ];
 
 /// IOR options lanefs-ior refuses: short letter, long name, takes a value, why and what to
@@ -153,11 +169,9 @@ const REFUSED: &[(Option<char>, &str, bool, &str)] = &[
     ),
     (Some('S'), "useStridedDatatype", false, "strided datatypes are an MPIIO option; drop -S"),
     (Some('T'), "maxTimeDuration", true, "maxTimeDuration is not implemented; drop -T (or use -T 0)"),
-    (Some('U'), "hintsFileName", true, "hints files are MPIIO only (and -U was removed in IOR 4.0); drop -U"),
     (Some('V'), "useFileView", false, "file views are an MPIIO option; drop -V"),
     (Some('x'), "singleXferAttempt", false, "singleXferAttempt is not implemented; drop -x"),
     (Some('y'), "dualMount", false, "dualMount is not implemented; drop -y"),
-    (Some('H'), "showHints", false, "hints are MPIIO only (--mpiio.showHints in IOR 4); drop -H"),
     (Some('I'), "individualDataSets", false, "individualDataSets is not implemented (IOR: not working); drop -I"),
     (None, "dryRun", false, "dry runs are not implemented; drop --dryRun"),
     (None, "randomPrefill", true, "randomPrefill goes with -z, which is not implemented; drop it"),
@@ -235,6 +249,17 @@ fn parse_long(args: &[String], index: usize, body: &str, params: &mut IorParams)
                 arg,
                 "module options are written --<api>.<name>[=value], e.g. --posix.odirect",
             ));
+        }
+        if let Some(key) = front_end_module_option(module, option) {
+            let (value, next) = match (key, inline) {
+                (Key::HintsFileName, None) => {
+                    let (value, next) = take_next(args, index, arg)?;
+                    (Some(value), next)
+                }
+                (_, inline) => (inline, index + 1),
+            };
+            apply(params, key, value, arg)?;
+            return Ok(next);
         }
         params.module_options.insert(format!("{}.{option}", module.to_ascii_lowercase()), inline.map(str::to_string));
         return Ok(index + 1);
@@ -325,6 +350,8 @@ fn apply(params: &mut IorParams, key: Key, value: Option<&str>, shown: &str) -> 
             params.reorder_tasks_random_seed = parse_int(text()).map_err(|m| IorError::option(shown, m))?
         }
         Key::TestFile => params.test_file = non_empty(text(), shown)?.to_string(),
+        Key::TasksPerNode => params.tasks_per_node = Some(count(1, u64::from(NUM_TASKS_MAX))? as u32),
+        Key::HintsFileName => params.hints_file_name = Some(non_empty(text(), shown)?.to_string()),
         Key::Directive => return apply_directives(params, text()),
         Key::SummaryFormat => {
             params.summary_format = match text().to_ascii_lowercase().as_str() {
@@ -361,6 +388,7 @@ fn flag_field(params: &mut IorParams, key: Key) -> &mut bool {
         Key::WriteFile => &mut params.write_file,
         Key::CheckWrite => &mut params.check_write,
         Key::FsyncPerWrite => &mut params.fsync_per_write,
+        Key::ShowHints => &mut params.show_hints,
         other => unreachable!("{other:?} is not a flag"),
     }
 }
@@ -401,6 +429,9 @@ fn apply_directive(params: &mut IorParams, key: &str, value: &str, shown: &str) 
         return Ok(());
     }
     if let Some((module, option)) = key.split_once('.') {
+        if let Some(key) = front_end_module_option(module, option) {
+            return apply(params, key, Some(value), shown);
+        }
         params.module_options.insert(format!("{}.{option}", module.to_ascii_lowercase()), Some(value.to_string()));
         return Ok(());
     }
@@ -422,6 +453,15 @@ fn apply_directive(params: &mut IorParams, key: &str, value: &str, shown: &str) 
         Some((_, why)) => Err(IorError::option(shown, why)),
         None => Err(IorError::option(shown, format!("unrecognized parameter \"{key}\""))),
     }
+}
+
+/// The option a front-end module option (`--mpiio.showHints`) sets, matched
+/// case-insensitively as IOR's directives are.
+fn front_end_module_option(module: &str, option: &str) -> Option<Key> {
+    FRONT_END_MODULE_OPTIONS
+        .iter()
+        .find(|(m, name, _)| m.eq_ignore_ascii_case(module) && name.eq_ignore_ascii_case(option))
+        .map(|&(_, _, key)| key)
 }
 
 fn non_empty<'a>(text: &'a str, shown: &str) -> Result<&'a str, IorError> {
@@ -622,6 +662,36 @@ mod tests {
     }
 
     #[test]
+    fn tasks_per_node_is_stored() {
+        assert_eq!(parse("-N 8").unwrap().tasks_per_node, None);
+        let p = parse("-N 8 --tasks-per-node 2").unwrap();
+        assert_eq!((p.tasks_per_node, p.tasks_on_node0(), p.nodes()), (Some(2), 2, 4));
+        assert_eq!(parse("--tasks-per-node=4 -N 10").unwrap().nodes(), 3);
+        assert_eq!(parse("-O tasksPerNode=3").unwrap().tasks_per_node, Some(3));
+    }
+
+    #[test]
+    fn mpiio_options_are_carried_for_every_backend() {
+        let p = parse("-a MPIIO -c --mpiio.showHints --mpiio.hintsFileName=/etc/hints").unwrap();
+        assert!(p.collective && p.show_hints);
+        assert_eq!(p.hints_file_name.as_deref(), Some("/etc/hints"));
+        assert!(p.module_options.is_empty(), "front-end fields, not module options: {:?}", p.module_options);
+        let p = parse("--MPIIO.showhints=0 --mpiio.hintsFileName /h").unwrap();
+        assert!(!p.show_hints);
+        assert_eq!(p.hints_file_name.as_deref(), Some("/h"));
+        // IOR 3's spellings.
+        let p = parse("-H -U hints.txt").unwrap();
+        assert!(p.show_hints);
+        assert_eq!(p.hints_file_name.as_deref(), Some("hints.txt"));
+        let p = parse("-O showHints=1,hintsFileName=f -O mpiio.hintsFileName=g").unwrap();
+        assert!(p.show_hints);
+        assert_eq!(p.hints_file_name.as_deref(), Some("g"));
+        assert!(error("--mpiio.hintsFileName").contains("needs a value"));
+        assert!(error("--mpiio.hintsFileName=").contains("needs a non-empty value"));
+        assert!(error("--mpiio.showHints=yes").contains("expects 0 or 1"));
+    }
+
+    #[test]
     fn module_options_are_collected() {
         let p = parse("--posix.odirect --lanefs.lock-mode=lockahead --LANEFS.stripe-count=4 -O useO_DIRECT=1").unwrap();
         assert_eq!(p.module_options.get("posix.odirect"), Some(&Some("1".to_string())));
@@ -648,7 +718,10 @@ mod tests {
         assert!(error("-s 0").contains("-s 0: must be between 1"));
         assert!(error("-i 0").contains("-i 0"));
         assert!(error("-N 0").contains("-N 0"));
-        assert!(error("-N 5000").contains("4096"));
+        assert!(parse("-N 75000").is_ok(), "backends that model whole phases run many tasks");
+        assert!(error("-N 2000000").contains("1048576"));
+        assert!(error("--tasks-per-node=0").contains("--tasks-per-node=0: must be between 1"));
+        assert!(error("--tasks-per-node").contains("needs a value"));
         assert!(error("-b 4x").contains("not a number"));
         assert!(error("-o a@b").contains("'@'"));
         assert!(error("-b 8e -t 8").contains("-b 8e"));
@@ -668,7 +741,7 @@ mod tests {
         assert!(error("-O lustreStripeCount=4").contains("--lanefs.stripe-count"));
         assert!(error("-f script").contains("scripts are not supported"));
         assert!(error("--dryRun").contains("dry runs"));
-        assert!(error("-U hints").contains("removed in IOR 4.0"));
+        assert!(error("-p").contains("preallocation is an MPIIO option"));
     }
 
     #[test]

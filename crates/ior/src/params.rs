@@ -11,8 +11,12 @@ use std::collections::BTreeMap;
 
 /// Program name printed on the `Command line` line.
 pub const PROGRAM: &str = "lanefs ior";
-/// Upper bound on `-N`: every task is a thread with its own buffers and client.
-pub const NUM_TASKS_MAX: u32 = 4096;
+/// Upper bound on `-N` (and `--tasks-per-node`): what a backend that models whole phases
+/// ([`crate::PhaseModel`]) may be asked to run. IOR runs have reached about a million ranks.
+pub const NUM_TASKS_MAX: u32 = 1 << 20;
+/// Upper bound on `-N` for backends that run each task as a thread with its own buffers
+/// and client; [`crate::run`] refuses more.
+pub const NUM_TASK_THREADS_MAX: u32 = 4096;
 /// IOR's access unit, `sizeof(IOR_size_t)`: block and transfer sizes are multiples of it.
 pub const ACCESS_UNIT_BYTES: u64 = 8;
 
@@ -41,16 +45,26 @@ pub struct IorParams {
     pub transfer_size_bytes: u64,
     /// `-s`: number of segments.
     pub segment_count: u64,
-    /// `-N`: number of tasks (ranks), each a thread with its own client.
+    /// `-N`: number of tasks (ranks), each a thread with its own client (or modelled).
     pub num_tasks: u32,
+    /// `--tasks-per-node`: tasks on each node, placed in blocks (node `k` holds ranks
+    /// `k*N .. (k+1)*N`); `None` puts every task on one node, as the threads of one
+    /// process are. IOR derives this from MPI; see [`IorParams::tasks_on_node0`].
+    pub tasks_per_node: Option<u32>,
     /// `-i`: repetitions.
     pub repetitions: u32,
     /// `-o`: test file name (with `-F`, the prefix of `name.%08d`).
     pub test_file: String,
     /// `-F`: one file per task.
     pub file_per_proc: bool,
-    /// `-c`: collective I/O (meaningful to MPI-IO-like backends).
+    /// `-c`: collective I/O (meaningful to MPI-IO-like backends; POSIX ignores it, as IOR's).
     pub collective: bool,
+    /// `--mpiio.showHints` (IOR 3: `-H`): show the MPI-IO hints at open. Printing them is
+    /// the business of a backend that uses hints; the others ignore it, as IOR's POSIX does.
+    pub show_hints: bool,
+    /// `--mpiio.hintsFileName=F` (IOR 3: `-U F`): a file of `IOR_HINT__MPI__key=value`
+    /// lines, read with the `IOR_HINT__` environment by [`crate::mpi_hints`].
+    pub hints_file_name: Option<String>,
     /// `-w`: write phase.
     pub write_file: bool,
     /// `-r`: read phase.
@@ -106,10 +120,13 @@ impl Default for IorParams {
             transfer_size_bytes: 256 << 10,
             segment_count: 1,
             num_tasks: 1,
+            tasks_per_node: None,
             repetitions: 1,
             test_file: "testFile".to_string(),
             file_per_proc: false,
             collective: false,
+            show_hints: false,
+            hints_file_name: None,
             write_file: false,
             read_file: false,
             check_write: false,
@@ -141,6 +158,19 @@ impl IorParams {
         self.block_size_bytes * self.segment_count * u64::from(self.num_tasks)
     }
 
+    /// Tasks on node 0, IOR's `tasksPerNode`: `--tasks-per-node` capped at `-N` (a node
+    /// is never fuller than the job), or every task when it is not given. With the block
+    /// placement node 0 is always full; only the last node may hold fewer.
+    pub fn tasks_on_node0(&self) -> u32 {
+        self.tasks_per_node.map_or(self.num_tasks, |n| n.clamp(1, self.num_tasks.max(1)))
+    }
+
+    /// Nodes the tasks occupy: `ceil(numTasks / tasksPerNode)` (IOR does not require
+    /// `-N` to be a multiple of the tasks per node, and neither does lanefs-ior).
+    pub fn nodes(&self) -> u32 {
+        self.num_tasks.div_ceil(self.tasks_on_node0().max(1))
+    }
+
     /// Transfers per task per segment.
     pub fn transfers_per_block(&self) -> u64 {
         self.block_size_bytes / self.transfer_size_bytes
@@ -159,5 +189,25 @@ impl IorParams {
     /// The value of module option `key` (`"lanefs.lock-mode"`), if given with one.
     pub fn module_value(&self, key: &str) -> Option<&str> {
         self.module_options.get(key).and_then(|value| value.as_deref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn placed(num_tasks: u32, tasks_per_node: Option<u32>) -> (u32, u32) {
+        let p = IorParams { num_tasks, tasks_per_node, ..IorParams::default() };
+        (p.tasks_on_node0(), p.nodes())
+    }
+
+    #[test]
+    fn nodes_are_the_ceiling_of_tasks_over_tasks_per_node() {
+        assert_eq!(placed(8, None), (8, 1), "default: every task on one node");
+        assert_eq!(placed(8, Some(2)), (2, 4));
+        assert_eq!(placed(10, Some(4)), (4, 3), "the last node holds 2");
+        assert_eq!(placed(8, Some(64)), (8, 1), "a node is never fuller than the job");
+        assert_eq!(placed(75_000, Some(64)), (64, 1172));
+        assert_eq!(placed(1, Some(1)), (1, 1));
     }
 }

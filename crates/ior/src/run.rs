@@ -4,8 +4,13 @@
 //! creates one [`crate::RankIo`] per rank, then for each repetition (`-i`) runs the
 //! phases IOR runs — write, write check (`-W`), read (`-r`/`-R`), remove (unless `-k`,
 //! or `-K` after a data error) — printing each phase's row as soon as it is reduced, and
-//! ends with the summary, the backend's own report and `Finished`. It returns the figures
-//! as an [`IorSummary`] so callers and tests need not parse the text.
+//! ends with the summary, the backend's own reports and `Finished`. It returns the
+//! figures as an [`IorSummary`] so callers and tests need not parse the text.
+//!
+//! Two executors run the phases: rank threads doing real I/O on the run's clock, or the
+//! backend's [`PhaseModel`], which answers for all ranks of a phase at once in modelled
+//! time (no threads, no `RankIo`, no `-d` sleep, no data checks; see `model`). Either
+//! way the per-rank timers go through the same reduction and printers.
 //!
 //! Data-check errors do not stop the run (IOR counts them and goes on); they are
 //! reported as IOR does and make [`IorSummary::passed`] false. Any other failure stops
@@ -17,13 +22,14 @@
 use std::io::Write;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::backend::{check_module_prefixes, Backend};
+use crate::backend::{check_module_prefixes, check_report_keys, Backend, RankIo};
 use crate::error::IorError;
+use crate::model::{self, PhaseModel};
 use crate::offsets::{directory_of, NodeMapping};
 use crate::output::{ctime_now, Printer};
-use crate::params::IorParams;
+use crate::params::{IorParams, NUM_TASKS_MAX, NUM_TASK_THREADS_MAX};
 use crate::phase::{self, CheckOutcome, Phase};
-use crate::timing::{reduce_phase, summarize, OpSummary, PhaseResult};
+use crate::timing::{reduce_phase, summarize, OpSummary, PhaseResult, RankPhase};
 
 /// What one repetition measured.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -69,24 +75,26 @@ pub fn run(params: &IorParams, backend: &dyn Backend, out: &mut dyn Write) -> Re
     check_module_prefixes(p, backend.name())?;
     backend.check_params(p)?;
     let api = backend.name();
+    match backend.phase_model() {
+        Some(_) => model::check_params(api, p)?,
+        None => check_task_threads(api, p)?,
+    }
     let mut printer = Printer::new(p, out)?;
     printer.header(p)?;
     let fs = shows_free_space(&p.test_file).then(|| backend.fs_info(directory_of(&p.test_file)));
     printer.test_start(p, api, fs)?;
     printer.setup(p, api, &backend.version())?;
 
-    let mut ranks = (0..p.num_tasks).map(|rank| backend.rank(rank, p)).collect::<Result<Vec<_>, _>>()?;
-    let clock = Instant::now();
+    let mut executor = Executor::new(backend, p)?;
     let mut iterations = Vec::with_capacity(p.repetitions as usize);
     for rep in 0..p.repetitions {
         if rep == 0 {
             printer.table_header()?;
         }
-        let phase =
-            Phase { p, backend, clock, signature: signature(p), mapping: NodeMapping::single_node(p.num_tasks) };
-        iterations.push(iteration(&phase, &mut ranks, &mut printer, rep)?);
+        iterations.push(iteration(p, &mut executor, &mut printer, rep)?);
     }
-    drop(ranks);
+    // Ranks hand their counters to the backend when dropped, before it reports.
+    drop(executor);
 
     let writes: Vec<PhaseResult> = iterations.iter().filter_map(|it| it.write).collect();
     let reads: Vec<PhaseResult> = iterations.iter().filter_map(|it| it.read).collect();
@@ -94,23 +102,110 @@ pub fn run(params: &IorParams, backend: &dyn Backend, out: &mut dyn Write) -> Re
     printer.test_end()?;
     let write = (p.write_file && !writes.is_empty()).then(|| summarize(&writes, p.transfer_size_bytes));
     let read = (p.read_file && !reads.is_empty()).then(|| summarize(&reads, p.transfer_size_bytes));
-    printer.long_summary(p, api, (write.as_ref(), read.as_ref()), backend.report().as_ref())?;
+    let reports = backend.reports();
+    check_report_keys(api, &reports)?;
+    printer.long_summary(p, api, (write.as_ref(), read.as_ref()), &reports)?;
     printer.finished()?;
     let data_errors = iterations.iter().map(|it| it.write_check_errors + it.read_check_errors).sum();
     Ok(IorSummary { api, iterations, write, read, data_errors })
 }
 
+/// `-N` beyond what threads can do, for backends without a model.
+fn check_task_threads(api: &str, p: &IorParams) -> Result<(), IorError> {
+    if p.num_tasks <= NUM_TASK_THREADS_MAX {
+        return Ok(());
+    }
+    Err(IorError::option(
+        format!("-N {}", p.num_tasks),
+        format!(
+            "must be between 1 and {NUM_TASK_THREADS_MAX} with -a {api}: each task is a thread with its own buffers and client (backends that model I/O run up to {NUM_TASKS_MAX} tasks)"
+        ),
+    ))
+}
+
+/// Who runs the phases of a test.
+enum Executor<'b> {
+    /// Every rank a thread with its own handle, doing real I/O; timestamps are seconds
+    /// on `clock`.
+    Threads { backend: &'b dyn Backend, clock: Instant, ranks: Vec<Box<dyn RankIo + 'b>> },
+    /// The backend's model of whole phases, in modelled seconds.
+    Model { api: &'static str, model: &'b dyn PhaseModel },
+}
+
+impl<'b> Executor<'b> {
+    /// The model of `backend`, or one [`RankIo`] per rank.
+    fn new(backend: &'b dyn Backend, p: &IorParams) -> Result<Self, IorError> {
+        if let Some(model) = backend.phase_model() {
+            return Ok(Executor::Model { api: backend.name(), model });
+        }
+        let ranks = (0..p.num_tasks).map(|rank| backend.rank(rank, p)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Executor::Threads { backend, clock: Instant::now(), ranks })
+    }
+
+    fn models(&self) -> bool {
+        matches!(self, Executor::Model { .. })
+    }
+
+    fn write(&mut self, p: &IorParams, rep: u32, signature: u32) -> Result<Vec<RankPhase>, IorError> {
+        match self {
+            Executor::Threads { backend, clock, ranks } => {
+                phase::write(&threads(p, *backend, *clock, signature), ranks)
+            }
+            Executor::Model { api, model } => {
+                let ranks = model.write_phase(p, rep)?;
+                model::check_phase(api, p, "write", &ranks)?;
+                Ok(ranks)
+            }
+        }
+    }
+
+    fn check_write(&mut self, p: &IorParams, signature: u32) -> Result<Vec<CheckOutcome>, IorError> {
+        match self {
+            Executor::Threads { backend, clock, ranks } => {
+                phase::check_write(&threads(p, *backend, *clock, signature), ranks)
+            }
+            Executor::Model { .. } => unreachable!("run refuses -W with a model before it starts"),
+        }
+    }
+
+    fn read(&mut self, p: &IorParams, rep: u32, signature: u32) -> Result<Vec<(RankPhase, CheckOutcome)>, IorError> {
+        match self {
+            Executor::Threads { backend, clock, ranks } => phase::read(&threads(p, *backend, *clock, signature), ranks),
+            Executor::Model { api, model } => {
+                assert!(!p.check_read, "run refuses -R with a model before it starts");
+                let ranks = model.read_phase(p, rep)?;
+                model::check_phase(api, p, "read", &ranks)?;
+                Ok(ranks.into_iter().map(|r| (r, CheckOutcome::default())).collect())
+            }
+        }
+    }
+
+    fn remove(&mut self, p: &IorParams, rep: u32, signature: u32) -> Result<f64, IorError> {
+        match self {
+            Executor::Threads { backend, clock, ranks } => {
+                phase::remove(&threads(p, *backend, *clock, signature), ranks)
+            }
+            Executor::Model { api, model } => model::check_remove(api, model.remove(p, rep)?),
+        }
+    }
+}
+
+/// What the rank threads of one phase share.
+fn threads<'a>(p: &'a IorParams, backend: &'a dyn Backend, clock: Instant, signature: u32) -> Phase<'a> {
+    Phase { p, backend, clock, signature, mapping: NodeMapping::from_params(p) }
+}
+
 fn iteration(
-    ph: &Phase,
-    ranks: &mut [Box<dyn crate::RankIo + '_>],
+    p: &IorParams,
+    executor: &mut Executor,
     printer: &mut Printer,
     rep: u32,
 ) -> Result<IterationResult, IorError> {
-    let p = ph.p;
+    let signature = signature(p);
     let mut it = IterationResult::default();
     if p.write_file {
-        delay(p, printer)?;
-        let result = reduce_phase(&phase::write(ph, ranks)?, p.transfer_size_bytes);
+        delay(p, printer, executor)?;
+        let result = reduce_phase(&executor.write(p, rep, signature)?, p.transfer_size_bytes);
         printer.row("write", &result, p, rep)?;
         it.write = Some(result);
     }
@@ -118,13 +213,13 @@ fn iteration(
         if p.verbose >= 1 {
             printer.log(&format!("Verifying contents of the file(s) just written.\n{}\n\n", ctime_now()))?;
         }
-        let outcomes = phase::check_write(ph, ranks)?;
-        it.write_check_errors = report_check(printer, "write", &outcomes, ph.signature)?;
+        let outcomes = executor.check_write(p, signature)?;
+        it.write_check_errors = report_check(printer, "write", &outcomes, signature)?;
     }
     if p.read_file || p.check_read {
-        delay(p, printer)?;
-        let (ranks_read, outcomes): (Vec<_>, Vec<_>) = phase::read(ph, ranks)?.into_iter().unzip();
-        it.read_check_errors = report_check(printer, "read", &outcomes, ph.signature)?;
+        delay(p, printer, executor)?;
+        let (ranks_read, outcomes): (Vec<_>, Vec<_>) = executor.read(p, rep, signature)?.into_iter().unzip();
+        it.read_check_errors = report_check(printer, "read", &outcomes, signature)?;
         let result = reduce_phase(&ranks_read, p.transfer_size_bytes);
         printer.row("read", &result, p, rep)?;
         it.read = Some(result);
@@ -132,7 +227,7 @@ fn iteration(
     let errors = it.write_check_errors + it.read_check_errors;
     let keep = p.keep_file || (errors > 0 && p.keep_file_with_error);
     if !keep {
-        let elapsed_s = phase::remove(ph, ranks)?;
+        let elapsed_s = executor.remove(p, rep, signature)?;
         printer.remove_row(elapsed_s, rep)?;
         it.remove_s = Some(elapsed_s);
     }
@@ -158,15 +253,18 @@ fn report_check(
     Ok(errors)
 }
 
-/// `-d`: IOR's rank 0 sleeps before the phase while the others wait at the barrier.
-fn delay(p: &IorParams, printer: &mut Printer) -> Result<(), IorError> {
+/// `-d`: IOR's rank 0 sleeps before the phase while the others wait at the barrier. A
+/// model delays in modelled time if it wants to; the `-v` line is the same.
+fn delay(p: &IorParams, printer: &mut Printer, executor: &Executor) -> Result<(), IorError> {
     if p.inter_test_delay_s == 0 {
         return Ok(());
     }
     if p.verbose >= 1 {
         printer.log(&format!("delaying {} seconds . . .\n", p.inter_test_delay_s))?;
     }
-    std::thread::sleep(std::time::Duration::from_secs(u64::from(p.inter_test_delay_s)));
+    if !executor.models() {
+        std::thread::sleep(std::time::Duration::from_secs(u64::from(p.inter_test_delay_s)));
+    }
     Ok(())
 }
 

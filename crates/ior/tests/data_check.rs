@@ -46,6 +46,22 @@ fn check_read_catches_a_corrupted_byte() {
 }
 
 #[test]
+fn tasks_per_node_makes_reorder_read_another_nodes_data() {
+    // Byte 70000 is rank 1's. -C with 2 tasks per node and -Q 1: the read shifts by one
+    // node (2 ranks), so rank 3 reads rank 1's block; the write check shifts by two
+    // nodes (4 ranks = no shift on 4 tasks), so rank 1 checks its own.
+    let line = "-a MEM -w -W -r -R -C -b 64k -t 16k -N 4 --tasks-per-node 2";
+    let (summary, text) = run_line(line, &MemBackend::corrupting(BAD_OFFSET));
+    assert_eq!(summary.data_errors, 2);
+    assert!(text.contains("[1] FAILED comparison") && text.contains("[3] FAILED comparison"), "{text}");
+    let read_failure = text.find("[3] FAILED").unwrap();
+    assert!(text[read_failure..].contains("incorrect data on read"), "{text}");
+    // Without --tasks-per-node every task is on one node: -C shifts nothing.
+    let (_, text) = run_line("-a MEM -w -r -R -C -b 64k -t 16k -N 4", &MemBackend::corrupting(BAD_OFFSET));
+    assert!(text.contains("[1] FAILED comparison") && !text.contains("[3] FAILED"), "{text}");
+}
+
+#[test]
 fn a_failed_check_makes_the_command_fail() {
     let backend = MemBackend::corrupting(BAD_OFFSET);
     let table: [&dyn Backend; 2] = [&PosixBackend, &backend];

@@ -101,3 +101,25 @@ fn odirect_works_or_says_why_not() {
         Err(error) => assert!(error.to_string().contains("O_DIRECT"), "{error}"),
     }
 }
+
+#[test]
+fn thread_backends_refuse_more_tasks_than_threads() {
+    let p = parse_args(&args("-w -b 64k -t 16k -N 5000")).unwrap();
+    let mut out = Vec::new();
+    let error = run(&p, &MemBackend::default(), &mut out).unwrap_err().to_string();
+    assert_eq!(
+        error,
+        "invalid option -N 5000: must be between 1 and 4096 with -a MEM: each task is a thread with its own buffers and client (backends that model I/O run up to 1048576 tasks)"
+    );
+    assert!(out.is_empty());
+}
+
+#[test]
+fn tasks_per_node_is_reported_where_ior_reports_it() {
+    let (_, text) = run_line("-a MEM -w -b 64k -t 16k -N 6 --tasks-per-node 4", &MemBackend::default());
+    let value = |key: &str| text.lines().find_map(|l| l.strip_prefix(&format!("{key:<20}: "))).unwrap();
+    assert_eq!((value("nodes"), value("tasks"), value("clients per node")), ("2", "6", "4"));
+    let row = text.lines().skip_while(|l| *l != "Summary of all tests:").nth(2).unwrap();
+    let fields: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!((fields[0], fields[13], fields[14]), ("write", "6", "4"), "#Tasks and tPN: {row}");
+}

@@ -9,11 +9,13 @@
 //! ```
 //!
 //! Bulk data is never serialized: it is moved out of the message before the
-//! header is encoded and written as it is, and moved back in after decoding.
+//! header is encoded and written as it is, and moved back in after decoding
+//! (always as `Payload::Bytes`). A phantom payload (the simulator's) cannot
+//! be encoded: [`CodecError::Phantom`].
 //! Every length is checked before anything is allocated, so a malformed or
 //! hostile frame costs its reader an error, never a crash or a huge buffer.
 
-use crate::proto::Wire;
+use crate::proto::{PhantomOnWire, Wire};
 use bincode::Options;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -40,6 +42,8 @@ pub enum CodecError {
     UnexpectedBulk { bulk: usize },
     #[error("bulk payload of {0} bytes exceeds the maximum of {BULK_BYTES_MAX}")]
     BulkTooLarge(usize),
+    #[error(transparent)]
+    Phantom(#[from] PhantomOnWire),
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -127,7 +131,7 @@ async fn read_exact<R: AsyncRead + Unpin>(reader: &mut R, buf: &mut [u8]) -> Res
 /// Encode a message's frame head (lengths and header) into `out` and hand
 /// back its bulk bytes, for writers that send the bulk without copying it.
 pub fn encode_head(mut message: Wire, out: &mut Vec<u8>) -> Result<Vec<u8>, CodecError> {
-    let bulk = message.take_bulk();
+    let bulk = message.take_bulk()?;
     if bulk.len() > BULK_BYTES_MAX as usize {
         return Err(CodecError::BulkTooLarge(bulk.len()));
     }
@@ -152,7 +156,7 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(writer: &mut W, message: Wire) -
 mod tests {
     use super::*;
     use crate::proto::PROTOCOL_VERSION;
-    use lanefs_core::msg::{ToClient, ToOst};
+    use lanefs_core::msg::{Payload, ToClient, ToOst};
     use lanefs_core::{ObjectId, Xid};
 
     fn roundtrip(m: Wire) -> Wire {
@@ -168,14 +172,14 @@ mod tests {
         let data: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
         let m = Wire::ToOst {
             ost: 3,
-            message: ToOst::Write { xid: Xid(7), object: ObjectId(9), offset: 4096, data: data.clone() },
+            message: ToOst::Write { xid: Xid(7), object: ObjectId(9), offset: 4096, data: data.clone().into() },
         };
         let mut buf = Vec::new();
         encode(m.clone(), &mut buf).unwrap();
         // The data appears verbatim at the end of the frame.
         assert_eq!(&buf[buf.len() - data.len()..], &data[..]);
         assert_eq!(roundtrip(m.clone()), m);
-        let r = Wire::ToClient { ost: 1, message: ToClient::ReadReply { xid: Xid(1), result: Ok(data) } };
+        let r = Wire::ToClient { ost: 1, message: ToClient::ReadReply { xid: Xid(1), result: Ok(data.into()) } };
         assert_eq!(roundtrip(r.clone()), r);
         let h = Wire::Hello { magic: crate::proto::MAGIC, version: PROTOCOL_VERSION, role: crate::proto::Role::Client };
         assert_eq!(roundtrip(h.clone()), h);
@@ -205,6 +209,34 @@ mod tests {
         assert!(matches!(decode(buf[4..].to_vec()), Err(CodecError::UnexpectedBulk { bulk: 3 })));
     }
 
+    fn write(data: Payload) -> Wire {
+        Wire::ToOst { ost: 2, message: ToOst::Write { xid: Xid(3), object: ObjectId(4), offset: 8192, data } }
+    }
+
+    #[test]
+    fn phantom_payloads_are_refused_and_decoding_yields_bytes() {
+        let mut buf = vec![9u8];
+        let refused = encode(write(Payload::Phantom(1 << 20)), &mut buf);
+        assert!(matches!(refused, Err(CodecError::Phantom(PhantomOnWire { len: 1_048_576 }))), "{refused:?}");
+        assert_eq!(buf, vec![9], "nothing of a refused frame is written");
+        let reply =
+            Wire::ToClient { ost: 0, message: ToClient::ReadReply { xid: Xid(5), result: Ok(Payload::Phantom(1)) } };
+        assert!(matches!(encode_head(reply, &mut buf), Err(CodecError::Phantom(_))));
+        let mut m = write(Payload::Phantom(4));
+        assert_eq!(m.take_bulk(), Err(PhantomOnWire { len: 4 }));
+        assert_eq!(m, write(Payload::Phantom(4)), "a refused take leaves the message as it was");
+        // Empty bytes travel as an empty bulk and come back as bytes.
+        assert_eq!(roundtrip(write(Payload::Bytes(vec![]))), write(Payload::Bytes(vec![])));
+        // A header that claims a phantom (or stray bytes) decodes as the bulk bytes that follow it.
+        for claimed in [Payload::Phantom(1 << 40), Payload::Bytes(vec![1, 2, 3])] {
+            let header = options(HEADER_BYTES_MAX).serialize(&write(claimed)).unwrap();
+            let mut body = (header.len() as u32).to_le_bytes().to_vec();
+            body.extend_from_slice(&header);
+            body.extend_from_slice(b"bulk");
+            assert_eq!(decode(body).unwrap(), write(Payload::Bytes(b"bulk".to_vec())));
+        }
+    }
+
     #[tokio::test]
     async fn oversized_and_truncated_streams_are_refused() {
         let mut stream: &[u8] = &(FRAME_BYTES_MAX + 1).to_le_bytes();
@@ -221,7 +253,7 @@ mod tests {
         let data = vec![7u8; 1000];
         let m = Wire::ToOst {
             ost: 0,
-            message: lanefs_core::msg::ToOst::Write { xid: Xid(1), object: ObjectId(1), offset: 0, data },
+            message: lanefs_core::msg::ToOst::Write { xid: Xid(1), object: ObjectId(1), offset: 0, data: data.into() },
         };
         encode(m, &mut buf).unwrap();
         buf.truncate(buf.len() - 10);

@@ -4,7 +4,9 @@
 //! read with `pread` at the object offset; holes read as zeros, as the
 //! [`ObjectStore`] contract requires, and a punch is a `ftruncate`. Open
 //! files are cached (up to [`OPEN_FILES_MAX`]) so that a stream of 1 MiB
-//! writes costs one system call each.
+//! writes costs one system call each. It keeps bytes: phantom payloads (the
+//! simulator's) are refused by the trait's default methods, as the wire
+//! never carries them anyway.
 
 use lanefs_core::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
 use lanefs_core::ObjectId;

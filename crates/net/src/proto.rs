@@ -6,16 +6,21 @@
 //! messages unchanged, tagged with the OST index (one OSS serves several
 //! OSTs over one connection), and MDS traffic carries request/reply pairs
 //! matched by id.
+//!
+//! Bulk data (a write's or a read reply's [`Payload`]) travels as raw bytes
+//! after the header, and only `Payload::Bytes` can: a phantom payload is the
+//! simulator's, and taking the bulk of a message holding one is an error.
 
 use lanefs_core::ldlm::stats::LockCounters;
-use lanefs_core::msg::{ToClient, ToOst};
+use lanefs_core::msg::{Payload, ToClient, ToOst};
 use lanefs_core::ost::OstCounters;
 use serde::{Deserialize, Serialize};
 
 /// "LNFS".
 pub const MAGIC: u32 = 0x4c4e_4653;
 /// Bumped on every incompatible change of [`Wire`] or of the core messages.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// 2: bulk data became a `Payload` (an enum tag in the header).
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,21 +133,38 @@ impl Wire {
         )
     }
 
-    /// Move the bulk data out (the codec sends it raw).
-    pub fn take_bulk(&mut self) -> Vec<u8> {
+    fn bulk_mut(&mut self) -> Option<&mut Payload> {
         match self {
-            Wire::ToOst { message: ToOst::Write { data, .. }, .. } => std::mem::take(data),
-            Wire::ToClient { message: ToClient::ReadReply { result: Ok(data), .. }, .. } => std::mem::take(data),
-            _ => Vec::new(),
+            Wire::ToOst { message: ToOst::Write { data, .. }, .. } => Some(data),
+            Wire::ToClient { message: ToClient::ReadReply { result: Ok(data), .. }, .. } => Some(data),
+            _ => None,
         }
     }
 
-    /// Move decoded bulk data back in.
-    pub fn put_bulk(&mut self, bulk: Vec<u8>) {
-        match self {
-            Wire::ToOst { message: ToOst::Write { data, .. }, .. } => *data = bulk,
-            Wire::ToClient { message: ToClient::ReadReply { result: Ok(data), .. }, .. } => *data = bulk,
-            _ => debug_assert!(bulk.is_empty()),
+    /// Move the bulk bytes out (the codec sends them raw), leaving an empty
+    /// `Payload::Bytes`. A phantom payload cannot travel: `Err` with its
+    /// length, and the message is left as it was.
+    pub fn take_bulk(&mut self) -> Result<Vec<u8>, PhantomOnWire> {
+        match self.bulk_mut() {
+            Some(Payload::Phantom(len)) => Err(PhantomOnWire { len: *len }),
+            Some(Payload::Bytes(bytes)) => Ok(std::mem::take(bytes)),
+            None => Ok(Vec::new()),
         }
     }
+
+    /// Move decoded bulk bytes back in: whatever the header said, the
+    /// payload is `Payload::Bytes` of what followed it.
+    pub fn put_bulk(&mut self, bulk: Vec<u8>) {
+        match self.bulk_mut() {
+            Some(data) => *data = Payload::Bytes(bulk),
+            None => debug_assert!(bulk.is_empty()),
+        }
+    }
+}
+
+/// A message held a phantom payload, which exists only inside the simulator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a phantom payload of {len} bytes cannot be sent: phantom payloads are for the simulator only")]
+pub struct PhantomOnWire {
+    pub len: u64,
 }

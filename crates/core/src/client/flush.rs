@@ -87,7 +87,7 @@ impl Client {
                         break;
                     };
                     let xid = self.xid();
-                    let len = run.data.len() as u64;
+                    let len = run.data.len();
                     self.counters.write_rpcs += 1;
                     *self.writes_in_flight.entry(ost).or_default() += 1;
                     self.rpcs.insert(xid, Rpc::Write { key, offset: run.offset, len, orphaned: false });
@@ -143,7 +143,7 @@ impl Client {
             (cursor > 0).then(|| self.cache.next_writeback(key, Extent::new(0, cursor - 1), max)).flatten()
         })?;
         if let Some(d) = self.dirty_keys.get_mut(&key) {
-            d.cursor = run.offset + run.data.len() as u64;
+            d.cursor = run.offset + run.data.len();
         }
         Some(run)
     }

@@ -1,7 +1,8 @@
 //! The client of one node: lock cache, page cache and writeback, sans-IO.
 //!
 //! Applications (the harness, the network client library, the simulator's
-//! ranks) start operations with [`Client::write`], [`Client::read`],
+//! ranks) start operations with [`Client::write`] (or
+//! [`Client::write_payload`]), [`Client::read`],
 //! [`Client::fsync`] and friends, each returning an [`OpId`]; the operation
 //! completes later as a [`ClientEvent::OpDone`]. Between the two, the client
 //! exchanges messages with OSTs: feed it with [`Client::handle_message`] and
@@ -22,6 +23,15 @@
 //! two operations can never deadlock on each other's locks. The price is that
 //! a write spanning several stripes is not atomic with respect to another
 //! client's overlapping write; POSIX does not require it of Lustre either.
+//!
+//! Phantom payloads (simulator only, see [`Payload`]): a client holds one
+//! kind of payload, fixed by the first non-empty one it caches (a write, or
+//! a read reply). A client of phantoms keeps the same books and sends the
+//! same RPCs (same offsets, lengths, locks) as a client of bytes, but never
+//! allocates a page buffer or copies a byte; its reads complete with
+//! [`OpOutput::ReadPhantom`]. A write of the other kind fails with
+//! [`ClientError::MixedPayloads`], and a read reply of the other kind fails
+//! its read with [`IoError::PayloadKind`] (nothing is cached from it).
 
 pub mod ladvise;
 pub mod locks;
@@ -32,7 +42,7 @@ mod ops;
 
 use crate::layout::Layout;
 use crate::ldlm::GroupId;
-use crate::msg::{IoError, ToClient, ToOst};
+use crate::msg::{IoError, Payload, PayloadKind, ToClient, ToOst};
 use crate::units::{ClientId, Duration, Instant, ObjectKey, OstIndex, Xid};
 use ladvise::{Advice, LadviseError, LockaheadResult, Validated};
 use locks::{LocalLock, LockCache};
@@ -133,6 +143,8 @@ struct OpenFile {
 pub enum OpOutput {
     Written(u64),
     Read(Vec<u8>),
+    /// A read of this many bytes by a client of phantom payloads.
+    ReadPhantom(u64),
     Synced,
     Closed,
     Size(u64),
@@ -162,6 +174,8 @@ pub enum ClientError {
     Protocol(&'static str),
     #[error("invalid client configuration: {0}")]
     Config(String),
+    #[error("this client holds {held} payloads and cannot take {offered} ones; use one client per kind")]
+    MixedPayloads { held: PayloadKind, offered: PayloadKind },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -226,6 +240,8 @@ pub struct Client {
     transmits: VecDeque<(OstIndex, ToOst)>,
     events: VecDeque<ClientEvent>,
     counters: ClientCounters,
+    /// The kind of payload this client holds, once it has cached one.
+    payload_kind: Option<PayloadKind>,
     file_next: u64,
     op_next: u64,
     xid_next: u64,
@@ -247,6 +263,7 @@ impl Client {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             counters: ClientCounters::default(),
+            payload_kind: None,
             file_next: 1,
             op_next: 1,
             xid_next: 1,
@@ -271,6 +288,10 @@ impl Client {
     pub fn ops_pending(&self) -> usize {
         self.ops.len()
     }
+    /// Bytes or phantoms: fixed by the first non-empty payload cached.
+    pub fn payload_kind(&self) -> Option<PayloadKind> {
+        self.payload_kind
+    }
 
     // ----- application interface ----------------------------------------
 
@@ -289,13 +310,22 @@ impl Client {
     /// Buffered write of `data` at file `offset`: completes once the bytes
     /// are in the page cache under a write lock.
     pub fn write(&mut self, now: Instant, fh: FileHandle, offset: u64, data: Vec<u8>) -> OpId {
-        let len = data.len() as u64;
+        self.write_payload(now, fh, offset, Payload::Bytes(data))
+    }
+
+    /// [`Client::write`] of either kind of payload. A phantom is written as
+    /// bytes would be (same locks, dirty accounting and write RPCs) without
+    /// any data; it fails with [`ClientError::MixedPayloads`] if this client
+    /// already holds bytes, and so does a write of bytes after phantoms.
+    pub fn write_payload(&mut self, now: Instant, fh: FileHandle, offset: u64, data: Payload) -> OpId {
+        let len = data.len();
         self.start(now, fh, OpKind::Write { data }, offset, len)
     }
 
-    /// Read `len` bytes at `offset`; holes read as zeros.
+    /// Read `len` bytes at `offset`; holes read as zeros. A client of
+    /// phantom payloads completes it with [`OpOutput::ReadPhantom`].
     pub fn read(&mut self, now: Instant, fh: FileHandle, offset: u64, len: u64) -> OpId {
-        self.start(now, fh, OpKind::Read { buf: vec![0; len as usize] }, offset, len)
+        self.start(now, fh, OpKind::Read { len, buf: ops::ReadBuf::Empty }, offset, len)
     }
 
     /// Write back every dirty byte of the file and wait for the OSTs.
@@ -423,6 +453,16 @@ impl Client {
     pub fn check_invariants(&self) {
         self.cache.check_invariants();
         self.locks.check_invariants();
+        let (pages, data_pages) = (self.cache.cached_pages(), self.cache.data_pages());
+        match self.payload_kind {
+            None => assert_eq!(pages, 0, "{}: pages cached before any payload", self.id),
+            Some(PayloadKind::Bytes) => {
+                assert_eq!(data_pages, pages, "{}: phantom pages in a client of bytes", self.id)
+            }
+            Some(PayloadKind::Phantom) => {
+                assert_eq!(data_pages, 0, "{}: page buffers in a client of phantoms", self.id)
+            }
+        }
         for key in self.cache.keys_with_dirty() {
             assert!(self.dirty_keys.contains_key(&key), "{}: dirty object {key:?} not tracked for writeback", self.id);
             for range in self.cache.dirty_ranges(key) {
@@ -585,6 +625,23 @@ impl Client {
     fn trim_cache(&mut self, key: ObjectKey, range: crate::Extent) {
         if self.cache.cached_pages() as u64 * crate::units::PAGE_SIZE > self.config.cached_bytes_max {
             self.cache.drop_clean(key, range);
+        }
+    }
+
+    /// Whether `len` bytes of `kind` may enter this client: not if it holds
+    /// the other kind. Empty payloads carry nothing and always may.
+    fn check_payload(&self, kind: PayloadKind, len: u64) -> Result<(), ClientError> {
+        match self.payload_kind {
+            Some(held) if held != kind && len > 0 => Err(ClientError::MixedPayloads { held, offered: kind }),
+            _ => Ok(()),
+        }
+    }
+
+    /// `len` bytes of `kind` were cached: the client holds that kind now.
+    fn note_payload(&mut self, kind: PayloadKind, len: u64) {
+        debug_assert!(self.check_payload(kind, len).is_ok(), "{kind} payload cached by a client of the other kind");
+        if len > 0 {
+            self.payload_kind = Some(kind);
         }
     }
 

@@ -12,17 +12,18 @@ use super::{Client, ClientError, FileHandle, OpId, OpOutput, OpenFile, Rpc};
 use crate::extent::{Extent, EOF};
 use crate::layout::ObjectChunk;
 use crate::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};
-use crate::msg::{EnqueueReply, IoError, ToOst};
+use crate::msg::{EnqueueReply, IoError, Payload, PayloadKind, ToOst};
 use crate::units::{Instant, LockHandle, ObjectKey, OstIndex, Xid, PAGE_SIZE};
 use std::collections::BTreeMap;
 
 #[derive(Debug)]
 pub(super) enum OpKind {
     Write {
-        data: Vec<u8>,
+        data: Payload,
     },
     Read {
-        buf: Vec<u8>,
+        len: u64,
+        buf: ReadBuf,
     },
     Fsync,
     Close,
@@ -42,6 +43,40 @@ pub(super) enum OpKind {
     Lockahead {
         ranges: Vec<(LockMode, u64, u64)>,
     },
+}
+
+/// Where a read gathers its steps' data. Nothing is allocated before the
+/// first step's data is there, and then only for bytes: a read by a client
+/// of phantoms never holds a buffer.
+#[derive(Debug)]
+pub(super) enum ReadBuf {
+    Empty,
+    Bytes(Vec<u8>),
+    Phantom,
+}
+
+impl ReadBuf {
+    /// Places one step's data at `at` of a read of `len` bytes.
+    fn put(&mut self, at: usize, piece: Payload, len: u64) -> Result<(), ClientError> {
+        match (piece, &mut *self) {
+            // A read within one stripe chunk takes the cache's copy as it is.
+            (Payload::Bytes(bytes), ReadBuf::Empty) if at == 0 && bytes.len() as u64 == len => {
+                *self = ReadBuf::Bytes(bytes);
+            }
+            (Payload::Bytes(bytes), ReadBuf::Empty) => {
+                let mut buf = vec![0; len as usize];
+                buf[at..at + bytes.len()].copy_from_slice(&bytes);
+                *self = ReadBuf::Bytes(buf);
+            }
+            (Payload::Bytes(bytes), ReadBuf::Bytes(buf)) => buf[at..at + bytes.len()].copy_from_slice(&bytes),
+            (Payload::Phantom(_), ReadBuf::Empty | ReadBuf::Phantom) => *self = ReadBuf::Phantom,
+            (piece, held) => {
+                let held = if matches!(held, ReadBuf::Phantom) { PayloadKind::Phantom } else { PayloadKind::Bytes };
+                return Err(ClientError::MixedPayloads { held, offered: piece.kind() });
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -209,8 +244,12 @@ impl Client {
         let op = self.ops.get_mut(&id).expect("live op");
         let fh = op.fh;
         Ok(match &mut op.kind {
-            OpKind::Write { data } => OpOutput::Written(data.len() as u64),
-            OpKind::Read { buf } => OpOutput::Read(std::mem::take(buf)),
+            OpKind::Write { data } => OpOutput::Written(data.len()),
+            OpKind::Read { len, buf } => match (std::mem::replace(buf, ReadBuf::Empty), self.payload_kind) {
+                (ReadBuf::Bytes(bytes), _) => OpOutput::Read(bytes),
+                (ReadBuf::Phantom, _) | (ReadBuf::Empty, Some(PayloadKind::Phantom)) => OpOutput::ReadPhantom(*len),
+                (ReadBuf::Empty, _) => OpOutput::Read(vec![0; *len as usize]),
+            },
             OpKind::Fsync => OpOutput::Synced,
             OpKind::Close => {
                 self.files.remove(&fh);
@@ -339,6 +378,9 @@ impl Client {
     }
 
     fn step_write(&mut self, now: Instant, id: OpId) -> Result<bool, ClientError> {
+        let OpKind::Write { data } = &self.ops[&id].kind else { unreachable!() };
+        let kind = data.kind();
+        self.check_payload(kind, data.len())?; // before locking anything for it
         if !self.acquired(id)? {
             return Ok(false);
         }
@@ -350,8 +392,14 @@ impl Client {
             return Ok(false);
         }
         let OpKind::Write { data } = &self.ops[&id].kind else { unreachable!() };
-        let bytes = &data[step.buf_offset..step.buf_offset + len as usize];
-        self.cache.write(step.key, step.extent.start, bytes);
+        match data {
+            Payload::Bytes(data) => {
+                let bytes = &data[step.buf_offset..step.buf_offset + len as usize];
+                self.cache.write(step.key, step.extent.start, bytes)
+            }
+            Payload::Phantom(_) => self.cache.write_phantom(step.key, step.extent.start, len),
+        };
+        self.note_payload(kind, len);
         self.dirty_keys.entry(step.key).or_default().written_bytes += len;
         self.next_step(now, id);
         Ok(true)
@@ -376,9 +424,9 @@ impl Client {
             _ => {}
         }
         let len = step.extent.len();
-        if let Some(bytes) = self.cache.read(step.key, step.extent.start, len) {
-            let OpKind::Read { buf } = &mut self.ops.get_mut(&id).expect("live op").kind else { unreachable!() };
-            buf[step.buf_offset..step.buf_offset + len as usize].copy_from_slice(&bytes);
+        if let Some(piece) = self.cache.read(step.key, step.extent.start, len) {
+            let OpKind::Read { len, buf } = &mut self.ops.get_mut(&id).expect("live op").kind else { unreachable!() };
+            buf.put(step.buf_offset, piece, *len)?;
             self.trim_cache(step.key, step.extent);
             self.next_step(now, id);
             return Ok(true);
@@ -611,14 +659,22 @@ impl Client {
         // Unknown handle: our cancel crossed the callback; nothing to do.
     }
 
-    pub(super) fn on_read_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<Vec<u8>, IoError>) {
+    pub(super) fn on_read_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<Payload, IoError>) {
         let Some(Rpc::Read { op, key, offset }) = self.rpcs.remove(&xid) else { return };
         debug_assert_eq!(key.ost, ost);
         let failure = match result {
+            Ok(data) if self.check_payload(data.kind(), data.len()).is_err() => {
+                tracing::warn!(client = self.id.0, %ost, "read reply of {} payload refused", data.kind());
+                Some(IoError::PayloadKind)
+            }
             Ok(data) => {
-                self.counters.bytes_read += data.len() as u64;
+                self.counters.bytes_read += data.len();
                 if self.ops.get(&op).is_some_and(|o| o.holding.is_some()) {
-                    self.cache.fill(key, offset, &data);
+                    self.note_payload(data.kind(), data.len());
+                    match data {
+                        Payload::Bytes(bytes) => self.cache.fill(key, offset, &bytes),
+                        Payload::Phantom(len) => self.cache.fill_phantom(key, offset, len),
+                    }
                 }
                 None
             }

@@ -14,11 +14,24 @@
 //! the rules below. It is a pure data structure: no I/O, no clock.
 //!
 //! Invariants, asserted by [`PageCache::check_invariants`]:
-//! - every page holds `PAGE_SIZE` bytes; its dirty and writeback ranges are
-//!   sorted, non-empty, disjoint, non-adjacent and inside the page;
+//! - every page holds `PAGE_SIZE` bytes, or none if it is a phantom page; its
+//!   dirty and writeback ranges are sorted, non-empty, disjoint,
+//!   non-adjacent and inside the page;
 //! - no object is kept with zero pages;
 //! - the per-OST and overall cached-dirty totals equal a recount of the
-//!   cached pages, so no count refers to a page that has been dropped.
+//!   cached pages, so no count refers to a page that has been dropped;
+//! - [`PageCache::data_pages`] equals a recount of the pages holding bytes.
+//!
+//! Phantom pages (for the simulator, see [`crate::msg::Payload`]): a page
+//! written with [`PageCache::write_phantom`] or filled with
+//! [`PageCache::fill_phantom`] keeps exactly the books of a byte page (dirty,
+//! writeback, uptodate, written end) but no 4 KiB buffer; reads of it answer
+//! [`Payload::Phantom`] and writeback runs over it carry a phantom of the run's
+//! length, cut at the same offsets as bytes would be. The client never mixes
+//! the two kinds; if a caller does, phantom wins and no byte is made up: a
+//! phantom write or fill turns a byte page into a phantom page (its bytes are
+//! dropped), bytes written into a phantom page are counted but not kept, and
+//! a read or a run touching any phantom page is a phantom.
 //!
 //! A byte is *known* (a read may return it) when its page is uptodate (every
 //! byte fetched from the server or written locally) or the byte is dirty or
@@ -38,6 +51,7 @@
 //! just marks them dirty again; they go out in a later run.
 
 use crate::extent::Extent;
+use crate::msg::{Payload, PayloadKind};
 use crate::units::{ObjectKey, OstIndex, PAGE_SIZE};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -56,10 +70,6 @@ const _: () = assert!(PAGE_SIZE.is_power_of_two() && PAGE_SIZE <= u16::MAX as u6
 struct Ranges(Vec<(u16, u16)>);
 
 impl Ranges {
-    fn len_bytes(&self) -> u64 {
-        self.0.iter().map(|&(a, b)| u64::from(b - a)).sum()
-    }
-
     /// Adds the non-empty range `[start, end)`.
     fn insert(&mut self, start: u16, end: u16) {
         let (mut s, mut e) = (start, end);
@@ -82,10 +92,6 @@ impl Ranges {
         self.0 = self.0.iter().flat_map(cut).filter(|&(a, b)| a < b).collect();
     }
 
-    fn covers(&self, start: u16, end: u16) -> bool {
-        self.0.iter().any(|&(a, b)| a <= start && end <= b)
-    }
-
     /// The first range meeting `[start, end)`, clipped to it.
     fn first_within(&self, (start, end): (u16, u16)) -> Option<(u16, u16)> {
         let &(a, b) = self.0.iter().find(|&&(_, b)| b > start)?;
@@ -99,9 +105,34 @@ impl Ranges {
     }
 }
 
+/// The union of two range lists, merged, in order. It allocates nothing:
+/// the page cache asks for it several times per page and write.
+fn union<'a>(a: &'a Ranges, b: &'a Ranges) -> impl Iterator<Item = (u16, u16)> + 'a {
+    let (mut a, mut b) = (a.0.iter().copied().peekable(), b.0.iter().copied().peekable());
+    let mut lowest = move || match (a.peek(), b.peek()) {
+        (Some(x), Some(y)) if y.0 < x.0 => b.next(),
+        (Some(_), _) => a.next(),
+        (None, _) => b.next(),
+    };
+    let mut pending = None;
+    std::iter::from_fn(move || {
+        let (start, mut end) = pending.take().or_else(&mut lowest)?;
+        loop {
+            match lowest() {
+                Some((a, b)) if a <= end => end = end.max(b),
+                next => {
+                    pending = next;
+                    return Some((start, end));
+                }
+            }
+        }
+    })
+}
+
 #[derive(Clone)]
 struct Page {
-    data: Box<[u8; PAGE_BYTES]>,
+    /// The page's bytes; `None` for a phantom page.
+    data: Option<Box<[u8; PAGE_BYTES]>>,
     /// Every byte is known: fetched from the server or written locally.
     uptodate: bool,
     dirty: Ranges,
@@ -111,49 +142,65 @@ struct Page {
 }
 
 impl Page {
-    fn new() -> Self {
+    fn new(kind: PayloadKind) -> Self {
         let (dirty, writeback) = (Ranges::default(), Ranges::default());
-        let data = Box::new([0; PAGE_BYTES]);
+        let data = match kind {
+            PayloadKind::Bytes => Some(Box::new([0; PAGE_BYTES])),
+            PayloadKind::Phantom => None,
+        };
         Page { data, uptodate: false, dirty, writeback, written_end: 0 }
     }
 
     /// Bytes written locally that the server does not have yet.
-    fn local(&self) -> Ranges {
-        let mut out = self.dirty.clone();
-        self.writeback.0.iter().for_each(|&(a, b)| out.insert(a, b));
-        out
+    fn local(&self) -> impl Iterator<Item = (u16, u16)> + '_ {
+        union(&self.dirty, &self.writeback)
     }
 
     fn cached_dirty(&self) -> u64 {
-        self.local().len_bytes()
+        self.local().map(|(a, b)| u64::from(b - a)).sum()
     }
 
     fn knows(&self, start: u16, end: u16) -> bool {
-        self.uptodate || self.local().covers(start, end)
+        self.uptodate || self.local().any(|(a, b)| a <= start && end <= b)
     }
 
-    fn write(&mut self, start: u16, end: u16, src: &[u8]) {
-        self.data[usize::from(start)..usize::from(end)].copy_from_slice(src);
+    /// A local write of `[start, end)`: `src` holds its bytes, `None` for a
+    /// phantom write (which makes this a phantom page: phantom wins).
+    fn write(&mut self, start: u16, end: u16, src: Option<&[u8]>) {
+        match (src, &mut self.data) {
+            (Some(src), Some(data)) => data[usize::from(start)..usize::from(end)].copy_from_slice(src),
+            (None, data) => *data = None,
+            (Some(_), None) => {} // bytes into a phantom page: counted, not kept
+        }
         self.dirty.insert(start, end);
         self.written_end = self.written_end.max(end);
-        self.uptodate |= self.local().covers(0, PAGE_END);
+        self.uptodate |= self.knows(0, PAGE_END);
     }
 
-    /// Takes the server's bytes except where local bytes are newer.
-    fn fill(&mut self, server: &[u8]) {
-        let mut pos = 0;
-        for &(a, b) in &self.local().0 {
-            let a = usize::from(a);
-            self.data[pos..a].copy_from_slice(&server[pos..a]);
-            pos = usize::from(b);
+    /// Takes the server's bytes except where local bytes are newer; `None`
+    /// for a phantom read reply (which makes this a phantom page).
+    fn fill(&mut self, server: Option<&[u8]>) {
+        match (server, &mut self.data) {
+            (Some(server), Some(data)) => {
+                let mut pos = 0;
+                for (a, b) in union(&self.dirty, &self.writeback) {
+                    let a = usize::from(a);
+                    data[pos..a].copy_from_slice(&server[pos..a]);
+                    pos = usize::from(b);
+                }
+                data[pos..].copy_from_slice(&server[pos..]);
+            }
+            (None, data) => *data = None,
+            (Some(_), None) => {}
         }
-        self.data[pos..].copy_from_slice(&server[pos..]);
         self.uptodate = true;
     }
 
     /// Zeroes and forgets every byte at or after `at`.
     fn truncate(&mut self, at: u16) {
-        self.data[usize::from(at)..].fill(0);
+        if let Some(data) = &mut self.data {
+            data[usize::from(at)..].fill(0);
+        }
         self.dirty.remove(at, PAGE_END);
         self.writeback.remove(at, PAGE_END);
         self.written_end = self.written_end.min(at);
@@ -163,17 +210,19 @@ impl Page {
 impl fmt::Debug for Page {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (dirty, writeback) = (&self.dirty.0, &self.writeback.0);
-        write!(f, "Page {{ uptodate: {}, dirty: {dirty:?}, ", self.uptodate)?;
+        let kind = if self.data.is_some() { "Page" } else { "PhantomPage" };
+        write!(f, "{kind} {{ uptodate: {}, dirty: {dirty:?}, ", self.uptodate)?;
         write!(f, "writeback: {writeback:?}, written_end: {} }}", self.written_end)
     }
 }
 
-/// Contiguous bytes handed to one write RPC, snapshotted when the run was cut.
+/// Contiguous bytes handed to one write RPC, snapshotted when the run was
+/// cut (a phantom of the run's length if its pages are phantom pages).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WritebackRun {
     pub key: ObjectKey,
     pub offset: u64,
-    pub data: Vec<u8>,
+    pub data: Payload,
 }
 
 /// The part `[start, end)` of page `index` that a byte range covers; `at` is
@@ -242,6 +291,8 @@ pub struct PageCache {
     /// Cached-dirty bytes per OST; OSTs at zero have no entry.
     dirty_bytes_ost: BTreeMap<OstIndex, u64>,
     dirty_bytes: u64,
+    /// Pages holding a 4 KiB buffer (not phantom pages).
+    data_pages: usize,
 }
 
 impl PageCache {
@@ -252,26 +303,48 @@ impl PageCache {
     /// Copies `data` in at `offset` and marks it dirty; returns the bytes
     /// newly added to the cached-dirty total.
     pub fn write(&mut self, key: ObjectKey, offset: u64, data: &[u8]) -> u64 {
+        self.write_pieces(key, offset, data.len() as u64, Some(data))
+    }
+
+    /// [`PageCache::write`] of a phantom payload of `len` bytes: the same
+    /// books, no data (new pages are phantom pages, with no buffer).
+    pub fn write_phantom(&mut self, key: ObjectKey, offset: u64, len: u64) -> u64 {
+        self.write_pieces(key, offset, len, None)
+    }
+
+    fn write_pieces(&mut self, key: ObjectKey, offset: u64, len: u64, data: Option<&[u8]>) -> u64 {
+        let kind = if data.is_some() { PayloadKind::Bytes } else { PayloadKind::Phantom };
         let mut added = 0;
-        for p in pieces(offset, data.len() as u64) {
-            let src = &data[p.in_buf()];
-            let (before, after) = self.update(key, p.index, true, |pg| pg.write(p.start, p.end, src));
+        for p in pieces(offset, len) {
+            let src = data.map(|data| &data[p.in_buf()]);
+            let (before, after) = self.update(key, p.index, Some(kind), |pg| pg.write(p.start, p.end, src));
             added += after - before;
         }
         added
     }
 
-    /// The bytes `[offset, offset + len)` if every one of them is known.
-    pub fn read(&self, key: ObjectKey, offset: u64, len: u64) -> Option<Vec<u8>> {
+    /// The bytes `[offset, offset + len)` if every one of them is known; a
+    /// phantom of `len` bytes if any of their pages is a phantom page.
+    pub fn read(&self, key: ObjectKey, offset: u64, len: u64) -> Option<Payload> {
         let mut out = Vec::new();
+        let mut phantom = false;
         for p in pieces(offset, len) {
             let page = self.objects.get(&key)?.get(&p.index)?;
             if !page.knows(p.start, p.end) {
                 return None;
             }
-            out.extend_from_slice(&page.data[p.in_page()]);
+            match (&page.data, phantom) {
+                (_, true) => {}
+                (Some(data), false) => {
+                    if out.capacity() == 0 {
+                        out.reserve_exact(len as usize);
+                    }
+                    out.extend_from_slice(&data[p.in_page()]);
+                }
+                (None, false) => (phantom, out) = (true, Vec::new()),
+            }
         }
-        Some(out)
+        Some(if phantom { Payload::Phantom(len) } else { Payload::Bytes(out) })
     }
 
     /// Page-aligned extents to fetch before `read(key, offset, len)` can
@@ -295,24 +368,41 @@ impl PageCache {
         assert!(page_aligned(offset), "unaligned fill at {offset}");
         assert!(page_aligned(data.len() as u64), "fill of a partial page");
         for (i, chunk) in (offset / PAGE_SIZE..).zip(data.chunks(PAGE_BYTES)) {
-            self.update(key, i, true, |page| page.fill(chunk));
+            self.update(key, i, Some(PayloadKind::Bytes), |page| page.fill(Some(chunk)));
+        }
+    }
+
+    /// [`PageCache::fill`] from a phantom read reply of `len` bytes: the
+    /// pages become uptodate phantom pages.
+    pub fn fill_phantom(&mut self, key: ObjectKey, offset: u64, len: u64) {
+        assert!(page_aligned(offset), "unaligned fill at {offset}");
+        assert!(page_aligned(len), "fill of a partial page");
+        for i in offset / PAGE_SIZE..(offset + len) / PAGE_SIZE {
+            self.update(key, i, Some(PayloadKind::Phantom), |page| page.fill(None));
         }
     }
 
     /// Cuts the lowest run of contiguous dirty bytes inside `range` whose
     /// pages have no writeback in flight, at most `bytes_max` long, marks it
-    /// under writeback and snapshots its data.
+    /// under writeback and snapshots its data (nothing to copy if any of its
+    /// pages is a phantom page: the run is then a phantom).
     pub fn next_writeback(&mut self, key: ObjectKey, range: Extent, bytes_max: u64) -> Option<WritebackRun> {
         assert!(bytes_max >= PAGE_SIZE && page_aligned(bytes_max));
         let (offset, len) = self.find_run(key, &range, bytes_max)?;
-        let mut data = vec![0; len as usize];
+        let pages = offset / PAGE_SIZE..=(offset + len - 1) / PAGE_SIZE;
+        let phantom = self.objects[&key].range(pages).any(|(_, page)| page.data.is_none());
+        let mut data = if phantom { None } else { Some(Vec::with_capacity(len as usize)) };
         for p in pieces(offset, len) {
-            self.update(key, p.index, false, |page| {
-                data[p.in_buf()].copy_from_slice(&page.data[p.in_page()]);
+            self.update(key, p.index, None, |page| {
+                if let (Some(out), Some(src)) = (&mut data, &page.data) {
+                    out.extend_from_slice(&src[p.in_page()]);
+                }
                 page.dirty.remove(p.start, p.end);
                 page.writeback.insert(p.start, p.end);
             });
         }
+        let data = data.map_or(Payload::Phantom(len), Payload::Bytes);
+        debug_assert_eq!(data.len(), len, "writeback run snapshot");
         Some(WritebackRun { key, offset, data })
     }
 
@@ -363,7 +453,7 @@ impl PageCache {
     fn end_writeback(&mut self, key: ObjectKey, offset: u64, len: u64, failed: bool) -> u64 {
         let mut removed = 0;
         for p in pieces(offset, len) {
-            let (before, after) = self.update(key, p.index, false, |page| {
+            let (before, after) = self.update(key, p.index, None, |page| {
                 page.writeback.remove(p.start, p.end);
                 page.uptodate &= !failed;
             });
@@ -404,9 +494,6 @@ impl PageCache {
         out
     }
 
-    /// Drops the pages meeting `range` for which `keep_page(index)` is false;
-    /// returns the cached-dirty bytes thrown away. Panics if such a page has
-    /// writeback in flight: on eviction, call `writeback_failed` first.
     /// Drops the clean pages (nothing dirty, nothing under writeback) meeting
     /// `range`: what a client does to stay within its cache budget. Returns
     /// how many pages went.
@@ -415,12 +502,16 @@ impl PageCache {
         let clean: Vec<u64> =
             pages.range(page_indices(&range)).filter(|(_, p)| p.cached_dirty() == 0).map(|(&i, _)| i).collect();
         for index in &clean {
-            pages.remove(index);
+            let page = pages.remove(index).expect("page listed above");
+            self.data_pages -= usize::from(page.data.is_some());
         }
         self.forget_if_empty(key);
         clean.len()
     }
 
+    /// Drops the pages meeting `range` for which `keep_page(index)` is false;
+    /// returns the cached-dirty bytes thrown away. Panics if such a page has
+    /// writeback in flight: on eviction, call `writeback_failed` first.
     pub fn discard(&mut self, key: ObjectKey, range: Extent, keep_page: impl Fn(u64) -> bool) -> u64 {
         let pages = self.objects.entry(key).or_default();
         let doomed: Vec<u64> = pages.range(page_indices(&range)).map(|(&i, _)| i).collect();
@@ -429,6 +520,7 @@ impl PageCache {
             let page = pages.remove(&index).expect("page listed above");
             assert!(page.writeback.0.is_empty(), "discarding page {index} of {key:?} under writeback");
             lost += page.cached_dirty();
+            self.data_pages -= usize::from(page.data.is_some());
             if let Some(set) = self.dirty_pages.get_mut(&key) {
                 set.remove(&index);
             }
@@ -445,6 +537,8 @@ impl PageCache {
     /// lost, writeback in flight included (it is forgotten).
     pub fn discard_ost(&mut self, ost: OstIndex) -> u64 {
         let lost = self.dirty_bytes_ost(ost);
+        let gone = self.objects.iter().filter(|(key, _)| key.ost == ost).flat_map(|(_, pages)| pages.values());
+        self.data_pages -= gone.filter(|page| page.data.is_some()).count();
         self.objects.retain(|key, _| key.ost != ost);
         self.dirty_pages.retain(|key, _| key.ost != ost);
         self.adjust(ost, lost, 0);
@@ -456,14 +550,16 @@ impl PageCache {
     pub fn truncate(&mut self, key: ObjectKey, size: u64) {
         let pages = self.objects.entry(key).or_default();
         let cut = size.div_ceil(PAGE_SIZE);
-        let lost = pages.split_off(&cut).values().map(Page::cached_dirty).sum();
+        let tail = pages.split_off(&cut);
+        let lost = tail.values().map(Page::cached_dirty).sum();
+        self.data_pages -= tail.values().filter(|page| page.data.is_some()).count();
         if let Some(set) = self.dirty_pages.get_mut(&key) {
             set.split_off(&cut);
         }
         self.adjust(key.ost, lost, 0);
         let at = (size % PAGE_SIZE) as u16;
         if at != 0 {
-            self.update(key, size / PAGE_SIZE, false, |page| page.truncate(at));
+            self.update(key, size / PAGE_SIZE, None, |page| page.truncate(at));
         }
         self.forget_if_empty(key);
     }
@@ -479,6 +575,12 @@ impl PageCache {
 
     pub fn cached_pages(&self) -> usize {
         self.objects.values().map(BTreeMap::len).sum()
+    }
+
+    /// Cached pages holding a 4 KiB data buffer: all of them for a client
+    /// of bytes, none for a client of phantom payloads.
+    pub fn data_pages(&self) -> usize {
+        self.data_pages
     }
 
     /// One past the highest locally written byte of `key` still cached, 0 if none.
@@ -507,22 +609,37 @@ impl PageCache {
         recount.retain(|_, bytes| *bytes > 0);
         assert_eq!(recount, self.dirty_bytes_ost, "per-OST totals drifted");
         assert_eq!(recount.values().sum::<u64>(), self.dirty_bytes, "total drifted");
+        let data_pages = self.objects.values().flat_map(BTreeMap::values).filter(|p| p.data.is_some()).count();
+        assert_eq!(data_pages, self.data_pages, "data page count drifted");
     }
 
-    /// Runs `f` on a page (created if `create`), keeping the totals exact;
-    /// returns its cached-dirty bytes before and after, `(0, 0)` if absent.
-    fn update(&mut self, key: ObjectKey, index: u64, create: bool, f: impl FnOnce(&mut Page)) -> (u64, u64) {
+    /// Runs `f` on a page (created of kind `create` if absent and `create`
+    /// is given), keeping the totals exact; returns its cached-dirty bytes
+    /// before and after, `(0, 0)` if absent.
+    fn update(
+        &mut self,
+        key: ObjectKey,
+        index: u64,
+        create: Option<PayloadKind>,
+        f: impl FnOnce(&mut Page),
+    ) -> (u64, u64) {
         let pages = self.objects.entry(key).or_default();
-        if create {
-            pages.entry(index).or_insert_with(Page::new);
+        let mut created = false;
+        if let Some(kind) = create {
+            pages.entry(index).or_insert_with(|| {
+                created = true;
+                Page::new(kind)
+            });
         }
         let Some(page) = pages.get_mut(&index) else {
             self.forget_if_empty(key);
             return (0, 0);
         };
+        let had_data = page.data.is_some() && !created;
         let before = page.cached_dirty();
         f(page);
         let after = page.cached_dirty();
+        self.data_pages = self.data_pages + usize::from(page.data.is_some()) - usize::from(had_data);
         let dirty = !page.dirty.0.is_empty();
         self.index_page(key, index, dirty);
         self.adjust(key.ost, before, after);

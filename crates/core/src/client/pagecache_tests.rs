@@ -1,4 +1,5 @@
-//! Tests of the page cache: unit cases and a model-based property test.
+//! Tests of the page cache: unit cases and a model-based property test, in
+//! which a twin cache written with phantom payloads must keep the same books.
 use super::*;
 use crate::units::ObjectId;
 use proptest::prelude::*;
@@ -17,20 +18,25 @@ fn bytes(len: u64, seed: u8) -> Vec<u8> {
 
 /// `(offset, len)` of the next run, if any.
 fn next(c: &mut PageCache, key: ObjectKey, range: Extent, bytes_max: u64) -> Option<(u64, u64)> {
-    c.next_writeback(key, range, bytes_max).map(|run| (run.offset, run.data.len() as u64))
+    c.next_writeback(key, range, bytes_max).map(|run| (run.offset, run.data.len()))
+}
+
+/// The cached bytes of `[offset, offset + len)`; panics on a phantom.
+fn read_bytes(c: &PageCache, key: ObjectKey, offset: u64, len: u64) -> Option<Vec<u8>> {
+    c.read(key, offset, len).map(|data| data.into_bytes().expect("bytes, not a phantom"))
 }
 
 #[test]
 fn partial_page_writes_then_read() {
     let mut c = PageCache::new();
     assert_eq!(c.write(KEY, 100, &bytes(100, 1)), 100);
-    assert_eq!(c.read(KEY, 100, 100), Some(bytes(100, 1)));
-    let middle = c.read(KEY, 150, 10);
+    assert_eq!(read_bytes(&c, KEY, 100, 100), Some(bytes(100, 1)));
+    let middle = read_bytes(&c, KEY, 150, 10);
     assert_eq!(middle.as_deref(), Some(&bytes(100, 1)[50..60]));
     assert_eq!(c.read(KEY, 99, 2), None);
     assert_eq!(c.write(KEY, 0, &bytes(150, 2)), 100); // 50 were already dirty
     assert_eq!(c.write(KEY, 200, &bytes(P - 200, 3)), P - 200);
-    assert_eq!(c.read(KEY, 0, P).map(|d| d.len()), Some(P as usize)); // wholly written
+    assert_eq!(c.read(KEY, 0, P).map(|d| d.len()), Some(P)); // wholly written
     assert_eq!((c.dirty_bytes(), c.object_cached_end(KEY)), (P, P));
     c.check_invariants();
 }
@@ -47,7 +53,7 @@ fn missing_pages_and_fill_merge_local_bytes_win() {
     let page1 = vec![Extent::new(P, 2 * P - 1)];
     assert_eq!(c.missing_pages(KEY, P, 100, P), page1);
     c.fill(KEY, 0, &vec![0xAA; 3 * P as usize]);
-    let page = c.read(KEY, P, P).expect("filled");
+    let page = read_bytes(&c, KEY, P, P).expect("filled");
     assert!(page[..10].iter().chain(&page[20..]).all(|&b| b == 0xAA));
     assert_eq!(&page[10..20], &[9; 10]);
     assert_eq!(c.missing_pages(KEY, 0, 3 * P, P), vec![]);
@@ -66,7 +72,7 @@ fn writeback_runs_are_contiguous_and_cut_at_page_boundaries() {
     c.write(KEY, 10 * P - 10, &[3; 10]);
     c.write(KEY, 11 * P, &[4; 10]); // page 10 is absent
     let run = c.next_writeback(KEY, ALL, 2 * P).expect("dirty");
-    assert_eq!((run.offset, run.data), (100, bytes(2 * P - 100, 4)));
+    assert_eq!((run.offset, run.data), (100, Payload::Bytes(bytes(2 * P - 100, 4))));
     assert_eq!(next(&mut c, KEY, ALL, 2 * P), Some((2 * P, P + 50)));
     assert_eq!(next(&mut c, KEY, ALL, 2 * P), Some((5 * P, 10))); // not contiguous
     assert_eq!(next(&mut c, KEY, ALL, 2 * P), Some((8 * P - 10, 10)));
@@ -108,7 +114,7 @@ fn rewrite_during_writeback_redirties() {
     assert_eq!(next(&mut c, KEY, ALL, P), None); // the page is in flight
     assert_eq!(c.writeback_done(KEY, 0, 100), 50);
     let run = c.next_writeback(KEY, ALL, P).expect("re-dirtied");
-    assert_eq!((run.offset, run.data), (50, vec![2; 100]));
+    assert_eq!((run.offset, run.data), (50, Payload::Bytes(vec![2; 100])));
     assert_eq!(c.writeback_done(KEY, 50, 100), 100);
     assert_eq!((c.dirty_bytes(), c.read(KEY, 0, 10)), (0, None)); // never uptodate
     c.check_invariants();
@@ -153,13 +159,55 @@ fn truncate_drops_tail_and_keeps_accounting_exact() {
     c.truncate(KEY, P + 100);
     assert_eq!((c.dirty_bytes(), c.cached_pages()), (P + 100, 2));
     let tail = [&bytes(3 * P, 3)[(P + 90) as usize..][..10], &[0; 10]].concat();
-    assert_eq!(c.read(KEY, P + 90, 20), Some(tail));
+    assert_eq!(read_bytes(&c, KEY, P + 90, 20), Some(tail));
     assert_eq!(c.writeback_done(KEY, P, P), 100);
     c.fill(KEY, 4 * P, &[5; P as usize]);
     assert_eq!(c.object_cached_end(KEY), P + 100); // fills are not local writes
     c.truncate(KEY, 0);
     assert_eq!((c.dirty_bytes(), c.cached_pages()), (0, 0));
     assert_eq!(c.object_cached_end(KEY), 0);
+    c.check_invariants();
+}
+
+#[test]
+fn phantom_pages_keep_the_books_without_data() {
+    let mut c = PageCache::new();
+    assert_eq!(c.write_phantom(KEY, 100, 3 * P), 3 * P);
+    assert_eq!((c.cached_pages(), c.data_pages(), c.dirty_bytes()), (4, 0, 3 * P));
+    assert_eq!(c.read(KEY, 100, 3 * P), Some(Payload::Phantom(3 * P)));
+    assert_eq!(c.read(KEY, 99, 2), None); // byte 99 was never written
+    let run = c.next_writeback(KEY, ALL, 2 * P).expect("dirty");
+    assert_eq!((run.offset, run.data), (100, Payload::Phantom(2 * P - 100)));
+    assert_eq!(c.next_writeback(KEY, ALL, 2 * P).map(|r| (r.offset, r.data)), Some((2 * P, Payload::Phantom(P + 100))));
+    assert_eq!(c.writeback_done(KEY, 100, 2 * P - 100), 2 * P - 100);
+    assert_eq!(c.missing_pages(KEY, 0, P, P), vec![Extent::new(0, P - 1)]);
+    c.fill_phantom(KEY, 0, 2 * P);
+    assert_eq!(c.read(KEY, 0, 10), Some(Payload::Phantom(10)));
+    c.truncate(KEY, P + 1);
+    assert_eq!((c.cached_pages(), c.data_pages(), c.object_cached_end(KEY)), (2, 0, P + 1));
+    c.check_invariants();
+}
+
+#[test]
+fn mixed_kinds_phantom_wins() {
+    let mut c = PageCache::new();
+    c.write(KEY, 0, &[1; 10]);
+    c.write(KEY, P, &[2; 10]);
+    assert_eq!(c.data_pages(), 2);
+    c.write_phantom(KEY, 5, 10); // page 0 drops its bytes
+    assert_eq!((c.data_pages(), c.dirty_bytes()), (1, 25));
+    assert_eq!(c.read(KEY, 0, 15), Some(Payload::Phantom(15)));
+    assert_eq!(c.read(KEY, P, 10), Some(Payload::Bytes(vec![2; 10])));
+    assert_eq!(c.read(KEY, 0, P + 10), None); // the rest of page 0 is unknown
+    c.write(KEY, 10, &bytes(P - 10, 3)); // into a phantom page: counted, not kept
+    assert_eq!((c.data_pages(), c.dirty_bytes()), (1, P + 10));
+    assert_eq!(c.read(KEY, 0, P + 10), Some(Payload::Phantom(P + 10))); // touches a phantom page
+    let run = c.next_writeback(KEY, ALL, 4 * P).expect("dirty");
+    assert_eq!((run.offset, run.data), (0, Payload::Phantom(P + 10)));
+    assert_eq!(c.writeback_done(KEY, 0, P + 10), P + 10);
+    c.fill(KEY, 0, &[7; P as usize]); // bytes into a phantom page: not kept
+    c.fill_phantom(KEY, P, P); // page 1 drops its bytes
+    assert_eq!((c.cached_pages(), c.data_pages()), (2, 0));
     c.check_invariants();
 }
 
@@ -195,13 +243,22 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// Per byte of one object: the server's value, the latest local value
-/// (None once lost or dropped), and whether dirty / under writeback.
+/// (None once lost or dropped), and whether dirty / under writeback. `twin`
+/// gets every call the cache under test gets, with phantom payloads, and
+/// must keep exactly the same books.
 struct Model {
     server: Vec<u8>,
     written: Vec<Option<u8>>,
     dirty: Vec<bool>,
     writeback: Vec<bool>,
-    inflight: Vec<WritebackRun>,
+    inflight: Vec<Run>,
+    twin: PageCache,
+}
+
+/// A writeback run in flight: its offset and the bytes it carries.
+struct Run {
+    offset: u64,
+    data: Vec<u8>,
 }
 
 impl Model {
@@ -219,12 +276,16 @@ fn step(c: &mut PageCache, m: &mut Model, op: Op) {
         Op::Write(offset, len, seed) => {
             let new = all(offset, len).filter(|&i| !m.dirty[i] && !m.writeback[i]).count();
             assert_eq!(c.write(KEY, offset, &bytes(len, seed)), new as u64);
+            assert_eq!(m.twin.write_phantom(KEY, offset, len), new as u64);
             for (i, b) in all(offset, len).zip(bytes(len, seed)) {
                 (m.written[i], m.dirty[i]) = (Some(b), true);
             }
         }
         Op::Read(offset, len) => read(c, m, offset, len),
-        Op::Fill(index) => c.fill(KEY, index * P, &m.server[all(index * P, P)]),
+        Op::Fill(index) => {
+            c.fill(KEY, index * P, &m.server[all(index * P, P)]);
+            m.twin.fill_phantom(KEY, index * P, P);
+        }
         Op::Writeback(o, l, pages) => writeback(c, m, Extent::from_offset_len(o, l), pages * P),
         Op::Done(pick, failed) if !m.inflight.is_empty() => {
             let run = m.inflight.swap_remove(pick % m.inflight.len());
@@ -237,10 +298,12 @@ fn step(c: &mut PageCache, m: &mut Model, op: Op) {
             let dropped: Vec<usize> = pages.flat_map(|i| all(i * P, P)).collect();
             let lost = dropped.iter().filter(|&&i| m.dirty[i]).count() as u64;
             assert_eq!(c.discard(KEY, range, |i| busy.contains(&i)), lost);
+            assert_eq!(m.twin.discard(KEY, range, |i| busy.contains(&i)), lost);
             dropped.into_iter().for_each(|i| (m.written[i], m.dirty[i]) = (None, false));
         }
         Op::Truncate(size) => {
             c.truncate(KEY, size);
+            m.twin.truncate(KEY, size);
             for i in all(size, OBJ - size) {
                 (m.server[i], m.written[i], m.dirty[i], m.writeback[i]) = (0, None, false, false);
             }
@@ -251,13 +314,15 @@ fn step(c: &mut PageCache, m: &mut Model, op: Op) {
     }
 }
 
-fn read(c: &mut PageCache, m: &Model, offset: u64, len: u64) {
+fn read(c: &mut PageCache, m: &mut Model, offset: u64, len: u64) {
     let range = offset as usize..(offset + len) as usize;
     let want: Vec<u8> = range.clone().map(|i| m.written[i].unwrap_or(m.server[i])).collect();
-    let got = c.read(KEY, offset, len);
+    let got = read_bytes(c, KEY, offset, len);
     let missing = c.missing_pages(KEY, offset, len, 2 * P);
     assert_eq!(got.is_none(), !missing.is_empty());
     assert!(got.is_some() || !range.clone().all(|i| m.dirty[i] || m.writeback[i]));
+    assert_eq!(m.twin.missing_pages(KEY, offset, len, 2 * P), missing);
+    assert_eq!(m.twin.read(KEY, offset, len), got.as_ref().map(|_| Payload::Phantom(len)));
     if let Some(got) = got {
         return assert_eq!(got, want);
     }
@@ -266,21 +331,28 @@ fn read(c: &mut PageCache, m: &Model, offset: u64, len: u64) {
         assert!(aligned && ext.len() <= 2 * P, "{ext}");
         let server = &m.server[ext.start as usize..=ext.end as usize];
         c.fill(KEY, ext.start, server);
+        m.twin.fill_phantom(KEY, ext.start, ext.len());
     }
-    assert_eq!(c.read(KEY, offset, len), Some(want), "after fetching");
+    assert_eq!(read_bytes(c, KEY, offset, len), Some(want), "after fetching");
+    assert_eq!(m.twin.read(KEY, offset, len), Some(Payload::Phantom(len)), "after fetching");
 }
 
 fn writeback(c: &mut PageCache, m: &mut Model, range: Extent, bytes_max: u64) {
     let busy = m.busy_pages();
     let ok = |i: u64| range.contains_offset(i) && i < OBJ && m.dirty[i as usize] && !busy.contains(&(i / P));
     let lowest = (range.start..=range.end.min(OBJ - 1)).find(|&i| ok(i));
+    let twin = m.twin.next_writeback(KEY, range, bytes_max);
     let Some(run) = c.next_writeback(KEY, range, bytes_max) else {
+        assert_eq!(twin, None);
         return assert_eq!(lowest, None);
     };
-    let (offset, end) = (run.offset, run.offset + run.data.len() as u64);
+    let data = run.data.into_bytes().expect("a run of bytes");
+    let (offset, end) = (run.offset, run.offset + data.len() as u64);
+    let phantom = WritebackRun { key: KEY, offset, data: Payload::Phantom(end - offset) };
+    assert_eq!(twin, Some(phantom), "the phantom twin cut another run");
     assert_eq!(Some(offset), lowest, "not the lowest eligible run");
     assert!(offset < end && end - offset <= bytes_max && range.contains_offset(end - 1));
-    for (i, &b) in (offset..end).zip(&run.data) {
+    for (i, &b) in (offset..end).zip(&data) {
         assert!(ok(i) && Some(b) == m.written[i as usize], "byte {i}");
     }
     if ok(end) {
@@ -290,10 +362,10 @@ fn writeback(c: &mut PageCache, m: &mut Model, range: Extent, bytes_max: u64) {
     for i in offset as usize..end as usize {
         (m.dirty[i], m.writeback[i]) = (false, true);
     }
-    m.inflight.push(run);
+    m.inflight.push(Run { offset, data });
 }
 
-fn done(c: &mut PageCache, m: &mut Model, run: WritebackRun, failed: bool) {
+fn done(c: &mut PageCache, m: &mut Model, run: Run, failed: bool) {
     let mut removed = 0;
     for (i, &b) in (run.offset as usize..).zip(&run.data) {
         assert!(m.writeback[i]);
@@ -306,11 +378,18 @@ fn done(c: &mut PageCache, m: &mut Model, run: WritebackRun, failed: bool) {
         }
     }
     let (offset, len) = (run.offset, run.data.len() as u64);
-    let got = match failed {
-        false => c.writeback_done(KEY, offset, len),
-        true => c.writeback_failed(KEY, offset, len),
+    let (got, twin) = match failed {
+        false => (c.writeback_done(KEY, offset, len), m.twin.writeback_done(KEY, offset, len)),
+        true => (c.writeback_failed(KEY, offset, len), m.twin.writeback_failed(KEY, offset, len)),
     };
-    assert_eq!(got, removed);
+    assert_eq!((got, twin), (removed, removed));
+}
+
+/// The books a phantom cache must keep exactly as a cache of bytes does.
+fn books(c: &PageCache) -> impl PartialEq + fmt::Debug {
+    let dirty = (c.dirty_bytes(), c.dirty_bytes_ost(KEY.ost), c.dirty_ranges(KEY), c.keys_with_dirty());
+    let pages = (c.cached_pages(), c.object_cached_end(KEY), c.has_dirty(KEY, ALL), c.has_writeback(KEY, ALL));
+    (dirty, pages)
 }
 
 proptest! {
@@ -319,14 +398,17 @@ proptest! {
         let n = OBJ as usize;
         let server = (0..n).map(|i| (i * 7 % 253) as u8).collect();
         let (written, dirty, writeback) = (vec![None; n], vec![false; n], vec![false; n]);
-        let mut m = Model { server, written, dirty, writeback, inflight: vec![] };
+        let mut m = Model { server, written, dirty, writeback, inflight: vec![], twin: PageCache::new() };
         let mut c = PageCache::new();
         for op in ops {
             step(&mut c, &mut m, op);
             c.check_invariants();
+            m.twin.check_invariants();
             assert_eq!((c.dirty_bytes(), c.dirty_bytes_ost(KEY.ost)), (m.pending(), m.pending()));
             assert_eq!(c.has_dirty(KEY, ALL), m.dirty.contains(&true));
             assert_eq!(c.has_writeback(KEY, ALL), m.writeback.contains(&true));
+            assert_eq!(books(&m.twin), books(&c));
+            assert_eq!((c.data_pages(), m.twin.data_pages()), (c.cached_pages(), 0));
         }
     }
 }

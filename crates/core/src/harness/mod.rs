@@ -22,7 +22,7 @@ use crate::client::{Client, ClientConfig, ClientError, ClientEvent, FileHandle, 
 use crate::layout::{Layout, LayoutError};
 use crate::ldlm::stats::LockCounters;
 use crate::ldlm::GroupId;
-use crate::msg::{ToClient, ToOst};
+use crate::msg::{Payload, ToClient, ToOst};
 use crate::ost::{Ost, OstConfig, OstCounters};
 use crate::store::MemStore;
 use crate::units::{ClientId, Duration, Instant, ObjectId, OstIndex};
@@ -434,17 +434,13 @@ impl Harness {
 const FNV_OFFSET: u64 = 0xcbf29ce484222325;
 const FNV_PRIME: u64 = 0x100000001b3;
 
-/// Messages with their bulk data replaced by a length and checksum.
+/// Messages with their bulk data replaced by a length and checksum (bytes)
+/// or a length and the word `phantom`.
 fn summary_to_ost(m: &ToOst) -> String {
     match m {
         ToOst::Write { xid, object, offset, data } => {
-            format!(
-                "Write {{ xid: {}, object: {}, offset: {offset}, len: {}, sum: {:x} }}",
-                xid.0,
-                object.0,
-                data.len(),
-                checksum(data)
-            )
+            let (xid, object, len) = (xid.0, object.0, data.len());
+            format!("Write {{ xid: {xid}, object: {object}, offset: {offset}, len: {len}, {} }}", summary(data))
         }
         other => format!("{other:?}"),
     }
@@ -453,9 +449,16 @@ fn summary_to_ost(m: &ToOst) -> String {
 fn summary_to_client(m: &ToClient) -> String {
     match m {
         ToClient::ReadReply { xid, result: Ok(data) } => {
-            format!("ReadReply {{ xid: {}, len: {}, sum: {:x} }}", xid.0, data.len(), checksum(data))
+            format!("ReadReply {{ xid: {}, len: {}, {} }}", xid.0, data.len(), summary(data))
         }
         other => format!("{other:?}"),
+    }
+}
+
+fn summary(data: &Payload) -> String {
+    match data {
+        Payload::Bytes(bytes) => format!("sum: {:x}", checksum(bytes)),
+        Payload::Phantom(_) => "phantom".to_string(),
     }
 }
 

@@ -189,7 +189,6 @@ impl<'o> Printer<'o> {
     /// IOR's `Parameters` block (`ShowTestStart`), same keys and order as IOR 4.1.
     fn parameters(&mut self, p: &IorParams, api: &str) -> io::Result<()> {
         let flag = |on: bool| i64::from(on);
-        let tasks = i64::from(p.num_tasks);
         self.named_section("Parameters")?;
         self.kv_int("testID", 0)?;
         self.kv_int("refnum", p.reference_number)?;
@@ -202,10 +201,10 @@ impl<'o> Printer<'o> {
         self.kv_str("options", "(null)")?;
         let ints: [(&str, i64); 13] = [
             ("dryRun", 0),
-            ("nodes", 1),
+            ("nodes", i64::from(p.nodes())),
             ("memoryPerTask", 0),
             ("memoryPerNode", 0),
-            ("tasksPerNode", tasks),
+            ("tasksPerNode", i64::from(p.tasks_on_node0())),
             ("repetitions", i64::from(p.repetitions)),
             ("multiFile", 0),
             ("interTestDelay", i64::from(p.inter_test_delay_s)),
@@ -245,7 +244,6 @@ impl<'o> Printer<'o> {
 
     /// The `Options` block (IOR's `ShowSetup`), then the start of `Results`.
     pub fn setup(&mut self, p: &IorParams, api: &str, api_version: &str) -> io::Result<()> {
-        let tasks = i64::from(p.num_tasks);
         self.named_section("Options")?;
         self.kv_str("api", api)?;
         self.kv_str("apiVersion", api_version)?;
@@ -260,9 +258,9 @@ impl<'o> Printer<'o> {
         } else {
             self.kv_str("ordering inter file", "no tasks offsets")?;
         }
-        self.kv_int("nodes", 1)?;
-        self.kv_int("tasks", tasks)?;
-        self.kv_int("clients per node", tasks)?;
+        self.kv_int("nodes", i64::from(p.nodes()))?;
+        self.kv_int("tasks", i64::from(p.num_tasks))?;
+        self.kv_int("clients per node", i64::from(p.tasks_on_node0()))?;
         self.kv_str("memoryBuffer", "CPU")?;
         self.kv_str("dataAccess", "CPU")?;
         self.kv_str("GPUDirect", "0")?;
@@ -371,20 +369,23 @@ impl<'o> Printer<'o> {
 
     /// `Summary of all tests` (IOR's `PrintLongSummaryAllTests`): a line per operation
     /// the test had (`-w` and `-r`; a `-R`-only read is not summarized, as in IOR), and
-    /// the backend's report: before the summary in text (right after the results
-    /// table), after it in JSON (a top-level member before `Finished`).
+    /// the backend's reports, in order: before the summary in text (right after the
+    /// results table, each after a blank line), after it in JSON (top-level members
+    /// before `Finished`).
     pub fn long_summary(
         &mut self,
         p: &IorParams,
         api: &str,
         (write, read): (Option<&OpSummary>, Option<&OpSummary>),
-        report: Option<&BackendReport>,
+        reports: &[BackendReport],
     ) -> io::Result<()> {
-        if let (Some(report), SummaryFormat::Default) = (report, self.format) {
+        if self.format == SummaryFormat::Default {
             let w = self.res();
-            w.write_all(b"\n")?;
-            for line in &report.text_lines {
-                writeln!(w, "{line}")?;
+            for report in reports {
+                w.write_all(b"\n")?;
+                for line in &report.text_lines {
+                    writeln!(w, "{line}")?;
+                }
             }
         }
         match self.format {
@@ -405,10 +406,10 @@ impl<'o> Printer<'o> {
             }
         }
         self.json_only(|j, w| j.array_end(w))?;
-        match report {
-            Some(report) => self.json_only(|j, w| j.value_section(w, &report.key, &report.json)),
-            None => Ok(()),
+        for report in reports {
+            self.json_only(|j, w| j.value_section(w, &report.key, &report.json))?;
         }
+        Ok(())
     }
 
     fn summary_json(&mut self, operation: &str, s: &OpSummary, p: &IorParams, api: &str) -> io::Result<()> {
@@ -422,7 +423,7 @@ impl<'o> Printer<'o> {
             ("blockSize", p.block_size_bytes as i64),
             ("transferSize", p.transfer_size_bytes as i64),
             ("numTasks", i64::from(p.num_tasks)),
-            ("tasksPerNode", i64::from(p.num_tasks)),
+            ("tasksPerNode", i64::from(p.tasks_on_node0())),
             ("repetitions", i64::from(p.repetitions)),
             ("filePerProc", i64::from(p.file_per_proc)),
             ("reorderTasks", i64::from(p.reorder_tasks)),

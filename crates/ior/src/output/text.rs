@@ -78,7 +78,7 @@ pub fn summary_row(operation: &str, s: &OpSummary, p: &IorParams, api: &str) -> 
         "{:5} {:6} {:3} {:4} {:3} {:5} {:8} {:9} {:4} {:6} {:8} {:8} {:9.1} {:>3} {:6}\n",
         0,
         p.num_tasks,
-        p.num_tasks,
+        p.tasks_on_node0(),
         p.repetitions,
         u8::from(p.file_per_proc),
         u8::from(p.reorder_tasks),

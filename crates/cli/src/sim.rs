@@ -1,0 +1,200 @@
+//! `lanefs sim`: IOR on a simulated cluster.
+//!
+//! `lanefs sim ior --cluster PRESET_OR_FILE [IOR options] [sim options]`
+//! runs IOR's `-a POSIX` or `-a MPIIO` through the same front end as
+//! `lanefs ior`, on lanefs-sim's model of the named machine. The simulator's
+//! own options are taken out of the argument list wherever they appear; the
+//! rest are IOR's.
+//!
+//! `lanefs sim presets` lists the shipped cluster descriptions.
+
+use anyhow::{anyhow, bail, Context, Result};
+use lanefs_core::mpiio::hints as mhints;
+use lanefs_core::units::Duration;
+use lanefs_sim::backend::{SimBackend, SimOptions};
+use lanefs_sim::config::{presets, ClusterConfig};
+use lanefs_sim::job::LockMode;
+use std::path::PathBuf;
+
+const USAGE: &str = "\
+usage: lanefs sim ior --cluster PRESET_OR_FILE [IOR options] [simulator options]
+       lanefs sim presets
+
+IOR options: as `lanefs ior` (-a POSIX or -a MPIIO, -b -t -s -F -w -r -e -c -i -N -C
+  --tasks-per-node N, -O summaryFormat=JSON, ...). Data checks (-W, -R) are not
+  available: the simulator moves lengths, not bytes.
+
+simulator options:
+  --cluster NAME|FILE.toml      cluster description (`lanefs sim presets` lists the names)
+  --seed N                      seed of the run's random choices (default 1)
+  --hints SPEC                  MPI-IO hints: key=value[:key=value...], or the
+                                MPICH_MPIIO_HINTS syntax pattern:key=value[,...]
+  --lanefs.lock-mode=MODE       independent I/O: default | noexpand | lockahead | group
+  --lanefs.stripe-count=N       stripes of the test file (-1: every OST; default 1)
+  --lanefs.stripe-size=SIZE     stripe size (default 1m)
+  --timeseries FILE.csv         write bandwidth per interval, aggregate and per OST
+  --timeseries-interval SECONDS interval of the time series (default 0.1)
+  --quiet                       no progress bar
+
+environment:
+  LANEFS_MPIIO_HINTS (or MPICH_MPIIO_HINTS)  hints by file pattern
+  LANEFS_MPIIO_STATS=1, LANEFS_MPIIO_TIMERS=1, LANEFS_MPIIO_HINTS_DISPLAY=1
+      (or their MPICH_ names): print Cray MPICH-style blocks on stderr
+";
+
+pub fn main(mut args: Vec<String>) -> Result<()> {
+    let Some(what) = (!args.is_empty()).then(|| args.remove(0)) else {
+        bail!("say what to simulate: lanefs sim ior --cluster NAME [IOR options]\n\n{USAGE}");
+    };
+    match what.as_str() {
+        "ior" => ior(args),
+        "presets" => {
+            for (name, text) in presets() {
+                let c = ClusterConfig::from_toml_str(text, name).map_err(|e| anyhow!("{e}"))?;
+                println!("{name:<18} {}", c.cluster.description);
+            }
+            Ok(())
+        }
+        "-h" | "--help" | "help" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => bail!("unknown simulation {other:?}: use `lanefs sim ior` or `lanefs sim presets`"),
+    }
+}
+
+/// Take `--name VALUE` or `--name=VALUE` out of `args`.
+fn take(args: &mut Vec<String>, name: &str) -> Result<Option<String>> {
+    let mut found = None;
+    let mut i = 0;
+    let eq = format!("{name}=");
+    while i < args.len() {
+        if args[i] == name {
+            if i + 1 >= args.len() {
+                bail!("{name} needs a value");
+            }
+            found = Some(args.remove(i + 1));
+            args.remove(i);
+        } else if let Some(v) = args[i].strip_prefix(&eq) {
+            found = Some(v.to_string());
+            args.remove(i);
+        } else {
+            i += 1;
+        }
+    }
+    Ok(found)
+}
+
+fn take_flag(args: &mut Vec<String>, name: &str) -> bool {
+    let before = args.len();
+    args.retain(|a| a != name);
+    args.len() != before
+}
+
+fn env_flag(name: &str) -> bool {
+    let on = |v: String| v != "0" && !v.is_empty();
+    std::env::var(format!("LANEFS_{name}")).map(on).unwrap_or(false)
+        || std::env::var(format!("MPICH_{name}")).map(on).unwrap_or(false)
+}
+
+fn parse_size(text: &str, option: &str) -> Result<u64> {
+    let t = text.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_lowercase() {
+                'k' => 1u64 << 10,
+                'm' => 1 << 20,
+                'g' => 1 << 30,
+                _ => bail!("{option}={text}: unknown unit {c:?}; use k, m or g (e.g. 1m)"),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| anyhow!("{option}={text}: not a size; write e.g. 1m or 4194304"))?;
+    n.checked_mul(mult).ok_or_else(|| anyhow!("{option}={text}: too large"))
+}
+
+fn ior(mut args: Vec<String>) -> Result<()> {
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        print!("{USAGE}");
+        return Ok(());
+    }
+    let cluster = take(&mut args, "--cluster")?
+        .ok_or_else(|| anyhow!("--cluster is required: a preset name ({}) or a .toml file", preset_names()))?;
+    let cluster = ClusterConfig::load(&cluster).map_err(|e| anyhow!("{e}"))?;
+    let seed = match take(&mut args, "--seed")? {
+        Some(s) => s.parse().map_err(|_| anyhow!("--seed {s}: give a non-negative integer"))?,
+        None => 1,
+    };
+    let lock_mode = take(&mut args, "--lanefs.lock-mode")?
+        .map(|m| match m.as_str() {
+            "default" => Ok(LockMode::Default),
+            "noexpand" => Ok(LockMode::NoExpand),
+            "lockahead" => Ok(LockMode::Lockahead),
+            "group" => Ok(LockMode::Group),
+            other => Err(anyhow!("--lanefs.lock-mode={other}: use default, noexpand, lockahead or group")),
+        })
+        .transpose()?;
+    let stripe_count = take(&mut args, "--lanefs.stripe-count")?
+        .map(|c| c.parse::<i64>().map_err(|_| anyhow!("--lanefs.stripe-count={c}: give a number of OSTs or -1")))
+        .transpose()?;
+    let stripe_size =
+        take(&mut args, "--lanefs.stripe-size")?.map(|s| parse_size(&s, "--lanefs.stripe-size")).transpose()?;
+    let cli_hints = take(&mut args, "--hints")?;
+    let timeseries = take(&mut args, "--timeseries")?.map(PathBuf::from);
+    let interval = match take(&mut args, "--timeseries-interval")? {
+        Some(s) => {
+            let v: f64 = s.parse().map_err(|_| anyhow!("--timeseries-interval {s}: give seconds, e.g. 0.1"))?;
+            if !(v.is_finite() && v >= 1e-6) {
+                bail!("--timeseries-interval {s}: give a positive number of seconds, at least 0.000001");
+            }
+            Duration((v * 1e9) as u64)
+        }
+        None => Duration::from_ms(100),
+    };
+    let quiet = take_flag(&mut args, "--quiet");
+
+    // The file the hints are matched against: IOR's -o (default testFile).
+    let params = lanefs_ior::parse_args(&args).map_err(|e| anyhow!("{e}"))?;
+    let mut hints: Vec<(String, String)> =
+        lanefs_ior::mpi_hints(&params, std::env::vars()).map_err(|e| anyhow!("{e}"))?;
+    let env_spec = std::env::var("LANEFS_MPIIO_HINTS")
+        .ok()
+        .map(|v| ("LANEFS_MPIIO_HINTS", v))
+        .or_else(|| std::env::var("MPICH_MPIIO_HINTS").ok().map(|v| ("MPICH_MPIIO_HINTS", v)));
+    if let Some((name, spec)) = env_spec {
+        let rules = mhints::parse_hint_env(&spec).map_err(|e| anyhow!("{name}: {e}"))?;
+        hints.extend(mhints::hints_for_file(&rules, &params.test_file));
+    }
+    if let Some(spec) = &cli_hints {
+        if !params.api.eq_ignore_ascii_case("MPIIO") {
+            bail!("--hints are MPI-IO hints: they need -a MPIIO (this run is -a {})", params.api);
+        }
+        let rules = mhints::parse_cli_hints(spec).map_err(|e| anyhow!("--hints: {e}"))?;
+        hints.extend(mhints::hints_for_file(&rules, &params.test_file));
+    }
+    let json = params.summary_format != lanefs_ior::SummaryFormat::Default;
+    let opts = SimOptions {
+        cluster,
+        seed,
+        lock_mode,
+        stripe_count,
+        stripe_size,
+        hints,
+        timeseries: timeseries.map(|p| (p, interval)),
+        stats: env_flag("MPIIO_STATS"),
+        timers: env_flag("MPIIO_TIMERS"),
+        hints_display: env_flag("MPIIO_HINTS_DISPLAY"),
+        progress: !quiet && !json,
+    };
+    let posix = SimBackend::new("POSIX", opts.clone());
+    let mpiio = SimBackend::new("MPIIO", opts);
+    let mut out = std::io::stdout();
+    lanefs_ior::main_with(&args, &[&posix, &mpiio], &mut out).context("simulated IOR run failed")?;
+    Ok(())
+}
+
+fn preset_names() -> String {
+    presets().iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+}

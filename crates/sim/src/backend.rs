@@ -1,0 +1,415 @@
+//! The simulator as an IOR backend: `-a POSIX` and `-a MPIIO` in modelled time.
+//!
+//! `lanefs sim ior` hands IOR's options to the same front end as `lanefs ior`;
+//! this backend answers each phase with the simulated timestamps of every
+//! rank ([`PhaseModel`]), keeps one machine (and so the client caches and
+//! cached locks) across phases and repetitions, and adds two report objects:
+//! `"lanefs"` (lock and RPC counters, bytes per OST) and `"sim"` (events,
+//! wall time, seed).
+//!
+//! Striping: MPI-IO's `striping_factor`/`striping_unit` hints, else
+//! `--lanefs.stripe-count`/`--lanefs.stripe-size` of the command, else
+//! Lustre's defaults (1 stripe of 1 MiB); a count of -1 means every OST.
+//! Lock mode: collective MPI-IO writes take it from the hints
+//! (`cray_cb_write_lock_mode`, `romio_lustre_cb_lock_ahead_write`); independent
+//! I/O from `--lanefs.lock-mode`.
+//!
+//! Hints, in increasing precedence: IOR's `IOR_HINT__MPI__*` (the
+//! application's `MPI_Info`), then `LANEFS_MPIIO_HINTS` or, when that is unset,
+//! `MPICH_MPIIO_HINTS` (like Cray MPICH, the environment overrides the
+//! application), then `--hints` (the command line has the last word).
+
+use crate::config::ClusterConfig;
+use crate::job::{CollLock, Collective, Job, LockMode, PhaseSpec, RankResult, SimError};
+use crate::model::Model;
+use crate::report::write_series;
+use crate::world::{Series, World};
+use lanefs_core::mpiio::hints::{CbLockMode, MpiioHints};
+use lanefs_core::mpiio::report::{MpiioStats, MpiioTimers};
+use lanefs_core::mpiio::{plan as mplan, report as mreport};
+use lanefs_core::units::Duration;
+use lanefs_ior::{Backend, BackendReport, IorError, IorParams, PhaseModel, RankPhase, RankTimes};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// What `lanefs sim ior` adds to IOR's options.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    pub cluster: ClusterConfig,
+    pub seed: u64,
+    /// `--lanefs.lock-mode` (independent I/O).
+    pub lock_mode: Option<LockMode>,
+    /// `--lanefs.stripe-count` (-1: all OSTs) and `--lanefs.stripe-size`.
+    pub stripe_count: Option<i64>,
+    pub stripe_size: Option<u64>,
+    /// MPI-IO hints in precedence order (later wins), already matched to the file.
+    pub hints: Vec<(String, String)>,
+    /// Where `--hints` came from, for error messages.
+    pub timeseries: Option<(PathBuf, Duration)>,
+    /// Print `MPICH_MPIIO_STATS`/`TIMERS`/`HINTS_DISPLAY`-style blocks on stderr.
+    pub stats: bool,
+    pub timers: bool,
+    pub hints_display: bool,
+    /// Show a progress bar on stderr (runs longer than a second).
+    pub progress: bool,
+}
+
+pub struct SimBackend {
+    api: &'static str,
+    opts: SimOptions,
+    state: Mutex<Option<State>>,
+}
+
+struct State {
+    job: Job,
+    next_file: u64,
+    file_id: u64,
+    wall: std::time::Instant,
+    wall_s: f64,
+    write_bytes_per_ost: Vec<u64>,
+}
+
+fn err(e: impl std::fmt::Display) -> IorError {
+    IorError::backend("SIM", e.to_string())
+}
+
+impl SimBackend {
+    pub fn new(api: &'static str, opts: SimOptions) -> SimBackend {
+        SimBackend { api, opts, state: Mutex::new(None) }
+    }
+
+    fn mpiio(&self) -> bool {
+        self.api == "MPIIO"
+    }
+
+    fn hints(&self) -> Result<MpiioHints, IorError> {
+        let mut h = MpiioHints::default();
+        if self.mpiio() {
+            for (k, v) in &self.opts.hints {
+                h.set(k, v).map_err(|e| IorError::option("--hints", e.to_string()))?;
+            }
+        }
+        Ok(h)
+    }
+
+    fn nodes_for(&self, p: &IorParams) -> Result<(u32, u32), IorError> {
+        let c = &self.opts.cluster;
+        let rpn = p.tasks_per_node.unwrap_or(c.compute.ranks_per_node).max(1);
+        let nodes = p.num_tasks.div_ceil(rpn);
+        if nodes > c.compute.nodes {
+            return Err(IorError::option(
+                format!("-N {}", p.num_tasks),
+                format!(
+                    "{} ranks at {rpn} per node need {nodes} nodes, but cluster {} has {}; lower -N or raise --tasks-per-node",
+                    p.num_tasks, c.cluster.name, c.compute.nodes
+                ),
+            ));
+        }
+        Ok((nodes, rpn))
+    }
+
+    fn striping(&self, h: &MpiioHints) -> Result<(u32, u64), IorError> {
+        let osts = self.opts.cluster.ost_count();
+        let count = match (h.striping_factor, self.opts.stripe_count) {
+            (Some(f), _) => i64::from(f),
+            (None, Some(c)) => c,
+            (None, None) => 1,
+        };
+        let count = if count == -1 { i64::from(osts) } else { count };
+        if count < 1 || count > i64::from(osts) {
+            return Err(IorError::option(
+                "stripe count",
+                format!("{count} is not between 1 and the cluster's {osts} OSTs (or -1 for all of them)"),
+            ));
+        }
+        let size = h.striping_unit.or(self.opts.stripe_size).unwrap_or(1 << 20);
+        if size < 65536 || !size.is_multiple_of(65536) {
+            return Err(IorError::option(
+                "stripe size",
+                format!("{size} is not a positive multiple of 64 KiB (Lustre's rule); use e.g. 1m or 4m"),
+            ));
+        }
+        Ok((count as u32, size))
+    }
+
+    fn with_state<T>(&self, p: &IorParams, f: impl FnOnce(&mut State) -> Result<T, IorError>) -> Result<T, IorError> {
+        let mut guard = self.state.lock().map_err(|_| err("simulator state poisoned by an earlier failure"))?;
+        if guard.is_none() {
+            let (nodes, rpn) = self.nodes_for(p)?;
+            let mut model = Model::from_config(&self.opts.cluster);
+            model.nodes = nodes;
+            let mut world = World::new(model).map_err(err)?;
+            if let Some((_, interval)) = &self.opts.timeseries {
+                let osts = world.model.ost_count() as usize;
+                world.series =
+                    Some(Series { interval: *interval, written: vec![Vec::new(); osts], read: vec![Vec::new(); osts] });
+            }
+            let rng = ChaCha8Rng::seed_from_u64(self.opts.seed);
+            let job = Job::new(world, p.num_tasks, rpn, rng);
+            let osts = job.world.model.ost_count() as usize;
+            *guard = Some(State {
+                job,
+                next_file: 1,
+                file_id: 1,
+                wall: std::time::Instant::now(),
+                wall_s: 0.0,
+                write_bytes_per_ost: vec![0; osts],
+            });
+        }
+        let state = guard.as_mut().expect("just made");
+        let t = std::time::Instant::now();
+        let out = f(state);
+        state.wall_s += t.elapsed().as_secs_f64();
+        let _ = state.wall;
+        out
+    }
+
+    fn phase(&self, p: &IorParams, write: bool, rep: u32) -> Result<Vec<RankPhase>, IorError> {
+        let h = self.hints()?;
+        let (stripe_count, stripe_size) = self.striping(&h)?;
+        let collective = self.mpiio() && p.collective && !p.file_per_proc;
+        let lock = self.opts.lock_mode.unwrap_or(LockMode::Default);
+        if collective && self.opts.lock_mode.is_some() {
+            return Err(IorError::option(
+                "--lanefs.lock-mode",
+                "collective MPI-IO takes its lock mode from the hints; use --hints cray_cb_write_lock_mode=2 (lockahead), 1 (group) or 0 (default)",
+            ));
+        }
+        let mapping = lanefs_ior::NodeMapping::from_params(p);
+        let rank_offset = if write { 0 } else { lanefs_ior::read_rank_offset(p, mapping) };
+        let stats = self.opts.stats;
+        let timers = self.opts.timers;
+        let display = self.opts.hints_display || p.show_hints;
+        let file_name = p.test_file.clone();
+        self.with_state(p, |st| {
+            if write {
+                st.file_id = st.next_file;
+                st.next_file += if p.file_per_proc { u64::from(p.num_tasks) } else { 1 };
+            }
+            let coll = if collective {
+                let nodes = st.job.world.model.nodes;
+                let avail = mplan::aggregator_count(p.num_tasks, nodes, stripe_count, &h);
+                let aggregators = mplan::aggregator_ranks(avail, p.num_tasks, st.job.ranks_per_node);
+                let lock = match h.write_lock_mode() {
+                    CbLockMode::Default => CollLock::Default,
+                    CbLockMode::Group => CollLock::Group,
+                    CbLockMode::Lockahead { num_extents, .. } => CollLock::Lockahead { num_extents },
+                };
+                Some(Collective { aggregators, lock, refill_low_water: 1 })
+            } else {
+                None
+            };
+            if display && rep == 0 && write && self.mpiio() {
+                eprint!("{}", lanefs_core::mpiio::hints::display_hints(&file_name, &h));
+            }
+            let spec = PhaseSpec {
+                write,
+                transfer: p.transfer_size_bytes,
+                block: p.block_size_bytes,
+                segments: p.segment_count,
+                file_per_proc: p.file_per_proc,
+                fsync: p.fsync,
+                fsync_per_write: p.fsync_per_write,
+                rank_offset,
+                lock,
+                lockahead_window: h.romio_lustre_cb_lock_ahead_num_extents,
+                collective: coll,
+                stripe_count,
+                stripe_size,
+                file_id: st.file_id,
+            };
+            let results = st.job.run_phase(&spec).map_err(sim_err)?;
+            if self.mpiio() && (stats || timers) {
+                print_mpiio(&st.job, &spec, &file_name, &results, stats, timers);
+            }
+            Ok(results.iter().map(rank_phase).collect())
+        })
+    }
+}
+
+fn sim_err(e: SimError) -> IorError {
+    err(e)
+}
+
+fn rank_phase(r: &RankResult) -> RankPhase {
+    let s = |i: lanefs_core::units::Instant| i.as_secs_f64();
+    RankPhase {
+        times: RankTimes {
+            open_start_s: s(r.open_start),
+            open_stop_s: s(r.open_stop),
+            xfer_start_s: s(r.xfer_start),
+            xfer_stop_s: s(r.xfer_stop),
+            close_start_s: s(r.close_start),
+            close_stop_s: s(r.close_stop),
+        },
+        bytes: r.bytes,
+        transfers: r.transfers,
+    }
+}
+
+/// The `MPICH_MPIIO_STATS` and `MPICH_MPIIO_TIMERS` blocks of a phase, on
+/// stderr (stdout carries IOR's report, which scripts parse).
+fn print_mpiio(job: &Job, spec: &PhaseSpec, file: &str, results: &[RankResult], stats: bool, timers: bool) {
+    if stats {
+        let s = match &job.last_coll_stats {
+            Some(s) => s.clone(),
+            None => {
+                // Independent MPI-IO: every transfer is one independent call.
+                let aggregators = spec.collective.as_ref().map_or(0, |c| c.aggregators.len() as u32);
+                let mut s = MpiioStats::new(aggregators, spec.stripe_count, spec.stripe_size);
+                for r in results {
+                    let per = r.bytes.checked_div(r.transfers).unwrap_or(0);
+                    for k in 0..r.transfers {
+                        s.record_independent(k * per, per);
+                    }
+                }
+                s.independent_ranks = results.iter().filter(|r| r.transfers > 0).count() as u64;
+                s
+            }
+        };
+        let block =
+            if spec.write { mreport::format_write_stats(file, &s) } else { mreport::format_read_stats(file, &s) };
+        eprint!("{block}");
+    }
+    if timers && spec.write {
+        let Some(coll) = &spec.collective else { return };
+        let secs = |x: f64| Duration((x.max(0.0) * 1e9) as u64);
+        let start = results.iter().map(|r| r.xfer_start).min().unwrap_or_default();
+        let stop = results.iter().map(|r| r.xfer_stop).max().unwrap_or_default();
+        let elapsed = stop.saturating_since(start);
+        let writers: Vec<MpiioTimers> = coll
+            .aggregators
+            .iter()
+            .map(|&rank| {
+                let t = &job.last_timers[rank as usize];
+                let r = &results[rank as usize];
+                let total = r.xfer_stop.saturating_since(r.xfer_start).as_secs_f64();
+                let accounted =
+                    t.wait_for_coll_s + t.collective_s + t.exchange_s + t.data_send_s + t.lock_mode_s + t.file_write_s;
+                MpiioTimers {
+                    wait_for_coll: secs(t.wait_for_coll_s),
+                    collective: secs(t.collective_s),
+                    exchange_write: secs(t.exchange_s),
+                    data_send: secs(t.data_send_s),
+                    lock_mode: t.lock_mode_used.then(|| secs(t.lock_mode_s)),
+                    file_write: secs(t.file_write_s),
+                    other: secs(total - accounted),
+                    bytes: t.bytes,
+                }
+            })
+            .collect();
+        let bytes = MpiioTimers::total_bytes(&writers);
+        eprint!("{}", mreport::format_write_timers(file, &writers, bytes, elapsed));
+    }
+}
+
+impl PhaseModel for SimBackend {
+    fn write_phase(&self, p: &IorParams, rep: u32) -> Result<Vec<RankPhase>, IorError> {
+        self.phase(p, true, rep)
+    }
+
+    fn read_phase(&self, p: &IorParams, rep: u32) -> Result<Vec<RankPhase>, IorError> {
+        self.phase(p, false, rep)
+    }
+
+    fn remove(&self, p: &IorParams, rep: u32) -> Result<f64, IorError> {
+        let _ = rep;
+        // One metadata round trip (unlink); the OSTs destroy objects in the background.
+        self.with_state(p, |st| Ok(Duration(2 * st.job.world.model.latency.as_ns()).as_secs_f64()))
+    }
+}
+
+impl Backend for SimBackend {
+    fn name(&self) -> &'static str {
+        self.api
+    }
+
+    fn version(&self) -> String {
+        format!("lanefs-sim {} ({})", env!("CARGO_PKG_VERSION"), self.opts.cluster.cluster.name)
+    }
+
+    fn check_params(&self, p: &IorParams) -> Result<(), IorError> {
+        lanefs_ior::check_module_options(self.api, &[], p)?;
+        lanefs_ior::model_check_params(self.api, p)?;
+        self.nodes_for(p)?;
+        let h = self.hints()?;
+        self.striping(&h)?;
+        Ok(())
+    }
+
+    fn rank<'a>(&'a self, _rank: u32, _p: &IorParams) -> Result<Box<dyn lanefs_ior::RankIo + 'a>, IorError> {
+        Err(err("the simulator runs whole phases; it has no per-rank handles"))
+    }
+
+    fn delete(&self, _path: &str) -> Result<(), IorError> {
+        Ok(())
+    }
+
+    fn phase_model(&self) -> Option<&dyn PhaseModel> {
+        Some(self)
+    }
+
+    fn reports(&self) -> Vec<BackendReport> {
+        let Ok(guard) = self.state.lock() else { return Vec::new() };
+        let Some(st) = guard.as_ref() else { return Vec::new() };
+        let w = &st.job.world;
+        let mut locks = lanefs_core::ldlm::stats::LockCounters::default();
+        let mut data = lanefs_core::ost::OstCounters::default();
+        for ost in &w.osts {
+            locks += ost.locks().counters_total();
+            data += ost.counters();
+        }
+        let mut ahead = (0u64, 0u64);
+        for c in &w.clients {
+            let k = c.counters();
+            ahead.0 += k.lockahead_enqueues;
+            ahead.1 += k.lockahead_refused;
+        }
+        let mut lanefs = serde_json::Map::new();
+        let mut put = |k: &str, v: serde_json::Value| {
+            lanefs.insert(k.to_string(), v);
+        };
+        put("lock_enqueues", locks.enqueues.into());
+        put("lock_grants", locks.grants.into());
+        put("lockahead_sent", ahead.0.into());
+        put("lockahead_refused", ahead.1.into());
+        put("blocking_callbacks", locks.callbacks.into());
+        put("lock_cancels", locks.cancels.into());
+        put("evictions", locks.evictions.into());
+        put("write_rpcs", data.write_rpcs.into());
+        put("read_rpcs", data.read_rpcs.into());
+        put("ost_bytes_written", data.bytes_written.into());
+        put("ost_bytes_read", data.bytes_read.into());
+        put("raid_rmw_writes", w.rmw_writes.into());
+        put("bytes_lost", w.bytes_lost.into());
+        let per_ost: Vec<serde_json::Value> = w.osts.iter().map(|o| o.counters().bytes_written.into()).collect();
+        put("ost_bytes_written_per_ost", per_ost.into());
+        let per_ost: Vec<serde_json::Value> = w.osts.iter().map(|o| o.counters().bytes_read.into()).collect();
+        put("ost_bytes_read_per_ost", per_ost.into());
+        let _ = &st.write_bytes_per_ost;
+        let mut sim = serde_json::Map::new();
+        sim.insert("events".into(), w.events.into());
+        sim.insert("wall_s".into(), st.wall_s.into());
+        let rate = if st.wall_s > 0.0 { w.events as f64 / st.wall_s } else { 0.0 };
+        sim.insert("events_per_s".into(), rate.into());
+        sim.insert("seed".into(), self.opts.seed.into());
+        sim.insert("cluster".into(), self.opts.cluster.cluster.name.clone().into());
+        sim.insert("simulated_s".into(), w.now.as_secs_f64().into());
+        if let Some((path, _)) = &self.opts.timeseries {
+            if let Some(series) = &w.series {
+                let written = std::fs::File::create(path).and_then(|f| {
+                    let mut out = std::io::BufWriter::new(f);
+                    write_series(&mut out, series)?;
+                    std::io::Write::flush(&mut out)
+                });
+                if let Err(e) = written {
+                    eprintln!("lanefs sim: cannot write the time series to {}: {e}", path.display());
+                }
+            }
+            sim.insert("timeseries".into(), path.display().to_string().into());
+        }
+        vec![BackendReport::from_json("lanefs", lanefs), BackendReport::from_json("sim", sim)]
+    }
+}

@@ -1,0 +1,896 @@
+//! IOR's ranks as programs on the simulated machine.
+//!
+//! Independent I/O (`-a POSIX`, or `-a MPIIO` without `-c`, or any `-F` run):
+//! every rank opens its file, sets up its lock mode, and makes its transfers
+//! one after the other through its node's client: each write waits for the
+//! client (a lock, room under the dirty limit), then costs the copy of the
+//! transfer into the page cache at the copy bandwidth. `-e` fsyncs, then the
+//! rank closes.
+//!
+//! Collective I/O (`-a MPIIO -c` on a shared file) runs ROMIO's two-phase
+//! algorithm as planned by [`lanefs_core::mpiio`]: each IOR transfer is one
+//! collective call of all ranks; a call starts when the last rank arrives
+//! (plus an allgather of offsets), then runs its rounds one after the other
+//! (ROMIO's loop, with an all-to-all of sizes per round): in round `r` each
+//! rank sends its pieces of the round to their aggregators over the MPI
+//! network, and each aggregator, once its pieces are in, writes its stripe
+//! through its node's client. The next round starts when every aggregator has
+//! written. Reads run the same rounds the other way.
+//!
+//! Lock modes: independent runs take `LockMode`; collective runs take the
+//! MPI-IO hints' mode (default expanding locks, a group lock held by the
+//! aggregators, or lockahead: after a whole-file group lock taken and dropped
+//! by aggregator 0, every rank sets lock-no-expand and each aggregator asks
+//! for its next `num_extents` stripes ahead, refilled early).
+
+use crate::report::RankTimers;
+use crate::world::{transfer, Ev, Happening, World};
+use lanefs_core::client::ladvise::{Advice, AheadMode};
+use lanefs_core::client::{ClientError, FileHandle, LadviseOutcome, OpId, OpOutput};
+use lanefs_core::layout::Layout;
+use lanefs_core::ldlm::GroupId;
+use lanefs_core::mpiio::plan::{self as mplan, CollectivePlan};
+use lanefs_core::mpiio::report::MpiioStats;
+use lanefs_core::msg::Payload;
+use lanefs_core::units::{Duration, Instant, ObjectId, ObjectKey, OstIndex};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, HashMap};
+
+/// How an independent run locks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockMode {
+    Default,
+    NoExpand,
+    Lockahead,
+    Group,
+}
+
+impl LockMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            LockMode::Default => "default",
+            LockMode::NoExpand => "noexpand",
+            LockMode::Lockahead => "lockahead",
+            LockMode::Group => "group",
+        }
+    }
+}
+
+/// How aggregators lock in a collective run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CollLock {
+    Default,
+    Group,
+    Lockahead { num_extents: u32 },
+}
+
+/// The collective-buffering setup of a file, from the hints.
+#[derive(Clone, Debug)]
+pub struct Collective {
+    /// Aggregator `i` is rank `aggregators[i]`.
+    pub aggregators: Vec<u32>,
+    pub lock: CollLock,
+    /// Refill a lockahead window when this many of its extents are left.
+    pub refill_low_water: u32,
+}
+
+/// One phase of one repetition.
+#[derive(Clone, Debug)]
+pub struct PhaseSpec {
+    pub write: bool,
+    pub transfer: u64,
+    pub block: u64,
+    pub segments: u64,
+    pub file_per_proc: bool,
+    pub fsync: bool,
+    pub fsync_per_write: bool,
+    /// Rank `r` does the I/O of rank `(r + rank_offset) % ranks` (IOR's `-C`).
+    pub rank_offset: u32,
+    pub lock: LockMode,
+    /// Lockahead window of an independent rank, in transfers.
+    pub lockahead_window: u32,
+    pub collective: Option<Collective>,
+    pub stripe_count: u32,
+    pub stripe_size: u64,
+    /// The file (or, with `-F`, the first of the files) this phase uses.
+    pub file_id: u64,
+}
+
+impl PhaseSpec {
+    fn transfers_per_rank(&self) -> u64 {
+        self.segments * (self.block / self.transfer)
+    }
+
+    /// IOR's offset of transfer `k` of pretend rank `pr` among `n` ranks.
+    fn offset(&self, n: u32, pr: u32, k: u64) -> u64 {
+        let per_block = self.block / self.transfer;
+        let (segment, j) = (k / per_block, k % per_block);
+        if self.file_per_proc {
+            j * self.transfer + segment * self.block
+        } else {
+            j * self.transfer + segment * u64::from(n) * self.block + u64::from(pr) * self.block
+        }
+    }
+}
+
+/// What one rank did in a phase, in simulated time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RankResult {
+    pub open_start: Instant,
+    pub open_stop: Instant,
+    pub xfer_start: Instant,
+    pub xfer_stop: Instant,
+    pub close_start: Instant,
+    pub close_stop: Instant,
+    pub bytes: u64,
+    pub transfers: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("rank {rank}: {error}")]
+    Client { rank: u32, error: ClientError },
+    #[error(
+        "the simulation stalled at {at} with {stuck} of {ranks} ranks unfinished (no event left to run); \
+         this is a lanefs bug: please report it with the command line"
+    )]
+    Stalled { at: Instant, stuck: u32, ranks: u32 },
+    #[error("{0}")]
+    Setup(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum St {
+    Idle,
+    /// Waiting for the metadata server's answer to open/create.
+    Opening,
+    /// Waiting for the group lock.
+    Grouping,
+    /// Waiting for a write/read op or a fsync.
+    Op,
+    /// Copying the transfer between the user buffer and the page cache.
+    Copy,
+    Fsync,
+    Ungrouping,
+    Closing,
+    /// Waiting for the metadata server's answer to close.
+    ClosingMds,
+    /// In a collective call.
+    Coll,
+    Done,
+}
+
+struct Rank {
+    node: u32,
+    st: St,
+    fh: Option<FileHandle>,
+    next: u64,
+    /// First transfer not yet covered by lockahead advice.
+    ahead: u64,
+    r: RankResult,
+    /// Ops in flight for this rank.
+    ops: u32,
+    timers: RankTimers,
+    op_started: Instant,
+}
+
+/// What a workload event is about.
+#[derive(Clone, Copy, Debug)]
+pub enum WorkEv {
+    /// A rank's local step is over (start skew, MDS round trip, copy).
+    Resume { rank: u32 },
+    /// A collective call's offsets are exchanged: its first round starts.
+    CallStart,
+    /// A round's all-to-all of sizes is done: data moves.
+    RoundStart,
+    /// Aggregator `agg` has all its pieces of the current round.
+    AggReady { agg: u32 },
+    /// An aggregator's copy of a written stripe into the page cache is over.
+    AggCopied { agg: u32 },
+    /// A read round's pieces have reached their ranks.
+    ReadSent { agg: u32 },
+}
+
+/// One round of a collective call, in the form the loop moves.
+#[derive(Clone, Debug, Default)]
+struct AggRound {
+    /// File extents the aggregator writes (or reads) this round.
+    extents: Vec<(u64, u64)>,
+    /// (source or destination rank, bytes).
+    pieces: Vec<(u32, u64)>,
+}
+
+struct CollState {
+    setup: Collective,
+    calls: u64,
+    call: u64,
+    arrived: u32,
+    /// `rounds[r]`: the aggregators with work in round `r`, sorted.
+    rounds: Vec<Vec<(u32, AggRound)>>,
+    round: usize,
+    /// False while the whole-file group lock before the first lockahead
+    /// call is being taken and dropped.
+    started_rounds: bool,
+    group_dance_done: bool,
+    /// Aggregators (or, reading, deliveries) the round still waits for.
+    outstanding: u32,
+    /// Aggregator -> ops in flight.
+    agg_ops: Vec<u32>,
+    /// Lockahead: per aggregator, the first stripe index not yet requested.
+    ahead_next: Vec<u64>,
+    lockahead_requests: u64,
+    /// First stripe past the current call's data: lockahead windows stop there.
+    call_end_stripe: u64,
+    round_started: Instant,
+    stats: MpiioStats,
+    agg_of_rank: HashMap<u32, u32>,
+}
+
+/// The job: IOR's ranks on a simulated machine.
+pub struct Job {
+    pub world: World,
+    pub ranks: u32,
+    pub ranks_per_node: u32,
+    rng: ChaCha8Rng,
+    /// Start skew of each rank at a phase start: uniform in [0, skew).
+    pub skew: Duration,
+    /// MPI-IO statistics of the last collective phase.
+    pub last_coll_stats: Option<MpiioStats>,
+    /// Lockahead extents the aggregators asked for in the last collective phase.
+    pub last_lockahead_requests: u64,
+    /// Per-rank MPI-IO timers of the last phase.
+    pub last_timers: Vec<RankTimers>,
+    /// Independent write/read calls of MPI-IO phases, and the ranks that made them.
+    pub independent_calls: u64,
+}
+
+type OpKey = (u32, u64);
+
+impl Job {
+    pub fn new(world: World, ranks: u32, ranks_per_node: u32, rng: ChaCha8Rng) -> Job {
+        let skew = world.model.latency;
+        Job {
+            world,
+            ranks,
+            ranks_per_node,
+            rng,
+            skew,
+            last_coll_stats: None,
+            last_lockahead_requests: 0,
+            last_timers: Vec::new(),
+            independent_calls: 0,
+        }
+    }
+
+    pub fn node_of(&self, rank: u32) -> u32 {
+        rank / self.ranks_per_node
+    }
+
+    /// The layout of file `id` (with `-F`, rank files are `id + rank`): stripes
+    /// allocated round robin from OST `(id * count) mod osts`, as the MDS does.
+    pub fn layout(&self, spec: &PhaseSpec, file: u64) -> Layout {
+        let osts = self.world.model.ost_count();
+        let start = ((file * u64::from(spec.stripe_count)) % u64::from(osts)) as u32;
+        let objects = (0..spec.stripe_count)
+            .map(|i| ObjectKey { ost: OstIndex((start + i) % osts), object: ObjectId(file) })
+            .collect();
+        Layout::new(spec.stripe_size, objects).expect("stripe settings are checked before the run")
+    }
+
+    fn mds_rtt(&self) -> Duration {
+        Duration(2 * self.world.model.latency.as_ns())
+    }
+
+    /// Run one phase to its end; every rank's timestamps and counts.
+    pub fn run_phase(&mut self, spec: &PhaseSpec) -> Result<Vec<RankResult>, SimError> {
+        let t0 = self.world.now;
+        let mut ranks: Vec<Rank> = (0..self.ranks)
+            .map(|r| Rank {
+                node: self.node_of(r),
+                st: St::Idle,
+                fh: None,
+                next: 0,
+                ahead: 0,
+                r: RankResult::default(),
+                ops: 0,
+                timers: RankTimers::default(),
+                op_started: t0,
+            })
+            .collect();
+        for r in 0..self.ranks {
+            let skew = if self.skew.as_ns() == 0 { 0 } else { self.rng.gen_range(0..self.skew.as_ns()) };
+            self.world.push(t0 + Duration(skew), Ev::Work(WorkEv::Resume { rank: r }));
+        }
+        let mut coll = spec.collective.clone().map(|setup| {
+            let aggs = setup.aggregators.len();
+            CollState {
+                agg_of_rank: setup.aggregators.iter().enumerate().map(|(i, &r)| (r, i as u32)).collect(),
+                stats: MpiioStats::new(aggs as u32, spec.stripe_count, spec.stripe_size),
+                setup,
+                calls: spec.transfers_per_rank(),
+                call: 0,
+                arrived: 0,
+                rounds: Vec::new(),
+                round: 0,
+                started_rounds: true,
+                group_dance_done: false,
+                outstanding: 0,
+                agg_ops: vec![0; aggs],
+                ahead_next: vec![0; aggs],
+                lockahead_requests: 0,
+                call_end_stripe: 0,
+                round_started: t0,
+            }
+        });
+        let mut ops: HashMap<OpKey, u32> = HashMap::new();
+        let mut done = 0u32;
+        let mut run = Run { job: self, spec, ranks: &mut ranks, ops: &mut ops, coll: coll.as_mut(), done: &mut done };
+        while *run.done < run.job.ranks {
+            let Some(h) = run.job.world.next_happening() else {
+                let stuck = run.job.ranks - *run.done;
+                return Err(SimError::Stalled { at: run.job.world.now, stuck, ranks: run.job.ranks });
+            };
+            match h {
+                Happening::Work(w) => run.work(w)?,
+                Happening::OpDone { node, op, result } => {
+                    let rank = run.ops.remove(&(node, op.0)).expect("every op has its rank");
+                    let output = result.map_err(|error| SimError::Client { rank, error })?;
+                    run.op_done(rank, output)?;
+                }
+            }
+        }
+        self.last_lockahead_requests = coll.as_ref().map_or(0, |c| c.lockahead_requests);
+        self.last_coll_stats = coll.map(|c| c.stats);
+        self.last_timers = ranks.iter().map(|r| r.timers).collect();
+        Ok(ranks.into_iter().map(|r| r.r).collect())
+    }
+}
+
+struct Run<'a> {
+    job: &'a mut Job,
+    spec: &'a PhaseSpec,
+    ranks: &'a mut Vec<Rank>,
+    ops: &'a mut HashMap<OpKey, u32>,
+    coll: Option<&'a mut CollState>,
+    done: &'a mut u32,
+}
+
+impl Run<'_> {
+    fn now(&self) -> Instant {
+        self.job.world.now
+    }
+
+    fn resume_at(&mut self, at: Instant, rank: u32) {
+        self.job.world.push(at, Ev::Work(WorkEv::Resume { rank }));
+    }
+
+    fn track(&mut self, rank: u32, op: OpId) {
+        let node = self.ranks[rank as usize].node;
+        self.ranks[rank as usize].ops += 1;
+        self.ops.insert((node, op.0), rank);
+    }
+
+    fn client_err(rank: u32, error: ClientError) -> SimError {
+        SimError::Client { rank, error }
+    }
+
+    fn pretend(&self, rank: u32) -> u32 {
+        (rank + self.spec.rank_offset) % self.job.ranks
+    }
+
+    fn work(&mut self, w: WorkEv) -> Result<(), SimError> {
+        match w {
+            WorkEv::Resume { rank } => self.resume(rank),
+            WorkEv::CallStart => self.call_start(),
+            WorkEv::RoundStart => self.round_start(),
+            WorkEv::AggReady { agg } => self.agg_ready(agg),
+            WorkEv::AggCopied { .. } | WorkEv::ReadSent { .. } => self.round_part_done(),
+        }
+    }
+
+    /// A rank's timer or step ended: move its program on.
+    fn resume(&mut self, rank: u32) -> Result<(), SimError> {
+        let now = self.now();
+        let st = self.ranks[rank as usize].st;
+        match st {
+            St::Idle => {
+                self.ranks[rank as usize].r.open_start = now;
+                self.ranks[rank as usize].st = St::Opening;
+                let at = now + self.job.mds_rtt();
+                self.resume_at(at, rank);
+            }
+            St::Opening => self.opened(rank)?,
+            St::Copy => {
+                self.ranks[rank as usize].st = St::Idle;
+                self.next_transfer(rank)?;
+            }
+            St::ClosingMds => {
+                let r = &mut self.ranks[rank as usize];
+                r.r.close_stop = now;
+                r.st = St::Done;
+                *self.done += 1;
+            }
+            other => unreachable!("rank {rank} resumed in state {other:?}"),
+        }
+        Ok(())
+    }
+
+    fn opened(&mut self, rank: u32) -> Result<(), SimError> {
+        let spec = self.spec;
+        let file = if spec.file_per_proc { spec.file_id + u64::from(self.pretend(rank)) } else { spec.file_id };
+        let layout = self.job.layout(spec, file);
+        let node = self.ranks[rank as usize].node;
+        let fh = self.job.world.clients[node as usize].open(layout);
+        self.ranks[rank as usize].fh = Some(fh);
+        if let Some(coll) = self.coll.as_deref() {
+            // Collective open: with lockahead every rank sets lock-no-expand
+            // (aggregator 0's whole-file group lock is taken at the first call).
+            let lockahead = matches!(coll.setup.lock, CollLock::Lockahead { .. });
+            let grouped = coll.setup.lock == CollLock::Group && self.spec.write && coll.agg_of_rank.contains_key(&rank);
+            if lockahead {
+                self.advise(rank, &[Advice::lock_no_expand(true)])?;
+            }
+            if grouped {
+                return self.group_lock(rank, fh);
+            }
+            self.open_done(rank);
+            return Ok(());
+        }
+        match spec.lock {
+            LockMode::Default => {}
+            LockMode::NoExpand => self.advise(rank, &[Advice::lock_no_expand(true)])?,
+            LockMode::Lockahead => {
+                self.advise(rank, &[Advice::lock_no_expand(true)])?;
+            }
+            LockMode::Group if spec.write => return self.group_lock(rank, fh),
+            LockMode::Group => {}
+        }
+        self.open_done(rank);
+        self.job.world.pump_client(node);
+        Ok(())
+    }
+
+    fn group_lock(&mut self, rank: u32, fh: FileHandle) -> Result<(), SimError> {
+        let (now, node) = (self.now(), self.ranks[rank as usize].node);
+        let op = self.job.world.clients[node as usize].group_lock(now, fh, GroupId(1));
+        self.track(rank, op);
+        self.ranks[rank as usize].st = St::Grouping;
+        self.job.world.pump_client(node);
+        Ok(())
+    }
+
+    fn advise(&mut self, rank: u32, advices: &[Advice]) -> Result<(), SimError> {
+        let (now, node) = (self.now(), self.ranks[rank as usize].node);
+        let fh = self.ranks[rank as usize].fh.expect("advice on an open file");
+        match self.job.world.clients[node as usize].ladvise(now, fh, advices) {
+            Ok(LadviseOutcome::Results(_)) => {}
+            Ok(LadviseOutcome::Pending { op, .. }) => self.track(rank, op),
+            Err(e) => return Err(Run::client_err(rank, e)),
+        }
+        self.job.world.pump_client(node);
+        Ok(())
+    }
+
+    fn open_done(&mut self, rank: u32) {
+        let now = self.now();
+        let r = &mut self.ranks[rank as usize];
+        r.r.open_stop = now;
+        r.r.xfer_start = now;
+        r.st = St::Idle;
+        if self.coll.is_some() {
+            self.arrive(rank);
+        } else {
+            // Independent: start transferring at once.
+            let _ = self.next_transfer(rank);
+        }
+    }
+
+    /// Independent I/O: the next transfer, or the end of the transfers.
+    fn next_transfer(&mut self, rank: u32) -> Result<(), SimError> {
+        let spec = self.spec;
+        let n = self.job.ranks;
+        let (now, pr) = (self.now(), self.pretend(rank));
+        let total = spec.transfers_per_rank();
+        let r = &self.ranks[rank as usize];
+        let (node, fh, k) = (r.node, r.fh.expect("open"), r.next);
+        if k == total {
+            return self.transfers_done(rank);
+        }
+        if spec.write && spec.lock == LockMode::Lockahead && k >= self.ranks[rank as usize].ahead {
+            let window = u64::from(spec.lockahead_window.max(1));
+            let end = (k + window).min(total);
+            let advices: Vec<Advice> = (k..end)
+                .map(|i| {
+                    let off = spec.offset(n, pr, i);
+                    Advice::lockahead(AheadMode::Write, off, off + spec.transfer - 1, true)
+                })
+                .collect();
+            self.advise(rank, &advices)?;
+            self.ranks[rank as usize].ahead = end;
+        }
+        let off = spec.offset(n, pr, k);
+        let client = &mut self.job.world.clients[node as usize];
+        let op = if spec.write {
+            client.write_payload(now, fh, off, Payload::Phantom(spec.transfer))
+        } else {
+            client.read(now, fh, off, spec.transfer)
+        };
+        self.track(rank, op);
+        let r = &mut self.ranks[rank as usize];
+        r.st = St::Op;
+        r.op_started = now;
+        self.job.world.pump_client(node);
+        Ok(())
+    }
+
+    fn transfers_done(&mut self, rank: u32) -> Result<(), SimError> {
+        let (now, node) = (self.now(), self.ranks[rank as usize].node);
+        let fh = self.ranks[rank as usize].fh.expect("open");
+        if self.spec.write && self.spec.fsync && self.ranks[rank as usize].st != St::Fsync {
+            let op = self.job.world.clients[node as usize].fsync(now, fh);
+            self.track(rank, op);
+            self.ranks[rank as usize].st = St::Fsync;
+            self.job.world.pump_client(node);
+            return Ok(());
+        }
+        self.ranks[rank as usize].r.xfer_stop = now;
+        self.close(rank)
+    }
+
+    fn close(&mut self, rank: u32) -> Result<(), SimError> {
+        let (now, node) = (self.now(), self.ranks[rank as usize].node);
+        let fh = self.ranks[rank as usize].fh.expect("open");
+        let r = &mut self.ranks[rank as usize];
+        if r.st != St::Ungrouping && r.st != St::Closing {
+            r.r.close_start = now;
+        }
+        let grouped = self.spec.write
+            && match self.coll.as_deref() {
+                Some(c) => c.setup.lock == CollLock::Group && c.agg_of_rank.contains_key(&rank),
+                None => self.spec.lock == LockMode::Group,
+            };
+        let client = &mut self.job.world.clients[node as usize];
+        let op = if grouped && self.ranks[rank as usize].st != St::Ungrouping {
+            self.ranks[rank as usize].st = St::Ungrouping;
+            client.group_unlock(now, fh, GroupId(1))
+        } else {
+            self.ranks[rank as usize].st = St::Closing;
+            client.close(now, fh)
+        };
+        self.track(rank, op);
+        self.job.world.pump_client(node);
+        Ok(())
+    }
+
+    fn op_done(&mut self, rank: u32, output: OpOutput) -> Result<(), SimError> {
+        let now = self.now();
+        let r = &mut self.ranks[rank as usize];
+        r.ops -= 1;
+        match (r.st, output) {
+            (St::Grouping, OpOutput::GroupLocked) => self.open_done(rank),
+            (St::Op, OpOutput::Written(n)) | (St::Op, OpOutput::ReadPhantom(n)) => {
+                r.r.bytes += n;
+                r.r.transfers += 1;
+                r.next += 1;
+                r.timers.file_write_s += now.saturating_since(r.op_started).as_secs_f64();
+                r.st = St::Copy;
+                let at = now + transfer(n, self.job.world.model.copy_bw);
+                if self.spec.write && self.spec.fsync_per_write {
+                    // -Y: the copy, then a fsync, then the next transfer.
+                    let (node, fh) = (r.node, r.fh.expect("open"));
+                    let op = self.job.world.clients[node as usize].fsync(at, fh);
+                    self.track(rank, op);
+                    self.ranks[rank as usize].st = St::Op;
+                    self.job.world.pump_client(node);
+                    return Ok(());
+                }
+                self.resume_at(at, rank);
+            }
+            (St::Op, OpOutput::Synced) => {
+                r.st = St::Idle;
+                self.next_transfer(rank)?;
+            }
+            (St::Coll, OpOutput::Written(_)) | (St::Coll, OpOutput::ReadPhantom(_)) => {
+                let agg = self.coll.as_deref().expect("collective").agg_of_rank[&rank];
+                self.agg_op_done(agg, rank)?;
+            }
+            (St::Coll, OpOutput::GroupLocked) => {
+                // Aggregator 0's whole-file group lock before lockahead: drop it at once.
+                let (node, fh) = (r.node, r.fh.expect("open"));
+                let op = self.job.world.clients[node as usize].group_unlock(now, fh, GroupId(u64::MAX));
+                self.track(rank, op);
+                self.job.world.pump_client(node);
+            }
+            (St::Coll, OpOutput::GroupUnlocked) => self.round_part_done()?,
+            (St::Coll, OpOutput::Synced) | (St::Fsync, OpOutput::Synced) => {
+                r.st = St::Fsync;
+                self.transfers_done(rank)?;
+            }
+            (St::Coll, OpOutput::LockaheadDone) | (_, OpOutput::LockaheadDone) => {}
+            (St::Ungrouping, OpOutput::GroupUnlocked) => self.close(rank)?,
+            (St::Closing, OpOutput::Closed) => {
+                let r = &mut self.ranks[rank as usize];
+                r.st = St::ClosingMds;
+                let at = now + self.job.mds_rtt();
+                self.resume_at(at, rank);
+            }
+            (st, output) => unreachable!("rank {rank} in {st:?} got {output:?}"),
+        }
+        Ok(())
+    }
+
+    // ----- collective ----------------------------------------------------
+
+    fn coll(&mut self) -> &mut CollState {
+        self.coll.as_deref_mut().expect("a collective phase")
+    }
+
+    /// A rank enters the current collective call.
+    fn arrive(&mut self, rank: u32) {
+        let now = self.now();
+        self.ranks[rank as usize].st = St::Coll;
+        self.ranks[rank as usize].timers.arrived = now;
+        let ranks = self.job.ranks;
+        let coll = self.coll();
+        coll.arrived += 1;
+        if coll.arrived == ranks {
+            coll.arrived = 0;
+            let cost = allgather_cost(ranks, self.job.world.model.mpi_latency);
+            self.job.world.push(now + cost, Ev::Work(WorkEv::CallStart));
+        }
+    }
+
+    /// All ranks are in and the offsets exchanged: plan the call, start its rounds.
+    fn call_start(&mut self) -> Result<(), SimError> {
+        let now = self.now();
+        let spec = self.spec;
+        let n = self.job.ranks;
+        let gather = allgather_cost(n, self.job.world.model.mpi_latency).as_secs_f64();
+        for r in self.ranks.iter_mut() {
+            r.timers.wait_for_coll_s += now.saturating_since(r.timers.arrived).as_secs_f64() - gather;
+            r.timers.collective_s += gather;
+        }
+        let coll = self.coll();
+        let call = coll.call;
+        let requests: Vec<(u32, u64, u64)> =
+            (0..n).map(|r| (r, spec.offset(n, (r + spec.rank_offset) % n, call), spec.transfer)).collect();
+        let avail = coll.setup.aggregators.len() as u32;
+        let plan = mplan::plan_collective(&requests, spec.stripe_size, avail);
+        if spec.write {
+            coll.stats.record_collective_write(&plan, u64::from(n));
+        } else {
+            coll.stats.record_collective_read(&plan, u64::from(n));
+        }
+        coll.rounds = plan_rounds(&plan);
+        let end = plan.writes().iter().map(|w| w.end).max().unwrap_or(0);
+        coll.call_end_stripe = end.div_ceil(spec.stripe_size);
+        coll.round = 0;
+        let lockahead = matches!(coll.setup.lock, CollLock::Lockahead { .. });
+        coll.started_rounds = !(call == 0 && spec.write && lockahead && !coll.group_dance_done);
+        if !coll.started_rounds {
+            // ROMIO: aggregator 0 takes and drops a whole-file group lock,
+            // which calls back every cached lock on the file.
+            coll.group_dance_done = true;
+            coll.outstanding = 1;
+            let agg0 = coll.setup.aggregators[0];
+            let (node, fh) = (self.ranks[agg0 as usize].node, self.ranks[agg0 as usize].fh.expect("open"));
+            let op = self.job.world.clients[node as usize].group_lock(now, fh, GroupId(u64::MAX));
+            self.track(agg0, op);
+            self.job.world.pump_client(node);
+            return Ok(());
+        }
+        self.begin_round();
+        Ok(())
+    }
+
+    /// Start the current round (and skip the empty ones after it, each
+    /// costing its all-to-all of sizes).
+    fn begin_round(&mut self) {
+        let now = self.now();
+        let step = allgather_cost(self.job.ranks, self.job.world.model.mpi_latency);
+        let coll = self.coll();
+        let mut steps = 1u64;
+        while coll.round + 1 < coll.rounds.len() && coll.rounds[coll.round].is_empty() {
+            coll.round += 1;
+            steps += 1;
+        }
+        let cost = Duration(step.as_ns() * steps);
+        for r in self.ranks.iter_mut() {
+            r.timers.collective_s += cost.as_secs_f64();
+        }
+        self.job.world.push(now + cost, Ev::Work(WorkEv::RoundStart));
+    }
+
+    fn round_start(&mut self) -> Result<(), SimError> {
+        let now = self.now();
+        let write = self.spec.write;
+        let coll = self.coll.as_deref_mut().expect("collective");
+        coll.round_started = now;
+        let round = std::mem::take(&mut coll.rounds[coll.round]);
+        coll.outstanding = round.len() as u32;
+        for (agg, work) in &round {
+            if write {
+                let agg_rank = coll.setup.aggregators[*agg as usize];
+                let agg_node = self.ranks[agg_rank as usize].node;
+                let mut ready = now;
+                for &(src, bytes) in &work.pieces {
+                    let src_node = self.ranks[src as usize].node;
+                    let arrived = self.job.world.mpi_send(src_node, agg_node, bytes);
+                    self.ranks[src as usize].timers.data_send_s += arrived.saturating_since(now).as_secs_f64();
+                    ready = ready.max(arrived);
+                }
+                self.job.world.push(ready, Ev::Work(WorkEv::AggReady { agg: *agg }));
+            } else {
+                self.job.world.push(now, Ev::Work(WorkEv::AggReady { agg: *agg }));
+            }
+        }
+        let empty = round.is_empty();
+        let coll = self.coll();
+        let r = coll.round;
+        coll.rounds[r] = round;
+        if empty {
+            return self.round_done();
+        }
+        Ok(())
+    }
+
+    fn agg_work(&mut self, agg: u32) -> &AggRound {
+        let coll = self.coll.as_deref().expect("collective");
+        let round = &coll.rounds[coll.round];
+        let at = round.binary_search_by_key(&agg, |e| e.0).expect("the aggregator has work this round");
+        &round[at].1
+    }
+
+    /// Aggregator `agg` has its round's data (writing) or may read (reading).
+    fn agg_ready(&mut self, agg: u32) -> Result<(), SimError> {
+        let now = self.now();
+        let spec = self.spec;
+        let extents = self.agg_work(agg).extents.clone();
+        let coll = self.coll.as_deref_mut().expect("collective");
+        let rank = coll.setup.aggregators[agg as usize];
+        let avail = coll.setup.aggregators.len() as u64;
+        let (node, fh) = (self.ranks[rank as usize].node, self.ranks[rank as usize].fh.expect("open"));
+        self.ranks[rank as usize].timers.exchange_s += now.saturating_since(coll.round_started).as_secs_f64();
+        if let (true, CollLock::Lockahead { num_extents }) = (spec.write, coll.setup.lock) {
+            // The window: this aggregator's next `num_extents` stripes (not
+            // past the data of this call, which is all the offsets exchanged
+            // so far say), requested again when at most `refill_low_water`
+            // of them are left.
+            let stripe = extents[0].0 / spec.stripe_size;
+            let next = coll.ahead_next[agg as usize];
+            let low = u64::from(coll.setup.refill_low_water);
+            if stripe + low * avail >= next {
+                let from = next.max(stripe);
+                let ss = spec.stripe_size;
+                let advices: Vec<Advice> = (0..u64::from(num_extents))
+                    .map(|i| from + i * avail)
+                    .take_while(|&s| s < coll.call_end_stripe)
+                    .map(|s| Advice::lockahead(AheadMode::Write, s * ss, (s + 1) * ss - 1, true))
+                    .collect();
+                coll.ahead_next[agg as usize] = from + advices.len() as u64 * avail;
+                coll.lockahead_requests += advices.len() as u64;
+                self.ranks[rank as usize].timers.lock_mode_used = true;
+                if !advices.is_empty() {
+                    self.advise(rank, &advices)?;
+                }
+            }
+        }
+        self.coll().agg_ops[agg as usize] = extents.len() as u32;
+        self.ranks[rank as usize].op_started = now;
+        let client = &mut self.job.world.clients[node as usize];
+        let ids: Vec<OpId> = extents
+            .iter()
+            .map(|&(off, len)| {
+                if spec.write {
+                    client.write_payload(now, fh, off, Payload::Phantom(len))
+                } else {
+                    client.read(now, fh, off, len)
+                }
+            })
+            .collect();
+        for op in ids {
+            self.track(rank, op);
+        }
+        self.job.world.pump_client(node);
+        Ok(())
+    }
+
+    fn agg_op_done(&mut self, agg: u32, rank: u32) -> Result<(), SimError> {
+        let coll = self.coll();
+        coll.agg_ops[agg as usize] -= 1;
+        if coll.agg_ops[agg as usize] > 0 {
+            return Ok(());
+        }
+        let now = self.now();
+        let work = self.agg_work(agg).clone();
+        let bytes: u64 = work.extents.iter().map(|e| e.1).sum();
+        let copy = transfer(bytes, self.job.world.model.copy_bw);
+        let r = &mut self.ranks[rank as usize];
+        // The client's time plus the copy between the aggregator's buffer and the page cache.
+        r.timers.file_write_s += now.saturating_since(r.op_started).as_secs_f64() + copy.as_secs_f64();
+        r.timers.bytes += bytes;
+        let at = now + copy;
+        if self.spec.write {
+            self.job.world.push(at, Ev::Work(WorkEv::AggCopied { agg }));
+            return Ok(());
+        }
+        // Reading: send the pieces to their ranks.
+        let agg_node = self.ranks[rank as usize].node;
+        let mut delivered = at;
+        for (dst, b) in work.pieces {
+            let dst_node = self.ranks[dst as usize].node;
+            let arrived = self.job.world.mpi_send(agg_node, dst_node, b).max(at);
+            self.ranks[dst as usize].timers.data_send_s += arrived.saturating_since(at).as_secs_f64();
+            delivered = delivered.max(arrived);
+        }
+        self.job.world.push(delivered, Ev::Work(WorkEv::ReadSent { agg }));
+        Ok(())
+    }
+
+    /// One aggregator's part of the round (or the opening group lock) is over.
+    fn round_part_done(&mut self) -> Result<(), SimError> {
+        let coll = self.coll();
+        coll.outstanding -= 1;
+        if coll.outstanding > 0 {
+            return Ok(());
+        }
+        if !coll.started_rounds {
+            // The whole-file group lock of the first lockahead call is done.
+            coll.started_rounds = true;
+            self.begin_round();
+            return Ok(());
+        }
+        self.round_done()
+    }
+
+    fn round_done(&mut self) -> Result<(), SimError> {
+        let now = self.now();
+        let spec = self.spec;
+        let n = self.job.ranks;
+        let coll = self.coll();
+        coll.round += 1;
+        if coll.round < coll.rounds.len() {
+            self.begin_round();
+            return Ok(());
+        }
+        // The call is over for every rank.
+        coll.call += 1;
+        let last = coll.call == coll.calls;
+        for rk in self.ranks.iter_mut() {
+            rk.r.bytes += spec.transfer;
+            rk.r.transfers += 1;
+            rk.next += 1;
+            rk.timers.arrived = now;
+        }
+        if !last {
+            let cost = allgather_cost(n, self.job.world.model.mpi_latency);
+            self.job.world.push(now + cost, Ev::Work(WorkEv::CallStart));
+            return Ok(());
+        }
+        for r in 0..n {
+            self.ranks[r as usize].st = St::Idle;
+            self.transfers_done(r)?;
+        }
+        Ok(())
+    }
+}
+
+/// An allgather or all-to-all of small messages: `ceil(log2 n)` latencies.
+fn allgather_cost(n: u32, latency: Duration) -> Duration {
+    let steps = u64::from(32 - n.max(1).saturating_sub(1).leading_zeros());
+    Duration(steps * latency.as_ns())
+}
+
+/// The rounds of one collective call: for each round, the aggregators with
+/// work in it (sorted), each with its system writes and its incoming messages.
+fn plan_rounds(plan: &CollectivePlan) -> Vec<Vec<(u32, AggRound)>> {
+    let mut rounds: Vec<BTreeMap<u32, AggRound>> = vec![BTreeMap::new(); plan.round_count() as usize];
+    for w in plan.writes() {
+        rounds[w.round as usize].entry(w.aggregator).or_default().extents.push((w.start, w.end - w.start));
+    }
+    for m in plan.sends() {
+        rounds[m.round as usize].entry(m.aggregator).or_default().pieces.push((m.rank, m.bytes));
+    }
+    rounds.into_iter().map(|r| r.into_iter().collect()).collect()
+}

@@ -1,0 +1,403 @@
+//! The simulated machine: lanefs-core's clients and OSTs joined by a model of
+//! networks, OSS service threads and disks, on one event queue.
+//!
+//! What runs here is the real protocol: one [`Client`] per compute node (as a
+//! Lustre mount is shared by the ranks of a node) and one [`Ost`] per OST,
+//! exchanging the same [`ToOst`]/[`ToClient`] messages the network daemons
+//! carry, with phantom payloads (lengths, no bytes). What is modelled is only
+//! how long things take:
+//!
+//! - **Control messages** (enqueue, cancel, callbacks, replies) take the
+//!   one-way network latency. They do not queue behind bulk data: Lustre moves
+//!   bulk by RDMA, scheduled by the server, so small RPCs are not stuck behind
+//!   megabytes on the wire.
+//! - **Lock requests** (and every other non-I/O request) then queue for the
+//!   OST's lock-server CPU, `lock_cpu` each, first come first served.
+//! - **I/O RPCs** queue for one of the OSS's service threads. A thread moves
+//!   the bulk (the client node's NIC and the OSS's NIC are FIFO resources, each
+//!   at its own bandwidth), then the OST's disk (FIFO, per-RPC overhead plus
+//!   bytes at the disk's bandwidth, plus a read-modify-write of every RAID
+//!   stripe the write covers only partly), and only then hands the RPC to the
+//!   core `Ost`, whose reply goes back with the latency. So a write is
+//!   acknowledged when it is on disk, and a lock callback that needs dirty
+//!   data flushed waits for the disk, as on Lustre.
+//! - **MPI messages** between ranks (the collective exchange) use the nodes'
+//!   NICs and the MPI latency; ranks on one node copy at the copy bandwidth.
+//!
+//! Ordering: control messages of one (sender, receiver) pair keep their order
+//! (equal latency, and the queue pops equal times in push order). I/O RPCs
+//! reach the core `Ost` when their service ends, which may be after later
+//! control messages of the same client, as with Lustre's parallel service
+//! threads; the client never depends on that order (it cancels a lock only
+//! after the writes under it are acknowledged).
+
+use crate::model::Model;
+use crate::queue::EventQueue;
+use lanefs_core::client::{Client, ClientError, ClientEvent, OpId, OpOutput};
+use lanefs_core::msg::{ToClient, ToOst};
+use lanefs_core::ost::Ost;
+use lanefs_core::store::SizeStore;
+use lanefs_core::units::{ClientId, Duration, Instant, OstIndex};
+use std::collections::VecDeque;
+
+/// Something that happens at an instant.
+#[derive(Debug)]
+pub enum Ev {
+    /// A client's message reaches the OSS of `ost`.
+    AtOss {
+        ost: u32,
+        node: u32,
+        msg: ToOst,
+    },
+    /// The OSS has served `msg` (lock CPU or I/O thread); the core OST takes it.
+    OstInput {
+        ost: u32,
+        node: u32,
+        msg: ToOst,
+        io: bool,
+    },
+    /// An OST's message reaches a client node.
+    AtClient {
+        node: u32,
+        ost: u32,
+        msg: ToClient,
+    },
+    ClientTimer {
+        node: u32,
+    },
+    OstTimer {
+        ost: u32,
+    },
+    /// An event of the workload (rank programs, MPI messages).
+    Work(crate::job::WorkEv),
+}
+
+/// What the world hands back to the workload.
+#[derive(Debug)]
+pub enum Happening {
+    Work(crate::job::WorkEv),
+    OpDone { node: u32, op: OpId, result: Result<OpOutput, ClientError> },
+}
+
+/// Bytes that reached OSTs per interval, for `--timeseries`.
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub interval: Duration,
+    /// `written[ost][bin]`, `read[ost][bin]`.
+    pub written: Vec<Vec<u64>>,
+    pub read: Vec<Vec<u64>>,
+}
+
+impl Series {
+    fn add(bins: &mut Vec<u64>, bin: usize, bytes: u64) {
+        if bins.len() <= bin {
+            bins.resize(bin + 1, 0);
+        }
+        bins[bin] += bytes;
+    }
+}
+
+pub struct World {
+    pub model: Model,
+    pub now: Instant,
+    queue: EventQueue<Ev>,
+    pub clients: Vec<Client>,
+    client_timer: Vec<Option<Instant>>,
+    pub osts: Vec<Ost<SizeStore>>,
+    ost_timer: Vec<Option<Instant>>,
+    node_tx_free: Vec<Instant>,
+    node_rx_free: Vec<Instant>,
+    oss_tx_free: Vec<Instant>,
+    oss_rx_free: Vec<Instant>,
+    oss_busy: Vec<u32>,
+    oss_pending: Vec<VecDeque<(u32, u32, ToOst)>>,
+    disk_free: Vec<Instant>,
+    lock_free: Vec<Instant>,
+    done: VecDeque<Happening>,
+    /// Events popped so far.
+    pub events: u64,
+    /// Dirty bytes lost to evictions.
+    pub bytes_lost: u64,
+    /// Partial-stripe writes that paid a read-modify-write, and their bytes.
+    pub rmw_writes: u64,
+    pub rmw_bytes: u64,
+    pub series: Option<Series>,
+}
+
+/// Time to move `bytes` at `bytes_per_s`, rounded up to a nanosecond.
+pub fn transfer(bytes: u64, bytes_per_s: f64) -> Duration {
+    Duration((bytes as f64 * 1e9 / bytes_per_s).ceil() as u64)
+}
+
+fn plus(a: Duration, b: Duration) -> Duration {
+    Duration(a.as_ns().saturating_add(b.as_ns()))
+}
+
+fn later(a: Instant, b: Instant) -> Instant {
+    a.max(b)
+}
+
+impl World {
+    pub fn new(model: Model) -> Result<World, ClientError> {
+        let nodes = model.nodes as usize;
+        let osts = model.ost_count() as usize;
+        let oss = model.oss_count as usize;
+        let clients =
+            (0..model.nodes).map(|n| Client::new(ClientId(n), model.client.clone())).collect::<Result<Vec<_>, _>>()?;
+        let ost_list =
+            (0..osts as u32).map(|o| Ost::new(OstIndex(o), model.ost.clone(), SizeStore::default())).collect();
+        Ok(World {
+            now: Instant::ZERO,
+            queue: EventQueue::new(),
+            clients,
+            client_timer: vec![None; nodes],
+            osts: ost_list,
+            ost_timer: vec![None; osts],
+            node_tx_free: vec![Instant::ZERO; nodes],
+            node_rx_free: vec![Instant::ZERO; nodes],
+            oss_tx_free: vec![Instant::ZERO; oss],
+            oss_rx_free: vec![Instant::ZERO; oss],
+            oss_busy: vec![0; oss],
+            oss_pending: vec![VecDeque::new(); oss],
+            disk_free: vec![Instant::ZERO; osts],
+            lock_free: vec![Instant::ZERO; osts],
+            done: VecDeque::new(),
+            events: 0,
+            bytes_lost: 0,
+            rmw_writes: 0,
+            rmw_bytes: 0,
+            series: None,
+            model,
+        })
+    }
+
+    pub fn push(&mut self, at: Instant, ev: Ev) {
+        self.queue.push(at.max(self.now), ev);
+    }
+
+    pub fn pending_events(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// The next thing the workload must see, running the world up to it;
+    /// `None` when nothing is left to happen.
+    pub fn next_happening(&mut self) -> Option<Happening> {
+        loop {
+            if let Some(h) = self.done.pop_front() {
+                return Some(h);
+            }
+            let (at, ev) = self.queue.pop()?;
+            self.now = at;
+            self.events += 1;
+            if let Some(h) = self.handle(ev) {
+                return Some(h);
+            }
+        }
+    }
+
+    fn handle(&mut self, ev: Ev) -> Option<Happening> {
+        match ev {
+            Ev::AtOss { ost, node, msg } => self.at_oss(ost, node, msg),
+            Ev::OstInput { ost, node, msg, io } => {
+                if io {
+                    self.io_done(ost, &msg);
+                }
+                self.osts[ost as usize].handle_message(self.now, ClientId(node), msg);
+                self.pump_ost(ost);
+                if io {
+                    let oss = self.model.oss_of(ost);
+                    self.oss_busy[oss as usize] -= 1;
+                    self.start_io(oss);
+                }
+            }
+            Ev::AtClient { node, ost, msg } => {
+                self.clients[node as usize].handle_message(self.now, OstIndex(ost), msg);
+                self.pump_client(node);
+            }
+            Ev::ClientTimer { node } => {
+                if self.client_timer[node as usize] == Some(self.now) {
+                    self.client_timer[node as usize] = None;
+                    self.clients[node as usize].handle_timeout(self.now);
+                    self.pump_client(node);
+                }
+            }
+            Ev::OstTimer { ost } => {
+                if self.ost_timer[ost as usize] == Some(self.now) {
+                    self.ost_timer[ost as usize] = None;
+                    self.osts[ost as usize].handle_timeout(self.now);
+                    self.pump_ost(ost);
+                }
+            }
+            Ev::Work(w) => return Some(Happening::Work(w)),
+        }
+        None
+    }
+
+    /// Send what client `node` has to send, collect its finished operations
+    /// and arm its timer. Call after every input to the client.
+    pub fn pump_client(&mut self, node: u32) {
+        let latency = self.model.latency;
+        let n = node as usize;
+        while let Some((ost, msg)) = self.clients[n].poll_transmit() {
+            self.queue.push(self.now + latency, Ev::AtOss { ost: ost.0, node, msg });
+        }
+        while let Some(event) = self.clients[n].poll_event() {
+            match event {
+                ClientEvent::OpDone { op, result } => self.done.push_back(Happening::OpDone { node, op, result }),
+                ClientEvent::DataLost { bytes, .. } => self.bytes_lost += bytes,
+            }
+        }
+        if let Some(t) = self.clients[n].poll_timeout() {
+            let t = t.max(self.now);
+            if self.client_timer[n].is_none_or(|s| t < s) {
+                self.client_timer[n] = Some(t);
+                self.queue.push(t, Ev::ClientTimer { node });
+            }
+        }
+    }
+
+    fn pump_ost(&mut self, ost: u32) {
+        let latency = self.model.latency;
+        let o = ost as usize;
+        while let Some((client, msg)) = self.osts[o].poll_transmit() {
+            self.queue.push(self.now + latency, Ev::AtClient { node: client.0, ost, msg });
+        }
+        if let Some(t) = self.osts[o].poll_timeout() {
+            let t = t.max(self.now);
+            if self.ost_timer[o].is_none_or(|s| t < s) {
+                self.ost_timer[o] = Some(t);
+                self.queue.push(t, Ev::OstTimer { ost });
+            }
+        }
+    }
+
+    fn at_oss(&mut self, ost: u32, node: u32, msg: ToOst) {
+        match msg {
+            ToOst::Write { .. } | ToOst::Read { .. } => {
+                let oss = self.model.oss_of(ost);
+                self.oss_pending[oss as usize].push_back((ost, node, msg));
+                self.start_io(oss);
+            }
+            other => {
+                let o = ost as usize;
+                let done = later(self.now, self.lock_free[o]) + self.model.lock_cpu;
+                self.lock_free[o] = done;
+                self.queue.push(done, Ev::OstInput { ost, node, msg: other, io: false });
+            }
+        }
+    }
+
+    /// Give waiting I/O RPCs of `oss` to free service threads.
+    fn start_io(&mut self, oss: u32) {
+        let s = oss as usize;
+        while self.oss_busy[s] < self.model.oss_threads {
+            let Some((ost, node, msg)) = self.oss_pending[s].pop_front() else { return };
+            self.oss_busy[s] += 1;
+            let done = match &msg {
+                ToOst::Write { offset, data, .. } => self.write_time(ost, node, *offset, data.len()),
+                ToOst::Read { len, .. } => self.read_time(ost, node, *len),
+                _ => unreachable!("only I/O RPCs queue for service threads"),
+            };
+            self.queue.push(done, Ev::OstInput { ost, node, msg, io: true });
+        }
+    }
+
+    /// Bulk from the node to the OSS, then the disk.
+    fn write_time(&mut self, ost: u32, node: u32, object_offset: u64, len: u64) -> Instant {
+        let m = &self.model;
+        let (n, s, o) = (node as usize, m.oss_of(ost) as usize, ost as usize);
+        let tx = later(self.now, self.node_tx_free[n]) + transfer(len, m.node_bw);
+        self.node_tx_free[n] = tx;
+        let rx = later(self.now, self.oss_rx_free[s]) + transfer(len, m.oss_bw);
+        self.oss_rx_free[s] = rx;
+        let bulk_done = later(tx, rx) + m.latency;
+        let mut disk = plus(m.rpc_overhead, transfer(len, m.ost_write_bw));
+        let partial = partial_stripe_bytes(object_offset, len, m.raid_stripe_bytes);
+        if partial > 0 {
+            self.rmw_writes += 1;
+            self.rmw_bytes += partial;
+            disk = plus(disk, transfer(partial, m.rmw_read_bw));
+        }
+        let done = later(bulk_done, self.disk_free[o]) + disk;
+        self.disk_free[o] = done;
+        done
+    }
+
+    /// The disk, then bulk from the OSS to the node.
+    fn read_time(&mut self, ost: u32, node: u32, len: u64) -> Instant {
+        let m = &self.model;
+        let (n, s, o) = (node as usize, m.oss_of(ost) as usize, ost as usize);
+        let disk = later(self.now, self.disk_free[o]) + plus(m.rpc_overhead, transfer(len, m.ost_read_bw));
+        self.disk_free[o] = disk;
+        let tx = later(disk, self.oss_tx_free[s]) + transfer(len, m.oss_bw);
+        self.oss_tx_free[s] = tx;
+        let rx = later(disk, self.node_rx_free[n]) + transfer(len, m.node_bw);
+        self.node_rx_free[n] = rx;
+        later(tx, rx) + m.latency
+    }
+
+    fn io_done(&mut self, ost: u32, msg: &ToOst) {
+        let Some(series) = self.series.as_mut() else { return };
+        let bin = (self.now.as_ns() / series.interval.as_ns().max(1)) as usize;
+        match msg {
+            ToOst::Write { data, .. } => Series::add(&mut series.written[ost as usize], bin, data.len()),
+            ToOst::Read { len, .. } => Series::add(&mut series.read[ost as usize], bin, *len),
+            _ => {}
+        }
+    }
+
+    /// An MPI message of `bytes` from node `from` to node `to`, leaving now;
+    /// returns when it has arrived. Within a node it is a memory copy.
+    pub fn mpi_send(&mut self, from: u32, to: u32, bytes: u64) -> Instant {
+        let m = &self.model;
+        if from == to {
+            return self.now + transfer(bytes, m.copy_bw);
+        }
+        let tx = later(self.now, self.node_tx_free[from as usize]) + transfer(bytes, m.mpi_bw);
+        self.node_tx_free[from as usize] = tx;
+        let rx = later(self.now, self.node_rx_free[to as usize]) + transfer(bytes, m.mpi_bw);
+        self.node_rx_free[to as usize] = rx;
+        later(tx, rx) + m.mpi_latency
+    }
+}
+
+/// Bytes of the RAID stripes that `[offset, offset + len)` covers only in part
+/// (each such stripe must be read before it is rewritten).
+pub fn partial_stripe_bytes(offset: u64, len: u64, stripe: u64) -> u64 {
+    if stripe == 0 || len == 0 {
+        return 0;
+    }
+    let end = offset + len;
+    let first = offset / stripe;
+    let last = (end - 1) / stripe;
+    let head_partial = !offset.is_multiple_of(stripe);
+    let tail_partial = !end.is_multiple_of(stripe);
+    let partial = if first == last {
+        u64::from(head_partial || tail_partial)
+    } else {
+        u64::from(head_partial) + u64::from(tail_partial)
+    };
+    partial * stripe
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_stripes() {
+        let s = 1 << 20;
+        assert_eq!(partial_stripe_bytes(0, s, s), 0);
+        assert_eq!(partial_stripe_bytes(0, 4 * s, s), 0);
+        assert_eq!(partial_stripe_bytes(0, s / 2, s), s);
+        assert_eq!(partial_stripe_bytes(s / 2, s, s), 2 * s);
+        assert_eq!(partial_stripe_bytes(s / 2, s / 4, s), s);
+        assert_eq!(partial_stripe_bytes(s, 3 * s + 1, s), s);
+    }
+
+    #[test]
+    fn transfer_rounds_up() {
+        assert_eq!(transfer(1, 1e9), Duration(1));
+        assert_eq!(transfer(1 << 30, (1u64 << 30) as f64), Duration(1_000_000_000));
+    }
+}
