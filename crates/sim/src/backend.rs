@@ -147,7 +147,8 @@ impl SimBackend {
                     Some(Series { interval: *interval, written: vec![Vec::new(); osts], read: vec![Vec::new(); osts] });
             }
             let rng = ChaCha8Rng::seed_from_u64(self.opts.seed);
-            let job = Job::new(world, p.num_tasks, rpn, rng);
+            let mut job = Job::new(world, p.num_tasks, rpn, rng);
+            job.progress = self.opts.progress;
             let osts = job.world.model.ost_count() as usize;
             *guard = Some(State {
                 job,

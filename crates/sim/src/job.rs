@@ -241,8 +241,8 @@ pub struct Job {
     pub last_lockahead_requests: u64,
     /// Per-rank MPI-IO timers of the last phase.
     pub last_timers: Vec<RankTimers>,
-    /// Independent write/read calls of MPI-IO phases, and the ranks that made them.
-    pub independent_calls: u64,
+    /// Show a progress bar on stderr when a phase runs longer than a second.
+    pub progress: bool,
 }
 
 type OpKey = (u32, u64);
@@ -259,7 +259,7 @@ impl Job {
             last_coll_stats: None,
             last_lockahead_requests: 0,
             last_timers: Vec::new(),
-            independent_calls: 0,
+            progress: false,
         }
     }
 
@@ -325,8 +325,17 @@ impl Job {
         });
         let mut ops: HashMap<OpKey, u32> = HashMap::new();
         let mut done = 0u32;
+        let total_bytes = u64::from(self.ranks) * spec.transfers_per_rank() * spec.transfer;
+        let mut bar = Bar::new(self.progress, total_bytes, spec.write);
         let mut run = Run { job: self, spec, ranks: &mut ranks, ops: &mut ops, coll: coll.as_mut(), done: &mut done };
+        let mut steps = 0u64;
         while *run.done < run.job.ranks {
+            steps += 1;
+            if steps.is_multiple_of(4096) {
+                let w = &run.job.world;
+                let moved: u64 = w.osts.iter().map(|o| o.counters()).map(|c| c.bytes_written + c.bytes_read).sum();
+                bar.update(moved, w.now);
+            }
             let Some(h) = run.job.world.next_happening() else {
                 let stuck = run.job.ranks - *run.done;
                 return Err(SimError::Stalled { at: run.job.world.now, stuck, ranks: run.job.ranks });
@@ -340,10 +349,56 @@ impl Job {
                 }
             }
         }
+        bar.finish();
         self.last_lockahead_requests = coll.as_ref().map_or(0, |c| c.lockahead_requests);
         self.last_coll_stats = coll.map(|c| c.stats);
         self.last_timers = ranks.iter().map(|r| r.timers).collect();
         Ok(ranks.into_iter().map(|r| r.r).collect())
+    }
+}
+
+/// A progress bar of bytes through the OSTs, shown once a phase has taken a
+/// second of wall time (and only when asked for: not in JSON or quiet runs).
+struct Bar {
+    on: bool,
+    started: std::time::Instant,
+    total: u64,
+    base: Option<u64>,
+    bar: Option<indicatif::ProgressBar>,
+    write: bool,
+}
+
+impl Bar {
+    fn new(on: bool, total: u64, write: bool) -> Bar {
+        Bar { on, started: std::time::Instant::now(), total, base: None, bar: None, write }
+    }
+
+    fn update(&mut self, moved: u64, now: Instant) {
+        if !self.on {
+            return;
+        }
+        let base = *self.base.get_or_insert(moved);
+        if self.bar.is_none() && self.started.elapsed().as_secs_f64() >= 1.0 {
+            let bar =
+                indicatif::ProgressBar::with_draw_target(Some(self.total), indicatif::ProgressDrawTarget::stderr());
+            let style = indicatif::ProgressStyle::with_template(
+                "{prefix} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {msg}",
+            )
+            .expect("a valid template");
+            bar.set_style(style);
+            bar.set_prefix(if self.write { "simulating write" } else { "simulating read" });
+            self.bar = Some(bar);
+        }
+        if let Some(bar) = &self.bar {
+            bar.set_position(moved.saturating_sub(base).min(self.total));
+            bar.set_message(format!("simulated {now}"));
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
     }
 }
 

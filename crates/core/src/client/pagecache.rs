@@ -53,6 +53,7 @@
 use crate::extent::Extent;
 use crate::msg::{Payload, PayloadKind};
 use crate::units::{ObjectKey, OstIndex, PAGE_SIZE};
+use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::{Range, RangeInclusive};
@@ -67,7 +68,7 @@ const _: () = assert!(PAGE_SIZE.is_power_of_two() && PAGE_SIZE <= u16::MAX as u6
 /// allocate nothing, a typical write leaves one or two ranges, and "first
 /// dirty run from here" is a lookup rather than a bit scan.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Ranges(Vec<(u16, u16)>);
+struct Ranges(SmallVec<[(u16, u16); 2]>);
 
 impl Ranges {
     /// Adds the non-empty range `[start, end)`.
@@ -75,7 +76,7 @@ impl Ranges {
         let (mut s, mut e) = (start, end);
         // Ranges never touch one another, so one pass absorbs every range
         // touching the new one, even as it grows.
-        self.0.retain(|&(a, b)| {
+        self.0.retain(|&mut (a, b)| {
             let touches = a <= e && s <= b;
             if touches {
                 (s, e) = (s.min(a), e.max(b));
@@ -288,6 +289,10 @@ pub struct PageCache {
     /// Indices of the pages with dirty bytes, per object, so that finding
     /// the next writeback run never walks clean or in-flight pages.
     dirty_pages: BTreeMap<ObjectKey, BTreeSet<u64>>,
+    /// Indices of the pages with bytes under writeback, per object, so that
+    /// "is anything of this object still in flight" (fsync, close, cancel)
+    /// never walks the clean pages.
+    writeback_pages: BTreeMap<ObjectKey, BTreeSet<u64>>,
     /// Cached-dirty bytes per OST; OSTs at zero have no entry.
     dirty_bytes_ost: BTreeMap<OstIndex, u64>,
     dirty_bytes: u64,
@@ -469,12 +474,8 @@ impl PageCache {
     }
 
     pub fn has_writeback(&self, key: ObjectKey, range: Extent) -> bool {
-        self.any_within(key, &range, |page| &page.writeback)
-    }
-
-    fn any_within(&self, key: ObjectKey, range: &Extent, set: fn(&Page) -> &Ranges) -> bool {
-        let hit = |(&i, page): (&u64, &Page)| set(page).first_within(clip(range, i)).is_some();
-        self.objects.get(&key).is_some_and(|pages| pages.range(page_indices(range)).any(hit))
+        let (Some(set), Some(pages)) = (self.writeback_pages.get(&key), self.objects.get(&key)) else { return false };
+        set.range(page_indices(&range)).any(|i| pages[i].writeback.first_within(clip(&range, *i)).is_some())
     }
 
     /// Objects with dirty bytes waiting to be written back.
@@ -541,6 +542,7 @@ impl PageCache {
         self.data_pages -= gone.filter(|page| page.data.is_some()).count();
         self.objects.retain(|key, _| key.ost != ost);
         self.dirty_pages.retain(|key, _| key.ost != ost);
+        self.writeback_pages.retain(|key, _| key.ost != ost);
         self.adjust(ost, lost, 0);
         lost
     }
@@ -554,6 +556,9 @@ impl PageCache {
         let lost = tail.values().map(Page::cached_dirty).sum();
         self.data_pages -= tail.values().filter(|page| page.data.is_some()).count();
         if let Some(set) = self.dirty_pages.get_mut(&key) {
+            set.split_off(&cut);
+        }
+        if let Some(set) = self.writeback_pages.get_mut(&key) {
             set.split_off(&cut);
         }
         self.adjust(key.ost, lost, 0);
@@ -597,6 +602,11 @@ impl PageCache {
             assert_eq!(self.dirty_pages.get(key).cloned().unwrap_or_default(), dirty, "dirty index of {key:?}");
         }
         assert!(self.dirty_pages.keys().all(|k| self.objects.contains_key(k)), "dirty index names a dropped object");
+        for (key, pages) in &self.objects {
+            let wb: BTreeSet<u64> = pages.iter().filter(|(_, p)| !p.writeback.0.is_empty()).map(|(i, _)| *i).collect();
+            assert_eq!(self.writeback_pages.get(key).cloned().unwrap_or_default(), wb, "writeback index of {key:?}");
+        }
+        assert!(self.writeback_pages.values().all(|set| !set.is_empty()), "empty writeback index kept");
         let mut recount: BTreeMap<OstIndex, u64> = BTreeMap::new();
         for (key, pages) in &self.objects {
             assert!(!pages.is_empty(), "{key:?} kept with no pages");
@@ -640,8 +650,15 @@ impl PageCache {
         f(page);
         let after = page.cached_dirty();
         self.data_pages = self.data_pages + usize::from(page.data.is_some()) - usize::from(had_data);
-        let dirty = !page.dirty.0.is_empty();
+        let (dirty, writeback) = (!page.dirty.0.is_empty(), !page.writeback.0.is_empty());
         self.index_page(key, index, dirty);
+        if writeback {
+            self.writeback_pages.entry(key).or_default().insert(index);
+        } else if let Some(set) = self.writeback_pages.get_mut(&key) {
+            if set.remove(&index) && set.is_empty() {
+                self.writeback_pages.remove(&key);
+            }
+        }
         self.adjust(key.ost, before, after);
         (before, after)
     }
@@ -672,6 +689,9 @@ impl PageCache {
         }
         if self.dirty_pages.get(&key).is_some_and(BTreeSet::is_empty) || !self.objects.contains_key(&key) {
             self.dirty_pages.remove(&key);
+        }
+        if self.writeback_pages.get(&key).is_some_and(BTreeSet::is_empty) || !self.objects.contains_key(&key) {
+            self.writeback_pages.remove(&key);
         }
     }
 }

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""The lockahead talk's scenarios on the simulated 24-OST Cray (lanefs-sim).
+
+Every figure is one `lanefs sim ior` run (deterministic for its seed); the
+commands are printed with the results. Run by `make bench`; `QUICK=1` runs
+only scenario (a).
+
+(a) IOR collective MPI-IO write, 192 nodes x 4 ranks, 1 MiB transfers,
+    24 stripes, 8 aggregators per OST: lockahead vs default locking, plus the
+    simulator's speed on the default-locking run.
+(b) 1, 2, 4 and 8 aggregators per OST in both lock modes.
+(c) shared-file collective writes with lockahead vs file per process.
+(d) how (a) depends on the lock server's time per request, which no source
+    pins down (model-params.md: 50-500 us is plausible).
+"""
+import json, os, re, subprocess, sys, tempfile, time
+
+LANEFS = os.environ.get("LANEFS", "./target/release/lanefs")
+PRESET = "cray-xc40-24ost"
+SEGMENTS = os.environ.get("SEGMENTS", "16")
+COLL = ["-a", "MPIIO", "-c", "-w", "-e", "-b", "1m", "-t", "1m", "-s", SEGMENTS, "-N", "768", "--tasks-per-node", "4"]
+
+
+def hints(mult, mode):
+    return f"striping_factor=24:cray_cb_nodes_multiplier={mult}:cray_cb_write_lock_mode={mode}"
+
+
+def run(args, cluster=PRESET):
+    cmd = [LANEFS, "sim", "ior", "--cluster", cluster] + args + ["-O", "summaryFormat=JSON"]
+    t = time.monotonic()
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    wall = time.monotonic() - t
+    j = json.loads(out)
+    return {
+        "bw": j["summary"][0]["bwMeanMIB"],
+        "callbacks": j["lanefs"]["blocking_callbacks"],
+        "enqueues": j["lanefs"]["lock_enqueues"],
+        "events": j["sim"]["events"],
+        "events_per_s": j["sim"]["events_per_s"],
+        "wall": wall,
+        "cmd": " ".join(["lanefs"] + cmd[1:-2]),
+    }
+
+
+def show(label, r):
+    print(f"  {label:<34} {r['bw']:10.1f} MiB/s  callbacks {r['callbacks']:6d}  enqueues {r['enqueues']:6d}  "
+          f"(wall {r['wall']:.1f} s, {r['events']} events)")
+
+
+def main():
+    quick = os.environ.get("QUICK") == "1"
+    print(f"(a) collective write, 192 nodes x 4 ranks, 1 MiB, 8 aggregators per OST, -s {SEGMENTS}")
+    d = run(COLL + ["--hints", hints(8, 0)])
+    la = run(COLL + ["--hints", hints(8, 2)])
+    show("default locking (mode 0)", d)
+    show("lockahead (mode 2)", la)
+    print(f"  lockahead / default = {la['bw'] / d['bw']:.2f}x   (published: 7.5x)")
+    print(f"  simulator on the default run: {d['events']} events in {d['wall']:.2f} s wall "
+          f"({d['events_per_s']:.0f} events/s inside the run)")
+    print(f"  command: {d['cmd']}")
+    if quick:
+        return
+    print("(b) aggregators per OST")
+    for mult in (1, 2, 4, 8):
+        rd = run(COLL + ["--hints", hints(mult, 0)])
+        rl = run(COLL + ["--hints", hints(mult, 2)])
+        print(f"  {mult} per OST: default {rd['bw']:10.1f}  lockahead {rl['bw']:10.1f} MiB/s  "
+              f"ratio {rl['bw'] / rd['bw']:.2f}x  (callbacks {rd['callbacks']} / {rl['callbacks']})")
+    print("(c) shared file with lockahead vs file per process (16 MiB per rank, 1 MiB transfers)")
+    block = str(int(SEGMENTS)) + "m"
+    fpp = run(["-a", "POSIX", "-F", "-w", "-e", "-b", block, "-t", "1m", "-N", "768", "--tasks-per-node", "4"])
+    show("file per process (1 stripe each)", fpp)
+    show("shared file, collective, lockahead", la)
+    print(f"  SSF lockahead / FPP = {la['bw'] / fpp['bw']:.2f}   (published: over 0.8)")
+    print(f"  command: {fpp['cmd']}")
+    print("(d) lock server time per request (lock_cpu_us), scenario (a)")
+    text = open(os.path.join(os.path.dirname(__file__), "..", "presets", PRESET + ".toml")).read()
+    for us in (50, 85, 200, 500):
+        with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+            f.write(re.sub(r"(?m)^lock_cpu_us = .*$", f"lock_cpu_us = {us}", text))
+            path = f.name
+        try:
+            rd = run(COLL + ["--hints", hints(8, 0)], cluster=path)
+            rl = run(COLL + ["--hints", hints(8, 2)], cluster=path)
+        finally:
+            os.unlink(path)
+        print(f"  lock_cpu_us = {us:3d}: default {rd['bw']:10.1f}  lockahead {rl['bw']:10.1f} MiB/s  "
+              f"ratio {rl['bw'] / rd['bw']:.2f}x")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

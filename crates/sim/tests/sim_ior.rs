@@ -1,0 +1,195 @@
+//! IOR on the simulator, end to end through the IOR front end: determinism,
+//! the lock traffic each lock mode must produce, byte accounting, and clear
+//! errors for what cannot run.
+
+use lanefs_ior::{parse_args, run, IorParams};
+use lanefs_sim::backend::{SimBackend, SimOptions};
+use lanefs_sim::config::ClusterConfig;
+use lanefs_sim::job::LockMode;
+use serde_json::Value;
+
+fn opts(cluster: &str) -> SimOptions {
+    SimOptions {
+        cluster: ClusterConfig::load(cluster).expect("preset loads"),
+        seed: 7,
+        lock_mode: None,
+        stripe_count: None,
+        stripe_size: None,
+        hints: Vec::new(),
+        timeseries: None,
+        stats: false,
+        timers: false,
+        hints_display: false,
+        progress: false,
+    }
+}
+
+fn hints(spec: &str) -> Vec<(String, String)> {
+    spec.split(':')
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').expect("key=value");
+            (k.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+fn params(line: &str) -> IorParams {
+    let args: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+    parse_args(&args).expect("valid IOR options")
+}
+
+/// Run and return IOR's JSON report.
+fn json_run(line: &str, o: SimOptions) -> Value {
+    let p = params(&format!("{line} -O summaryFormat=JSON"));
+    let api = if p.api.eq_ignore_ascii_case("MPIIO") { "MPIIO" } else { "POSIX" };
+    let backend = SimBackend::new(api, o);
+    let mut out = Vec::new();
+    run(&p, &backend, &mut out).expect("the simulated run succeeds");
+    serde_json::from_slice(&out).expect("IOR JSON")
+}
+
+fn run_err(line: &str, o: SimOptions) -> String {
+    let p = params(line);
+    let api = if p.api.eq_ignore_ascii_case("MPIIO") { "MPIIO" } else { "POSIX" };
+    let backend = SimBackend::new(api, o);
+    let mut out = Vec::new();
+    run(&p, &backend, &mut out).expect_err("the run must be refused").to_string()
+}
+
+fn counter(j: &Value, key: &str) -> u64 {
+    j["lanefs"][key].as_u64().unwrap_or_else(|| panic!("lanefs.{key} in {}", j["lanefs"]))
+}
+
+fn write_bw(j: &Value) -> f64 {
+    j["summary"][0]["bwMeanMIB"].as_f64().expect("a write summary")
+}
+
+/// Everything but wall-clock fields.
+fn without_wall_time(mut j: Value) -> Value {
+    let top = j.as_object_mut().expect("object");
+    for key in ["Began", "Finished"] {
+        top.remove(key);
+    }
+    let sim = top.get_mut("sim").and_then(Value::as_object_mut).expect("a sim object");
+    sim.remove("wall_s");
+    sim.remove("events_per_s");
+    for test in top.get_mut("tests").and_then(Value::as_array_mut).expect("tests") {
+        let t = test.as_object_mut().expect("test object");
+        t.remove("StartTime");
+        t.remove("Finished");
+    }
+    j
+}
+
+const COLL: &str = "-a MPIIO -c -w -r -e -b 1m -t 1m -s 8 -N 8";
+
+#[test]
+fn same_seed_same_report() {
+    let mut o = opts("laptop");
+    o.hints = hints("striping_factor=2:cray_cb_nodes_multiplier=2:cray_cb_write_lock_mode=0");
+    let a = json_run(COLL, o.clone());
+    let b = json_run(COLL, o.clone());
+    assert!(a["sim"]["events"].as_u64().unwrap() > 100, "{}", a["sim"]);
+    assert_eq!(without_wall_time(a.clone()), without_wall_time(b));
+    o.seed = 8;
+    let c = json_run(COLL, o);
+    assert_eq!(c["sim"]["seed"], 8);
+}
+
+#[test]
+fn collective_lockahead_has_no_callbacks_and_default_locking_has_them() {
+    // 2 stripes, 4 aggregators on 4 nodes: two aggregators of different
+    // nodes share each OST object.
+    let mut o = opts("laptop");
+    o.hints = hints("striping_factor=2:cray_cb_nodes_multiplier=2:cray_cb_write_lock_mode=0");
+    let default = json_run(COLL, o.clone());
+    assert!(counter(&default, "blocking_callbacks") > 0, "{}", default["lanefs"]);
+    assert_eq!(counter(&default, "lockahead_sent"), 0);
+
+    o.hints = hints("striping_factor=2:cray_cb_nodes_multiplier=2:cray_cb_write_lock_mode=2");
+    let ahead = json_run(COLL, o);
+    assert_eq!(counter(&ahead, "blocking_callbacks"), 0, "{}", ahead["lanefs"]);
+    assert_eq!(counter(&ahead, "lockahead_refused"), 0);
+    // Exactly the 64 stripes written were locked ahead, one lock each.
+    assert_eq!(counter(&ahead, "lockahead_sent"), 64);
+    let mib = 1u64 << 20;
+    assert_eq!(counter(&ahead, "ost_bytes_written"), 64 * mib);
+    let per_ost: Vec<u64> =
+        ahead["lanefs"]["ost_bytes_written_per_ost"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    let mut sorted = per_ost.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, vec![0, 0, 32 * mib, 32 * mib], "2 stripes, on 2 of the 4 OSTs: {per_ost:?}");
+}
+
+#[test]
+fn independent_lock_modes() {
+    let line = "-a POSIX -w -e -b 4m -t 1m -s 2 -N 8";
+    let run_mode = |mode: LockMode| {
+        let mut o = opts("laptop");
+        o.stripe_count = Some(-1);
+        o.lock_mode = Some(mode);
+        json_run(line, o)
+    };
+    let default = run_mode(LockMode::Default);
+    assert!(counter(&default, "blocking_callbacks") > 0, "segmented shared file ping-pongs: {}", default["lanefs"]);
+    for mode in [LockMode::NoExpand, LockMode::Lockahead, LockMode::Group] {
+        let j = run_mode(mode);
+        assert_eq!(counter(&j, "blocking_callbacks"), 0, "{mode:?}: {}", j["lanefs"]);
+        assert_eq!(counter(&j, "ost_bytes_written"), 64 << 20, "{mode:?}");
+    }
+    let ahead = run_mode(LockMode::Lockahead);
+    assert_eq!(counter(&ahead, "lockahead_sent"), 64, "one lock ahead per transfer");
+    // File per process never conflicts.
+    let mut o = opts("laptop");
+    o.lock_mode = Some(LockMode::Default);
+    let fpp = json_run(&format!("{line} -F"), o);
+    assert_eq!(counter(&fpp, "blocking_callbacks"), 0);
+}
+
+#[test]
+fn reads_come_back_from_the_osts_with_reorder() {
+    let mut o = opts("laptop");
+    o.stripe_count = Some(-1);
+    let j = json_run("-a POSIX -w -r -e -C --tasks-per-node 2 -b 4m -t 1m -s 1 -N 8", o);
+    assert_eq!(counter(&j, "ost_bytes_read"), 32 << 20, "-C makes every rank read another node's data");
+    assert!(j["summary"].as_array().unwrap().len() == 2);
+    assert!(write_bw(&j) > 0.0);
+}
+
+#[test]
+fn collective_writes_beat_default_locking_with_many_aggregators_per_ost() {
+    // 16 nodes of the 24-OST Cray model, 4 stripes, 4 aggregators per OST.
+    let line = "-a MPIIO -c -w -e -b 1m -t 1m -s 8 -N 64 --tasks-per-node 4";
+    let mut o = opts("cray-xc40-24ost");
+    o.hints = hints("striping_factor=4:cray_cb_nodes_multiplier=4:cray_cb_write_lock_mode=0");
+    let default = json_run(line, o.clone());
+    o.hints = hints("striping_factor=4:cray_cb_nodes_multiplier=4:cray_cb_write_lock_mode=2");
+    let ahead = json_run(line, o);
+    assert!(counter(&default, "blocking_callbacks") > 0);
+    assert!(
+        write_bw(&ahead) > write_bw(&default),
+        "lockahead {} MiB/s vs default {} MiB/s",
+        write_bw(&ahead),
+        write_bw(&default)
+    );
+}
+
+#[test]
+fn what_cannot_run_is_refused_clearly() {
+    let e = run_err("-a POSIX -w -N 100", opts("laptop"));
+    assert!(e.contains("need 50 nodes, but cluster laptop has 4"), "{e}");
+    let e = run_err("-a POSIX -w -W -N 2", opts("laptop"));
+    assert!(e.contains("moves no data bytes"), "{e}");
+    let mut o = opts("laptop");
+    o.hints = hints("cb_nodes=two");
+    let e = run_err("-a MPIIO -c -w -N 2", o);
+    assert!(e.contains("cb_nodes") && e.contains("two"), "{e}");
+    let mut o = opts("laptop");
+    o.stripe_count = Some(9);
+    let e = run_err("-a POSIX -w -N 2", o);
+    assert!(e.contains("9 is not between 1 and the cluster's 4 OSTs"), "{e}");
+    let mut o = opts("laptop");
+    o.lock_mode = Some(LockMode::Lockahead);
+    let e = run_err("-a MPIIO -c -w -N 2", o);
+    assert!(e.contains("cray_cb_write_lock_mode"), "{e}");
+}
