@@ -28,6 +28,8 @@ bench: build
 	$(CARGO) bench --locked -p lanefs-core --bench core
 	./target/release/lanefs demo --json
 	python3 bench/fs.py
+	$(CARGO) bench --locked -p lanefs-sim --bench queue
+	python3 bench/sim.py
 
 clean:
 	$(CARGO) clean

@@ -155,8 +155,10 @@ fn ior(mut args: Vec<String>) -> Result<()> {
     };
     let quiet = take_flag(&mut args, "--quiet");
 
-    // The file the hints are matched against: IOR's -o (default testFile).
-    let params = lanefs_ior::parse_args(&args).map_err(|e| anyhow!("{e}"))?;
+    let mut params = lanefs_ior::parse_args(&args).map_err(|e| anyhow!("{e}"))?;
+    // Ranks sit on the cluster's nodes as its description says unless
+    // --tasks-per-node says otherwise, and IOR's report says so too.
+    params.tasks_per_node.get_or_insert(cluster.compute.ranks_per_node);
     let mut hints: Vec<(String, String)> =
         lanefs_ior::mpi_hints(&params, std::env::vars()).map_err(|e| anyhow!("{e}"))?;
     let env_spec = std::env::var("LANEFS_MPIIO_HINTS")
@@ -191,7 +193,8 @@ fn ior(mut args: Vec<String>) -> Result<()> {
     let posix = SimBackend::new("POSIX", opts.clone());
     let mpiio = SimBackend::new("MPIIO", opts);
     let mut out = std::io::stdout();
-    lanefs_ior::main_with(&args, &[&posix, &mpiio], &mut out).context("simulated IOR run failed")?;
+    let backend = lanefs_ior::select_backend(&params.api, &[&posix, &mpiio]).map_err(|e| anyhow!("{e}"))?;
+    lanefs_ior::run(&params, backend, &mut out).context("simulated IOR run failed")?;
     Ok(())
 }
 

@@ -38,6 +38,7 @@ use crate::units::{ObjectId, ObjectKey, OstIndex};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// Stripe sizes must be positive multiples of this (Lustre's `LOV_MIN_STRIPE_SIZE`).
@@ -84,8 +85,9 @@ pub struct Layout {
     stripe_size: u64,
     /// Starting OST index (`lfs setstripe -i`): the OST of `objects[0]`.
     stripe_offset: OstIndex,
-    /// One object per stripe, in stripe order.
-    objects: Vec<ObjectKey>,
+    /// One object per stripe, in stripe order; shared, since every client
+    /// that opens a file holds its layout (thousands in the simulator).
+    objects: Arc<[ObjectKey]>,
 }
 
 /// The wire form of [`Layout`], validated into one by `TryFrom`.
@@ -167,7 +169,7 @@ impl Layout {
         }
         check_distinct_osts(&objects)?;
         let stripe_offset = objects[0].ost;
-        Ok(Layout { stripe_size, stripe_offset, objects })
+        Ok(Layout { stripe_size, stripe_offset, objects: objects.into() })
     }
 
     /// Stripe `i` on OST `(start_ost + i) % ost_count`, its object named by

@@ -203,7 +203,9 @@ impl SimBackend {
                 None
             };
             if display && rep == 0 && write && self.mpiio() {
-                eprint!("{}", lanefs_core::mpiio::hints::display_hints(&file_name, &h));
+                let avail = coll.as_ref().map_or(0, |c| c.aggregators.len() as u32);
+                let shown = h.resolved(stripe_count, stripe_size, avail);
+                eprint!("{}", lanefs_core::mpiio::hints::display_hints(&file_name, &shown));
             }
             let spec = PhaseSpec {
                 write,

@@ -327,7 +327,16 @@ impl Job {
         let mut done = 0u32;
         let total_bytes = u64::from(self.ranks) * spec.transfers_per_rank() * spec.transfer;
         let mut bar = Bar::new(self.progress, total_bytes, spec.write);
-        let mut run = Run { job: self, spec, ranks: &mut ranks, ops: &mut ops, coll: coll.as_mut(), done: &mut done };
+        let shared_layout = (!spec.file_per_proc).then(|| self.layout(spec, spec.file_id));
+        let mut run = Run {
+            job: self,
+            shared_layout,
+            spec,
+            ranks: &mut ranks,
+            ops: &mut ops,
+            coll: coll.as_mut(),
+            done: &mut done,
+        };
         let mut steps = 0u64;
         while *run.done < run.job.ranks {
             steps += 1;
@@ -404,6 +413,8 @@ impl Bar {
 
 struct Run<'a> {
     job: &'a mut Job,
+    /// The shared file's layout, made once (every rank's client holds it).
+    shared_layout: Option<Layout>,
     spec: &'a PhaseSpec,
     ranks: &'a mut Vec<Rank>,
     ops: &'a mut HashMap<OpKey, u32>,
@@ -474,7 +485,10 @@ impl Run<'_> {
     fn opened(&mut self, rank: u32) -> Result<(), SimError> {
         let spec = self.spec;
         let file = if spec.file_per_proc { spec.file_id + u64::from(self.pretend(rank)) } else { spec.file_id };
-        let layout = self.job.layout(spec, file);
+        let layout = match &self.shared_layout {
+            Some(l) if !spec.file_per_proc => l.clone(),
+            _ => self.job.layout(spec, file),
+        };
         let node = self.ranks[rank as usize].node;
         let fh = self.job.world.clients[node as usize].open(layout);
         self.ranks[rank as usize].fh = Some(fh);

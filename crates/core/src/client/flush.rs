@@ -19,7 +19,7 @@ use super::{Client, Rpc};
 use crate::extent::Extent;
 use crate::msg::{IoError, ToOst};
 use crate::units::{ObjectKey, OstIndex, Xid, PAGE_SIZE};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 impl Client {
     /// Start giving a lock back (idempotent).
@@ -113,7 +113,11 @@ impl Client {
         let mut pressed: BTreeSet<OstIndex> = BTreeSet::new();
         for op in self.ops.values() {
             match op.state {
-                OpState::WaitFlush => areas.extend(op.steps.iter().map(|s| (s.key, Extent::WHOLE))),
+                // Only objects with dirty bytes have anything to send (every
+                // one of them is in `dirty_keys`, see `check_invariants`).
+                OpState::WaitFlush => areas.extend(
+                    op.steps.iter().filter(|s| self.dirty_keys.contains_key(&s.key)).map(|s| (s.key, Extent::WHOLE)),
+                ),
                 OpState::WaitDirty => {
                     pressed.insert(op.steps[op.index].key.ost);
                 }
@@ -125,8 +129,11 @@ impl Client {
                 areas.push((key, Extent::WHOLE));
             }
         }
-        let osts: BTreeSet<OstIndex> = areas.iter().map(|(k, _)| k.ost).collect();
-        osts.into_iter().map(|ost| (ost, areas.iter().filter(|(k, _)| k.ost == ost).copied().collect())).collect()
+        let mut by_ost: BTreeMap<OstIndex, Vec<(ObjectKey, Extent)>> = BTreeMap::new();
+        for (key, range) in areas {
+            by_ost.entry(key.ost).or_default().push((key, range));
+        }
+        by_ost.into_iter().collect()
     }
 
     /// The next run to write back in `range`. Whole-object flushes resume
