@@ -13,7 +13,7 @@ only scenario (a).
 (d) how (a) depends on the lock server's time per request, which no source
     pins down (model-params.md: 50-500 us is plausible).
 """
-import json, os, re, subprocess, sys, tempfile, time
+import json, os, subprocess, sys, time
 
 LANEFS = os.environ.get("LANEFS", "./target/release/lanefs")
 PRESET = "cray-xc40-24ost"
@@ -25,8 +25,8 @@ def hints(mult, mode):
     return f"striping_factor=24:cray_cb_nodes_multiplier={mult}:cray_cb_write_lock_mode={mode}"
 
 
-def run(args, cluster=PRESET):
-    cmd = [LANEFS, "sim", "ior", "--cluster", cluster] + args + ["-O", "summaryFormat=JSON"]
+def run(args):
+    cmd = [LANEFS, "sim", "ior", "--cluster", PRESET] + args + ["-O", "summaryFormat=JSON"]
     t = time.monotonic()
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     wall = time.monotonic() - t
@@ -74,19 +74,12 @@ def main():
     print(f"  SSF lockahead / FPP = {la['bw'] / fpp['bw']:.2f}   (published: over 0.8)")
     print(f"  command: {fpp['cmd']}")
     print("(d) lock server time per request (lock_cpu_us), scenario (a)")
-    text = open(os.path.join(os.path.dirname(__file__), "..", "presets", PRESET + ".toml")).read()
     for us in (50, 85, 200, 500):
-        with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
-            f.write(re.sub(r"(?m)^lock_cpu_us = .*$", f"lock_cpu_us = {us}", text))
-            path = f.name
-        try:
-            rd = run(COLL + ["--hints", hints(8, 0)], cluster=path)
-            rl = run(COLL + ["--hints", hints(8, 2)], cluster=path)
-        finally:
-            os.unlink(path)
+        sweep = ["--set", f"storage.lock_cpu_us={us}"]
+        rd = run(COLL + sweep + ["--hints", hints(8, 0)])
+        rl = run(COLL + sweep + ["--hints", hints(8, 2)])
         print(f"  lock_cpu_us = {us:3d}: default {rd['bw']:10.1f}  lockahead {rl['bw']:10.1f} MiB/s  "
               f"ratio {rl['bw'] / rd['bw']:.2f}x")
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,7 +12,7 @@
 //! * `osts=N` for the embedded cluster (default 4).
 
 use anyhow::{bail, Result};
-use lanefs_core::client::ladvise::{Advice, AheadMode, ADVICES_PER_CALL_MAX};
+use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode, ADVICES_PER_CALL_MAX};
 use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, ModuleOption, PosixBackend, RankIo};
 use lanefs_mds::{CreateMode, FileKind, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, ClientOptions, File, NetError};
@@ -28,26 +28,6 @@ static OPTIONS: &[ModuleOption] = &[
     ModuleOption { name: "stripe-size", takes_value: true, help: "stripe size of new files (k/m/g)" },
     ModuleOption { name: "osts", takes_value: true, help: "OSTs of the embedded cluster (default 4)" },
 ];
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LockMode {
-    Default,
-    NoExpand,
-    Lockahead,
-    Group,
-}
-
-impl LockMode {
-    fn parse(s: &str) -> Result<LockMode, String> {
-        match s {
-            "default" => Ok(LockMode::Default),
-            "noexpand" => Ok(LockMode::NoExpand),
-            "lockahead" => Ok(LockMode::Lockahead),
-            "group" => Ok(LockMode::Group),
-            other => Err(format!("{other:?} is not a lock mode; use default, noexpand, lockahead or group")),
-        }
-    }
-}
 
 /// The `lanefs` IOR backend.
 pub struct LanefsBackend {
@@ -90,9 +70,9 @@ fn option_error(option: &str, message: String) -> IorError {
     IorError::Option { option: format!("--lanefs.{option}"), message }
 }
 
-fn lock_mode(p: &IorParams) -> Result<LockMode, IorError> {
+fn lock_mode(p: &IorParams) -> Result<IoLockMode, IorError> {
     p.module_value("lanefs.lock-mode")
-        .map_or(Ok(LockMode::Default), |v| LockMode::parse(v).map_err(|m| option_error("lock-mode", m)))
+        .map_or(Ok(IoLockMode::Default), |v| IoLockMode::parse(v).map_err(|m| option_error("lock-mode", m)))
 }
 
 fn stripe(p: &IorParams) -> Result<StripeSpec, IorError> {
@@ -215,7 +195,7 @@ struct LanefsRank<'a> {
     rank: u32,
     client: Option<Client>,
     file: Option<File>,
-    mode: LockMode,
+    mode: IoLockMode,
     stripe: StripeSpec,
     /// The open file is under this rank's group lock.
     grouped: bool,
@@ -232,10 +212,10 @@ impl LanefsRank<'_> {
 
     fn advise(&mut self, p: &IorParams, writing: bool) -> Result<(), IorError> {
         let (cl, f) = (self.client(), self.file()?);
-        if self.mode == LockMode::Default {
+        if self.mode == IoLockMode::Default {
             return Ok(());
         }
-        if self.mode == LockMode::Group {
+        if self.mode == IoLockMode::Group {
             if writing {
                 cl.group_lock(f, 1).map_err(backend_error)?;
                 self.grouped = true;
@@ -243,7 +223,7 @@ impl LanefsRank<'_> {
             return Ok(());
         }
         cl.ladvise(f, &[Advice::lock_no_expand(true)]).map_err(backend_error)?;
-        if self.mode == LockMode::Lockahead && writing {
+        if self.mode == IoLockMode::Lockahead && writing {
             let t = p.transfer_size_bytes;
             let offsets: Vec<u64> = lanefs_ior::offsets(p, self.rank).collect();
             for batch in offsets.chunks(ADVICES_PER_CALL_MAX - 1) {

@@ -9,11 +9,11 @@
 //! `lanefs sim presets` lists the shipped cluster descriptions.
 
 use anyhow::{anyhow, bail, Context, Result};
+use lanefs_core::client::ladvise::IoLockMode as LockMode;
 use lanefs_core::mpiio::hints as mhints;
 use lanefs_core::units::Duration;
 use lanefs_sim::backend::{SimBackend, SimOptions};
 use lanefs_sim::config::{presets, ClusterConfig};
-use lanefs_sim::job::LockMode;
 use std::path::PathBuf;
 
 const USAGE: &str = "\
@@ -26,6 +26,8 @@ IOR options: as `lanefs ior` (-a POSIX or -a MPIIO, -b -t -s -F -w -r -e -c -i -
 
 simulator options:
   --cluster NAME|FILE.toml      cluster description (`lanefs sim presets` lists the names)
+  --set SECTION.KEY=VALUE       change one value of the description (repeatable),
+                                e.g. --set storage.lock_cpu_us=200
   --seed N                      seed of the run's random choices (default 1)
   --hints SPEC                  MPI-IO hints: key=value[:key=value...], or the
                                 MPICH_MPIIO_HINTS syntax pattern:key=value[,...]
@@ -85,6 +87,28 @@ fn take(args: &mut Vec<String>, name: &str) -> Result<Option<String>> {
     Ok(found)
 }
 
+/// Take the first `--name VALUE` or `--name=VALUE` out of `args` (for
+/// options that may be given several times).
+fn take_one(args: &mut Vec<String>, name: &str) -> Result<Option<String>> {
+    let eq = format!("{name}=");
+    for i in 0..args.len() {
+        if args[i] == name {
+            if i + 1 >= args.len() {
+                bail!("{name} needs a value");
+            }
+            let value = args.remove(i + 1);
+            args.remove(i);
+            return Ok(Some(value));
+        }
+        if let Some(v) = args[i].strip_prefix(&eq) {
+            let value = v.to_string();
+            args.remove(i);
+            return Ok(Some(value));
+        }
+    }
+    Ok(None)
+}
+
 fn take_flag(args: &mut Vec<String>, name: &str) -> bool {
     let before = args.len();
     args.retain(|a| a != name);
@@ -122,19 +146,20 @@ fn ior(mut args: Vec<String>) -> Result<()> {
     }
     let cluster = take(&mut args, "--cluster")?
         .ok_or_else(|| anyhow!("--cluster is required: a preset name ({}) or a .toml file", preset_names()))?;
-    let cluster = ClusterConfig::load(&cluster).map_err(|e| anyhow!("{e}"))?;
+    let mut overrides = Vec::new();
+    while let Some(set) = take_one(&mut args, "--set")? {
+        let (key, value) = set
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--set {set}: write SECTION.KEY=VALUE, e.g. --set storage.lock_cpu_us=200"))?;
+        overrides.push((key.trim().to_string(), value.trim().to_string()));
+    }
+    let cluster = ClusterConfig::load_with(&cluster, &overrides).map_err(|e| anyhow!("{e}"))?;
     let seed = match take(&mut args, "--seed")? {
         Some(s) => s.parse().map_err(|_| anyhow!("--seed {s}: give a non-negative integer"))?,
         None => 1,
     };
     let lock_mode = take(&mut args, "--lanefs.lock-mode")?
-        .map(|m| match m.as_str() {
-            "default" => Ok(LockMode::Default),
-            "noexpand" => Ok(LockMode::NoExpand),
-            "lockahead" => Ok(LockMode::Lockahead),
-            "group" => Ok(LockMode::Group),
-            other => Err(anyhow!("--lanefs.lock-mode={other}: use default, noexpand, lockahead or group")),
-        })
+        .map(|m| LockMode::parse(&m).map_err(|e| anyhow!("--lanefs.lock-mode={m}: {e}")))
         .transpose()?;
     let stripe_count = take(&mut args, "--lanefs.stripe-count")?
         .map(|c| c.parse::<i64>().map_err(|_| anyhow!("--lanefs.stripe-count={c}: give a number of OSTs or -1")))

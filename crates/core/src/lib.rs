@@ -26,6 +26,7 @@ pub mod mpiio;
 pub mod msg;
 pub mod ost;
 pub mod store;
+pub mod suggest;
 pub mod units;
 
 pub use extent::{Extent, EOF};

@@ -20,10 +20,11 @@
 //! application), then `--hints` (the command line has the last word).
 
 use crate::config::ClusterConfig;
-use crate::job::{CollLock, Collective, Job, LockMode, PhaseSpec, RankResult, SimError};
+use crate::job::{CollLock, Collective, Job, PhaseSpec, RankResult, SimError};
 use crate::model::Model;
 use crate::report::write_series;
 use crate::world::{Series, World};
+use lanefs_core::client::ladvise::IoLockMode as LockMode;
 use lanefs_core::mpiio::hints::{CbLockMode, MpiioHints};
 use lanefs_core::mpiio::report::{MpiioStats, MpiioTimers};
 use lanefs_core::mpiio::{plan as mplan, report as mreport};

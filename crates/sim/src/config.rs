@@ -22,6 +22,7 @@
 //! This module describes hardware and tunables only; how they turn into
 //! event times is the world model's business.
 
+use lanefs_core::suggest::edit_distance;
 use lanefs_core::units::{Duration, OstIndex, PAGE_SIZE};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -257,19 +258,7 @@ impl StorageSection {
         if length_bytes == 0 {
             return 0;
         }
-        let stripe_bytes = self.raid_stripe_bytes();
-        debug_assert!(stripe_bytes > 0);
-        let end_bytes = offset_bytes.saturating_add(length_bytes);
-        let first = offset_bytes / stripe_bytes;
-        let last = (end_bytes - 1) / stripe_bytes;
-        let head_partial = !offset_bytes.is_multiple_of(stripe_bytes);
-        let tail_partial = !end_bytes.is_multiple_of(stripe_bytes);
-        let partial_stripes = if first == last {
-            u64::from(head_partial || tail_partial)
-        } else {
-            u64::from(head_partial) + u64::from(tail_partial)
-        };
-        partial_stripes * stripe_bytes
+        partial_stripe_bytes(offset_bytes, length_bytes, self.raid_stripe_bytes())
     }
 }
 
@@ -290,8 +279,46 @@ impl ClusterConfig {
 
     /// Loads a preset by name (see [`presets`]) or a TOML file by path.
     pub fn load(preset_name_or_path: &str) -> Result<ClusterConfig, ConfigError> {
+        let (text, origin) = ClusterConfig::source(preset_name_or_path)?;
+        ClusterConfig::from_toml_str(&text, &origin)
+    }
+
+    /// As [`ClusterConfig::load`], with values replaced first: each override
+    /// is `("section.key", "value")`, the value in TOML syntax (a bare word
+    /// is taken as a string). The result is checked as a file would be, so a
+    /// wrong key or value gets the same clear error.
+    pub fn load_with(preset_name_or_path: &str, overrides: &[(String, String)]) -> Result<ClusterConfig, ConfigError> {
+        let (text, origin) = ClusterConfig::source(preset_name_or_path)?;
+        if overrides.is_empty() {
+            return ClusterConfig::from_toml_str(&text, &origin);
+        }
+        let syntax = |message: String| ConfigError::Syntax { origin: origin.clone(), message };
+        let mut table: Table = text.parse().map_err(|e: toml::de::Error| syntax(e.to_string()))?;
+        for (path, value) in overrides {
+            let Some((section, key)) = path.split_once('.') else {
+                return Err(syntax(format!(
+                    "override {path}={value}: name the key with its section, e.g. storage.lock_cpu_us=200"
+                )));
+            };
+            let value = match format!("v = {value}").parse::<Table>() {
+                Ok(mut t) => t.remove("v").expect("just parsed"),
+                Err(_) => toml::Value::String(value.clone()),
+            };
+            let entry = table.entry(section.to_string()).or_insert_with(|| toml::Value::Table(Table::new()));
+            let toml::Value::Table(section_table) = entry else {
+                return Err(syntax(format!("override {path}: {section} is not a section")));
+            };
+            section_table.insert(key.to_string(), value);
+        }
+        let names: Vec<String> = overrides.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let text = toml::to_string(&table).map_err(|e| syntax(e.to_string()))?;
+        ClusterConfig::from_toml_str(&text, &format!("{origin} with {}", names.join(", ")))
+    }
+
+    /// The TOML text of a preset or file, and how to name it in errors.
+    fn source(preset_name_or_path: &str) -> Result<(String, String), ConfigError> {
         if let Some((name, text)) = PRESETS.iter().find(|(name, _)| *name == preset_name_or_path) {
-            return ClusterConfig::from_toml_str(text, &format!("preset {name}"));
+            return Ok((text.to_string(), format!("preset {name}")));
         }
         let path = Path::new(preset_name_or_path);
         let looks_like_path = preset_name_or_path.ends_with(".toml")
@@ -311,7 +338,7 @@ impl ClusterConfig {
             presets: preset_names(),
             source,
         })?;
-        ClusterConfig::from_toml_str(&text, preset_name_or_path)
+        Ok((text, preset_name_or_path.to_string()))
     }
 
     /// Checks a configuration built or changed in code, such as a preset with
@@ -781,20 +808,22 @@ fn did_you_mean(given: &str, names: &[&str]) -> String {
     closest.map_or_else(String::new, |(_, name)| format!(" (did you mean `{name}`?)"))
 }
 
-/// Levenshtein distance over bytes (names are ASCII).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b = b.as_bytes();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, &ca) in a.as_bytes().iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(ca != cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
-        }
+/// Bytes of the RAID stripes (`stripe` bytes each) that `[offset, offset +
+/// len)` covers only in part: each must be read before it is rewritten.
+pub fn partial_stripe_bytes(offset: u64, len: u64, stripe: u64) -> u64 {
+    if stripe == 0 || len == 0 {
+        return 0;
     }
-    row[b.len()]
+    let end = offset.saturating_add(len);
+    let (first, last) = (offset / stripe, (end - 1) / stripe);
+    let head_partial = !offset.is_multiple_of(stripe);
+    let tail_partial = !end.is_multiple_of(stripe);
+    let partial = if first == last {
+        u64::from(head_partial || tail_partial)
+    } else {
+        u64::from(head_partial) + u64::from(tail_partial)
+    };
+    partial * stripe
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@
 
 use crate::report::RankTimers;
 use crate::world::{transfer, Ev, Happening, World};
-use lanefs_core::client::ladvise::{Advice, AheadMode};
+use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode as LockMode};
 use lanefs_core::client::{ClientError, FileHandle, LadviseOutcome, OpId, OpOutput};
 use lanefs_core::layout::Layout;
 use lanefs_core::ldlm::GroupId;
@@ -36,26 +36,6 @@ use lanefs_core::units::{Duration, Instant, ObjectId, ObjectKey, OstIndex};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, HashMap};
-
-/// How an independent run locks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LockMode {
-    Default,
-    NoExpand,
-    Lockahead,
-    Group,
-}
-
-impl LockMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            LockMode::Default => "default",
-            LockMode::NoExpand => "noexpand",
-            LockMode::Lockahead => "lockahead",
-            LockMode::Group => "group",
-        }
-    }
-}
 
 /// How aggregators lock in a collective run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -31,6 +31,7 @@
 //! threads; the client never depends on that order (it cancels a lock only
 //! after the writes under it are acknowledged).
 
+use crate::config::partial_stripe_bytes;
 use crate::model::Model;
 use crate::queue::EventQueue;
 use lanefs_core::client::{Client, ClientError, ClientEvent, OpId, OpOutput};
@@ -359,25 +360,6 @@ impl World {
         self.node_rx_free[to as usize] = rx;
         later(tx, rx) + m.mpi_latency
     }
-}
-
-/// Bytes of the RAID stripes that `[offset, offset + len)` covers only in part
-/// (each such stripe must be read before it is rewritten).
-pub fn partial_stripe_bytes(offset: u64, len: u64, stripe: u64) -> u64 {
-    if stripe == 0 || len == 0 {
-        return 0;
-    }
-    let end = offset + len;
-    let first = offset / stripe;
-    let last = (end - 1) / stripe;
-    let head_partial = !offset.is_multiple_of(stripe);
-    let tail_partial = !end.is_multiple_of(stripe);
-    let partial = if first == last {
-        u64::from(head_partial || tail_partial)
-    } else {
-        u64::from(head_partial) + u64::from(tail_partial)
-    };
-    partial * stripe
 }
 
 #[cfg(test)]

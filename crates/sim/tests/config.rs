@@ -299,3 +299,21 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn overrides_change_one_value_and_are_checked_like_a_file() {
+    use lanefs_sim::ClusterConfig;
+    let set = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+    let c = ClusterConfig::load_with("laptop", &set("storage.lock_cpu_us", "200")).unwrap();
+    assert_eq!(c.storage.lock_cpu_us, 200.0);
+    let base = ClusterConfig::load("laptop").unwrap();
+    assert_eq!(c.storage.ost_count(), base.storage.ost_count());
+    let c = ClusterConfig::load_with("laptop", &set("cluster.name", "my-laptop")).unwrap();
+    assert_eq!(c.cluster.name, "my-laptop");
+    let e = ClusterConfig::load_with("laptop", &set("storage.lock_cpu", "5")).unwrap_err().to_string();
+    assert!(e.contains("lock_cpu") && e.contains("with storage.lock_cpu=5"), "{e}");
+    let e = ClusterConfig::load_with("laptop", &set("nodes", "5")).unwrap_err().to_string();
+    assert!(e.contains("name the key with its section"), "{e}");
+    let e = ClusterConfig::load_with("laptop", &set("compute.nodes", "-3")).unwrap_err().to_string();
+    assert!(e.contains("nodes"), "{e}");
+}

@@ -2,10 +2,10 @@
 //! the lock traffic each lock mode must produce, byte accounting, and clear
 //! errors for what cannot run.
 
+use lanefs_core::client::ladvise::IoLockMode as LockMode;
 use lanefs_ior::{parse_args, run, IorParams};
 use lanefs_sim::backend::{SimBackend, SimOptions};
 use lanefs_sim::config::ClusterConfig;
-use lanefs_sim::job::LockMode;
 use serde_json::Value;
 
 fn opts(cluster: &str) -> SimOptions {

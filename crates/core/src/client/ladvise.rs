@@ -178,3 +178,37 @@ mod tests {
         assert_eq!(bogus.validate(), Err(LadviseError::Advice(9)));
     }
 }
+
+/// How a writer of a shared file locks, as a benchmark or application picks
+/// it: Lustre's default (expanding locks), lock-no-expand advice, lockahead
+/// of the extents it will write (with lock-no-expand), or one group lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum IoLockMode {
+    Default,
+    NoExpand,
+    Lockahead,
+    Group,
+}
+
+impl IoLockMode {
+    pub const NAMES: &'static str = "default, noexpand, lockahead or group";
+
+    pub fn parse(s: &str) -> Result<IoLockMode, String> {
+        match s {
+            "default" => Ok(IoLockMode::Default),
+            "noexpand" => Ok(IoLockMode::NoExpand),
+            "lockahead" => Ok(IoLockMode::Lockahead),
+            "group" => Ok(IoLockMode::Group),
+            other => Err(format!("{other:?} is not a lock mode; use {}", IoLockMode::NAMES)),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            IoLockMode::Default => "default",
+            IoLockMode::NoExpand => "noexpand",
+            IoLockMode::Lockahead => "lockahead",
+            IoLockMode::Group => "group",
+        }
+    }
+}

@@ -30,6 +30,7 @@
 
 use crate::client::ladvise::ADVICES_PER_CALL_MAX;
 use crate::layout::{STRIPE_COUNT_MAX, STRIPE_SIZE_UNIT};
+use crate::suggest::edit_distance;
 use serde::{Deserialize, Serialize};
 use std::fmt::{self, Write as _};
 use thiserror::Error;
@@ -376,22 +377,6 @@ fn closest_hint(key: &str) -> Option<&'static str> {
         .filter(|&(distance, _)| distance <= 3)
         .min()
         .map(|(_, name)| name)
-}
-
-/// Levenshtein distance over bytes (hint names are ASCII).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b = b.as_bytes();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, &ca) in a.as_bytes().iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let substitute = diagonal + usize::from(ca != cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitute.min(row[j] + 1).min(row[j + 1] + 1);
-        }
-    }
-    row[b.len()]
 }
 
 /// One `pattern:key=value[:key=value...]` rule, its pairs already checked.
