@@ -10,8 +10,9 @@ only scenario (a).
     simulator's speed on the default-locking run.
 (b) 1, 2, 4 and 8 aggregators per OST in both lock modes.
 (c) shared-file collective writes with lockahead vs file per process.
-(d) how (a) depends on the lock server's time per request, which no source
-    pins down (model-params.md: 50-500 us is plausible).
+(d) how (a) depends on the lock server's time per request, and (e) on the
+    one-way network latency: no source pins down the enqueue round trip
+    (2 x latency + lock_cpu_us; model-params.md: 50-500 us is plausible).
 """
 import json, os, subprocess, sys, time
 
@@ -79,6 +80,13 @@ def main():
         rd = run(COLL + sweep + ["--hints", hints(8, 0)])
         rl = run(COLL + sweep + ["--hints", hints(8, 2)])
         print(f"  lock_cpu_us = {us:3d}: default {rd['bw']:10.1f}  lockahead {rl['bw']:10.1f} MiB/s  "
+              f"ratio {rl['bw'] / rd['bw']:.2f}x")
+    print("(e) one-way network latency (network_latency_us), scenario (a); enqueue round trip = 2 x latency + 85 us")
+    for us in (10, 50, 100, 200):
+        sweep = ["--set", f"compute.network_latency_us={us}"]
+        rd = run(COLL + sweep + ["--hints", hints(8, 0)])
+        rl = run(COLL + sweep + ["--hints", hints(8, 2)])
+        print(f"  latency {us:3d} us (round trip {2 * us + 85:3d} us): default {rd['bw']:10.1f}  lockahead {rl['bw']:10.1f} MiB/s  "
               f"ratio {rl['bw'] / rd['bw']:.2f}x")
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@
 //!   one-way network latency. They do not queue behind bulk data: Lustre moves
 //!   bulk by RDMA, scheduled by the server, so small RPCs are not stuck behind
 //!   megabytes on the wire.
-//! - **Lock requests** (and every other non-I/O request) then queue for the
-//!   OST's lock-server CPU, `lock_cpu` each, first come first served.
+//! - **Lock requests** (and every other non-I/O request) then take
+//!   `lock_cpu` on one of the OSS's service threads (the earliest free; first
+//!   come, first served when all are busy): Lustre serves lock RPCs on a pool
+//!   of threads in parallel, the per-resource critical section being short.
 //! - **I/O RPCs** queue for one of the OSS's service threads. A thread moves
 //!   the bulk (the client node's NIC and the OSS's NIC are FIFO resources, each
 //!   at its own bandwidth), then the OST's disk (FIFO, per-RPC overhead plus
@@ -39,7 +41,8 @@ use lanefs_core::msg::{ToClient, ToOst};
 use lanefs_core::ost::Ost;
 use lanefs_core::store::SizeStore;
 use lanefs_core::units::{ClientId, Duration, Instant, OstIndex};
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// Something that happens at an instant.
 #[derive(Debug)]
@@ -113,7 +116,8 @@ pub struct World {
     oss_busy: Vec<u32>,
     oss_pending: Vec<VecDeque<(u32, u32, ToOst)>>,
     disk_free: Vec<Instant>,
-    lock_free: Vec<Instant>,
+    /// Per OSS, when each lock-service thread is next free (a min-heap).
+    lock_threads: Vec<BinaryHeap<Reverse<Instant>>>,
     done: VecDeque<Happening>,
     /// Events popped so far.
     pub events: u64,
@@ -161,7 +165,9 @@ impl World {
             oss_busy: vec![0; oss],
             oss_pending: vec![VecDeque::new(); oss],
             disk_free: vec![Instant::ZERO; osts],
-            lock_free: vec![Instant::ZERO; osts],
+            lock_threads: (0..oss)
+                .map(|_| (0..model.oss_threads.max(1)).map(|_| Reverse(Instant::ZERO)).collect())
+                .collect(),
             done: VecDeque::new(),
             events: 0,
             bytes_lost: 0,
@@ -280,9 +286,11 @@ impl World {
                 self.start_io(oss);
             }
             other => {
-                let o = ost as usize;
-                let done = later(self.now, self.lock_free[o]) + self.model.lock_cpu;
-                self.lock_free[o] = done;
+                // The earliest free service thread of the OSS takes it.
+                let threads = &mut self.lock_threads[self.model.oss_of(ost) as usize];
+                let Reverse(free) = threads.pop().expect("an OSS has service threads");
+                let done = later(self.now, free) + self.model.lock_cpu;
+                threads.push(Reverse(done));
                 self.queue.push(done, Ev::OstInput { ost, node, msg: other, io: false });
             }
         }
