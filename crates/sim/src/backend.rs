@@ -47,7 +47,7 @@ pub struct SimOptions {
     pub stripe_size: Option<u64>,
     /// MPI-IO hints in precedence order (later wins), already matched to the file.
     pub hints: Vec<(String, String)>,
-    /// Where `--hints` came from, for error messages.
+    /// `--timeseries FILE` and its interval: written when the report is made.
     pub timeseries: Option<(PathBuf, Duration)>,
     /// Print `MPICH_MPIIO_STATS`/`TIMERS`/`HINTS_DISPLAY`-style blocks on stderr.
     pub stats: bool,
@@ -67,9 +67,8 @@ struct State {
     job: Job,
     next_file: u64,
     file_id: u64,
-    wall: std::time::Instant,
+    /// Wall time spent simulating.
     wall_s: f64,
-    write_bytes_per_ost: Vec<u64>,
 }
 
 fn err(e: impl std::fmt::Display) -> IorError {
@@ -150,21 +149,12 @@ impl SimBackend {
             let rng = ChaCha8Rng::seed_from_u64(self.opts.seed);
             let mut job = Job::new(world, p.num_tasks, rpn, rng);
             job.progress = self.opts.progress;
-            let osts = job.world.model.ost_count() as usize;
-            *guard = Some(State {
-                job,
-                next_file: 1,
-                file_id: 1,
-                wall: std::time::Instant::now(),
-                wall_s: 0.0,
-                write_bytes_per_ost: vec![0; osts],
-            });
+            *guard = Some(State { job, next_file: 1, file_id: 1, wall_s: 0.0 });
         }
         let state = guard.as_mut().expect("just made");
         let t = std::time::Instant::now();
         let out = f(state);
         state.wall_s += t.elapsed().as_secs_f64();
-        let _ = state.wall;
         out
     }
 
@@ -192,7 +182,11 @@ impl SimBackend {
             }
             let coll = if collective {
                 let nodes = st.job.world.model.nodes;
-                let avail = mplan::aggregator_count(p.num_tasks, nodes, stripe_count, &h);
+                let avail = if write {
+                    mplan::aggregator_count(p.num_tasks, nodes, stripe_count, &h)
+                } else {
+                    mplan::read_aggregator_count(p.num_tasks, nodes, stripe_count, &h)
+                };
                 let aggregators = mplan::aggregator_ranks(avail, p.num_tasks, st.job.ranks_per_node);
                 let lock = match h.write_lock_mode() {
                     CbLockMode::Default => CollLock::Default,
@@ -392,7 +386,6 @@ impl Backend for SimBackend {
         put("ost_bytes_written_per_ost", per_ost.into());
         let per_ost: Vec<serde_json::Value> = w.osts.iter().map(|o| o.counters().bytes_read.into()).collect();
         put("ost_bytes_read_per_ost", per_ost.into());
-        let _ = &st.write_bytes_per_ost;
         let mut sim = serde_json::Map::new();
         sim.insert("events".into(), w.events.into());
         sim.insert("wall_s".into(), st.wall_s.into());

@@ -447,6 +447,14 @@ impl Run<'_> {
                 self.resume_at(at, rank);
             }
             St::Opening => self.opened(rank)?,
+            St::Copy if self.spec.write && self.spec.fsync_per_write => {
+                // -Y: a fsync after every write call, then the next transfer.
+                let (node, fh) = (self.ranks[rank as usize].node, self.ranks[rank as usize].fh.expect("open"));
+                let op = self.job.world.clients[node as usize].fsync(now, fh);
+                self.track(rank, op);
+                self.ranks[rank as usize].st = St::Op;
+                self.job.world.pump_client(node);
+            }
             St::Copy => {
                 self.ranks[rank as usize].st = St::Idle;
                 self.next_transfer(rank)?;
@@ -483,8 +491,7 @@ impl Run<'_> {
             if grouped {
                 return self.group_lock(rank, fh);
             }
-            self.open_done(rank);
-            return Ok(());
+            return self.open_done(rank);
         }
         match spec.lock {
             LockMode::Default => {}
@@ -495,9 +502,8 @@ impl Run<'_> {
             LockMode::Group if spec.write => return self.group_lock(rank, fh),
             LockMode::Group => {}
         }
-        self.open_done(rank);
         self.job.world.pump_client(node);
-        Ok(())
+        self.open_done(rank)
     }
 
     fn group_lock(&mut self, rank: u32, fh: FileHandle) -> Result<(), SimError> {
@@ -521,7 +527,7 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn open_done(&mut self, rank: u32) {
+    fn open_done(&mut self, rank: u32) -> Result<(), SimError> {
         let now = self.now();
         let r = &mut self.ranks[rank as usize];
         r.r.open_stop = now;
@@ -529,10 +535,10 @@ impl Run<'_> {
         r.st = St::Idle;
         if self.coll.is_some() {
             self.arrive(rank);
-        } else {
-            // Independent: start transferring at once.
-            let _ = self.next_transfer(rank);
+            return Ok(());
         }
+        // Independent: start transferring at once.
+        self.next_transfer(rank)
     }
 
     /// Independent I/O: the next transfer, or the end of the transfers.
@@ -617,7 +623,7 @@ impl Run<'_> {
         let r = &mut self.ranks[rank as usize];
         r.ops -= 1;
         match (r.st, output) {
-            (St::Grouping, OpOutput::GroupLocked) => self.open_done(rank),
+            (St::Grouping, OpOutput::GroupLocked) => self.open_done(rank)?,
             (St::Op, OpOutput::Written(n)) | (St::Op, OpOutput::ReadPhantom(n)) => {
                 r.r.bytes += n;
                 r.r.transfers += 1;
@@ -625,15 +631,6 @@ impl Run<'_> {
                 r.timers.file_write_s += now.saturating_since(r.op_started).as_secs_f64();
                 r.st = St::Copy;
                 let at = now + transfer(n, self.job.world.model.copy_bw);
-                if self.spec.write && self.spec.fsync_per_write {
-                    // -Y: the copy, then a fsync, then the next transfer.
-                    let (node, fh) = (r.node, r.fh.expect("open"));
-                    let op = self.job.world.clients[node as usize].fsync(at, fh);
-                    self.track(rank, op);
-                    self.ranks[rank as usize].st = St::Op;
-                    self.job.world.pump_client(node);
-                    return Ok(());
-                }
                 self.resume_at(at, rank);
             }
             (St::Op, OpOutput::Synced) => {

@@ -193,3 +193,15 @@ fn what_cannot_run_is_refused_clearly() {
     let e = run_err("-a MPIIO -c -w -N 2", o);
     assert!(e.contains("cray_cb_write_lock_mode"), "{e}");
 }
+
+#[test]
+fn fsync_after_every_write_sends_every_transfer_at_once() {
+    let mut o = opts("laptop");
+    o.stripe_count = Some(-1);
+    let line = "-a POSIX -w -b 4m -t 256k -N 2";
+    let synced = json_run(&format!("{line} -Y"), o.clone());
+    assert_eq!(counter(&synced, "write_rpcs"), 32, "one RPC per 256 KiB transfer: {}", synced["lanefs"]);
+    let buffered = json_run(line, o);
+    assert!(counter(&buffered, "write_rpcs") < 32, "{}", buffered["lanefs"]);
+    assert!(write_bw(&synced) < write_bw(&buffered));
+}
