@@ -50,38 +50,37 @@ impl Model {
     }
 
     pub fn from_config(c: &ClusterConfig) -> Model {
-        let gib = |x: f64| x * (1u64 << 30) as f64;
-        let us = |x: f64| Duration((x * 1e3).round() as u64);
+        let (compute, storage) = (&c.compute, &c.storage);
         let client = ClientConfig {
-            rpc_bytes_max: c.client.rpc_size_kib << 10,
+            rpc_bytes_max: c.client.rpc_size_bytes(),
             rpcs_in_flight_max: c.client.rpcs_in_flight as usize,
-            dirty_bytes_max: c.client.max_dirty_mib_per_ost << 20,
+            dirty_bytes_max: c.client.max_dirty_bytes_per_ost(),
             lru_locks_max: c.client.lock_lru_size as usize,
-            cached_bytes_max: c.client.cached_mib_max << 20,
+            cached_bytes_max: c.client.cached_bytes_max(),
             ..ClientConfig::default()
         };
         let ost = OstConfig {
-            locks: LockServerConfig { callback_timeout: Duration((c.storage.callback_timeout_s * 1e9) as u64) },
+            locks: LockServerConfig { callback_timeout: storage.callback_timeout() },
             ..OstConfig::default()
         };
         Model {
-            nodes: c.compute.nodes,
-            ranks_per_node: c.compute.ranks_per_node,
-            copy_bw: gib(c.compute.copy_bandwidth_gib_s),
-            node_bw: gib(c.compute.injection_bandwidth_gib_s),
-            latency: us(c.compute.network_latency_us),
-            mpi_bw: gib(c.mpi_bandwidth_gib_s()),
-            mpi_latency: us(c.mpi_latency_us()),
-            oss_count: c.storage.oss_count,
-            osts_per_oss: c.storage.osts_per_oss,
-            ost_write_bw: gib(c.storage.ost_write_bandwidth_gib_s),
-            ost_read_bw: gib(c.storage.ost_read_bandwidth_gib_s),
-            oss_bw: gib(c.storage.oss_network_bandwidth_gib_s),
-            rpc_overhead: us(c.storage.rpc_service_overhead_us),
-            raid_stripe_bytes: c.storage.raid_stripe_kib << 10,
-            rmw_read_bw: gib(c.storage.rmw_read_bandwidth_gib_s),
-            oss_threads: c.storage.oss_service_threads,
-            lock_cpu: us(c.storage.lock_cpu_us),
+            nodes: compute.nodes,
+            ranks_per_node: compute.ranks_per_node,
+            copy_bw: compute.copy_bandwidth().bytes_per_s(),
+            node_bw: compute.injection_bandwidth().bytes_per_s(),
+            latency: compute.network_latency(),
+            mpi_bw: c.mpi_bandwidth().bytes_per_s(),
+            mpi_latency: c.mpi_latency(),
+            oss_count: storage.oss_count,
+            osts_per_oss: storage.osts_per_oss,
+            ost_write_bw: storage.ost_write_bandwidth().bytes_per_s(),
+            ost_read_bw: storage.ost_read_bandwidth().bytes_per_s(),
+            oss_bw: storage.oss_network_bandwidth().bytes_per_s(),
+            rpc_overhead: storage.rpc_service_overhead(),
+            raid_stripe_bytes: storage.raid_stripe_bytes(),
+            rmw_read_bw: storage.rmw_read_bandwidth().bytes_per_s(),
+            oss_threads: storage.oss_service_threads,
+            lock_cpu: storage.lock_cpu(),
             client,
             ost,
         }
