@@ -892,3 +892,20 @@ fn timers_bandwidths_and_lock_mode_line() {
     let none = format_write_timers("f", &[], 0, Duration::ZERO);
     assert!(none.contains("|   net write BW (MiB/s)  =           NA\n"), "{none}");
 }
+
+#[test]
+fn a_limited_window_locks_only_the_announced_data() {
+    use lanefs_core::mpiio::plan::{LockaheadWindow, RefillPolicy};
+    let mib = 1u64 << 20;
+    // Aggregator 1 of 4, 500 extents, but the collective announces 10 stripes.
+    let mut w = LockaheadWindow::new(1, 4, mib, 500, RefillPolicy::LowWater { remaining_stripes: 1 });
+    w.limit_to(10 * mib);
+    let got: Vec<u64> = w.refill(mib).iter().map(|e| e.start / mib).collect();
+    assert_eq!(got, vec![1, 5, 9], "only this aggregator's stripes below stripe 10");
+    assert!(!w.needs_refill(mib));
+    // The next call announces more: a write past the window refills from there.
+    w.limit_to(20 * mib);
+    assert!(w.needs_refill(13 * mib));
+    let got: Vec<u64> = w.refill(13 * mib).iter().map(|e| e.start / mib).collect();
+    assert_eq!(got, vec![13, 17]);
+}

@@ -29,7 +29,7 @@ use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode as LockMode};
 use lanefs_core::client::{ClientError, FileHandle, LadviseOutcome, OpId, OpOutput};
 use lanefs_core::layout::Layout;
 use lanefs_core::ldlm::GroupId;
-use lanefs_core::mpiio::plan::{self as mplan, CollectivePlan};
+use lanefs_core::mpiio::plan::{self as mplan, CollectivePlan, LockaheadWindow, RefillPolicy};
 use lanefs_core::mpiio::report::MpiioStats;
 use lanefs_core::msg::Payload;
 use lanefs_core::units::{Duration, Instant, ObjectId, ObjectKey, OstIndex};
@@ -197,11 +197,8 @@ struct CollState {
     outstanding: u32,
     /// Aggregator -> ops in flight.
     agg_ops: Vec<u32>,
-    /// Lockahead: per aggregator, the first stripe index not yet requested.
-    ahead_next: Vec<u64>,
-    lockahead_requests: u64,
-    /// First stripe past the current call's data: lockahead windows stop there.
-    call_end_stripe: u64,
+    /// Lockahead: each aggregator's window (lanefs-core's schedule).
+    windows: Vec<LockaheadWindow>,
     round_started: Instant,
     stats: MpiioStats,
     agg_of_rank: HashMap<u32, u32>,
@@ -217,8 +214,6 @@ pub struct Job {
     pub skew: Duration,
     /// MPI-IO statistics of the last collective phase.
     pub last_coll_stats: Option<MpiioStats>,
-    /// Lockahead extents the aggregators asked for in the last collective phase.
-    pub last_lockahead_requests: u64,
     /// Per-rank MPI-IO timers of the last phase.
     pub last_timers: Vec<RankTimers>,
     /// Show a progress bar on stderr when a phase runs longer than a second.
@@ -230,17 +225,7 @@ type OpKey = (u32, u64);
 impl Job {
     pub fn new(world: World, ranks: u32, ranks_per_node: u32, rng: ChaCha8Rng) -> Job {
         let skew = world.model.latency;
-        Job {
-            world,
-            ranks,
-            ranks_per_node,
-            rng,
-            skew,
-            last_coll_stats: None,
-            last_lockahead_requests: 0,
-            last_timers: Vec::new(),
-            progress: false,
-        }
+        Job { world, ranks, ranks_per_node, rng, skew, last_coll_stats: None, last_timers: Vec::new(), progress: false }
     }
 
     pub fn node_of(&self, rank: u32) -> u32 {
@@ -284,6 +269,21 @@ impl Job {
         }
         let mut coll = spec.collective.clone().map(|setup| {
             let aggs = setup.aggregators.len();
+            let windows = match setup.lock {
+                CollLock::Lockahead { num_extents } => (0..aggs as u32)
+                    .map(|a| {
+                        // Refill while one locked stripe is still ahead,
+                        // so writes do not wait for their own locks.
+                        let refill = if num_extents > 1 {
+                            RefillPolicy::LowWater { remaining_stripes: setup.refill_low_water.min(num_extents - 1) }
+                        } else {
+                            RefillPolicy::OnMiss
+                        };
+                        LockaheadWindow::new(a, aggs as u32, spec.stripe_size, num_extents, refill)
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
             CollState {
                 agg_of_rank: setup.aggregators.iter().enumerate().map(|(i, &r)| (r, i as u32)).collect(),
                 stats: MpiioStats::new(aggs as u32, spec.stripe_count, spec.stripe_size),
@@ -297,9 +297,7 @@ impl Job {
                 group_dance_done: false,
                 outstanding: 0,
                 agg_ops: vec![0; aggs],
-                ahead_next: vec![0; aggs],
-                lockahead_requests: 0,
-                call_end_stripe: 0,
+                windows,
                 round_started: t0,
             }
         });
@@ -339,7 +337,6 @@ impl Job {
             }
         }
         bar.finish();
-        self.last_lockahead_requests = coll.as_ref().map_or(0, |c| c.lockahead_requests);
         self.last_coll_stats = coll.map(|c| c.stats);
         self.last_timers = ranks.iter().map(|r| r.timers).collect();
         Ok(ranks.into_iter().map(|r| r.r).collect())
@@ -710,7 +707,9 @@ impl Run<'_> {
         }
         coll.rounds = plan_rounds(&plan);
         let end = plan.writes().iter().map(|w| w.end).max().unwrap_or(0);
-        coll.call_end_stripe = end.div_ceil(spec.stripe_size);
+        for window in &mut coll.windows {
+            window.limit_to(end);
+        }
         coll.round = 0;
         let lockahead = matches!(coll.setup.lock, CollLock::Lockahead { .. });
         coll.started_rounds = !(call == 0 && spec.write && lockahead && !coll.group_dance_done);
@@ -795,27 +794,13 @@ impl Run<'_> {
         let extents = self.agg_work(agg).extents.clone();
         let coll = self.coll.as_deref_mut().expect("collective");
         let rank = coll.setup.aggregators[agg as usize];
-        let avail = coll.setup.aggregators.len() as u64;
         let (node, fh) = (self.ranks[rank as usize].node, self.ranks[rank as usize].fh.expect("open"));
         self.ranks[rank as usize].timers.exchange_s += now.saturating_since(coll.round_started).as_secs_f64();
-        if let (true, CollLock::Lockahead { num_extents }) = (spec.write, coll.setup.lock) {
-            // The window: this aggregator's next `num_extents` stripes (not
-            // past the data of this call, which is all the offsets exchanged
-            // so far say), requested again when at most `refill_low_water`
-            // of them are left.
-            let stripe = extents[0].0 / spec.stripe_size;
-            let next = coll.ahead_next[agg as usize];
-            let low = u64::from(coll.setup.refill_low_water);
-            if stripe + low * avail >= next {
-                let from = next.max(stripe);
-                let ss = spec.stripe_size;
-                let advices: Vec<Advice> = (0..u64::from(num_extents))
-                    .map(|i| from + i * avail)
-                    .take_while(|&s| s < coll.call_end_stripe)
-                    .map(|s| Advice::lockahead(AheadMode::Write, s * ss, (s + 1) * ss - 1, true))
-                    .collect();
-                coll.ahead_next[agg as usize] = from + advices.len() as u64 * avail;
-                coll.lockahead_requests += advices.len() as u64;
+        if spec.write && !coll.windows.is_empty() {
+            let window = &mut coll.windows[agg as usize];
+            let offset = extents[0].0;
+            if window.needs_refill(offset) {
+                let advices = window.refill_advices(offset, AheadMode::Write, 0);
                 self.ranks[rank as usize].timers.lock_mode_used = true;
                 if !advices.is_empty() {
                     self.advise(rank, &advices)?;

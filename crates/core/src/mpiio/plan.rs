@@ -476,6 +476,8 @@ pub struct LockaheadWindow {
     refill: RefillPolicy,
     /// The first and last locked stripe, both owned by `aggregator`.
     locked: Option<(u64, u64)>,
+    /// Requests stop before this stripe (see [`LockaheadWindow::limit_to`]).
+    end_stripe: Option<u64>,
 }
 
 impl LockaheadWindow {
@@ -489,7 +491,16 @@ impl LockaheadWindow {
         if let RefillPolicy::LowWater { remaining_stripes } = refill {
             assert!(remaining_stripes < num_extents, "low-water mark {remaining_stripes} >= {num_extents} extents");
         }
-        LockaheadWindow { aggregator, avail, stripe_size, num_extents, refill, locked: None }
+        LockaheadWindow { aggregator, avail, stripe_size, num_extents, refill, locked: None, end_stripe: None }
+    }
+
+    /// Request no stripe at or past `end_offset`: the end of the data the
+    /// collective's exchanged offsets announce. ROMIO always asks for
+    /// `num_extents` stripes, past the end of the file if need be; lanefs
+    /// locks only what is known to be written (call again as calls reach
+    /// further).
+    pub fn limit_to(&mut self, end_offset: u64) {
+        self.end_stripe = Some(end_offset.div_ceil(self.stripe_size));
     }
 
     /// The window of `aggregator` for a lock mode, or `None` unless it is lockahead.
@@ -518,9 +529,14 @@ impl LockaheadWindow {
     /// stopping early where a stripe would end past `u64::MAX`.
     fn extents(&self, first: u64, count: u32) -> Vec<Extent> {
         let step = u64::from(self.avail);
+        let end_stripe = self.end_stripe.unwrap_or(u64::MAX);
         (0..u64::from(count))
             .map_while(|i| {
-                let start = i.checked_mul(step)?.checked_add(first)?.checked_mul(self.stripe_size)?;
+                let stripe = i.checked_mul(step)?.checked_add(first)?;
+                if stripe >= end_stripe {
+                    return None;
+                }
+                let start = stripe.checked_mul(self.stripe_size)?;
                 Some(Extent::new(start, start.checked_add(self.stripe_size - 1)?))
             })
             .collect()
