@@ -51,8 +51,7 @@ def show(label, r):
 def main():
     quick = os.environ.get("QUICK") == "1"
     print(f"(a) collective write, 192 nodes x 4 ranks, 1 MiB, 8 aggregators per OST, -s {SEGMENTS}")
-    d = run(COLL + ["--hints", hints(8, 0)])
-    la = run(COLL + ["--hints", hints(8, 2)])
+    d, la = both_modes(8)
     show("default locking (mode 0)", d)
     show("lockahead (mode 2)", la)
     print(f"  lockahead / default = {la['bw'] / d['bw']:.2f}x   (published: 7.5x)")
@@ -63,8 +62,7 @@ def main():
         return
     print("(b) aggregators per OST")
     for mult in (1, 2, 4, 8):
-        rd = run(COLL + ["--hints", hints(mult, 0)])
-        rl = run(COLL + ["--hints", hints(mult, 2)])
+        rd, rl = both_modes(mult)
         print(f"  {mult} per OST: default {rd['bw']:10.1f}  lockahead {rl['bw']:10.1f} MiB/s  "
               f"ratio {rl['bw'] / rd['bw']:.2f}x  (callbacks {rd['callbacks']} / {rl['callbacks']})")
     print("(c) shared file with lockahead vs file per process (16 MiB per rank, 1 MiB transfers)")
@@ -76,18 +74,23 @@ def main():
     print(f"  command: {fpp['cmd']}")
     print("(d) lock server time per request (lock_cpu_us), scenario (a)")
     for us in (50, 85, 200, 500):
-        sweep = ["--set", f"storage.lock_cpu_us={us}"]
-        rd = run(COLL + sweep + ["--hints", hints(8, 0)])
-        rl = run(COLL + sweep + ["--hints", hints(8, 2)])
-        print(f"  lock_cpu_us = {us:3d}: default {rd['bw']:10.1f}  lockahead {rl['bw']:10.1f} MiB/s  "
-              f"ratio {rl['bw'] / rd['bw']:.2f}x")
+        sweep_line(f"lock_cpu_us = {us:3d}", both_modes(8, f"storage.lock_cpu_us={us}"))
     print("(e) one-way network latency (network_latency_us), scenario (a); enqueue round trip = 2 x latency + 85 us")
     for us in (10, 50, 100, 200):
-        sweep = ["--set", f"compute.network_latency_us={us}"]
-        rd = run(COLL + sweep + ["--hints", hints(8, 0)])
-        rl = run(COLL + sweep + ["--hints", hints(8, 2)])
-        print(f"  latency {us:3d} us (round trip {2 * us + 85:3d} us): default {rd['bw']:10.1f}  lockahead {rl['bw']:10.1f} MiB/s  "
-              f"ratio {rl['bw'] / rd['bw']:.2f}x")
+        sweep_line(f"latency {us:3d} us (round trip {2 * us + 85:3d} us)",
+                   both_modes(8, f"compute.network_latency_us={us}"))
+
+
+def both_modes(mult, setting=None):
+    """Scenario (a) with `mult` aggregators per OST (and one cluster value
+    changed), in default locking and in lockahead."""
+    extra = ["--set", setting] if setting else []
+    return tuple(run(COLL + extra + ["--hints", hints(mult, mode)]) for mode in (0, 2))
+
+
+def sweep_line(label, results):
+    rd, rl = results
+    print(f"  {label}: default {rd['bw']:10.1f}  lockahead {rl['bw']:10.1f} MiB/s  ratio {rl['bw'] / rd['bw']:.2f}x")
 
 if __name__ == "__main__":
     sys.exit(main())

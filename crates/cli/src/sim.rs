@@ -201,6 +201,7 @@ fn ior(mut args: Vec<String>) -> Result<()> {
         let rules = mhints::parse_cli_hints(spec).map_err(|e| anyhow!("--hints: {e}"))?;
         hints.extend(mhints::hints_for_file(&rules, &params.test_file));
     }
+    let timeseries_path = timeseries.clone();
     let json = params.summary_format != lanefs_ior::SummaryFormat::Default;
     let opts = SimOptions {
         cluster,
@@ -220,6 +221,10 @@ fn ior(mut args: Vec<String>) -> Result<()> {
     let mut out = std::io::stdout();
     let backend = lanefs_ior::select_backend(&params.api, &[&posix, &mpiio]).map_err(|e| anyhow!("{e}"))?;
     lanefs_ior::run(&params, backend, &mut out).context("simulated IOR run failed")?;
+    let used = if backend.name() == "MPIIO" { &mpiio } else { &posix };
+    if let Some(path) = &timeseries_path {
+        used.write_timeseries().with_context(|| format!("cannot write the time series to {}", path.display()))?;
+    }
     Ok(())
 }
 

@@ -47,7 +47,7 @@ pub struct SimOptions {
     pub stripe_size: Option<u64>,
     /// MPI-IO hints in precedence order (later wins), already matched to the file.
     pub hints: Vec<(String, String)>,
-    /// `--timeseries FILE` and its interval: written when the report is made.
+    /// `--timeseries FILE` and its interval ([`SimBackend::write_timeseries`]).
     pub timeseries: Option<(PathBuf, Duration)>,
     /// Print `MPICH_MPIIO_STATS`/`TIMERS`/`HINTS_DISPLAY`-style blocks on stderr.
     pub stats: bool,
@@ -303,6 +303,18 @@ fn print_mpiio(job: &Job, spec: &PhaseSpec, file: &str, results: &[RankResult], 
     }
 }
 
+impl SimBackend {
+    /// Write the `--timeseries` file, if one was asked for and a phase ran.
+    pub fn write_timeseries(&self) -> std::io::Result<()> {
+        let Some((path, _)) = &self.opts.timeseries else { return Ok(()) };
+        let guard = self.state.lock().map_err(|_| std::io::Error::other("simulator state poisoned"))?;
+        let Some(series) = guard.as_ref().and_then(|st| st.job.world.series.as_ref()) else { return Ok(()) };
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        write_series(&mut out, series)?;
+        std::io::Write::flush(&mut out)
+    }
+}
+
 impl PhaseModel for SimBackend {
     fn write_phase(&self, p: &IorParams, rep: u32) -> Result<Vec<RankPhase>, IorError> {
         self.phase(p, true, rep)
@@ -395,16 +407,6 @@ impl Backend for SimBackend {
         sim.insert("cluster".into(), self.opts.cluster.cluster.name.clone().into());
         sim.insert("simulated_s".into(), w.now.as_secs_f64().into());
         if let Some((path, _)) = &self.opts.timeseries {
-            if let Some(series) = &w.series {
-                let written = std::fs::File::create(path).and_then(|f| {
-                    let mut out = std::io::BufWriter::new(f);
-                    write_series(&mut out, series)?;
-                    std::io::Write::flush(&mut out)
-                });
-                if let Err(e) = written {
-                    eprintln!("lanefs sim: cannot write the time series to {}: {e}", path.display());
-                }
-            }
             sim.insert("timeseries".into(), path.display().to_string().into());
         }
         vec![BackendReport::from_json("lanefs", lanefs), BackendReport::from_json("sim", sim)]

@@ -23,19 +23,21 @@
 //! by aggregator 0, every rank sets lock-no-expand and each aggregator asks
 //! for its next `num_extents` stripes ahead, refilled early).
 
+mod collective;
+
 use crate::report::RankTimers;
 use crate::world::{transfer, Ev, Happening, World};
+use collective::CollState;
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode as LockMode};
 use lanefs_core::client::{ClientError, FileHandle, LadviseOutcome, OpId, OpOutput};
 use lanefs_core::layout::Layout;
 use lanefs_core::ldlm::GroupId;
-use lanefs_core::mpiio::plan::{self as mplan, CollectivePlan, LockaheadWindow, RefillPolicy};
 use lanefs_core::mpiio::report::MpiioStats;
 use lanefs_core::msg::Payload;
 use lanefs_core::units::{Duration, Instant, ObjectId, ObjectKey, OstIndex};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 /// How aggregators lock in a collective run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,38 +174,6 @@ pub enum WorkEv {
     ReadSent { agg: u32 },
 }
 
-/// One round of a collective call, in the form the loop moves.
-#[derive(Clone, Debug, Default)]
-struct AggRound {
-    /// File extents the aggregator writes (or reads) this round.
-    extents: Vec<(u64, u64)>,
-    /// (source or destination rank, bytes).
-    pieces: Vec<(u32, u64)>,
-}
-
-struct CollState {
-    setup: Collective,
-    calls: u64,
-    call: u64,
-    arrived: u32,
-    /// `rounds[r]`: the aggregators with work in round `r`, sorted.
-    rounds: Vec<Vec<(u32, AggRound)>>,
-    round: usize,
-    /// False while the whole-file group lock before the first lockahead
-    /// call is being taken and dropped.
-    started_rounds: bool,
-    group_dance_done: bool,
-    /// Aggregators (or, reading, deliveries) the round still waits for.
-    outstanding: u32,
-    /// Aggregator -> ops in flight.
-    agg_ops: Vec<u32>,
-    /// Lockahead: each aggregator's window (lanefs-core's schedule).
-    windows: Vec<LockaheadWindow>,
-    round_started: Instant,
-    stats: MpiioStats,
-    agg_of_rank: HashMap<u32, u32>,
-}
-
 /// The job: IOR's ranks on a simulated machine.
 pub struct Job {
     pub world: World,
@@ -267,40 +237,7 @@ impl Job {
             let skew = if self.skew.as_ns() == 0 { 0 } else { self.rng.gen_range(0..self.skew.as_ns()) };
             self.world.push(t0 + Duration(skew), Ev::Work(WorkEv::Resume { rank: r }));
         }
-        let mut coll = spec.collective.clone().map(|setup| {
-            let aggs = setup.aggregators.len();
-            let windows = match setup.lock {
-                CollLock::Lockahead { num_extents } => (0..aggs as u32)
-                    .map(|a| {
-                        // Refill while one locked stripe is still ahead,
-                        // so writes do not wait for their own locks.
-                        let refill = if num_extents > 1 {
-                            RefillPolicy::LowWater { remaining_stripes: setup.refill_low_water.min(num_extents - 1) }
-                        } else {
-                            RefillPolicy::OnMiss
-                        };
-                        LockaheadWindow::new(a, aggs as u32, spec.stripe_size, num_extents, refill)
-                    })
-                    .collect(),
-                _ => Vec::new(),
-            };
-            CollState {
-                agg_of_rank: setup.aggregators.iter().enumerate().map(|(i, &r)| (r, i as u32)).collect(),
-                stats: MpiioStats::new(aggs as u32, spec.stripe_count, spec.stripe_size),
-                setup,
-                calls: spec.transfers_per_rank(),
-                call: 0,
-                arrived: 0,
-                rounds: Vec::new(),
-                round: 0,
-                started_rounds: true,
-                group_dance_done: false,
-                outstanding: 0,
-                agg_ops: vec![0; aggs],
-                windows,
-                round_started: t0,
-            }
-        });
+        let mut coll = spec.collective.clone().map(|setup| CollState::new(setup, spec, t0));
         let mut ops: HashMap<OpKey, u32> = HashMap::new();
         let mut done = 0u32;
         let total_bytes = u64::from(self.ranks) * spec.transfers_per_rank() * spec.transfer;
@@ -662,266 +599,4 @@ impl Run<'_> {
         }
         Ok(())
     }
-
-    // ----- collective ----------------------------------------------------
-
-    fn coll(&mut self) -> &mut CollState {
-        self.coll.as_deref_mut().expect("a collective phase")
-    }
-
-    /// A rank enters the current collective call.
-    fn arrive(&mut self, rank: u32) {
-        let now = self.now();
-        self.ranks[rank as usize].st = St::Coll;
-        self.ranks[rank as usize].timers.arrived = now;
-        let ranks = self.job.ranks;
-        let coll = self.coll();
-        coll.arrived += 1;
-        if coll.arrived == ranks {
-            coll.arrived = 0;
-            let cost = allgather_cost(ranks, self.job.world.model.mpi_latency);
-            self.job.world.push(now + cost, Ev::Work(WorkEv::CallStart));
-        }
-    }
-
-    /// All ranks are in and the offsets exchanged: plan the call, start its rounds.
-    fn call_start(&mut self) -> Result<(), SimError> {
-        let now = self.now();
-        let spec = self.spec;
-        let n = self.job.ranks;
-        let gather = allgather_cost(n, self.job.world.model.mpi_latency).as_secs_f64();
-        for r in self.ranks.iter_mut() {
-            r.timers.wait_for_coll_s += now.saturating_since(r.timers.arrived).as_secs_f64() - gather;
-            r.timers.collective_s += gather;
-        }
-        let coll = self.coll();
-        let call = coll.call;
-        let requests: Vec<(u32, u64, u64)> =
-            (0..n).map(|r| (r, spec.offset(n, (r + spec.rank_offset) % n, call), spec.transfer)).collect();
-        let avail = coll.setup.aggregators.len() as u32;
-        let plan = mplan::plan_collective(&requests, spec.stripe_size, avail);
-        if spec.write {
-            coll.stats.record_collective_write(&plan, u64::from(n));
-        } else {
-            coll.stats.record_collective_read(&plan, u64::from(n));
-        }
-        coll.rounds = plan_rounds(&plan);
-        let end = plan.writes().iter().map(|w| w.end).max().unwrap_or(0);
-        for window in &mut coll.windows {
-            window.limit_to(end);
-        }
-        coll.round = 0;
-        let lockahead = matches!(coll.setup.lock, CollLock::Lockahead { .. });
-        coll.started_rounds = !(call == 0 && spec.write && lockahead && !coll.group_dance_done);
-        if !coll.started_rounds {
-            // ROMIO: aggregator 0 takes and drops a whole-file group lock,
-            // which calls back every cached lock on the file.
-            coll.group_dance_done = true;
-            coll.outstanding = 1;
-            let agg0 = coll.setup.aggregators[0];
-            let (node, fh) = (self.ranks[agg0 as usize].node, self.ranks[agg0 as usize].fh.expect("open"));
-            let op = self.job.world.clients[node as usize].group_lock(now, fh, GroupId(u64::MAX));
-            self.track(agg0, op);
-            self.job.world.pump_client(node);
-            return Ok(());
-        }
-        self.begin_round();
-        Ok(())
-    }
-
-    /// Start the current round (and skip the empty ones after it, each
-    /// costing its all-to-all of sizes).
-    fn begin_round(&mut self) {
-        let now = self.now();
-        let step = allgather_cost(self.job.ranks, self.job.world.model.mpi_latency);
-        let coll = self.coll();
-        let mut steps = 1u64;
-        while coll.round + 1 < coll.rounds.len() && coll.rounds[coll.round].is_empty() {
-            coll.round += 1;
-            steps += 1;
-        }
-        let cost = Duration(step.as_ns() * steps);
-        for r in self.ranks.iter_mut() {
-            r.timers.collective_s += cost.as_secs_f64();
-        }
-        self.job.world.push(now + cost, Ev::Work(WorkEv::RoundStart));
-    }
-
-    fn round_start(&mut self) -> Result<(), SimError> {
-        let now = self.now();
-        let write = self.spec.write;
-        let coll = self.coll.as_deref_mut().expect("collective");
-        coll.round_started = now;
-        let round = std::mem::take(&mut coll.rounds[coll.round]);
-        coll.outstanding = round.len() as u32;
-        for (agg, work) in &round {
-            if write {
-                let agg_rank = coll.setup.aggregators[*agg as usize];
-                let agg_node = self.ranks[agg_rank as usize].node;
-                let mut ready = now;
-                for &(src, bytes) in &work.pieces {
-                    let src_node = self.ranks[src as usize].node;
-                    let arrived = self.job.world.mpi_send(src_node, agg_node, bytes);
-                    self.ranks[src as usize].timers.data_send_s += arrived.saturating_since(now).as_secs_f64();
-                    ready = ready.max(arrived);
-                }
-                self.job.world.push(ready, Ev::Work(WorkEv::AggReady { agg: *agg }));
-            } else {
-                self.job.world.push(now, Ev::Work(WorkEv::AggReady { agg: *agg }));
-            }
-        }
-        let empty = round.is_empty();
-        let coll = self.coll();
-        let r = coll.round;
-        coll.rounds[r] = round;
-        if empty {
-            return self.round_done();
-        }
-        Ok(())
-    }
-
-    fn agg_work(&mut self, agg: u32) -> &AggRound {
-        let coll = self.coll.as_deref().expect("collective");
-        let round = &coll.rounds[coll.round];
-        let at = round.binary_search_by_key(&agg, |e| e.0).expect("the aggregator has work this round");
-        &round[at].1
-    }
-
-    /// Aggregator `agg` has its round's data (writing) or may read (reading).
-    fn agg_ready(&mut self, agg: u32) -> Result<(), SimError> {
-        let now = self.now();
-        let spec = self.spec;
-        let extents = self.agg_work(agg).extents.clone();
-        let coll = self.coll.as_deref_mut().expect("collective");
-        let rank = coll.setup.aggregators[agg as usize];
-        let (node, fh) = (self.ranks[rank as usize].node, self.ranks[rank as usize].fh.expect("open"));
-        self.ranks[rank as usize].timers.exchange_s += now.saturating_since(coll.round_started).as_secs_f64();
-        if spec.write && !coll.windows.is_empty() {
-            let window = &mut coll.windows[agg as usize];
-            let offset = extents[0].0;
-            if window.needs_refill(offset) {
-                let advices = window.refill_advices(offset, AheadMode::Write, 0);
-                self.ranks[rank as usize].timers.lock_mode_used = true;
-                if !advices.is_empty() {
-                    self.advise(rank, &advices)?;
-                }
-            }
-        }
-        self.coll().agg_ops[agg as usize] = extents.len() as u32;
-        self.ranks[rank as usize].op_started = now;
-        let client = &mut self.job.world.clients[node as usize];
-        let ids: Vec<OpId> = extents
-            .iter()
-            .map(|&(off, len)| {
-                if spec.write {
-                    client.write_payload(now, fh, off, Payload::Phantom(len))
-                } else {
-                    client.read(now, fh, off, len)
-                }
-            })
-            .collect();
-        for op in ids {
-            self.track(rank, op);
-        }
-        self.job.world.pump_client(node);
-        Ok(())
-    }
-
-    fn agg_op_done(&mut self, agg: u32, rank: u32) -> Result<(), SimError> {
-        let coll = self.coll();
-        coll.agg_ops[agg as usize] -= 1;
-        if coll.agg_ops[agg as usize] > 0 {
-            return Ok(());
-        }
-        let now = self.now();
-        let work = self.agg_work(agg).clone();
-        let bytes: u64 = work.extents.iter().map(|e| e.1).sum();
-        let copy = transfer(bytes, self.job.world.model.copy_bw);
-        let r = &mut self.ranks[rank as usize];
-        // The client's time plus the copy between the aggregator's buffer and the page cache.
-        r.timers.file_write_s += now.saturating_since(r.op_started).as_secs_f64() + copy.as_secs_f64();
-        r.timers.bytes += bytes;
-        let at = now + copy;
-        if self.spec.write {
-            self.job.world.push(at, Ev::Work(WorkEv::AggCopied { agg }));
-            return Ok(());
-        }
-        // Reading: send the pieces to their ranks.
-        let agg_node = self.ranks[rank as usize].node;
-        let mut delivered = at;
-        for (dst, b) in work.pieces {
-            let dst_node = self.ranks[dst as usize].node;
-            let arrived = self.job.world.mpi_send(agg_node, dst_node, b).max(at);
-            self.ranks[dst as usize].timers.data_send_s += arrived.saturating_since(at).as_secs_f64();
-            delivered = delivered.max(arrived);
-        }
-        self.job.world.push(delivered, Ev::Work(WorkEv::ReadSent { agg }));
-        Ok(())
-    }
-
-    /// One aggregator's part of the round (or the opening group lock) is over.
-    fn round_part_done(&mut self) -> Result<(), SimError> {
-        let coll = self.coll();
-        coll.outstanding -= 1;
-        if coll.outstanding > 0 {
-            return Ok(());
-        }
-        if !coll.started_rounds {
-            // The whole-file group lock of the first lockahead call is done.
-            coll.started_rounds = true;
-            self.begin_round();
-            return Ok(());
-        }
-        self.round_done()
-    }
-
-    fn round_done(&mut self) -> Result<(), SimError> {
-        let now = self.now();
-        let spec = self.spec;
-        let n = self.job.ranks;
-        let coll = self.coll();
-        coll.round += 1;
-        if coll.round < coll.rounds.len() {
-            self.begin_round();
-            return Ok(());
-        }
-        // The call is over for every rank.
-        coll.call += 1;
-        let last = coll.call == coll.calls;
-        for rk in self.ranks.iter_mut() {
-            rk.r.bytes += spec.transfer;
-            rk.r.transfers += 1;
-            rk.next += 1;
-            rk.timers.arrived = now;
-        }
-        if !last {
-            let cost = allgather_cost(n, self.job.world.model.mpi_latency);
-            self.job.world.push(now + cost, Ev::Work(WorkEv::CallStart));
-            return Ok(());
-        }
-        for r in 0..n {
-            self.ranks[r as usize].st = St::Idle;
-            self.transfers_done(r)?;
-        }
-        Ok(())
-    }
-}
-
-/// An allgather or all-to-all of small messages: `ceil(log2 n)` latencies.
-fn allgather_cost(n: u32, latency: Duration) -> Duration {
-    let steps = u64::from(32 - n.max(1).saturating_sub(1).leading_zeros());
-    Duration(steps * latency.as_ns())
-}
-
-/// The rounds of one collective call: for each round, the aggregators with
-/// work in it (sorted), each with its system writes and its incoming messages.
-fn plan_rounds(plan: &CollectivePlan) -> Vec<Vec<(u32, AggRound)>> {
-    let mut rounds: Vec<BTreeMap<u32, AggRound>> = vec![BTreeMap::new(); plan.round_count() as usize];
-    for w in plan.writes() {
-        rounds[w.round as usize].entry(w.aggregator).or_default().extents.push((w.start, w.end - w.start));
-    }
-    for m in plan.sends() {
-        rounds[m.round as usize].entry(m.aggregator).or_default().pieces.push((m.rank, m.bytes));
-    }
-    rounds.into_iter().map(|r| r.into_iter().collect()).collect()
 }
