@@ -174,16 +174,9 @@ impl LockCache {
 
     /// A granted lock that serves `mode` over all of `extent`, not called back.
     pub fn matching(&self, key: ObjectKey, mode: LockMode, extent: Extent) -> Option<LocalLock> {
-        self.locks
-            .iter()
-            .find(|(_, l)| {
-                l.key == key
-                    && l.is_granted()
-                    && !l.callback_pending
-                    && l.mode.serves(mode)
-                    && l.extent.contains(&extent)
-            })
-            .map(|(id, _)| *id)
+        self.of_key(key)
+            .find(|(_, l)| l.is_granted() && !l.callback_pending && l.mode.serves(mode) && l.extent.contains(&extent))
+            .map(|(id, _)| id)
     }
 
     /// A lock still being enqueued whose request will serve `mode` over `extent`.

@@ -56,7 +56,6 @@ use crate::units::{ObjectKey, OstIndex, PAGE_SIZE};
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::ops::{Range, RangeInclusive};
 
 const PAGE_BYTES: usize = PAGE_SIZE as usize;
 const PAGE_END: u16 = PAGE_SIZE as u16;
@@ -130,7 +129,7 @@ fn union<'a>(a: &'a Ranges, b: &'a Ranges) -> impl Iterator<Item = (u16, u16)> +
     })
 }
 
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 struct Page {
     /// The page's bytes; `None` for a phantom page.
     data: Option<Box<[u8; PAGE_BYTES]>>,
@@ -226,44 +225,88 @@ pub struct WritebackRun {
     pub data: Payload,
 }
 
-/// The part `[start, end)` of page `index` that a byte range covers; `at` is
-/// where that part begins in the caller's buffer.
-#[derive(Clone, Copy)]
-struct Piece {
-    index: u64,
+/// `pages` consecutive pages in one state: a single page when it holds
+/// bytes, any number of pages when they are phantom pages (a megabyte
+/// written by the simulator is one entry, not 256).
+#[derive(Clone, Debug)]
+struct Run {
+    pages: u64,
+    page: Page,
+}
+
+impl Run {
+    fn cached_dirty(&self) -> u64 {
+        self.page.cached_dirty() * self.pages
+    }
+
+    fn data_pages(&self) -> usize {
+        if self.page.data.is_some() {
+            self.pages as usize
+        } else {
+            0
+        }
+    }
+
+    fn end(&self, start: u64) -> u64 {
+        start + self.pages
+    }
+}
+
+/// One object's runs, keyed by the index of their first page; they never
+/// overlap.
+type Runs = BTreeMap<u64, Run>;
+
+/// The runs of `runs` meeting pages `[first, last]`, in order.
+fn runs_in(runs: &Runs, first: u64, last: u64) -> impl Iterator<Item = (u64, &Run)> {
+    let before = runs.range(..first).next_back().filter(|(&s, r)| r.end(s) > first);
+    before.into_iter().chain(runs.range(first..=last)).map(|(&s, r)| (s, r))
+}
+
+/// The pages `[first, last]` a byte range covers, each page's part of it
+/// being `[start, end)`: at most three segments (a partial first page, whole
+/// pages, a partial last page), so a long range costs as much as a short one.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    first: u64,
+    last: u64,
     start: u16,
     end: u16,
-    at: usize,
 }
 
-impl Piece {
-    fn in_page(&self) -> Range<usize> {
-        usize::from(self.start)..usize::from(self.end)
+fn segments(offset: u64, len: u64) -> SmallVec<[Segment; 3]> {
+    let mut out = SmallVec::new();
+    if len == 0 {
+        return out;
     }
-    fn in_buf(&self) -> Range<usize> {
-        self.at..self.at + usize::from(self.end - self.start)
-    }
-}
-
-/// Splits `[offset, offset + len)` into per-page pieces.
-fn pieces(offset: u64, len: u64) -> impl Iterator<Item = Piece> {
     let end = offset.checked_add(len).expect("byte range overflows u64");
-    let pages = offset / PAGE_SIZE..end.div_ceil(PAGE_SIZE);
-    pages.filter(move |_| len > 0).map(move |index| {
-        let base = index * PAGE_SIZE;
-        let (s, e) = (offset.max(base) - base, end.min(base + PAGE_SIZE) - base);
-        let at = (base + s - offset) as usize;
-        Piece { index, start: s as u16, end: e as u16, at }
-    })
+    let (first, last) = (offset / PAGE_SIZE, (end - 1) / PAGE_SIZE);
+    let head = (offset % PAGE_SIZE) as u16;
+    let tail = ((end - 1) % PAGE_SIZE) as u16 + 1;
+    if first == last {
+        out.push(Segment { first, last, start: head, end: tail });
+        return out;
+    }
+    let mut whole = (first + 1, last - 1);
+    if head == 0 {
+        whole.0 = first;
+    } else {
+        out.push(Segment { first, last: first, start: head, end: PAGE_END });
+    }
+    if tail == PAGE_END {
+        whole.1 = last;
+    }
+    if whole.0 <= whole.1 {
+        out.push(Segment { first: whole.0, last: whole.1, start: 0, end: PAGE_END });
+    }
+    if tail != PAGE_END {
+        out.push(Segment { first: last, last, start: 0, end: tail });
+    }
+    out
 }
 
 /// Whether `bytes` is a whole number of pages.
 fn page_aligned(bytes: u64) -> bool {
     bytes & (PAGE_SIZE - 1) == 0
-}
-
-fn page_indices(range: &Extent) -> RangeInclusive<u64> {
-    range.start / PAGE_SIZE..=range.end / PAGE_SIZE
 }
 
 /// `range` clipped to page `index`, as in-page offsets `[start, end)`.
@@ -272,6 +315,14 @@ fn clip(range: &Extent, index: u64) -> (u16, u16) {
     let start = range.start.max(base) - base;
     let last = range.end.min(base + PAGE_SIZE - 1) - base;
     (start as u16, last as u16 + 1)
+}
+
+/// Whether some page of `[lo, hi]` (all in one state, `ranges`) has a byte
+/// of `range` in `ranges`. Only the first and last page of `range` are
+/// clipped, so three pages stand for all.
+fn meets(ranges: &Ranges, range: &Extent, lo: u64, hi: u64) -> bool {
+    let mut probe = [Some(lo), Some(hi), (lo + 1 < hi).then_some(lo + 1)].into_iter().flatten();
+    probe.any(|i| ranges.first_within(clip(range, i)).is_some())
 }
 
 /// Appends `ext`, merged into the last extent when contiguous and the result
@@ -283,20 +334,35 @@ fn push_merged(out: &mut Vec<Extent>, ext: Extent, len_max: u64) {
     }
 }
 
+/// Appends pages `[first, last]` as [`push_merged`] would one page at a time.
+fn push_pages(out: &mut Vec<Extent>, first: u64, last: u64, len_max: u64) {
+    let mut next = first;
+    while next <= last {
+        let room = match out.last() {
+            Some(prev) if prev.end + 1 == next * PAGE_SIZE => (len_max - prev.len()) / PAGE_SIZE,
+            _ => 0,
+        };
+        let take = if room > 0 { room } else { len_max / PAGE_SIZE }.min(last - next + 1);
+        push_merged(out, Extent::from_offset_len(next * PAGE_SIZE, take * PAGE_SIZE), len_max);
+        next += take;
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct PageCache {
-    objects: BTreeMap<ObjectKey, BTreeMap<u64, Page>>,
-    /// Indices of the pages with dirty bytes, per object, so that finding
+    objects: BTreeMap<ObjectKey, Runs>,
+    /// First pages of the runs with dirty bytes, per object, so that finding
     /// the next writeback run never walks clean or in-flight pages.
-    dirty_pages: BTreeMap<ObjectKey, BTreeSet<u64>>,
-    /// Indices of the pages with bytes under writeback, per object, so that
-    /// "is anything of this object still in flight" (fsync, close, cancel)
-    /// never walks the clean pages.
-    writeback_pages: BTreeMap<ObjectKey, BTreeSet<u64>>,
+    dirty_runs: BTreeMap<ObjectKey, BTreeSet<u64>>,
+    /// First pages of the runs with bytes under writeback, per object, so
+    /// that "is anything of this object still in flight" (fsync, close,
+    /// cancel) never walks the clean pages.
+    writeback_runs: BTreeMap<ObjectKey, BTreeSet<u64>>,
     /// Cached-dirty bytes per OST; OSTs at zero have no entry.
     dirty_bytes_ost: BTreeMap<OstIndex, u64>,
     dirty_bytes: u64,
-    /// Pages holding a 4 KiB buffer (not phantom pages).
+    /// Cached pages, and those of them holding a 4 KiB buffer (not phantom).
+    pages: u64,
     data_pages: usize,
 }
 
@@ -308,24 +374,27 @@ impl PageCache {
     /// Copies `data` in at `offset` and marks it dirty; returns the bytes
     /// newly added to the cached-dirty total.
     pub fn write(&mut self, key: ObjectKey, offset: u64, data: &[u8]) -> u64 {
-        self.write_pieces(key, offset, data.len() as u64, Some(data))
+        self.write_segments(key, offset, data.len() as u64, Some(data))
     }
 
     /// [`PageCache::write`] of a phantom payload of `len` bytes: the same
     /// books, no data (new pages are phantom pages, with no buffer).
     pub fn write_phantom(&mut self, key: ObjectKey, offset: u64, len: u64) -> u64 {
-        self.write_pieces(key, offset, len, None)
+        self.write_segments(key, offset, len, None)
     }
 
-    fn write_pieces(&mut self, key: ObjectKey, offset: u64, len: u64, data: Option<&[u8]>) -> u64 {
+    fn write_segments(&mut self, key: ObjectKey, offset: u64, len: u64, data: Option<&[u8]>) -> u64 {
         let kind = if data.is_some() { PayloadKind::Bytes } else { PayloadKind::Phantom };
-        let mut added = 0;
-        for p in pieces(offset, len) {
-            let src = data.map(|data| &data[p.in_buf()]);
-            let (before, after) = self.update(key, p.index, Some(kind), |pg| pg.write(p.start, p.end, src));
-            added += after - before;
-        }
-        added
+        let (before, after) = self.update_bytes(key, offset, len, Some(kind), |page, index, start, end| {
+            // A run of several pages is phantom, which keeps no bytes: the
+            // first page's slice stands for all.
+            let src = data.map(|data| {
+                let at = (index * PAGE_SIZE + u64::from(start) - offset) as usize;
+                &data[at..at + usize::from(end - start)]
+            });
+            page.write(start, end, src);
+        });
+        after - before
     }
 
     /// The bytes `[offset, offset + len)` if every one of them is known; a
@@ -333,20 +402,27 @@ impl PageCache {
     pub fn read(&self, key: ObjectKey, offset: u64, len: u64) -> Option<Payload> {
         let mut out = Vec::new();
         let mut phantom = false;
-        for p in pieces(offset, len) {
-            let page = self.objects.get(&key)?.get(&p.index)?;
-            if !page.knows(p.start, p.end) {
-                return None;
-            }
-            match (&page.data, phantom) {
-                (_, true) => {}
-                (Some(data), false) => {
-                    if out.capacity() == 0 {
-                        out.reserve_exact(len as usize);
-                    }
-                    out.extend_from_slice(&data[p.in_page()]);
+        for s in segments(offset, len) {
+            let runs = self.objects.get(&key)?;
+            let mut next = s.first;
+            for (start, run) in runs_in(runs, s.first, s.last) {
+                if start > next || !run.page.knows(s.start, s.end) {
+                    return None;
                 }
-                (None, false) => (phantom, out) = (true, Vec::new()),
+                next = run.end(start);
+                match (&run.page.data, phantom) {
+                    (_, true) => {}
+                    (Some(data), false) => {
+                        if out.capacity() == 0 {
+                            out.reserve_exact(len as usize);
+                        }
+                        out.extend_from_slice(&data[usize::from(s.start)..usize::from(s.end)]);
+                    }
+                    (None, false) => (phantom, out) = (true, Vec::new()),
+                }
+            }
+            if next <= s.last {
+                return None;
             }
         }
         Some(if phantom { Payload::Phantom(len) } else { Payload::Bytes(out) })
@@ -357,11 +433,22 @@ impl PageCache {
     pub fn missing_pages(&self, key: ObjectKey, offset: u64, len: u64, span_bytes_max: u64) -> Vec<Extent> {
         assert!(span_bytes_max >= PAGE_SIZE && page_aligned(span_bytes_max));
         let mut out = Vec::new();
-        for p in pieces(offset, len) {
-            let page = self.objects.get(&key).and_then(|pages| pages.get(&p.index));
-            if !page.is_some_and(|page| page.knows(p.start, p.end)) {
-                let ext = Extent::from_offset_len(p.index * PAGE_SIZE, PAGE_SIZE);
-                push_merged(&mut out, ext, span_bytes_max);
+        let empty = Runs::new();
+        let runs = self.objects.get(&key).unwrap_or(&empty);
+        for s in segments(offset, len) {
+            let mut next = s.first;
+            for (start, run) in runs_in(runs, s.first, s.last) {
+                let (lo, hi) = (start.max(s.first), run.end(start).min(s.last + 1) - 1);
+                if lo > next {
+                    push_pages(&mut out, next, lo - 1, span_bytes_max);
+                }
+                if !run.page.knows(s.start, s.end) {
+                    push_pages(&mut out, lo, hi, span_bytes_max);
+                }
+                next = hi + 1;
+            }
+            if next <= s.last {
+                push_pages(&mut out, next, s.last, span_bytes_max);
             }
         }
         out
@@ -372,8 +459,13 @@ impl PageCache {
     pub fn fill(&mut self, key: ObjectKey, offset: u64, data: &[u8]) {
         assert!(page_aligned(offset), "unaligned fill at {offset}");
         assert!(page_aligned(data.len() as u64), "fill of a partial page");
-        for (i, chunk) in (offset / PAGE_SIZE..).zip(data.chunks(PAGE_BYTES)) {
-            self.update(key, i, Some(PayloadKind::Bytes), |page| page.fill(Some(chunk)));
+        let first = offset / PAGE_SIZE;
+        let pages = data.len() as u64 / PAGE_SIZE;
+        if pages > 0 {
+            self.update_pages(key, first, first + pages - 1, Some(PayloadKind::Bytes), |page, index| {
+                let at = ((index - first) * PAGE_SIZE) as usize;
+                page.fill(Some(&data[at..at + PAGE_BYTES]));
+            });
         }
     }
 
@@ -382,8 +474,10 @@ impl PageCache {
     pub fn fill_phantom(&mut self, key: ObjectKey, offset: u64, len: u64) {
         assert!(page_aligned(offset), "unaligned fill at {offset}");
         assert!(page_aligned(len), "fill of a partial page");
-        for i in offset / PAGE_SIZE..(offset + len) / PAGE_SIZE {
-            self.update(key, i, Some(PayloadKind::Phantom), |page| page.fill(None));
+        if len > 0 {
+            let first = offset / PAGE_SIZE;
+            let last = first + len / PAGE_SIZE - 1;
+            self.update_pages(key, first, last, Some(PayloadKind::Phantom), |page, _| page.fill(None));
         }
     }
 
@@ -394,46 +488,83 @@ impl PageCache {
     pub fn next_writeback(&mut self, key: ObjectKey, range: Extent, bytes_max: u64) -> Option<WritebackRun> {
         assert!(bytes_max >= PAGE_SIZE && page_aligned(bytes_max));
         let (offset, len) = self.find_run(key, &range, bytes_max)?;
-        let pages = offset / PAGE_SIZE..=(offset + len - 1) / PAGE_SIZE;
-        let phantom = self.objects[&key].range(pages).any(|(_, page)| page.data.is_none());
+        let (first, last) = (offset / PAGE_SIZE, (offset + len - 1) / PAGE_SIZE);
+        let phantom = runs_in(&self.objects[&key], first, last).any(|(_, run)| run.page.data.is_none());
         let mut data = if phantom { None } else { Some(Vec::with_capacity(len as usize)) };
-        for p in pieces(offset, len) {
-            self.update(key, p.index, None, |page| {
-                if let (Some(out), Some(src)) = (&mut data, &page.data) {
-                    out.extend_from_slice(&src[p.in_page()]);
-                }
-                page.dirty.remove(p.start, p.end);
-                page.writeback.insert(p.start, p.end);
-            });
-        }
+        self.update_bytes(key, offset, len, None, |page, _, start, end| {
+            if let (Some(out), Some(src)) = (&mut data, &page.data) {
+                out.extend_from_slice(&src[usize::from(start)..usize::from(end)]);
+            }
+            page.dirty.remove(start, end);
+            page.writeback.insert(start, end);
+        });
         let data = data.map_or(Payload::Phantom(len), Payload::Bytes);
         debug_assert_eq!(data.len(), len, "writeback run snapshot");
         Some(WritebackRun { key, offset, data })
     }
 
-    /// `(offset, len)` of the run `next_writeback` should cut.
+    /// `(offset, len)` of the run `next_writeback` should cut: walking the
+    /// pages of `range` from the first eligible dirty one, the run starts at
+    /// the first dirty piece and grows over whole dirty pages, skipping no
+    /// page and none with writeback in flight, up to `bytes_max`.
     fn find_run(&self, key: ObjectKey, range: &Extent, bytes_max: u64) -> Option<(u64, u64)> {
-        let pages = self.objects.get(&key)?;
-        let eligible = |i: &&u64| pages.get(i).is_some_and(|p| p.writeback.0.is_empty());
-        let first = *self.dirty_pages.get(&key)?.range(page_indices(range)).find(eligible)?;
-        let last = *page_indices(range).end();
+        let runs = self.objects.get(&key)?;
+        let (range_first, range_last) = (range.start / PAGE_SIZE, range.end / PAGE_SIZE);
+        let index = self.dirty_runs.get(&key)?;
+        let eligible = |s: u64| runs.get(&s).is_some_and(|r| r.page.writeback.0.is_empty());
+        let containing = runs_in(runs, range_first, range_first).next().map(|(s, _)| s);
+        let first_start = containing
+            .filter(|&s| s < range_first && index.contains(&s) && eligible(s))
+            .or_else(|| index.range(range_first..=range_last).copied().find(|&s| eligible(s)))?;
+        let first = first_start.max(range_first);
         let mut run: Option<(u64, u64)> = None; // [start, end)
-        for (&index, page) in pages.range(first..=last) {
-            let base = index * PAGE_SIZE;
-            // A page with writeback in flight is skipped: its dirty bytes wait.
-            let piece = match page.writeback.0.is_empty() {
-                true => page.dirty.first_within(clip(range, index)),
-                false => None,
-            };
-            run = match (run, piece) {
-                (None, None) => continue,
-                (None, Some((a, b))) => Some((base + u64::from(a), base + u64::from(b))),
-                (Some((s, e)), Some((0, b))) if e == base => Some((s, base + u64::from(b))),
-                (Some(_), _) => break,
-            };
-            match run {
-                Some((s, e)) if e == base + PAGE_SIZE && e - s < bytes_max => {}
-                _ => break,
+        'runs: for (start, r) in runs_in(runs, first, range_last) {
+            let page = &r.page;
+            let idle = page.writeback.0.is_empty();
+            let hi = (r.end(start) - 1).min(range_last);
+            // The pages strictly inside `range` all see the same piece.
+            let inner = if idle { page.dirty.first_within((0, PAGE_END)) } else { None };
+            let mut i = start.max(first);
+            while i <= hi {
+                let base = i * PAGE_SIZE;
+                let interior = i > range_first && i < range_last;
+                let piece = if !idle {
+                    None
+                } else if interior {
+                    inner
+                } else {
+                    page.dirty.first_within(clip(range, i))
+                };
+                run = match (run, piece) {
+                    (None, None) if interior => {
+                        i = hi.min(range_last - 1) + 1; // nothing to start from in here
+                        continue;
+                    }
+                    (None, None) => {
+                        i += 1;
+                        continue;
+                    }
+                    (None, Some((a, b))) => Some((base + u64::from(a), base + u64::from(b))),
+                    (Some((s, e)), Some((0, b))) if e == base => Some((s, base + u64::from(b))),
+                    (Some(_), _) => break 'runs,
+                };
+                match run {
+                    Some((s, e)) if e == base + PAGE_SIZE && e - s < bytes_max => {}
+                    _ => break 'runs,
+                }
+                i += 1;
+                // Whole dirty interior pages extend the run a page each.
+                if inner == Some((0, PAGE_END)) && i <= hi && i < range_last {
+                    let (s, e) = run.expect("just set");
+                    let interior_pages = hi.min(range_last - 1) - i + 1;
+                    let wanted = (bytes_max - (e - s)).div_ceil(PAGE_SIZE);
+                    let take = interior_pages.min(wanted);
+                    run = Some((s, e + take * PAGE_SIZE));
+                    i += take;
+                    if take == wanted {
+                        break 'runs;
+                    }
+                }
             }
         }
         let (start, mut end) = run?;
@@ -456,40 +587,59 @@ impl PageCache {
     }
 
     fn end_writeback(&mut self, key: ObjectKey, offset: u64, len: u64, failed: bool) -> u64 {
-        let mut removed = 0;
-        for p in pieces(offset, len) {
-            let (before, after) = self.update(key, p.index, None, |page| {
-                page.writeback.remove(p.start, p.end);
-                page.uptodate &= !failed;
-            });
-            removed += before - after;
-        }
-        removed
+        let (before, after) = self.update_bytes(key, offset, len, None, |page, _, start, end| {
+            page.writeback.remove(start, end);
+            page.uptodate &= !failed;
+        });
+        before - after
     }
 
     /// Whether any byte of `range` is dirty (not counting writeback).
     pub fn has_dirty(&self, key: ObjectKey, range: Extent) -> bool {
-        let (Some(set), Some(pages)) = (self.dirty_pages.get(&key), self.objects.get(&key)) else { return false };
-        set.range(page_indices(&range)).any(|i| pages[i].dirty.first_within(clip(&range, *i)).is_some())
+        self.indexed_meets(&self.dirty_runs, key, &range, |page| &page.dirty)
     }
 
     pub fn has_writeback(&self, key: ObjectKey, range: Extent) -> bool {
-        let (Some(set), Some(pages)) = (self.writeback_pages.get(&key), self.objects.get(&key)) else { return false };
-        set.range(page_indices(&range)).any(|i| pages[i].writeback.first_within(clip(&range, *i)).is_some())
+        self.indexed_meets(&self.writeback_runs, key, &range, |page| &page.writeback)
+    }
+
+    /// Whether a run listed in `index` has a byte of `range` in `ranges`.
+    fn indexed_meets(
+        &self,
+        index: &BTreeMap<ObjectKey, BTreeSet<u64>>,
+        key: ObjectKey,
+        range: &Extent,
+        ranges: impl Fn(&Page) -> &Ranges,
+    ) -> bool {
+        let (Some(set), Some(runs)) = (index.get(&key), self.objects.get(&key)) else { return false };
+        let (first, last) = (range.start / PAGE_SIZE, range.end / PAGE_SIZE);
+        let containing = runs_in(runs, first, first).next().map(|(s, _)| s).filter(|&s| s < first);
+        let starts = containing.filter(|s| set.contains(s)).into_iter().chain(set.range(first..=last).copied());
+        starts.into_iter().any(|s| {
+            let run = &runs[&s];
+            meets(ranges(&run.page), range, s.max(first), (run.end(s) - 1).min(last))
+        })
     }
 
     /// Objects with dirty bytes waiting to be written back.
     pub fn keys_with_dirty(&self) -> Vec<ObjectKey> {
-        self.dirty_pages.keys().copied().collect()
+        self.dirty_runs.keys().copied().collect()
     }
 
     /// The dirty bytes of `key` (not counting writeback), merged.
     pub fn dirty_ranges(&self, key: ObjectKey) -> Vec<Extent> {
         let mut out = Vec::new();
-        for (index, page) in self.objects.get(&key).into_iter().flatten() {
-            for &(a, b) in &page.dirty.0 {
-                let start = index * PAGE_SIZE + u64::from(a);
-                push_merged(&mut out, Extent::from_offset_len(start, u64::from(b - a)), u64::MAX);
+        for (&start, run) in self.objects.get(&key).into_iter().flatten() {
+            let dirty = &run.page.dirty.0;
+            if dirty.as_slice() == [(0, PAGE_END)] {
+                push_merged(&mut out, Extent::from_offset_len(start * PAGE_SIZE, run.pages * PAGE_SIZE), u64::MAX);
+                continue;
+            }
+            for index in start..run.end(start) {
+                for &(a, b) in dirty {
+                    let at = index * PAGE_SIZE + u64::from(a);
+                    push_merged(&mut out, Extent::from_offset_len(at, u64::from(b - a)), u64::MAX);
+                }
             }
         }
         out
@@ -499,38 +649,30 @@ impl PageCache {
     /// `range`: what a client does to stay within its cache budget. Returns
     /// how many pages went.
     pub fn drop_clean(&mut self, key: ObjectKey, range: Extent) -> usize {
-        let Some(pages) = self.objects.get_mut(&key) else { return 0 };
+        let (first, last) = (range.start / PAGE_SIZE, range.end / PAGE_SIZE);
+        let Some(runs) = self.objects.get(&key) else { return 0 };
         let clean: Vec<u64> =
-            pages.range(page_indices(&range)).filter(|(_, p)| p.cached_dirty() == 0).map(|(&i, _)| i).collect();
-        for index in &clean {
-            let page = pages.remove(index).expect("page listed above");
-            self.data_pages -= usize::from(page.data.is_some());
+            runs_in(runs, first, last).filter(|(_, r)| r.page.cached_dirty() == 0).map(|(s, _)| s).collect();
+        let mut dropped = 0;
+        for start in clean {
+            dropped += self.cut_out(key, start, first, last, |_| false);
         }
         self.forget_if_empty(key);
-        clean.len()
+        dropped as usize
     }
 
     /// Drops the pages meeting `range` for which `keep_page(index)` is false;
     /// returns the cached-dirty bytes thrown away. Panics if such a page has
     /// writeback in flight: on eviction, call `writeback_failed` first.
     pub fn discard(&mut self, key: ObjectKey, range: Extent, keep_page: impl Fn(u64) -> bool) -> u64 {
-        let pages = self.objects.entry(key).or_default();
-        let doomed: Vec<u64> = pages.range(page_indices(&range)).map(|(&i, _)| i).collect();
+        let (first, last) = (range.start / PAGE_SIZE, range.end / PAGE_SIZE);
+        let Some(runs) = self.objects.get(&key) else { return 0 };
+        let doomed: Vec<(u64, u64)> = runs_in(runs, first, last).map(|(s, r)| (s, r.page.cached_dirty())).collect();
         let mut lost = 0;
-        for index in doomed.into_iter().filter(|&i| !keep_page(i)) {
-            let page = pages.remove(&index).expect("page listed above");
-            assert!(page.writeback.0.is_empty(), "discarding page {index} of {key:?} under writeback");
-            lost += page.cached_dirty();
-            self.data_pages -= usize::from(page.data.is_some());
-            if let Some(set) = self.dirty_pages.get_mut(&key) {
-                set.remove(&index);
-            }
-        }
-        if self.dirty_pages.get(&key).is_some_and(BTreeSet::is_empty) {
-            self.dirty_pages.remove(&key);
+        for (start, per_page) in doomed {
+            lost += self.cut_out(key, start, first, last, &keep_page) * per_page;
         }
         self.forget_if_empty(key);
-        self.adjust(key.ost, lost, 0);
         lost
     }
 
@@ -538,11 +680,13 @@ impl PageCache {
     /// lost, writeback in flight included (it is forgotten).
     pub fn discard_ost(&mut self, ost: OstIndex) -> u64 {
         let lost = self.dirty_bytes_ost(ost);
-        let gone = self.objects.iter().filter(|(key, _)| key.ost == ost).flat_map(|(_, pages)| pages.values());
-        self.data_pages -= gone.filter(|page| page.data.is_some()).count();
+        let gone = self.objects.iter().filter(|(key, _)| key.ost == ost).flat_map(|(_, runs)| runs.values());
+        let (pages, data_pages) = gone.fold((0, 0), |(p, d), run| (p + run.pages, d + run.data_pages()));
+        self.pages -= pages;
+        self.data_pages -= data_pages;
         self.objects.retain(|key, _| key.ost != ost);
-        self.dirty_pages.retain(|key, _| key.ost != ost);
-        self.writeback_pages.retain(|key, _| key.ost != ost);
+        self.dirty_runs.retain(|key, _| key.ost != ost);
+        self.writeback_runs.retain(|key, _| key.ost != ost);
         self.adjust(ost, lost, 0);
         lost
     }
@@ -550,21 +694,28 @@ impl PageCache {
     /// Forgets every byte at or beyond `size`. Writeback in flight there is
     /// forgotten too (callers should wait for it, as Lustre's truncate does).
     pub fn truncate(&mut self, key: ObjectKey, size: u64) {
-        let pages = self.objects.entry(key).or_default();
         let cut = size.div_ceil(PAGE_SIZE);
-        let tail = pages.split_off(&cut);
-        let lost = tail.values().map(Page::cached_dirty).sum();
-        self.data_pages -= tail.values().filter(|page| page.data.is_some()).count();
-        if let Some(set) = self.dirty_pages.get_mut(&key) {
-            set.split_off(&cut);
-        }
-        if let Some(set) = self.writeback_pages.get_mut(&key) {
-            set.split_off(&cut);
+        self.split_at(key, cut);
+        let tail = match self.objects.get_mut(&key) {
+            Some(runs) => runs.split_off(&cut),
+            None => Runs::new(),
+        };
+        let lost = tail.values().map(Run::cached_dirty).sum();
+        self.pages -= tail.values().map(|run| run.pages).sum::<u64>();
+        self.data_pages -= tail.values().map(Run::data_pages).sum::<usize>();
+        for index in [&mut self.dirty_runs, &mut self.writeback_runs] {
+            if let Some(set) = index.get_mut(&key) {
+                set.split_off(&cut);
+                if set.is_empty() {
+                    index.remove(&key);
+                }
+            }
         }
         self.adjust(key.ost, lost, 0);
         let at = (size % PAGE_SIZE) as u16;
         if at != 0 {
-            self.update(key, size / PAGE_SIZE, None, |page| page.truncate(at));
+            let index = size / PAGE_SIZE;
+            self.update_pages(key, index, index, None, |page, _| page.truncate(at));
         }
         self.forget_if_empty(key);
     }
@@ -579,7 +730,7 @@ impl PageCache {
     }
 
     pub fn cached_pages(&self) -> usize {
-        self.objects.values().map(BTreeMap::len).sum()
+        self.pages as usize
     }
 
     /// Cached pages holding a 4 KiB data buffer: all of them for a client
@@ -590,91 +741,224 @@ impl PageCache {
 
     /// One past the highest locally written byte of `key` still cached, 0 if none.
     pub fn object_cached_end(&self, key: ObjectKey) -> u64 {
-        let pages = self.objects.get(&key).into_iter().flatten().rev();
-        let mut written = pages.filter(|(_, page)| page.written_end > 0);
-        written.next().map_or(0, |(&i, page)| i * PAGE_SIZE + u64::from(page.written_end))
+        let runs = self.objects.get(&key).into_iter().flatten().rev();
+        let mut written = runs.filter(|(_, run)| run.page.written_end > 0);
+        written.next().map_or(0, |(&s, run)| (run.end(s) - 1) * PAGE_SIZE + u64::from(run.page.written_end))
     }
 
     /// Asserts the invariants listed in the module documentation.
     pub fn check_invariants(&self) {
-        for (key, pages) in &self.objects {
-            let dirty: BTreeSet<u64> = pages.iter().filter(|(_, p)| !p.dirty.0.is_empty()).map(|(i, _)| *i).collect();
-            assert_eq!(self.dirty_pages.get(key).cloned().unwrap_or_default(), dirty, "dirty index of {key:?}");
-        }
-        assert!(self.dirty_pages.keys().all(|k| self.objects.contains_key(k)), "dirty index names a dropped object");
-        for (key, pages) in &self.objects {
-            let wb: BTreeSet<u64> = pages.iter().filter(|(_, p)| !p.writeback.0.is_empty()).map(|(i, _)| *i).collect();
-            assert_eq!(self.writeback_pages.get(key).cloned().unwrap_or_default(), wb, "writeback index of {key:?}");
-        }
-        assert!(self.writeback_pages.values().all(|set| !set.is_empty()), "empty writeback index kept");
+        let listed = |runs: &Runs, of: fn(&Page) -> &Ranges| -> BTreeSet<u64> {
+            runs.iter().filter(|(_, r)| !of(&r.page).0.is_empty()).map(|(s, _)| *s).collect()
+        };
+        let (mut pages, mut data_pages) = (0, 0);
         let mut recount: BTreeMap<OstIndex, u64> = BTreeMap::new();
-        for (key, pages) in &self.objects {
-            assert!(!pages.is_empty(), "{key:?} kept with no pages");
-            for page in pages.values() {
-                page.dirty.check();
-                page.writeback.check();
-                *recount.entry(key.ost).or_default() += page.cached_dirty();
+        for (key, runs) in &self.objects {
+            assert!(!runs.is_empty(), "{key:?} kept with no pages");
+            let dirty = listed(runs, |p| &p.dirty);
+            assert_eq!(self.dirty_runs.get(key).cloned().unwrap_or_default(), dirty, "dirty index of {key:?}");
+            let wb = listed(runs, |p| &p.writeback);
+            assert_eq!(self.writeback_runs.get(key).cloned().unwrap_or_default(), wb, "writeback index of {key:?}");
+            let mut end = 0;
+            for (&start, run) in runs {
+                assert!(start >= end && run.pages > 0, "runs of {key:?} overlap at page {start}");
+                assert!(run.pages == 1 || run.page.data.is_none(), "a run of {} byte pages", run.pages);
+                run.page.dirty.check();
+                run.page.writeback.check();
+                *recount.entry(key.ost).or_default() += run.cached_dirty();
+                (pages, data_pages, end) = (pages + run.pages, data_pages + run.data_pages(), run.end(start));
             }
+        }
+        for index in [&self.dirty_runs, &self.writeback_runs] {
+            assert!(index.keys().all(|k| self.objects.contains_key(k)), "an index names a dropped object");
+            assert!(index.values().all(|set| !set.is_empty()), "empty index kept");
         }
         recount.retain(|_, bytes| *bytes > 0);
         assert_eq!(recount, self.dirty_bytes_ost, "per-OST totals drifted");
         assert_eq!(recount.values().sum::<u64>(), self.dirty_bytes, "total drifted");
-        let data_pages = self.objects.values().flat_map(BTreeMap::values).filter(|p| p.data.is_some()).count();
-        assert_eq!(data_pages, self.data_pages, "data page count drifted");
+        assert_eq!((pages, data_pages), (self.pages, self.data_pages), "page counts drifted");
     }
 
-    /// Runs `f` on a page (created of kind `create` if absent and `create`
-    /// is given), keeping the totals exact; returns its cached-dirty bytes
-    /// before and after, `(0, 0)` if absent.
-    fn update(
+    /// Runs `f(page, index, start, end)` over the pages of `[offset, offset +
+    /// len)`: `[start, end)` is the page's part of it, `index` the first page
+    /// of the run `page` stands for. Pages are created of kind `create` if
+    /// absent and it is given. Returns the cached-dirty bytes of the pages
+    /// before and after.
+    fn update_bytes(
         &mut self,
         key: ObjectKey,
-        index: u64,
+        offset: u64,
+        len: u64,
         create: Option<PayloadKind>,
-        f: impl FnOnce(&mut Page),
+        mut f: impl FnMut(&mut Page, u64, u16, u16),
     ) -> (u64, u64) {
-        let pages = self.objects.entry(key).or_default();
-        let mut created = false;
-        if let Some(kind) = create {
-            pages.entry(index).or_insert_with(|| {
-                created = true;
-                Page::new(kind)
+        let mut total = (0, 0);
+        for s in segments(offset, len) {
+            let (before, after) = self.update_pages(key, s.first, s.last, create, |page, index| {
+                f(page, index, s.start, s.end);
             });
+            total = (total.0 + before, total.1 + after);
         }
-        let Some(page) = pages.get_mut(&index) else {
-            self.forget_if_empty(key);
-            return (0, 0);
-        };
-        let had_data = page.data.is_some() && !created;
-        let before = page.cached_dirty();
-        f(page);
-        let after = page.cached_dirty();
-        self.data_pages = self.data_pages + usize::from(page.data.is_some()) - usize::from(had_data);
-        let (dirty, writeback) = (!page.dirty.0.is_empty(), !page.writeback.0.is_empty());
-        self.index_page(key, index, dirty);
-        if writeback {
-            self.writeback_pages.entry(key).or_default().insert(index);
-        } else if let Some(set) = self.writeback_pages.get_mut(&key) {
-            if set.remove(&index) && set.is_empty() {
-                self.writeback_pages.remove(&key);
+        total
+    }
+
+    /// Runs `f(page, index)` once per run of pages `[first, last]` (split at
+    /// those bounds first), keeping the indexes and totals exact, then merges
+    /// phantom runs left in one state. Absent pages are created of kind
+    /// `create` if it is given. Returns the cached-dirty bytes of the pages
+    /// before and after.
+    fn update_pages(
+        &mut self,
+        key: ObjectKey,
+        first: u64,
+        last: u64,
+        create: Option<PayloadKind>,
+        mut f: impl FnMut(&mut Page, u64),
+    ) -> (u64, u64) {
+        if let Some(kind) = create {
+            self.create_missing(key, first, last, kind);
+        }
+        self.split_at(key, first);
+        self.split_at(key, last + 1);
+        let Some(runs) = self.objects.get_mut(&key) else { return (0, 0) };
+        let (mut before, mut after) = (0, 0);
+        let (mut data_before, mut data_after) = (0, 0);
+        let mut phantom = false;
+        let mut changed: SmallVec<[(u64, bool, bool); 4]> = SmallVec::new();
+        for (&start, run) in runs.range_mut(first..=last) {
+            let was = (!run.page.dirty.0.is_empty(), !run.page.writeback.0.is_empty());
+            before += run.cached_dirty();
+            data_before += run.data_pages();
+            f(&mut run.page, start);
+            after += run.cached_dirty();
+            data_after += run.data_pages();
+            phantom |= run.page.data.is_none();
+            let now = (!run.page.dirty.0.is_empty(), !run.page.writeback.0.is_empty());
+            if now != was {
+                changed.push((start, now.0, now.1));
             }
         }
+        self.data_pages = self.data_pages + data_after - data_before;
         self.adjust(key.ost, before, after);
+        for (start, dirty, writeback) in changed {
+            set_listed(&mut self.dirty_runs, key, start, dirty);
+            set_listed(&mut self.writeback_runs, key, start, writeback);
+        }
+        if phantom {
+            self.merge(key, first, last);
+        }
         (before, after)
     }
 
-    fn index_page(&mut self, key: ObjectKey, index: u64, dirty: bool) {
-        if dirty {
-            self.dirty_pages.entry(key).or_default().insert(index);
-        } else if let Some(set) = self.dirty_pages.get_mut(&key) {
-            set.remove(&index);
-            if set.is_empty() {
-                self.dirty_pages.remove(&key);
+    /// Creates the absent pages of `[first, last]`: one run per gap of
+    /// phantom pages, one per page of bytes.
+    fn create_missing(&mut self, key: ObjectKey, first: u64, last: u64, kind: PayloadKind) {
+        let runs = self.objects.entry(key).or_default();
+        let mut gaps: SmallVec<[(u64, u64); 4]> = SmallVec::new();
+        let mut next = first;
+        for (start, run) in runs_in(runs, first, last) {
+            if start > next {
+                gaps.push((next, start - 1));
+            }
+            next = run.end(start);
+        }
+        if next <= last {
+            gaps.push((next, last));
+        }
+        for (lo, hi) in gaps {
+            match kind {
+                PayloadKind::Phantom => self.put(key, lo, Run { pages: hi - lo + 1, page: Page::new(kind) }),
+                PayloadKind::Bytes => (lo..=hi).for_each(|i| self.put(key, i, Run { pages: 1, page: Page::new(kind) })),
             }
         }
     }
 
+    /// Splits the run holding page `index`, if it starts before it, so that
+    /// a run starts there. Only phantom runs span pages.
+    fn split_at(&mut self, key: ObjectKey, index: u64) {
+        let Some(runs) = self.objects.get_mut(&key) else { return };
+        let Some((&start, run)) = runs.range_mut(..index).next_back() else { return };
+        if run.end(start) <= index {
+            return;
+        }
+        let tail = Run { pages: run.end(start) - index, page: run.page.clone() };
+        run.pages = index - start;
+        let (dirty, writeback) = (!tail.page.dirty.0.is_empty(), !tail.page.writeback.0.is_empty());
+        runs.insert(index, tail);
+        set_listed(&mut self.dirty_runs, key, index, dirty);
+        set_listed(&mut self.writeback_runs, key, index, writeback);
+    }
+
+    /// Merges adjacent phantom runs in one state from the run before page
+    /// `first` to the one after page `last`.
+    fn merge(&mut self, key: ObjectKey, first: u64, last: u64) {
+        let Some(runs) = self.objects.get(&key) else { return };
+        let from = runs.range(..first).next_back().map_or(first, |(&s, _)| s);
+        let starts: SmallVec<[u64; 8]> = runs.range(from..=last.saturating_add(1)).map(|(&s, _)| s).collect();
+        let Some(&(mut cur)) = starts.first() else { return };
+        for &next in &starts[1..] {
+            let runs = &self.objects[&key];
+            let (a, b) = (&runs[&cur], &runs[&next]);
+            if a.end(cur) == next && a.page.data.is_none() && b.page.data.is_none() && a.page == b.page {
+                let b = self.take(key, next).expect("listed");
+                let a = self.take(key, cur).expect("listed");
+                self.put(key, cur, Run { pages: a.pages + b.pages, page: a.page });
+            } else {
+                cur = next;
+            }
+        }
+    }
+
+    /// Removes the pages of the run at `start` that lie in `[first, last]`
+    /// and are not kept by `keep_page`, putting back the rest; returns how
+    /// many pages went. Panics if one of them has writeback in flight.
+    fn cut_out(&mut self, key: ObjectKey, start: u64, first: u64, last: u64, keep_page: impl Fn(u64) -> bool) -> u64 {
+        let run = self.take(key, start).expect("listed");
+        let end = run.end(start);
+        let kept = |i: u64| i < first || i > last || keep_page(i);
+        let (mut dropped, mut i) = (0, start);
+        while i < end {
+            let keep = kept(i);
+            let mut j = i + 1;
+            while j < end && kept(j) == keep {
+                j += 1;
+            }
+            if keep {
+                self.put(key, i, Run { pages: j - i, page: run.page.clone() });
+            } else {
+                assert!(run.page.writeback.0.is_empty(), "discarding page {i} of {key:?} under writeback");
+                dropped += j - i;
+            }
+            i = j;
+        }
+        dropped
+    }
+
+    /// Removes the run at `start`, taking it out of the indexes and totals.
+    fn take(&mut self, key: ObjectKey, start: u64) -> Option<Run> {
+        let run = self.objects.get_mut(&key)?.remove(&start)?;
+        self.adjust(key.ost, run.cached_dirty(), 0);
+        self.pages -= run.pages;
+        self.data_pages -= run.data_pages();
+        set_listed(&mut self.dirty_runs, key, start, false);
+        set_listed(&mut self.writeback_runs, key, start, false);
+        Some(run)
+    }
+
+    /// Adds `run` at `start`, into the indexes and totals.
+    fn put(&mut self, key: ObjectKey, start: u64, run: Run) {
+        self.adjust(key.ost, 0, run.cached_dirty());
+        self.pages += run.pages;
+        self.data_pages += run.data_pages();
+        set_listed(&mut self.dirty_runs, key, start, !run.page.dirty.0.is_empty());
+        set_listed(&mut self.writeback_runs, key, start, !run.page.writeback.0.is_empty());
+        self.objects.entry(key).or_default().insert(start, run);
+    }
+
     fn adjust(&mut self, ost: OstIndex, before: u64, after: u64) {
+        if before == after {
+            return;
+        }
         let total = self.dirty_bytes_ost.entry(ost).or_default();
         *total = (*total + after).checked_sub(before).expect("per-OST total underflow");
         if *total == 0 {
@@ -686,12 +970,19 @@ impl PageCache {
     fn forget_if_empty(&mut self, key: ObjectKey) {
         if self.objects.get(&key).is_some_and(BTreeMap::is_empty) {
             self.objects.remove(&key);
+            self.dirty_runs.remove(&key);
+            self.writeback_runs.remove(&key);
         }
-        if self.dirty_pages.get(&key).is_some_and(BTreeSet::is_empty) || !self.objects.contains_key(&key) {
-            self.dirty_pages.remove(&key);
-        }
-        if self.writeback_pages.get(&key).is_some_and(BTreeSet::is_empty) || !self.objects.contains_key(&key) {
-            self.writeback_pages.remove(&key);
+    }
+}
+
+/// Lists (or unlists) run `start` of `key` in `index`, dropping empty sets.
+fn set_listed(index: &mut BTreeMap<ObjectKey, BTreeSet<u64>>, key: ObjectKey, start: u64, listed: bool) {
+    if listed {
+        index.entry(key).or_default().insert(start);
+    } else if let Some(set) = index.get_mut(&key) {
+        if set.remove(&start) && set.is_empty() {
+            index.remove(&key);
         }
     }
 }

@@ -52,9 +52,38 @@ pub struct PolicyLock {
     pub req_extent: Extent,
 }
 
+/// What the granted step needs of the granted locks: how many are in a
+/// mode whose tree conflicts with the request, and the lowest start of those
+/// beginning above the request. A lock server with an index of its granted
+/// locks computes it without walking them ([`GrantedView::of`] walks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GrantedView {
+    pub conflicting: usize,
+    pub lowest_start_above: Option<u64>,
+}
+
+impl GrantedView {
+    pub fn of(req: &PolicyRequest, granted: &[PolicyLock]) -> Self {
+        let mut view = GrantedView::default();
+        for lock in granted.iter().filter(|l| tree_conflicts(l.mode, req.mode)) {
+            view.conflicting += 1;
+            if lock.extent.start > req.extent.end {
+                let lowest = view.lowest_start_above.get_or_insert(lock.extent.start);
+                *lowest = (*lowest).min(lock.extent.start);
+            }
+        }
+        view
+    }
+}
+
 /// The extent to grant for `req`, given the granted locks and the waiting
 /// queue (which must not contain `req` itself).
 pub fn expand(req: &PolicyRequest, granted: &[PolicyLock], waiting: &[PolicyLock]) -> Extent {
+    expand_view(req, GrantedView::of(req, granted), waiting)
+}
+
+/// [`expand`] with the granted locks summed up as a [`GrantedView`].
+pub fn expand_view(req: &PolicyRequest, granted: GrantedView, waiting: &[PolicyLock]) -> Extent {
     let r = req.extent;
     if r == Extent::WHOLE {
         return r;
@@ -73,24 +102,23 @@ pub fn expand(req: &PolicyRequest, granted: &[PolicyLock], waiting: &[PolicyLock
 
 /// Granted step. Lustre walks one interval tree per mode; a tree's mode
 /// conflicts as a whole with the request (GROUP trees hold every gid, and a
-/// GROUP request is always whole-object, so it never gets here).
-fn granted_step(req: &PolicyRequest, granted: &[PolicyLock]) -> (Extent, usize) {
-    let r = req.extent;
+/// GROUP request is always whole-object, so it never gets here): any
+/// conflicting lock stops downward growth, and upward growth stops below the
+/// lowest one starting above the request.
+fn granted_step(req: &PolicyRequest, granted: GrantedView) -> (Extent, usize) {
     let mut new = Extent::WHOLE;
-    let mut conflicting = 0;
-    for lock in granted.iter().filter(|l| tree_conflicts(l.mode, req.mode)) {
-        conflicting += 1;
-        new.start = r.start;
-        if lock.extent.start > r.end {
-            new.end = new.end.min(lock.extent.start - 1);
-        }
+    if granted.conflicting > 0 {
+        new.start = req.extent.start;
     }
-    (new, conflicting)
+    if let Some(start) = granted.lowest_start_above {
+        new.end = start - 1;
+    }
+    (new, granted.conflicting)
 }
 
 /// Mode-level conflict, as between Lustre's per-mode trees: two GROUP modes
 /// share a tree and do not conflict at this level whatever their gids.
-fn tree_conflicts(tree: LockMode, req: LockMode) -> bool {
+pub fn tree_conflicts(tree: LockMode, req: LockMode) -> bool {
     !(tree.compatible(req) || (tree.is_group() && req.is_group()))
 }
 

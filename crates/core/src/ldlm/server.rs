@@ -80,6 +80,8 @@ struct Lock {
     /// When the holder will be evicted if it has not cancelled (set once the
     /// blocking callback has actually been sent, i.e. the lock is granted).
     callback_deadline: Option<Instant>,
+    /// Its place in the resource's grant order, once granted.
+    granted_seq: u64,
 }
 
 impl Lock {
@@ -104,9 +106,97 @@ impl Lock {
 
 #[derive(Debug, Default)]
 struct Resource {
-    granted: Vec<LockHandle>,
+    granted: Granted,
     waiting: Vec<LockHandle>,
+    /// GROUP locks granted or waiting (a lockahead request is refused while
+    /// there is one).
+    group_locks: usize,
     counters: LockCounters,
+}
+
+/// A resource's granted locks, in grant order and by extent, so that the
+/// locks a request overlaps are found without walking them all (Lustre
+/// keeps interval trees for the same reason): with lockahead an object may
+/// carry thousands of granted locks.
+#[derive(Debug, Default)]
+struct Granted {
+    seq_next: u64,
+    /// Grant order: sequence number -> lock.
+    order: BTreeMap<u64, LockHandle>,
+    /// `(start, seq) -> (end, lock, mode)`.
+    by_start: BTreeMap<(u64, u64), (u64, LockHandle, LockMode)>,
+    /// How many granted locks hold each mode.
+    modes: BTreeMap<LockMode, usize>,
+    /// How many granted extents span each `end - start`: the widest tells
+    /// how far before a query's start an overlapping lock may begin.
+    spans: BTreeMap<u64, usize>,
+}
+
+impl Granted {
+    /// Adds a granted lock; returns its sequence number.
+    fn insert(&mut self, handle: LockHandle, extent: Extent, mode: LockMode) -> u64 {
+        let seq = self.seq_next;
+        self.seq_next += 1;
+        self.order.insert(seq, handle);
+        self.by_start.insert((extent.start, seq), (extent.end, handle, mode));
+        *self.modes.entry(mode).or_default() += 1;
+        *self.spans.entry(extent.end - extent.start).or_default() += 1;
+        seq
+    }
+
+    fn remove(&mut self, seq: u64, extent: Extent) {
+        self.order.remove(&seq);
+        let (_, _, mode) = self.by_start.remove(&(extent.start, seq)).expect("granted lock indexed");
+        match self.modes.get_mut(&mode) {
+            Some(n) if *n > 1 => *n -= 1,
+            _ => {
+                self.modes.remove(&mode);
+            }
+        }
+        let span = extent.end - extent.start;
+        match self.spans.get_mut(&span) {
+            Some(n) if *n > 1 => *n -= 1,
+            _ => {
+                self.spans.remove(&span);
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Every granted lock, in grant order.
+    fn iter(&self) -> impl Iterator<Item = &LockHandle> {
+        self.order.values()
+    }
+
+    /// The granted locks whose extent overlaps `extent`, in grant order.
+    fn overlapping(&self, extent: &Extent) -> Vec<LockHandle> {
+        let widest = self.spans.last_key_value().map_or(0, |(span, _)| *span);
+        let from = extent.start.saturating_sub(widest);
+        let mut hits: Vec<(u64, LockHandle)> = self
+            .by_start
+            .range((from, 0)..=(extent.end, u64::MAX))
+            .filter(|(_, (end, _, _))| *end >= extent.start)
+            .map(|(&(_, seq), &(_, handle, _))| (seq, handle))
+            .collect();
+        hits.sort_unstable_by_key(|&(seq, _)| seq);
+        hits.into_iter().map(|(_, handle)| handle).collect()
+    }
+
+    /// What the expansion policy needs of these locks for `req`, from the
+    /// indexes (what [`policy::GrantedView::of`] finds by walking them).
+    fn view(&self, req: &PolicyRequest) -> policy::GrantedView {
+        let conflicts = |mode: LockMode| policy::tree_conflicts(mode, req.mode);
+        let conflicting = self.modes.iter().filter(|(m, _)| conflicts(**m)).map(|(_, n)| n).sum();
+        let above = self.by_start.range((req.extent.end.saturating_add(1), 0)..);
+        let lowest_start_above = match req.extent.end {
+            EOF => None,
+            _ => above.filter(|(_, (_, _, mode))| conflicts(*mode)).map(|(&(start, _), _)| start).next(),
+        };
+        policy::GrantedView { conflicting, lowest_start_above }
+    }
 }
 
 /// The lock namespace of one OST.
@@ -116,6 +206,8 @@ pub struct LockServer {
     locks: BTreeMap<LockHandle, Lock>,
     resources: BTreeMap<ObjectId, Resource>,
     evicted: BTreeSet<ClientId>,
+    /// Locks with a callback deadline (called back, not yet cancelled).
+    called_back: BTreeSet<LockHandle>,
     handle_next: u64,
     transmits: VecDeque<(ClientId, ToClient)>,
     events: Option<VecDeque<LockEvent>>,
@@ -128,6 +220,7 @@ impl LockServer {
             locks: BTreeMap::new(),
             resources: BTreeMap::new(),
             evicted: BTreeSet::new(),
+            called_back: BTreeSet::new(),
             handle_next: 1,
             transmits: VecDeque::new(),
             events: None,
@@ -167,6 +260,7 @@ impl LockServer {
             state: LockState::Waiting,
             callback_pending: false,
             callback_deadline: None,
+            granted_seq: 0,
         };
         let blockers = self.blockers(object, &lock, None);
         self.resource(object).counters.conflicts += blockers.conflicts as u64;
@@ -175,6 +269,7 @@ impl LockServer {
             return;
         }
         self.locks.insert(handle, lock);
+        self.resource(object).group_locks += usize::from(request.mode.is_group());
         if blockers.conflicts == 0 || blockers.same_group_granted {
             let extent = self.grant(handle);
             self.transmit(client, ToClient::Enqueue { xid, reply: EnqueueReply::Granted { lock: handle, extent } });
@@ -215,8 +310,13 @@ impl LockServer {
 
     /// Evict every holder whose callback deadline has passed.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let late: BTreeSet<ClientId> =
-            self.locks.values().filter(|l| l.callback_deadline.is_some_and(|d| d <= now)).map(|l| l.client).collect();
+        let late: BTreeSet<ClientId> = self
+            .called_back
+            .iter()
+            .map(|h| &self.locks[h])
+            .filter(|l| l.callback_deadline.is_some_and(|d| d <= now))
+            .map(|l| l.client)
+            .collect();
         for client in late {
             self.evict(now, client);
         }
@@ -228,8 +328,8 @@ impl LockServer {
     pub fn prolong(&mut self, now: Instant, client: ClientId, object: ObjectId, extent: Extent) {
         let deadline = now + self.config.callback_timeout;
         let Some(res) = self.resources.get(&object) else { return };
-        for handle in &res.granted {
-            let lock = self.locks.get_mut(handle).expect("granted lock exists");
+        for handle in res.granted.overlapping(&extent) {
+            let lock = self.locks.get_mut(&handle).expect("granted lock exists");
             if lock.client == client && lock.extent.overlaps(&extent) {
                 if let Some(d) = lock.callback_deadline.as_mut() {
                     *d = (*d).max(deadline);
@@ -272,7 +372,7 @@ impl LockServer {
     /// The earliest callback deadline, if any lock has been called back.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.locks.values().filter_map(|l| l.callback_deadline).min()
+        self.called_back.iter().filter_map(|h| self.locks[h].callback_deadline).min()
     }
 
     // ----- queries ------------------------------------------------------
@@ -339,7 +439,9 @@ impl LockServer {
     pub fn check_invariants(&self) {
         let mut queued = 0;
         for (object, res) in &self.resources {
-            for (i, a) in res.granted.iter().enumerate() {
+            let granted: Vec<LockHandle> = res.granted.iter().copied().collect();
+            assert_eq!(granted, res.granted.overlapping(&Extent::WHOLE), "grant order of {object:?}");
+            for (i, a) in granted.iter().enumerate() {
                 let la = &self.locks[a];
                 assert_eq!(la.state, LockState::Granted);
                 assert_eq!(la.object, *object);
@@ -357,7 +459,7 @@ impl LockServer {
                     );
                     assert_eq!(la.extent, aligned, "lock {a:?} requested without expansion was expanded");
                 }
-                for b in &res.granted[i + 1..] {
+                for b in &granted[i + 1..] {
                     let lb = &self.locks[b];
                     assert!(
                         !lb.conflicts_with(la.request.mode, &la.extent),
@@ -376,8 +478,13 @@ impl LockServer {
                 assert!(lw.callback_deadline.is_none());
             }
             queued += res.granted.len() + res.waiting.len();
+            let groups = granted.iter().chain(&res.waiting).filter(|h| self.locks[h].request.mode.is_group()).count();
+            assert_eq!(groups, res.group_locks, "group lock count of {object:?}");
         }
         assert_eq!(queued, self.locks.len(), "a lock is in no queue or in two");
+        let called_back: BTreeSet<LockHandle> =
+            self.locks.iter().filter(|(_, l)| l.callback_deadline.is_some()).map(|(h, _)| *h).collect();
+        assert_eq!(called_back, self.called_back, "called-back index");
     }
 
     // ----- internals ----------------------------------------------------
@@ -398,9 +505,7 @@ impl LockServer {
     }
 
     fn has_group_lock(&self, object: ObjectId) -> bool {
-        self.resources
-            .get(&object)
-            .is_some_and(|r| r.granted.iter().chain(&r.waiting).any(|h| self.locks[h].request.mode.is_group()))
+        self.resources.get(&object).is_some_and(|r| r.group_locks > 0)
     }
 
     fn refuse(&mut self, client: ClientId, xid: Xid, object: ObjectId, extent: Extent, reply: EnqueueReply) {
@@ -416,15 +521,17 @@ impl LockServer {
         let mut b = Blockers::default();
         let Some(res) = self.resources.get(&object) else { return b };
         let (mode, extent) = (lock.request.mode, lock.request.extent);
-        for h in &res.granted {
-            let other = &self.locks[h];
+        // GROUP locks cover the whole object, so every lock that can
+        // conflict overlaps the extent.
+        for h in res.granted.overlapping(&extent) {
+            let other = &self.locks[&h];
             if mode.is_group() && other.request.mode == mode {
                 b.same_group_granted = true;
             }
             if other.conflicts_with(mode, &extent) {
                 b.conflicts += 1;
                 if !other.request.mode.is_group() {
-                    b.granted.push(*h);
+                    b.granted.push(h);
                 }
             }
         }
@@ -456,18 +563,25 @@ impl LockServer {
             policy::expand(&req, &[], &[]) // the other locks cannot matter
         } else {
             let res = &self.resources[&object];
-            let granted: Vec<PolicyLock> = res.granted.iter().map(|h| self.locks[h].policy_view()).collect();
             let waiting: Vec<PolicyLock> =
                 res.waiting.iter().filter(|h| **h != handle).map(|h| self.locks[h].policy_view()).collect();
-            policy::expand(&req, &granted, &waiting)
+            let view = res.granted.view(&req);
+            #[cfg(debug_assertions)]
+            {
+                let granted: Vec<PolicyLock> = res.granted.iter().map(|h| self.locks[h].policy_view()).collect();
+                assert_eq!(view, policy::GrantedView::of(&req, &granted), "granted index disagrees with a walk");
+            }
+            policy::expand_view(&req, view, &waiting)
         };
         let (client, mode) = (lock.client, lock.request.mode);
+        let res = self.resources.entry(object).or_default();
+        res.waiting.retain(|h| *h != handle);
+        let seq = res.granted.insert(handle, extent, lock.request.mode);
         let lock = self.locks.get_mut(&handle).expect("lock exists");
         lock.extent = extent;
         lock.state = LockState::Granted;
+        lock.granted_seq = seq;
         let res = self.resource(object);
-        res.waiting.retain(|h| *h != handle);
-        res.granted.push(handle);
         res.counters.grants += 1;
         self.event(LockEvent::Granted { client, lock: handle, object, mode, extent });
         extent
@@ -482,6 +596,7 @@ impl LockServer {
             return; // called back already
         }
         lock.callback_deadline = Some(deadline);
+        self.called_back.insert(handle);
         let (client, object) = (lock.client, lock.object);
         self.resource(object).counters.callbacks += 1;
         self.event(LockEvent::BlockingCallback { client, lock: handle });
@@ -491,8 +606,12 @@ impl LockServer {
     fn remove_lock(&mut self, handle: LockHandle) -> ObjectId {
         let lock = self.locks.remove(&handle).expect("lock exists");
         let res = self.resources.get_mut(&lock.object).expect("resource of a lock exists");
-        res.granted.retain(|h| *h != handle);
-        res.waiting.retain(|h| *h != handle);
+        match lock.state {
+            LockState::Granted => res.granted.remove(lock.granted_seq, lock.extent),
+            LockState::Waiting => res.waiting.retain(|h| *h != handle),
+        }
+        res.group_locks -= usize::from(lock.request.mode.is_group());
+        self.called_back.remove(&handle);
         lock.object
     }
 
