@@ -63,8 +63,8 @@ impl Client {
             if self.cache.has_dirty(key, extent) || self.cache.has_writeback(key, extent) {
                 continue; // pump_writeback flushes it; we come back on the reply
             }
-            let locks = &self.locks;
-            self.cache.discard(key, extent, |page| locks.covers_elsewhere(key, page * PAGE_SIZE, l));
+            let others = self.locks.covering_others(key, extent, l);
+            self.cache.discard(key, extent, |page| others.iter().any(|e| e.contains_offset(page * PAGE_SIZE)));
             let lock = self.locks.remove(l).expect("listed");
             let handle = lock.handle.expect("a granted lock has a server handle");
             self.counters.cancels += 1;

@@ -39,7 +39,8 @@ pub struct ClientLock {
     pub flags: EnqueueFlags,
     /// What was asked for.
     pub requested: Extent,
-    /// What the server granted (the request until then).
+    /// What the server granted (the request until then). Changed only by
+    /// [`LockCache::set_extent`], which keeps the extent index.
     pub extent: Extent,
     pub handle: Option<LockHandle>,
     pub state: ClientLockState,
@@ -59,11 +60,54 @@ impl ClientLock {
     }
 }
 
+/// One object's locks by extent, so that matching a request or asking what
+/// covers a page looks at the locks near it, not at every lock of the object
+/// (with lockahead a client may hold thousands per object).
+#[derive(Debug, Default)]
+struct ExtentIndex {
+    /// `(start, lock) -> end`.
+    by_start: BTreeMap<(u64, LocalLock), u64>,
+    /// How many extents span each `end - start`: the widest tells how far
+    /// before a query an overlapping extent may begin.
+    spans: BTreeMap<u64, usize>,
+}
+
+impl ExtentIndex {
+    fn insert(&mut self, id: LocalLock, extent: Extent) {
+        self.by_start.insert((extent.start, id), extent.end);
+        *self.spans.entry(extent.end - extent.start).or_default() += 1;
+    }
+
+    fn remove(&mut self, id: LocalLock, extent: Extent) {
+        self.by_start.remove(&(extent.start, id));
+        let span = extent.end - extent.start;
+        match self.spans.get_mut(&span) {
+            Some(n) if *n > 1 => *n -= 1,
+            _ => {
+                self.spans.remove(&span);
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_start.is_empty()
+    }
+
+    /// The locks whose extent overlaps `extent`, in no particular order.
+    fn overlapping(&self, extent: Extent) -> impl Iterator<Item = (LocalLock, Extent)> + '_ {
+        let widest = self.spans.last_key_value().map_or(0, |(span, _)| *span);
+        let from = extent.start.saturating_sub(widest);
+        let candidates = self.by_start.range((from, LocalLock(0))..=(extent.end, LocalLock(u64::MAX)));
+        candidates.filter(move |(_, &end)| end >= extent.start).map(|(&(start, id), &end)| (id, Extent { start, end }))
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct LockCache {
     locks: BTreeMap<LocalLock, ClientLock>,
-    /// The locks of each object: matching looks at one object's locks only.
-    by_key: BTreeMap<ObjectKey, BTreeSet<LocalLock>>,
+    /// The locks of each object by extent: matching looks at one object's
+    /// locks only, and at those near the request.
+    by_key: BTreeMap<ObjectKey, ExtentIndex>,
     /// Enqueues awaiting their reply.
     by_xid: BTreeMap<Xid, LocalLock>,
     /// Locks called back or being cancelled: what the cancel and writeback
@@ -84,7 +128,7 @@ impl LockCache {
         if let ClientLockState::Enqueuing { xid } = lock.state {
             self.by_xid.insert(xid, id);
         }
-        self.by_key.entry(lock.key).or_default().insert(id);
+        self.by_key.entry(lock.key).or_default().insert(id, lock.extent);
         self.locks.insert(id, lock);
         id
     }
@@ -122,13 +166,38 @@ impl LockCache {
             self.by_xid.remove(&xid);
         }
         self.returning.remove(&id);
-        if let Some(set) = self.by_key.get_mut(&lock.key) {
-            set.remove(&id);
-            if set.is_empty() {
+        if let Some(index) = self.by_key.get_mut(&lock.key) {
+            index.remove(id, lock.extent);
+            if index.is_empty() {
                 self.by_key.remove(&lock.key);
             }
         }
         Some(lock)
+    }
+
+    /// The server granted `extent` for lock `id` (its request until then).
+    pub fn set_extent(&mut self, id: LocalLock, extent: Extent) {
+        let lock = self.locks.get_mut(&id).expect("lock exists");
+        let index = self.by_key.get_mut(&lock.key).expect("every lock is indexed");
+        index.remove(id, lock.extent);
+        index.insert(id, extent);
+        lock.extent = extent;
+    }
+
+    /// The locks of `key` whose extent overlaps `extent`, in id order.
+    fn overlapping(&self, key: ObjectKey, extent: Extent) -> impl Iterator<Item = (LocalLock, &ClientLock)> {
+        let mut ids: Vec<LocalLock> =
+            self.by_key.get(&key).into_iter().flat_map(|index| index.overlapping(extent)).map(|(id, _)| id).collect();
+        ids.sort_unstable();
+        ids.into_iter().map(|id| (id, &self.locks[&id]))
+    }
+
+    /// The extents of the granted (or cancelling) locks of `key` other than
+    /// `except` that overlap `extent`: what keeps a page cached when
+    /// `except` goes.
+    pub fn covering_others(&self, key: ObjectKey, extent: Extent, except: LocalLock) -> Vec<Extent> {
+        let held = |l: &ClientLock| matches!(l.state, ClientLockState::Granted | ClientLockState::Cancelling);
+        self.overlapping(key, extent).filter(|(id, l)| *id != except && held(l)).map(|(_, l)| l.extent).collect()
     }
 
     /// Record that `id` was called back or is being cancelled (after setting
@@ -146,18 +215,18 @@ impl LockCache {
         self.returning.iter().map(|id| (*id, &self.locks[id]))
     }
 
-    /// Panics if the `returning` set misses a lock that belongs in it.
+    /// Panics if the `returning` set misses a lock that belongs in it, or
+    /// the extent index disagrees with the locks.
     pub fn check_invariants(&self) {
         for (id, l) in &self.locks {
             if l.callback_pending || l.state == ClientLockState::Cancelling {
                 assert!(self.returning.contains(id), "lock {id:?} called back but not tracked");
             }
+            let indexed = self.by_key.get(&l.key).and_then(|index| index.by_start.get(&(l.extent.start, *id)));
+            assert_eq!(indexed, Some(&l.extent.end), "lock {id:?} indexed at another extent");
         }
-    }
-
-    /// The locks of one object.
-    pub fn of_key(&self, key: ObjectKey) -> impl Iterator<Item = (LocalLock, &ClientLock)> {
-        self.by_key.get(&key).into_iter().flatten().map(|id| (*id, &self.locks[id]))
+        let indexed: usize = self.by_key.values().map(|index| index.by_start.len()).sum();
+        assert_eq!(indexed, self.locks.len(), "extent index holds gone locks");
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (LocalLock, &ClientLock)> {
@@ -174,46 +243,40 @@ impl LockCache {
 
     /// A granted lock that serves `mode` over all of `extent`, not called back.
     pub fn matching(&self, key: ObjectKey, mode: LockMode, extent: Extent) -> Option<LocalLock> {
-        self.of_key(key)
+        self.overlapping(key, extent)
             .find(|(_, l)| l.is_granted() && !l.callback_pending && l.mode.serves(mode) && l.extent.contains(&extent))
             .map(|(id, _)| id)
     }
 
     /// A lock still being enqueued whose request will serve `mode` over `extent`.
     pub fn pending_covering(&self, key: ObjectKey, mode: LockMode, extent: Extent) -> Option<LocalLock> {
-        self.of_key(key)
+        // A pending lock's extent is its request: the index finds it.
+        self.overlapping(key, extent)
             .find(|(_, l)| l.is_pending() && l.mode.serves(mode) && l.requested.contains(&extent))
             .map(|(id, _)| id)
     }
 
-    /// Whether some granted or cancelling lock other than `except` covers
-    /// `offset` of `key` (its pages may stay cached).
-    pub fn covers_elsewhere(&self, key: ObjectKey, offset: u64, except: LocalLock) -> bool {
-        self.of_key(key).any(|(id, l)| {
-            id != except
-                && matches!(l.state, ClientLockState::Granted | ClientLockState::Cancelling)
-                && l.extent.contains_offset(offset)
-        })
-    }
-
     /// Whether a granted (or cancelling) write lock covers `offset` of `key`.
     pub fn write_covered(&self, key: ObjectKey, offset: u64) -> bool {
-        self.of_key(key).any(|(_, l)| {
-            l.mode.is_write()
-                && matches!(l.state, ClientLockState::Granted | ClientLockState::Cancelling)
-                && l.extent.contains_offset(offset)
+        self.overlapping(key, Extent::new(offset, offset)).any(|(_, l)| {
+            l.mode.is_write() && matches!(l.state, ClientLockState::Granted | ClientLockState::Cancelling)
         })
     }
 
     /// Unused granted locks, oldest first.
     pub fn unused_by_age(&self) -> Vec<(LocalLock, Instant)> {
-        let mut v: Vec<_> = self
-            .locks
-            .iter()
-            .filter(|(_, l)| l.is_granted() && l.users == 0 && !l.callback_pending && !l.mode.is_group())
-            .map(|(id, l)| (*id, l.last_used))
-            .collect();
+        let mut v: Vec<_> = self.unused().collect();
         v.sort_by_key(|(id, t)| (*t, *id));
         v
+    }
+
+    /// When the least recently used unused lock was last used.
+    pub fn oldest_unused(&self) -> Option<Instant> {
+        self.unused().map(|(_, t)| t).min()
+    }
+
+    fn unused(&self) -> impl Iterator<Item = (LocalLock, Instant)> + '_ {
+        let unused = |l: &ClientLock| l.is_granted() && l.users == 0 && !l.callback_pending && !l.mode.is_group();
+        self.locks.iter().filter(move |(_, l)| unused(l)).map(|(id, l)| (*id, l.last_used))
     }
 }

@@ -446,7 +446,7 @@ impl Client {
     /// When the oldest unused lock reaches the LRU age limit.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.locks.unused_by_age().first().map(|(_, t)| *t + self.config.lru_age_max)
+        self.locks.oldest_unused().map(|t| t + self.config.lru_age_max)
     }
 
     /// Panics if a coherence invariant is broken.

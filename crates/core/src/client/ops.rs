@@ -634,9 +634,10 @@ impl Client {
     /// once, so that a lock called back before use still serves the
     /// operations that asked for it (and cannot be lost to a livelock).
     fn granted(&mut self, now: Instant, l: LocalLock, extent: Extent, callback_pending: bool) {
+        let requested = self.locks.get(l).expect("granted lock listed").requested;
+        assert!(extent.contains(&requested), "server granted {extent} for a request of {requested}");
+        self.locks.set_extent(l, extent);
         let lock = self.locks.get_mut(l).expect("granted lock listed");
-        assert!(extent.contains(&lock.requested), "server granted {extent} for a request of {}", lock.requested);
-        lock.extent = extent;
         lock.state = ClientLockState::Granted;
         lock.callback_pending |= callback_pending;
         lock.last_used = now;
