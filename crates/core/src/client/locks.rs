@@ -48,6 +48,7 @@ pub struct ClientLock {
     pub users: u32,
     /// The server wants it back: no new matches; cancel once unused.
     pub callback_pending: bool,
+    /// When last granted or used; changed only by [`LockCache::touch`].
     pub last_used: Instant,
 }
 
@@ -115,6 +116,10 @@ pub struct LockCache {
     returning: BTreeSet<LocalLock>,
     /// Server handles are unique per OST only.
     by_handle: BTreeMap<(OstIndex, LockHandle), LocalLock>,
+    /// Locks ever granted, by when they were last used: the LRU's order,
+    /// kept by [`LockCache::touch`], so that the oldest unused lock is
+    /// found without looking at every lock.
+    by_use: BTreeSet<(Instant, LocalLock)>,
     next: u64,
 }
 
@@ -166,6 +171,7 @@ impl LockCache {
             self.by_xid.remove(&xid);
         }
         self.returning.remove(&id);
+        self.by_use.remove(&(lock.last_used, id));
         if let Some(index) = self.by_key.get_mut(&lock.key) {
             index.remove(id, lock.extent);
             if index.is_empty() {
@@ -173,6 +179,15 @@ impl LockCache {
             }
         }
         Some(lock)
+    }
+
+    /// Lock `id` was granted or used at `now` (if it still exists).
+    pub fn touch(&mut self, id: LocalLock, now: Instant) {
+        if let Some(lock) = self.locks.get_mut(&id) {
+            self.by_use.remove(&(lock.last_used, id));
+            self.by_use.insert((now, id));
+            lock.last_used = now;
+        }
     }
 
     /// The server granted `extent` for lock `id` (its request until then).
@@ -224,6 +239,12 @@ impl LockCache {
             }
             let indexed = self.by_key.get(&l.key).and_then(|index| index.by_start.get(&(l.extent.start, *id)));
             assert_eq!(indexed, Some(&l.extent.end), "lock {id:?} indexed at another extent");
+            if l.is_granted() {
+                assert!(self.by_use.contains(&(l.last_used, *id)), "granted lock {id:?} missing from the LRU");
+            }
+        }
+        for (t, id) in &self.by_use {
+            assert_eq!(self.locks.get(id).map(|l| l.last_used), Some(*t), "LRU entry {id:?} stale");
         }
         let indexed: usize = self.by_key.values().map(|index| index.by_start.len()).sum();
         assert_eq!(indexed, self.locks.len(), "extent index holds gone locks");
@@ -265,18 +286,17 @@ impl LockCache {
 
     /// Unused granted locks, oldest first.
     pub fn unused_by_age(&self) -> Vec<(LocalLock, Instant)> {
-        let mut v: Vec<_> = self.unused().collect();
-        v.sort_by_key(|(id, t)| (*t, *id));
-        v
+        self.unused().collect()
     }
 
     /// When the least recently used unused lock was last used.
     pub fn oldest_unused(&self) -> Option<Instant> {
-        self.unused().map(|(_, t)| t).min()
+        self.unused().map(|(_, t)| t).next()
     }
 
+    /// Unused granted locks in LRU order (every granted lock is in `by_use`).
     fn unused(&self) -> impl Iterator<Item = (LocalLock, Instant)> + '_ {
         let unused = |l: &ClientLock| l.is_granted() && l.users == 0 && !l.callback_pending && !l.mode.is_group();
-        self.locks.iter().filter(move |(_, l)| unused(l)).map(|(id, l)| (*id, l.last_used))
+        self.by_use.iter().filter(move |(_, id)| unused(&self.locks[id])).map(|&(t, id)| (id, t))
     }
 }

@@ -293,8 +293,8 @@ impl Client {
         if let Some(l) = op.holding.take() {
             if let Some(lock) = self.locks.get_mut(l) {
                 lock.users -= 1;
-                lock.last_used = now;
             }
+            self.locks.touch(l, now);
         }
     }
 
@@ -640,7 +640,7 @@ impl Client {
         let lock = self.locks.get_mut(l).expect("granted lock listed");
         lock.state = ClientLockState::Granted;
         lock.callback_pending |= callback_pending;
-        lock.last_used = now;
+        self.locks.touch(l, now);
         if callback_pending {
             self.locks.note_returning(l);
         }
