@@ -39,6 +39,10 @@ pub mod pagecache;
 
 mod flush;
 mod ops;
+#[cfg(test)]
+mod pagecache_diff_tests;
+#[cfg(test)]
+mod reference_cache;
 
 use crate::layout::Layout;
 use crate::ldlm::GroupId;
