@@ -1,7 +1,7 @@
 //! The lock server of one OST: Lustre's LDLM namespace for extent locks.
 //!
-//! One resource per object, each with a granted list and a FIFO waiting
-//! queue. Inputs are `handle_*` calls that carry `now`; outputs are the
+//! One resource per object, each with its granted locks (indexed by extent,
+//! mode and grant order, see `Granted`) and a FIFO waiting queue. Inputs are `handle_*` calls that carry `now`; outputs are the
 //! messages to clients ([`LockServer::poll_transmit`]), the decisions for
 //! tracing and scripts ([`LockServer::poll_event`], when recording), and the
 //! next callback deadline ([`LockServer::poll_timeout`]).
