@@ -20,7 +20,19 @@
 //! - no object is kept with zero pages;
 //! - the per-OST and overall cached-dirty totals equal a recount of the
 //!   cached pages, so no count refers to a page that has been dropped;
-//! - [`PageCache::data_pages`] equals a recount of the pages holding bytes.
+//! - [`PageCache::data_pages`] and [`PageCache::cached_pages`] equal a
+//!   recount;
+//! - pages are kept as *runs* that never overlap: a run is one page of
+//!   bytes, or any number of consecutive phantom pages in one state (so a
+//!   megabyte written by the simulator is one entry, not 256); the dirty and
+//!   writeback indexes list exactly the runs with such bytes.
+//!
+//! Every operation splits the runs at its bounds, applies itself once per
+//! run (all pages of a run see the same part of the range, except the
+//! range's first and last page, which get runs of their own), and merges
+//! neighbouring phantom runs left in one state. The results are exactly
+//! those of one entry per page: a property test replays random operations
+//! against such a reference cache and compares every answer.
 //!
 //! Phantom pages (for the simulator, see [`crate::msg::Payload`]): a page
 //! written with [`PageCache::write_phantom`] or filled with

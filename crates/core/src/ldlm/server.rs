@@ -1,10 +1,11 @@
 //! The lock server of one OST: Lustre's LDLM namespace for extent locks.
 //!
 //! One resource per object, each with its granted locks (indexed by extent,
-//! mode and grant order, see `Granted`) and a FIFO waiting queue. Inputs are `handle_*` calls that carry `now`; outputs are the
-//! messages to clients ([`LockServer::poll_transmit`]), the decisions for
-//! tracing and scripts ([`LockServer::poll_event`], when recording), and the
-//! next callback deadline ([`LockServer::poll_timeout`]).
+//! mode and grant order, see `Granted`) and a FIFO waiting queue. Inputs are
+//! `handle_*` calls that carry `now`; outputs are the messages to clients
+//! ([`LockServer::poll_transmit`]), the decisions for tracing and scripts
+//! ([`LockServer::poll_event`], when recording), and the next callback
+//! deadline ([`LockServer::poll_timeout`]).
 //!
 //! Rules (from `ldlm.md`, i.e. Lustre's `ldlm_extent.c` and LU-6179):
 //! * a request compatible with every granted lock and every waiter is granted
