@@ -300,10 +300,19 @@ fn slow_holder_is_evicted_and_its_late_flush_refused() {
     expected.resize(100 * KIB as usize, 0);
     assert_eq!(stored(&mut h, &layout, 0, 100 * KIB), expected);
 
-    // Reconnected, A works again. B is now the slow holder: evicted with
-    // nothing dirty, it loses nothing.
+    // Reconnected, A works again. Its first fsync flushes the new bytes and
+    // reports, once, that earlier bytes written through this file were
+    // lost. B is now the slow holder: evicted with nothing dirty, it loses
+    // nothing.
     let again = pattern(10 * KIB, 3);
     write(&mut h, A, fa, 0, again.clone());
+    let op = h.fsync(A, fa);
+    match h.wait(A, op).unwrap() {
+        Err(ClientError::WriteLost { ost, reason }) => {
+            assert_eq!((ost, reason.contains("evicted")), (OstIndex(0), true))
+        }
+        other => panic!("the first fsync after the loss must report it: {other:?}"),
+    }
     let op = h.fsync(A, fa);
     h.wait_ok(A, op);
     expected[..10 * KIB as usize].copy_from_slice(&again);

@@ -391,8 +391,15 @@ fn a_byte_store_refuses_phantom_writes_as_lost_data() {
     let op = m.on(A, |cl, now| cl.write_payload(now, fa, 0, Payload::Phantom(10_000)));
     assert_eq!(m.ok(A, op), OpOutput::Written(10_000));
     let op = m.on(A, |cl, now| cl.fsync(now, fa));
-    assert_eq!(m.ok(A, op), OpOutput::Synced);
+    match m.wait(A, op) {
+        Err(ClientError::WriteLost { ost, reason }) => {
+            assert_eq!((ost, reason.contains("write RPC failed")), (OstIndex(0), true), "{reason}")
+        }
+        other => panic!("fsync must report the refused write: {other:?}"),
+    }
     assert_eq!(m.lost_bytes, 10_000, "the refused write is reported as lost data");
+    let op = m.on(A, |cl, now| cl.fsync(now, fa));
+    assert_eq!(m.ok(A, op), OpOutput::Synced, "reported once");
     assert_eq!(m.object_size(OstIndex(0), ObjectId(1)), 0);
     let refused = |c: &OstCounters| c.bytes_written == 0 && c.write_rpcs == 0;
     assert!(m.ost_counters().iter().all(refused));

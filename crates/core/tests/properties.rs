@@ -15,7 +15,7 @@
 //! * the same seed gives the same message trace.
 
 use lanefs_core::client::ladvise::{Advice, AheadMode};
-use lanefs_core::client::{ClientConfig, FileHandle, OpId, OpOutput};
+use lanefs_core::client::{ClientConfig, ClientError, FileHandle, OpId, OpOutput};
 use lanefs_core::harness::workload::pattern_byte;
 use lanefs_core::harness::{Harness, HarnessConfig};
 use lanefs_core::ldlm::server::LockServerConfig;
@@ -102,6 +102,8 @@ struct Outcome {
     trace_hash: u64,
     final_bytes: Vec<u8>,
     lost_by: BTreeSet<u32>,
+    /// Clients told by an fsync that data written through their file was lost.
+    told: BTreeSet<u32>,
 }
 
 fn harness(c: &Case) -> Harness {
@@ -135,11 +137,15 @@ fn run(c: &Case) -> Outcome {
     let mut records: Vec<Record> = Vec::new();
     let mut next = vec![0usize; c.clients as usize];
     let mut waiting: Vec<Option<(OpId, usize)>> = vec![None; c.clients as usize];
+    let mut told = BTreeSet::new();
     loop {
         for i in 0..c.clients as usize {
             loop {
                 if let Some((op, rec)) = waiting[i] {
                     let Some(result) = h.result(ClientId(i as u32), op).cloned() else { break };
+                    if let Err(ClientError::WriteLost { .. }) = result {
+                        told.insert(i as u32);
+                    }
                     clock += 1;
                     records[rec].end = clock;
                     records[rec].output = result.ok();
@@ -183,7 +189,9 @@ fn run(c: &Case) -> Outcome {
     // Everyone flushes; then the spare client reads the whole file.
     for i in 0..c.clients {
         let op = h.fsync(ClientId(i), fhs[i as usize]);
-        h.wait(ClientId(i), op).unwrap().ok();
+        if let Err(ClientError::WriteLost { .. }) = h.wait(ClientId(i), op).unwrap() {
+            told.insert(i);
+        }
     }
     h.drive().unwrap_or_else(|e| panic!("SEED={}: {e}", c.seed));
     for o in 0..c.osts {
@@ -207,7 +215,7 @@ fn run(c: &Case) -> Outcome {
         }
     }
     let lost_by = h.lost().iter().map(|(c, _, _)| c.0).collect();
-    Outcome { records, trace_hash: h.trace_hash(), final_bytes, lost_by }
+    Outcome { records, trace_hash: h.trace_hash(), final_bytes, lost_by, told }
 }
 
 /// Values byte `b` may hold for an observation spanning `[start, end]`.
@@ -232,6 +240,11 @@ fn acceptable(records: &[Record], b: u64, start: u64, end: u64) -> (Vec<u8>, Vec
 }
 
 fn check(c: &Case, out: &Outcome) {
+    assert_eq!(
+        out.told, out.lost_by,
+        "SEED={}: every client that lost data, and only those, is told by an fsync",
+        c.seed
+    );
     for r in &out.records {
         let (Act::Read { offset, .. }, Some(OpOutput::Read(data))) = (&r.act, &r.output) else { continue };
         for (i, v) in data.iter().enumerate() {

@@ -10,8 +10,9 @@
 //!
 //! Failure handling: a lost OSS connection fails the operations that need
 //! it with a clear error and drops that OST's locks and cached pages (the
-//! dirty bytes are reported lost, as after an eviction); the next operation
-//! that needs the OST reconnects. Nothing waits forever on a dead peer.
+//! dirty bytes are reported lost, as after an eviction, and the next fsync
+//! or close of a file whose bytes were lost fails); the next operation that
+//! needs the OST reconnects. Nothing waits forever on a dead peer.
 
 use crate::codec::read_frame;
 use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};

@@ -111,7 +111,7 @@ impl LocalCluster {
 
     pub fn stop_mds(&mut self) {
         if let Some(m) = self.mds.take() {
-            m.shutdown();
+            self.runtime.block_on(m.shutdown());
         }
     }
 
@@ -138,7 +138,7 @@ impl LocalCluster {
     /// Stop the OSS (its connections close; clients see errors, not hangs).
     pub fn stop_oss(&mut self) {
         if let Some(o) = self.oss.take() {
-            o.shutdown();
+            self.runtime.block_on(o.shutdown());
         }
     }
 }

@@ -6,7 +6,7 @@
 //! are kept in memory, and an OSS registers again when it restarts.
 
 use crate::codec::read_frame;
-use crate::oss::{handshake, variant};
+use crate::oss::{handshake, variant, SHUTDOWN_GRACE};
 use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, Role, Wire, PROTOCOL_VERSION};
 use crate::transport::{spawn_accept, Address, BoxStream, Listener};
 use crate::writer::spawn_writer;
@@ -42,9 +42,10 @@ impl MdsHandle {
     }
 
     /// Stop serving and close the database (a restart can open it again).
-    pub fn shutdown(self) {
-        self.accept.abort();
+    /// When this returns nobody can connect and no request is served.
+    pub async fn shutdown(self) {
         let _ = self.shared.stop.send(true);
+        let _ = self.accept.await;
         self.shared.mds.lock().expect("mds lock").take();
     }
 }
@@ -63,7 +64,9 @@ pub async fn start(listen: &Address, mds: Mds, ost_count: u32) -> std::io::Resul
     let (stop, _) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared { mds: Mutex::new(Some(mds)), stop, ost_count, osts: Mutex::new(BTreeMap::new()) });
     let s = shared.clone();
-    let accept = spawn_accept(listener, move |stream| serve_connection(stream, s.clone()));
+    let accept = spawn_accept(listener, shared.stop.subscribe(), SHUTDOWN_GRACE, move |stream| {
+        serve_connection(stream, s.clone())
+    });
     info!(%address, "MDS serving");
     Ok(MdsHandle { address, accept, shared })
 }
@@ -85,11 +88,12 @@ async fn serve_connection(stream: BoxStream, shared: Arc<Shared>) {
     let mut stop = shared.stop.subscribe();
     loop {
         let read = tokio::select! {
-            read = read_frame(&mut r) => read,
+            biased;
             _ = stop.wait_for(|stopped| *stopped) => {
                 let _ = tx.send(Wire::Refused { reason: "the MDS is shutting down".into() });
                 return;
             }
+            read = read_frame(&mut r) => read,
         };
         let frame = match read {
             Ok(Some(frame)) => frame,

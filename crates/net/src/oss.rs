@@ -41,6 +41,10 @@ enum OstInput {
     Stats(oneshot::Sender<OstStats>),
 }
 
+/// How long a stopping server lets its connections close by themselves
+/// (telling their peers why) before it aborts them.
+pub(crate) const SHUTDOWN_GRACE: StdDuration = StdDuration::from_secs(1);
+
 type Peers = Arc<Mutex<HashMap<u32, UnboundedSender<Wire>>>>;
 
 struct Shared {
@@ -57,6 +61,7 @@ pub struct OssHandle {
     address: Address,
     accept: tokio::task::JoinHandle<()>,
     shared: Arc<Shared>,
+    ost_threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl OssHandle {
@@ -64,11 +69,23 @@ impl OssHandle {
         &self.address
     }
 
-    /// Stop accepting, close every connection, stop the OST threads.
-    pub fn shutdown(self) {
-        self.accept.abort();
+    /// Stop accepting, close every connection, stop the OST threads. When
+    /// this returns the OSS is gone: nobody can connect, no message is
+    /// served and no OST touches its disk any more.
+    pub async fn shutdown(self) {
         let _ = self.shared.stop.send(true);
+        let _ = self.accept.await;
         self.shared.peers.lock().expect("peers lock").clear();
+        // The connections are gone, so this was the last holder of the OST
+        // queues: each OST thread finishes the message in hand and ends.
+        drop(self.shared);
+        let threads = self.ost_threads;
+        let _ = tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+        })
+        .await;
     }
 }
 
@@ -79,21 +96,26 @@ pub async fn start(listen: &Address, config: OssConfig) -> std::io::Result<OssHa
     let clock = std::time::Instant::now();
     let peers: Peers = Arc::new(Mutex::new(HashMap::new()));
     let mut osts = HashMap::new();
+    let mut ost_threads = Vec::new();
     for &index in &config.osts {
         let dir = config.data_dir.join(format!("OST{index:04x}"));
         let store = FileStore::open(&dir)?;
         let (tx, rx) = mpsc::channel();
         let ost = Ost::new(OstIndex(index), config.ost.clone(), store);
         let peers = peers.clone();
-        std::thread::Builder::new().name(format!("ost{index}")).spawn(move || ost_thread(ost, rx, peers, clock))?;
+        ost_threads.push(
+            std::thread::Builder::new().name(format!("ost{index}")).spawn(move || ost_thread(ost, rx, peers, clock))?,
+        );
         osts.insert(index, tx);
     }
     let (stop, _) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared { osts, peers, client_next: AtomicU32::new(1), stop });
     let s = shared.clone();
-    let accept = spawn_accept(listener, move |stream| serve_connection(stream, s.clone()));
+    let accept = spawn_accept(listener, shared.stop.subscribe(), SHUTDOWN_GRACE, move |stream| {
+        serve_connection(stream, s.clone())
+    });
     info!(%address, osts = ?config.osts, "OSS serving");
-    Ok(OssHandle { address, accept, shared })
+    Ok(OssHandle { address, accept, shared, ost_threads })
 }
 
 fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peers, clock: std::time::Instant) {
@@ -159,8 +181,9 @@ async fn serve_connection(stream: BoxStream, shared: Arc<Shared>) {
     debug!(client, "client connected");
     let mut stop = shared.stop.subscribe();
     let served = tokio::select! {
-        served = serve_messages(&mut r, client, &shared, &tx) => served,
+        biased;
         _ = stop.wait_for(|stopped| *stopped) => Err("the OSS is shutting down".to_string()),
+        served = serve_messages(&mut r, client, &shared, &tx) => served,
     };
     if let Err(reason) = served {
         warn!(client, "closing connection: {reason}");

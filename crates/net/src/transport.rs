@@ -87,20 +87,41 @@ impl Listener {
     }
 }
 
-/// Accept connections forever, each served by `serve` on a task of its own.
-pub fn spawn_accept<F, Fut>(listener: Listener, serve: F) -> tokio::task::JoinHandle<()>
+/// Accept connections, each served by `serve` on a task of its own, until
+/// `stop` turns true. Then the listener closes (nobody can connect to a
+/// stopped server), the connections get `grace` to end by themselves (they
+/// watch `stop` too, and tell their peer why they close), and whatever is
+/// left is aborted. The task ends only when no connection task remains, so
+/// awaiting it means the server is entirely gone.
+pub fn spawn_accept<F, Fut>(
+    listener: Listener,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    grace: std::time::Duration,
+    serve: F,
+) -> tokio::task::JoinHandle<()>
 where
     F: Fn(BoxStream) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     tokio::spawn(async move {
+        let mut connections = tokio::task::JoinSet::new();
         loop {
-            match listener.accept().await {
-                Ok(stream) => {
-                    tokio::spawn(serve(stream));
-                }
-                Err(e) => tracing::warn!("accept failed: {e}"),
+            tokio::select! {
+                biased;
+                _ = stop.wait_for(|stopped| *stopped) => break,
+                accepted = listener.accept() => match accepted {
+                    Ok(stream) => {
+                        connections.spawn(serve(stream));
+                    }
+                    Err(e) => tracing::warn!("accept failed: {e}"),
+                },
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }
+        }
+        drop(listener);
+        let drained = tokio::time::timeout(grace, async { while connections.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            connections.shutdown().await;
         }
     })
 }

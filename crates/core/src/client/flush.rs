@@ -181,6 +181,7 @@ impl Client {
             Err(error) => {
                 tracing::warn!(client = self.id.0, %ost, %error, "write RPC failed; its bytes are lost");
                 let lost = self.cache.writeback_failed(key, offset, len);
+                self.record_write_error(&[key].into(), ost, &format!("a write RPC failed: {error}"));
                 self.report_loss(ost, lost);
             }
         }

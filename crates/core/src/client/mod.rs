@@ -53,7 +53,7 @@ use locks::{LocalLock, LockCache};
 use ops::{Op, OpKind};
 use pagecache::PageCache;
 use serde::Serialize;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Lustre's default bulk RPC size (the classic LNet MTU).
 pub const RPC_BYTES_MAX_DEFAULT: u64 = 1 << 20;
@@ -140,6 +140,11 @@ struct OpenFile {
     no_expand: bool,
     /// Group lock held through this open file.
     group: Option<GroupId>,
+    /// Bytes written through this file were lost before they reached an
+    /// OST (eviction, a lost connection, a failed write RPC): the next
+    /// fsync or close reports it, once, as Lustre reports an asynchronous
+    /// write error.
+    write_error: Option<ClientError>,
 }
 
 /// What a finished operation produced.
@@ -174,6 +179,8 @@ pub enum ClientError {
     Ladvise(#[from] LadviseError),
     #[error("{ost} is unreachable: {reason}")]
     Unreachable { ost: OstIndex, reason: String },
+    #[error("data written through this file was lost before it reached {ost} ({reason}); write it again")]
+    WriteLost { ost: OstIndex, reason: String },
     #[error("protocol error: {0}")]
     Protocol(&'static str),
     #[error("invalid client configuration: {0}")]
@@ -188,7 +195,9 @@ pub enum ClientEvent {
         op: OpId,
         result: Result<OpOutput, ClientError>,
     },
-    /// Dirty data lost because the OST evicted this client.
+    /// Dirty data lost: the OST evicted this client, the connection to it
+    /// was lost, or it refused a write RPC. The files concerned also fail
+    /// their next fsync or close with [`ClientError::WriteLost`].
     DataLost {
         ost: OstIndex,
         bytes: u64,
@@ -303,7 +312,7 @@ impl Client {
     pub fn open(&mut self, layout: Layout) -> FileHandle {
         let fh = FileHandle(self.file_next);
         self.file_next += 1;
-        self.files.insert(fh, OpenFile { layout, no_expand: false, group: None });
+        self.files.insert(fh, OpenFile { layout, no_expand: false, group: None, write_error: None });
         fh
     }
 
@@ -560,7 +569,7 @@ impl Client {
                 }
             }
         }
-        self.forget_ost_data(ost);
+        self.forget_ost_data(ost, "this client was evicted");
         self.send(ost, ToOst::Connect);
     }
 
@@ -607,13 +616,15 @@ impl Client {
                 self.finish(id, Err(ClientError::Unreachable { ost, reason: reason.to_string() }));
             }
         }
-        self.forget_ost_data(ost);
+        self.forget_ost_data(ost, reason);
         self.run(now);
     }
 
     /// After an eviction or a lost connection: group locks through that OST
     /// are gone, and so is every cached page of it (dirty bytes reported lost).
-    fn forget_ost_data(&mut self, ost: OstIndex) {
+    fn forget_ost_data(&mut self, ost: OstIndex, reason: &str) {
+        let unstable = self.cache.unstable_objects(ost);
+        self.record_write_error(&unstable, ost, reason);
         for file in self.files.values_mut() {
             if file.layout.objects().iter().any(|k| k.ost == ost) {
                 file.group = None;
@@ -646,6 +657,19 @@ impl Client {
         debug_assert!(self.check_payload(kind, len).is_ok(), "{kind} payload cached by a client of the other kind");
         if len > 0 {
             self.payload_kind = Some(kind);
+        }
+    }
+
+    /// Remember, on every open file with an object in `lost`, that bytes
+    /// written through it will never reach `ost`.
+    pub(super) fn record_write_error(&mut self, lost: &BTreeSet<ObjectKey>, ost: OstIndex, reason: &str) {
+        if lost.is_empty() {
+            return;
+        }
+        for file in self.files.values_mut() {
+            if file.write_error.is_none() && file.layout.objects().iter().any(|k| lost.contains(k)) {
+                file.write_error = Some(ClientError::WriteLost { ost, reason: reason.to_string() });
+            }
         }
     }
 

@@ -250,11 +250,14 @@ impl Client {
                 (ReadBuf::Phantom, _) | (ReadBuf::Empty, Some(PayloadKind::Phantom)) => OpOutput::ReadPhantom(*len),
                 (ReadBuf::Empty, _) => OpOutput::Read(vec![0; *len as usize]),
             },
-            OpKind::Fsync => OpOutput::Synced,
-            OpKind::Close => {
-                self.files.remove(&fh);
-                OpOutput::Closed
-            }
+            OpKind::Fsync => match self.files.get_mut(&fh).and_then(|f| f.write_error.take()) {
+                Some(error) => return Err(error),
+                None => OpOutput::Synced,
+            },
+            OpKind::Close => match self.files.remove(&fh).and_then(|f| f.write_error) {
+                Some(error) => return Err(error),
+                None => OpOutput::Closed,
+            },
             OpKind::Stat { sizes } => {
                 let layout = &self.files.get(&fh).ok_or(ClientError::BadFile)?.layout;
                 OpOutput::Size(layout.file_size(sizes))

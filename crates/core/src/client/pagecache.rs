@@ -688,6 +688,13 @@ impl PageCache {
         lost
     }
 
+    /// Objects of `ost` with bytes not yet safe on it: dirty, or under
+    /// writeback.
+    pub fn unstable_objects(&self, ost: OstIndex) -> BTreeSet<ObjectKey> {
+        let on_ost = |key: &&ObjectKey| key.ost == ost;
+        self.dirty_runs.keys().filter(on_ost).chain(self.writeback_runs.keys().filter(on_ost)).copied().collect()
+    }
+
     /// Drops every page of `ost` (eviction); returns the cached-dirty bytes
     /// lost, writeback in flight included (it is forgotten).
     pub fn discard_ost(&mut self, ost: OstIndex) -> u64 {
