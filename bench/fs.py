@@ -15,8 +15,11 @@ LANEFS = os.environ.get("LANEFS", "./target/release/lanefs")
 # BENCH_DIR to measure on a disk instead.
 BENCH_DIR = os.environ.get("BENCH_DIR", "/dev/shm" if os.path.isdir("/dev/shm") else None)
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
+# RANKS=processes runs every lanefs rank's client in a process of its own
+# (--lanefs.ranks=processes), as under mpirun; the default is threads.
+RANKS = os.environ.get("RANKS", "threads")
 GEOMETRY = ["-w", "-e", "-b", "4m", "-t", "1m", "-s", "64", "-N", "8", "-O", "summaryFormat=JSON"]
-STRIPES = ["--lanefs.osts=4", "--lanefs.stripe-count=4", "--lanefs.stripe-size=1m"]
+STRIPES = ["--lanefs.osts=4", "--lanefs.stripe-count=4", "--lanefs.stripe-size=1m", f"--lanefs.ranks={RANKS}"]
 
 RUNS = {
     "ssf-default": ["-a", "LANEFS", "--lanefs.lock-mode=default"] + STRIPES,
@@ -51,7 +54,7 @@ def main():
             callbacks[name] = cb
             print(f"round {r + 1}: {name:<14} {bw:9.1f} MiB/s  callbacks {cb}", file=sys.stderr)
     med = {name: statistics.median(v) for name, v in results.items()}
-    print(f"lanefs ior {' '.join(GEOMETRY)} (+ per-run options), {ROUNDS} rounds, median write MiB/s, data in {BENCH_DIR or 'the temp dir'}")
+    print(f"lanefs ior {' '.join(GEOMETRY)} (+ per-run options), ranks as {RANKS}, {ROUNDS} rounds, median write MiB/s, data in {BENCH_DIR or 'the temp dir'}")
     for name in RUNS:
         runs = " ".join(f"{x:.0f}" for x in results[name])
         print(f"  {name:<14} {med[name]:9.1f}   (runs: {runs}; blocking callbacks in the last: {callbacks[name]})")

@@ -9,8 +9,12 @@
 //!   transfer the rank will write, before writing; group takes a group lock
 //!   (gid 1) on the file across the write phase;
 //! * `stripe-count=N` (-1 = all OSTs), `stripe-size=SIZE` for new files;
-//! * `osts=N` for the embedded cluster (default 4).
+//! * `osts=N` for the embedded cluster (default 4);
+//! * `ranks=threads|processes`: how `-N` ranks run. Either way each rank is
+//!   its own client; with `processes` each client lives in a process of its
+//!   own (see `ior_ranks`), as under `mpirun`.
 
+use crate::ior_ranks::ProcessRank;
 use anyhow::{bail, Result};
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode, ADVICES_PER_CALL_MAX};
 use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, ModuleOption, PosixBackend, RankIo};
@@ -27,29 +31,50 @@ static OPTIONS: &[ModuleOption] = &[
     ModuleOption { name: "stripe-count", takes_value: true, help: "stripes of new files (-1 = all OSTs)" },
     ModuleOption { name: "stripe-size", takes_value: true, help: "stripe size of new files (k/m/g)" },
     ModuleOption { name: "osts", takes_value: true, help: "OSTs of the embedded cluster (default 4)" },
+    ModuleOption { name: "ranks", takes_value: true, help: "threads | processes: how -N ranks run (default threads)" },
 ];
 
 /// The `lanefs` IOR backend.
 pub struct LanefsBackend {
     mds: String,
+    /// The IOR options of the run, for rank processes.
+    ior_args: Vec<String>,
     totals: Mutex<Totals>,
     before: Vec<OstStats>,
 }
 
+/// Lockahead figures that only the clients know, summed over the ranks.
 #[derive(Default)]
-struct Totals {
-    lockahead_sent: u64,
-    lockahead_refused: u64,
+pub(crate) struct Totals {
+    pub lockahead_sent: u64,
+    pub lockahead_refused: u64,
 }
 
-fn backend_error(e: impl std::fmt::Display) -> IorError {
+pub(crate) fn backend_error(e: impl std::fmt::Display) -> IorError {
     IorError::Backend { backend: NAME, message: e.to_string() }
 }
 
+/// How `-N` ranks run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ranks {
+    Threads,
+    Processes,
+}
+
+fn ranks(p: &IorParams) -> Result<Ranks, IorError> {
+    match p.module_value("lanefs.ranks") {
+        None | Some("threads") => Ok(Ranks::Threads),
+        Some("processes") => Ok(Ranks::Processes),
+        Some(other) => {
+            Err(option_error("ranks", format!("{other:?} is not a way to run ranks; give threads or processes")))
+        }
+    }
+}
+
 impl LanefsBackend {
-    pub fn new(mds: String) -> Result<Self, NetError> {
+    pub fn new(mds: String, ior_args: Vec<String>) -> Result<Self, NetError> {
         let before = Client::connect(&mds, ClientOptions::default())?.ost_stats()?;
-        Ok(LanefsBackend { mds, totals: Mutex::new(Totals::default()), before })
+        Ok(LanefsBackend { mds, ior_args, totals: Mutex::new(Totals::default()), before })
     }
 
     fn admin(&self) -> Result<Client, IorError> {
@@ -107,6 +132,7 @@ impl Backend for LanefsBackend {
         lanefs_ior::check_module_options(NAME, OPTIONS, p)?;
         lock_mode(p)?;
         stripe(p)?;
+        ranks(p)?;
         if p.collective {
             return Err(IorError::Option {
                 option: "-c".into(),
@@ -117,16 +143,11 @@ impl Backend for LanefsBackend {
     }
 
     fn rank<'a>(&'a self, rank: u32, p: &IorParams) -> Result<Box<dyn RankIo + 'a>, IorError> {
+        if ranks(p)? == Ranks::Processes {
+            return Ok(Box::new(ProcessRank::spawn(rank, &self.mds, &self.ior_args, p, &self.totals)?));
+        }
         let client = Client::connect(&self.mds, ClientOptions::default()).map_err(backend_error)?;
-        Ok(Box::new(LanefsRank {
-            backend: self,
-            rank,
-            client: Some(client),
-            file: None,
-            mode: lock_mode(p)?,
-            stripe: stripe(p)?,
-            grouped: false,
-        }))
+        Ok(Box::new(LanefsRank::new(&self.totals, rank, client, p)?))
     }
 
     fn delete(&self, path: &str) -> Result<(), IorError> {
@@ -190,8 +211,9 @@ impl Backend for LanefsBackend {
     }
 }
 
-struct LanefsRank<'a> {
-    backend: &'a LanefsBackend,
+/// One rank: its own client, one file open at a time.
+pub(crate) struct LanefsRank<'a> {
+    totals: &'a Mutex<Totals>,
     rank: u32,
     client: Option<Client>,
     file: Option<File>,
@@ -201,7 +223,19 @@ struct LanefsRank<'a> {
     grouped: bool,
 }
 
-impl LanefsRank<'_> {
+impl<'a> LanefsRank<'a> {
+    pub(crate) fn new(totals: &'a Mutex<Totals>, rank: u32, client: Client, p: &IorParams) -> Result<Self, IorError> {
+        Ok(LanefsRank {
+            totals,
+            rank,
+            client: Some(client),
+            file: None,
+            mode: lock_mode(p)?,
+            stripe: stripe(p)?,
+            grouped: false,
+        })
+    }
+
     fn client(&self) -> &Client {
         self.client.as_ref().expect("client lives as long as the rank")
     }
@@ -283,7 +317,7 @@ impl RankIo for LanefsRank<'_> {
 impl Drop for LanefsRank<'_> {
     fn drop(&mut self) {
         if let Some(cl) = self.client.take() {
-            if let (Ok(c), Ok(mut t)) = (cl.counters(), self.backend.totals.lock()) {
+            if let (Ok(c), Ok(mut t)) = (cl.counters(), self.totals.lock()) {
                 t.lockahead_sent += c.lockahead_enqueues;
                 t.lockahead_refused += c.lockahead_refused;
             }
@@ -354,7 +388,7 @@ pub fn main(mut args: Vec<String>, mds: Option<String>) -> Result<()> {
                 Where::Embedded(Box::new(LocalCluster::start(config)?))
             }
         };
-        let lanefs = LanefsBackend::new(place.mds())?;
+        let lanefs = LanefsBackend::new(place.mds(), args.clone())?;
         lanefs_ior::main_with(&args, &[&posix, &lanefs], &mut out)?
     } else {
         lanefs_ior::main_with(&args, &[&posix], &mut out)?

@@ -6,6 +6,7 @@ mod daemons;
 mod demo;
 mod fs;
 mod ior_lanefs;
+mod ior_ranks;
 mod lockscript;
 mod sim;
 
@@ -96,6 +97,19 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// One IOR rank's process (started by `lanefs ior --lanefs.ranks=processes`).
+    #[command(hide = true)]
+    IorRank {
+        #[arg(long)]
+        mds: String,
+        #[arg(long)]
+        rank: u32,
+        /// The transfer buffer shared with the launcher.
+        #[arg(long)]
+        buffer: PathBuf,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Simulate: `lanefs sim ior --cluster PRESET [IOR options]` runs IOR on a
     /// modelled cluster (`lanefs sim presets` lists them; `lanefs sim ior -h`).
     #[command(disable_help_flag = true)]
@@ -123,10 +137,16 @@ fn tune_allocator() {
 fn main() -> std::process::ExitCode {
     tune_allocator();
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Up { .. } | Command::Mds { .. } | Command::Oss { .. }) {
+    let keeps_sigpipe_ignored = matches!(
+        cli.command,
+        Command::Up { .. } | Command::Mds { .. } | Command::Oss { .. } | Command::Ior { .. } | Command::IorRank { .. }
+    );
+    if !keeps_sigpipe_ignored {
         // As other Unix tools: `lanefs ls | head -1` ends quietly when head
         // is done, instead of failing on a closed pipe. Servers keep the
-        // default Rust behaviour and never die of their stdout.
+        // default Rust behaviour and never die of their stdout, and so does
+        // `lanefs ior`, which talks to its rank processes over pipes: a
+        // rank that dies is an error to report, not a reason to die.
         // SAFETY: restores the default disposition of one signal, before
         // any thread starts.
         unsafe {
@@ -137,6 +157,7 @@ fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -170,6 +191,7 @@ fn run(cli: Cli) -> Result<()> {
             daemons::oss(&mds, data, ost, &listen, callback_timeout)
         }
         Command::Ior { args } => ior_lanefs::main(args, cli.target.mds),
+        Command::IorRank { mds, rank, buffer, args } => ior_ranks::child_main(&mds, rank, &buffer, &args),
         Command::Sim { args } => sim::main(args),
         Command::Fs(command) => fs::run(command, &cli.target),
     }

@@ -148,3 +148,96 @@ fn separate_mds_and_oss_daemons_serve_a_file_system() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("\nwrite ") && text.contains("\nread "), "{text}");
 }
+
+/// `--lanefs.ranks=processes`: every rank's client in a process of its
+/// own; the data checks pass and the clients' own counters come back.
+#[test]
+fn ior_ranks_can_run_as_processes() {
+    let up = up();
+    let child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["ior", "-a", "LANEFS", "-w", "-r", "-W", "-R", "-C", "-e", "-b", "1m", "-t", "256k", "-s", "2"])
+        .args(["-N", "3", "--lanefs.ranks=processes", "--lanefs.lock-mode=lockahead", "-O", "summaryFormat=JSON"])
+        .args(["-o", "/ranks-as-processes"])
+        .env("LANEFS_MDS", &up.mds)
+        .env("RUST_LOG", "lanefs=info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let launcher = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("IOR's JSON");
+    // 3 ranks x 2 segments x 4 transfers, each locked ahead by its own client.
+    assert_eq!(report["lanefs"]["lockahead_sent"], 24, "{}", report["lanefs"]);
+    assert_eq!(report["lanefs"]["lockahead_refused"], 0);
+    let pids: std::collections::BTreeSet<u32> = stderr
+        .lines()
+        .filter(|l| l.contains("rank process serving"))
+        .filter_map(|l| l.split("pid=").nth(1)?.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert_eq!(pids.len(), 3, "one process per rank: {stderr}");
+    assert!(!pids.contains(&launcher));
+    fails(&up, &["ior", "-a", "LANEFS", "-w", "--lanefs.ranks=forks"], "give threads or processes");
+}
+
+/// A rank process given a malformed request says so and ends.
+#[test]
+fn a_rank_process_refuses_a_malformed_request() {
+    use std::io::Write;
+    let up = up();
+    let buffer = tempfile::NamedTempFile::new().unwrap();
+    buffer.as_file().set_len(4096).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["ior-rank", "--mds", &up.mds, "--rank", "0", "--buffer"])
+        .arg(buffer.path())
+        .args(["--", "-a", "LANEFS", "-w"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&[0xff; 16]).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("bad request from the launcher"), "{stderr}");
+}
+
+/// A rank process that dies ends the run with an error naming the rank,
+/// never a hang, and leaves no rank process behind.
+#[test]
+fn a_dead_rank_process_fails_the_run_clearly() {
+    let up = up();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["ior", "-a", "LANEFS", "-w", "-b", "64m", "-t", "1m", "-N", "3", "--lanefs.ranks=processes"])
+        .args(["-o", "/dies"])
+        .env("LANEFS_MDS", &up.mds)
+        .env("RUST_LOG", "lanefs=info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let victim: u32 = loop {
+        let line = stderr.next().expect("a rank process starts").unwrap();
+        if line.contains("rank process serving") && line.contains("rank=1") {
+            break line.split("pid=").nth(1).unwrap().trim().parse().unwrap();
+        }
+    };
+    Command::new("kill").args(["-9", &victim.to_string()]).status().unwrap();
+    let rest: Vec<String> = stderr.map(Result::unwrap).collect();
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    let last = rest.last().expect("an error");
+    assert!(last.contains("rank 1") && last.contains("SIGKILL"), "{rest:?}");
+    let ours = |cmdline: &str| cmdline.contains("ior-rank") && cmdline.contains(&up.mds);
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| ours(c))
+        .collect();
+    assert!(left.is_empty(), "rank processes left behind: {left:?}");
+}
