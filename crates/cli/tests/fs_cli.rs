@@ -211,7 +211,7 @@ fn a_rank_process_refuses_a_malformed_request() {
 fn a_dead_rank_process_fails_the_run_clearly() {
     let up = up();
     let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
-        .args(["ior", "-a", "LANEFS", "-w", "-b", "64m", "-t", "1m", "-N", "3", "--lanefs.ranks=processes"])
+        .args(["ior", "-a", "LANEFS", "-w", "-b", "256m", "-t", "1m", "-N", "3", "--lanefs.ranks=processes"])
         .args(["-o", "/dies"])
         .env("LANEFS_MDS", &up.mds)
         .env("RUST_LOG", "lanefs=info")
