@@ -17,6 +17,7 @@
 
 use crate::ior_lanefs::{backend_error, LanefsRank, Totals};
 use anyhow::{bail, Context, Result};
+use bincode::Options;
 use lanefs_ior::{IorError, IorParams, RankIo};
 use lanefs_net::client::{Client, ClientOptions};
 use memmap2::MmapMut;
@@ -25,6 +26,12 @@ use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Mutex;
+
+/// The pipe's encoding; the limit bounds what a malformed message can make
+/// the reader allocate.
+fn wire() -> impl bincode::Options {
+    bincode::DefaultOptions::new().with_limit(1 << 20)
+}
 
 /// What the launcher asks a rank process to do.
 #[derive(Debug, Serialize, Deserialize)]
@@ -68,7 +75,6 @@ pub struct ProcessRank<'a> {
     buffer: MmapMut,
     /// Keeps the shared buffer's file until the rank is dropped.
     _buffer_file: tempfile::NamedTempFile,
-    finished: bool,
 }
 
 /// Where the shared buffers live: memory-backed when the system has it.
@@ -116,21 +122,34 @@ impl<'a> ProcessRank<'a> {
             .map_err(|e| setup("starting its process", e))?;
         let to = BufWriter::new(child.stdin.take().expect("piped stdin"));
         let from = BufReader::new(child.stdout.take().expect("piped stdout"));
-        Ok(ProcessRank { totals, child, to: Some(to), from, buffer, _buffer_file: file, finished: false })
+        Ok(ProcessRank { totals, child, to: Some(to), from, buffer, _buffer_file: file })
     }
 
     fn call(&mut self, call: &RankCall) -> Result<RankReply, IorError> {
         let to = self.to.as_mut().ok_or_else(|| backend_error("the rank process has ended"))?;
-        let sent = bincode::serialize_into(&mut *to, call).map_err(|e| e.to_string());
+        let sent = wire().serialize_into(&mut *to, call).map_err(|e| e.to_string());
         let sent = sent.and_then(|()| to.flush().map_err(|e| e.to_string()));
-        let reply = sent.and_then(|()| bincode::deserialize_from(&mut self.from).map_err(|e| e.to_string()));
+        let reply = sent.and_then(|()| wire().deserialize_from(&mut self.from).map_err(|e| e.to_string()));
         reply.map_err(|e| {
-            let status = match self.child.try_wait() {
-                Ok(Some(status)) => format!("process ended ({status}); its own error, if any, is above"),
-                _ => format!("process stopped answering ({e})"),
+            let status = match self.exit_status() {
+                Some(status) => format!("process ended ({status}); its own error, if any, is above"),
+                None => format!("process stopped answering ({e})"),
             };
             backend_error(format!("the rank {status}"))
         })
+    }
+
+    /// How the rank process ended, if it ended within a second (a process
+    /// that closed its pipe is usually gone, or about to be).
+    fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        for _ in 0..100 {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Some(status),
+                Ok(None) => std::thread::sleep(std::time::Duration::from_millis(10)),
+                Err(_) => return None,
+            }
+        }
+        None
     }
 
     fn simple(&mut self, call: &RankCall) -> Result<(), IorError> {
@@ -185,13 +204,10 @@ impl RankIo for ProcessRank<'_> {
 
 impl Drop for ProcessRank<'_> {
     fn drop(&mut self) {
-        if !self.finished {
-            self.finished = true;
-            if let Ok(RankReply::Finished { lockahead_sent, lockahead_refused }) = self.call(&RankCall::Finish) {
-                if let Ok(mut t) = self.totals.lock() {
-                    t.lockahead_sent += lockahead_sent;
-                    t.lockahead_refused += lockahead_refused;
-                }
+        if let Ok(RankReply::Finished { lockahead_sent, lockahead_refused }) = self.call(&RankCall::Finish) {
+            if let Ok(mut t) = self.totals.lock() {
+                t.lockahead_sent += lockahead_sent;
+                t.lockahead_refused += lockahead_refused;
             }
         }
         // Closing stdin ends a rank that could not take `Finish`.
@@ -218,7 +234,7 @@ pub fn child_main(mds: &str, rank: u32, buffer: &Path, ior_args: &[String]) -> R
     let mut input = BufReader::new(std::io::stdin().lock());
     let mut output = BufWriter::new(std::io::stdout().lock());
     loop {
-        let call: RankCall = match bincode::deserialize_from(&mut input) {
+        let call: RankCall = match wire().deserialize_from(&mut input) {
             Ok(call) => call,
             Err(e) => match *e {
                 bincode::ErrorKind::Io(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
@@ -243,7 +259,7 @@ pub fn child_main(mds: &str, rank: u32, buffer: &Path, ior_args: &[String]) -> R
                 let t = totals.lock().map_err(|_| anyhow::anyhow!("totals poisoned"))?;
                 let reply =
                     RankReply::Finished { lockahead_sent: t.lockahead_sent, lockahead_refused: t.lockahead_refused };
-                bincode::serialize_into(&mut output, &reply)?;
+                wire().serialize_into(&mut output, &reply)?;
                 output.flush()?;
                 return Ok(());
             }
@@ -253,7 +269,7 @@ pub fn child_main(mds: &str, rank: u32, buffer: &Path, ior_args: &[String]) -> R
             Err(IorError::Backend { message, .. }) => RankReply::Failed(message),
             Err(e) => RankReply::Failed(e.to_string()),
         };
-        bincode::serialize_into(&mut output, &reply)?;
+        wire().serialize_into(&mut output, &reply)?;
         output.flush()?;
     }
 }

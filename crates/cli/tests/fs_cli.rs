@@ -182,27 +182,31 @@ fn ior_ranks_can_run_as_processes() {
     fails(&up, &["ior", "-a", "LANEFS", "-w", "--lanefs.ranks=forks"], "give threads or processes");
 }
 
-/// A rank process given a malformed request says so and ends.
+/// A rank process given a malformed request (an unknown kind, or a path
+/// claiming to be exabytes long) says so and ends.
 #[test]
 fn a_rank_process_refuses_a_malformed_request() {
     use std::io::Write;
     let up = up();
     let buffer = tempfile::NamedTempFile::new().unwrap();
     buffer.as_file().set_len(4096).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
-        .args(["ior-rank", "--mds", &up.mds, "--rank", "0", "--buffer"])
-        .arg(buffer.path())
-        .args(["--", "-a", "LANEFS", "-w"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(&[0xff; 16]).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(stderr.contains("bad request from the launcher"), "{stderr}");
+    let huge_path = [&[0u8, 0xfd][..], &[0xff; 8]].concat();
+    for request in [vec![0xff; 16], huge_path] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+            .args(["ior-rank", "--mds", &up.mds, "--rank", "0", "--buffer"])
+            .arg(buffer.path())
+            .args(["--", "-a", "LANEFS", "-w"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&request).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(stderr.contains("bad request from the launcher"), "{request:?}: {stderr}");
+    }
 }
 
 /// A rank process that dies ends the run with an error naming the rank,
