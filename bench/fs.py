@@ -18,8 +18,11 @@ ROUNDS = int(os.environ.get("ROUNDS", "3"))
 # RANKS=processes runs every lanefs rank's client in a process of its own
 # (--lanefs.ranks=processes), as under mpirun; the default is threads.
 RANKS = os.environ.get("RANKS", "threads")
+# CLIENT adds client tunables to every lanefs run, e.g.
+# CLIENT="--lanefs.max-cached-mb=8 --lanefs.max-dirty-mb=8".
+CLIENT = os.environ.get("CLIENT", "").split()
 GEOMETRY = ["-w", "-e", "-b", "4m", "-t", "1m", "-s", "64", "-N", "8", "-O", "summaryFormat=JSON"]
-STRIPES = ["--lanefs.osts=4", "--lanefs.stripe-count=4", "--lanefs.stripe-size=1m", f"--lanefs.ranks={RANKS}"]
+STRIPES = ["--lanefs.osts=4", "--lanefs.stripe-count=4", "--lanefs.stripe-size=1m", f"--lanefs.ranks={RANKS}"] + CLIENT
 
 RUNS = {
     "ssf-default": ["-a", "LANEFS", "--lanefs.lock-mode=default"] + STRIPES,
@@ -54,7 +57,7 @@ def main():
             callbacks[name] = cb
             print(f"round {r + 1}: {name:<14} {bw:9.1f} MiB/s  callbacks {cb}", file=sys.stderr)
     med = {name: statistics.median(v) for name, v in results.items()}
-    print(f"lanefs ior {' '.join(GEOMETRY)} (+ per-run options), ranks as {RANKS}, {ROUNDS} rounds, median write MiB/s, data in {BENCH_DIR or 'the temp dir'}")
+    print(f"lanefs ior {' '.join(GEOMETRY)} (+ per-run options), ranks as {RANKS}, {' '.join(CLIENT) or 'default client settings'}, {ROUNDS} rounds, median write MiB/s, data in {BENCH_DIR or 'the temp dir'}")
     for name in RUNS:
         runs = " ".join(f"{x:.0f}" for x in results[name])
         print(f"  {name:<14} {med[name]:9.1f}   (runs: {runs}; blocking callbacks in the last: {callbacks[name]})")

@@ -10,6 +10,9 @@
 //!   (gid 1) on the file across the write phase;
 //! * `stripe-count=N` (-1 = all OSTs), `stripe-size=SIZE` for new files;
 //! * `osts=N` for the embedded cluster (default 4);
+//! * `max-dirty-mb=N`, `max-cached-mb=N`, `max-rpcs-in-flight=N`: each
+//!   rank's client tunables, named after Lustre's `osc.*.max_dirty_mb`,
+//!   `llite.*.max_cached_mb` and `osc.*.max_rpcs_in_flight`;
 //! * `ranks=threads|processes`: how `-N` ranks run. Either way each rank is
 //!   its own client; with `processes` each client lives in a process of its
 //!   own (see `ior_ranks`), as under `mpirun`.
@@ -31,6 +34,9 @@ static OPTIONS: &[ModuleOption] = &[
     ModuleOption { name: "stripe-count", takes_value: true, help: "stripes of new files (-1 = all OSTs)" },
     ModuleOption { name: "stripe-size", takes_value: true, help: "stripe size of new files (k/m/g)" },
     ModuleOption { name: "osts", takes_value: true, help: "OSTs of the embedded cluster (default 4)" },
+    ModuleOption { name: "max-dirty-mb", takes_value: true, help: "dirty MiB per OST before writes wait (default 32)" },
+    ModuleOption { name: "max-cached-mb", takes_value: true, help: "clean cached MiB per client (default 64)" },
+    ModuleOption { name: "max-rpcs-in-flight", takes_value: true, help: "write RPCs in flight per OST (default 8)" },
     ModuleOption { name: "ranks", takes_value: true, help: "threads | processes: how -N ranks run (default threads)" },
 ];
 
@@ -69,6 +75,38 @@ fn ranks(p: &IorParams) -> Result<Ranks, IorError> {
             Err(option_error("ranks", format!("{other:?} is not a way to run ranks; give threads or processes")))
         }
     }
+}
+
+/// Each rank's client settings, from the `max-*` module options.
+pub(crate) fn client_options(p: &IorParams) -> Result<ClientOptions, IorError> {
+    let mut options = ClientOptions::default();
+    let number = |name: &str| -> Result<Option<u64>, IorError> {
+        match p.module_value(&format!("lanefs.{name}")) {
+            None => Ok(None),
+            Some(v) => v
+                .parse::<u64>()
+                .map(Some)
+                .map_err(|_| option_error(name, format!("{v:?} is not a whole number; e.g. --lanefs.{name}=16"))),
+        }
+    };
+    let core = &mut options.core;
+    if let Some(mb) = number("max-dirty-mb")? {
+        if mb.saturating_mul(1 << 20) < core.rpc_bytes_max {
+            return Err(option_error("max-dirty-mb", format!("{mb} is below one 1 MiB write RPC; give 1 or more")));
+        }
+        core.dirty_bytes_max = mb.saturating_mul(1 << 20);
+    }
+    if let Some(mb) = number("max-cached-mb")? {
+        core.cached_bytes_max = mb.saturating_mul(1 << 20);
+    }
+    if let Some(n) = number("max-rpcs-in-flight")? {
+        if !(1..=256).contains(&n) {
+            return Err(option_error("max-rpcs-in-flight", format!("{n} is outside 1..=256 (Lustre's limits)")));
+        }
+        core.rpcs_in_flight_max = n as usize;
+    }
+    core.validate().map_err(|e| IorError::Option { option: "--lanefs.max-*".into(), message: e.to_string() })?;
+    Ok(options)
 }
 
 impl LanefsBackend {
@@ -133,6 +171,7 @@ impl Backend for LanefsBackend {
         lock_mode(p)?;
         stripe(p)?;
         ranks(p)?;
+        client_options(p)?;
         if p.collective {
             return Err(IorError::Option {
                 option: "-c".into(),
@@ -146,7 +185,7 @@ impl Backend for LanefsBackend {
         if ranks(p)? == Ranks::Processes {
             return Ok(Box::new(ProcessRank::spawn(rank, &self.mds, &self.ior_args, p, &self.totals)?));
         }
-        let client = Client::connect(&self.mds, ClientOptions::default()).map_err(backend_error)?;
+        let client = Client::connect(&self.mds, client_options(p)?).map_err(backend_error)?;
         Ok(Box::new(LanefsRank::new(&self.totals, rank, client, p)?))
     }
 
@@ -397,4 +436,36 @@ pub fn main(mut args: Vec<String>, mds: Option<String>) -> Result<()> {
         bail!("IOR found incorrect data (exit code {code})");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(line: &str) -> IorParams {
+        let args: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        lanefs_ior::parse_args(&args).unwrap()
+    }
+
+    #[test]
+    fn client_tunables_reach_the_client_or_are_refused_with_the_fix() {
+        let o = client_options(&params(
+            "-a LANEFS --lanefs.max-dirty-mb=8 --lanefs.max-cached-mb=0 --lanefs.max-rpcs-in-flight=16",
+        ))
+        .unwrap();
+        assert_eq!((o.core.dirty_bytes_max, o.core.cached_bytes_max, o.core.rpcs_in_flight_max), (8 << 20, 0, 16));
+        let d = client_options(&params("-a LANEFS")).unwrap().core;
+        assert_eq!((d.dirty_bytes_max, d.rpcs_in_flight_max), (32 << 20, 8));
+        for (line, says) in [
+            ("--lanefs.max-dirty-mb=0", "--lanefs.max-dirty-mb: 0 is below one 1 MiB write RPC; give 1 or more"),
+            ("--lanefs.max-rpcs-in-flight=300", "--lanefs.max-rpcs-in-flight: 300 is outside 1..=256"),
+            ("--lanefs.max-cached-mb=lots", "--lanefs.max-cached-mb: \"lots\" is not a whole number"),
+        ] {
+            let e = client_options(&params(&format!("-a LANEFS {line}"))).unwrap_err().to_string();
+            assert!(e.contains(says), "{line}: {e}");
+        }
+        assert!(ranks(&params("-a LANEFS --lanefs.ranks=processes")).is_ok_and(|r| r == Ranks::Processes));
+        let e = ranks(&params("-a LANEFS --lanefs.ranks=forks")).unwrap_err().to_string();
+        assert!(e.contains("give threads or processes"), "{e}");
+    }
 }

@@ -15,11 +15,11 @@
 //! operation with an error that names the rank; the front end then stops
 //! every rank, as for any I/O error.
 
-use crate::ior_lanefs::{backend_error, LanefsRank, Totals};
+use crate::ior_lanefs::{backend_error, client_options, LanefsRank, Totals};
 use anyhow::{bail, Context, Result};
 use bincode::Options;
 use lanefs_ior::{IorError, IorParams, RankIo};
-use lanefs_net::client::{Client, ClientOptions};
+use lanefs_net::client::Client;
 use memmap2::MmapMut;
 use serde::{Deserialize, Serialize};
 use std::io::{BufReader, BufWriter, Write};
@@ -227,7 +227,7 @@ pub fn child_main(mds: &str, rank: u32, buffer: &Path, ior_args: &[String]) -> R
         .with_context(|| format!("opening the transfer buffer {}", buffer.display()))?;
     // SAFETY: see `ProcessRank::spawn`: the launcher and this process take turns.
     let mut shared = unsafe { MmapMut::map_mut(&file) }.context("mapping the transfer buffer")?;
-    let client = Client::connect(mds, ClientOptions::default())?;
+    let client = Client::connect(mds, client_options(&p).map_err(|e| anyhow::anyhow!("{e}"))?)?;
     let totals = Mutex::new(Totals::default());
     let mut io = LanefsRank::new(&totals, rank, client, &p).map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::info!(rank, pid = std::process::id(), "rank process serving");
