@@ -115,6 +115,17 @@ impl LanefsBackend {
         Ok(LanefsBackend { mds, ior_args, totals: Mutex::new(Totals::default()), before })
     }
 
+    /// A backend that only names itself and its options (for `-h`); it is
+    /// connected to nothing, so it must not run a test.
+    fn offline() -> Self {
+        LanefsBackend {
+            mds: String::new(),
+            ior_args: Vec::new(),
+            totals: Mutex::new(Totals::default()),
+            before: Vec::new(),
+        }
+    }
+
     fn admin(&self) -> Result<Client, IorError> {
         Client::connect(&self.mds, ClientOptions::default()).map_err(backend_error)
     }
@@ -419,6 +430,15 @@ pub fn main(mut args: Vec<String>, mds: Option<String>) -> Result<()> {
     let cluster = take_cluster(&mut args)?.or(mds);
     let posix = PosixBackend;
     let mut out = std::io::stdout();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        // Help lists every backend's options; no cluster is needed for that.
+        let lanefs = LanefsBackend::offline();
+        let code = lanefs_ior::main_with(&args, &[&posix, &lanefs], &mut out)?;
+        if code != 0 {
+            bail!("IOR exited with code {code}");
+        }
+        return Ok(());
+    }
     let code = if uses_lanefs(&args) {
         let place = match cluster {
             Some(a) => Where::Cluster(a),

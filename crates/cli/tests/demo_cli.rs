@@ -66,3 +66,16 @@ fn unknown_option_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--jsn"), "{err}");
 }
+
+/// `lanefs ior -h` lists every backend's module options, with no cluster.
+#[test]
+fn ior_help_lists_the_lanefs_module_options() {
+    let out = lanefs(&["ior", "-h"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for option in
+        ["--lanefs.lock-mode=V", "--lanefs.max-dirty-mb=V", "--lanefs.max-rpcs-in-flight=V write", "--lanefs.ranks=V"]
+    {
+        assert!(text.contains(option), "{option} missing from:\n{text}");
+    }
+}

@@ -129,7 +129,8 @@ Refused IOR features: -z, -Z, -D N, -f, -l, -m, -M, -T N, stonewalling directive
         }
         for option in backend.options() {
             let name = format!("--{prefix}.{}{}", option.name, if option.takes_value { "=V" } else { "" });
-            text += &format!("  {name:<28}{}\n", option.help);
+            // A name longer than the column still gets a space before its help.
+            text += &format!("  {name:<27} {}\n", option.help);
         }
     }
     text
