@@ -105,7 +105,6 @@ pub(crate) fn client_options(p: &IorParams) -> Result<ClientOptions, IorError> {
         }
         core.rpcs_in_flight_max = n as usize;
     }
-    core.validate().map_err(|e| IorError::Option { option: "--lanefs.max-*".into(), message: e.to_string() })?;
     Ok(options)
 }
 
