@@ -289,6 +289,8 @@ fn lctl(cl: &Client, verb: &str, pattern: &str) -> Result<()> {
             ("stats.ldlm_conflict", s.locks.conflicts),
             ("stats.ost_write", s.data.write_rpcs),
             ("stats.ost_read", s.data.read_rpcs),
+            ("stats.ost_write_bytes", s.data.bytes_written),
+            ("stats.ost_write_bytes_shm", s.bulk_shared_bytes),
         ];
         for (name, value) in values {
             let full = format!("{ns}.{name}");

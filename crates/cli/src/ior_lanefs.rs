@@ -255,6 +255,7 @@ impl Backend for LanefsBackend {
         put("write_rpcs", delta(&|s| s.data.write_rpcs));
         put("read_rpcs", delta(&|s| s.data.read_rpcs));
         put("ost_bytes_written", delta(&|s| s.data.bytes_written));
+        put("ost_bytes_written_shm", delta(&|s| s.bulk_shared_bytes));
         put("ost_bytes_read", delta(&|s| s.data.bytes_read));
         Some(BackendReport::from_json("lanefs", json))
     }

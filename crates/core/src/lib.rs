@@ -25,6 +25,7 @@ pub mod ldlm;
 pub mod mpiio;
 pub mod msg;
 pub mod ost;
+pub mod pages;
 pub mod store;
 pub mod suggest;
 pub mod units;

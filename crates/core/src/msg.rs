@@ -13,24 +13,34 @@
 
 use crate::extent::Extent;
 use crate::ldlm::LockRequest;
+use crate::pages::{PageSpan, RemoteSpan};
 use crate::units::{LockHandle, ObjectId, Xid};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// The bulk data of a write or a read reply.
 ///
+/// `Bytes` and `Pages` are real bytes: in a vector, or laid over page frames
+/// ([`PageSpan`]: what a client's write RPC carries, its pages shared with
+/// the page cache rather than copied). `Remote` is real bytes too, in memory
+/// the receiving process maps but does not own (an OSS's view of a local
+/// client's frames, see [`RemoteSpan`]). The three compare equal when their
+/// bytes are equal, and all serialize as `Bytes`.
+///
 /// `Phantom(len)` stands for `len` bytes that nobody stores or copies: the
 /// simulator runs the real client (locks, page cache bookkeeping, writeback
 /// RPCs) and the real OST service over terabytes "written" without holding
 /// them. The rule: phantom payloads are for the simulator only. A wire codec
-/// never carries one (lanefs-net refuses to encode it, and always decodes
-/// `Bytes`), and one client or one object store handles one kind only (see
+/// never carries one (lanefs-net refuses to encode it), and one client or
+/// one object store handles one kind only (see
 /// [`crate::client::Client::write_payload`] and [`crate::store::ObjectStore`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub enum Payload {
     Bytes(Vec<u8>),
     /// `len` bytes with no content.
     Phantom(u64),
+    Pages(PageSpan),
+    Remote(RemoteSpan),
 }
 
 impl Payload {
@@ -38,6 +48,8 @@ impl Payload {
         match self {
             Payload::Bytes(bytes) => bytes.len() as u64,
             Payload::Phantom(len) => *len,
+            Payload::Pages(span) => span.len(),
+            Payload::Remote(span) => span.len(),
         }
     }
 
@@ -51,25 +63,74 @@ impl Payload {
 
     pub fn kind(&self) -> PayloadKind {
         match self {
-            Payload::Bytes(_) => PayloadKind::Bytes,
             Payload::Phantom(_) => PayloadKind::Phantom,
+            Payload::Bytes(_) | Payload::Pages(_) | Payload::Remote(_) => PayloadKind::Bytes,
         }
     }
 
-    /// The bytes, or `None` for a phantom.
+    /// The bytes of a `Bytes` payload; `None` for the others.
     pub fn as_bytes(&self) -> Option<&[u8]> {
         match self {
             Payload::Bytes(bytes) => Some(bytes),
-            Payload::Phantom(_) => None,
+            _ => None,
         }
     }
 
-    /// The bytes, or `None` for a phantom.
+    /// The bytes (copied out of frames or remote memory), or `None` for a
+    /// phantom.
     pub fn into_bytes(self) -> Option<Vec<u8>> {
         match self {
             Payload::Bytes(bytes) => Some(bytes),
             Payload::Phantom(_) => None,
+            Payload::Pages(span) => Some(span.to_vec()),
+            Payload::Remote(span) => Some(span.to_vec()),
         }
+    }
+}
+
+impl PartialEq for Payload {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Payload::Phantom(a), Payload::Phantom(b)) => a == b,
+            (Payload::Phantom(_), _) | (_, Payload::Phantom(_)) => false,
+            (Payload::Bytes(a), Payload::Bytes(b)) => a == b,
+            (Payload::Pages(span), Payload::Bytes(bytes)) | (Payload::Bytes(bytes), Payload::Pages(span)) => {
+                span.content_eq(bytes)
+            }
+            (a, b) => a.len() == b.len() && a.clone().into_bytes() == b.clone().into_bytes(),
+        }
+    }
+}
+
+impl Eq for Payload {}
+
+/// How a [`Payload`] serializes: real bytes of any representation as `Bytes`.
+#[derive(Serialize, Deserialize)]
+#[serde(rename = "Payload")]
+enum PayloadSerde {
+    Bytes(Vec<u8>),
+    Phantom(u64),
+}
+
+impl Serialize for Payload {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Payload::Bytes(bytes) => serializer.serialize_newtype_variant("Payload", 0, "Bytes", bytes),
+            Payload::Phantom(len) => serializer.serialize_newtype_variant("Payload", 1, "Phantom", len),
+            other => {
+                let bytes = other.clone().into_bytes().expect("real bytes");
+                serializer.serialize_newtype_variant("Payload", 0, "Bytes", &bytes)
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(match PayloadSerde::deserialize(deserializer)? {
+            PayloadSerde::Bytes(bytes) => Payload::Bytes(bytes),
+            PayloadSerde::Phantom(len) => Payload::Phantom(len),
+        })
     }
 }
 

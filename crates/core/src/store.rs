@@ -62,11 +62,21 @@ pub trait ObjectStore {
         Err(StoreError::PayloadKind { object, kept: self.payload_kind(), offered: PayloadKind::Phantom })
     }
 
-    /// A write of either kind of payload.
+    /// A write of any payload: bytes in frames are written frame by frame
+    /// (a store that can do better, such as one `pwritev`, overrides this).
     fn write_payload(&mut self, object: ObjectId, offset: u64, data: &Payload) -> Result<(), StoreError> {
         match data {
             Payload::Bytes(bytes) => self.write(object, offset, bytes),
             Payload::Phantom(len) => self.write_phantom(object, offset, *len),
+            Payload::Pages(span) => {
+                let mut at = offset;
+                for piece in span.slices() {
+                    self.write(object, at, piece)?;
+                    at += piece.len() as u64;
+                }
+                Ok(())
+            }
+            Payload::Remote(span) => self.write(object, offset, &span.to_vec()),
         }
     }
 

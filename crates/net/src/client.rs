@@ -13,10 +13,23 @@
 //! dirty bytes are reported lost, as after an eviction, and the next fsync
 //! or close of a file whose bytes were lost fails); the next operation that
 //! needs the OST reconnects. Nothing waits forever on a dead peer.
+//!
+//! The data path: [`Client::pwrite`] copies the caller's bytes once, on the
+//! caller's thread, into page frames; the core caches those frames as they
+//! are, and its write RPCs carry them. When an OSS is reached over a Unix
+//! socket, the frames come from a shared-memory arena the OSS maps (see
+//! [`crate::shm`]), so a write RPC names its frames and the OST writes the
+//! object from them: one copy from the caller's buffer to the page cache,
+//! one from the page cache to the object file, as with RDMA on a real
+//! network. Otherwise the frames are written to the socket as they are.
+//! After a lost OSS connection the arena is retired (a server may still be
+//! reading frames of writes given up on) and a new one is made.
 
+use crate::codec::encode;
 use crate::codec::read_frame;
 use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
-use crate::transport::{connect, Address};
+use crate::shm::{create_arena, send_frame_with_fd};
+use crate::transport::{connect_raw, Address, Connected};
 use crate::writer::spawn_writer;
 use lanefs_core::client::ladvise::{Advice, LockaheadResult};
 use lanefs_core::client::{
@@ -25,11 +38,15 @@ use lanefs_core::client::{
 };
 use lanefs_core::layout::Layout;
 use lanefs_core::ldlm::GroupId;
-use lanefs_core::{ClientId, Instant, OstIndex};
+use lanefs_core::msg::Payload;
+use lanefs_core::pages::{PagePool, PageSpan};
+use lanefs_core::{ClientId, Instant, OstIndex, PAGE_SIZE};
 use lanefs_mds::{MdsReply, MdsRequest};
 use std::collections::HashMap;
+use std::fs::File as FsFile;
+use std::os::fd::AsFd;
 use std::time::Duration as StdDuration;
-use tokio::io::BufReader;
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::oneshot;
 use tracing::{debug, warn};
@@ -55,12 +72,24 @@ pub struct ClientOptions {
     pub core: ClientConfig,
     /// How long connecting (and reconnecting) to a server may take.
     pub connect_timeout: StdDuration,
+    /// Offer OSSes on Unix sockets the page arena in shared memory (write
+    /// RPCs then name their pages instead of sending them).
+    pub shared_memory: bool,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        ClientOptions { core: ClientConfig::default(), connect_timeout: StdDuration::from_secs(5) }
+        ClientOptions { core: ClientConfig::default(), connect_timeout: StdDuration::from_secs(5), shared_memory: true }
     }
+}
+
+/// Frames in a client's page arena: room for its clean cache and every
+/// OST's dirty allowance twice over (frames pinned by write RPCs in flight
+/// are copied when rewritten, and callers fill frames before the cache
+/// takes them), within bounds. Past it, frames come from the heap.
+fn arena_frames(core: &ClientConfig, osts: usize) -> u32 {
+    let bytes = (core.cached_bytes_max + core.dirty_bytes_max * osts.max(1) as u64).saturating_mul(2);
+    (bytes.clamp(64 << 20, 4 << 30) / PAGE_SIZE) as u32
 }
 
 /// An open file.
@@ -91,6 +120,8 @@ pub struct Client {
     cmds: UnboundedSender<Cmd>,
     thread: Option<std::thread::JoinHandle<()>>,
     info: ClusterInfo,
+    /// Where `pwrite` puts the caller's bytes: the core's own pool.
+    pool: PagePool,
 }
 
 impl Client {
@@ -106,7 +137,7 @@ impl Client {
                 rt.block_on(async move {
                     match Driver::start(mds, options).await {
                         Ok(driver) => {
-                            let _ = ready_tx.send(Ok(driver.info.clone()));
+                            let _ = ready_tx.send(Ok((driver.info.clone(), driver.pool.clone())));
                             driver.run(rx).await;
                         }
                         Err(e) => {
@@ -116,8 +147,8 @@ impl Client {
                 })
             })
             .map_err(|e| NetError::Connect { address: "driver thread".into(), reason: e.to_string() })?;
-        let info = ready_rx.recv().map_err(|_| NetError::Closed)??;
-        Ok(Client { cmds, thread: Some(thread), info })
+        let (info, pool) = ready_rx.recv().map_err(|_| NetError::Closed)??;
+        Ok(Client { cmds, thread: Some(thread), info, pool })
     }
 
     pub fn cluster(&self) -> &ClusterInfo {
@@ -150,9 +181,13 @@ impl Client {
         Ok(self.call(|r| Cmd::Op(Box::new(start), r))??)
     }
 
+    /// Buffered write: returns once the bytes are in this client's page
+    /// cache under a write lock. They are copied once, here, into frames
+    /// the cache takes over.
     pub fn pwrite(&self, file: &File, offset: u64, data: &[u8]) -> Result<(), NetError> {
-        let (fh, data) = (file.handle, data.to_vec());
-        self.op(move |c, now| c.write(now, fh, offset, data)).map(|_| ())
+        let fh = file.handle;
+        let span = PageSpan::copy_from(&self.pool, (offset % PAGE_SIZE) as u16, data);
+        self.op(move |c, now| c.write_payload(now, fh, offset, Payload::Pages(span))).map(|_| ())
     }
 
     pub fn pread(&self, file: &File, offset: u64, len: u64) -> Result<Vec<u8>, NetError> {
@@ -258,6 +293,10 @@ struct Driver {
     options: ClientOptions,
     info: ClusterInfo,
     core: CoreClient,
+    /// The core's page pool, shared with the `Client` handle.
+    pool: PagePool,
+    /// The memfd of the pool's current arena, to hand to OSSes.
+    arena_file: Option<FsFile>,
     clock: std::time::Instant,
     mds_address: Address,
     mds: Option<UnboundedSender<Wire>>,
@@ -274,30 +313,69 @@ struct Driver {
     call_next: u64,
 }
 
-/// Connect, send Hello, wait for Welcome; returns the writer and the reader task's output.
+/// The page arena a client offers its OSSes: its id, size and memfd.
+struct ArenaOffer<'a> {
+    id: u64,
+    frames: u32,
+    file: &'a FsFile,
+}
+
+/// Connect, send Hello, wait for Welcome, then (on a Unix socket, with an
+/// arena to offer) hand the OSS the page arena and wait for its answer.
+/// The handshake reads the stream directly, never past its own frames.
+/// Returns the writer, whether the arena was attached, and starts the
+/// reader task.
 async fn open_session(
     address: &Address,
     timeout: StdDuration,
     peer: Peer,
     net_tx: UnboundedSender<NetIn>,
+    arena: Option<ArenaOffer<'_>>,
 ) -> Result<Session, NetError> {
     let fail = |reason: String| NetError::Connect { address: address.to_string(), reason };
-    let stream = tokio::time::timeout(timeout, connect(address))
+    let handshake = async {
+        let mut stream = connect_raw(address).await.map_err(|e| fail(e.to_string()))?;
+        let hello = Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Client };
+        let mut frame = Vec::new();
+        encode(hello, &mut frame).map_err(|e| fail(e.to_string()))?;
+        let written = match &mut stream {
+            Connected::Tcp(s) => s.write_all(&frame).await,
+            Connected::Unix(s) => s.write_all(&frame).await,
+        };
+        written.map_err(|e| fail(e.to_string()))?;
+        match read_handshake_frame(&mut stream).await {
+            Ok(Some(Wire::Welcome { .. })) => {}
+            Ok(Some(Wire::Refused { reason })) => return Err(NetError::Refused { peer: address.to_string(), reason }),
+            Ok(other) => return Err(fail(format!("unexpected handshake answer {other:?}"))),
+            Err(e) => return Err(fail(e.to_string())),
+        }
+        let shared = match (&stream, arena) {
+            (Connected::Unix(s), Some(offer)) => {
+                let mut frame = Vec::new();
+                encode(Wire::AttachArena { arena: offer.id, frames: offer.frames }, &mut frame)
+                    .map_err(|e| fail(e.to_string()))?;
+                send_frame_with_fd(s, &frame, offer.file.as_fd()).await.map_err(|e| fail(e.to_string()))?;
+                match read_handshake_frame(&mut stream).await {
+                    Ok(Some(Wire::ArenaAttached { arena })) if arena == offer.id => Some(arena),
+                    Ok(Some(Wire::ArenaRefused { reason, .. })) => {
+                        warn!(%address, "the OSS did not map the page arena ({reason}); bulk data goes on the socket");
+                        None
+                    }
+                    Ok(other) => return Err(fail(format!("unexpected answer to AttachArena: {other:?}"))),
+                    Err(e) => return Err(fail(e.to_string())),
+                }
+            }
+            _ => None,
+        };
+        Ok((stream, shared))
+    };
+    let (stream, shared) = tokio::time::timeout(timeout, handshake)
         .await
-        .map_err(|_| fail(format!("no answer within {timeout:?}")))?
-        .map_err(|e| fail(e.to_string()))?;
-    let (r, w) = tokio::io::split(stream);
+        .map_err(|_| fail(format!("no handshake within {timeout:?}")))??;
+    let (r, w) = tokio::io::split(stream.into_box());
     let mut r = BufReader::with_capacity(1 << 18, r);
     let (tx, rx) = unbounded_channel();
-    let writer = spawn_writer(w, rx);
-    let _ = tx.send(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Client });
-    match tokio::time::timeout(timeout, read_frame(&mut r)).await {
-        Ok(Ok(Some(Wire::Welcome { .. }))) => {}
-        Ok(Ok(Some(Wire::Refused { reason }))) => return Err(NetError::Refused { peer: address.to_string(), reason }),
-        Ok(Ok(other)) => return Err(fail(format!("unexpected handshake answer {other:?}"))),
-        Ok(Err(e)) => return Err(fail(e.to_string())),
-        Err(_) => return Err(fail(format!("no handshake answer within {timeout:?}"))),
-    }
+    let writer = spawn_writer(w, rx, shared);
     tokio::spawn(async move {
         loop {
             match read_frame(&mut r).await {
@@ -328,10 +406,39 @@ async fn open_session(
     Ok((tx, writer))
 }
 
+async fn read_handshake_frame(stream: &mut Connected) -> Result<Option<Wire>, crate::codec::CodecError> {
+    match stream {
+        Connected::Tcp(s) => read_frame(s).await,
+        Connected::Unix(s) => read_frame(s).await,
+    }
+}
+
+/// Retire the pool's arena, if any, and give it a new one of `frames`
+/// frames in shared memory (or none: the heap, if that fails); returns the
+/// new arena's memfd.
+fn new_arena(pool: &PagePool, frames: u32) -> Option<FsFile> {
+    match create_arena(frames) {
+        Ok((arena, file)) => {
+            pool.replace_arena(Some(arena));
+            Some(file)
+        }
+        Err(e) => {
+            warn!("no shared-memory page arena ({e}); bulk data goes on the socket");
+            pool.replace_arena(None);
+            None
+        }
+    }
+}
+
+fn offer<'a>(pool: &PagePool, file: &'a Option<FsFile>) -> Option<ArenaOffer<'a>> {
+    let (arena, file) = (pool.arena()?, file.as_ref()?);
+    Some(ArenaOffer { id: arena.id(), frames: arena.frames(), file })
+}
+
 impl Driver {
     async fn start(mds_address: Address, options: ClientOptions) -> Result<Driver, NetError> {
         let (net_tx, mut net_rx) = unbounded_channel();
-        let (mds, _) = open_session(&mds_address, options.connect_timeout, Peer::Mds, net_tx.clone()).await?;
+        let (mds, _) = open_session(&mds_address, options.connect_timeout, Peer::Mds, net_tx.clone(), None).await?;
         let _ = mds.send(Wire::Mds { id: 0, call: MdsCall::ClusterInfo });
         let info = match net_rx.recv().await {
             Some(NetIn::Mds(Wire::MdsReply { answer: MdsAnswer::ClusterInfo(info), .. })) => info,
@@ -353,17 +460,26 @@ impl Driver {
             oss[index].osts.push(*ost);
             oss_of_ost.insert(*ost, index);
         }
+        let local = oss.iter().any(|c| matches!(c.address, Address::Unix(_)));
+        let pool = PagePool::heap();
+        let mut arena_file = None;
+        if options.shared_memory && local {
+            arena_file = new_arena(&pool, arena_frames(&options.core, info.osts.len()));
+        }
         for (i, conn) in oss.iter_mut().enumerate() {
+            let offer = offer(&pool, &arena_file);
             let (tx, writer) =
-                open_session(&conn.address, options.connect_timeout, Peer::Oss(i), net_tx.clone()).await?;
+                open_session(&conn.address, options.connect_timeout, Peer::Oss(i), net_tx.clone(), offer).await?;
             conn.tx = Some(tx);
             conn.writer = Some(writer);
         }
-        let core = CoreClient::new(ClientId(0), options.core.clone())?;
+        let core = CoreClient::new(ClientId(0), options.core.clone())?.with_page_pool(pool.clone());
         Ok(Driver {
             options,
             info,
             core,
+            pool,
+            arena_file,
             clock: std::time::Instant::now(),
             mds_address,
             mds: Some(mds),
@@ -443,8 +559,14 @@ impl Driver {
         match cmd {
             Cmd::Mds(call, reply) => {
                 if self.mds.is_none() {
-                    match open_session(&self.mds_address, self.options.connect_timeout, Peer::Mds, self.net_tx.clone())
-                        .await
+                    match open_session(
+                        &self.mds_address,
+                        self.options.connect_timeout,
+                        Peer::Mds,
+                        self.net_tx.clone(),
+                        None,
+                    )
+                    .await
                     {
                         Ok((tx, _)) => self.mds = Some(tx),
                         Err(e) => {
@@ -540,6 +662,12 @@ impl Driver {
             return; // already handled
         }
         warn!(oss = %self.oss[i].address, "OSS connection lost: {reason}");
+        if let Some(arena) = self.pool.arena() {
+            // The OSS may still be reading frames of the writes given up on
+            // below: they must never be reused. A new arena from now on.
+            let frames = arena.frames();
+            self.arena_file = new_arena(&self.pool, frames);
+        }
         let now = self.now();
         let reason = format!("connection to OSS {} lost: {reason}", self.oss[i].address);
         for ost in self.oss[i].osts.clone() {
@@ -597,7 +725,8 @@ impl Driver {
 
     async fn reconnect(&mut self, i: usize) {
         let address = self.oss[i].address.clone();
-        match open_session(&address, self.options.connect_timeout, Peer::Oss(i), self.net_tx.clone()).await {
+        let offer = offer(&self.pool, &self.arena_file);
+        match open_session(&address, self.options.connect_timeout, Peer::Oss(i), self.net_tx.clone(), offer).await {
             Ok((tx, writer)) => {
                 debug!(%address, "reconnected");
                 self.oss[i].tx = Some(tx);

@@ -1,13 +1,16 @@
 //! An OST's objects as sparse files on local disk.
 //!
-//! Each object is one file, `DIR/objects/<id>`, written with `pwrite` and
-//! read with `pread` at the object offset; holes read as zeros, as the
+//! Each object is one file, `DIR/objects/<id>`, written with `pwrite` (a
+//! payload of page frames, or of a client's shared memory, with one
+//! `pwritev` of its pieces: no gathering copy) and read with `pread` at the
+//! object offset; holes read as zeros, as the
 //! [`ObjectStore`] contract requires, and a punch is a `ftruncate`. Open
 //! files are cached (up to [`OPEN_FILES_MAX`]) so that a stream of 1 MiB
 //! writes costs one system call each. It keeps bytes: phantom payloads (the
 //! simulator's) are refused by the trait's default methods, as the wire
 //! never carries them anyway.
 
+use lanefs_core::msg::Payload;
 use lanefs_core::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
 use lanefs_core::ObjectId;
 use std::collections::BTreeMap;
@@ -92,7 +95,74 @@ fn io(e: std::io::Error) -> StoreError {
     StoreError::Io(e.to_string())
 }
 
+/// Writes `pieces` (pointer, length), one after the other, at `offset` of
+/// `file`, in vectored writes of at most `IOV_MAX` pieces; contiguous
+/// pieces are merged first.
+fn pwritev_all(file: &File, pieces: impl Iterator<Item = (*const u8, usize)>, offset: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    const IOV_MAX: usize = 1024;
+    let mut iov: Vec<libc::iovec> = Vec::new();
+    for (p, n) in pieces.filter(|&(_, n)| n > 0) {
+        match iov.last_mut() {
+            Some(last) if (last.iov_base as usize) + last.iov_len == p as usize => last.iov_len += n,
+            _ => iov.push(libc::iovec { iov_base: p as *mut libc::c_void, iov_len: n }),
+        }
+    }
+    let (mut at, mut first) = (offset, 0);
+    while first < iov.len() {
+        let count = (iov.len() - first).min(IOV_MAX);
+        // SAFETY: every iovec points at memory the caller keeps readable
+        // for this call; the kernel only reads it.
+        let n = unsafe { libc::pwritev(file.as_raw_fd(), iov[first..].as_ptr(), count as i32, at as libc::off_t) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let (mut n, mut moved) = (n as usize, false);
+        at += n as u64;
+        while n > 0 {
+            let v = &mut iov[first];
+            if n >= v.iov_len {
+                (n, first, moved) = (n - v.iov_len, first + 1, true);
+            } else {
+                // SAFETY: advancing within the same piece.
+                v.iov_base = unsafe { (v.iov_base as *mut u8).add(n) } as *mut libc::c_void;
+                v.iov_len -= n;
+                (n, moved) = (0, true);
+            }
+        }
+        if !moved {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+    }
+    Ok(())
+}
+
 impl ObjectStore for FileStore {
+    fn write_payload(&mut self, object: ObjectId, offset: u64, data: &Payload) -> Result<(), StoreError> {
+        match data {
+            Payload::Pages(span) => {
+                bounds(object, offset, span.len())?;
+                let file = self.file(object, true)?.expect("created");
+                pwritev_all(file, span.slices().map(|s| (s.as_ptr(), s.len())), offset).map_err(io)
+            }
+            Payload::Remote(span) => {
+                bounds(object, offset, span.len())?;
+                let file = self.file(object, true)?.expect("created");
+                pwritev_all(file, span.pieces(), offset).map_err(io)
+            }
+            Payload::Bytes(bytes) => self.write(object, offset, bytes),
+            Payload::Phantom(_) => {
+                let offered = lanefs_core::msg::PayloadKind::Phantom;
+                let kept = lanefs_core::msg::PayloadKind::Bytes;
+                Err(StoreError::PayloadKind { object, kept, offered })
+            }
+        }
+    }
+
     fn write(&mut self, object: ObjectId, offset: u64, data: &[u8]) -> Result<(), StoreError> {
         bounds(object, offset, data.len() as u64)?;
         let file = self.file(object, true)?.expect("created");
@@ -132,6 +202,21 @@ impl ObjectStore for FileStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frames_are_written_with_one_pwritev() {
+        use lanefs_core::pages::{PagePool, PageSpan};
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = FileStore::open(dir.path()).unwrap();
+        let o = ObjectId(3);
+        let bytes: Vec<u8> = (0..20_000u32).map(|i| (i % 241) as u8).collect();
+        // Heap frames are not contiguous: many pieces, each written in turn.
+        let span = PageSpan::copy_from(&PagePool::heap(), 700, &bytes);
+        s.write_payload(o, 700, &Payload::Pages(span)).unwrap();
+        assert_eq!(s.read(o, 700, bytes.len() as u64).unwrap(), bytes);
+        assert_eq!(s.size(o).unwrap(), 700 + bytes.len() as u64);
+        assert!(matches!(s.write_payload(o, 0, &Payload::Phantom(5)), Err(StoreError::PayloadKind { .. })));
+    }
 
     #[test]
     fn sparse_objects_on_disk() {

@@ -15,5 +15,6 @@ pub mod filestore;
 pub mod mds_server;
 pub mod oss;
 pub mod proto;
+pub mod shm;
 pub mod transport;
 mod writer;

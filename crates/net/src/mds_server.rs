@@ -8,7 +8,7 @@
 use crate::codec::read_frame;
 use crate::oss::{handshake, variant, SHUTDOWN_GRACE};
 use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, Role, Wire, PROTOCOL_VERSION};
-use crate::transport::{spawn_accept, Address, BoxStream, Listener};
+use crate::transport::{spawn_accept, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
 use lanefs_mds::Mds;
 use std::collections::BTreeMap;
@@ -71,11 +71,11 @@ pub async fn start(listen: &Address, mds: Mds, ost_count: u32) -> std::io::Resul
     Ok(MdsHandle { address, accept, shared })
 }
 
-async fn serve_connection(stream: BoxStream, shared: Arc<Shared>) {
-    let (r, w) = tokio::io::split(stream);
+async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
+    let (r, w) = tokio::io::split(accepted.stream);
     let mut r = BufReader::new(r);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    spawn_writer(w, rx);
+    spawn_writer(w, rx, None);
     match handshake(&mut r).await {
         Ok(Role::Client) => {}
         Ok(Role::Oss { address, osts }) => register(&shared, &address, &osts),

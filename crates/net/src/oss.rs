@@ -9,13 +9,22 @@
 //! (`ClientId`) in every OST's lock namespace. A connection that sends a
 //! malformed frame, a wrong protocol version or a message an OSS does not
 //! take is told why (`Refused`) and closed; nobody else notices.
+//!
+//! A client on the same host may hand over its page arena (`AttachArena`
+//! with the memfd attached, on a Unix socket): its write RPCs then name
+//! frames of it (`WriteShared`), which the connection checks against the
+//! arena and passes to the OST as a [`lanefs_core::msg::Payload::Remote`],
+//! written to the object straight from the client's memory. A descriptor
+//! that does not fit the arena closes the connection, like any malformed
+//! frame.
 
 use crate::codec::{read_frame, CodecError};
 use crate::filestore::FileStore;
 use crate::proto::{OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
-use crate::transport::{spawn_accept, Address, BoxStream, Listener};
+use crate::shm::{FdInbox, MappedArena};
+use crate::transport::{spawn_accept, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
-use lanefs_core::msg::ToOst;
+use lanefs_core::msg::{Payload, ToOst};
 use lanefs_core::ost::{Ost, OstConfig};
 use lanefs_core::{ClientId, Instant, ObjectId, OstIndex};
 use std::collections::HashMap;
@@ -121,13 +130,19 @@ pub async fn start(listen: &Address, config: OssConfig) -> std::io::Result<OssHa
 fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peers, clock: std::time::Instant) {
     let now = || Instant(clock.elapsed().as_nanos() as u64);
     let index = ost.index().0;
+    let mut bulk_shared_bytes = 0u64;
     loop {
         let wait = match ost.poll_timeout() {
             Some(t) => StdDuration::from_nanos(t.0.saturating_sub(now().0)),
             None => StdDuration::from_secs(3600),
         };
         match rx.recv_timeout(wait) {
-            Ok(OstInput::Message { client, message }) => ost.handle_message(now(), client, message),
+            Ok(OstInput::Message { client, message }) => {
+                if let ToOst::Write { data: Payload::Remote(span), .. } = &message {
+                    bulk_shared_bytes += span.len();
+                }
+                ost.handle_message(now(), client, message)
+            }
             Ok(OstInput::Destroy { object }) => {
                 if let Err(e) = ost.store_mut().destroy(object) {
                     warn!(ost = index, "destroying object {}: {e}", object.0);
@@ -142,6 +157,7 @@ fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peer
                     locks: locks.counters_total(),
                     data: ost.counters(),
                     space: ost.store().space(),
+                    bulk_shared_bytes,
                 });
             }
             Err(mpsc::RecvTimeoutError::Timeout) => ost.handle_timeout(now()),
@@ -159,11 +175,11 @@ fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peer
     }
 }
 
-async fn serve_connection(stream: BoxStream, shared: Arc<Shared>) {
-    let (r, w) = tokio::io::split(stream);
+async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
+    let (r, w) = tokio::io::split(accepted.stream);
     let mut r = BufReader::with_capacity(1 << 18, r);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    spawn_writer(w, rx);
+    spawn_writer(w, rx, None);
     match handshake(&mut r).await {
         Ok(Role::Client) => {}
         Ok(role) => {
@@ -183,7 +199,7 @@ async fn serve_connection(stream: BoxStream, shared: Arc<Shared>) {
     let served = tokio::select! {
         biased;
         _ = stop.wait_for(|stopped| *stopped) => Err("the OSS is shutting down".to_string()),
-        served = serve_messages(&mut r, client, &shared, &tx) => served,
+        served = serve_messages(&mut r, client, &shared, &tx, accepted.fds) => served,
     };
     if let Err(reason) = served {
         warn!(client, "closing connection: {reason}");
@@ -218,7 +234,9 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
     client: u32,
     shared: &Shared,
     tx: &UnboundedSender<Wire>,
+    fds: Option<FdInbox>,
 ) -> Result<(), String> {
+    let mut arena: Option<Arc<MappedArena>> = None;
     loop {
         let frame = match read_frame(r).await {
             Ok(Some(frame)) => frame,
@@ -230,6 +248,31 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
             Wire::ToOst { ost, message } => {
                 let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
                 let _ = sender.send(OstInput::Message { client: ClientId(client), message });
+            }
+            Wire::WriteShared { ost, xid, object, offset, bulk } => {
+                let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
+                let mapped = arena.as_ref().ok_or("a shared-memory write before any arena was attached")?;
+                let data = mapped.resolve(&bulk, u64::from(crate::codec::BULK_BYTES_MAX))?;
+                let message = ToOst::Write { xid, object, offset, data: Payload::Remote(data) };
+                let _ = sender.send(OstInput::Message { client: ClientId(client), message });
+            }
+            Wire::AttachArena { arena: id, frames } => {
+                let fd = fds.as_ref().and_then(FdInbox::take_latest);
+                let attached = match fd {
+                    None => Err("no file descriptor came with it (shared memory needs a Unix socket)".to_string()),
+                    Some(fd) => MappedArena::attach(fd, id, frames),
+                };
+                match attached {
+                    Ok(mapped) => {
+                        debug!(client, arena = id, frames, "page arena attached");
+                        arena = Some(mapped);
+                        let _ = tx.send(Wire::ArenaAttached { arena: id });
+                    }
+                    Err(reason) => {
+                        warn!(client, "page arena refused: {reason}");
+                        let _ = tx.send(Wire::ArenaRefused { arena: id, reason });
+                    }
+                }
             }
             Wire::Destroy { ost, object } => {
                 let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
@@ -265,6 +308,10 @@ pub(crate) fn variant(w: &Wire) -> &'static str {
         Wire::MdsReply { .. } => "MdsReply",
         Wire::StatsRequest { .. } => "StatsRequest",
         Wire::StatsReply { .. } => "StatsReply",
+        Wire::AttachArena { .. } => "AttachArena",
+        Wire::ArenaAttached { .. } => "ArenaAttached",
+        Wire::ArenaRefused { .. } => "ArenaRefused",
+        Wire::WriteShared { .. } => "WriteShared",
     }
 }
 
@@ -276,7 +323,7 @@ pub async fn register_with_mds(mds: &Address, address: &Address, osts: &[u32]) -
     let (r, w) = tokio::io::split(stream);
     let mut r = BufReader::new(r);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    spawn_writer(w, rx);
+    spawn_writer(w, rx, None);
     let role = Role::Oss { address: address.to_string(), osts: osts.to_vec() };
     let _ = tx.send(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role });
     match read_frame(&mut r).await {

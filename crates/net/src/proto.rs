@@ -8,19 +8,31 @@
 //! matched by id.
 //!
 //! Bulk data (a write's or a read reply's [`Payload`]) travels as raw bytes
-//! after the header, and only `Payload::Bytes` can: a phantom payload is the
-//! simulator's, and taking the bulk of a message holding one is an error.
+//! after the header (a page span is written frame by frame, never gathered
+//! first), or, between a client and an OSS on one host that share the
+//! client's page arena (see [`crate::shm`]), as a bulk descriptor in a
+//! `WriteShared` message. A phantom payload is the simulator's, and taking
+//! the bulk of a message holding one is an error.
+//!
+//! Shared memory is set up right after the handshake, on a Unix socket
+//! only: the client sends `AttachArena` with the arena's memfd attached
+//! (`SCM_RIGHTS`) and waits for `ArenaAttached` or `ArenaRefused` before
+//! sending anything else.
 
+use crate::shm::SharedBulk;
 use lanefs_core::ldlm::stats::LockCounters;
 use lanefs_core::msg::{Payload, ToClient, ToOst};
 use lanefs_core::ost::OstCounters;
+use lanefs_core::pages::PageSpan;
+use lanefs_core::{ObjectId, Xid};
 use serde::{Deserialize, Serialize};
 
 /// "LNFS".
 pub const MAGIC: u32 = 0x4c4e_4653;
 /// Bumped on every incompatible change of [`Wire`] or of the core messages.
 /// 2: bulk data became a `Payload` (an enum tag in the header).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// 3: shared-memory bulk (`AttachArena`, `WriteShared`).
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,6 +54,9 @@ pub struct OstStats {
     /// Capacity of the file system holding the OST's objects (`statvfs`),
     /// `None` if it could not be read.
     pub space: Option<OstSpace>,
+    /// Bytes of write RPCs taken from clients' shared memory rather than
+    /// from the socket.
+    pub bulk_shared_bytes: u64,
 }
 
 /// `statvfs` of an OST's backing file system; `fsid` tells OSTs that share
@@ -121,6 +136,56 @@ pub enum Wire {
         id: u64,
         osts: Vec<OstStats>,
     },
+    /// Client to OSS, with the memfd of the client's page arena attached:
+    /// map it, `frames` frames, named `arena` in bulk descriptors.
+    AttachArena {
+        arena: u64,
+        frames: u32,
+    },
+    ArenaAttached {
+        arena: u64,
+    },
+    /// The arena was not mapped; bulk data keeps travelling on the socket.
+    ArenaRefused {
+        arena: u64,
+        reason: String,
+    },
+    /// A `ToOst::Write` whose bytes are in the attached arena.
+    WriteShared {
+        ost: u32,
+        xid: Xid,
+        object: ObjectId,
+        offset: u64,
+        bulk: SharedBulk,
+    },
+}
+
+/// The bulk part of a frame.
+#[derive(Debug)]
+pub enum Bulk {
+    Bytes(Vec<u8>),
+    Pages(PageSpan),
+}
+
+impl Bulk {
+    pub fn len(&self) -> usize {
+        match self {
+            Bulk::Bytes(bytes) => bytes.len(),
+            Bulk::Pages(span) => span.len() as usize,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes, a slice per frame.
+    pub fn slices(&self) -> Vec<&[u8]> {
+        match self {
+            Bulk::Bytes(bytes) => vec![bytes],
+            Bulk::Pages(span) => span.slices().collect(),
+        }
+    }
 }
 
 impl Wire {
@@ -144,11 +209,31 @@ impl Wire {
     /// Move the bulk bytes out (the codec sends them raw), leaving an empty
     /// `Payload::Bytes`. A phantom payload cannot travel: `Err` with its
     /// length, and the message is left as it was.
-    pub fn take_bulk(&mut self) -> Result<Vec<u8>, PhantomOnWire> {
-        match self.bulk_mut() {
-            Some(Payload::Phantom(len)) => Err(PhantomOnWire { len: *len }),
-            Some(Payload::Bytes(bytes)) => Ok(std::mem::take(bytes)),
-            None => Ok(Vec::new()),
+    pub fn take_bulk(&mut self) -> Result<Bulk, PhantomOnWire> {
+        let Some(data) = self.bulk_mut() else { return Ok(Bulk::Bytes(Vec::new())) };
+        if let Payload::Phantom(len) = data {
+            return Err(PhantomOnWire { len: *len });
+        }
+        Ok(match std::mem::take(data) {
+            Payload::Bytes(bytes) => Bulk::Bytes(bytes),
+            Payload::Pages(span) => Bulk::Pages(span),
+            remote => Bulk::Bytes(remote.into_bytes().expect("real bytes")),
+        })
+    }
+
+    /// A write whose pages are all in arena `arena` as a `WriteShared`
+    /// (its bytes named, not sent); any other message as it is.
+    pub fn share_bulk(self, arena: u64) -> Wire {
+        match self {
+            Wire::ToOst { ost, message: ToOst::Write { xid, object, offset, data: Payload::Pages(span) } } => {
+                match SharedBulk::of(&span, arena) {
+                    Some(bulk) => Wire::WriteShared { ost, xid, object, offset, bulk },
+                    None => {
+                        Wire::ToOst { ost, message: ToOst::Write { xid, object, offset, data: Payload::Pages(span) } }
+                    }
+                }
+            }
+            other => other,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Addresses and byte streams: TCP (`HOST:PORT`) or Unix sockets
 //! (`unix:/path/to/socket`), behind one boxed stream type.
 
+use crate::shm::{FdInbox, FdStream};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
@@ -41,14 +42,41 @@ impl std::fmt::Display for Address {
 }
 
 pub async fn connect(address: &Address) -> std::io::Result<BoxStream> {
+    Ok(connect_raw(address).await?.into_box())
+}
+
+/// A connected stream of its own type (a Unix socket can carry file
+/// descriptors, see [`crate::shm`]).
+pub enum Connected {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Connected {
+    pub fn into_box(self) -> BoxStream {
+        match self {
+            Connected::Tcp(s) => Box::new(s),
+            Connected::Unix(s) => Box::new(s),
+        }
+    }
+}
+
+pub async fn connect_raw(address: &Address) -> std::io::Result<Connected> {
     Ok(match address {
         Address::Tcp(a) => {
             let s = TcpStream::connect(a).await?;
             s.set_nodelay(true)?;
-            Box::new(s)
+            Connected::Tcp(s)
         }
-        Address::Unix(p) => Box::new(UnixStream::connect(p).await?),
+        Address::Unix(p) => Connected::Unix(UnixStream::connect(p).await?),
     })
+}
+
+/// An accepted connection: on a Unix socket, reads also collect the file
+/// descriptors the peer attaches, into `fds`.
+pub struct Accepted {
+    pub stream: BoxStream,
+    pub fds: Option<FdInbox>,
 }
 
 pub enum Listener {
@@ -75,14 +103,17 @@ impl Listener {
         })
     }
 
-    pub async fn accept(&self) -> std::io::Result<BoxStream> {
+    pub async fn accept(&self) -> std::io::Result<Accepted> {
         Ok(match self {
             Listener::Tcp(l) => {
                 let (s, _) = l.accept().await?;
                 s.set_nodelay(true)?;
-                Box::new(s)
+                Accepted { stream: Box::new(s), fds: None }
             }
-            Listener::Unix(l, _) => Box::new(l.accept().await?.0),
+            Listener::Unix(l, _) => {
+                let (stream, fds) = FdStream::new(l.accept().await?.0);
+                Accepted { stream: Box::new(stream), fds: Some(fds) }
+            }
         })
     }
 }
@@ -100,7 +131,7 @@ pub fn spawn_accept<F, Fut>(
     serve: F,
 ) -> tokio::task::JoinHandle<()>
 where
-    F: Fn(BoxStream) -> Fut + Send + 'static,
+    F: Fn(Accepted) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     tokio::spawn(async move {

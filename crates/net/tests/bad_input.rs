@@ -86,6 +86,77 @@ fn every_kind_of_bad_frame_is_refused_with_a_reason() {
     still_serving(&c);
 }
 
+/// Connect to the OSS's Unix socket at `path`, shake hands, then send
+/// `steps` (with a descriptor where given) and read until the answer holds
+/// `expected`, the server closes, or 10 seconds pass.
+async fn session(path: &str, steps: Vec<(Wire, Option<&std::fs::File>)>, expected: &str) -> String {
+    use lanefs_net::shm::send_frame_with_fd;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::UnixStream::connect(path).await.unwrap();
+    s.write_all(&hello(PROTOCOL_VERSION)).await.unwrap();
+    for (m, fd) in steps {
+        match fd {
+            Some(f) => send_frame_with_fd(&s, &frame(m), std::os::fd::AsFd::as_fd(f)).await.unwrap(),
+            None => s.write_all(&frame(m)).await.unwrap(),
+        }
+    }
+    let mut answer = Vec::new();
+    let read = async {
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&answer).contains(expected) {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(10), read).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Hostile shared-memory messages on a Unix socket: an arena without a
+/// descriptor or with one that is not a sealed memfd is refused (and the
+/// connection goes on); a write naming frames of no arena, or outside the
+/// attached one, closes the connection with the reason. The OSS never maps
+/// or reads what it should not.
+#[test]
+fn hostile_shared_memory_is_refused() {
+    use lanefs_core::{ObjectId, Xid};
+    use lanefs_net::shm::{create_arena, SharedBulk};
+    let c = LocalCluster::start(LocalClusterConfig { osts: 1, ..Default::default() }).unwrap();
+    let oss = c.oss_address().unwrap();
+    let path = oss.strip_prefix("unix:").expect("a Unix socket").to_string();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let write = |arena: u64, runs: Vec<(u32, u32)>| Wire::WriteShared {
+        ost: 0,
+        xid: Xid(1),
+        object: ObjectId(1),
+        offset: 0,
+        bulk: SharedBulk { arena, head: 0, len: 4096, runs },
+    };
+    let (arena, memfd) = create_arena(4).unwrap();
+    let unsealed = tempfile::tempfile().unwrap();
+    unsealed.set_len(1 << 20).unwrap();
+    rt.block_on(async {
+        let check = |steps, expected: &'static str| {
+            let path = path.clone();
+            async move {
+                let answer = session(&path, steps, expected).await;
+                assert!(answer.contains(expected), "{answer:?} lacks {expected:?}");
+            }
+        };
+        let attach = |frames| Wire::AttachArena { arena: arena.id(), frames };
+        check(vec![(attach(4), None)], "no file descriptor").await;
+        check(vec![(attach(4), Some(&unsealed))], "sealed").await;
+        check(vec![(attach(8), Some(&memfd))], "fewer than").await;
+        check(vec![(write(arena.id(), vec![(0, 1)]), None)], "before any arena was attached").await;
+        check(vec![(attach(4), Some(&memfd)), (write(arena.id(), vec![(3, 2)]), None)], "frames 3+2 of an arena of 4")
+            .await;
+        check(vec![(attach(4), Some(&memfd)), (write(arena.id() + 1, vec![(0, 1)]), None)], "names arena").await;
+    });
+    still_serving(&c);
+}
+
 #[test]
 fn a_client_that_cannot_reach_the_mds_gets_an_error_not_a_hang() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -230,3 +230,33 @@ fn holder_child() {
     println!("HOLDING");
     std::thread::sleep(std::time::Duration::from_secs(60));
 }
+
+#[test]
+fn writes_on_one_host_go_through_shared_memory_and_elsewhere_on_the_socket() {
+    let c = cluster(2);
+    let shm = client(&c);
+    let socket =
+        Client::connect(&c.mds_address(), ClientOptions { shared_memory: false, ..Default::default() }).unwrap();
+    let shared_bytes = |cl: &Client| cl.ost_stats().unwrap().iter().map(|s| s.bulk_shared_bytes).sum::<u64>();
+    // Unaligned, spanning stripes: partial first and last pages, whole
+    // pages in between, pieces on both OSTs.
+    let (off, len) = (MIB - 1000, 3 * MIB as usize + 12_345);
+    let f = create(&shm, "/shm", 2, MIB);
+    shm.pwrite(&f, off, &bytes(1, len)).unwrap();
+    shm.fsync(&f).unwrap();
+    assert_eq!(shared_bytes(&shm), len as u64, "every byte was taken from the client's frames");
+    let g = create(&socket, "/sock", 2, MIB);
+    socket.pwrite(&g, off, &bytes(2, len)).unwrap();
+    socket.fsync(&g).unwrap();
+    assert_eq!(shared_bytes(&shm), len as u64, "a client without an arena sends its bytes");
+    // Each reads the other's file back through the servers.
+    assert_eq!(socket.pread(&open(&socket, "/shm"), off, len as u64).unwrap(), bytes(1, len));
+    assert_eq!(shm.pread(&open(&shm, "/sock"), off, len as u64).unwrap(), bytes(2, len));
+    // Rewriting pages while their write RPCs may still be in flight: the
+    // last bytes written win.
+    for round in 0..20u8 {
+        shm.pwrite(&f, off, &bytes(10 + round, 64 * 1024)).unwrap();
+    }
+    shm.fsync(&f).unwrap();
+    assert_eq!(socket.pread(&open(&socket, "/shm"), off, 64 * 1024).unwrap(), bytes(29, 64 * 1024));
+}

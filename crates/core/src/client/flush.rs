@@ -17,7 +17,7 @@ use super::locks::{ClientLockState, LocalLock};
 use super::ops::OpState;
 use super::{Client, Rpc};
 use crate::extent::Extent;
-use crate::msg::{IoError, ToOst};
+use crate::msg::{IoError, Payload, ToOst};
 use crate::units::{ObjectKey, OstIndex, Xid, PAGE_SIZE};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -90,7 +90,11 @@ impl Client {
                     let len = run.data.len();
                     self.counters.write_rpcs += 1;
                     *self.writes_in_flight.entry(ost).or_default() += 1;
-                    self.rpcs.insert(xid, Rpc::Write { key, offset: run.offset, len, orphaned: false });
+                    let pinned = match &run.data {
+                        Payload::Pages(span) => Some(span.clone()),
+                        _ => None,
+                    };
+                    self.rpcs.insert(xid, Rpc::Write { key, offset: run.offset, len, orphaned: false, pinned });
                     self.send(ost, ToOst::Write { xid, object: key.object, offset: run.offset, data: run.data });
                     progressed = true;
                 }
@@ -165,7 +169,7 @@ impl Client {
     }
 
     pub(super) fn on_write_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<(), IoError>) {
-        let Some(Rpc::Write { key, offset, len, orphaned }) = self.rpcs.remove(&xid) else { return };
+        let Some(Rpc::Write { key, offset, len, orphaned, .. }) = self.rpcs.remove(&xid) else { return };
         debug_assert_eq!(key.ost, ost);
         let in_flight = self.writes_in_flight.get_mut(&ost).expect("write was counted");
         *in_flight -= 1;

@@ -47,6 +47,7 @@ mod reference_cache;
 use crate::layout::Layout;
 use crate::ldlm::GroupId;
 use crate::msg::{IoError, Payload, PayloadKind, ToClient, ToOst};
+use crate::pages::{PagePool, PageSpan};
 use crate::units::{ClientId, Duration, Instant, ObjectKey, OstIndex, Xid};
 use ladvise::{Advice, LadviseError, LockaheadResult, Validated};
 use locks::{LocalLock, LockCache};
@@ -232,10 +233,27 @@ struct DirtyObject {
 /// An RPC waiting for its reply.
 #[derive(Clone, Debug)]
 enum Rpc {
-    Write { key: ObjectKey, offset: u64, len: u64, orphaned: bool },
-    Read { op: OpId, key: ObjectKey, offset: u64 },
-    Punch { op: OpId },
-    Getattr { op: OpId, stripe: u32 },
+    /// `pinned` holds the frames the RPC names until its reply: a driver
+    /// that lets the server read them in place (shared memory) relies on it.
+    Write {
+        key: ObjectKey,
+        offset: u64,
+        len: u64,
+        orphaned: bool,
+        pinned: Option<PageSpan>,
+    },
+    Read {
+        op: OpId,
+        key: ObjectKey,
+        offset: u64,
+    },
+    Punch {
+        op: OpId,
+    },
+    Getattr {
+        op: OpId,
+        stripe: u32,
+    },
 }
 
 pub struct Client {
@@ -281,6 +299,18 @@ impl Client {
             op_next: 1,
             xid_next: 1,
         })
+    }
+
+    /// This client's frames come from `pool` (the heap by default). Set it
+    /// before anything is cached.
+    pub fn with_page_pool(mut self, pool: PagePool) -> Self {
+        assert_eq!(self.cache.cached_pages(), 0, "page pool changed under cached pages");
+        self.cache = PageCache::with_pool(pool);
+        self
+    }
+
+    pub fn page_pool(&self) -> &PagePool {
+        self.cache.pool()
     }
 
     pub fn id(&self) -> ClientId {
@@ -499,6 +529,11 @@ impl Client {
         for (id, lock) in self.locks.iter() {
             assert_eq!(lock.users, users.get(&id).copied().unwrap_or(0), "lock {id:?} user count");
             assert!(lock.extent.contains(&lock.requested) || lock.is_pending(), "lock {id:?} smaller than asked");
+        }
+        for rpc in self.rpcs.values() {
+            if let Rpc::Write { len, pinned: Some(span), .. } = rpc {
+                assert_eq!(span.len(), *len, "{}: a write RPC pins other frames than it sent", self.id);
+            }
         }
         let writes: usize = self.writes_in_flight.values().sum();
         let listed = self.rpcs.values().filter(|r| matches!(r, Rpc::Write { .. })).count();

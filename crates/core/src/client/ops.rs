@@ -58,6 +58,10 @@ pub(super) enum ReadBuf {
 impl ReadBuf {
     /// Places one step's data at `at` of a read of `len` bytes.
     fn put(&mut self, at: usize, piece: Payload, len: u64) -> Result<(), ClientError> {
+        let piece = match piece {
+            Payload::Pages(_) | Payload::Remote(_) => Payload::Bytes(piece.into_bytes().expect("bytes")),
+            piece => piece,
+        };
         match (piece, &mut *self) {
             // A read within one stripe chunk takes the cache's copy as it is.
             (Payload::Bytes(bytes), ReadBuf::Empty) if at == 0 && bytes.len() as u64 == len => {
@@ -401,6 +405,14 @@ impl Client {
                 self.cache.write(step.key, step.extent.start, bytes)
             }
             Payload::Phantom(_) => self.cache.write_phantom(step.key, step.extent.start, len),
+            Payload::Pages(span) => {
+                let piece = span.sub(step.buf_offset as u64, len);
+                self.cache.write_span(step.key, step.extent.start, &piece)
+            }
+            Payload::Remote(span) => {
+                let bytes = span.to_vec();
+                self.cache.write(step.key, step.extent.start, &bytes[step.buf_offset..step.buf_offset + len as usize])
+            }
         };
         self.note_payload(kind, len);
         self.dirty_keys.entry(step.key).or_default().written_bytes += len;
@@ -678,6 +690,7 @@ impl Client {
                     match data {
                         Payload::Bytes(bytes) => self.cache.fill(key, offset, &bytes),
                         Payload::Phantom(len) => self.cache.fill_phantom(key, offset, len),
+                        other => self.cache.fill(key, offset, &other.into_bytes().expect("bytes")),
                     }
                 }
                 None

@@ -64,12 +64,12 @@
 
 use crate::extent::Extent;
 use crate::msg::{Payload, PayloadKind};
+use crate::pages::{PageBuf, PagePool, PageSpan, PAGE_BYTES};
 use crate::units::{ObjectKey, OstIndex, PAGE_SIZE};
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-const PAGE_BYTES: usize = PAGE_SIZE as usize;
 const PAGE_END: u16 = PAGE_SIZE as u16;
 const _: () = assert!(PAGE_SIZE.is_power_of_two() && PAGE_SIZE <= u16::MAX as u64);
 
@@ -141,10 +141,11 @@ fn union<'a>(a: &'a Ranges, b: &'a Ranges) -> impl Iterator<Item = (u16, u16)> +
     })
 }
 
+/// The state of a page: which of its bytes are known, dirty and under
+/// writeback. Every page of a run is in one state; the bytes live in the
+/// run's frames.
 #[derive(Clone, PartialEq)]
 struct Page {
-    /// The page's bytes; `None` for a phantom page.
-    data: Option<Box<[u8; PAGE_BYTES]>>,
     /// Every byte is known: fetched from the server or written locally.
     uptodate: bool,
     dirty: Ranges,
@@ -154,13 +155,8 @@ struct Page {
 }
 
 impl Page {
-    fn new(kind: PayloadKind) -> Self {
-        let (dirty, writeback) = (Ranges::default(), Ranges::default());
-        let data = match kind {
-            PayloadKind::Bytes => Some(Box::new([0; PAGE_BYTES])),
-            PayloadKind::Phantom => None,
-        };
-        Page { data, uptodate: false, dirty, writeback, written_end: 0 }
+    fn new() -> Self {
+        Page { uptodate: false, dirty: Ranges::default(), writeback: Ranges::default(), written_end: 0 }
     }
 
     /// Bytes written locally that the server does not have yet.
@@ -176,43 +172,28 @@ impl Page {
         self.uptodate || self.local().any(|(a, b)| a <= start && end <= b)
     }
 
-    /// A local write of `[start, end)`: `src` holds its bytes, `None` for a
-    /// phantom write (which makes this a phantom page: phantom wins).
-    fn write(&mut self, start: u16, end: u16, src: Option<&[u8]>) {
-        match (src, &mut self.data) {
-            (Some(src), Some(data)) => data[usize::from(start)..usize::from(end)].copy_from_slice(src),
-            (None, data) => *data = None,
-            (Some(_), None) => {} // bytes into a phantom page: counted, not kept
-        }
+    /// A local write of `[start, end)` (its bytes are put in the frame by
+    /// the caller).
+    fn written(&mut self, start: u16, end: u16) {
         self.dirty.insert(start, end);
         self.written_end = self.written_end.max(end);
         self.uptodate |= self.knows(0, PAGE_END);
     }
 
-    /// Takes the server's bytes except where local bytes are newer; `None`
-    /// for a phantom read reply (which makes this a phantom page).
-    fn fill(&mut self, server: Option<&[u8]>) {
-        match (server, &mut self.data) {
-            (Some(server), Some(data)) => {
-                let mut pos = 0;
-                for (a, b) in union(&self.dirty, &self.writeback) {
-                    let a = usize::from(a);
-                    data[pos..a].copy_from_slice(&server[pos..a]);
-                    pos = usize::from(b);
-                }
-                data[pos..].copy_from_slice(&server[pos..]);
-            }
-            (None, data) => *data = None,
-            (Some(_), None) => {}
+    /// Takes the server's bytes into `frame` except where local bytes are
+    /// newer.
+    fn fill(&self, frame: &mut [u8; PAGE_BYTES], server: &[u8]) {
+        let mut pos = 0;
+        for (a, b) in self.local() {
+            let a = usize::from(a);
+            frame[pos..a].copy_from_slice(&server[pos..a]);
+            pos = usize::from(b);
         }
-        self.uptodate = true;
+        frame[pos..].copy_from_slice(&server[pos..]);
     }
 
-    /// Zeroes and forgets every byte at or after `at`.
+    /// Forgets every byte at or after `at` (the caller zeroes them).
     fn truncate(&mut self, at: u16) {
-        if let Some(data) = &mut self.data {
-            data[usize::from(at)..].fill(0);
-        }
         self.dirty.remove(at, PAGE_END);
         self.writeback.remove(at, PAGE_END);
         self.written_end = self.written_end.min(at);
@@ -222,14 +203,15 @@ impl Page {
 impl fmt::Debug for Page {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (dirty, writeback) = (&self.dirty.0, &self.writeback.0);
-        let kind = if self.data.is_some() { "Page" } else { "PhantomPage" };
-        write!(f, "{kind} {{ uptodate: {}, dirty: {dirty:?}, ", self.uptodate)?;
+        write!(f, "Page {{ uptodate: {}, dirty: {dirty:?}, ", self.uptodate)?;
         write!(f, "writeback: {writeback:?}, written_end: {} }}", self.written_end)
     }
 }
 
 /// Contiguous bytes handed to one write RPC, snapshotted when the run was
-/// cut (a phantom of the run's length if its pages are phantom pages).
+/// cut: the frames of its pages, shared with the cache (a later write to
+/// one of them copies that page first), or a phantom of the run's length if
+/// its pages are phantom pages.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WritebackRun {
     pub key: ObjectKey,
@@ -237,13 +219,20 @@ pub struct WritebackRun {
     pub data: Payload,
 }
 
-/// `pages` consecutive pages in one state: a single page when it holds
-/// bytes, any number of pages when they are phantom pages (a megabyte
-/// written by the simulator is one entry, not 256).
+/// Byte pages merged into one run at most: a run is split wherever an
+/// operation starts or ends inside it, which moves its frames, so they are
+/// kept to a few megabytes.
+const BYTE_RUN_PAGES_MAX: u64 = 1024;
+
+/// `pages` consecutive pages in one state: phantom pages (no bytes; a
+/// megabyte written by the simulator is one entry, not 256) or pages of
+/// bytes with one frame each (at most [`BYTE_RUN_PAGES_MAX`]).
 #[derive(Clone, Debug)]
 struct Run {
     pages: u64,
     page: Page,
+    /// The frame of each page, in order; `None` for phantom pages.
+    data: Option<Vec<PageBuf>>,
 }
 
 impl Run {
@@ -252,7 +241,7 @@ impl Run {
     }
 
     fn data_pages(&self) -> usize {
-        if self.page.data.is_some() {
+        if self.data.is_some() {
             self.pages as usize
         } else {
             0
@@ -261,6 +250,21 @@ impl Run {
 
     fn end(&self, start: u64) -> u64 {
         start + self.pages
+    }
+
+    fn kind(&self) -> PayloadKind {
+        if self.data.is_some() {
+            PayloadKind::Bytes
+        } else {
+            PayloadKind::Phantom
+        }
+    }
+
+    /// Pages `[from, from + pages)` of this run (counted from its start),
+    /// sharing its frames.
+    fn piece(&self, from: u64, pages: u64) -> Run {
+        let data = self.data.as_ref().map(|d| d[from as usize..(from + pages) as usize].to_vec());
+        Run { pages, page: self.page.clone(), data }
     }
 }
 
@@ -376,6 +380,34 @@ pub struct PageCache {
     /// Cached pages, and those of them holding a 4 KiB buffer (not phantom).
     pages: u64,
     data_pages: usize,
+    /// Where new frames come from (pages created by partial writes and
+    /// reads, copies of pinned frames).
+    pool: PagePool,
+}
+
+/// What [`PageCache::update_pages`] creates where pages are absent: pages
+/// of this kind, byte pages taking their frame from the function where it
+/// has one.
+type Create<'a> = (PayloadKind, Option<&'a dyn Fn(u64) -> Option<PageBuf>>);
+
+/// Where the bytes of a write come from.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    /// The bytes at the write's offset.
+    Slice(&'a [u8]),
+    /// Frames holding the bytes, the first byte at the write offset's
+    /// position in its page: whole pages are taken over, not copied.
+    Span(&'a PageSpan),
+    Phantom,
+}
+
+impl Source<'_> {
+    fn kind(&self) -> PayloadKind {
+        match self {
+            Source::Phantom => PayloadKind::Phantom,
+            _ => PayloadKind::Bytes,
+        }
+    }
 }
 
 impl PageCache {
@@ -383,30 +415,74 @@ impl PageCache {
         Self::default()
     }
 
+    /// A cache whose new frames come from `pool`.
+    pub fn with_pool(pool: PagePool) -> Self {
+        PageCache { pool, ..Self::default() }
+    }
+
+    pub fn pool(&self) -> &PagePool {
+        &self.pool
+    }
+
     /// Copies `data` in at `offset` and marks it dirty; returns the bytes
     /// newly added to the cached-dirty total.
     pub fn write(&mut self, key: ObjectKey, offset: u64, data: &[u8]) -> u64 {
-        self.write_segments(key, offset, data.len() as u64, Some(data))
+        self.write_from(key, offset, data.len() as u64, Source::Slice(data))
+    }
+
+    /// [`PageCache::write`] of bytes in frames, which must start at
+    /// `offset`'s position in its page: the pages the write covers whole
+    /// take the span's frames as they are (no copy); partial pages are
+    /// copied into.
+    pub fn write_span(&mut self, key: ObjectKey, offset: u64, span: &PageSpan) -> u64 {
+        assert_eq!(u64::from(span.head()), offset % PAGE_SIZE, "span not laid out at the write offset");
+        self.write_from(key, offset, span.len(), Source::Span(span))
     }
 
     /// [`PageCache::write`] of a phantom payload of `len` bytes: the same
     /// books, no data (new pages are phantom pages, with no buffer).
     pub fn write_phantom(&mut self, key: ObjectKey, offset: u64, len: u64) -> u64 {
-        self.write_segments(key, offset, len, None)
+        self.write_from(key, offset, len, Source::Phantom)
     }
 
-    fn write_segments(&mut self, key: ObjectKey, offset: u64, len: u64, data: Option<&[u8]>) -> u64 {
-        let kind = if data.is_some() { PayloadKind::Bytes } else { PayloadKind::Phantom };
-        let (before, after) = self.update_bytes(key, offset, len, Some(kind), |page, index, start, end| {
-            // A run of several pages is phantom, which keeps no bytes: the
-            // first page's slice stands for all.
-            let src = data.map(|data| {
-                let at = (index * PAGE_SIZE + u64::from(start) - offset) as usize;
-                &data[at..at + usize::from(end - start)]
-            });
-            page.write(start, end, src);
-        });
-        after - before
+    fn write_from(&mut self, key: ObjectKey, offset: u64, len: u64, src: Source<'_>) -> u64 {
+        let first_page = offset / PAGE_SIZE;
+        // The span's frame for page `index`, where the write covers it whole.
+        let adopt = |index: u64| match src {
+            Source::Span(span) => Some(span.frames()[(index - first_page) as usize].clone()),
+            _ => None,
+        };
+        let mut total = (0, 0);
+        for seg in segments(offset, len) {
+            let whole = seg.start == 0 && seg.end == PAGE_END;
+            let source = if whole { Some(&adopt as &dyn Fn(u64) -> Option<PageBuf>) } else { None };
+            let (before, after) =
+                self.update_pages(key, seg.first, seg.last, Some((src.kind(), source)), |run, pool, index| {
+                    run.page.written(seg.start, seg.end);
+                    let Some(frames) = &mut run.data else { return };
+                    let (start, end) = (usize::from(seg.start), usize::from(seg.end));
+                    for (i, frame) in frames.iter_mut().enumerate() {
+                        let page = index + i as u64;
+                        match src {
+                            Source::Phantom => {}
+                            Source::Span(span) if whole => *frame = span.frames()[(page - first_page) as usize].clone(),
+                            Source::Span(span) => {
+                                let from = span.frames()[(page - first_page) as usize].bytes();
+                                frame.make_mut(pool)[start..end].copy_from_slice(&from[start..end]);
+                            }
+                            Source::Slice(data) => {
+                                let at = (page * PAGE_SIZE + seg.start as u64 - offset) as usize;
+                                frame.make_mut(pool)[start..end].copy_from_slice(&data[at..at + (end - start)]);
+                            }
+                        }
+                    }
+                    if src.kind() == PayloadKind::Phantom {
+                        run.data = None; // phantom wins
+                    }
+                });
+            total = (total.0 + before, total.1 + after);
+        }
+        total.1 - total.0
     }
 
     /// The bytes `[offset, offset + len)` if every one of them is known; a
@@ -421,14 +497,17 @@ impl PageCache {
                 if start > next || !run.page.knows(s.start, s.end) {
                     return None;
                 }
+                let (lo, hi) = (start.max(s.first), run.end(start).min(s.last + 1));
                 next = run.end(start);
-                match (&run.page.data, phantom) {
+                match (&run.data, phantom) {
                     (_, true) => {}
-                    (Some(data), false) => {
+                    (Some(frames), false) => {
                         if out.capacity() == 0 {
                             out.reserve_exact(len as usize);
                         }
-                        out.extend_from_slice(&data[usize::from(s.start)..usize::from(s.end)]);
+                        for frame in &frames[(lo - start) as usize..(hi - start) as usize] {
+                            out.extend_from_slice(&frame.bytes()[usize::from(s.start)..usize::from(s.end)]);
+                        }
                     }
                     (None, false) => (phantom, out) = (true, Vec::new()),
                 }
@@ -474,9 +553,14 @@ impl PageCache {
         let first = offset / PAGE_SIZE;
         let pages = data.len() as u64 / PAGE_SIZE;
         if pages > 0 {
-            self.update_pages(key, first, first + pages - 1, Some(PayloadKind::Bytes), |page, index| {
-                let at = ((index - first) * PAGE_SIZE) as usize;
-                page.fill(Some(&data[at..at + PAGE_BYTES]));
+            self.update_pages(key, first, first + pages - 1, Some((PayloadKind::Bytes, None)), |run, pool, index| {
+                if let Some(frames) = &mut run.data {
+                    for (i, frame) in frames.iter_mut().enumerate() {
+                        let at = ((index + i as u64 - first) * PAGE_SIZE) as usize;
+                        run.page.fill(frame.make_mut(pool), &data[at..at + PAGE_BYTES]);
+                    }
+                }
+                run.page.uptodate = true;
             });
         }
     }
@@ -489,7 +573,10 @@ impl PageCache {
         if len > 0 {
             let first = offset / PAGE_SIZE;
             let last = first + len / PAGE_SIZE - 1;
-            self.update_pages(key, first, last, Some(PayloadKind::Phantom), |page, _| page.fill(None));
+            self.update_pages(key, first, last, Some((PayloadKind::Phantom, None)), |run, _, _| {
+                run.data = None; // phantom wins
+                run.page.uptodate = true;
+            });
         }
     }
 
@@ -501,16 +588,17 @@ impl PageCache {
         assert!(bytes_max >= PAGE_SIZE && page_aligned(bytes_max));
         let (offset, len) = self.find_run(key, &range, bytes_max)?;
         let (first, last) = (offset / PAGE_SIZE, (offset + len - 1) / PAGE_SIZE);
-        let phantom = runs_in(&self.objects[&key], first, last).any(|(_, run)| run.page.data.is_none());
-        let mut data = if phantom { None } else { Some(Vec::with_capacity(len as usize)) };
-        self.update_bytes(key, offset, len, None, |page, _, start, end| {
-            if let (Some(out), Some(src)) = (&mut data, &page.data) {
-                out.extend_from_slice(&src[usize::from(start)..usize::from(end)]);
+        let phantom = runs_in(&self.objects[&key], first, last).any(|(_, run)| run.data.is_none());
+        let mut frames = if phantom { None } else { Some(Vec::with_capacity((last - first + 1) as usize)) };
+        self.update_bytes(key, offset, len, None, |run, _, _, start, end| {
+            if let (Some(out), Some(src)) = (&mut frames, &run.data) {
+                out.extend_from_slice(src);
             }
-            page.dirty.remove(start, end);
-            page.writeback.insert(start, end);
+            run.page.dirty.remove(start, end);
+            run.page.writeback.insert(start, end);
         });
-        let data = data.map_or(Payload::Phantom(len), Payload::Bytes);
+        let head = (offset % PAGE_SIZE) as u16;
+        let data = frames.map_or(Payload::Phantom(len), |frames| Payload::Pages(PageSpan::new(frames, head, len)));
         debug_assert_eq!(data.len(), len, "writeback run snapshot");
         Some(WritebackRun { key, offset, data })
     }
@@ -599,9 +687,9 @@ impl PageCache {
     }
 
     fn end_writeback(&mut self, key: ObjectKey, offset: u64, len: u64, failed: bool) -> u64 {
-        let (before, after) = self.update_bytes(key, offset, len, None, |page, _, start, end| {
-            page.writeback.remove(start, end);
-            page.uptodate &= !failed;
+        let (before, after) = self.update_bytes(key, offset, len, None, |run, _, _, start, end| {
+            run.page.writeback.remove(start, end);
+            run.page.uptodate &= !failed;
         });
         before - after
     }
@@ -734,7 +822,12 @@ impl PageCache {
         let at = (size % PAGE_SIZE) as u16;
         if at != 0 {
             let index = size / PAGE_SIZE;
-            self.update_pages(key, index, index, None, |page, _| page.truncate(at));
+            self.update_pages(key, index, index, None, |run, pool, _| {
+                run.page.truncate(at);
+                for frame in run.data.iter_mut().flatten() {
+                    frame.make_mut(pool)[usize::from(at)..].fill(0);
+                }
+            });
         }
         self.forget_if_empty(key);
     }
@@ -781,7 +874,10 @@ impl PageCache {
             let mut end = 0;
             for (&start, run) in runs {
                 assert!(start >= end && run.pages > 0, "runs of {key:?} overlap at page {start}");
-                assert!(run.pages == 1 || run.page.data.is_none(), "a run of {} byte pages", run.pages);
+                if let Some(frames) = &run.data {
+                    assert_eq!(frames.len() as u64, run.pages, "frames of a run of {} pages", run.pages);
+                    assert!(run.pages <= BYTE_RUN_PAGES_MAX, "a run of {} byte pages", run.pages);
+                }
                 run.page.dirty.check();
                 run.page.writeback.check();
                 *recount.entry(key.ost).or_default() += run.cached_dirty();
@@ -798,60 +894,60 @@ impl PageCache {
         assert_eq!((pages, data_pages), (self.pages, self.data_pages), "page counts drifted");
     }
 
-    /// Runs `f(page, index, start, end)` over the pages of `[offset, offset +
-    /// len)`: `[start, end)` is the page's part of it, `index` the first page
-    /// of the run `page` stands for. Pages are created of kind `create` if
-    /// absent and it is given. Returns the cached-dirty bytes of the pages
-    /// before and after.
+    /// Runs `f(run, pool, index, start, end)` over the pages of `[offset,
+    /// offset + len)`: `[start, end)` is each page's part of it, `index`
+    /// the first page of `run`. Absent pages are created as
+    /// [`PageCache::update_pages`] says. Returns the cached-dirty bytes of
+    /// the pages before and after.
     fn update_bytes(
         &mut self,
         key: ObjectKey,
         offset: u64,
         len: u64,
-        create: Option<PayloadKind>,
-        mut f: impl FnMut(&mut Page, u64, u16, u16),
+        create: Option<Create<'_>>,
+        mut f: impl FnMut(&mut Run, &PagePool, u64, u16, u16),
     ) -> (u64, u64) {
         let mut total = (0, 0);
         for s in segments(offset, len) {
-            let (before, after) = self.update_pages(key, s.first, s.last, create, |page, index| {
-                f(page, index, s.start, s.end);
+            let (before, after) = self.update_pages(key, s.first, s.last, create, |run, pool, index| {
+                f(run, pool, index, s.start, s.end);
             });
             total = (total.0 + before, total.1 + after);
         }
         total
     }
 
-    /// Runs `f(page, index)` once per run of pages `[first, last]` (split at
-    /// those bounds first), keeping the indexes and totals exact, then merges
-    /// phantom runs left in one state. Absent pages are created of kind
-    /// `create` if it is given. Returns the cached-dirty bytes of the pages
-    /// before and after.
+    /// Runs `f(run, pool, index)` once per run of pages `[first, last]`
+    /// (split at those bounds first; `index` is the run's first page),
+    /// keeping the indexes and totals exact, then merges runs left in one
+    /// state. Absent pages are created if `create` says of which kind
+    /// (byte pages take their frame from its function where it has one,
+    /// from the pool otherwise). Returns the cached-dirty bytes of the
+    /// pages before and after.
     fn update_pages(
         &mut self,
         key: ObjectKey,
         first: u64,
         last: u64,
-        create: Option<PayloadKind>,
-        mut f: impl FnMut(&mut Page, u64),
+        create: Option<Create<'_>>,
+        mut f: impl FnMut(&mut Run, &PagePool, u64),
     ) -> (u64, u64) {
-        if let Some(kind) = create {
-            self.create_missing(key, first, last, kind);
+        if let Some((kind, source)) = create {
+            self.create_missing(key, first, last, kind, source);
         }
         self.split_at(key, first);
         self.split_at(key, last + 1);
         let Some(runs) = self.objects.get_mut(&key) else { return (0, 0) };
         let (mut before, mut after) = (0, 0);
         let (mut data_before, mut data_after) = (0, 0);
-        let mut phantom = false;
         let mut changed: SmallVec<[(u64, bool, bool); 4]> = SmallVec::new();
         for (&start, run) in runs.range_mut(first..=last) {
             let was = (!run.page.dirty.0.is_empty(), !run.page.writeback.0.is_empty());
             before += run.cached_dirty();
             data_before += run.data_pages();
-            f(&mut run.page, start);
+            f(run, &self.pool, start);
             after += run.cached_dirty();
             data_after += run.data_pages();
-            phantom |= run.page.data.is_none();
             let now = (!run.page.dirty.0.is_empty(), !run.page.writeback.0.is_empty());
             if now != was {
                 changed.push((start, now.0, now.1));
@@ -863,15 +959,21 @@ impl PageCache {
             set_listed(&mut self.dirty_runs, key, start, dirty);
             set_listed(&mut self.writeback_runs, key, start, writeback);
         }
-        if phantom {
-            self.merge(key, first, last);
-        }
+        self.merge(key, first, last);
         (before, after)
     }
 
-    /// Creates the absent pages of `[first, last]`: one run per gap of
-    /// phantom pages, one per page of bytes.
-    fn create_missing(&mut self, key: ObjectKey, first: u64, last: u64, kind: PayloadKind) {
+    /// Creates the absent pages of `[first, last]`: a run per gap, of
+    /// phantom pages, or of byte pages (at most [`BYTE_RUN_PAGES_MAX`] a
+    /// run) whose frames come from `source` or else the pool.
+    fn create_missing(
+        &mut self,
+        key: ObjectKey,
+        first: u64,
+        last: u64,
+        kind: PayloadKind,
+        source: Option<&dyn Fn(u64) -> Option<PageBuf>>,
+    ) {
         let runs = self.objects.entry(key).or_default();
         let mut gaps: SmallVec<[(u64, u64); 4]> = SmallVec::new();
         let mut next = first;
@@ -886,21 +988,35 @@ impl PageCache {
         }
         for (lo, hi) in gaps {
             match kind {
-                PayloadKind::Phantom => self.put(key, lo, Run { pages: hi - lo + 1, page: Page::new(kind) }),
-                PayloadKind::Bytes => (lo..=hi).for_each(|i| self.put(key, i, Run { pages: 1, page: Page::new(kind) })),
+                PayloadKind::Phantom => self.put(key, lo, Run { pages: hi - lo + 1, page: Page::new(), data: None }),
+                PayloadKind::Bytes => {
+                    let mut at = lo;
+                    while at <= hi {
+                        let pages = (hi - at + 1).min(BYTE_RUN_PAGES_MAX);
+                        let frames: Vec<PageBuf> = match source {
+                            Some(source) => {
+                                (at..at + pages).map(|i| source(i).unwrap_or_else(|| self.pool.alloc_one())).collect()
+                            }
+                            None => self.pool.alloc(pages as usize),
+                        };
+                        self.put(key, at, Run { pages, page: Page::new(), data: Some(frames) });
+                        at += pages;
+                    }
+                }
             }
         }
     }
 
     /// Splits the run holding page `index`, if it starts before it, so that
-    /// a run starts there. Only phantom runs span pages.
+    /// a run starts there.
     fn split_at(&mut self, key: ObjectKey, index: u64) {
         let Some(runs) = self.objects.get_mut(&key) else { return };
         let Some((&start, run)) = runs.range_mut(..index).next_back() else { return };
         if run.end(start) <= index {
             return;
         }
-        let tail = Run { pages: run.end(start) - index, page: run.page.clone() };
+        let data = run.data.as_mut().map(|frames| frames.split_off((index - start) as usize));
+        let tail = Run { pages: run.end(start) - index, page: run.page.clone(), data };
         run.pages = index - start;
         let (dirty, writeback) = (!tail.page.dirty.0.is_empty(), !tail.page.writeback.0.is_empty());
         runs.insert(index, tail);
@@ -908,8 +1024,9 @@ impl PageCache {
         set_listed(&mut self.writeback_runs, key, index, writeback);
     }
 
-    /// Merges adjacent phantom runs in one state from the run before page
-    /// `first` to the one after page `last`.
+    /// Merges adjacent runs of one kind in one state (byte runs up to
+    /// [`BYTE_RUN_PAGES_MAX`] pages) from the run before page `first` to
+    /// the one after page `last`.
     fn merge(&mut self, key: ObjectKey, first: u64, last: u64) {
         let Some(runs) = self.objects.get(&key) else { return };
         let from = runs.range(..first).next_back().map_or(first, |(&s, _)| s);
@@ -918,10 +1035,14 @@ impl PageCache {
         for &next in &starts[1..] {
             let runs = &self.objects[&key];
             let (a, b) = (&runs[&cur], &runs[&next]);
-            if a.end(cur) == next && a.page.data.is_none() && b.page.data.is_none() && a.page == b.page {
+            let fits = a.data.is_none() || a.pages + b.pages <= BYTE_RUN_PAGES_MAX;
+            if a.end(cur) == next && a.kind() == b.kind() && a.page == b.page && fits {
                 let b = self.take(key, next).expect("listed");
-                let a = self.take(key, cur).expect("listed");
-                self.put(key, cur, Run { pages: a.pages + b.pages, page: a.page });
+                let mut a = self.take(key, cur).expect("listed");
+                if let (Some(frames), Some(more)) = (&mut a.data, b.data) {
+                    frames.extend(more);
+                }
+                self.put(key, cur, Run { pages: a.pages + b.pages, page: a.page, data: a.data });
             } else {
                 cur = next;
             }
@@ -943,7 +1064,7 @@ impl PageCache {
                 j += 1;
             }
             if keep {
-                self.put(key, i, Run { pages: j - i, page: run.page.clone() });
+                self.put(key, i, run.piece(i - start, j - i));
             } else {
                 assert!(run.page.writeback.0.is_empty(), "discarding page {i} of {key:?} under writeback");
                 dropped += j - i;

@@ -1,10 +1,15 @@
 //! The run-length page cache against the reference cache of one entry per
 //! page: random sequences of every operation, bytes and phantoms mixed, long
 //! page-aligned runs favoured (they are what the runs merge and split), and
-//! after each step every return value and every observer must agree.
+//! after each step every return value and every observer must agree. Bytes
+//! are written both copied in and as frames the cache takes over (from a
+//! small arena that runs out, then the heap), and every write RPC's
+//! snapshot must still hold the bytes it was cut with when it completes,
+//! however the pages were rewritten meanwhile (frames are copied on write).
 use super::pagecache::{PageCache, WritebackRun};
 use super::reference_cache::ReferenceCache;
 use crate::extent::Extent;
+use crate::pages::{Arena, PagePool, PageSpan};
 use crate::units::{ObjectId, ObjectKey, OstIndex, PAGE_SIZE};
 use proptest::prelude::*;
 
@@ -19,6 +24,7 @@ const fn key(ost: u32, object: u64) -> ObjectKey {
 #[derive(Clone, Debug)]
 enum Op {
     Write { key: usize, offset: u64, len: u64, seed: u8 },
+    WriteSpan { key: usize, offset: u64, len: u64, seed: u8 },
     WritePhantom { key: usize, offset: u64, len: u64 },
     Fill { key: usize, page: u64, pages: u64, seed: u8 },
     FillPhantom { key: usize, page: u64, pages: u64 },
@@ -44,6 +50,7 @@ fn op() -> impl Strategy<Value = Op> {
     let k = 0..KEYS.len();
     prop_oneof![
         4 => (k.clone(), offset(), len(), any::<u8>()).prop_map(|(key, offset, len, seed)| Op::Write { key, offset, len, seed }),
+        4 => (k.clone(), offset(), len(), any::<u8>()).prop_map(|(key, offset, len, seed)| Op::WriteSpan { key, offset, len, seed }),
         4 => (k.clone(), offset(), len()).prop_map(|(key, offset, len)| Op::WritePhantom { key, offset, len }),
         2 => (k.clone(), 0..64u64, 0..16u64, any::<u8>()).prop_map(|(key, page, pages, seed)| Op::Fill { key, page, pages, seed }),
         2 => (k.clone(), 0..64u64, 0..16u64).prop_map(|(key, page, pages)| Op::FillPhantom { key, page, pages }),
@@ -61,12 +68,19 @@ fn bytes(len: u64, seed: u8) -> Vec<u8> {
     (0..len).map(|i| seed.wrapping_add((i % 253) as u8)).collect()
 }
 
-/// The two caches and the write RPCs they have in flight.
-#[derive(Default)]
+/// The two caches and the write RPCs they have in flight (each cache's
+/// snapshot of it).
 struct Twins {
     runs: PageCache,
     pages: ReferenceCache,
-    inflight: Vec<WritebackRun>,
+    inflight: Vec<(WritebackRun, WritebackRun)>,
+}
+
+impl Default for Twins {
+    fn default() -> Self {
+        let pool = PagePool::with_arena(Arena::on_heap(48));
+        Twins { runs: PageCache::with_pool(pool), pages: ReferenceCache::default(), inflight: Vec::new() }
+    }
 }
 
 impl Twins {
@@ -76,6 +90,11 @@ impl Twins {
             Op::Write { key, offset, len, seed } => {
                 let data = bytes(len, seed);
                 assert_eq!(c.write(KEYS[key], offset, &data), r.write(KEYS[key], offset, &data));
+            }
+            Op::WriteSpan { key, offset, len, seed } => {
+                let data = bytes(len, seed);
+                let span = PageSpan::copy_from(c.pool(), (offset % P) as u16, &data);
+                assert_eq!(c.write_span(KEYS[key], offset, &span), r.write(KEYS[key], offset, &data));
             }
             Op::WritePhantom { key, offset, len } => {
                 assert_eq!(c.write_phantom(KEYS[key], offset, len), r.write_phantom(KEYS[key], offset, len));
@@ -92,14 +111,16 @@ impl Twins {
             Op::Writeback { key, offset, len, pages_max } => {
                 let range = Extent::from_offset_len(offset, len);
                 let run = c.next_writeback(KEYS[key], range, pages_max * P);
-                assert_eq!(run, r.next_writeback(KEYS[key], range, pages_max * P));
-                self.inflight.extend(run);
+                let reference = r.next_writeback(KEYS[key], range, pages_max * P);
+                assert_eq!(run, reference);
+                self.inflight.extend(run.zip(reference));
             }
             Op::Complete { pick, failed } => {
                 if self.inflight.is_empty() {
                     return;
                 }
-                let run = self.inflight.swap_remove(pick % self.inflight.len());
+                let (run, reference) = self.inflight.swap_remove(pick % self.inflight.len());
+                assert_eq!(run, reference, "a write RPC's bytes changed in flight");
                 let (key, offset, len) = (run.key, run.offset, run.data.len());
                 if failed {
                     assert_eq!(c.writeback_failed(key, offset, len), r.writeback_failed(key, offset, len));
@@ -122,12 +143,12 @@ impl Twins {
             }
             Op::DiscardOst { ost } => {
                 assert_eq!(c.discard_ost(OSTS[ost]), r.discard_ost(OSTS[ost]));
-                self.inflight.retain(|run| run.key.ost != OSTS[ost]);
+                self.inflight.retain(|(run, _)| run.key.ost != OSTS[ost]);
             }
             Op::Truncate { key, size } => {
                 c.truncate(KEYS[key], size);
                 r.truncate(KEYS[key], size);
-                self.inflight.retain(|run| run.key != KEYS[key] || run.offset + run.data.len() <= size);
+                self.inflight.retain(|(run, _)| run.key != KEYS[key] || run.offset + run.data.len() <= size);
             }
         }
     }

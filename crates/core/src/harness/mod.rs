@@ -459,6 +459,7 @@ fn summary(data: &Payload) -> String {
     match data {
         Payload::Bytes(bytes) => format!("sum: {:x}", checksum(bytes)),
         Payload::Phantom(_) => "phantom".to_string(),
+        other => format!("sum: {:x}", checksum(&other.clone().into_bytes().expect("bytes"))),
     }
 }
 
