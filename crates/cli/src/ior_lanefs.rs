@@ -110,7 +110,8 @@ pub(crate) fn client_options(p: &IorParams) -> Result<ClientOptions, IorError> {
 
 impl LanefsBackend {
     pub fn new(mds: String, ior_args: Vec<String>) -> Result<Self, NetError> {
-        let before = Client::connect(&mds, ClientOptions::default())?.ost_stats()?;
+        let options = ClientOptions { shared_memory: false, ..Default::default() };
+        let before = Client::connect(&mds, options)?.ost_stats()?;
         Ok(LanefsBackend { mds, ior_args, totals: Mutex::new(Totals::default()), before })
     }
 
@@ -125,8 +126,11 @@ impl LanefsBackend {
         }
     }
 
+    /// A client for namespace calls and statistics: it writes no data, so
+    /// it needs no page arena.
     fn admin(&self) -> Result<Client, IorError> {
-        Client::connect(&self.mds, ClientOptions::default()).map_err(backend_error)
+        let options = ClientOptions { shared_memory: false, ..Default::default() };
+        Client::connect(&self.mds, options).map_err(backend_error)
     }
 }
 

@@ -32,8 +32,10 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::UnixStream;
 
-/// The largest arena an OSS maps for one client (64 GiB of frames).
-pub const ARENA_FRAMES_MAX: u32 = 16 << 20;
+/// The largest arena an OSS maps for one client (4 GiB of frames, what a
+/// lanefs client makes at most): a client can make the OSS fault in every
+/// frame of its arena, as it could by writing that much.
+pub const ARENA_FRAMES_MAX: u32 = 1 << 20;
 /// File descriptors an OSS connection holds before the message that takes
 /// them; any more are closed at once.
 const FDS_PENDING_MAX: usize = 2;
