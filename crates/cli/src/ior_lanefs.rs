@@ -12,7 +12,11 @@
 //! * `osts=N` for the embedded cluster (default 4);
 //! * `max-dirty-mb=N`, `max-cached-mb=N`, `max-rpcs-in-flight=N`: each
 //!   rank's client tunables, named after Lustre's `osc.*.max_dirty_mb`,
-//!   `llite.*.max_cached_mb` and `osc.*.max_rpcs_in_flight`;
+//!   `llite.*.max_cached_mb` and `osc.*.max_rpcs_in_flight`. Unset, the
+//!   ranks of a node share one node's allowance, as they share its Lustre
+//!   client: each of the `--tasks-per-node` ranks (all `-N` of them unless
+//!   given, since they run on this host) gets its share of 32 MiB dirty per
+//!   OST (at least one RPC) and 64 MiB of clean cache;
 //! * `ranks=threads|processes`: how `-N` ranks run. Either way each rank is
 //!   its own client; with `processes` each client lives in a process of its
 //!   own (see `ior_ranks`), as under `mpirun`.
@@ -34,8 +38,16 @@ static OPTIONS: &[ModuleOption] = &[
     ModuleOption { name: "stripe-count", takes_value: true, help: "stripes of new files (-1 = all OSTs)" },
     ModuleOption { name: "stripe-size", takes_value: true, help: "stripe size of new files (k/m/g)" },
     ModuleOption { name: "osts", takes_value: true, help: "OSTs of the embedded cluster (default 4)" },
-    ModuleOption { name: "max-dirty-mb", takes_value: true, help: "dirty MiB per OST before writes wait (default 32)" },
-    ModuleOption { name: "max-cached-mb", takes_value: true, help: "clean cached MiB per client (default 64)" },
+    ModuleOption {
+        name: "max-dirty-mb",
+        takes_value: true,
+        help: "dirty MiB per OST before a rank's writes wait (default: 32 per node, shared by its ranks)",
+    },
+    ModuleOption {
+        name: "max-cached-mb",
+        takes_value: true,
+        help: "clean cached MiB per rank (default: 64 per node, shared by its ranks)",
+    },
     ModuleOption { name: "max-rpcs-in-flight", takes_value: true, help: "write RPCs in flight per OST (default 8)" },
     ModuleOption { name: "ranks", takes_value: true, help: "threads | processes: how -N ranks run (default threads)" },
 ];
@@ -77,9 +89,19 @@ fn ranks(p: &IorParams) -> Result<Ranks, IorError> {
     }
 }
 
-/// Each rank's client settings, from the `max-*` module options.
+/// Each rank's client settings, from the `max-*` module options; what they
+/// leave unset is the rank's share of one node's allowance (Lustre's
+/// defaults), among the ranks of its node (`tasksPerNode`): every rank here
+/// is a client of its own, so that ranks contend for locks as the nodes of
+/// a cluster do, but the ranks of one node share that node's memory, as
+/// they share its one Lustre client.
 pub(crate) fn client_options(p: &IorParams) -> Result<ClientOptions, IorError> {
     let mut options = ClientOptions::default();
+    let ranks = u64::from(p.tasks_on_node0().max(1));
+    let page = lanefs_core::PAGE_SIZE;
+    let core = &mut options.core;
+    core.dirty_bytes_max = (core.dirty_bytes_max / ranks / page * page).max(core.rpc_bytes_max);
+    core.cached_bytes_max = core.cached_bytes_max / ranks / page * page;
     let number = |name: &str| -> Result<Option<u64>, IorError> {
         match p.module_value(&format!("lanefs.{name}")) {
             None => Ok(None),
@@ -89,7 +111,6 @@ pub(crate) fn client_options(p: &IorParams) -> Result<ClientOptions, IorError> {
                 .map_err(|_| option_error(name, format!("{v:?} is not a whole number; e.g. --lanefs.{name}=16"))),
         }
     };
-    let core = &mut options.core;
     if let Some(mb) = number("max-dirty-mb")? {
         if mb.saturating_mul(1 << 20) < core.rpc_bytes_max {
             return Err(option_error("max-dirty-mb", format!("{mb} is below one 1 MiB write RPC; give 1 or more")));
@@ -479,7 +500,16 @@ mod tests {
         .unwrap();
         assert_eq!((o.core.dirty_bytes_max, o.core.cached_bytes_max, o.core.rpcs_in_flight_max), (8 << 20, 0, 16));
         let d = client_options(&params("-a LANEFS")).unwrap().core;
-        assert_eq!((d.dirty_bytes_max, d.rpcs_in_flight_max), (32 << 20, 8));
+        assert_eq!((d.dirty_bytes_max, d.cached_bytes_max, d.rpcs_in_flight_max), (32 << 20, 64 << 20, 8));
+        // The ranks of a node share its allowance; one dirty RPC at least.
+        let shared = |line: &str| {
+            let c = client_options(&params(line)).unwrap().core;
+            (c.dirty_bytes_max, c.cached_bytes_max)
+        };
+        assert_eq!(shared("-a LANEFS -N 8"), (4 << 20, 8 << 20));
+        assert_eq!(shared("-a LANEFS -N 8 --tasks-per-node 2"), (16 << 20, 32 << 20));
+        assert_eq!(shared("-a LANEFS -N 64"), (1 << 20, 1 << 20));
+        assert_eq!(shared("-a LANEFS -N 8 --lanefs.max-dirty-mb=32"), (32 << 20, 8 << 20));
         for (line, says) in [
             ("--lanefs.max-dirty-mb=0", "--lanefs.max-dirty-mb: 0 is below one 1 MiB write RPC; give 1 or more"),
             ("--lanefs.max-rpcs-in-flight=300", "--lanefs.max-rpcs-in-flight: 300 is outside 1..=256"),
