@@ -144,7 +144,11 @@ pub trait ArenaMemory: Send + Sync {
 
 /// A fixed set of frames in memory the driver provides (shared memory a
 /// local OSS maps, in the network client). Frames are handed out lowest
-/// first when fresh, most recently freed first after that (warm in cache).
+/// free first: the frames in use stay packed at the start of the memory
+/// (only as much of it is ever touched as the client uses at once), and a
+/// batch freed together (the pages of one write RPC) is handed out again as
+/// contiguous frames, which a server writes with one piece of `pwritev`
+/// instead of one per page.
 pub struct Arena {
     id: u64,
     base: NonNull<u8>,
@@ -154,9 +158,10 @@ pub struct Arena {
 }
 
 struct ArenaState {
-    free: Vec<u32>,
-    /// Frames `[fresh, frames)` were never handed out.
-    fresh: u32,
+    /// A bit per frame, set when the frame is free.
+    free: Vec<u64>,
+    /// No free frame lies below this one.
+    lowest_free: u32,
     in_use: u32,
     /// No frame is handed out any more, and none freed is reused.
     retired: bool,
@@ -178,7 +183,11 @@ impl Arena {
         assert_eq!(base.as_ptr() as usize % PAGE_BYTES, 0, "arena memory must be page aligned");
         let id = (u64::from(std::process::id()) << 32) | ARENA_NEXT.fetch_add(1, Ordering::Relaxed);
         let frames = memory.frames();
-        let state = ArenaState { free: Vec::new(), fresh: 0, in_use: 0, retired: false };
+        let mut free = vec![u64::MAX; (frames as usize).div_ceil(64)];
+        if !frames.is_multiple_of(64) {
+            *free.last_mut().expect("a word") = (1u64 << (frames % 64)) - 1;
+        }
+        let state = ArenaState { free, lowest_free: 0, in_use: 0, retired: false };
         Arc::new(Arena { id, base, frames, state: Mutex::new(state), _memory: memory })
     }
 
@@ -213,7 +222,7 @@ impl Arena {
     pub fn retire(&self) {
         let mut s = self.state.lock().expect("arena lock");
         s.retired = true;
-        s.free = Vec::new();
+        s.free.fill(0);
     }
 
     /// Up to `n` frames (fewer if the arena runs out), appended to `out`.
@@ -222,15 +231,19 @@ impl Arena {
         if s.retired {
             return;
         }
+        let mut word = (s.lowest_free / 64) as usize;
         for _ in 0..n {
-            let index = match s.free.pop() {
-                Some(i) => i,
-                None if s.fresh < self.frames => {
-                    s.fresh += 1;
-                    s.fresh - 1
-                }
-                None => return,
+            while word < s.free.len() && s.free[word] == 0 {
+                word += 1;
+            }
+            let Some(bits) = s.free.get_mut(word) else {
+                s.lowest_free = self.frames;
+                return;
             };
+            let bit = bits.trailing_zeros();
+            *bits &= !(1 << bit);
+            let index = word as u32 * 64 + bit;
+            s.lowest_free = index + 1;
             s.in_use += 1;
             // SAFETY: `index < frames`, so the frame lies inside the memory.
             let ptr = unsafe { NonNull::new_unchecked(self.base.as_ptr().add(index as usize * PAGE_BYTES)) };
@@ -242,7 +255,8 @@ impl Arena {
         let mut s = self.state.lock().expect("arena lock");
         s.in_use -= 1;
         if !s.retired {
-            s.free.push(index);
+            s.free[(index / 64) as usize] |= 1 << (index % 64);
+            s.lowest_free = s.lowest_free.min(index);
         }
     }
 }
@@ -355,9 +369,16 @@ impl fmt::Debug for PagePool {
 /// the first frame and run on through the following ones. The bytes of the
 /// first frame before `head` and of the last one past the end belong to no
 /// one and are never read.
+///
+/// The frame list is shared: cloning a span, or cutting a sub-span out of
+/// it, copies no frame handle (a write RPC and the record that pins its
+/// frames until the reply hold one list between them).
 #[derive(Clone)]
 pub struct PageSpan {
-    frames: Vec<PageBuf>,
+    list: Arc<[PageBuf]>,
+    /// This span's frames are `list[first..first + count]`.
+    first: usize,
+    count: usize,
     head: u16,
     len: u64,
 }
@@ -371,7 +392,8 @@ impl PageSpan {
     pub fn new(frames: Vec<PageBuf>, head: u16, len: u64) -> PageSpan {
         assert!(usize::from(head) < PAGE_BYTES, "span head {head} outside a page");
         assert_eq!(frames.len(), Self::frames_for(head, len), "frames for {len} bytes at {head}");
-        PageSpan { frames, head, len }
+        let count = frames.len();
+        PageSpan { list: frames.into(), first: 0, count, head, len }
     }
 
     /// `bytes` copied into frames from `pool`, starting at byte `head` of
@@ -385,7 +407,7 @@ impl PageSpan {
             frame.make_mut(pool)[start..start + n].copy_from_slice(&bytes[at..at + n]);
             at += n;
         }
-        PageSpan { frames, head, len: bytes.len() as u64 }
+        PageSpan::new(frames, head, bytes.len() as u64)
     }
 
     pub fn len(&self) -> u64 {
@@ -401,13 +423,13 @@ impl PageSpan {
     }
 
     pub fn frames(&self) -> &[PageBuf] {
-        &self.frames
+        &self.list[self.first..self.first + self.count]
     }
 
     /// The bytes, frame by frame.
     pub fn slices(&self) -> impl Iterator<Item = &[u8]> + '_ {
         let mut left = self.len as usize;
-        self.frames.iter().enumerate().map(move |(i, frame)| {
+        self.frames().iter().enumerate().map(move |(i, frame)| {
             let start = if i == 0 { usize::from(self.head) } else { 0 };
             let n = (PAGE_BYTES - start).min(left);
             left -= n;
@@ -425,10 +447,9 @@ impl PageSpan {
     pub fn sub(&self, offset: u64, len: u64) -> PageSpan {
         assert!(offset.checked_add(len).is_some_and(|end| end <= self.len), "sub-span out of range");
         let start = u64::from(self.head) + offset;
-        let first = (start / PAGE_SIZE) as usize;
         let head = (start % PAGE_SIZE) as u16;
-        let frames = self.frames[first..first + Self::frames_for(head, len)].to_vec();
-        PageSpan { frames, head, len }
+        let first = self.first + (start / PAGE_SIZE) as usize;
+        PageSpan { list: self.list.clone(), first, count: Self::frames_for(head, len), head, len }
     }
 
     /// Whether the bytes equal `other`.
@@ -446,7 +467,7 @@ impl PageSpan {
 
 impl fmt::Debug for PageSpan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PageSpan {{ len: {}, head: {}, frames: {} }}", self.len, self.head, self.frames.len())
+        write!(f, "PageSpan {{ len: {}, head: {}, frames: {} }}", self.len, self.head, self.count)
     }
 }
 
@@ -552,10 +573,27 @@ mod tests {
         assert_eq!(in_arena, vec![Some((id, 0)), Some((id, 1)), Some((id, 2)), None, None]);
         assert_eq!(frames[1].as_ptr() as usize - arena.base() as usize, PAGE_BYTES);
         assert_eq!(arena.frames_in_use(), 3);
-        drop(frames); // frees 0, 1, 2 in that order
+        drop(frames);
         assert_eq!(arena.frames_in_use(), 0);
-        // The most recently freed frame comes back first.
-        assert_eq!(pool.alloc_one().arena_frame(), Some((id, 2)));
+        // The lowest free frame comes back first, so frames freed together
+        // come back contiguous.
+        let again = pool.alloc(3);
+        assert_eq!(again.iter().map(PageBuf::arena_frame).collect::<Vec<_>>(), in_arena[..3].to_vec());
+        drop(again);
+        let (a, b) = (pool.alloc_one(), pool.alloc_one());
+        drop(a);
+        assert_eq!(pool.alloc_one().arena_frame(), Some((id, 0)));
+        drop(b);
+        let big = Arena::on_heap(200);
+        let p = PagePool::with_arena(big.clone());
+        let held: Vec<_> = (0..200).map(|_| p.alloc_one()).collect();
+        let (odd, even): (Vec<_>, Vec<_>) = held.into_iter().enumerate().partition(|(i, _)| i % 2 == 1);
+        drop(odd);
+        let refill = p.alloc(100);
+        assert!(refill.iter().all(|f| f.arena_frame().is_some_and(|(_, i)| i % 2 == 1)), "holes are refilled");
+        assert!(p.alloc_one().arena_frame().is_none(), "then the heap");
+        drop((even, refill));
+        assert_eq!(big.frames_in_use(), 0);
     }
 
     #[test]

@@ -465,7 +465,12 @@ impl PageCache {
                         let page = index + i as u64;
                         match src {
                             Source::Phantom => {}
-                            Source::Span(span) if whole => *frame = span.frames()[(page - first_page) as usize].clone(),
+                            Source::Span(span) if whole => {
+                                let from = &span.frames()[(page - first_page) as usize];
+                                if !frame.same_frame(from) {
+                                    *frame = from.clone(); // taken over, not copied
+                                }
+                            }
                             Source::Span(span) => {
                                 let from = span.frames()[(page - first_page) as usize].bytes();
                                 frame.make_mut(pool)[start..end].copy_from_slice(&from[start..end]);
