@@ -318,6 +318,11 @@ impl Layout {
     /// Costs O(stripe count), whatever `len`. Panics as [`Self::chunks`] does.
     pub fn object_extents(&self, file_offset: u64, len: u64) -> Vec<(u32, Extent)> {
         let end = range_end(file_offset, len);
+        if len > 0 && end != u64::MAX && file_offset / self.stripe_size == (end - 1) / self.stripe_size {
+            // Within one stripe unit (a lockahead of one stripe): one extent.
+            let (stripe, start) = self.file_to_object(file_offset);
+            return vec![(stripe, Extent::new(start, start + len - 1))];
+        }
         (0..self.stripe_count())
             .filter_map(|stripe| {
                 let start = self.file_size_to_object_size(stripe, file_offset);

@@ -19,7 +19,6 @@ use super::{Client, Rpc};
 use crate::extent::Extent;
 use crate::msg::{IoError, Payload, ToOst};
 use crate::units::{ObjectKey, OstIndex, Xid, PAGE_SIZE};
-use std::collections::{BTreeMap, BTreeSet};
 
 impl Client {
     /// Start giving a lock back (idempotent).
@@ -76,36 +75,39 @@ impl Client {
 
     /// Send write RPCs while there is urgent dirty data and room in flight.
     pub(super) fn pump_writeback(&mut self) -> bool {
+        let mut areas = std::mem::take(&mut self.flush_scratch);
+        self.flush_areas(&mut areas);
         let mut progressed = false;
-        for (ost, areas) in self.flush_areas() {
-            for (key, range) in areas {
-                while self.writes_in_flight.get(&ost).copied().unwrap_or(0) < self.config.rpcs_in_flight_max {
-                    let Some(run) = self.next_run(key, range) else {
-                        if range == Extent::WHOLE {
-                            self.forget_if_clean(key);
-                        }
-                        break;
-                    };
-                    let xid = self.xid();
-                    let len = run.data.len();
-                    self.counters.write_rpcs += 1;
-                    *self.writes_in_flight.entry(ost).or_default() += 1;
-                    let pinned = match &run.data {
-                        Payload::Pages(span) => Some(span.clone()),
-                        _ => None,
-                    };
-                    self.rpcs.insert(xid, Rpc::Write { key, offset: run.offset, len, orphaned: false, pinned });
-                    self.send(ost, ToOst::Write { xid, object: key.object, offset: run.offset, data: run.data });
-                    progressed = true;
-                }
+        for &(key, range) in &areas {
+            let ost = key.ost;
+            while self.writes_in_flight.get(&ost).copied().unwrap_or(0) < self.config.rpcs_in_flight_max {
+                let Some(run) = self.next_run(key, range) else {
+                    if range == Extent::WHOLE {
+                        self.forget_if_clean(key);
+                    }
+                    break;
+                };
+                let xid = self.xid();
+                let len = run.data.len();
+                self.counters.write_rpcs += 1;
+                *self.writes_in_flight.entry(ost).or_default() += 1;
+                let pinned = match &run.data {
+                    Payload::Pages(span) => Some(span.clone()),
+                    _ => None,
+                };
+                self.rpcs.insert(xid, Rpc::Write { key, offset: run.offset, len, orphaned: false, pinned });
+                self.send(ost, ToOst::Write { xid, object: key.object, offset: run.offset, data: run.data });
+                progressed = true;
             }
         }
+        areas.clear();
+        self.flush_scratch = areas;
         progressed
     }
 
-    /// What must be written now, grouped by OST, most urgent first.
-    fn flush_areas(&self) -> Vec<(OstIndex, Vec<(ObjectKey, Extent)>)> {
-        let mut areas: Vec<(ObjectKey, Extent)> = Vec::new();
+    /// What must be written now into `areas`: grouped by OST (in OST order),
+    /// most urgent first within each.
+    fn flush_areas(&self, areas: &mut Vec<(ObjectKey, Extent)>) {
         for (_, lock) in self.locks.returning() {
             if lock.mode.is_write()
                 && lock.users == 0
@@ -114,7 +116,7 @@ impl Client {
                 areas.push((lock.key, lock.extent));
             }
         }
-        let mut pressed: BTreeSet<OstIndex> = BTreeSet::new();
+        let mut pressed: smallvec::SmallVec<[OstIndex; 4]> = smallvec::SmallVec::new();
         for op in self.ops.values() {
             match op.state {
                 // Only objects with dirty bytes have anything to send (every
@@ -123,7 +125,10 @@ impl Client {
                     op.steps.iter().filter(|s| self.dirty_keys.contains_key(&s.key)).map(|s| (s.key, Extent::WHOLE)),
                 ),
                 OpState::WaitDirty => {
-                    pressed.insert(op.steps[op.index].key.ost);
+                    let ost = op.steps[op.index].key.ost;
+                    if !pressed.contains(&ost) {
+                        pressed.push(ost);
+                    }
                 }
                 _ => {}
             }
@@ -133,11 +138,7 @@ impl Client {
                 areas.push((key, Extent::WHOLE));
             }
         }
-        let mut by_ost: BTreeMap<OstIndex, Vec<(ObjectKey, Extent)>> = BTreeMap::new();
-        for (key, range) in areas {
-            by_ost.entry(key.ost).or_default().push((key, range));
-        }
-        by_ost.into_iter().collect()
+        areas.sort_by_key(|(key, _)| key.ost); // stable: urgency order kept within an OST
     }
 
     /// The next run to write back in `range`. Whole-object flushes resume

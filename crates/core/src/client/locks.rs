@@ -199,12 +199,11 @@ impl LockCache {
         lock.extent = extent;
     }
 
-    /// The locks of `key` whose extent overlaps `extent`, in id order.
-    fn overlapping(&self, key: ObjectKey, extent: Extent) -> impl Iterator<Item = (LocalLock, &ClientLock)> {
-        let mut ids: Vec<LocalLock> =
-            self.by_key.get(&key).into_iter().flat_map(|index| index.overlapping(extent)).map(|(id, _)| id).collect();
-        ids.sort_unstable();
-        ids.into_iter().map(|id| (id, &self.locks[&id]))
+    /// The locks of `key` whose extent overlaps `extent`, in no particular
+    /// order (for questions whose answer does not depend on it).
+    fn overlapping_unordered(&self, key: ObjectKey, extent: Extent) -> impl Iterator<Item = &ClientLock> {
+        let index = self.by_key.get(&key);
+        index.into_iter().flat_map(move |index| index.overlapping(extent)).map(|(id, _)| &self.locks[&id])
     }
 
     /// The extents of the granted (or cancelling) locks of `key` other than
@@ -212,7 +211,13 @@ impl LockCache {
     /// `except` goes.
     pub fn covering_others(&self, key: ObjectKey, extent: Extent, except: LocalLock) -> Vec<Extent> {
         let held = |l: &ClientLock| matches!(l.state, ClientLockState::Granted | ClientLockState::Cancelling);
-        self.overlapping(key, extent).filter(|(id, l)| *id != except && held(l)).map(|(_, l)| l.extent).collect()
+        let others = self.by_key.get(&key).into_iter().flat_map(|index| index.overlapping(extent));
+        others
+            .filter(|(id, _)| *id != except)
+            .map(|(id, _)| &self.locks[&id])
+            .filter(|l| held(l))
+            .map(|l| l.extent)
+            .collect()
     }
 
     /// Record that `id` was called back or is being cancelled (after setting
@@ -262,26 +267,37 @@ impl LockCache {
         self.locks.is_empty()
     }
 
+    /// The oldest (lowest id) lock of `key` overlapping `extent` that
+    /// `fits`: found without sorting, so the answer is the same as a walk in
+    /// id order.
+    fn first_fitting(&self, key: ObjectKey, extent: Extent, fits: impl Fn(&ClientLock) -> bool) -> Option<LocalLock> {
+        let index = self.by_key.get(&key)?;
+        index.overlapping(extent).map(|(id, _)| id).filter(|id| fits(&self.locks[id])).min()
+    }
+
     /// A granted lock that serves `mode` over all of `extent`, not called back.
     pub fn matching(&self, key: ObjectKey, mode: LockMode, extent: Extent) -> Option<LocalLock> {
-        self.overlapping(key, extent)
-            .find(|(_, l)| l.is_granted() && !l.callback_pending && l.mode.serves(mode) && l.extent.contains(&extent))
-            .map(|(id, _)| id)
+        self.first_fitting(key, extent, |l| {
+            l.is_granted() && !l.callback_pending && l.mode.serves(mode) && l.extent.contains(&extent)
+        })
     }
 
     /// A lock still being enqueued whose request will serve `mode` over `extent`.
     pub fn pending_covering(&self, key: ObjectKey, mode: LockMode, extent: Extent) -> Option<LocalLock> {
         // A pending lock's extent is its request: the index finds it.
-        self.overlapping(key, extent)
-            .find(|(_, l)| l.is_pending() && l.mode.serves(mode) && l.requested.contains(&extent))
-            .map(|(id, _)| id)
+        self.first_fitting(key, extent, |l| l.is_pending() && l.mode.serves(mode) && l.requested.contains(&extent))
+    }
+
+    /// Whether a lock of `key` is being enqueued for exactly `extent` in
+    /// `mode` (a lockahead request already sent for it).
+    pub fn pending_exactly(&self, key: ObjectKey, mode: LockMode, extent: Extent) -> bool {
+        self.overlapping_unordered(key, extent).any(|l| l.is_pending() && l.mode == mode && l.requested == extent)
     }
 
     /// Whether a granted (or cancelling) write lock covers `offset` of `key`.
     pub fn write_covered(&self, key: ObjectKey, offset: u64) -> bool {
-        self.overlapping(key, Extent::new(offset, offset)).any(|(_, l)| {
-            l.mode.is_write() && matches!(l.state, ClientLockState::Granted | ClientLockState::Cancelling)
-        })
+        self.overlapping_unordered(key, Extent::new(offset, offset))
+            .any(|l| l.mode.is_write() && matches!(l.state, ClientLockState::Granted | ClientLockState::Cancelling))
     }
 
     /// Unused granted locks, oldest first.

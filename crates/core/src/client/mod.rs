@@ -270,6 +270,9 @@ pub struct Client {
     dirty_keys: BTreeMap<ObjectKey, DirtyObject>,
     transmits: VecDeque<(OstIndex, ToOst)>,
     events: VecDeque<ClientEvent>,
+    /// What `pump_writeback` must write, kept between calls (no allocation
+    /// per call).
+    flush_scratch: Vec<(ObjectKey, crate::Extent)>,
     counters: ClientCounters,
     /// The kind of payload this client holds, once it has cached one.
     payload_kind: Option<PayloadKind>,
@@ -293,6 +296,7 @@ impl Client {
             dirty_keys: BTreeMap::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
+            flush_scratch: Vec::new(),
             counters: ClientCounters::default(),
             payload_kind: None,
             file_next: 1,
@@ -575,9 +579,12 @@ impl Client {
     fn run(&mut self, now: Instant) {
         loop {
             let mut progressed = false;
-            let ids: Vec<OpId> = self.ops.keys().copied().collect();
-            for id in ids {
+            // The ops live at the start of this pass, in id order (stepping
+            // one may finish it, never start another).
+            let mut next = self.ops.keys().next().copied();
+            while let Some(id) = next {
                 progressed |= self.step_op(now, id);
+                next = self.ops.range(OpId(id.0 + 1)..).next().map(|(&id, _)| id);
             }
             progressed |= self.trim_lru();
             progressed |= self.pump_cancels();

@@ -586,11 +586,7 @@ impl Client {
                     LockaheadResult::Different
                 }
             } else {
-                let already = self
-                    .locks
-                    .iter()
-                    .any(|(_, l)| l.key == key && l.is_pending() && l.requested == want && l.mode == mode);
-                if !already {
+                if !self.locks.pending_exactly(key, mode, want) {
                     self.enqueue(key, mode, want, EnqueueFlags { no_expand: true, speculative: true });
                 }
                 LockaheadResult::Sent
