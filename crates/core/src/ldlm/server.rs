@@ -34,6 +34,7 @@ use super::{LockMode, LockRequest};
 use crate::extent::{Extent, EOF};
 use crate::msg::{EnqueueReply, ToClient};
 use crate::units::{ClientId, Duration, Instant, LockHandle, ObjectId, Xid, PAGE_SIZE};
+use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use tracing::{debug, trace};
 
@@ -173,17 +174,22 @@ impl Granted {
     }
 
     /// The granted locks whose extent overlaps `extent`, in grant order.
-    fn overlapping(&self, extent: &Extent) -> Vec<LockHandle> {
-        let widest = self.spans.last_key_value().map_or(0, |(span, _)| *span);
-        let from = extent.start.saturating_sub(widest);
-        let mut hits: Vec<(u64, LockHandle)> = self
-            .by_start
-            .range((from, 0)..=(extent.end, u64::MAX))
-            .filter(|(_, (end, _, _))| *end >= extent.start)
-            .map(|(&(_, seq), &(_, handle, _))| (seq, handle))
-            .collect();
+    fn overlapping(&self, extent: &Extent) -> SmallVec<[LockHandle; 8]> {
+        let mut hits: SmallVec<[(u64, LockHandle); 8]> = self.overlapping_unordered(extent).collect();
         hits.sort_unstable_by_key(|&(seq, _)| seq);
         hits.into_iter().map(|(_, handle)| handle).collect()
+    }
+
+    /// `(grant order, handle)` of the locks overlapping `extent`, in no
+    /// particular order.
+    fn overlapping_unordered(&self, extent: &Extent) -> impl Iterator<Item = (u64, LockHandle)> + '_ {
+        let widest = self.spans.last_key_value().map_or(0, |(span, _)| *span);
+        let from = extent.start.saturating_sub(widest);
+        let extent = *extent;
+        self.by_start
+            .range((from, 0)..=(extent.end, u64::MAX))
+            .filter(move |(_, (end, _, _))| *end >= extent.start)
+            .map(|(&(_, seq), &(_, handle, _))| (seq, handle))
     }
 
     /// What the expansion policy needs of these locks for `req`, from the
@@ -329,7 +335,7 @@ impl LockServer {
     pub fn prolong(&mut self, now: Instant, client: ClientId, object: ObjectId, extent: Extent) {
         let deadline = now + self.config.callback_timeout;
         let Some(res) = self.resources.get(&object) else { return };
-        for handle in res.granted.overlapping(&extent) {
+        for (_, handle) in res.granted.overlapping_unordered(&extent) {
             let lock = self.locks.get_mut(&handle).expect("granted lock exists");
             if lock.client == client && lock.extent.overlaps(&extent) {
                 if let Some(d) = lock.callback_deadline.as_mut() {
@@ -441,7 +447,7 @@ impl LockServer {
         let mut queued = 0;
         for (object, res) in &self.resources {
             let granted: Vec<LockHandle> = res.granted.iter().copied().collect();
-            assert_eq!(granted, res.granted.overlapping(&Extent::WHOLE), "grant order of {object:?}");
+            assert_eq!(granted, res.granted.overlapping(&Extent::WHOLE).to_vec(), "grant order of {object:?}");
             for (i, a) in granted.iter().enumerate() {
                 let la = &self.locks[a];
                 assert_eq!(la.state, LockState::Granted);
@@ -564,7 +570,7 @@ impl LockServer {
             policy::expand(&req, &[], &[]) // the other locks cannot matter
         } else {
             let res = &self.resources[&object];
-            let waiting: Vec<PolicyLock> =
+            let waiting: SmallVec<[PolicyLock; 8]> =
                 res.waiting.iter().filter(|h| **h != handle).map(|h| self.locks[h].policy_view()).collect();
             let view = res.granted.view(&req);
             #[cfg(debug_assertions)]
@@ -672,9 +678,9 @@ fn check_request(request: &LockRequest) -> Result<(), &'static str> {
 struct Blockers {
     conflicts: usize,
     /// Conflicting granted locks that take callbacks (not GROUP).
-    granted: Vec<LockHandle>,
+    granted: SmallVec<[LockHandle; 4]>,
     /// Conflicting waiters ahead (not GROUP).
-    waiting: Vec<LockHandle>,
+    waiting: SmallVec<[LockHandle; 4]>,
     /// A GROUP lock of the requested gid is granted: grant at once.
     same_group_granted: bool,
 }
