@@ -156,6 +156,13 @@ fn an_oss_restart_gives_clear_errors_then_works_again() {
     assert!(err.to_string().contains("OST") || err.to_string().contains("OSS"), "{err}");
     c.start_oss().unwrap();
     assert_eq!(a.pread(&f, 0, 4096).unwrap(), bytes(1, 4096), "data on disk survives");
+    // The client reconnected with a new page arena (the old one is retired:
+    // the old server might still have read it), and writes use it.
+    a.pwrite(&f, 8192, &bytes(2, 100_000)).unwrap();
+    a.fsync(&f).unwrap();
+    assert_eq!(a.ost_stats().unwrap()[0].bulk_shared_bytes, 100_000, "writes go through the new arena");
+    let b = client(&c);
+    assert_eq!(b.pread(&open(&b, "/r"), 8192, 100_000).unwrap(), bytes(2, 100_000));
 }
 
 #[test]
