@@ -39,8 +39,10 @@ pub enum Payload {
     Bytes(Vec<u8>),
     /// `len` bytes with no content.
     Phantom(u64),
-    Pages(PageSpan),
-    Remote(RemoteSpan),
+    /// Boxed, as is `Remote`: messages stay small (the simulator moves
+    /// millions of them, almost none of these).
+    Pages(Box<PageSpan>),
+    Remote(Box<RemoteSpan>),
 }
 
 impl Payload {

@@ -187,7 +187,7 @@ impl Client {
     pub fn pwrite(&self, file: &File, offset: u64, data: &[u8]) -> Result<(), NetError> {
         let fh = file.handle;
         let span = PageSpan::copy_from(&self.pool, (offset % PAGE_SIZE) as u16, data);
-        self.op(move |c, now| c.write_payload(now, fh, offset, Payload::Pages(span))).map(|_| ())
+        self.op(move |c, now| c.write_payload(now, fh, offset, Payload::Pages(Box::new(span)))).map(|_| ())
     }
 
     pub fn pread(&self, file: &File, offset: u64, len: u64) -> Result<Vec<u8>, NetError> {

@@ -212,7 +212,7 @@ mod tests {
         let bytes: Vec<u8> = (0..20_000u32).map(|i| (i % 241) as u8).collect();
         // Heap frames are not contiguous: many pieces, each written in turn.
         let span = PageSpan::copy_from(&PagePool::heap(), 700, &bytes);
-        s.write_payload(o, 700, &Payload::Pages(span)).unwrap();
+        s.write_payload(o, 700, &Payload::Pages(Box::new(span))).unwrap();
         assert_eq!(s.read(o, 700, bytes.len() as u64).unwrap(), bytes);
         assert_eq!(s.size(o).unwrap(), 700 + bytes.len() as u64);
         assert!(matches!(s.write_payload(o, 0, &Payload::Phantom(5)), Err(StoreError::PayloadKind { .. })));

@@ -253,7 +253,7 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
                 let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
                 let mapped = arena.as_ref().ok_or("a shared-memory write before any arena was attached")?;
                 let data = mapped.resolve(&bulk, u64::from(crate::codec::BULK_BYTES_MAX))?;
-                let message = ToOst::Write { xid, object, offset, data: Payload::Remote(data) };
+                let message = ToOst::Write { xid, object, offset, data: Payload::Remote(Box::new(data)) };
                 let _ = sender.send(OstInput::Message { client: ClientId(client), message });
             }
             Wire::AttachArena { arena: id, frames } => {

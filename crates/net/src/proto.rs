@@ -216,7 +216,7 @@ impl Wire {
         }
         Ok(match std::mem::take(data) {
             Payload::Bytes(bytes) => Bulk::Bytes(bytes),
-            Payload::Pages(span) => Bulk::Pages(span),
+            Payload::Pages(span) => Bulk::Pages(*span),
             remote => Bulk::Bytes(remote.into_bytes().expect("real bytes")),
         })
     }

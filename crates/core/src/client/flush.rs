@@ -92,7 +92,7 @@ impl Client {
                 self.counters.write_rpcs += 1;
                 *self.writes_in_flight.entry(ost).or_default() += 1;
                 let pinned = match &run.data {
-                    Payload::Pages(span) => Some(span.clone()),
+                    Payload::Pages(span) => Some(crate::pages::PageSpan::clone(span)),
                     _ => None,
                 };
                 self.rpcs.insert(xid, Rpc::Write { key, offset: run.offset, len, orphaned: false, pinned });

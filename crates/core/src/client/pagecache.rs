@@ -603,7 +603,8 @@ impl PageCache {
             run.page.writeback.insert(start, end);
         });
         let head = (offset % PAGE_SIZE) as u16;
-        let data = frames.map_or(Payload::Phantom(len), |frames| Payload::Pages(PageSpan::new(frames, head, len)));
+        let data =
+            frames.map_or(Payload::Phantom(len), |frames| Payload::Pages(Box::new(PageSpan::new(frames, head, len))));
         debug_assert_eq!(data.len(), len, "writeback run snapshot");
         Some(WritebackRun { key, offset, data })
     }
