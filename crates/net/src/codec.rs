@@ -186,6 +186,35 @@ mod tests {
     }
 
     #[test]
+    fn frames_travel_as_bulk_unless_all_are_in_the_shared_arena() {
+        use lanefs_core::pages::{Arena, PagePool, PageSpan};
+        let arena = Arena::on_heap(2); // too small: the span's last frame comes from the heap
+        let pool = PagePool::with_arena(arena.clone());
+        let data: Vec<u8> = (0..3 * 4096u32).map(|i| (i % 251) as u8).collect();
+        let span = PageSpan::copy_from(&pool, 0, &data);
+        let write = |span: PageSpan| Wire::ToOst {
+            ost: 1,
+            message: ToOst::Write { xid: Xid(2), object: ObjectId(3), offset: 0, data: Payload::Pages(Box::new(span)) },
+        };
+        // Not all in the arena: the bytes go on the wire, frame by frame.
+        let mixed = write(span.clone()).share_bulk(arena.id());
+        assert!(matches!(mixed, Wire::ToOst { .. }), "{mixed:?}");
+        let back = roundtrip(mixed);
+        assert_eq!(back, write(span.clone()));
+        assert!(
+            matches!(&back, Wire::ToOst { message: ToOst::Write { data: Payload::Bytes(b), .. }, .. } if *b == data)
+        );
+        // All in the arena: a descriptor, no bulk at all.
+        let shared = write(span.sub(0, 2 * 4096)).share_bulk(arena.id());
+        let Wire::WriteShared { bulk, .. } = &shared else { panic!("{shared:?}") };
+        assert_eq!((bulk.arena, bulk.head, bulk.len, bulk.runs.clone()), (arena.id(), 0, 8192, vec![(0, 2)]));
+        let mut buf = Vec::new();
+        encode(shared.clone(), &mut buf).unwrap();
+        assert!(buf.len() < 200, "a descriptor, not the 8 KiB it names: {} bytes", buf.len());
+        assert_eq!(roundtrip(shared.clone()), shared);
+    }
+
+    #[test]
     fn malformed_frames_are_errors() {
         assert!(matches!(decode(vec![1, 2]), Err(CodecError::BadHeaderLength { .. })));
         let mut huge_header = (HEADER_BYTES_MAX + 1).to_le_bytes().to_vec();
