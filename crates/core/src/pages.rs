@@ -518,7 +518,6 @@ impl RemoteSpan {
                 out.set_len(at + n);
             }
         }
-        let _ = &self.keep;
         out
     }
 }
