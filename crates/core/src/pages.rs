@@ -479,7 +479,8 @@ impl fmt::Debug for PageSpan {
 pub struct RemoteSpan {
     pieces: Vec<(usize, usize)>,
     len: u64,
-    keep: Arc<dyn Send + Sync>,
+    /// Keeps the memory mapped (held for its drop only).
+    _keep: Arc<dyn Send + Sync>,
 }
 
 impl RemoteSpan {
@@ -489,7 +490,7 @@ impl RemoteSpan {
     pub unsafe fn new(pieces: Vec<(*const u8, usize)>, keep: Arc<dyn Send + Sync>) -> RemoteSpan {
         let len = pieces.iter().map(|&(_, n)| n as u64).sum();
         let pieces = pieces.into_iter().map(|(p, n)| (p as usize, n)).collect();
-        RemoteSpan { pieces, len, keep }
+        RemoteSpan { pieces, len, _keep: keep }
     }
 
     pub fn len(&self) -> u64 {
