@@ -511,7 +511,7 @@ impl RemoteSpan {
         let mut out: Vec<u8> = Vec::with_capacity(self.len as usize);
         for (p, n) in self.pieces() {
             let at = out.len();
-            // SAFETY: the piece is mapped while `self.keep` lives (`new`'s
+            // SAFETY: the piece is mapped while `self._keep` lives (`new`'s
             // contract) and `out` has room for it; copying through a raw
             // pointer never asserts that the bytes stay unchanged.
             unsafe {
