@@ -3,6 +3,7 @@
 use super::*;
 use crate::units::ObjectId;
 use proptest::prelude::*;
+use std::fmt;
 
 const P: u64 = PAGE_SIZE;
 const KEY: ObjectKey = key(1);
