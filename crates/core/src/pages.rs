@@ -98,7 +98,8 @@ impl PageBuf {
     }
 
     /// Whether no other `PageBuf` refers to this frame.
-    pub fn is_unique(&self) -> bool {
+    #[cfg(test)]
+    fn is_unique(&self) -> bool {
         Arc::strong_count(&self.0) == 1
     }
 

@@ -313,10 +313,6 @@ impl Client {
         self
     }
 
-    pub fn page_pool(&self) -> &PagePool {
-        self.cache.pool()
-    }
-
     pub fn id(&self) -> ClientId {
         self.id
     }
