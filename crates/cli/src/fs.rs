@@ -22,7 +22,9 @@ impl Target {
         let Some(mds) = &self.mds else {
             bail!("no file system given: pass --mds ADDR or set LANEFS_MDS (lanefs up prints the address)");
         };
-        Client::connect(mds, ClientOptions::default()).with_context(|| format!("connecting to the MDS at {mds}"))
+        // These commands write no file data: no page arena to share.
+        let options = ClientOptions { shared_memory: false, ..Default::default() };
+        Client::connect(mds, options).with_context(|| format!("connecting to the MDS at {mds}"))
     }
 }
 
