@@ -13,6 +13,9 @@ only scenario (a).
 (d) how (a) depends on the lock server's time per request, and (e) on the
     one-way network latency: no source pins down the enqueue round trip
     (2 x latency + lock_cpu_us; model-params.md: 50-500 us is plausible).
+(f) how (a) depends on the OST drives' positioning time per I/O
+    (ost_access_latency_us): 0 is a disk that is never waited for, 4160 the
+    preset's rotational latency, 12660 that plus an average seek.
 """
 import json, os, subprocess, sys, time
 
@@ -79,6 +82,9 @@ def main():
     for us in (10, 50, 100, 200):
         sweep_line(f"latency {us:3d} us (round trip {2 * us + 85:3d} us)",
                    both_modes(8, f"compute.network_latency_us={us}"))
+    print("(f) OST positioning time per I/O (ost_access_latency_us), scenario (a)")
+    for us in (0, 1000, 4160, 12660):
+        sweep_line(f"access latency {us:5d} us", both_modes(8, f"storage.ost_access_latency_us={us}"))
 
 
 def both_modes(mult, setting=None):

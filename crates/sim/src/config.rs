@@ -127,6 +127,13 @@ pub struct StorageSection {
     pub oss_network_bandwidth_gib_s: f64,
     /// OSS CPU time per I/O RPC, in microseconds, besides moving the data.
     pub rpc_service_overhead_us: f64,
+    /// Time from an I/O reaching the OST's disks to its completion, beyond
+    /// the time its bytes take at the OST's bandwidth, in microseconds: the
+    /// drives' positioning (seek, rotation). I/Os in flight overlap it, so a
+    /// deep queue still streams at full bandwidth while one I/O at a time
+    /// pays it every time. Absent means zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ost_access_latency_us: Option<f64>,
     /// Full RAID stripe (data disks x chunk), in KiB.
     pub raid_stripe_kib: u64,
     /// GiB/s of the read half of a read-modify-write (see above).
@@ -240,6 +247,9 @@ impl StorageSection {
     }
     pub fn rpc_service_overhead(&self) -> Duration {
         duration(self.rpc_service_overhead_us, NS_PER_US)
+    }
+    pub fn ost_access_latency(&self) -> Duration {
+        duration(self.ost_access_latency_us.unwrap_or(0.0), NS_PER_US)
     }
     pub fn raid_stripe_bytes(&self) -> u64 {
         self.raid_stripe_kib * KIB
@@ -557,6 +567,13 @@ const SCHEMA: &[Section] = &[
             key("ost_read_bandwidth_gib_s", BANDWIDTH, "GiB/s", "3.26", "one OST reading"),
             key("oss_network_bandwidth_gib_s", BANDWIDTH, "GiB/s", "6.3", "one OSS's network interface"),
             key("rpc_service_overhead_us", LATENCY, "microseconds", "85", "OSS CPU time per I/O RPC"),
+            optional(key(
+                "ost_access_latency_us",
+                LATENCY,
+                "microseconds",
+                "4170",
+                "disk positioning time per I/O, overlapped by I/Os in flight",
+            )),
             key(
                 "raid_stripe_kib",
                 Kind::Count { min: PAGE_KIB, max: RAID_STRIPE_KIB_MAX, step: PAGE_KIB },

@@ -28,6 +28,10 @@ pub struct Model {
     pub oss_bw: f64,
     /// OSS-side cost of one I/O RPC.
     pub rpc_overhead: Duration,
+    /// Disk positioning time of one I/O, overlapped by other I/Os.
+    pub access_latency: Duration,
+    /// Client CPU time per message a node sends.
+    pub client_cpu_per_rpc: Duration,
     /// Full RAID stripe of an OST, bytes.
     pub raid_stripe_bytes: u64,
     /// Rate at which a partly written RAID stripe is read back for parity.
@@ -77,6 +81,8 @@ impl Model {
             ost_read_bw: storage.ost_read_bandwidth().bytes_per_s(),
             oss_bw: storage.oss_network_bandwidth().bytes_per_s(),
             rpc_overhead: storage.rpc_service_overhead(),
+            access_latency: storage.ost_access_latency(),
+            client_cpu_per_rpc: compute.client_cpu_per_rpc(),
             raid_stripe_bytes: storage.raid_stripe_bytes(),
             rmw_read_bw: storage.rmw_read_bandwidth().bytes_per_s(),
             oss_threads: storage.oss_service_threads,

@@ -110,6 +110,8 @@ pub struct World {
     pub osts: Vec<Ost<SizeStore>>,
     ost_timer: Vec<Option<Instant>>,
     node_tx_free: Vec<Instant>,
+    /// When each node's CPU has finished preparing the RPCs it sent.
+    node_cpu_free: Vec<Instant>,
     node_rx_free: Vec<Instant>,
     oss_tx_free: Vec<Instant>,
     oss_rx_free: Vec<Instant>,
@@ -159,6 +161,7 @@ impl World {
             osts: ost_list,
             ost_timer: vec![None; osts],
             node_tx_free: vec![Instant::ZERO; nodes],
+            node_cpu_free: vec![Instant::ZERO; nodes],
             node_rx_free: vec![Instant::ZERO; nodes],
             oss_tx_free: vec![Instant::ZERO; oss],
             oss_rx_free: vec![Instant::ZERO; oss],
@@ -243,10 +246,13 @@ impl World {
     /// Send what client `node` has to send, collect its finished operations
     /// and arm its timer. Call after every input to the client.
     pub fn pump_client(&mut self, node: u32) {
-        let latency = self.model.latency;
+        let (latency, cpu) = (self.model.latency, self.model.client_cpu_per_rpc);
         let n = node as usize;
         while let Some((ost, msg)) = self.clients[n].poll_transmit() {
-            self.queue.push(self.now + latency, Ev::AtOss { ost: ost.0, node, msg });
+            // The node prepares its messages one after another.
+            let leave = later(self.now, self.node_cpu_free[n]) + cpu;
+            self.node_cpu_free[n] = leave;
+            self.queue.push(leave + latency, Ev::AtOss { ost: ost.0, node, msg });
         }
         while let Some(event) = self.clients[n].poll_event() {
             match event {
@@ -329,7 +335,7 @@ impl World {
         }
         let done = later(bulk_done, self.disk_free[o]) + disk;
         self.disk_free[o] = done;
-        done
+        done + m.access_latency
     }
 
     /// The disk, then bulk from the OSS to the node.
@@ -338,6 +344,7 @@ impl World {
         let (n, s, o) = (node as usize, m.oss_of(ost) as usize, ost as usize);
         let disk = later(self.now, self.disk_free[o]) + plus(m.rpc_overhead, transfer(len, m.ost_read_bw));
         self.disk_free[o] = disk;
+        let disk = disk + m.access_latency;
         let tx = later(disk, self.oss_tx_free[s]) + transfer(len, m.oss_bw);
         self.oss_tx_free[s] = tx;
         let rx = later(disk, self.node_rx_free[n]) + transfer(len, m.node_bw);

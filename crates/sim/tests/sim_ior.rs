@@ -205,3 +205,40 @@ fn fsync_after_every_write_sends_every_transfer_at_once() {
     assert!(counter(&buffered, "write_rpcs") < 32, "{}", buffered["lanefs"]);
     assert!(write_bw(&synced) < write_bw(&buffered));
 }
+
+fn opts_with(cluster: &str, settings: &[(&str, &str)]) -> SimOptions {
+    let settings: Vec<(String, String)> = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    SimOptions { cluster: ClusterConfig::load_with(cluster, &settings).expect("settings apply"), ..opts(cluster) }
+}
+
+#[test]
+fn disk_positioning_time_is_paid_by_one_io_at_a_time_and_hidden_by_many() {
+    // One rank, one stripe: 4 transfers of 1 MiB, each synced (one I/O in
+    // flight), then 64 MiB written back with 8 RPCs in flight.
+    let slow = [("storage.ost_access_latency_us", "20000")];
+    let synced = "-a POSIX -w -b 4m -t 1m -N 1 -Y";
+    let (fast, paid) = (json_run(synced, opts("laptop")), json_run(synced, opts_with("laptop", &slow)));
+    // Each of the 4 writes waits 20 ms: at least 80 ms for 4 MiB.
+    assert!(write_bw(&paid) < 4.0 / 0.080, "synced writes pay the latency: {} MiB/s", write_bw(&paid));
+    assert!(write_bw(&paid) < write_bw(&fast) / 2.0);
+    let streamed = "-a POSIX -w -e -b 64m -t 1m -N 1";
+    let (fast, hidden) = (json_run(streamed, opts("laptop")), json_run(streamed, opts_with("laptop", &slow)));
+    // 64 MiB at 8 in flight: the 20 ms overlap, about 8 I/Os' worth of
+    // latency over the run instead of 64.
+    assert!(
+        write_bw(&hidden) > 0.6 * write_bw(&fast),
+        "RPCs in flight hide the latency: {} vs {} MiB/s",
+        write_bw(&hidden),
+        write_bw(&fast)
+    );
+}
+
+#[test]
+fn client_cpu_per_rpc_delays_every_message_a_node_sends() {
+    let line = "-a POSIX -w -b 4m -t 1m -N 1 -Y";
+    let free = json_run(line, opts("laptop"));
+    // 4 writes and their lock enqueue: each message costs the node 10 ms.
+    let costly = json_run(line, opts_with("laptop", &[("compute.client_cpu_per_rpc_us", "10000")]));
+    assert!(write_bw(&costly) < 4.0 / 0.040, "{} MiB/s", write_bw(&costly));
+    assert!(write_bw(&costly) < write_bw(&free));
+}
