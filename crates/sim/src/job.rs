@@ -37,7 +37,7 @@ use lanefs_core::msg::Payload;
 use lanefs_core::units::{Duration, Instant, ObjectId, ObjectKey, OstIndex};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// How aggregators lock in a collective run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,7 +238,7 @@ impl Job {
             self.world.push(t0 + Duration(skew), Ev::Work(WorkEv::Resume { rank: r }));
         }
         let mut coll = spec.collective.clone().map(|setup| CollState::new(setup, spec, t0));
-        let mut ops: HashMap<OpKey, u32> = HashMap::new();
+        let mut ops: HashMap<OpKey, u32> = HashMap::default();
         let mut done = 0u32;
         let total_bytes = u64::from(self.ranks) * spec.transfers_per_rank() * spec.transfer;
         let mut bar = Bar::new(self.progress, total_bytes, spec.write);

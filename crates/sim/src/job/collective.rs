@@ -11,7 +11,8 @@ use lanefs_core::mpiio::plan::{self as mplan, CollectivePlan, LockaheadWindow, R
 use lanefs_core::mpiio::report::MpiioStats;
 use lanefs_core::msg::Payload;
 use lanefs_core::units::{Duration, Instant};
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
 
 /// One round of a collective call, in the form the loop moves.
 #[derive(Clone, Debug, Default)]
