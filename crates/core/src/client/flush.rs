@@ -81,7 +81,14 @@ impl Client {
         for &(key, range) in &areas {
             let ost = key.ost;
             while self.writes_in_flight.get(&ost).copied().unwrap_or(0) < self.config.rpcs_in_flight_max {
-                let Some(run) = self.next_run(key, range) else {
+                // An object with writes in flight and nothing dirty is
+                // listed until its last reply: no need to look for a run.
+                let run = if range == Extent::WHOLE && !self.cache.object_has_dirty(key) {
+                    None
+                } else {
+                    self.next_run(key, range)
+                };
+                let Some(run) = run else {
                     if range == Extent::WHOLE {
                         self.forget_if_clean(key);
                     }

@@ -339,6 +339,11 @@ impl PageCache {
         })
     }
 
+    /// Whether `key` has any dirty byte (one map lookup).
+    pub fn object_has_dirty(&self, key: ObjectKey) -> bool {
+        self.dirty_runs.contains_key(&key)
+    }
+
     /// Objects with dirty bytes waiting to be written back.
     pub fn keys_with_dirty(&self) -> Vec<ObjectKey> {
         self.dirty_runs.keys().copied().collect()
