@@ -184,6 +184,9 @@ impl LockCache {
     /// Lock `id` was granted or used at `now` (if it still exists).
     pub fn touch(&mut self, id: LocalLock, now: Instant) {
         if let Some(lock) = self.locks.get_mut(&id) {
+            if lock.last_used == now {
+                return; // already the newest use at this instant
+            }
             self.by_use.remove(&(lock.last_used, id));
             self.by_use.insert((now, id));
             lock.last_used = now;

@@ -333,6 +333,9 @@ impl LockServer {
     /// deadline (Lustre's `ldlm_resource_prolong`): a holder busy flushing a
     /// large extent is not evicted for being slow.
     pub fn prolong(&mut self, now: Instant, client: ClientId, object: ObjectId, extent: Extent) {
+        if self.called_back.is_empty() {
+            return; // no lock has a deadline to move
+        }
         let deadline = now + self.config.callback_timeout;
         let Some(res) = self.resources.get(&object) else { return };
         for (_, handle) in res.granted.overlapping_unordered(&extent) {
