@@ -1,0 +1,424 @@
+//! The schema of a cluster description: the one list of sections and keys,
+//! with their rules, and the checks that hold a parsed description to it.
+
+use super::*;
+
+/// What a key's value must be.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    /// A non-empty string.
+    Text,
+    /// A whole number in `min..=max` and a multiple of `step`.
+    Count { min: u64, max: u64, step: u64 },
+    /// A finite number greater than zero and at most `max`.
+    Positive { max: f64 },
+    /// A finite number from zero to `max`.
+    NonNegative { max: f64 },
+}
+
+#[derive(Debug)]
+struct Key {
+    name: &'static str,
+    kind: Kind,
+    /// Unit of the value, as a reader would say it.
+    unit: &'static str,
+    required: bool,
+    /// A plausible value, shown in fixes.
+    example: &'static str,
+    about: &'static str,
+}
+
+#[derive(Debug)]
+struct Section {
+    name: &'static str,
+    required: bool,
+    keys: &'static [Key],
+}
+
+/// Bounds that keep derived values in range (`u32` ids, `u64` bytes and
+/// nanoseconds) while admitting any machine of today with room to spare.
+const NODES_MAX: u64 = 1 << 20;
+const RANKS_PER_NODE_MAX: u64 = 1 << 10;
+/// Lustre's protocol maximum bulk RPC, 64 MiB.
+const RPC_SIZE_KIB_MAX: u64 = 64 << 10;
+/// `OSC_MAX_RIF_MAX`.
+const RPCS_IN_FLIGHT_MAX: u64 = 256;
+const SIZE_MIB_MAX: u64 = 1 << 30;
+const LOCKS_MAX: u64 = 1 << 24;
+const OSS_COUNT_MAX: u64 = 1 << 16;
+const OSTS_PER_OSS_MAX: u64 = 1 << 10;
+const RAID_STRIPE_KIB_MAX: u64 = 1 << 20;
+const THREADS_MAX: u64 = 1 << 16;
+/// One PiB/s per device: far above any hardware, far below overflow.
+const BANDWIDTH_GIB_S_MAX: f64 = 1e6;
+/// 1,000 seconds.
+const LATENCY_US_MAX: f64 = 1e9;
+/// About 11.6 days.
+const TIMEOUT_S_MAX: f64 = 1e6;
+
+const PAGE_KIB: u64 = PAGE_SIZE / KIB;
+
+const fn key(name: &'static str, kind: Kind, unit: &'static str, example: &'static str, about: &'static str) -> Key {
+    Key { name, kind, unit, required: true, example, about }
+}
+
+const fn optional(key: Key) -> Key {
+    Key { required: false, ..key }
+}
+
+const fn count(min: u64, max: u64) -> Kind {
+    Kind::Count { min, max, step: 1 }
+}
+
+const BANDWIDTH: Kind = Kind::Positive { max: BANDWIDTH_GIB_S_MAX };
+const LATENCY: Kind = Kind::NonNegative { max: LATENCY_US_MAX };
+
+/// Every section and key a cluster description may hold.
+const SCHEMA: &[Section] = &[
+    Section {
+        name: "cluster",
+        required: true,
+        keys: &[
+            key("name", Kind::Text, "", "\"my-cluster\"", "a short name for the machine"),
+            optional(key("description", Kind::Text, "", "\"...\"", "the machine and the sources of its numbers")),
+        ],
+    },
+    Section {
+        name: "compute",
+        required: true,
+        keys: &[
+            key("nodes", count(1, NODES_MAX), "nodes", "192", "compute nodes, one file system client each"),
+            key("ranks_per_node", count(1, RANKS_PER_NODE_MAX), "ranks", "4", "default MPI ranks per node"),
+            key("copy_bandwidth_gib_s", BANDWIDTH, "GiB/s", "1.2", "one process copying into the page cache"),
+            key("injection_bandwidth_gib_s", BANDWIDTH, "GiB/s", "5.1", "one node's network interface"),
+            key("network_latency_us", LATENCY, "microseconds", "10", "one-way message latency, with LNet"),
+            optional(key("client_cpu_per_rpc_us", LATENCY, "microseconds", "5", "client CPU time per RPC")),
+        ],
+    },
+    Section {
+        name: "client",
+        required: true,
+        keys: &[
+            key(
+                "rpc_size_kib",
+                Kind::Count { min: PAGE_KIB, max: RPC_SIZE_KIB_MAX, step: PAGE_KIB },
+                "KiB",
+                "1024",
+                "largest bulk RPC",
+            ),
+            key("rpcs_in_flight", count(1, RPCS_IN_FLIGHT_MAX), "RPCs", "8", "RPCs in flight per OST"),
+            key("max_dirty_mib_per_ost", count(1, SIZE_MIB_MAX), "MiB", "32", "dirty cache per OST"),
+            key("lock_lru_size", count(1, LOCKS_MAX), "locks", "6400", "unused locks kept per client"),
+            key("cached_mib_max", count(1, SIZE_MIB_MAX), "MiB", "65536", "client page cache budget"),
+        ],
+    },
+    Section {
+        name: "storage",
+        required: true,
+        keys: &[
+            key("oss_count", count(1, OSS_COUNT_MAX), "servers", "24", "object storage servers"),
+            key("osts_per_oss", count(1, OSTS_PER_OSS_MAX), "OSTs", "1", "OSTs per OSS"),
+            key("ost_write_bandwidth_gib_s", BANDWIDTH, "GiB/s", "3.26", "one OST writing"),
+            key("ost_read_bandwidth_gib_s", BANDWIDTH, "GiB/s", "3.26", "one OST reading"),
+            key("oss_network_bandwidth_gib_s", BANDWIDTH, "GiB/s", "6.3", "one OSS's network interface"),
+            key("rpc_service_overhead_us", LATENCY, "microseconds", "85", "OSS CPU time per I/O RPC"),
+            optional(key(
+                "ost_access_latency_us",
+                LATENCY,
+                "microseconds",
+                "4170",
+                "disk positioning time per I/O, overlapped by I/Os in flight",
+            )),
+            key(
+                "raid_stripe_kib",
+                Kind::Count { min: PAGE_KIB, max: RAID_STRIPE_KIB_MAX, step: PAGE_KIB },
+                "KiB",
+                "1024",
+                "full RAID stripe; partial-stripe writes read it first",
+            ),
+            key("rmw_read_bandwidth_gib_s", BANDWIDTH, "GiB/s", "3.26", "read half of a read-modify-write"),
+            key("oss_service_threads", count(1, THREADS_MAX), "threads", "512", "RPCs one OSS serves at once"),
+            key("lock_cpu_us", LATENCY, "microseconds", "85", "lock server CPU time per lock request"),
+            key(
+                "callback_timeout_s",
+                Kind::NonNegative { max: TIMEOUT_S_MAX },
+                "seconds",
+                "100",
+                "time to answer a blocking callback before eviction",
+            ),
+        ],
+    },
+    Section {
+        name: "mpi",
+        required: false,
+        keys: &[
+            optional(key("latency_us", LATENCY, "microseconds", "1.5", "one-way MPI latency; default [compute]'s")),
+            optional(key(
+                "bandwidth_gib_s",
+                BANDWIDTH,
+                "GiB/s",
+                "9.3",
+                "one node's MPI bandwidth; default [compute]'s",
+            )),
+        ],
+    },
+];
+
+/// Checks a parsed description against [`SCHEMA`]; the first problem found,
+/// in schema order, is the error.
+pub(super) fn check_table(table: &Table, origin: &str) -> Result<(), ConfigError> {
+    let section_names: Vec<&str> = SCHEMA.iter().map(|section| section.name).collect();
+    for (name, value) in table {
+        let Some(section) = SCHEMA.iter().find(|section| section.name == name) else {
+            let hint = match SCHEMA.iter().find(|section| section.keys.iter().any(|key| key.name == name)) {
+                Some(owner) => format!(" (`{name}` is a key: put it under [{}])", owner.name),
+                None => did_you_mean(name, &section_names),
+            };
+            return Err(ConfigError::UnknownSection {
+                origin: origin.into(),
+                section: name.clone(),
+                hint,
+                valid: section_names.join(", "),
+            });
+        };
+        let Value::Table(keys) = value else {
+            return Err(ConfigError::NotASection { origin: origin.into(), section: section.name });
+        };
+        check_section(section, keys, origin)?;
+    }
+    for section in SCHEMA.iter().filter(|section| section.required) {
+        if !table.contains_key(section.name) {
+            return Err(ConfigError::MissingSection {
+                origin: origin.into(),
+                section: section.name,
+                keys: key_names(section, true).join(", "),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn key_names(section: &Section, required_only: bool) -> Vec<&'static str> {
+    section.keys.iter().filter(|key| key.required || !required_only).map(|key| key.name).collect()
+}
+
+fn check_section(section: &Section, table: &Table, origin: &str) -> Result<(), ConfigError> {
+    let valid = key_names(section, false);
+    for name in table.keys() {
+        if section.keys.iter().any(|key| key.name == name) {
+            continue;
+        }
+        let owner = SCHEMA.iter().find(|other| other.keys.iter().any(|key| key.name == name));
+        let hint = match owner {
+            Some(owner) => format!(" (it belongs in [{}])", owner.name),
+            None => did_you_mean(name, &valid),
+        };
+        return Err(ConfigError::UnknownKey {
+            origin: origin.into(),
+            section: section.name,
+            key: name.clone(),
+            hint,
+            valid: valid.join(", "),
+        });
+    }
+    for key in section.keys {
+        match table.get(key.name) {
+            Some(value) => check_value(key, value).map_err(|(problem, fix)| {
+                ConfigError::InvalidValue(Box::new(InvalidValue {
+                    origin: origin.into(),
+                    section: section.name,
+                    key: key.name,
+                    value: value.to_string(),
+                    problem,
+                    fix,
+                }))
+            })?,
+            None if key.required => {
+                return Err(ConfigError::MissingKey {
+                    origin: origin.into(),
+                    section: section.name,
+                    key: key.name,
+                    example: key.example,
+                    about: key.about,
+                })
+            }
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+/// `Err((problem, fix))` when `value` does not suit `key`.
+fn check_value(key: &Key, value: &Value) -> Result<(), (String, String)> {
+    let name = key.name;
+    let example = format!("`{name} = {}`", key.example);
+    if let Kind::Text = key.kind {
+        return match value {
+            Value::String(text) if !text.trim().is_empty() => Ok(()),
+            Value::String(_) => Err(("the text is empty".into(), format!("write something, like {example}"))),
+            other => {
+                Err((format!("expected quoted text, found {}", type_name(other)), format!("quote it, like {example}")))
+            }
+        };
+    }
+    let number = match value {
+        Value::Integer(integer) => *integer as f64,
+        Value::Float(float) => *float,
+        Value::String(text) => return Err(string_for_number(key, text)),
+        other => {
+            return Err((
+                format!("expected a number of {}, found {}", key.unit, type_name(other)),
+                format!("write a bare number, like {example}"),
+            ))
+        }
+    };
+    if !number.is_finite() {
+        return Err((
+            "the value must be a finite number".into(),
+            format!("write a number of {}, like {example}", key.unit),
+        ));
+    }
+    match key.kind {
+        Kind::Text => unreachable!("text was checked above"),
+        Kind::Count { min, max, step } => {
+            let Value::Integer(integer) = *value else {
+                return Err(("expected a whole number".into(), format!("drop the fraction, like {example}")));
+            };
+            if integer < 0 || (integer as u64) < min || integer as u64 > max {
+                return Err((
+                    format!("must be between {min} and {max} {}", key.unit),
+                    format!("give a value in that range, like {example}"),
+                ));
+            }
+            if !(integer as u64).is_multiple_of(step) {
+                return Err((
+                    format!("must be a multiple of {step} {} (the {PAGE_SIZE}-byte page)", key.unit),
+                    format!("round it to a multiple of {step}, like {example}"),
+                ));
+            }
+        }
+        Kind::Positive { max } => {
+            if number <= 0.0 {
+                return Err((
+                    format!(
+                        "must be greater than zero (a rate in {} that moves no data stalls the simulation)",
+                        key.unit
+                    ),
+                    format!("give the rate in {}, like {example}", key.unit),
+                ));
+            }
+            if number > max {
+                return Err((
+                    format!("is above the limit of {max} {}", key.unit),
+                    format!("check the unit: {}", key.unit),
+                ));
+            }
+        }
+        Kind::NonNegative { max } => {
+            if number < 0.0 {
+                return Err((
+                    "a time cannot be negative".into(),
+                    format!("give it in {}, 0 for none, like {example}", key.unit),
+                ));
+            }
+            if number > max {
+                return Err((
+                    format!("is above the limit of {max} {}", key.unit),
+                    format!("check the unit: {}", key.unit),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Problem and fix for a string where a number belongs: usually a unit
+/// written into the value (`"10GB"`), sometimes a quoted number (`"10"`).
+fn string_for_number(key: &Key, text: &str) -> (String, String) {
+    let trimmed = text.trim();
+    let number_len = trimmed
+        .char_indices()
+        .find(|&(_, c)| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == '_'))
+        .map_or(trimmed.len(), |(index, _)| index);
+    let (number, suffix) = trimmed.split_at(number_len);
+    let name = key.name;
+    let unit = key.unit;
+    if number.parse::<f64>().is_err() {
+        return (
+            format!("expected a number of {unit}, found the text \"{text}\""),
+            format!("write a bare number, like `{name} = {}`", key.example),
+        );
+    }
+    if suffix.trim().is_empty() {
+        return ("a quoted number is text, not a number".into(), format!("remove the quotes: `{name} = {number}`"));
+    }
+    (
+        format!("\"{}\" is a unit, and units go in the key name, not the value", suffix.trim()),
+        format!("write a bare number of {unit}, converting if needed, like `{name} = {}`", key.example),
+    )
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::String(_) => "text",
+        Value::Integer(_) => "an integer",
+        Value::Float(_) => "a number",
+        Value::Boolean(_) => "a boolean",
+        Value::Datetime(_) => "a date",
+        Value::Array(_) => "a list",
+        Value::Table(_) => "a table",
+    }
+}
+
+/// `" (did you mean `x`?)"` for the closest name within a few edits, else "".
+pub(super) fn did_you_mean(given: &str, names: &[&str]) -> String {
+    let closest = names
+        .iter()
+        .map(|name| (edit_distance(given, name), *name))
+        .filter(|&(distance, name)| distance <= 3.max(name.len() / 4))
+        .min();
+    closest.map_or_else(String::new, |(_, name)| format!(" (did you mean `{name}`?)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A description with every key of the schema at its example value.
+    fn every_key() -> Table {
+        let mut text = String::new();
+        for section in SCHEMA {
+            text += &format!("[{}]\n", section.name);
+            for key in section.keys {
+                text += &format!("{} = {}\n", key.name, key.example);
+            }
+        }
+        text.parse().expect("examples are valid TOML")
+    }
+
+    #[test]
+    fn schema_and_structs_name_the_same_keys() {
+        let table = every_key();
+        check_table(&table, "test").expect("every example passes its own rule");
+        // deny_unknown_fields: every schema key is a field.
+        let config: ClusterConfig = table.clone().try_into().expect("every schema key is a field");
+        // Serialization emits every field that is set, and all are set.
+        let round_trip = Table::try_from(&config).expect("serializable");
+        let names = |table: &Table| -> Vec<(String, Vec<String>)> {
+            let keys = |value: &Value| value.as_table().expect("a section").keys().cloned().collect();
+            table.iter().map(|(section, value)| (section.clone(), keys(value))).collect()
+        };
+        assert_eq!(names(&round_trip), names(&table), "every field is a schema key");
+        check_table(&round_trip, "round trip").expect("a checked configuration stays valid");
+    }
+
+    #[test]
+    fn edit_distance_counts_edits() {
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("nodes", "nodes"), 0);
+        assert_eq!(edit_distance("node", "nodes"), 1);
+        assert_eq!(edit_distance("ost_write_bandwidth_gb_s", "ost_write_bandwidth_gib_s"), 1);
+        assert_eq!(did_you_mean("laptp", &["laptop", "frontier"]), " (did you mean `laptop`?)");
+        assert_eq!(did_you_mean("zzzzzzzz", &["laptop", "frontier"]), "");
+    }
+}
