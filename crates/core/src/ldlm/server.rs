@@ -34,6 +34,7 @@ use super::{LockMode, LockRequest};
 use crate::extent::{Extent, EOF};
 use crate::msg::{EnqueueReply, ToClient};
 use crate::units::{ClientId, Duration, Instant, LockHandle, ObjectId, Xid, PAGE_SIZE};
+use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use tracing::{debug, trace};
@@ -210,7 +211,9 @@ impl Granted {
 #[derive(Debug)]
 pub struct LockServer {
     config: LockServerConfig,
-    locks: BTreeMap<LockHandle, Lock>,
+    /// Every lock by handle (hashed: looked up at every request; walks in
+    /// handle order sort first).
+    locks: FxHashMap<LockHandle, Lock>,
     resources: BTreeMap<ObjectId, Resource>,
     evicted: BTreeSet<ClientId>,
     /// Locks with a callback deadline (called back, not yet cancelled).
@@ -224,7 +227,7 @@ impl LockServer {
     pub fn new(config: LockServerConfig) -> Self {
         LockServer {
             config,
-            locks: BTreeMap::new(),
+            locks: FxHashMap::default(),
             resources: BTreeMap::new(),
             evicted: BTreeSet::new(),
             called_back: BTreeSet::new(),
@@ -350,7 +353,9 @@ impl LockServer {
 
     /// Drop every lock of `client`, refuse it until it reconnects.
     pub fn evict(&mut self, now: Instant, client: ClientId) {
-        let handles: Vec<LockHandle> = self.locks.iter().filter(|(_, l)| l.client == client).map(|(h, _)| *h).collect();
+        let mut handles: Vec<LockHandle> =
+            self.locks.iter().filter(|(_, l)| l.client == client).map(|(h, _)| *h).collect();
+        handles.sort_unstable();
         let mut objects = BTreeSet::new();
         for handle in handles {
             objects.insert(self.remove_lock(handle));
@@ -405,12 +410,16 @@ impl LockServer {
         total
     }
 
-    /// Granted locks: `(handle, client, object, mode, extent)`.
+    /// Granted locks: `(handle, client, object, mode, extent)`, in handle order.
     pub fn granted_locks(&self) -> impl Iterator<Item = (LockHandle, ClientId, ObjectId, LockMode, Extent)> + '_ {
-        self.locks
+        let mut granted: Vec<_> = self
+            .locks
             .iter()
             .filter(|(_, l)| l.state == LockState::Granted)
             .map(|(h, l)| (*h, l.client, l.object, l.request.mode, l.extent))
+            .collect();
+        granted.sort_unstable_by_key(|g| g.0);
+        granted.into_iter()
     }
 
     pub fn lock_count(&self) -> usize {
