@@ -14,6 +14,7 @@
 use crate::extent::Extent;
 use crate::ldlm::{EnqueueFlags, LockMode};
 use crate::units::{Instant, LockHandle, ObjectKey, OstIndex, Xid};
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -105,17 +106,18 @@ impl ExtentIndex {
 
 #[derive(Debug, Default)]
 pub struct LockCache {
-    locks: BTreeMap<LocalLock, ClientLock>,
+    /// Hashed: looked up at every step; walks in id order sort first.
+    locks: FxHashMap<LocalLock, ClientLock>,
     /// The locks of each object by extent: matching looks at one object's
     /// locks only, and at those near the request.
     by_key: BTreeMap<ObjectKey, ExtentIndex>,
     /// Enqueues awaiting their reply.
-    by_xid: BTreeMap<Xid, LocalLock>,
+    by_xid: FxHashMap<Xid, LocalLock>,
     /// Locks called back or being cancelled: what the cancel and writeback
     /// pumps look at, instead of every lock.
     returning: BTreeSet<LocalLock>,
     /// Server handles are unique per OST only.
-    by_handle: BTreeMap<(OstIndex, LockHandle), LocalLock>,
+    by_handle: FxHashMap<(OstIndex, LockHandle), LocalLock>,
     /// Locks ever granted, by when they were last used: the LRU's order,
     /// kept by [`LockCache::touch`], so that the oldest unused lock is
     /// found without looking at every lock.
@@ -258,8 +260,16 @@ impl LockCache {
         assert_eq!(indexed, self.locks.len(), "extent index holds gone locks");
     }
 
+    /// Every lock, in id order.
     pub fn iter(&self) -> impl Iterator<Item = (LocalLock, &ClientLock)> {
-        self.locks.iter().map(|(id, l)| (*id, l))
+        let mut ids: Vec<LocalLock> = self.locks.keys().copied().collect();
+        ids.sort_unstable();
+        ids.into_iter().map(|id| (id, &self.locks[&id]))
+    }
+
+    /// Whether any lock satisfies `f` (no order needed).
+    pub fn any(&self, f: impl Fn(&ClientLock) -> bool) -> bool {
+        self.locks.values().any(f)
     }
 
     pub fn len(&self) -> usize {

@@ -53,6 +53,7 @@ use ladvise::{Advice, LadviseError, LockaheadResult, Validated};
 use locks::{LocalLock, LockCache};
 use ops::{Op, OpKind};
 use pagecache::PageCache;
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -263,8 +264,8 @@ pub struct Client {
     locks: LockCache,
     cache: PageCache,
     ops: BTreeMap<OpId, Op>,
-    rpcs: BTreeMap<Xid, Rpc>,
-    writes_in_flight: BTreeMap<OstIndex, usize>,
+    rpcs: FxHashMap<Xid, Rpc>,
+    writes_in_flight: FxHashMap<OstIndex, usize>,
     /// Bytes written per object since it was last found fully written back:
     /// what the writeback pump looks at, so that it never scans the cache.
     dirty_keys: BTreeMap<ObjectKey, DirtyObject>,
@@ -291,8 +292,8 @@ impl Client {
             locks: LockCache::default(),
             cache: PageCache::new(),
             ops: BTreeMap::new(),
-            rpcs: BTreeMap::new(),
-            writes_in_flight: BTreeMap::new(),
+            rpcs: FxHashMap::default(),
+            writes_in_flight: FxHashMap::default(),
             dirty_keys: BTreeMap::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),

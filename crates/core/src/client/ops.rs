@@ -552,7 +552,7 @@ impl Client {
         for l in held {
             self.begin_cancel(l);
         }
-        let cancelling = self.locks.iter().any(|(_, l)| l.key == step.key && l.mode == step.mode);
+        let cancelling = self.locks.any(|l| l.key == step.key && l.mode == step.mode);
         if cancelling {
             self.set_state(id, OpState::WaitFlush);
             return Ok(false);

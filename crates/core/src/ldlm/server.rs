@@ -214,7 +214,7 @@ pub struct LockServer {
     /// Every lock by handle (hashed: looked up at every request; walks in
     /// handle order sort first).
     locks: FxHashMap<LockHandle, Lock>,
-    resources: BTreeMap<ObjectId, Resource>,
+    resources: FxHashMap<ObjectId, Resource>,
     evicted: BTreeSet<ClientId>,
     /// Locks with a callback deadline (called back, not yet cancelled).
     called_back: BTreeSet<LockHandle>,
@@ -228,7 +228,7 @@ impl LockServer {
         LockServer {
             config,
             locks: FxHashMap::default(),
-            resources: BTreeMap::new(),
+            resources: FxHashMap::default(),
             evicted: BTreeSet::new(),
             called_back: BTreeSet::new(),
             handle_next: 1,
