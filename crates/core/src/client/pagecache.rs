@@ -71,6 +71,7 @@ use crate::extent::Extent;
 use crate::msg::{Payload, PayloadKind};
 use crate::pages::{PageBuf, PagePool, PageSpan, PAGE_BYTES};
 use crate::units::{ObjectKey, OstIndex, PAGE_SIZE};
+use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -93,14 +94,16 @@ pub struct WritebackRun {
 
 #[derive(Clone, Debug, Default)]
 pub struct PageCache {
-    objects: BTreeMap<ObjectKey, Runs>,
+    /// Hashed by object (looked up at every step); walks in object order
+    /// sort first.
+    objects: FxHashMap<ObjectKey, Runs>,
     /// First pages of the runs with dirty bytes, per object, so that finding
     /// the next writeback run never walks clean or in-flight pages.
-    dirty_runs: BTreeMap<ObjectKey, BTreeSet<u64>>,
+    dirty_runs: FxHashMap<ObjectKey, BTreeSet<u64>>,
     /// First pages of the runs with bytes under writeback, per object, so
     /// that "is anything of this object still in flight" (fsync, close,
     /// cancel) never walks the clean pages.
-    writeback_runs: BTreeMap<ObjectKey, BTreeSet<u64>>,
+    writeback_runs: FxHashMap<ObjectKey, BTreeSet<u64>>,
     /// Cached-dirty bytes per OST; OSTs at zero have no entry.
     dirty_bytes_ost: BTreeMap<OstIndex, u64>,
     dirty_bytes: u64,
@@ -324,7 +327,7 @@ impl PageCache {
     /// Whether a run listed in `index` has a byte of `range` in `ranges`.
     fn indexed_meets(
         &self,
-        index: &BTreeMap<ObjectKey, BTreeSet<u64>>,
+        index: &FxHashMap<ObjectKey, BTreeSet<u64>>,
         key: ObjectKey,
         range: &Extent,
         ranges: impl Fn(&Page) -> &Ranges,
@@ -346,7 +349,9 @@ impl PageCache {
 
     /// Objects with dirty bytes waiting to be written back.
     pub fn keys_with_dirty(&self) -> Vec<ObjectKey> {
-        self.dirty_runs.keys().copied().collect()
+        let mut keys: Vec<ObjectKey> = self.dirty_runs.keys().copied().collect();
+        keys.sort_unstable();
+        keys
     }
 
     /// The dirty bytes of `key` (not counting writeback), merged.
@@ -740,7 +745,7 @@ impl PageCache {
 }
 
 /// Lists (or unlists) run `start` of `key` in `index`, dropping empty sets.
-fn set_listed(index: &mut BTreeMap<ObjectKey, BTreeSet<u64>>, key: ObjectKey, start: u64, listed: bool) {
+fn set_listed(index: &mut FxHashMap<ObjectKey, BTreeSet<u64>>, key: ObjectKey, start: u64, listed: bool) {
     if listed {
         index.entry(key).or_default().insert(start);
     } else if let Some(set) = index.get_mut(&key) {
