@@ -658,22 +658,28 @@ impl PageCache {
     fn merge(&mut self, key: ObjectKey, first: u64, last: u64) {
         let Some(runs) = self.objects.get(&key) else { return };
         let from = runs.range(..first).next_back().map_or(first, |(&s, _)| s);
-        let starts: SmallVec<[u64; 8]> = runs.range(from..=last.saturating_add(1)).map(|(&s, _)| s).collect();
-        let Some(&(mut cur)) = starts.first() else { return };
-        for &next in &starts[1..] {
-            let runs = &self.objects[&key];
-            let (a, b) = (&runs[&cur], &runs[&next]);
-            let fits = a.data.is_none() || a.pages + b.pages <= BYTE_RUN_PAGES_MAX;
-            if a.end(cur) == next && a.kind() == b.kind() && a.page == b.page && fits {
-                let b = self.take(key, next).expect("listed");
-                let mut a = self.take(key, cur).expect("listed");
-                if let (Some(frames), Some(more)) = (&mut a.data, b.data) {
-                    frames.extend(more);
-                }
-                self.put(key, cur, Run { pages: a.pages + b.pages, page: a.page, data: a.data });
+        // One walk decides every merge: `(into, next)` folds run `next` into
+        // the run at `into`, which has grown to `pages` by then.
+        let mut folds: SmallVec<[(u64, u64); 8]> = SmallVec::new();
+        let mut walk = runs.range(from..=last.saturating_add(1));
+        let Some((&start, run)) = walk.next() else { return };
+        let (mut into, mut a, mut pages) = (start, run, run.pages);
+        for (&next, b) in walk {
+            let fits = a.data.is_none() || pages + b.pages <= BYTE_RUN_PAGES_MAX;
+            if into + pages == next && a.kind() == b.kind() && a.page == b.page && fits {
+                folds.push((into, next));
+                pages += b.pages;
             } else {
-                cur = next;
+                (into, a, pages) = (next, b, b.pages);
             }
+        }
+        for (into, next) in folds {
+            let b = self.take(key, next).expect("listed");
+            let mut a = self.take(key, into).expect("listed");
+            if let (Some(frames), Some(more)) = (&mut a.data, b.data) {
+                frames.extend(more);
+            }
+            self.put(key, into, Run { pages: a.pages + b.pages, page: a.page, data: a.data });
         }
     }
 

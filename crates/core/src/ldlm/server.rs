@@ -336,18 +336,25 @@ impl LockServer {
     /// deadline (Lustre's `ldlm_resource_prolong`): a holder busy flushing a
     /// large extent is not evicted for being slow.
     pub fn prolong(&mut self, now: Instant, client: ClientId, object: ObjectId, extent: Extent) {
-        if self.called_back.is_empty() {
-            return; // no lock has a deadline to move
-        }
         let deadline = now + self.config.callback_timeout;
-        let Some(res) = self.resources.get(&object) else { return };
-        for (_, handle) in res.granted.overlapping_unordered(&extent) {
-            let lock = self.locks.get_mut(&handle).expect("granted lock exists");
-            if lock.client == client && lock.extent.overlaps(&extent) {
+        let prolong = |lock: &mut Lock| {
+            if lock.client == client && lock.object == object && lock.extent.overlaps(&extent) {
                 if let Some(d) = lock.callback_deadline.as_mut() {
                     *d = (*d).max(deadline);
                 }
             }
+        };
+        // Only called-back locks have a deadline: look at them when they
+        // are few, at the locks overlapping the I/O otherwise.
+        if self.called_back.len() <= 8 {
+            for handle in &self.called_back {
+                prolong(self.locks.get_mut(handle).expect("called-back lock exists"));
+            }
+            return;
+        }
+        let Some(res) = self.resources.get(&object) else { return };
+        for (_, handle) in res.granted.overlapping_unordered(&extent) {
+            prolong(self.locks.get_mut(&handle).expect("granted lock exists"));
         }
     }
 
