@@ -785,4 +785,30 @@ mod tests {
         assert!(matches!(out[0].1, ToClient::Enqueue { reply: EnqueueReply::Waiting { .. }, .. }), "{out:?}");
         assert_eq!(out[1], (ClientId(2), ToClient::Blocking { lock: LockHandle(2) }));
     }
+    #[test]
+    fn io_under_a_called_back_lock_moves_its_deadline() {
+        // One called-back lock, then more than the few the server walks
+        // directly: I/O of the holder moves the deadline, I/O of another
+        // client does not.
+        let second = |secs: u64| Instant(secs * 1_000_000_000);
+        for objects in [1, 20] {
+            let mut s = LockServer::new(LockServerConfig { callback_timeout: Duration::from_secs(10) });
+            for k in 0..objects {
+                let object = ObjectId(k);
+                s.handle_enqueue(second(0), ClientId(1), Xid(2 * k), object, pw(0, MIB - 1));
+                s.handle_enqueue(second(0), ClientId(2), Xid(2 * k + 1), object, pw(2 * MIB, 3 * MIB - 1));
+            }
+            drain(&mut s);
+            assert_eq!(s.poll_timeout(), Some(second(10)), "{objects} callbacks sent at 0 s");
+            for k in 0..objects {
+                s.prolong(second(5), ClientId(2), ObjectId(k), Extent::new(0, MIB - 1));
+            }
+            assert_eq!(s.poll_timeout(), Some(second(10)), "another client's I/O moves nothing");
+            for k in 0..objects {
+                s.prolong(second(5), ClientId(1), ObjectId(k), Extent::new(0, MIB - 1));
+            }
+            assert_eq!(s.poll_timeout(), Some(second(15)), "{objects} holders' I/O at 5 s");
+            s.check_invariants();
+        }
+    }
 }
