@@ -186,8 +186,8 @@ impl LockCache {
     /// Lock `id` was granted or used at `now` (if it still exists).
     pub fn touch(&mut self, id: LocalLock, now: Instant) {
         if let Some(lock) = self.locks.get_mut(&id) {
-            if lock.last_used == now {
-                return; // already the newest use at this instant
+            if lock.last_used == now && self.by_use.contains(&(now, id)) {
+                return; // already listed as used at this instant
             }
             self.by_use.remove(&(lock.last_used, id));
             self.by_use.insert((now, id));
@@ -327,5 +327,42 @@ impl LockCache {
     fn unused(&self) -> impl Iterator<Item = (LocalLock, Instant)> + '_ {
         let unused = |l: &ClientLock| l.is_granted() && l.users == 0 && !l.callback_pending && !l.mode.is_group();
         self.by_use.iter().filter(move |(_, id)| unused(&self.locks[id])).map(|&(t, id)| (id, t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::ObjectId;
+
+    fn granted_at_zero() -> ClientLock {
+        ClientLock {
+            key: ObjectKey { ost: OstIndex(0), object: ObjectId(1) },
+            mode: LockMode::ProtectedWrite,
+            flags: EnqueueFlags::default(),
+            requested: Extent::new(0, 4095),
+            extent: Extent::new(0, 4095),
+            handle: None,
+            state: ClientLockState::Granted,
+            users: 0,
+            callback_pending: false,
+            last_used: Instant::ZERO,
+        }
+    }
+
+    #[test]
+    fn a_lock_used_at_the_instant_it_was_made_enters_the_lru() {
+        // A lock starts with `last_used` at time zero: a first use at time
+        // zero must still list it, and a second use at the same instant
+        // changes nothing.
+        let mut cache = LockCache::default();
+        let id = cache.insert(granted_at_zero());
+        cache.touch(id, Instant::ZERO);
+        assert_eq!(cache.oldest_unused(), Some(Instant::ZERO));
+        cache.touch(id, Instant::ZERO);
+        cache.check_invariants();
+        cache.touch(id, Instant(5));
+        assert_eq!(cache.oldest_unused(), Some(Instant(5)));
+        cache.check_invariants();
     }
 }
