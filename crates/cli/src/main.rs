@@ -11,6 +11,8 @@ mod lockscript;
 mod sim;
 
 use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
 
 /// The simulator allocates and frees small objects at every event (messages,
 /// map nodes); mimalloc does that in a fraction of glibc's time. Built
@@ -18,8 +20,6 @@ use anyhow::Result;
 /// of two speeds, one 40% slower, from run to run.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use clap::{Parser, Subcommand};
-use std::path::PathBuf;
 
 #[derive(Parser)]
 #[command(name = "lanefs", version, about = "A parallel file system built around one shared file, and its tools")]

@@ -785,6 +785,7 @@ mod tests {
         assert!(matches!(out[0].1, ToClient::Enqueue { reply: EnqueueReply::Waiting { .. }, .. }), "{out:?}");
         assert_eq!(out[1], (ClientId(2), ToClient::Blocking { lock: LockHandle(2) }));
     }
+
     #[test]
     fn io_under_a_called_back_lock_moves_its_deadline() {
         // One called-back lock, then more than the few the server walks
