@@ -41,8 +41,7 @@ use lanefs_core::msg::{ToClient, ToOst};
 use lanefs_core::ost::Ost;
 use lanefs_core::store::SizeStore;
 use lanefs_core::units::{ClientId, Duration, Instant, OstIndex};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 /// Something that happens at an instant.
 #[derive(Debug)]
@@ -118,8 +117,11 @@ pub struct World {
     oss_busy: Vec<u32>,
     oss_pending: Vec<VecDeque<(u32, u32, ToOst)>>,
     disk_free: Vec<Instant>,
-    /// Per OSS, when each lock-service thread is next free (a min-heap).
-    lock_threads: Vec<BinaryHeap<Reverse<Instant>>>,
+    /// Per OSS, when each lock-service thread is next free, earliest first.
+    /// Every lock request takes the same CPU time, so the thread taken (the
+    /// earliest free) is always the front and its new free time is never
+    /// earlier than any other: the queue stays sorted by pushing at the back.
+    lock_threads: Vec<VecDeque<Instant>>,
     done: VecDeque<Happening>,
     /// Events popped so far.
     pub events: u64,
@@ -168,9 +170,7 @@ impl World {
             oss_busy: vec![0; oss],
             oss_pending: vec![VecDeque::new(); oss],
             disk_free: vec![Instant::ZERO; osts],
-            lock_threads: (0..oss)
-                .map(|_| (0..model.oss_threads.max(1)).map(|_| Reverse(Instant::ZERO)).collect())
-                .collect(),
+            lock_threads: (0..oss).map(|_| (0..model.oss_threads.max(1)).map(|_| Instant::ZERO).collect()).collect(),
             done: VecDeque::new(),
             events: 0,
             bytes_lost: 0,
@@ -294,9 +294,10 @@ impl World {
             other => {
                 // The earliest free service thread of the OSS takes it.
                 let threads = &mut self.lock_threads[self.model.oss_of(ost) as usize];
-                let Reverse(free) = threads.pop().expect("an OSS has service threads");
+                let free = threads.pop_front().expect("an OSS has service threads");
                 let done = later(self.now, free) + self.model.lock_cpu;
-                threads.push(Reverse(done));
+                debug_assert!(threads.back().is_none_or(|&last| last <= done), "lock threads out of order");
+                threads.push_back(done);
                 self.queue.push(done, Ev::OstInput { ost, node, msg: other, io: false });
             }
         }
