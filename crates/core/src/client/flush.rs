@@ -81,14 +81,7 @@ impl Client {
         for &(key, range) in &areas {
             let ost = key.ost;
             while self.writes_in_flight.get(&ost).copied().unwrap_or(0) < self.config.rpcs_in_flight_max {
-                // An object with writes in flight and nothing dirty is
-                // listed until its last reply: no need to look for a run.
-                let run = if range == Extent::WHOLE && !self.cache.object_has_dirty(key) {
-                    None
-                } else {
-                    self.next_run(key, range)
-                };
-                let Some(run) = run else {
+                let Some(run) = self.next_run(key, range) else {
                     if range == Extent::WHOLE {
                         self.forget_if_clean(key);
                     }
@@ -153,6 +146,11 @@ impl Client {
     /// stream of writes costs the pump one short look per RPC instead of a
     /// walk over every cached page from the start of the object.
     fn next_run(&mut self, key: ObjectKey, range: Extent) -> Option<super::pagecache::WritebackRun> {
+        // An object with writes in flight and nothing dirty stays listed
+        // until its last reply: one lookup says there is no run to cut.
+        if !self.cache.object_has_dirty(key) {
+            return None;
+        }
         let max = self.config.rpc_bytes_max;
         if range != Extent::WHOLE {
             return self.cache.next_writeback(key, range, max);

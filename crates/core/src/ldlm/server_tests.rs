@@ -1,0 +1,103 @@
+//! The lock server alone: malformed and evicted clients' requests, and
+//! the callback deadline that I/O prolongs.
+
+use super::*;
+use crate::ldlm::EnqueueFlags;
+
+const MIB: u64 = 1 << 20;
+
+fn pw(start: u64, end: u64) -> LockRequest {
+    LockRequest::new(LockMode::ProtectedWrite, Extent::new(start, end))
+}
+
+fn drain(s: &mut LockServer) -> (Vec<(ClientId, ToClient)>, Vec<LockEvent>) {
+    let mut out = Vec::new();
+    while let Some(m) = s.poll_transmit() {
+        out.push(m);
+    }
+    let mut events = Vec::new();
+    while let Some(e) = s.poll_event() {
+        events.push(e);
+    }
+    (out, events)
+}
+
+#[test]
+fn malformed_requests_are_refused_not_fatal() {
+    let mut s = LockServer::new(LockServerConfig::default());
+    s.record_events();
+    let bad = [
+        pw(100, 5000),
+        pw(0, 4094),
+        LockRequest::new(LockMode::Group(crate::ldlm::GroupId(1)), Extent::new(0, MIB - 1)),
+    ];
+    for (i, request) in bad.into_iter().enumerate() {
+        s.handle_enqueue(Instant(0), ClientId(1), Xid(i as u64), ObjectId(0), request);
+    }
+    // An inverted extent can only come from a peer's bytes.
+    let inverted = LockRequest { extent: Extent { start: 8192, end: 0 }, ..pw(0, 4095) };
+    s.handle_enqueue(Instant(0), ClientId(1), Xid(9), ObjectId(0), inverted);
+    let (out, events) = drain(&mut s);
+    assert_eq!(out.len(), 4);
+    assert!(out.iter().all(|(_, m)| matches!(m, ToClient::Enqueue { reply: EnqueueReply::Invalid, .. })));
+    assert_eq!(events.len(), 4);
+    assert_eq!(s.lock_count(), 0);
+    assert_eq!(s.counters_total().refusals, 4);
+    s.check_invariants();
+}
+
+#[test]
+fn an_evicted_clients_enqueue_is_a_refusal_event() {
+    let mut s = LockServer::new(LockServerConfig { callback_timeout: Duration::from_secs(1) });
+    s.record_events();
+    s.handle_enqueue(Instant(0), ClientId(1), Xid(1), ObjectId(0), pw(0, MIB - 1));
+    s.handle_enqueue(Instant(0), ClientId(2), Xid(2), ObjectId(0), pw(MIB, 2 * MIB - 1));
+    s.handle_timeout(Instant(2_000_000_000));
+    drain(&mut s);
+    assert!(s.is_evicted(ClientId(1)));
+    s.handle_enqueue(Instant(3), ClientId(1), Xid(3), ObjectId(0), pw(4 * MIB, 5 * MIB - 1));
+    let (out, events) = drain(&mut s);
+    assert_eq!(out, vec![(ClientId(1), ToClient::Enqueue { xid: Xid(3), reply: EnqueueReply::Evicted })]);
+    assert_eq!(
+        events,
+        vec![LockEvent::Refused {
+            client: ClientId(1),
+            object: ObjectId(0),
+            extent: Extent::new(4 * MIB, 5 * MIB - 1)
+        }]
+    );
+    s.handle_connect(ClientId(1));
+    let flags = EnqueueFlags { no_expand: true, speculative: false };
+    s.handle_enqueue(Instant(4), ClientId(1), Xid(4), ObjectId(0), LockRequest { flags, ..pw(8 * MIB, 9 * MIB - 1) });
+    let (out, _) = drain(&mut s);
+    // Accepted again: it waits behind c2's expanded lock, which is called back.
+    assert!(matches!(out[0].1, ToClient::Enqueue { reply: EnqueueReply::Waiting { .. }, .. }), "{out:?}");
+    assert_eq!(out[1], (ClientId(2), ToClient::Blocking { lock: LockHandle(2) }));
+}
+
+#[test]
+fn io_under_a_called_back_lock_moves_its_deadline() {
+    // One called-back lock, then more than the few the server walks
+    // directly: I/O of the holder moves the deadline, I/O of another
+    // client does not.
+    let second = |secs: u64| Instant(secs * 1_000_000_000);
+    for objects in [1, 20] {
+        let mut s = LockServer::new(LockServerConfig { callback_timeout: Duration::from_secs(10) });
+        for k in 0..objects {
+            let object = ObjectId(k);
+            s.handle_enqueue(second(0), ClientId(1), Xid(2 * k), object, pw(0, MIB - 1));
+            s.handle_enqueue(second(0), ClientId(2), Xid(2 * k + 1), object, pw(2 * MIB, 3 * MIB - 1));
+        }
+        drain(&mut s);
+        assert_eq!(s.poll_timeout(), Some(second(10)), "{objects} callbacks sent at 0 s");
+        for k in 0..objects {
+            s.prolong(second(5), ClientId(2), ObjectId(k), Extent::new(0, MIB - 1));
+        }
+        assert_eq!(s.poll_timeout(), Some(second(10)), "another client's I/O moves nothing");
+        for k in 0..objects {
+            s.prolong(second(5), ClientId(1), ObjectId(k), Extent::new(0, MIB - 1));
+        }
+        assert_eq!(s.poll_timeout(), Some(second(15)), "{objects} holders' I/O at 5 s");
+        s.check_invariants();
+    }
+}
