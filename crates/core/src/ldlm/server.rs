@@ -128,8 +128,9 @@ struct Granted {
     order: BTreeMap<u64, LockHandle>,
     /// `(start, seq) -> (end, lock, mode)`.
     by_start: BTreeMap<(u64, u64), (u64, LockHandle, LockMode)>,
-    /// How many granted locks hold each mode.
-    modes: BTreeMap<LockMode, usize>,
+    /// How many granted locks hold each mode, for the modes held (a few:
+    /// PR, PW and the GROUP gids in use, so a list beats a tree).
+    modes: SmallVec<[(LockMode, usize); 4]>,
     /// How many granted extents span each `end - start`: the widest tells
     /// how far before a query's start an overlapping lock may begin.
     spans: BTreeMap<u64, usize>,
@@ -142,7 +143,10 @@ impl Granted {
         self.seq_next += 1;
         self.order.insert(seq, handle);
         self.by_start.insert((extent.start, seq), (extent.end, handle, mode));
-        *self.modes.entry(mode).or_default() += 1;
+        match self.modes.iter_mut().find(|(m, _)| *m == mode) {
+            Some((_, n)) => *n += 1,
+            None => self.modes.push((mode, 1)),
+        }
         *self.spans.entry(extent.end - extent.start).or_default() += 1;
         seq
     }
@@ -150,11 +154,11 @@ impl Granted {
     fn remove(&mut self, seq: u64, extent: Extent) {
         self.order.remove(&seq);
         let (_, _, mode) = self.by_start.remove(&(extent.start, seq)).expect("granted lock indexed");
-        match self.modes.get_mut(&mode) {
-            Some(n) if *n > 1 => *n -= 1,
-            _ => {
-                self.modes.remove(&mode);
-            }
+        let at = self.modes.iter().position(|(m, _)| *m == mode).expect("granted mode counted");
+        if self.modes[at].1 > 1 {
+            self.modes[at].1 -= 1;
+        } else {
+            self.modes.swap_remove(at);
         }
         let span = extent.end - extent.start;
         match self.spans.get_mut(&span) {
@@ -197,7 +201,7 @@ impl Granted {
     /// indexes (what [`policy::GrantedView::of`] finds by walking them).
     fn view(&self, req: &PolicyRequest) -> policy::GrantedView {
         let conflicts = |mode: LockMode| policy::tree_conflicts(mode, req.mode);
-        let conflicting = self.modes.iter().filter(|(m, _)| conflicts(**m)).map(|(_, n)| n).sum();
+        let conflicting = self.modes.iter().filter(|(m, _)| conflicts(*m)).map(|(_, n)| n).sum();
         let above = self.by_start.range((req.extent.end.saturating_add(1), 0)..);
         let lowest_start_above = match req.extent.end {
             EOF => None,
@@ -272,7 +276,7 @@ impl LockServer {
             callback_deadline: None,
             granted_seq: 0,
         };
-        let blockers = self.blockers(object, &lock, None);
+        let blockers = self.blockers(object, &lock);
         self.resource(object).counters.conflicts += blockers.conflicts as u64;
         if request.flags.speculative && (blockers.conflicts > 0 || self.has_group_lock(object)) {
             self.refuse(client, xid, object, request.extent, EnqueueReply::Refused);
@@ -541,9 +545,9 @@ impl LockServer {
     }
 
     /// What stands in the way of `lock`: conflicting granted locks and
-    /// conflicting waiters ahead of it (`ahead_of`: its place in the queue, or
-    /// `None` for a new request, which comes after every waiter).
-    fn blockers(&self, object: ObjectId, lock: &Lock, ahead_of: Option<usize>) -> Blockers {
+    /// conflicting waiters ahead of it (a new request comes after every
+    /// waiter).
+    fn blockers(&self, object: ObjectId, lock: &Lock) -> Blockers {
         let mut b = Blockers::default();
         let Some(res) = self.resources.get(&object) else { return b };
         let (mode, extent) = (lock.request.mode, lock.request.extent);
@@ -561,8 +565,7 @@ impl LockServer {
                 }
             }
         }
-        let ahead = &res.waiting[..ahead_of.unwrap_or(res.waiting.len())];
-        for h in ahead {
+        for h in &res.waiting {
             let other = &self.locks[h];
             if other.conflicts_with(mode, &extent) {
                 b.conflicts += 1;
@@ -572,6 +575,33 @@ impl LockServer {
             }
         }
         b
+    }
+
+    /// Whether the waiter at `ahead_of` in the queue must keep waiting: what
+    /// [`LockServer::blockers`] would decide of it, without listing the blockers, and
+    /// stopping at the first one (reprocessing asks it of every waiter after
+    /// every cancel).
+    fn is_blocked(&self, object: ObjectId, lock: &Lock, ahead_of: usize) -> bool {
+        let Some(res) = self.resources.get(&object) else { return false };
+        let (mode, extent) = (lock.request.mode, lock.request.extent);
+        let mut granted = res.granted.overlapping_unordered(&extent).map(|(_, h)| &self.locks[&h]);
+        if mode.is_group() {
+            // A granted GROUP lock of its gid lets it through, whatever else
+            // conflicts: every overlapping lock must be seen first.
+            let mut conflicts = false;
+            for other in granted {
+                if other.request.mode == mode {
+                    return false;
+                }
+                conflicts |= other.conflicts_with(mode, &extent);
+            }
+            if conflicts {
+                return true;
+            }
+        } else if granted.any(|other| other.conflicts_with(mode, &extent)) {
+            return true;
+        }
+        res.waiting[..ahead_of].iter().any(|h| self.locks[h].conflicts_with(mode, &extent))
     }
 
     /// Expand and grant a lock that is in no queue or in the waiting queue.
@@ -648,8 +678,7 @@ impl LockServer {
         let mut index = 0;
         while index < self.resources.get(&object).map_or(0, |r| r.waiting.len()) {
             let handle = self.resources[&object].waiting[index];
-            let blockers = self.blockers(object, &self.locks[&handle], Some(index));
-            if blockers.conflicts > 0 && !blockers.same_group_granted {
+            if self.is_blocked(object, &self.locks[&handle], index) {
                 index += 1;
                 continue;
             }
@@ -667,9 +696,15 @@ impl LockServer {
 
     fn call_back_blockers(&mut self, now: Instant, object: ObjectId) {
         let Some(res) = self.resources.get(&object) else { return };
+        // The set orders the holders, so the granted locks are walked in no
+        // particular order (what `blockers` lists them in does not matter).
         let mut holders = BTreeSet::new();
-        for (index, h) in res.waiting.iter().enumerate() {
-            holders.extend(self.blockers(object, &self.locks[h], Some(index)).granted);
+        for h in &res.waiting {
+            let (mode, extent) = (self.locks[h].request.mode, self.locks[h].request.extent);
+            holders.extend(res.granted.overlapping_unordered(&extent).map(|(_, g)| g).filter(|g| {
+                let other = &self.locks[g];
+                other.conflicts_with(mode, &extent) && !other.request.mode.is_group()
+            }));
         }
         for holder in holders {
             self.send_blocking(now, holder);

@@ -101,3 +101,34 @@ fn io_under_a_called_back_lock_moves_its_deadline() {
         s.check_invariants();
     }
 }
+
+#[test]
+fn a_cancel_grants_the_waiters_nothing_blocks_any_more() {
+    let mut s = LockServer::new(LockServerConfig::default());
+    let exact = |mode, start, end| LockRequest {
+        flags: EnqueueFlags { no_expand: true, speculative: false },
+        ..LockRequest::new(mode, Extent::new(start, end))
+    };
+    let (group, write) = (LockMode::Group(crate::ldlm::GroupId(5)), LockMode::ProtectedWrite);
+    let enqueue = |s: &mut LockServer, client: u32, request| {
+        s.handle_enqueue(Instant(0), ClientId(client), Xid(u64::from(client)), ObjectId(0), request);
+    };
+    enqueue(&mut s, 1, exact(write, 0, 4095)); // granted
+    enqueue(&mut s, 2, LockRequest::new(group, Extent::WHOLE)); // behind 1
+    enqueue(&mut s, 3, exact(write, MIB, 2 * MIB - 1)); // behind 2's GROUP lock
+    enqueue(&mut s, 4, LockRequest::new(group, Extent::WHOLE)); // behind 1 and 3
+    assert_eq!(s.waiting_count(), 3);
+    let handle = |out: &[(ClientId, ToClient)], client| match out.iter().find(|(c, _)| *c == ClientId(client)) {
+        Some((_, ToClient::Enqueue { reply: EnqueueReply::Granted { lock, .. }, .. })) => *lock,
+        other => panic!("client {client}: {other:?}"),
+    };
+    let (out, _) = drain(&mut s);
+    s.handle_cancel(Instant(1), ClientId(1), handle(&out, 1));
+    // 2 goes first; 4 shares its gid, which lets it pass 3, whom 2 blocks.
+    let (out, _) = drain(&mut s);
+    let completed: Vec<ClientId> =
+        out.iter().filter(|(_, m)| matches!(m, ToClient::Completion { .. })).map(|(c, _)| *c).collect();
+    assert_eq!(completed, [ClientId(2), ClientId(4)]);
+    assert_eq!(s.waiting_count(), 1);
+    s.check_invariants();
+}
