@@ -334,7 +334,7 @@ impl PageCache {
     ) -> bool {
         let (Some(set), Some(runs)) = (index.get(&key), self.objects.get(&key)) else { return false };
         let (first, last) = (range.start / PAGE_SIZE, range.end / PAGE_SIZE);
-        let containing = runs_in(runs, first, first).next().map(|(s, _)| s).filter(|&s| s < first);
+        let containing = run_at(runs, first).map(|(s, _)| s).filter(|&s| s < first);
         let starts = containing.filter(|s| set.contains(s)).into_iter().chain(set.range(first..=last).copied());
         starts.into_iter().any(|s| {
             let run = &runs[&s];
@@ -561,7 +561,20 @@ impl PageCache {
         mut f: impl FnMut(&mut Run, &PagePool, u64),
     ) -> (u64, u64) {
         if let Some((kind, source)) = create {
-            self.create_missing(key, first, last, kind, source);
+            let gaps = self.gaps(key, first, last);
+            let fits = kind == PayloadKind::Phantom || last - first < BYTE_RUN_PAGES_MAX;
+            if gaps.as_slice() == [(first, last)] && fits {
+                // Nothing cached there (a write to fresh pages): the new run
+                // is the only one `f` sees, so it is built, updated and
+                // listed once, with no split and no walk.
+                let mut run = self.new_run(first, last, kind, source);
+                f(&mut run, &self.pool, first);
+                let after = run.cached_dirty();
+                self.put(key, first, run);
+                self.merge(key, first, last);
+                return (0, after);
+            }
+            self.create_missing(key, gaps, kind, source);
         }
         self.split_at(key, first);
         self.split_at(key, last + 1);
@@ -591,48 +604,68 @@ impl PageCache {
         (before, after)
     }
 
-    /// Creates the absent pages of `[first, last]`: a run per gap, of
-    /// phantom pages, or of byte pages (at most [`BYTE_RUN_PAGES_MAX`] a
-    /// run) whose frames come from `source` or else the pool.
+    /// The absent pages of `[first, last]`, as `(first, last)` of each gap,
+    /// in order.
+    fn gaps(&self, key: ObjectKey, first: u64, last: u64) -> SmallVec<[(u64, u64); 4]> {
+        let mut gaps: SmallVec<[(u64, u64); 4]> = SmallVec::new();
+        // The highest page not yet walked past; `None` once a run holds `first`.
+        let mut high = Some(last);
+        for (start, run) in self.objects.get(&key).into_iter().flat_map(|runs| runs_in_rev(runs, first, last)) {
+            let Some(top) = high else { break };
+            if run.end(start) <= top {
+                gaps.push((run.end(start), top));
+            }
+            high = start.checked_sub(1).filter(|&page| page >= first);
+        }
+        if let Some(top) = high {
+            gaps.push((first, top));
+        }
+        gaps.reverse();
+        gaps
+    }
+
+    /// Creates `gaps` (absent pages, see [`PageCache::gaps`]): a run per
+    /// gap, of phantom pages, or of byte pages (at most
+    /// [`BYTE_RUN_PAGES_MAX`] a run).
     fn create_missing(
         &mut self,
         key: ObjectKey,
+        gaps: SmallVec<[(u64, u64); 4]>,
+        kind: PayloadKind,
+        source: Option<&dyn Fn(u64) -> Option<PageBuf>>,
+    ) {
+        for (lo, hi) in gaps {
+            let mut at = lo;
+            while at <= hi {
+                let last = match kind {
+                    PayloadKind::Phantom => hi,
+                    PayloadKind::Bytes => hi.min(at + BYTE_RUN_PAGES_MAX - 1),
+                };
+                let run = self.new_run(at, last, kind, source);
+                self.put(key, at, run);
+                at = last + 1;
+            }
+        }
+    }
+
+    /// A run of new pages `[first, last]` of `kind`, byte pages taking
+    /// their frames from `source` where it has one, from the pool otherwise.
+    fn new_run(
+        &self,
         first: u64,
         last: u64,
         kind: PayloadKind,
         source: Option<&dyn Fn(u64) -> Option<PageBuf>>,
-    ) {
-        let runs = self.objects.entry(key).or_default();
-        let mut gaps: SmallVec<[(u64, u64); 4]> = SmallVec::new();
-        let mut next = first;
-        for (start, run) in runs_in(runs, first, last) {
-            if start > next {
-                gaps.push((next, start - 1));
+    ) -> Run {
+        let pages = last - first + 1;
+        let data = match (kind, source) {
+            (PayloadKind::Phantom, _) => None,
+            (PayloadKind::Bytes, Some(source)) => {
+                Some((first..=last).map(|i| source(i).unwrap_or_else(|| self.pool.alloc_one())).collect())
             }
-            next = run.end(start);
-        }
-        if next <= last {
-            gaps.push((next, last));
-        }
-        for (lo, hi) in gaps {
-            match kind {
-                PayloadKind::Phantom => self.put(key, lo, Run { pages: hi - lo + 1, page: Page::new(), data: None }),
-                PayloadKind::Bytes => {
-                    let mut at = lo;
-                    while at <= hi {
-                        let pages = (hi - at + 1).min(BYTE_RUN_PAGES_MAX);
-                        let frames: Vec<PageBuf> = match source {
-                            Some(source) => {
-                                (at..at + pages).map(|i| source(i).unwrap_or_else(|| self.pool.alloc_one())).collect()
-                            }
-                            None => self.pool.alloc(pages as usize),
-                        };
-                        self.put(key, at, Run { pages, page: Page::new(), data: Some(frames) });
-                        at += pages;
-                    }
-                }
-            }
-        }
+            (PayloadKind::Bytes, None) => Some(self.pool.alloc(pages as usize)),
+        };
+        Run { pages, page: Page::new(), data }
     }
 
     /// Splits the run holding page `index`, if it starts before it, so that
@@ -657,14 +690,22 @@ impl PageCache {
     /// the one after page `last`.
     fn merge(&mut self, key: ObjectKey, first: u64, last: u64) {
         let Some(runs) = self.objects.get(&key) else { return };
-        let from = runs.range(..first).next_back().map_or(first, |(&s, _)| s);
+        // From the run before page `first` to the one after `last`, found
+        // with one descent of the tree, walking back from `last + 1`.
+        let mut span: SmallVec<[(u64, &Run); 8]> = SmallVec::new();
+        for (&start, run) in runs.range(..=last.saturating_add(1)).rev() {
+            span.push((start, run));
+            if start < first {
+                break;
+            }
+        }
         // One walk decides every merge: `(into, next)` folds run `next` into
         // the run at `into`, which has grown to `pages` by then.
         let mut folds: SmallVec<[(u64, u64); 8]> = SmallVec::new();
-        let mut walk = runs.range(from..=last.saturating_add(1));
-        let Some((&start, run)) = walk.next() else { return };
+        let mut walk = span.into_iter().rev();
+        let Some((start, run)) = walk.next() else { return };
         let (mut into, mut a, mut pages) = (start, run, run.pages);
-        for (&next, b) in walk {
+        for (next, b) in walk {
             let fits = a.data.is_none() || pages + b.pages <= BYTE_RUN_PAGES_MAX;
             if into + pages == next && a.kind() == b.kind() && a.page == b.page && fits {
                 folds.push((into, next));

@@ -209,6 +209,19 @@ pub(super) fn runs_in(runs: &Runs, first: u64, last: u64) -> impl Iterator<Item 
     before.into_iter().chain(runs.range(first..=last)).map(|(&s, r)| (s, r))
 }
 
+/// The run holding page `index`, if any: one descent of the tree.
+pub(super) fn run_at(runs: &Runs, index: u64) -> Option<(u64, &Run)> {
+    runs.range(..=index).next_back().filter(|(&s, r)| r.end(s) > index).map(|(&s, r)| (s, r))
+}
+
+/// The runs of `runs` meeting pages `[first, last]`, last first. It descends
+/// the tree once where [`runs_in`] does twice, for callers that walk every
+/// such run anyway: runs never overlap, so walking back from `last` the
+/// runs end ever earlier, and the first one ending by `first` ends the walk.
+pub(super) fn runs_in_rev(runs: &Runs, first: u64, last: u64) -> impl Iterator<Item = (u64, &Run)> {
+    runs.range(..=last).rev().map(|(&s, r)| (s, r)).take_while(move |(s, r)| r.end(*s) > first)
+}
+
 /// The pages `[first, last]` a byte range covers, each page's part of it
 /// being `[start, end)`: at most three segments (a partial first page, whole
 /// pages, a partial last page), so a long range costs as much as a short one.

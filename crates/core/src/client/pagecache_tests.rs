@@ -413,3 +413,36 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn gaps_are_the_absent_pages_in_order() {
+    let mut c = PageCache::new();
+    assert_eq!(c.gaps(KEY, 3, 9).as_slice(), [(3, 9)]);
+    c.write_phantom(KEY, 2 * P, 2 * P); // pages 2 and 3
+    c.write_phantom(KEY, 6 * P + 10, 10); // page 6
+    assert_eq!(c.gaps(KEY, 0, 9).as_slice(), [(0, 1), (4, 5), (7, 9)]);
+    assert_eq!(c.gaps(KEY, 3, 6).as_slice(), [(4, 5)]);
+    assert_eq!(c.gaps(KEY, 4, 5).as_slice(), [(4, 5)]);
+    assert_eq!(c.gaps(KEY, 6, 8).as_slice(), [(7, 8)]);
+    assert!(c.gaps(KEY, 2, 3).is_empty());
+    assert!(c.gaps(KEY, 6, 6).is_empty());
+}
+
+#[test]
+fn writes_to_fresh_pages_merge_with_their_neighbours() {
+    let mut c = PageCache::new();
+    assert_eq!(c.write_phantom(KEY, 4 * P, 4 * P), 4 * P);
+    assert_eq!(c.write_phantom(KEY, 0, 4 * P), 4 * P);
+    assert_eq!(c.write_phantom(KEY, 8 * P, 4 * P), 4 * P);
+    assert_eq!((c.objects[&KEY].len(), c.dirty_runs[&KEY].len()), (1, 1), "one run of 12 pages");
+    assert_eq!(next(&mut c, KEY, ALL, 64 * P), Some((0, 12 * P)));
+    // Fresh byte pages: one run up to the cap, then more runs.
+    let other = key(2);
+    let pages = BYTE_RUN_PAGES_MAX + 1;
+    assert_eq!(c.write(other, 0, &bytes(pages * P, 1)), pages * P);
+    assert_eq!(c.objects[&other].len(), 2);
+    assert_eq!(c.write(other, pages * P, &bytes(P, 2)), P);
+    assert_eq!(c.objects[&other].len(), 2, "merged into the short run");
+    assert_eq!(c.data_pages(), (pages + 1) as usize);
+    c.check_invariants();
+}

@@ -18,7 +18,7 @@ impl PageCache {
         assert!(bytes_max >= PAGE_SIZE && page_aligned(bytes_max));
         let (offset, len) = self.find_run(key, &range, bytes_max)?;
         let (first, last) = (offset / PAGE_SIZE, (offset + len - 1) / PAGE_SIZE);
-        let phantom = runs_in(&self.objects[&key], first, last).any(|(_, run)| run.data.is_none());
+        let phantom = runs_in_rev(&self.objects[&key], first, last).any(|(_, run)| run.data.is_none());
         let mut frames = if phantom { None } else { Some(Vec::with_capacity((last - first + 1) as usize)) };
         self.update_bytes(key, offset, len, None, |run, _, _, start, end| {
             if let (Some(out), Some(src)) = (&mut frames, &run.data) {
@@ -43,7 +43,7 @@ impl PageCache {
         let (range_first, range_last) = (range.start / PAGE_SIZE, range.end / PAGE_SIZE);
         let index = self.dirty_runs.get(&key)?;
         let eligible = |s: u64| runs.get(&s).is_some_and(|r| r.page.writeback.0.is_empty());
-        let containing = runs_in(runs, range_first, range_first).next().map(|(s, _)| s);
+        let containing = run_at(runs, range_first).map(|(s, _)| s);
         let first_start = containing
             .filter(|&s| s < range_first && index.contains(&s) && eligible(s))
             .or_else(|| index.range(range_first..=range_last).copied().find(|&s| eligible(s)))?;
