@@ -581,24 +581,23 @@ impl PageCache {
         let Some(runs) = self.objects.get_mut(&key) else { return (0, 0) };
         let (mut before, mut after) = (0, 0);
         let (mut data_before, mut data_after) = (0, 0);
-        let mut changed: SmallVec<[(u64, bool, bool); 4]> = SmallVec::new();
+        let mut changed: SmallVec<[(u64, Listed, Listed); 4]> = SmallVec::new();
         for (&start, run) in runs.range_mut(first..=last) {
-            let was = (!run.page.dirty.0.is_empty(), !run.page.writeback.0.is_empty());
+            let was = run.listed();
             before += run.cached_dirty();
             data_before += run.data_pages();
             f(run, &self.pool, start);
             after += run.cached_dirty();
             data_after += run.data_pages();
-            let now = (!run.page.dirty.0.is_empty(), !run.page.writeback.0.is_empty());
+            let now = run.listed();
             if now != was {
-                changed.push((start, now.0, now.1));
+                changed.push((start, was, now));
             }
         }
         self.data_pages = self.data_pages + data_after - data_before;
         self.adjust(key.ost, before, after);
-        for (start, dirty, writeback) in changed {
-            set_listed(&mut self.dirty_runs, key, start, dirty);
-            set_listed(&mut self.writeback_runs, key, start, writeback);
+        for (start, was, now) in changed {
+            self.relist(key, start, was, now);
         }
         self.merge(key, first, last);
         (before, after)
@@ -679,10 +678,9 @@ impl PageCache {
         let data = run.data.as_mut().map(|frames| frames.split_off((index - start) as usize));
         let tail = Run { pages: run.end(start) - index, page: run.page.clone(), data };
         run.pages = index - start;
-        let (dirty, writeback) = (!tail.page.dirty.0.is_empty(), !tail.page.writeback.0.is_empty());
+        let listed = tail.listed();
         runs.insert(index, tail);
-        set_listed(&mut self.dirty_runs, key, index, dirty);
-        set_listed(&mut self.writeback_runs, key, index, writeback);
+        self.relist(key, index, UNLISTED, listed);
     }
 
     /// Merges adjacent runs of one kind in one state (byte runs up to
@@ -755,19 +753,31 @@ impl PageCache {
         self.adjust(key.ost, run.cached_dirty(), 0);
         self.pages -= run.pages;
         self.data_pages -= run.data_pages();
-        set_listed(&mut self.dirty_runs, key, start, false);
-        set_listed(&mut self.writeback_runs, key, start, false);
+        self.relist(key, start, run.listed(), UNLISTED);
         Some(run)
     }
 
-    /// Adds `run` at `start`, into the indexes and totals.
+    /// Adds `run` at `start`, where no run starts, into the indexes and
+    /// totals.
     fn put(&mut self, key: ObjectKey, start: u64, run: Run) {
         self.adjust(key.ost, 0, run.cached_dirty());
         self.pages += run.pages;
         self.data_pages += run.data_pages();
-        set_listed(&mut self.dirty_runs, key, start, !run.page.dirty.0.is_empty());
-        set_listed(&mut self.writeback_runs, key, start, !run.page.writeback.0.is_empty());
-        self.objects.entry(key).or_default().insert(start, run);
+        self.relist(key, start, UNLISTED, run.listed());
+        let replaced = self.objects.entry(key).or_default().insert(start, run);
+        debug_assert!(replaced.is_none(), "put over the run at page {start} of {key:?}");
+    }
+
+    /// Moves run `start` from the indexes it was listed in (`was`) to those
+    /// it belongs in now. The indexes list exactly the runs with such bytes,
+    /// so only a change touches them.
+    fn relist(&mut self, key: ObjectKey, start: u64, was: Listed, now: Listed) {
+        if was.dirty != now.dirty {
+            set_listed(&mut self.dirty_runs, key, start, now.dirty);
+        }
+        if was.writeback != now.writeback {
+            set_listed(&mut self.writeback_runs, key, start, now.writeback);
+        }
     }
 
     fn adjust(&mut self, ost: OstIndex, before: u64, after: u64) {

@@ -166,7 +166,22 @@ pub(super) struct Run {
     pub(super) data: Option<Vec<PageBuf>>,
 }
 
+/// Which indexes of the page cache list a run: those of runs with dirty
+/// bytes and of runs with bytes under writeback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Listed {
+    pub(super) dirty: bool,
+    pub(super) writeback: bool,
+}
+
+/// Where a run absent from the cache is listed: nowhere.
+pub(super) const UNLISTED: Listed = Listed { dirty: false, writeback: false };
+
 impl Run {
+    pub(super) fn listed(&self) -> Listed {
+        Listed { dirty: !self.page.dirty.0.is_empty(), writeback: !self.page.writeback.0.is_empty() }
+    }
+
     pub(super) fn cached_dirty(&self) -> u64 {
         self.page.cached_dirty() * self.pages
     }
