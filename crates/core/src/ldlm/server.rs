@@ -117,15 +117,14 @@ struct Resource {
     counters: LockCounters,
 }
 
-/// A resource's granted locks, in grant order and by extent, so that the
-/// locks a request overlaps are found without walking them all (Lustre
-/// keeps interval trees for the same reason): with lockahead an object may
-/// carry thousands of granted locks.
+/// A resource's granted locks by extent, so that the locks a request
+/// overlaps are found without walking them all (Lustre keeps interval trees
+/// for the same reason): with lockahead an object may carry thousands of
+/// granted locks. Grant order is the sequence number in each key; no index
+/// keeps it, since only checks and rare walks need every lock in that order.
 #[derive(Debug, Default)]
 struct Granted {
     seq_next: u64,
-    /// Grant order: sequence number -> lock.
-    order: BTreeMap<u64, LockHandle>,
     /// `(start, seq) -> (end, lock, mode)`.
     by_start: BTreeMap<(u64, u64), (u64, LockHandle, LockMode)>,
     /// How many granted locks hold each mode, for the modes held (a few:
@@ -141,7 +140,6 @@ impl Granted {
     fn insert(&mut self, handle: LockHandle, extent: Extent, mode: LockMode) -> u64 {
         let seq = self.seq_next;
         self.seq_next += 1;
-        self.order.insert(seq, handle);
         self.by_start.insert((extent.start, seq), (extent.end, handle, mode));
         match self.modes.iter_mut().find(|(m, _)| *m == mode) {
             Some((_, n)) => *n += 1,
@@ -152,7 +150,6 @@ impl Granted {
     }
 
     fn remove(&mut self, seq: u64, extent: Extent) {
-        self.order.remove(&seq);
         let (_, _, mode) = self.by_start.remove(&(extent.start, seq)).expect("granted lock indexed");
         let at = self.modes.iter().position(|(m, _)| *m == mode).expect("granted mode counted");
         if self.modes[at].1 > 1 {
@@ -170,12 +167,18 @@ impl Granted {
     }
 
     fn len(&self) -> usize {
-        self.order.len()
+        self.by_start.len()
     }
 
     /// Every granted lock, in grant order.
-    fn iter(&self) -> impl Iterator<Item = &LockHandle> {
-        self.order.values()
+    fn in_order(&self) -> SmallVec<[LockHandle; 8]> {
+        self.overlapping(&Extent::WHOLE)
+    }
+
+    /// The index entry of the granted lock `seq` starting at `start`:
+    /// `(end, lock, mode)`.
+    fn entry(&self, start: u64, seq: u64) -> Option<(u64, LockHandle, LockMode)> {
+        self.by_start.get(&(start, seq)).copied()
     }
 
     /// The granted locks whose extent overlaps `extent`, in grant order.
@@ -449,14 +452,16 @@ impl LockServer {
     /// locks stop the walk but are not returned.
     pub fn glimpse_targets(&self, object: ObjectId, requester: ClientId) -> Vec<(ClientId, LockHandle)> {
         let Some(res) = self.resources.get(&object) else { return Vec::new() };
-        let mut writers: Vec<(&LockHandle, &Lock)> =
-            res.granted.iter().map(|h| (h, &self.locks[h])).filter(|(_, l)| l.request.mode.is_write()).collect();
-        writers.sort_by_key(|(h, l)| (std::cmp::Reverse(l.extent.end), std::cmp::Reverse(l.extent.start), **h));
+        // The sort orders every lock (the handle breaks ties), so the walk
+        // of the index may be in any order.
+        let granted = res.granted.overlapping_unordered(&Extent::WHOLE).map(|(_, h)| (h, &self.locks[&h]));
+        let mut writers: Vec<(LockHandle, &Lock)> = granted.filter(|(_, l)| l.request.mode.is_write()).collect();
+        writers.sort_by_key(|(h, l)| (std::cmp::Reverse(l.extent.end), std::cmp::Reverse(l.extent.start), *h));
         let mut seen = BTreeSet::new();
         let mut targets = Vec::new();
         for (handle, lock) in writers {
             if lock.client != requester && seen.insert(lock.client) {
-                targets.push((lock.client, *handle));
+                targets.push((lock.client, handle));
             }
             if !lock.request.flags.no_expand {
                 break;
@@ -469,11 +474,12 @@ impl LockServer {
     pub fn check_invariants(&self) {
         let mut queued = 0;
         for (object, res) in &self.resources {
-            let granted: Vec<LockHandle> = res.granted.iter().copied().collect();
-            assert_eq!(granted, res.granted.overlapping(&Extent::WHOLE).to_vec(), "grant order of {object:?}");
+            let granted = res.granted.in_order();
             for (i, a) in granted.iter().enumerate() {
                 let la = &self.locks[a];
                 assert_eq!(la.state, LockState::Granted);
+                let entry = res.granted.entry(la.extent.start, la.granted_seq);
+                assert_eq!(entry, Some((la.extent.end, *a, la.request.mode)), "index entry of lock {a:?}");
                 assert_eq!(la.object, *object);
                 assert!(la.extent.contains(&la.request.extent), "lock {a:?} smaller than its request");
                 if la.request.flags.speculative || la.request.flags.no_expand {
@@ -624,7 +630,8 @@ impl LockServer {
             let view = res.granted.view(&req);
             #[cfg(debug_assertions)]
             {
-                let granted: Vec<PolicyLock> = res.granted.iter().map(|h| self.locks[h].policy_view()).collect();
+                let granted: Vec<PolicyLock> =
+                    res.granted.in_order().iter().map(|h| self.locks[h].policy_view()).collect();
                 assert_eq!(view, policy::GrantedView::of(&req, &granted), "granted index disagrees with a walk");
             }
             policy::expand_view(&req, view, &waiting)
