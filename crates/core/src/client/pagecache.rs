@@ -576,13 +576,19 @@ impl PageCache {
             }
             self.create_missing(key, gaps, kind, source);
         }
-        self.split_at(key, first);
-        self.split_at(key, last + 1);
+        // Writeback cuts and completes whole runs more often than not: a run
+        // that is exactly `[first, last]` needs no split and no range walk.
+        let exact =
+            self.objects.get(&key).and_then(|runs| runs.get(&first)).is_some_and(|run| run.end(first) == last + 1);
+        if !exact {
+            self.split_at(key, first);
+            self.split_at(key, last + 1);
+        }
         let Some(runs) = self.objects.get_mut(&key) else { return (0, 0) };
         let (mut before, mut after) = (0, 0);
         let (mut data_before, mut data_after) = (0, 0);
         let mut changed: SmallVec<[(u64, Listed, Listed); 4]> = SmallVec::new();
-        for (&start, run) in runs.range_mut(first..=last) {
+        let mut visit = |start: u64, run: &mut Run| {
             let was = run.listed();
             before += run.cached_dirty();
             data_before += run.data_pages();
@@ -592,6 +598,13 @@ impl PageCache {
             let now = run.listed();
             if now != was {
                 changed.push((start, was, now));
+            }
+        };
+        if exact {
+            visit(first, runs.get_mut(&first).expect("just seen"));
+        } else {
+            for (&start, run) in runs.range_mut(first..=last) {
+                visit(start, run);
             }
         }
         self.data_pages = self.data_pages + data_after - data_before;

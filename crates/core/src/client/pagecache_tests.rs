@@ -446,3 +446,21 @@ fn writes_to_fresh_pages_merge_with_their_neighbours() {
     assert_eq!(c.data_pages(), (pages + 1) as usize);
     c.check_invariants();
 }
+
+#[test]
+fn updates_of_exactly_one_run_and_of_part_of_one() {
+    let mut c = PageCache::new();
+    c.write_phantom(KEY, 0, 8 * P);
+    // Part of the run: it is split, the rest stays dirty.
+    assert_eq!(next(&mut c, KEY, ALL, 4 * P), Some((0, 4 * P)));
+    assert_eq!(c.objects[&KEY].len(), 2);
+    assert!(c.has_dirty(KEY, Extent::new(4 * P, 8 * P - 1)) && !c.has_dirty(KEY, Extent::new(0, 4 * P - 1)));
+    // Exactly the first run, then exactly the second: no split, and the
+    // clean runs merge back into one.
+    assert_eq!(c.writeback_done(KEY, 0, 4 * P), 4 * P);
+    assert_eq!(next(&mut c, KEY, ALL, 4 * P), Some((4 * P, 4 * P)));
+    assert_eq!(c.writeback_done(KEY, 4 * P, 4 * P), 4 * P);
+    assert_eq!((c.objects[&KEY].len(), c.dirty_bytes(), c.cached_pages()), (1, 0, 8));
+    assert!(c.dirty_runs.is_empty() && c.writeback_runs.is_empty());
+    c.check_invariants();
+}
