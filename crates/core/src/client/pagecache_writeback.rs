@@ -49,7 +49,8 @@ impl PageCache {
             .or_else(|| index.range(range_first..=range_last).copied().find(|&s| eligible(s)))?;
         let first = first_start.max(range_first);
         let mut run: Option<(u64, u64)> = None; // [start, end)
-        'runs: for (start, r) in runs_in(runs, first, range_last) {
+                                                // The run at `first_start` holds `first`, so the walk starts there.
+        'runs: for (&start, r) in runs.range(first_start..=range_last) {
             let page = &r.page;
             let idle = page.writeback.0.is_empty();
             let hi = (r.end(start) - 1).min(range_last);
