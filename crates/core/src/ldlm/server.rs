@@ -558,8 +558,11 @@ impl LockServer {
         let Some(res) = self.resources.get(&object) else { return b };
         let (mode, extent) = (lock.request.mode, lock.request.extent);
         // GROUP locks cover the whole object, so every lock that can
-        // conflict overlaps the extent.
-        for h in res.granted.overlapping(&extent) {
+        // conflict overlaps the extent. Only the holders to call back need
+        // grant order (it is the order of the callbacks), so only they are
+        // sorted.
+        let mut holders: SmallVec<[(u64, LockHandle); 4]> = SmallVec::new();
+        for (seq, h) in res.granted.overlapping_unordered(&extent) {
             let other = &self.locks[&h];
             if mode.is_group() && other.request.mode == mode {
                 b.same_group_granted = true;
@@ -567,10 +570,12 @@ impl LockServer {
             if other.conflicts_with(mode, &extent) {
                 b.conflicts += 1;
                 if !other.request.mode.is_group() {
-                    b.granted.push(h);
+                    holders.push((seq, h));
                 }
             }
         }
+        holders.sort_unstable_by_key(|&(seq, _)| seq);
+        b.granted = holders.into_iter().map(|(_, h)| h).collect();
         for h in &res.waiting {
             let other = &self.locks[h];
             if other.conflicts_with(mode, &extent) {
