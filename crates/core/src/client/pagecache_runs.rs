@@ -107,7 +107,14 @@ impl Page {
     }
 
     pub(super) fn cached_dirty(&self) -> u64 {
-        self.local().map(|(a, b)| u64::from(b - a)).sum()
+        let bytes = |ranges: &Ranges| ranges.0.iter().map(|&(a, b)| u64::from(b - a)).sum();
+        // Every total update asks this; most pages are dirty or under
+        // writeback but not both, and then no union is needed.
+        match (self.dirty.0.is_empty(), self.writeback.0.is_empty()) {
+            (_, true) => bytes(&self.dirty),
+            (true, false) => bytes(&self.writeback),
+            (false, false) => self.local().map(|(a, b)| u64::from(b - a)).sum(),
+        }
     }
 
     pub(super) fn knows(&self, start: u16, end: u16) -> bool {

@@ -464,3 +464,16 @@ fn updates_of_exactly_one_run_and_of_part_of_one() {
     assert!(c.dirty_runs.is_empty() && c.writeback_runs.is_empty());
     c.check_invariants();
 }
+
+#[test]
+fn a_byte_dirty_and_under_writeback_counts_once() {
+    let mut page = Page::new();
+    page.dirty.insert(0, 100);
+    assert_eq!(page.cached_dirty(), 100);
+    page.writeback.insert(50, 300);
+    assert_eq!(page.cached_dirty(), 300);
+    page.dirty.remove(0, 100);
+    assert_eq!(page.cached_dirty(), 250);
+    page.dirty.insert(1000, 1010);
+    assert_eq!(page.cached_dirty(), 260);
+}
