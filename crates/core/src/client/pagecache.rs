@@ -332,6 +332,12 @@ impl PageCache {
         range: &Extent,
         ranges: impl Fn(&Page) -> &Ranges,
     ) -> bool {
+        if *range == Extent::WHOLE {
+            // The index lists exactly the runs with such bytes, and the
+            // whole object meets every one (fsync and close ask this at
+            // every step while they wait).
+            return index.contains_key(&key);
+        }
         let (Some(set), Some(runs)) = (index.get(&key), self.objects.get(&key)) else { return false };
         let (first, last) = (range.start / PAGE_SIZE, range.end / PAGE_SIZE);
         let containing = run_at(runs, first).map(|(s, _)| s).filter(|&s| s < first);

@@ -477,3 +477,25 @@ fn a_byte_dirty_and_under_writeback_counts_once() {
     page.dirty.insert(1000, 1010);
     assert_eq!(page.cached_dirty(), 260);
 }
+
+#[test]
+fn whole_object_queries_agree_with_walking_the_runs() {
+    let mut c = PageCache::new();
+    // All but the last byte: the same answers, found by walking the runs.
+    let almost = Extent::new(0, ALL.end - 1);
+    let agree = |c: &PageCache| {
+        assert_eq!(c.has_dirty(KEY, ALL), c.has_dirty(KEY, almost));
+        assert_eq!(c.has_writeback(KEY, ALL), c.has_writeback(KEY, almost));
+        (c.has_dirty(KEY, ALL), c.has_writeback(KEY, ALL))
+    };
+    assert_eq!(agree(&c), (false, false));
+    c.write(KEY, 5 * P + 7, &bytes(10, 1));
+    assert_eq!(agree(&c), (true, false));
+    assert_eq!(next(&mut c, KEY, ALL, P), Some((5 * P + 7, 10)));
+    assert_eq!(agree(&c), (false, true));
+    c.write(KEY, 9 * P, &bytes(P, 2));
+    assert_eq!(agree(&c), (true, true));
+    c.writeback_done(KEY, 5 * P + 7, 10);
+    assert_eq!(agree(&c), (true, false));
+    c.check_invariants();
+}
