@@ -16,9 +16,9 @@ impl PageCache {
     /// pages is a phantom page: the run is then a phantom).
     pub fn next_writeback(&mut self, key: ObjectKey, range: Extent, bytes_max: u64) -> Option<WritebackRun> {
         assert!(bytes_max >= PAGE_SIZE && page_aligned(bytes_max));
-        let (offset, len) = self.find_run(key, &range, bytes_max)?;
+        let (offset, len, phantom) = self.find_run(key, &range, bytes_max)?;
         let (first, last) = (offset / PAGE_SIZE, (offset + len - 1) / PAGE_SIZE);
-        let phantom = runs_in_rev(&self.objects[&key], first, last).any(|(_, run)| run.data.is_none());
+        debug_assert_eq!(phantom, runs_in_rev(&self.objects[&key], first, last).any(|(_, run)| run.data.is_none()));
         let mut frames = if phantom { None } else { Some(Vec::with_capacity((last - first + 1) as usize)) };
         self.update_bytes(key, offset, len, None, |run, _, _, start, end| {
             if let (Some(out), Some(src)) = (&mut frames, &run.data) {
@@ -34,11 +34,12 @@ impl PageCache {
         Some(WritebackRun { key, offset, data })
     }
 
-    /// `(offset, len)` of the run `next_writeback` should cut: walking the
-    /// pages of `range` from the first eligible dirty one, the run starts at
-    /// the first dirty piece and grows over whole dirty pages, skipping no
-    /// page and none with writeback in flight, up to `bytes_max`.
-    fn find_run(&self, key: ObjectKey, range: &Extent, bytes_max: u64) -> Option<(u64, u64)> {
+    /// `(offset, len, phantom)` of the run `next_writeback` should cut:
+    /// walking the pages of `range` from the first eligible dirty one, the
+    /// run starts at the first dirty piece and grows over whole dirty pages,
+    /// skipping no page and none with writeback in flight, up to
+    /// `bytes_max`; `phantom` if any of its pages is a phantom page.
+    fn find_run(&self, key: ObjectKey, range: &Extent, bytes_max: u64) -> Option<(u64, u64, bool)> {
         let runs = self.objects.get(&key)?;
         let (range_first, range_last) = (range.start / PAGE_SIZE, range.end / PAGE_SIZE);
         let index = self.dirty_runs.get(&key)?;
@@ -48,8 +49,12 @@ impl PageCache {
             .filter(|&s| s < range_first && index.contains(&s) && eligible(s))
             .or_else(|| index.range(range_first..=range_last).copied().find(|&s| eligible(s)))?;
         let first = first_start.max(range_first);
-        let mut run: Option<(u64, u64)> = None; // [start, end)
-                                                // The run at `first_start` holds `first`, so the walk starts there.
+        // The run found so far, `[start, end)`.
+        let mut run: Option<(u64, u64)> = None;
+        // The first page the walk put in the run from a phantom page run:
+        // the run is a phantom if that page survives the cut to `bytes_max`.
+        let mut phantom_from: Option<u64> = None;
+        // The run at `first_start` holds `first`, so the walk starts there.
         'runs: for (&start, r) in runs.range(first_start..=range_last) {
             let page = &r.page;
             let idle = page.writeback.0.is_empty();
@@ -80,6 +85,9 @@ impl PageCache {
                     (Some((s, e)), Some((0, b))) if e == base => Some((s, base + u64::from(b))),
                     (Some(_), _) => break 'runs,
                 };
+                if r.data.is_none() {
+                    phantom_from = phantom_from.or(Some(i));
+                }
                 match run {
                     Some((s, e)) if e == base + PAGE_SIZE && e - s < bytes_max => {}
                     _ => break 'runs,
@@ -103,7 +111,8 @@ impl PageCache {
         if end - start > bytes_max {
             end = (start + bytes_max) / PAGE_SIZE * PAGE_SIZE; // a page boundary past start
         }
-        Some((start, end - start))
+        let phantom = phantom_from.is_some_and(|page| page * PAGE_SIZE < end);
+        Some((start, end - start, phantom))
     }
 
     /// The write RPC for `[offset, offset + len)` completed; returns the bytes
