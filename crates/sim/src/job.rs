@@ -3,9 +3,9 @@
 //! Independent I/O (`-a POSIX`, or `-a MPIIO` without `-c`, or any `-F` run):
 //! every rank opens its file, sets up its lock mode, and makes its transfers
 //! one after the other through its node's client: each write waits for the
-//! client (a lock, room under the dirty limit), then costs the copy of the
-//! transfer into the page cache at the copy bandwidth. `-e` fsyncs, then the
-//! rank closes.
+//! client (a lock, room under the dirty limit, the copy of the transfer into
+//! the page cache at the copy bandwidth, made under the lock). `-e` fsyncs,
+//! then the rank closes.
 //!
 //! Collective I/O (`-a MPIIO -c` on a shared file) runs ROMIO's two-phase
 //! algorithm as planned by [`lanefs_core::mpiio`]: each IOR transfer is one
@@ -558,14 +558,19 @@ impl Run<'_> {
         r.ops -= 1;
         match (r.st, output) {
             (St::Grouping, OpOutput::GroupLocked) => self.open_done(rank)?,
-            (St::Op, OpOutput::Written(n)) | (St::Op, OpOutput::ReadPhantom(n)) => {
+            (St::Op, ref out @ (OpOutput::Written(n) | OpOutput::ReadPhantom(n))) => {
                 r.r.bytes += n;
                 r.r.transfers += 1;
                 r.next += 1;
                 r.timers.file_write_s += now.saturating_since(r.op_started).as_secs_f64();
                 r.st = St::Copy;
-                let at = now + transfer(n, self.job.world.model.copy_bw);
-                self.resume_at(at, rank);
+                // A write's copy into the page cache is the client's (under
+                // its lock); a read's copy out of it is the rank's.
+                let copy = match out {
+                    OpOutput::Written(_) => Duration::ZERO,
+                    _ => transfer(n, self.job.world.model.copy_bw),
+                };
+                self.resume_at(now + copy, rank);
             }
             (St::Op, OpOutput::Synced) => {
                 r.st = St::Idle;

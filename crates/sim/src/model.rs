@@ -61,6 +61,7 @@ impl Model {
             dirty_bytes_max: c.client.max_dirty_bytes_per_ost(),
             lru_locks_max: c.client.lock_lru_size as usize,
             cached_bytes_max: c.client.cached_bytes_max(),
+            copy_bytes_per_s: Some(compute.copy_bandwidth().bytes_per_s()),
             ..ClientConfig::default()
         };
         let ost = OstConfig {

@@ -234,6 +234,16 @@ fn disk_positioning_time_is_paid_by_one_io_at_a_time_and_hidden_by_many() {
 }
 
 #[test]
+fn a_write_is_written_back_only_after_its_copy_into_the_page_cache() {
+    // One rank, 4 synced transfers of 1 MiB: each copies (10.5 ms at
+    // 0.1 GB/s), then its writeback pays the 20 ms positioning time. Pages
+    // that could leave before their copy ends would overlap the two.
+    let slow = [("storage.ost_access_latency_us", "20000"), ("compute.copy_bandwidth_gib_s", "0.093132")];
+    let j = json_run("-a POSIX -w -b 4m -t 1m -N 1 -Y", opts_with("laptop", &slow));
+    assert!(write_bw(&j) < 4.0 / (4.0 * 0.0305), "copy and writeback add up: {} MiB/s", write_bw(&j));
+}
+
+#[test]
 fn client_cpu_per_rpc_delays_every_message_a_node_sends() {
     let line = "-a POSIX -w -b 4m -t 1m -N 1 -Y";
     let free = json_run(line, opts("laptop"));

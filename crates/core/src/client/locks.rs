@@ -318,6 +318,12 @@ impl LockCache {
         self.unused().collect()
     }
 
+    /// Unused granted locks last used at or before `when`, oldest first
+    /// (the LRU is in use order, so the walk stops at the first younger one).
+    pub fn unused_since(&self, when: Instant) -> Vec<LocalLock> {
+        self.unused().take_while(|&(_, t)| t <= when).map(|(id, _)| id).collect()
+    }
+
     /// When the least recently used unused lock was last used.
     pub fn oldest_unused(&self) -> Option<Instant> {
         self.unused().map(|(_, t)| t).next()

@@ -51,7 +51,7 @@ use crate::pages::{PagePool, PageSpan};
 use crate::units::{ClientId, Duration, Instant, ObjectKey, OstIndex, Xid};
 use ladvise::{Advice, LadviseError, LockaheadResult, Validated};
 use locks::{LocalLock, LockCache};
-use ops::{Op, OpKind};
+use ops::{Op, OpKind, OpState};
 use pagecache::PageCache;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -87,6 +87,13 @@ pub struct ClientConfig {
     pub cached_bytes_max: u64,
     /// Unused locks older than this are cancelled (`lru_max_age`).
     pub lru_age_max: Duration,
+    /// How fast a write's bytes are copied into the page cache, in bytes per
+    /// second, for a driver that keeps simulated time (the simulator); `None`
+    /// for a driver whose caller really copies. With it, a write step holds
+    /// its lock for the copy's duration and its pages become dirty (so
+    /// flushable) only when the copy is over, as in Lustre, where a write
+    /// copies under a referenced lock and a blocking callback waits for it.
+    pub copy_bytes_per_s: Option<f64>,
 }
 
 impl Default for ClientConfig {
@@ -98,6 +105,7 @@ impl Default for ClientConfig {
             lru_locks_max: LRU_LOCKS_MAX_DEFAULT,
             cached_bytes_max: CACHED_BYTES_MAX_DEFAULT,
             lru_age_max: LRU_AGE_MAX_DEFAULT,
+            copy_bytes_per_s: None,
         }
     }
 }
@@ -123,7 +131,23 @@ impl ClientConfig {
                 self.dirty_bytes_max, self.rpc_bytes_max
             )));
         }
+        if let Some(bw) = self.copy_bytes_per_s {
+            if !(bw.is_finite() && bw > 0.0) {
+                return Err(ClientError::Config(format!(
+                    "copy bandwidth {bw} bytes/s is not a positive number; give one or leave it out"
+                )));
+            }
+        }
         Ok(())
+    }
+
+    /// How long copying `bytes` into the page cache takes (zero without a
+    /// copy bandwidth).
+    pub fn copy_time(&self, bytes: u64) -> Duration {
+        match self.copy_bytes_per_s {
+            Some(bw) => Duration((bytes as f64 * 1e9 / bw).ceil() as u64),
+            None => Duration::ZERO,
+        }
     }
 }
 
@@ -468,11 +492,10 @@ impl Client {
 
     /// Age the lock LRU.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let age_max = self.config.lru_age_max;
-        for (id, last_used) in self.locks.unused_by_age() {
-            if last_used + age_max <= now {
-                self.begin_cancel(id);
-            }
+        // Those whose last use plus the age limit is now or earlier.
+        let aged = now.0.checked_sub(self.config.lru_age_max.as_ns());
+        for id in aged.map(|t| self.locks.unused_since(Instant(t))).unwrap_or_default() {
+            self.begin_cancel(id);
         }
         self.run(now);
     }
@@ -487,10 +510,19 @@ impl Client {
         self.events.pop_front()
     }
 
-    /// When the oldest unused lock reaches the LRU age limit.
+    /// When the oldest unused lock reaches the LRU age limit, or a write's
+    /// copy into the page cache ends, whichever comes first.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.locks.oldest_unused().map(|t| t + self.config.lru_age_max)
+        let lru = self.locks.oldest_unused().map(|t| t + self.config.lru_age_max);
+        if self.config.copy_bytes_per_s.is_none() {
+            return lru;
+        }
+        let copies = self.ops.values().filter_map(|op| match op.state {
+            OpState::Copying { until } => Some(until),
+            _ => None,
+        });
+        copies.chain(lru).min()
     }
 
     /// Panics if a coherence invariant is broken.

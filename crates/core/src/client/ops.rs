@@ -13,7 +13,7 @@ use crate::extent::{Extent, EOF};
 use crate::layout::ObjectChunk;
 use crate::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};
 use crate::msg::{EnqueueReply, IoError, Payload, PayloadKind, ToOst};
-use crate::units::{Instant, LockHandle, ObjectKey, OstIndex, Xid, PAGE_SIZE};
+use crate::units::{Duration, Instant, LockHandle, ObjectKey, OstIndex, Xid, PAGE_SIZE};
 use std::collections::BTreeMap;
 
 #[derive(Debug)]
@@ -95,6 +95,11 @@ pub(super) enum OpState {
     },
     /// Fsync, close and group unlock wait here for writeback.
     WaitFlush,
+    /// A write step copies its bytes into the page cache under its lock
+    /// until then (only with [`super::ClientConfig::copy_bytes_per_s`]).
+    Copying {
+        until: Instant,
+    },
 }
 
 /// One unit of work of an operation.
@@ -190,7 +195,7 @@ impl Op {
             return;
         }
         self.holding = None;
-        if matches!(self.state, OpState::WaitLock(_) | OpState::WaitDirty) {
+        if matches!(self.state, OpState::WaitLock(_) | OpState::WaitDirty | OpState::Copying { .. }) {
             self.state = OpState::Ready;
         }
     }
@@ -391,12 +396,25 @@ impl Client {
         if !self.acquired(id)? {
             return Ok(false);
         }
-        let (step, _, _) = self.current(id);
+        let (step, state, _) = self.current(id);
         let len = step.extent.len();
-        let dirty = self.cache.dirty_bytes_ost(step.key.ost);
-        if dirty > 0 && dirty + len > self.config.dirty_bytes_max {
-            self.set_state(id, OpState::WaitDirty);
-            return Ok(false);
+        match state {
+            OpState::Copying { until } if now < until => return Ok(false),
+            // The copy is over: its room under the dirty limit was granted
+            // when it began.
+            OpState::Copying { .. } => {}
+            _ => {
+                let dirty = self.cache.dirty_bytes_ost(step.key.ost);
+                if dirty > 0 && dirty + len > self.config.dirty_bytes_max {
+                    self.set_state(id, OpState::WaitDirty);
+                    return Ok(false);
+                }
+                let copy = self.config.copy_time(len);
+                if copy > Duration::ZERO {
+                    self.set_state(id, OpState::Copying { until: now + copy });
+                    return Ok(false);
+                }
+            }
         }
         let OpKind::Write { data } = &self.ops[&id].kind else { unreachable!() };
         match data {

@@ -229,16 +229,14 @@ impl Run<'_> {
         self.coll().agg_ops[agg as usize] = extents.len() as u32;
         self.ranks[rank as usize].op_started = now;
         let client = &mut self.job.world.clients[node as usize];
-        let ids: Vec<OpId> = extents
-            .iter()
-            .map(|&(off, len)| {
-                if spec.write {
-                    client.write_payload(now, fh, off, Payload::Phantom(len))
-                } else {
-                    client.read(now, fh, off, len)
-                }
-            })
-            .collect();
+        let ids: Vec<OpId> = if spec.write {
+            // ROMIO writes the collective buffer's contiguous pieces one
+            // after the other, each copied into the page cache under its
+            // lock; the rest follow in `agg_op_done`.
+            vec![client.write_payload(now, fh, extents[0].0, Payload::Phantom(extents[0].1))]
+        } else {
+            extents.iter().map(|&(off, len)| client.read(now, fh, off, len)).collect()
+        };
         for op in ids {
             self.track(rank, op);
         }
@@ -249,22 +247,34 @@ impl Run<'_> {
     pub(super) fn agg_op_done(&mut self, agg: u32, rank: u32) -> Result<(), SimError> {
         let coll = self.coll();
         coll.agg_ops[agg as usize] -= 1;
-        if coll.agg_ops[agg as usize] > 0 {
+        let left = coll.agg_ops[agg as usize];
+        let now = self.now();
+        if left > 0 && self.spec.write {
+            let extents = &self.agg_work(agg).extents;
+            let (off, len) = extents[extents.len() - left as usize];
+            let (node, fh) = (self.ranks[rank as usize].node, self.ranks[rank as usize].fh.expect("open"));
+            let op = self.job.world.clients[node as usize].write_payload(now, fh, off, Payload::Phantom(len));
+            self.track(rank, op);
+            self.job.world.pump_client(node);
             return Ok(());
         }
-        let now = self.now();
+        if left > 0 {
+            return Ok(());
+        }
         let work = self.agg_work(agg).clone();
         let bytes: u64 = work.extents.iter().map(|e| e.1).sum();
-        let copy = transfer(bytes, self.job.world.model.copy_bw);
         let r = &mut self.ranks[rank as usize];
-        // The client's time plus the copy between the aggregator's buffer and the page cache.
-        r.timers.file_write_s += now.saturating_since(r.op_started).as_secs_f64() + copy.as_secs_f64();
         r.timers.bytes += bytes;
-        let at = now + copy;
         if self.spec.write {
-            self.job.world.push(at, Ev::Work(WorkEv::AggCopied { agg }));
+            // The client's time includes the copies into the page cache.
+            r.timers.file_write_s += now.saturating_since(r.op_started).as_secs_f64();
+            self.job.world.push(now, Ev::Work(WorkEv::AggCopied { agg }));
             return Ok(());
         }
+        // The client's time plus the copy from the page cache to the aggregator's buffer.
+        let copy = transfer(bytes, self.job.world.model.copy_bw);
+        r.timers.file_write_s += now.saturating_since(r.op_started).as_secs_f64() + copy.as_secs_f64();
+        let at = now + copy;
         // Reading: send the pieces to their ranks.
         let agg_node = self.ranks[rank as usize].node;
         let mut delivered = at;
