@@ -288,6 +288,9 @@ pub struct Client {
     locks: LockCache,
     cache: PageCache,
     ops: BTreeMap<OpId, Op>,
+    /// When each write step copying into the page cache ends: the ops in
+    /// `OpState::Copying`, by end.
+    copy_ends: BTreeSet<(Instant, OpId)>,
     rpcs: FxHashMap<Xid, Rpc>,
     writes_in_flight: FxHashMap<OstIndex, usize>,
     /// Bytes written per object since it was last found fully written back:
@@ -316,6 +319,7 @@ impl Client {
             locks: LockCache::default(),
             cache: PageCache::new(),
             ops: BTreeMap::new(),
+            copy_ends: BTreeSet::new(),
             rpcs: FxHashMap::default(),
             writes_in_flight: FxHashMap::default(),
             dirty_keys: BTreeMap::new(),
@@ -515,20 +519,22 @@ impl Client {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let lru = self.locks.oldest_unused().map(|t| t + self.config.lru_age_max);
-        if self.config.copy_bytes_per_s.is_none() {
-            return lru;
-        }
-        let copies = self.ops.values().filter_map(|op| match op.state {
-            OpState::Copying { until } => Some(until),
-            _ => None,
-        });
-        copies.chain(lru).min()
+        self.copy_ends.first().map(|&(t, _)| t).into_iter().chain(lru).min()
     }
 
     /// Panics if a coherence invariant is broken.
     pub fn check_invariants(&self) {
         self.cache.check_invariants();
         self.locks.check_invariants();
+        let copying: BTreeSet<(Instant, OpId)> = self
+            .ops
+            .iter()
+            .filter_map(|(&id, op)| match op.state {
+                OpState::Copying { until } => Some((until, id)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(copying, self.copy_ends, "{}: copy ends disagree with the copying ops", self.id);
         let (pages, data_pages) = (self.cache.cached_pages(), self.cache.data_pages());
         match self.payload_kind {
             None => assert_eq!(pages, 0, "{}: pages cached before any payload", self.id),
@@ -600,6 +606,9 @@ impl Client {
 
     fn finish(&mut self, id: OpId, result: Result<OpOutput, ClientError>) {
         let op = self.ops.remove(&id).expect("finishing a live op");
+        if let OpState::Copying { until } = op.state {
+            self.copy_ends.remove(&(until, id));
+        }
         debug_assert!(op.holding.is_none(), "op finished holding a lock");
         self.events.push_back(ClientEvent::OpDone { op: id, result });
     }
@@ -630,8 +639,15 @@ impl Client {
         for id in gone {
             self.locks.remove(id);
         }
-        for op in self.ops.values_mut() {
+        for (&id, op) in self.ops.iter_mut() {
+            let copying = match op.state {
+                OpState::Copying { until } => Some(until),
+                _ => None,
+            };
             op.forget_locks_on(ost);
+            if let Some(until) = copying.filter(|_| !matches!(op.state, OpState::Copying { .. })) {
+                self.copy_ends.remove(&(until, id));
+            }
         }
         for rpc in self.rpcs.values_mut() {
             if let Rpc::Write { key, orphaned, .. } = rpc {

@@ -402,7 +402,9 @@ impl Client {
             OpState::Copying { until } if now < until => return Ok(false),
             // The copy is over: its room under the dirty limit was granted
             // when it began.
-            OpState::Copying { .. } => {}
+            OpState::Copying { until } => {
+                self.copy_ends.remove(&(until, id));
+            }
             _ => {
                 let dirty = self.cache.dirty_bytes_ost(step.key.ost);
                 if dirty > 0 && dirty + len > self.config.dirty_bytes_max {
@@ -412,6 +414,7 @@ impl Client {
                 let copy = self.config.copy_time(len);
                 if copy > Duration::ZERO {
                     self.set_state(id, OpState::Copying { until: now + copy });
+                    self.copy_ends.insert((now + copy, id));
                     return Ok(false);
                 }
             }
