@@ -469,6 +469,46 @@ fn a_write_copies_under_its_lock_and_a_callback_waits_for_the_copy() {
     assert_eq!(stored(&mut h, &layout, 0, MIB), want);
 }
 
+/// An eviction by one OST leaves a copy into the page cache for another
+/// OST's object running: the copy ends on time, its write completes and
+/// its bytes reach that OST. (A 1 MB/s copy bandwidth makes A's 64 KiB copy
+/// last 65 ms, during which B's write gets A evicted by OST 0: a callback
+/// timeout of 1 µs against a fixed 50 µs latency.)
+#[test]
+fn an_eviction_by_one_ost_leaves_a_copy_for_another_running() {
+    let latency = Duration::from_us(50);
+    let client = ClientConfig { copy_bytes_per_s: Some(1e6), ..Default::default() };
+    let config = HarnessConfig {
+        osts: 2,
+        client,
+        latency_min: latency,
+        latency_max: latency,
+        ..config_with_callback_timeout(Duration::from_us(1))
+    };
+    let mut h = Harness::new(config).unwrap();
+    let layout = h.create_layout(MIB, 2, Some(0)).unwrap();
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    write(&mut h, A, fa, 0, pattern(4 * KIB, 1));
+    let a_bytes = pattern(64 * KIB, 2);
+    let a_op = h.write(A, fa, MIB, a_bytes.clone());
+    while !h.client(A).lock_cache().iter().any(|(_, l)| l.key.ost == OstIndex(1) && l.is_granted()) {
+        assert!(h.step(), "stalled before A's lock on OST 1 was granted");
+    }
+    let copy_began = h.now();
+    let b_op = h.write(B, fb, 0, pattern(4 * KIB, 3));
+    while h.client(A).counters().evictions == 0 {
+        assert!(h.step(), "stalled before A was evicted");
+    }
+    assert!(h.result(A, a_op).is_none(), "the copy was over before the eviction: the test proves nothing");
+    assert_eq!(h.wait_ok(A, a_op), OpOutput::Written(64 * KIB));
+    assert!(h.now() >= copy_began + Duration::from_ms(65), "A's copy ended at {} (began {copy_began})", h.now());
+    h.wait_ok(B, b_op);
+    let op = h.fsync(A, fa);
+    let _ = h.wait(A, op).unwrap(); // reports the loss on OST 0, once
+    assert_eq!(stored(&mut h, &layout, MIB, 64 * KIB), a_bytes, "A's bytes on OST 1");
+    h.drive().unwrap();
+}
+
 /// Readers' PR locks and cached pages go when a writer revokes them; their
 /// next read fetches the new bytes.
 #[test]
