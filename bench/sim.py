@@ -17,6 +17,9 @@ only scenario (a).
 (f) how (a) depends on the OST drives' positioning time per I/O
     (ost_access_latency_us): 0 is a disk that is never waited for, 4160 the
     preset's rotational latency, 12660 that plus an average seek.
+(g) (b) again with the aggregators out of step: each starts each two-phase
+    round after a random delay below round_jitter_us (OS noise; no source
+    gives a figure, so the presets have none).
 """
 import json, os, statistics, subprocess, sys, time
 
@@ -92,6 +95,12 @@ def main():
     print("(f) OST positioning time per I/O (ost_access_latency_us), scenario (a)")
     for us in (0, 1000, 4160, 12660):
         sweep_line(f"access latency {us:5d} us", both_modes(8, f"storage.ost_access_latency_us={us}"))
+    print("(g) aggregators out of step (round_jitter_us: each aggregator starts each round up to that late), (b) again")
+    for us in (0, 1000, 5000):
+        for mult in (1, 2, 4, 8):
+            rd, rl = both_modes(mult, f"compute.round_jitter_us={us}")
+            print(f"  jitter {us:5d} us, {mult} per OST: default {rd['bw']:10.1f}  lockahead {rl['bw']:10.1f} MiB/s  "
+                  f"ratio {rl['bw'] / rd['bw']:.2f}x  (callbacks {rd['callbacks']} / {rl['callbacks']})")
 
 
 def both_modes(mult, setting=None):

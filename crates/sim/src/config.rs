@@ -89,6 +89,12 @@ pub struct ComputeSection {
     /// Client CPU time per RPC sent, in microseconds; absent means zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpu_per_rpc_us: Option<f64>,
+    /// Each aggregator starts each two-phase round's I/O after a random
+    /// delay, uniform below this many microseconds: OS noise and uneven
+    /// exchange completion, which the network model leaves out. Absent
+    /// means zero; a sensitivity knob (no source gives a figure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_jitter_us: Option<f64>,
 }
 
 /// `[client]`: Lustre client tunables, per client node.
@@ -210,6 +216,9 @@ impl ComputeSection {
     }
     pub fn client_cpu_per_rpc(&self) -> Duration {
         duration(self.client_cpu_per_rpc_us.unwrap_or(0.0), NS_PER_US)
+    }
+    pub fn round_jitter(&self) -> Duration {
+        duration(self.round_jitter_us.unwrap_or(0.0), NS_PER_US)
     }
 }
 

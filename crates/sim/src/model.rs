@@ -32,6 +32,8 @@ pub struct Model {
     pub access_latency: Duration,
     /// Client CPU time per message a node sends.
     pub client_cpu_per_rpc: Duration,
+    /// Bound of the random delay of an aggregator's start of a round.
+    pub round_jitter: Duration,
     /// Full RAID stripe of an OST, bytes.
     pub raid_stripe_bytes: u64,
     /// Rate at which a partly written RAID stripe is read back for parity.
@@ -84,6 +86,7 @@ impl Model {
             rpc_overhead: storage.rpc_service_overhead(),
             access_latency: storage.ost_access_latency(),
             client_cpu_per_rpc: compute.client_cpu_per_rpc(),
+            round_jitter: compute.round_jitter(),
             raid_stripe_bytes: storage.raid_stripe_bytes(),
             rmw_read_bw: storage.rmw_read_bandwidth().bytes_per_s(),
             oss_threads: storage.oss_service_threads,

@@ -93,6 +93,13 @@ const SCHEMA: &[Section] = &[
             key("injection_bandwidth_gib_s", BANDWIDTH, "GiB/s", "5.1", "one node's network interface"),
             key("network_latency_us", LATENCY, "microseconds", "10", "one-way message latency, with LNet"),
             optional(key("client_cpu_per_rpc_us", LATENCY, "microseconds", "5", "client CPU time per RPC")),
+            optional(key(
+                "round_jitter_us",
+                LATENCY,
+                "microseconds",
+                "1000",
+                "random delay of each aggregator's start of each two-phase round",
+            )),
         ],
     },
     Section {

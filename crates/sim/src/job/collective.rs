@@ -11,6 +11,7 @@ use lanefs_core::mpiio::plan::{self as mplan, CollectivePlan, LockaheadWindow, R
 use lanefs_core::mpiio::report::MpiioStats;
 use lanefs_core::msg::Payload;
 use lanefs_core::units::{Duration, Instant};
+use rand::Rng;
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::BTreeMap;
 
@@ -173,7 +174,10 @@ impl Run<'_> {
         coll.round_started = now;
         let round = std::mem::take(&mut coll.rounds[coll.round]);
         coll.outstanding = round.len() as u32;
+        let jitter = self.job.world.model.round_jitter.as_ns();
         for (agg, work) in &round {
+            // OS noise and uneven exchange completion (zero unless asked for).
+            let delay = Duration(if jitter == 0 { 0 } else { self.job.rng.gen_range(0..jitter) });
             if write {
                 let agg_rank = coll.setup.aggregators[*agg as usize];
                 let agg_node = self.ranks[agg_rank as usize].node;
@@ -184,9 +188,9 @@ impl Run<'_> {
                     self.ranks[src as usize].timers.data_send_s += arrived.saturating_since(now).as_secs_f64();
                     ready = ready.max(arrived);
                 }
-                self.job.world.push(ready, Ev::Work(WorkEv::AggReady { agg: *agg }));
+                self.job.world.push(ready + delay, Ev::Work(WorkEv::AggReady { agg: *agg }));
             } else {
-                self.job.world.push(now, Ev::Work(WorkEv::AggReady { agg: *agg }));
+                self.job.world.push(now + delay, Ev::Work(WorkEv::AggReady { agg: *agg }));
             }
         }
         let empty = round.is_empty();
