@@ -220,6 +220,9 @@ pub struct MpiioTimers {
     pub lock_mode: Option<Duration>,
     /// System writes.
     pub file_write: Duration,
+    /// The rest of the writer's time in the measured I/O phase: between its
+    /// collective calls, and (IOR's `-e`) the final fsync, which waits for
+    /// the page cache's writeback.
     pub other: Duration,
     /// Bytes this writer wrote to the file system.
     pub bytes: u64,
