@@ -60,6 +60,11 @@ impl ClientLock {
     pub fn is_pending(&self) -> bool {
         matches!(self.state, ClientLockState::Enqueuing { .. } | ClientLockState::Waiting)
     }
+    /// Granted, used by no operation, not called back and not a group lock:
+    /// a lock the LRU may cancel.
+    pub fn is_idle(&self) -> bool {
+        self.is_granted() && self.users == 0 && !self.callback_pending && !self.mode.is_group()
+    }
 }
 
 /// One object's locks by extent, so that matching a request or asking what
@@ -118,10 +123,11 @@ pub struct LockCache {
     returning: BTreeSet<LocalLock>,
     /// Server handles are unique per OST only.
     by_handle: FxHashMap<(OstIndex, LockHandle), LocalLock>,
-    /// Locks ever granted, by when they were last used: the LRU's order,
-    /// kept by [`LockCache::touch`], so that the oldest unused lock is
-    /// found without looking at every lock.
-    by_use: BTreeSet<(Instant, LocalLock)>,
+    /// The LRU: the unused granted locks (see [`ClientLock::is_idle`]), by
+    /// when they were last used, so that the oldest is the first entry.
+    /// Kept by [`LockCache::settle`], which every change of what `is_idle`
+    /// reads goes through (`check_invariants` verifies it).
+    idle: BTreeSet<(Instant, LocalLock)>,
     next: u64,
 }
 
@@ -136,6 +142,9 @@ impl LockCache {
             self.by_xid.insert(xid, id);
         }
         self.by_key.entry(lock.key).or_default().insert(id, lock.extent);
+        if lock.is_idle() {
+            self.idle.insert((lock.last_used, id));
+        }
         self.locks.insert(id, lock);
         id
     }
@@ -173,7 +182,7 @@ impl LockCache {
             self.by_xid.remove(&xid);
         }
         self.returning.remove(&id);
-        self.by_use.remove(&(lock.last_used, id));
+        self.idle.remove(&(lock.last_used, id));
         if let Some(index) = self.by_key.get_mut(&lock.key) {
             index.remove(id, lock.extent);
             if index.is_empty() {
@@ -186,12 +195,24 @@ impl LockCache {
     /// Lock `id` was granted or used at `now` (if it still exists).
     pub fn touch(&mut self, id: LocalLock, now: Instant) {
         if let Some(lock) = self.locks.get_mut(&id) {
-            if lock.last_used == now && self.by_use.contains(&(now, id)) {
-                return; // already listed as used at this instant
+            if lock.last_used != now {
+                self.idle.remove(&(lock.last_used, id));
+                lock.last_used = now;
             }
-            self.by_use.remove(&(lock.last_used, id));
-            self.by_use.insert((now, id));
-            lock.last_used = now;
+            self.settle(id);
+        }
+    }
+
+    /// Put lock `id` in the LRU or take it out, as [`ClientLock::is_idle`]
+    /// now says: call after changing its state, users or callback flag.
+    pub fn settle(&mut self, id: LocalLock) {
+        if let Some(lock) = self.locks.get(&id) {
+            let entry = (lock.last_used, id);
+            if lock.is_idle() {
+                self.idle.insert(entry);
+            } else {
+                self.idle.remove(&entry);
+            }
         }
     }
 
@@ -233,6 +254,7 @@ impl LockCache {
             .get(&id)
             .is_some_and(|l| l.callback_pending || l.state == ClientLockState::Cancelling));
         self.returning.insert(id);
+        self.settle(id);
     }
 
     /// Locks called back or being cancelled.
@@ -249,11 +271,10 @@ impl LockCache {
             }
             let indexed = self.by_key.get(&l.key).and_then(|index| index.by_start.get(&(l.extent.start, *id)));
             assert_eq!(indexed, Some(&l.extent.end), "lock {id:?} indexed at another extent");
-            if l.is_granted() {
-                assert!(self.by_use.contains(&(l.last_used, *id)), "granted lock {id:?} missing from the LRU");
-            }
+            let listed = self.idle.contains(&(l.last_used, *id));
+            assert_eq!(listed, l.is_idle(), "lock {id:?} in the LRU: {listed}, idle: {}", l.is_idle());
         }
-        for (t, id) in &self.by_use {
+        for (t, id) in &self.idle {
             assert_eq!(self.locks.get(id).map(|l| l.last_used), Some(*t), "LRU entry {id:?} stale");
         }
         let indexed: usize = self.by_key.values().map(|index| index.by_start.len()).sum();
@@ -329,10 +350,9 @@ impl LockCache {
         self.unused().map(|(_, t)| t).next()
     }
 
-    /// Unused granted locks in LRU order (every granted lock is in `by_use`).
+    /// Unused granted locks in LRU order.
     fn unused(&self) -> impl Iterator<Item = (LocalLock, Instant)> + '_ {
-        let unused = |l: &ClientLock| l.is_granted() && l.users == 0 && !l.callback_pending && !l.mode.is_group();
-        self.by_use.iter().filter(move |(_, id)| unused(&self.locks[id])).map(|&(t, id)| (id, t))
+        self.idle.iter().map(|&(t, id)| (id, t))
     }
 }
 

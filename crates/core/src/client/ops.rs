@@ -360,6 +360,7 @@ impl Client {
     fn hold(&mut self, id: OpId, l: LocalLock) {
         let lock = self.locks.get_mut(l).expect("held lock exists");
         lock.users += 1;
+        self.locks.settle(l);
         let op = self.ops.get_mut(&id).expect("live op");
         op.holding = Some(l);
         op.state = OpState::Ready;
