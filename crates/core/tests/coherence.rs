@@ -235,6 +235,13 @@ fn config_with_callback_timeout(timeout: Duration) -> HarnessConfig {
     }
 }
 
+/// A holder always too slow for the callback timeout: 1 µs against a fixed
+/// 50 µs latency, so the order of events is fixed and the holder is evicted.
+fn config_with_slow_holders() -> HarnessConfig {
+    let latency = Duration::from_us(50);
+    HarnessConfig { latency_min: latency, latency_max: latency, ..config_with_callback_timeout(Duration::from_us(1)) }
+}
+
 /// A holder that crashed with dirty data under its PW lock never answers the
 /// callback: the OST evicts it after the callback timeout, the waiting writer
 /// proceeds, and the dead client's unflushed bytes are gone.
@@ -270,13 +277,7 @@ fn crashed_holder_is_evicted_after_callback_timeout() {
 /// refused, it reports the loss, reconnects, and the waiter's bytes win.
 #[test]
 fn slow_holder_is_evicted_and_its_late_flush_refused() {
-    let latency = Duration::from_us(50);
-    let config = HarnessConfig {
-        latency_min: latency,
-        latency_max: latency,
-        ..config_with_callback_timeout(Duration::from_us(1))
-    };
-    let mut h = Harness::new(config).unwrap();
+    let mut h = Harness::new(config_with_slow_holders()).unwrap();
     let layout = h.create_layout(MIB, 1, Some(0)).unwrap();
     let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
     write(&mut h, A, fa, 0, pattern(100 * KIB, 1));
@@ -476,16 +477,8 @@ fn a_write_copies_under_its_lock_and_a_callback_waits_for_the_copy() {
 /// timeout of 1 µs against a fixed 50 µs latency.)
 #[test]
 fn an_eviction_by_one_ost_leaves_a_copy_for_another_running() {
-    let latency = Duration::from_us(50);
     let client = ClientConfig { copy_bytes_per_s: Some(1e6), ..Default::default() };
-    let config = HarnessConfig {
-        osts: 2,
-        client,
-        latency_min: latency,
-        latency_max: latency,
-        ..config_with_callback_timeout(Duration::from_us(1))
-    };
-    let mut h = Harness::new(config).unwrap();
+    let mut h = Harness::new(HarnessConfig { osts: 2, client, ..config_with_slow_holders() }).unwrap();
     let layout = h.create_layout(MIB, 2, Some(0)).unwrap();
     let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
     write(&mut h, A, fa, 0, pattern(4 * KIB, 1));

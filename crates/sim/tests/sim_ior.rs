@@ -259,12 +259,10 @@ fn round_jitter_delays_each_round_by_its_latest_aggregator() {
     // each. A round ends with its latest aggregator: up to 20 ms late, 16 ms
     // on average for the latest of 4, so 8 rounds add 80 to 160 ms.
     let line = "-a MPIIO -c -w -b 1m -t 1m -s 4 -N 8 --tasks-per-node 1";
-    let mut o = opts("cray-xc40-24ost");
-    o.hints = hints("striping_factor=4:cray_cb_nodes_multiplier=1");
-    let in_step = json_run(line, o.clone());
-    let mut late = opts_with("cray-xc40-24ost", &[("compute.round_jitter_us", "20000")]);
-    late.hints = o.hints.clone();
-    let out_of_step = json_run(line, late);
+    let aggs = hints("striping_factor=4:cray_cb_nodes_multiplier=1");
+    let in_step = json_run(line, SimOptions { hints: aggs.clone(), ..opts("cray-xc40-24ost") });
+    let jitter = [("compute.round_jitter_us", "20000")];
+    let out_of_step = json_run(line, SimOptions { hints: aggs, ..opts_with("cray-xc40-24ost", &jitter) });
     let added = out_of_step["sim"]["simulated_s"].as_f64().unwrap() - in_step["sim"]["simulated_s"].as_f64().unwrap();
     assert!((0.080..0.160).contains(&added), "8 rounds of up to 20 ms added {added} s");
     assert_eq!(counter(&out_of_step, "ost_bytes_written"), 32 << 20);

@@ -640,12 +640,7 @@ impl Client {
             self.locks.remove(id);
         }
         for (&id, op) in self.ops.iter_mut() {
-            let copying = match op.state {
-                OpState::Copying { until } => Some(until),
-                _ => None,
-            };
-            op.forget_locks_on(ost);
-            if let Some(until) = copying.filter(|_| !matches!(op.state, OpState::Copying { .. })) {
+            if let Some(until) = op.forget_locks_on(ost) {
                 self.copy_ends.remove(&(until, id));
             }
         }

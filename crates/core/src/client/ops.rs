@@ -189,15 +189,23 @@ impl Op {
     }
 
     /// The OST evicted us: locks there are gone; steps on it start over.
-    pub(super) fn forget_locks_on(&mut self, ost: OstIndex) {
-        let Some(step) = self.steps.get(self.index) else { return };
+    /// Returns the end of the copy into the page cache this interrupted, if
+    /// any (the client's `copy_ends` forgets it).
+    #[must_use]
+    pub(super) fn forget_locks_on(&mut self, ost: OstIndex) -> Option<Instant> {
+        let step = self.steps.get(self.index)?;
         if step.key.ost != ost {
-            return;
+            return None;
         }
         self.holding = None;
+        let interrupted = match self.state {
+            OpState::Copying { until } => Some(until),
+            _ => None,
+        };
         if matches!(self.state, OpState::WaitLock(_) | OpState::WaitDirty | OpState::Copying { .. }) {
             self.state = OpState::Ready;
         }
+        interrupted
     }
 }
 
