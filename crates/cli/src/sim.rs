@@ -144,6 +144,10 @@ fn ior(mut args: Vec<String>) -> Result<()> {
         print!("{USAGE}");
         return Ok(());
     }
+    // The report's `Command line` is the whole invocation, so that it can be
+    // run again as printed.
+    let invocation =
+        std::iter::once("lanefs sim ior").chain(args.iter().map(String::as_str)).collect::<Vec<_>>().join(" ");
     let cluster = take(&mut args, "--cluster")?
         .ok_or_else(|| anyhow!("--cluster is required: a preset name ({}) or a .toml file", preset_names()))?;
     let mut overrides = Vec::new();
@@ -181,6 +185,7 @@ fn ior(mut args: Vec<String>) -> Result<()> {
     let quiet = take_flag(&mut args, "--quiet");
 
     let mut params = lanefs_ior::parse_args(&args).map_err(|e| anyhow!("{e}"))?;
+    params.command_line = invocation;
     // Ranks sit on the cluster's nodes as its description says unless
     // --tasks-per-node says otherwise, and IOR's report says so too.
     params.tasks_per_node.get_or_insert(cluster.compute.ranks_per_node);

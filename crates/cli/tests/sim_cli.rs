@@ -49,6 +49,9 @@ fn json_report_with_hints_from_the_environment() {
     assert_eq!(j["lanefs"]["lockahead_sent"], 32, "lockahead from the matching pattern: {}", j["lanefs"]);
     assert_eq!(j["sim"]["cluster"], "laptop");
     assert!(j["sim"]["events"].as_u64().unwrap() > 0);
+    // The report names the whole invocation, ready to run again.
+    let want = format!("lanefs {}", args.join(" "));
+    assert_eq!(j["Command line"], want.as_str());
     assert_eq!(
         j["summary"][0]["tPN"].as_u64().or_else(|| j["tests"][0]["Parameters"]["tasksPerNode"].as_u64()),
         Some(2)
