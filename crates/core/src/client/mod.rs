@@ -281,6 +281,22 @@ enum Rpc {
     },
 }
 
+/// What one pass of [`Client::run`] moved.
+#[derive(Clone, Copy, Debug, Default)]
+struct Pass {
+    ops_stepped: usize,
+    ops_moved: bool,
+    trimmed: bool,
+    cancelled: bool,
+    sent: bool,
+}
+
+impl Pass {
+    fn moved(&self) -> bool {
+        self.ops_moved || self.trimmed || self.cancelled || self.sent
+    }
+}
+
 pub struct Client {
     id: ClientId,
     config: ClientConfig,
@@ -614,23 +630,55 @@ impl Client {
     }
 
     /// Bring every operation, cancel and writeback as far as it can go.
+    ///
+    /// A pass steps every operation, then the LRU trim, the cancel pump and
+    /// the writeback pump, and passes repeat while one moves something.
+    /// Most passes after one that moved something move nothing, so a pass
+    /// is repeated only when the last one may have unblocked something:
+    /// - each operation is stepped until it waits, and the pumps that
+    ///   follow it cannot end its wait unless a cancel removed a lock (an
+    ///   operation may wait for a lock to go: a refused enqueue, a group
+    ///   unlock); trimming only marks locks, writeback turns dirty bytes
+    ///   into bytes in flight (still counted against the dirty limit, still
+    ///   waited for by a flush), and replies arrive as messages;
+    /// - an operation may unblock another stepped before it, so moves with
+    ///   more than one operation live repeat the pass;
+    /// - each pump, run again, finds what it left: trimming is done once the
+    ///   locks are few enough, the cancel pump saw the locks after the trim,
+    ///   and the writeback pump stops only when nothing is left to send or
+    ///   the RPC slots are full.
+    ///
+    /// Debug builds run the skipped pass anyway and check that it moves
+    /// nothing.
     fn run(&mut self, now: Instant) {
         loop {
-            let mut progressed = false;
-            // The ops live at the start of this pass, in id order (stepping
-            // one may finish it, never start another).
-            let mut next = self.ops.keys().next().copied();
-            while let Some(id) = next {
-                progressed |= self.step_op(now, id);
-                next = self.ops.range(OpId(id.0 + 1)..).next().map(|(&id, _)| id);
+            let pass = self.pass(now);
+            if !pass.moved() {
+                break;
             }
-            progressed |= self.trim_lru();
-            progressed |= self.pump_cancels();
-            progressed |= self.pump_writeback();
-            if !progressed {
+            let again = pass.cancelled || (pass.ops_moved && pass.ops_stepped > 1);
+            if !again {
+                debug_assert!(!self.pass(now).moved(), "a pass after {pass:?} moved something");
                 break;
             }
         }
+    }
+
+    /// One pass of [`Client::run`].
+    fn pass(&mut self, now: Instant) -> Pass {
+        let mut pass = Pass::default();
+        // The ops live at the start of this pass, in id order (stepping
+        // one may finish it, never start another).
+        let mut next = self.ops.keys().next().copied();
+        while let Some(id) = next {
+            pass.ops_stepped += 1;
+            pass.ops_moved |= self.step_op(now, id);
+            next = self.ops.range(OpId(id.0 + 1)..).next().map(|(&id, _)| id);
+        }
+        pass.trimmed = self.trim_lru();
+        pass.cancelled = self.pump_cancels();
+        pass.sent = self.pump_writeback();
+        pass
     }
 
     fn on_evicted(&mut self, ost: OstIndex) {

@@ -231,6 +231,9 @@ impl Client {
         let mut progressed = false;
         loop {
             let Some(op) = self.ops.get(&id) else { return progressed };
+            if self.stalled(now, op) {
+                return progressed;
+            }
             if op.index == op.steps.len() {
                 let result = self.complete(id);
                 self.finish(id, result);
@@ -254,6 +257,32 @@ impl Client {
                     return true;
                 }
             }
+        }
+    }
+
+    /// Whether `op` waits for something only a message or the clock brings:
+    /// what its step function would find, said without running it. Most
+    /// passes of [`Client::run`] meet ops in these states.
+    fn stalled(&self, now: Instant, op: &Op) -> bool {
+        // A write checks its payload before anything else.
+        let payload_ok = |data: &Payload| self.check_payload(data.kind(), data.len()).is_ok();
+        match (op.state, &op.kind) {
+            (OpState::Copying { until }, OpKind::Write { data }) => {
+                now < until && op.holding.is_some() && payload_ok(data)
+            }
+            // Granting the lock hands the op its reference.
+            (OpState::WaitLock(l), kind) if op.holding.is_none() && self.locks.get(l).is_some() => match kind {
+                OpKind::Write { data } => payload_ok(data),
+                OpKind::Read { .. } | OpKind::Truncate { .. } | OpKind::GroupLock { .. } | OpKind::Lockahead { .. } => {
+                    true
+                }
+                _ => false,
+            },
+            (OpState::WaitRpcs { outstanding, .. }, OpKind::Read { .. } | OpKind::Truncate { .. }) => {
+                outstanding > 0 && op.holding.is_some()
+            }
+            (OpState::WaitRpcs { outstanding, .. }, OpKind::Stat { .. }) => outstanding > 0,
+            _ => false,
         }
     }
 
