@@ -18,7 +18,7 @@ use super::ops::OpState;
 use super::{Client, Rpc};
 use crate::extent::Extent;
 use crate::msg::{IoError, Payload, ToOst};
-use crate::units::{ObjectKey, OstIndex, Xid, PAGE_SIZE};
+use crate::units::{ObjectKey, OstIndex, Xid};
 
 impl Client {
     /// Start giving a lock back (idempotent).
@@ -63,7 +63,7 @@ impl Client {
                 continue; // pump_writeback flushes it; we come back on the reply
             }
             let others = self.locks.covering_others(key, extent, l);
-            self.cache.discard(key, extent, |page| others.iter().any(|e| e.contains_offset(page * PAGE_SIZE)));
+            self.cache.discard(key, extent, &others);
             let lock = self.locks.remove(l).expect("listed");
             let handle = lock.handle.expect("a granted lock has a server handle");
             self.counters.cancels += 1;

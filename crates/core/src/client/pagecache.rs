@@ -389,22 +389,26 @@ impl PageCache {
             runs_in(runs, first, last).filter(|(_, r)| r.page.cached_dirty() == 0).map(|(s, _)| s).collect();
         let mut dropped = 0;
         for start in clean {
-            dropped += self.cut_out(key, start, first, last, |_| false);
+            dropped += self.cut_out(key, start, first, last, &[]);
         }
         self.forget_if_empty(key);
         dropped as usize
     }
 
-    /// Drops the pages meeting `range` for which `keep_page(index)` is false;
+    /// Drops the pages meeting `range` except those whose first byte lies in
+    /// one of `kept` (the extents of other locks that still cover them);
     /// returns the cached-dirty bytes thrown away. Panics if such a page has
     /// writeback in flight: on eviction, call `writeback_failed` first.
-    pub fn discard(&mut self, key: ObjectKey, range: Extent, keep_page: impl Fn(u64) -> bool) -> u64 {
+    pub fn discard(&mut self, key: ObjectKey, range: Extent, kept: &[Extent]) -> u64 {
         let (first, last) = (range.start / PAGE_SIZE, range.end / PAGE_SIZE);
         let Some(runs) = self.objects.get(&key) else { return 0 };
         let doomed: Vec<(u64, u64)> = runs_in(runs, first, last).map(|(s, r)| (s, r.page.cached_dirty())).collect();
+        let mut kept_pages: SmallVec<[(u64, u64); 4]> =
+            kept.iter().map(|e| (e.start.div_ceil(PAGE_SIZE), e.end / PAGE_SIZE)).filter(|(a, b)| a <= b).collect();
+        kept_pages.sort_unstable();
         let mut lost = 0;
         for (start, per_page) in doomed {
-            lost += self.cut_out(key, start, first, last, &keep_page) * per_page;
+            lost += self.cut_out(key, start, first, last, &kept_pages) * per_page;
         }
         self.forget_if_empty(key);
         lost
@@ -742,26 +746,36 @@ impl PageCache {
     }
 
     /// Removes the pages of the run at `start` that lie in `[first, last]`
-    /// and are not kept by `keep_page`, putting back the rest; returns how
-    /// many pages went. Panics if one of them has writeback in flight.
-    fn cut_out(&mut self, key: ObjectKey, start: u64, first: u64, last: u64, keep_page: impl Fn(u64) -> bool) -> u64 {
+    /// and in none of the page ranges `kept` (sorted by start), putting back
+    /// the rest as the longest pieces it makes; returns how many pages went.
+    /// Panics if one of them has writeback in flight.
+    fn cut_out(&mut self, key: ObjectKey, start: u64, first: u64, last: u64, kept: &[(u64, u64)]) -> u64 {
         let run = self.take(key, start).expect("listed");
         let end = run.end(start);
-        let kept = |i: u64| i < first || i > last || keep_page(i);
-        let (mut dropped, mut i) = (0, start);
-        while i < end {
-            let keep = kept(i);
-            let mut j = i + 1;
-            while j < end && kept(j) == keep {
-                j += 1;
+        let (lo, hi) = (start.max(first), (end - 1).min(last));
+        // `i`: the first page of `[lo, hi]` not decided yet; `kept_from`:
+        // the first page of the piece that stays, not put back yet.
+        let (mut dropped, mut kept_from, mut i) = (0, start, lo);
+        for &(keep_first, keep_last) in kept.iter().chain([(u64::MAX, u64::MAX)].iter()) {
+            if i > hi {
+                break;
             }
-            if keep {
-                self.put(key, i, run.piece(i - start, j - i));
-            } else {
+            if keep_last < i {
+                continue;
+            }
+            let drop_end = keep_first.min(hi + 1); // the pages before it go
+            if drop_end > i {
                 assert!(run.page.writeback.0.is_empty(), "discarding page {i} of {key:?} under writeback");
-                dropped += j - i;
+                if kept_from < i {
+                    self.put(key, kept_from, run.piece(kept_from - start, i - kept_from));
+                }
+                dropped += drop_end - i;
+                kept_from = drop_end;
             }
-            i = j;
+            i = keep_last.saturating_add(1).max(i);
+        }
+        if kept_from < end {
+            self.put(key, kept_from, run.piece(kept_from - start, end - kept_from));
         }
         dropped
     }

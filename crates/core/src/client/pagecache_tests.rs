@@ -129,8 +129,8 @@ fn discard_and_eviction_accounting() {
     c.write(b, 0, &bytes(2 * P, 2));
     assert_eq!(next(&mut c, a, ALL, P), Some((0, P)));
     assert_eq!(c.writeback_done(a, 0, P), P);
-    assert_eq!(c.discard(a, Extent::new(0, 0), |_| false), 0); // flushed first
-    assert_eq!(c.discard(a, ALL, |index| index == 1), P); // page 2 was dirty
+    assert_eq!(c.discard(a, Extent::new(0, 0), &[]), 0); // flushed first
+    assert_eq!(c.discard(a, ALL, &[Extent::new(P, 2 * P - 1)]), P); // page 2 was dirty
     assert_eq!((c.cached_pages(), c.dirty_bytes_ost(OstIndex(1))), (3, P));
     assert_eq!(next(&mut c, a, ALL, P), Some((P, P)));
     assert_eq!(c.writeback_failed(a, P, P), P); // evicted: lost
@@ -148,7 +148,7 @@ fn discard_refuses_pages_in_flight() {
     let mut c = PageCache::new();
     c.write(KEY, 0, &[1; 10]);
     c.next_writeback(KEY, ALL, P);
-    c.discard(KEY, ALL, |_| false);
+    c.discard(KEY, ALL, &[]);
 }
 
 #[test]
@@ -298,8 +298,9 @@ fn step(c: &mut PageCache, m: &mut Model, op: Op) {
             let pages = (range.start / P..=range.end / P).filter(|i| !busy.contains(i));
             let dropped: Vec<usize> = pages.flat_map(|i| all(i * P, P)).collect();
             let lost = dropped.iter().filter(|&&i| m.dirty[i]).count() as u64;
-            assert_eq!(c.discard(KEY, range, |i| busy.contains(&i)), lost);
-            assert_eq!(m.twin.discard(KEY, range, |i| busy.contains(&i)), lost);
+            let kept: Vec<Extent> = busy.iter().map(|&i| Extent::from_offset_len(i * P, P)).collect();
+            assert_eq!(c.discard(KEY, range, &kept), lost);
+            assert_eq!(m.twin.discard(KEY, range, &kept), lost);
             dropped.into_iter().for_each(|i| (m.written[i], m.dirty[i]) = (None, false));
         }
         Op::Truncate(size) => {
