@@ -38,6 +38,7 @@ pub mod locks;
 pub mod pagecache;
 
 mod flush;
+mod lost_ost;
 mod ops;
 #[cfg(test)]
 mod pagecache_diff_tests;
@@ -681,90 +682,6 @@ impl Client {
         pass
     }
 
-    fn on_evicted(&mut self, ost: OstIndex) {
-        self.counters.evictions += 1;
-        let gone: Vec<LocalLock> = self.locks.iter().filter(|(_, l)| l.key.ost == ost).map(|(id, _)| id).collect();
-        for id in gone {
-            self.locks.remove(id);
-        }
-        for (&id, op) in self.ops.iter_mut() {
-            if let Some(until) = op.forget_locks_on(ost) {
-                self.copy_ends.remove(&(until, id));
-            }
-        }
-        for rpc in self.rpcs.values_mut() {
-            if let Rpc::Write { key, orphaned, .. } = rpc {
-                if key.ost == ost {
-                    *orphaned = true;
-                }
-            }
-        }
-        self.forget_ost_data(ost, "this client was evicted");
-        self.send(ost, ToOst::Connect);
-    }
-
-    /// The driver lost its connection to `ost` and could not restore it:
-    /// every operation that needs that OST fails with
-    /// [`ClientError::Unreachable`], its locks and cached pages are dropped
-    /// (dirty bytes reported lost), and replies still in flight are ignored.
-    /// Later operations try the OST again.
-    pub fn handle_unreachable(&mut self, now: Instant, ost: OstIndex, reason: &str) {
-        let gone: Vec<LocalLock> = self.locks.iter().filter(|(_, l)| l.key.ost == ost).map(|(id, _)| id).collect();
-        for id in gone {
-            self.locks.remove(id);
-        }
-        let mut failed: Vec<OpId> = Vec::new();
-        self.rpcs.retain(|_, rpc| match rpc {
-            Rpc::Write { key, .. } => key.ost != ost,
-            Rpc::Read { op, key, .. } => {
-                if key.ost == ost {
-                    failed.push(*op);
-                }
-                key.ost != ost
-            }
-            Rpc::Punch { op } | Rpc::Getattr { op, .. } => {
-                let touches = self.ops.get(op).is_some_and(|o| o.steps.iter().any(|s| s.key.ost == ost));
-                if touches {
-                    failed.push(*op);
-                }
-                !touches
-            }
-        });
-        self.writes_in_flight.remove(&ost);
-        for (id, op) in &self.ops {
-            let on_ost = op.steps.get(op.index).is_some_and(|s| s.key.ost == ost);
-            let waits_on_all = matches!(op.state, ops::OpState::WaitFlush) && op.steps.iter().any(|s| s.key.ost == ost);
-            if on_ost || waits_on_all {
-                failed.push(*id);
-            }
-        }
-        failed.sort();
-        failed.dedup();
-        for id in failed {
-            if let Some(op) = self.ops.get_mut(&id) {
-                op.holding = None;
-                self.finish(id, Err(ClientError::Unreachable { ost, reason: reason.to_string() }));
-            }
-        }
-        self.forget_ost_data(ost, reason);
-        self.run(now);
-    }
-
-    /// After an eviction or a lost connection: group locks through that OST
-    /// are gone, and so is every cached page of it (dirty bytes reported lost).
-    fn forget_ost_data(&mut self, ost: OstIndex, reason: &str) {
-        let unstable = self.cache.unstable_objects(ost);
-        self.record_write_error(&unstable, ost, reason);
-        for file in self.files.values_mut() {
-            if file.layout.objects().iter().any(|k| k.ost == ost) {
-                file.group = None;
-            }
-        }
-        self.dirty_keys.retain(|k, _| k.ost != ost);
-        let lost = self.cache.discard_ost(ost);
-        self.report_loss(ost, lost);
-    }
-
     /// Over the cache budget: drop the clean pages of `range`, which the
     /// caller has just finished with (written back, or read out).
     fn trim_cache(&mut self, key: ObjectKey, range: crate::Extent) {
@@ -787,26 +704,6 @@ impl Client {
         debug_assert!(self.check_payload(kind, len).is_ok(), "{kind} payload cached by a client of the other kind");
         if len > 0 {
             self.payload_kind = Some(kind);
-        }
-    }
-
-    /// Remember, on every open file with an object in `lost`, that bytes
-    /// written through it will never reach `ost`.
-    pub(super) fn record_write_error(&mut self, lost: &BTreeSet<ObjectKey>, ost: OstIndex, reason: &str) {
-        if lost.is_empty() {
-            return;
-        }
-        for file in self.files.values_mut() {
-            if file.write_error.is_none() && file.layout.objects().iter().any(|k| lost.contains(k)) {
-                file.write_error = Some(ClientError::WriteLost { ost, reason: reason.to_string() });
-            }
-        }
-    }
-
-    fn report_loss(&mut self, ost: OstIndex, bytes: u64) {
-        if bytes > 0 {
-            self.counters.bytes_lost += bytes;
-            self.events.push_back(ClientEvent::DataLost { ost, bytes });
         }
     }
 }

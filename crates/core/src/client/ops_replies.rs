@@ -1,0 +1,140 @@
+//! The OSTs' replies to an operation's requests: lock grants and refusals,
+//! blocking callbacks, and the answers to read, punch and getattr RPCs.
+
+use super::{OpKind, OpState};
+use crate::client::locks::{ClientLockState, LocalLock};
+use crate::client::{Client, ClientError, OpId, Rpc};
+use crate::extent::Extent;
+use crate::msg::{EnqueueReply, IoError, Payload};
+use crate::units::{Instant, LockHandle, OstIndex, Xid};
+
+impl Client {
+    pub(in crate::client) fn on_enqueue_reply(&mut self, now: Instant, xid: Xid, reply: EnqueueReply) {
+        let Some(l) = self.locks.take_xid(xid) else { return };
+        match reply {
+            EnqueueReply::Granted { lock, extent } => {
+                self.locks.set_handle(l, lock);
+                self.granted(now, l, extent, false);
+            }
+            EnqueueReply::Waiting { lock } => {
+                self.locks.set_handle(l, lock);
+                self.locks.get_mut(l).expect("listed").state = ClientLockState::Waiting;
+            }
+            EnqueueReply::Invalid => {
+                // Only a bug on this side can cause it: fail the operations
+                // that waited for the lock rather than ask again forever.
+                self.locks.remove(l);
+                let waiters: Vec<OpId> =
+                    self.ops.iter().filter(|(_, op)| op.state == OpState::WaitLock(l)).map(|(id, _)| *id).collect();
+                for id in waiters {
+                    self.finish(id, Err(ClientError::Protocol("the OST refused a malformed lock request")));
+                }
+            }
+            EnqueueReply::Refused | EnqueueReply::Evicted => {
+                let lock = self.locks.remove(l).expect("listed");
+                if lock.flags.speculative && reply == EnqueueReply::Refused {
+                    self.counters.lockahead_refused += 1;
+                }
+                // Operations waiting on it find it gone and enqueue again.
+            }
+        }
+    }
+
+    pub(in crate::client) fn on_completion(
+        &mut self,
+        now: Instant,
+        ost: OstIndex,
+        handle: LockHandle,
+        extent: Extent,
+        callback_pending: bool,
+    ) {
+        let Some(l) = self.locks.by_handle(ost, handle) else { return };
+        self.granted(now, l, extent, callback_pending);
+    }
+
+    /// A lock is granted: every operation waiting on it gets a reference at
+    /// once, so that a lock called back before use still serves the
+    /// operations that asked for it (and cannot be lost to a livelock).
+    fn granted(&mut self, now: Instant, l: LocalLock, extent: Extent, callback_pending: bool) {
+        let requested = self.locks.get(l).expect("granted lock listed").requested;
+        assert!(extent.contains(&requested), "server granted {extent} for a request of {requested}");
+        self.locks.set_extent(l, extent);
+        let lock = self.locks.get_mut(l).expect("granted lock listed");
+        lock.state = ClientLockState::Granted;
+        lock.callback_pending |= callback_pending;
+        self.locks.touch(l, now);
+        if callback_pending {
+            self.locks.note_returning(l);
+        }
+        let waiters: Vec<OpId> =
+            self.ops.iter().filter(|(_, op)| op.state == OpState::WaitLock(l)).map(|(id, _)| *id).collect();
+        for id in waiters {
+            self.hold(id, l);
+        }
+    }
+
+    pub(in crate::client) fn on_blocking(&mut self, ost: OstIndex, handle: LockHandle) {
+        self.counters.blocking_callbacks += 1;
+        if let Some(l) = self.locks.by_handle(ost, handle) {
+            self.locks.get_mut(l).expect("listed").callback_pending = true;
+            self.locks.note_returning(l);
+        }
+        // Unknown handle: our cancel crossed the callback; nothing to do.
+    }
+
+    pub(in crate::client) fn on_read_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<Payload, IoError>) {
+        let Some(Rpc::Read { op, key, offset }) = self.rpcs.remove(&xid) else { return };
+        debug_assert_eq!(key.ost, ost);
+        let failure = match result {
+            Ok(data) if self.check_payload(data.kind(), data.len()).is_err() => {
+                tracing::warn!(client = self.id.0, %ost, "read reply of {} payload refused", data.kind());
+                Some(IoError::PayloadKind)
+            }
+            Ok(data) => {
+                self.counters.bytes_read += data.len();
+                if self.ops.get(&op).is_some_and(|o| o.holding.is_some()) {
+                    self.note_payload(data.kind(), data.len());
+                    match data {
+                        Payload::Bytes(bytes) => self.cache.fill(key, offset, &bytes),
+                        Payload::Phantom(len) => self.cache.fill_phantom(key, offset, len),
+                        other => self.cache.fill(key, offset, &other.into_bytes().expect("bytes")),
+                    }
+                }
+                None
+            }
+            Err(e) => Some(e),
+        };
+        self.rpc_answered(op, failure);
+    }
+
+    pub(in crate::client) fn on_punch_reply(&mut self, _ost: OstIndex, xid: Xid, result: Result<(), IoError>) {
+        let Some(Rpc::Punch { op }) = self.rpcs.remove(&xid) else { return };
+        self.rpc_answered(op, result.err());
+    }
+
+    pub(in crate::client) fn on_getattr_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<u64, IoError>) {
+        let Some(Rpc::Getattr { op, stripe }) = self.rpcs.remove(&xid) else { return };
+        let failure = match result {
+            Ok(size) => {
+                let key = self.ops[&op].steps[stripe as usize].key;
+                debug_assert_eq!(key.ost, ost);
+                let local = self.cache.object_cached_end(key);
+                let OpKind::Stat { sizes } = &mut self.ops.get_mut(&op).expect("live op").kind else { unreachable!() };
+                sizes[stripe as usize] = size.max(local);
+                None
+            }
+            Err(e) => Some(e),
+        };
+        self.rpc_answered(op, failure);
+    }
+
+    fn rpc_answered(&mut self, op: OpId, failure: Option<IoError>) {
+        let Some(op) = self.ops.get_mut(&op) else { return };
+        if let OpState::WaitRpcs { outstanding, failed } = &mut op.state {
+            *outstanding -= 1;
+            if failure.is_some() {
+                *failed = failure;
+            }
+        }
+    }
+}
