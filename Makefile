@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test bench build deps fmt clippy clean
+.PHONY: demo test bench build pgo deps fmt clippy clean
 
 deps:
 	@command -v cargo >/dev/null 2>&1 || { \
@@ -24,7 +24,12 @@ test: deps
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 	$(CARGO) test --locked --workspace
 
+# A profile-guided build for large simulations (target/pgo/release/lanefs).
+pgo: deps
+	bench/pgo.sh
+
 bench: build
+	bench/pgo.sh || [ $$? -eq 2 ]
 	$(CARGO) bench --locked -p lanefs-core --bench core
 	./target/release/lanefs demo --json
 	python3 bench/fs.py

@@ -8,7 +8,8 @@ only scenario (a).
 (a) IOR collective MPI-IO write, 192 nodes x 4 ranks, 1 MiB transfers,
     24 stripes, 8 aggregators per OST: lockahead vs default locking, plus the
     simulator's speed on the default-locking run (SPEED_RUNS runs, 9 by
-    default: median and best events per second).
+    default: median and best events per second), of the release build and,
+    when bench/pgo.sh has made it, of the profile-guided build, in turns.
 (b) 1, 2, 4 and 8 aggregators per OST in both lock modes.
 (c) shared-file collective writes with lockahead vs file per process.
 (d) how (a) depends on the lock server's time per request, and (e) on the
@@ -24,6 +25,8 @@ only scenario (a).
 import json, os, statistics, subprocess, sys, time
 
 LANEFS = os.environ.get("LANEFS", "./target/release/lanefs")
+# The profile-guided build of `bench/pgo.sh`, timed beside LANEFS when present.
+LANEFS_PGO = os.environ.get("LANEFS_PGO", "./target/pgo/release/lanefs")
 PRESET = "cray-xc40-24ost"
 SEGMENTS = os.environ.get("SEGMENTS", "16")
 SPEED_RUNS = max(1, int(os.environ.get("SPEED_RUNS", "9")))
@@ -34,8 +37,8 @@ def hints(mult, mode):
     return f"striping_factor=24:cray_cb_nodes_multiplier={mult}:cray_cb_write_lock_mode={mode}"
 
 
-def run(args):
-    cmd = [LANEFS, "sim", "ior", "--cluster", PRESET] + args + ["-O", "summaryFormat=JSON"]
+def run(args, lanefs=LANEFS):
+    cmd = [lanefs, "sim", "ior", "--cluster", PRESET] + args + ["-O", "summaryFormat=JSON"]
     t = time.monotonic()
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     wall = time.monotonic() - t
@@ -64,12 +67,26 @@ def main():
     show("lockahead (mode 2)", la)
     print(f"  lockahead / default = {la['bw'] / d['bw']:.2f}x   (published: 7.5x)")
     # One run lasts a twentieth of a second, shorter than this machine's
-    # noise: repeat it and give the median and the best.
-    speeds = sorted([d["events_per_s"]] + [run(COLL + ["--hints", hints(8, 0)])["events_per_s"]
-                                           for _ in range(SPEED_RUNS - 1)])
-    print(f"  simulator on the default run: {d['events']} events; over {SPEED_RUNS} runs "
-          f"{statistics.median(speeds) / 1e6:.2f} M events/s median, {speeds[-1] / 1e6:.2f} M best "
-          f"(inside the run; target 3 M)")
+    # noise: repeat it and give the median and the best. The builds take
+    # turns, so that both see the same machine.
+    builds = [("release build", LANEFS)]
+    if os.path.exists(LANEFS_PGO):
+        builds.append(("profile-guided build (bench/pgo.sh)", LANEFS_PGO))
+    speeds = {label: [] for label, _ in builds}
+    for i in range(SPEED_RUNS):
+        for label, lanefs in builds:
+            r = d if i == 0 and lanefs == LANEFS else run(COLL + ["--hints", hints(8, 0)], lanefs)
+            if (r["bw"], r["events"]) != (d["bw"], d["events"]):
+                sys.exit(f"{lanefs} gives {r['bw']} MiB/s in {r['events']} events, not {d['bw']} in {d['events']}: "
+                         "an out-of-date build? rebuild it (make build; bench/pgo.sh)")
+            speeds[label].append(r["events_per_s"])
+    print(f"  simulator on the default run: {d['events']} events; over {SPEED_RUNS} runs of each, inside the run "
+          f"(target 3 M):")
+    for label, v in speeds.items():
+        print(f"    {label:<38} {statistics.median(v) / 1e6:.2f} M events/s median, {max(v) / 1e6:.2f} M best")
+    if len(builds) == 2:
+        (_, plain), (_, pgo) = speeds.items()
+        print(f"    profile-guided / release, medians: {statistics.median(pgo) / statistics.median(plain):.2f}x")
     print(f"  command: {d['cmd']}")
     if quick:
         return
