@@ -17,7 +17,9 @@
 //!   granted lock or waiter, or any GROUP lock, refuses it, with no callbacks;
 //! * a holder that has not cancelled `callback_timeout` after its callback is
 //!   evicted: all its locks go, and it is refused until it reconnects;
-//! * a cancel reprocesses the waiting queue in order.
+//! * a cancel reprocesses the waiting queue in order, granting waiters up to
+//!   the first that is still blocked (`ldlm_reprocess_queue` and
+//!   `ldlm_process_extent_lock`'s rescan): no waiter is overtaken.
 //!
 //! Where lanefs goes beyond Lustre: after every reprocess, each lock still
 //! waiting makes sure that every granted lock blocking it has been called
@@ -292,7 +294,17 @@ impl LockServer {
             self.transmit(client, ToClient::Enqueue { xid, reply: EnqueueReply::Granted { lock: handle, extent } });
             return;
         }
-        self.resource(object).waiting.push(handle);
+        // A GROUP request joins the first waiter of its gid, so that the two
+        // are granted together (Lustre's `ldlm_extent_compat_queue` inserts
+        // it there): otherwise it could wait behind a lock that the other
+        // one's grant blocks.
+        let queue = &self.resources[&object].waiting;
+        let at = match request.mode {
+            LockMode::Group(_) => queue.iter().position(|h| self.locks[h].request.mode == request.mode).map(|i| i + 1),
+            _ => None,
+        };
+        let queue = &mut self.resource(object).waiting;
+        queue.insert(at.unwrap_or(queue.len()), handle);
         self.event(LockEvent::Waiting { client, lock: handle, object, mode: request.mode, extent: request.extent });
         self.transmit(client, ToClient::Enqueue { xid, reply: EnqueueReply::Waiting { lock: handle } });
         for waiter in blockers.waiting {
@@ -588,11 +600,11 @@ impl LockServer {
         b
     }
 
-    /// Whether the waiter at `ahead_of` in the queue must keep waiting: what
-    /// [`LockServer::blockers`] would decide of it, without listing the blockers, and
-    /// stopping at the first one (reprocessing asks it of every waiter after
-    /// every cancel).
-    fn is_blocked(&self, object: ObjectId, lock: &Lock, ahead_of: usize) -> bool {
+    /// Whether a granted lock keeps `lock`, the head of the waiting queue
+    /// (no waiter is ahead of it), waiting: what [`LockServer::blockers`]
+    /// would decide of it, without listing the blockers, and stopping at the
+    /// first one (reprocessing asks it after every cancel).
+    fn is_blocked(&self, object: ObjectId, lock: &Lock) -> bool {
         let Some(res) = self.resources.get(&object) else { return false };
         let (mode, extent) = (lock.request.mode, lock.request.extent);
         let mut granted = res.granted.overlapping_unordered(&extent).map(|(_, h)| &self.locks[&h]);
@@ -606,13 +618,10 @@ impl LockServer {
                 }
                 conflicts |= other.conflicts_with(mode, &extent);
             }
-            if conflicts {
-                return true;
-            }
-        } else if granted.any(|other| other.conflicts_with(mode, &extent)) {
-            return true;
+            conflicts
+        } else {
+            granted.any(|other| other.conflicts_with(mode, &extent))
         }
-        res.waiting[..ahead_of].iter().any(|h| self.locks[h].conflicts_with(mode, &extent))
     }
 
     /// Expand and grant a lock that is in no queue or in the waiting queue.
@@ -683,16 +692,17 @@ impl LockServer {
         lock.object
     }
 
-    /// Grant, in queue order, every waiter now compatible with the granted
-    /// locks and the waiters ahead of it; then make sure whatever still
-    /// blocks a waiter has been called back.
+    /// Grant the waiters in queue order, up to the first one still blocked
+    /// by a granted lock or a waiter ahead of it: those behind it wait too,
+    /// even if nothing blocks them, so that a waiter is never overtaken
+    /// (Lustre's `ldlm_reprocess_queue` stops its rescan there). Then make
+    /// sure whatever still blocks a waiter has been called back.
     fn reprocess(&mut self, now: Instant, object: ObjectId) {
-        let mut index = 0;
-        while index < self.resources.get(&object).map_or(0, |r| r.waiting.len()) {
-            let handle = self.resources[&object].waiting[index];
-            if self.is_blocked(object, &self.locks[&handle], index) {
-                index += 1;
-                continue;
+        // A grant takes the head of the queue off it: the next waiter to
+        // look at is always the first.
+        while let Some(&handle) = self.resources.get(&object).and_then(|r| r.waiting.first()) {
+            if self.is_blocked(object, &self.locks[&handle]) {
+                break;
             }
             let extent = self.grant(handle);
             let lock = &self.locks[&handle];

@@ -124,11 +124,45 @@ fn a_cancel_grants_the_waiters_nothing_blocks_any_more() {
     };
     let (out, _) = drain(&mut s);
     s.handle_cancel(Instant(1), ClientId(1), handle(&out, 1));
-    // 2 goes first; 4 shares its gid, which lets it pass 3, whom 2 blocks.
+    // 2 goes first; 4, of its gid, joined it in the queue ahead of 3, whom
+    // 2 blocks.
     let (out, _) = drain(&mut s);
     let completed: Vec<ClientId> =
         out.iter().filter(|(_, m)| matches!(m, ToClient::Completion { .. })).map(|(c, _)| *c).collect();
     assert_eq!(completed, [ClientId(2), ClientId(4)]);
     assert_eq!(s.waiting_count(), 1);
+    s.check_invariants();
+}
+
+#[test]
+fn a_waiter_is_not_overtaken_by_one_behind_it() {
+    let mut s = LockServer::new(LockServerConfig::default());
+    let exact =
+        |start, end| LockRequest { flags: EnqueueFlags { no_expand: true, speculative: false }, ..pw(start, end) };
+    let enqueue = |s: &mut LockServer, client: u32, request| {
+        s.handle_enqueue(Instant(0), ClientId(client), Xid(u64::from(client)), ObjectId(0), request);
+        let (out, _) = drain(s);
+        match out.iter().find(|(c, m)| *c == ClientId(client) && matches!(m, ToClient::Enqueue { .. })) {
+            Some((_, ToClient::Enqueue { reply: EnqueueReply::Granted { lock, .. }, .. })) => Some(*lock),
+            Some((_, ToClient::Enqueue { reply: EnqueueReply::Waiting { .. }, .. })) => None,
+            other => panic!("client {client}: {other:?}"),
+        }
+    };
+    let completed = |s: &mut LockServer| -> Vec<ClientId> {
+        let (out, _) = drain(s);
+        out.iter().filter(|(_, m)| matches!(m, ToClient::Completion { .. })).map(|(c, _)| *c).collect()
+    };
+    let first = enqueue(&mut s, 1, exact(0, 4095)).expect("nothing conflicts");
+    let second = enqueue(&mut s, 2, exact(MIB, MIB + 4095)).expect("nothing conflicts");
+    assert_eq!(enqueue(&mut s, 3, exact(0, 4095)), None, "1 blocks it");
+    assert_eq!(enqueue(&mut s, 4, exact(MIB, MIB + 4095)), None, "2 blocks it");
+    // Nothing granted blocks 4 any more, but 3, ahead of it, is still
+    // blocked: the rescan stops there.
+    s.handle_cancel(Instant(1), ClientId(2), second);
+    assert_eq!(completed(&mut s), []);
+    assert_eq!(s.waiting_count(), 2);
+    s.handle_cancel(Instant(2), ClientId(1), first);
+    assert_eq!(completed(&mut s), [ClientId(3), ClientId(4)]);
+    assert_eq!(s.waiting_count(), 0);
     s.check_invariants();
 }
