@@ -71,7 +71,11 @@ def main():
     # turns, so that both see the same machine.
     builds = [("release build", LANEFS)]
     if os.path.exists(LANEFS_PGO):
-        builds.append(("profile-guided build (bench/pgo.sh)", LANEFS_PGO))
+        if os.path.getmtime(LANEFS_PGO) < os.path.getmtime(LANEFS):
+            print(f"  ({LANEFS_PGO} is older than {LANEFS}, so maybe of older sources: not timed; "
+                  "rebuild it with bench/pgo.sh)")
+        else:
+            builds.append(("profile-guided build (bench/pgo.sh)", LANEFS_PGO))
     speeds = {label: [] for label, _ in builds}
     for i in range(SPEED_RUNS):
         for label, lanefs in builds:
