@@ -88,6 +88,11 @@ pub struct Layout {
     /// One object per stripe, in stripe order; shared, since every client
     /// that opens a file holds its layout (thousands in the simulator).
     objects: Arc<[ObjectKey]>,
+    /// `(OST, stripe)` of every stripe, by OST (each OST holds one stripe at
+    /// most): which stripe an object is, without a walk. Derived from
+    /// `objects`, so not sent.
+    #[serde(skip_serializing)]
+    by_ost: Arc<[(OstIndex, u32)]>,
 }
 
 /// The wire form of [`Layout`], validated into one by `TryFrom`.
@@ -169,7 +174,9 @@ impl Layout {
         }
         check_distinct_osts(&objects)?;
         let stripe_offset = objects[0].ost;
-        Ok(Layout { stripe_size, stripe_offset, objects: objects.into() })
+        let mut by_ost: Vec<(OstIndex, u32)> = objects.iter().zip(0..).map(|(key, stripe)| (key.ost, stripe)).collect();
+        by_ost.sort_unstable();
+        Ok(Layout { stripe_size, stripe_offset, objects: objects.into(), by_ost: by_ost.into() })
     }
 
     /// Stripe `i` on OST `(start_ost + i) % ost_count`, its object named by
@@ -218,10 +225,22 @@ impl Layout {
         &self.objects
     }
 
+    /// The objects, shared (a reference count, not a copy).
+    pub fn objects_shared(&self) -> Arc<[ObjectKey]> {
+        Arc::clone(&self.objects)
+    }
+
     /// The object holding `stripe`; panics if `stripe >= stripe_count()`.
     pub fn object(&self, stripe: u32) -> ObjectKey {
         self.check_stripe(stripe);
         self.objects[stripe as usize]
+    }
+
+    /// The stripe `key` holds, if it is one of this layout's objects.
+    pub fn stripe_of(&self, key: ObjectKey) -> Option<u32> {
+        let at = self.by_ost.binary_search_by_key(&key.ost, |&(ost, _)| ost).ok()?;
+        let stripe = self.by_ost[at].1;
+        (self.objects[stripe as usize] == key).then_some(stripe)
     }
 
     fn check_stripe(&self, stripe: u32) {
@@ -362,6 +381,19 @@ mod tests {
         assert_eq!(layout.object(1), key(1));
         assert_eq!(layout.stripe_count(), 4);
         assert_eq!(layout.stripe_offset(), OstIndex(0));
+    }
+
+    #[test]
+    fn stripe_of_finds_each_object_and_nothing_else() {
+        // Stripes 0..3 on OSTs 5, 6, 0, 1: the OST order is not the stripe order.
+        let layout = Layout::round_robin(MIB, 4, OstIndex(5), 7, |ost| ObjectId(100 + u64::from(ost.0))).unwrap();
+        for stripe in 0..4 {
+            assert_eq!(layout.stripe_of(layout.object(stripe)), Some(stripe));
+        }
+        assert_eq!(layout.stripe_of(ObjectKey { ost: OstIndex(3), object: ObjectId(103) }), None, "no stripe there");
+        assert_eq!(layout.stripe_of(ObjectKey { ost: OstIndex(6), object: ObjectId(7) }), None, "another object");
+        let decoded: Layout = serde_json::from_str(&serde_json::to_string(&layout).unwrap()).unwrap();
+        assert_eq!(decoded, layout);
     }
 
     #[test]

@@ -143,6 +143,35 @@ fn fsync_and_close_write_everything_back() {
     h.drive().unwrap();
 }
 
+/// fsync of a file striped wide, with dirty bytes in a few of its objects
+/// only: it passes the clean objects, waits on each dirty one, and ends with
+/// their bytes in the store; a write made while it runs is in the store
+/// after the close.
+#[test]
+fn fsync_of_a_wide_file_waits_on_its_dirty_objects_only() {
+    let stripe = 64 * KIB;
+    let mut h = harness(1, 8, 4);
+    let layout = h.create_layout(stripe, 8, Some(0)).unwrap();
+    let fa = h.open(A, layout.clone());
+    let (two, six) = (pattern(stripe, 1), pattern(1000, 2));
+    write(&mut h, A, fa, 2 * stripe, two.clone());
+    write(&mut h, A, fa, 6 * stripe + 500, six.clone());
+    assert_eq!(h.client(A).cache().dirty_bytes(), stripe + 1000);
+    let op = h.fsync(A, fa);
+    let late = pattern(100, 3);
+    let late_op = h.write(A, fa, 0, late.clone());
+    assert_eq!(h.wait_ok(A, op), OpOutput::Synced);
+    assert_eq!(h.wait_ok(A, late_op), OpOutput::Written(100));
+    assert_eq!(stored(&mut h, &layout, 2 * stripe, stripe), two);
+    assert_eq!(stored(&mut h, &layout, 6 * stripe + 500, 1000), six);
+    let op = h.close(A, fa);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Closed);
+    assert_eq!(h.client(A).cache().dirty_bytes(), 0);
+    assert_eq!(stored(&mut h, &layout, 0, 100), late);
+    assert_eq!(h.ost_counters().bytes_written, stripe + 1000 + 100);
+    h.drive().unwrap();
+}
+
 /// stat sees another client's cached, unflushed write (glimpse); truncate
 /// revokes the cached data beyond the new size, and every client then sees
 /// the new size and zeros past it.

@@ -121,11 +121,24 @@ impl Client {
             match op.state {
                 // Only objects with dirty bytes have anything to send (every
                 // one of them is in `dirty_keys`, see `check_invariants`).
+                // A flush waits on every object of its file; a file striped
+                // wide has far more objects than a client has dirty ones.
+                // (An OST holds one object of a file at most, and the list
+                // is sorted by OST below, so either order gives the same.)
+                OpState::WaitFlush if self.dirty_keys.len() < op.steps.len() && self.files.contains_key(&op.fh) => {
+                    let layout = &self.files[&op.fh].layout;
+                    areas.extend(
+                        self.dirty_keys
+                            .keys()
+                            .filter(|&&key| layout.stripe_of(key).is_some())
+                            .map(|&key| (key, Extent::WHOLE)),
+                    )
+                }
                 OpState::WaitFlush => areas.extend(
                     op.steps.iter().filter(|s| self.dirty_keys.contains_key(&s.key)).map(|s| (s.key, Extent::WHOLE)),
                 ),
                 OpState::WaitDirty => {
-                    let ost = op.steps[op.index].key.ost;
+                    let ost = op.steps.at(op.index).key.ost;
                     if !pressed.contains(&ost) {
                         pressed.push(ost);
                     }

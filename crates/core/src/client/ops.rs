@@ -15,6 +15,7 @@ use crate::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};
 use crate::msg::{IoError, Payload, PayloadKind, ToOst};
 use crate::units::{Duration, Instant, ObjectKey, OstIndex, PAGE_SIZE};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 #[path = "ops_replies.rs"]
 mod replies;
@@ -117,11 +118,59 @@ pub(super) struct Step {
     pub mode: LockMode,
 }
 
+/// The steps of an operation: a list, or one whole-object step per object
+/// of a file, made when asked for (fsync and close of a file striped over
+/// hundreds of OSTs, on thousands of clients, would otherwise build and
+/// free hundreds of steps each).
+#[derive(Clone, Debug)]
+pub(super) enum Steps {
+    List(Vec<Step>),
+    /// Stripe `i` is `objects[i]`, the whole of it, in `mode`.
+    EveryStripe {
+        objects: Arc<[ObjectKey]>,
+        mode: LockMode,
+    },
+}
+
+impl Steps {
+    #[inline]
+    pub fn len(&self) -> usize {
+        match self {
+            Steps::List(steps) => steps.len(),
+            Steps::EveryStripe { objects, .. } => objects.len(),
+        }
+    }
+
+    #[inline]
+    pub fn get(&self, index: usize) -> Option<Step> {
+        (index < self.len()).then(|| self.at(index))
+    }
+
+    /// The step at `index`; panics past the last one.
+    #[inline]
+    pub fn at(&self, index: usize) -> Step {
+        match self {
+            Steps::List(steps) => steps[index],
+            Steps::EveryStripe { objects, mode } => Step {
+                key: objects[index],
+                stripe: index as u32, // a layout has at most STRIPE_COUNT_MAX stripes
+                extent: Extent::WHOLE,
+                buf_offset: 0,
+                mode: *mode,
+            },
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Step> + '_ {
+        (0..self.len()).map(|i| self.at(i))
+    }
+}
+
 #[derive(Debug)]
 pub(super) struct Op {
     pub fh: FileHandle,
     pub kind: OpKind,
-    pub steps: Vec<Step>,
+    pub steps: Steps,
     pub index: usize,
     pub state: OpState,
     pub holding: Option<LocalLock>,
@@ -137,11 +186,7 @@ impl Op {
     ) -> Result<Op, ClientError> {
         let file = files.get(&fh).ok_or(ClientError::BadFile)?;
         let layout = &file.layout;
-        let whole = |mode: LockMode| -> Vec<Step> {
-            (0..layout.stripe_count())
-                .map(|s| Step { key: layout.object(s), stripe: s, extent: Extent::WHOLE, buf_offset: 0, mode })
-                .collect()
-        };
+        let whole = |mode: LockMode| Steps::EveryStripe { objects: layout.objects_shared(), mode };
         let io_mode = |write: bool| match (file.group, write) {
             (Some(gid), _) => LockMode::Group(gid),
             (None, true) => LockMode::ProtectedWrite,
@@ -154,16 +199,18 @@ impl Op {
                         return Err(ClientError::TooLarge { offset, len });
                     }
                     let mode = io_mode(matches!(kind, OpKind::Write { .. }));
-                    layout.chunks(offset, len).into_iter().map(|c| chunk_step(c, offset, mode)).collect()
+                    Steps::List(layout.chunks(offset, len).into_iter().map(|c| chunk_step(c, offset, mode)).collect())
                 }
-                OpKind::Truncate { size } => (0..layout.stripe_count())
-                    .map(|s| {
-                        let object_size = layout.file_size_to_object_size(s, *size);
-                        let start = object_size - object_size % PAGE_SIZE;
-                        let extent = Extent::new(start, EOF);
-                        Step { key: layout.object(s), stripe: s, extent, buf_offset: 0, mode: io_mode(true) }
-                    })
-                    .collect(),
+                OpKind::Truncate { size } => Steps::List(
+                    (0..layout.stripe_count())
+                        .map(|s| {
+                            let object_size = layout.file_size_to_object_size(s, *size);
+                            let start = object_size - object_size % PAGE_SIZE;
+                            let extent = Extent::new(start, EOF);
+                            Step { key: layout.object(s), stripe: s, extent, buf_offset: 0, mode: io_mode(true) }
+                        })
+                        .collect(),
+                ),
                 OpKind::GroupLock { gid } => {
                     if file.group.is_some() {
                         return Err(ClientError::GroupLockHeld);
@@ -176,7 +223,7 @@ impl Op {
                     }
                     whole(LockMode::Group(*gid))
                 }
-                OpKind::Lockahead { ranges } => {
+                OpKind::Lockahead { ranges } => Steps::List(
                     ranges
                         .iter()
                         .flat_map(|&(mode, start, end)| {
@@ -184,8 +231,8 @@ impl Op {
                                 Step { key: layout.object(s), stripe: s, extent: e, buf_offset: 0, mode }
                             })
                         })
-                        .collect()
-                }
+                        .collect(),
+                ),
                 OpKind::Fsync | OpKind::Close | OpKind::Stat { .. } => whole(LockMode::ProtectedRead),
             };
         Ok(Op { fh, kind, steps, index: 0, state: OpState::Ready, holding: None })
@@ -322,9 +369,10 @@ impl Client {
         })
     }
 
+    #[inline]
     fn current(&self, id: OpId) -> (Step, OpState, Option<LocalLock>) {
         let op = &self.ops[&id];
-        (op.steps[op.index], op.state, op.holding)
+        (op.steps.at(op.index), op.state, op.holding)
     }
 
     fn set_state(&mut self, id: OpId, state: OpState) {
@@ -520,14 +568,24 @@ impl Client {
         Ok(true)
     }
 
+    /// Waits at the first object, from the current step on, with bytes dirty
+    /// or in flight; passes the clean ones in one go (a file striped over
+    /// hundreds of OSTs has hundreds of steps, most of them clean).
     fn step_flush(&mut self, id: OpId) -> Result<bool, ClientError> {
-        let (step, _, _) = self.current(id);
-        if self.cache.has_dirty(step.key, Extent::WHOLE) || self.cache.has_writeback(step.key, Extent::WHOLE) {
-            self.set_state(id, OpState::WaitFlush);
-            return Ok(false);
-        }
+        let op = &self.ops[&id];
+        let unstable =
+            |s: Step| self.cache.has_dirty(s.key, Extent::WHOLE) || self.cache.has_writeback(s.key, Extent::WHOLE);
+        let clean = if self.cache.is_stable() {
+            op.steps.len() - op.index
+        } else {
+            (op.index..op.steps.len()).position(|i| unstable(op.steps.at(i))).unwrap_or(op.steps.len() - op.index)
+        };
         let op = self.ops.get_mut(&id).expect("live op");
-        op.index += 1;
+        op.index += clean;
+        if op.index < op.steps.len() {
+            op.state = OpState::WaitFlush;
+            return Ok(clean > 0);
+        }
         op.state = OpState::Ready;
         Ok(true)
     }
@@ -540,7 +598,7 @@ impl Client {
                 let steps = self.ops[&id].steps.clone();
                 let OpKind::Stat { sizes } = &mut self.ops.get_mut(&id).expect("live op").kind else { unreachable!() };
                 *sizes = vec![0; steps.len()];
-                for s in &steps {
+                for s in steps.iter() {
                     let xid = self.xid();
                     self.rpcs.insert(xid, Rpc::Getattr { op: id, stripe: s.stripe });
                     self.send(s.key.ost, ToOst::Getattr { xid, object: s.key.object });

@@ -116,7 +116,7 @@ impl Client {
         let Some(Rpc::Getattr { op, stripe }) = self.rpcs.remove(&xid) else { return };
         let failure = match result {
             Ok(size) => {
-                let key = self.ops[&op].steps[stripe as usize].key;
+                let key = self.ops[&op].steps.at(stripe as usize).key;
                 debug_assert_eq!(key.ost, ost);
                 let local = self.cache.object_cached_end(key);
                 let OpKind::Stat { sizes } = &mut self.ops.get_mut(&op).expect("live op").kind else { unreachable!() };

@@ -350,6 +350,11 @@ impl PageCache {
         })
     }
 
+    /// Whether no byte of any object is dirty or under writeback.
+    pub fn is_stable(&self) -> bool {
+        self.dirty_runs.is_empty() && self.writeback_runs.is_empty()
+    }
+
     /// Whether `key` has any dirty byte (one map lookup).
     pub fn object_has_dirty(&self, key: ObjectKey) -> bool {
         self.dirty_runs.contains_key(&key)
