@@ -692,8 +692,8 @@ impl LockServer {
         lock.object
     }
 
-    /// Grant the waiters in queue order, up to the first one still blocked
-    /// by a granted lock or a waiter ahead of it: those behind it wait too,
+    /// Grant the waiters in queue order, up to the first one a granted lock
+    /// still blocks (every waiter ahead of it is granted): those behind it wait too,
     /// even if nothing blocks them, so that a waiter is never overtaken
     /// (Lustre's `ldlm_reprocess_queue` stops its rescan there). Then make
     /// sure whatever still blocks a waiter has been called back.
