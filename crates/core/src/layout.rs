@@ -315,18 +315,26 @@ impl Layout {
     /// Splits `[file_offset, file_offset + len)` into pieces in file order,
     /// each within one stripe unit. Panics if the range ends past `u64::MAX`.
     pub fn chunks(&self, file_offset: u64, len: u64) -> Vec<ObjectChunk> {
+        self.chunks_iter(file_offset, len).collect()
+    }
+
+    /// [`Self::chunks`] one at a time, with nothing allocated. Panics as it
+    /// does, when called.
+    pub fn chunks_iter(&self, file_offset: u64, len: u64) -> impl Iterator<Item = ObjectChunk> + '_ {
         let end = range_end(file_offset, len);
-        let mut chunks = Vec::new();
         let mut pos = file_offset;
-        while pos < end {
+        std::iter::from_fn(move || {
+            if pos >= end {
+                return None;
+            }
             let (stripe, object_offset) = self.file_to_object(pos);
             let len = (self.stripe_size - pos % self.stripe_size).min(end - pos);
             debug_assert!(len > 0 && pos / self.stripe_size == (pos + len - 1) / self.stripe_size);
             let key = self.objects[stripe as usize];
-            chunks.push(ObjectChunk { stripe, key, object_offset, file_offset: pos, len });
+            let chunk = ObjectChunk { stripe, key, object_offset, file_offset: pos, len };
             pos += len;
-        }
-        chunks
+            Some(chunk)
+        })
     }
 
     /// For each stripe that `[file_offset, file_offset + len)` touches, the

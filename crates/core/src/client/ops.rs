@@ -14,6 +14,7 @@ use crate::layout::ObjectChunk;
 use crate::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};
 use crate::msg::{IoError, Payload, PayloadKind, ToOst};
 use crate::units::{Duration, Instant, ObjectKey, OstIndex, PAGE_SIZE};
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -124,12 +125,11 @@ pub(super) struct Step {
 /// free hundreds of steps each).
 #[derive(Clone, Debug)]
 pub(super) enum Steps {
-    List(Vec<Step>),
+    /// Inline when there is one (a read or write within a stripe unit, the
+    /// usual write of a collective buffer or of a stripe-sized transfer).
+    List(SmallVec<[Step; 1]>),
     /// Stripe `i` is `objects[i]`, the whole of it, in `mode`.
-    EveryStripe {
-        objects: Arc<[ObjectKey]>,
-        mode: LockMode,
-    },
+    EveryStripe { objects: Arc<[ObjectKey]>, mode: LockMode },
 }
 
 impl Steps {
@@ -199,7 +199,7 @@ impl Op {
                         return Err(ClientError::TooLarge { offset, len });
                     }
                     let mode = io_mode(matches!(kind, OpKind::Write { .. }));
-                    Steps::List(layout.chunks(offset, len).into_iter().map(|c| chunk_step(c, offset, mode)).collect())
+                    Steps::List(layout.chunks_iter(offset, len).map(|c| chunk_step(c, offset, mode)).collect())
                 }
                 OpKind::Truncate { size } => Steps::List(
                     (0..layout.stripe_count())

@@ -7,6 +7,7 @@ use crate::client::{Client, ClientError, OpId, Rpc};
 use crate::extent::Extent;
 use crate::msg::{EnqueueReply, IoError, Payload};
 use crate::units::{Instant, LockHandle, OstIndex, Xid};
+use smallvec::SmallVec;
 
 impl Client {
     pub(in crate::client) fn on_enqueue_reply(&mut self, now: Instant, xid: Xid, reply: EnqueueReply) {
@@ -66,7 +67,7 @@ impl Client {
         if callback_pending {
             self.locks.note_returning(l);
         }
-        let waiters: Vec<OpId> =
+        let waiters: SmallVec<[OpId; 2]> =
             self.ops.iter().filter(|(_, op)| op.state == OpState::WaitLock(l)).map(|(id, _)| *id).collect();
         for id in waiters {
             self.hold(id, l);

@@ -106,6 +106,10 @@ pub struct PageCache {
     /// that "is anything of this object still in flight" (fsync, close,
     /// cancel) never walks the clean pages.
     writeback_runs: FxHashMap<ObjectKey, BTreeSet<u64>>,
+    /// Emptied index sets, kept with their nodes for the next object to be
+    /// listed: an object's runs are listed and unlisted at every write and
+    /// writeback, and most often it has one.
+    spare_sets: Vec<BTreeSet<u64>>,
     /// Cached-dirty bytes per OST; OSTs at zero have no entry.
     dirty_bytes_ost: BTreeMap<OstIndex, u64>,
     dirty_bytes: u64,
@@ -694,10 +698,10 @@ impl PageCache {
     /// so only a change touches them.
     fn relist(&mut self, key: ObjectKey, start: u64, was: Listed, now: Listed) {
         if was.dirty != now.dirty {
-            set_listed(&mut self.dirty_runs, key, start, now.dirty);
+            set_listed(&mut self.dirty_runs, &mut self.spare_sets, key, start, now.dirty);
         }
         if was.writeback != now.writeback {
-            set_listed(&mut self.writeback_runs, key, start, now.writeback);
+            set_listed(&mut self.writeback_runs, &mut self.spare_sets, key, start, now.writeback);
         }
     }
 
@@ -722,13 +726,27 @@ impl PageCache {
     }
 }
 
-/// Lists (or unlists) run `start` of `key` in `index`, dropping empty sets.
-fn set_listed(index: &mut FxHashMap<ObjectKey, BTreeSet<u64>>, key: ObjectKey, start: u64, listed: bool) {
+/// How many emptied index sets a cache keeps for reuse.
+const SPARE_SETS_MAX: usize = 16;
+
+/// Lists (or unlists) run `start` of `key` in `index`. An object's set
+/// leaves the index when it empties (into `spares`, which new sets come
+/// from), so the index holds exactly the objects with listed runs.
+fn set_listed(
+    index: &mut FxHashMap<ObjectKey, BTreeSet<u64>>,
+    spares: &mut Vec<BTreeSet<u64>>,
+    key: ObjectKey,
+    start: u64,
+    listed: bool,
+) {
     if listed {
-        index.entry(key).or_default().insert(start);
+        index.entry(key).or_insert_with(|| spares.pop().unwrap_or_default()).insert(start);
     } else if let Some(set) = index.get_mut(&key) {
         if set.remove(&start) && set.is_empty() {
-            index.remove(&key);
+            let set = index.remove(&key).expect("just found");
+            if spares.len() < SPARE_SETS_MAX {
+                spares.push(set);
+            }
         }
     }
 }

@@ -13,15 +13,20 @@ use lanefs_core::msg::Payload;
 use lanefs_core::units::{Duration, Instant};
 use rand::Rng;
 use rustc_hash::FxHashMap as HashMap;
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 
 /// One round of a collective call, in the form the loop moves.
+///
+/// An aggregator buffers one stripe a round, so it has a piece or two (a
+/// stripe's worth of transfers) and one extent in most calls: both are
+/// kept inline, since there is one of these per aggregator per round.
 #[derive(Clone, Debug, Default)]
 pub(super) struct AggRound {
     /// File extents the aggregator writes (or reads) this round.
-    extents: Vec<(u64, u64)>,
+    extents: SmallVec<[(u64, u64); 1]>,
     /// (source or destination rank, bytes).
-    pieces: Vec<(u32, u64)>,
+    pieces: SmallVec<[(u32, u64); 2]>,
 }
 
 pub(super) struct CollState {
@@ -233,11 +238,11 @@ impl Run<'_> {
         self.coll().agg_ops[agg as usize] = extents.len() as u32;
         self.ranks[rank as usize].op_started = now;
         let client = &mut self.job.world.clients[node as usize];
-        let ids: Vec<OpId> = if spec.write {
+        let ids: SmallVec<[OpId; 1]> = if spec.write {
             // ROMIO writes the collective buffer's contiguous pieces one
             // after the other, each copied into the page cache under its
             // lock; the rest follow in `agg_op_done`.
-            vec![client.write_payload(now, fh, extents[0].0, Payload::Phantom(extents[0].1))]
+            smallvec::smallvec![client.write_payload(now, fh, extents[0].0, Payload::Phantom(extents[0].1))]
         } else {
             extents.iter().map(|&(off, len)| client.read(now, fh, off, len)).collect()
         };
