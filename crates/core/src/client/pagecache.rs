@@ -727,7 +727,7 @@ impl PageCache {
 }
 
 /// How many emptied index sets a cache keeps for reuse.
-const SPARE_SETS_MAX: usize = 16;
+const SPARE_SETS_MAX: usize = 4;
 
 /// Lists (or unlists) run `start` of `key` in `index`. An object's set
 /// leaves the index when it empties (into `spares`, which new sets come
