@@ -641,11 +641,18 @@ impl PageCache {
         // From the run before page `first` to the one after `last`, found
         // with one descent of the tree, walking back from `last + 1`.
         let mut span: SmallVec<[(u64, &Run); 8]> = SmallVec::new();
+        // Whether two of them touch: runs apart never fold (the usual case
+        // of a write or writeback of its own run).
+        let mut touching = false;
         for (&start, run) in runs.range(..=last.saturating_add(1)).rev() {
+            touching |= span.last().is_some_and(|&(later, _)| run.end(start) == later);
             span.push((start, run));
             if start < first {
                 break;
             }
+        }
+        if !touching {
+            return;
         }
         // One walk decides every merge: `(into, next)` folds run `next` into
         // the run at `into`, which has grown to `pages` by then.
