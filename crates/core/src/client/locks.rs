@@ -51,6 +51,9 @@ pub struct ClientLock {
     pub callback_pending: bool,
     /// When last granted or used; changed only by [`LockCache::touch`].
     pub last_used: Instant,
+    /// Whether the LRU lists it (at `last_used`); kept by the cache, so
+    /// that a settle that changes nothing costs no search of the LRU.
+    pub(super) in_lru: bool,
 }
 
 impl ClientLock {
@@ -142,7 +145,9 @@ impl LockCache {
             self.by_xid.insert(xid, id);
         }
         self.by_key.entry(lock.key).or_default().insert(id, lock.extent);
-        if lock.is_idle() {
+        let mut lock = lock;
+        lock.in_lru = lock.is_idle();
+        if lock.in_lru {
             self.idle.insert((lock.last_used, id));
         }
         self.locks.insert(id, lock);
@@ -182,7 +187,9 @@ impl LockCache {
             self.by_xid.remove(&xid);
         }
         self.returning.remove(&id);
-        self.idle.remove(&(lock.last_used, id));
+        if lock.in_lru {
+            self.idle.remove(&(lock.last_used, id));
+        }
         if let Some(index) = self.by_key.get_mut(&lock.key) {
             index.remove(id, lock.extent);
             if index.is_empty() {
@@ -196,7 +203,10 @@ impl LockCache {
     pub fn touch(&mut self, id: LocalLock, now: Instant) {
         if let Some(lock) = self.locks.get_mut(&id) {
             if lock.last_used != now {
-                self.idle.remove(&(lock.last_used, id));
+                if lock.in_lru {
+                    self.idle.remove(&(lock.last_used, id));
+                    lock.in_lru = false;
+                }
                 lock.last_used = now;
             }
             self.settle(id);
@@ -206,9 +216,14 @@ impl LockCache {
     /// Put lock `id` in the LRU or take it out, as [`ClientLock::is_idle`]
     /// now says: call after changing its state, users or callback flag.
     pub fn settle(&mut self, id: LocalLock) {
-        if let Some(lock) = self.locks.get(&id) {
+        if let Some(lock) = self.locks.get_mut(&id) {
+            let idle = lock.is_idle();
+            if idle == lock.in_lru {
+                return;
+            }
+            lock.in_lru = idle;
             let entry = (lock.last_used, id);
-            if lock.is_idle() {
+            if idle {
                 self.idle.insert(entry);
             } else {
                 self.idle.remove(&entry);
@@ -273,6 +288,7 @@ impl LockCache {
             assert_eq!(indexed, Some(&l.extent.end), "lock {id:?} indexed at another extent");
             let listed = self.idle.contains(&(l.last_used, *id));
             assert_eq!(listed, l.is_idle(), "lock {id:?} in the LRU: {listed}, idle: {}", l.is_idle());
+            assert_eq!(listed, l.in_lru, "lock {id:?} in the LRU: {listed}, flagged: {}", l.in_lru);
         }
         for (t, id) in &self.idle {
             assert_eq!(self.locks.get(id).map(|l| l.last_used), Some(*t), "LRU entry {id:?} stale");
@@ -373,6 +389,7 @@ mod tests {
             users: 0,
             callback_pending: false,
             last_used: Instant::ZERO,
+            in_lru: false,
         }
     }
 

@@ -471,6 +471,7 @@ impl Client {
             users: 0,
             callback_pending: false,
             last_used: Instant::ZERO,
+            in_lru: false,
         };
         let l = self.locks.insert(lock);
         let request = LockRequest { mode, extent, flags };
