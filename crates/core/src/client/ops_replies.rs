@@ -63,14 +63,16 @@ impl Client {
         let lock = self.locks.get_mut(l).expect("granted lock listed");
         lock.state = ClientLockState::Granted;
         lock.callback_pending |= callback_pending;
-        self.locks.touch(l, now);
-        if callback_pending {
-            self.locks.note_returning(l);
-        }
+        // The waiting operations take their references first: a lock they
+        // use never enters the LRU only to leave it at once.
         let waiters: SmallVec<[OpId; 2]> =
             self.ops.iter().filter(|(_, op)| op.state == OpState::WaitLock(l)).map(|(id, _)| *id).collect();
         for id in waiters {
             self.hold(id, l);
+        }
+        self.locks.touch(l, now);
+        if callback_pending {
+            self.locks.note_returning(l);
         }
     }
 
