@@ -135,7 +135,7 @@ pub struct LockCache {
 }
 
 impl LockCache {
-    pub fn insert(&mut self, lock: ClientLock) -> LocalLock {
+    pub fn insert(&mut self, mut lock: ClientLock) -> LocalLock {
         let id = LocalLock(self.next);
         self.next += 1;
         if let Some(h) = lock.handle {
@@ -145,7 +145,6 @@ impl LockCache {
             self.by_xid.insert(xid, id);
         }
         self.by_key.entry(lock.key).or_default().insert(id, lock.extent);
-        let mut lock = lock;
         lock.in_lru = lock.is_idle();
         if lock.in_lru {
             self.idle.insert((lock.last_used, id));
