@@ -693,10 +693,10 @@ impl LockServer {
     }
 
     /// Grant the waiters in queue order, up to the first one a granted lock
-    /// still blocks (every waiter ahead of it is granted): those behind it wait too,
-    /// even if nothing blocks them, so that a waiter is never overtaken
-    /// (Lustre's `ldlm_reprocess_queue` stops its rescan there). Then make
-    /// sure whatever still blocks a waiter has been called back.
+    /// still blocks (every waiter ahead of it is granted): those behind it
+    /// wait too, even if nothing blocks them, so that a waiter is never
+    /// overtaken (Lustre's `ldlm_reprocess_queue` stops its rescan there).
+    /// Then make sure whatever still blocks a waiter has been called back.
     fn reprocess(&mut self, now: Instant, object: ObjectId) {
         // A grant takes the head of the queue off it: the next waiter to
         // look at is always the first.
