@@ -21,6 +21,12 @@ only scenario (a).
 (g) (b) again with the aggregators out of step: each starts each two-phase
     round after a random delay below round_jitter_us (OS noise; no source
     gives a figure, so the presets have none).
+(h) how (a) depends on the time of one commit of an OST's journal
+    (journal_commit_us), which a write lock's cancel waits for (Lustre's
+    sync_lock_cancel): 0 is a free commit, 100 a journal on flash, 8320 the
+    preset's two dependent writes at the rotational latency, 25320 the same
+    with a seek each; then (b) without the commit, and (a) with seeks both
+    in the data's positioning time and in the commits.
 """
 import json, os, statistics, subprocess, sys, time
 
@@ -46,6 +52,7 @@ def run(args, lanefs=LANEFS):
     return {
         "bw": j["summary"][0]["bwMeanMIB"],
         "callbacks": j["lanefs"]["blocking_callbacks"],
+        "commits": j["lanefs"]["journal_commits"],
         "enqueues": j["lanefs"]["lock_enqueues"],
         "events": j["sim"]["events"],
         "events_per_s": j["sim"]["events_per_s"],
@@ -56,7 +63,7 @@ def run(args, lanefs=LANEFS):
 
 def show(label, r):
     print(f"  {label:<34} {r['bw']:10.1f} MiB/s  callbacks {r['callbacks']:6d}  enqueues {r['enqueues']:6d}  "
-          f"(wall {r['wall']:.1f} s, {r['events']} events)")
+          f"journal commits {r['commits']:5d}  (wall {r['wall']:.1f} s, {r['events']} events)")
 
 
 def main():
@@ -122,6 +129,16 @@ def main():
             rd, rl = both_modes(mult, f"compute.round_jitter_us={us}")
             print(f"  jitter {us:5d} us, {mult} per OST: default {rd['bw']:10.1f}  lockahead {rl['bw']:10.1f} MiB/s  "
                   f"ratio {rl['bw'] / rd['bw']:.2f}x  (callbacks {rd['callbacks']} / {rl['callbacks']})")
+    print("(h) one commit of an OST's journal (journal_commit_us), which a write lock's cancel waits for, scenario (a)")
+    for us in (0, 100, 8320, 25320):
+        sweep_line(f"journal commit {us:5d} us", both_modes(8, f"storage.journal_commit_us={us}"))
+    for mult in (1, 2, 4, 8):
+        rd, rl = both_modes(mult, "storage.journal_commit_us=0")
+        print(f"  journal commit 0 us, {mult} per OST: default {rd['bw']:10.1f}  lockahead {rl['bw']:10.1f} MiB/s  "
+              f"ratio {rl['bw'] / rd['bw']:.2f}x")
+    seeks = ["--set", "storage.ost_access_latency_us=12660", "--set", "storage.journal_commit_us=25320"]
+    rd, rl = (run(COLL + seeks + ["--hints", hints(8, mode)]) for mode in (0, 2))
+    sweep_line("with seeks (12660 us per I/O, 25320 us per commit)", (rd, rl))
 
 
 def both_modes(mult, setting=None):

@@ -18,11 +18,24 @@
 //! phantoms from the simulator's `SizeStore`. A store refusing a kind makes
 //! the RPC fail with [`IoError::PayloadKind`]. Counters count phantom bytes
 //! as bytes, so the simulator's statistics read as a real run's.
+//!
+//! Sync on lock cancel (Lustre's `ofd.*.sync_lock_cancel`, see
+//! [`SyncLockCancel`]): an OST whose journal commits asynchronously makes a
+//! write lock's data durable before the lock is gone, so that no other
+//! client is granted the range while what was written under it could still
+//! be lost in a crash. When the policy says a cancel must sync, the OST
+//! keeps the lock granted, asks its driver to sync the object
+//! ([`Ost::poll_sync`]), and completes the cancel (granting the waiters)
+//! only when the driver answers ([`Ost::handle_synced`]). Whether there is
+//! anything to commit, and how long that takes, is the driver's: the
+//! simulator models a journal, and a driver with nothing to commit answers
+//! at once. A driver that never polls syncs must keep the policy at
+//! [`SyncLockCancel::Never`], the default.
 
 use crate::ldlm::server::{LockServer, LockServerConfig};
 use crate::msg::{IoError, Payload, PayloadKind, ToClient, ToOst};
 use crate::store::{ObjectStore, StoreError};
-use crate::units::{ClientId, Duration, Instant, ObjectId, OstIndex, Xid};
+use crate::units::{ClientId, Duration, Instant, LockHandle, ObjectId, OstIndex, Xid};
 use crate::Extent;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -40,6 +53,8 @@ pub struct OstCounters {
     pub glimpses: u64,
     /// I/O refused because its client was evicted.
     pub io_refused: u64,
+    /// Lock cancels that waited for a sync of their object.
+    pub cancel_syncs: u64,
 }
 
 impl std::ops::AddAssign for OstCounters {
@@ -52,6 +67,51 @@ impl std::ops::AddAssign for OstCounters {
         self.getattrs += o.getattrs;
         self.glimpses += o.glimpses;
         self.io_refused += o.io_refused;
+        self.cancel_syncs += o.cancel_syncs;
+    }
+}
+
+/// Which lock cancels wait for their object's data to be durable
+/// (Lustre's `ofd.*.sync_lock_cancel`, checked in `tgt_blocking_ast` when
+/// a lock is cancelled: PW, EX and GROUP extent locks only).
+///
+/// Lustre's OFD starts with an asynchronous journal (`sync_journal = 0`)
+/// and then turns `never` into `always` (`ofd_slc_set` in `ofd_init0`), so
+/// `always` is what a Lustre OST does unless told otherwise. lanefs
+/// defaults to `never`, which needs nothing of the driver.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncLockCancel {
+    /// No cancel waits.
+    #[default]
+    Never,
+    /// Cancels of locks that were called back wait.
+    Blocking,
+    /// Every cancel of a write or group lock waits.
+    Always,
+}
+
+impl SyncLockCancel {
+    /// The values, as Lustre's `lctl set_param` takes them.
+    pub const NAMES: [&'static str; 3] = ["never", "blocking", "always"];
+
+    pub fn from_name(name: &str) -> Option<SyncLockCancel> {
+        match name {
+            "never" => Some(SyncLockCancel::Never),
+            "blocking" => Some(SyncLockCancel::Blocking),
+            "always" => Some(SyncLockCancel::Always),
+            _ => None,
+        }
+    }
+
+    /// Whether cancelling a granted lock of `mode` that was (or was not)
+    /// called back must wait for a sync.
+    pub fn applies(self, mode: crate::ldlm::LockMode, called_back: bool) -> bool {
+        match self {
+            SyncLockCancel::Never => false,
+            SyncLockCancel::Blocking => mode.is_write() && called_back,
+            SyncLockCancel::Always => mode.is_write(),
+        }
     }
 }
 
@@ -61,12 +121,30 @@ pub struct OstConfig {
     /// How long a size request waits for glimpse answers before it answers
     /// with what it has.
     pub glimpse_timeout: Duration,
+    pub sync_lock_cancel: SyncLockCancel,
 }
 
 impl Default for OstConfig {
     fn default() -> Self {
-        OstConfig { locks: LockServerConfig::default(), glimpse_timeout: Duration::from_secs(10) }
+        OstConfig {
+            locks: LockServerConfig::default(),
+            glimpse_timeout: Duration::from_secs(10),
+            sync_lock_cancel: SyncLockCancel::Never,
+        }
     }
+}
+
+/// Names one sync the OST is waiting for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SyncToken(pub u64);
+
+/// A sync the OST needs before it completes a cancel: make what was written
+/// to `extent` of `object` durable, then call [`Ost::handle_synced`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncRequest {
+    pub token: SyncToken,
+    pub object: ObjectId,
+    pub extent: Extent,
 }
 
 #[derive(Debug)]
@@ -91,6 +169,11 @@ pub struct Ost<S: ObjectStore> {
     getattr_next: u64,
     xid_next: u64,
     transmits: VecDeque<(ClientId, ToClient)>,
+    /// Cancels waiting for a sync: token -> (holder, lock).
+    syncing: BTreeMap<SyncToken, (ClientId, LockHandle)>,
+    /// Syncs asked for and not yet polled by the driver.
+    syncs: VecDeque<SyncRequest>,
+    sync_next: u64,
 }
 
 impl<S: ObjectStore> Ost<S> {
@@ -107,6 +190,9 @@ impl<S: ObjectStore> Ost<S> {
             getattr_next: 0,
             xid_next: 1,
             transmits: VecDeque::new(),
+            syncing: BTreeMap::new(),
+            syncs: VecDeque::new(),
+            sync_next: 0,
         }
     }
 
@@ -133,7 +219,7 @@ impl<S: ObjectStore> Ost<S> {
         match message {
             ToOst::Connect => self.locks.handle_connect(from),
             ToOst::Enqueue { xid, object, request } => self.locks.handle_enqueue(now, from, xid, object, request),
-            ToOst::Cancel { lock } => self.locks.handle_cancel(now, from, lock),
+            ToOst::Cancel { lock } => self.cancel(now, from, lock),
             ToOst::Write { xid, object, offset, data } => {
                 let result = self.write(now, from, object, offset, &data);
                 self.send(from, ToClient::WriteReply { xid, result });
@@ -162,9 +248,33 @@ impl<S: ObjectStore> Ost<S> {
         self.collect_lock_transmits();
     }
 
+    /// The driver has made the data of sync `token` durable: the cancel
+    /// that waited for it completes now (a lock evicted meanwhile is gone
+    /// already, and its cancel is ignored as any late cancel is).
+    pub fn handle_synced(&mut self, now: Instant, token: SyncToken) {
+        let Some((client, lock)) = self.syncing.remove(&token) else {
+            warn!(ost = self.index.0, token = token.0, "sync answered twice, or never asked for");
+            return;
+        };
+        self.locks.handle_cancel(now, client, lock);
+        self.collect_lock_transmits();
+    }
+
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<(ClientId, ToClient)> {
         self.transmits.pop_front()
+    }
+
+    /// The next sync the driver must do, then answer with
+    /// [`Ost::handle_synced`]; poll after every input.
+    #[must_use]
+    pub fn poll_sync(&mut self) -> Option<SyncRequest> {
+        self.syncs.pop_front()
+    }
+
+    /// Cancels waiting for a sync.
+    pub fn syncs_pending(&self) -> usize {
+        self.syncing.len()
     }
 
     #[must_use]
@@ -178,6 +288,10 @@ impl<S: ObjectStore> Ost<S> {
 
     pub fn check_invariants(&self) {
         self.locks.check_invariants();
+        assert!(self.syncs.len() <= self.syncing.len(), "a sync asked for without a cancel waiting on it");
+        for request in &self.syncs {
+            assert!(self.syncing.contains_key(&request.token), "sync {:?} asked for and not awaited", request.token);
+        }
         let outstanding: usize = self.getattrs.values().map(|g| g.outstanding).sum();
         assert_eq!(outstanding, self.glimpses.len(), "glimpse bookkeeping out of step");
     }
@@ -195,6 +309,31 @@ impl<S: ObjectStore> Ost<S> {
             }
             self.transmits.push_back((to, message));
         }
+    }
+
+    /// A cancel completes at once, unless the policy says its lock's data
+    /// must first be durable: then the lock stays granted (conflicting
+    /// requests keep waiting) until the driver answers the sync.
+    fn cancel(&mut self, now: Instant, from: ClientId, lock: LockHandle) {
+        let sync = match self.locks.granted_lock(from, lock) {
+            Some((object, mode, extent, called_back)) if self.config.sync_lock_cancel.applies(mode, called_back) => {
+                Some((object, extent))
+            }
+            _ => None,
+        };
+        let Some((object, extent)) = sync else {
+            self.locks.handle_cancel(now, from, lock);
+            return;
+        };
+        if self.syncing.values().any(|waiting| *waiting == (from, lock)) {
+            debug!(ost = self.index.0, %from, lock = lock.0, "cancel repeated while its sync runs");
+            return;
+        }
+        let token = SyncToken(self.sync_next);
+        self.sync_next += 1;
+        self.counters.cancel_syncs += 1;
+        self.syncing.insert(token, (from, lock));
+        self.syncs.push_back(SyncRequest { token, object, extent });
     }
 
     fn admit(&mut self, from: ClientId) -> Result<(), IoError> {
@@ -326,5 +465,140 @@ fn store_error(e: StoreError) -> IoError {
         StoreError::TooLarge { .. } => IoError::TooLarge,
         StoreError::Io(_) => IoError::Store,
         StoreError::PayloadKind { .. } => IoError::PayloadKind,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ldlm::{LockMode, LockRequest};
+    use crate::msg::EnqueueReply;
+    use crate::store::MemStore;
+
+    const OBJECT: ObjectId = ObjectId(7);
+    const MIB: u64 = 1 << 20;
+
+    fn new_ost(policy: SyncLockCancel) -> Ost<MemStore> {
+        let config = OstConfig { sync_lock_cancel: policy, ..OstConfig::default() };
+        Ost::new(OstIndex(0), config, MemStore::default())
+    }
+
+    fn enqueue(ost: &mut Ost<MemStore>, now: Instant, client: u32, mode: LockMode, extent: Extent) {
+        let request = LockRequest::new(mode, extent);
+        ost.handle_message(now, ClientId(client), ToOst::Enqueue { xid: Xid(1), object: OBJECT, request });
+    }
+
+    fn drain(ost: &mut Ost<MemStore>) -> Vec<(ClientId, ToClient)> {
+        std::iter::from_fn(|| ost.poll_transmit()).collect()
+    }
+
+    /// The handle of the lock just granted to `client` at once.
+    fn granted(messages: &[(ClientId, ToClient)], client: u32) -> LockHandle {
+        messages
+            .iter()
+            .find_map(|(to, m)| match m {
+                ToClient::Enqueue { reply: EnqueueReply::Granted { lock, .. }, .. } if *to == ClientId(client) => {
+                    Some(*lock)
+                }
+                _ => None,
+            })
+            .expect("granted at once")
+    }
+
+    fn completed(messages: &[(ClientId, ToClient)], client: u32) -> bool {
+        messages.iter().any(|(to, m)| *to == ClientId(client) && matches!(m, ToClient::Completion { .. }))
+    }
+
+    /// Client 1 holds a PW lock on the first MiB, written to; client 2 asks
+    /// for an overlapping PW lock and waits; client 1 is called back.
+    fn contended(policy: SyncLockCancel) -> (Ost<MemStore>, LockHandle) {
+        let mut ost = new_ost(policy);
+        let t = Instant::ZERO;
+        enqueue(&mut ost, t, 1, LockMode::ProtectedWrite, Extent::from_offset_len(0, MIB));
+        let held = granted(&drain(&mut ost), 1);
+        let data = Payload::Bytes(vec![1; 4096]);
+        ost.handle_message(t, ClientId(1), ToOst::Write { xid: Xid(2), object: OBJECT, offset: 0, data });
+        enqueue(&mut ost, t, 2, LockMode::ProtectedWrite, Extent::from_offset_len(0, MIB));
+        let messages = drain(&mut ost);
+        assert!(messages.iter().any(|(to, m)| *to == ClientId(1) && matches!(m, ToClient::Blocking { .. })));
+        assert!(!completed(&messages, 2));
+        (ost, held)
+    }
+
+    #[test]
+    fn a_cancel_that_must_sync_keeps_the_lock_until_the_sync_is_answered() {
+        let (mut ost, held) = contended(SyncLockCancel::Always);
+        let t = Instant::ZERO + Duration::from_ms(1);
+        ost.handle_message(t, ClientId(1), ToOst::Cancel { lock: held });
+        let request = ost.poll_sync().expect("the cancel asks for a sync");
+        assert_eq!(request.object, OBJECT);
+        assert!(request.extent.contains(&Extent::from_offset_len(0, MIB)), "{:?}", request.extent);
+        assert_eq!(ost.poll_sync(), None);
+        assert!(!completed(&drain(&mut ost), 2), "the waiter is granted before the data is durable");
+        assert_eq!(ost.locks().granted_lock(ClientId(1), held).map(|g| g.1), Some(LockMode::ProtectedWrite));
+        ost.check_invariants();
+        // A repeated cancel does not ask again.
+        ost.handle_message(t, ClientId(1), ToOst::Cancel { lock: held });
+        assert_eq!(ost.poll_sync(), None);
+        ost.handle_synced(t + Duration::from_ms(8), request.token);
+        assert!(completed(&drain(&mut ost), 2));
+        assert_eq!(ost.locks().granted_lock(ClientId(1), held), None);
+        assert_eq!(ost.syncs_pending(), 0);
+        assert_eq!(ost.counters().cancel_syncs, 1);
+        ost.check_invariants();
+    }
+
+    #[test]
+    fn never_and_read_locks_cancel_at_once() {
+        let (mut ost, held) = contended(SyncLockCancel::Never);
+        ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Cancel { lock: held });
+        assert_eq!(ost.poll_sync(), None);
+        assert!(completed(&drain(&mut ost), 2));
+
+        let mut ost = new_ost(SyncLockCancel::Always);
+        enqueue(&mut ost, Instant::ZERO, 1, LockMode::ProtectedRead, Extent::from_offset_len(0, MIB));
+        let read = granted(&drain(&mut ost), 1);
+        ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Cancel { lock: read });
+        assert_eq!(ost.poll_sync(), None, "a read lock has nothing to make durable");
+        assert_eq!(ost.locks().lock_count(), 0);
+    }
+
+    #[test]
+    fn blocking_syncs_only_called_back_locks() {
+        let (mut ost, held) = contended(SyncLockCancel::Blocking);
+        ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Cancel { lock: held });
+        assert!(ost.poll_sync().is_some(), "a called-back lock syncs");
+
+        let mut ost = new_ost(SyncLockCancel::Blocking);
+        enqueue(&mut ost, Instant::ZERO, 1, LockMode::ProtectedWrite, Extent::from_offset_len(0, MIB));
+        let idle = granted(&drain(&mut ost), 1);
+        ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Cancel { lock: idle });
+        assert_eq!(ost.poll_sync(), None, "a lock given back unasked does not");
+        assert_eq!(ost.locks().lock_count(), 0);
+    }
+
+    #[test]
+    fn an_eviction_during_the_sync_leaves_nothing_behind() {
+        let (mut ost, held) = contended(SyncLockCancel::Always);
+        ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Cancel { lock: held });
+        let request = ost.poll_sync().expect("sync asked for");
+        ost.locks_mut().evict(Instant::ZERO, ClientId(1));
+        ost.handle_synced(Instant::ZERO, request.token);
+        ost.handle_synced(Instant::ZERO, request.token);
+        let messages = drain(&mut ost);
+        assert!(completed(&messages, 2));
+        assert_eq!(ost.syncs_pending(), 0);
+        ost.check_invariants();
+    }
+
+    #[test]
+    fn policy_names_round_trip() {
+        for name in SyncLockCancel::NAMES {
+            let policy = SyncLockCancel::from_name(name).expect("a policy name");
+            assert_eq!(serde_json::to_string(&policy).unwrap(), format!("\"{name}\""));
+        }
+        assert_eq!(SyncLockCancel::from_name("sometimes"), None);
+        assert!(!SyncLockCancel::Always.applies(LockMode::ProtectedRead, true));
+        assert!(SyncLockCancel::Always.applies(LockMode::Group(crate::ldlm::GroupId(3)), false));
     }
 }

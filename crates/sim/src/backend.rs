@@ -393,6 +393,8 @@ impl Backend for SimBackend {
         put("ost_bytes_written", data.bytes_written.into());
         put("ost_bytes_read", data.bytes_read.into());
         put("raid_rmw_writes", w.rmw_writes.into());
+        put("lock_cancel_syncs", data.cancel_syncs.into());
+        put("journal_commits", w.journals.iter().map(|j| j.commits).sum::<u64>().into());
         put("bytes_lost", w.bytes_lost.into());
         let per_ost: Vec<serde_json::Value> = w.osts.iter().map(|o| o.counters().bytes_written.into()).collect();
         put("ost_bytes_written_per_ost", per_ost.into());

@@ -22,6 +22,7 @@
 //! This module describes hardware and tunables only; how they turn into
 //! event times is the world model's business.
 
+use lanefs_core::ost::SyncLockCancel;
 use lanefs_core::suggest::edit_distance;
 use lanefs_core::units::{Duration, OstIndex, PAGE_SIZE};
 use serde::{Deserialize, Serialize};
@@ -143,6 +144,16 @@ pub struct StorageSection {
     /// pays it every time. Absent means zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ost_access_latency_us: Option<f64>,
+    /// Which lock cancels wait until what was written under the lock is
+    /// committed to the OST's journal (Lustre's `ofd.*.sync_lock_cancel`:
+    /// `never`, `blocking` or `always`). Absent means `always`, Lustre's
+    /// default for an OST whose journal commits asynchronously.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_lock_cancel: Option<SyncLockCancel>,
+    /// Time of one commit of an OST's journal, in microseconds (commits run
+    /// one at a time per OST). Absent means zero: commits take no time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_commit_us: Option<f64>,
     /// Full RAID stripe (data disks x chunk), in KiB.
     pub raid_stripe_kib: u64,
     /// GiB/s of the read half of a read-modify-write (see above).
@@ -262,6 +273,12 @@ impl StorageSection {
     }
     pub fn ost_access_latency(&self) -> Duration {
         duration(self.ost_access_latency_us.unwrap_or(0.0), NS_PER_US)
+    }
+    pub fn sync_lock_cancel(&self) -> SyncLockCancel {
+        self.sync_lock_cancel.unwrap_or(SyncLockCancel::Always)
+    }
+    pub fn journal_commit(&self) -> Duration {
+        duration(self.journal_commit_us.unwrap_or(0.0), NS_PER_US)
     }
     pub fn raid_stripe_bytes(&self) -> u64 {
         self.raid_stripe_kib * KIB

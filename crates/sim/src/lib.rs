@@ -21,6 +21,7 @@
 pub mod backend;
 pub mod config;
 pub mod job;
+pub mod journal;
 pub mod model;
 pub mod queue;
 pub mod report;

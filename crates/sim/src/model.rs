@@ -30,6 +30,9 @@ pub struct Model {
     pub rpc_overhead: Duration,
     /// Disk positioning time of one I/O, overlapped by other I/Os.
     pub access_latency: Duration,
+    /// Time of one commit of an OST's journal (zero: syncs are free, and
+    /// the world keeps no journal).
+    pub journal_commit: Duration,
     /// Client CPU time per message a node sends.
     pub client_cpu_per_rpc: Duration,
     /// Bound of the random delay of an aggregator's start of a round.
@@ -68,6 +71,7 @@ impl Model {
         };
         let ost = OstConfig {
             locks: LockServerConfig { callback_timeout: storage.callback_timeout() },
+            sync_lock_cancel: storage.sync_lock_cancel(),
             ..OstConfig::default()
         };
         Model {
@@ -85,6 +89,7 @@ impl Model {
             oss_bw: storage.oss_network_bandwidth().bytes_per_s(),
             rpc_overhead: storage.rpc_service_overhead(),
             access_latency: storage.ost_access_latency(),
+            journal_commit: storage.journal_commit(),
             client_cpu_per_rpc: compute.client_cpu_per_rpc(),
             round_jitter: compute.round_jitter(),
             raid_stripe_bytes: storage.raid_stripe_bytes(),

@@ -23,6 +23,12 @@
 //!   core `Ost`, whose reply goes back with the latency. So a write is
 //!   acknowledged when it is on disk, and a lock callback that needs dirty
 //!   data flushed waits for the disk, as on Lustre.
+//! - **Syncs on lock cancel**: when the OST's policy makes a cancel wait for
+//!   its object's data to be durable, the OST's [`Journal`] decides when:
+//!   at once if the object's last change is committed, else when the commit
+//!   holding it ends (commits take `journal_commit`, one at a time per
+//!   OST). With no commit time the world keeps no journal and answers at
+//!   once.
 //! - **MPI messages** between ranks (the collective exchange) use the nodes'
 //!   NICs and the MPI latency; ranks on one node copy at the copy bandwidth.
 //!
@@ -34,6 +40,7 @@
 //! after the writes under it are acknowledged).
 
 use crate::config::partial_stripe_bytes;
+use crate::journal::Journal;
 use crate::model::Model;
 use crate::queue::EventQueue;
 use lanefs_core::client::{Client, ClientError, ClientEvent, OpId, OpOutput};
@@ -69,6 +76,10 @@ pub enum Ev {
         node: u32,
     },
     OstTimer {
+        ost: u32,
+    },
+    /// An OST's journal has a commit to end or to start.
+    JournalTimer {
         ost: u32,
     },
     /// An event of the workload (rank programs, MPI messages).
@@ -108,6 +119,9 @@ pub struct World {
     client_timer: Vec<Option<Instant>>,
     pub osts: Vec<Ost<SizeStore>>,
     ost_timer: Vec<Option<Instant>>,
+    /// One per OST when commits take time, else none.
+    pub journals: Vec<Journal>,
+    journal_timer: Vec<Option<Instant>>,
     node_tx_free: Vec<Instant>,
     /// When each node's CPU has finished preparing the RPCs it sent.
     node_cpu_free: Vec<Instant>,
@@ -162,6 +176,11 @@ impl World {
             client_timer: vec![None; nodes],
             osts: ost_list,
             ost_timer: vec![None; osts],
+            journals: match model.journal_commit.as_ns() {
+                0 => Vec::new(),
+                _ => (0..osts).map(|_| Journal::new(model.journal_commit)).collect(),
+            },
+            journal_timer: vec![None; osts],
             node_tx_free: vec![Instant::ZERO; nodes],
             node_cpu_free: vec![Instant::ZERO; nodes],
             node_rx_free: vec![Instant::ZERO; nodes],
@@ -211,6 +230,9 @@ impl World {
             Ev::OstInput { ost, node, msg, io } => {
                 if io {
                     self.io_done(ost, &msg);
+                    if let (Some(journal), ToOst::Write { object, .. }) = (self.journals.get_mut(ost as usize), &msg) {
+                        journal.handle_write(self.now, *object);
+                    }
                 }
                 self.osts[ost as usize].handle_message(self.now, ClientId(node), msg);
                 self.pump_ost(ost);
@@ -235,6 +257,13 @@ impl World {
                 if self.ost_timer[ost as usize] == Some(self.now) {
                     self.ost_timer[ost as usize] = None;
                     self.osts[ost as usize].handle_timeout(self.now);
+                    self.pump_ost(ost);
+                }
+            }
+            Ev::JournalTimer { ost } => {
+                if self.journal_timer[ost as usize] == Some(self.now) {
+                    self.journal_timer[ost as usize] = None;
+                    self.journals[ost as usize].handle_timeout(self.now);
                     self.pump_ost(ost);
                 }
             }
@@ -272,6 +301,7 @@ impl World {
     fn pump_ost(&mut self, ost: u32) {
         let latency = self.model.latency;
         let o = ost as usize;
+        self.pump_syncs(o);
         while let Some((client, msg)) = self.osts[o].poll_transmit() {
             self.queue.push(self.now + latency, Ev::AtClient { node: client.0, ost, msg });
         }
@@ -280,6 +310,35 @@ impl World {
             if self.ost_timer[o].is_none_or(|s| t < s) {
                 self.ost_timer[o] = Some(t);
                 self.queue.push(t, Ev::OstTimer { ost });
+            }
+        }
+    }
+
+    /// Hand the OST's syncs to its journal (or answer them at once when
+    /// commits take no time), give it the syncs the journal has answered,
+    /// and arm the journal's timer.
+    fn pump_syncs(&mut self, o: usize) {
+        let now = self.now;
+        let Some(journal) = self.journals.get_mut(o) else {
+            while let Some(request) = self.osts[o].poll_sync() {
+                self.osts[o].handle_synced(now, request.token);
+            }
+            return;
+        };
+        while let Some(request) = self.osts[o].poll_sync() {
+            journal.handle_sync(now, request.object, request.token);
+        }
+        while let Some(token) = journal.poll_synced() {
+            self.osts[o].handle_synced(now, token);
+        }
+        debug_assert!(self.osts[o].poll_sync().is_none(), "an answered sync asked for another");
+        #[cfg(debug_assertions)]
+        journal.check_invariants();
+        if let Some(t) = journal.poll_timeout() {
+            let t = t.max(now);
+            if self.journal_timer[o].is_none_or(|s| t < s) {
+                self.journal_timer[o] = Some(t);
+                self.queue.push(t, Ev::JournalTimer { ost: o as u32 });
             }
         }
     }

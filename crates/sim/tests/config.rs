@@ -1,6 +1,7 @@
 //! Cluster descriptions: every preset loads, and every kind of bad input is
 //! refused with a message that names the key, the problem and the fix.
 
+use lanefs_core::ost::SyncLockCancel;
 use lanefs_core::units::{Duration, OstIndex};
 use lanefs_sim::config::presets;
 use lanefs_sim::{Bandwidth, ClusterConfig, ConfigError};
@@ -59,6 +60,9 @@ fn the_xc40_preset_is_the_cug_2017_setup() {
     assert_eq!(config.storage.ost_access_latency(), Duration::from_us(4_160), "7,200 RPM rotational latency");
     let laptop = ClusterConfig::load("laptop").unwrap();
     assert_eq!(laptop.storage.ost_access_latency(), Duration::ZERO, "absent means zero");
+    assert_eq!(config.storage.sync_lock_cancel(), SyncLockCancel::Always, "ofd_slc_set with an async journal");
+    assert_eq!(config.storage.journal_commit(), Duration::from_us(8_320), "two dependent writes, 4,160 us each");
+    assert_eq!(laptop.storage.journal_commit(), Duration::ZERO, "absent means zero");
     assert_eq!(config.mpi_latency(), Duration::from_ns(1_500));
     assert_eq!(config.storage.oss_of(OstIndex(23)), 23);
 }
@@ -319,4 +323,25 @@ fn overrides_change_one_value_and_are_checked_like_a_file() {
     assert!(e.contains("name the key with its section"), "{e}");
     let e = ClusterConfig::load_with("laptop", &set("compute.nodes", "-3")).unwrap_err().to_string();
     assert!(e.contains("nodes"), "{e}");
+}
+
+#[test]
+fn sync_lock_cancel_takes_lustres_words_only() {
+    let line = "sync_lock_cancel = \"always\"";
+    let absent = ClusterConfig::from_toml_str(&laptop_with(line, ""), "test.toml").unwrap();
+    assert_eq!(absent.storage.sync_lock_cancel(), SyncLockCancel::Always, "Lustre's default when absent");
+    let blocking = ClusterConfig::from_toml_str(&laptop_with(line, "sync_lock_cancel = \"blocking\""), "t").unwrap();
+    assert_eq!(blocking.storage.sync_lock_cancel(), SyncLockCancel::Blocking);
+    let error = error_of(&laptop_with(line, "sync_lock_cancel = \"alway\""));
+    assert_mentions(
+        &error,
+        &["[storage] sync_lock_cancel", "\"alway\" is not one of \"never\", \"blocking\", \"always\"", "`always`"],
+    );
+    let error = error_of(&laptop_with(line, "sync_lock_cancel = 2"));
+    assert_mentions(&error, &["sync_lock_cancel = 2", "expected one of", "found an integer"]);
+    let set = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+    let never = ClusterConfig::load_with("laptop", &set("storage.sync_lock_cancel", "never")).unwrap();
+    assert_eq!(never.storage.sync_lock_cancel(), SyncLockCancel::Never);
+    let e = ClusterConfig::load_with("laptop", &set("storage.journal_commit_us", "-1")).unwrap_err().to_string();
+    assert!(e.contains("journal_commit_us") && e.contains("cannot be negative"), "{e}");
 }

@@ -267,3 +267,40 @@ fn round_jitter_delays_each_round_by_its_latest_aggregator() {
     assert!((0.080..0.160).contains(&added), "8 rounds of up to 20 ms added {added} s");
     assert_eq!(counter(&out_of_step, "ost_bytes_written"), 32 << 20);
 }
+
+#[test]
+fn a_handed_over_lock_waits_for_the_journal_commit_of_what_its_holder_wrote() {
+    // 2 stripes, 2 aggregators per OST, default locking: every round one
+    // aggregator per object calls back the other's lock, whose cancel
+    // syncs the object (Lustre's sync_lock_cancel = always). Each commit
+    // takes 20 ms, one at a time per OST, so each handover on an object adds
+    // at least that much to the run.
+    let line = "-a MPIIO -c -w -e -b 1m -t 1m -s 8 -N 8 --tasks-per-node 2";
+    let collective =
+        |mode: u32| hints(&format!("striping_factor=2:cray_cb_nodes_multiplier=2:cray_cb_write_lock_mode={mode}"));
+    let commit = [("storage.journal_commit_us", "20000")];
+    let free = json_run(line, SimOptions { hints: collective(0), ..opts("laptop") });
+    let paid = json_run(line, SimOptions { hints: collective(0), ..opts_with("laptop", &commit) });
+    let callbacks = counter(&paid, "blocking_callbacks");
+    assert!(callbacks >= 8, "{}", paid["lanefs"]);
+    assert_eq!(callbacks, counter(&free, "blocking_callbacks"), "the same handovers, later");
+    assert!(counter(&paid, "lock_cancel_syncs") >= callbacks, "{}", paid["lanefs"]);
+    assert!(counter(&paid, "journal_commits") >= callbacks, "each handover wrote since the last commit");
+    assert_eq!(counter(&free, "journal_commits"), 0, "no commit time, no journal");
+    let added = paid["sim"]["simulated_s"].as_f64().unwrap() - free["sim"]["simulated_s"].as_f64().unwrap();
+    // The handovers of the two objects run side by side (a nanosecond's
+    // rounding aside).
+    let floor = 0.020 * (callbacks / 2) as f64 - 1e-6;
+    assert!(added >= floor, "{callbacks} handovers of 20 ms commits added {added} s (at least {floor})");
+
+    // Cancels that do not sync, and lockahead (which cancels nothing it
+    // wrote under), do not see the journal at all.
+    let never = [("storage.journal_commit_us", "20000"), ("storage.sync_lock_cancel", "never")];
+    let unsynced = json_run(line, SimOptions { hints: collective(0), ..opts_with("laptop", &never) });
+    assert_eq!(unsynced["sim"]["simulated_s"], free["sim"]["simulated_s"]);
+    assert_eq!(counter(&unsynced, "lock_cancel_syncs"), 0);
+    let ahead_free = json_run(line, SimOptions { hints: collective(2), ..opts("laptop") });
+    let ahead_paid = json_run(line, SimOptions { hints: collective(2), ..opts_with("laptop", &commit) });
+    assert_eq!(ahead_paid["sim"]["simulated_s"], ahead_free["sim"]["simulated_s"]);
+    assert_eq!(counter(&ahead_paid, "journal_commits"), 0);
+}

@@ -448,6 +448,19 @@ impl LockServer {
         granted.into_iter()
     }
 
+    /// The granted lock `handle` of `client`: `(object, mode, extent,
+    /// called back)`; `None` for a lock the server does not hold for that
+    /// client, or one still waiting.
+    pub fn granted_lock(&self, client: ClientId, handle: LockHandle) -> Option<(ObjectId, LockMode, Extent, bool)> {
+        let lock = self.locks.get(&handle)?;
+        (lock.client == client && lock.state == LockState::Granted).then_some((
+            lock.object,
+            lock.request.mode,
+            lock.extent,
+            lock.callback_pending,
+        ))
+    }
+
     pub fn lock_count(&self) -> usize {
         self.locks.len()
     }

@@ -8,6 +8,8 @@ use super::*;
 enum Kind {
     /// A non-empty string.
     Text,
+    /// One of these words.
+    Choice(&'static [&'static str]),
     /// A whole number in `min..=max` and a multiple of `step`.
     Count { min: u64, max: u64, step: u64 },
     /// A finite number greater than zero and at most `max`.
@@ -136,6 +138,20 @@ const SCHEMA: &[Section] = &[
                 "4170",
                 "disk positioning time per I/O, overlapped by I/Os in flight",
             )),
+            optional(key(
+                "sync_lock_cancel",
+                Kind::Choice(&SyncLockCancel::NAMES),
+                "",
+                "\"always\"",
+                "which write-lock cancels wait for a journal commit (Lustre's ofd sync_lock_cancel); default always",
+            )),
+            optional(key(
+                "journal_commit_us",
+                LATENCY,
+                "microseconds",
+                "8320",
+                "time of one commit of an OST's journal, one at a time per OST",
+            )),
             key(
                 "raid_stripe_kib",
                 Kind::Count { min: PAGE_KIB, max: RAID_STRIPE_KIB_MAX, step: PAGE_KIB },
@@ -259,6 +275,17 @@ fn check_section(section: &Section, table: &Table, origin: &str) -> Result<(), C
 fn check_value(key: &Key, value: &Value) -> Result<(), (String, String)> {
     let name = key.name;
     let example = format!("`{name} = {}`", key.example);
+    if let Kind::Choice(words) = key.kind {
+        let listed = words.iter().map(|word| format!("\"{word}\"")).collect::<Vec<_>>().join(", ");
+        return match value {
+            Value::String(text) if words.contains(&text.as_str()) => Ok(()),
+            Value::String(text) => Err((
+                format!("\"{text}\" is not one of {listed}{}", did_you_mean(text, words)),
+                format!("write one of them, like {example}"),
+            )),
+            other => Err((format!("expected one of {listed}, found {}", type_name(other)), format!("like {example}"))),
+        };
+    }
     if let Kind::Text = key.kind {
         return match value {
             Value::String(text) if !text.trim().is_empty() => Ok(()),
@@ -286,7 +313,7 @@ fn check_value(key: &Key, value: &Value) -> Result<(), (String, String)> {
         ));
     }
     match key.kind {
-        Kind::Text => unreachable!("text was checked above"),
+        Kind::Text | Kind::Choice(_) => unreachable!("text was checked above"),
         Kind::Count { min, max, step } => {
             let Value::Integer(integer) = *value else {
                 return Err(("expected a whole number".into(), format!("drop the fraction, like {example}")));
