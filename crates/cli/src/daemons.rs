@@ -2,21 +2,36 @@
 
 use anyhow::{Context, Result};
 use lanefs_core::ldlm::server::LockServerConfig;
-use lanefs_core::ost::OstConfig;
+use lanefs_core::ost::{OstConfig, SyncLockCancel};
 use lanefs_core::Duration;
 use lanefs_mds::{Mds, MdsConfig};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::transport::Address;
 use std::path::PathBuf;
 
-fn ost_config(callback_timeout_s: f64) -> Result<OstConfig> {
+/// The servers' OST settings: `--callback-timeout` and `--sync-lock-cancel`.
+#[derive(Clone, Debug)]
+pub struct OstOptions {
+    pub callback_timeout_s: f64,
+    pub sync_lock_cancel: String,
+}
+
+fn ost_config(options: &OstOptions) -> Result<OstConfig> {
+    let callback_timeout_s = options.callback_timeout_s;
     if !(callback_timeout_s > 0.0 && callback_timeout_s.is_finite()) {
         anyhow::bail!(
             "--callback-timeout {callback_timeout_s}: give a positive number of seconds (Lustre's floor is 100)"
         );
     }
+    let Some(sync_lock_cancel) = SyncLockCancel::from_name(&options.sync_lock_cancel) else {
+        anyhow::bail!(
+            "--sync-lock-cancel {}: give one of {} (Lustre's ofd sync_lock_cancel; Lustre's default is always)",
+            options.sync_lock_cancel,
+            SyncLockCancel::NAMES.join(", ")
+        );
+    };
     let callback_timeout = Duration::from_ns((callback_timeout_s * 1e9) as u64);
-    Ok(OstConfig { locks: LockServerConfig { callback_timeout }, ..OstConfig::default() })
+    Ok(OstConfig { locks: LockServerConfig { callback_timeout }, sync_lock_cancel, ..OstConfig::default() })
 }
 
 /// A daemon's status line: to stdout if anyone still reads it. A closed
@@ -37,12 +52,12 @@ fn wait_for_interrupt(runtime: &tokio::runtime::Runtime) {
 }
 
 /// A whole file system (MDS and one OSS with `osts` OSTs) in this process.
-pub fn up(osts: u32, data: PathBuf, tcp: bool, callback_timeout_s: f64) -> Result<()> {
+pub fn up(osts: u32, data: PathBuf, tcp: bool, options: &OstOptions) -> Result<()> {
     let config = LocalClusterConfig {
         osts,
         data_dir: Some(data.clone()),
         unix_sockets: !tcp,
-        ost: ost_config(callback_timeout_s)?,
+        ost: ost_config(options)?,
         ..Default::default()
     };
     let cluster = LocalCluster::start(config).with_context(|| format!("starting a cluster in {}", data.display()))?;
@@ -72,11 +87,10 @@ pub fn mds(data: PathBuf, osts: u32, listen: &str) -> Result<()> {
 }
 
 /// One OSS serving `osts`, registered with the MDS at `mds`.
-pub fn oss(mds: &str, data: PathBuf, osts: Vec<u32>, listen: &str, callback_timeout_s: f64) -> Result<()> {
+pub fn oss(mds: &str, data: PathBuf, osts: Vec<u32>, listen: &str, options: &OstOptions) -> Result<()> {
     let listen = Address::parse(listen).map_err(anyhow::Error::msg)?;
     let mds = Address::parse(mds).map_err(anyhow::Error::msg)?;
-    let config =
-        lanefs_net::oss::OssConfig { data_dir: data, osts: osts.clone(), ost: ost_config(callback_timeout_s)? };
+    let config = lanefs_net::oss::OssConfig { data_dir: data, osts: osts.clone(), ost: ost_config(options)? };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let handle = rt.block_on(lanefs_net::oss::start(&listen, config))?;
     rt.block_on(lanefs_net::oss::register_with_mds(&mds, handle.address(), &osts))

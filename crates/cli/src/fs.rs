@@ -293,6 +293,7 @@ fn lctl(cl: &Client, verb: &str, pattern: &str) -> Result<()> {
             ("stats.ost_read", s.data.read_rpcs),
             ("stats.ost_write_bytes", s.data.bytes_written),
             ("stats.ost_write_bytes_shm", s.bulk_shared_bytes),
+            ("stats.ldlm_cancel_sync", s.data.cancel_syncs),
         ];
         for (name, value) in values {
             let full = format!("{ns}.{name}");

@@ -66,6 +66,10 @@ enum Command {
         /// Seconds a lock holder has to cancel after a callback before it is evicted.
         #[arg(long, default_value_t = 100.0)]
         callback_timeout: f64,
+        /// Which write-lock cancels first make the object durable (fdatasync):
+        /// never, blocking (called-back locks) or always (Lustre's default).
+        #[arg(long, default_value = "always", value_name = "POLICY")]
+        sync_lock_cancel: String,
     },
     /// Run the metadata server alone (for a cluster across hosts).
     Mds {
@@ -95,6 +99,10 @@ enum Command {
         listen: String,
         #[arg(long, default_value_t = 100.0)]
         callback_timeout: f64,
+        /// Which write-lock cancels first make the object durable (fdatasync):
+        /// never, blocking (called-back locks) or always (Lustre's default).
+        #[arg(long, default_value = "always", value_name = "POLICY")]
+        sync_lock_cancel: String,
     },
     /// IOR: `lanefs ior -a LANEFS [IOR options]` (also -a POSIX). Without
     /// --cluster, LANEFS runs on an embedded cluster in a temporary directory.
@@ -192,10 +200,16 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo { json, seed, harness } => demo::run(json, seed, harness),
         Command::LockScript { file } => lockscript::run_path(&file),
-        Command::Up { osts, data, tcp, callback_timeout } => daemons::up(osts, data, tcp, callback_timeout),
+        Command::Up { osts, data, tcp, callback_timeout, sync_lock_cancel } => daemons::up(
+            osts,
+            data,
+            tcp,
+            &daemons::OstOptions { callback_timeout_s: callback_timeout, sync_lock_cancel },
+        ),
         Command::Mds { data, osts, listen } => daemons::mds(data, osts, &listen),
-        Command::Oss { mds, data, ost, listen, callback_timeout } => {
-            daemons::oss(&mds, data, ost, &listen, callback_timeout)
+        Command::Oss { mds, data, ost, listen, callback_timeout, sync_lock_cancel } => {
+            let options = daemons::OstOptions { callback_timeout_s: callback_timeout, sync_lock_cancel };
+            daemons::oss(&mds, data, ost, &listen, &options)
         }
         Command::Ior { args } => ior_lanefs::main(args, cli.target.mds),
         Command::IorRank { mds, rank, buffer, args } => ior_ranks::child_main(&mds, rank, &buffer, &args),

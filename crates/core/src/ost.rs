@@ -28,9 +28,10 @@
 //! ([`Ost::poll_sync`]), and completes the cancel (granting the waiters)
 //! only when the driver answers ([`Ost::handle_synced`]). Whether there is
 //! anything to commit, and how long that takes, is the driver's: the
-//! simulator models a journal, and a driver with nothing to commit answers
-//! at once. A driver that never polls syncs must keep the policy at
-//! [`SyncLockCancel::Never`], the default.
+//! simulator asks its model of the OST's journal, the network OSS
+//! `fdatasync`s the object's file, and the harness, whose stores are in
+//! memory, answers at once. A driver that never polled syncs would have to
+//! keep the policy at [`SyncLockCancel::Never`], the core's default.
 
 use crate::ldlm::server::{LockServer, LockServerConfig};
 use crate::msg::{IoError, Payload, PayloadKind, ToClient, ToOst};

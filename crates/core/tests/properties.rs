@@ -19,7 +19,7 @@ use lanefs_core::client::{ClientConfig, ClientError, FileHandle, OpId, OpOutput}
 use lanefs_core::harness::workload::pattern_byte;
 use lanefs_core::harness::{Harness, HarnessConfig};
 use lanefs_core::ldlm::server::LockServerConfig;
-use lanefs_core::ost::OstConfig;
+use lanefs_core::ost::{OstConfig, SyncLockCancel};
 use lanefs_core::store::ObjectStore;
 use lanefs_core::{ClientId, Duration};
 use proptest::prelude::*;
@@ -126,6 +126,10 @@ fn harness(c: &Case) -> Harness {
         config.ost =
             OstConfig { locks: LockServerConfig { callback_timeout: Duration::from_us(us) }, ..OstConfig::default() };
     }
+    // Every policy of sync on lock cancel: the harness answers syncs at
+    // once, so each must keep every property.
+    config.ost.sync_lock_cancel =
+        [SyncLockCancel::Never, SyncLockCancel::Blocking, SyncLockCancel::Always][(c.seed % 3) as usize];
     Harness::new(config).expect("valid config")
 }
 

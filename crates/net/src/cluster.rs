@@ -7,7 +7,7 @@
 use crate::mds_server::{self, MdsHandle};
 use crate::oss::{self, OssConfig, OssHandle};
 use crate::transport::Address;
-use lanefs_core::ost::OstConfig;
+use lanefs_core::ost::{OstConfig, SyncLockCancel};
 use lanefs_mds::{Mds, MdsConfig};
 use std::path::{Path, PathBuf};
 
@@ -30,7 +30,9 @@ impl Default for LocalClusterConfig {
             osts: 4,
             data_dir: None,
             unix_sockets: true,
-            ost: OstConfig::default(),
+            // Lustre's OSTs sync on every write-lock cancel (their journal
+            // commits asynchronously, so `ofd_slc_set` makes it `always`).
+            ost: OstConfig { sync_lock_cancel: SyncLockCancel::Always, ..OstConfig::default() },
             default_stripe_count: 1,
             default_stripe_size: 1 << 20,
         }

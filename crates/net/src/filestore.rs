@@ -73,6 +73,15 @@ impl FileStore {
         })
     }
 
+    /// Make what was written to `object` durable (`fdatasync`); an object
+    /// never written has nothing to sync.
+    pub fn sync(&mut self, object: ObjectId) -> Result<(), StoreError> {
+        match self.file(object, false)? {
+            Some(file) => file.sync_data().map_err(io),
+            None => Ok(()),
+        }
+    }
+
     /// Remove an object's file (after an unlink).
     pub fn destroy(&mut self, object: ObjectId) -> Result<(), StoreError> {
         self.open.remove(&object);

@@ -163,6 +163,15 @@ fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peer
             Err(mpsc::RecvTimeoutError::Timeout) => ost.handle_timeout(now()),
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
         }
+        // A cancel that must sync (the OST's sync_lock_cancel policy) waits
+        // here, on the OST's thread, as Lustre's cancel thread waits in
+        // tgt_sync: the object's writes reach the disk before the lock goes.
+        while let Some(request) = ost.poll_sync() {
+            if let Err(e) = ost.store_mut().sync(request.object) {
+                warn!(ost = index, "syncing object {} on a lock cancel: {e}", request.object.0);
+            }
+            ost.handle_synced(now(), request.token);
+        }
         let peers = peers.lock().expect("peers lock");
         while let Some((client, message)) = ost.poll_transmit() {
             match peers.get(&client.0) {

@@ -3,7 +3,7 @@
 
 use lanefs_core::client::ladvise::{Advice, AheadMode, LockaheadResult};
 use lanefs_core::ldlm::server::LockServerConfig;
-use lanefs_core::ost::OstConfig;
+use lanefs_core::ost::{OstConfig, SyncLockCancel};
 use lanefs_core::Duration;
 use lanefs_mds::{CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, ClientOptions, File, NetError};
@@ -70,6 +70,24 @@ fn conflicting_writers_are_serialised_by_callbacks() {
     let s = &a.ost_stats().unwrap()[0];
     assert!(s.locks.callbacks >= 9, "{s:?}");
     assert_eq!(s.locks.evictions, 0);
+    // Lustre's default, sync_lock_cancel = always: every written lock that
+    // changed hands was synced to disk first.
+    assert!(s.data.cancel_syncs >= 9, "{s:?}");
+}
+
+#[test]
+fn without_sync_on_cancel_a_lock_changes_hands_at_once() {
+    let ost = OstConfig { sync_lock_cancel: SyncLockCancel::Never, ..OstConfig::default() };
+    let c = LocalCluster::start(LocalClusterConfig { osts: 1, ost, ..Default::default() }).unwrap();
+    let (a, b) = (client(&c), client(&c));
+    let fa = create(&a, "/f", 1, MIB);
+    let fb = open(&b, "/f");
+    a.pwrite(&fa, 0, &bytes(1, 8192)).unwrap();
+    b.pwrite(&fb, 0, &bytes(2, 8192)).unwrap();
+    assert_eq!(a.pread(&fa, 0, 8192).unwrap(), bytes(2, 8192));
+    let s = &a.ost_stats().unwrap()[0];
+    assert!(s.locks.callbacks >= 2, "{s:?}");
+    assert_eq!(s.data.cancel_syncs, 0, "{s:?}");
 }
 
 #[test]

@@ -399,6 +399,13 @@ impl Harness {
                 }
             }
             Node::Ost(o) => {
+                // The harness's stores are in memory: what they hold is as
+                // durable as it gets, so a sync is answered at once.
+                let now = self.now;
+                let ost = &mut self.osts[o.0 as usize];
+                while let Some(request) = ost.poll_sync() {
+                    ost.handle_synced(now, request.token);
+                }
                 while let Some((to, message)) = self.osts[o.0 as usize].poll_transmit() {
                     let at = self.arrival(node, Node::Client(to));
                     self.enqueue(at, Message::ToClient { from: o, to, message });
