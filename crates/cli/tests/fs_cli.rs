@@ -99,6 +99,23 @@ fn lfs_style_commands_work_against_a_running_file_system() {
 }
 
 #[test]
+fn a_bad_server_setting_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("fs");
+    let data = data.to_str().unwrap();
+    let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_lanefs")).args(args).output().unwrap();
+    let out = run(&["up", "--osts", "1", "--data", data, "--sync-lock-cancel", "sometimes"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--sync-lock-cancel sometimes") && err.contains("never, blocking, always"), "{err}");
+    let out = run(&["up", "--osts", "1", "--data", data, "--callback-timeout", "0"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--callback-timeout 0"));
+    let out = run(&["oss", "--mds", "unix:/nonexistent", "--data", data, "--ost", "0", "--sync-lock-cancel", "x"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--sync-lock-cancel x"));
+    assert!(!dir.path().join("fs").exists(), "nothing was started");
+}
+
+#[test]
 fn commands_without_a_file_system_say_how_to_name_one() {
     let out = Command::new(env!("CARGO_BIN_EXE_lanefs")).args(["ls", "/"]).env_remove("LANEFS_MDS").output().unwrap();
     assert!(!out.status.success());
