@@ -550,32 +550,32 @@ mod tests {
     }
 
     #[test]
-    fn never_and_read_locks_cancel_at_once() {
-        let (mut ost, held) = contended(SyncLockCancel::Never);
-        ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Cancel { lock: held });
-        assert_eq!(ost.poll_sync(), None);
-        assert!(completed(&drain(&mut ost), 2));
-
-        let mut ost = new_ost(SyncLockCancel::Always);
-        enqueue(&mut ost, Instant::ZERO, 1, LockMode::ProtectedRead, Extent::from_offset_len(0, MIB));
-        let read = granted(&drain(&mut ost), 1);
-        ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Cancel { lock: read });
-        assert_eq!(ost.poll_sync(), None, "a read lock has nothing to make durable");
-        assert_eq!(ost.locks().lock_count(), 0);
-    }
-
-    #[test]
-    fn blocking_syncs_only_called_back_locks() {
-        let (mut ost, held) = contended(SyncLockCancel::Blocking);
-        ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Cancel { lock: held });
-        assert!(ost.poll_sync().is_some(), "a called-back lock syncs");
-
-        let mut ost = new_ost(SyncLockCancel::Blocking);
-        enqueue(&mut ost, Instant::ZERO, 1, LockMode::ProtectedWrite, Extent::from_offset_len(0, MIB));
-        let idle = granted(&drain(&mut ost), 1);
-        ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Cancel { lock: idle });
-        assert_eq!(ost.poll_sync(), None, "a lock given back unasked does not");
-        assert_eq!(ost.locks().lock_count(), 0);
+    fn the_policy_names_the_cancels_that_sync() {
+        use LockMode::{ProtectedRead as PR, ProtectedWrite as PW};
+        use SyncLockCancel::{Always, Blocking, Never};
+        // (policy, lock mode, called back first, whether its cancel syncs)
+        let cases = [
+            (Never, PW, true, false),
+            (Blocking, PW, true, true),
+            (Blocking, PW, false, false),
+            (Always, PW, false, true),
+            (Always, PR, true, false),
+        ];
+        for (policy, mode, called_back, syncs) in cases {
+            let mut ost = new_ost(policy);
+            enqueue(&mut ost, Instant::ZERO, 1, mode, Extent::from_offset_len(0, MIB));
+            let lock = granted(&drain(&mut ost), 1);
+            if called_back {
+                enqueue(&mut ost, Instant::ZERO, 2, PW, Extent::from_offset_len(0, MIB));
+                drain(&mut ost);
+            }
+            ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Cancel { lock });
+            let case = format!("{policy:?}, {mode}, called back: {called_back}");
+            assert_eq!(ost.poll_sync().is_some(), syncs, "{case}");
+            let held = ost.locks().granted_lock(ClientId(1), lock).is_some();
+            assert_eq!(held, syncs, "{case}: the lock stays granted exactly while its sync runs");
+            ost.check_invariants();
+        }
     }
 
     #[test]
