@@ -78,8 +78,10 @@ impl std::ops::AddAssign for OstCounters {
 ///
 /// Lustre's OFD starts with an asynchronous journal (`sync_journal = 0`)
 /// and then turns `never` into `always` (`ofd_slc_set` in `ofd_init0`), so
-/// `always` is what a Lustre OST does unless told otherwise. lanefs
-/// defaults to `never`, which needs nothing of the driver.
+/// `always` is what a Lustre OST does unless told otherwise. The core's
+/// default is `never`, which asks nothing of a driver; lanefs's servers
+/// (`lanefs up`, `lanefs oss`, embedded clusters) and the simulator's
+/// cluster descriptions choose `always`, as Lustre does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SyncLockCancel {

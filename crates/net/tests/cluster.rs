@@ -76,7 +76,7 @@ fn conflicting_writers_are_serialised_by_callbacks() {
 }
 
 #[test]
-fn without_sync_on_cancel_a_lock_changes_hands_at_once() {
+fn the_never_policy_hands_written_locks_over_without_a_sync() {
     let ost = OstConfig { sync_lock_cancel: SyncLockCancel::Never, ..OstConfig::default() };
     let c = LocalCluster::start(LocalClusterConfig { osts: 1, ost, ..Default::default() }).unwrap();
     let (a, b) = (client(&c), client(&c));
