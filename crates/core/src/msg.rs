@@ -200,6 +200,12 @@ pub enum ToOst {
         xid: Xid,
         object: ObjectId,
     },
+    /// Make every write the OST has acknowledged to the object durable
+    /// (Lustre's `OST_SYNC`, which `fsync` sends).
+    Sync {
+        xid: Xid,
+        object: ObjectId,
+    },
     /// Answer to [`ToClient::Glimpse`]: the size this client knows of.
     GlimpseReply {
         xid: Xid,
@@ -277,6 +283,10 @@ pub enum ToClient {
     GetattrReply {
         xid: Xid,
         result: Result<u64, IoError>,
+    },
+    SyncReply {
+        xid: Xid,
+        result: Result<(), IoError>,
     },
     /// Glimpse AST: report the object size this client's cache implies.
     Glimpse {

@@ -19,7 +19,9 @@
 //! the RPC fail with [`IoError::PayloadKind`]. Counters count phantom bytes
 //! as bytes, so the simulator's statistics read as a real run's.
 //!
-//! Sync on lock cancel (Lustre's `ofd.*.sync_lock_cancel`, see
+//! Syncs. A client's [`ToOst::Sync`] (Lustre's `OST_SYNC`, sent by
+//! `fsync`) is answered once the object's acknowledged writes are durable.
+//! And on lock cancel (Lustre's `ofd.*.sync_lock_cancel`, see
 //! [`SyncLockCancel`]): an OST whose journal commits asynchronously makes a
 //! write lock's data durable before the lock is gone, so that no other
 //! client is granted the range while what was written under it could still
@@ -30,8 +32,8 @@
 //! anything to commit, and how long that takes, is the driver's: the
 //! simulator asks its model of the OST's journal, the network OSS
 //! `fdatasync`s the object's file, and the harness, whose stores are in
-//! memory, answers at once. A driver that never polled syncs would have to
-//! keep the policy at [`SyncLockCancel::Never`], the core's default.
+//! memory, answers at once. Every driver must poll syncs: a sync RPC is
+//! answered only through them.
 
 use crate::ldlm::server::{LockServer, LockServerConfig};
 use crate::msg::{IoError, Payload, PayloadKind, ToClient, ToOst};
@@ -56,6 +58,8 @@ pub struct OstCounters {
     pub io_refused: u64,
     /// Lock cancels that waited for a sync of their object.
     pub cancel_syncs: u64,
+    /// Sync RPCs (`OST_SYNC`, from clients' fsync).
+    pub syncs: u64,
 }
 
 impl std::ops::AddAssign for OstCounters {
@@ -69,6 +73,7 @@ impl std::ops::AddAssign for OstCounters {
         self.glimpses += o.glimpses;
         self.io_refused += o.io_refused;
         self.cancel_syncs += o.cancel_syncs;
+        self.syncs += o.syncs;
     }
 }
 
@@ -141,8 +146,9 @@ impl Default for OstConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SyncToken(pub u64);
 
-/// A sync the OST needs before it completes a cancel: make what was written
-/// to `extent` of `object` durable, then call [`Ost::handle_synced`].
+/// A sync the OST needs before it completes a cancel or answers a client's
+/// sync RPC: make what was written to `extent` of `object` durable, then
+/// call [`Ost::handle_synced`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SyncRequest {
     pub token: SyncToken,
@@ -159,6 +165,15 @@ struct PendingGetattr {
     deadline: Instant,
 }
 
+/// What a sync was asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SyncWaiter {
+    /// A holder's cancel of its lock.
+    Cancel(ClientId, LockHandle),
+    /// A client's sync RPC, answered when it is done.
+    Reply(ClientId, Xid),
+}
+
 /// One OST: lock namespace plus object store.
 pub struct Ost<S: ObjectStore> {
     index: OstIndex,
@@ -172,8 +187,8 @@ pub struct Ost<S: ObjectStore> {
     getattr_next: u64,
     xid_next: u64,
     transmits: VecDeque<(ClientId, ToClient)>,
-    /// Cancels waiting for a sync: token -> (holder, lock).
-    syncing: BTreeMap<SyncToken, (ClientId, LockHandle)>,
+    /// What waits for each sync.
+    syncing: BTreeMap<SyncToken, SyncWaiter>,
     /// Syncs asked for and not yet polled by the driver.
     syncs: VecDeque<SyncRequest>,
     sync_next: u64,
@@ -236,6 +251,13 @@ impl<S: ObjectStore> Ost<S> {
                 self.send(from, ToClient::PunchReply { xid, result });
             }
             ToOst::Getattr { xid, object } => self.getattr(now, from, xid, object),
+            ToOst::Sync { xid, object } => match self.admit(from) {
+                Ok(()) => {
+                    self.counters.syncs += 1;
+                    self.ask_sync(SyncWaiter::Reply(from, xid), object, Extent::WHOLE);
+                }
+                Err(e) => self.send(from, ToClient::SyncReply { xid, result: Err(e) }),
+            },
             ToOst::GlimpseReply { xid, size } => self.glimpse_reply(xid, from, size),
         }
         self.collect_lock_transmits();
@@ -253,14 +275,17 @@ impl<S: ObjectStore> Ost<S> {
 
     /// The driver has made the data of sync `token` durable: the cancel
     /// that waited for it completes now (a lock evicted meanwhile is gone
-    /// already, and its cancel is ignored as any late cancel is).
+    /// already, and its cancel is ignored as any late cancel is), or the
+    /// sync RPC is answered.
     pub fn handle_synced(&mut self, now: Instant, token: SyncToken) {
-        let Some((client, lock)) = self.syncing.remove(&token) else {
-            warn!(ost = self.index.0, token = token.0, "sync answered twice, or never asked for");
-            return;
-        };
-        self.locks.handle_cancel(now, client, lock);
-        self.collect_lock_transmits();
+        match self.syncing.remove(&token) {
+            Some(SyncWaiter::Cancel(client, lock)) => {
+                self.locks.handle_cancel(now, client, lock);
+                self.collect_lock_transmits();
+            }
+            Some(SyncWaiter::Reply(client, xid)) => self.send(client, ToClient::SyncReply { xid, result: Ok(()) }),
+            None => warn!(ost = self.index.0, token = token.0, "sync answered twice, or never asked for"),
+        }
     }
 
     #[must_use]
@@ -275,7 +300,7 @@ impl<S: ObjectStore> Ost<S> {
         self.syncs.pop_front()
     }
 
-    /// Cancels waiting for a sync.
+    /// Cancels and sync RPCs waiting for a sync.
     pub fn syncs_pending(&self) -> usize {
         self.syncing.len()
     }
@@ -328,14 +353,19 @@ impl<S: ObjectStore> Ost<S> {
             self.locks.handle_cancel(now, from, lock);
             return;
         };
-        if self.syncing.values().any(|waiting| *waiting == (from, lock)) {
+        let waiter = SyncWaiter::Cancel(from, lock);
+        if self.syncing.values().any(|waiting| *waiting == waiter) {
             debug!(ost = self.index.0, %from, lock = lock.0, "cancel repeated while its sync runs");
             return;
         }
+        self.counters.cancel_syncs += 1;
+        self.ask_sync(waiter, object, extent);
+    }
+
+    fn ask_sync(&mut self, waiter: SyncWaiter, object: ObjectId, extent: Extent) {
         let token = SyncToken(self.sync_next);
         self.sync_next += 1;
-        self.counters.cancel_syncs += 1;
-        self.syncing.insert(token, (from, lock));
+        self.syncing.insert(token, waiter);
         self.syncs.push_back(SyncRequest { token, object, extent });
     }
 
@@ -591,6 +621,30 @@ mod tests {
         let messages = drain(&mut ost);
         assert!(completed(&messages, 2));
         assert_eq!(ost.syncs_pending(), 0);
+        ost.check_invariants();
+    }
+
+    #[test]
+    fn a_sync_rpc_is_answered_when_the_driver_has_synced() {
+        let mut ost = new_ost(SyncLockCancel::Never);
+        let data = Payload::Bytes(vec![1; 4096]);
+        ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Write { xid: Xid(1), object: OBJECT, offset: 0, data });
+        drain(&mut ost);
+        ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Sync { xid: Xid(2), object: OBJECT });
+        let request = ost.poll_sync().expect("a sync RPC asks the driver");
+        assert_eq!((request.object, request.extent), (OBJECT, Extent::WHOLE));
+        assert!(drain(&mut ost).is_empty(), "no answer before the driver has synced");
+        ost.handle_synced(Instant::ZERO, request.token);
+        let replies = drain(&mut ost);
+        assert_eq!(replies, [(ClientId(1), ToClient::SyncReply { xid: Xid(2), result: Ok(()) })]);
+        assert_eq!(ost.counters().syncs, 1);
+        // An evicted client is refused, as for any other I/O.
+        ost.locks_mut().evict(Instant::ZERO, ClientId(1));
+        drain(&mut ost);
+        ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Sync { xid: Xid(3), object: OBJECT });
+        assert_eq!(ost.poll_sync(), None);
+        let refused = (ClientId(1), ToClient::SyncReply { xid: Xid(3), result: Err(IoError::Evicted) });
+        assert!(drain(&mut ost).contains(&refused));
         ost.check_invariants();
     }
 

@@ -32,7 +32,8 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 /// Bumped on every incompatible change of [`Wire`] or of the core messages.
 /// 2: bulk data became a `Payload` (an enum tag in the header).
 /// 3: shared-memory bulk (`AttachArena`, `WriteShared`).
-pub const PROTOCOL_VERSION: u16 = 3;
+/// 4: `ToOst::Sync` and `ToClient::SyncReply` (fsync commits the OSTs).
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

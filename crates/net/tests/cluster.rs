@@ -2,6 +2,7 @@
 //! sockets, objects in files, clients with their own connections.
 
 use lanefs_core::client::ladvise::{Advice, AheadMode, LockaheadResult};
+use lanefs_core::client::ClientError;
 use lanefs_core::ldlm::server::LockServerConfig;
 use lanefs_core::ost::{OstConfig, SyncLockCancel};
 use lanefs_core::Duration;
@@ -134,6 +135,8 @@ fn lockahead_locks_let_two_writers_share_an_object_without_callbacks() {
     b.fsync(&fb).unwrap();
     let s = &a.ost_stats().unwrap()[0];
     assert_eq!(s.locks.callbacks, 0, "{s:?}");
+    // Each fsync asked the OST to make the object's writes durable.
+    assert_eq!(s.data.syncs, 2, "{s:?}");
     assert_eq!(a.pread(&fa, MIB, MIB).unwrap(), bytes(2, MIB as usize));
 }
 
@@ -173,6 +176,14 @@ fn an_oss_restart_gives_clear_errors_then_works_again() {
     assert!(started.elapsed() < std::time::Duration::from_secs(20), "an error, not a hang");
     assert!(err.to_string().contains("OST") || err.to_string().contains("OSS"), "{err}");
     c.start_oss().unwrap();
+    // If the client took the outage's write into its cache before it saw
+    // the OSS go, those bytes were lost with the connection, and the next
+    // fsync says so, once; nothing else may fail.
+    match a.fsync(&f) {
+        Ok(()) => {}
+        Err(NetError::Client(ClientError::WriteLost { ost, .. })) => assert_eq!(ost.0, 0),
+        Err(e) => panic!("fsync after the restart: {e}"),
+    }
     assert_eq!(a.pread(&f, 0, 4096).unwrap(), bytes(1, 4096), "data on disk survives");
     // The client reconnected with a new page arena (the old one is retired:
     // the old server might still have read it), and writes use it.

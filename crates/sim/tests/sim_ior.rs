@@ -274,8 +274,9 @@ fn a_handed_over_lock_waits_for_the_journal_commit_of_what_its_holder_wrote() {
     // aggregator per object calls back the other's lock, whose cancel
     // syncs the object (Lustre's sync_lock_cancel = always). Each commit
     // takes 20 ms, one at a time per OST, so each handover on an object adds
-    // at least that much to the run.
-    let line = "-a MPIIO -c -w -e -b 1m -t 1m -s 8 -N 8 --tasks-per-node 2";
+    // at least that much to the run. No -e: an fsync commits too (see the
+    // next test).
+    let line = "-a MPIIO -c -w -b 1m -t 1m -s 8 -N 8 --tasks-per-node 2";
     let collective =
         |mode: u32| hints(&format!("striping_factor=2:cray_cb_nodes_multiplier=2:cray_cb_write_lock_mode={mode}"));
     let commit = [("storage.journal_commit_us", "20000")];
@@ -303,4 +304,28 @@ fn a_handed_over_lock_waits_for_the_journal_commit_of_what_its_holder_wrote() {
     let ahead_paid = json_run(line, SimOptions { hints: collective(2), ..opts_with("laptop", &commit) });
     assert_eq!(ahead_paid["sim"]["simulated_s"], ahead_free["sim"]["simulated_s"]);
     assert_eq!(counter(&ahead_paid, "journal_commits"), 0);
+}
+
+#[test]
+fn fsync_waits_for_the_journal_commit_of_what_was_written() {
+    // Lockahead: no lock changes hands, so only IOR's fsync (-e) commits.
+    let line = "-a POSIX -w -b 4m -t 1m -N 8";
+    let commit = [("storage.journal_commit_us", "20000")];
+    let run_with = |extra: &str, settings: &[(&str, &str)]| {
+        let o = SimOptions {
+            stripe_count: Some(-1),
+            lock_mode: Some(LockMode::Lockahead),
+            ..opts_with("laptop", settings)
+        };
+        json_run(&format!("{line}{extra}"), o)
+    };
+    let (free, paid) = (run_with(" -e", &[]), run_with(" -e", &commit));
+    assert_eq!(counter(&paid, "lock_cancel_syncs"), 0, "{}", paid["lanefs"]);
+    // Each rank's fsync commits the OSTs its writes changed since the last
+    // commit: at least one commit, at most one per rank and OST.
+    assert!((1..=32).contains(&counter(&paid, "journal_commits")), "{}", paid["lanefs"]);
+    let added = paid["sim"]["simulated_s"].as_f64().unwrap() - free["sim"]["simulated_s"].as_f64().unwrap();
+    assert!(added >= 0.020 - 1e-6, "the fsync waited for a 20 ms commit: added {added} s");
+    let unsynced = run_with("", &commit);
+    assert_eq!(counter(&unsynced, "journal_commits"), 0, "no fsync, no commit: {}", unsynced["lanefs"]);
 }

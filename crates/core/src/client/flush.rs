@@ -198,6 +198,7 @@ impl Client {
         match result {
             Ok(()) => {
                 self.counters.bytes_written += len;
+                self.uncommitted.insert(key);
                 self.cache.writeback_done(key, offset, len);
                 self.trim_cache(key, Extent::from_offset_len(offset, len));
             }

@@ -35,8 +35,16 @@ impl Client {
     /// Later operations try the OST again.
     pub fn handle_unreachable(&mut self, now: Instant, ost: OstIndex, reason: &str) {
         let mut failed: Vec<OpId> = Vec::new();
+        let mut unsynced: Vec<ObjectKey> = Vec::new();
         self.rpcs.retain(|_, rpc| match rpc {
             Rpc::Write { key, .. } => key.ost != ost,
+            Rpc::Sync { op, key } => {
+                if key.ost == ost {
+                    failed.push(*op);
+                    unsynced.push(*key);
+                }
+                key.ost != ost
+            }
             Rpc::Read { op, key, .. } => {
                 if key.ost == ost {
                     failed.push(*op);
@@ -51,6 +59,7 @@ impl Client {
                 !touches
             }
         });
+        self.uncommitted.extend(unsynced);
         self.writes_in_flight.remove(&ost);
         for (id, op) in &self.ops {
             let on_ost = op.steps.get(op.index).is_some_and(|s| s.key.ost == ost);

@@ -54,7 +54,7 @@ use ladvise::{Advice, LadviseError, LockaheadResult, Validated};
 use locks::{LocalLock, LockCache};
 use ops::{Op, OpKind, OpState};
 use pagecache::PageCache;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -280,6 +280,11 @@ enum Rpc {
         op: OpId,
         stripe: u32,
     },
+    /// An fsync's `OST_SYNC` of one object.
+    Sync {
+        op: OpId,
+        key: ObjectKey,
+    },
 }
 
 /// What one pass of [`Client::run`] moved.
@@ -313,6 +318,9 @@ pub struct Client {
     /// Bytes written per object since it was last found fully written back:
     /// what the writeback pump looks at, so that it never scans the cache.
     dirty_keys: BTreeMap<ObjectKey, DirtyObject>,
+    /// Objects with writes the OSTs acknowledged that no fsync has made
+    /// durable yet: what an fsync asks their OSTs to sync (`OST_SYNC`).
+    uncommitted: FxHashSet<ObjectKey>,
     transmits: VecDeque<(OstIndex, ToOst)>,
     events: VecDeque<ClientEvent>,
     /// What `pump_writeback` must write, kept between calls (no allocation
@@ -340,6 +348,7 @@ impl Client {
             rpcs: FxHashMap::default(),
             writes_in_flight: FxHashMap::default(),
             dirty_keys: BTreeMap::new(),
+            uncommitted: FxHashSet::default(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             flush_scratch: Vec::new(),
@@ -417,9 +426,11 @@ impl Client {
         self.start(now, fh, OpKind::Read { len, buf: ops::ReadBuf::Empty }, offset, len)
     }
 
-    /// Write back every dirty byte of the file and wait for the OSTs.
+    /// Write back every dirty byte of the file, wait for the OSTs, then ask
+    /// the OSTs of the file's objects written since the last fsync to make
+    /// those writes durable (`OST_SYNC`) and wait for that too.
     pub fn fsync(&mut self, now: Instant, fh: FileHandle) -> OpId {
-        self.start(now, fh, OpKind::Fsync, 0, 0)
+        self.start(now, fh, OpKind::Fsync { committing: false, failed_ost: None }, 0, 0)
     }
 
     /// Flush, then forget the handle (locks stay cached, as on Lustre).
@@ -492,6 +503,7 @@ impl Client {
             ToClient::ReadReply { xid, result } => self.on_read_reply(from, xid, result),
             ToClient::PunchReply { xid, result } => self.on_punch_reply(from, xid, result),
             ToClient::GetattrReply { xid, result } => self.on_getattr_reply(from, xid, result),
+            ToClient::SyncReply { xid, result } => self.on_sync_reply(from, xid, result),
             ToClient::Glimpse { xid, object, .. } => {
                 let size = self.cache.object_cached_end(ObjectKey { ost: from, object });
                 self.send(from, ToOst::GlimpseReply { xid, size });

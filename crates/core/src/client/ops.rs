@@ -30,7 +30,12 @@ pub(super) enum OpKind {
         len: u64,
         buf: ReadBuf,
     },
-    Fsync,
+    /// Flush, then (`committing`) the sync RPCs; `failed_ost` names the
+    /// OST whose sync failed.
+    Fsync {
+        committing: bool,
+        failed_ost: Option<OstIndex>,
+    },
     Close,
     Stat {
         sizes: Vec<u64>,
@@ -233,7 +238,7 @@ impl Op {
                         })
                         .collect(),
                 ),
-                OpKind::Fsync | OpKind::Close | OpKind::Stat { .. } => whole(LockMode::ProtectedRead),
+                OpKind::Fsync { .. } | OpKind::Close | OpKind::Stat { .. } => whole(LockMode::ProtectedRead),
             };
         Ok(Op { fh, kind, steps, index: 0, state: OpState::Ready, holding: None })
     }
@@ -269,6 +274,15 @@ fn chunk_step(c: ObjectChunk, op_offset: u64, mode: LockMode) -> Step {
     }
 }
 
+/// Where an fsync's sync RPCs stand.
+enum Commit {
+    /// Just sent.
+    Sent,
+    Waiting,
+    /// All answered (or none needed).
+    Done,
+}
+
 enum Acquire {
     Held,
     Wait,
@@ -285,6 +299,18 @@ impl Client {
                 return progressed;
             }
             if op.index == op.steps.len() {
+                if let OpKind::Fsync { .. } = op.kind {
+                    match self.commit_fsync(id) {
+                        Ok(Commit::Done) => {}
+                        Ok(Commit::Sent) => return true,
+                        Ok(Commit::Waiting) => return progressed,
+                        Err(error) => {
+                            self.release(now, id);
+                            self.finish(id, Err(error));
+                            return true;
+                        }
+                    }
+                }
                 let result = self.complete(id);
                 self.finish(id, result);
                 return true;
@@ -292,7 +318,7 @@ impl Client {
             let advanced = match op.kind {
                 OpKind::Write { .. } => self.step_write(now, id),
                 OpKind::Read { .. } => self.step_read(now, id),
-                OpKind::Fsync | OpKind::Close => self.step_flush(id),
+                OpKind::Fsync { .. } | OpKind::Close => self.step_flush(id),
                 OpKind::Stat { .. } => self.step_stat(id),
                 OpKind::Truncate { size } => self.step_truncate(now, id, size),
                 OpKind::GroupLock { .. } | OpKind::Lockahead { .. } => self.step_lock_only(now, id),
@@ -331,7 +357,7 @@ impl Client {
             (OpState::WaitRpcs { outstanding, .. }, OpKind::Read { .. } | OpKind::Truncate { .. }) => {
                 outstanding > 0 && op.holding.is_some()
             }
-            (OpState::WaitRpcs { outstanding, .. }, OpKind::Stat { .. }) => outstanding > 0,
+            (OpState::WaitRpcs { outstanding, .. }, OpKind::Stat { .. } | OpKind::Fsync { .. }) => outstanding > 0,
             _ => false,
         }
     }
@@ -346,7 +372,7 @@ impl Client {
                 (ReadBuf::Phantom, _) | (ReadBuf::Empty, Some(PayloadKind::Phantom)) => OpOutput::ReadPhantom(*len),
                 (ReadBuf::Empty, _) => OpOutput::Read(vec![0; *len as usize]),
             },
-            OpKind::Fsync => match self.files.get_mut(&fh).and_then(|f| f.write_error.take()) {
+            OpKind::Fsync { .. } => match self.files.get_mut(&fh).and_then(|f| f.write_error.take()) {
                 Some(error) => return Err(error),
                 None => OpOutput::Synced,
             },
@@ -589,6 +615,46 @@ impl Client {
         }
         op.state = OpState::Ready;
         Ok(true)
+    }
+
+    /// An fsync whose writes have all been acknowledged asks the OST of each
+    /// of the file's objects written since the last fsync to make them
+    /// durable, and waits for the answers. (Lustre sends `OST_SYNC` to every
+    /// stripe; an object with nothing to commit is answered at once, so
+    /// lanefs spares the round trip.)
+    fn commit_fsync(&mut self, id: OpId) -> Result<Commit, ClientError> {
+        let op = &self.ops[&id];
+        let OpKind::Fsync { committing, failed_ost } = op.kind else { unreachable!("an fsync") };
+        if committing {
+            return match op.state {
+                OpState::WaitRpcs { outstanding: 0, failed: None } => Ok(Commit::Done),
+                OpState::WaitRpcs { outstanding: 0, failed: Some(error) } => {
+                    Err(ClientError::Io { ost: failed_ost.expect("a failed sync names its OST"), error })
+                }
+                _ => Ok(Commit::Waiting),
+            };
+        }
+        let layout = &self.files.get(&op.fh).ok_or(ClientError::BadFile)?.layout;
+        let mut keys: SmallVec<[ObjectKey; 4]> =
+            self.uncommitted.iter().filter(|&&key| layout.stripe_of(key).is_some()).copied().collect();
+        keys.sort_unstable();
+        let op = self.ops.get_mut(&id).expect("live op");
+        op.kind = OpKind::Fsync { committing: true, failed_ost: None };
+        if keys.is_empty() {
+            return Ok(Commit::Done);
+        }
+        op.state = OpState::WaitRpcs { outstanding: keys.len(), failed: None };
+        for key in keys {
+            self.uncommitted.remove(&key);
+            self.send_sync(id, key);
+        }
+        Ok(Commit::Sent)
+    }
+
+    pub(super) fn send_sync(&mut self, op: OpId, key: ObjectKey) {
+        let xid = self.xid();
+        self.rpcs.insert(xid, Rpc::Sync { op, key });
+        self.send(key.ost, ToOst::Sync { xid, object: key.object });
     }
 
     fn step_stat(&mut self, id: OpId) -> Result<bool, ClientError> {

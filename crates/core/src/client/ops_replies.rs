@@ -131,6 +131,24 @@ impl Client {
         self.rpc_answered(op, failure);
     }
 
+    pub(in crate::client) fn on_sync_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<(), IoError>) {
+        let Some(Rpc::Sync { op, key }) = self.rpcs.remove(&xid) else { return };
+        debug_assert_eq!(key.ost, ost);
+        match result {
+            Ok(()) => self.rpc_answered(op, None),
+            // Refused because the OST evicted us: the writes it acknowledged
+            // are still there, and we have reconnected; ask again.
+            Err(IoError::Evicted) if self.ops.contains_key(&op) => self.send_sync(op, key),
+            Err(error) => {
+                self.uncommitted.insert(key);
+                if let Some(OpKind::Fsync { failed_ost, .. }) = self.ops.get_mut(&op).map(|o| &mut o.kind) {
+                    *failed_ost = Some(ost);
+                }
+                self.rpc_answered(op, Some(error));
+            }
+        }
+    }
+
     fn rpc_answered(&mut self, op: OpId, failure: Option<IoError>) {
         let Some(op) = self.ops.get_mut(&op) else { return };
         if let OpState::WaitRpcs { outstanding, failed } = &mut op.state {
