@@ -634,9 +634,13 @@ impl Client {
                 _ => Ok(Commit::Waiting),
             };
         }
-        let layout = &self.files.get(&op.fh).ok_or(ClientError::BadFile)?.layout;
-        let mut keys: SmallVec<[ObjectKey; 4]> =
-            self.uncommitted.iter().filter(|&&key| layout.stripe_of(key).is_some()).copied().collect();
+        // The file's objects: from its layout, or, if a close of the same
+        // handle has just forgotten it, from the op's own steps.
+        let of_file = |key: ObjectKey| match self.files.get(&op.fh) {
+            Some(file) => file.layout.stripe_of(key).is_some(),
+            None => op.steps.iter().any(|step| step.key == key),
+        };
+        let mut keys: SmallVec<[ObjectKey; 4]> = self.uncommitted.iter().copied().filter(|&key| of_file(key)).collect();
         keys.sort_unstable();
         let op = self.ops.get_mut(&id).expect("live op");
         op.kind = OpKind::Fsync { committing: true, failed_ost: None };
