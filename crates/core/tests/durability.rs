@@ -35,7 +35,7 @@ fn fsync_syncs_the_objects_written_since_the_last_fsync_and_no_others() {
     fsync(&mut h);
     assert_eq!(syncs_per_ost(&h, 4), [1, 0, 1, 0], "the second fsync has nothing new to sync");
 
-    // A write made durable by a close's writeback is synced by the next fsync.
+    // A close writes back but does not sync: the next fsync of the file does.
     let fb = h.open(A, h.client(A).layout(fa).unwrap().clone());
     let op = h.write(A, fb, 3 * stripe, vec![1; 10]);
     assert_eq!(h.wait_ok(A, op), OpOutput::Written(10));
