@@ -12,13 +12,17 @@
 //! files being fsynced or closed, OSTs whose dirty limit stops a writer, and
 //! objects holding at least one full RPC of dirty data (Lustre's OSC sends
 //! full RPCs as soon as it has them).
+//!
+//! Once an fsync's writes are acknowledged, [`Client::commit_fsync`] asks
+//! the OSTs to make them durable.
 
 use super::locks::{ClientLockState, LocalLock};
-use super::ops::OpState;
-use super::{Client, Rpc};
+use super::ops::{OpKind, OpState};
+use super::{Client, ClientError, OpId, Rpc};
 use crate::extent::Extent;
 use crate::msg::{IoError, Payload, ToOst};
 use crate::units::{ObjectKey, OstIndex, Xid};
+use smallvec::SmallVec;
 
 impl Client {
     /// Start giving a lock back (idempotent).
@@ -215,4 +219,57 @@ impl Client {
             }
         }
     }
+
+    /// An fsync whose writes have all been acknowledged asks the OST of each
+    /// of the file's objects written since the last fsync to make them
+    /// durable, and waits for the answers. (Lustre sends `OST_SYNC` to every
+    /// stripe; an object with nothing to commit is answered at once, so
+    /// lanefs spares the round trip.)
+    pub(super) fn commit_fsync(&mut self, id: OpId) -> Result<Commit, ClientError> {
+        let op = &self.ops[&id];
+        let OpKind::Fsync { committing, failed_ost } = op.kind else { unreachable!("an fsync") };
+        if committing {
+            return match op.state {
+                OpState::WaitRpcs { outstanding: 0, failed: None } => Ok(Commit::Done),
+                OpState::WaitRpcs { outstanding: 0, failed: Some(error) } => {
+                    Err(ClientError::Io { ost: failed_ost.expect("a failed sync names its OST"), error })
+                }
+                _ => Ok(Commit::Waiting),
+            };
+        }
+        // The file's objects: from its layout, or, if a close of the same
+        // handle has just forgotten it, from the op's own steps.
+        let of_file = |key: ObjectKey| match self.files.get(&op.fh) {
+            Some(file) => file.layout.stripe_of(key).is_some(),
+            None => op.steps.iter().any(|step| step.key == key),
+        };
+        let mut keys: SmallVec<[ObjectKey; 4]> = self.uncommitted.iter().copied().filter(|&key| of_file(key)).collect();
+        keys.sort_unstable();
+        let op = self.ops.get_mut(&id).expect("live op");
+        op.kind = OpKind::Fsync { committing: true, failed_ost: None };
+        if keys.is_empty() {
+            return Ok(Commit::Done);
+        }
+        op.state = OpState::WaitRpcs { outstanding: keys.len(), failed: None };
+        for key in keys {
+            self.uncommitted.remove(&key);
+            self.send_sync(id, key);
+        }
+        Ok(Commit::Sent)
+    }
+
+    pub(super) fn send_sync(&mut self, op: OpId, key: ObjectKey) {
+        let xid = self.xid();
+        self.rpcs.insert(xid, Rpc::Sync { op, key });
+        self.send(key.ost, ToOst::Sync { xid, object: key.object });
+    }
+}
+
+/// Where an fsync's sync RPCs stand.
+pub(super) enum Commit {
+    /// Just sent.
+    Sent,
+    Waiting,
+    /// All answered (or none needed).
+    Done,
 }

@@ -6,6 +6,7 @@
 //! a lock either matches a cached one or enqueues a request and waits; it
 //! keeps a reference on the lock only while it copies or fetches bytes.
 
+use super::flush::Commit;
 use super::ladvise::LockaheadResult;
 use super::locks::{ClientLock, ClientLockState, LocalLock};
 use super::{Client, ClientError, FileHandle, OpId, OpOutput, OpenFile, Rpc};
@@ -272,15 +273,6 @@ fn chunk_step(c: ObjectChunk, op_offset: u64, mode: LockMode) -> Step {
         buf_offset: (c.file_offset - op_offset) as usize,
         mode,
     }
-}
-
-/// Where an fsync's sync RPCs stand.
-enum Commit {
-    /// Just sent.
-    Sent,
-    Waiting,
-    /// All answered (or none needed).
-    Done,
 }
 
 enum Acquire {
@@ -615,50 +607,6 @@ impl Client {
         }
         op.state = OpState::Ready;
         Ok(true)
-    }
-
-    /// An fsync whose writes have all been acknowledged asks the OST of each
-    /// of the file's objects written since the last fsync to make them
-    /// durable, and waits for the answers. (Lustre sends `OST_SYNC` to every
-    /// stripe; an object with nothing to commit is answered at once, so
-    /// lanefs spares the round trip.)
-    fn commit_fsync(&mut self, id: OpId) -> Result<Commit, ClientError> {
-        let op = &self.ops[&id];
-        let OpKind::Fsync { committing, failed_ost } = op.kind else { unreachable!("an fsync") };
-        if committing {
-            return match op.state {
-                OpState::WaitRpcs { outstanding: 0, failed: None } => Ok(Commit::Done),
-                OpState::WaitRpcs { outstanding: 0, failed: Some(error) } => {
-                    Err(ClientError::Io { ost: failed_ost.expect("a failed sync names its OST"), error })
-                }
-                _ => Ok(Commit::Waiting),
-            };
-        }
-        // The file's objects: from its layout, or, if a close of the same
-        // handle has just forgotten it, from the op's own steps.
-        let of_file = |key: ObjectKey| match self.files.get(&op.fh) {
-            Some(file) => file.layout.stripe_of(key).is_some(),
-            None => op.steps.iter().any(|step| step.key == key),
-        };
-        let mut keys: SmallVec<[ObjectKey; 4]> = self.uncommitted.iter().copied().filter(|&key| of_file(key)).collect();
-        keys.sort_unstable();
-        let op = self.ops.get_mut(&id).expect("live op");
-        op.kind = OpKind::Fsync { committing: true, failed_ost: None };
-        if keys.is_empty() {
-            return Ok(Commit::Done);
-        }
-        op.state = OpState::WaitRpcs { outstanding: keys.len(), failed: None };
-        for key in keys {
-            self.uncommitted.remove(&key);
-            self.send_sync(id, key);
-        }
-        Ok(Commit::Sent)
-    }
-
-    pub(super) fn send_sync(&mut self, op: OpId, key: ObjectKey) {
-        let xid = self.xid();
-        self.rpcs.insert(xid, Rpc::Sync { op, key });
-        self.send(key.ost, ToOst::Sync { xid, object: key.object });
     }
 
     fn step_stat(&mut self, id: OpId) -> Result<bool, ClientError> {
