@@ -18,6 +18,7 @@
 //! advice), [`ost`] and [`layout`].
 
 pub mod client;
+pub mod errno;
 pub mod extent;
 pub mod harness;
 pub mod layout;
@@ -30,5 +31,6 @@ pub mod store;
 pub mod suggest;
 pub mod units;
 
+pub use errno::Errno;
 pub use extent::{Extent, EOF};
 pub use units::*;

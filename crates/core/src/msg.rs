@@ -11,6 +11,7 @@
 //! protocol relies on it (an enqueue reply is always seen before a callback
 //! for the same lock; a client's write RPCs reach the OST before its cancel).
 
+use crate::errno::Errno;
 use crate::extent::Extent;
 use crate::ldlm::LockRequest;
 use crate::pages::{PageSpan, RemoteSpan};
@@ -233,21 +234,58 @@ pub enum EnqueueReply {
     Invalid,
 }
 
-/// Why an I/O RPC failed.
+/// Why an I/O RPC failed. Each names its cause as the OST's operating
+/// system did (see [`Errno`]), so that the program whose write was lost is
+/// told `ENOSPC` or `EIO`, not "failed".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 pub enum IoError {
     #[error("client was evicted by the OST; reconnect and redo the I/O")]
     Evicted,
-    #[error("no such object on this OST")]
+    #[error("the object is missing from the OST (ENOENT): it was lost or destroyed on the server")]
     NoSuchObject,
     #[error("object offset overflows the maximum object size")]
     TooLarge,
-    #[error("the OST's object store failed")]
-    Store,
+    #[error("the OST is out of space (ENOSPC): delete files to free space, then write again")]
+    NoSpace,
+    #[error("the OSS ran out of file descriptors (EMFILE): raise its limit (ulimit -n) or lower its load")]
+    TooManyFiles,
+    /// Any other failure of the OST's disk or file system (`EIO` mostly).
+    #[error("the OST's disk failed: {0}")]
+    Disk(Errno),
+    /// The request broke the protocol's rules (an offset whose end passes
+    /// 2^64, a read larger than the bulk maximum, ...); a correct client
+    /// never sends one.
+    #[error("the OST refused a malformed request")]
+    Invalid,
     /// A phantom payload met an object store or a client that holds bytes,
     /// or bytes met phantoms: a simulator set-up error, never seen on a wire.
     #[error("payload kind mismatch: phantom payloads (simulator only) and bytes cannot meet on one OST or client")]
     PayloadKind,
+}
+
+impl IoError {
+    /// The error number a program sees for it.
+    pub fn errno(self) -> Errno {
+        match self {
+            IoError::Evicted => Errno::EIO,
+            IoError::NoSuchObject => Errno::ENOENT,
+            IoError::TooLarge => Errno::EFBIG,
+            IoError::NoSpace => Errno::ENOSPC,
+            IoError::TooManyFiles => Errno::EMFILE,
+            IoError::Disk(errno) => errno,
+            IoError::Invalid | IoError::PayloadKind => Errno::EINVAL,
+        }
+    }
+
+    /// How an object store's error number reads on the wire.
+    pub fn from_errno(errno: Errno) -> IoError {
+        match errno {
+            Errno::ENOSPC | Errno::EDQUOT => IoError::NoSpace,
+            Errno::EMFILE | Errno::ENFILE => IoError::TooManyFiles,
+            Errno::ENOENT => IoError::NoSuchObject,
+            other => IoError::Disk(other),
+        }
+    }
 }
 
 /// From an OST to a client.

@@ -496,7 +496,7 @@ impl<S: ObjectStore> Ost<S> {
 fn store_error(e: StoreError) -> IoError {
     match e {
         StoreError::TooLarge { .. } => IoError::TooLarge,
-        StoreError::Io(_) => IoError::Store,
+        StoreError::Os { errno, .. } => IoError::from_errno(errno),
         StoreError::PayloadKind { .. } => IoError::PayloadKind,
     }
 }

@@ -14,6 +14,7 @@
 //! writes, since they could not read them back; [`SizeStore`] refuses bytes,
 //! since it would drop them.
 
+use crate::errno::Errno;
 use crate::msg::{Payload, PayloadKind};
 use crate::units::ObjectId;
 use std::collections::BTreeMap;
@@ -26,8 +27,10 @@ pub const OBJECT_BYTES_MAX: u64 = 1 << 60;
 pub enum StoreError {
     #[error("object {object:?}: offset {offset} + length {len} exceeds the maximum object size {OBJECT_BYTES_MAX}")]
     TooLarge { object: ObjectId, offset: u64, len: u64 },
-    #[error("object store I/O error: {0}")]
-    Io(String),
+    /// The file system under the store failed; `errno` says how (`ENOSPC`,
+    /// `EIO`, `EMFILE`...), `detail` where (a path, the call).
+    #[error("object store: {detail}: {errno}")]
+    Os { errno: Errno, detail: String },
     #[error(
         "object {object:?}: a store of {kept} refuses {offered} payloads (phantoms need a SizeStore, bytes a byte one)"
     )]

@@ -6,7 +6,7 @@
 //! hold. Every scenario runs in the deterministic harness and checks exact
 //! bytes (in clients and in the OSTs' stores) and exact counters.
 
-use lanefs_core::client::{ClientConfig, ClientError, FileHandle, OpId, OpOutput};
+use lanefs_core::client::{ClientConfig, ClientError, FileHandle, LossCause, OpId, OpOutput};
 use lanefs_core::harness::{Harness, HarnessConfig, HarnessError};
 use lanefs_core::layout::Layout;
 use lanefs_core::ldlm::server::LockServerConfig;
@@ -338,9 +338,7 @@ fn slow_holder_is_evicted_and_its_late_flush_refused() {
     write(&mut h, A, fa, 0, again.clone());
     let op = h.fsync(A, fa);
     match h.wait(A, op).unwrap() {
-        Err(ClientError::WriteLost { ost, reason }) => {
-            assert_eq!((ost, reason.contains("evicted")), (OstIndex(0), true))
-        }
+        Err(ClientError::WriteLost { ost, cause }) => assert_eq!((ost, cause), (OstIndex(0), LossCause::Evicted)),
         other => panic!("the first fsync after the loss must report it: {other:?}"),
     }
     let op = h.fsync(A, fa);

@@ -7,7 +7,9 @@
 //! extents, in the same order), finish with the same results, counters and
 //! object sizes, and the phantom run must never allocate a page buffer.
 
-use lanefs_core::client::{Client, ClientConfig, ClientCounters, ClientError, ClientEvent, FileHandle, OpId, OpOutput};
+use lanefs_core::client::{
+    Client, ClientConfig, ClientCounters, ClientError, ClientEvent, FileHandle, LossCause, OpId, OpOutput,
+};
 use lanefs_core::layout::Layout;
 use lanefs_core::msg::{IoError, Payload, PayloadKind, ToClient, ToOst};
 use lanefs_core::ost::{Ost, OstConfig, OstCounters};
@@ -396,8 +398,8 @@ fn a_byte_store_refuses_phantom_writes_as_lost_data() {
     assert_eq!(m.ok(A, op), OpOutput::Written(10_000));
     let op = m.on(A, |cl, now| cl.fsync(now, fa));
     match m.wait(A, op) {
-        Err(ClientError::WriteLost { ost, reason }) => {
-            assert_eq!((ost, reason.contains("write RPC failed")), (OstIndex(0), true), "{reason}")
+        Err(ClientError::WriteLost { ost, cause }) => {
+            assert_eq!((ost, cause), (OstIndex(0), LossCause::WriteFailed(IoError::PayloadKind)))
         }
         other => panic!("fsync must report the refused write: {other:?}"),
     }

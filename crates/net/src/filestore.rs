@@ -12,7 +12,7 @@
 
 use lanefs_core::msg::Payload;
 use lanefs_core::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
-use lanefs_core::ObjectId;
+use lanefs_core::{Errno, ObjectId};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -43,7 +43,10 @@ impl FileStore {
             let file = match OpenOptions::new().read(true).write(true).create(create).open(&path) {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(None),
-                Err(e) => return Err(StoreError::Io(format!("{}: {e}", path.display()))),
+                Err(e) => {
+                    let errno = Errno(e.raw_os_error().unwrap_or(libc::EIO));
+                    return Err(StoreError::Os { errno, detail: format!("opening {}", path.display()) });
+                }
             };
             if self.open.len() >= OPEN_FILES_MAX {
                 self.open.pop_first();
@@ -77,7 +80,7 @@ impl FileStore {
     /// never written has nothing to sync.
     pub fn sync(&mut self, object: ObjectId) -> Result<(), StoreError> {
         match self.file(object, false)? {
-            Some(file) => file.sync_data().map_err(io),
+            Some(file) => file.sync_data().map_err(|e| os_error(e, "syncing (fdatasync)", object)),
             None => Ok(()),
         }
     }
@@ -88,7 +91,7 @@ impl FileStore {
         match std::fs::remove_file(self.path(object)) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(StoreError::Io(e.to_string())),
+            Err(e) => Err(os_error(e, "destroying", object)),
         }
     }
 }
@@ -100,8 +103,11 @@ fn bounds(object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {
     }
 }
 
-fn io(e: std::io::Error) -> StoreError {
-    StoreError::Io(e.to_string())
+/// The store error for a failed call: its error number, and what was done
+/// to which object.
+fn os_error(e: std::io::Error, what: &str, object: ObjectId) -> StoreError {
+    let errno = Errno(e.raw_os_error().unwrap_or(libc::EIO));
+    StoreError::Os { errno, detail: format!("{what} object {}", object.0) }
 }
 
 /// Writes `pieces` (pointer, length), one after the other, at `offset` of
@@ -156,12 +162,13 @@ impl ObjectStore for FileStore {
             Payload::Pages(span) => {
                 bounds(object, offset, span.len())?;
                 let file = self.file(object, true)?.expect("created");
-                pwritev_all(file, span.slices().map(|s| (s.as_ptr(), s.len())), offset).map_err(io)
+                pwritev_all(file, span.slices().map(|s| (s.as_ptr(), s.len())), offset)
+                    .map_err(|e| os_error(e, "writing", object))
             }
             Payload::Remote(span) => {
                 bounds(object, offset, span.len())?;
                 let file = self.file(object, true)?.expect("created");
-                pwritev_all(file, span.pieces(), offset).map_err(io)
+                pwritev_all(file, span.pieces(), offset).map_err(|e| os_error(e, "writing", object))
             }
             Payload::Bytes(bytes) => self.write(object, offset, bytes),
             Payload::Phantom(_) => {
@@ -175,7 +182,7 @@ impl ObjectStore for FileStore {
     fn write(&mut self, object: ObjectId, offset: u64, data: &[u8]) -> Result<(), StoreError> {
         bounds(object, offset, data.len() as u64)?;
         let file = self.file(object, true)?.expect("created");
-        file.write_all_at(data, offset).map_err(io)
+        file.write_all_at(data, offset).map_err(|e| os_error(e, "writing", object))
     }
 
     fn read(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<Vec<u8>, StoreError> {
@@ -188,7 +195,7 @@ impl ObjectStore for FileStore {
                 Ok(0) => break, // past the end: zeros
                 Ok(n) => done += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io(e)),
+                Err(e) => return Err(os_error(e, "reading", object)),
             }
         }
         Ok(buf)
@@ -197,12 +204,12 @@ impl ObjectStore for FileStore {
     fn punch(&mut self, object: ObjectId, size: u64) -> Result<(), StoreError> {
         bounds(object, size, 0)?;
         let file = self.file(object, true)?.expect("created");
-        file.set_len(size).map_err(io)
+        file.set_len(size).map_err(|e| os_error(e, "truncating", object))
     }
 
     fn size(&mut self, object: ObjectId) -> Result<u64, StoreError> {
         match self.file(object, false)? {
-            Some(f) => f.metadata().map(|m| m.len()).map_err(io),
+            Some(f) => f.metadata().map(|m| m.len()).map_err(|e| os_error(e, "reading the size of", object)),
             None => Ok(0),
         }
     }

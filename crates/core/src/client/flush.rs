@@ -18,7 +18,7 @@
 
 use super::locks::{ClientLockState, LocalLock};
 use super::ops::{OpKind, OpState};
-use super::{Client, ClientError, OpId, Rpc};
+use super::{Client, ClientError, LossCause, OpId, Rpc};
 use crate::extent::Extent;
 use crate::msg::{IoError, Payload, ToOst};
 use crate::units::{ObjectKey, OstIndex, Xid};
@@ -209,7 +209,7 @@ impl Client {
             Err(error) => {
                 tracing::warn!(client = self.id.0, %ost, %error, "write RPC failed; its bytes are lost");
                 let lost = self.cache.writeback_failed(key, offset, len);
-                self.record_write_error(&[key].into(), ost, &format!("a write RPC failed: {error}"));
+                self.record_write_error(&[key].into(), ost, &LossCause::WriteFailed(error));
                 self.report_loss(ost, lost);
             }
         }

@@ -4,7 +4,7 @@
 
 use super::locks::LocalLock;
 use super::ops::OpState;
-use super::{Client, ClientError, ClientEvent, OpId, Rpc};
+use super::{Client, ClientError, ClientEvent, LossCause, OpId, Rpc};
 use crate::msg::ToOst;
 use crate::units::{Instant, ObjectKey, OstIndex};
 use std::collections::BTreeSet;
@@ -24,7 +24,7 @@ impl Client {
                 }
             }
         }
-        self.forget_ost_data(ost, "this client was evicted");
+        self.forget_ost_data(ost, LossCause::Evicted);
         self.send(ost, ToOst::Connect);
     }
 
@@ -76,20 +76,20 @@ impl Client {
                 self.finish(id, Err(ClientError::Unreachable { ost, reason: reason.to_string() }));
             }
         }
-        self.forget_ost_data(ost, reason);
+        self.forget_ost_data(ost, LossCause::Unreachable(reason.to_string()));
         self.run(now);
     }
 
     /// After an eviction or a lost connection: the locks through that OST
     /// are gone (group locks included), and so is every cached page of it
     /// (dirty bytes reported lost).
-    fn forget_ost_data(&mut self, ost: OstIndex, reason: &str) {
+    fn forget_ost_data(&mut self, ost: OstIndex, cause: LossCause) {
         let gone: Vec<LocalLock> = self.locks.iter().filter(|(_, l)| l.key.ost == ost).map(|(id, _)| id).collect();
         for id in gone {
             self.locks.remove(id);
         }
         let unstable = self.cache.unstable_objects(ost);
-        self.record_write_error(&unstable, ost, reason);
+        self.record_write_error(&unstable, ost, &cause);
         for file in self.files.values_mut() {
             if file.layout.objects().iter().any(|k| k.ost == ost) {
                 file.group = None;
@@ -102,13 +102,13 @@ impl Client {
 
     /// Remember, on every open file with an object in `lost`, that bytes
     /// written through it will never reach `ost`.
-    pub(super) fn record_write_error(&mut self, lost: &BTreeSet<ObjectKey>, ost: OstIndex, reason: &str) {
+    pub(super) fn record_write_error(&mut self, lost: &BTreeSet<ObjectKey>, ost: OstIndex, cause: &LossCause) {
         if lost.is_empty() {
             return;
         }
         for file in self.files.values_mut() {
             if file.write_error.is_none() && file.layout.objects().iter().any(|k| lost.contains(k)) {
-                file.write_error = Some(ClientError::WriteLost { ost, reason: reason.to_string() });
+                file.write_error = Some(ClientError::WriteLost { ost, cause: cause.clone() });
             }
         }
     }

@@ -45,6 +45,7 @@ mod pagecache_diff_tests;
 #[cfg(test)]
 mod reference_cache;
 
+use crate::errno::Errno;
 use crate::layout::Layout;
 use crate::ldlm::GroupId;
 use crate::msg::{IoError, Payload, PayloadKind, ToClient, ToOst};
@@ -206,14 +207,57 @@ pub enum ClientError {
     Ladvise(#[from] LadviseError),
     #[error("{ost} is unreachable: {reason}")]
     Unreachable { ost: OstIndex, reason: String },
-    #[error("data written through this file was lost before it reached {ost} ({reason}); write it again")]
-    WriteLost { ost: OstIndex, reason: String },
+    #[error("data written through this file was lost before it was durable on {ost}: {cause}; write it again")]
+    WriteLost { ost: OstIndex, cause: LossCause },
     #[error("protocol error: {0}")]
     Protocol(&'static str),
     #[error("invalid client configuration: {0}")]
     Config(String),
     #[error("this client holds {held} payloads and cannot take {offered} ones; use one client per kind")]
     MixedPayloads { held: PayloadKind, offered: PayloadKind },
+}
+
+impl ClientError {
+    /// The error number a program sees for it (what a POSIX layer returns).
+    pub fn errno(&self) -> Errno {
+        match self {
+            ClientError::BadFile => Errno::EBADF,
+            ClientError::Io { error, .. } => error.errno(),
+            ClientError::TooLarge { .. } => Errno::EFBIG,
+            ClientError::NoGroupLock(_) | ClientError::GroupLockHeld | ClientError::Ladvise(_) => Errno::EINVAL,
+            ClientError::Unreachable { .. } => Errno::EIO,
+            ClientError::WriteLost { cause, .. } => cause.errno(),
+            ClientError::Protocol(_) => Errno::EIO,
+            ClientError::Config(_) | ClientError::MixedPayloads { .. } => Errno::EINVAL,
+        }
+    }
+}
+
+/// Why bytes a program wrote were lost before they were durable.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LossCause {
+    #[error("the OST evicted this client")]
+    Evicted,
+    #[error("{0}")]
+    Unreachable(String),
+    #[error("the OST failed a write: {0}")]
+    WriteFailed(IoError),
+    #[error("the OST could not make it durable: {0}")]
+    SyncFailed(IoError),
+}
+
+impl LossCause {
+    /// `ENOSPC` for a full OST (as Linux reports a failed writeback), `EIO`
+    /// otherwise.
+    pub fn errno(&self) -> Errno {
+        match self {
+            LossCause::WriteFailed(error) | LossCause::SyncFailed(error) => match error.errno() {
+                Errno::ENOSPC | Errno::EDQUOT => Errno::ENOSPC,
+                _ => Errno::EIO,
+            },
+            LossCause::Evicted | LossCause::Unreachable(_) => Errno::EIO,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

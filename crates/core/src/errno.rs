@@ -1,0 +1,100 @@
+//! Error numbers, so that a failure keeps its name from the OST's disk to
+//! the program that caused it.
+//!
+//! An OST that fails to write, read or sync an object learns why from its
+//! operating system as an `errno`; the client that asked, and through it the
+//! application's `fsync`, `close` or IOR's `-e`, must be told the same thing
+//! (`ENOSPC` is a full disk to free, `EIO` a broken one to replace). The core
+//! does no I/O and has no `libc`, so it carries the number itself, with the
+//! Linux values of the ones it names.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A Linux error number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    pub const ENOENT: Errno = Errno(2);
+    pub const EIO: Errno = Errno(5);
+    pub const EBADF: Errno = Errno(9);
+    pub const EAGAIN: Errno = Errno(11);
+    pub const ENOMEM: Errno = Errno(12);
+    pub const EACCES: Errno = Errno(13);
+    pub const EEXIST: Errno = Errno(17);
+    pub const EINVAL: Errno = Errno(22);
+    pub const ENFILE: Errno = Errno(23);
+    pub const EMFILE: Errno = Errno(24);
+    pub const EFBIG: Errno = Errno(27);
+    pub const ENOSPC: Errno = Errno(28);
+    pub const EROFS: Errno = Errno(30);
+    pub const ENOTCONN: Errno = Errno(107);
+    pub const ETIMEDOUT: Errno = Errno(110);
+    pub const EDQUOT: Errno = Errno(122);
+
+    /// The symbolic name (`ENOSPC`), or `errno N` for one not named here.
+    pub fn name(self) -> String {
+        let name = match self {
+            Errno::ENOENT => "ENOENT",
+            Errno::EIO => "EIO",
+            Errno::EBADF => "EBADF",
+            Errno::EAGAIN => "EAGAIN",
+            Errno::ENOMEM => "ENOMEM",
+            Errno::EACCES => "EACCES",
+            Errno::EEXIST => "EEXIST",
+            Errno::EINVAL => "EINVAL",
+            Errno::ENFILE => "ENFILE",
+            Errno::EMFILE => "EMFILE",
+            Errno::EFBIG => "EFBIG",
+            Errno::ENOSPC => "ENOSPC",
+            Errno::EROFS => "EROFS",
+            Errno::ENOTCONN => "ENOTCONN",
+            Errno::ETIMEDOUT => "ETIMEDOUT",
+            Errno::EDQUOT => "EDQUOT",
+            Errno(n) => return format!("errno {n}"),
+        };
+        name.to_string()
+    }
+
+    /// What it means, in the words of `strerror` where it has one here.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Errno::ENOENT => "no such file or directory",
+            Errno::EIO => "input/output error",
+            Errno::EBADF => "bad file descriptor",
+            Errno::EAGAIN => "resource temporarily unavailable",
+            Errno::ENOMEM => "cannot allocate memory",
+            Errno::EACCES => "permission denied",
+            Errno::EEXIST => "file exists",
+            Errno::EINVAL => "invalid argument",
+            Errno::ENFILE => "too many open files in system",
+            Errno::EMFILE => "too many open files",
+            Errno::EFBIG => "file too large",
+            Errno::ENOSPC => "no space left on device",
+            Errno::EROFS => "read-only file system",
+            Errno::ENOTCONN => "transport endpoint is not connected",
+            Errno::ETIMEDOUT => "connection timed out",
+            Errno::EDQUOT => "disk quota exceeded",
+            _ => "unknown error",
+        }
+    }
+}
+
+impl fmt::Display for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name(), self.describe())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_descriptions() {
+        assert_eq!(Errno::ENOSPC.to_string(), "ENOSPC (no space left on device)");
+        assert_eq!(Errno(4095).name(), "errno 4095");
+        assert_eq!(Errno(4095).describe(), "unknown error");
+    }
+}
