@@ -31,7 +31,11 @@ fn ost_config(options: &OstOptions) -> Result<OstConfig> {
         );
     };
     let callback_timeout = Duration::from_ns((callback_timeout_s * 1e9) as u64);
-    Ok(OstConfig { locks: LockServerConfig { callback_timeout }, sync_lock_cancel, ..OstConfig::default() })
+    Ok(OstConfig {
+        locks: LockServerConfig { callback_timeout, ..LockServerConfig::default() },
+        sync_lock_cancel,
+        ..OstConfig::default()
+    })
 }
 
 /// A daemon's status line: to stdout if anyone still reads it. A closed

@@ -352,7 +352,10 @@ struct Script {
 impl Script {
     fn new() -> Self {
         Script {
-            server: Self::server(LockServerConfig { callback_timeout: CALLBACK_TIMEOUT_DEFAULT }),
+            server: Self::server(LockServerConfig {
+                callback_timeout: CALLBACK_TIMEOUT_DEFAULT,
+                ..LockServerConfig::default()
+            }),
             now: Instant::ZERO,
             client_names: Vec::new(),
             clients: HashMap::new(),
@@ -409,7 +412,7 @@ impl Script {
             bail!("\"callback_timeout_s\" must be greater than 0 (Lustre's default is 100)");
         }
         self.config_seen = true;
-        self.server = Self::server(LockServerConfig { callback_timeout });
+        self.server = Self::server(LockServerConfig { callback_timeout, ..LockServerConfig::default() });
         Ok(())
     }
 

@@ -15,7 +15,7 @@ use crate::errno::Errno;
 use crate::extent::Extent;
 use crate::ldlm::LockRequest;
 use crate::pages::{PageSpan, RemoteSpan};
-use crate::units::{LockHandle, ObjectId, Xid};
+use crate::units::{Epoch, LockHandle, ObjectId, Transno, Xid};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -168,8 +168,50 @@ impl fmt::Display for PayloadKind {
 /// From a client to an OST.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ToOst {
-    /// (Re)connect; after an eviction the OST refuses everything else until it.
-    Connect,
+    /// Start a session with the OST. `resume: None` is a client with no
+    /// state there (new, or one that has just discarded it after an
+    /// eviction: the OST refuses an evicted client everything else until
+    /// this). `Some(epoch)` is a client that reconnects still holding locks
+    /// and writes from that life of the OST: the OST answers
+    /// [`ToClient::Connected`] (and, in the same life, sends again what the
+    /// lost connection may have dropped), or [`ToClient::Evicted`] if it
+    /// cannot take the client's state back.
+    Connect {
+        resume: Option<Epoch>,
+    },
+    /// During an OST's recovery: a lock this client held before the OST
+    /// restarted, granted again as it was (same handle, same extent).
+    ReplayLock {
+        lock: LockHandle,
+        object: ObjectId,
+        request: LockRequest,
+        extent: Extent,
+    },
+    /// During an OST's recovery: a write the OST acknowledged as `transno`
+    /// but had not committed when it stopped.
+    ReplayWrite {
+        transno: Transno,
+        object: ObjectId,
+        offset: u64,
+        data: Payload,
+    },
+    /// During an OST's recovery: a punch it acknowledged and had not committed.
+    ReplayPunch {
+        transno: Transno,
+        object: ObjectId,
+        size: u64,
+    },
+    /// This client has replayed everything it holds.
+    ReplayDone,
+    /// The client received the [`ToClient::CommitFailed`] notices up to
+    /// `seq`: the OST need not send them again after a reconnect.
+    FailuresSeen {
+        seq: u64,
+    },
+    /// A clean unmount: the client has given back its locks and will not
+    /// come back with state (the OST stops counting it among the clients
+    /// a recovery waits for).
+    Disconnect,
     Enqueue {
         xid: Xid,
         object: ObjectId,
@@ -306,9 +348,12 @@ pub enum ToClient {
     Blocking {
         lock: LockHandle,
     },
+    /// `transno` names the change for recovery (0 from an OST that keeps
+    /// no commit record, as the simulator's).
     WriteReply {
         xid: Xid,
         result: Result<(), IoError>,
+        transno: Transno,
     },
     ReadReply {
         xid: Xid,
@@ -317,6 +362,7 @@ pub enum ToClient {
     PunchReply {
         xid: Xid,
         result: Result<(), IoError>,
+        transno: Transno,
     },
     GetattrReply {
         xid: Xid,
@@ -334,4 +380,32 @@ pub enum ToClient {
     },
     /// The client's locks here were dropped after a missed callback.
     Evicted,
+    /// Answer to [`ToOst::Connect`]: the OST's life, and whether it is
+    /// recovering (then the client replays its locks and uncommitted
+    /// changes, and ends with [`ToOst::ReplayDone`]).
+    Connected {
+        epoch: Epoch,
+        recovering: bool,
+    },
+    /// Every change up to `transno` is on disk: what a client kept to
+    /// replay them may go.
+    Committed {
+        transno: Transno,
+    },
+    /// Writes of this client to `object` that the OST acknowledged may not
+    /// have reached its disk: a commit failed (`fdatasync` failed with
+    /// `error`). The client reports the loss at the next fsync or close.
+    /// Notices are numbered per client (`seq`, from 1): sent again after a
+    /// reconnect until the client acknowledges them
+    /// ([`ToOst::FailuresSeen`]), and taken once.
+    CommitFailed {
+        object: ObjectId,
+        error: IoError,
+        seq: u64,
+    },
+    /// A replayed lock could not be granted again (another holds a
+    /// conflicting one): the client drops it and what it covered.
+    LockLost {
+        lock: LockHandle,
+    },
 }

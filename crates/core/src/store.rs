@@ -37,6 +37,18 @@ pub enum StoreError {
     PayloadKind { object: ObjectId, kept: PayloadKind, offered: PayloadKind },
 }
 
+impl StoreError {
+    /// How the failure reads on the wire.
+    pub fn io_error(&self) -> crate::msg::IoError {
+        use crate::msg::IoError;
+        match self {
+            StoreError::TooLarge { .. } => IoError::TooLarge,
+            StoreError::Os { errno, .. } => IoError::from_errno(*errno),
+            StoreError::PayloadKind { .. } => IoError::PayloadKind,
+        }
+    }
+}
+
 /// Storage for the objects of one OST.
 pub trait ObjectStore {
     fn write(&mut self, object: ObjectId, offset: u64, data: &[u8]) -> Result<(), StoreError>;
@@ -93,14 +105,14 @@ pub trait ObjectStore {
 }
 
 /// Sparse in-memory objects, kept in 64 KiB chunks.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct MemStore {
     objects: BTreeMap<ObjectId, MemObject>,
 }
 
 const CHUNK_BYTES: u64 = 64 * 1024;
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct MemObject {
     size: u64,
     chunks: BTreeMap<u64, Box<[u8]>>,
@@ -175,6 +187,116 @@ impl ObjectStore for MemStore {
 
     fn size(&mut self, object: ObjectId) -> Result<u64, StoreError> {
         Ok(self.objects.get(&object).map_or(0, |o| o.size))
+    }
+}
+
+/// Objects in memory that keep a journal's promise and no more: a write is
+/// visible at once and durable only once a commit covers its object; a
+/// crash ([`JournalStore::crash`]) loses every change not committed. The
+/// store of the deterministic harness, where OSTs can crash and restart.
+///
+/// Failures can be injected (the fault swarm's failing disks): writes and
+/// punches that fail with an error number, and commits that fail for an
+/// object. A failed commit drops the object's uncommitted changes from
+/// what is durable while they stay readable until a crash, as Linux marks
+/// pages clean after a failed writeback (the object's bytes on disk are
+/// then whatever they were).
+#[derive(Debug, Default)]
+pub struct JournalStore {
+    current: MemStore,
+    committed: MemStore,
+    /// Changes not yet committed, in the order they were made.
+    pending: Vec<(ObjectId, JournalChange)>,
+    /// Writes and punches fail with this while set.
+    pub fail_writes: Option<Errno>,
+    /// Commits fail with this while set.
+    pub fail_commits: Option<Errno>,
+}
+
+#[derive(Debug)]
+enum JournalChange {
+    Write { offset: u64, data: Vec<u8> },
+    Punch { size: u64 },
+}
+
+impl JournalStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Make the changes of `objects` durable; returns the objects whose
+    /// commit failed, with the error.
+    pub fn commit(&mut self, objects: &[ObjectId]) -> Vec<(ObjectId, Errno)> {
+        let failed: Vec<(ObjectId, Errno)> = match self.fail_commits {
+            Some(errno) => {
+                objects.iter().filter(|o| self.pending.iter().any(|(p, _)| p == *o)).map(|&o| (o, errno)).collect()
+            }
+            None => Vec::new(),
+        };
+        let pending = std::mem::take(&mut self.pending);
+        for (object, change) in pending {
+            if !objects.contains(&object) {
+                self.pending.push((object, change));
+                continue;
+            }
+            if failed.iter().any(|(o, _)| *o == object) {
+                continue; // lost to the disk, still readable until a crash
+            }
+            let applied = match change {
+                JournalChange::Write { offset, data } => self.committed.write(object, offset, &data),
+                JournalChange::Punch { size } => self.committed.punch(object, size),
+            };
+            applied.expect("a change that applied once applies again");
+        }
+        failed
+    }
+
+    /// The machine stops: what was not committed is gone.
+    pub fn crash(&mut self) {
+        self.current = self.committed.clone();
+        self.pending.clear();
+    }
+
+    /// Bytes of uncommitted changes.
+    pub fn uncommitted_bytes(&self) -> u64 {
+        self.pending
+            .iter()
+            .map(|(_, c)| match c {
+                JournalChange::Write { data, .. } => data.len() as u64,
+                JournalChange::Punch { .. } => 0,
+            })
+            .sum()
+    }
+
+    fn injected(&self, object: ObjectId, what: &str) -> Result<(), StoreError> {
+        match self.fail_writes {
+            Some(errno) => Err(StoreError::Os { errno, detail: format!("{what} object {} (injected)", object.0) }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl ObjectStore for JournalStore {
+    fn write(&mut self, object: ObjectId, offset: u64, data: &[u8]) -> Result<(), StoreError> {
+        self.injected(object, "writing")?;
+        self.current.write(object, offset, data)?;
+        self.pending.push((object, JournalChange::Write { offset, data: data.to_vec() }));
+        Ok(())
+    }
+
+    fn read(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<Vec<u8>, StoreError> {
+        self.current.read(object, offset, len)
+    }
+
+    fn punch(&mut self, object: ObjectId, size: u64) -> Result<(), StoreError> {
+        self.injected(object, "truncating")?;
+        self.current.punch(object, size)?;
+        self.pending.push((object, JournalChange::Punch { size }));
+        Ok(())
+    }
+
+    fn size(&mut self, object: ObjectId) -> Result<u64, StoreError> {
+        self.current.size(object)
     }
 }
 
@@ -289,6 +411,31 @@ mod tests {
         assert_eq!(s.size(o).unwrap(), 0);
         s.write_payload(o, 1, &Payload::Bytes(vec![5])).unwrap();
         assert_eq!(s.read_payload(o, 0, 3).unwrap(), Payload::Bytes(vec![0, 5, 0]));
+    }
+
+    #[test]
+    fn a_journal_store_loses_what_was_not_committed() {
+        let mut s = JournalStore::new();
+        let (a, b) = (ObjectId(1), ObjectId(2));
+        s.write(a, 0, b"kept").unwrap();
+        s.write(b, 0, b"lost").unwrap();
+        assert_eq!(s.commit(&[a]), vec![]);
+        s.write(a, 0, b"gone").unwrap();
+        assert_eq!(s.read(b, 0, 4).unwrap(), b"lost", "readable before the crash");
+        s.crash();
+        assert_eq!(s.read(a, 0, 4).unwrap(), b"kept");
+        assert_eq!(s.read(b, 0, 4).unwrap(), vec![0; 4]);
+        // A failed commit: readable until a crash, then gone.
+        s.write(a, 0, b"fail").unwrap();
+        s.fail_commits = Some(Errno::EIO);
+        assert_eq!(s.commit(&[a]), vec![(a, Errno::EIO)]);
+        assert_eq!(s.read(a, 0, 4).unwrap(), b"fail");
+        s.fail_commits = None;
+        assert_eq!(s.uncommitted_bytes(), 0);
+        s.crash();
+        assert_eq!(s.read(a, 0, 4).unwrap(), b"kept");
+        s.fail_writes = Some(Errno::ENOSPC);
+        assert!(matches!(s.write(a, 0, b"x"), Err(StoreError::Os { errno: Errno::ENOSPC, .. })));
     }
 
     #[test]

@@ -91,6 +91,18 @@ pub struct LockHandle(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Xid(pub u64);
 
+/// A change an OST made to its objects (a write, a punch), numbered in the
+/// order the OST made them (Lustre's transaction number, `transno`): a
+/// client keeps what it wrote until the OST says the change is committed,
+/// and replays it in this order after the OST restarts. 0 means none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Transno(pub u64);
+
+/// How many times an OST has started: lock handles and the recovery
+/// protocol tell one life of the OST from the next by it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Epoch(pub u64);
+
 /// One object on one OST: the unit of locking and caching.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ObjectKey {

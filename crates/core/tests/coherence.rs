@@ -259,7 +259,10 @@ fn config_with_callback_timeout(timeout: Duration) -> HarnessConfig {
     HarnessConfig {
         clients: 2,
         osts: 1,
-        ost: OstConfig { locks: LockServerConfig { callback_timeout: timeout }, ..Default::default() },
+        ost: OstConfig {
+            locks: LockServerConfig { callback_timeout: timeout, ..LockServerConfig::default() },
+            ..Default::default()
+        },
         ..Default::default()
     }
 }

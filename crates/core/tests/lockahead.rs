@@ -422,7 +422,10 @@ fn lockahead_refused_by_conflicting_waiter() {
     use lanefs_core::Duration;
     let c = ClientId(2);
     // A crashed holder keeps B's request waiting for the 5 s callback timeout.
-    let ost = OstConfig { locks: LockServerConfig { callback_timeout: Duration::from_secs(5) }, ..Default::default() };
+    let ost = OstConfig {
+        locks: LockServerConfig { callback_timeout: Duration::from_secs(5), ..LockServerConfig::default() },
+        ..Default::default()
+    };
     let mut h = Harness::new(HarnessConfig { clients: 3, osts: 1, ost, ..Default::default() }).unwrap();
     let layout = h.create_layout(MIB, 1, Some(0)).unwrap();
     let (fa, fb, fc) = (h.open(A, layout.clone()), h.open(B, layout.clone()), h.open(c, layout));

@@ -95,7 +95,7 @@ impl<S: ObjectStore> Mini<S> {
         for ost in &mut self.osts {
             // The stores are in memory: a sync is done as soon as asked.
             while let Some(request) = ost.poll_sync() {
-                ost.handle_synced(self.now, request.token);
+                ost.handle_synced(self.now, request.token, &[]);
             }
             while let Some((to, message)) = ost.poll_transmit() {
                 self.queue.push_back(Message::ToClient { from: ost.index(), to, message });

@@ -123,8 +123,10 @@ fn harness(c: &Case) -> Harness {
         ..HarnessConfig::default()
     };
     if let Some(us) = c.callback_timeout_us {
-        config.ost =
-            OstConfig { locks: LockServerConfig { callback_timeout: Duration::from_us(us) }, ..OstConfig::default() };
+        config.ost = OstConfig {
+            locks: LockServerConfig { callback_timeout: Duration::from_us(us), ..LockServerConfig::default() },
+            ..OstConfig::default()
+        };
     }
     // Every policy of sync on lock cancel: the harness answers syncs at
     // once, so each must keep every property.

@@ -166,11 +166,18 @@ fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peer
         // A cancel that must sync (the OST's sync_lock_cancel policy) waits
         // here, on the OST's thread, as Lustre's cancel thread waits in
         // tgt_sync: the object's writes reach the disk before the lock goes.
+        // A failed fdatasync is reported to the writers, never swallowed.
         while let Some(request) = ost.poll_sync() {
-            if let Err(e) = ost.store_mut().sync(request.object) {
-                warn!(ost = index, "syncing object {} on a lock cancel: {e}", request.object.0);
+            let objects: Vec<ObjectId> =
+                if request.commit.is_empty() { request.object.into_iter().collect() } else { request.commit.clone() };
+            let mut failures = Vec::new();
+            for object in objects {
+                if let Err(e) = ost.store_mut().sync(object) {
+                    warn!(ost = index, "syncing object {}: {e}", object.0);
+                    failures.push((object, e.io_error()));
+                }
             }
-            ost.handle_synced(now(), request.token);
+            ost.handle_synced(now(), request.token, &failures);
         }
         let peers = peers.lock().expect("peers lock");
         while let Some((client, message)) = ost.poll_transmit() {

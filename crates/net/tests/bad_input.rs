@@ -68,7 +68,7 @@ fn every_kind_of_bad_frame_is_refused_with_a_reason() {
     // After a good handshake: a message for an OST this OSS does not serve,
     // and a header that does not decode.
     let mut bytes = hello(PROTOCOL_VERSION);
-    bytes.extend(frame(Wire::ToOst { ost: 9, message: lanefs_core::msg::ToOst::Connect }));
+    bytes.extend(frame(Wire::ToOst { ost: 9, message: lanefs_core::msg::ToOst::Connect { resume: None } }));
     assert!(exchange(&oss, &bytes).contains("does not serve OST index 9"));
     let mut bytes = hello(PROTOCOL_VERSION);
     bytes.extend_from_slice(&12u32.to_le_bytes());

@@ -217,7 +217,7 @@ fn a_killed_holder_is_evicted_after_the_callback_timeout() {
         osts: 1,
         unix_sockets: false,
         ost: OstConfig {
-            locks: LockServerConfig { callback_timeout: Duration::from_ms(1500) },
+            locks: LockServerConfig { callback_timeout: Duration::from_ms(1500), ..LockServerConfig::default() },
             ..OstConfig::default()
         },
         ..Default::default()

@@ -70,7 +70,7 @@ impl Model {
             ..ClientConfig::default()
         };
         let ost = OstConfig {
-            locks: LockServerConfig { callback_timeout: storage.callback_timeout() },
+            locks: LockServerConfig { callback_timeout: storage.callback_timeout(), resend: false },
             sync_lock_cancel: storage.sync_lock_cancel(),
             ..OstConfig::default()
         };

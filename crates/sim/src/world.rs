@@ -321,15 +321,17 @@ impl World {
         let now = self.now;
         let Some(journal) = self.journals.get_mut(o) else {
             while let Some(request) = self.osts[o].poll_sync() {
-                self.osts[o].handle_synced(now, request.token);
+                self.osts[o].handle_synced(now, request.token, &[]);
             }
             return;
         };
         while let Some(request) = self.osts[o].poll_sync() {
-            journal.handle_sync(now, request.object, request.token);
+            // Without recovery every sync names the object asked for.
+            let object = request.object.expect("a sync of an object");
+            journal.handle_sync(now, object, request.token);
         }
         while let Some(token) = journal.poll_synced() {
-            self.osts[o].handle_synced(now, token);
+            self.osts[o].handle_synced(now, token, &[]);
         }
         debug_assert!(self.osts[o].poll_sync().is_none(), "an answered sync asked for another");
         #[cfg(debug_assertions)]

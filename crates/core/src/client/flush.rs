@@ -18,10 +18,11 @@
 
 use super::locks::{ClientLockState, LocalLock};
 use super::ops::{OpKind, OpState};
+use super::replay::Change;
 use super::{Client, ClientError, LossCause, OpId, Rpc};
 use crate::extent::Extent;
 use crate::msg::{IoError, Payload, ToOst};
-use crate::units::{ObjectKey, OstIndex, Xid};
+use crate::units::{ObjectKey, OstIndex, Transno, Xid};
 use smallvec::SmallVec;
 
 impl Client {
@@ -191,8 +192,8 @@ impl Client {
         }
     }
 
-    pub(super) fn on_write_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<(), IoError>) {
-        let Some(Rpc::Write { key, offset, len, orphaned, .. }) = self.rpcs.remove(&xid) else { return };
+    pub(super) fn on_write_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<(), IoError>, transno: Transno) {
+        let Some(Rpc::Write { key, offset, len, orphaned, pinned }) = self.rpcs.remove(&xid) else { return };
         debug_assert_eq!(key.ost, ost);
         let in_flight = self.writes_in_flight.get_mut(&ost).expect("write was counted");
         *in_flight -= 1;
@@ -203,6 +204,14 @@ impl Client {
             Ok(()) => {
                 self.counters.bytes_written += len;
                 self.uncommitted.insert(key);
+                if self.config.recovery && transno > Transno(0) {
+                    let data = match pinned {
+                        Some(span) => Payload::Pages(Box::new(span)),
+                        None => Payload::Phantom(len),
+                    };
+                    self.replay.keep(ost, transno, Change::Write { key, offset, data });
+                    self.ask_commit_if_due(ost);
+                }
                 self.cache.writeback_done(key, offset, len);
                 self.trim_cache(key, Extent::from_offset_len(offset, len));
             }

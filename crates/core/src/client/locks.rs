@@ -177,6 +177,21 @@ impl LockCache {
         self.by_handle.insert((lock.key.ost, handle), id);
     }
 
+    /// A lock the OST forgot (it restarted while the lock waited) is asked
+    /// for again as enqueue `xid`: it has no handle until the answer.
+    pub fn requeue(&mut self, id: LocalLock, xid: Xid) {
+        let lock = self.locks.get_mut(&id).expect("lock exists");
+        debug_assert!(lock.is_pending(), "only a lock not yet granted is asked for again");
+        if let Some(h) = lock.handle.take() {
+            self.by_handle.remove(&(lock.key.ost, h));
+        }
+        if let ClientLockState::Enqueuing { xid: old } = lock.state {
+            self.by_xid.remove(&old);
+        }
+        lock.state = ClientLockState::Enqueuing { xid };
+        self.by_xid.insert(xid, id);
+    }
+
     pub fn remove(&mut self, id: LocalLock) -> Option<ClientLock> {
         let lock = self.locks.remove(&id)?;
         if let Some(h) = lock.handle {

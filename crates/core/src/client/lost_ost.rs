@@ -25,7 +25,11 @@ impl Client {
             }
         }
         self.forget_ost_data(ost, LossCause::Evicted);
-        self.send(ost, ToOst::Connect);
+        if self.config.recovery {
+            self.drop_replay(ost, &LossCause::Evicted);
+            self.imports.get_mut(ost).state = super::imports::ImportState::Connecting { resume: false };
+        }
+        self.transmits.push_back((ost, ToOst::Connect { resume: None }));
     }
 
     /// The driver lost its connection to `ost` and could not restore it:
@@ -51,7 +55,8 @@ impl Client {
                 }
                 key.ost != ost
             }
-            Rpc::Punch { op } | Rpc::Getattr { op, .. } => {
+            Rpc::Commit { key } => key.ost != ost,
+            Rpc::Punch { op, .. } | Rpc::Getattr { op, .. } => {
                 let touches = self.ops.get(op).is_some_and(|o| o.steps.iter().any(|s| s.key.ost == ost));
                 if touches {
                     failed.push(*op);
@@ -76,7 +81,13 @@ impl Client {
                 self.finish(id, Err(ClientError::Unreachable { ost, reason: reason.to_string() }));
             }
         }
-        self.forget_ost_data(ost, LossCause::Unreachable(reason.to_string()));
+        let cause = LossCause::Unreachable(reason.to_string());
+        self.forget_ost_data(ost, cause.clone());
+        if self.config.recovery {
+            self.drop_replay(ost, &cause);
+            // The next request starts a fresh session.
+            self.imports.get_mut(ost).state = super::imports::ImportState::New;
+        }
         self.run(now);
     }
 

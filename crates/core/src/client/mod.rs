@@ -33,9 +33,11 @@
 //! [`ClientError::MixedPayloads`], and a read reply of the other kind fails
 //! its read with [`IoError::PayloadKind`] (nothing is cached from it).
 
+pub mod imports;
 pub mod ladvise;
 pub mod locks;
 pub mod pagecache;
+pub mod replay;
 
 mod flush;
 mod lost_ost;
@@ -44,6 +46,7 @@ mod ops;
 mod pagecache_diff_tests;
 #[cfg(test)]
 mod reference_cache;
+mod session;
 
 use crate::errno::Errno;
 use crate::layout::Layout;
@@ -74,6 +77,9 @@ pub const LRU_LOCKS_MAX_DEFAULT: usize = 400;
 pub const CACHED_BYTES_MAX_DEFAULT: u64 = 64 << 20;
 /// `LDLM_DEFAULT_LRU_MAX_AGE` at Lustre HEAD.
 pub const LRU_AGE_MAX_DEFAULT: Duration = Duration::from_secs(600);
+/// Acknowledged but uncommitted bytes kept per OST for replay (four dirty
+/// allowances): past half of it the client asks the OST to commit.
+pub const UNSTABLE_BYTES_MAX_DEFAULT: u64 = 4 * DIRTY_BYTES_MAX_DEFAULT;
 
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
@@ -96,6 +102,15 @@ pub struct ClientConfig {
     /// flushable) only when the copy is over, as in Lustre, where a write
     /// copies under a referenced lock and a blocking callback waits for it.
     pub copy_bytes_per_s: Option<f64>,
+    /// Sessions with the OSTs, resending after a lost connection, and
+    /// replay after an OST restarts: the client keeps what the OSTs
+    /// acknowledged until they commit it (see [`replay`] and [`imports`]).
+    /// Off in the simulator, whose messages are never lost and whose OSTs
+    /// never restart.
+    pub recovery: bool,
+    /// With `recovery`: acknowledged, uncommitted bytes kept per OST before
+    /// writes to it wait (Lustre's unstable pages).
+    pub unstable_bytes_max: u64,
 }
 
 impl Default for ClientConfig {
@@ -108,6 +123,8 @@ impl Default for ClientConfig {
             cached_bytes_max: CACHED_BYTES_MAX_DEFAULT,
             lru_age_max: LRU_AGE_MAX_DEFAULT,
             copy_bytes_per_s: None,
+            recovery: false,
+            unstable_bytes_max: UNSTABLE_BYTES_MAX_DEFAULT,
         }
     }
 }
@@ -131,6 +148,12 @@ impl ClientConfig {
             return Err(ClientError::Config(format!(
                 "dirty limit {} is below one RPC ({}); raise it",
                 self.dirty_bytes_max, self.rpc_bytes_max
+            )));
+        }
+        if self.recovery && self.unstable_bytes_max < self.rpc_bytes_max {
+            return Err(ClientError::Config(format!(
+                "unstable limit {} is below one RPC ({}); raise it",
+                self.unstable_bytes_max, self.rpc_bytes_max
             )));
         }
         if let Some(bw) = self.copy_bytes_per_s {
@@ -316,9 +339,12 @@ enum Rpc {
         op: OpId,
         key: ObjectKey,
         offset: u64,
+        len: u64,
     },
     Punch {
         op: OpId,
+        key: ObjectKey,
+        size: u64,
     },
     Getattr {
         op: OpId,
@@ -327,6 +353,10 @@ enum Rpc {
     /// An fsync's `OST_SYNC` of one object.
     Sync {
         op: OpId,
+        key: ObjectKey,
+    },
+    /// A commit asked because uncommitted bytes pile up (soft sync).
+    Commit {
         key: ObjectKey,
     },
 }
@@ -373,6 +403,10 @@ pub struct Client {
     counters: ClientCounters,
     /// The kind of payload this client holds, once it has cached one.
     payload_kind: Option<PayloadKind>,
+    /// Sessions with the OSTs (with `config.recovery`).
+    imports: imports::Imports,
+    /// Acknowledged changes kept until committed (with `config.recovery`).
+    replay: replay::ReplayLog,
     file_next: u64,
     op_next: u64,
     xid_next: u64,
@@ -398,6 +432,8 @@ impl Client {
             flush_scratch: Vec::new(),
             counters: ClientCounters::default(),
             payload_kind: None,
+            imports: imports::Imports::default(),
+            replay: replay::ReplayLog::default(),
             file_next: 1,
             op_next: 1,
             xid_next: 1,
@@ -543,9 +579,9 @@ impl Client {
                 self.on_completion(now, from, lock, extent, callback_pending)
             }
             ToClient::Blocking { lock } => self.on_blocking(from, lock),
-            ToClient::WriteReply { xid, result } => self.on_write_reply(from, xid, result),
+            ToClient::WriteReply { xid, result, transno } => self.on_write_reply(from, xid, result, transno),
             ToClient::ReadReply { xid, result } => self.on_read_reply(from, xid, result),
-            ToClient::PunchReply { xid, result } => self.on_punch_reply(from, xid, result),
+            ToClient::PunchReply { xid, result, transno } => self.on_punch_reply(from, xid, result, transno),
             ToClient::GetattrReply { xid, result } => self.on_getattr_reply(from, xid, result),
             ToClient::SyncReply { xid, result } => self.on_sync_reply(from, xid, result),
             ToClient::Glimpse { xid, object, .. } => {
@@ -553,6 +589,10 @@ impl Client {
                 self.send(from, ToOst::GlimpseReply { xid, size });
             }
             ToClient::Evicted => self.on_evicted(from),
+            ToClient::Connected { epoch, recovering } => self.on_connected(from, epoch, recovering),
+            ToClient::Committed { transno } => self.on_committed(from, transno),
+            ToClient::CommitFailed { object, error, seq } => self.on_commit_failed(from, object, error, seq),
+            ToClient::LockLost { lock } => self.on_lock_lost(from, lock),
         }
         self.run(now);
     }
@@ -650,11 +690,22 @@ impl Client {
         let writes: usize = self.writes_in_flight.values().sum();
         let listed = self.rpcs.values().filter(|r| matches!(r, Rpc::Write { .. })).count();
         assert_eq!(writes, listed, "write RPC accounting");
+        self.replay.check_invariants();
+        self.imports.check_invariants();
+        if !self.config.recovery {
+            assert!(self.replay.is_empty(), "{}: changes kept for replay without recovery", self.id);
+        }
     }
 
     // ----- internals shared by ops.rs and flush.rs ------------------------
 
+    /// Send `message` to `to`, if the session with it allows (see
+    /// [`imports`]): requests that cannot go now stay in the client's tables
+    /// and go when the OST answers the connect.
     fn send(&mut self, to: OstIndex, message: ToOst) {
+        if self.config.recovery && !self.session_allows(to) {
+            return;
+        }
         self.transmits.push_back((to, message));
     }
 

@@ -515,8 +515,12 @@ impl Client {
             }
             _ => {
                 let dirty = self.cache.dirty_bytes_ost(step.key.ost);
-                if dirty > 0 && dirty + len > self.config.dirty_bytes_max {
+                let unstable = self.replay.bytes(step.key.ost);
+                if (dirty > 0 && dirty + len > self.config.dirty_bytes_max)
+                    || (unstable > 0 && unstable >= self.config.unstable_bytes_max)
+                {
                     self.set_state(id, OpState::WaitDirty);
+                    self.ask_commit_if_due(step.key.ost);
                     return Ok(false);
                 }
                 let copy = self.config.copy_time(len);
@@ -580,7 +584,7 @@ impl Client {
         for span in &spans {
             let xid = self.xid();
             self.counters.read_rpcs += 1;
-            self.rpcs.insert(xid, Rpc::Read { op: id, key: step.key, offset: span.start });
+            self.rpcs.insert(xid, Rpc::Read { op: id, key: step.key, offset: span.start, len: span.len() });
             self.send(step.key.ost, ToOst::Read { xid, object: step.key.object, offset: span.start, len: span.len() });
         }
         self.set_state(id, OpState::WaitRpcs { outstanding: spans.len(), failed: None });
@@ -659,7 +663,7 @@ impl Client {
                 }
                 self.cache.truncate(step.key, object_size);
                 let xid = self.xid();
-                self.rpcs.insert(xid, Rpc::Punch { op: id });
+                self.rpcs.insert(xid, Rpc::Punch { op: id, key: step.key, size: object_size });
                 self.send(step.key.ost, ToOst::Punch { xid, object: step.key.object, size: object_size });
                 self.set_state(id, OpState::WaitRpcs { outstanding: 1, failed: None });
                 Ok(true)

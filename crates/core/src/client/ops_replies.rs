@@ -3,10 +3,11 @@
 
 use super::{OpKind, OpState};
 use crate::client::locks::{ClientLockState, LocalLock};
+use crate::client::replay::Change;
 use crate::client::{Client, ClientError, OpId, Rpc};
 use crate::extent::Extent;
 use crate::msg::{EnqueueReply, IoError, Payload};
-use crate::units::{Instant, LockHandle, OstIndex, Xid};
+use crate::units::{Instant, LockHandle, OstIndex, Transno, Xid};
 use smallvec::SmallVec;
 
 impl Client {
@@ -49,7 +50,13 @@ impl Client {
         extent: Extent,
         callback_pending: bool,
     ) {
-        let Some(l) = self.locks.by_handle(ost, handle) else { return };
+        let Some(l) = self.locks.by_handle(ost, handle) else {
+            self.on_unknown_lock(ost, handle);
+            return;
+        };
+        if self.locks.get(l).is_some_and(|lock| !lock.is_pending()) {
+            return; // sent again after a reconnect: already granted
+        }
         self.granted(now, l, extent, callback_pending);
     }
 
@@ -78,15 +85,19 @@ impl Client {
 
     pub(in crate::client) fn on_blocking(&mut self, ost: OstIndex, handle: LockHandle) {
         self.counters.blocking_callbacks += 1;
-        if let Some(l) = self.locks.by_handle(ost, handle) {
-            self.locks.get_mut(l).expect("listed").callback_pending = true;
-            self.locks.note_returning(l);
+        match self.locks.by_handle(ost, handle) {
+            Some(l) => {
+                self.locks.get_mut(l).expect("listed").callback_pending = true;
+                self.locks.note_returning(l);
+            }
+            // Unknown handle: our cancel crossed the callback, or was lost
+            // with a connection.
+            None => self.on_unknown_lock(ost, handle),
         }
-        // Unknown handle: our cancel crossed the callback; nothing to do.
     }
 
     pub(in crate::client) fn on_read_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<Payload, IoError>) {
-        let Some(Rpc::Read { op, key, offset }) = self.rpcs.remove(&xid) else { return };
+        let Some(Rpc::Read { op, key, offset, .. }) = self.rpcs.remove(&xid) else { return };
         debug_assert_eq!(key.ost, ost);
         let failure = match result {
             Ok(data) if self.check_payload(data.kind(), data.len()).is_err() => {
@@ -110,8 +121,17 @@ impl Client {
         self.rpc_answered(op, failure);
     }
 
-    pub(in crate::client) fn on_punch_reply(&mut self, _ost: OstIndex, xid: Xid, result: Result<(), IoError>) {
-        let Some(Rpc::Punch { op }) = self.rpcs.remove(&xid) else { return };
+    pub(in crate::client) fn on_punch_reply(
+        &mut self,
+        ost: OstIndex,
+        xid: Xid,
+        result: Result<(), IoError>,
+        transno: Transno,
+    ) {
+        let Some(Rpc::Punch { op, key, size }) = self.rpcs.remove(&xid) else { return };
+        if result.is_ok() && self.config.recovery && transno > Transno(0) {
+            self.replay.keep(ost, transno, Change::Punch { key, size });
+        }
         self.rpc_answered(op, result.err());
     }
 
@@ -132,7 +152,16 @@ impl Client {
     }
 
     pub(in crate::client) fn on_sync_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<(), IoError>) {
-        let Some(Rpc::Sync { op, key }) = self.rpcs.remove(&xid) else { return };
+        let (op, key) = match self.rpcs.remove(&xid) {
+            Some(Rpc::Sync { op, key }) => (op, key),
+            Some(Rpc::Commit { .. }) => {
+                // A soft sync: the commit notice (sent before this reply)
+                // did the work, and a failure came as a notice too.
+                self.replay.commit_answered(ost);
+                return;
+            }
+            _ => return,
+        };
         debug_assert_eq!(key.ost, ost);
         match result {
             Ok(()) => self.rpc_answered(op, None),

@@ -12,19 +12,29 @@
 //! operations on a client at the current virtual time and returns their
 //! [`OpId`]; [`Harness::wait`] drives the cluster until one completes.
 //! Faults: [`Harness::crash`] stops a client dead (as SIGKILL would), and the
-//! OSTs evict it once its callbacks time out.
+//! OSTs evict it once its callbacks time out. With
+//! [`HarnessConfig::recovery`], the OSTs keep their objects in
+//! [`JournalStore`]s and can crash and restart ([`Harness::crash_ost`],
+//! [`Harness::restart_ost`]: what was not committed is lost, the clients
+//! replay it), connections can drop ([`Harness::drop_connection`]) and
+//! links part ([`Harness::partition`], [`Harness::heal`]), and disks can
+//! fail ([`Harness::fail_writes`], [`Harness::fail_commits`]). The harness
+//! plays the drivers' part: it tells a client when its connection to an OST
+//! is lost and when a new one is up, as a network driver would.
 
 pub mod demo;
 pub mod workload;
 
 use crate::client::ladvise::Advice;
 use crate::client::{Client, ClientConfig, ClientError, ClientEvent, FileHandle, LadviseOutcome, OpId, OpOutput};
+use crate::errno::Errno;
 use crate::layout::{Layout, LayoutError};
 use crate::ldlm::stats::LockCounters;
 use crate::ldlm::GroupId;
+use crate::msg::IoError;
 use crate::msg::{Payload, ToClient, ToOst};
-use crate::ost::{Ost, OstConfig, OstCounters};
-use crate::store::MemStore;
+use crate::ost::{Ost, OstConfig, OstCounters, OstRecord, RecoveryConfig};
+use crate::store::JournalStore;
 use crate::units::{ClientId, Duration, Instant, ObjectId, OstIndex};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -42,6 +52,10 @@ pub struct HarnessConfig {
     pub ost: OstConfig,
     /// Check every node's invariants after every step (tests).
     pub check_invariants: bool,
+    /// Sessions, commits and recovery: clients keep what the OSTs have not
+    /// committed and replay it after an OST restarts (`client.recovery`
+    /// and `ost.recovery` are set from it, with this window).
+    pub recovery: Option<RecoveryConfig>,
 }
 
 impl Default for HarnessConfig {
@@ -55,6 +69,7 @@ impl Default for HarnessConfig {
             client: ClientConfig::default(),
             ost: OstConfig::default(),
             check_invariants: true,
+            recovery: None,
         }
     }
 }
@@ -84,7 +99,13 @@ pub struct Harness {
     config: HarnessConfig,
     now: Instant,
     clients: Vec<Client>,
-    osts: Vec<Ost<MemStore>>,
+    osts: Vec<Ost<JournalStore>>,
+    /// What each OST keeps on disk beside its objects.
+    records: Vec<OstRecord>,
+    /// OSTs crashed and not yet restarted.
+    down: BTreeSet<OstIndex>,
+    /// Links that carry nothing.
+    parted: BTreeSet<(ClientId, OstIndex)>,
     queue: BTreeMap<(Instant, u64), Message>,
     link_last: BTreeMap<(Node, Node), Instant>,
     rng: ChaCha8Rng,
@@ -100,14 +121,21 @@ pub struct Harness {
 }
 
 impl Harness {
-    pub fn new(config: HarnessConfig) -> Result<Self, ClientError> {
+    pub fn new(mut config: HarnessConfig) -> Result<Self, ClientError> {
         assert!(config.clients > 0 && config.osts > 0, "a harness needs clients and OSTs");
         assert!(config.latency_min <= config.latency_max);
+        if let Some(recovery) = config.recovery {
+            config.client.recovery = true;
+            config.ost = config.ost.clone().with_recovery(recovery);
+        }
         let clients =
             (0..config.clients).map(|c| Client::new(ClientId(c), config.client.clone())).collect::<Result<_, _>>()?;
-        let osts = (0..config.osts).map(|o| Ost::new(OstIndex(o), config.ost.clone(), MemStore::new())).collect();
+        let osts = (0..config.osts).map(|o| Ost::new(OstIndex(o), config.ost.clone(), JournalStore::new())).collect();
         Ok(Harness {
             rng: ChaCha8Rng::seed_from_u64(config.seed),
+            records: vec![OstRecord::default(); config.osts as usize],
+            down: BTreeSet::new(),
+            parted: BTreeSet::new(),
             config,
             now: Instant::ZERO,
             clients,
@@ -140,11 +168,21 @@ impl Harness {
     pub fn client(&self, c: ClientId) -> &Client {
         &self.clients[c.0 as usize]
     }
-    pub fn ost(&self, o: OstIndex) -> &Ost<MemStore> {
+    pub fn ost(&self, o: OstIndex) -> &Ost<JournalStore> {
         &self.osts[o.0 as usize]
     }
-    pub fn ost_mut(&mut self, o: OstIndex) -> &mut Ost<MemStore> {
+    pub fn ost_mut(&mut self, o: OstIndex) -> &mut Ost<JournalStore> {
         &mut self.osts[o.0 as usize]
+    }
+    /// What OST `o` keeps on disk beside its objects.
+    pub fn record(&self, o: OstIndex) -> &OstRecord {
+        &self.records[o.0 as usize]
+    }
+    pub fn is_down(&self, o: OstIndex) -> bool {
+        self.down.contains(&o)
+    }
+    pub fn is_crashed(&self, c: ClientId) -> bool {
+        self.crashed.contains(&c)
     }
     pub fn client_count(&self) -> u32 {
         self.clients.len() as u32
@@ -241,6 +279,105 @@ impl Harness {
         self.queue.retain(|_, m| !matches!(m, Message::ToOst { from, .. } if *from == c));
     }
 
+    /// OST `o`'s server stops dead (its machine fails): messages to and
+    /// from it are lost, and so is every change its disk had not committed.
+    /// Its clients see their connections drop.
+    pub fn crash_ost(&mut self, o: OstIndex) {
+        assert!(self.config.recovery.is_some(), "OSTs crash only in a harness with recovery");
+        if !self.down.insert(o) {
+            return;
+        }
+        self.trace_line(format!("{} crash {o}", self.now));
+        self.queue.retain(|_, m| match m {
+            Message::ToOst { to, .. } => *to != o,
+            Message::ToClient { from, .. } => *from != o,
+        });
+        self.osts[o.0 as usize].store_mut().crash();
+        for c in self.live_clients() {
+            self.with_live_client(c, |cl, now| cl.handle_disconnected(now, o));
+        }
+    }
+
+    /// OST `o` starts again from its disk (its committed objects and its
+    /// record), recovering; its clients connect again.
+    pub fn restart_ost(&mut self, o: OstIndex) {
+        if !self.down.remove(&o) {
+            return;
+        }
+        self.trace_line(format!("{} restart {o}", self.now));
+        let store = std::mem::take(self.osts[o.0 as usize].store_mut());
+        let record = self.records[o.0 as usize].clone();
+        self.osts[o.0 as usize] = Ost::restart(o, self.config.ost.clone(), store, record, self.now);
+        self.collect(Node::Ost(o));
+        for c in self.live_clients() {
+            if !self.parted.contains(&(c, o)) {
+                self.with_live_client(c, |cl, now| cl.handle_reconnected(now, o));
+            }
+        }
+    }
+
+    /// The connection between client `c` and OST `o` breaks (what was in
+    /// flight on it is lost) and the client makes a new one at once.
+    pub fn drop_connection(&mut self, c: ClientId, o: OstIndex) {
+        if self.crashed.contains(&c) || self.down.contains(&o) || self.parted.contains(&(c, o)) {
+            return;
+        }
+        self.trace_line(format!("{} drop {c}-{o}", self.now));
+        self.drop_link_messages(c, o);
+        self.with_live_client(c, |cl, now| cl.handle_disconnected(now, o));
+        self.with_live_client(c, |cl, now| cl.handle_reconnected(now, o));
+    }
+
+    /// The link between `c` and `o` carries nothing until [`Harness::heal`]:
+    /// the client notices (its pings go unanswered) and waits; the OST's
+    /// callbacks to it are lost, so a lock called back meanwhile costs the
+    /// client an eviction.
+    pub fn partition(&mut self, c: ClientId, o: OstIndex) {
+        if self.crashed.contains(&c) || !self.parted.insert((c, o)) {
+            return;
+        }
+        self.trace_line(format!("{} partition {c}-{o}", self.now));
+        self.drop_link_messages(c, o);
+        self.with_live_client(c, |cl, now| cl.handle_disconnected(now, o));
+    }
+
+    pub fn heal(&mut self, c: ClientId, o: OstIndex) {
+        if !self.parted.remove(&(c, o)) {
+            return;
+        }
+        self.trace_line(format!("{} heal {c}-{o}", self.now));
+        if !self.crashed.contains(&c) && !self.down.contains(&o) {
+            self.with_live_client(c, |cl, now| cl.handle_reconnected(now, o));
+        }
+    }
+
+    /// Writes and punches on OST `o`'s disk fail with `errno` (`None`: they work).
+    pub fn fail_writes(&mut self, o: OstIndex, errno: Option<Errno>) {
+        self.osts[o.0 as usize].store_mut().fail_writes = errno;
+    }
+
+    /// Commits on OST `o`'s disk fail with `errno` (`None`: they work).
+    pub fn fail_commits(&mut self, o: OstIndex, errno: Option<Errno>) {
+        self.osts[o.0 as usize].store_mut().fail_commits = errno;
+    }
+
+    fn live_clients(&self) -> Vec<ClientId> {
+        (0..self.config.clients).map(ClientId).filter(|c| !self.crashed.contains(c)).collect()
+    }
+
+    fn with_live_client(&mut self, c: ClientId, f: impl FnOnce(&mut Client, Instant)) {
+        let now = self.now;
+        f(&mut self.clients[c.0 as usize], now);
+        self.collect(Node::Client(c));
+    }
+
+    fn drop_link_messages(&mut self, c: ClientId, o: OstIndex) {
+        self.queue.retain(|_, m| match m {
+            Message::ToOst { from, to, .. } => !(*from == c && *to == o),
+            Message::ToClient { from, to, .. } => !(*from == o && *to == c),
+        });
+    }
+
     fn with_client<T>(&mut self, c: ClientId, f: impl FnOnce(&mut Client, Instant) -> T) -> T {
         assert!(!self.crashed.contains(&c), "workload on crashed client {c}");
         let now = self.now;
@@ -313,6 +450,37 @@ impl Harness {
         true
     }
 
+    /// Deliver every message and fire every timer due up to `now + by`
+    /// (timers fire even with no operation waiting), then set the clock
+    /// there: time passing with the cluster left to itself.
+    pub fn advance(&mut self, by: Duration) {
+        let until = self.now + by;
+        loop {
+            let message_at = self.queue.keys().next().map(|(t, _)| *t);
+            let timer = self.next_timer();
+            let next = [message_at, timer.map(|(t, _)| t)].into_iter().flatten().min();
+            match next {
+                Some(t) if t <= until => {
+                    if timer.is_some_and(|(tt, _)| tt == t && message_at.is_none_or(|m| tt < m)) {
+                        let (_, node) = timer.expect("checked");
+                        self.now = self.now.max(t);
+                        self.fire(node);
+                    } else {
+                        let ((t, _), message) = self.queue.pop_first().expect("checked");
+                        self.now = self.now.max(t);
+                        self.deliver(message);
+                    }
+                    self.steps += 1;
+                    if self.config.check_invariants {
+                        self.check_invariants();
+                    }
+                }
+                _ => break,
+            }
+        }
+        self.now = self.now.max(until);
+    }
+
     /// Step until nothing is in flight and no operation waits.
     pub fn drive(&mut self) -> Result<(), HarnessError> {
         self.drive_bounded(u64::MAX)
@@ -348,7 +516,11 @@ impl Harness {
             .iter()
             .filter(|c| !self.crashed.contains(&c.id()))
             .filter_map(|c| c.poll_timeout().map(|t| (t, Node::Client(c.id()))));
-        let osts = self.osts.iter().filter_map(|o| o.poll_timeout().map(|t| (t, Node::Ost(o.index()))));
+        let osts = self
+            .osts
+            .iter()
+            .filter(|o| !self.down.contains(&o.index()))
+            .filter_map(|o| o.poll_timeout().map(|t| (t, Node::Ost(o.index()))));
         clients.chain(osts).min()
     }
 
@@ -386,6 +558,9 @@ impl Harness {
         match node {
             Node::Client(c) => {
                 while let Some((to, message)) = self.clients[c.0 as usize].poll_transmit() {
+                    if self.parted.contains(&(c, to)) || self.down.contains(&to) {
+                        continue; // nobody there to receive it
+                    }
                     let at = self.arrival(node, Node::Ost(to));
                     self.enqueue(at, Message::ToOst { from: c, to, message });
                 }
@@ -399,14 +574,36 @@ impl Harness {
                 }
             }
             Node::Ost(o) => {
-                // The harness's stores are in memory: what they hold is as
-                // durable as it gets, so a sync is answered at once.
+                // The journal store commits at once: a sync is answered as
+                // soon as it is asked, with the objects whose commit failed.
+                // The commit point is on "disk" before anyone is told.
                 let now = self.now;
                 let ost = &mut self.osts[o.0 as usize];
                 while let Some(request) = ost.poll_sync() {
-                    ost.handle_synced(now, request.token);
+                    let objects = if request.commit.is_empty() {
+                        request.object.into_iter().collect()
+                    } else {
+                        request.commit.clone()
+                    };
+                    let failures: Vec<(ObjectId, IoError)> = ost
+                        .store_mut()
+                        .commit(&objects)
+                        .into_iter()
+                        .map(|(object, errno)| (object, IoError::from_errno(errno)))
+                        .collect();
+                    let record = &mut self.records[o.0 as usize];
+                    record.last_committed = record.last_committed.max(request.commit_to);
+                    ost.handle_synced(now, request.token, &failures);
+                }
+                if let Some(record) = self.osts[o.0 as usize].poll_record() {
+                    let kept = self.records[o.0 as usize].last_committed;
+                    self.records[o.0 as usize] =
+                        OstRecord { last_committed: kept.max(record.last_committed), ..record };
                 }
                 while let Some((to, message)) = self.osts[o.0 as usize].poll_transmit() {
+                    if self.parted.contains(&(to, o)) {
+                        continue; // lost on a parted link
+                    }
                     let at = self.arrival(node, Node::Client(to));
                     self.enqueue(at, Message::ToClient { from: o, to, message });
                 }

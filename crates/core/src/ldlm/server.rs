@@ -35,7 +35,7 @@ use super::stats::LockCounters;
 use super::{LockMode, LockRequest};
 use crate::extent::{Extent, EOF};
 use crate::msg::{EnqueueReply, ToClient};
-use crate::units::{ClientId, Duration, Instant, LockHandle, ObjectId, Xid, PAGE_SIZE};
+use crate::units::{ClientId, Duration, Epoch, Instant, LockHandle, ObjectId, Xid, PAGE_SIZE};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -48,13 +48,24 @@ pub const CALLBACK_TIMEOUT_DEFAULT: Duration = Duration::from_secs(100);
 pub struct LockServerConfig {
     /// Time a holder has to cancel after a blocking callback.
     pub callback_timeout: Duration,
+    /// Answer an enqueue sent again (same client, same xid: a client that
+    /// lost its connection and resends what was unanswered) with the lock
+    /// it already made, rather than a second one. Needs an index of live
+    /// locks by xid; the simulator, whose messages are never lost, goes
+    /// without.
+    pub resend: bool,
 }
 
 impl Default for LockServerConfig {
     fn default() -> Self {
-        LockServerConfig { callback_timeout: CALLBACK_TIMEOUT_DEFAULT }
+        LockServerConfig { callback_timeout: CALLBACK_TIMEOUT_DEFAULT, resend: false }
     }
 }
+
+/// Lock handles of one life of an OST start at `epoch << HANDLE_EPOCH_SHIFT`,
+/// so that a lock replayed from an earlier life (which keeps its handle)
+/// never meets a new lock with the same one.
+pub const HANDLE_EPOCH_SHIFT: u32 = 40;
 
 /// A decision of the server, in the order it was taken.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,6 +98,8 @@ struct Lock {
     callback_deadline: Option<Instant>,
     /// Its place in the resource's grant order, once granted.
     granted_seq: u64,
+    /// The enqueue's xid (zero for a replayed lock).
+    xid: Xid,
 }
 
 impl Lock {
@@ -227,6 +240,8 @@ pub struct LockServer {
     evicted: BTreeSet<ClientId>,
     /// Locks with a callback deadline (called back, not yet cancelled).
     called_back: BTreeSet<LockHandle>,
+    /// Live locks by `(client, enqueue xid)`, with `config.resend` only.
+    by_xid: FxHashMap<(ClientId, Xid), LockHandle>,
     handle_next: u64,
     transmits: VecDeque<(ClientId, ToClient)>,
     events: Option<VecDeque<LockEvent>>,
@@ -234,13 +249,19 @@ pub struct LockServer {
 
 impl LockServer {
     pub fn new(config: LockServerConfig) -> Self {
+        Self::with_epoch(config, Epoch(0))
+    }
+
+    /// The lock server of life `epoch` of its OST (see [`HANDLE_EPOCH_SHIFT`]).
+    pub fn with_epoch(config: LockServerConfig, epoch: Epoch) -> Self {
         LockServer {
             config,
             locks: FxHashMap::default(),
             resources: FxHashMap::default(),
             evicted: BTreeSet::new(),
             called_back: BTreeSet::new(),
-            handle_next: 1,
+            by_xid: FxHashMap::default(),
+            handle_next: (epoch.0 << HANDLE_EPOCH_SHIFT) + 1,
             transmits: VecDeque::new(),
             events: None,
         }
@@ -268,6 +289,12 @@ impl LockServer {
             self.refuse(client, xid, object, request.extent, EnqueueReply::Invalid);
             return;
         }
+        if self.config.resend {
+            if let Some(&handle) = self.by_xid.get(&(client, xid)) {
+                self.answer_again(client, xid, handle);
+                return;
+            }
+        }
         self.resource(object).counters.enqueues += 1;
         let handle = LockHandle(self.handle_next);
         self.handle_next += 1;
@@ -280,6 +307,7 @@ impl LockServer {
             callback_pending: false,
             callback_deadline: None,
             granted_seq: 0,
+            xid,
         };
         let blockers = self.blockers(object, &lock);
         self.resource(object).counters.conflicts += blockers.conflicts as u64;
@@ -288,6 +316,9 @@ impl LockServer {
             return;
         }
         self.locks.insert(handle, lock);
+        if self.config.resend {
+            self.by_xid.insert((client, xid), handle);
+        }
         self.resource(object).group_locks += usize::from(request.mode.is_group());
         if blockers.conflicts == 0 || blockers.same_group_granted {
             let extent = self.grant(handle);
@@ -335,6 +366,113 @@ impl LockServer {
     /// A client (re)connects; an evicted client is accepted again.
     pub fn handle_connect(&mut self, client: ClientId) {
         self.evicted.remove(&client);
+    }
+
+    /// A client came back on a new connection, keeping its locks: send
+    /// again what the old connection may have lost. Every granted lock's
+    /// completion (a client ignores one for a lock it already holds), and
+    /// a blocking callback for each lock called back. The callback
+    /// deadlines keep running.
+    pub fn resume(&mut self, client: ClientId) {
+        let mut mine: Vec<LockHandle> = self
+            .locks
+            .iter()
+            .filter(|(_, l)| l.client == client && l.state == LockState::Granted)
+            .map(|(h, _)| *h)
+            .collect();
+        mine.sort_unstable();
+        for handle in mine {
+            let lock = &self.locks[&handle];
+            let (extent, pending) = (lock.extent, lock.callback_pending);
+            self.transmit(client, ToClient::Completion { lock: handle, extent, callback_pending: false });
+            if pending {
+                self.transmit(client, ToClient::Blocking { lock: handle });
+            }
+        }
+    }
+
+    /// A lock `client` held before its OST restarted, granted again as it
+    /// was (recovery). Refused (false) if the handle is taken or invalid,
+    /// or if it conflicts with a lock already granted (replayed before it):
+    /// granted locks never conflict.
+    pub fn replay(
+        &mut self,
+        client: ClientId,
+        handle: LockHandle,
+        object: ObjectId,
+        request: LockRequest,
+        extent: Extent,
+    ) -> bool {
+        if self.locks.contains_key(&handle) || check_request(&request).is_err() || !extent.contains(&request.extent) {
+            return false;
+        }
+        let page_aligned =
+            extent.start.is_multiple_of(PAGE_SIZE) && (extent.end == EOF || (extent.end + 1).is_multiple_of(PAGE_SIZE));
+        if !page_aligned {
+            return false;
+        }
+        // GROUP locks cover the whole object: every lock that can conflict
+        // overlaps the extent.
+        let conflicts = self.resources.get(&object).is_some_and(|res| {
+            res.granted
+                .overlapping_unordered(&extent)
+                .any(|(_, h)| self.locks[&h].conflicts_with(request.mode, &extent))
+        });
+        if conflicts {
+            return false;
+        }
+        let lock = Lock {
+            client,
+            object,
+            request,
+            extent,
+            state: LockState::Granted,
+            callback_pending: false,
+            callback_deadline: None,
+            granted_seq: 0,
+            xid: Xid(0),
+        };
+        self.locks.insert(handle, lock);
+        let res = self.resource(object);
+        res.group_locks += usize::from(request.mode.is_group());
+        let seq = res.granted.insert(handle, extent, request.mode);
+        self.locks.get_mut(&handle).expect("just inserted").granted_seq = seq;
+        self.resource(object).counters.grants += 1;
+        self.event(LockEvent::Granted { client, lock: handle, object, mode: request.mode, extent });
+        true
+    }
+
+    /// `client` is gone for good (it disconnected cleanly, or a recovery
+    /// went on without it): its locks go, as in an eviction, but it is not
+    /// told and not refused later (it comes back as a new client).
+    pub fn forget_client(&mut self, now: Instant, client: ClientId) {
+        let mut handles: Vec<LockHandle> =
+            self.locks.iter().filter(|(_, l)| l.client == client).map(|(h, _)| *h).collect();
+        handles.sort_unstable();
+        let mut objects = BTreeSet::new();
+        for handle in handles {
+            objects.insert(self.remove_lock(handle));
+        }
+        for object in objects {
+            self.reprocess(now, object);
+        }
+    }
+
+    /// An enqueue came again: answer with the lock it made.
+    fn answer_again(&mut self, client: ClientId, xid: Xid, handle: LockHandle) {
+        let lock = &self.locks[&handle];
+        let (state, extent, pending) = (lock.state, lock.extent, lock.callback_pending);
+        match state {
+            LockState::Granted => {
+                self.transmit(client, ToClient::Enqueue { xid, reply: EnqueueReply::Granted { lock: handle, extent } });
+                if pending {
+                    self.transmit(client, ToClient::Blocking { lock: handle });
+                }
+            }
+            LockState::Waiting => {
+                self.transmit(client, ToClient::Enqueue { xid, reply: EnqueueReply::Waiting { lock: handle } })
+            }
+        }
     }
 
     /// Evict every holder whose callback deadline has passed.
@@ -695,6 +833,9 @@ impl LockServer {
 
     fn remove_lock(&mut self, handle: LockHandle) -> ObjectId {
         let lock = self.locks.remove(&handle).expect("lock exists");
+        if self.config.resend {
+            self.by_xid.remove(&(lock.client, lock.xid));
+        }
         let res = self.resources.get_mut(&lock.object).expect("resource of a lock exists");
         match lock.state {
             LockState::Granted => res.granted.remove(lock.granted_seq, lock.extent),

@@ -48,7 +48,8 @@ fn malformed_requests_are_refused_not_fatal() {
 
 #[test]
 fn an_evicted_clients_enqueue_is_a_refusal_event() {
-    let mut s = LockServer::new(LockServerConfig { callback_timeout: Duration::from_secs(1) });
+    let mut s =
+        LockServer::new(LockServerConfig { callback_timeout: Duration::from_secs(1), ..LockServerConfig::default() });
     s.record_events();
     s.handle_enqueue(Instant(0), ClientId(1), Xid(1), ObjectId(0), pw(0, MIB - 1));
     s.handle_enqueue(Instant(0), ClientId(2), Xid(2), ObjectId(0), pw(MIB, 2 * MIB - 1));
@@ -82,7 +83,10 @@ fn io_under_a_called_back_lock_moves_its_deadline() {
     // client does not.
     let second = |secs: u64| Instant(secs * 1_000_000_000);
     for objects in [1, 20] {
-        let mut s = LockServer::new(LockServerConfig { callback_timeout: Duration::from_secs(10) });
+        let mut s = LockServer::new(LockServerConfig {
+            callback_timeout: Duration::from_secs(10),
+            ..LockServerConfig::default()
+        });
         for k in 0..objects {
             let object = ObjectId(k);
             s.handle_enqueue(second(0), ClientId(1), Xid(2 * k), object, pw(0, MIB - 1));

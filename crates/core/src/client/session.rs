@@ -1,0 +1,302 @@
+//! The client's side of its sessions with the OSTs: connecting, sending
+//! again what a lost connection left unanswered, replaying to an OST that
+//! restarted, and the OSTs' notices of commits (see [`super::imports`] and
+//! [`super::replay`] for the state, and `crate::ost::recovery` for the
+//! OST's side).
+//!
+//! Who does what: the driver owns connections. It tells the client when
+//! one is lost ([`Client::handle_disconnected`]) and when a new one is up
+//! ([`Client::handle_reconnected`]); if an OST stays away too long it gives
+//! up ([`Client::handle_unreachable`]), and only then do operations fail.
+//! Until then nothing fails and nothing is dropped: the cache keeps its
+//! dirty pages, the locks stay, and requests wait in the client's tables.
+//!
+//! When the OST answers the connect:
+//! * same life of the OST: every request still unanswered goes again, in
+//!   the order first sent (enqueues the OST already has are answered with
+//!   the lock they made; writes are rewritten under the lock that still
+//!   covers them, so a write done twice leaves the same bytes);
+//! * a new life, recovering: the client replays its granted locks, then
+//!   the changes the OST acknowledged and had not committed, in
+//!   transaction order, then says it is done; then it sends its
+//!   unanswered requests, which the OST handles after recovery;
+//! * the OST cannot take the client's state back: it answers `Evicted`,
+//!   and the client discards what it held there and reports the loss.
+//!
+//! Messages that are not requests (a cancel, a glimpse answer) may be lost
+//! with a connection. The OST sends its callbacks and completions again
+//! when the client comes back, and the client answers a callback or a
+//! completion for a lock it does not hold by cancelling it, so a lost
+//! cancel costs a round trip, never a lock held forever.
+
+use super::imports::ImportState;
+use super::locks::ClientLockState;
+use super::ops::OpState;
+use super::replay::Change;
+use super::{Client, LossCause, Rpc};
+use crate::ldlm::LockRequest;
+use crate::msg::{IoError, Payload, ToOst};
+use crate::units::{Epoch, Instant, LockHandle, ObjectId, ObjectKey, OstIndex, Transno, Xid};
+use std::collections::BTreeSet;
+use tracing::{debug, warn};
+
+impl Client {
+    /// Whether a request may go to `to` now; starts the session with an
+    /// OST spoken to for the first time.
+    pub(super) fn session_allows(&mut self, to: OstIndex) -> bool {
+        match self.imports.get(to).state {
+            ImportState::Connected => true,
+            ImportState::New => {
+                self.connect(to, None);
+                false
+            }
+            ImportState::Connecting { .. } | ImportState::Disconnected => false,
+        }
+    }
+
+    fn connect(&mut self, to: OstIndex, resume: Option<Epoch>) {
+        self.imports.get_mut(to).state = ImportState::Connecting { resume: resume.is_some() };
+        self.transmits.push_back((to, ToOst::Connect { resume }));
+    }
+
+    /// The driver lost its connection to `ost`: requests wait (nothing
+    /// fails) until [`Client::handle_reconnected`] or
+    /// [`Client::handle_unreachable`].
+    pub fn handle_disconnected(&mut self, now: Instant, ost: OstIndex) {
+        if !self.config.recovery {
+            return;
+        }
+        let import = self.imports.get_mut(ost);
+        if import.state != ImportState::New {
+            import.state = ImportState::Disconnected;
+        }
+        self.run(now);
+    }
+
+    /// The driver has a new connection to `ost`: take the session up again.
+    pub fn handle_reconnected(&mut self, now: Instant, ost: OstIndex) {
+        if !self.config.recovery {
+            return;
+        }
+        let import = self.imports.get(ost);
+        match import.state {
+            ImportState::New => {}
+            ImportState::Connecting { resume } => self.connect(ost, if resume { import.epoch } else { None }),
+            ImportState::Connected | ImportState::Disconnected => self.connect(ost, import.epoch),
+        }
+        self.run(now);
+    }
+
+    /// A clean unmount, after [`Client::release_all`]: tell every OST this
+    /// client will not come back with state.
+    pub fn disconnect_all(&mut self) {
+        let connected: Vec<OstIndex> = self.imports.connected().collect();
+        for ost in connected {
+            self.transmits.push_back((ost, ToOst::Disconnect));
+            self.imports.get_mut(ost).state = ImportState::New;
+        }
+    }
+
+    pub(super) fn on_connected(&mut self, ost: OstIndex, epoch: Epoch, recovering: bool) {
+        if !self.config.recovery {
+            return;
+        }
+        let import = self.imports.get(ost);
+        let ImportState::Connecting { resume } = import.state else {
+            debug!(client = self.id.0, %ost, "connect answer out of turn ignored");
+            return;
+        };
+        let same_life = import.epoch == Some(epoch);
+        if resume && !same_life && !recovering {
+            // A new life that does not wait for us: what we held is gone.
+            warn!(client = self.id.0, %ost, "the OST restarted and recovered without this client");
+            self.on_evicted(ost);
+            return;
+        }
+        let import = self.imports.get_mut(ost);
+        import.state = ImportState::Connected;
+        import.epoch = Some(epoch);
+        if resume && !same_life {
+            self.replay_to(ost);
+        }
+        self.resend(ost);
+    }
+
+    /// Replay to `ost`, restarted and recovering: granted locks, then the
+    /// uncommitted changes in transaction order, then the end of it. Locks
+    /// still being asked for are asked for again (the OST forgot them).
+    fn replay_to(&mut self, ost: OstIndex) {
+        let mut granted = Vec::new();
+        let mut pending = Vec::new();
+        for (id, lock) in self.locks.iter().filter(|(_, l)| l.key.ost == ost) {
+            match (lock.state, lock.handle) {
+                (ClientLockState::Granted | ClientLockState::Cancelling, Some(handle)) => {
+                    let request = LockRequest { mode: lock.mode, extent: lock.requested, flags: lock.flags };
+                    granted.push(ToOst::ReplayLock {
+                        lock: handle,
+                        object: lock.key.object,
+                        request,
+                        extent: lock.extent,
+                    });
+                }
+                _ => pending.push(id),
+            }
+        }
+        for id in pending {
+            let xid = self.xid();
+            self.locks.requeue(id, xid);
+        }
+        self.replay.new_life(ost);
+        let changes: Vec<ToOst> = self
+            .replay
+            .entries(ost)
+            .map(|(transno, change)| match change {
+                Change::Write { key, offset, data } => {
+                    ToOst::ReplayWrite { transno, object: key.object, offset: *offset, data: data.clone() }
+                }
+                Change::Punch { key, size } => ToOst::ReplayPunch { transno, object: key.object, size: *size },
+            })
+            .collect();
+        debug!(client = self.id.0, %ost, locks = granted.len(), changes = changes.len(), "replaying");
+        for message in granted.into_iter().chain(changes).chain([ToOst::ReplayDone]) {
+            self.transmits.push_back((ost, message));
+        }
+    }
+
+    /// Send again, in the order first sent, every request to `ost` still
+    /// unanswered: enqueues, and RPCs. A write orphaned by an eviction is
+    /// given up instead.
+    fn resend(&mut self, ost: OstIndex) {
+        let orphaned: Vec<Xid> = self
+            .rpcs
+            .iter()
+            .filter(|(_, rpc)| matches!(rpc, Rpc::Write { key, orphaned: true, .. } if key.ost == ost))
+            .map(|(xid, _)| *xid)
+            .collect();
+        for xid in orphaned {
+            self.rpcs.remove(&xid);
+            *self.writes_in_flight.get_mut(&ost).expect("write was counted") -= 1;
+        }
+        let mut again: Vec<(Xid, ToOst)> = self
+            .locks
+            .iter()
+            .filter(|(_, l)| l.key.ost == ost)
+            .filter_map(|(_, l)| match l.state {
+                ClientLockState::Enqueuing { xid } => {
+                    let request = LockRequest { mode: l.mode, extent: l.requested, flags: l.flags };
+                    Some((xid, ToOst::Enqueue { xid, object: l.key.object, request }))
+                }
+                _ => None,
+            })
+            .collect();
+        for (&xid, rpc) in &self.rpcs {
+            if let Some(message) = self.request_of(xid, rpc) {
+                if rpc_ost(rpc, self) == Some(ost) {
+                    again.push((xid, message));
+                }
+            }
+        }
+        again.sort_by_key(|(xid, _)| *xid);
+        for (_, message) in again {
+            self.send(ost, message);
+        }
+        let seen = self.imports.get(ost).failures_seen;
+        if seen > 0 {
+            self.send(ost, ToOst::FailuresSeen { seq: seen });
+        }
+    }
+
+    /// The request an unanswered RPC sent.
+    fn request_of(&self, xid: Xid, rpc: &Rpc) -> Option<ToOst> {
+        Some(match rpc {
+            Rpc::Write { key, offset, len, pinned, .. } => {
+                let data = match pinned {
+                    Some(span) => Payload::Pages(Box::new(span.clone())),
+                    None => Payload::Phantom(*len),
+                };
+                ToOst::Write { xid, object: key.object, offset: *offset, data }
+            }
+            Rpc::Read { key, offset, len, .. } => ToOst::Read { xid, object: key.object, offset: *offset, len: *len },
+            Rpc::Punch { key, size, .. } => ToOst::Punch { xid, object: key.object, size: *size },
+            Rpc::Getattr { op, stripe } => {
+                let key = self.ops.get(op)?.steps.get(*stripe as usize)?.key;
+                ToOst::Getattr { xid, object: key.object }
+            }
+            Rpc::Sync { key, .. } | Rpc::Commit { key } => ToOst::Sync { xid, object: key.object },
+        })
+    }
+
+    pub(super) fn on_committed(&mut self, ost: OstIndex, transno: Transno) {
+        if self.replay.committed(ost, transno) == 0 {
+            return;
+        }
+        for op in self.ops.values_mut() {
+            if op.state == OpState::WaitDirty {
+                op.state = OpState::Ready;
+            }
+        }
+    }
+
+    pub(super) fn on_commit_failed(&mut self, ost: OstIndex, object: ObjectId, error: IoError, seq: u64) {
+        let import = self.imports.get_mut(ost);
+        if seq > import.failures_seen {
+            import.failures_seen = seq;
+            let key = ObjectKey { ost, object };
+            let bytes = self.replay.key_bytes(key);
+            warn!(client = self.id.0, %ost, object = object.0, %error, "the OST could not commit writes of this client");
+            self.record_write_error(&BTreeSet::from([key]), ost, &LossCause::SyncFailed(error));
+            self.report_loss(ost, bytes);
+        }
+        self.send(ost, ToOst::FailuresSeen { seq });
+    }
+
+    /// A replayed lock was refused: this client's state on `ost` cannot be
+    /// trusted. It is dropped as after an eviction (the loss reported), and
+    /// the session starts afresh.
+    pub(super) fn on_lock_lost(&mut self, ost: OstIndex, handle: LockHandle) {
+        warn!(client = self.id.0, %ost, lock = handle.0, "a replayed lock was refused: dropping what this OST held");
+        if self.locks.by_handle(ost, handle).is_some() {
+            self.on_evicted(ost);
+        }
+    }
+
+    /// A callback or a completion for lock `handle`, which this client does
+    /// not hold (its cancel was lost with a connection, or crossed the
+    /// message): give it back.
+    pub(super) fn on_unknown_lock(&mut self, ost: OstIndex, handle: LockHandle) {
+        if self.config.recovery {
+            self.send(ost, ToOst::Cancel { lock: handle });
+        }
+    }
+
+    /// Ask `ost` to commit if the changes kept for it pile up (soft sync).
+    pub(super) fn ask_commit_if_due(&mut self, ost: OstIndex) {
+        if !self.config.recovery || !self.replay.wants_commit(ost, self.config.unstable_bytes_max) {
+            return;
+        }
+        let key = self.replay.any_key(ost).expect("a commit is wanted of changes kept");
+        let xid = self.xid();
+        self.rpcs.insert(xid, Rpc::Commit { key });
+        self.send(ost, ToOst::Sync { xid, object: key.object });
+    }
+
+    /// What was kept for replay on `ost` is lost (eviction, or the OST given
+    /// up): report it to the files it belongs to.
+    pub(super) fn drop_replay(&mut self, ost: OstIndex, cause: &LossCause) {
+        let (keys, bytes) = self.replay.drop_ost(ost);
+        self.record_write_error(&keys, ost, cause);
+        self.report_loss(ost, bytes);
+    }
+}
+
+/// The OST an RPC went to.
+fn rpc_ost(rpc: &Rpc, client: &Client) -> Option<OstIndex> {
+    match rpc {
+        Rpc::Write { key, .. }
+        | Rpc::Read { key, .. }
+        | Rpc::Punch { key, .. }
+        | Rpc::Sync { key, .. }
+        | Rpc::Commit { key } => Some(key.ost),
+        Rpc::Getattr { op, stripe } => Some(client.ops.get(op)?.steps.get(*stripe as usize)?.key.ost),
+    }
+}

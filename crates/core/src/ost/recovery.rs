@@ -1,0 +1,217 @@
+//! An OST's recovery after a restart, as Lustre's target recovery.
+//!
+//! When an OST starts again, its disk holds every change up to the last
+//! commit and nothing after (see [`super::commits`]); its locks are gone.
+//! The clients it knew (recorded durably as they connected, removed as they
+//! were evicted or disconnected) still hold locks granted by its previous
+//! life, and copies of the changes it acknowledged but had not committed.
+//! For a window of time ([`super::RecoveryConfig::window`], Lustre's
+//! `recovery_time_soft`) the OST takes those back before anything else:
+//!
+//! 1. a known client reconnects ([`crate::msg::ToOst::Connect`] naming the
+//!    OST's previous life) and is told the OST is recovering;
+//! 2. it replays its granted locks ([`crate::msg::ToOst::ReplayLock`]):
+//!    each is granted again at once, same handle and extent (a lock that
+//!    conflicts with one replayed before it is refused, and its holder told
+//!    with `LockLost`);
+//! 3. it replays the changes it kept, with their transaction numbers
+//!    ([`crate::msg::ToOst::ReplayWrite`], `ReplayPunch`), and says it is
+//!    done (`ReplayDone`);
+//! 4. every other request, from anyone, waits: the OST grants nothing new
+//!    while recovering (Lustre queues them likewise).
+//!
+//! Recovery ends when every known client is done, or when the window
+//! closes. Then the replayed changes are applied in transaction order (a
+//! change at or below the last commit is already on disk and skipped, so
+//! that a client late to hear of a commit cannot write old bytes over newer
+//! ones), the known clients that did not finish are evicted (what they
+//! held is lost, and they are told when they come back), and the waiting
+//! requests are handled in the order they came.
+//!
+//! Where lanefs departs from Lustre: Lustre replays requests one at a time
+//! in transaction order as they arrive (waiting for the next number),
+//! with version checks (VBR) to replay past a gap left by an absent
+//! client; lanefs gathers the replays and applies them at the end, in
+//! order, skipping gaps. Since a client replays only changes made under
+//! locks it held, and locks serialise changes to the same bytes, applying
+//! in transaction order gives each byte its last acknowledged value.
+//!
+//! Bounds: requests that arrive during recovery are kept up to
+//! [`DEFERRED_MAX`] (a correct client has a bounded number in flight, and
+//! the network servers bound connections and requests per connection); a
+//! client that sends more is evicted rather than let the OST grow. Replays
+//! are bounded by what clients may keep uncommitted.
+
+use crate::msg::{Payload, ToOst};
+use crate::units::{ClientId, Instant, ObjectId, Transno};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Requests kept while recovering, beyond which their sender is evicted.
+pub const DEFERRED_MAX: usize = 1 << 16;
+
+/// A change a client replayed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    Write { object: ObjectId, offset: u64, data: Payload },
+    Punch { object: ObjectId, size: u64 },
+}
+
+/// The state of an OST while it recovers (see the module docs).
+#[derive(Debug)]
+pub struct Recovery {
+    deadline: Instant,
+    /// Known clients that have not finished replaying.
+    pending: BTreeSet<ClientId>,
+    /// Known clients that reconnected and are replaying.
+    replaying: BTreeSet<ClientId>,
+    /// The replayed changes by transaction number.
+    changes: BTreeMap<Transno, (ClientId, Change)>,
+    /// Requests to handle once recovery is over, in arrival order.
+    deferred: VecDeque<(ClientId, ToOst)>,
+}
+
+/// What [`Recovery::finish`] leaves to do.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Known clients that did not finish: to evict.
+    pub absent: BTreeSet<ClientId>,
+    pub changes: BTreeMap<Transno, (ClientId, Change)>,
+    pub deferred: VecDeque<(ClientId, ToOst)>,
+}
+
+/// What a replayed change did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replayed {
+    Kept,
+    /// The same transaction number came twice (a confused client).
+    Duplicate,
+    /// The client is not replaying (unknown, or already done).
+    NotReplaying,
+}
+
+impl Recovery {
+    pub fn new(known: BTreeSet<ClientId>, deadline: Instant) -> Recovery {
+        Recovery {
+            deadline,
+            pending: known,
+            replaying: BTreeSet::new(),
+            changes: BTreeMap::new(),
+            deferred: VecDeque::new(),
+        }
+    }
+
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Whether `client` is a known client that may replay now.
+    pub fn may_replay(&self, client: ClientId) -> bool {
+        self.pending.contains(&client)
+    }
+
+    /// A known client reconnected to replay.
+    pub fn reconnected(&mut self, client: ClientId) {
+        debug_assert!(self.pending.contains(&client));
+        self.replaying.insert(client);
+    }
+
+    pub fn is_replaying(&self, client: ClientId) -> bool {
+        self.replaying.contains(&client)
+    }
+
+    pub fn replay(&mut self, client: ClientId, transno: Transno, change: Change) -> Replayed {
+        if !self.replaying.contains(&client) {
+            return Replayed::NotReplaying;
+        }
+        match self.changes.entry(transno) {
+            std::collections::btree_map::Entry::Occupied(_) => Replayed::Duplicate,
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert((client, change));
+                Replayed::Kept
+            }
+        }
+    }
+
+    /// `client` replayed all it holds.
+    pub fn done(&mut self, client: ClientId) {
+        if self.replaying.remove(&client) {
+            self.pending.remove(&client);
+        }
+    }
+
+    /// Keep a request for after recovery; false if the queue is full.
+    pub fn defer(&mut self, client: ClientId, message: ToOst) -> bool {
+        if self.deferred.len() >= DEFERRED_MAX {
+            return false;
+        }
+        self.deferred.push_back((client, message));
+        true
+    }
+
+    /// Drop what `client` sent (it is being evicted).
+    pub fn forget(&mut self, client: ClientId) {
+        self.deferred.retain(|(c, _)| *c != client);
+        self.changes.retain(|_, (c, _)| *c != client);
+        self.replaying.remove(&client);
+        self.pending.remove(&client);
+    }
+
+    /// Whether recovery is over at `now`.
+    pub fn is_over(&self, now: Instant) -> bool {
+        self.pending.is_empty() || now >= self.deadline
+    }
+
+    pub fn finish(self) -> Outcome {
+        Outcome { absent: self.pending, changes: self.changes, deferred: self.deferred }
+    }
+
+    pub fn check_invariants(&self) {
+        assert!(self.replaying.is_subset(&self.pending), "a client replays that is not awaited");
+        assert!(self.deferred.len() <= DEFERRED_MAX, "deferred requests past their bound");
+        for (transno, (client, _)) in &self.changes {
+            assert!(transno.0 > 0, "{client} replayed a change without a transaction number");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: ClientId = ClientId(1);
+    const B: ClientId = ClientId(2);
+
+    fn write(object: u64) -> Change {
+        Change::Write { object: ObjectId(object), offset: 0, data: Payload::Bytes(vec![1]) }
+    }
+
+    #[test]
+    fn recovery_ends_when_every_known_client_is_done_or_at_the_deadline() {
+        let mut r = Recovery::new([A, B].into(), Instant(100));
+        assert!(!r.is_over(Instant(0)));
+        assert_eq!(r.replay(A, Transno(3), write(1)), Replayed::NotReplaying, "not reconnected yet");
+        r.reconnected(A);
+        assert_eq!(r.replay(A, Transno(3), write(1)), Replayed::Kept);
+        assert_eq!(r.replay(A, Transno(3), write(2)), Replayed::Duplicate);
+        r.done(A);
+        r.check_invariants();
+        assert!(!r.is_over(Instant(99)), "B is still awaited");
+        assert!(r.is_over(Instant(100)));
+        let outcome = r.finish();
+        assert_eq!(outcome.absent, BTreeSet::from([B]));
+        assert_eq!(outcome.changes.len(), 1);
+    }
+
+    #[test]
+    fn an_evicted_client_leaves_nothing_behind() {
+        let mut r = Recovery::new([A, B].into(), Instant(100));
+        r.reconnected(B);
+        r.replay(B, Transno(1), write(1));
+        assert!(r.defer(B, ToOst::ReplayDone));
+        r.forget(B);
+        r.check_invariants();
+        let outcome = r.finish();
+        assert!(outcome.changes.is_empty() && outcome.deferred.is_empty());
+        assert_eq!(outcome.absent, BTreeSet::from([A]));
+    }
+}

@@ -1,0 +1,157 @@
+//! The OST service's unit tests.
+
+use super::*;
+use crate::ldlm::{LockMode, LockRequest};
+use crate::msg::EnqueueReply;
+use crate::store::MemStore;
+
+const OBJECT: ObjectId = ObjectId(7);
+const MIB: u64 = 1 << 20;
+
+fn new_ost(policy: SyncLockCancel) -> Ost<MemStore> {
+    let config = OstConfig { sync_lock_cancel: policy, ..OstConfig::default() };
+    Ost::new(OstIndex(0), config, MemStore::default())
+}
+
+fn enqueue(ost: &mut Ost<MemStore>, now: Instant, client: u32, mode: LockMode, extent: Extent) {
+    let request = LockRequest::new(mode, extent);
+    ost.handle_message(now, ClientId(client), ToOst::Enqueue { xid: Xid(1), object: OBJECT, request });
+}
+
+fn drain(ost: &mut Ost<MemStore>) -> Vec<(ClientId, ToClient)> {
+    std::iter::from_fn(|| ost.poll_transmit()).collect()
+}
+
+/// The handle of the lock just granted to `client` at once.
+fn granted(messages: &[(ClientId, ToClient)], client: u32) -> LockHandle {
+    messages
+        .iter()
+        .find_map(|(to, m)| match m {
+            ToClient::Enqueue { reply: EnqueueReply::Granted { lock, .. }, .. } if *to == ClientId(client) => {
+                Some(*lock)
+            }
+            _ => None,
+        })
+        .expect("granted at once")
+}
+
+fn completed(messages: &[(ClientId, ToClient)], client: u32) -> bool {
+    messages.iter().any(|(to, m)| *to == ClientId(client) && matches!(m, ToClient::Completion { .. }))
+}
+
+/// Client 1 holds a PW lock on the first MiB, written to; client 2 asks
+/// for an overlapping PW lock and waits; client 1 is called back.
+fn contended(policy: SyncLockCancel) -> (Ost<MemStore>, LockHandle) {
+    let mut ost = new_ost(policy);
+    let t = Instant::ZERO;
+    enqueue(&mut ost, t, 1, LockMode::ProtectedWrite, Extent::from_offset_len(0, MIB));
+    let held = granted(&drain(&mut ost), 1);
+    let data = Payload::Bytes(vec![1; 4096]);
+    ost.handle_message(t, ClientId(1), ToOst::Write { xid: Xid(2), object: OBJECT, offset: 0, data });
+    enqueue(&mut ost, t, 2, LockMode::ProtectedWrite, Extent::from_offset_len(0, MIB));
+    let messages = drain(&mut ost);
+    assert!(messages.iter().any(|(to, m)| *to == ClientId(1) && matches!(m, ToClient::Blocking { .. })));
+    assert!(!completed(&messages, 2));
+    (ost, held)
+}
+
+#[test]
+fn a_cancel_that_must_sync_keeps_the_lock_until_the_sync_is_answered() {
+    let (mut ost, held) = contended(SyncLockCancel::Always);
+    let t = Instant::ZERO + Duration::from_ms(1);
+    ost.handle_message(t, ClientId(1), ToOst::Cancel { lock: held });
+    let request = ost.poll_sync().expect("the cancel asks for a sync");
+    assert_eq!(request.object, Some(OBJECT));
+    assert!(request.extent.contains(&Extent::from_offset_len(0, MIB)), "{:?}", request.extent);
+    assert_eq!(ost.poll_sync(), None);
+    assert!(!completed(&drain(&mut ost), 2), "the waiter is granted before the data is durable");
+    assert_eq!(ost.locks().granted_lock(ClientId(1), held).map(|g| g.1), Some(LockMode::ProtectedWrite));
+    ost.check_invariants();
+    // A repeated cancel does not ask again.
+    ost.handle_message(t, ClientId(1), ToOst::Cancel { lock: held });
+    assert_eq!(ost.poll_sync(), None);
+    ost.handle_synced(t + Duration::from_ms(8), request.token, &[]);
+    assert!(completed(&drain(&mut ost), 2));
+    assert_eq!(ost.locks().granted_lock(ClientId(1), held), None);
+    assert_eq!(ost.syncs_pending(), 0);
+    assert_eq!(ost.counters().cancel_syncs, 1);
+    ost.check_invariants();
+}
+
+#[test]
+fn the_policy_names_the_cancels_that_sync() {
+    use LockMode::{ProtectedRead as PR, ProtectedWrite as PW};
+    use SyncLockCancel::{Always, Blocking, Never};
+    // (policy, lock mode, called back first, whether its cancel syncs)
+    let cases = [
+        (Never, PW, true, false),
+        (Blocking, PW, true, true),
+        (Blocking, PW, false, false),
+        (Always, PW, false, true),
+        (Always, PR, true, false),
+    ];
+    for (policy, mode, called_back, syncs) in cases {
+        let mut ost = new_ost(policy);
+        enqueue(&mut ost, Instant::ZERO, 1, mode, Extent::from_offset_len(0, MIB));
+        let lock = granted(&drain(&mut ost), 1);
+        if called_back {
+            enqueue(&mut ost, Instant::ZERO, 2, PW, Extent::from_offset_len(0, MIB));
+            drain(&mut ost);
+        }
+        ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Cancel { lock });
+        let case = format!("{policy:?}, {mode}, called back: {called_back}");
+        assert_eq!(ost.poll_sync().is_some(), syncs, "{case}");
+        let held = ost.locks().granted_lock(ClientId(1), lock).is_some();
+        assert_eq!(held, syncs, "{case}: the lock stays granted exactly while its sync runs");
+        ost.check_invariants();
+    }
+}
+
+#[test]
+fn an_eviction_during_the_sync_leaves_nothing_behind() {
+    let (mut ost, held) = contended(SyncLockCancel::Always);
+    ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Cancel { lock: held });
+    let request = ost.poll_sync().expect("sync asked for");
+    ost.locks_mut().evict(Instant::ZERO, ClientId(1));
+    ost.handle_synced(Instant::ZERO, request.token, &[]);
+    ost.handle_synced(Instant::ZERO, request.token, &[]);
+    let messages = drain(&mut ost);
+    assert!(completed(&messages, 2));
+    assert_eq!(ost.syncs_pending(), 0);
+    ost.check_invariants();
+}
+
+#[test]
+fn a_sync_rpc_is_answered_when_the_driver_has_synced() {
+    let mut ost = new_ost(SyncLockCancel::Never);
+    let data = Payload::Bytes(vec![1; 4096]);
+    ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Write { xid: Xid(1), object: OBJECT, offset: 0, data });
+    drain(&mut ost);
+    ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Sync { xid: Xid(2), object: OBJECT });
+    let request = ost.poll_sync().expect("a sync RPC asks the driver");
+    assert_eq!((request.object, request.extent), (Some(OBJECT), Extent::WHOLE));
+    assert!(drain(&mut ost).is_empty(), "no answer before the driver has synced");
+    ost.handle_synced(Instant::ZERO, request.token, &[]);
+    let replies = drain(&mut ost);
+    assert_eq!(replies, [(ClientId(1), ToClient::SyncReply { xid: Xid(2), result: Ok(()) })]);
+    assert_eq!(ost.counters().syncs, 1);
+    // An evicted client is refused, as for any other I/O.
+    ost.locks_mut().evict(Instant::ZERO, ClientId(1));
+    drain(&mut ost);
+    ost.handle_message(Instant::ZERO, ClientId(1), ToOst::Sync { xid: Xid(3), object: OBJECT });
+    assert_eq!(ost.poll_sync(), None);
+    let refused = (ClientId(1), ToClient::SyncReply { xid: Xid(3), result: Err(IoError::Evicted) });
+    assert!(drain(&mut ost).contains(&refused));
+    ost.check_invariants();
+}
+
+#[test]
+fn policy_names_round_trip() {
+    for name in SyncLockCancel::NAMES {
+        let policy = SyncLockCancel::from_name(name).expect("a policy name");
+        assert_eq!(serde_json::to_string(&policy).unwrap(), format!("\"{name}\""));
+    }
+    assert_eq!(SyncLockCancel::from_name("sometimes"), None);
+    assert!(!SyncLockCancel::Always.applies(LockMode::ProtectedRead, true));
+    assert!(SyncLockCancel::Always.applies(LockMode::Group(crate::ldlm::GroupId(3)), false));
+}

@@ -1,0 +1,249 @@
+//! Recovery scenarios on the deterministic harness (`ost/recovery.rs`,
+//! `client/session.rs`): an OST that crashes loses what it had not
+//! committed and takes it back from its clients' replay; a lost connection
+//! loses nothing; a client that does not come back is evicted when the
+//! recovery window closes; failed commits and failed writes reach the
+//! program that wrote, named as such, once.
+
+use lanefs_core::client::{ClientConfig, ClientError, FileHandle, LossCause, OpOutput};
+use lanefs_core::harness::{Harness, HarnessConfig};
+use lanefs_core::layout::Layout;
+use lanefs_core::ldlm::server::LockServerConfig;
+use lanefs_core::msg::IoError;
+use lanefs_core::ost::{OstConfig, RecoveryConfig, SyncLockCancel};
+use lanefs_core::store::ObjectStore;
+use lanefs_core::{ClientId, Duration, Errno, OstIndex, Transno};
+
+const KIB: u64 = 1 << 10;
+const A: ClientId = ClientId(0);
+const B: ClientId = ClientId(1);
+const C: ClientId = ClientId(2);
+const OST0: OstIndex = OstIndex(0);
+const WINDOW: Duration = Duration::from_secs(10);
+
+fn pattern(len: u64, salt: u8) -> Vec<u8> {
+    (0..len).map(|i| ((i % 251) as u8).wrapping_mul(7).wrapping_add(salt) | 1).collect()
+}
+
+fn harness(clients: u32, seed: u64) -> Harness {
+    let recovery = RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600) };
+    let ost = OstConfig {
+        locks: LockServerConfig { callback_timeout: Duration::from_secs(2), ..LockServerConfig::default() },
+        sync_lock_cancel: SyncLockCancel::Never,
+        ..OstConfig::default()
+    };
+    let client = ClientConfig { rpc_bytes_max: 16 * KIB, dirty_bytes_max: 64 * KIB, ..ClientConfig::default() };
+    Harness::new(HarnessConfig { clients, osts: 2, seed, recovery: Some(recovery), ost, client, ..Default::default() })
+        .unwrap()
+}
+
+fn write(h: &mut Harness, c: ClientId, fh: FileHandle, offset: u64, data: Vec<u8>) {
+    let len = data.len() as u64;
+    let op = h.write(c, fh, offset, data);
+    assert_eq!(h.wait_ok(c, op), OpOutput::Written(len));
+}
+
+fn read(h: &mut Harness, c: ClientId, fh: FileHandle, offset: u64, len: u64) -> Vec<u8> {
+    let op = h.read(c, fh, offset, len);
+    match h.wait_ok(c, op) {
+        OpOutput::Read(data) => data,
+        other => panic!("{c}: read answered {other:?}"),
+    }
+}
+
+fn stored(h: &mut Harness, layout: &Layout, offset: u64, len: u64) -> Vec<u8> {
+    let mut out = vec![0; len as usize];
+    for chunk in layout.chunks(offset, len) {
+        let bytes =
+            h.ost_mut(chunk.key.ost).store_mut().read(chunk.key.object, chunk.object_offset, chunk.len).unwrap();
+        let at = (chunk.file_offset - offset) as usize;
+        out[at..at + bytes.len()].copy_from_slice(&bytes);
+    }
+    out
+}
+
+fn one_stripe(h: &mut Harness) -> Layout {
+    h.create_layout(64 * KIB, 1, Some(0)).unwrap()
+}
+
+#[test]
+fn an_acknowledged_write_lost_in_a_crash_is_replayed() {
+    for seed in 0..4 {
+        let mut h = harness(2, seed);
+        let layout = one_stripe(&mut h);
+        let fa = h.open(A, layout.clone());
+        let data = pattern(40 * KIB, 3);
+        write(&mut h, A, fa, 1000, data.clone());
+        let op = h.close(A, fa); // written back and acknowledged, not committed
+        h.wait_ok(A, op);
+        assert!(h.ost(OST0).store().uncommitted_bytes() >= data.len() as u64);
+        h.crash_ost(OST0);
+        assert_eq!(stored(&mut h, &layout, 1000, data.len() as u64), vec![0; data.len()], "the crash lost it");
+        h.restart_ost(OST0);
+        assert!(h.ost(OST0).is_recovering());
+        let fb = h.open(B, layout.clone());
+        assert_eq!(read(&mut h, B, fb, 1000, data.len() as u64), data, "seed {seed}: replayed");
+        assert!(!h.ost(OST0).is_recovering(), "every known client replayed: recovery ended early");
+        assert!(h.now().0 < WINDOW.0, "seed {seed}: recovery did not wait for the window");
+        assert!(h.lost().is_empty(), "nothing lost: {:?}", h.lost());
+    }
+}
+
+#[test]
+fn what_an_fsync_made_durable_survives_a_crash_with_no_client_to_replay() {
+    let mut h = harness(2, 1);
+    let layout = one_stripe(&mut h);
+    let fa = h.open(A, layout.clone());
+    let data = pattern(30 * KIB, 9);
+    write(&mut h, A, fa, 0, data.clone());
+    let op = h.fsync(A, fa);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Synced);
+    assert!(h.record(OST0).last_committed > Transno(0), "the commit point is on disk");
+    h.crash(A); // the only writer dies: nobody will replay
+    h.crash_ost(OST0);
+    h.restart_ost(OST0);
+    let fb = h.open(B, layout.clone());
+    let started = h.now();
+    assert_eq!(read(&mut h, B, fb, 0, data.len() as u64), data);
+    // A was known to the OST: B's read waited for the window to close.
+    assert!(h.now().saturating_since(started) >= WINDOW, "B was served before the window closed");
+    assert!(!h.record(OST0).clients.contains(&A), "the absent client is forgotten");
+}
+
+#[test]
+fn replayed_locks_keep_their_dirty_data_and_conflicts_call_them_back() {
+    let mut h = harness(2, 2);
+    let layout = one_stripe(&mut h);
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    let first = pattern(8 * KIB, 1);
+    write(&mut h, A, fa, 0, first.clone()); // dirty in A's cache, under a PW lock
+    h.crash_ost(OST0);
+    h.restart_ost(OST0);
+    // B's write conflicts with A's replayed lock: A is called back, flushes,
+    // and B's bytes land after A's.
+    let second = pattern(4 * KIB, 2);
+    write(&mut h, B, fb, 4 * KIB, second.clone());
+    let mut expected = first.clone();
+    expected[4 * KIB as usize..].copy_from_slice(&second);
+    assert_eq!(read(&mut h, A, fa, 0, 8 * KIB), expected);
+    assert!(h.lost().is_empty(), "{:?}", h.lost());
+    assert!(h.lock_counters().callbacks > 0);
+}
+
+#[test]
+fn a_dropped_connection_loses_nothing_and_makes_no_second_lock() {
+    for seed in 0..8 {
+        let mut h = harness(2, seed);
+        let layout = h.create_layout(64 * KIB, 2, Some(0)).unwrap();
+        let fa = h.open(A, layout.clone());
+        let data = pattern(200 * KIB, seed as u8);
+        let op = h.write(A, fa, 0, data.clone());
+        // Drop A's connections a few times while its writes and enqueues fly.
+        for i in 0..4 {
+            for _ in 0..(3 + seed * 2) {
+                h.step();
+            }
+            h.drop_connection(A, OstIndex(i % 2));
+        }
+        assert_eq!(h.wait_ok(A, op), OpOutput::Written(data.len() as u64));
+        let op = h.fsync(A, fa);
+        assert_eq!(h.wait_ok(A, op), OpOutput::Synced, "seed {seed}");
+        let fb = h.open(B, layout.clone());
+        assert_eq!(read(&mut h, B, fb, 0, data.len() as u64), data, "seed {seed}");
+        assert!(h.lost().is_empty(), "seed {seed}: {:?}", h.lost());
+        assert_eq!(h.lock_counters().evictions, 0, "seed {seed}");
+    }
+}
+
+#[test]
+fn a_failed_commit_reaches_every_writer_once_with_its_error_number() {
+    let mut h = harness(2, 3);
+    let layout = one_stripe(&mut h);
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    write(&mut h, B, fb, 32 * KIB, pattern(4 * KIB, 5));
+    let op = h.close(B, fb); // acknowledged, not committed
+    h.wait_ok(B, op);
+    let fb = h.open(B, layout.clone());
+    write(&mut h, A, fa, 0, pattern(4 * KIB, 6));
+    h.fail_commits(OST0, Some(Errno::EIO));
+    let op = h.fsync(A, fa);
+    let err = h.wait(A, op).unwrap().unwrap_err();
+    assert_eq!(err, ClientError::Io { ost: OST0, error: IoError::Disk(Errno::EIO) }, "A's fsync names EIO");
+    assert_eq!(err.errno(), Errno::EIO);
+    h.fail_commits(OST0, None);
+    // B's acknowledged write was in the failed commit too: B is told at its
+    // next fsync, once.
+    let op = h.fsync(B, fb);
+    match h.wait(B, op).unwrap() {
+        Err(ClientError::WriteLost { ost, cause }) => {
+            assert_eq!((ost, &cause), (OST0, &LossCause::SyncFailed(IoError::Disk(Errno::EIO))));
+        }
+        other => panic!("B's fsync must report the failed commit: {other:?}"),
+    }
+    let op = h.fsync(B, fb);
+    assert_eq!(h.wait_ok(B, op), OpOutput::Synced, "reported once");
+    let op = h.fsync(A, fa);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Synced, "A learnt it from its own fsync, once");
+}
+
+#[test]
+fn a_full_disk_fails_the_write_and_says_enospc() {
+    let mut h = harness(1, 4);
+    let layout = one_stripe(&mut h);
+    let fa = h.open(A, layout.clone());
+    h.fail_writes(OST0, Some(Errno::ENOSPC));
+    write(&mut h, A, fa, 0, pattern(8 * KIB, 7)); // cached: the write itself succeeds
+    let op = h.fsync(A, fa);
+    let err = h.wait(A, op).unwrap().unwrap_err();
+    assert_eq!(err, ClientError::WriteLost { ost: OST0, cause: LossCause::WriteFailed(IoError::NoSpace) });
+    assert_eq!(err.errno(), Errno::ENOSPC);
+    assert!(err.to_string().contains("ENOSPC"), "{err}");
+}
+
+#[test]
+fn a_partitioned_holder_is_evicted_and_told_when_it_comes_back() {
+    let mut h = harness(2, 5);
+    let layout = one_stripe(&mut h);
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    write(&mut h, A, fa, 0, pattern(8 * KIB, 1)); // dirty under A's lock
+    h.partition(A, OST0);
+    let theirs = pattern(8 * KIB, 2);
+    write(&mut h, B, fb, 0, theirs.clone()); // A cannot be called back: evicted
+    assert_eq!(h.lock_counters().evictions, 1);
+    h.heal(A, OST0);
+    let op = h.fsync(A, fa);
+    match h.wait(A, op).unwrap() {
+        Err(ClientError::WriteLost { ost, cause: LossCause::Evicted }) => assert_eq!(ost, OST0),
+        other => panic!("A must be told its bytes were lost: {other:?}"),
+    }
+    assert_eq!(read(&mut h, A, fa, 0, 8 * KIB), theirs, "A reads B's bytes after coming back");
+}
+
+#[test]
+fn uncommitted_bytes_are_bounded_by_asking_for_commits() {
+    let recovery = RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600) };
+    let client = ClientConfig {
+        rpc_bytes_max: 16 * KIB,
+        dirty_bytes_max: 32 * KIB,
+        unstable_bytes_max: 64 * KIB,
+        ..ClientConfig::default()
+    };
+    let mut h = Harness::new(HarnessConfig {
+        clients: 1,
+        osts: 1,
+        seed: 6,
+        recovery: Some(recovery),
+        client,
+        ..Default::default()
+    })
+    .unwrap();
+    let layout = h.create_layout(64 * KIB, 1, Some(0)).unwrap();
+    let fa = h.open(A, layout);
+    for i in 0..32u64 {
+        write(&mut h, A, fa, i * 16 * KIB, pattern(16 * KIB, i as u8));
+        let uncommitted = h.ost(OST0).store().uncommitted_bytes();
+        assert!(uncommitted <= 64 * KIB + 32 * KIB, "write {i}: {uncommitted} bytes uncommitted");
+    }
+    assert!(h.ost_counters().syncs > 0, "the client asked for commits");
+    let _ = C;
+}
