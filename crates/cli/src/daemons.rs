@@ -2,27 +2,33 @@
 
 use anyhow::{Context, Result};
 use lanefs_core::ldlm::server::LockServerConfig;
-use lanefs_core::ost::{OstConfig, SyncLockCancel};
+use lanefs_core::ost::{OstConfig, RecoveryConfig, SyncLockCancel};
 use lanefs_core::Duration;
 use lanefs_mds::{Mds, MdsConfig};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::transport::Address;
 use std::path::PathBuf;
 
-/// The servers' OST settings: `--callback-timeout` and `--sync-lock-cancel`.
+/// The servers' OST settings: `--callback-timeout`, `--sync-lock-cancel`,
+/// `--recovery-window` and `--export-timeout`.
 #[derive(Clone, Debug)]
 pub struct OstOptions {
     pub callback_timeout_s: f64,
     pub sync_lock_cancel: String,
+    pub recovery_window_s: f64,
+    pub export_timeout_s: f64,
+}
+
+/// A positive number of seconds, or an error naming the option.
+fn seconds(option: &str, value: f64, hint: &str) -> Result<std::time::Duration> {
+    if !(value > 0.0 && value.is_finite() && value < 1e9) {
+        anyhow::bail!("{option} {value}: give a positive number of seconds ({hint})");
+    }
+    Ok(std::time::Duration::from_secs_f64(value))
 }
 
 fn ost_config(options: &OstOptions) -> Result<OstConfig> {
-    let callback_timeout_s = options.callback_timeout_s;
-    if !(callback_timeout_s > 0.0 && callback_timeout_s.is_finite()) {
-        anyhow::bail!(
-            "--callback-timeout {callback_timeout_s}: give a positive number of seconds (Lustre's floor is 100)"
-        );
-    }
+    let callback_timeout = seconds("--callback-timeout", options.callback_timeout_s, "Lustre's floor is 100")?;
     let Some(sync_lock_cancel) = SyncLockCancel::from_name(&options.sync_lock_cancel) else {
         anyhow::bail!(
             "--sync-lock-cancel {}: give one of {} (Lustre's ofd sync_lock_cancel; Lustre's default is always)",
@@ -30,12 +36,17 @@ fn ost_config(options: &OstOptions) -> Result<OstConfig> {
             SyncLockCancel::NAMES.join(", ")
         );
     };
-    let callback_timeout = Duration::from_ns((callback_timeout_s * 1e9) as u64);
-    Ok(OstConfig {
-        locks: LockServerConfig { callback_timeout, ..LockServerConfig::default() },
-        sync_lock_cancel,
-        ..OstConfig::default()
-    })
+    let window = seconds("--recovery-window", options.recovery_window_s, "Lustre's recovery_time_soft is 300")?;
+    let recovery = RecoveryConfig { window: Duration::from_ns(window.as_nanos() as u64), ..RecoveryConfig::default() };
+    let locks = LockServerConfig {
+        callback_timeout: Duration::from_ns(callback_timeout.as_nanos() as u64),
+        ..LockServerConfig::default()
+    };
+    Ok(OstConfig { locks, sync_lock_cancel, ..OstConfig::default() }.with_recovery(recovery))
+}
+
+fn export_timeout(options: &OstOptions) -> Result<std::time::Duration> {
+    seconds("--export-timeout", options.export_timeout_s, "Lustre evicts a silent client after 150")
 }
 
 /// A daemon's status line: to stdout if anyone still reads it. A closed
@@ -62,6 +73,7 @@ pub fn up(osts: u32, data: PathBuf, tcp: bool, options: &OstOptions) -> Result<(
         data_dir: Some(data.clone()),
         unix_sockets: !tcp,
         ost: ost_config(options)?,
+        export_timeout: export_timeout(options)?,
         ..Default::default()
     };
     let cluster = LocalCluster::start(config).with_context(|| format!("starting a cluster in {}", data.display()))?;
@@ -94,7 +106,12 @@ pub fn mds(data: PathBuf, osts: u32, listen: &str) -> Result<()> {
 pub fn oss(mds: &str, data: PathBuf, osts: Vec<u32>, listen: &str, options: &OstOptions) -> Result<()> {
     let listen = Address::parse(listen).map_err(anyhow::Error::msg)?;
     let mds = Address::parse(mds).map_err(anyhow::Error::msg)?;
-    let config = lanefs_net::oss::OssConfig { data_dir: data, osts: osts.clone(), ost: ost_config(options)? };
+    let config = lanefs_net::oss::OssConfig {
+        data_dir: data,
+        osts: osts.clone(),
+        ost: ost_config(options)?,
+        export_timeout: export_timeout(options)?,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let handle = rt.block_on(lanefs_net::oss::start(&listen, config))?;
     rt.block_on(lanefs_net::oss::register_with_mds(&mds, handle.address(), &osts))

@@ -70,6 +70,14 @@ enum Command {
         /// never, blocking (called-back locks) or always (Lustre's default).
         #[arg(long, default_value = "always", value_name = "POLICY")]
         sync_lock_cancel: String,
+        /// Seconds a restarted OST waits for its clients to replay before it
+        /// goes on without them (Lustre's recovery_time_soft).
+        #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
+        recovery_window: f64,
+        /// Seconds a client may be gone (no connection, no word) before the
+        /// OSS evicts it (Lustre's ping evictor: 150).
+        #[arg(long, default_value_t = 150.0, value_name = "SECONDS")]
+        export_timeout: f64,
     },
     /// Run the metadata server alone (for a cluster across hosts).
     Mds {
@@ -103,6 +111,14 @@ enum Command {
         /// never, blocking (called-back locks) or always (Lustre's default).
         #[arg(long, default_value = "always", value_name = "POLICY")]
         sync_lock_cancel: String,
+        /// Seconds a restarted OST waits for its clients to replay before it
+        /// goes on without them (Lustre's recovery_time_soft).
+        #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
+        recovery_window: f64,
+        /// Seconds a client may be gone (no connection, no word) before the
+        /// OSS evicts it (Lustre's ping evictor: 150).
+        #[arg(long, default_value_t = 150.0, value_name = "SECONDS")]
+        export_timeout: f64,
     },
     /// IOR: `lanefs ior -a LANEFS [IOR options]` (also -a POSIX). Without
     /// --cluster, LANEFS runs on an embedded cluster in a temporary directory.
@@ -200,15 +216,32 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo { json, seed, harness } => demo::run(json, seed, harness),
         Command::LockScript { file } => lockscript::run_path(&file),
-        Command::Up { osts, data, tcp, callback_timeout, sync_lock_cancel } => daemons::up(
-            osts,
-            data,
-            tcp,
-            &daemons::OstOptions { callback_timeout_s: callback_timeout, sync_lock_cancel },
-        ),
+        Command::Up { osts, data, tcp, callback_timeout, sync_lock_cancel, recovery_window, export_timeout } => {
+            let options = daemons::OstOptions {
+                callback_timeout_s: callback_timeout,
+                sync_lock_cancel,
+                recovery_window_s: recovery_window,
+                export_timeout_s: export_timeout,
+            };
+            daemons::up(osts, data, tcp, &options)
+        }
         Command::Mds { data, osts, listen } => daemons::mds(data, osts, &listen),
-        Command::Oss { mds, data, ost, listen, callback_timeout, sync_lock_cancel } => {
-            let options = daemons::OstOptions { callback_timeout_s: callback_timeout, sync_lock_cancel };
+        Command::Oss {
+            mds,
+            data,
+            ost,
+            listen,
+            callback_timeout,
+            sync_lock_cancel,
+            recovery_window,
+            export_timeout,
+        } => {
+            let options = daemons::OstOptions {
+                callback_timeout_s: callback_timeout,
+                sync_lock_cancel,
+                recovery_window_s: recovery_window,
+                export_timeout_s: export_timeout,
+            };
             daemons::oss(&mds, data, ost, &listen, &options)
         }
         Command::Ior { args } => ior_lanefs::main(args, cli.target.mds),

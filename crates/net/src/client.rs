@@ -42,7 +42,7 @@ use lanefs_core::msg::Payload;
 use lanefs_core::pages::{PagePool, PageSpan};
 use lanefs_core::{ClientId, Instant, OstIndex, PAGE_SIZE};
 use lanefs_mds::{MdsReply, MdsRequest};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fs::File as FsFile;
 use std::os::fd::AsFd;
 use std::time::Duration as StdDuration;
@@ -69,17 +69,36 @@ pub enum NetError {
 
 #[derive(Clone, Debug)]
 pub struct ClientOptions {
+    /// The core client's settings; `core.recovery` is on for a network
+    /// client (sessions, resends and replay: see `lanefs_core::client::session`).
     pub core: ClientConfig,
-    /// How long connecting (and reconnecting) to a server may take.
+    /// How long one connection attempt (and its handshake) may take.
     pub connect_timeout: StdDuration,
+    /// How long an OSS may stay out of reach (connection lost and not
+    /// made again) before the operations that need it fail and what this
+    /// client held there is given up (Lustre's `obd_timeout`, 100 s).
+    pub reconnect_timeout: StdDuration,
     /// Offer OSSes on Unix sockets the page arena in shared memory (write
     /// RPCs then name their pages instead of sending them).
     pub shared_memory: bool,
 }
 
+/// Lustre's default `obd_timeout`.
+pub const RECONNECT_TIMEOUT_DEFAULT: StdDuration = StdDuration::from_secs(100);
+
+/// The first wait before trying an OSS again, doubled after each failure up
+/// to [`RECONNECT_BACKOFF_MAX`].
+const RECONNECT_BACKOFF_FIRST: StdDuration = StdDuration::from_millis(100);
+const RECONNECT_BACKOFF_MAX: StdDuration = StdDuration::from_secs(5);
+
 impl Default for ClientOptions {
     fn default() -> Self {
-        ClientOptions { core: ClientConfig::default(), connect_timeout: StdDuration::from_secs(5), shared_memory: true }
+        ClientOptions {
+            core: ClientConfig { recovery: true, ..ClientConfig::default() },
+            connect_timeout: StdDuration::from_secs(5),
+            reconnect_timeout: RECONNECT_TIMEOUT_DEFAULT,
+            shared_memory: true,
+        }
     }
 }
 
@@ -272,19 +291,52 @@ enum NetIn {
     Mds(Wire),
     Oss(Wire),
     Closed(Peer, String),
+    /// A connection attempt to OSS `oss` (number `link`) ended.
+    Opened {
+        oss: usize,
+        link: u64,
+        result: Result<Session, NetError>,
+    },
 }
 
+/// A connection: the MDS, or OSS `.0`'s connection number `.1` (an old
+/// connection's last words must not close its successor).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Peer {
     Mds,
-    Oss(usize),
+    Oss(usize, u64),
+}
+
+/// The state of the connection to one OSS.
+enum Link {
+    Down,
+    /// Attempt number `.0` in flight.
+    Opening(u64),
+    Up {
+        link: u64,
+        tx: UnboundedSender<Wire>,
+        writer: tokio::task::JoinHandle<()>,
+    },
 }
 
 struct Conn {
     address: Address,
-    tx: Option<UnboundedSender<Wire>>,
-    writer: Option<tokio::task::JoinHandle<()>>,
+    link: Link,
     osts: Vec<u32>,
+    /// Since when this OSS has been out of reach, while it is.
+    outage_since: Option<tokio::time::Instant>,
+    /// When to try again, and the wait after that.
+    retry_at: Option<tokio::time::Instant>,
+    backoff: StdDuration,
+}
+
+impl Conn {
+    fn tx(&self) -> Option<&UnboundedSender<Wire>> {
+        match &self.link {
+            Link::Up { tx, .. } => Some(tx),
+            _ => None,
+        }
+    }
 }
 
 type Session = (UnboundedSender<Wire>, tokio::task::JoinHandle<()>);
@@ -293,6 +345,8 @@ struct Driver {
     options: ClientOptions,
     info: ClusterInfo,
     core: CoreClient,
+    /// This client's identity for its whole life (see [`crate::exports`]).
+    uuid: u64,
     /// The core's page pool, shared with the `Client` handle.
     pool: PagePool,
     /// The memfd of the pool's current arena, to hand to OSSes.
@@ -302,22 +356,23 @@ struct Driver {
     mds: Option<UnboundedSender<Wire>>,
     oss: Vec<Conn>,
     oss_of_ost: HashMap<u32, usize>,
+    link_next: u64,
     net_tx: UnboundedSender<NetIn>,
     net_rx: UnboundedReceiver<NetIn>,
     pending: HashMap<OpId, Reply<Result<OpOutput, ClientError>>>,
     /// Synchronous lockahead waiting for its op: results to give back then.
     ladvise: HashMap<OpId, (Vec<LockaheadResult>, LadviseReply)>,
     mds_calls: HashMap<u64, Reply<Result<MdsAnswer, NetError>>>,
-    /// Stats request id -> (OSS answers still due, answers so far, caller).
-    stats_calls: HashMap<u64, (usize, Vec<OstStats>, StatsReply)>,
+    /// Stats request id -> (OSSes still to answer, answers so far, caller).
+    stats_calls: HashMap<u64, (BTreeSet<usize>, Vec<OstStats>, StatsReply)>,
     call_next: u64,
 }
 
 /// The page arena a client offers its OSSes: its id, size and memfd.
-struct ArenaOffer<'a> {
+struct ArenaOffer {
     id: u64,
     frames: u32,
-    file: &'a FsFile,
+    file: FsFile,
 }
 
 /// Connect, send Hello, wait for Welcome, then (on a Unix socket, with an
@@ -330,7 +385,8 @@ async fn open_session(
     timeout: StdDuration,
     peer: Peer,
     net_tx: UnboundedSender<NetIn>,
-    arena: Option<ArenaOffer<'_>>,
+    arena: Option<ArenaOffer>,
+    uuid: Option<u64>,
 ) -> Result<Session, NetError> {
     let fail = |reason: String| NetError::Connect { address: address.to_string(), reason };
     let handshake = async {
@@ -376,6 +432,9 @@ async fn open_session(
     let mut r = BufReader::with_capacity(1 << 18, r);
     let (tx, rx) = unbounded_channel();
     let writer = spawn_writer(w, rx, shared);
+    if let Some(uuid) = uuid {
+        let _ = tx.send(Wire::Session { uuid });
+    }
     tokio::spawn(async move {
         loop {
             match read_frame(&mut r).await {
@@ -386,7 +445,7 @@ async fn open_session(
                 Ok(Some(frame)) => {
                     let input = match peer {
                         Peer::Mds => NetIn::Mds(frame),
-                        Peer::Oss(_) => NetIn::Oss(frame),
+                        Peer::Oss(..) => NetIn::Oss(frame),
                     };
                     if net_tx.send(input).is_err() {
                         return;
@@ -430,15 +489,26 @@ fn new_arena(pool: &PagePool, frames: u32) -> Option<FsFile> {
     }
 }
 
-fn offer<'a>(pool: &PagePool, file: &'a Option<FsFile>) -> Option<ArenaOffer<'a>> {
-    let (arena, file) = (pool.arena()?, file.as_ref()?);
+fn offer(pool: &PagePool, file: &Option<FsFile>) -> Option<ArenaOffer> {
+    let (arena, file) = (pool.arena()?, file.as_ref()?.try_clone().ok()?);
     Some(ArenaOffer { id: arena.id(), frames: arena.frames(), file })
+}
+
+/// A random identity for a client's whole life: the process, the time and
+/// the standard library's per-process random hash keys.
+fn client_uuid() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    h.finish().max(1)
 }
 
 impl Driver {
     async fn start(mds_address: Address, options: ClientOptions) -> Result<Driver, NetError> {
         let (net_tx, mut net_rx) = unbounded_channel();
-        let (mds, _) = open_session(&mds_address, options.connect_timeout, Peer::Mds, net_tx.clone(), None).await?;
+        let (mds, _) =
+            open_session(&mds_address, options.connect_timeout, Peer::Mds, net_tx.clone(), None, None).await?;
         let _ = mds.send(Wire::Mds { id: 0, call: MdsCall::ClusterInfo });
         let info = match net_rx.recv().await {
             Some(NetIn::Mds(Wire::MdsReply { answer: MdsAnswer::ClusterInfo(info), .. })) => info,
@@ -453,7 +523,14 @@ impl Driver {
             let index = match oss.iter().position(|c| c.address == address) {
                 Some(i) => i,
                 None => {
-                    oss.push(Conn { address, tx: None, writer: None, osts: Vec::new() });
+                    oss.push(Conn {
+                        address,
+                        link: Link::Down,
+                        osts: Vec::new(),
+                        outage_since: None,
+                        retry_at: None,
+                        backoff: RECONNECT_BACKOFF_FIRST,
+                    });
                     oss.len() - 1
                 }
             };
@@ -466,18 +543,14 @@ impl Driver {
         if options.shared_memory && local {
             arena_file = new_arena(&pool, arena_frames(&options.core, info.osts.len()));
         }
-        for (i, conn) in oss.iter_mut().enumerate() {
-            let offer = offer(&pool, &arena_file);
-            let (tx, writer) =
-                open_session(&conn.address, options.connect_timeout, Peer::Oss(i), net_tx.clone(), offer).await?;
-            conn.tx = Some(tx);
-            conn.writer = Some(writer);
-        }
+        // OSSes are connected to when first needed: commands that need only
+        // the MDS (ls, mkdir, getstripe) work while an OSS is down.
         let core = CoreClient::new(ClientId(0), options.core.clone())?.with_page_pool(pool.clone());
         Ok(Driver {
             options,
             info,
             core,
+            uuid: client_uuid(),
             pool,
             arena_file,
             clock: std::time::Instant::now(),
@@ -485,6 +558,7 @@ impl Driver {
             mds: Some(mds),
             oss,
             oss_of_ost,
+            link_next: 1,
             net_tx,
             net_rx,
             pending: HashMap::new(),
@@ -501,10 +575,11 @@ impl Driver {
 
     async fn run(mut self, mut cmds: UnboundedReceiver<Cmd>) {
         loop {
-            let deadline = self.core.poll_timeout().map(|t| {
+            let core = self.core.poll_timeout().map(|t| {
                 let wait = StdDuration::from_nanos(t.0.saturating_sub(self.now().0));
                 tokio::time::Instant::now() + wait
             });
+            let deadline = [core, self.retry_due()].into_iter().flatten().min();
             let sleep = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d).await,
@@ -520,9 +595,10 @@ impl Driver {
                 _ = sleep => {
                     let now = self.now();
                     self.core.handle_timeout(now);
+                    self.retry_links();
                 }
             }
-            self.pump().await;
+            self.pump();
         }
     }
 
@@ -532,7 +608,7 @@ impl Driver {
         let deadline = tokio::time::Instant::now() + self.options.connect_timeout;
         let now = self.now();
         self.core.release_all(now);
-        self.pump().await;
+        self.pump();
         while !self.core.lock_cache().is_empty() {
             match tokio::time::timeout_at(deadline, self.net_rx.recv()).await {
                 Ok(Some(input)) => self.network(input),
@@ -543,14 +619,19 @@ impl Driver {
             }
             let now = self.now();
             self.core.release_all(now);
-            self.pump().await;
+            self.pump();
         }
-        // Close the connections: each writer sends what is queued (the
-        // cancels), then shuts its socket.
-        let writers: Vec<_> = self.oss.iter_mut().filter_map(|c| c.tx.take().zip(c.writer.take())).collect();
-        for (tx, writer) in writers {
-            drop(tx);
-            let _ = tokio::time::timeout_at(deadline, writer).await;
+        // Tell the OSTs this client will not come back with state, then
+        // close the connections: each writer sends what is queued (the
+        // cancels, the disconnects), then shuts its socket.
+        self.core.disconnect_all();
+        self.pump();
+        let links: Vec<Link> = self.oss.iter_mut().map(|c| std::mem::replace(&mut c.link, Link::Down)).collect();
+        for link in links {
+            if let Link::Up { tx, writer, .. } = link {
+                drop(tx);
+                let _ = tokio::time::timeout_at(deadline, writer).await;
+            }
         }
     }
 
@@ -564,6 +645,7 @@ impl Driver {
                         self.options.connect_timeout,
                         Peer::Mds,
                         self.net_tx.clone(),
+                        None,
                         None,
                     )
                     .await
@@ -598,22 +680,29 @@ impl Driver {
                 }
             },
             Cmd::Stats(reply) => {
+                // Every OSS is asked; one not connected is connected to
+                // first, and one out of reach answers nothing.
                 let id = self.call_id();
-                let live: Vec<&UnboundedSender<Wire>> = self.oss.iter().filter_map(|c| c.tx.as_ref()).collect();
-                for tx in &live {
-                    let _ = tx.send(Wire::StatsRequest { id });
-                }
-                if live.is_empty() {
+                let all: BTreeSet<usize> = (0..self.oss.len()).collect();
+                if all.is_empty() {
                     let _ = reply.send(Ok(Vec::new()));
-                } else {
-                    self.stats_calls.insert(id, (live.len(), Vec::new(), reply));
+                    return;
                 }
+                for &i in &all {
+                    match self.oss[i].tx() {
+                        Some(tx) => {
+                            let _ = tx.send(Wire::StatsRequest { id });
+                        }
+                        None => self.want(i),
+                    }
+                }
+                self.stats_calls.insert(id, (all, Vec::new(), reply));
             }
             Cmd::Counters(reply) => {
                 let _ = reply.send(self.core.counters());
             }
             Cmd::Destroy(ost, object) => {
-                if let Some(tx) = self.oss_of_ost.get(&ost).and_then(|i| self.oss[*i].tx.as_ref()) {
+                if let Some(tx) = self.oss_of_ost.get(&ost).and_then(|i| self.oss[*i].tx()) {
                     let _ = tx.send(Wire::Destroy { ost, object });
                 }
             }
@@ -630,15 +719,15 @@ impl Driver {
         match input {
             NetIn::Oss(Wire::ToClient { ost, message }) => self.core.handle_message(now, OstIndex(ost), message),
             NetIn::Oss(Wire::StatsReply { id, osts }) => {
+                let from: BTreeSet<u32> = osts.iter().map(|s| s.ost).collect();
+                let oss = self.oss.iter().position(|c| c.osts.iter().any(|o| from.contains(o)));
                 if let Some((left, acc, _)) = self.stats_calls.get_mut(&id) {
                     acc.extend(osts);
-                    *left -= 1;
-                    if *left == 0 {
-                        let (_, mut acc, reply) = self.stats_calls.remove(&id).expect("present");
-                        acc.sort_by_key(|s| s.ost);
-                        let _ = reply.send(Ok(acc));
+                    if let Some(i) = oss {
+                        left.remove(&i);
                     }
                 }
+                self.finish_stats();
             }
             NetIn::Mds(Wire::MdsReply { id, answer }) => {
                 if let Some(reply) = self.mds_calls.remove(&id) {
@@ -653,55 +742,151 @@ impl Driver {
                     let _ = reply.send(Err(NetError::Mds(format!("connection lost: {reason}"))));
                 }
             }
-            NetIn::Closed(Peer::Oss(i), reason) => self.oss_lost(i, &reason),
+            NetIn::Closed(Peer::Oss(i, link), reason) => self.link_lost(i, link, &reason),
+            NetIn::Opened { oss, link, result } => self.opened(oss, link, result),
         }
     }
 
-    fn oss_lost(&mut self, i: usize, reason: &str) {
-        if self.oss[i].tx.take().is_none() {
-            return; // already handled
+    /// Stats calls that every OSS has answered (or failed to) go back.
+    fn finish_stats(&mut self) {
+        let done: Vec<u64> =
+            self.stats_calls.iter().filter(|(_, (left, _, _))| left.is_empty()).map(|(id, _)| *id).collect();
+        for id in done {
+            let (_, mut acc, reply) = self.stats_calls.remove(&id).expect("present");
+            acc.sort_by_key(|s| s.ost);
+            let _ = reply.send(Ok(acc));
+        }
+    }
+
+    /// The connection `link` to OSS `i` is gone: the client waits for a new
+    /// one (nothing fails yet) and tries to make it at once.
+    fn link_lost(&mut self, i: usize, link: u64, reason: &str) {
+        if !matches!(self.oss[i].link, Link::Up { link: up, .. } if up == link) {
+            return; // an older connection's last words
         }
         warn!(oss = %self.oss[i].address, "OSS connection lost: {reason}");
+        self.oss[i].link = Link::Down;
         if let Some(arena) = self.pool.arena() {
-            // The OSS may still be reading frames of the writes given up on
-            // below: they must never be reused. A new arena from now on.
+            // The OSS may still be reading frames of writes this client
+            // will send again: they must never be reused. A new arena.
             let frames = arena.frames();
             self.arena_file = new_arena(&self.pool, frames);
         }
         let now = self.now();
-        let reason = format!("connection to OSS {} lost: {reason}", self.oss[i].address);
         for ost in self.oss[i].osts.clone() {
-            self.core.handle_unreachable(now, OstIndex(ost), &reason);
+            self.core.handle_disconnected(now, OstIndex(ost));
         }
-        for (_, (left, _, _)) in self.stats_calls.iter_mut() {
-            *left = left.saturating_sub(1);
+        self.oss[i].outage_since.get_or_insert_with(tokio::time::Instant::now);
+        self.oss[i].backoff = RECONNECT_BACKOFF_FIRST;
+        self.open_link(i);
+    }
+
+    /// OSS `i` is needed: connect unless a connection is up or coming.
+    fn want(&mut self, i: usize) {
+        if matches!(self.oss[i].link, Link::Down) && self.oss[i].retry_at.is_none() {
+            self.open_link(i);
+        }
+    }
+
+    /// Start a connection attempt to OSS `i`, in a task of its own.
+    fn open_link(&mut self, i: usize) {
+        let link = self.link_next;
+        self.link_next += 1;
+        self.oss[i].link = Link::Opening(link);
+        self.oss[i].retry_at = None;
+        let address = self.oss[i].address.clone();
+        let offer = offer(&self.pool, &self.arena_file);
+        let (timeout, net_tx, uuid) = (self.options.connect_timeout, self.net_tx.clone(), self.uuid);
+        tokio::spawn(async move {
+            let result = open_session(&address, timeout, Peer::Oss(i, link), net_tx.clone(), offer, Some(uuid)).await;
+            let _ = net_tx.send(NetIn::Opened { oss: i, link, result });
+        });
+    }
+
+    fn opened(&mut self, i: usize, link: u64, result: Result<Session, NetError>) {
+        if !matches!(self.oss[i].link, Link::Opening(l) if l == link) {
+            return;
+        }
+        let now = self.now();
+        match result {
+            Ok((tx, writer)) => {
+                debug!(oss = %self.oss[i].address, "connected");
+                let conn = &mut self.oss[i];
+                conn.link = Link::Up { link, tx, writer };
+                conn.outage_since = None;
+                conn.backoff = RECONNECT_BACKOFF_FIRST;
+                for ost in conn.osts.clone() {
+                    self.core.handle_reconnected(now, OstIndex(ost));
+                }
+                let asked: Vec<u64> =
+                    self.stats_calls.iter().filter(|(_, (left, _, _))| left.contains(&i)).map(|(id, _)| *id).collect();
+                let tx = self.oss[i].tx().expect("just connected").clone();
+                for id in asked {
+                    let _ = tx.send(Wire::StatsRequest { id });
+                }
+            }
+            Err(e) => {
+                let conn = &mut self.oss[i];
+                conn.link = Link::Down;
+                let since = *conn.outage_since.get_or_insert_with(tokio::time::Instant::now);
+                if since.elapsed() >= self.options.reconnect_timeout {
+                    // Out of reach too long: give up what needs it.
+                    warn!(oss = %conn.address, "OSS out of reach for {:?}: {e}", since.elapsed());
+                    conn.outage_since = None;
+                    let reason = format!("OSS {} has been out of reach for {:?}: {e}", conn.address, since.elapsed());
+                    for ost in conn.osts.clone() {
+                        self.core.handle_unreachable(now, OstIndex(ost), &reason);
+                    }
+                    for (left, _, _) in self.stats_calls.values_mut() {
+                        left.remove(&i);
+                    }
+                    self.finish_stats();
+                } else {
+                    debug!(oss = %conn.address, "connecting failed ({e}); trying again in {:?}", conn.backoff);
+                    conn.retry_at = Some(tokio::time::Instant::now() + conn.backoff);
+                    conn.backoff = (conn.backoff * 2).min(RECONNECT_BACKOFF_MAX);
+                }
+            }
+        }
+    }
+
+    /// When the next connection attempt is due.
+    fn retry_due(&self) -> Option<tokio::time::Instant> {
+        self.oss.iter().filter_map(|c| c.retry_at).min()
+    }
+
+    fn retry_links(&mut self) {
+        let now = tokio::time::Instant::now();
+        for i in 0..self.oss.len() {
+            if self.oss[i].retry_at.is_some_and(|t| t <= now) {
+                self.open_link(i);
+            }
         }
     }
 
     /// Move the core's messages to their connections and its results to
-    /// their callers; reconnect an OSS when there is something to send.
-    async fn pump(&mut self) {
+    /// their callers. A message for an OSS not connected is dropped (the
+    /// core sends its requests again once the session is up) and the OSS
+    /// is connected to.
+    fn pump(&mut self) {
         loop {
             let mut moved = false;
             while let Some((ost, message)) = self.core.poll_transmit() {
                 moved = true;
                 let Some(&i) = self.oss_of_ost.get(&ost.0) else {
                     let now = self.now();
-                    self.core.handle_unreachable(now, ost, "no OSS serves this OST");
+                    self.core.handle_unreachable(
+                        now,
+                        ost,
+                        "no OSS serves this OST (is its OSS registered with the MDS?)",
+                    );
                     continue;
                 };
-                if self.oss[i].tx.is_none() {
-                    self.reconnect(i).await;
-                }
-                match &self.oss[i].tx {
+                match self.oss[i].tx() {
                     Some(tx) => {
                         let _ = tx.send(Wire::ToOst { ost: ost.0, message });
                     }
-                    None => {
-                        let now = self.now();
-                        let reason = format!("OSS {} is down", self.oss[i].address);
-                        self.core.handle_unreachable(now, ost, &reason);
-                    }
+                    None => self.want(i),
                 }
             }
             while let Some(event) = self.core.poll_event() {
@@ -720,19 +905,6 @@ impl Driver {
             if !moved {
                 return;
             }
-        }
-    }
-
-    async fn reconnect(&mut self, i: usize) {
-        let address = self.oss[i].address.clone();
-        let offer = offer(&self.pool, &self.arena_file);
-        match open_session(&address, self.options.connect_timeout, Peer::Oss(i), self.net_tx.clone(), offer).await {
-            Ok((tx, writer)) => {
-                debug!(%address, "reconnected");
-                self.oss[i].tx = Some(tx);
-                self.oss[i].writer = Some(writer);
-            }
-            Err(e) => warn!(%address, "reconnect failed: {e}"),
         }
     }
 }

@@ -7,7 +7,7 @@
 use crate::mds_server::{self, MdsHandle};
 use crate::oss::{self, OssConfig, OssHandle};
 use crate::transport::Address;
-use lanefs_core::ost::{OstConfig, SyncLockCancel};
+use lanefs_core::ost::{OstConfig, RecoveryConfig, SyncLockCancel};
 use lanefs_mds::{Mds, MdsConfig};
 use std::path::{Path, PathBuf};
 
@@ -22,6 +22,8 @@ pub struct LocalClusterConfig {
     pub ost: OstConfig,
     pub default_stripe_count: u32,
     pub default_stripe_size: u64,
+    /// See [`OssConfig::export_timeout`].
+    pub export_timeout: std::time::Duration,
 }
 
 impl Default for LocalClusterConfig {
@@ -32,9 +34,12 @@ impl Default for LocalClusterConfig {
             unix_sockets: true,
             // Lustre's OSTs sync on every write-lock cancel (their journal
             // commits asynchronously, so `ofd_slc_set` makes it `always`).
-            ost: OstConfig { sync_lock_cancel: SyncLockCancel::Always, ..OstConfig::default() },
+            // Recovery on, as on every real OSS.
+            ost: OstConfig { sync_lock_cancel: SyncLockCancel::Always, ..OstConfig::default() }
+                .with_recovery(RecoveryConfig::default()),
             default_stripe_count: 1,
             default_stripe_size: 1 << 20,
+            export_timeout: oss::EXPORT_TIMEOUT_DEFAULT,
         }
     }
 }
@@ -127,6 +132,7 @@ impl LocalCluster {
             data_dir: self.dir.clone(),
             osts: (0..self.config.osts).collect(),
             ost: self.config.ost.clone(),
+            export_timeout: self.config.export_timeout,
         };
         let handle = self.runtime.block_on(oss::start(&listen, config))?;
         if let Some(mds) = &self.mds {

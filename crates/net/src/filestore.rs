@@ -11,6 +11,7 @@
 //! never carries them anyway.
 
 use lanefs_core::msg::Payload;
+use lanefs_core::ost::OstRecord;
 use lanefs_core::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
 use lanefs_core::{Errno, ObjectId};
 use std::collections::BTreeMap;
@@ -54,6 +55,28 @@ impl FileStore {
             self.open.insert(object, file);
         }
         Ok(self.open.get(&object))
+    }
+
+    /// What the OST recorded in its last life (`last_rcvd.json` beside its
+    /// objects): a new OST's default if there is none.
+    pub fn load_record(&self) -> std::io::Result<OstRecord> {
+        let path = self.dir.join("last_rcvd.json");
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                std::io::Error::other(format!(
+                    "{}: unreadable OST record ({e}); it holds the last commit and the clients to recover",
+                    path.display()
+                ))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(OstRecord::default()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Record `record` durably (replaced atomically).
+    pub fn save_record(&self, record: &OstRecord) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
+        crate::exports::write_atomically(&self.dir.join("last_rcvd.json"), &bytes)
     }
 
     /// Capacity of the file system holding the objects.

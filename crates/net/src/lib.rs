@@ -11,6 +11,7 @@
 pub mod client;
 pub mod cluster;
 pub mod codec;
+pub mod exports;
 pub mod filestore;
 pub mod mds_server;
 pub mod oss;

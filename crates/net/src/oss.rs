@@ -5,10 +5,20 @@
 //! blocks the network runtime, and messages to one OST are handled in the
 //! order they arrived. Time comes from the OSS's monotonic clock.
 //!
-//! Every accepted connection is one client session with its own identity
-//! (`ClientId`) in every OST's lock namespace. A connection that sends a
-//! malformed frame, a wrong protocol version or a message an OSS does not
-//! take is told why (`Refused`) and closed; nobody else notices.
+//! A client names itself on every connection it makes (`Session`, with the
+//! identity it keeps for life); the OSS knows it by one `ClientId` in every
+//! OST's lock namespace across connections and restarts (see
+//! [`crate::exports`]). A connection that sends a malformed frame, a wrong
+//! protocol version or a message an OSS does not take is told why
+//! (`Refused`) and closed; nobody else notices.
+//!
+//! Durability and recovery: each OST's commits `fdatasync` the objects
+//! changed since the last one and then record the commit point in the
+//! OST's `last_rcvd.json` before anyone is told; a failed `fdatasync` is
+//! reported to the clients that wrote (the core's commit notices), never
+//! swallowed. An OSS that starts over existing OST directories starts each
+//! OST's next life from its record: recovering, for the recovery window,
+//! if it knew clients (see `lanefs_core::ost::recovery`).
 //!
 //! A client on the same host may hand over its page arena (`AttachArena`
 //! with the memfd attached, on a Unix socket): its write RPCs then name
@@ -19,17 +29,17 @@
 //! frame.
 
 use crate::codec::{read_frame, CodecError};
+use crate::exports::Exports;
 use crate::filestore::FileStore;
 use crate::proto::{OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
 use crate::shm::{FdInbox, MappedArena};
 use crate::transport::{spawn_accept, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
 use lanefs_core::msg::{Payload, ToOst};
-use lanefs_core::ost::{Ost, OstConfig};
+use lanefs_core::ost::{Ost, OstConfig, OstRecord};
 use lanefs_core::{ClientId, Instant, ObjectId, OstIndex};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration as StdDuration;
 use tokio::io::BufReader;
@@ -42,12 +52,27 @@ pub struct OssConfig {
     pub data_dir: PathBuf,
     pub osts: Vec<u32>,
     pub ost: OstConfig,
+    /// A client with no connection and no word for this long is evicted
+    /// from every OST and forgotten (Lustre's ping evictor: 6 ping
+    /// intervals of 25 s).
+    pub export_timeout: StdDuration,
 }
+
+/// Lustre's `PING_EVICT_TIMEOUT`: six 25 s ping intervals.
+pub const EXPORT_TIMEOUT_DEFAULT: StdDuration = StdDuration::from_secs(150);
 
 enum OstInput {
     Message { client: ClientId, message: ToOst },
     Destroy { object: ObjectId },
+    Evict { client: ClientId },
     Stats(oneshot::Sender<OstStats>),
+}
+
+/// A client's connections, as the export timeout sees them.
+#[derive(Clone, Copy, Debug)]
+struct Presence {
+    connections: usize,
+    last_heard: std::time::Instant,
 }
 
 /// How long a stopping server lets its connections close by themselves
@@ -60,7 +85,9 @@ struct Shared {
     osts: HashMap<u32, mpsc::Sender<OstInput>>,
     /// Outgoing channel of every connected client, by its identity.
     peers: Peers,
-    client_next: AtomicU32,
+    exports: Mutex<Exports>,
+    presence: Mutex<HashMap<ClientId, Presence>>,
+    export_timeout: StdDuration,
     /// Set to true when the OSS stops: every connection closes.
     stop: tokio::sync::watch::Sender<bool>,
 }
@@ -69,6 +96,7 @@ struct Shared {
 pub struct OssHandle {
     address: Address,
     accept: tokio::task::JoinHandle<()>,
+    evictor: tokio::task::JoinHandle<()>,
     shared: Arc<Shared>,
     ost_threads: Vec<std::thread::JoinHandle<()>>,
 }
@@ -84,6 +112,7 @@ impl OssHandle {
     pub async fn shutdown(self) {
         let _ = self.shared.stop.send(true);
         let _ = self.accept.await;
+        let _ = self.evictor.await;
         self.shared.peers.lock().expect("peers lock").clear();
         // The connections are gone, so this was the last holder of the OST
         // queues: each OST thread finishes the message in hand and ends.
@@ -104,13 +133,19 @@ pub async fn start(listen: &Address, config: OssConfig) -> std::io::Result<OssHa
     let address = listener.local_address()?;
     let clock = std::time::Instant::now();
     let peers: Peers = Arc::new(Mutex::new(HashMap::new()));
+    let exports = Exports::open(&config.data_dir)?;
     let mut osts = HashMap::new();
     let mut ost_threads = Vec::new();
     for &index in &config.osts {
         let dir = config.data_dir.join(format!("OST{index:04x}"));
         let store = FileStore::open(&dir)?;
+        let record = store.load_record()?;
         let (tx, rx) = mpsc::channel();
-        let ost = Ost::new(OstIndex(index), config.ost.clone(), store);
+        let now = Instant(clock.elapsed().as_nanos() as u64);
+        let ost = Ost::restart(OstIndex(index), config.ost.clone(), store, record, now);
+        if ost.is_recovering() {
+            info!(ost = index, clients = ost.known_clients().len(), "recovering: waiting for the clients to replay");
+        }
         let peers = peers.clone();
         ost_threads.push(
             std::thread::Builder::new().name(format!("ost{index}")).spawn(move || ost_thread(ost, rx, peers, clock))?,
@@ -118,13 +153,21 @@ pub async fn start(listen: &Address, config: OssConfig) -> std::io::Result<OssHa
         osts.insert(index, tx);
     }
     let (stop, _) = tokio::sync::watch::channel(false);
-    let shared = Arc::new(Shared { osts, peers, client_next: AtomicU32::new(1), stop });
+    let shared = Arc::new(Shared {
+        osts,
+        peers,
+        exports: Mutex::new(exports),
+        presence: Mutex::new(HashMap::new()),
+        export_timeout: config.export_timeout,
+        stop,
+    });
     let s = shared.clone();
     let accept = spawn_accept(listener, shared.stop.subscribe(), SHUTDOWN_GRACE, move |stream| {
         serve_connection(stream, s.clone())
     });
+    let evictor = tokio::spawn(evict_gone_clients(shared.clone()));
     info!(%address, osts = ?config.osts, "OSS serving");
-    Ok(OssHandle { address, accept, shared, ost_threads })
+    Ok(OssHandle { address, accept, evictor, shared, ost_threads })
 }
 
 fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peers, clock: std::time::Instant) {
@@ -148,6 +191,7 @@ fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peer
                     warn!(ost = index, "destroying object {}: {e}", object.0);
                 }
             }
+            Ok(OstInput::Evict { client }) => ost.evict(now(), client),
             Ok(OstInput::Stats(reply)) => {
                 let locks = ost.locks();
                 let _ = reply.send(OstStats {
@@ -163,21 +207,11 @@ fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peer
             Err(mpsc::RecvTimeoutError::Timeout) => ost.handle_timeout(now()),
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
         }
-        // A cancel that must sync (the OST's sync_lock_cancel policy) waits
-        // here, on the OST's thread, as Lustre's cancel thread waits in
-        // tgt_sync: the object's writes reach the disk before the lock goes.
-        // A failed fdatasync is reported to the writers, never swallowed.
-        while let Some(request) = ost.poll_sync() {
-            let objects: Vec<ObjectId> =
-                if request.commit.is_empty() { request.object.into_iter().collect() } else { request.commit.clone() };
-            let mut failures = Vec::new();
-            for object in objects {
-                if let Err(e) = ost.store_mut().sync(object) {
-                    warn!(ost = index, "syncing object {}: {e}", object.0);
-                    failures.push((object, e.io_error()));
-                }
+        commit(&mut ost, now());
+        if let Some(record) = ost.poll_record() {
+            if let Err(e) = ost.store().save_record(&record) {
+                warn!(ost = index, "recording the OST's clients: {e}");
             }
-            ost.handle_synced(now(), request.token, &failures);
         }
         let peers = peers.lock().expect("peers lock");
         while let Some((client, message)) = ost.poll_transmit() {
@@ -186,6 +220,72 @@ fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peer
                     let _ = tx.send(Wire::ToClient { ost: index, message });
                 }
                 None => debug!(ost = index, client = client.0, "reply to a closed connection dropped"),
+            }
+        }
+    }
+}
+
+/// Do the syncs the OST asks for, on its thread (as Lustre's cancel thread
+/// waits in `tgt_sync`): `fdatasync` every object of the commit, record the
+/// commit point durably, then tell the OST which objects failed. A failed
+/// `fdatasync` is reported to the writers, never swallowed.
+fn commit(ost: &mut Ost<FileStore>, now: Instant) {
+    let index = ost.index().0;
+    while let Some(request) = ost.poll_sync() {
+        let objects: Vec<ObjectId> =
+            if request.commit.is_empty() { request.object.into_iter().collect() } else { request.commit.clone() };
+        let mut failures = Vec::new();
+        for object in objects {
+            if let Err(e) = ost.store_mut().sync(object) {
+                warn!(ost = index, "syncing object {}: {e}", object.0);
+                failures.push((object, e.io_error()));
+            }
+        }
+        if request.commit_to > ost.last_committed() {
+            let record = OstRecord {
+                epoch: ost.epoch(),
+                last_committed: request.commit_to,
+                clients: ost.known_clients().clone(),
+            };
+            if let Err(e) = ost.store().save_record(&record) {
+                // The data is synced but the commit point is not recorded:
+                // after a crash, clients would replay what is on disk
+                // already, which is harmless; only say so.
+                warn!(ost = index, "recording commit {}: {e}", request.commit_to.0);
+            }
+        }
+        ost.handle_synced(now, request.token, &failures);
+    }
+}
+
+/// Evict the clients that have been gone longer than the export timeout.
+async fn evict_gone_clients(shared: Arc<Shared>) {
+    let mut stop = shared.stop.subscribe();
+    let period = (shared.export_timeout / 4).max(StdDuration::from_millis(10));
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|stopped| *stopped) => return,
+            _ = tokio::time::sleep(period) => {}
+        }
+        let gone: Vec<ClientId> = {
+            let mut presence = shared.presence.lock().expect("presence lock");
+            let gone: Vec<ClientId> = presence
+                .iter()
+                .filter(|(_, p)| p.connections == 0 && p.last_heard.elapsed() >= shared.export_timeout)
+                .map(|(c, _)| *c)
+                .collect();
+            for c in &gone {
+                presence.remove(c);
+            }
+            gone
+        };
+        for client in gone {
+            info!(client = client.0, "client gone longer than the export timeout: evicted");
+            for tx in shared.osts.values() {
+                let _ = tx.send(OstInput::Evict { client });
+            }
+            if let Err(e) = shared.exports.lock().expect("exports lock").remove(client) {
+                warn!(client = client.0, "forgetting the client: {e}");
             }
         }
     }
@@ -207,22 +307,44 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
             return;
         }
     }
-    let client = shared.client_next.fetch_add(1, Ordering::Relaxed);
-    shared.peers.lock().expect("peers lock").insert(client, tx.clone());
-    let _ = tx.send(Wire::Welcome { version: PROTOCOL_VERSION, client });
-    debug!(client, "client connected");
+    let _ = tx.send(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
     let mut stop = shared.stop.subscribe();
+    let mut session = Session { client: None, arena: None, fds: accepted.fds };
     let served = tokio::select! {
         biased;
         _ = stop.wait_for(|stopped| *stopped) => Err("the OSS is shutting down".to_string()),
-        served = serve_messages(&mut r, client, &shared, &tx, accepted.fds) => served,
+        served = serve_messages(&mut r, &mut session, &shared, &tx) => served,
     };
     if let Err(reason) = served {
-        warn!(client, "closing connection: {reason}");
+        warn!(client = ?session.client, "closing connection: {reason}");
         let _ = tx.send(Wire::Refused { reason });
     }
-    shared.peers.lock().expect("peers lock").remove(&client);
-    debug!(client, "client disconnected");
+    if let Some(client) = session.client {
+        let mut peers = shared.peers.lock().expect("peers lock");
+        if peers.get(&client.0).is_some_and(|mine| mine.same_channel(&tx)) {
+            peers.remove(&client.0);
+        }
+        let mut presence = shared.presence.lock().expect("presence lock");
+        if let Some(p) = presence.get_mut(&client) {
+            p.connections = p.connections.saturating_sub(1);
+            p.last_heard = std::time::Instant::now();
+        }
+        debug!(client = client.0, "client disconnected");
+    }
+}
+
+/// One connection's state.
+struct Session {
+    /// Who the client is, once it has said (`Session`).
+    client: Option<ClientId>,
+    arena: Option<Arc<MappedArena>>,
+    fds: Option<FdInbox>,
+}
+
+impl Session {
+    fn client(&self) -> Result<ClientId, String> {
+        self.client.ok_or_else(|| "a client names itself (Session) before its first request".to_string())
+    }
 }
 
 /// Read `Hello` and check it; the error is the reason told to the peer.
@@ -247,12 +369,10 @@ pub(crate) async fn handshake<R: tokio::io::AsyncRead + Unpin>(r: &mut R) -> Res
 
 async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
     r: &mut R,
-    client: u32,
+    session: &mut Session,
     shared: &Shared,
     tx: &UnboundedSender<Wire>,
-    fds: Option<FdInbox>,
 ) -> Result<(), String> {
-    let mut arena: Option<Arc<MappedArena>> = None;
     loop {
         let frame = match read_frame(r).await {
             Ok(Some(frame)) => frame,
@@ -260,32 +380,56 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
             Err(CodecError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
             Err(e) => return Err(e.to_string()),
         };
+        if let Some(client) = session.client {
+            if let Some(p) = shared.presence.lock().expect("presence lock").get_mut(&client) {
+                p.last_heard = std::time::Instant::now();
+            }
+        }
         match frame {
+            Wire::Session { uuid } => {
+                if session.client.is_some() {
+                    return Err("a connection names its client once".into());
+                }
+                let client = shared.exports.lock().expect("exports lock").id_of(uuid)?;
+                session.client = Some(client);
+                // A new connection of a client takes its session over from
+                // an old one that lingers (its replies go here from now on).
+                shared.peers.lock().expect("peers lock").insert(client.0, tx.clone());
+                let mut presence = shared.presence.lock().expect("presence lock");
+                let p = presence
+                    .entry(client)
+                    .or_insert(Presence { connections: 0, last_heard: std::time::Instant::now() });
+                p.connections += 1;
+                p.last_heard = std::time::Instant::now();
+                debug!(client = client.0, "client connected");
+            }
             Wire::ToOst { ost, message } => {
+                let client = session.client()?;
                 let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
-                let _ = sender.send(OstInput::Message { client: ClientId(client), message });
+                let _ = sender.send(OstInput::Message { client, message });
             }
             Wire::WriteShared { ost, xid, object, offset, bulk } => {
+                let client = session.client()?;
                 let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
-                let mapped = arena.as_ref().ok_or("a shared-memory write before any arena was attached")?;
+                let mapped = session.arena.as_ref().ok_or("a shared-memory write before any arena was attached")?;
                 let data = mapped.resolve(&bulk, u64::from(crate::codec::BULK_BYTES_MAX))?;
                 let message = ToOst::Write { xid, object, offset, data: Payload::Remote(Box::new(data)) };
-                let _ = sender.send(OstInput::Message { client: ClientId(client), message });
+                let _ = sender.send(OstInput::Message { client, message });
             }
             Wire::AttachArena { arena: id, frames } => {
-                let fd = fds.as_ref().and_then(FdInbox::take_latest);
+                let fd = session.fds.as_ref().and_then(FdInbox::take_latest);
                 let attached = match fd {
                     None => Err("no file descriptor came with it (shared memory needs a Unix socket)".to_string()),
                     Some(fd) => MappedArena::attach(fd, id, frames),
                 };
                 match attached {
                     Ok(mapped) => {
-                        debug!(client, arena = id, frames, "page arena attached");
-                        arena = Some(mapped);
+                        debug!(arena = id, frames, "page arena attached");
+                        session.arena = Some(mapped);
                         let _ = tx.send(Wire::ArenaAttached { arena: id });
                     }
                     Err(reason) => {
-                        warn!(client, "page arena refused: {reason}");
+                        warn!("page arena refused: {reason}");
                         let _ = tx.send(Wire::ArenaRefused { arena: id, reason });
                     }
                 }
@@ -328,6 +472,7 @@ pub(crate) fn variant(w: &Wire) -> &'static str {
         Wire::ArenaAttached { .. } => "ArenaAttached",
         Wire::ArenaRefused { .. } => "ArenaRefused",
         Wire::WriteShared { .. } => "WriteShared",
+        Wire::Session { .. } => "Session",
     }
 }
 

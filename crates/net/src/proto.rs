@@ -33,7 +33,9 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 /// 2: bulk data became a `Payload` (an enum tag in the header).
 /// 3: shared-memory bulk (`AttachArena`, `WriteShared`).
 /// 4: `ToOst::Sync` and `ToClient::SyncReply` (fsync commits the OSTs).
-pub const PROTOCOL_VERSION: u16 = 4;
+/// 5: recovery (`Session`; sessions, replay, commits and their notices in
+/// the core messages; error numbers in `IoError`).
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,6 +153,12 @@ pub enum Wire {
         arena: u64,
         reason: String,
     },
+    /// Client to OSS, before its first request on every connection: the
+    /// identity it keeps for its whole life, so that the OSS knows it again
+    /// on a new connection and after a restart (see [`crate::exports`]).
+    Session {
+        uuid: u64,
+    },
     /// A `ToOst::Write` whose bytes are in the attached arena.
     WriteShared {
         ost: u32,
@@ -194,14 +202,14 @@ impl Wire {
     pub fn takes_bulk(&self) -> bool {
         matches!(
             self,
-            Wire::ToOst { message: ToOst::Write { .. }, .. }
+            Wire::ToOst { message: ToOst::Write { .. } | ToOst::ReplayWrite { .. }, .. }
                 | Wire::ToClient { message: ToClient::ReadReply { result: Ok(_), .. }, .. }
         )
     }
 
     fn bulk_mut(&mut self) -> Option<&mut Payload> {
         match self {
-            Wire::ToOst { message: ToOst::Write { data, .. }, .. } => Some(data),
+            Wire::ToOst { message: ToOst::Write { data, .. } | ToOst::ReplayWrite { data, .. }, .. } => Some(data),
             Wire::ToClient { message: ToClient::ReadReply { result: Ok(data), .. }, .. } => Some(data),
             _ => None,
         }

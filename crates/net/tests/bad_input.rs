@@ -68,6 +68,10 @@ fn every_kind_of_bad_frame_is_refused_with_a_reason() {
     // After a good handshake: a message for an OST this OSS does not serve,
     // and a header that does not decode.
     let mut bytes = hello(PROTOCOL_VERSION);
+    bytes.extend(frame(Wire::ToOst { ost: 0, message: lanefs_core::msg::ToOst::Connect { resume: None } }));
+    assert!(exchange(&oss, &bytes).contains("names itself (Session) before its first request"));
+    let mut bytes = hello(PROTOCOL_VERSION);
+    bytes.extend(frame(Wire::Session { uuid: 7 }));
     bytes.extend(frame(Wire::ToOst { ost: 9, message: lanefs_core::msg::ToOst::Connect { resume: None } }));
     assert!(exchange(&oss, &bytes).contains("does not serve OST index 9"));
     let mut bytes = hello(PROTOCOL_VERSION);
@@ -94,6 +98,7 @@ async fn session(path: &str, steps: Vec<(Wire, Option<&std::fs::File>)>, expecte
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::UnixStream::connect(path).await.unwrap();
     s.write_all(&hello(PROTOCOL_VERSION)).await.unwrap();
+    s.write_all(&frame(Wire::Session { uuid: 7 })).await.unwrap();
     for (m, fd) in steps {
         match fd {
             Some(f) => send_frame_with_fd(&s, &frame(m), std::os::fd::AsFd::as_fd(f)).await.unwrap(),

@@ -373,7 +373,7 @@ impl<S: ObjectStore> Ost<S> {
 
     fn serve(&mut self, now: Instant, from: ClientId, message: ToOst) {
         match message {
-            ToOst::Connect { resume } => self.connect(from, resume),
+            ToOst::Connect { resume } => self.connect(now, from, resume),
             ToOst::Disconnect => self.disconnect(now, from),
             ToOst::Enqueue { xid, object, request } => self.locks.handle_enqueue(now, from, xid, object, request),
             ToOst::Cancel { lock } => self.cancel(now, from, lock),
@@ -447,6 +447,17 @@ impl<S: ObjectStore> Ost<S> {
                     self.finish_recovery(now);
                 }
             }
+            // A known client that comes back with no state (it gave its
+            // state up) has nothing to replay: recovery need not wait for
+            // it. Its connect is served after recovery, as a new client's.
+            ToOst::Connect { resume: None } if recovery.may_replay(from) => {
+                recovery.gave_up(from);
+                let deferred = recovery.defer(from, ToOst::Connect { resume: None });
+                debug_assert!(deferred, "a client's first request fits");
+                if recovery.is_over(now) {
+                    self.finish_recovery(now);
+                }
+            }
             ToOst::FailuresSeen { seq } => self.notices.ack(from, seq),
             other => {
                 if !recovery.defer(from, other) {
@@ -491,10 +502,14 @@ impl<S: ObjectStore> Ost<S> {
     }
 
     /// [`ToOst::Connect`] outside recovery.
-    fn connect(&mut self, from: ClientId, resume: Option<Epoch>) {
+    fn connect(&mut self, now: Instant, from: ClientId, resume: Option<Epoch>) {
         let knows = self.config.recovery.is_none() || self.known.contains(&from);
         match resume {
             None => {
+                // The client holds nothing from before: locks it had here
+                // (it gave them up after losing its connection) go.
+                self.locks.forget_client(now, from);
+                self.notices.forget(from);
                 self.locks.handle_connect(from);
                 self.know(from);
                 self.send(from, ToClient::Connected { epoch: self.epoch, recovering: false });
@@ -516,6 +531,13 @@ impl<S: ObjectStore> Ost<S> {
             // client must discard it and connect afresh.
             Some(_) => self.send(from, ToClient::Evicted),
         }
+    }
+
+    /// Evict `client` (its driver lost track of it: no connection and no
+    /// word for longer than the driver allows, as Lustre's ping evictor).
+    pub fn evict(&mut self, now: Instant, client: ClientId) {
+        self.locks.evict(now, client);
+        self.collect_lock_transmits();
     }
 
     fn disconnect(&mut self, now: Instant, from: ClientId) {
