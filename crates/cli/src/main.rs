@@ -70,6 +70,10 @@ enum Command {
         /// never, blocking (called-back locks) or always (Lustre's default).
         #[arg(long, default_value = "always", value_name = "POLICY")]
         sync_lock_cancel: String,
+        /// Serve uid 0 as this user and group, without root's privileges
+        /// (Lustre's root_squash; off by default).
+        #[arg(long, value_name = "UID:GID")]
+        root_squash: Option<String>,
     },
     /// Run the metadata server alone (for a cluster across hosts).
     Mds {
@@ -82,6 +86,10 @@ enum Command {
         /// given, so on a network give this host's address.
         #[arg(long, default_value = "127.0.0.1:9400")]
         listen: String,
+        /// Serve uid 0 as this user and group, without root's privileges
+        /// (Lustre's root_squash; off by default).
+        #[arg(long, value_name = "UID:GID")]
+        root_squash: Option<String>,
     },
     /// Run an object storage server for some OSTs, registered with an MDS.
     Oss {
@@ -200,13 +208,14 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo { json, seed, harness } => demo::run(json, seed, harness),
         Command::LockScript { file } => lockscript::run_path(&file),
-        Command::Up { osts, data, tcp, callback_timeout, sync_lock_cancel } => daemons::up(
+        Command::Up { osts, data, tcp, callback_timeout, sync_lock_cancel, root_squash } => daemons::up(
             osts,
             data,
             tcp,
             &daemons::OstOptions { callback_timeout_s: callback_timeout, sync_lock_cancel },
+            root_squash.as_deref(),
         ),
-        Command::Mds { data, osts, listen } => daemons::mds(data, osts, &listen),
+        Command::Mds { data, osts, listen, root_squash } => daemons::mds(data, osts, &listen, root_squash.as_deref()),
         Command::Oss { mds, data, ost, listen, callback_timeout, sync_lock_cancel } => {
             let options = daemons::OstOptions { callback_timeout_s: callback_timeout, sync_lock_cancel };
             daemons::oss(&mds, data, ost, &listen, &options)

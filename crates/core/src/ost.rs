@@ -498,6 +498,7 @@ fn store_error(e: StoreError) -> IoError {
         StoreError::TooLarge { .. } => IoError::TooLarge,
         StoreError::Io(_) => IoError::Store,
         StoreError::PayloadKind { .. } => IoError::PayloadKind,
+        StoreError::NoSuchObject { .. } => IoError::NoSuchObject,
     }
 }
 

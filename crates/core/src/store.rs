@@ -32,6 +32,11 @@ pub enum StoreError {
         "object {object:?}: a store of {kept} refuses {offered} payloads (phantoms need a SizeStore, bytes a byte one)"
     )]
     PayloadKind { object: ObjectId, kept: PayloadKind, offered: PayloadKind },
+    /// The object was never created on this OST, or is gone from it
+    /// (destroyed, or its file removed behind the store's back): its bytes
+    /// cannot be read as zeros, since they are not known to be zeros.
+    #[error("object {object:?} does not exist on this OST (never created, destroyed, or its file is gone)")]
+    NoSuchObject { object: ObjectId },
 }
 
 /// Storage for the objects of one OST.

@@ -12,6 +12,7 @@ pub mod client;
 pub mod cluster;
 pub mod codec;
 pub mod filestore;
+pub mod mds_objects;
 pub mod mds_server;
 pub mod oss;
 pub mod proto;

@@ -1,7 +1,7 @@
 //! Malformed and hostile input on the wire: every bad peer gets a reason
 //! and a closed connection, and the servers keep serving everyone else.
 
-use lanefs_mds::{CreateMode, MdsReply, MdsRequest, StripeSpec};
+use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, ClientOptions};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::codec::{encode, FRAME_BYTES_MAX};
@@ -37,11 +37,14 @@ fn still_serving(c: &LocalCluster) {
     let cl = Client::connect(&c.mds_address(), ClientOptions::default()).unwrap();
     let path = format!("/ok-{}", std::process::id());
     let stripe = StripeSpec::default();
-    let MdsReply::File(info) =
-        cl.mds(MdsRequest::Create { path: path.clone(), stripe, mode: CreateMode::OpenOrCreate }).unwrap()
-    else {
-        panic!("create answered something else")
+    let create = MdsRequest::Create {
+        path: path.clone(),
+        stripe,
+        mode: CreateMode::OpenOrCreate,
+        access: Access::ReadWrite,
+        permissions: 0o644,
     };
+    let MdsReply::File(info) = cl.mds(create).unwrap() else { panic!("create answered something else") };
     let f = cl.open_layout(&path, info.layout).unwrap();
     cl.pwrite(&f, 0, b"still here").unwrap();
     assert_eq!(cl.pread(&f, 0, 10).unwrap(), b"still here");
