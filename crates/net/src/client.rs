@@ -12,7 +12,9 @@
 //! it with a clear error and drops that OST's locks and cached pages (the
 //! dirty bytes are reported lost, as after an eviction, and the next fsync
 //! or close of a file whose bytes were lost fails); the next operation that
-//! needs the OST reconnects. Nothing waits forever on a dead peer.
+//! needs the OST reconnects. An OSS that cannot be reached when the client
+//! connects is tried again the same way, so namespace calls work while an
+//! OSS is down. Nothing waits forever on a dead peer.
 //!
 //! The data path: [`Client::pwrite`] copies the caller's bytes once, on the
 //! caller's thread, into page frames; the core caches those frames as they
@@ -603,10 +605,17 @@ impl Driver {
         }
         for (i, conn) in oss.iter_mut().enumerate() {
             let offer = offer(&pool, &arena_file);
-            let (tx, writer) =
-                open_session(&conn.address, options.connect_timeout, Peer::Oss(i), net_tx.clone(), offer).await?;
-            conn.tx = Some(tx);
-            conn.writer = Some(writer);
+            match open_session(&conn.address, options.connect_timeout, Peer::Oss(i), net_tx.clone(), offer).await {
+                Ok((tx, writer)) => {
+                    conn.tx = Some(tx);
+                    conn.writer = Some(writer);
+                }
+                // An OSS that is down keeps the client neither from the
+                // namespace nor from the other OSSes: the first operation
+                // that needs it tries again, and fails if it is still down.
+                Err(NetError::Connect { address, reason }) => warn!(%address, "OSS unreachable for now: {reason}"),
+                Err(e) => return Err(e),
+            }
         }
         let core = CoreClient::new(ClientId(0), options.core.clone())?.with_page_pool(pool.clone());
         Ok(Driver {

@@ -26,7 +26,7 @@ use lanefs_core::ObjectId;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// Open object files kept per OST.
@@ -71,6 +71,12 @@ impl FileStore {
         if object.0 == 0 || object > self.last_id {
             tracing::warn!(dir = %self.dir.display(), object = object.0, last_id = self.last_id.0, "object never allocated");
             return Err(StoreError::NoSuchObject { object });
+        }
+        // A file removed behind the store's back stays readable through an
+        // open descriptor: it has no link left, so it is gone.
+        let unlinked = self.open.get(&object).is_some_and(|file| file.metadata().is_ok_and(|meta| meta.nlink() == 0));
+        if unlinked {
+            self.open.remove(&object);
         }
         if !self.open.contains_key(&object) {
             let path = self.path(object);
@@ -389,8 +395,9 @@ mod tests {
         let mut s = FileStore::open(dir.path()).unwrap();
         s.precreate(ObjectId(2)).unwrap();
         s.write(ObjectId(2), 0, b"data").unwrap();
-        drop(s); // no open file kept
+        // Removed while the store holds it open, then with nothing open.
         std::fs::remove_file(dir.path().join("objects/2")).unwrap();
+        assert_eq!(no_such_object(s.read(ObjectId(2), 0, 4)), ObjectId(2));
         let mut s = FileStore::open(dir.path()).unwrap();
         assert_eq!(no_such_object(s.read(ObjectId(2), 0, 4)), ObjectId(2));
         assert_eq!(no_such_object(s.size(ObjectId(2))), ObjectId(2));

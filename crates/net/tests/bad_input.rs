@@ -171,3 +171,44 @@ fn a_client_that_cannot_reach_the_mds_gets_an_error_not_a_hang() {
     let err = Client::connect("not-an-address", ClientOptions::default()).err().unwrap();
     assert!(err.to_string().contains("HOST:PORT"), "{err}");
 }
+
+/// Objects are the MDS's to create and destroy: on a client's connection
+/// an OSS refuses `Destroy` and `Precreate`, and the object stays. An MDS
+/// refuses a peer claiming to be another MDS.
+#[test]
+fn only_the_mds_may_destroy_or_create_objects() {
+    let c = tcp_cluster();
+    let cl = Client::connect(&c.mds_address(), ClientOptions::default()).unwrap();
+    let create = MdsRequest::Create {
+        path: "/kept".into(),
+        stripe: StripeSpec::default(),
+        mode: CreateMode::Exclusive,
+        access: Access::Write,
+        permissions: 0o644,
+    };
+    let MdsReply::File(info) = cl.mds(create).unwrap() else { panic!("create answered something else") };
+    let f = cl.open_layout("/kept", info.layout.clone()).unwrap();
+    cl.pwrite(&f, 0, b"precious").unwrap();
+    cl.fsync(&f).unwrap();
+    let key = info.layout.objects()[0];
+    let object_file = c.data_dir().join(format!("OST{:04x}/objects/{}", key.ost.0, key.object.0));
+    let oss = c.oss_address().unwrap();
+    let last_id = c.data_dir().join(format!("OST{:04x}/LAST_ID", key.ost.0));
+    let last_id_before = std::fs::read_to_string(&last_id).unwrap();
+    let attempts = [
+        Wire::Destroy { id: 1, ost: key.ost.0, objects: vec![key.object.0] },
+        Wire::Precreate { id: 2, ost: key.ost.0, last_id: 1_000_000 },
+    ];
+    for attempt in attempts {
+        let mut bytes = hello(PROTOCOL_VERSION);
+        bytes.extend(frame(attempt));
+        let answer = exchange(&oss, &bytes);
+        assert!(answer.contains("only the MDS may create or destroy objects"), "{answer:?}");
+    }
+    assert!(object_file.exists(), "the object was not destroyed");
+    assert_eq!(std::fs::read_to_string(&last_id).unwrap(), last_id_before, "nothing was created");
+    assert_eq!(cl.pread(&f, 0, 8).unwrap(), b"precious");
+    let mds = frame(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Mds });
+    assert!(exchange(&c.mds_address(), &mds).contains("not another MDS"));
+    still_serving(&c);
+}
