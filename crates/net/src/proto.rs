@@ -17,7 +17,8 @@
 //! The MDS owns the life of OST objects: it connects to each OSS with
 //! `Role::Mds` and asks it to create objects in advance (`Precreate`) and to
 //! destroy those of removed files (`Destroy`); an OSS takes those two only
-//! on such a connection (a client sending one is `Refused`).
+//! on such a connection (a client sending one is `Refused`). A role is
+//! what the peer says it is: this protocol does not authenticate it.
 //!
 //! Shared memory is set up right after the handshake, on a Unix socket
 //! only: the client sends `AttachArena` with the arena's memfd attached
