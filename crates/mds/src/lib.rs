@@ -102,7 +102,8 @@ impl Mds {
     /// Opens the MDS database at `path`, creating it if absent. Fails if
     /// the file is another kind of database or another schema version, if
     /// `config` has fewer OSTs than the database records (more is fine: the
-    /// new OSTs join), or if another MDS has it open.
+    /// new OSTs join), or if another MDS has it open. Makes the disk
+    /// reserve beside it (`<path>-reserve`, see [`reserve`]) if there is room.
     pub fn open(path: &Path, config: MdsConfig) -> Result<Mds, MdsError> {
         alloc::check_config(&config)?;
         let label = path.display().to_string();

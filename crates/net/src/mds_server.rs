@@ -86,7 +86,18 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     spawn_writer(w, rx, None);
     match handshake(&mut r).await {
         Ok(Role::Client) => {}
-        Ok(Role::Oss { address, osts }) => shared.objects.register(&address, &osts),
+        Ok(Role::Oss { address, osts }) => {
+            if let Some(ost) = osts.iter().find(|&&ost| ost >= shared.ost_count) {
+                let reason = format!(
+                    "OST index {ost} is out of range: this file system has {} OSTs (0 to {})",
+                    shared.ost_count,
+                    shared.ost_count - 1
+                );
+                let _ = tx.send(Wire::Refused { reason });
+                return;
+            }
+            shared.objects.register(&address, &osts)
+        }
         Ok(Role::Mds) => {
             let _ =
                 tx.send(Wire::Refused { reason: "an MDS takes client and OSS connections, not another MDS".into() });

@@ -210,5 +210,8 @@ fn only_the_mds_may_destroy_or_create_objects() {
     assert_eq!(cl.pread(&f, 0, 8).unwrap(), b"precious");
     let mds = frame(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Mds });
     assert!(exchange(&c.mds_address(), &mds).contains("not another MDS"));
+    let role = Role::Oss { address: "127.0.0.1:1".into(), osts: vec![0, 7] };
+    let stray = frame(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role });
+    assert!(exchange(&c.mds_address(), &stray).contains("OST index 7 is out of range: this file system has 1 OSTs"));
     still_serving(&c);
 }
