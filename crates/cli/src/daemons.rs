@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 use lanefs_core::ldlm::server::LockServerConfig;
 use lanefs_core::ost::{OstConfig, RecoveryConfig, SyncLockCancel};
 use lanefs_core::Duration;
-use lanefs_mds::{Mds, MdsConfig};
+use lanefs_mds::{Mds, MdsConfig, Owner};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::transport::Address;
 use std::path::PathBuf;
@@ -49,6 +49,24 @@ fn export_timeout(options: &OstOptions) -> Result<std::time::Duration> {
     seconds("--export-timeout", options.export_timeout_s, "Lustre evicts a silent client after 150")
 }
 
+/// `--root-squash UID:GID` (Lustre's `root_squash`): `None` when not given.
+pub fn parse_root_squash(value: Option<&str>) -> Result<Option<Owner>> {
+    let Some(value) = value else { return Ok(None) };
+    let parsed =
+        value.split_once(':').and_then(|(uid, gid)| Some(Owner { uid: uid.parse().ok()?, gid: gid.parse().ok()? }));
+    match parsed {
+        Some(owner) => Ok(Some(owner)),
+        None => anyhow::bail!("--root-squash {value}: give UID:GID, numeric, e.g. 65534:65534 (Lustre's root_squash)"),
+    }
+}
+
+/// The user and group running this process: the owner of a new file
+/// system's root directory.
+fn process_owner() -> Owner {
+    let process = lanefs_net::client::process_credentials();
+    Owner { uid: process.uid, gid: process.gid }
+}
+
 /// A daemon's status line: to stdout if anyone still reads it. A closed
 /// stdout (`lanefs up | head -2`) must not stop the servers.
 macro_rules! say {
@@ -67,13 +85,14 @@ fn wait_for_interrupt(runtime: &tokio::runtime::Runtime) {
 }
 
 /// A whole file system (MDS and one OSS with `osts` OSTs) in this process.
-pub fn up(osts: u32, data: PathBuf, tcp: bool, options: &OstOptions) -> Result<()> {
+pub fn up(osts: u32, data: PathBuf, tcp: bool, options: &OstOptions, root_squash: Option<&str>) -> Result<()> {
     let config = LocalClusterConfig {
         osts,
         data_dir: Some(data.clone()),
         unix_sockets: !tcp,
         ost: ost_config(options)?,
         export_timeout: export_timeout(options)?,
+        root_squash: parse_root_squash(root_squash)?,
         ..Default::default()
     };
     let cluster = LocalCluster::start(config).with_context(|| format!("starting a cluster in {}", data.display()))?;
@@ -86,11 +105,14 @@ pub fn up(osts: u32, data: PathBuf, tcp: bool, options: &OstOptions) -> Result<(
     Ok(())
 }
 
-/// The MDS alone, for a cluster across hosts.
-pub fn mds(data: PathBuf, osts: u32, listen: &str) -> Result<()> {
+/// The MDS alone, for a cluster across hosts. A new file system's root
+/// belongs to the user running it.
+pub fn mds(data: PathBuf, osts: u32, listen: &str, root_squash: Option<&str>) -> Result<()> {
     let listen = Address::parse(listen).map_err(anyhow::Error::msg)?;
+    let root_squash = parse_root_squash(root_squash)?;
     std::fs::create_dir_all(&data)?;
-    let mds = Mds::open(&data.join("mds.db"), MdsConfig::new(osts)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let config = MdsConfig { root_owner: process_owner(), root_squash, ..MdsConfig::new(osts) };
+    let mds = Mds::open(&data.join("mds.db"), config).map_err(|e| anyhow::anyhow!("{e}"))?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let handle = rt.block_on(lanefs_net::mds_server::start(&listen, mds, osts))?;
     say!(

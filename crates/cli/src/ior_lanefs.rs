@@ -25,8 +25,8 @@ use crate::ior_ranks::ProcessRank;
 use anyhow::{bail, Result};
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode, ADVICES_PER_CALL_MAX};
 use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, ModuleOption, PosixBackend, RankIo};
-use lanefs_mds::{CreateMode, FileKind, MdsReply, MdsRequest, StripeSpec};
-use lanefs_net::client::{Client, ClientOptions, File, NetError};
+use lanefs_mds::{Access, CreateMode, FileKind, MdsReply, MdsRequest, StripeSpec};
+use lanefs_net::client::{process_umask, Client, ClientOptions, File, NetError};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::proto::OstStats;
 use std::sync::Mutex;
@@ -226,8 +226,8 @@ impl Backend for LanefsBackend {
 
     fn delete(&self, path: &str) -> Result<(), IorError> {
         let admin = self.admin()?;
+        // The MDS destroys the file's objects on the OSTs.
         match admin.mds(MdsRequest::Unlink { path: absolute(path) }) {
-            Ok(MdsReply::Unlinked(layout)) => admin.destroy_objects(&layout).map_err(backend_error),
             Ok(_) => Ok(()),
             Err(NetError::Mds(m)) if m.contains("no such file") => Ok(()),
             Err(e) => Err(backend_error(e)),
@@ -238,7 +238,10 @@ impl Backend for LanefsBackend {
         let admin = self.admin()?;
         match admin.mds(MdsRequest::Stat { path: absolute(path) }) {
             Ok(MdsReply::Attr(a)) if a.kind == FileKind::Dir => Ok(()),
-            _ => admin.mds(MdsRequest::Mkdir { path: absolute(path) }).map(|_| ()).map_err(backend_error),
+            _ => {
+                let mkdir = MdsRequest::Mkdir { path: absolute(path), permissions: 0o777 & !process_umask() };
+                admin.mds(mkdir).map(|_| ()).map_err(backend_error)
+            }
         }
     }
 
@@ -348,7 +351,13 @@ impl<'a> LanefsRank<'a> {
 impl RankIo for LanefsRank<'_> {
     fn create(&mut self, path: &str, p: &IorParams) -> Result<(), IorError> {
         let path = &absolute(path);
-        let request = MdsRequest::Create { path: path.clone(), stripe: self.stripe, mode: CreateMode::OpenOrCreate };
+        let request = MdsRequest::Create {
+            path: path.clone(),
+            stripe: self.stripe,
+            mode: CreateMode::OpenOrCreate,
+            access: Access::Write,
+            permissions: 0o666 & !process_umask(),
+        };
         let MdsReply::File(info) = self.client().mds(request).map_err(backend_error)? else {
             return Err(backend_error("unexpected MDS answer to create"));
         };
@@ -358,8 +367,8 @@ impl RankIo for LanefsRank<'_> {
 
     fn open(&mut self, path: &str, p: &IorParams) -> Result<(), IorError> {
         let path = &absolute(path);
-        let MdsReply::File(info) = self.client().mds(MdsRequest::Open { path: path.clone() }).map_err(backend_error)?
-        else {
+        let open = MdsRequest::Open { path: path.clone(), access: Access::Read };
+        let MdsReply::File(info) = self.client().mds(open).map_err(backend_error)? else {
             return Err(backend_error("unexpected MDS answer to open"));
         };
         self.file = Some(self.client().open_layout(path, info.layout).map_err(backend_error)?);

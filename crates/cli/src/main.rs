@@ -78,6 +78,10 @@ enum Command {
         /// OSS evicts it (Lustre's ping evictor: 150).
         #[arg(long, default_value_t = 150.0, value_name = "SECONDS")]
         export_timeout: f64,
+        /// Serve uid 0 as this user and group, without root's privileges
+        /// (Lustre's root_squash; off by default).
+        #[arg(long, value_name = "UID:GID")]
+        root_squash: Option<String>,
     },
     /// Run the metadata server alone (for a cluster across hosts).
     Mds {
@@ -90,6 +94,10 @@ enum Command {
         /// given, so on a network give this host's address.
         #[arg(long, default_value = "127.0.0.1:9400")]
         listen: String,
+        /// Serve uid 0 as this user and group, without root's privileges
+        /// (Lustre's root_squash; off by default).
+        #[arg(long, value_name = "UID:GID")]
+        root_squash: Option<String>,
     },
     /// Run an object storage server for some OSTs, registered with an MDS.
     Oss {
@@ -216,16 +224,25 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo { json, seed, harness } => demo::run(json, seed, harness),
         Command::LockScript { file } => lockscript::run_path(&file),
-        Command::Up { osts, data, tcp, callback_timeout, sync_lock_cancel, recovery_window, export_timeout } => {
+        Command::Up {
+            osts,
+            data,
+            tcp,
+            callback_timeout,
+            sync_lock_cancel,
+            recovery_window,
+            export_timeout,
+            root_squash,
+        } => {
             let options = daemons::OstOptions {
                 callback_timeout_s: callback_timeout,
                 sync_lock_cancel,
                 recovery_window_s: recovery_window,
                 export_timeout_s: export_timeout,
             };
-            daemons::up(osts, data, tcp, &options)
+            daemons::up(osts, data, tcp, &options, root_squash.as_deref())
         }
-        Command::Mds { data, osts, listen } => daemons::mds(data, osts, &listen),
+        Command::Mds { data, osts, listen, root_squash } => daemons::mds(data, osts, &listen, root_squash.as_deref()),
         Command::Oss {
             mds,
             data,

@@ -12,7 +12,9 @@
 //! it with a clear error and drops that OST's locks and cached pages (the
 //! dirty bytes are reported lost, as after an eviction, and the next fsync
 //! or close of a file whose bytes were lost fails); the next operation that
-//! needs the OST reconnects. Nothing waits forever on a dead peer.
+//! needs the OST reconnects. An OSS that cannot be reached when the client
+//! connects is tried again the same way, so namespace calls work while an
+//! OSS is down. Nothing waits forever on a dead peer.
 //!
 //! The data path: [`Client::pwrite`] copies the caller's bytes once, on the
 //! caller's thread, into page frames; the core caches those frames as they
@@ -24,6 +26,13 @@
 //! network. Otherwise the frames are written to the socket as they are.
 //! After a lost OSS connection the arena is retired (a server may still be
 //! reading frames of writes given up on) and a new one is made.
+//!
+//! Every namespace call carries the caller's [`Credentials`]
+//! ([`ClientOptions::credentials`], by default the calling process's
+//! effective uid and gid and its supplementary groups), which the MDS
+//! checks permissions for; callers apply their umask to the modes they
+//! ask for ([`process_umask`]). Objects are the MDS's to create and
+//! destroy: a client never does either.
 
 use crate::codec::encode;
 use crate::codec::read_frame;
@@ -38,10 +47,11 @@ use lanefs_core::client::{
 };
 use lanefs_core::layout::Layout;
 use lanefs_core::ldlm::GroupId;
+use lanefs_core::msg::IoError;
 use lanefs_core::msg::Payload;
 use lanefs_core::pages::{PagePool, PageSpan};
 use lanefs_core::{ClientId, Instant, OstIndex, PAGE_SIZE};
-use lanefs_mds::{MdsReply, MdsRequest};
+use lanefs_mds::{Credentials, DirEntry, DirPage, MdsReply, MdsRequest};
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File as FsFile;
 use std::os::fd::AsFd;
@@ -65,6 +75,13 @@ pub enum NetError {
     Closed,
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// An object of the file is gone from its OST (its file there was
+    /// removed, or never made): that stripe's bytes are lost, not zeros.
+    #[error(
+        "{path}: object {object} of stripe {stripe} is missing on OST{ost:04x} (its OST no longer has it): \
+         the data of that stripe is lost; restore the file from a copy, or remove it"
+    )]
+    MissingObject { path: String, stripe: u32, ost: u32, object: u64 },
 }
 
 #[derive(Clone, Debug)]
@@ -81,6 +98,8 @@ pub struct ClientOptions {
     /// Offer OSSes on Unix sockets the page arena in shared memory (write
     /// RPCs then name their pages instead of sending them).
     pub shared_memory: bool,
+    /// Who makes this client's namespace calls.
+    pub credentials: Credentials,
 }
 
 /// Lustre's default `obd_timeout`.
@@ -98,8 +117,48 @@ impl Default for ClientOptions {
             connect_timeout: StdDuration::from_secs(5),
             reconnect_timeout: RECONNECT_TIMEOUT_DEFAULT,
             shared_memory: true,
+            credentials: process_credentials(),
         }
     }
+}
+
+/// The calling process's effective uid and gid and its supplementary
+/// groups (at most `lanefs_mds::GROUPS_MAX`).
+pub fn process_credentials() -> Credentials {
+    // SAFETY: geteuid and getegid have no preconditions and cannot fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    // SAFETY: with a size of 0, getgroups only returns the count; then it
+    // writes at most `count` ids into a buffer of that many.
+    let groups = unsafe {
+        let count = libc::getgroups(0, std::ptr::null_mut());
+        let mut groups = vec![0 as libc::gid_t; count.max(0) as usize];
+        let written = libc::getgroups(count.max(0), groups.as_mut_ptr());
+        groups.truncate(written.max(0) as usize);
+        groups
+    };
+    let mut groups: Vec<u32> = groups.into_iter().filter(|&group| group != gid).collect();
+    groups.truncate(lanefs_mds::GROUPS_MAX);
+    Credentials { uid, gid, groups }
+}
+
+/// The calling process's umask, to apply to the modes of new files and
+/// directories (`mode & !umask`).
+pub fn process_umask() -> u32 {
+    // Linux shows it in /proc/self/status; reading it changes nothing.
+    let shown = std::fs::read_to_string("/proc/self/status").ok().and_then(|status| {
+        let line = status.lines().find(|line| line.starts_with("Umask:"))?;
+        u32::from_str_radix(line.trim_start_matches("Umask:").trim(), 8).ok()
+    });
+    shown.unwrap_or_else(|| {
+        // SAFETY: umask cannot fail; it is set back at once (a file another
+        // thread creates in between would get the wrong mode, hence the
+        // /proc reading first).
+        unsafe {
+            let umask = libc::umask(0o022);
+            libc::umask(umask);
+            umask as u32
+        }
+    })
 }
 
 /// Frames in a client's page arena: room for its clean cache and every
@@ -131,7 +190,6 @@ enum Cmd {
     Ladvise(FileHandle, Vec<Advice>, Reply<Result<Vec<LockaheadResult>, ClientError>>),
     Stats(Reply<Result<Vec<OstStats>, NetError>>),
     Counters(Reply<ClientCounters>),
-    Destroy(u32, u64),
 }
 
 /// One client node of a lanefs file system.
@@ -141,12 +199,14 @@ pub struct Client {
     info: ClusterInfo,
     /// Where `pwrite` puts the caller's bytes: the core's own pool.
     pool: PagePool,
+    credentials: Credentials,
 }
 
 impl Client {
     /// Connect to the MDS at `mds` and to every OSS it names.
     pub fn connect(mds: &str, options: ClientOptions) -> Result<Client, NetError> {
         let mds = Address::parse(mds).map_err(|reason| NetError::Connect { address: mds.into(), reason })?;
+        let credentials = options.credentials.clone();
         let (cmds, rx) = unbounded_channel();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -167,7 +227,12 @@ impl Client {
             })
             .map_err(|e| NetError::Connect { address: "driver thread".into(), reason: e.to_string() })?;
         let (info, pool) = ready_rx.recv().map_err(|_| NetError::Closed)??;
-        Ok(Client { cmds, thread: Some(thread), info, pool })
+        Ok(Client { cmds, thread: Some(thread), info, pool, credentials })
+    }
+
+    /// Who this client's namespace calls are made by.
+    pub fn credentials(&self) -> &Credentials {
+        &self.credentials
     }
 
     pub fn cluster(&self) -> &ClusterInfo {
@@ -180,14 +245,31 @@ impl Client {
         rx.blocking_recv().map_err(|_| NetError::Closed)
     }
 
-    /// One namespace request to the MDS.
+    /// One namespace request to the MDS, made with this client's credentials.
     pub fn mds(&self, request: MdsRequest) -> Result<MdsReply, NetError> {
-        match self.call(|r| Cmd::Mds(MdsCall::Namespace(request), r))?? {
+        let call = MdsCall::Namespace { credentials: self.credentials.clone(), request };
+        match self.call(|r| Cmd::Mds(call, r))?? {
             MdsAnswer::Namespace(MdsReply::Error(e)) => Err(NetError::Mds(e.to_string())),
             MdsAnswer::Namespace(reply) => Ok(reply),
             MdsAnswer::Error(e) => Err(NetError::Mds(e)),
             other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
         }
+    }
+
+    /// The pages of directory `path`'s listing, in name order, each asked
+    /// for when the previous one has been taken: a directory of any size
+    /// is listed in bounded replies.
+    pub fn readdir_pages(&self, path: &str) -> ReaddirPages<'_> {
+        ReaddirPages { client: self, path: path.to_string(), cursor: None, done: false }
+    }
+
+    /// Every entry of directory `path`, in name order (page after page).
+    pub fn readdir(&self, path: &str) -> Result<Vec<DirEntry>, NetError> {
+        let mut entries = Vec::new();
+        for page in self.readdir_pages(path) {
+            entries.extend(page?);
+        }
+        Ok(entries)
     }
 
     /// Open a file whose layout is known (from create or open on the MDS).
@@ -200,18 +282,27 @@ impl Client {
         Ok(self.call(|r| Cmd::Op(Box::new(start), r))??)
     }
 
+    /// An operation on `file`: a missing object is named.
+    fn file_op(
+        &self,
+        file: &File,
+        start: impl FnOnce(&mut CoreClient, Instant) -> OpId + Send + 'static,
+    ) -> Result<OpOutput, NetError> {
+        self.op(start).map_err(|error| missing_object(file, error))
+    }
+
     /// Buffered write: returns once the bytes are in this client's page
     /// cache under a write lock. They are copied once, here, into frames
     /// the cache takes over.
     pub fn pwrite(&self, file: &File, offset: u64, data: &[u8]) -> Result<(), NetError> {
         let fh = file.handle;
         let span = PageSpan::copy_from(&self.pool, (offset % PAGE_SIZE) as u16, data);
-        self.op(move |c, now| c.write_payload(now, fh, offset, Payload::Pages(Box::new(span)))).map(|_| ())
+        self.file_op(file, move |c, now| c.write_payload(now, fh, offset, Payload::Pages(Box::new(span)))).map(|_| ())
     }
 
     pub fn pread(&self, file: &File, offset: u64, len: u64) -> Result<Vec<u8>, NetError> {
         let fh = file.handle;
-        match self.op(move |c, now| c.read(now, fh, offset, len))? {
+        match self.file_op(file, move |c, now| c.read(now, fh, offset, len))? {
             OpOutput::Read(data) => Ok(data),
             other => Err(NetError::Protocol(format!("read answered {other:?}"))),
         }
@@ -219,19 +310,19 @@ impl Client {
 
     pub fn fsync(&self, file: &File) -> Result<(), NetError> {
         let fh = file.handle;
-        self.op(move |c, now| c.fsync(now, fh)).map(|_| ())
+        self.file_op(file, move |c, now| c.fsync(now, fh)).map(|_| ())
     }
 
     /// Flush and close (locks stay cached on the client, as on Lustre).
     pub fn close(&self, file: File) -> Result<(), NetError> {
         let fh = file.handle;
-        self.op(move |c, now| c.close(now, fh)).map(|_| ())
+        self.file_op(&file, move |c, now| c.close(now, fh)).map(|_| ())
     }
 
     /// The file's size, including data still dirty in other clients' caches.
     pub fn size(&self, file: &File) -> Result<u64, NetError> {
         let fh = file.handle;
-        match self.op(move |c, now| c.stat(now, fh))? {
+        match self.file_op(file, move |c, now| c.stat(now, fh))? {
             OpOutput::Size(size) => Ok(size),
             other => Err(NetError::Protocol(format!("stat answered {other:?}"))),
         }
@@ -239,7 +330,7 @@ impl Client {
 
     pub fn truncate(&self, file: &File, size: u64) -> Result<(), NetError> {
         let fh = file.handle;
-        self.op(move |c, now| c.truncate(now, fh, size)).map(|_| ())
+        self.file_op(file, move |c, now| c.truncate(now, fh, size)).map(|_| ())
     }
 
     pub fn group_lock(&self, file: &File, gid: u64) -> Result<(), NetError> {
@@ -258,14 +349,6 @@ impl Client {
         Ok(self.call(|r| Cmd::Ladvise(file.handle, advices.to_vec(), r))??)
     }
 
-    /// Destroy the objects of an unlinked file's layout on their OSTs.
-    pub fn destroy_objects(&self, layout: &Layout) -> Result<(), NetError> {
-        for key in layout.objects() {
-            self.cmds.send(Cmd::Destroy(key.ost.0, key.object.0)).map_err(|_| NetError::Closed)?;
-        }
-        Ok(())
-    }
-
     /// Lock and data statistics of every OST.
     pub fn ost_stats(&self) -> Result<Vec<OstStats>, NetError> {
         self.call(Cmd::Stats)?
@@ -273,6 +356,56 @@ impl Client {
 
     pub fn counters(&self) -> Result<ClientCounters, NetError> {
         self.call(Cmd::Counters)
+    }
+}
+
+/// The pages of one directory listing, asked for one at a time
+/// ([`Client::readdir_pages`]); ends after the last page or the first error.
+pub struct ReaddirPages<'a> {
+    client: &'a Client,
+    path: String,
+    /// The last name of the previous page.
+    cursor: Option<String>,
+    done: bool,
+}
+
+impl Iterator for ReaddirPages<'_> {
+    type Item = Result<Vec<DirEntry>, NetError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let request = MdsRequest::Readdir { path: self.path.clone(), cursor: self.cursor.take() };
+        let page = match self.client.mds(request) {
+            Ok(MdsReply::Entries(page)) => Ok(page),
+            Ok(other) => Err(NetError::Protocol(format!("readdir answered {other:?}"))),
+            Err(error) => Err(error),
+        };
+        let page = match page {
+            Ok(page) => page,
+            Err(error) => {
+                self.done = true;
+                return Some(Err(error));
+            }
+        };
+        let DirPage { entries, more } = page;
+        // A page that says more follow but holds nothing would never end.
+        self.done = !more || entries.is_empty();
+        self.cursor = entries.last().map(|entry| entry.name.clone());
+        Some(Ok(entries))
+    }
+}
+
+/// A failed operation on `file` whose OST said an object is missing, as
+/// [`NetError::MissingObject`] naming it; any other error as it is.
+fn missing_object(file: &File, error: NetError) -> NetError {
+    let NetError::Client(ClientError::Io { ost, error: IoError::NoSuchObject }) = error else { return error };
+    match file.layout.objects().iter().zip(0u32..).find(|(key, _)| key.ost == ost) {
+        Some((key, stripe)) => {
+            NetError::MissingObject { path: file.path.clone(), stripe, ost: ost.0, object: key.object.0 }
+        }
+        None => error,
     }
 }
 
@@ -544,7 +677,7 @@ impl Driver {
             arena_file = new_arena(&pool, arena_frames(&options.core, info.osts.len()));
         }
         // OSSes are connected to when first needed: commands that need only
-        // the MDS (ls, mkdir, getstripe) work while an OSS is down.
+        // the MDS (ls, mkdir, getstripe, rm) work while an OSS is down.
         let core = CoreClient::new(ClientId(0), options.core.clone())?.with_page_pool(pool.clone());
         Ok(Driver {
             options,
@@ -700,11 +833,6 @@ impl Driver {
             }
             Cmd::Counters(reply) => {
                 let _ = reply.send(self.core.counters());
-            }
-            Cmd::Destroy(ost, object) => {
-                if let Some(tx) = self.oss_of_ost.get(&ost).and_then(|i| self.oss[*i].tx()) {
-                    let _ = tx.send(Wire::Destroy { ost, object });
-                }
             }
         }
     }

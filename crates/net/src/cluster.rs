@@ -8,8 +8,11 @@ use crate::mds_server::{self, MdsHandle};
 use crate::oss::{self, OssConfig, OssHandle};
 use crate::transport::Address;
 use lanefs_core::ost::{OstConfig, RecoveryConfig, SyncLockCancel};
-use lanefs_mds::{Mds, MdsConfig};
+use lanefs_mds::{Mds, MdsConfig, Owner};
 use std::path::{Path, PathBuf};
+
+/// How long starting a cluster waits for the OSTs' first precreated objects.
+pub const FIRST_OBJECTS_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Clone, Debug)]
 pub struct LocalClusterConfig {
@@ -24,6 +27,8 @@ pub struct LocalClusterConfig {
     pub default_stripe_size: u64,
     /// See [`OssConfig::export_timeout`].
     pub export_timeout: std::time::Duration,
+    /// Lustre's `root_squash`: uid 0 served as this user and group (off by default).
+    pub root_squash: Option<Owner>,
 }
 
 impl Default for LocalClusterConfig {
@@ -40,6 +45,7 @@ impl Default for LocalClusterConfig {
             default_stripe_count: 1,
             default_stripe_size: 1 << 20,
             export_timeout: oss::EXPORT_TIMEOUT_DEFAULT,
+            root_squash: None,
         }
     }
 }
@@ -99,11 +105,18 @@ impl LocalCluster {
         self.oss.as_ref().map(|o| o.address().to_string())
     }
 
+    /// Starts the MDS (on the database of an earlier run, if any): a new
+    /// file system's root belongs to the user running this process. When
+    /// the OSS runs, this returns once its OSTs have objects for the first
+    /// creates (or [`FIRST_OBJECTS_WAIT`] has passed).
     pub fn start_mds(&mut self) -> std::io::Result<()> {
+        let process = crate::client::process_credentials();
         let config = MdsConfig {
             ost_count: self.config.osts,
             default_stripe_count: self.config.default_stripe_count,
             default_stripe_size: self.config.default_stripe_size,
+            root_owner: Owner { uid: process.uid, gid: process.gid },
+            root_squash: self.config.root_squash,
         };
         let mds = Mds::open(&self.dir.join("mds.db"), config).map_err(|e| std::io::Error::other(e.to_string()))?;
         let listen = self.address("mds");
@@ -111,6 +124,7 @@ impl LocalCluster {
         if let Some(oss) = &self.oss {
             let osts: Vec<u32> = (0..self.config.osts).collect();
             handle.register_oss(&oss.address().to_string(), &osts);
+            self.runtime.block_on(handle.wait_for_objects(FIRST_OBJECTS_WAIT));
         }
         self.mds = Some(handle);
         Ok(())

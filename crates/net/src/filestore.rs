@@ -9,6 +9,16 @@
 //! writes costs one system call each. It keeps bytes: phantom payloads (the
 //! simulator's) are refused by the trait's default methods, as the wire
 //! never carries them anyway.
+//!
+//! Objects are created only in advance, at the MDS's request (Lustre's
+//! precreation, [`FileStore::precreate`]): empty files up to an id, which
+//! the store then records in `DIR/LAST_ID` (written to a temporary file,
+//! made durable and renamed over the old one, so it is always whole). No
+//! I/O creates an object: a read, write, punch or getattr of an id at or
+//! below `LAST_ID` whose file is gone fails with
+//! [`StoreError::NoSuchObject`], never reads as zeros, and so does any id
+//! above `LAST_ID` (never allocated). A directory without `LAST_ID` is a
+//! new OST, with no objects.
 
 use lanefs_core::msg::Payload;
 use lanefs_core::ost::OstRecord;
@@ -16,45 +26,107 @@ use lanefs_core::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
 use lanefs_core::{Errno, ObjectId};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
+use std::io::Write;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// Open object files kept per OST.
 pub const OPEN_FILES_MAX: usize = 256;
 
+/// The most objects one precreate may make: a request further beyond
+/// `LAST_ID` means the MDS and the OST disagree about the OST's objects
+/// (an OST directory replaced or restored), which an operator must look at.
+pub const PRECREATE_OBJECTS_MAX: u64 = 1 << 16;
+
+/// The file in an OST's directory that records its last precreated id.
+pub const LAST_ID_FILE: &str = "LAST_ID";
+
 pub struct FileStore {
     dir: PathBuf,
     open: BTreeMap<ObjectId, File>,
+    /// Every object up to this id was created (ids start at 1; 0: none).
+    last_id: ObjectId,
 }
 
 impl FileStore {
-    /// Use (creating if needed) `dir` for this OST's objects.
+    /// Use (creating if needed) `dir` for this OST's objects. Fails if its
+    /// `LAST_ID` is there but unreadable.
     pub fn open(dir: &Path) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir.join("objects"))?;
-        Ok(FileStore { dir: dir.to_path_buf(), open: BTreeMap::new() })
+        let last_id = read_last_id(dir)?;
+        Ok(FileStore { dir: dir.to_path_buf(), open: BTreeMap::new(), last_id })
+    }
+
+    /// The last object id created: every id from 1 up to it was.
+    pub fn last_id(&self) -> ObjectId {
+        self.last_id
     }
 
     fn path(&self, object: ObjectId) -> PathBuf {
         self.dir.join("objects").join(object.0.to_string())
     }
 
-    fn file(&mut self, object: ObjectId, create: bool) -> Result<Option<&File>, StoreError> {
+    /// The open file of `object`, which must have been created and not be
+    /// gone since.
+    fn file(&mut self, object: ObjectId) -> Result<&File, StoreError> {
+        if object.0 == 0 || object > self.last_id {
+            tracing::warn!(dir = %self.dir.display(), object = object.0, last_id = self.last_id.0, "object never allocated");
+            return Err(StoreError::NoSuchObject { object });
+        }
+        // A file removed behind the store's back stays readable through an
+        // open descriptor: it has no link left, so it is gone.
+        let unlinked = self.open.get(&object).is_some_and(|file| file.metadata().is_ok_and(|meta| meta.nlink() == 0));
+        if unlinked {
+            self.open.remove(&object);
+        }
         if !self.open.contains_key(&object) {
             let path = self.path(object);
-            let file = match OpenOptions::new().read(true).write(true).create(create).open(&path) {
+            let file = match OpenOptions::new().read(true).write(true).open(&path) {
                 Ok(f) => f,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(None),
-                Err(e) => {
-                    let errno = Errno(e.raw_os_error().unwrap_or(libc::EIO));
-                    return Err(StoreError::Os { errno, detail: format!("opening {}", path.display()) });
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    tracing::warn!(path = %path.display(), "object missing: its file is gone");
+                    return Err(StoreError::NoSuchObject { object });
                 }
+                Err(e) => return Err(os_error(e, &format!("opening {}", path.display()))),
             };
             if self.open.len() >= OPEN_FILES_MAX {
                 self.open.pop_first();
             }
             self.open.insert(object, file);
         }
-        Ok(self.open.get(&object))
+        Ok(self.open.get(&object).expect("just opened"))
+    }
+
+    /// Creates every object from `LAST_ID + 1` up to `last_id`, empty, and
+    /// then records `last_id` as `LAST_ID`; returns `LAST_ID` (unchanged if
+    /// it was already at or beyond `last_id`).
+    pub fn precreate(&mut self, last_id: ObjectId) -> Result<ObjectId, StoreError> {
+        if last_id <= self.last_id {
+            return Ok(self.last_id);
+        }
+        let count = last_id.0 - self.last_id.0;
+        if count > PRECREATE_OBJECTS_MAX {
+            return Err(StoreError::Os {
+                errno: Errno::EINVAL,
+                detail: format!(
+                    "asked to create objects {} to {} ({count}), more than the {PRECREATE_OBJECTS_MAX} one request \
+                     may: {} holds LAST_ID {}; if this OST directory was replaced or restored, the MDS's record of \
+                     it is ahead of it",
+                    self.last_id.0 + 1,
+                    last_id.0,
+                    self.dir.display(),
+                    self.last_id.0
+                ),
+            });
+        }
+        for id in self.last_id.0 + 1..=last_id.0 {
+            // No truncation: a file an interrupted precreate left is empty.
+            OpenOptions::new().write(true).create(true).truncate(false).open(self.path(ObjectId(id))).map_err(io)?;
+        }
+        sync_dir(&self.dir.join("objects")).map_err(io)?;
+        write_last_id(&self.dir, last_id).map_err(io)?;
+        self.last_id = last_id;
+        Ok(last_id)
     }
 
     /// What the OST recorded in its last life (`last_rcvd.json` beside its
@@ -102,21 +174,56 @@ impl FileStore {
     /// Make what was written to `object` durable (`fdatasync`); an object
     /// never written has nothing to sync.
     pub fn sync(&mut self, object: ObjectId) -> Result<(), StoreError> {
-        match self.file(object, false)? {
-            Some(file) => file.sync_data().map_err(|e| os_error(e, "syncing (fdatasync)", object)),
-            None => Ok(()),
-        }
+        self.file(object)?.sync_data().map_err(io)
     }
 
-    /// Remove an object's file (after an unlink).
+    /// Remove an object's file (the MDS's destroy, after an unlink). An
+    /// object already gone, or never created, is no error: a destroy may
+    /// come again after a lost acknowledgement.
     pub fn destroy(&mut self, object: ObjectId) -> Result<(), StoreError> {
         self.open.remove(&object);
+        if object.0 == 0 || object > self.last_id {
+            return Ok(());
+        }
         match std::fs::remove_file(self.path(object)) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(os_error(e, "destroying", object)),
+            Err(e) => Err(os_error(e, &format!("destroying object {}", object.0))),
         }
     }
+}
+
+fn read_last_id(dir: &Path) -> std::io::Result<ObjectId> {
+    let path = dir.join(LAST_ID_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => text.trim().parse().map(ObjectId).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "{} holds {text:?}, not an object id: the OST's record of its objects is damaged; \
+                     write the highest id in {}/objects into it",
+                    path.display(),
+                    dir.display()
+                ),
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ObjectId(0)),
+        Err(e) => Err(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    }
+}
+
+/// Replaces `dir/LAST_ID` whole: a temporary file, durable, renamed over it.
+fn write_last_id(dir: &Path, last_id: ObjectId) -> std::io::Result<()> {
+    let temporary = dir.join(format!("{LAST_ID_FILE}.tmp"));
+    let mut file = File::create(&temporary)?;
+    writeln!(file, "{}", last_id.0)?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, dir.join(LAST_ID_FILE))?;
+    sync_dir(dir)
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
 }
 
 fn bounds(object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {
@@ -126,11 +233,16 @@ fn bounds(object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {
     }
 }
 
-/// The store error for a failed call: its error number, and what was done
-/// to which object.
-fn os_error(e: std::io::Error, what: &str, object: ObjectId) -> StoreError {
+/// A failed call as a store error, keeping its error number (`ENOSPC`,
+/// `EIO`, `EMFILE` reach the client by name).
+fn io(e: std::io::Error) -> StoreError {
+    os_error(e, "")
+}
+
+fn os_error(e: std::io::Error, what: &str) -> StoreError {
     let errno = Errno(e.raw_os_error().unwrap_or(libc::EIO));
-    StoreError::Os { errno, detail: format!("{what} object {}", object.0) }
+    let detail = if what.is_empty() { e.to_string() } else { format!("{what}: {e}") };
+    StoreError::Os { errno, detail }
 }
 
 /// Writes `pieces` (pointer, length), one after the other, at `offset` of
@@ -184,14 +296,13 @@ impl ObjectStore for FileStore {
         match data {
             Payload::Pages(span) => {
                 bounds(object, offset, span.len())?;
-                let file = self.file(object, true)?.expect("created");
-                pwritev_all(file, span.slices().map(|s| (s.as_ptr(), s.len())), offset)
-                    .map_err(|e| os_error(e, "writing", object))
+                let file = self.file(object)?;
+                pwritev_all(file, span.slices().map(|s| (s.as_ptr(), s.len())), offset).map_err(io)
             }
             Payload::Remote(span) => {
                 bounds(object, offset, span.len())?;
-                let file = self.file(object, true)?.expect("created");
-                pwritev_all(file, span.pieces(), offset).map_err(|e| os_error(e, "writing", object))
+                let file = self.file(object)?;
+                pwritev_all(file, span.pieces(), offset).map_err(io)
             }
             Payload::Bytes(bytes) => self.write(object, offset, bytes),
             Payload::Phantom(_) => {
@@ -204,21 +315,20 @@ impl ObjectStore for FileStore {
 
     fn write(&mut self, object: ObjectId, offset: u64, data: &[u8]) -> Result<(), StoreError> {
         bounds(object, offset, data.len() as u64)?;
-        let file = self.file(object, true)?.expect("created");
-        file.write_all_at(data, offset).map_err(|e| os_error(e, "writing", object))
+        self.file(object)?.write_all_at(data, offset).map_err(io)
     }
 
     fn read(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<Vec<u8>, StoreError> {
         bounds(object, offset, len)?;
+        let file = self.file(object)?;
         let mut buf = vec![0u8; len as usize];
-        let Some(file) = self.file(object, false)? else { return Ok(buf) };
         let mut done = 0usize;
         while done < buf.len() {
             match file.read_at(&mut buf[done..], offset + done as u64) {
                 Ok(0) => break, // past the end: zeros
                 Ok(n) => done += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(os_error(e, "reading", object)),
+                Err(e) => return Err(io(e)),
             }
         }
         Ok(buf)
@@ -226,15 +336,11 @@ impl ObjectStore for FileStore {
 
     fn punch(&mut self, object: ObjectId, size: u64) -> Result<(), StoreError> {
         bounds(object, size, 0)?;
-        let file = self.file(object, true)?.expect("created");
-        file.set_len(size).map_err(|e| os_error(e, "truncating", object))
+        self.file(object)?.set_len(size).map_err(io)
     }
 
     fn size(&mut self, object: ObjectId) -> Result<u64, StoreError> {
-        match self.file(object, false)? {
-            Some(f) => f.metadata().map(|m| m.len()).map_err(|e| os_error(e, "reading the size of", object)),
-            None => Ok(0),
-        }
+        self.file(object)?.metadata().map(|m| m.len()).map_err(io)
     }
 }
 
@@ -247,6 +353,7 @@ mod tests {
         use lanefs_core::pages::{PagePool, PageSpan};
         let dir = tempfile::tempdir().unwrap();
         let mut s = FileStore::open(dir.path()).unwrap();
+        s.precreate(ObjectId(3)).unwrap();
         let o = ObjectId(3);
         let bytes: Vec<u8> = (0..20_000u32).map(|i| (i % 241) as u8).collect();
         // Heap frames are not contiguous: many pieces, each written in turn.
@@ -262,6 +369,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = FileStore::open(dir.path()).unwrap();
         let o = ObjectId(5);
+        s.precreate(o).unwrap();
         assert_eq!(s.read(o, 0, 4).unwrap(), vec![0; 4]);
         s.write(o, 1 << 20, b"hello").unwrap();
         assert_eq!(s.size(o).unwrap(), (1 << 20) + 5);
@@ -274,6 +382,62 @@ mod tests {
         let mut s = FileStore::open(dir.path()).unwrap();
         assert_eq!(s.read(o, 0, 2).unwrap(), b"ab");
         s.destroy(o).unwrap();
-        assert_eq!(s.size(o).unwrap(), 0);
+        assert!(matches!(s.size(o), Err(StoreError::NoSuchObject { object }) if object == o));
+        s.destroy(o).unwrap();
+    }
+
+    fn no_such_object<T: std::fmt::Debug>(result: Result<T, StoreError>) -> ObjectId {
+        match result {
+            Err(StoreError::NoSuchObject { object }) => object,
+            other => panic!("expected NoSuchObject, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn objects_exist_only_once_precreated_and_last_id_survives() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = FileStore::open(dir.path()).unwrap();
+        assert_eq!(s.last_id(), ObjectId(0));
+        assert_eq!(no_such_object(s.write(ObjectId(1), 0, b"x")), ObjectId(1), "no object made by a write");
+        assert!(!dir.path().join("objects/1").exists());
+        assert_eq!(s.precreate(ObjectId(4)).unwrap(), ObjectId(4));
+        assert_eq!(std::fs::read_to_string(dir.path().join(LAST_ID_FILE)).unwrap(), "4\n");
+        assert!(!dir.path().join("LAST_ID.tmp").exists());
+        for id in 1..=4 {
+            assert_eq!(s.size(ObjectId(id)).unwrap(), 0, "object {id} exists, empty");
+        }
+        assert_eq!(s.precreate(ObjectId(2)).unwrap(), ObjectId(4), "never lowered");
+        // Above LAST_ID: refused, and not created.
+        assert_eq!(no_such_object(s.read(ObjectId(5), 0, 1)), ObjectId(5));
+        assert_eq!(no_such_object(s.punch(ObjectId(5), 10)), ObjectId(5));
+        assert!(!dir.path().join("objects/5").exists());
+        drop(s);
+        let mut s = FileStore::open(dir.path()).unwrap();
+        assert_eq!(s.last_id(), ObjectId(4));
+        s.write(ObjectId(4), 0, b"kept").unwrap();
+        assert!(s.precreate(ObjectId(4 + PRECREATE_OBJECTS_MAX + 1)).unwrap_err().to_string().contains("LAST_ID 4"));
+        std::fs::write(dir.path().join(LAST_ID_FILE), "four").unwrap();
+        let damaged = FileStore::open(dir.path()).err().expect("a damaged LAST_ID is refused");
+        assert!(damaged.to_string().contains("not an object id"), "{damaged}");
+    }
+
+    /// An object whose file vanished behind the store's back is an error on
+    /// every access, never zeros.
+    #[test]
+    fn a_vanished_object_is_missing_not_zeros() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = FileStore::open(dir.path()).unwrap();
+        s.precreate(ObjectId(2)).unwrap();
+        s.write(ObjectId(2), 0, b"data").unwrap();
+        // Removed while the store holds it open, then with nothing open.
+        std::fs::remove_file(dir.path().join("objects/2")).unwrap();
+        assert_eq!(no_such_object(s.read(ObjectId(2), 0, 4)), ObjectId(2));
+        let mut s = FileStore::open(dir.path()).unwrap();
+        assert_eq!(no_such_object(s.read(ObjectId(2), 0, 4)), ObjectId(2));
+        assert_eq!(no_such_object(s.size(ObjectId(2))), ObjectId(2));
+        assert_eq!(no_such_object(s.write(ObjectId(2), 0, b"new")), ObjectId(2));
+        assert_eq!(no_such_object(s.punch(ObjectId(2), 0)), ObjectId(2));
+        assert!(!dir.path().join("objects/2").exists(), "nothing brought it back");
+        assert_eq!(s.read(ObjectId(1), 0, 2).unwrap(), [0, 0], "its neighbour is there");
     }
 }

@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod codec;
 pub mod exports;
 pub mod filestore;
+pub mod mds_objects;
 pub mod mds_server;
 pub mod oss;
 pub mod proto;

@@ -1,28 +1,33 @@
-//! The MDS daemon: lanefs-mds's namespace behind the wire protocol, plus
-//! the registry of which OSS serves which OST.
+//! The MDS daemon: lanefs-mds's namespace behind the wire protocol, the
+//! registry of which OSS serves which OST, and the object lifecycle on the
+//! OSSes (see [`crate::mds_objects`]).
 //!
 //! Namespace requests are handled one at a time on the `Mds` (SQLite is
-//! fast for this and a single writer keeps it simple); OSS registrations
-//! are kept in memory, and an OSS registers again when it restarts.
+//! fast for this and a single writer keeps it simple), each for the
+//! credentials its call carries; OSS registrations are kept in memory, and
+//! an OSS registers again when it restarts. A create that finds an OST's
+//! pool of precreated objects empty waits for it to be refilled, then runs
+//! again; creates and removals wake the workers that refill pools and
+//! destroy removed files' objects.
 
 use crate::codec::read_frame;
+use crate::mds_objects::{Lifecycle, MdsCell, OBJECTS_WAIT};
 use crate::oss::{handshake, variant, SHUTDOWN_GRACE};
 use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, Role, Wire, PROTOCOL_VERSION};
 use crate::transport::{spawn_accept, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
-use lanefs_mds::Mds;
-use std::collections::BTreeMap;
+use lanefs_mds::{Credentials, Mds, MdsError, MdsReply, MdsRequest};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::BufReader;
-use tracing::info;
 
 struct Shared {
     /// `None` once the MDS has stopped (its database is closed then).
-    mds: Mutex<Option<Mds>>,
+    mds: MdsCell,
     stop: tokio::sync::watch::Sender<bool>,
     ost_count: u32,
-    /// OST index -> address of the OSS serving it.
-    osts: Mutex<BTreeMap<u32, String>>,
+    /// Which OSS serves which OST, and the work on their objects.
+    objects: Arc<Lifecycle>,
 }
 
 pub struct MdsHandle {
@@ -36,38 +41,41 @@ impl MdsHandle {
         &self.address
     }
 
-    /// Record that `address` serves `osts` (what an OSS's Hello does).
+    /// Record that `address` serves `osts` (what an OSS's Hello does); the
+    /// MDS connects to it to precreate objects and destroy removed ones.
     pub fn register_oss(&self, address: &str, osts: &[u32]) {
-        register(&self.shared, address, osts);
+        self.shared.objects.register(address, osts);
+    }
+
+    /// Waits (at most `timeout`) until every registered OST has precreated
+    /// objects or its OSS is known to be down.
+    pub async fn wait_for_objects(&self, timeout: Duration) {
+        self.shared.objects.wait_ready(timeout).await;
     }
 
     /// Stop serving and close the database (a restart can open it again).
-    /// When this returns nobody can connect and no request is served.
+    /// When this returns nobody can connect, no request is served and no
+    /// OSS is called.
     pub async fn shutdown(self) {
         let _ = self.shared.stop.send(true);
         let _ = self.accept.await;
+        self.shared.objects.join().await;
         self.shared.mds.lock().expect("mds lock").take();
     }
-}
-
-fn register(shared: &Shared, address: &str, osts: &[u32]) {
-    let mut map = shared.osts.lock().expect("registry lock");
-    for ost in osts {
-        map.insert(*ost, address.to_string());
-    }
-    info!(address, ?osts, "OSS registered");
 }
 
 pub async fn start(listen: &Address, mds: Mds, ost_count: u32) -> std::io::Result<MdsHandle> {
     let listener = Listener::bind(listen).await?;
     let address = listener.local_address()?;
     let (stop, _) = tokio::sync::watch::channel(false);
-    let shared = Arc::new(Shared { mds: Mutex::new(Some(mds)), stop, ost_count, osts: Mutex::new(BTreeMap::new()) });
+    let mds: MdsCell = Arc::new(Mutex::new(Some(mds)));
+    let objects = Lifecycle::new(mds.clone(), tokio::runtime::Handle::current(), stop.subscribe());
+    let shared = Arc::new(Shared { mds, stop, ost_count, objects });
     let s = shared.clone();
     let accept = spawn_accept(listener, shared.stop.subscribe(), SHUTDOWN_GRACE, move |stream| {
         serve_connection(stream, s.clone())
     });
-    info!(%address, "MDS serving");
+    tracing::info!(%address, "MDS serving");
     Ok(MdsHandle { address, accept, shared })
 }
 
@@ -78,7 +86,23 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     spawn_writer(w, rx, None);
     match handshake(&mut r).await {
         Ok(Role::Client) => {}
-        Ok(Role::Oss { address, osts }) => register(&shared, &address, &osts),
+        Ok(Role::Oss { address, osts }) => {
+            if let Some(ost) = osts.iter().find(|&&ost| ost >= shared.ost_count) {
+                let reason = format!(
+                    "OST index {ost} is out of range: this file system has {} OSTs (0 to {})",
+                    shared.ost_count,
+                    shared.ost_count - 1
+                );
+                let _ = tx.send(Wire::Refused { reason });
+                return;
+            }
+            shared.objects.register(&address, &osts)
+        }
+        Ok(Role::Mds) => {
+            let _ =
+                tx.send(Wire::Refused { reason: "an MDS takes client and OSS connections, not another MDS".into() });
+            return;
+        }
         Err(reason) => {
             let _ = tx.send(Wire::Refused { reason });
             return;
@@ -104,20 +128,11 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
             }
         };
         let (id, answer) = match frame {
-            Wire::Mds { id, call: MdsCall::Namespace(request) } => {
-                let shared = shared.clone();
-                let reply = tokio::task::spawn_blocking(move || {
-                    shared.mds.lock().expect("mds lock").as_mut().map(|mds| mds.handle(request))
-                })
-                .await;
-                match reply {
-                    Ok(Some(reply)) => (id, MdsAnswer::Namespace(reply)),
-                    Ok(None) => (id, MdsAnswer::Error("the MDS is shutting down".into())),
-                    Err(e) => (id, MdsAnswer::Error(format!("MDS request failed: {e}"))),
-                }
+            Wire::Mds { id, call: MdsCall::Namespace { credentials, request } } => {
+                (id, namespace(&shared, credentials, request).await)
             }
             Wire::Mds { id, call: MdsCall::ClusterInfo } => {
-                let osts = shared.osts.lock().expect("registry lock").iter().map(|(o, a)| (*o, a.clone())).collect();
+                let osts = shared.objects.addresses();
                 (id, MdsAnswer::ClusterInfo(ClusterInfo { ost_count: shared.ost_count, osts }))
             }
             other => {
@@ -126,5 +141,35 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
             }
         };
         let _ = tx.send(Wire::MdsReply { id, answer });
+    }
+}
+
+/// One namespace request. A create that finds a pool empty runs again once
+/// the pool is refilled, or fails saying why it was not.
+async fn namespace(shared: &Shared, credentials: Credentials, request: MdsRequest) -> MdsAnswer {
+    let deadline = tokio::time::Instant::now() + OBJECTS_WAIT;
+    let touches_objects =
+        matches!(request, MdsRequest::Create { .. } | MdsRequest::Unlink { .. } | MdsRequest::Rename { .. });
+    loop {
+        let mds = shared.mds.clone();
+        let (credentials, request) = (credentials.clone(), request.clone());
+        let reply = tokio::task::spawn_blocking(move || {
+            mds.lock().expect("mds lock").as_mut().map(|mds| mds.handle(&credentials, request))
+        })
+        .await;
+        let reply = match reply {
+            Ok(Some(reply)) => reply,
+            Ok(None) => return MdsAnswer::Error("the MDS is shutting down".into()),
+            Err(e) => return MdsAnswer::Error(format!("MDS request failed: {e}")),
+        };
+        if touches_objects {
+            shared.objects.wake();
+        }
+        let MdsReply::Error(MdsError::NoObjects { ost, .. }) = reply else {
+            return MdsAnswer::Namespace(reply);
+        };
+        if let Err(reason) = shared.objects.wait_for_objects(ost, deadline).await {
+            return MdsAnswer::Namespace(MdsReply::Error(MdsError::NoObjects { ost, reason }));
+        }
     }
 }

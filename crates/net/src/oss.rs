@@ -20,6 +20,13 @@
 //! OST's next life from its record: recovering, for the recovery window,
 //! if it knew clients (see `lanefs_core::ost::recovery`).
 //!
+//! Objects are the MDS's to create and destroy: it connects with
+//! `Role::Mds` and sends `Precreate` (create objects up to an id, in
+//! advance, recorded in the OST's `LAST_ID`; see [`FileStore::precreate`])
+//! and `Destroy` (remove the objects of removed files), each answered once
+//! done on the OST's thread. Those messages are refused on a client's
+//! connection, and a `Role::Mds` connection takes nothing else.
+//!
 //! A client on the same host may hand over its page arena (`AttachArena`
 //! with the memfd attached, on a Unix socket): its write RPCs then name
 //! frames of it (`WriteShared`), which the connection checks against the
@@ -37,6 +44,7 @@ use crate::transport::{spawn_accept, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
 use lanefs_core::msg::{Payload, ToOst};
 use lanefs_core::ost::{Ost, OstConfig, OstRecord};
+use lanefs_core::store::StoreError;
 use lanefs_core::{ClientId, Instant, ObjectId, OstIndex};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -63,7 +71,8 @@ pub const EXPORT_TIMEOUT_DEFAULT: StdDuration = StdDuration::from_secs(150);
 
 enum OstInput {
     Message { client: ClientId, message: ToOst },
-    Destroy { object: ObjectId },
+    Destroy { objects: Vec<ObjectId>, reply: oneshot::Sender<Result<(), String>> },
+    Precreate { last_id: ObjectId, reply: oneshot::Sender<Result<u64, String>> },
     Evict { client: ClientId },
     Stats(oneshot::Sender<OstStats>),
 }
@@ -186,10 +195,22 @@ fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peer
                 }
                 ost.handle_message(now(), client, message)
             }
-            Ok(OstInput::Destroy { object }) => {
-                if let Err(e) = ost.store_mut().destroy(object) {
-                    warn!(ost = index, "destroying object {}: {e}", object.0);
+            Ok(OstInput::Destroy { objects, reply }) => {
+                let mut result = Ok(());
+                for object in objects {
+                    if let Err(e) = ost.store_mut().destroy(object) {
+                        warn!(ost = index, "destroying object {}: {e}", object.0);
+                        result = Err(format!("destroying object {} of OST{index:04x}: {e}", object.0));
+                    }
                 }
+                let _ = reply.send(result);
+            }
+            Ok(OstInput::Precreate { last_id, reply }) => {
+                let created = ost.store_mut().precreate(last_id);
+                if let Err(e) = &created {
+                    warn!(ost = index, "precreating objects up to {}: {e}", last_id.0);
+                }
+                let _ = reply.send(created.map(|id| id.0).map_err(|e| format!("OST{index:04x}: {e}")));
             }
             Ok(OstInput::Evict { client }) => ost.evict(now(), client),
             Ok(OstInput::Stats(reply)) => {
@@ -236,9 +257,15 @@ fn commit(ost: &mut Ost<FileStore>, now: Instant) {
             if request.commit.is_empty() { request.object.into_iter().collect() } else { request.commit.clone() };
         let mut failures = Vec::new();
         for object in objects {
-            if let Err(e) = ost.store_mut().sync(object) {
-                warn!(ost = index, "syncing object {}: {e}", object.0);
-                failures.push((object, e.io_error()));
+            match ost.store_mut().sync(object) {
+                Ok(()) => {}
+                // Destroyed since it was written (an unlink): nothing of it
+                // is left to make durable.
+                Err(StoreError::NoSuchObject { .. }) => {}
+                Err(e) => {
+                    warn!(ost = index, "syncing object {}: {e}", object.0);
+                    failures.push((object, e.io_error()));
+                }
             }
         }
         if request.commit_to > ost.last_committed() {
@@ -298,8 +325,9 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     spawn_writer(w, rx, None);
     match handshake(&mut r).await {
         Ok(Role::Client) => {}
+        Ok(Role::Mds) => return serve_mds(&mut r, &shared, &tx).await,
         Ok(role) => {
-            let _ = tx.send(Wire::Refused { reason: format!("an OSS takes client connections, not {role:?}") });
+            let _ = tx.send(Wire::Refused { reason: format!("an OSS takes client and MDS connections, not {role:?}") });
             return;
         }
         Err(reason) => {
@@ -344,6 +372,60 @@ struct Session {
 impl Session {
     fn client(&self) -> Result<ClientId, String> {
         self.client.ok_or_else(|| "a client names itself (Session) before its first request".to_string())
+    }
+}
+
+/// The MDS's connection: precreates and destroys, each answered when the
+/// OST's thread has done it. Anything else closes the connection.
+async fn serve_mds<R: tokio::io::AsyncRead + Unpin>(r: &mut R, shared: &Shared, tx: &UnboundedSender<Wire>) {
+    let _ = tx.send(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
+    info!("MDS connected");
+    let mut stop = shared.stop.subscribe();
+    let served = tokio::select! {
+        biased;
+        _ = stop.wait_for(|stopped| *stopped) => Err("the OSS is shutting down".to_string()),
+        served = serve_mds_messages(r, shared, tx) => served,
+    };
+    if let Err(reason) = served {
+        warn!("closing the MDS's connection: {reason}");
+        let _ = tx.send(Wire::Refused { reason });
+    }
+}
+
+async fn serve_mds_messages<R: tokio::io::AsyncRead + Unpin>(
+    r: &mut R,
+    shared: &Shared,
+    tx: &UnboundedSender<Wire>,
+) -> Result<(), String> {
+    loop {
+        let frame = match read_frame(r).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return Ok(()),
+            Err(CodecError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
+            Err(e) => return Err(e.to_string()),
+        };
+        match frame {
+            Wire::Precreate { id, ost, last_id } => {
+                let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
+                let (reply, answer) = oneshot::channel();
+                let _ = sender.send(OstInput::Precreate { last_id: ObjectId(last_id), reply });
+                let result = answer.await.unwrap_or_else(|_| Err(format!("OST{ost:04x} has stopped")));
+                let _ = tx.send(Wire::Precreated { id, ost, result });
+            }
+            Wire::Destroy { id, ost, objects } => {
+                let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
+                let batch_max = lanefs_mds::objects::DESTROY_BATCH_MAX;
+                if objects.len() > batch_max {
+                    return Err(format!("a Destroy of {} objects: at most {batch_max} go in one", objects.len()));
+                }
+                let (reply, answer) = oneshot::channel();
+                let objects = objects.into_iter().map(ObjectId).collect();
+                let _ = sender.send(OstInput::Destroy { objects, reply });
+                let result = answer.await.unwrap_or_else(|_| Err(format!("OST{ost:04x} has stopped")));
+                let _ = tx.send(Wire::Destroyed { id, ost, result });
+            }
+            other => return Err(format!("the MDS's connection does not take {} messages", variant(&other))),
+        }
     }
 }
 
@@ -434,9 +516,11 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
                     }
                 }
             }
-            Wire::Destroy { ost, object } => {
-                let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
-                let _ = sender.send(OstInput::Destroy { object: ObjectId(object) });
+            Wire::Destroy { .. } | Wire::Precreate { .. } => {
+                return Err(format!(
+                    "only the MDS may create or destroy objects: {} refused on a client's connection",
+                    variant(&frame)
+                ))
             }
             Wire::StatsRequest { id } => {
                 let mut osts = Vec::new();
@@ -464,6 +548,9 @@ pub(crate) fn variant(w: &Wire) -> &'static str {
         Wire::ToOst { .. } => "ToOst",
         Wire::ToClient { .. } => "ToClient",
         Wire::Destroy { .. } => "Destroy",
+        Wire::Destroyed { .. } => "Destroyed",
+        Wire::Precreate { .. } => "Precreate",
+        Wire::Precreated { .. } => "Precreated",
         Wire::Mds { .. } => "Mds",
         Wire::MdsReply { .. } => "MdsReply",
         Wire::StatsRequest { .. } => "StatsRequest",

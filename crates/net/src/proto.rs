@@ -14,6 +14,12 @@
 //! `WriteShared` message. A phantom payload is the simulator's, and taking
 //! the bulk of a message holding one is an error.
 //!
+//! The MDS owns the life of OST objects: it connects to each OSS with
+//! `Role::Mds` and asks it to create objects in advance (`Precreate`) and to
+//! destroy those of removed files (`Destroy`); an OSS takes those two only
+//! on such a connection (a client sending one is `Refused`). A role is
+//! what the peer says it is: this protocol does not authenticate it.
+//!
 //! Shared memory is set up right after the handshake, on a Unix socket
 //! only: the client sends `AttachArena` with the arena's memfd attached
 //! (`SCM_RIGHTS`) and waits for `ArenaAttached` or `ArenaRefused` before
@@ -34,7 +40,10 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 /// 3: shared-memory bulk (`AttachArena`, `WriteShared`).
 /// 4: `ToOst::Sync` and `ToClient::SyncReply` (fsync commits the OSTs).
 /// 5: recovery (`Session`; sessions, replay, commits and their notices in
-/// the core messages; error numbers in `IoError`).
+///    the core messages; error numbers in `IoError`); credentials on every
+///    namespace call, paged `Readdir`, owners and permissions in the MDS's
+///    answers, `Role::Mds` with `Precreate` and acknowledged `Destroy` from
+///    the MDS to the OSSes.
 pub const PROTOCOL_VERSION: u16 = 5;
 
 /// Who is connecting.
@@ -44,6 +53,8 @@ pub enum Role {
     Client,
     /// An OSS announcing its OSTs to the MDS.
     Oss { address: String, osts: Vec<u32> },
+    /// The MDS, at an OSS: the only peer that may create and destroy objects.
+    Mds,
 }
 
 /// Lock and data statistics of one OST (`lctl get_param ldlm.namespaces.*`).
@@ -84,7 +95,11 @@ pub struct ClusterInfo {
 /// A request to the MDS.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum MdsCall {
-    Namespace(lanefs_mds::MdsRequest),
+    /// A namespace request, made by the process `credentials` name.
+    Namespace {
+        credentials: lanefs_mds::Credentials,
+        request: lanefs_mds::MdsRequest,
+    },
     ClusterInfo,
 }
 
@@ -119,10 +134,31 @@ pub enum Wire {
         ost: u32,
         message: ToClient,
     },
-    /// Remove an object whose file was unlinked (asynchronous, no reply).
+    /// MDS to OSS: destroy these objects of a removed file (at most
+    /// `lanefs_mds::objects::DESTROY_BATCH_MAX`). Answered by `Destroyed`.
     Destroy {
+        id: u64,
         ost: u32,
-        object: u64,
+        objects: Vec<u64>,
+    },
+    /// The objects of `Destroy` `id` are gone (or the reason they are not).
+    Destroyed {
+        id: u64,
+        ost: u32,
+        result: Result<(), String>,
+    },
+    /// MDS to OSS: create every object of `ost` up to `last_id` (Lustre's
+    /// precreation). Answered by `Precreated`.
+    Precreate {
+        id: u64,
+        ost: u32,
+        last_id: u64,
+    },
+    /// The OST's `LAST_ID` after `Precreate` `id` (or why it failed).
+    Precreated {
+        id: u64,
+        ost: u32,
+        result: Result<u64, String>,
     },
     Mds {
         id: u64,

@@ -1,7 +1,7 @@
 //! Malformed and hostile input on the wire: every bad peer gets a reason
 //! and a closed connection, and the servers keep serving everyone else.
 
-use lanefs_mds::{CreateMode, MdsReply, MdsRequest, StripeSpec};
+use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, ClientOptions};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::codec::{encode, FRAME_BYTES_MAX};
@@ -37,11 +37,14 @@ fn still_serving(c: &LocalCluster) {
     let cl = Client::connect(&c.mds_address(), ClientOptions::default()).unwrap();
     let path = format!("/ok-{}", std::process::id());
     let stripe = StripeSpec::default();
-    let MdsReply::File(info) =
-        cl.mds(MdsRequest::Create { path: path.clone(), stripe, mode: CreateMode::OpenOrCreate }).unwrap()
-    else {
-        panic!("create answered something else")
+    let create = MdsRequest::Create {
+        path: path.clone(),
+        stripe,
+        mode: CreateMode::OpenOrCreate,
+        access: Access::ReadWrite,
+        permissions: 0o644,
     };
+    let MdsReply::File(info) = cl.mds(create).unwrap() else { panic!("create answered something else") };
     let f = cl.open_layout(&path, info.layout).unwrap();
     cl.pwrite(&f, 0, b"still here").unwrap();
     assert_eq!(cl.pread(&f, 0, 10).unwrap(), b"still here");
@@ -172,4 +175,48 @@ fn a_client_that_cannot_reach_the_mds_gets_an_error_not_a_hang() {
     assert!(err.to_string().contains(&address), "{err}");
     let err = Client::connect("not-an-address", ClientOptions::default()).err().unwrap();
     assert!(err.to_string().contains("HOST:PORT"), "{err}");
+}
+
+/// Objects are the MDS's to create and destroy: on a client's connection
+/// an OSS refuses `Destroy` and `Precreate`, and the object stays. An MDS
+/// refuses a peer claiming to be another MDS.
+#[test]
+fn only_the_mds_may_destroy_or_create_objects() {
+    let c = tcp_cluster();
+    let cl = Client::connect(&c.mds_address(), ClientOptions::default()).unwrap();
+    let create = MdsRequest::Create {
+        path: "/kept".into(),
+        stripe: StripeSpec::default(),
+        mode: CreateMode::Exclusive,
+        access: Access::Write,
+        permissions: 0o644,
+    };
+    let MdsReply::File(info) = cl.mds(create).unwrap() else { panic!("create answered something else") };
+    let f = cl.open_layout("/kept", info.layout.clone()).unwrap();
+    cl.pwrite(&f, 0, b"precious").unwrap();
+    cl.fsync(&f).unwrap();
+    let key = info.layout.objects()[0];
+    let object_file = c.data_dir().join(format!("OST{:04x}/objects/{}", key.ost.0, key.object.0));
+    let oss = c.oss_address().unwrap();
+    let last_id = c.data_dir().join(format!("OST{:04x}/LAST_ID", key.ost.0));
+    let last_id_before = std::fs::read_to_string(&last_id).unwrap();
+    let attempts = [
+        Wire::Destroy { id: 1, ost: key.ost.0, objects: vec![key.object.0] },
+        Wire::Precreate { id: 2, ost: key.ost.0, last_id: 1_000_000 },
+    ];
+    for attempt in attempts {
+        let mut bytes = hello(PROTOCOL_VERSION);
+        bytes.extend(frame(attempt));
+        let answer = exchange(&oss, &bytes);
+        assert!(answer.contains("only the MDS may create or destroy objects"), "{answer:?}");
+    }
+    assert!(object_file.exists(), "the object was not destroyed");
+    assert_eq!(std::fs::read_to_string(&last_id).unwrap(), last_id_before, "nothing was created");
+    assert_eq!(cl.pread(&f, 0, 8).unwrap(), b"precious");
+    let mds = frame(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Mds });
+    assert!(exchange(&c.mds_address(), &mds).contains("not another MDS"));
+    let role = Role::Oss { address: "127.0.0.1:1".into(), osts: vec![0, 7] };
+    let stray = frame(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role });
+    assert!(exchange(&c.mds_address(), &stray).contains("OST index 7 is out of range: this file system has 1 OSTs"));
+    still_serving(&c);
 }

@@ -5,7 +5,7 @@ use lanefs_core::client::ladvise::{Advice, AheadMode, LockaheadResult};
 use lanefs_core::ldlm::server::LockServerConfig;
 use lanefs_core::ost::{OstConfig, SyncLockCancel};
 use lanefs_core::Duration;
-use lanefs_mds::{CreateMode, MdsReply, MdsRequest, StripeSpec};
+use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, ClientOptions, File, NetError};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use std::time::Instant as WallClock;
@@ -22,14 +22,21 @@ fn client(c: &LocalCluster) -> Client {
 
 fn create(cl: &Client, path: &str, count: i64, size: u64) -> File {
     let stripe = StripeSpec { count: Some(count), size: Some(size), start_ost: None };
-    match cl.mds(MdsRequest::Create { path: path.into(), stripe, mode: CreateMode::Exclusive }).unwrap() {
+    let request = MdsRequest::Create {
+        path: path.into(),
+        stripe,
+        mode: CreateMode::Exclusive,
+        access: Access::ReadWrite,
+        permissions: 0o644,
+    };
+    match cl.mds(request).unwrap() {
         MdsReply::File(info) => cl.open_layout(path, info.layout).unwrap(),
         other => panic!("create answered {other:?}"),
     }
 }
 
 fn open(cl: &Client, path: &str) -> File {
-    match cl.mds(MdsRequest::Open { path: path.into() }).unwrap() {
+    match cl.mds(MdsRequest::Open { path: path.into(), access: Access::ReadWrite }).unwrap() {
         MdsReply::File(info) => cl.open_layout(path, info.layout).unwrap(),
         other => panic!("open answered {other:?}"),
     }
@@ -143,7 +150,7 @@ fn lockahead_locks_let_two_writers_share_an_object_without_callbacks() {
 fn the_namespace_survives_an_mds_restart() {
     let mut c = cluster(2);
     let a = client(&c);
-    a.mds(MdsRequest::Mkdir { path: "/d".into() }).unwrap();
+    a.mds(MdsRequest::Mkdir { path: "/d".into(), permissions: 0o755 }).unwrap();
     let f = create(&a, "/d/file", 2, 2 * MIB);
     a.pwrite(&f, 0, &bytes(5, 100)).unwrap();
     a.close(f).unwrap();
@@ -155,10 +162,8 @@ fn the_namespace_survives_an_mds_restart() {
     assert_eq!(f.layout.stripe_size(), 2 * MIB);
     assert_eq!(f.layout.stripe_count(), 2);
     assert_eq!(b.pread(&f, 0, 100).unwrap(), bytes(5, 100));
-    match b.mds(MdsRequest::Readdir { path: "/d".into() }).unwrap() {
-        MdsReply::Entries(e) => assert_eq!(e.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["file"]),
-        other => panic!("{other:?}"),
-    }
+    let entries = b.readdir("/d").unwrap();
+    assert_eq!(entries.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["file"]);
 }
 
 /// A client whose OSS goes away waits for it (nothing fails while it may
@@ -180,7 +185,7 @@ fn an_oss_that_stays_down_fails_operations_after_the_reconnect_timeout() {
     assert!(waited < std::time::Duration::from_secs(20), "an error, not a hang: {waited:?}");
     assert!(err.to_string().contains("out of reach"), "{err}");
     // The namespace needs only the MDS.
-    assert!(a.mds(MdsRequest::Readdir { path: "/".into() }).is_ok());
+    assert!(a.readdir("/").is_ok());
     c.start_oss().unwrap();
     assert_eq!(a.pread(&f, 0, 4096).unwrap(), bytes(1, 4096), "data on disk survives");
     // The client reconnected with a new page arena (the old one is retired:
@@ -224,13 +229,20 @@ fn an_oss_restart_loses_nothing_the_client_held() {
 fn bad_stripe_settings_and_missing_paths_are_clear_errors() {
     let c = cluster(2);
     let a = client(&c);
+    let create = |path: &str, stripe| MdsRequest::Create {
+        path: path.into(),
+        stripe,
+        mode: CreateMode::Exclusive,
+        access: Access::ReadWrite,
+        permissions: 0o644,
+    };
     let stripe = StripeSpec { count: Some(1), size: Some(100_000), start_ost: None };
-    let e = a.mds(MdsRequest::Create { path: "/x".into(), stripe, mode: CreateMode::Exclusive }).unwrap_err();
+    let e = a.mds(create("/x", stripe)).unwrap_err();
     assert!(e.to_string().contains("65536") || e.to_string().contains("64 KiB"), "{e}");
     let stripe = StripeSpec { count: Some(5), size: None, start_ost: None };
-    let e = a.mds(MdsRequest::Create { path: "/y".into(), stripe, mode: CreateMode::Exclusive }).unwrap_err();
+    let e = a.mds(create("/y", stripe)).unwrap_err();
     assert!(e.to_string().contains('5'), "{e}");
-    let e = a.mds(MdsRequest::Open { path: "/nope/file".into() }).unwrap_err();
+    let e = a.mds(MdsRequest::Open { path: "/nope/file".into(), access: Access::Read }).unwrap_err();
     assert!(matches!(e, NetError::Mds(_)) && e.to_string().contains("/nope"), "{e}");
 }
 

@@ -520,7 +520,7 @@ impl Client {
 
     /// File size, including other clients' cached writes (glimpse).
     pub fn stat(&mut self, now: Instant, fh: FileHandle) -> OpId {
-        self.start(now, fh, OpKind::Stat { sizes: Vec::new() }, 0, 0)
+        self.start(now, fh, OpKind::Stat { sizes: Vec::new(), failed_ost: None }, 0, 0)
     }
 
     pub fn truncate(&mut self, now: Instant, fh: FileHandle, size: u64) -> OpId {

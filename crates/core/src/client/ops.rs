@@ -38,8 +38,11 @@ pub(super) enum OpKind {
         failed_ost: Option<OstIndex>,
     },
     Close,
+    /// A glimpse of every object; `failed_ost` names the OST whose getattr
+    /// failed.
     Stat {
         sizes: Vec<u64>,
+        failed_ost: Option<OstIndex>,
     },
     Truncate {
         size: u64,
@@ -372,7 +375,7 @@ impl Client {
                 Some(error) => return Err(error),
                 None => OpOutput::Closed,
             },
-            OpKind::Stat { sizes } => {
+            OpKind::Stat { sizes, .. } => {
                 let layout = &self.files.get(&fh).ok_or(ClientError::BadFile)?.layout;
                 OpOutput::Size(layout.file_size(sizes))
             }
@@ -619,7 +622,9 @@ impl Client {
             OpState::Ready => {
                 // Ask every object at once; the replies fill `sizes`.
                 let steps = self.ops[&id].steps.clone();
-                let OpKind::Stat { sizes } = &mut self.ops.get_mut(&id).expect("live op").kind else { unreachable!() };
+                let OpKind::Stat { sizes, .. } = &mut self.ops.get_mut(&id).expect("live op").kind else {
+                    unreachable!()
+                };
                 *sizes = vec![0; steps.len()];
                 for s in steps.iter() {
                     let xid = self.xid();
@@ -630,7 +635,8 @@ impl Client {
                 Ok(true)
             }
             OpState::WaitRpcs { outstanding: 0, failed: Some(error) } => {
-                Err(ClientError::Io { ost: step.key.ost, error })
+                let OpKind::Stat { failed_ost, .. } = self.ops[&id].kind else { unreachable!("a stat") };
+                Err(ClientError::Io { ost: failed_ost.unwrap_or(step.key.ost), error })
             }
             OpState::WaitRpcs { outstanding: 0, failed: None } => {
                 let op = self.ops.get_mut(&id).expect("live op");

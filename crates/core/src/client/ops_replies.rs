@@ -142,11 +142,18 @@ impl Client {
                 let key = self.ops[&op].steps.at(stripe as usize).key;
                 debug_assert_eq!(key.ost, ost);
                 let local = self.cache.object_cached_end(key);
-                let OpKind::Stat { sizes } = &mut self.ops.get_mut(&op).expect("live op").kind else { unreachable!() };
+                let OpKind::Stat { sizes, .. } = &mut self.ops.get_mut(&op).expect("live op").kind else {
+                    unreachable!()
+                };
                 sizes[stripe as usize] = size.max(local);
                 None
             }
-            Err(e) => Some(e),
+            Err(e) => {
+                if let Some(OpKind::Stat { failed_ost, .. }) = self.ops.get_mut(&op).map(|o| &mut o.kind) {
+                    *failed_ost = Some(ost);
+                }
+                Some(e)
+            }
         };
         self.rpc_answered(op, failure);
     }
