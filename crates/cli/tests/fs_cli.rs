@@ -6,6 +6,8 @@ use std::process::{Child, Command, Stdio};
 struct Up {
     child: Child,
     mds: String,
+    /// The client key `lanefs up --tcp` made (its `export LANEFS_KEY=`).
+    key: String,
     _dir: tempfile::TempDir,
     /// Kept open: the server's stdout stays readable for as long as it runs.
     _stdout: std::io::Lines<BufReader<std::process::ChildStdout>>,
@@ -27,17 +29,26 @@ fn up() -> Up {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mds = loop {
-        let line = lines.next().expect("lanefs up prints its address").unwrap();
+    let (mut mds, mut key) = (None, None);
+    while mds.is_none() || key.is_none() {
+        let line = lines.next().expect("lanefs up prints its address and key").unwrap();
         if let Some(a) = line.strip_prefix("export LANEFS_MDS=") {
-            break a.to_string();
+            mds = Some(a.to_string());
         }
-    };
-    Up { child, mds, _dir: dir, _stdout: lines }
+        if let Some(k) = line.strip_prefix("export LANEFS_KEY=") {
+            key = Some(k.to_string());
+        }
+    }
+    Up { child, mds: mds.unwrap(), key: key.unwrap(), _dir: dir, _stdout: lines }
 }
 
 fn lanefs(up: &Up, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_lanefs")).args(args).env("LANEFS_MDS", &up.mds).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(args)
+        .env("LANEFS_MDS", &up.mds)
+        .env("LANEFS_KEY", &up.key)
+        .output()
+        .unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -174,8 +185,9 @@ fn ior_ranks_can_run_as_processes() {
     let child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
         .args(["ior", "-a", "LANEFS", "-w", "-r", "-W", "-R", "-C", "-e", "-b", "1m", "-t", "256k", "-s", "2"])
         .args(["-N", "3", "--lanefs.ranks=processes", "--lanefs.lock-mode=lockahead", "-O", "summaryFormat=JSON"])
-        .args(["-o", "/ranks-as-processes"])
+        .args(["-o", "/ranks-as-processes", "--key", &up.key])
         .env("LANEFS_MDS", &up.mds)
+        .env_remove("LANEFS_KEY")
         .env("RUST_LOG", "lanefs=info")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -213,6 +225,7 @@ fn a_rank_process_refuses_a_malformed_request() {
             .args(["ior-rank", "--mds", &up.mds, "--rank", "0", "--buffer"])
             .arg(buffer.path())
             .args(["--", "-a", "LANEFS", "-w"])
+            .env("LANEFS_KEY", &up.key)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -235,6 +248,7 @@ fn a_dead_rank_process_fails_the_run_clearly() {
         .args(["ior", "-a", "LANEFS", "-w", "-b", "256m", "-t", "1m", "-N", "3", "--lanefs.ranks=processes"])
         .args(["-o", "/dies"])
         .env("LANEFS_MDS", &up.mds)
+        .env("LANEFS_KEY", &up.key)
         .env("RUST_LOG", "lanefs=info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -24,7 +24,13 @@
 //! network. Otherwise the frames are written to the socket as they are.
 //! After a lost OSS connection the arena is retired (a server may still be
 //! reading frames of writes given up on) and a new one is made.
+//!
+//! Servers on TCP take only clients with a key of their cluster
+//! ([`ClientOptions::key`], see [`crate::auth`]); on Unix sockets the
+//! client needs none, and trusts only a server running as its own user or
+//! root.
 
+use crate::auth::{describe, tls_failure, Credentials, TlsFailure};
 use crate::codec::encode;
 use crate::codec::read_frame;
 use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
@@ -75,11 +81,28 @@ pub struct ClientOptions {
     /// Offer OSSes on Unix sockets the page arena in shared memory (write
     /// RPCs then name their pages instead of sending them).
     pub shared_memory: bool,
+    /// The cluster key for TCP servers (a client key, or a server key for
+    /// tools on server hosts); unused on Unix sockets.
+    pub key: Option<Credentials>,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        ClientOptions { core: ClientConfig::default(), connect_timeout: StdDuration::from_secs(5), shared_memory: true }
+        ClientOptions {
+            core: ClientConfig::default(),
+            connect_timeout: StdDuration::from_secs(5),
+            shared_memory: true,
+            key: None,
+        }
+    }
+}
+
+/// A failed connection to `address` as a [`NetError`]: a server's refusal
+/// of this end's key is `Refused`, anything else `Connect`; both say why.
+fn connect_failed(address: &Address, e: &std::io::Error, key: Option<&Credentials>) -> NetError {
+    match key.and_then(|key| tls_failure(e, key.path())) {
+        Some(TlsFailure::ByPeer(reason)) => NetError::Refused { peer: address.to_string(), reason },
+        _ => NetError::Connect { address: address.to_string(), reason: describe(e, key) },
     }
 }
 
@@ -327,6 +350,7 @@ struct ArenaOffer<'a> {
 /// reader task.
 async fn open_session(
     address: &Address,
+    key: Option<&Credentials>,
     timeout: StdDuration,
     peer: Peer,
     net_tx: UnboundedSender<NetIn>,
@@ -334,19 +358,21 @@ async fn open_session(
 ) -> Result<Session, NetError> {
     let fail = |reason: String| NetError::Connect { address: address.to_string(), reason };
     let handshake = async {
-        let mut stream = connect_raw(address).await.map_err(|e| fail(e.to_string()))?;
+        let mut stream = connect_raw(address, key).await.map_err(|e| connect_failed(address, &e, key))?;
         let hello = Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Client };
         let mut frame = Vec::new();
         encode(hello, &mut frame).map_err(|e| fail(e.to_string()))?;
         let written = match &mut stream {
             Connected::Tcp(s) => s.write_all(&frame).await,
+            Connected::Tls(s) => s.write_all(&frame).await.and(s.flush().await),
             Connected::Unix(s) => s.write_all(&frame).await,
         };
-        written.map_err(|e| fail(e.to_string()))?;
+        written.map_err(|e| connect_failed(address, &e, key))?;
         match read_handshake_frame(&mut stream).await {
             Ok(Some(Wire::Welcome { .. })) => {}
             Ok(Some(Wire::Refused { reason })) => return Err(NetError::Refused { peer: address.to_string(), reason }),
             Ok(other) => return Err(fail(format!("unexpected handshake answer {other:?}"))),
+            Err(crate::codec::CodecError::Io(e)) => return Err(connect_failed(address, &e, key)),
             Err(e) => return Err(fail(e.to_string())),
         }
         let shared = match (&stream, arena) {
@@ -409,6 +435,7 @@ async fn open_session(
 async fn read_handshake_frame(stream: &mut Connected) -> Result<Option<Wire>, crate::codec::CodecError> {
     match stream {
         Connected::Tcp(s) => read_frame(s).await,
+        Connected::Tls(s) => read_frame(s).await,
         Connected::Unix(s) => read_frame(s).await,
     }
 }
@@ -438,7 +465,9 @@ fn offer<'a>(pool: &PagePool, file: &'a Option<FsFile>) -> Option<ArenaOffer<'a>
 impl Driver {
     async fn start(mds_address: Address, options: ClientOptions) -> Result<Driver, NetError> {
         let (net_tx, mut net_rx) = unbounded_channel();
-        let (mds, _) = open_session(&mds_address, options.connect_timeout, Peer::Mds, net_tx.clone(), None).await?;
+        let key = options.key.as_ref();
+        let (mds, _) =
+            open_session(&mds_address, key, options.connect_timeout, Peer::Mds, net_tx.clone(), None).await?;
         let _ = mds.send(Wire::Mds { id: 0, call: MdsCall::ClusterInfo });
         let info = match net_rx.recv().await {
             Some(NetIn::Mds(Wire::MdsReply { answer: MdsAnswer::ClusterInfo(info), .. })) => info,
@@ -469,7 +498,7 @@ impl Driver {
         for (i, conn) in oss.iter_mut().enumerate() {
             let offer = offer(&pool, &arena_file);
             let (tx, writer) =
-                open_session(&conn.address, options.connect_timeout, Peer::Oss(i), net_tx.clone(), offer).await?;
+                open_session(&conn.address, key, options.connect_timeout, Peer::Oss(i), net_tx.clone(), offer).await?;
             conn.tx = Some(tx);
             conn.writer = Some(writer);
         }
@@ -561,6 +590,7 @@ impl Driver {
                 if self.mds.is_none() {
                     match open_session(
                         &self.mds_address,
+                        self.options.key.as_ref(),
                         self.options.connect_timeout,
                         Peer::Mds,
                         self.net_tx.clone(),
@@ -726,7 +756,9 @@ impl Driver {
     async fn reconnect(&mut self, i: usize) {
         let address = self.oss[i].address.clone();
         let offer = offer(&self.pool, &self.arena_file);
-        match open_session(&address, self.options.connect_timeout, Peer::Oss(i), self.net_tx.clone(), offer).await {
+        let key = self.options.key.as_ref();
+        match open_session(&address, key, self.options.connect_timeout, Peer::Oss(i), self.net_tx.clone(), offer).await
+        {
             Ok((tx, writer)) => {
                 debug!(%address, "reconnected");
                 self.oss[i].tx = Some(tx);

@@ -8,14 +8,15 @@
 //! files are cached (up to [`OPEN_FILES_MAX`]) so that a stream of 1 MiB
 //! writes costs one system call each. It keeps bytes: phantom payloads (the
 //! simulator's) are refused by the trait's default methods, as the wire
-//! never carries them anyway.
+//! never carries them anyway. Directories it makes are 0700 and object
+//! files 0600: only the OSS's user reads objects, other than through lanefs.
 
 use lanefs_core::msg::Payload;
 use lanefs_core::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
 use lanefs_core::ObjectId;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Open object files kept per OST.
@@ -29,7 +30,7 @@ pub struct FileStore {
 impl FileStore {
     /// Use (creating if needed) `dir` for this OST's objects.
     pub fn open(dir: &Path) -> std::io::Result<Self> {
-        std::fs::create_dir_all(dir.join("objects"))?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir.join("objects"))?;
         Ok(FileStore { dir: dir.to_path_buf(), open: BTreeMap::new() })
     }
 
@@ -40,7 +41,7 @@ impl FileStore {
     fn file(&mut self, object: ObjectId, create: bool) -> Result<Option<&File>, StoreError> {
         if !self.open.contains_key(&object) {
             let path = self.path(object);
-            let file = match OpenOptions::new().read(true).write(true).create(create).open(&path) {
+            let file = match OpenOptions::new().read(true).write(true).create(create).mode(0o600).open(&path) {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(None),
                 Err(e) => return Err(StoreError::Io(format!("{}: {e}", path.display()))),

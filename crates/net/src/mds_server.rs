@@ -3,8 +3,11 @@
 //!
 //! Namespace requests are handled one at a time on the `Mds` (SQLite is
 //! fast for this and a single writer keeps it simple); OSS registrations
-//! are kept in memory, and an OSS registers again when it restarts.
+//! are kept in memory, and an OSS registers again when it restarts. Only
+//! a peer with the cluster's server key (or, on a Unix socket, the MDS's
+//! own user) may register an OSS: see [`crate::auth`].
 
+use crate::auth::Credentials;
 use crate::codec::read_frame;
 use crate::oss::{handshake, variant, SHUTDOWN_GRACE};
 use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, Role, Wire, PROTOCOL_VERSION};
@@ -58,8 +61,14 @@ fn register(shared: &Shared, address: &str, osts: &[u32]) {
     info!(address, ?osts, "OSS registered");
 }
 
-pub async fn start(listen: &Address, mds: Mds, ost_count: u32) -> std::io::Result<MdsHandle> {
-    let listener = Listener::bind(listen).await?;
+/// Serve `mds` on `listen`; on TCP, with the cluster's server key `key`.
+pub async fn start(
+    listen: &Address,
+    key: Option<&Credentials>,
+    mds: Mds,
+    ost_count: u32,
+) -> std::io::Result<MdsHandle> {
+    let listener = Listener::bind(listen, key).await?;
     let address = listener.local_address()?;
     let (stop, _) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared { mds: Mutex::new(Some(mds)), stop, ost_count, osts: Mutex::new(BTreeMap::new()) });
@@ -76,7 +85,7 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     let mut r = BufReader::new(r);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     spawn_writer(w, rx, None);
-    match handshake(&mut r).await {
+    match handshake(&mut r, accepted.peer).await {
         Ok(Role::Client) => {}
         Ok(Role::Oss { address, osts }) => register(&shared, &address, &osts),
         Err(reason) => {

@@ -18,6 +18,7 @@
 //! that does not fit the arena closes the connection, like any malformed
 //! frame.
 
+use crate::auth::{claim_allowed, Credentials, Peer};
 use crate::codec::{read_frame, CodecError};
 use crate::filestore::FileStore;
 use crate::proto::{OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
@@ -98,9 +99,10 @@ impl OssHandle {
     }
 }
 
-/// Start serving `config.osts` on `listen` (port 0 picks a free port).
-pub async fn start(listen: &Address, config: OssConfig) -> std::io::Result<OssHandle> {
-    let listener = Listener::bind(listen).await?;
+/// Start serving `config.osts` on `listen` (port 0 picks a free port); on
+/// TCP, with the cluster's server key `key`.
+pub async fn start(listen: &Address, key: Option<&Credentials>, config: OssConfig) -> std::io::Result<OssHandle> {
+    let listener = Listener::bind(listen, key).await?;
     let address = listener.local_address()?;
     let clock = std::time::Instant::now();
     let peers: Peers = Arc::new(Mutex::new(HashMap::new()));
@@ -189,7 +191,7 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     let mut r = BufReader::with_capacity(1 << 18, r);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     spawn_writer(w, rx, None);
-    match handshake(&mut r).await {
+    match handshake(&mut r, accepted.peer).await {
         Ok(Role::Client) => {}
         Ok(role) => {
             let _ = tx.send(Wire::Refused { reason: format!("an OSS takes client connections, not {role:?}") });
@@ -218,8 +220,9 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     debug!(client, "client disconnected");
 }
 
-/// Read `Hello` and check it; the error is the reason told to the peer.
-pub(crate) async fn handshake<R: tokio::io::AsyncRead + Unpin>(r: &mut R) -> Result<Role, String> {
+/// Read `Hello` and check it, and the role it claims against what the
+/// peer's key or uid allows; the error is the reason told to the peer.
+pub(crate) async fn handshake<R: tokio::io::AsyncRead + Unpin>(r: &mut R, peer: Peer) -> Result<Role, String> {
     match read_frame(r).await {
         Ok(Some(Wire::Hello { magic, version, role })) => {
             if magic != MAGIC {
@@ -230,6 +233,7 @@ pub(crate) async fn handshake<R: tokio::io::AsyncRead + Unpin>(r: &mut R) -> Res
                     "protocol version {version} is not supported; this server speaks version {PROTOCOL_VERSION}: run the same lanefs release on every node"
                 ));
             }
+            claim_allowed(peer, &role)?;
             Ok(role)
         }
         Ok(Some(other)) => Err(format!("expected Hello first, got {}", variant(&other))),
@@ -325,10 +329,16 @@ pub(crate) fn variant(w: &Wire) -> &'static str {
 }
 
 /// Tell the MDS at `mds` that `address` serves `osts` (what `lanefs oss`
-/// does at start). The registration lives as long as this process keeps
-/// the connection; a task holds it open.
-pub async fn register_with_mds(mds: &Address, address: &Address, osts: &[u32]) -> Result<(), String> {
-    let stream = crate::transport::connect(mds).await.map_err(|e| e.to_string())?;
+/// does at start), with the cluster's server key `key` if the MDS is on
+/// TCP. The registration lives as long as this process keeps the
+/// connection; a task holds it open.
+pub async fn register_with_mds(
+    mds: &Address,
+    key: Option<&Credentials>,
+    address: &Address,
+    osts: &[u32],
+) -> Result<(), String> {
+    let stream = crate::transport::connect(mds, key).await.map_err(|e| crate::auth::describe(&e, key))?;
     let (r, w) = tokio::io::split(stream);
     let mut r = BufReader::new(r);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -338,6 +348,7 @@ pub async fn register_with_mds(mds: &Address, address: &Address, osts: &[u32]) -
     match read_frame(&mut r).await {
         Ok(Some(Wire::Welcome { .. })) => {}
         Ok(Some(Wire::Refused { reason })) => return Err(reason),
+        Err(CodecError::Io(e)) => return Err(crate::auth::describe(&e, key)),
         other => return Err(format!("unexpected answer {other:?}")),
     }
     tokio::spawn(async move {

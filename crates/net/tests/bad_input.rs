@@ -6,21 +6,42 @@ use lanefs_net::client::{Client, ClientOptions};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::codec::{encode, FRAME_BYTES_MAX};
 use lanefs_net::proto::{Role, Wire, MAGIC, PROTOCOL_VERSION};
-use std::io::{Read, Write};
+use lanefs_net::transport::{connect, Address};
 use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn tcp_cluster() -> LocalCluster {
     LocalCluster::start(LocalClusterConfig { osts: 1, unix_sockets: false, ..Default::default() }).unwrap()
 }
 
-/// Send raw bytes, then read until the server closes; return what it said.
-fn exchange(address: &str, bytes: &[u8]) -> String {
-    let mut s = std::net::TcpStream::connect(address).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(bytes).unwrap();
-    let mut answer = Vec::new();
-    s.read_to_end(&mut answer).expect("the server closes the connection instead of hanging");
-    String::from_utf8_lossy(&answer).into_owned()
+/// Send raw bytes (over TLS with the cluster's client key), then read
+/// until the server closes; return what it said. With `hang_up`, close
+/// right after sending instead and return nothing.
+fn send(c: &LocalCluster, address: &str, bytes: &[u8], hang_up: bool) -> String {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut s = connect(&Address::parse(address).unwrap(), c.client_key()).await.unwrap();
+        s.write_all(bytes).await.unwrap();
+        s.flush().await.unwrap();
+        let mut answer = Vec::new();
+        if hang_up {
+            return String::new();
+        }
+        let read = async {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = s.read(&mut buf).await {
+                answer.extend_from_slice(&buf[..n]);
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), read)
+            .await
+            .expect("the server closes the connection instead of hanging");
+        String::from_utf8_lossy(&answer).into_owned()
+    })
+}
+
+fn exchange(c: &LocalCluster, address: &str, bytes: &[u8]) -> String {
+    send(c, address, bytes, false)
 }
 
 fn frame(m: Wire) -> Vec<u8> {
@@ -34,7 +55,7 @@ fn hello(version: u16) -> Vec<u8> {
 }
 
 fn still_serving(c: &LocalCluster) {
-    let cl = Client::connect(&c.mds_address(), ClientOptions::default()).unwrap();
+    let cl = Client::connect(&c.mds_address(), c.client_options()).unwrap();
     let path = format!("/ok-{}", std::process::id());
     let stripe = StripeSpec::default();
     let MdsReply::File(info) =
@@ -61,7 +82,7 @@ fn every_kind_of_bad_frame_is_refused_with_a_reason() {
     ];
     for (name, bytes, reason) in &cases {
         for address in [&oss, &mds] {
-            let answer = exchange(address, bytes);
+            let answer = exchange(&c, address, bytes);
             assert!(answer.contains(reason), "{name} at {address}: answer {answer:?} lacks {reason:?}");
         }
     }
@@ -69,20 +90,17 @@ fn every_kind_of_bad_frame_is_refused_with_a_reason() {
     // and a header that does not decode.
     let mut bytes = hello(PROTOCOL_VERSION);
     bytes.extend(frame(Wire::ToOst { ost: 9, message: lanefs_core::msg::ToOst::Connect }));
-    assert!(exchange(&oss, &bytes).contains("does not serve OST index 9"));
+    assert!(exchange(&c, &oss, &bytes).contains("does not serve OST index 9"));
     let mut bytes = hello(PROTOCOL_VERSION);
     bytes.extend_from_slice(&12u32.to_le_bytes());
     bytes.extend_from_slice(&8u32.to_le_bytes());
     bytes.extend_from_slice(&[0xff; 8]);
-    assert!(exchange(&oss, &bytes).contains("undecodable frame header"));
+    assert!(exchange(&c, &oss, &bytes).contains("undecodable frame header"));
     // A truncated frame followed by a hang-up must not wedge the server.
     let mut bytes = hello(PROTOCOL_VERSION);
     bytes.extend_from_slice(&1000u32.to_le_bytes());
     bytes.extend_from_slice(&[1, 2, 3]);
-    {
-        let mut s = std::net::TcpStream::connect(&oss).unwrap();
-        s.write_all(&bytes).unwrap();
-    }
+    send(&c, &oss, &bytes, true);
     still_serving(&c);
 }
 
