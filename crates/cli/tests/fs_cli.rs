@@ -276,3 +276,58 @@ fn a_dead_rank_process_fails_the_run_clearly() {
         .collect();
     assert!(left.is_empty(), "rank processes left behind: {left:?}");
 }
+
+/// A file system on TCP takes only its own keys: `lanefs up --tcp` makes
+/// them owner-only beside its data, a command without one (or with an open
+/// one, or another cluster's) fails saying what to do, `lanefs key issue`
+/// makes more, and servers take only a server key.
+#[test]
+fn a_tcp_file_system_takes_only_its_own_keys() {
+    use std::os::unix::fs::PermissionsExt;
+    let up = up();
+    let key = std::path::Path::new(&up.key);
+    let keys = key.parent().unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode(keys), mode(key), mode(&keys.join("server.pem"))), (0o700, 0o600, 0o600));
+    let run = |key: Option<&std::path::Path>, args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_lanefs"));
+        command.args(args).env("LANEFS_MDS", &up.mds).env_remove("LANEFS_KEY");
+        if let Some(key) = key {
+            command.env("LANEFS_KEY", key);
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (success, said) = run(None, &["ls", "/"]);
+    assert!(!success && said.contains("--key") && said.contains("LANEFS_KEY"), "{said}");
+    let dir = tempfile::tempdir().unwrap();
+    let open = dir.path().join("open.pem");
+    std::fs::copy(key, &open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (success, said) = run(Some(&open), &["ls", "/"]);
+    assert!(!success && said.contains(&format!("chmod 600 {}", open.display())), "{said}");
+    let other = dir.path().join("other");
+    let (success, said) = run(None, &["key", "new", other.to_str().unwrap()]);
+    assert!(success && said.contains("client.pem"), "{said}");
+    let (success, said) = run(Some(&other.join("client.pem")), &["ls", "/"]);
+    assert!(!success && said.contains("not from the CA of the key"), "{said}");
+    let alice = dir.path().join("alice.pem");
+    let ca = keys.join("ca.pem");
+    let (success, said) =
+        run(None, &["key", "issue", "--ca", ca.to_str().unwrap(), "--name", "alice", alice.to_str().unwrap()]);
+    assert!(success, "{said}");
+    assert_eq!(mode(&alice), 0o600);
+    let (success, said) = run(Some(&alice), &["mkdir", "/alice"]);
+    assert!(success, "{said}");
+    assert!(run(Some(key), &["ls", "/"]).1.contains("alice"));
+    let data = dir.path().join("oss").display().to_string();
+    let (success, said) =
+        run(Some(key), &["oss", "--mds", &up.mds, "--data", &data, "--ost", "0", "--listen", "127.0.0.1:0"]);
+    assert!(!success && said.contains("is a client key") && said.contains("server key"), "{said}");
+    let data = dir.path().join("mds").display().to_string();
+    let (success, said) = run(None, &["mds", "--data", &data, "--osts", "1", "--listen", "127.0.0.1:0"]);
+    assert!(!success && said.contains("needs the cluster's server key") && said.contains("lanefs key new"), "{said}");
+}

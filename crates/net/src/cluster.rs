@@ -86,6 +86,7 @@ impl LocalCluster {
             }
             None => {
                 let t = tempfile::Builder::new().prefix("lanefs-").tempdir()?;
+                std::fs::set_permissions(t.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
                 (t.path().to_path_buf(), Some(t))
             }
         };

@@ -142,7 +142,7 @@ pub(crate) fn read_bundle(path: &Path) -> Result<KeyBundle, KeyError> {
     let (mut certs, key) = parse_pem(path, &bytes)?;
     if certs.len() != 2 {
         let hint = if certs.len() == 1 { " (a CA file? give server.pem or client.pem)" } else { "" };
-        return Err(malformed(path, format!("{} certificates where a key file has 2{hint}", certs.len())));
+        return Err(malformed(path, format!("{} certificate(s) where a key file has 2{hint}", certs.len())));
     }
     let ca = certs.pop().expect("two certificates");
     let leaf = certs.pop().expect("two certificates");
@@ -267,7 +267,7 @@ pub fn issue_key(ca_path: &Path, role: KeyRole, holder: Option<&str>, out: &Path
     let bytes = read_secret(ca_path)?;
     let (certs, key) = parse_pem(ca_path, &bytes)?;
     if certs.len() != 1 {
-        return Err(malformed(ca_path, format!("{} certificates where a CA file has 1 (give ca.pem)", certs.len())));
+        return Err(malformed(ca_path, format!("{} certificate(s) where a CA file has 1 (give ca.pem)", certs.len())));
     }
     let ca_key = KeyPair::try_from(&key).map_err(|e| malformed(ca_path, format!("unusable private key: {e}")))?;
     let ca_pem = certificate_block(&bytes).ok_or_else(|| malformed(ca_path, "no PEM certificate block"))?;
