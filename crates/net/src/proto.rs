@@ -2,6 +2,8 @@
 //!
 //! A connection starts with `Hello` (magic number, protocol version, role);
 //! the server answers `Welcome` or `Refused` (with the reason) and closes.
+//! On TCP all of it travels inside TLS, and the role claimed must be one
+//! the peer's key allows (see [`crate::auth`]).
 //! After that, OST traffic carries lanefs-core's own `ToOst` / `ToClient`
 //! messages unchanged, tagged with the OST index (one OSS serves several
 //! OSTs over one connection), and MDS traffic carries request/reply pairs
@@ -33,7 +35,10 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 /// 2: bulk data became a `Payload` (an enum tag in the header).
 /// 3: shared-memory bulk (`AttachArena`, `WriteShared`).
 /// 4: `ToOst::Sync` and `ToClient::SyncReply` (fsync commits the OSTs).
-pub const PROTOCOL_VERSION: u16 = 4;
+/// 5: on TCP the frames travel inside mutual TLS with the cluster's keys,
+///    and the roles a `Hello` may claim depend on the peer's key
+///    ([`crate::auth`]); the frames themselves are unchanged.
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
