@@ -63,6 +63,12 @@ use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tracing::warn;
 
+/// The socket under TLS, read through a buffer: rustls reads 4 KiB at a
+/// time, which would cost a system call per 4 KiB of bulk data.
+pub type TlsSocket = tokio::io::BufReader<TcpStream>;
+/// Bytes read from a TLS socket per system call, at most.
+pub const TLS_READ_BUFFER_BYTES: usize = 256 << 10;
+
 /// How long a peer has to complete the TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a refused peer has to take its refusal and hang up.
@@ -147,13 +153,26 @@ fn role_of(cert: &CertificateDer<'_>) -> Option<KeyRole> {
     }
 }
 
+/// rustls's ring provider, AES-128-GCM first: about 1.4 times the speed of
+/// AES-256-GCM (rustls's first choice) per byte with AES-NI, and every byte
+/// a TCP client moves is encrypted once and decrypted once.
+fn provider() -> rustls::crypto::CryptoProvider {
+    use rustls::crypto::ring::cipher_suite::{
+        TLS13_AES_128_GCM_SHA256, TLS13_AES_256_GCM_SHA384, TLS13_CHACHA20_POLY1305_SHA256,
+    };
+    rustls::crypto::CryptoProvider {
+        cipher_suites: vec![TLS13_AES_128_GCM_SHA256, TLS13_AES_256_GCM_SHA384, TLS13_CHACHA20_POLY1305_SHA256],
+        ..rustls::crypto::ring::default_provider()
+    }
+}
+
 impl Credentials {
     /// Load a key file: owner-only, a certificate of a lanefs role that
     /// chains to the CA certificate beside it, and its private key.
     pub fn load(path: &Path) -> Result<Credentials, KeyError> {
         let malformed = |reason: String| KeyError::Malformed { path: path.to_path_buf(), reason };
         let bundle = read_bundle(path)?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(provider());
         let mut roots = RootCertStore::empty();
         roots.add(bundle.ca.clone()).map_err(|e| malformed(format!("its CA certificate: {e}")))?;
         let roots = Arc::new(roots);
@@ -225,8 +244,9 @@ impl Credentials {
 pub(crate) async fn connect_tls(
     stream: TcpStream,
     key: &Credentials,
-) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
-    let connect = key.0.connector.connect(server_name(), stream);
+) -> std::io::Result<tokio_rustls::client::TlsStream<TlsSocket>> {
+    let socket = TlsSocket::with_capacity(TLS_READ_BUFFER_BYTES, stream);
+    let connect = key.0.connector.connect(server_name(), socket);
     match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, connect).await {
         Ok(connected) => connected,
         Err(_) => Err(std::io::Error::new(
@@ -262,7 +282,7 @@ pub(crate) async fn accept_tls(
     stream: TcpStream,
     from: SocketAddr,
     acceptor: &TlsAcceptor,
-) -> Option<(tokio_rustls::server::TlsStream<TcpStream>, Peer)> {
+) -> Option<(tokio_rustls::server::TlsStream<TlsSocket>, Peer)> {
     let deadline = tokio::time::Instant::now() + TLS_HANDSHAKE_TIMEOUT;
     match tokio::time::timeout_at(deadline, opens_with_tls(&stream)).await {
         Ok(Ok(true)) => {}
@@ -273,7 +293,8 @@ pub(crate) async fn accept_tls(
         }
         Ok(Err(_)) | Err(_) => return None,
     }
-    let tls = match tokio::time::timeout_at(deadline, acceptor.accept(stream)).await {
+    let socket = TlsSocket::with_capacity(TLS_READ_BUFFER_BYTES, stream);
+    let tls = match tokio::time::timeout_at(deadline, acceptor.accept(socket)).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             warn!(%from, "TLS handshake failed: {e}");
