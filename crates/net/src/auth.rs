@@ -41,6 +41,12 @@
 //! there goes through shared memory ([`crate::shm`]); encrypting what the
 //! kernel already keeps between the two would only cost time.
 //!
+//! The cost, measured on one 2-core host (`lanefs up --tcp`, 4 ranks,
+//! file per process, 1 MiB transfers): a GiB written over TCP takes about
+//! 0.7 CPU seconds more across clients and servers (1.4 to 2.1), a GiB read
+//! about 0.5 more (1.3 to 1.8): encryption, decryption and rustls's copies
+//! of each byte. Unix sockets pay nothing.
+//!
 //! What this is not: it authenticates nodes, not users. Lustre authenticates
 //! nodes with Kerberos or shared-secret keys (`lgss_sk`) and maps or squashes
 //! their users' uids (nodemap); lanefs uses certificates of a cluster CA
@@ -62,12 +68,6 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tracing::warn;
-
-/// The socket under TLS, read through a buffer: rustls reads 4 KiB at a
-/// time, which would cost a system call per 4 KiB of bulk data.
-pub type TlsSocket = tokio::io::BufReader<TcpStream>;
-/// Bytes read from a TLS socket per system call, at most.
-pub const TLS_READ_BUFFER_BYTES: usize = 256 << 10;
 
 /// How long a peer has to complete the TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -244,9 +244,8 @@ impl Credentials {
 pub(crate) async fn connect_tls(
     stream: TcpStream,
     key: &Credentials,
-) -> std::io::Result<tokio_rustls::client::TlsStream<TlsSocket>> {
-    let socket = TlsSocket::with_capacity(TLS_READ_BUFFER_BYTES, stream);
-    let connect = key.0.connector.connect(server_name(), socket);
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    let connect = key.0.connector.connect(server_name(), stream);
     match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, connect).await {
         Ok(connected) => connected,
         Err(_) => Err(std::io::Error::new(
@@ -282,7 +281,7 @@ pub(crate) async fn accept_tls(
     stream: TcpStream,
     from: SocketAddr,
     acceptor: &TlsAcceptor,
-) -> Option<(tokio_rustls::server::TlsStream<TlsSocket>, Peer)> {
+) -> Option<(tokio_rustls::server::TlsStream<TcpStream>, Peer)> {
     let deadline = tokio::time::Instant::now() + TLS_HANDSHAKE_TIMEOUT;
     match tokio::time::timeout_at(deadline, opens_with_tls(&stream)).await {
         Ok(Ok(true)) => {}
@@ -293,8 +292,7 @@ pub(crate) async fn accept_tls(
         }
         Ok(Err(_)) | Err(_) => return None,
     }
-    let socket = TlsSocket::with_capacity(TLS_READ_BUFFER_BYTES, stream);
-    let tls = match tokio::time::timeout_at(deadline, acceptor.accept(socket)).await {
+    let tls = match tokio::time::timeout_at(deadline, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             warn!(%from, "TLS handshake failed: {e}");

@@ -59,7 +59,7 @@ pub async fn connect(address: &Address, key: Option<&Credentials>) -> std::io::R
 /// descriptors, see [`crate::shm`]).
 pub enum Connected {
     Tcp(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<auth::TlsSocket>>),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
     Unix(UnixStream),
 }
 
