@@ -30,7 +30,7 @@ fn up() -> Up {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let (mut mds, mut key) = (None, None);
-    while mds.is_none() || key.is_none() {
+    loop {
         let line = lines.next().expect("lanefs up prints its address and key").unwrap();
         if let Some(a) = line.strip_prefix("export LANEFS_MDS=") {
             mds = Some(a.to_string());
@@ -38,8 +38,12 @@ fn up() -> Up {
         if let Some(k) = line.strip_prefix("export LANEFS_KEY=") {
             key = Some(k.to_string());
         }
+        if line.starts_with("(interrupt") {
+            break;
+        }
     }
-    Up { child, mds: mds.unwrap(), key: key.unwrap(), _dir: dir, _stdout: lines }
+    let mds = mds.expect("lanefs up prints export LANEFS_MDS=");
+    Up { child, mds, key: key.expect("lanefs up --tcp prints export LANEFS_KEY="), _dir: dir, _stdout: lines }
 }
 
 fn lanefs(up: &Up, args: &[&str]) -> (bool, String, String) {
