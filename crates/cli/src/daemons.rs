@@ -1,13 +1,17 @@
-//! `lanefs up`, `lanefs mds` and `lanefs oss`: running the servers.
+//! `lanefs up`, `lanefs mds` and `lanefs oss`: running the servers, and
+//! `lanefs key`: making the keys a cluster on TCP needs.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use lanefs_core::ldlm::server::LockServerConfig;
 use lanefs_core::ost::{OstConfig, RecoveryConfig, SyncLockCancel};
 use lanefs_core::Duration;
 use lanefs_mds::{Mds, MdsConfig, Owner};
+use lanefs_net::auth::ClusterKey;
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use lanefs_net::keys::{create_cluster_keys, issue_key, KeyRole};
 use lanefs_net::transport::Address;
-use std::path::PathBuf;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
 
 /// The servers' OST settings: `--callback-timeout`, `--sync-lock-cancel`,
 /// `--recovery-window` and `--export-timeout`.
@@ -98,6 +102,10 @@ pub fn up(osts: u32, data: PathBuf, tcp: bool, options: &OstOptions, root_squash
     let cluster = LocalCluster::start(config).with_context(|| format!("starting a cluster in {}", data.display()))?;
     say!("lanefs: MDS at {} with {osts} OSTs; data in {}", cluster.mds_address(), data.display());
     say!("export LANEFS_MDS={}", cluster.mds_address());
+    if let Some(keys) = cluster.key_files() {
+        let client = std::path::absolute(&keys.client).unwrap_or_else(|_| keys.client.clone());
+        say!("export LANEFS_KEY={}", client.display());
+    }
     say!("(interrupt to stop)");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     wait_for_interrupt(&rt);
@@ -105,16 +113,43 @@ pub fn up(osts: u32, data: PathBuf, tcp: bool, options: &OstOptions, root_squash
     Ok(())
 }
 
+/// The server key a daemon listening on `listen` (or reaching `mds`) needs:
+/// loaded and checked, or the error that says where to get it.
+fn server_key(who: &str, key: Option<&Path>, tcp: bool) -> Result<Option<ClusterKey>> {
+    let Some(path) = key else {
+        if tcp {
+            bail!(
+                "{who} on TCP needs the cluster's server key: give --key FILE or set LANEFS_KEY (lanefs key new DIR \
+                 makes a cluster's keys: DIR/server.pem for servers, DIR/client.pem for users)"
+            );
+        }
+        return Ok(None);
+    };
+    let key = ClusterKey::load(path)?;
+    key.require_server(who)?;
+    Ok(Some(key))
+}
+
+/// A data directory: made owner-only if it is new.
+fn data_dir(data: &Path) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(data)
+        .with_context(|| format!("creating the data directory {}", data.display()))
+}
+
 /// The MDS alone, for a cluster across hosts. A new file system's root
 /// belongs to the user running it.
-pub fn mds(data: PathBuf, osts: u32, listen: &str, root_squash: Option<&str>) -> Result<()> {
+pub fn mds(data: PathBuf, osts: u32, listen: &str, key: Option<&Path>, root_squash: Option<&str>) -> Result<()> {
     let listen = Address::parse(listen).map_err(anyhow::Error::msg)?;
     let root_squash = parse_root_squash(root_squash)?;
-    std::fs::create_dir_all(&data)?;
+    let key = server_key("lanefs mds", key, matches!(listen, Address::Tcp(_)))?;
+    data_dir(&data)?;
     let config = MdsConfig { root_owner: process_owner(), root_squash, ..MdsConfig::new(osts) };
     let mds = Mds::open(&data.join("mds.db"), config).map_err(|e| anyhow::anyhow!("{e}"))?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let handle = rt.block_on(lanefs_net::mds_server::start(&listen, mds, osts))?;
+    let handle = rt.block_on(lanefs_net::mds_server::start(&listen, key.as_ref(), mds, osts))?;
     say!(
         "lanefs: MDS at {} for {osts} OSTs; start OSSes with: lanefs oss --mds {} ...",
         handle.address(),
@@ -125,7 +160,14 @@ pub fn mds(data: PathBuf, osts: u32, listen: &str, root_squash: Option<&str>) ->
 }
 
 /// One OSS serving `osts`, registered with the MDS at `mds`.
-pub fn oss(mds: &str, data: PathBuf, osts: Vec<u32>, listen: &str, options: &OstOptions) -> Result<()> {
+pub fn oss(
+    mds: &str,
+    data: PathBuf,
+    osts: Vec<u32>,
+    listen: &str,
+    key: Option<&Path>,
+    options: &OstOptions,
+) -> Result<()> {
     let listen = Address::parse(listen).map_err(anyhow::Error::msg)?;
     let mds = Address::parse(mds).map_err(anyhow::Error::msg)?;
     let config = lanefs_net::oss::OssConfig {
@@ -134,11 +176,32 @@ pub fn oss(mds: &str, data: PathBuf, osts: Vec<u32>, listen: &str, options: &Ost
         ost: ost_config(options)?,
         export_timeout: export_timeout(options)?,
     };
+    let tcp = matches!(listen, Address::Tcp(_)) || matches!(mds, Address::Tcp(_));
+    let key = server_key("lanefs oss", key, tcp)?;
+    data_dir(&config.data_dir)?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let handle = rt.block_on(lanefs_net::oss::start(&listen, config))?;
-    rt.block_on(lanefs_net::oss::register_with_mds(&mds, handle.address(), &osts))
+    let handle = rt.block_on(lanefs_net::oss::start(&listen, key.as_ref(), config))?;
+    rt.block_on(lanefs_net::oss::register_with_mds(&mds, key.as_ref(), handle.address(), &osts))
         .map_err(|reason| anyhow::anyhow!("registering with the MDS at {mds}: {reason}"))?;
     say!("lanefs: OSS at {} serving OSTs {osts:?}, registered with {mds}", handle.address());
     wait_for_interrupt(&rt);
+    Ok(())
+}
+
+/// `lanefs key new DIR`: a new cluster's CA, server key and client key.
+pub fn key_new(dir: &Path) -> Result<()> {
+    let files = create_cluster_keys(dir)?;
+    say!("lanefs: a new cluster's keys in {}:", dir.display());
+    say!("  {}  the CA: keep it safe; lanefs key issue signs more keys with it", files.ca.display());
+    say!("  {}  for lanefs mds and lanefs oss (--key or LANEFS_KEY)", files.server.display());
+    say!("  {}  for users (--key or LANEFS_KEY)", files.client.display());
+    Ok(())
+}
+
+/// `lanefs key issue --ca CA [--server] [--name NAME] OUT`: one more key.
+pub fn key_issue(ca: &Path, server: bool, name: Option<&str>, out: &Path) -> Result<()> {
+    let role = if server { KeyRole::Server } else { KeyRole::Client };
+    issue_key(ca, role, name, out)?;
+    say!("lanefs: a {} key in {} (mode 600); give it with --key or LANEFS_KEY", role.name(), out.display());
     Ok(())
 }

@@ -10,14 +10,26 @@ use lanefs_core::client::ladvise::{Advice, AheadMode};
 use lanefs_core::layout::Layout;
 use lanefs_mds::perm::mode_string;
 use lanefs_mds::{Access, Attr, CreateMode, DirEntry, FileKind, MdsReply, MdsRequest, StripeSpec};
+use lanefs_net::auth::ClusterKey;
 use lanefs_net::client::{process_umask, Client, ClientOptions};
+use std::path::{Path, PathBuf};
 
-/// Where the file system is.
+/// Where the file system is, and the key to it.
 #[derive(Args, Clone, Debug)]
 pub struct Target {
     /// MDS address (HOST:PORT or unix:/PATH), as `lanefs up` prints it.
     #[arg(long, env = "LANEFS_MDS", global = true)]
     pub mds: Option<String>,
+    /// The cluster key file, needed on TCP: a client key for commands, the
+    /// server key for `lanefs mds` and `lanefs oss` (`lanefs up --tcp`
+    /// prints it; `lanefs key` makes them).
+    #[arg(long, env = "LANEFS_KEY", global = true, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+}
+
+/// Load the key file at `path`, if one is given.
+pub fn load_key(path: Option<&Path>) -> Result<Option<ClusterKey>> {
+    path.map(|p| ClusterKey::load(p).map_err(anyhow::Error::from)).transpose()
 }
 
 impl Target {
@@ -26,7 +38,7 @@ impl Target {
             bail!("no file system given: pass --mds ADDR or set LANEFS_MDS (lanefs up prints the address)");
         };
         // These commands write no file data: no page arena to share.
-        let options = ClientOptions { shared_memory: false, ..Default::default() };
+        let options = ClientOptions { shared_memory: false, key: load_key(self.key.as_deref())?, ..Default::default() };
         Client::connect(mds, options).with_context(|| format!("connecting to the MDS at {mds}"))
     }
 }

@@ -1,6 +1,7 @@
 //! `lanefs ior`: IOR's front end (lanefs-ior) with the LANEFS backend, which
 //! runs each rank as its own lanefs client, on a cluster given with
-//! `--cluster ADDR` (or `--mds`, `LANEFS_MDS`) or on an embedded one.
+//! `--cluster ADDR` (or `--mds`, `LANEFS_MDS`; on TCP with its key,
+//! `--key FILE` or `LANEFS_KEY`) or on an embedded one.
 //!
 //! Module options (`--lanefs.NAME=VALUE`):
 //! * `lock-mode=default|noexpand|lockahead|group`: default is Lustre's
@@ -26,9 +27,11 @@ use anyhow::{bail, Result};
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode, ADVICES_PER_CALL_MAX};
 use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, ModuleOption, PosixBackend, RankIo};
 use lanefs_mds::{Access, CreateMode, FileKind, MdsReply, MdsRequest, StripeSpec};
+use lanefs_net::auth::ClusterKey;
 use lanefs_net::client::{process_umask, Client, ClientOptions, File, NetError};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::proto::OstStats;
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 const NAME: &str = "LANEFS";
@@ -55,6 +58,8 @@ static OPTIONS: &[ModuleOption] = &[
 /// The `lanefs` IOR backend.
 pub struct LanefsBackend {
     mds: String,
+    /// The key file and its credentials, for a cluster on TCP.
+    key: Option<(PathBuf, ClusterKey)>,
     /// The IOR options of the run, for rank processes.
     ior_args: Vec<String>,
     totals: Mutex<Totals>,
@@ -130,10 +135,15 @@ pub(crate) fn client_options(p: &IorParams) -> Result<ClientOptions, IorError> {
 }
 
 impl LanefsBackend {
-    pub fn new(mds: String, ior_args: Vec<String>) -> Result<Self, NetError> {
-        let options = ClientOptions { shared_memory: false, ..Default::default() };
+    pub fn new(mds: String, key: Option<(PathBuf, ClusterKey)>, ior_args: Vec<String>) -> Result<Self, NetError> {
+        let options =
+            ClientOptions { shared_memory: false, key: key.as_ref().map(|k| k.1.clone()), ..Default::default() };
         let before = Client::connect(&mds, options)?.ost_stats()?;
-        Ok(LanefsBackend { mds, ior_args, totals: Mutex::new(Totals::default()), before })
+        Ok(LanefsBackend { mds, key, ior_args, totals: Mutex::new(Totals::default()), before })
+    }
+
+    fn credentials(&self) -> Option<ClusterKey> {
+        self.key.as_ref().map(|k| k.1.clone())
     }
 
     /// A backend that only names itself and its options (for `-h`); it is
@@ -141,6 +151,7 @@ impl LanefsBackend {
     fn offline() -> Self {
         LanefsBackend {
             mds: String::new(),
+            key: None,
             ior_args: Vec::new(),
             totals: Mutex::new(Totals::default()),
             before: Vec::new(),
@@ -150,7 +161,7 @@ impl LanefsBackend {
     /// A client for namespace calls and statistics: it writes no data, so
     /// it needs no page arena.
     fn admin(&self) -> Result<Client, IorError> {
-        let options = ClientOptions { shared_memory: false, ..Default::default() };
+        let options = ClientOptions { shared_memory: false, key: self.credentials(), ..Default::default() };
         Client::connect(&self.mds, options).map_err(backend_error)
     }
 }
@@ -218,9 +229,11 @@ impl Backend for LanefsBackend {
 
     fn rank<'a>(&'a self, rank: u32, p: &IorParams) -> Result<Box<dyn RankIo + 'a>, IorError> {
         if ranks(p)? == Ranks::Processes {
-            return Ok(Box::new(ProcessRank::spawn(rank, &self.mds, &self.ior_args, p, &self.totals)?));
+            let key = self.key.as_ref().map(|k| k.0.as_path());
+            return Ok(Box::new(ProcessRank::spawn(rank, &self.mds, key, &self.ior_args, p, &self.totals)?));
         }
-        let client = Client::connect(&self.mds, client_options(p)?).map_err(backend_error)?;
+        let options = ClientOptions { key: self.credentials(), ..client_options(p)? };
+        let client = Client::connect(&self.mds, options).map_err(backend_error)?;
         Ok(Box::new(LanefsRank::new(&self.totals, rank, client, p)?))
     }
 
@@ -424,18 +437,20 @@ impl Where {
     }
 }
 
-/// Pull `--cluster ADDR` / `--cluster=ADDR` out of IOR's arguments.
-fn take_cluster(args: &mut Vec<String>) -> Result<Option<String>> {
+/// Pull `NAME VALUE` / `NAME=VALUE` (`--cluster ADDR`, `--key FILE`) out of
+/// IOR's arguments; `example` is what the value looks like.
+fn take_option(args: &mut Vec<String>, name: &str, example: &str) -> Result<Option<String>> {
     let mut found = None;
     let mut i = 0;
+    let prefix = format!("{name}=");
     while i < args.len() {
-        if args[i] == "--cluster" {
+        if args[i] == name {
             if i + 1 >= args.len() {
-                bail!("--cluster needs the MDS address, e.g. --cluster 127.0.0.1:9400");
+                bail!("{name} needs a value, e.g. {name} {example}");
             }
             found = Some(args.remove(i + 1));
             args.remove(i);
-        } else if let Some(v) = args[i].strip_prefix("--cluster=") {
+        } else if let Some(v) = args[i].strip_prefix(&prefix) {
             found = Some(v.to_string());
             args.remove(i);
         } else {
@@ -460,8 +475,9 @@ fn uses_lanefs(args: &[String]) -> bool {
 }
 
 /// `lanefs ior ARGS`: exit code as IOR's (1 when data checks failed).
-pub fn main(mut args: Vec<String>, mds: Option<String>) -> Result<()> {
-    let cluster = take_cluster(&mut args)?.or(mds);
+pub fn main(mut args: Vec<String>, mds: Option<String>, key: Option<PathBuf>) -> Result<()> {
+    let cluster = take_option(&mut args, "--cluster", "127.0.0.1:9400")?.or(mds);
+    let key = take_option(&mut args, "--key", "/tmp/lanefs/keys/client.pem")?.map(PathBuf::from).or(key);
     let posix = PosixBackend;
     let mut out = std::io::stdout();
     if args.iter().any(|a| a == "-h" || a == "--help") {
@@ -474,14 +490,21 @@ pub fn main(mut args: Vec<String>, mds: Option<String>) -> Result<()> {
         return Ok(());
     }
     let code = if uses_lanefs(&args) {
+        let mut credentials = None;
         let place = match cluster {
-            Some(a) => Where::Cluster(a),
+            Some(a) => {
+                if let Some(path) = key {
+                    let loaded = ClusterKey::load(&path)?;
+                    credentials = Some((path, loaded));
+                }
+                Where::Cluster(a)
+            }
             None => {
                 let config = LocalClusterConfig { osts: embedded_osts(&args)?, ..Default::default() };
                 Where::Embedded(Box::new(LocalCluster::start(config)?))
             }
         };
-        let lanefs = LanefsBackend::new(place.mds(), args.clone())?;
+        let lanefs = LanefsBackend::new(place.mds(), credentials, args.clone())?;
         lanefs_ior::main_with(&args, &[&posix, &lanefs], &mut out)?
     } else {
         lanefs_ior::main_with(&args, &[&posix], &mut out)?

@@ -128,6 +128,9 @@ enum Command {
         #[arg(long, default_value_t = 150.0, value_name = "SECONDS")]
         export_timeout: f64,
     },
+    /// Make the keys a cluster on TCP needs (`lanefs up --tcp` makes its own).
+    #[command(subcommand)]
+    Key(KeyCommand),
     /// IOR: `lanefs ior -a LANEFS [IOR options]` (also -a POSIX). Without
     /// --cluster, LANEFS runs on an embedded cluster in a temporary directory.
     #[command(disable_help_flag = true)]
@@ -159,6 +162,27 @@ enum Command {
     },
     #[command(flatten)]
     Fs(fs::FsCommand),
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// A new cluster's keys in DIR (a new directory): ca.pem (the cluster's
+    /// CA, to sign more keys), server.pem (MDS and OSS), client.pem (users).
+    New { dir: PathBuf },
+    /// Sign one more key with the cluster's CA and write it to OUT (a new
+    /// file): a client key, or with --server a server key.
+    Issue {
+        /// The cluster's CA file (ca.pem).
+        #[arg(long)]
+        ca: PathBuf,
+        /// A server key (for MDS and OSS hosts) instead of a client key.
+        #[arg(long)]
+        server: bool,
+        /// Who holds it (written in its certificate).
+        #[arg(long)]
+        name: Option<String>,
+        out: PathBuf,
+    },
 }
 
 /// glibc serves allocations above its mmap threshold (128 KiB at first) with
@@ -242,7 +266,9 @@ fn run(cli: Cli) -> Result<()> {
             };
             daemons::up(osts, data, tcp, &options, root_squash.as_deref())
         }
-        Command::Mds { data, osts, listen, root_squash } => daemons::mds(data, osts, &listen, root_squash.as_deref()),
+        Command::Mds { data, osts, listen, root_squash } => {
+            daemons::mds(data, osts, &listen, cli.target.key.as_deref(), root_squash.as_deref())
+        }
         Command::Oss {
             mds,
             data,
@@ -259,10 +285,16 @@ fn run(cli: Cli) -> Result<()> {
                 recovery_window_s: recovery_window,
                 export_timeout_s: export_timeout,
             };
-            daemons::oss(&mds, data, ost, &listen, &options)
+            daemons::oss(&mds, data, ost, &listen, cli.target.key.as_deref(), &options)
         }
-        Command::Ior { args } => ior_lanefs::main(args, cli.target.mds),
-        Command::IorRank { mds, rank, buffer, args } => ior_ranks::child_main(&mds, rank, &buffer, &args),
+        Command::Key(KeyCommand::New { dir }) => daemons::key_new(&dir),
+        Command::Key(KeyCommand::Issue { ca, server, name, out }) => {
+            daemons::key_issue(&ca, server, name.as_deref(), &out)
+        }
+        Command::Ior { args } => ior_lanefs::main(args, cli.target.mds, cli.target.key),
+        Command::IorRank { mds, rank, buffer, args } => {
+            ior_ranks::child_main(&mds, cli.target.key.as_deref(), rank, &buffer, &args)
+        }
         Command::Sim { args } => sim::main(args),
         Command::Fs(command) => fs::run(command, &cli.target),
     }

@@ -6,6 +6,8 @@ use std::process::{Child, Command, Stdio};
 struct Up {
     child: Child,
     mds: String,
+    /// The client key `lanefs up --tcp` made (its `export LANEFS_KEY=`).
+    key: String,
     dir: tempfile::TempDir,
     /// Kept open: the server's stdout stays readable for as long as it runs.
     _stdout: std::io::Lines<BufReader<std::process::ChildStdout>>,
@@ -31,17 +33,30 @@ fn up_in(dir: tempfile::TempDir) -> Up {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mds = loop {
-        let line = lines.next().expect("lanefs up prints its address").unwrap();
+    let (mut mds, mut key) = (None, None);
+    loop {
+        let line = lines.next().expect("lanefs up prints its address and key").unwrap();
         if let Some(a) = line.strip_prefix("export LANEFS_MDS=") {
-            break a.to_string();
+            mds = Some(a.to_string());
         }
-    };
-    Up { child, mds, dir, _stdout: lines }
+        if let Some(k) = line.strip_prefix("export LANEFS_KEY=") {
+            key = Some(k.to_string());
+        }
+        if line.starts_with("(interrupt") {
+            break;
+        }
+    }
+    let mds = mds.expect("lanefs up prints export LANEFS_MDS=");
+    Up { child, mds, key: key.expect("lanefs up --tcp prints export LANEFS_KEY="), dir, _stdout: lines }
 }
 
 fn lanefs(up: &Up, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_lanefs")).args(args).env("LANEFS_MDS", &up.mds).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(args)
+        .env("LANEFS_MDS", &up.mds)
+        .env("LANEFS_KEY", &up.key)
+        .output()
+        .unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -182,8 +197,9 @@ fn ior_ranks_can_run_as_processes() {
     let child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
         .args(["ior", "-a", "LANEFS", "-w", "-r", "-W", "-R", "-C", "-e", "-b", "1m", "-t", "256k", "-s", "2"])
         .args(["-N", "3", "--lanefs.ranks=processes", "--lanefs.lock-mode=lockahead", "-O", "summaryFormat=JSON"])
-        .args(["-o", "/ranks-as-processes"])
+        .args(["-o", "/ranks-as-processes", "--key", &up.key])
         .env("LANEFS_MDS", &up.mds)
+        .env_remove("LANEFS_KEY")
         .env("RUST_LOG", "lanefs=info")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -221,6 +237,7 @@ fn a_rank_process_refuses_a_malformed_request() {
             .args(["ior-rank", "--mds", &up.mds, "--rank", "0", "--buffer"])
             .arg(buffer.path())
             .args(["--", "-a", "LANEFS", "-w"])
+            .env("LANEFS_KEY", &up.key)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -243,6 +260,7 @@ fn a_dead_rank_process_fails_the_run_clearly() {
         .args(["ior", "-a", "LANEFS", "-w", "-b", "256m", "-t", "1m", "-N", "3", "--lanefs.ranks=processes"])
         .args(["-o", "/dies"])
         .env("LANEFS_MDS", &up.mds)
+        .env("LANEFS_KEY", &up.key)
         .env("RUST_LOG", "lanefs=info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -318,12 +336,20 @@ fn ls_and_stat_show_owners_and_modes_and_rm_destroys_objects() {
     wait_until("the MDS has destroyed the objects", || files.iter().all(|file| !file.exists()));
     fails(&up, &["chmod", "9", "/d"], "octal");
     fails(&up, &["chown", "someone", "/d"], "numeric");
-    // Another user, when this test may become one.
+    // Another user, when this test may become one, with a key of its own.
     if uid == 0 {
+        use std::os::unix::fs::PermissionsExt;
         use std::os::unix::process::CommandExt;
+        let theirs = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(theirs.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let their_key = theirs.path().join("client.pem");
+        let ca = std::path::Path::new(&up.key).with_file_name("ca.pem");
+        ok(&up, &["key", "issue", "--ca", ca.to_str().unwrap(), "--name", "u4242", their_key.to_str().unwrap()]);
+        std::os::unix::fs::chown(&their_key, Some(4242), Some(4242)).unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_lanefs"))
             .args(["mkdir", "/d/theirs"])
             .env("LANEFS_MDS", &up.mds)
+            .env("LANEFS_KEY", &their_key)
             .uid(4242)
             .gid(4242)
             .output()
@@ -334,6 +360,7 @@ fn ls_and_stat_show_owners_and_modes_and_rm_destroys_objects() {
         let out = Command::new(env!("CARGO_BIN_EXE_lanefs"))
             .args(["mkdir", "/d/theirs"])
             .env("LANEFS_MDS", &up.mds)
+            .env("LANEFS_KEY", &their_key)
             .uid(4242)
             .gid(4242)
             .output()
@@ -351,7 +378,9 @@ fn ls_lists_a_directory_of_many_pages() {
     let shm = std::path::Path::new("/dev/shm");
     let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.unwrap();
     let up = up_in(dir);
-    let client = lanefs_net::client::Client::connect(&up.mds, Default::default()).unwrap();
+    let key = lanefs_net::auth::ClusterKey::load(std::path::Path::new(&up.key)).unwrap();
+    let options = lanefs_net::client::ClientOptions { key: Some(key), ..Default::default() };
+    let client = lanefs_net::client::Client::connect(&up.mds, options).unwrap();
     let names: Vec<String> = (0..3400).map(|i| format!("{i:05}{}", "x".repeat(250))).collect();
     client.mds(lanefs_mds::MdsRequest::Mkdir { path: "/big".into(), permissions: 0o755 }).unwrap();
     for name in &names {
@@ -407,4 +436,59 @@ fn objects_of_a_file_removed_while_its_oss_is_down_go_when_it_is_back() {
     let (mut oss, _oss_out) = spawn(&oss_args);
     wait_until("the object is destroyed once its OSS is back", || !file.exists());
     let _ = (mds.kill(), oss.kill(), mds.wait(), oss.wait());
+}
+
+/// A file system on TCP takes only its own keys: `lanefs up --tcp` makes
+/// them owner-only beside its data, a command without one (or with an open
+/// one, or another cluster's) fails saying what to do, `lanefs key issue`
+/// makes more, and servers take only a server key.
+#[test]
+fn a_tcp_file_system_takes_only_its_own_keys() {
+    use std::os::unix::fs::PermissionsExt;
+    let up = up();
+    let key = std::path::Path::new(&up.key);
+    let keys = key.parent().unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode(keys), mode(key), mode(&keys.join("server.pem"))), (0o700, 0o600, 0o600));
+    let run = |key: Option<&std::path::Path>, args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_lanefs"));
+        command.args(args).env("LANEFS_MDS", &up.mds).env_remove("LANEFS_KEY");
+        if let Some(key) = key {
+            command.env("LANEFS_KEY", key);
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (success, said) = run(None, &["ls", "/"]);
+    assert!(!success && said.contains("--key") && said.contains("LANEFS_KEY"), "{said}");
+    let dir = tempfile::tempdir().unwrap();
+    let open = dir.path().join("open.pem");
+    std::fs::copy(key, &open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (success, said) = run(Some(&open), &["ls", "/"]);
+    assert!(!success && said.contains(&format!("chmod 600 {}", open.display())), "{said}");
+    let other = dir.path().join("other");
+    let (success, said) = run(None, &["key", "new", other.to_str().unwrap()]);
+    assert!(success && said.contains("client.pem"), "{said}");
+    let (success, said) = run(Some(&other.join("client.pem")), &["ls", "/"]);
+    assert!(!success && said.contains("not from the CA of the key"), "{said}");
+    let alice = dir.path().join("alice.pem");
+    let ca = keys.join("ca.pem");
+    let (success, said) =
+        run(None, &["key", "issue", "--ca", ca.to_str().unwrap(), "--name", "alice", alice.to_str().unwrap()]);
+    assert!(success, "{said}");
+    assert_eq!(mode(&alice), 0o600);
+    let (success, said) = run(Some(&alice), &["mkdir", "/alice"]);
+    assert!(success, "{said}");
+    assert!(run(Some(key), &["ls", "/"]).1.contains("alice"));
+    let data = dir.path().join("oss").display().to_string();
+    let (success, said) =
+        run(Some(key), &["oss", "--mds", &up.mds, "--data", &data, "--ost", "0", "--listen", "127.0.0.1:0"]);
+    assert!(!success && said.contains("is a client key") && said.contains("server key"), "{said}");
+    let data = dir.path().join("mds").display().to_string();
+    let (success, said) = run(None, &["mds", "--data", &data, "--osts", "1", "--listen", "127.0.0.1:0"]);
+    assert!(!success && said.contains("needs the cluster's server key") && said.contains("lanefs key new"), "{said}");
 }

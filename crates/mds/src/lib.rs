@@ -98,15 +98,29 @@ impl std::fmt::Debug for Mds {
     }
 }
 
+/// Create `path` empty and 0600 unless it exists (SQLite would make it
+/// with the umask's mode, usually readable by all).
+fn create_owner_only(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 impl Mds {
     /// Opens the MDS database at `path`, creating it if absent. Fails if
     /// the file is another kind of database or another schema version, if
     /// `config` has fewer OSTs than the database records (more is fine: the
     /// new OSTs join), or if another MDS has it open. Makes the disk
     /// reserve beside it (`<path>-reserve`, see [`reserve`]) if there is room.
+    /// A new database file is owner-only (0600), and so are its `-wal` and
+    /// `-shm` files, which SQLite creates with the database file's mode.
     pub fn open(path: &Path, config: MdsConfig) -> Result<Mds, MdsError> {
         alloc::check_config(&config)?;
         let label = path.display().to_string();
+        create_owner_only(path).map_err(|e| MdsError::Database(format!("cannot open {label}: {e}")))?;
         let conn = Connection::open(path).map_err(|error| open_error(&label, error))?;
         // No waiting for a lock: one MDS owns a database, so a held lock
         // means a second MDS, which should fail now rather than in 5 s.

@@ -33,7 +33,13 @@
 //! checks permissions for; callers apply their umask to the modes they
 //! ask for ([`process_umask`]). Objects are the MDS's to create and
 //! destroy: a client never does either.
+//!
+//! Servers on TCP take only clients with a key of their cluster
+//! ([`ClientOptions::key`], see [`crate::auth`]); on Unix sockets the
+//! client needs none, and trusts only a server running as its own user or
+//! root.
 
+use crate::auth::{describe, tls_failure, ClusterKey, TlsFailure};
 use crate::codec::encode;
 use crate::codec::read_frame;
 use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
@@ -100,6 +106,9 @@ pub struct ClientOptions {
     pub shared_memory: bool,
     /// Who makes this client's namespace calls.
     pub credentials: Credentials,
+    /// The cluster key for TCP servers (a client key, or a server key for
+    /// tools on server hosts); unused on Unix sockets.
+    pub key: Option<ClusterKey>,
 }
 
 /// Lustre's default `obd_timeout`.
@@ -118,7 +127,17 @@ impl Default for ClientOptions {
             reconnect_timeout: RECONNECT_TIMEOUT_DEFAULT,
             shared_memory: true,
             credentials: process_credentials(),
+            key: None,
         }
+    }
+}
+
+/// A failed connection to `address` as a [`NetError`]: a server's refusal
+/// of this end's key is `Refused`, anything else `Connect`; both say why.
+fn connect_failed(address: &Address, e: &std::io::Error, key: Option<&ClusterKey>) -> NetError {
+    match key.and_then(|key| tls_failure(e, key.path())) {
+        Some(TlsFailure::ByPeer(reason)) => NetError::Refused { peer: address.to_string(), reason },
+        _ => NetError::Connect { address: address.to_string(), reason: describe(e, key) },
     }
 }
 
@@ -515,6 +534,7 @@ struct ArenaOffer {
 /// reader task.
 async fn open_session(
     address: &Address,
+    key: Option<&ClusterKey>,
     timeout: StdDuration,
     peer: Peer,
     net_tx: UnboundedSender<NetIn>,
@@ -523,19 +543,21 @@ async fn open_session(
 ) -> Result<Session, NetError> {
     let fail = |reason: String| NetError::Connect { address: address.to_string(), reason };
     let handshake = async {
-        let mut stream = connect_raw(address).await.map_err(|e| fail(e.to_string()))?;
+        let mut stream = connect_raw(address, key).await.map_err(|e| connect_failed(address, &e, key))?;
         let hello = Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Client };
         let mut frame = Vec::new();
         encode(hello, &mut frame).map_err(|e| fail(e.to_string()))?;
         let written = match &mut stream {
             Connected::Tcp(s) => s.write_all(&frame).await,
+            Connected::Tls(s) => s.write_all(&frame).await.and(s.flush().await),
             Connected::Unix(s) => s.write_all(&frame).await,
         };
-        written.map_err(|e| fail(e.to_string()))?;
+        written.map_err(|e| connect_failed(address, &e, key))?;
         match read_handshake_frame(&mut stream).await {
             Ok(Some(Wire::Welcome { .. })) => {}
             Ok(Some(Wire::Refused { reason })) => return Err(NetError::Refused { peer: address.to_string(), reason }),
             Ok(other) => return Err(fail(format!("unexpected handshake answer {other:?}"))),
+            Err(crate::codec::CodecError::Io(e)) => return Err(connect_failed(address, &e, key)),
             Err(e) => return Err(fail(e.to_string())),
         }
         let shared = match (&stream, arena) {
@@ -601,6 +623,7 @@ async fn open_session(
 async fn read_handshake_frame(stream: &mut Connected) -> Result<Option<Wire>, crate::codec::CodecError> {
     match stream {
         Connected::Tcp(s) => read_frame(s).await,
+        Connected::Tls(s) => read_frame(s).await,
         Connected::Unix(s) => read_frame(s).await,
     }
 }
@@ -640,8 +663,9 @@ fn client_uuid() -> u64 {
 impl Driver {
     async fn start(mds_address: Address, options: ClientOptions) -> Result<Driver, NetError> {
         let (net_tx, mut net_rx) = unbounded_channel();
+        let key = options.key.as_ref();
         let (mds, _) =
-            open_session(&mds_address, options.connect_timeout, Peer::Mds, net_tx.clone(), None, None).await?;
+            open_session(&mds_address, key, options.connect_timeout, Peer::Mds, net_tx.clone(), None, None).await?;
         let _ = mds.send(Wire::Mds { id: 0, call: MdsCall::ClusterInfo });
         let info = match net_rx.recv().await {
             Some(NetIn::Mds(Wire::MdsReply { answer: MdsAnswer::ClusterInfo(info), .. })) => info,
@@ -775,6 +799,7 @@ impl Driver {
                 if self.mds.is_none() {
                     match open_session(
                         &self.mds_address,
+                        self.options.key.as_ref(),
                         self.options.connect_timeout,
                         Peer::Mds,
                         self.net_tx.clone(),
@@ -925,8 +950,11 @@ impl Driver {
         let address = self.oss[i].address.clone();
         let offer = offer(&self.pool, &self.arena_file);
         let (timeout, net_tx, uuid) = (self.options.connect_timeout, self.net_tx.clone(), self.uuid);
+        let key = self.options.key.clone();
         tokio::spawn(async move {
-            let result = open_session(&address, timeout, Peer::Oss(i, link), net_tx.clone(), offer, Some(uuid)).await;
+            let result =
+                open_session(&address, key.as_ref(), timeout, Peer::Oss(i, link), net_tx.clone(), offer, Some(uuid))
+                    .await;
             let _ = net_tx.send(NetIn::Opened { oss: i, link, result });
         });
     }

@@ -3,12 +3,23 @@
 //! default). `lanefs up`, the embedded cluster of `lanefs ior` and the
 //! integration tests use it; the daemons are the same ones `lanefs mds` and
 //! `lanefs oss` run on separate hosts.
+//!
+//! On TCP it authenticates as a cluster across hosts does: it makes the
+//! cluster's keys in `DATA/keys/` unless they are there, serves with the
+//! server key, and gives clients the client key ([`LocalCluster::client_options`]).
+//! On Unix sockets no key is needed (see [`crate::auth`]). The data
+//! directory is made owner-only when the cluster creates it, and so is
+//! everything the servers write in it.
 
+use crate::auth::ClusterKey;
+use crate::client::ClientOptions;
+use crate::keys::{ensure_cluster_keys, KeyFiles};
 use crate::mds_server::{self, MdsHandle};
 use crate::oss::{self, OssConfig, OssHandle};
 use crate::transport::Address;
 use lanefs_core::ost::{OstConfig, RecoveryConfig, SyncLockCancel};
 use lanefs_mds::{Mds, MdsConfig, Owner};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 /// How long starting a cluster waits for the OSTs' first precreated objects.
@@ -57,6 +68,18 @@ pub struct LocalCluster {
     _temp: Option<tempfile::TempDir>,
     mds: Option<MdsHandle>,
     oss: Option<OssHandle>,
+    /// TCP only: the key files, the servers' key and the clients'.
+    keys: Option<ClusterKeys>,
+}
+
+struct ClusterKeys {
+    files: KeyFiles,
+    server: ClusterKey,
+    client: ClusterKey,
+}
+
+fn key_error(e: crate::keys::KeyError) -> std::io::Error {
+    std::io::Error::other(e.to_string())
 }
 
 impl LocalCluster {
@@ -69,16 +92,26 @@ impl LocalCluster {
         }
         let (dir, temp) = match &config.data_dir {
             Some(d) => {
-                std::fs::create_dir_all(d)?;
+                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(d)?;
                 (d.clone(), None)
             }
             None => {
                 let t = tempfile::Builder::new().prefix("lanefs-").tempdir()?;
+                std::fs::set_permissions(t.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
                 (t.path().to_path_buf(), Some(t))
             }
         };
+        let keys = match config.unix_sockets {
+            true => None,
+            false => {
+                let files = ensure_cluster_keys(&dir.join("keys")).map_err(key_error)?;
+                let server = ClusterKey::load(&files.server).map_err(key_error)?;
+                let client = ClusterKey::load(&files.client).map_err(key_error)?;
+                Some(ClusterKeys { files, server, client })
+            }
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-        let mut cluster = LocalCluster { config, runtime, dir, _temp: temp, mds: None, oss: None };
+        let mut cluster = LocalCluster { config, runtime, dir, _temp: temp, mds: None, oss: None, keys };
         cluster.start_oss()?;
         cluster.start_mds()?;
         Ok(cluster)
@@ -105,6 +138,25 @@ impl LocalCluster {
         self.oss.as_ref().map(|o| o.address().to_string())
     }
 
+    /// The key files of a TCP cluster (`None` on Unix sockets).
+    pub fn key_files(&self) -> Option<&KeyFiles> {
+        self.keys.as_ref().map(|k| &k.files)
+    }
+
+    /// The client key of a TCP cluster (`None` on Unix sockets).
+    pub fn client_key(&self) -> Option<&ClusterKey> {
+        self.keys.as_ref().map(|k| &k.client)
+    }
+
+    /// Default client options, with the client key a TCP cluster needs.
+    pub fn client_options(&self) -> ClientOptions {
+        ClientOptions { key: self.client_key().cloned(), ..ClientOptions::default() }
+    }
+
+    fn server_key(&self) -> Option<&ClusterKey> {
+        self.keys.as_ref().map(|k| &k.server)
+    }
+
     /// Starts the MDS (on the database of an earlier run, if any): a new
     /// file system's root belongs to the user running this process. When
     /// the OSS runs, this returns once its OSTs have objects for the first
@@ -120,7 +172,7 @@ impl LocalCluster {
         };
         let mds = Mds::open(&self.dir.join("mds.db"), config).map_err(|e| std::io::Error::other(e.to_string()))?;
         let listen = self.address("mds");
-        let handle = self.runtime.block_on(mds_server::start(&listen, mds, self.config.osts))?;
+        let handle = self.runtime.block_on(mds_server::start(&listen, self.server_key(), mds, self.config.osts))?;
         if let Some(oss) = &self.oss {
             let osts: Vec<u32> = (0..self.config.osts).collect();
             handle.register_oss(&oss.address().to_string(), &osts);
@@ -148,7 +200,7 @@ impl LocalCluster {
             ost: self.config.ost.clone(),
             export_timeout: self.config.export_timeout,
         };
-        let handle = self.runtime.block_on(oss::start(&listen, config))?;
+        let handle = self.runtime.block_on(oss::start(&listen, self.server_key(), config))?;
         if let Some(mds) = &self.mds {
             let osts: Vec<u32> = (0..self.config.osts).collect();
             mds.register_oss(&handle.address().to_string(), &osts);

@@ -97,12 +97,14 @@ impl Exports {
 
 /// Replace `path` with `bytes` so that a crash leaves the old content or
 /// the new, never a mix: write a temporary file, sync it, rename it over,
-/// sync the directory.
+/// sync the directory. The file is owner-only (0600), as everything a server
+/// keeps under its data directory.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
     {
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
     }

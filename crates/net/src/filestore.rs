@@ -8,7 +8,8 @@
 //! files are cached (up to [`OPEN_FILES_MAX`]) so that a stream of 1 MiB
 //! writes costs one system call each. It keeps bytes: phantom payloads (the
 //! simulator's) are refused by the trait's default methods, as the wire
-//! never carries them anyway.
+//! never carries them anyway. Directories it makes are 0700 and object
+//! files 0600: only the OSS's user reads objects, other than through lanefs.
 //!
 //! Objects are created only in advance, at the MDS's request (Lustre's
 //! precreation, [`FileStore::precreate`]): empty files up to an id, which
@@ -27,7 +28,7 @@ use lanefs_core::{Errno, ObjectId};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Open object files kept per OST.
@@ -52,7 +53,7 @@ impl FileStore {
     /// Use (creating if needed) `dir` for this OST's objects. Fails if its
     /// `LAST_ID` is there but unreadable.
     pub fn open(dir: &Path) -> std::io::Result<Self> {
-        std::fs::create_dir_all(dir.join("objects"))?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir.join("objects"))?;
         let last_id = read_last_id(dir)?;
         Ok(FileStore { dir: dir.to_path_buf(), open: BTreeMap::new(), last_id })
     }
@@ -121,7 +122,13 @@ impl FileStore {
         }
         for id in self.last_id.0 + 1..=last_id.0 {
             // No truncation: a file an interrupted precreate left is empty.
-            OpenOptions::new().write(true).create(true).truncate(false).open(self.path(ObjectId(id))).map_err(io)?;
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(self.path(ObjectId(id)))
+                .map_err(io)?;
         }
         sync_dir(&self.dir.join("objects")).map_err(io)?;
         write_last_id(&self.dir, last_id).map_err(io)?;
@@ -215,7 +222,7 @@ fn read_last_id(dir: &Path) -> std::io::Result<ObjectId> {
 /// Replaces `dir/LAST_ID` whole: a temporary file, durable, renamed over it.
 fn write_last_id(dir: &Path, last_id: ObjectId) -> std::io::Result<()> {
     let temporary = dir.join(format!("{LAST_ID_FILE}.tmp"));
-    let mut file = File::create(&temporary)?;
+    let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&temporary)?;
     writeln!(file, "{}", last_id.0)?;
     file.sync_all()?;
     std::fs::rename(&temporary, dir.join(LAST_ID_FILE))?;

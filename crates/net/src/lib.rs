@@ -6,13 +6,17 @@
 //! a client runs the core `Client` on a driver thread, so the file system's
 //! behaviour (locks, cache, writeback) is exactly the one the harness and
 //! the simulator test. The wire protocol is length-prefixed frames with a
-//! versioned handshake ([`codec`], [`proto`]).
+//! versioned handshake ([`codec`], [`proto`]); who may connect as what is
+//! decided in [`auth`] (TLS with a cluster key on TCP, the kernel's peer
+//! credentials on Unix sockets).
 
+pub mod auth;
 pub mod client;
 pub mod cluster;
 pub mod codec;
 pub mod exports;
 pub mod filestore;
+pub mod keys;
 pub mod mds_objects;
 pub mod mds_server;
 pub mod oss;

@@ -25,6 +25,7 @@
 //! and fails with an error naming the OST and why if its OSS is down or
 //! does not answer.
 
+use crate::auth::ClusterKey;
 use crate::codec::read_frame;
 use crate::proto::{Role, Wire, MAGIC, PROTOCOL_VERSION};
 use crate::transport::{connect, Address, BoxStream};
@@ -93,6 +94,8 @@ pub(crate) struct Lifecycle {
     changed: watch::Sender<u64>,
     osts: Mutex<BTreeMap<u32, OstEntry>>,
     workers: Mutex<BTreeMap<String, tokio::task::JoinHandle<()>>>,
+    /// The server key the MDS shows the OSSes (on TCP).
+    key: Option<ClusterKey>,
 }
 
 fn bump(counter: &watch::Sender<u64>) {
@@ -100,8 +103,14 @@ fn bump(counter: &watch::Sender<u64>) {
 }
 
 impl Lifecycle {
-    pub fn new(mds: MdsCell, runtime: tokio::runtime::Handle, stop: watch::Receiver<bool>) -> Arc<Lifecycle> {
+    pub fn new(
+        mds: MdsCell,
+        runtime: tokio::runtime::Handle,
+        stop: watch::Receiver<bool>,
+        key: Option<ClusterKey>,
+    ) -> Arc<Lifecycle> {
         Arc::new(Lifecycle {
+            key,
             mds,
             runtime,
             stop,
@@ -307,7 +316,7 @@ impl Lifecycle {
     /// pools, drain its queue.
     async fn round(&self, address: &str, link: &mut Option<OssLink>, osts: &[u32]) -> Result<(), String> {
         if link.is_none() {
-            *link = Some(OssLink::connect(address).await?);
+            *link = Some(OssLink::connect(address, self.key.as_ref()).await?);
             info!(address, "connected to OSS");
             self.set_state(address, osts, OssState::Up);
         }
@@ -376,10 +385,10 @@ struct OssLink {
 }
 
 impl OssLink {
-    async fn connect(address: &str) -> Result<OssLink, String> {
+    async fn connect(address: &str, key: Option<&ClusterKey>) -> Result<OssLink, String> {
         let parsed = Address::parse(address)?;
         let handshake = async {
-            let stream = connect(&parsed).await.map_err(|error| format!("cannot connect: {error}"))?;
+            let stream = connect(&parsed, key).await.map_err(|error| format!("cannot connect: {error}"))?;
             let (r, w) = tokio::io::split(stream);
             let (writer, rx) = tokio::sync::mpsc::unbounded_channel();
             spawn_writer(w, rx, None);

@@ -5,11 +5,14 @@
 //! Namespace requests are handled one at a time on the `Mds` (SQLite is
 //! fast for this and a single writer keeps it simple), each for the
 //! credentials its call carries; OSS registrations are kept in memory, and
-//! an OSS registers again when it restarts. A create that finds an OST's
-//! pool of precreated objects empty waits for it to be refilled, then runs
-//! again; creates and removals wake the workers that refill pools and
-//! destroy removed files' objects.
+//! an OSS registers again when it restarts. Only a peer with the cluster's
+//! server key (or, on a Unix socket, the MDS's own user) may register an
+//! OSS: see [`crate::auth`]. A create that finds an OST's pool of
+//! precreated objects empty waits for it to be refilled, then runs again;
+//! creates and removals wake the workers that refill pools and destroy
+//! removed files' objects.
 
+use crate::auth::ClusterKey;
 use crate::codec::read_frame;
 use crate::mds_objects::{Lifecycle, MdsCell, OBJECTS_WAIT};
 use crate::oss::{handshake, variant, SHUTDOWN_GRACE};
@@ -64,12 +67,14 @@ impl MdsHandle {
     }
 }
 
-pub async fn start(listen: &Address, mds: Mds, ost_count: u32) -> std::io::Result<MdsHandle> {
-    let listener = Listener::bind(listen).await?;
+/// Serve `mds` on `listen`; on TCP, with the cluster's server key `key`
+/// (also what the MDS shows the OSSes it calls).
+pub async fn start(listen: &Address, key: Option<&ClusterKey>, mds: Mds, ost_count: u32) -> std::io::Result<MdsHandle> {
+    let listener = Listener::bind(listen, key).await?;
     let address = listener.local_address()?;
     let (stop, _) = tokio::sync::watch::channel(false);
     let mds: MdsCell = Arc::new(Mutex::new(Some(mds)));
-    let objects = Lifecycle::new(mds.clone(), tokio::runtime::Handle::current(), stop.subscribe());
+    let objects = Lifecycle::new(mds.clone(), tokio::runtime::Handle::current(), stop.subscribe(), key.cloned());
     let shared = Arc::new(Shared { mds, stop, ost_count, objects });
     let s = shared.clone();
     let accept = spawn_accept(listener, shared.stop.subscribe(), SHUTDOWN_GRACE, move |stream| {
@@ -84,7 +89,7 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     let mut r = BufReader::new(r);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     spawn_writer(w, rx, None);
-    match handshake(&mut r).await {
+    match handshake(&mut r, accepted.peer).await {
         Ok(Role::Client) => {}
         Ok(Role::Oss { address, osts }) => {
             if let Some(ost) = osts.iter().find(|&&ost| ost >= shared.ost_count) {

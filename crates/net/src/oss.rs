@@ -35,6 +35,7 @@
 //! that does not fit the arena closes the connection, like any malformed
 //! frame.
 
+use crate::auth::{claim_allowed, ClusterKey, Peer};
 use crate::codec::{read_frame, CodecError};
 use crate::exports::Exports;
 use crate::filestore::FileStore;
@@ -136,9 +137,10 @@ impl OssHandle {
     }
 }
 
-/// Start serving `config.osts` on `listen` (port 0 picks a free port).
-pub async fn start(listen: &Address, config: OssConfig) -> std::io::Result<OssHandle> {
-    let listener = Listener::bind(listen).await?;
+/// Start serving `config.osts` on `listen` (port 0 picks a free port); on
+/// TCP, with the cluster's server key `key`.
+pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig) -> std::io::Result<OssHandle> {
+    let listener = Listener::bind(listen, key).await?;
     let address = listener.local_address()?;
     let clock = std::time::Instant::now();
     let peers: Peers = Arc::new(Mutex::new(HashMap::new()));
@@ -323,7 +325,7 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     let mut r = BufReader::with_capacity(1 << 18, r);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     spawn_writer(w, rx, None);
-    match handshake(&mut r).await {
+    match handshake(&mut r, accepted.peer).await {
         Ok(Role::Client) => {}
         Ok(Role::Mds) => return serve_mds(&mut r, &shared, &tx).await,
         Ok(role) => {
@@ -429,8 +431,9 @@ async fn serve_mds_messages<R: tokio::io::AsyncRead + Unpin>(
     }
 }
 
-/// Read `Hello` and check it; the error is the reason told to the peer.
-pub(crate) async fn handshake<R: tokio::io::AsyncRead + Unpin>(r: &mut R) -> Result<Role, String> {
+/// Read `Hello` and check it, and the role it claims against what the
+/// peer's key or uid allows; the error is the reason told to the peer.
+pub(crate) async fn handshake<R: tokio::io::AsyncRead + Unpin>(r: &mut R, peer: Peer) -> Result<Role, String> {
     match read_frame(r).await {
         Ok(Some(Wire::Hello { magic, version, role })) => {
             if magic != MAGIC {
@@ -441,6 +444,7 @@ pub(crate) async fn handshake<R: tokio::io::AsyncRead + Unpin>(r: &mut R) -> Res
                     "protocol version {version} is not supported; this server speaks version {PROTOCOL_VERSION}: run the same lanefs release on every node"
                 ));
             }
+            claim_allowed(peer, &role)?;
             Ok(role)
         }
         Ok(Some(other)) => Err(format!("expected Hello first, got {}", variant(&other))),
@@ -564,10 +568,16 @@ pub(crate) fn variant(w: &Wire) -> &'static str {
 }
 
 /// Tell the MDS at `mds` that `address` serves `osts` (what `lanefs oss`
-/// does at start). The registration lives as long as this process keeps
-/// the connection; a task holds it open.
-pub async fn register_with_mds(mds: &Address, address: &Address, osts: &[u32]) -> Result<(), String> {
-    let stream = crate::transport::connect(mds).await.map_err(|e| e.to_string())?;
+/// does at start), with the cluster's server key `key` if the MDS is on
+/// TCP. The registration lives as long as this process keeps the
+/// connection; a task holds it open.
+pub async fn register_with_mds(
+    mds: &Address,
+    key: Option<&ClusterKey>,
+    address: &Address,
+    osts: &[u32],
+) -> Result<(), String> {
+    let stream = crate::transport::connect(mds, key).await.map_err(|e| crate::auth::describe(&e, key))?;
     let (r, w) = tokio::io::split(stream);
     let mut r = BufReader::new(r);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -577,6 +587,7 @@ pub async fn register_with_mds(mds: &Address, address: &Address, osts: &[u32]) -
     match read_frame(&mut r).await {
         Ok(Some(Wire::Welcome { .. })) => {}
         Ok(Some(Wire::Refused { reason })) => return Err(reason),
+        Err(CodecError::Io(e)) => return Err(crate::auth::describe(&e, key)),
         other => return Err(format!("unexpected answer {other:?}")),
     }
     tokio::spawn(async move {

@@ -2,6 +2,8 @@
 //!
 //! A connection starts with `Hello` (magic number, protocol version, role);
 //! the server answers `Welcome` or `Refused` (with the reason) and closes.
+//! On TCP all of it travels inside TLS, and the role claimed must be one
+//! the peer's key allows (see [`crate::auth`]).
 //! After that, OST traffic carries lanefs-core's own `ToOst` / `ToClient`
 //! messages unchanged, tagged with the OST index (one OSS serves several
 //! OSTs over one connection), and MDS traffic carries request/reply pairs
@@ -43,7 +45,9 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    the core messages; error numbers in `IoError`); credentials on every
 ///    namespace call, paged `Readdir`, owners and permissions in the MDS's
 ///    answers, `Role::Mds` with `Precreate` and acknowledged `Destroy` from
-///    the MDS to the OSSes.
+///    the MDS to the OSSes; on TCP the frames travel inside mutual TLS with
+///    the cluster's keys, and the roles a `Hello` may claim depend on the
+///    peer's key ([`crate::auth`]).
 pub const PROTOCOL_VERSION: u16 = 5;
 
 /// Who is connecting.

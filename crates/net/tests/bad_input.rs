@@ -2,25 +2,57 @@
 //! and a closed connection, and the servers keep serving everyone else.
 
 use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
+use lanefs_net::auth::ClusterKey;
 use lanefs_net::client::{Client, ClientOptions};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::codec::{encode, FRAME_BYTES_MAX};
 use lanefs_net::proto::{Role, Wire, MAGIC, PROTOCOL_VERSION};
-use std::io::{Read, Write};
+use lanefs_net::transport::{connect, Address};
 use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn tcp_cluster() -> LocalCluster {
     LocalCluster::start(LocalClusterConfig { osts: 1, unix_sockets: false, ..Default::default() }).unwrap()
 }
 
-/// Send raw bytes, then read until the server closes; return what it said.
-fn exchange(address: &str, bytes: &[u8]) -> String {
-    let mut s = std::net::TcpStream::connect(address).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(bytes).unwrap();
-    let mut answer = Vec::new();
-    s.read_to_end(&mut answer).expect("the server closes the connection instead of hanging");
-    String::from_utf8_lossy(&answer).into_owned()
+/// Send raw bytes (over TLS with the cluster's client key), then read
+/// until the server closes; return what it said. With `hang_up`, close
+/// right after sending instead and return nothing.
+fn send(c: &LocalCluster, address: &str, bytes: &[u8], hang_up: bool) -> String {
+    send_with(c.client_key(), address, bytes, hang_up)
+}
+
+fn send_with(key: Option<&ClusterKey>, address: &str, bytes: &[u8], hang_up: bool) -> String {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut s = connect(&Address::parse(address).unwrap(), key).await.unwrap();
+        s.write_all(bytes).await.unwrap();
+        s.flush().await.unwrap();
+        let mut answer = Vec::new();
+        if hang_up {
+            return String::new();
+        }
+        let read = async {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = s.read(&mut buf).await {
+                answer.extend_from_slice(&buf[..n]);
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), read)
+            .await
+            .expect("the server closes the connection instead of hanging");
+        String::from_utf8_lossy(&answer).into_owned()
+    })
+}
+
+fn exchange(c: &LocalCluster, address: &str, bytes: &[u8]) -> String {
+    send(c, address, bytes, false)
+}
+
+/// [`exchange`] as a server (with the cluster's server key).
+fn exchange_as_server(c: &LocalCluster, address: &str, bytes: &[u8]) -> String {
+    let key = ClusterKey::load(&c.key_files().expect("a TCP cluster").server).unwrap();
+    send_with(Some(&key), address, bytes, false)
 }
 
 fn frame(m: Wire) -> Vec<u8> {
@@ -34,7 +66,7 @@ fn hello(version: u16) -> Vec<u8> {
 }
 
 fn still_serving(c: &LocalCluster) {
-    let cl = Client::connect(&c.mds_address(), ClientOptions::default()).unwrap();
+    let cl = Client::connect(&c.mds_address(), c.client_options()).unwrap();
     let path = format!("/ok-{}", std::process::id());
     let stripe = StripeSpec::default();
     let create = MdsRequest::Create {
@@ -64,7 +96,7 @@ fn every_kind_of_bad_frame_is_refused_with_a_reason() {
     ];
     for (name, bytes, reason) in &cases {
         for address in [&oss, &mds] {
-            let answer = exchange(address, bytes);
+            let answer = exchange(&c, address, bytes);
             assert!(answer.contains(reason), "{name} at {address}: answer {answer:?} lacks {reason:?}");
         }
     }
@@ -72,24 +104,21 @@ fn every_kind_of_bad_frame_is_refused_with_a_reason() {
     // and a header that does not decode.
     let mut bytes = hello(PROTOCOL_VERSION);
     bytes.extend(frame(Wire::ToOst { ost: 0, message: lanefs_core::msg::ToOst::Connect { resume: None } }));
-    assert!(exchange(&oss, &bytes).contains("names itself (Session) before its first request"));
+    assert!(exchange(&c, &oss, &bytes).contains("names itself (Session) before its first request"));
     let mut bytes = hello(PROTOCOL_VERSION);
     bytes.extend(frame(Wire::Session { uuid: 7 }));
     bytes.extend(frame(Wire::ToOst { ost: 9, message: lanefs_core::msg::ToOst::Connect { resume: None } }));
-    assert!(exchange(&oss, &bytes).contains("does not serve OST index 9"));
+    assert!(exchange(&c, &oss, &bytes).contains("does not serve OST index 9"));
     let mut bytes = hello(PROTOCOL_VERSION);
     bytes.extend_from_slice(&12u32.to_le_bytes());
     bytes.extend_from_slice(&8u32.to_le_bytes());
     bytes.extend_from_slice(&[0xff; 8]);
-    assert!(exchange(&oss, &bytes).contains("undecodable frame header"));
+    assert!(exchange(&c, &oss, &bytes).contains("undecodable frame header"));
     // A truncated frame followed by a hang-up must not wedge the server.
     let mut bytes = hello(PROTOCOL_VERSION);
     bytes.extend_from_slice(&1000u32.to_le_bytes());
     bytes.extend_from_slice(&[1, 2, 3]);
-    {
-        let mut s = std::net::TcpStream::connect(&oss).unwrap();
-        s.write_all(&bytes).unwrap();
-    }
+    send(&c, &oss, &bytes, true);
     still_serving(&c);
 }
 
@@ -183,7 +212,7 @@ fn a_client_that_cannot_reach_the_mds_gets_an_error_not_a_hang() {
 #[test]
 fn only_the_mds_may_destroy_or_create_objects() {
     let c = tcp_cluster();
-    let cl = Client::connect(&c.mds_address(), ClientOptions::default()).unwrap();
+    let cl = Client::connect(&c.mds_address(), c.client_options()).unwrap();
     let create = MdsRequest::Create {
         path: "/kept".into(),
         stripe: StripeSpec::default(),
@@ -207,16 +236,17 @@ fn only_the_mds_may_destroy_or_create_objects() {
     for attempt in attempts {
         let mut bytes = hello(PROTOCOL_VERSION);
         bytes.extend(frame(attempt));
-        let answer = exchange(&oss, &bytes);
+        let answer = exchange(&c, &oss, &bytes);
         assert!(answer.contains("only the MDS may create or destroy objects"), "{answer:?}");
     }
     assert!(object_file.exists(), "the object was not destroyed");
     assert_eq!(std::fs::read_to_string(&last_id).unwrap(), last_id_before, "nothing was created");
     assert_eq!(cl.pread(&f, 0, 8).unwrap(), b"precious");
     let mds = frame(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Mds });
-    assert!(exchange(&c.mds_address(), &mds).contains("not another MDS"));
+    assert!(exchange_as_server(&c, &c.mds_address(), &mds).contains("not another MDS"));
     let role = Role::Oss { address: "127.0.0.1:1".into(), osts: vec![0, 7] };
     let stray = frame(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role });
-    assert!(exchange(&c.mds_address(), &stray).contains("OST index 7 is out of range: this file system has 1 OSTs"));
+    let answer = exchange_as_server(&c, &c.mds_address(), &stray);
+    assert!(answer.contains("OST index 7 is out of range: this file system has 1 OSTs"), "{answer:?}");
     still_serving(&c);
 }

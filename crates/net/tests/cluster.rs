@@ -17,7 +17,7 @@ fn cluster(osts: u32) -> LocalCluster {
 }
 
 fn client(c: &LocalCluster) -> Client {
-    Client::connect(&c.mds_address(), ClientOptions::default()).expect("client connects")
+    Client::connect(&c.mds_address(), c.client_options()).expect("client connects")
 }
 
 fn create(cl: &Client, path: &str, count: i64, size: u64) -> File {
@@ -268,6 +268,7 @@ fn a_killed_holder_is_evicted_after_the_callback_timeout() {
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "holder_child", "--nocapture", "--include-ignored"])
         .env("LANEFS_TEST_CHILD", c.mds_address())
+        .env("LANEFS_TEST_KEY", &c.key_files().expect("a TCP cluster has keys").client)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -298,7 +299,9 @@ fn a_killed_holder_is_evicted_after_the_callback_timeout() {
 #[ignore = "helper process of a_killed_holder_is_evicted_after_the_callback_timeout"]
 fn holder_child() {
     let Ok(mds) = std::env::var("LANEFS_TEST_CHILD") else { return };
-    let cl = Client::connect(&mds, ClientOptions::default()).unwrap();
+    let key = std::env::var("LANEFS_TEST_KEY").unwrap();
+    let key = lanefs_net::auth::ClusterKey::load(std::path::Path::new(&key)).unwrap();
+    let cl = Client::connect(&mds, ClientOptions { key: Some(key), ..Default::default() }).unwrap();
     let f = open(&cl, "/killed");
     cl.pwrite(&f, 0, &bytes(1, 4096)).unwrap();
     println!("HOLDING");

@@ -232,7 +232,7 @@ fn a_listing_larger_than_a_frame_comes_in_pages() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let listen = lanefs_net::transport::Address::Unix(dir.path().join("mds.sock"));
-    let server = runtime.block_on(lanefs_net::mds_server::start(&listen, mds, 1)).unwrap();
+    let server = runtime.block_on(lanefs_net::mds_server::start(&listen, None, mds, 1)).unwrap();
     let cl = Client::connect(&server.address().to_string(), ClientOptions::default()).unwrap();
     let mut listed = 0;
     let mut pages = 0;

@@ -80,6 +80,19 @@ fn the_database_is_in_wal_mode_and_exclusive() {
 }
 
 #[test]
+fn the_database_and_its_wal_are_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("mds.db");
+    let mut mds = open(&db, 2).unwrap();
+    create(&mut mds, "/f");
+    for name in ["mds.db", "mds.db-wal"] {
+        let mode = std::fs::metadata(dir.path().join(name)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{name}");
+    }
+}
+
+#[test]
 fn adding_osts_is_allowed_and_removing_them_is_not() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("mds.db");
