@@ -70,6 +70,8 @@ enum Command {
         /// never, blocking (called-back locks) or always (Lustre's default).
         #[arg(long, default_value = "always", value_name = "POLICY")]
         sync_lock_cancel: String,
+        #[command(flatten)]
+        limits: daemons::LimitArgs,
     },
     /// Run the metadata server alone (for a cluster across hosts).
     Mds {
@@ -82,6 +84,8 @@ enum Command {
         /// given, so on a network give this host's address.
         #[arg(long, default_value = "127.0.0.1:9400")]
         listen: String,
+        #[command(flatten)]
+        limits: daemons::LimitArgs,
     },
     /// Run an object storage server for some OSTs, registered with an MDS.
     Oss {
@@ -103,6 +107,8 @@ enum Command {
         /// never, blocking (called-back locks) or always (Lustre's default).
         #[arg(long, default_value = "always", value_name = "POLICY")]
         sync_lock_cancel: String,
+        #[command(flatten)]
+        limits: daemons::LimitArgs,
     },
     /// IOR: `lanefs ior -a LANEFS [IOR options]` (also -a POSIX). Without
     /// --cluster, LANEFS runs on an embedded cluster in a temporary directory.
@@ -200,16 +206,17 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo { json, seed, harness } => demo::run(json, seed, harness),
         Command::LockScript { file } => lockscript::run_path(&file),
-        Command::Up { osts, data, tcp, callback_timeout, sync_lock_cancel } => daemons::up(
+        Command::Up { osts, data, tcp, callback_timeout, sync_lock_cancel, limits } => daemons::up(
             osts,
             data,
             tcp,
             &daemons::OstOptions { callback_timeout_s: callback_timeout, sync_lock_cancel },
+            &limits,
         ),
-        Command::Mds { data, osts, listen } => daemons::mds(data, osts, &listen),
-        Command::Oss { mds, data, ost, listen, callback_timeout, sync_lock_cancel } => {
+        Command::Mds { data, osts, listen, limits } => daemons::mds(data, osts, &listen, &limits),
+        Command::Oss { mds, data, ost, listen, callback_timeout, sync_lock_cancel, limits } => {
             let options = daemons::OstOptions { callback_timeout_s: callback_timeout, sync_lock_cancel };
-            daemons::oss(&mds, data, ost, &listen, &options)
+            daemons::oss(&mds, data, ost, &listen, &options, &limits)
         }
         Command::Ior { args } => ior_lanefs::main(args, cli.target.mds),
         Command::IorRank { mds, rank, buffer, args } => ior_ranks::child_main(&mds, rank, &buffer, &args),

@@ -14,6 +14,14 @@
 //! or close of a file whose bytes were lost fails); the next operation that
 //! needs the OST reconnects. Nothing waits forever on a dead peer.
 //!
+//! Keeping connections alive: the driver pings every server connection it
+//! has sent nothing on for [`ClientOptions::ping_interval`] (Lustre pings
+//! every `obd_timeout / 4`, 25 s), since servers close connections silent
+//! for longer than their idle timeout (see [`crate::limits`]). Each
+//! connection's outgoing queue is an [`Outbox`] bounded by what the core
+//! can have in flight: only a server that stops reading fills it, and then
+//! (or when its writer stalls) the connection is dropped as lost.
+//!
 //! The data path: [`Client::pwrite`] copies the caller's bytes once, on the
 //! caller's thread, into page frames; the core caches those frames as they
 //! are, and its write RPCs carry them. When an OSS is reached over a Unix
@@ -27,6 +35,8 @@
 
 use crate::codec::encode;
 use crate::codec::read_frame;
+use crate::limits::{QueueLimits, PING_INTERVAL_DEFAULT, WRITE_STALL_TIMEOUT_DEFAULT};
+use crate::outbox::Outbox;
 use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
 use crate::shm::{create_arena, send_frame_with_fd};
 use crate::transport::{connect_raw, Address, Connected};
@@ -45,6 +55,7 @@ use lanefs_mds::{MdsReply, MdsRequest};
 use std::collections::HashMap;
 use std::fs::File as FsFile;
 use std::os::fd::AsFd;
+use std::sync::Arc;
 use std::time::Duration as StdDuration;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
@@ -75,11 +86,42 @@ pub struct ClientOptions {
     /// Offer OSSes on Unix sockets the page arena in shared memory (write
     /// RPCs then name their pages instead of sending them).
     pub shared_memory: bool,
+    /// Ping a server connection nothing was sent on for this long, so that
+    /// the server's idle timeout (150 s by default) never closes it;
+    /// Lustre's `obd_timeout / 4`, 25 s.
+    pub ping_interval: StdDuration,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        ClientOptions { core: ClientConfig::default(), connect_timeout: StdDuration::from_secs(5), shared_memory: true }
+        ClientOptions {
+            core: ClientConfig::default(),
+            connect_timeout: StdDuration::from_secs(5),
+            shared_memory: true,
+            ping_interval: PING_INTERVAL_DEFAULT,
+        }
+    }
+}
+
+/// Messages a client may queue to one server: far more than the core ever
+/// has in flight (its lock requests, cancels and RPCs).
+const CLIENT_QUEUE_MESSAGES_MAX: usize = 1 << 20;
+
+/// The bounds of a client's queue to one server: twice what its RPCs in
+/// flight to every OST can hold, and room for every message's fixed size.
+/// Only a server that stops reading fills it; the client never waits on
+/// it (its reader pauses for nothing), so the soft limits are the hard.
+fn client_queue_limits(core: &ClientConfig, osts: u32) -> QueueLimits {
+    let rpcs =
+        (core.rpcs_in_flight_max as u64).saturating_mul(core.rpc_bytes_max).saturating_mul(u64::from(osts.max(1)));
+    let fixed = (CLIENT_QUEUE_MESSAGES_MAX * std::mem::size_of::<Wire>()) as u64;
+    let bytes_max = rpcs.saturating_mul(2).saturating_add(fixed).min(usize::MAX as u64) as usize;
+    QueueLimits {
+        bytes_soft: bytes_max,
+        bytes_max,
+        messages_soft: CLIENT_QUEUE_MESSAGES_MAX,
+        messages_max: CLIENT_QUEUE_MESSAGES_MAX,
+        stall_timeout: WRITE_STALL_TIMEOUT_DEFAULT,
     }
 }
 
@@ -128,6 +170,10 @@ impl Client {
     /// Connect to the MDS at `mds` and to every OSS it names.
     pub fn connect(mds: &str, options: ClientOptions) -> Result<Client, NetError> {
         let mds = Address::parse(mds).map_err(|reason| NetError::Connect { address: mds.into(), reason })?;
+        if options.ping_interval.is_zero() {
+            let reason = "the ping interval must be positive (Lustre's is 25 s)".to_string();
+            return Err(NetError::Client(ClientError::Config(reason)));
+        }
         let (cmds, rx) = unbounded_channel();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -271,7 +317,8 @@ impl Drop for Client {
 enum NetIn {
     Mds(Wire),
     Oss(Wire),
-    Closed(Peer, String),
+    /// The connection whose queue this is has closed.
+    Closed(Peer, String, Arc<Outbox>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -282,12 +329,14 @@ enum Peer {
 
 struct Conn {
     address: Address,
-    tx: Option<UnboundedSender<Wire>>,
+    tx: Option<Arc<Outbox>>,
     writer: Option<tokio::task::JoinHandle<()>>,
     osts: Vec<u32>,
+    /// When something was last queued on it (pings are due from then).
+    last_sent: tokio::time::Instant,
 }
 
-type Session = (UnboundedSender<Wire>, tokio::task::JoinHandle<()>);
+type Session = (Arc<Outbox>, tokio::task::JoinHandle<()>);
 
 struct Driver {
     options: ClientOptions,
@@ -299,7 +348,10 @@ struct Driver {
     arena_file: Option<FsFile>,
     clock: std::time::Instant,
     mds_address: Address,
-    mds: Option<UnboundedSender<Wire>>,
+    mds: Option<Arc<Outbox>>,
+    mds_last_sent: tokio::time::Instant,
+    /// The bounds of each connection's queue.
+    queue_limits: QueueLimits,
     oss: Vec<Conn>,
     oss_of_ost: HashMap<u32, usize>,
     net_tx: UnboundedSender<NetIn>,
@@ -331,6 +383,7 @@ async fn open_session(
     peer: Peer,
     net_tx: UnboundedSender<NetIn>,
     arena: Option<ArenaOffer<'_>>,
+    limits: &QueueLimits,
 ) -> Result<Session, NetError> {
     let fail = |reason: String| NetError::Connect { address: address.to_string(), reason };
     let handshake = async {
@@ -374,36 +427,35 @@ async fn open_session(
         .map_err(|_| fail(format!("no handshake within {timeout:?}")))??;
     let (r, w) = tokio::io::split(stream.into_box());
     let mut r = BufReader::with_capacity(1 << 18, r);
-    let (tx, rx) = unbounded_channel();
-    let writer = spawn_writer(w, rx, shared);
+    let outbox = Outbox::new(limits.clone());
+    let writer = spawn_writer(w, outbox.clone(), shared);
+    let session = outbox.clone();
     tokio::spawn(async move {
-        loop {
-            match read_frame(&mut r).await {
-                Ok(Some(Wire::Refused { reason })) => {
-                    let _ = net_tx.send(NetIn::Closed(peer, format!("refused: {reason}")));
-                    return;
-                }
+        let reason = loop {
+            let frame = tokio::select! {
+                frame = read_frame(&mut r) => frame,
+                reason = outbox.closed() => break reason,
+            };
+            match frame {
+                Ok(Some(Wire::Refused { reason })) => break format!("refused: {reason}"),
                 Ok(Some(frame)) => {
                     let input = match peer {
                         Peer::Mds => NetIn::Mds(frame),
                         Peer::Oss(_) => NetIn::Oss(frame),
                     };
                     if net_tx.send(input).is_err() {
+                        outbox.close("the client driver has stopped");
                         return;
                     }
                 }
-                Ok(None) => {
-                    let _ = net_tx.send(NetIn::Closed(peer, "connection closed".into()));
-                    return;
-                }
-                Err(e) => {
-                    let _ = net_tx.send(NetIn::Closed(peer, e.to_string()));
-                    return;
-                }
+                Ok(None) => break "connection closed".into(),
+                Err(e) => break e.to_string(),
             }
-        }
+        };
+        outbox.close(&reason);
+        let _ = net_tx.send(NetIn::Closed(peer, reason, outbox));
     });
-    Ok((tx, writer))
+    Ok((session, writer))
 }
 
 async fn read_handshake_frame(stream: &mut Connected) -> Result<Option<Wire>, crate::codec::CodecError> {
@@ -438,14 +490,18 @@ fn offer<'a>(pool: &PagePool, file: &'a Option<FsFile>) -> Option<ArenaOffer<'a>
 impl Driver {
     async fn start(mds_address: Address, options: ClientOptions) -> Result<Driver, NetError> {
         let (net_tx, mut net_rx) = unbounded_channel();
-        let (mds, _) = open_session(&mds_address, options.connect_timeout, Peer::Mds, net_tx.clone(), None).await?;
-        let _ = mds.send(Wire::Mds { id: 0, call: MdsCall::ClusterInfo });
+        // Until the MDS says how many OSTs there are, the queue is sized for one.
+        let limits = client_queue_limits(&options.core, 1);
+        let (mds, _) =
+            open_session(&mds_address, options.connect_timeout, Peer::Mds, net_tx.clone(), None, &limits).await?;
+        let _ = mds.push(Wire::Mds { id: 0, call: MdsCall::ClusterInfo });
         let info = match net_rx.recv().await {
             Some(NetIn::Mds(Wire::MdsReply { answer: MdsAnswer::ClusterInfo(info), .. })) => info,
             Some(NetIn::Mds(other)) => return Err(NetError::Protocol(format!("unexpected MDS message {other:?}"))),
-            Some(NetIn::Closed(_, reason)) => return Err(NetError::Mds(reason)),
+            Some(NetIn::Closed(_, reason, _)) => return Err(NetError::Mds(reason)),
             _ => return Err(NetError::Closed),
         };
+        let queue_limits = client_queue_limits(&options.core, info.ost_count);
         let mut oss: Vec<Conn> = Vec::new();
         let mut oss_of_ost = HashMap::new();
         for (ost, address) in &info.osts {
@@ -453,7 +509,8 @@ impl Driver {
             let index = match oss.iter().position(|c| c.address == address) {
                 Some(i) => i,
                 None => {
-                    oss.push(Conn { address, tx: None, writer: None, osts: Vec::new() });
+                    let last_sent = tokio::time::Instant::now();
+                    oss.push(Conn { address, tx: None, writer: None, osts: Vec::new(), last_sent });
                     oss.len() - 1
                 }
             };
@@ -468,10 +525,12 @@ impl Driver {
         }
         for (i, conn) in oss.iter_mut().enumerate() {
             let offer = offer(&pool, &arena_file);
+            let timeout = options.connect_timeout;
             let (tx, writer) =
-                open_session(&conn.address, options.connect_timeout, Peer::Oss(i), net_tx.clone(), offer).await?;
+                open_session(&conn.address, timeout, Peer::Oss(i), net_tx.clone(), offer, &queue_limits).await?;
             conn.tx = Some(tx);
             conn.writer = Some(writer);
+            conn.last_sent = tokio::time::Instant::now();
         }
         let core = CoreClient::new(ClientId(0), options.core.clone())?.with_page_pool(pool.clone());
         Ok(Driver {
@@ -483,6 +542,8 @@ impl Driver {
             clock: std::time::Instant::now(),
             mds_address,
             mds: Some(mds),
+            mds_last_sent: tokio::time::Instant::now(),
+            queue_limits,
             oss,
             oss_of_ost,
             net_tx,
@@ -511,6 +572,13 @@ impl Driver {
                     None => std::future::pending().await,
                 }
             };
+            let ping_due = self.ping_due();
+            let ping = async {
+                match ping_due {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 cmd = cmds.recv() => match cmd {
                     Some(cmd) => self.command(cmd).await,
@@ -521,6 +589,7 @@ impl Driver {
                     let now = self.now();
                     self.core.handle_timeout(now);
                 }
+                _ = ping => self.ping_idle(),
             }
             self.pump().await;
         }
@@ -549,9 +618,57 @@ impl Driver {
         // cancels), then shuts its socket.
         let writers: Vec<_> = self.oss.iter_mut().filter_map(|c| c.tx.take().zip(c.writer.take())).collect();
         for (tx, writer) in writers {
-            drop(tx);
+            tx.finish(None);
             let _ = tokio::time::timeout_at(deadline, writer).await;
         }
+        if let Some(mds) = self.mds.take() {
+            mds.finish(None);
+        }
+    }
+
+    /// When the next ping is due: a ping interval after the connection
+    /// sent to longest ago.
+    fn ping_due(&self) -> Option<tokio::time::Instant> {
+        let oss = self.oss.iter().filter(|c| c.tx.is_some()).map(|c| c.last_sent);
+        let mds = self.mds.as_ref().map(|_| self.mds_last_sent);
+        oss.chain(mds).min().map(|sent| sent + self.options.ping_interval)
+    }
+
+    /// Ping every connection nothing was sent on for a ping interval.
+    fn ping_idle(&mut self) {
+        let now = tokio::time::Instant::now();
+        let interval = self.options.ping_interval;
+        for conn in &mut self.oss {
+            if let Some(tx) = &conn.tx {
+                if now >= conn.last_sent + interval {
+                    let _ = tx.push(Wire::Ping);
+                    conn.last_sent = now;
+                }
+            }
+        }
+        if let Some(mds) = &self.mds {
+            if now >= self.mds_last_sent + interval {
+                let _ = mds.push(Wire::Ping);
+                self.mds_last_sent = now;
+            }
+        }
+    }
+
+    /// Queue `wire` to the MDS (connected).
+    fn send_mds(&mut self, wire: Wire) {
+        if let Some(mds) = &self.mds {
+            let _ = mds.push(wire);
+            self.mds_last_sent = tokio::time::Instant::now();
+        }
+    }
+
+    /// Queue `wire` to OSS `i` if connected; whether it was.
+    fn send_oss(&mut self, i: usize, wire: Wire) -> bool {
+        let conn = &mut self.oss[i];
+        let Some(tx) = &conn.tx else { return false };
+        let _ = tx.push(wire); // a closed queue: its reader reports the loss
+        conn.last_sent = tokio::time::Instant::now();
+        true
     }
 
     async fn command(&mut self, cmd: Cmd) {
@@ -559,15 +676,9 @@ impl Driver {
         match cmd {
             Cmd::Mds(call, reply) => {
                 if self.mds.is_none() {
-                    match open_session(
-                        &self.mds_address,
-                        self.options.connect_timeout,
-                        Peer::Mds,
-                        self.net_tx.clone(),
-                        None,
-                    )
-                    .await
-                    {
+                    let (address, timeout) = (&self.mds_address, self.options.connect_timeout);
+                    let limits = &self.queue_limits;
+                    match open_session(address, timeout, Peer::Mds, self.net_tx.clone(), None, limits).await {
                         Ok((tx, _)) => self.mds = Some(tx),
                         Err(e) => {
                             let _ = reply.send(Err(e));
@@ -577,7 +688,7 @@ impl Driver {
                 }
                 let id = self.call_id();
                 self.mds_calls.insert(id, reply);
-                let _ = self.mds.as_ref().expect("connected").send(Wire::Mds { id, call });
+                self.send_mds(Wire::Mds { id, call });
             }
             Cmd::Open(layout, reply) => {
                 let _ = reply.send(self.core.open(layout));
@@ -599,22 +710,19 @@ impl Driver {
             },
             Cmd::Stats(reply) => {
                 let id = self.call_id();
-                let live: Vec<&UnboundedSender<Wire>> = self.oss.iter().filter_map(|c| c.tx.as_ref()).collect();
-                for tx in &live {
-                    let _ = tx.send(Wire::StatsRequest { id });
-                }
-                if live.is_empty() {
+                let live = (0..self.oss.len()).filter(|&i| self.send_oss(i, Wire::StatsRequest { id })).count();
+                if live == 0 {
                     let _ = reply.send(Ok(Vec::new()));
                 } else {
-                    self.stats_calls.insert(id, (live.len(), Vec::new(), reply));
+                    self.stats_calls.insert(id, (live, Vec::new(), reply));
                 }
             }
             Cmd::Counters(reply) => {
                 let _ = reply.send(self.core.counters());
             }
             Cmd::Destroy(ost, object) => {
-                if let Some(tx) = self.oss_of_ost.get(&ost).and_then(|i| self.oss[*i].tx.as_ref()) {
-                    let _ = tx.send(Wire::Destroy { ost, object });
+                if let Some(&i) = self.oss_of_ost.get(&ost) {
+                    self.send_oss(i, Wire::Destroy { ost, object });
                 }
             }
         }
@@ -645,22 +753,31 @@ impl Driver {
                     let _ = reply.send(Ok(answer));
                 }
             }
+            NetIn::Mds(Wire::Pong) | NetIn::Oss(Wire::Pong) => {}
             NetIn::Mds(other) | NetIn::Oss(other) => warn!("unexpected message {other:?}"),
-            NetIn::Closed(Peer::Mds, reason) => {
+            NetIn::Closed(Peer::Mds, reason, session) => {
+                if !self.mds.as_ref().is_some_and(|mds| Arc::ptr_eq(mds, &session)) {
+                    return; // a session replaced already
+                }
                 warn!("MDS connection lost: {reason}");
                 self.mds = None;
                 for (_, reply) in self.mds_calls.drain() {
                     let _ = reply.send(Err(NetError::Mds(format!("connection lost: {reason}"))));
                 }
             }
-            NetIn::Closed(Peer::Oss(i), reason) => self.oss_lost(i, &reason),
+            NetIn::Closed(Peer::Oss(i), reason, session) => {
+                if self.oss[i].tx.as_ref().is_some_and(|tx| Arc::ptr_eq(tx, &session)) {
+                    self.oss_lost(i, &reason);
+                }
+            }
         }
     }
 
     fn oss_lost(&mut self, i: usize, reason: &str) {
-        if self.oss[i].tx.take().is_none() {
+        let Some(tx) = self.oss[i].tx.take() else {
             return; // already handled
-        }
+        };
+        tx.close(reason);
         warn!(oss = %self.oss[i].address, "OSS connection lost: {reason}");
         if let Some(arena) = self.pool.arena() {
             // The OSS may still be reading frames of the writes given up on
@@ -693,15 +810,10 @@ impl Driver {
                 if self.oss[i].tx.is_none() {
                     self.reconnect(i).await;
                 }
-                match &self.oss[i].tx {
-                    Some(tx) => {
-                        let _ = tx.send(Wire::ToOst { ost: ost.0, message });
-                    }
-                    None => {
-                        let now = self.now();
-                        let reason = format!("OSS {} is down", self.oss[i].address);
-                        self.core.handle_unreachable(now, ost, &reason);
-                    }
+                if !self.send_oss(i, Wire::ToOst { ost: ost.0, message }) {
+                    let now = self.now();
+                    let reason = format!("OSS {} is down", self.oss[i].address);
+                    self.core.handle_unreachable(now, ost, &reason);
                 }
             }
             while let Some(event) = self.core.poll_event() {
@@ -726,11 +838,13 @@ impl Driver {
     async fn reconnect(&mut self, i: usize) {
         let address = self.oss[i].address.clone();
         let offer = offer(&self.pool, &self.arena_file);
-        match open_session(&address, self.options.connect_timeout, Peer::Oss(i), self.net_tx.clone(), offer).await {
+        let (timeout, limits) = (self.options.connect_timeout, &self.queue_limits);
+        match open_session(&address, timeout, Peer::Oss(i), self.net_tx.clone(), offer, limits).await {
             Ok((tx, writer)) => {
                 debug!(%address, "reconnected");
                 self.oss[i].tx = Some(tx);
                 self.oss[i].writer = Some(writer);
+                self.oss[i].last_sent = tokio::time::Instant::now();
             }
             Err(e) => warn!(%address, "reconnect failed: {e}"),
         }

@@ -3,8 +3,16 @@
 //! default). `lanefs up`, the embedded cluster of `lanefs ior` and the
 //! integration tests use it; the daemons are the same ones `lanefs mds` and
 //! `lanefs oss` run on separate hosts.
+//!
+//! The data directory is fenced first ([`crate::fence`]): a second cluster
+//! on it stops before it touches a socket or a file there, and the first
+//! keeps serving. The two servers share the process's descriptors: the OSS
+//! sizes its connections and object files from three quarters of them, the
+//! MDS from the rest.
 
-use crate::mds_server::{self, MdsHandle};
+use crate::fence::Fence;
+use crate::limits::ServerLimits;
+use crate::mds_server::{self, MdsHandle, MdsOptions};
 use crate::oss::{self, OssConfig, OssHandle};
 use crate::transport::Address;
 use lanefs_core::ost::{OstConfig, SyncLockCancel};
@@ -22,6 +30,9 @@ pub struct LocalClusterConfig {
     pub ost: OstConfig,
     pub default_stripe_count: u32,
     pub default_stripe_size: u64,
+    /// Connections, timeouts and queues of both servers; `descriptors`, if
+    /// set, is the whole process's, shared as the module says.
+    pub limits: ServerLimits,
 }
 
 impl Default for LocalClusterConfig {
@@ -35,6 +46,7 @@ impl Default for LocalClusterConfig {
             ost: OstConfig { sync_lock_cancel: SyncLockCancel::Always, ..OstConfig::default() },
             default_stripe_count: 1,
             default_stripe_size: 1 << 20,
+            limits: ServerLimits::default(),
         }
     }
 }
@@ -43,9 +55,14 @@ pub struct LocalCluster {
     config: LocalClusterConfig,
     runtime: tokio::runtime::Runtime,
     dir: PathBuf,
-    _temp: Option<tempfile::TempDir>,
     mds: Option<MdsHandle>,
     oss: Option<OssHandle>,
+    /// The data directory's fence, held while the cluster lives.
+    fence: Fence,
+    /// Descriptors of the OSS and of the MDS.
+    descriptors: (u64, u64),
+    /// Dropped last: the temporary directory goes once nothing uses it.
+    _temp: Option<tempfile::TempDir>,
 }
 
 impl LocalCluster {
@@ -66,11 +83,27 @@ impl LocalCluster {
                 (t.path().to_path_buf(), Some(t))
             }
         };
+        let fence = Fence::acquire(&dir, "MDS")?;
+        let descriptors = config.limits.descriptors_or_raise();
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-        let mut cluster = LocalCluster { config, runtime, dir, _temp: temp, mds: None, oss: None };
+        let descriptors = (descriptors / 4 * 3, descriptors / 4);
+        let mut cluster = LocalCluster { config, runtime, dir, mds: None, oss: None, fence, descriptors, _temp: temp };
         cluster.start_oss()?;
         cluster.start_mds()?;
         Ok(cluster)
+    }
+
+    fn limits(&self, descriptors: u64) -> ServerLimits {
+        ServerLimits { descriptors: Some(descriptors), ..self.config.limits.clone() }
+    }
+
+    /// Connections served and refused, and bytes queued, by the OSS and by
+    /// the MDS (zeros for one that is stopped).
+    pub fn server_stats(&self) -> (crate::limits::ServerStats, crate::limits::ServerStats) {
+        (
+            self.oss.as_ref().map(|o| o.stats()).unwrap_or_default(),
+            self.mds.as_ref().map(|m| m.stats()).unwrap_or_default(),
+        )
     }
 
     fn address(&self, name: &str) -> Address {
@@ -102,7 +135,8 @@ impl LocalCluster {
         };
         let mds = Mds::open(&self.dir.join("mds.db"), config).map_err(|e| std::io::Error::other(e.to_string()))?;
         let listen = self.address("mds");
-        let handle = self.runtime.block_on(mds_server::start(&listen, mds, self.config.osts))?;
+        let options = MdsOptions { limits: self.limits(self.descriptors.1), fence: Some(self.fence.clone()) };
+        let handle = self.runtime.block_on(mds_server::start_with(&listen, mds, self.config.osts, options))?;
         if let Some(oss) = &self.oss {
             let osts: Vec<u32> = (0..self.config.osts).collect();
             handle.register_oss(&oss.address().to_string(), &osts);
@@ -127,6 +161,7 @@ impl LocalCluster {
             data_dir: self.dir.clone(),
             osts: (0..self.config.osts).collect(),
             ost: self.config.ost.clone(),
+            limits: self.limits(self.descriptors.0),
         };
         let handle = self.runtime.block_on(oss::start(&listen, config))?;
         if let Some(mds) = &self.mds {

@@ -11,9 +11,12 @@
 pub mod client;
 pub mod cluster;
 pub mod codec;
+pub mod fence;
 pub mod filestore;
+pub mod limits;
 pub mod mds_server;
 pub mod oss;
+pub mod outbox;
 pub mod proto;
 pub mod shm;
 pub mod transport;

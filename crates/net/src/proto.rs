@@ -14,6 +14,12 @@
 //! `WriteShared` message. A phantom payload is the simulator's, and taking
 //! the bulk of a message holding one is an error.
 //!
+//! A client sends `Ping` on every connection it has sent nothing on for
+//! its ping interval, and the server answers `Pong` from the connection
+//! itself (whatever its OSTs are doing, recovery included): a server closes
+//! a connection silent for longer than its idle timeout (see
+//! [`crate::limits`]), as Lustre's ping evictor does.
+//!
 //! Shared memory is set up right after the handshake, on a Unix socket
 //! only: the client sends `AttachArena` with the arena's memfd attached
 //! (`SCM_RIGHTS`) and waits for `ArenaAttached` or `ArenaRefused` before
@@ -33,7 +39,8 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 /// 2: bulk data became a `Payload` (an enum tag in the header).
 /// 3: shared-memory bulk (`AttachArena`, `WriteShared`).
 /// 4: `ToOst::Sync` and `ToClient::SyncReply` (fsync commits the OSTs).
-pub const PROTOCOL_VERSION: u16 = 4;
+/// 5: `Ping` and `Pong` (servers close connections silent too long).
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,6 +166,11 @@ pub enum Wire {
         offset: u64,
         bulk: SharedBulk,
     },
+    /// Client to server: I am here (sent on a connection idle for the
+    /// client's ping interval).
+    Ping,
+    /// Server to client: the answer to `Ping`.
+    Pong,
 }
 
 /// The bulk part of a frame.

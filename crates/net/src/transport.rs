@@ -1,9 +1,24 @@
 //! Addresses and byte streams: TCP (`HOST:PORT`) or Unix sockets
-//! (`unix:/path/to/socket`), behind one boxed stream type.
+//! (`unix:/path/to/socket`), behind one boxed stream type; and the accept
+//! loop of a server.
+//!
+//! A Unix socket's file is removed before binding only by a server that
+//! holds the fence of the data it serves ([`Listener::bind_fenced`]), and
+//! only if nobody answers on it: a second server never cuts the first off
+//! by replacing its socket. The accept loop ([`spawn_accept`]) serves at
+//! most its cap of connections, tells the ones past it why
+//! ([`AcceptPolicy`]), and backs off when `accept` fails (out of file
+//! descriptors, mostly) instead of retrying at once; see [`crate::limits`].
 
+use crate::fence::Fence;
+use crate::limits::{ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN, REFUSALS_MAX, REFUSAL_LINGER};
 use crate::shm::{FdInbox, FdStream};
-use tokio::io::{AsyncRead, AsyncWrite};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tracing::{debug, warn};
 
 pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for T {}
@@ -85,14 +100,34 @@ pub enum Listener {
 }
 
 impl Listener {
+    /// Bind `address`. A file already at a Unix socket's path is an error:
+    /// it may be another server's socket.
     pub async fn bind(address: &Address) -> std::io::Result<Listener> {
         Ok(match address {
             Address::Tcp(a) => Listener::Tcp(TcpListener::bind(a).await?),
-            Address::Unix(p) => {
-                let _ = std::fs::remove_file(p); // a stale socket from a previous run
-                Listener::Unix(UnixListener::bind(p)?, p.clone())
-            }
+            Address::Unix(p) => Listener::Unix(bind_unix(p)?, p.clone()),
         })
+    }
+
+    /// Bind `address` for a server that holds `fence` over the data it
+    /// serves: a Unix socket left at the path by a server that is gone
+    /// (nobody answers on it) is removed first. A socket somebody answers
+    /// on, or a file that is not a socket, is left alone and refused.
+    pub async fn bind_fenced(address: &Address, fence: &Fence) -> std::io::Result<Listener> {
+        if let Address::Unix(p) = address {
+            remove_stale_socket(p, fence).await?;
+        }
+        Listener::bind(address).await
+    }
+
+    /// Descriptors one accepted connection may hold: its socket, and on a
+    /// Unix socket the descriptors a peer can send ahead of the message
+    /// that takes them (`shm::FDS_PENDING_MAX`).
+    pub fn descriptors_per_connection(&self) -> usize {
+        match self {
+            Listener::Tcp(_) => 1,
+            Listener::Unix(..) => 1 + crate::shm::FDS_PENDING_MAX,
+        }
     }
 
     /// The address peers should use (with the real port after binding port 0).
@@ -118,16 +153,102 @@ impl Listener {
     }
 }
 
+fn bind_unix(path: &std::path::Path) -> std::io::Result<UnixListener> {
+    UnixListener::bind(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => std::io::Error::new(
+            e.kind(),
+            format!(
+                "{} exists: another server may be using it (a server removes a socket left by one that \
+                 is gone only once it holds the fence of its data)",
+                path.display()
+            ),
+        ),
+        _ => e,
+    })
+}
+
+/// Remove the socket file at `path` if it is one nobody answers on.
+async fn remove_stale_socket(path: &std::path::Path, fence: &Fence) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return Ok(()) };
+    let busy = |why: String| std::io::Error::new(std::io::ErrorKind::AddrInUse, why);
+    if !meta.file_type().is_socket() {
+        return Err(busy(format!("{} exists and is not a socket: give another address", path.display())));
+    }
+    match UnixStream::connect(path).await {
+        Ok(_) => Err(busy(format!(
+            "a server answers on {}: give another address, or stop that server first",
+            path.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            debug!(fenced = %fence.dir().display(), "removing the stale socket {}", path.display());
+            match std::fs::remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            }
+        }
+        Err(_) => Ok(()), // gone meanwhile, or not ours to judge: binding will say
+    }
+}
+
+/// How an accept loop bounds its connections.
+#[derive(Clone, Debug)]
+pub struct AcceptPolicy {
+    /// Connections served at once; one past it is told `refusal` and closed.
+    pub connections_max: usize,
+    pub refusal: String,
+    pub stats: Arc<AcceptStats>,
+}
+
+/// What an accept loop has seen, for the server's statistics.
+#[derive(Debug, Default)]
+pub struct AcceptStats {
+    /// Connections being served.
+    pub open: AtomicUsize,
+    /// Connections refused for the cap.
+    pub refused: AtomicU64,
+}
+
+/// Errors of one connection, after which the next `accept` may well
+/// succeed; any other error backs off.
+fn is_per_connection(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(e.kind(), ConnectionAborted | ConnectionReset | Interrupted | WouldBlock)
+}
+
+/// Tell a connection past the cap why, then close it. Its peer's `Hello`
+/// is read first and thrown away: closing a socket with unread bytes would
+/// reset the connection and lose the reason.
+async fn refuse(stream: BoxStream, reason: String) {
+    let _ = tokio::time::timeout(REFUSAL_LINGER, async move {
+        let mut stream = stream;
+        let _ = crate::codec::write_frame(&mut stream, crate::proto::Wire::Refused { reason }).await;
+        let _ = stream.shutdown().await;
+        let mut sink = [0u8; 1024];
+        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+    })
+    .await;
+}
+
 /// Accept connections, each served by `serve` on a task of its own, until
 /// `stop` turns true. Then the listener closes (nobody can connect to a
 /// stopped server), the connections get `grace` to end by themselves (they
 /// watch `stop` too, and tell their peer why they close), and whatever is
 /// left is aborted. The task ends only when no connection task remains, so
 /// awaiting it means the server is entirely gone.
+///
+/// At most `policy.connections_max` connections are served at once; one
+/// past them is told `policy.refusal` and closed. When `accept` fails for
+/// another reason than the one connection (`EMFILE`, `ENFILE`, `ENOBUFS`:
+/// the error would come back at once), accepting pauses, from
+/// `ACCEPT_BACKOFF_MIN` doubling to `ACCEPT_BACKOFF_MAX`, with a warning;
+/// the connections served meanwhile end (their idle timeouts, their
+/// peers) and give their descriptors back.
 pub fn spawn_accept<F, Fut>(
     listener: Listener,
     mut stop: tokio::sync::watch::Receiver<bool>,
     grace: std::time::Duration,
+    policy: AcceptPolicy,
     serve: F,
 ) -> tokio::task::JoinHandle<()>
 where
@@ -136,24 +257,64 @@ where
 {
     tokio::spawn(async move {
         let mut connections = tokio::task::JoinSet::new();
+        let mut refusals = tokio::task::JoinSet::new();
+        let mut backoff: Option<Duration> = None;
+        let mut paused_until: Option<tokio::time::Instant> = None;
         loop {
+            policy.stats.open.store(connections.len(), Ordering::Relaxed);
+            let pause = async move {
+                match paused_until {
+                    Some(until) => tokio::time::sleep_until(until).await,
+                    None => std::future::pending().await,
+                }
+            };
+            // Biased: stop first, then reap ended tasks (so the count is
+            // right), then accept.
             tokio::select! {
                 biased;
                 _ = stop.wait_for(|stopped| *stopped) => break,
-                accepted = listener.accept() => match accepted {
-                    Ok(stream) => {
-                        connections.spawn(serve(stream));
-                    }
-                    Err(e) => tracing::warn!("accept failed: {e}"),
-                },
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                Some(_) = refusals.join_next(), if !refusals.is_empty() => {}
+                _ = pause => paused_until = None,
+                accepted = listener.accept(), if paused_until.is_none() => match accepted {
+                    Ok(accepted) if connections.len() < policy.connections_max => {
+                        backoff = None;
+                        connections.spawn(serve(accepted));
+                    }
+                    Ok(accepted) => {
+                        backoff = None;
+                        let refused = policy.stats.refused.fetch_add(1, Ordering::Relaxed) + 1;
+                        if refused.is_power_of_two() {
+                            warn!(refused, "connection refused: {}", policy.refusal);
+                        }
+                        if refusals.len() < REFUSALS_MAX {
+                            refusals.spawn(refuse(accepted.stream, policy.refusal.clone()));
+                        }
+                    }
+                    Err(e) if is_per_connection(&e) => debug!("accepting a connection: {e}"),
+                    Err(e) => {
+                        let wait = backoff.map_or(ACCEPT_BACKOFF_MIN, |b| (b * 2).min(ACCEPT_BACKOFF_MAX));
+                        if backoff.is_none() {
+                            warn!(
+                                connections = connections.len(),
+                                "accepting failed ({e}): pausing accepts, up to {ACCEPT_BACKOFF_MAX:?} at a time, \
+                                 until it succeeds; if out of descriptors (EMFILE), raise the limit (ulimit -Hn) or \
+                                 lower --connections-max"
+                            );
+                        }
+                        backoff = Some(wait);
+                        paused_until = Some(tokio::time::Instant::now() + wait);
+                    }
+                },
             }
         }
         drop(listener);
+        refusals.shutdown().await;
         let drained = tokio::time::timeout(grace, async { while connections.join_next().await.is_some() {} }).await;
         if drained.is_err() {
             connections.shutdown().await;
         }
+        policy.stats.open.store(0, Ordering::Relaxed);
     })
 }
 
@@ -168,5 +329,35 @@ mod tests {
         assert!(Address::parse("nohost").unwrap_err().contains("HOST:PORT"));
         assert!(Address::parse("host:99999").is_err());
         assert!(Address::parse("unix:").unwrap_err().contains("path"));
+    }
+
+    #[tokio::test]
+    async fn only_a_fenced_server_removes_a_socket_and_only_a_stale_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let fence = Fence::acquire(dir.path(), "test").unwrap();
+        let path = dir.path().join("s.sock");
+        let address = Address::Unix(path.clone());
+        let live = Listener::bind(&address).await.unwrap();
+        // Somebody answers: neither binding removes the socket.
+        let err = Listener::bind(&address).await.err().expect("the path is taken");
+        assert!(err.to_string().contains("exists"), "{err}");
+        let err = Listener::bind_fenced(&address, &fence).await.err().expect("a server answers there");
+        assert!(err.to_string().contains("a server answers"), "{err}");
+        assert!(live.accept().await.is_ok(), "the first server's socket is still its own");
+        // Its server gone, the socket is stale: only a fenced bind removes it.
+        let std_listener = match live {
+            Listener::Unix(l, _) => l.into_std().unwrap(),
+            Listener::Tcp(_) => unreachable!(),
+        };
+        drop(std_listener);
+        assert!(path.exists());
+        assert!(Listener::bind(&address).await.is_err());
+        assert!(Listener::bind_fenced(&address, &fence).await.is_ok());
+        // A file that is not a socket is never removed.
+        let file = dir.path().join("data");
+        std::fs::write(&file, b"keep").unwrap();
+        let err = Listener::bind_fenced(&Address::Unix(file.clone()), &fence).await.err().unwrap();
+        assert!(err.to_string().contains("not a socket"), "{err}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"keep");
     }
 }
