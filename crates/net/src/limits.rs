@@ -13,6 +13,7 @@
 //! | connections per server | from the descriptors ([`DescriptorBudget`]), at most [`CONNECTIONS_MAX_CEILING`] | past it a connection is told `Refused` with the cap and how to raise it, never left to hit `EMFILE` | `transport::spawn_accept` |
 //! | object files open per OST | from the descriptors, at most [`crate::filestore::OPEN_FILES_MAX`] | connections and object files leave room for each other | `FileStore` (an `EMFILE` closes the cache and retries once) |
 //! | refusals in progress | [`REFUSALS_MAX`] | a refused connection holds a descriptor while it is told why | `transport::spawn_accept` |
+//! | connections waiting to be accepted | [`LISTEN_BACKLOG`] | a crowd connecting at once is queued by the kernel, not dropped | `transport::Listener::bind` |
 //! | accept back-off | [`ACCEPT_BACKOFF_MIN`] doubling to [`ACCEPT_BACKOFF_MAX`] | `accept` failing with `EMFILE` would fail again at once: retrying at once spins a core | `transport::spawn_accept` |
 //! | handshake | [`HANDSHAKE_TIMEOUT_DEFAULT`] | a peer that sends nothing, or half a `Hello`, holds a descriptor for nothing | `oss`, `mds_server` (`handshake_within`) |
 //! | idle | [`IDLE_TIMEOUT_DEFAULT`] | a connection silent that long has a dead or stuck peer; clients ping every [`PING_INTERVAL_DEFAULT`] | `oss`, `mds_server` (each frame must arrive within it) |
@@ -81,16 +82,22 @@ pub const REQUEST_BYTES_IN_FLIGHT_MAX: u64 = 16 << 20;
 pub const DESCRIPTORS_RESERVED: u64 = 32;
 /// Connections refused at once, each holding its descriptor while it is
 /// told why; past it an extra connection is closed without a word.
-pub const REFUSALS_MAX: usize = 16;
+pub const REFUSALS_MAX: usize = 32;
 /// A server never serves more connections than this, however many
 /// descriptors it has: each costs memory (buffers, a task, its queue).
 pub const CONNECTIONS_MAX_CEILING: usize = 1 << 16;
+/// Connections the kernel completes and queues for a TCP listener before
+/// the server accepts them (the kernel caps it at `net.core.somaxconn`;
+/// Unix listeners get that maximum already, TCP ones 128 by default).
+pub const LISTEN_BACKLOG: u32 = 1024;
 /// First pause after `accept` fails for want of descriptors (or memory).
 pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 /// Longest pause between two `accept`s while they keep failing.
 pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
-/// How long a refused connection is kept open for its peer to read why.
-pub const REFUSAL_LINGER: Duration = Duration::from_millis(500);
+/// How long a refused connection is kept open at most for its peer to
+/// read why (a lanefs client has sent its `Hello` by then, and the
+/// refusal ends as soon as it is read).
+pub const REFUSAL_LINGER: Duration = Duration::from_millis(200);
 
 /// The bounds of one connection's outgoing queue.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -264,12 +271,18 @@ fn connections(descriptors: usize, per_connection: usize) -> usize {
     cap.clamp(1, CONNECTIONS_MAX_CEILING)
 }
 
-/// What a server says to a connection past its cap.
-pub fn refusal_reason(server: &str, cap: usize, descriptors: u64) -> String {
+/// What a server says to a connection past its cap (`explicit`: the cap
+/// was given, not sized from the descriptors).
+pub fn refusal_reason(server: &str, cap: usize, explicit: bool, descriptors: u64) -> String {
+    let (why, raise) = match explicit {
+        true => ("set by --connections-max".to_string(), "raise its --connections-max"),
+        false => (
+            format!("sized from its limit of {descriptors} file descriptors"),
+            "raise the server's descriptor limit (ulimit -Hn, systemd LimitNOFILE=) or give it --connections-max",
+        ),
+    };
     format!(
-        "the {server} is serving its maximum of {cap} connections (sized from its limit of {descriptors} \
-         file descriptors): raise the server's descriptor limit (ulimit -Hn, systemd LimitNOFILE=) or its \
-         --connections-max, and restart it; or connect later"
+        "the {server} is serving its maximum of {cap} connections ({why}): {raise} and restart it; or connect later"
     )
 }
 
@@ -311,10 +324,12 @@ mod tests {
 
     #[test]
     fn the_refusal_names_the_cap_and_how_to_raise_it() {
-        let reason = refusal_reason("OSS", 500, 1024);
+        let reason = refusal_reason("OSS", 500, false, 1024);
         for part in ["500 connections", "1024 file descriptors", "ulimit", "--connections-max"] {
             assert!(reason.contains(part), "{reason:?} lacks {part:?}");
         }
+        let reason = refusal_reason("MDS", 3, true, 1024);
+        assert!(reason.contains("3 connections (set by --connections-max)"), "{reason}");
     }
 
     #[test]

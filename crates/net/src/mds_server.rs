@@ -112,7 +112,7 @@ pub async fn start_with(listen: &Address, mds: Mds, ost_count: u32, options: Mds
     let accept_stats = Arc::new(AcceptStats::default());
     let policy = AcceptPolicy {
         connections_max,
-        refusal: refusal_reason("MDS", connections_max, descriptors),
+        refusal: refusal_reason("MDS", connections_max, limits.connections_max.is_some(), descriptors),
         stats: accept_stats.clone(),
     };
     let (stop, _) = tokio::sync::watch::channel(false);

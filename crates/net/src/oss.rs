@@ -189,7 +189,7 @@ pub async fn start(listen: &Address, config: OssConfig) -> std::io::Result<OssHa
     let accept_stats = Arc::new(AcceptStats::default());
     let policy = AcceptPolicy {
         connections_max,
-        refusal: refusal_reason("OSS", connections_max, descriptors),
+        refusal: refusal_reason("OSS", connections_max, config.limits.connections_max.is_some(), descriptors),
         stats: accept_stats.clone(),
     };
     let (stop, _) = tokio::sync::watch::channel(false);
@@ -211,6 +211,9 @@ fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peer
     let index = ost.index().0;
     let mut bulk_shared_bytes = 0u64;
     loop {
+        // The handled request's room in its connection's budget, given
+        // back once its replies are queued: the reader then sees them.
+        let mut handled: Option<InFlight> = None;
         let wait = match ost.poll_timeout() {
             Some(t) => StdDuration::from_nanos(t.0.saturating_sub(now().0)),
             None => StdDuration::from_secs(3600),
@@ -221,13 +224,13 @@ fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peer
                     bulk_shared_bytes += span.len();
                 }
                 ost.handle_message(now(), client, message);
-                drop(in_flight);
+                handled = in_flight;
             }
             Ok(OstInput::Destroy { object, in_flight }) => {
                 if let Err(e) = ost.store_mut().destroy(object) {
                     warn!(ost = index, "destroying object {}: {e}", object.0);
                 }
-                drop(in_flight);
+                handled = in_flight;
             }
             Ok(OstInput::Stats(reply)) => {
                 let locks = ost.locks();
@@ -261,6 +264,7 @@ fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peer
                 debug!(ost = index, client = client.0, "reply to a closed connection dropped");
             }
         }
+        drop(handled);
     }
 }
 

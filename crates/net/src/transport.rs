@@ -11,7 +11,7 @@
 //! descriptors, mostly) instead of retrying at once; see [`crate::limits`].
 
 use crate::fence::Fence;
-use crate::limits::{ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN, REFUSALS_MAX, REFUSAL_LINGER};
+use crate::limits::{ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN, LISTEN_BACKLOG, REFUSALS_MAX, REFUSAL_LINGER};
 use crate::shm::{FdInbox, FdStream};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -104,7 +104,7 @@ impl Listener {
     /// it may be another server's socket.
     pub async fn bind(address: &Address) -> std::io::Result<Listener> {
         Ok(match address {
-            Address::Tcp(a) => Listener::Tcp(TcpListener::bind(a).await?),
+            Address::Tcp(a) => Listener::Tcp(bind_tcp(a).await?),
             Address::Unix(p) => Listener::Unix(bind_unix(p)?, p.clone()),
         })
     }
@@ -151,6 +151,24 @@ impl Listener {
             }
         })
     }
+}
+
+/// Bind a TCP listener whose queue of connections not yet accepted holds
+/// [`LISTEN_BACKLOG`] (the usual 128 drops the handshakes of a crowd
+/// connecting at once, and the kernel retries them only seconds later).
+async fn bind_tcp(address: &str) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host(address).await? {
+        let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(addr).and_then(|()| socket.listen(LISTEN_BACKLOG)) {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{address} names no address"))
+    }))
 }
 
 fn bind_unix(path: &std::path::Path) -> std::io::Result<UnixListener> {
@@ -217,18 +235,32 @@ fn is_per_connection(e: &std::io::Error) -> bool {
 }
 
 /// Tell a connection past the cap why, then close it. Its peer's `Hello`
-/// is read first and thrown away: closing a socket with unread bytes would
-/// reset the connection and lose the reason.
+/// is read first and thrown away (closing a socket with unread bytes would
+/// reset the connection and could lose the reason): the connection closes
+/// when its peer does, [`REFUSAL_AFTER_HELLO`] after its bytes came, or
+/// after [`REFUSAL_LINGER`], whichever is first.
 async fn refuse(stream: BoxStream, reason: String) {
-    let _ = tokio::time::timeout(REFUSAL_LINGER, async move {
-        let mut stream = stream;
-        let _ = crate::codec::write_frame(&mut stream, crate::proto::Wire::Refused { reason }).await;
-        let _ = stream.shutdown().await;
-        let mut sink = [0u8; 1024];
-        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
-    })
-    .await;
+    let mut stream = stream;
+    let deadline = tokio::time::Instant::now() + REFUSAL_LINGER;
+    let told = async {
+        crate::codec::write_frame(&mut stream, crate::proto::Wire::Refused { reason }).await.ok()?;
+        stream.shutdown().await.ok()
+    };
+    if tokio::time::timeout_at(deadline, told).await.is_err() {
+        return;
+    }
+    let mut deadline = deadline;
+    let mut sink = [0u8; 1024];
+    while let Ok(Ok(n)) = tokio::time::timeout_at(deadline, stream.read(&mut sink)).await {
+        if n == 0 {
+            return;
+        }
+        deadline = deadline.min(tokio::time::Instant::now() + REFUSAL_AFTER_HELLO);
+    }
 }
+
+/// How long a refused connection is kept once its peer's bytes came.
+const REFUSAL_AFTER_HELLO: Duration = Duration::from_millis(10);
 
 /// Accept connections, each served by `serve` on a task of its own, until
 /// `stop` turns true. Then the listener closes (nobody can connect to a
