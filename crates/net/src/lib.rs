@@ -6,7 +6,9 @@
 //! a client runs the core `Client` on a driver thread, so the file system's
 //! behaviour (locks, cache, writeback) is exactly the one the harness and
 //! the simulator test. The wire protocol is length-prefixed frames with a
-//! versioned handshake ([`codec`], [`proto`]).
+//! versioned handshake ([`codec`], [`proto`]). A server bounds everything a
+//! peer can make it spend ([`limits`], [`outbox`]) and fences the data it
+//! serves against a second server ([`fence`]).
 
 pub mod client;
 pub mod cluster;

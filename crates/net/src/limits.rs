@@ -7,20 +7,21 @@
 //! here, and going past it costs that peer its connection, never the
 //! server its memory, its descriptors or its CPU.
 //!
-//! | limit | default | why | enforced in |
+//! | limit | value | why | enforced in |
 //! | --- | --- | --- | --- |
-//! | descriptors | the hard `RLIMIT_NOFILE` | servers raise their soft limit to the hard one at start ([`raise_descriptor_limit`]) | `oss::start`, `mds_server::start_with`, `LocalCluster::start` |
-//! | connections per server | from the descriptors ([`DescriptorBudget`]), at most [`CONNECTIONS_MAX_CEILING`] | past it a connection is told `Refused` with the cap and how to raise it, never left to hit `EMFILE` | `transport::spawn_accept` |
-//! | object files open per OST | from the descriptors, at most [`crate::filestore::OPEN_FILES_MAX`] | connections and object files leave room for each other | `FileStore` (an `EMFILE` closes the cache and retries once) |
-//! | refusals in progress | [`REFUSALS_MAX`] | a refused connection holds a descriptor while it is told why | `transport::spawn_accept` |
-//! | connections waiting to be accepted | [`LISTEN_BACKLOG`] | a crowd connecting at once is queued by the kernel, not dropped | `transport::Listener::bind` |
-//! | accept back-off | [`ACCEPT_BACKOFF_MIN`] doubling to [`ACCEPT_BACKOFF_MAX`] | `accept` failing with `EMFILE` would fail again at once: retrying at once spins a core | `transport::spawn_accept` |
-//! | handshake | [`HANDSHAKE_TIMEOUT_DEFAULT`] | a peer that sends nothing, or half a `Hello`, holds a descriptor for nothing | `oss`, `mds_server` (`handshake_within`) |
-//! | idle | [`IDLE_TIMEOUT_DEFAULT`] | a connection silent that long has a dead or stuck peer; clients ping every [`PING_INTERVAL_DEFAULT`] | `oss`, `mds_server` (each frame must arrive within it) |
-//! | bytes queued to one peer | soft [`QUEUE_BYTES_SOFT`], hard [`QUEUE_BYTES_MAX`] | replies a peer does not read: over the soft limit the server stops reading that peer's requests; over the hard one it closes the connection | [`crate::outbox::Outbox`] |
-//! | messages queued to one peer | soft [`QUEUE_MESSAGES_SOFT`], hard [`QUEUE_MESSAGES_MAX`] | as bytes, for floods of small replies | [`crate::outbox::Outbox`] |
-//! | a stuck writer | [`WRITE_STALL_TIMEOUT_DEFAULT`] | a peer that reads nothing for that long is disconnected and its queue freed | `writer` |
-//! | requests in flight per connection | [`REQUESTS_IN_FLIGHT_MAX`] messages, [`REQUEST_BYTES_IN_FLIGHT_MAX`] bytes | the reader waits before handing an OST thread more; a read counts the bytes of its reply | `oss` (`RequestBudget`) |
+//! | descriptors | the hard `RLIMIT_NOFILE` | servers raise their soft limit to the hard one at start ([`raise_descriptor_limit`]); `LocalCluster` gives its OSS three quarters, its MDS the rest | `oss::start`, `mds_server::start_with`, `LocalCluster::start` |
+//! | connections per server | from the descriptors ([`DescriptorBudget`]: 1 per TCP connection, 3 per Unix one, after [`DESCRIPTORS_RESERVED`] = 32, one per OST and the object files), at most [`CONNECTIONS_MAX_CEILING`] = 65,536, or `--connections-max` | past it a connection is told `Refused` with the cap and how to raise it, never left to hit `EMFILE` | `transport::spawn_accept` |
+//! | object files open per OST | a quarter of the descriptors left, between [`OPEN_FILES_MIN`] = 4 and `filestore::OPEN_FILES_MAX` = 256 | connections and object files leave room for each other | `FileStore` (an `EMFILE` closes the cache and retries once) |
+//! | connections waiting to be accepted | [`LISTEN_BACKLOG`] = 1,024 | a crowd connecting at once is queued by the kernel, not dropped | `transport::Listener::bind` |
+//! | refusals in progress | [`REFUSALS_MAX`] = 32, each at most [`REFUSAL_LINGER`] = 200 ms | a refused connection holds a descriptor while it is told why; past them one is closed without a word | `transport::spawn_accept` |
+//! | accept back-off | [`ACCEPT_BACKOFF_MIN`] = 10 ms doubling to [`ACCEPT_BACKOFF_MAX`] = 1 s | `accept` failing with `EMFILE` would fail again at once: retrying at once spins a core | `transport::spawn_accept` |
+//! | handshake | [`HANDSHAKE_TIMEOUT_DEFAULT`] = 10 s | a peer that sends nothing, or half a `Hello`, holds a descriptor for nothing | `oss`, `mds_server` (`handshake_within`) |
+//! | idle | [`IDLE_TIMEOUT_DEFAULT`] = 150 s (`--idle-timeout`) | a connection silent that long has a dead or stuck peer (Lustre's ping evictor: 1.5 x `obd_timeout`); clients ping every [`PING_INTERVAL_DEFAULT`] = 25 s | `oss`, `mds_server` (each frame must arrive within it) |
+//! | bytes queued to one peer | soft [`QUEUE_BYTES_SOFT`] = 8 MiB, hard [`QUEUE_BYTES_MAX`] = 96 MiB | replies a peer does not read: over the soft limit the server stops reading that peer's requests; over the hard one it closes the connection | [`crate::outbox::Outbox`] |
+//! | messages queued to one peer | soft [`QUEUE_MESSAGES_SOFT`] = 1,024, hard [`QUEUE_MESSAGES_MAX`] = 16,384 | as bytes, for floods of small replies | [`crate::outbox::Outbox`] |
+//! | a stuck writer | [`WRITE_STALL_TIMEOUT_DEFAULT`] = 100 s | a peer that reads nothing for that long is disconnected and its queue freed | `writer` |
+//! | requests in flight per connection | [`REQUESTS_IN_FLIGHT_MAX`] = 64 messages, [`REQUEST_BYTES_IN_FLIGHT_MAX`] = 16 MiB | the reader waits before handing an OST thread more; a read counts the bytes of its reply | `oss` (`RequestBudget`) |
+//! | one read | `codec::BULK_BYTES_MAX` = 64 MiB | its reply could never be sent; the OST would allocate it | `oss` (answered `IoError::Invalid` at once) |
 //!
 //! Together: one connection costs an OSS at most about
 //! `QUEUE_BYTES_SOFT + REQUEST_BYTES_IN_FLIGHT_MAX` plus one maximal frame
@@ -36,6 +37,10 @@
 //! go when its callback timeout evicts it. Lustre bounds requests through
 //! the client (`max_rpcs_in_flight`) and its service threads; lanefs also
 //! bounds them per connection at the server, since it trusts no client.
+//! Lustre has no cap on a server's connections (LNet bounds its peers'
+//! messages with credits); lanefs refuses connections past a cap sized from
+//! its descriptors, so that running out of them is a refusal with a
+//! reason rather than a failure somewhere else.
 
 use std::time::Duration;
 
