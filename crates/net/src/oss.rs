@@ -303,12 +303,13 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     let served = tokio::select! {
         biased;
         _ = stop.wait_for(|stopped| *stopped) => Err("the OSS is shutting down".to_string()),
-        reason = outbox.closed() => Err(reason),
+        // The writer gave up (and said why, if it matters) or the peer is gone.
+        _ = outbox.closed() => Ok(()),
         served = serve_messages(&mut r, client, &shared, &outbox, accepted.fds) => served,
     };
     shared.peers.lock().expect("peers lock").remove(&client);
     match served {
-        Ok(()) => outbox.close("the client closed the connection"),
+        Ok(()) => outbox.close("the connection is closed"),
         Err(reason) => {
             warn!(client, "closing connection: {reason}");
             outbox.finish(Some(Wire::Refused { reason }));

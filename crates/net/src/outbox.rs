@@ -104,6 +104,7 @@ impl Outbox {
                 self.limits.messages_max
             );
             drop(state);
+            tracing::warn!("closing a connection: {reason}");
             self.abort(&reason);
             return Err(NotQueued);
         }

@@ -19,7 +19,7 @@ use crate::proto::Bulk;
 use std::io::IoSlice;
 use std::sync::Arc;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tracing::debug;
+use tracing::{debug, warn};
 
 /// Bytes batched before a write even if more messages are queued.
 const BATCH_BYTES_MAX: usize = 256 << 10;
@@ -35,7 +35,10 @@ pub fn spawn_writer<W: AsyncWrite + Unpin + Send + 'static>(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         if let Err(e) = drain(w, &outbox, shared_arena).await {
-            debug!("connection writer stops: {e}");
+            match e.kind() {
+                std::io::ErrorKind::TimedOut => warn!("closing a connection: {e}"),
+                _ => debug!("connection writer stops: {e}"),
+            }
             outbox.abort(&e.to_string());
         }
     })
