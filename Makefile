@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test bench build pgo deps fmt clippy clean
+.PHONY: demo test bench build pgo deps fmt clippy clean load
 
 deps:
 	@command -v cargo >/dev/null 2>&1 || { \
@@ -23,6 +23,11 @@ test: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 	$(CARGO) test --locked --workspace
+
+# The servers under a longer load than make test's: as many connections as
+# the descriptor limit allows (up to 30,000) and ten times the requests.
+load: deps
+	$(CARGO) test --locked -p lanefs-net --test load -- --ignored --nocapture the_long_load
 
 # A profile-guided build for large simulations (target/pgo/release/lanefs).
 pgo: deps

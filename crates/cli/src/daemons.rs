@@ -1,5 +1,9 @@
 //! `lanefs up`, `lanefs mds` and `lanefs oss`: running the servers, and
 //! `lanefs key`: making the keys a cluster on TCP needs.
+//!
+//! Each server fences its data before touching it (`lanefs_net::fence`): a
+//! second server on a directory in use refuses at once, naming the one
+//! running.
 
 use anyhow::{bail, Context, Result};
 use lanefs_core::ldlm::server::LockServerConfig;
@@ -8,10 +12,41 @@ use lanefs_core::Duration;
 use lanefs_mds::{Mds, MdsConfig, Owner};
 use lanefs_net::auth::ClusterKey;
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use lanefs_net::fence::Fence;
 use lanefs_net::keys::{create_cluster_keys, issue_key, KeyRole};
+use lanefs_net::limits::{ServerLimits, IDLE_TIMEOUT_DEFAULT};
+use lanefs_net::mds_server::MdsOptions;
 use lanefs_net::transport::Address;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+
+/// The servers' connection limits: `--idle-timeout`, `--connections-max`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct LimitArgs {
+    /// Seconds a connection may send nothing before the server closes it
+    /// (clients ping every 25 s; Lustre's ping evictor allows 150).
+    #[arg(long, value_name = "SECONDS", default_value_t = IDLE_TIMEOUT_DEFAULT.as_secs_f64())]
+    pub idle_timeout: f64,
+    /// Connections served at once; past it a connection is refused with
+    /// the reason. Default: sized from the descriptor limit, which the
+    /// server raises to the hard limit (ulimit -Hn) at start.
+    #[arg(long, value_name = "N")]
+    pub connections_max: Option<usize>,
+}
+
+fn server_limits(args: &LimitArgs) -> Result<ServerLimits> {
+    let idle_timeout_s = args.idle_timeout;
+    if !(idle_timeout_s > 0.0 && idle_timeout_s.is_finite() && idle_timeout_s < 1e9) {
+        anyhow::bail!("--idle-timeout {idle_timeout_s}: give a positive number of seconds (the default is 150)");
+    }
+    let limits = ServerLimits {
+        idle_timeout: std::time::Duration::from_secs_f64(idle_timeout_s),
+        connections_max: args.connections_max,
+        ..ServerLimits::default()
+    };
+    limits.validate().map_err(anyhow::Error::msg)?;
+    Ok(limits)
+}
 
 /// The servers' OST settings: `--callback-timeout`, `--sync-lock-cancel`,
 /// `--recovery-window` and `--export-timeout`.
@@ -89,7 +124,14 @@ fn wait_for_interrupt(runtime: &tokio::runtime::Runtime) {
 }
 
 /// A whole file system (MDS and one OSS with `osts` OSTs) in this process.
-pub fn up(osts: u32, data: PathBuf, tcp: bool, options: &OstOptions, root_squash: Option<&str>) -> Result<()> {
+pub fn up(
+    osts: u32,
+    data: PathBuf,
+    tcp: bool,
+    options: &OstOptions,
+    root_squash: Option<&str>,
+    limits: &LimitArgs,
+) -> Result<()> {
     let config = LocalClusterConfig {
         osts,
         data_dir: Some(data.clone()),
@@ -97,6 +139,7 @@ pub fn up(osts: u32, data: PathBuf, tcp: bool, options: &OstOptions, root_squash
         ost: ost_config(options)?,
         export_timeout: export_timeout(options)?,
         root_squash: parse_root_squash(root_squash)?,
+        limits: server_limits(limits)?,
         ..Default::default()
     };
     let cluster = LocalCluster::start(config).with_context(|| format!("starting a cluster in {}", data.display()))?;
@@ -140,16 +183,27 @@ fn data_dir(data: &Path) -> Result<()> {
 }
 
 /// The MDS alone, for a cluster across hosts. A new file system's root
-/// belongs to the user running it.
-pub fn mds(data: PathBuf, osts: u32, listen: &str, key: Option<&Path>, root_squash: Option<&str>) -> Result<()> {
+/// belongs to the user running it. Its data directory is fenced before
+/// the database is opened.
+pub fn mds(
+    data: PathBuf,
+    osts: u32,
+    listen: &str,
+    key: Option<&Path>,
+    root_squash: Option<&str>,
+    limits: &LimitArgs,
+) -> Result<()> {
     let listen = Address::parse(listen).map_err(anyhow::Error::msg)?;
     let root_squash = parse_root_squash(root_squash)?;
+    let limits = server_limits(limits)?;
     let key = server_key("lanefs mds", key, matches!(listen, Address::Tcp(_)))?;
     data_dir(&data)?;
+    let fence = Fence::acquire(&data, "MDS")?;
     let config = MdsConfig { root_owner: process_owner(), root_squash, ..MdsConfig::new(osts) };
     let mds = Mds::open(&data.join("mds.db"), config).map_err(|e| anyhow::anyhow!("{e}"))?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let handle = rt.block_on(lanefs_net::mds_server::start(&listen, key.as_ref(), mds, osts))?;
+    let options = MdsOptions { limits, fence: Some(fence) };
+    let handle = rt.block_on(lanefs_net::mds_server::start_with(&listen, key.as_ref(), mds, osts, options))?;
     say!(
         "lanefs: MDS at {} for {osts} OSTs; start OSSes with: lanefs oss --mds {} ...",
         handle.address(),
@@ -159,7 +213,8 @@ pub fn mds(data: PathBuf, osts: u32, listen: &str, key: Option<&Path>, root_squa
     Ok(())
 }
 
-/// One OSS serving `osts`, registered with the MDS at `mds`.
+/// One OSS serving `osts`, registered with the MDS at `mds`. Its OST
+/// directories are fenced before anything in them is touched.
 pub fn oss(
     mds: &str,
     data: PathBuf,
@@ -167,6 +222,7 @@ pub fn oss(
     listen: &str,
     key: Option<&Path>,
     options: &OstOptions,
+    limits: &LimitArgs,
 ) -> Result<()> {
     let listen = Address::parse(listen).map_err(anyhow::Error::msg)?;
     let mds = Address::parse(mds).map_err(anyhow::Error::msg)?;
@@ -175,6 +231,7 @@ pub fn oss(
         osts: osts.clone(),
         ost: ost_config(options)?,
         export_timeout: export_timeout(options)?,
+        limits: server_limits(limits)?,
     };
     let tcp = matches!(listen, Address::Tcp(_)) || matches!(mds, Address::Tcp(_));
     let key = server_key("lanefs oss", key, tcp)?;

@@ -82,6 +82,8 @@ enum Command {
         /// (Lustre's root_squash; off by default).
         #[arg(long, value_name = "UID:GID")]
         root_squash: Option<String>,
+        #[command(flatten)]
+        limits: daemons::LimitArgs,
     },
     /// Run the metadata server alone (for a cluster across hosts).
     Mds {
@@ -98,6 +100,8 @@ enum Command {
         /// (Lustre's root_squash; off by default).
         #[arg(long, value_name = "UID:GID")]
         root_squash: Option<String>,
+        #[command(flatten)]
+        limits: daemons::LimitArgs,
     },
     /// Run an object storage server for some OSTs, registered with an MDS.
     Oss {
@@ -127,6 +131,8 @@ enum Command {
         /// OSS evicts it (Lustre's ping evictor: 150).
         #[arg(long, default_value_t = 150.0, value_name = "SECONDS")]
         export_timeout: f64,
+        #[command(flatten)]
+        limits: daemons::LimitArgs,
     },
     /// Make the keys a cluster on TCP needs (`lanefs up --tcp` makes its own).
     #[command(subcommand)]
@@ -257,6 +263,7 @@ fn run(cli: Cli) -> Result<()> {
             recovery_window,
             export_timeout,
             root_squash,
+            limits,
         } => {
             let options = daemons::OstOptions {
                 callback_timeout_s: callback_timeout,
@@ -264,10 +271,10 @@ fn run(cli: Cli) -> Result<()> {
                 recovery_window_s: recovery_window,
                 export_timeout_s: export_timeout,
             };
-            daemons::up(osts, data, tcp, &options, root_squash.as_deref())
+            daemons::up(osts, data, tcp, &options, root_squash.as_deref(), &limits)
         }
-        Command::Mds { data, osts, listen, root_squash } => {
-            daemons::mds(data, osts, &listen, cli.target.key.as_deref(), root_squash.as_deref())
+        Command::Mds { data, osts, listen, root_squash, limits } => {
+            daemons::mds(data, osts, &listen, cli.target.key.as_deref(), root_squash.as_deref(), &limits)
         }
         Command::Oss {
             mds,
@@ -278,6 +285,7 @@ fn run(cli: Cli) -> Result<()> {
             sync_lock_cancel,
             recovery_window,
             export_timeout,
+            limits,
         } => {
             let options = daemons::OstOptions {
                 callback_timeout_s: callback_timeout,
@@ -285,7 +293,7 @@ fn run(cli: Cli) -> Result<()> {
                 recovery_window_s: recovery_window,
                 export_timeout_s: export_timeout,
             };
-            daemons::oss(&mds, data, ost, &listen, cli.target.key.as_deref(), &options)
+            daemons::oss(&mds, data, ost, &listen, cli.target.key.as_deref(), &options, &limits)
         }
         Command::Key(KeyCommand::New { dir }) => daemons::key_new(&dir),
         Command::Key(KeyCommand::Issue { ca, server, name, out }) => {

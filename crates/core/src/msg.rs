@@ -210,7 +210,8 @@ pub enum ToOst {
     },
     /// A clean unmount: the client has given back its locks and will not
     /// come back with state (the OST stops counting it among the clients
-    /// a recovery waits for).
+    /// a recovery waits for, records that, and answers
+    /// [`ToClient::Disconnected`]).
     Disconnect,
     Enqueue {
         xid: Xid,
@@ -408,4 +409,7 @@ pub enum ToClient {
     LockLost {
         lock: LockHandle,
     },
+    /// Answer to [`ToOst::Disconnect`]: the OST has recorded that this
+    /// client will not come back with state.
+    Disconnected,
 }

@@ -10,11 +10,19 @@
 //! On Unix sockets no key is needed (see [`crate::auth`]). The data
 //! directory is made owner-only when the cluster creates it, and so is
 //! everything the servers write in it.
+//!
+//! The data directory is fenced first ([`crate::fence`]): a second cluster
+//! on it stops before it touches a socket or a file there, and the first
+//! keeps serving. The two servers share the process's descriptors: the OSS
+//! sizes its connections and object files from three quarters of them, the
+//! MDS from the rest.
 
 use crate::auth::ClusterKey;
 use crate::client::ClientOptions;
+use crate::fence::Fence;
 use crate::keys::{ensure_cluster_keys, KeyFiles};
-use crate::mds_server::{self, MdsHandle};
+use crate::limits::ServerLimits;
+use crate::mds_server::{self, MdsHandle, MdsOptions};
 use crate::oss::{self, OssConfig, OssHandle};
 use crate::transport::Address;
 use lanefs_core::ost::{OstConfig, RecoveryConfig, SyncLockCancel};
@@ -40,6 +48,9 @@ pub struct LocalClusterConfig {
     pub export_timeout: std::time::Duration,
     /// Lustre's `root_squash`: uid 0 served as this user and group (off by default).
     pub root_squash: Option<Owner>,
+    /// Connections, timeouts and queues of both servers; `descriptors`, if
+    /// set, is the whole process's, shared as the module says.
+    pub limits: ServerLimits,
 }
 
 impl Default for LocalClusterConfig {
@@ -57,6 +68,7 @@ impl Default for LocalClusterConfig {
             default_stripe_size: 1 << 20,
             export_timeout: oss::EXPORT_TIMEOUT_DEFAULT,
             root_squash: None,
+            limits: ServerLimits::default(),
         }
     }
 }
@@ -65,11 +77,16 @@ pub struct LocalCluster {
     config: LocalClusterConfig,
     runtime: tokio::runtime::Runtime,
     dir: PathBuf,
-    _temp: Option<tempfile::TempDir>,
     mds: Option<MdsHandle>,
     oss: Option<OssHandle>,
     /// TCP only: the key files, the servers' key and the clients'.
     keys: Option<ClusterKeys>,
+    /// The data directory's fence, held while the cluster lives.
+    fence: Fence,
+    /// Descriptors of the OSS and of the MDS.
+    descriptors: (u64, u64),
+    /// Dropped last: the temporary directory goes once nothing uses it.
+    _temp: Option<tempfile::TempDir>,
 }
 
 struct ClusterKeys {
@@ -101,6 +118,7 @@ impl LocalCluster {
                 (t.path().to_path_buf(), Some(t))
             }
         };
+        let fence = Fence::acquire(&dir, "MDS")?;
         let keys = match config.unix_sockets {
             true => None,
             false => {
@@ -110,11 +128,27 @@ impl LocalCluster {
                 Some(ClusterKeys { files, server, client })
             }
         };
+        let descriptors = config.limits.descriptors_or_raise();
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-        let mut cluster = LocalCluster { config, runtime, dir, _temp: temp, mds: None, oss: None, keys };
+        let descriptors = (descriptors / 4 * 3, descriptors / 4);
+        let mut cluster =
+            LocalCluster { config, runtime, dir, mds: None, oss: None, keys, fence, descriptors, _temp: temp };
         cluster.start_oss()?;
         cluster.start_mds()?;
         Ok(cluster)
+    }
+
+    fn limits(&self, descriptors: u64) -> ServerLimits {
+        ServerLimits { descriptors: Some(descriptors), ..self.config.limits.clone() }
+    }
+
+    /// Connections served and refused, and bytes queued, by the OSS and by
+    /// the MDS (zeros for one that is stopped).
+    pub fn server_stats(&self) -> (crate::limits::ServerStats, crate::limits::ServerStats) {
+        (
+            self.oss.as_ref().map(|o| o.stats()).unwrap_or_default(),
+            self.mds.as_ref().map(|m| m.stats()).unwrap_or_default(),
+        )
     }
 
     fn address(&self, name: &str) -> Address {
@@ -172,7 +206,9 @@ impl LocalCluster {
         };
         let mds = Mds::open(&self.dir.join("mds.db"), config).map_err(|e| std::io::Error::other(e.to_string()))?;
         let listen = self.address("mds");
-        let handle = self.runtime.block_on(mds_server::start(&listen, self.server_key(), mds, self.config.osts))?;
+        let options = MdsOptions { limits: self.limits(self.descriptors.1), fence: Some(self.fence.clone()) };
+        let key = self.server_key();
+        let handle = self.runtime.block_on(mds_server::start_with(&listen, key, mds, self.config.osts, options))?;
         if let Some(oss) = &self.oss {
             let osts: Vec<u32> = (0..self.config.osts).collect();
             handle.register_oss(&oss.address().to_string(), &osts);
@@ -199,6 +235,7 @@ impl LocalCluster {
             osts: (0..self.config.osts).collect(),
             ost: self.config.ost.clone(),
             export_timeout: self.config.export_timeout,
+            limits: self.limits(self.descriptors.0),
         };
         let handle = self.runtime.block_on(oss::start(&listen, self.server_key(), config))?;
         if let Some(mds) = &self.mds {

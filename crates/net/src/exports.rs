@@ -7,8 +7,12 @@
 //! namespaces and commit records use, and keeps the table on disk
 //! (`exports.json` in the OSS's data directory, replaced atomically), so
 //! that after a restart a client that comes back to replay is the client
-//! the OSTs' records name. A client that connects again while its old
-//! connection lingers takes its session over.
+//! the OSTs' records name. The table is written before any OST record that
+//! could name a new id ([`Exports::save_if_changed`], called by the OST
+//! threads before they write their records), not at every new connection:
+//! a connection that never starts a session with an OST costs no write. A
+//! client that connects again while its old connection lingers takes its
+//! session over.
 //!
 //! A client that is gone for good (no connection, and no word for longer
 //! than the OSS's export timeout, as Lustre's ping evictor allows) is
@@ -36,6 +40,8 @@ struct Table {
 pub struct Exports {
     path: PathBuf,
     table: Table,
+    /// Changed since it was last written.
+    changed: bool,
 }
 
 impl Exports {
@@ -53,10 +59,11 @@ impl Exports {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Table { next: 1, clients: BTreeMap::new() },
             Err(e) => return Err(e),
         };
-        Ok(Exports { path, table })
+        Ok(Exports { path, table, changed: false })
     }
 
-    /// The id of client `uuid`, made (and recorded durably) if it is new.
+    /// The id of client `uuid`, made if it is new (written with the next
+    /// [`Exports::save_if_changed`]).
     pub fn id_of(&mut self, uuid: u64) -> Result<ClientId, String> {
         if let Some(&id) = self.table.clients.get(&uuid) {
             return Ok(ClientId(id));
@@ -67,18 +74,24 @@ impl Exports {
         let id = self.table.next;
         self.table.next += 1;
         self.table.clients.insert(uuid, id);
-        self.save().map_err(|e| format!("recording the client: {e}"))?;
+        self.changed = true;
         Ok(ClientId(id))
     }
 
-    /// Client `id` is gone for good.
-    pub fn remove(&mut self, id: ClientId) -> std::io::Result<()> {
-        let before = self.table.clients.len();
-        self.table.clients.retain(|_, c| *c != id.0);
-        if self.table.clients.len() != before {
+    /// Write the table if it changed since it was last written.
+    pub fn save_if_changed(&mut self) -> std::io::Result<()> {
+        if self.changed {
             self.save()?;
+            self.changed = false;
         }
         Ok(())
+    }
+
+    /// Client `id` is gone for good (forgotten with the next write).
+    pub fn remove(&mut self, id: ClientId) {
+        let before = self.table.clients.len();
+        self.table.clients.retain(|_, c| *c != id.0);
+        self.changed |= self.table.clients.len() != before;
     }
 
     pub fn len(&self) -> usize {
@@ -127,10 +140,11 @@ mod tests {
         let b = e.id_of(0xbbbb).unwrap();
         assert_ne!(a, b);
         assert_eq!(e.id_of(0xaaaa).unwrap(), a);
+        e.save_if_changed().unwrap();
         drop(e);
         let mut e = Exports::open(dir.path()).unwrap();
         assert_eq!(e.id_of(0xbbbb).unwrap(), b);
-        e.remove(a).unwrap();
+        e.remove(a);
         assert_eq!(e.len(), 1);
         let c = e.id_of(0xcccc).unwrap();
         assert!(c != a && c != b, "ids are never reused");

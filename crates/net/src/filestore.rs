@@ -5,11 +5,17 @@
 //! `pwritev` of its pieces: no gathering copy) and read with `pread` at the
 //! object offset; holes read as zeros, as the
 //! [`ObjectStore`] contract requires, and a punch is a `ftruncate`. Open
-//! files are cached (up to [`OPEN_FILES_MAX`]) so that a stream of 1 MiB
-//! writes costs one system call each. It keeps bytes: phantom payloads (the
-//! simulator's) are refused by the trait's default methods, as the wire
-//! never carries them anyway. Directories it makes are 0700 and object
-//! files 0600: only the OSS's user reads objects, other than through lanefs.
+//! files are cached so that a stream of 1 MiB writes costs one system call
+//! each: at most [`OPEN_FILES_MAX`] per OST, fewer when the OSS has few
+//! descriptors (the OSS sizes the cache from its limit, leaving room for
+//! its connections: `limits::DescriptorBudget`). If opening an object still
+//! fails for want of descriptors (`EMFILE`, `ENFILE`), the store closes
+//! every cached file and tries once more before it fails with the error
+//! number (which the client sees as `IoError::TooManyFiles`). It keeps
+//! bytes: phantom payloads (the simulator's) are refused by the trait's
+//! default methods, as the wire never carries them anyway. Directories it
+//! makes are 0700 and object files 0600: only the OSS's user reads
+//! objects, other than through lanefs.
 //!
 //! Objects are created only in advance, at the MDS's request (Lustre's
 //! precreation, [`FileStore::precreate`]): empty files up to an id, which
@@ -31,7 +37,8 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// Open object files kept per OST.
+/// Open object files kept per OST at most, however many descriptors the
+/// OSS has.
 pub const OPEN_FILES_MAX: usize = 256;
 
 /// The most objects one precreate may make: a request further beyond
@@ -47,15 +54,23 @@ pub struct FileStore {
     open: BTreeMap<ObjectId, File>,
     /// Every object up to this id was created (ids start at 1; 0: none).
     last_id: ObjectId,
+    open_files_max: usize,
 }
 
 impl FileStore {
-    /// Use (creating if needed) `dir` for this OST's objects. Fails if its
-    /// `LAST_ID` is there but unreadable.
+    /// Use (creating if needed) `dir` for this OST's objects, keeping up to
+    /// [`OPEN_FILES_MAX`] files open. Fails if its `LAST_ID` is there but
+    /// unreadable.
     pub fn open(dir: &Path) -> std::io::Result<Self> {
+        Self::with_open_files_max(dir, OPEN_FILES_MAX)
+    }
+
+    /// As [`FileStore::open`], keeping up to `open_files_max` files open
+    /// (at least one).
+    pub fn with_open_files_max(dir: &Path, open_files_max: usize) -> std::io::Result<Self> {
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir.join("objects"))?;
         let last_id = read_last_id(dir)?;
-        Ok(FileStore { dir: dir.to_path_buf(), open: BTreeMap::new(), last_id })
+        Ok(FileStore { dir: dir.to_path_buf(), open: BTreeMap::new(), last_id, open_files_max: open_files_max.max(1) })
     }
 
     /// The last object id created: every id from 1 up to it was.
@@ -82,7 +97,7 @@ impl FileStore {
         }
         if !self.open.contains_key(&object) {
             let path = self.path(object);
-            let file = match OpenOptions::new().read(true).write(true).open(&path) {
+            let file = match self.open_file(&path) {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     tracing::warn!(path = %path.display(), "object missing: its file is gone");
@@ -90,12 +105,36 @@ impl FileStore {
                 }
                 Err(e) => return Err(os_error(e, &format!("opening {}", path.display()))),
             };
-            if self.open.len() >= OPEN_FILES_MAX {
+            if self.open.len() >= self.open_files_max {
                 self.open.pop_first();
             }
             self.open.insert(object, file);
         }
         Ok(self.open.get(&object).expect("just opened"))
+    }
+
+    /// Open an object's file; out of descriptors, close the cached ones
+    /// and try once more.
+    fn open_file(&mut self, path: &Path) -> std::io::Result<File> {
+        let open = || OpenOptions::new().read(true).write(true).open(path);
+        match open() {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) && !self.open.is_empty() => {
+                tracing::warn!(
+                    "out of file descriptors opening {} ({e}): closing the {} cached object files and retrying; \
+                     raise the OSS's descriptor limit (ulimit -Hn) if this recurs",
+                    path.display(),
+                    self.open.len()
+                );
+                self.open.clear();
+                open()
+            }
+            result => result,
+        }
+    }
+
+    /// Object files held open now.
+    pub fn open_files(&self) -> usize {
+        self.open.len()
     }
 
     /// Creates every object from `LAST_ID + 1` up to `last_id`, empty, and
@@ -369,6 +408,20 @@ mod tests {
         assert_eq!(s.read(o, 700, bytes.len() as u64).unwrap(), bytes);
         assert_eq!(s.size(o).unwrap(), 700 + bytes.len() as u64);
         assert!(matches!(s.write_payload(o, 0, &Payload::Phantom(5)), Err(StoreError::PayloadKind { .. })));
+    }
+
+    #[test]
+    fn the_cache_of_open_files_keeps_to_its_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = FileStore::with_open_files_max(dir.path(), 3).unwrap();
+        s.precreate(ObjectId(10)).unwrap();
+        for i in 1..=10 {
+            s.write(ObjectId(i), 0, &[i as u8]).unwrap();
+            assert!(s.open_files() <= 3);
+        }
+        for i in 1..=10 {
+            assert_eq!(s.read(ObjectId(i), 0, 1).unwrap(), [i as u8]);
+        }
     }
 
     #[test]

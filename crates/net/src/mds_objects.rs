@@ -27,6 +27,8 @@
 
 use crate::auth::ClusterKey;
 use crate::codec::read_frame;
+use crate::limits::QueueLimits;
+use crate::outbox::Outbox;
 use crate::proto::{Role, Wire, MAGIC, PROTOCOL_VERSION};
 use crate::transport::{connect, Address, BoxStream};
 use crate::writer::spawn_writer;
@@ -37,7 +39,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{BufReader, ReadHalf};
-use tokio::sync::{mpsc::UnboundedSender, watch};
+use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 /// A pool's first batch (Lustre's `OST_MIN_PRECREATE`).
@@ -380,7 +382,7 @@ async fn run_worker(life: Arc<Lifecycle>, address: String) {
 /// the next frame.
 struct OssLink {
     reader: BufReader<ReadHalf<BoxStream>>,
-    writer: UnboundedSender<Wire>,
+    writer: Arc<Outbox>,
     call_next: u64,
 }
 
@@ -390,9 +392,9 @@ impl OssLink {
         let handshake = async {
             let stream = connect(&parsed, key).await.map_err(|error| format!("cannot connect: {error}"))?;
             let (r, w) = tokio::io::split(stream);
-            let (writer, rx) = tokio::sync::mpsc::unbounded_channel();
-            spawn_writer(w, rx, None);
-            let _ = writer.send(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Mds });
+            let writer = Outbox::new(QueueLimits::default());
+            spawn_writer(w, writer.clone(), None);
+            let _ = writer.push(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Mds });
             let mut reader = BufReader::new(r);
             match read_frame(&mut reader).await {
                 Ok(Some(Wire::Welcome { .. })) => Ok(OssLink { reader, writer, call_next: 1 }),
@@ -410,7 +412,7 @@ impl OssLink {
     async fn call(&mut self, make: impl FnOnce(u64) -> Wire) -> Result<Wire, String> {
         let id = self.call_next;
         self.call_next += 1;
-        self.writer.send(make(id)).map_err(|_| "connection closed".to_string())?;
+        self.writer.push(make(id)).map_err(|_| "connection closed".to_string())?;
         let answer = tokio::time::timeout(OSS_CALL_TIMEOUT, read_frame(&mut self.reader))
             .await
             .map_err(|_| format!("no answer within {OSS_CALL_TIMEOUT:?}"))?;

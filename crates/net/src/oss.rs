@@ -34,25 +34,40 @@
 //! written to the object straight from the client's memory. A descriptor
 //! that does not fit the arena closes the connection, like any malformed
 //! frame.
+//!
+//! Bounds (see [`crate::limits`] for the values): each OST directory is
+//! fenced ([`crate::fence`]) before anything in it is touched; connections
+//! are capped from the descriptor limit, which the OSS raises at start; a
+//! connection must say `Hello` within the handshake timeout and then send
+//! something (a request or a `Ping`) within every idle timeout; its replies
+//! wait in a bounded [`Outbox`] (its reader stops while the queue is over
+//! its soft limit, and the connection closes past the hard one); and its
+//! requests in flight to the OST threads are bounded ([`RequestBudget`]).
+//! A read larger than the bulk maximum is answered `IoError::Invalid` by
+//! the connection itself: its reply could never be sent.
 
 use crate::auth::{claim_allowed, ClusterKey, Peer};
-use crate::codec::{read_frame, CodecError};
+use crate::codec::{read_frame, CodecError, BULK_BYTES_MAX};
 use crate::exports::Exports;
+use crate::fence::Fence;
 use crate::filestore::FileStore;
+use crate::limits::{refusal_reason, DescriptorBudget, QueueLimits, ServerLimits, ServerStats, PING_INTERVAL_DEFAULT};
+use crate::outbox::{InFlight, Outbox, RequestBudget};
 use crate::proto::{OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
 use crate::shm::{FdInbox, MappedArena};
-use crate::transport::{spawn_accept, Accepted, Address, Listener};
+use crate::transport::{spawn_accept, AcceptPolicy, AcceptStats, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
-use lanefs_core::msg::{Payload, ToOst};
+use lanefs_core::msg::{IoError, Payload, ToClient, ToOst};
 use lanefs_core::ost::{Ost, OstConfig, OstRecord};
 use lanefs_core::store::StoreError;
 use lanefs_core::{ClientId, Instant, ObjectId, OstIndex};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration as StdDuration;
 use tokio::io::BufReader;
-use tokio::sync::{mpsc::UnboundedSender, oneshot};
+use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
 #[derive(Clone, Debug)]
@@ -65,16 +80,35 @@ pub struct OssConfig {
     /// from every OST and forgotten (Lustre's ping evictor: 6 ping
     /// intervals of 25 s).
     pub export_timeout: StdDuration,
+    /// Connections, timeouts, queues: [`ServerLimits::default`] unless set.
+    pub limits: ServerLimits,
 }
 
 /// Lustre's `PING_EVICT_TIMEOUT`: six 25 s ping intervals.
 pub const EXPORT_TIMEOUT_DEFAULT: StdDuration = StdDuration::from_secs(150);
 
+/// Bytes a connection reads from its socket at a time.
+const READ_BUFFER_BYTES: usize = 256 << 10;
+
 enum OstInput {
-    Message { client: ClientId, message: ToOst },
-    Destroy { objects: Vec<ObjectId>, reply: oneshot::Sender<Result<(), String>> },
-    Precreate { last_id: ObjectId, reply: oneshot::Sender<Result<u64, String>> },
-    Evict { client: ClientId },
+    /// `in_flight` is the room the request takes in its connection's
+    /// budget, given back once the OST has handled it.
+    Message {
+        client: ClientId,
+        message: ToOst,
+        in_flight: Option<InFlight>,
+    },
+    Destroy {
+        objects: Vec<ObjectId>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    Precreate {
+        last_id: ObjectId,
+        reply: oneshot::Sender<Result<u64, String>>,
+    },
+    Evict {
+        client: ClientId,
+    },
     Stats(oneshot::Sender<OstStats>),
 }
 
@@ -89,17 +123,19 @@ struct Presence {
 /// (telling their peers why) before it aborts them.
 pub(crate) const SHUTDOWN_GRACE: StdDuration = StdDuration::from_secs(1);
 
-type Peers = Arc<Mutex<HashMap<u32, UnboundedSender<Wire>>>>;
+type Peers = Arc<Mutex<HashMap<u32, Arc<Outbox>>>>;
 
 struct Shared {
     osts: HashMap<u32, mpsc::Sender<OstInput>>,
-    /// Outgoing channel of every connected client, by its identity.
+    /// Outgoing queue of every connected client, by its identity.
     peers: Peers,
-    exports: Mutex<Exports>,
+    exports: Arc<Mutex<Exports>>,
     presence: Mutex<HashMap<ClientId, Presence>>,
     export_timeout: StdDuration,
     /// Set to true when the OSS stops: every connection closes.
     stop: tokio::sync::watch::Sender<bool>,
+    limits: ServerLimits,
+    accept: Arc<AcceptStats>,
 }
 
 /// A running OSS; dropping it does not stop it, [`OssHandle::shutdown`] does.
@@ -114,6 +150,11 @@ pub struct OssHandle {
 impl OssHandle {
     pub fn address(&self) -> &Address {
         &self.address
+    }
+
+    /// Connections served and refused, and bytes queued to clients.
+    pub fn stats(&self) -> ServerStats {
+        server_stats(&self.shared.accept, &self.shared.peers)
     }
 
     /// Stop accepting, close every connection, stop the OST threads. When
@@ -137,19 +178,48 @@ impl OssHandle {
     }
 }
 
-/// Start serving `config.osts` on `listen` (port 0 picks a free port); on
-/// TCP, with the cluster's server key `key`.
-pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig) -> std::io::Result<OssHandle> {
-    let listener = Listener::bind(listen, key).await?;
-    let address = listener.local_address()?;
-    let clock = std::time::Instant::now();
-    let peers: Peers = Arc::new(Mutex::new(HashMap::new()));
-    let exports = Exports::open(&config.data_dir)?;
-    let mut osts = HashMap::new();
-    let mut ost_threads = Vec::new();
+pub(crate) fn server_stats(accept: &AcceptStats, peers: &Mutex<HashMap<u32, Arc<Outbox>>>) -> ServerStats {
+    let queued_bytes = peers.lock().expect("peers lock").values().map(|o| o.queued_bytes() as u64).sum();
+    ServerStats {
+        connections: accept.open.load(Ordering::Relaxed),
+        refused: accept.refused.load(Ordering::Relaxed),
+        queued_bytes,
+    }
+}
+
+/// Fence every OST directory (creating it if missing), before anything in
+/// it is touched: a second OSS on the same OSTs stops here.
+fn fence_osts(config: &OssConfig) -> std::io::Result<Vec<Fence>> {
+    let mut fences = Vec::with_capacity(config.osts.len());
     for &index in &config.osts {
         let dir = config.data_dir.join(format!("OST{index:04x}"));
-        let store = FileStore::open(&dir)?;
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700).create(&dir)?;
+        fences.push(Fence::acquire(&dir, "OSS")?);
+    }
+    Ok(fences)
+}
+
+/// Start serving `config.osts` on `listen` (port 0 picks a free port); on
+/// TCP, with the cluster's server key `key`. Fails, touching nothing, if
+/// another server holds one of the OSTs.
+pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig) -> std::io::Result<OssHandle> {
+    config.limits.validate().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let descriptors = config.limits.descriptors_or_raise();
+    let fences = fence_osts(&config)?;
+    let listener = match fences.first() {
+        Some(fence) => Listener::bind_fenced(listen, key, fence).await?,
+        None => Listener::bind(listen, key).await?,
+    };
+    let address = listener.local_address()?;
+    fences.iter().for_each(|f| f.record_address(&address));
+    let budget = DescriptorBudget::oss(descriptors, config.osts.len(), listener.descriptors_per_connection());
+    let clock = std::time::Instant::now();
+    let peers: Peers = Arc::new(Mutex::new(HashMap::new()));
+    let exports = Arc::new(Mutex::new(Exports::open(&config.data_dir)?));
+    let mut osts = HashMap::new();
+    let mut ost_threads = Vec::new();
+    for (&index, fence) in config.osts.iter().zip(fences) {
+        let store = FileStore::with_open_files_max(fence.dir(), budget.open_files_per_ost)?;
         let record = store.load_record()?;
         let (tx, rx) = mpsc::channel();
         let now = Instant(clock.elapsed().as_nanos() as u64);
@@ -157,45 +227,71 @@ pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig
         if ost.is_recovering() {
             info!(ost = index, clients = ost.known_clients().len(), "recovering: waiting for the clients to replay");
         }
-        let peers = peers.clone();
-        ost_threads.push(
-            std::thread::Builder::new().name(format!("ost{index}")).spawn(move || ost_thread(ost, rx, peers, clock))?,
-        );
+        let (peers, exports) = (peers.clone(), exports.clone());
+        // The OST's thread holds its fence: the directory is this OSS's
+        // for as long as anything may touch it.
+        let serve = move || {
+            let _fence = fence;
+            ost_thread(ost, rx, peers, exports, clock)
+        };
+        ost_threads.push(std::thread::Builder::new().name(format!("ost{index}")).spawn(serve)?);
         osts.insert(index, tx);
     }
+    let connections_max = budget.connections_cap(config.limits.connections_max, "OSS");
+    let accept_stats = Arc::new(AcceptStats::default());
+    let policy = AcceptPolicy {
+        connections_max,
+        refusal: refusal_reason("OSS", connections_max, config.limits.connections_max.is_some(), descriptors),
+        stats: accept_stats.clone(),
+    };
     let (stop, _) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
         osts,
         peers,
-        exports: Mutex::new(exports),
+        exports,
         presence: Mutex::new(HashMap::new()),
         export_timeout: config.export_timeout,
         stop,
+        limits: config.limits.clone(),
+        accept: accept_stats,
     });
     let s = shared.clone();
-    let accept = spawn_accept(listener, shared.stop.subscribe(), SHUTDOWN_GRACE, move |stream| {
+    let accept = spawn_accept(listener, shared.stop.subscribe(), SHUTDOWN_GRACE, policy, move |stream| {
         serve_connection(stream, s.clone())
     });
     let evictor = tokio::spawn(evict_gone_clients(shared.clone()));
-    info!(%address, osts = ?config.osts, "OSS serving");
+    info!(
+        %address, osts = ?config.osts, connections_max, open_files_per_ost = budget.open_files_per_ost,
+        descriptors, "OSS serving"
+    );
     Ok(OssHandle { address, accept, evictor, shared, ost_threads })
 }
 
-fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peers, clock: std::time::Instant) {
+fn ost_thread(
+    mut ost: Ost<FileStore>,
+    rx: mpsc::Receiver<OstInput>,
+    peers: Peers,
+    exports: Arc<Mutex<Exports>>,
+    clock: std::time::Instant,
+) {
     let now = || Instant(clock.elapsed().as_nanos() as u64);
     let index = ost.index().0;
     let mut bulk_shared_bytes = 0u64;
     loop {
+        // The handled request's room in its connection's budget, given
+        // back once its replies are queued: the reader then sees them.
+        let mut handled: Option<InFlight> = None;
         let wait = match ost.poll_timeout() {
             Some(t) => StdDuration::from_nanos(t.0.saturating_sub(now().0)),
             None => StdDuration::from_secs(3600),
         };
         match rx.recv_timeout(wait) {
-            Ok(OstInput::Message { client, message }) => {
+            Ok(OstInput::Message { client, message, in_flight }) => {
                 if let ToOst::Write { data: Payload::Remote(span), .. } = &message {
                     bulk_shared_bytes += span.len();
                 }
-                ost.handle_message(now(), client, message)
+                ost.handle_message(now(), client, message);
+                handled = in_flight;
             }
             Ok(OstInput::Destroy { objects, reply }) => {
                 let mut result = Ok(());
@@ -230,21 +326,19 @@ fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peer
             Err(mpsc::RecvTimeoutError::Timeout) => ost.handle_timeout(now()),
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
         }
-        commit(&mut ost, now());
+        commit(&mut ost, &exports, now());
         if let Some(record) = ost.poll_record() {
-            if let Err(e) = ost.store().save_record(&record) {
-                warn!(ost = index, "recording the OST's clients: {e}");
-            }
+            save_record(&ost, &exports, &record);
         }
+        // Queued, never waited for: a slow client slows nobody else.
         let peers = peers.lock().expect("peers lock");
         while let Some((client, message)) = ost.poll_transmit() {
-            match peers.get(&client.0) {
-                Some(tx) => {
-                    let _ = tx.send(Wire::ToClient { ost: index, message });
-                }
-                None => debug!(ost = index, client = client.0, "reply to a closed connection dropped"),
+            let queued = peers.get(&client.0).map(|outbox| outbox.push(Wire::ToClient { ost: index, message }));
+            if !matches!(queued, Some(Ok(()))) {
+                debug!(ost = index, client = client.0, "reply to a closed connection dropped");
             }
         }
+        drop(handled);
     }
 }
 
@@ -252,7 +346,7 @@ fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peer
 /// waits in `tgt_sync`): `fdatasync` every object of the commit, record the
 /// commit point durably, then tell the OST which objects failed. A failed
 /// `fdatasync` is reported to the writers, never swallowed.
-fn commit(ost: &mut Ost<FileStore>, now: Instant) {
+fn commit(ost: &mut Ost<FileStore>, exports: &Mutex<Exports>, now: Instant) {
     let index = ost.index().0;
     while let Some(request) = ost.poll_sync() {
         let objects: Vec<ObjectId> =
@@ -276,14 +370,23 @@ fn commit(ost: &mut Ost<FileStore>, now: Instant) {
                 last_committed: request.commit_to,
                 clients: ost.known_clients().clone(),
             };
-            if let Err(e) = ost.store().save_record(&record) {
-                // The data is synced but the commit point is not recorded:
-                // after a crash, clients would replay what is on disk
-                // already, which is harmless; only say so.
-                warn!(ost = index, "recording commit {}: {e}", request.commit_to.0);
-            }
+            // If it cannot be written, the data is synced but the commit
+            // point is not recorded: after a crash, clients would replay
+            // what is on disk already, which is harmless.
+            save_record(ost, exports, &record);
         }
         ost.handle_synced(now, request.token, &failures);
+    }
+}
+
+/// Write an OST's record, and first the client table its ids refer to.
+fn save_record(ost: &Ost<FileStore>, exports: &Mutex<Exports>, record: &OstRecord) {
+    let index = ost.index().0;
+    if let Err(e) = exports.lock().expect("exports lock").save_if_changed() {
+        warn!(ost = index, "recording the client table: {e}");
+    }
+    if let Err(e) = ost.store().save_record(record) {
+        warn!(ost = index, "recording the OST's commit point and clients: {e}");
     }
 }
 
@@ -313,53 +416,69 @@ async fn evict_gone_clients(shared: Arc<Shared>) {
             for tx in shared.osts.values() {
                 let _ = tx.send(OstInput::Evict { client });
             }
-            if let Err(e) = shared.exports.lock().expect("exports lock").remove(client) {
-                warn!(client = client.0, "forgetting the client: {e}");
-            }
+            shared.exports.lock().expect("exports lock").remove(client);
         }
+    }
+}
+
+/// Closes a connection's outbox when its task ends, however it ends (an
+/// aborted task included): its queue is freed at once.
+pub(crate) struct CloseOnDrop(pub(crate) Arc<Outbox>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close("the connection ended");
     }
 }
 
 async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     let (r, w) = tokio::io::split(accepted.stream);
-    let mut r = BufReader::with_capacity(1 << 18, r);
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    spawn_writer(w, rx, None);
-    match handshake(&mut r, accepted.peer).await {
+    let mut r = BufReader::with_capacity(READ_BUFFER_BYTES, r);
+    let outbox = Outbox::new(shared.limits.queue.clone());
+    let _close = CloseOnDrop(outbox.clone());
+    spawn_writer(w, outbox.clone(), None);
+    match handshake_within(&mut r, shared.limits.handshake_timeout, accepted.peer).await {
         Ok(Role::Client) => {}
-        Ok(Role::Mds) => return serve_mds(&mut r, &shared, &tx).await,
+        Ok(Role::Mds) => return serve_mds(&mut r, &shared, &outbox).await,
         Ok(role) => {
-            let _ = tx.send(Wire::Refused { reason: format!("an OSS takes client and MDS connections, not {role:?}") });
+            let reason = format!("an OSS takes client and MDS connections, not {role:?}");
+            outbox.finish(Some(Wire::Refused { reason }));
             return;
         }
         Err(reason) => {
-            let _ = tx.send(Wire::Refused { reason });
+            outbox.finish(Some(Wire::Refused { reason }));
             return;
         }
     }
-    let _ = tx.send(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
+    let _ = outbox.push(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
     let mut stop = shared.stop.subscribe();
     let mut session = Session { client: None, arena: None, fds: accepted.fds };
     let served = tokio::select! {
         biased;
         _ = stop.wait_for(|stopped| *stopped) => Err("the OSS is shutting down".to_string()),
-        served = serve_messages(&mut r, &mut session, &shared, &tx) => served,
+        // The writer gave up (and said why, if it matters) or the peer is gone.
+        _ = outbox.closed() => Ok(()),
+        served = serve_messages(&mut r, &mut session, &shared, &outbox) => served,
     };
-    if let Err(reason) = served {
-        warn!(client = ?session.client, "closing connection: {reason}");
-        let _ = tx.send(Wire::Refused { reason });
-    }
     if let Some(client) = session.client {
         let mut peers = shared.peers.lock().expect("peers lock");
-        if peers.get(&client.0).is_some_and(|mine| mine.same_channel(&tx)) {
+        if peers.get(&client.0).is_some_and(|mine| Arc::ptr_eq(mine, &outbox)) {
             peers.remove(&client.0);
         }
+        drop(peers);
         let mut presence = shared.presence.lock().expect("presence lock");
         if let Some(p) = presence.get_mut(&client) {
             p.connections = p.connections.saturating_sub(1);
             p.last_heard = std::time::Instant::now();
         }
         debug!(client = client.0, "client disconnected");
+    }
+    match served {
+        Ok(()) => outbox.close("the connection is closed"),
+        Err(reason) => {
+            warn!(client = ?session.client, "closing connection: {reason}");
+            outbox.finish(Some(Wire::Refused { reason }));
+        }
     }
 }
 
@@ -379,40 +498,42 @@ impl Session {
 
 /// The MDS's connection: precreates and destroys, each answered when the
 /// OST's thread has done it. Anything else closes the connection.
-async fn serve_mds<R: tokio::io::AsyncRead + Unpin>(r: &mut R, shared: &Shared, tx: &UnboundedSender<Wire>) {
-    let _ = tx.send(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
+async fn serve_mds<R: tokio::io::AsyncRead + Unpin>(r: &mut R, shared: &Shared, outbox: &Outbox) {
+    let _ = outbox.push(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
     info!("MDS connected");
     let mut stop = shared.stop.subscribe();
     let served = tokio::select! {
         biased;
         _ = stop.wait_for(|stopped| *stopped) => Err("the OSS is shutting down".to_string()),
-        served = serve_mds_messages(r, shared, tx) => served,
+        _ = outbox.closed() => Ok(()),
+        served = serve_mds_messages(r, shared, outbox) => served,
     };
-    if let Err(reason) = served {
-        warn!("closing the MDS's connection: {reason}");
-        let _ = tx.send(Wire::Refused { reason });
+    match served {
+        Ok(()) => outbox.close("the connection is closed"),
+        Err(reason) => {
+            warn!("closing the MDS's connection: {reason}");
+            outbox.finish(Some(Wire::Refused { reason }));
+        }
     }
 }
 
 async fn serve_mds_messages<R: tokio::io::AsyncRead + Unpin>(
     r: &mut R,
     shared: &Shared,
-    tx: &UnboundedSender<Wire>,
+    outbox: &Outbox,
 ) -> Result<(), String> {
     loop {
-        let frame = match read_frame(r).await {
-            Ok(Some(frame)) => frame,
-            Ok(None) => return Ok(()),
-            Err(CodecError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
-            Err(e) => return Err(e.to_string()),
-        };
+        let Some(frame) = read_within(r, shared.limits.idle_timeout).await? else { return Ok(()) };
         match frame {
+            Wire::Ping => {
+                let _ = outbox.push(Wire::Pong);
+            }
             Wire::Precreate { id, ost, last_id } => {
                 let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
                 let (reply, answer) = oneshot::channel();
                 let _ = sender.send(OstInput::Precreate { last_id: ObjectId(last_id), reply });
                 let result = answer.await.unwrap_or_else(|_| Err(format!("OST{ost:04x} has stopped")));
-                let _ = tx.send(Wire::Precreated { id, ost, result });
+                let _ = outbox.push(Wire::Precreated { id, ost, result });
             }
             Wire::Destroy { id, ost, objects } => {
                 let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
@@ -424,10 +545,40 @@ async fn serve_mds_messages<R: tokio::io::AsyncRead + Unpin>(
                 let objects = objects.into_iter().map(ObjectId).collect();
                 let _ = sender.send(OstInput::Destroy { objects, reply });
                 let result = answer.await.unwrap_or_else(|_| Err(format!("OST{ost:04x} has stopped")));
-                let _ = tx.send(Wire::Destroyed { id, ost, result });
+                let _ = outbox.push(Wire::Destroyed { id, ost, result });
             }
             other => return Err(format!("the MDS's connection does not take {} messages", variant(&other))),
         }
+    }
+}
+
+/// [`handshake`] within `timeout`: a peer that sends nothing, or half a
+/// `Hello`, is told why and closed.
+pub(crate) async fn handshake_within<R: tokio::io::AsyncRead + Unpin>(
+    r: &mut R,
+    timeout: StdDuration,
+    peer: Peer,
+) -> Result<Role, String> {
+    match tokio::time::timeout(timeout, handshake(r, peer)).await {
+        Ok(result) => result,
+        Err(_) => Err(format!("no Hello within {timeout:?} (handshake timeout)")),
+    }
+}
+
+/// The next frame, which must come within `idle` (the idle timeout);
+/// `Ok(None)` when the peer closed the connection.
+pub(crate) async fn read_within<R: tokio::io::AsyncRead + Unpin>(
+    r: &mut R,
+    idle: StdDuration,
+) -> Result<Option<Wire>, String> {
+    match tokio::time::timeout(idle, read_frame(r)).await {
+        Err(_) => Err(format!(
+            "nothing received for {idle:?} (idle timeout; a lanefs client pings every {PING_INTERVAL_DEFAULT:?} \
+             unless told otherwise)"
+        )),
+        Ok(Ok(frame)) => Ok(frame),
+        Ok(Err(CodecError::Io(e))) if e.kind() == std::io::ErrorKind::ConnectionReset => Ok(None),
+        Ok(Err(e)) => Err(e.to_string()),
     }
 }
 
@@ -453,25 +604,37 @@ pub(crate) async fn handshake<R: tokio::io::AsyncRead + Unpin>(r: &mut R, peer: 
     }
 }
 
+/// The bytes a request holds in flight: a write's data, or the reply a
+/// read asks for.
+fn request_bytes(message: &ToOst) -> u64 {
+    match message {
+        ToOst::Write { data, .. } => data.len(),
+        ToOst::Read { len, .. } => *len,
+        _ => 0,
+    }
+}
+
 async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
     r: &mut R,
     session: &mut Session,
     shared: &Shared,
-    tx: &UnboundedSender<Wire>,
+    outbox: &Arc<Outbox>,
 ) -> Result<(), String> {
+    let limits = &shared.limits;
+    let budget = RequestBudget::new(limits.requests_in_flight_max, limits.request_bytes_in_flight_max);
     loop {
-        let frame = match read_frame(r).await {
-            Ok(Some(frame)) => frame,
-            Ok(None) => return Ok(()),
-            Err(CodecError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
-            Err(e) => return Err(e.to_string()),
-        };
+        // A client that does not read its replies is not read either.
+        outbox.below_soft().await;
+        let Some(frame) = read_within(r, limits.idle_timeout).await? else { return Ok(()) };
         if let Some(client) = session.client {
             if let Some(p) = shared.presence.lock().expect("presence lock").get_mut(&client) {
                 p.last_heard = std::time::Instant::now();
             }
         }
         match frame {
+            Wire::Ping => {
+                let _ = outbox.push(Wire::Pong);
+            }
             Wire::Session { uuid } => {
                 if session.client.is_some() {
                     return Err("a connection names its client once".into());
@@ -480,7 +643,7 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
                 session.client = Some(client);
                 // A new connection of a client takes its session over from
                 // an old one that lingers (its replies go here from now on).
-                shared.peers.lock().expect("peers lock").insert(client.0, tx.clone());
+                shared.peers.lock().expect("peers lock").insert(client.0, outbox.clone());
                 let mut presence = shared.presence.lock().expect("presence lock");
                 let p = presence
                     .entry(client)
@@ -489,18 +652,26 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
                 p.last_heard = std::time::Instant::now();
                 debug!(client = client.0, "client connected");
             }
+            Wire::ToOst { ost, message: ToOst::Read { xid, len, .. } } if len > u64::from(BULK_BYTES_MAX) => {
+                debug!(client = ?session.client, len, "a read larger than the bulk maximum refused");
+                let reply = ToClient::ReadReply { xid, result: Err(IoError::Invalid) };
+                let _ = outbox.push(Wire::ToClient { ost, message: reply });
+            }
             Wire::ToOst { ost, message } => {
                 let client = session.client()?;
                 let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
-                let _ = sender.send(OstInput::Message { client, message });
+                let in_flight = Some(budget.acquire(request_bytes(&message)).await);
+                let _ = sender.send(OstInput::Message { client, message, in_flight });
             }
             Wire::WriteShared { ost, xid, object, offset, bulk } => {
                 let client = session.client()?;
                 let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
                 let mapped = session.arena.as_ref().ok_or("a shared-memory write before any arena was attached")?;
-                let data = mapped.resolve(&bulk, u64::from(crate::codec::BULK_BYTES_MAX))?;
+                let data = mapped.resolve(&bulk, u64::from(BULK_BYTES_MAX))?;
                 let message = ToOst::Write { xid, object, offset, data: Payload::Remote(Box::new(data)) };
-                let _ = sender.send(OstInput::Message { client, message });
+                // Its bytes stay in the client's memory: only the message counts.
+                let in_flight = Some(budget.acquire(0).await);
+                let _ = sender.send(OstInput::Message { client, message, in_flight });
             }
             Wire::AttachArena { arena: id, frames } => {
                 let fd = session.fds.as_ref().and_then(FdInbox::take_latest);
@@ -512,11 +683,11 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
                     Ok(mapped) => {
                         debug!(arena = id, frames, "page arena attached");
                         session.arena = Some(mapped);
-                        let _ = tx.send(Wire::ArenaAttached { arena: id });
+                        let _ = outbox.push(Wire::ArenaAttached { arena: id });
                     }
                     Err(reason) => {
                         warn!("page arena refused: {reason}");
-                        let _ = tx.send(Wire::ArenaRefused { arena: id, reason });
+                        let _ = outbox.push(Wire::ArenaRefused { arena: id, reason });
                     }
                 }
             }
@@ -537,7 +708,7 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
                         osts.push(stats);
                     }
                 }
-                let _ = tx.send(Wire::StatsReply { id, osts });
+                let _ = outbox.push(Wire::StatsReply { id, osts });
             }
             other => return Err(format!("an OSS does not take {} messages", variant(&other))),
         }
@@ -564,13 +735,16 @@ pub(crate) fn variant(w: &Wire) -> &'static str {
         Wire::ArenaRefused { .. } => "ArenaRefused",
         Wire::WriteShared { .. } => "WriteShared",
         Wire::Session { .. } => "Session",
+        Wire::Ping => "Ping",
+        Wire::Pong => "Pong",
     }
 }
 
 /// Tell the MDS at `mds` that `address` serves `osts` (what `lanefs oss`
 /// does at start), with the cluster's server key `key` if the MDS is on
 /// TCP. The registration lives as long as this process keeps the
-/// connection; a task holds it open.
+/// connection; a task holds it open and pings it every
+/// [`PING_INTERVAL_DEFAULT`], so that the MDS's idle timeout leaves it be.
 pub async fn register_with_mds(
     mds: &Address,
     key: Option<&ClusterKey>,
@@ -580,19 +754,34 @@ pub async fn register_with_mds(
     let stream = crate::transport::connect(mds, key).await.map_err(|e| crate::auth::describe(&e, key))?;
     let (r, w) = tokio::io::split(stream);
     let mut r = BufReader::new(r);
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    spawn_writer(w, rx, None);
+    let outbox = Outbox::new(QueueLimits::default());
+    spawn_writer(w, outbox.clone(), None);
     let role = Role::Oss { address: address.to_string(), osts: osts.to_vec() };
-    let _ = tx.send(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role });
+    let _ = outbox.push(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role });
     match read_frame(&mut r).await {
         Ok(Some(Wire::Welcome { .. })) => {}
         Ok(Some(Wire::Refused { reason })) => return Err(reason),
         Err(CodecError::Io(e)) => return Err(crate::auth::describe(&e, key)),
         other => return Err(format!("unexpected answer {other:?}")),
     }
+    let pinged = outbox.clone();
     tokio::spawn(async move {
-        let _keep = tx;
+        let mut ping = tokio::time::interval(PING_INTERVAL_DEFAULT);
+        ping.tick().await; // the first tick is at once
+        loop {
+            tokio::select! {
+                _ = ping.tick() => {
+                    if pinged.push(Wire::Ping).is_err() {
+                        return;
+                    }
+                }
+                _ = pinged.closed() => return,
+            }
+        }
+    });
+    tokio::spawn(async move {
         while let Ok(Some(_)) = read_frame(&mut r).await {}
+        outbox.close("the MDS closed the registration");
     });
     Ok(())
 }

@@ -19,8 +19,14 @@
 //! The MDS owns the life of OST objects: it connects to each OSS with
 //! `Role::Mds` and asks it to create objects in advance (`Precreate`) and to
 //! destroy those of removed files (`Destroy`); an OSS takes those two only
-//! on such a connection (a client sending one is `Refused`). A role is
-//! what the peer says it is: this protocol does not authenticate it.
+//! on such a connection (a client sending one is `Refused`). Which roles a
+//! peer may claim depends on its key (see [`crate::auth`]).
+//!
+//! A client sends `Ping` on every connection it has sent nothing on for
+//! its ping interval, and the server answers `Pong` from the connection
+//! itself (whatever its OSTs are doing, recovery included): a server closes
+//! a connection silent for longer than its idle timeout (see
+//! [`crate::limits`]), as Lustre's ping evictor does.
 //!
 //! Shared memory is set up right after the handshake, on a Unix socket
 //! only: the client sends `AttachArena` with the arena's memfd attached
@@ -47,7 +53,8 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    answers, `Role::Mds` with `Precreate` and acknowledged `Destroy` from
 ///    the MDS to the OSSes; on TCP the frames travel inside mutual TLS with
 ///    the cluster's keys, and the roles a `Hello` may claim depend on the
-///    peer's key ([`crate::auth`]).
+///    peer's key ([`crate::auth`]); `Ping` and `Pong` (servers close
+///    connections silent too long).
 pub const PROTOCOL_VERSION: u16 = 5;
 
 /// Who is connecting.
@@ -207,6 +214,11 @@ pub enum Wire {
         offset: u64,
         bulk: SharedBulk,
     },
+    /// Client to server: I am here (sent on a connection idle for the
+    /// client's ping interval).
+    Ping,
+    /// Server to client: the answer to `Ping`.
+    Pong,
 }
 
 /// The bulk part of a frame.

@@ -593,6 +593,7 @@ impl Client {
             ToClient::Committed { transno } => self.on_committed(from, transno),
             ToClient::CommitFailed { object, error, seq } => self.on_commit_failed(from, object, error, seq),
             ToClient::LockLost { lock } => self.on_lock_lost(from, lock),
+            ToClient::Disconnected => self.on_disconnected(from),
         }
         self.run(now);
     }

@@ -50,7 +50,7 @@ impl Client {
                 self.connect(to, None);
                 false
             }
-            ImportState::Connecting { .. } | ImportState::Disconnected => false,
+            ImportState::Connecting { .. } | ImportState::Disconnected | ImportState::Leaving => false,
         }
     }
 
@@ -67,8 +67,11 @@ impl Client {
             return;
         }
         let import = self.imports.get_mut(ost);
-        if import.state != ImportState::New {
-            import.state = ImportState::Disconnected;
+        match import.state {
+            ImportState::New => {}
+            // Unmounting: nothing more to say to it.
+            ImportState::Leaving => import.state = ImportState::New,
+            _ => import.state = ImportState::Disconnected,
         }
         self.run(now);
     }
@@ -80,7 +83,7 @@ impl Client {
         }
         let import = self.imports.get(ost);
         match import.state {
-            ImportState::New => {}
+            ImportState::New | ImportState::Leaving => {}
             ImportState::Connecting { resume } => self.connect(ost, if resume { import.epoch } else { None }),
             ImportState::Connected | ImportState::Disconnected => self.connect(ost, import.epoch),
         }
@@ -88,12 +91,25 @@ impl Client {
     }
 
     /// A clean unmount, after [`Client::release_all`]: tell every OST this
-    /// client will not come back with state.
+    /// client will not come back with state; done when
+    /// [`Client::disconnected_all`] says so.
     pub fn disconnect_all(&mut self) {
         let connected: Vec<OstIndex> = self.imports.connected().collect();
         for ost in connected {
             self.transmits.push_back((ost, ToOst::Disconnect));
-            self.imports.get_mut(ost).state = ImportState::New;
+            self.imports.get_mut(ost).state = ImportState::Leaving;
+        }
+    }
+
+    /// Whether every OST told of the unmount has recorded it.
+    pub fn disconnected_all(&self) -> bool {
+        self.imports.all_left()
+    }
+
+    pub(super) fn on_disconnected(&mut self, ost: OstIndex) {
+        let import = self.imports.get_mut(ost);
+        if import.state == ImportState::Leaving {
+            import.state = ImportState::New;
         }
     }
 

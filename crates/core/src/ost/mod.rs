@@ -543,6 +543,7 @@ impl<S: ObjectStore> Ost<S> {
     fn disconnect(&mut self, now: Instant, from: ClientId) {
         self.locks.forget_client(now, from);
         self.forget_client(from);
+        self.send(from, ToClient::Disconnected);
     }
 
     fn know(&mut self, client: ClientId) {
