@@ -34,15 +34,32 @@
 //! `fdatasync`s the object's file, and the harness, whose stores are in
 //! memory, answers at once. Every driver must poll syncs: a sync RPC is
 //! answered only through them.
+//!
+//! What a peer may send. Every request is checked before it touches the
+//! store or the lock server, and a malformed one is answered with an error,
+//! never a panic: an I/O RPC whose end (`offset + len`, or a punch's size)
+//! passes 2^64, or which moves more than [`RPC_BYTES_MAX`] bytes, gets
+//! [`IoError::Invalid`]; one whose end passes [`OBJECT_BYTES_MAX`] gets
+//! [`IoError::TooLarge`] (`EFBIG`); a lock request that is inverted, off
+//! page boundaries or a GROUP lock on less than the whole object gets
+//! [`crate::msg::EnqueueReply::Invalid`] (see the lock server). A cancel of
+//! a lock the client does not hold, a glimpse answer for an unknown xid or
+//! from another client than the one asked are ignored with a debug log. Any
+//! object id may be named (an object is created when first written).
 
 use crate::ldlm::server::{LockServer, LockServerConfig};
 use crate::msg::{IoError, Payload, PayloadKind, ToClient, ToOst};
-use crate::store::{ObjectStore, StoreError};
+use crate::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
 use crate::units::{ClientId, Duration, Instant, LockHandle, ObjectId, OstIndex, Xid};
 use crate::Extent;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use tracing::{debug, warn};
+
+/// The most bytes one read or write RPC moves (Lustre's largest bulk RPC):
+/// an OST refuses a longer one as malformed before it allocates anything
+/// for it. A wire's bulk maximum must be at least this.
+pub const RPC_BYTES_MAX: u64 = 64 << 20;
 
 /// Data-path counters of one OST.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -322,6 +339,14 @@ impl<S: ObjectStore> Ost<S> {
         }
         let outstanding: usize = self.getattrs.values().map(|g| g.outstanding).sum();
         assert_eq!(outstanding, self.glimpses.len(), "glimpse bookkeeping out of step");
+        for (xid, (id, holder)) in &self.glimpses {
+            assert!(self.getattrs.contains_key(id), "glimpse {xid:?} of no pending getattr");
+            assert!(!self.locks.is_evicted(*holder), "glimpse {xid:?} awaits evicted {holder}");
+            assert!(xid.0 < self.xid_next, "glimpse {xid:?} not from this OST's xids");
+        }
+        for token in self.syncing.keys() {
+            assert!(token.0 < self.sync_next, "sync {token:?} not from this OST's tokens");
+        }
     }
 
     fn send(&mut self, to: ClientId, message: ToClient) {
@@ -386,6 +411,7 @@ impl<S: ObjectStore> Ost<S> {
         data: &Payload,
     ) -> Result<(), IoError> {
         self.admit(from)?;
+        self.check_io(from, offset, data.len())?;
         if data.is_empty() {
             return Ok(());
         }
@@ -405,6 +431,7 @@ impl<S: ObjectStore> Ost<S> {
         len: u64,
     ) -> Result<Payload, IoError> {
         self.admit(from)?;
+        self.check_io(from, offset, len)?;
         if len == 0 {
             return Ok(match self.store.payload_kind() {
                 PayloadKind::Bytes => Payload::Bytes(Vec::new()),
@@ -419,8 +446,22 @@ impl<S: ObjectStore> Ost<S> {
         Ok(data)
     }
 
+    /// What a peer may ask of the store: `len` bytes at `offset`, at most
+    /// [`RPC_BYTES_MAX`] of them, ending within the largest object.
+    fn check_io(&self, from: ClientId, offset: u64, len: u64) -> Result<(), IoError> {
+        let refused = match offset.checked_add(len) {
+            _ if len > RPC_BYTES_MAX => IoError::Invalid,
+            None => IoError::Invalid,
+            Some(end) if end > OBJECT_BYTES_MAX => IoError::TooLarge,
+            Some(_) => return Ok(()),
+        };
+        debug!(ost = self.index.0, %from, offset, len, %refused, "I/O request refused");
+        Err(refused)
+    }
+
     fn punch(&mut self, from: ClientId, object: ObjectId, size: u64) -> Result<(), IoError> {
         self.admit(from)?;
+        self.check_io(from, size, 0)?;
         self.store.punch(object, size).map_err(store_error)?;
         self.counters.punches += 1;
         Ok(())
@@ -462,7 +503,7 @@ impl<S: ObjectStore> Ost<S> {
             return;
         };
         if holder != from {
-            warn!(ost = self.index.0, %from, "glimpse reply from the wrong client ignored");
+            debug!(ost = self.index.0, %from, "glimpse reply from the wrong client ignored");
             return;
         }
         self.glimpses.remove(&xid);
@@ -646,6 +687,44 @@ mod tests {
         let refused = (ClientId(1), ToClient::SyncReply { xid: Xid(3), result: Err(IoError::Evicted) });
         assert!(drain(&mut ost).contains(&refused));
         ost.check_invariants();
+    }
+
+    /// I/O whose end passes 2^64 or the largest object, or that moves more
+    /// than one RPC may, is answered with an error. Before, a write or read
+    /// ending past 2^64 panicked the OST (the extent of its lock prolong
+    /// overflowed) and a read of 1 TiB was allocated.
+    #[test]
+    fn malformed_io_is_answered_with_an_error() {
+        use crate::store::OBJECT_BYTES_MAX;
+        let (mut ost, _) = contended(SyncLockCancel::Never);
+        let bytes = |len: usize| Payload::Bytes(vec![1; len]);
+        let write = |offset, data| ToOst::Write { xid: Xid(9), object: OBJECT, offset, data };
+        let read = |offset, len| ToOst::Read { xid: Xid(9), object: OBJECT, offset, len };
+        let cases = [
+            (write(u64::MAX - 10, bytes(4096)), IoError::Invalid),
+            (write(u64::MAX, bytes(0)), IoError::TooLarge),
+            (write(0, Payload::Phantom(RPC_BYTES_MAX + 1)), IoError::Invalid),
+            (write(OBJECT_BYTES_MAX - 1, bytes(2)), IoError::TooLarge),
+            (read(u64::MAX - 10, 4096), IoError::Invalid),
+            (read(0, 1 << 40), IoError::Invalid),
+            (read(OBJECT_BYTES_MAX, 1), IoError::TooLarge),
+            (ToOst::Punch { xid: Xid(9), object: OBJECT, size: u64::MAX }, IoError::TooLarge),
+        ];
+        for (message, error) in cases {
+            let case = format!("{message:?}");
+            ost.handle_message(Instant::ZERO, ClientId(1), message);
+            let replies = drain(&mut ost);
+            let result = match &replies[..] {
+                [(ClientId(1), ToClient::WriteReply { result, .. } | ToClient::PunchReply { result, .. })] => {
+                    result.map(|()| 0)
+                }
+                [(ClientId(1), ToClient::ReadReply { result, .. })] => result.as_ref().map(|_| 0).map_err(|e| *e),
+                other => panic!("{case}: answered {other:?}"),
+            };
+            assert_eq!(result, Err(error), "{case}");
+            ost.check_invariants();
+        }
+        assert_eq!((ost.counters().bytes_written, ost.counters().bytes_read), (4096, 0));
     }
 
     #[test]

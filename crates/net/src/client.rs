@@ -14,6 +14,12 @@
 //! or close of a file whose bytes were lost fails); the next operation that
 //! needs the OST reconnects. Nothing waits forever on a dead peer.
 //!
+//! What a server may send: anything. The core client checks each message
+//! from an OSS (see `lanefs_core::client`); here, a message for an OST
+//! that the sending OSS does not serve, a statistics answer from an OSS
+//! not asked or already answered, and an MDS reply for no call in flight
+//! are ignored (with a log line).
+//!
 //! The data path: [`Client::pwrite`] copies the caller's bytes once, on the
 //! caller's thread, into page frames; the core caches those frames as they
 //! are, and its write RPCs carry them. When an OSS is reached over a Unix
@@ -270,7 +276,8 @@ impl Drop for Client {
 /// Where a frame came from.
 enum NetIn {
     Mds(Wire),
-    Oss(Wire),
+    /// From the OSS of `oss[i]`.
+    Oss(usize, Wire),
     Closed(Peer, String),
 }
 
@@ -308,8 +315,9 @@ struct Driver {
     /// Synchronous lockahead waiting for its op: results to give back then.
     ladvise: HashMap<OpId, (Vec<LockaheadResult>, LadviseReply)>,
     mds_calls: HashMap<u64, Reply<Result<MdsAnswer, NetError>>>,
-    /// Stats request id -> (OSS answers still due, answers so far, caller).
-    stats_calls: HashMap<u64, (usize, Vec<OstStats>, StatsReply)>,
+    /// Stats request id -> (the OSSes whose answers are still due,
+    /// answers so far, caller).
+    stats_calls: HashMap<u64, (Vec<usize>, Vec<OstStats>, StatsReply)>,
     call_next: u64,
 }
 
@@ -386,7 +394,7 @@ async fn open_session(
                 Ok(Some(frame)) => {
                     let input = match peer {
                         Peer::Mds => NetIn::Mds(frame),
-                        Peer::Oss(_) => NetIn::Oss(frame),
+                        Peer::Oss(i) => NetIn::Oss(i, frame),
                     };
                     if net_tx.send(input).is_err() {
                         return;
@@ -599,14 +607,14 @@ impl Driver {
             },
             Cmd::Stats(reply) => {
                 let id = self.call_id();
-                let live: Vec<&UnboundedSender<Wire>> = self.oss.iter().filter_map(|c| c.tx.as_ref()).collect();
-                for tx in &live {
-                    let _ = tx.send(Wire::StatsRequest { id });
+                let live: Vec<usize> = (0..self.oss.len()).filter(|&i| self.oss[i].tx.is_some()).collect();
+                for &i in &live {
+                    let _ = self.oss[i].tx.as_ref().expect("live").send(Wire::StatsRequest { id });
                 }
                 if live.is_empty() {
                     let _ = reply.send(Ok(Vec::new()));
                 } else {
-                    self.stats_calls.insert(id, (live.len(), Vec::new(), reply));
+                    self.stats_calls.insert(id, (live, Vec::new(), reply));
                 }
             }
             Cmd::Counters(reply) => {
@@ -628,24 +636,26 @@ impl Driver {
     fn network(&mut self, input: NetIn) {
         let now = self.now();
         match input {
-            NetIn::Oss(Wire::ToClient { ost, message }) => self.core.handle_message(now, OstIndex(ost), message),
-            NetIn::Oss(Wire::StatsReply { id, osts }) => {
-                if let Some((left, acc, _)) = self.stats_calls.get_mut(&id) {
-                    acc.extend(osts);
-                    *left -= 1;
-                    if *left == 0 {
-                        let (_, mut acc, reply) = self.stats_calls.remove(&id).expect("present");
-                        acc.sort_by_key(|s| s.ost);
-                        let _ = reply.send(Ok(acc));
-                    }
-                }
+            NetIn::Oss(i, Wire::ToClient { ost, message }) if self.oss[i].osts.contains(&ost) => {
+                self.core.handle_message(now, OstIndex(ost), message)
+            }
+            NetIn::Oss(i, Wire::StatsReply { id, osts }) => {
+                let Some((due, acc, _)) = self.stats_calls.get_mut(&id).filter(|(due, ..)| due.contains(&i)) else {
+                    debug!(oss = %self.oss[i].address, id, "statistics answer not asked for ignored");
+                    return;
+                };
+                due.retain(|&d| d != i);
+                acc.extend(osts);
+                self.answer_stats();
             }
             NetIn::Mds(Wire::MdsReply { id, answer }) => {
                 if let Some(reply) = self.mds_calls.remove(&id) {
                     let _ = reply.send(Ok(answer));
                 }
             }
-            NetIn::Mds(other) | NetIn::Oss(other) => warn!("unexpected message {other:?}"),
+            NetIn::Mds(other) | NetIn::Oss(_, other) => {
+                debug!("unexpected {} message ignored", crate::oss::variant(&other))
+            }
             NetIn::Closed(Peer::Mds, reason) => {
                 warn!("MDS connection lost: {reason}");
                 self.mds = None;
@@ -673,8 +683,20 @@ impl Driver {
         for ost in self.oss[i].osts.clone() {
             self.core.handle_unreachable(now, OstIndex(ost), &reason);
         }
-        for (_, (left, _, _)) in self.stats_calls.iter_mut() {
-            *left = left.saturating_sub(1);
+        for (due, _, _) in self.stats_calls.values_mut() {
+            due.retain(|&d| d != i);
+        }
+        self.answer_stats();
+    }
+
+    /// Answer the statistics calls that wait for no OSS any more.
+    fn answer_stats(&mut self) {
+        let done: Vec<u64> =
+            self.stats_calls.iter().filter(|(_, (due, ..))| due.is_empty()).map(|(id, _)| *id).collect();
+        for id in done {
+            let (_, mut acc, reply) = self.stats_calls.remove(&id).expect("listed");
+            acc.sort_by_key(|s| s.ost);
+            let _ = reply.send(Ok(acc));
         }
     }
 

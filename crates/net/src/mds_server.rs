@@ -4,6 +4,13 @@
 //! Namespace requests are handled one at a time on the `Mds` (SQLite is
 //! fast for this and a single writer keeps it simple); OSS registrations
 //! are kept in memory, and an OSS registers again when it restarts.
+//!
+//! What a peer may send: any frame; a malformed one, or one an MDS does not
+//! take, closes the connection with the reason. `Mds::handle` checks every
+//! field of a namespace request and answers a bad one with an error. Should
+//! it panic anyway, the caller is answered with an error and the MDS serves
+//! on: the request's transaction was rolled back, and the `Mds` holds no
+//! other state.
 
 use crate::codec::read_frame;
 use crate::oss::{handshake, variant, SHUTDOWN_GRACE};
@@ -14,7 +21,7 @@ use lanefs_mds::Mds;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::io::BufReader;
-use tracing::info;
+use tracing::{error, info};
 
 struct Shared {
     /// `None` once the MDS has stopped (its database is closed then).
@@ -46,7 +53,7 @@ impl MdsHandle {
     pub async fn shutdown(self) {
         let _ = self.shared.stop.send(true);
         let _ = self.accept.await;
-        self.shared.mds.lock().expect("mds lock").take();
+        self.shared.mds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
     }
 }
 
@@ -107,13 +114,17 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
             Wire::Mds { id, call: MdsCall::Namespace(request) } => {
                 let shared = shared.clone();
                 let reply = tokio::task::spawn_blocking(move || {
-                    shared.mds.lock().expect("mds lock").as_mut().map(|mds| mds.handle(request))
+                    let mut mds = shared.mds.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    mds.as_mut().map(|mds| mds.handle(request))
                 })
                 .await;
                 match reply {
                     Ok(Some(reply)) => (id, MdsAnswer::Namespace(reply)),
                     Ok(None) => (id, MdsAnswer::Error("the MDS is shutting down".into())),
-                    Err(e) => (id, MdsAnswer::Error(format!("MDS request failed: {e}"))),
+                    Err(e) => {
+                        error!("an MDS request failed: {e}");
+                        (id, MdsAnswer::Error(format!("the MDS failed on this request ({e}); nothing was changed")))
+                    }
                 }
             }
             Wire::Mds { id, call: MdsCall::ClusterInfo } => {

@@ -17,6 +17,18 @@
 //! written to the object straight from the client's memory. A descriptor
 //! that does not fit the arena closes the connection, like any malformed
 //! frame.
+//!
+//! What a peer may send: any frame. The codec checks lengths, the
+//! handshake the magic and version, this loop the OST index and shared
+//! bulk descriptors (a failure closes the connection with the reason), and
+//! the core's [`Ost`] every field of an OST message (a malformed request is
+//! answered with an error). Should handling an input panic anyway, the
+//! panic is caught on the OST's thread and logged with the OST index and
+//! the kind of input; from then on that OST answers every request with
+//! `IoError::Failed` ("restart its OSS"), and every connected client is told
+//! once (`ToClient::Failed`), so that nothing waits forever on it, while
+//! the OSS's other OSTs serve on. Lustre has no such mode: an assertion
+//! failure there (LBUG) stops the whole server.
 
 use crate::codec::{read_frame, CodecError};
 use crate::filestore::FileStore;
@@ -24,7 +36,7 @@ use crate::proto::{OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
 use crate::shm::{FdInbox, MappedArena};
 use crate::transport::{spawn_accept, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
-use lanefs_core::msg::{Payload, ToOst};
+use lanefs_core::msg::{Payload, ToClient, ToOst};
 use lanefs_core::ost::{Ost, OstConfig};
 use lanefs_core::{ClientId, Instant, ObjectId, OstIndex};
 use std::collections::HashMap;
@@ -34,7 +46,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration as StdDuration;
 use tokio::io::BufReader;
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 #[derive(Clone, Debug)]
 pub struct OssConfig {
@@ -131,48 +143,34 @@ fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peer
     let now = || Instant(clock.elapsed().as_nanos() as u64);
     let index = ost.index().0;
     let mut bulk_shared_bytes = 0u64;
+    // Set when handling an input panicked: the OST's state can no longer be
+    // trusted, so it serves nothing more and refuses every request.
+    let mut failed = false;
     loop {
-        let wait = match ost.poll_timeout() {
+        let timeout = if failed { None } else { ost.poll_timeout() };
+        let wait = match timeout {
             Some(t) => StdDuration::from_nanos(t.0.saturating_sub(now().0)),
             None => StdDuration::from_secs(3600),
         };
-        match rx.recv_timeout(wait) {
-            Ok(OstInput::Message { client, message }) => {
-                if let ToOst::Write { data: Payload::Remote(span), .. } = &message {
-                    bulk_shared_bytes += span.len();
-                }
-                ost.handle_message(now(), client, message)
-            }
-            Ok(OstInput::Destroy { object }) => {
-                if let Err(e) = ost.store_mut().destroy(object) {
-                    warn!(ost = index, "destroying object {}: {e}", object.0);
-                }
-            }
-            Ok(OstInput::Stats(reply)) => {
-                let locks = ost.locks();
-                let _ = reply.send(OstStats {
-                    ost: index,
-                    locks_granted: locks.granted_locks().count() as u64,
-                    locks_waiting: locks.waiting_count() as u64,
-                    locks: locks.counters_total(),
-                    data: ost.counters(),
-                    space: ost.store().space(),
-                    bulk_shared_bytes,
-                });
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => ost.handle_timeout(now()),
+        let input = match rx.recv_timeout(wait) {
+            Ok(input) => Some(input),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        };
+        if failed {
+            refuse_input(index, input, &peers);
+            continue;
         }
-        // A cancel that must sync (the OST's sync_lock_cancel policy) waits
-        // here, on the OST's thread, as Lustre's cancel thread waits in
-        // tgt_sync: the object's writes reach the disk before the lock goes.
-        while let Some(request) = ost.poll_sync() {
-            if let Err(e) = ost.store_mut().sync(request.object) {
-                warn!(ost = index, "syncing object {} on a lock cancel: {e}", request.object.0);
-            }
-            ost.handle_synced(now(), request.token);
-        }
+        let kind = input_kind(&input);
+        let refusal = match &input {
+            Some(OstInput::Message { client, message }) => message.failed_reply().map(|reply| (*client, reply)),
+            _ => None,
+        };
+        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            serve_input(&mut ost, input, now, &mut bulk_shared_bytes)
+        }));
         let peers = peers.lock().expect("peers lock");
+        // What the OST answered before any failure still goes out.
         while let Some((client, message)) = ost.poll_transmit() {
             match peers.get(&client.0) {
                 Some(tx) => {
@@ -181,6 +179,101 @@ fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peer
                 None => debug!(ost = index, client = client.0, "reply to a closed connection dropped"),
             }
         }
+        if let Err(panic) = served {
+            failed = true;
+            error!(
+                ost = index,
+                input = kind,
+                "the OST failed handling a {kind} input ({}): it now refuses every request; restart the OSS",
+                panic_message(&panic)
+            );
+            if let Some((client, reply)) = refusal {
+                if let Some(tx) = peers.get(&client.0) {
+                    let _ = tx.send(Wire::ToClient { ost: index, message: reply });
+                }
+            }
+            // Whatever waits on the OST (a lock, a sync, a glimpse) fails.
+            for tx in peers.values() {
+                let _ = tx.send(Wire::ToClient { ost: index, message: ToClient::Failed });
+            }
+        }
+    }
+}
+
+/// Handle one input (a message, a timeout when `None`), then do the syncs
+/// it asked for.
+fn serve_input(
+    ost: &mut Ost<FileStore>,
+    input: Option<OstInput>,
+    now: impl Fn() -> Instant,
+    bulk_shared_bytes: &mut u64,
+) {
+    let index = ost.index().0;
+    match input {
+        Some(OstInput::Message { client, message }) => {
+            #[cfg(test)]
+            tests::panic_hook(&message);
+            if let ToOst::Write { data: Payload::Remote(span), .. } = &message {
+                *bulk_shared_bytes += span.len();
+            }
+            ost.handle_message(now(), client, message)
+        }
+        Some(OstInput::Destroy { object }) => {
+            if let Err(e) = ost.store_mut().destroy(object) {
+                warn!(ost = index, "destroying object {}: {e}", object.0);
+            }
+        }
+        Some(OstInput::Stats(reply)) => {
+            let locks = ost.locks();
+            let _ = reply.send(OstStats {
+                ost: index,
+                locks_granted: locks.granted_locks().count() as u64,
+                locks_waiting: locks.waiting_count() as u64,
+                locks: locks.counters_total(),
+                data: ost.counters(),
+                space: ost.store().space(),
+                bulk_shared_bytes: *bulk_shared_bytes,
+            });
+        }
+        None => ost.handle_timeout(now()),
+    }
+    // A cancel that must sync (the OST's sync_lock_cancel policy) waits
+    // here, on the OST's thread, as Lustre's cancel thread waits in
+    // tgt_sync: the object's writes reach the disk before the lock goes.
+    while let Some(request) = ost.poll_sync() {
+        if let Err(e) = ost.store_mut().sync(request.object) {
+            warn!(ost = index, "syncing object {} on a lock cancel: {e}", request.object.0);
+        }
+        ost.handle_synced(now(), request.token);
+    }
+}
+
+/// An OST out of service answers each request with [`IoError::Failed`]
+/// (statistics requests go unanswered, and their callers skip it).
+///
+/// [`IoError::Failed`]: lanefs_core::msg::IoError::Failed
+fn refuse_input(index: u32, input: Option<OstInput>, peers: &Peers) {
+    let Some(OstInput::Message { client, message }) = input else { return };
+    debug!(ost = index, client = client.0, kind = message.kind(), "refused: the OST is out of service");
+    let Some(reply) = message.failed_reply() else { return };
+    if let Some(tx) = peers.lock().expect("peers lock").get(&client.0) {
+        let _ = tx.send(Wire::ToClient { ost: index, message: reply });
+    }
+}
+
+fn input_kind(input: &Option<OstInput>) -> &'static str {
+    match input {
+        Some(OstInput::Message { message, .. }) => message.kind(),
+        Some(OstInput::Destroy { .. }) => "Destroy",
+        Some(OstInput::Stats(_)) => "Stats",
+        None => "timeout",
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> &str {
+    match panic.downcast_ref::<&str>() {
+        Some(message) => message,
+        None => panic.downcast_ref::<String>().map_or("a panic without a message", String::as_str),
     }
 }
 
@@ -345,4 +438,70 @@ pub async fn register_with_mds(mds: &Address, address: &Address, osts: &[u32]) -
         while let Ok(Some(_)) = read_frame(&mut r).await {}
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::client::{Client, ClientOptions};
+    use crate::cluster::{LocalCluster, LocalClusterConfig};
+    use lanefs_core::layout::Layout;
+    use lanefs_core::msg::ToOst;
+    use lanefs_core::{ObjectId, ObjectKey, OstIndex};
+    use std::time::Duration;
+
+    /// Every message naming this object panics its OST's service thread:
+    /// a stand-in for a bug in the OST, so that what follows one is tested.
+    const PANIC_OBJECT: u64 = 0x7a11_dead_0000;
+
+    pub(super) fn panic_hook(message: &ToOst) {
+        let object = match message {
+            ToOst::Enqueue { object, .. }
+            | ToOst::Write { object, .. }
+            | ToOst::Read { object, .. }
+            | ToOst::Punch { object, .. }
+            | ToOst::Getattr { object, .. }
+            | ToOst::Sync { object, .. } => *object,
+            ToOst::Connect | ToOst::Cancel { .. } | ToOst::GlimpseReply { .. } => return,
+        };
+        if object.0 == PANIC_OBJECT {
+            panic!("failure injected on object {PANIC_OBJECT:#x}");
+        }
+    }
+
+    fn file(client: &Client, ost: u32, object: u64) -> crate::client::File {
+        let layout = Layout::new(1 << 20, vec![ObjectKey { ost: OstIndex(ost), object: ObjectId(object) }]).unwrap();
+        client.open_layout("/f", layout).unwrap()
+    }
+
+    /// A panic in an OST's service thread fails that OST, not its callers:
+    /// the request that met it, every later one and whatever waited on the
+    /// OST get an error telling the operator to restart the OSS, and the
+    /// OSS's other OST serves on.
+    #[test]
+    fn a_failed_ost_answers_every_request_with_an_error() {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let cluster = LocalCluster::start(LocalClusterConfig { osts: 2, ..Default::default() }).unwrap();
+            let client = Client::connect(&cluster.mds_address(), ClientOptions::default()).unwrap();
+            let before = file(&client, 0, 1000);
+            client.pwrite(&before, 0, b"before").unwrap();
+            client.fsync(&before).unwrap();
+            let failing = file(&client, 0, PANIC_OBJECT);
+            let error = client.pread(&failing, 0, 10).unwrap_err().to_string();
+            assert!(error.contains("restart its OSS"), "{error}");
+            // Every later request to that OST fails, from any client.
+            let other = Client::connect(&cluster.mds_address(), ClientOptions::default()).unwrap();
+            let error = other.pread(&file(&other, 0, 1000), 0, 6).unwrap_err().to_string();
+            assert!(error.contains("restart its OSS"), "{error}");
+            let error = client.pwrite(&before, 0, b"after").unwrap_err().to_string();
+            assert!(error.contains("restart its OSS"), "{error}");
+            // The other OST of the OSS serves on.
+            let fine = file(&other, 1, 1000);
+            other.pwrite(&fine, 0, b"fine").unwrap();
+            other.fsync(&fine).unwrap();
+            assert_eq!(client.pread(&file(&client, 1, 1000), 0, 4).unwrap(), b"fine");
+            let _ = done.send(());
+        });
+        finished.recv_timeout(Duration::from_secs(60)).expect("every call answered within a minute");
+    }
 }

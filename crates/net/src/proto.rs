@@ -33,7 +33,9 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 /// 2: bulk data became a `Payload` (an enum tag in the header).
 /// 3: shared-memory bulk (`AttachArena`, `WriteShared`).
 /// 4: `ToOst::Sync` and `ToClient::SyncReply` (fsync commits the OSTs).
-pub const PROTOCOL_VERSION: u16 = 4;
+/// 5: an OST out of service (`IoError::Failed`, `EnqueueReply::Failed`,
+/// `ToClient::Failed`).
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

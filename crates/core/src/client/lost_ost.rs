@@ -51,7 +51,7 @@ impl Client {
                 }
                 key.ost != ost
             }
-            Rpc::Punch { op } | Rpc::Getattr { op, .. } => {
+            Rpc::Punch { op, .. } | Rpc::Getattr { op, .. } => {
                 let touches = self.ops.get(op).is_some_and(|o| o.steps.iter().any(|s| s.key.ost == ost));
                 if touches {
                     failed.push(*op);

@@ -121,6 +121,13 @@ impl ClientConfig {
                 self.rpc_bytes_max
             )));
         }
+        if self.rpc_bytes_max > crate::ost::RPC_BYTES_MAX {
+            return Err(ClientError::Config(format!(
+                "RPC size {} is above the {} bytes an OST takes in one RPC; lower it",
+                self.rpc_bytes_max,
+                crate::ost::RPC_BYTES_MAX
+            )));
+        }
         if self.rpcs_in_flight_max == 0 || self.rpcs_in_flight_max > 256 {
             return Err(ClientError::Config(format!(
                 "RPCs in flight {} is outside 1..=256 (Lustre's OSC_MAX_RIF_MAX)",
@@ -316,19 +323,32 @@ enum Rpc {
         op: OpId,
         key: ObjectKey,
         offset: u64,
+        len: u64,
     },
     Punch {
         op: OpId,
+        ost: OstIndex,
     },
     Getattr {
         op: OpId,
         stripe: u32,
+        ost: OstIndex,
     },
     /// An fsync's `OST_SYNC` of one object.
     Sync {
         op: OpId,
         key: ObjectKey,
     },
+}
+
+impl Rpc {
+    /// The OST it was sent to.
+    fn ost(&self) -> OstIndex {
+        match self {
+            Rpc::Write { key, .. } | Rpc::Read { key, .. } | Rpc::Sync { key, .. } => key.ost,
+            Rpc::Punch { ost, .. } | Rpc::Getattr { ost, .. } => *ost,
+        }
+    }
 }
 
 /// What one pass of [`Client::run`] moved.
@@ -538,7 +558,7 @@ impl Client {
 
     pub fn handle_message(&mut self, now: Instant, from: OstIndex, message: ToClient) {
         match message {
-            ToClient::Enqueue { xid, reply } => self.on_enqueue_reply(now, xid, reply),
+            ToClient::Enqueue { xid, reply } => self.on_enqueue_reply(now, from, xid, reply),
             ToClient::Completion { lock, extent, callback_pending } => {
                 self.on_completion(now, from, lock, extent, callback_pending)
             }
@@ -553,6 +573,10 @@ impl Client {
                 self.send(from, ToOst::GlimpseReply { xid, size });
             }
             ToClient::Evicted => self.on_evicted(from),
+            ToClient::Failed => {
+                tracing::warn!(client = self.id.0, ost = %from, "the OST is out of service");
+                self.handle_unreachable(now, from, &IoError::Failed.to_string());
+            }
         }
         self.run(now);
     }
@@ -656,6 +680,19 @@ impl Client {
 
     fn send(&mut self, to: OstIndex, message: ToOst) {
         self.transmits.push_back((to, message));
+    }
+
+    /// The RPC `xid`, taken out, if it went to `from` and `answers` says the
+    /// reply is of its kind; a stray reply (an unknown or answered xid,
+    /// another OST's, another kind of RPC's) leaves the books as they are.
+    fn take_rpc(&mut self, from: OstIndex, xid: Xid, answers: fn(&Rpc) -> bool) -> Option<Rpc> {
+        match self.rpcs.get(&xid) {
+            Some(rpc) if rpc.ost() == from && answers(rpc) => self.rpcs.remove(&xid),
+            _ => {
+                tracing::debug!(client = self.id.0, ost = %from, xid = xid.0, "stray reply ignored");
+                None
+            }
+        }
     }
 
     fn xid(&mut self) -> Xid {

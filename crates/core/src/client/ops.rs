@@ -580,7 +580,7 @@ impl Client {
         for span in &spans {
             let xid = self.xid();
             self.counters.read_rpcs += 1;
-            self.rpcs.insert(xid, Rpc::Read { op: id, key: step.key, offset: span.start });
+            self.rpcs.insert(xid, Rpc::Read { op: id, key: step.key, offset: span.start, len: span.len() });
             self.send(step.key.ost, ToOst::Read { xid, object: step.key.object, offset: span.start, len: span.len() });
         }
         self.set_state(id, OpState::WaitRpcs { outstanding: spans.len(), failed: None });
@@ -619,7 +619,7 @@ impl Client {
                 *sizes = vec![0; steps.len()];
                 for s in steps.iter() {
                     let xid = self.xid();
-                    self.rpcs.insert(xid, Rpc::Getattr { op: id, stripe: s.stripe });
+                    self.rpcs.insert(xid, Rpc::Getattr { op: id, stripe: s.stripe, ost: s.key.ost });
                     self.send(s.key.ost, ToOst::Getattr { xid, object: s.key.object });
                 }
                 self.set_state(id, OpState::WaitRpcs { outstanding: steps.len(), failed: None });
@@ -659,7 +659,7 @@ impl Client {
                 }
                 self.cache.truncate(step.key, object_size);
                 let xid = self.xid();
-                self.rpcs.insert(xid, Rpc::Punch { op: id });
+                self.rpcs.insert(xid, Rpc::Punch { op: id, ost: step.key.ost });
                 self.send(step.key.ost, ToOst::Punch { xid, object: step.key.object, size: object_size });
                 self.set_state(id, OpState::WaitRpcs { outstanding: 1, failed: None });
                 Ok(true)
