@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test bench build pgo deps fmt clippy clean
+.PHONY: demo test bench build pgo deps fmt clippy clean fuzz
 
 deps:
 	@command -v cargo >/dev/null 2>&1 || { \
@@ -23,6 +23,11 @@ test: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 	$(CARGO) test --locked --workspace
+
+# Coverage-guided fuzzing (cargo afl) of the codec, the OST, the client and
+# the MDS: FUZZ_SECONDS per target (default 180); fails if a crash is found.
+fuzz: deps
+	fuzz/run.sh
 
 # A profile-guided build for large simulations (target/pgo/release/lanefs).
 pgo: deps

@@ -406,7 +406,7 @@ impl Client {
 
     /// Drop the operation's lock reference; a called-back lock with no users
     /// left is then cancelled by the flush pump.
-    fn release(&mut self, now: Instant, id: OpId) {
+    pub(super) fn release(&mut self, now: Instant, id: OpId) {
         let op = self.ops.get_mut(&id).expect("live op");
         if let Some(l) = op.holding.take() {
             if let Some(lock) = self.locks.get_mut(l) {
