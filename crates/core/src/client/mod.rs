@@ -32,6 +32,14 @@
 //! [`OpOutput::ReadPhantom`]. A write of the other kind fails with
 //! [`ClientError::MixedPayloads`], and a read reply of the other kind fails
 //! its read with [`IoError::PayloadKind`] (nothing is cached from it).
+//!
+//! What a server may send: any [`ToClient`] message, for any OST; a broken
+//! or hostile OST must not panic a client. Replies are matched to requests
+//! in flight by OST, xid and kind, grants and completions are checked
+//! against the lock asked for, and read replies against the length asked
+//! for (see `ops_replies.rs`); whatever does not fit is ignored with a debug
+//! log, or fails the operation it names. [`ToClient::Failed`] (an OST out of
+//! service) is taken as [`Client::handle_unreachable`].
 
 pub mod ladvise;
 pub mod locks;
