@@ -168,3 +168,46 @@ fn a_client_that_cannot_reach_the_mds_gets_an_error_not_a_hang() {
     let err = Client::connect("not-an-address", ClientOptions::default()).err().unwrap();
     assert!(err.to_string().contains("HOST:PORT"), "{err}");
 }
+
+/// Read frames from `s` until one is an answer from an OST; `None` if the
+/// server closes or says nothing for 10 seconds.
+fn next_ost_answer(s: &mut std::net::TcpStream) -> Option<lanefs_core::msg::ToClient> {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    loop {
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).ok()?;
+        let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+        s.read_exact(&mut body).ok()?;
+        if let Wire::ToClient { message, .. } = lanefs_net::codec::decode(body).unwrap() {
+            return Some(message);
+        }
+    }
+}
+
+/// I/O at an offset near 2^64 and a read of 1 TiB are answered with an
+/// error. Before, the first panicked the OST's service thread, after which
+/// no client of that OST was answered again.
+#[test]
+fn io_past_the_end_of_offsets_is_answered_with_an_error() {
+    use lanefs_core::msg::{IoError, Payload, ToClient, ToOst};
+    use lanefs_core::{ObjectId, Xid};
+    let c = tcp_cluster();
+    let mut s = std::net::TcpStream::connect(c.oss_address().unwrap()).unwrap();
+    s.write_all(&hello(PROTOCOL_VERSION)).unwrap();
+    let requests = [
+        ToOst::Write { xid: Xid(1), object: ObjectId(5), offset: u64::MAX - 10, data: Payload::Bytes(vec![1; 100]) },
+        ToOst::Read { xid: Xid(2), object: ObjectId(5), offset: u64::MAX - 10, len: 100 },
+        ToOst::Read { xid: Xid(3), object: ObjectId(5), offset: 0, len: 1 << 40 },
+    ];
+    for message in requests {
+        s.write_all(&frame(Wire::ToOst { ost: 0, message })).unwrap();
+        let answer = next_ost_answer(&mut s).expect("the OST answers");
+        let result = match answer {
+            ToClient::WriteReply { result, .. } => result,
+            ToClient::ReadReply { result, .. } => result.map(drop),
+            other => panic!("answered {other:?}"),
+        };
+        assert_eq!(result, Err(IoError::Invalid));
+    }
+    still_serving(&c);
+}
