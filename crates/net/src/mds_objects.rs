@@ -231,9 +231,11 @@ impl Lifecycle {
         body: impl FnOnce(&mut Mds) -> Result<T, MdsError> + Send + 'static,
     ) -> Result<T, String> {
         let mds = self.mds.clone();
-        let ran = tokio::task::spawn_blocking(move || match mds.lock().expect("mds lock").as_mut() {
-            Some(mds) => body(mds).map_err(|error| error.to_string()),
-            None => Err("the MDS has stopped".to_string()),
+        let ran = tokio::task::spawn_blocking(move || {
+            match mds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
+                Some(mds) => body(mds).map_err(|error| error.to_string()),
+                None => Err("the MDS has stopped".to_string()),
+            }
         })
         .await;
         ran.unwrap_or_else(|error| Err(format!("MDS task failed: {error}")))

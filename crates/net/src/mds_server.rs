@@ -20,6 +20,13 @@
 //! one is answered. The database's directory is fenced by whoever opens
 //! the database (`lanefs mds`, `LocalCluster`), before it is opened; the
 //! fence comes in [`MdsOptions`] and is held as long as the MDS serves.
+//!
+//! What a peer may send: any frame; a malformed one, or one an MDS does not
+//! take, closes the connection with the reason. `Mds::handle` checks every
+//! field of a namespace request and answers a bad one with an error. Should
+//! it panic anyway, the caller is answered with an error and the MDS serves
+//! on: the request's transaction was rolled back, and the `Mds` holds no
+//! other state.
 
 use crate::auth::ClusterKey;
 use crate::fence::Fence;
@@ -36,7 +43,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::BufReader;
-use tracing::info;
+use tracing::{error, info};
 
 /// How an MDS serves, beyond its database.
 #[derive(Clone, Debug, Default)]
@@ -97,7 +104,7 @@ impl MdsHandle {
         let _ = self.shared.stop.send(true);
         let _ = self.accept.await;
         self.shared.objects.join().await;
-        self.shared.mds.lock().expect("mds lock").take();
+        self.shared.mds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
     }
 }
 
@@ -244,13 +251,19 @@ async fn namespace(shared: &Shared, credentials: Credentials, request: MdsReques
         let mds = shared.mds.clone();
         let (credentials, request) = (credentials.clone(), request.clone());
         let reply = tokio::task::spawn_blocking(move || {
-            mds.lock().expect("mds lock").as_mut().map(|mds| mds.handle(&credentials, request))
+            let mut mds = mds.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            mds.as_mut().map(|mds| mds.handle(&credentials, request))
         })
         .await;
         let reply = match reply {
             Ok(Some(reply)) => reply,
             Ok(None) => return MdsAnswer::Error("the MDS is shutting down".into()),
-            Err(e) => return MdsAnswer::Error(format!("MDS request failed: {e}")),
+            Err(e) => {
+                error!("an MDS request failed: {e}");
+                return MdsAnswer::Error(format!(
+                    "the MDS failed on this request ({e}); its transaction was rolled back"
+                ));
+            }
         };
         if touches_objects {
             shared.objects.wake();

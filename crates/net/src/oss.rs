@@ -45,6 +45,18 @@
 //! requests in flight to the OST threads are bounded ([`RequestBudget`]).
 //! A read larger than the bulk maximum is answered `IoError::Invalid` by
 //! the connection itself: its reply could never be sent.
+//!
+//! What a peer may send: any frame. The codec checks lengths, the
+//! handshake the magic and version, this loop the OST index and shared
+//! bulk descriptors (a failure closes the connection with the reason), and
+//! the core's [`Ost`] every field of an OST message (a malformed request is
+//! answered with an error). Should handling an input panic anyway, the
+//! panic is caught on the OST's thread and logged with the OST index and
+//! the kind of input; from then on that OST answers every request with
+//! `IoError::Failed` ("restart its OSS"), and every connected client is told
+//! once (`ToClient::Failed`), so that nothing waits forever on it, while
+//! the OSS's other OSTs serve on. Lustre has no such mode: an assertion
+//! failure there (LBUG) stops the whole server.
 
 use crate::auth::{claim_allowed, ClusterKey, Peer};
 use crate::codec::{read_frame, CodecError, BULK_BYTES_MAX};
@@ -68,7 +80,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration as StdDuration;
 use tokio::io::BufReader;
 use tokio::sync::oneshot;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 #[derive(Clone, Debug)]
 pub struct OssConfig {
@@ -277,68 +289,164 @@ fn ost_thread(
     let now = || Instant(clock.elapsed().as_nanos() as u64);
     let index = ost.index().0;
     let mut bulk_shared_bytes = 0u64;
+    // Set when handling an input panicked: the OST's state can no longer be
+    // trusted, so it serves nothing more and refuses every request.
+    let mut failed = false;
     loop {
-        // The handled request's room in its connection's budget, given
-        // back once its replies are queued: the reader then sees them.
-        let mut handled: Option<InFlight> = None;
-        let wait = match ost.poll_timeout() {
+        let timeout = if failed { None } else { ost.poll_timeout() };
+        let wait = match timeout {
             Some(t) => StdDuration::from_nanos(t.0.saturating_sub(now().0)),
             None => StdDuration::from_secs(3600),
         };
-        match rx.recv_timeout(wait) {
-            Ok(OstInput::Message { client, message, in_flight }) => {
-                if let ToOst::Write { data: Payload::Remote(span), .. } = &message {
-                    bulk_shared_bytes += span.len();
-                }
-                ost.handle_message(now(), client, message);
-                handled = in_flight;
-            }
-            Ok(OstInput::Destroy { objects, reply }) => {
-                let mut result = Ok(());
-                for object in objects {
-                    if let Err(e) = ost.store_mut().destroy(object) {
-                        warn!(ost = index, "destroying object {}: {e}", object.0);
-                        result = Err(format!("destroying object {} of OST{index:04x}: {e}", object.0));
-                    }
-                }
-                let _ = reply.send(result);
-            }
-            Ok(OstInput::Precreate { last_id, reply }) => {
-                let created = ost.store_mut().precreate(last_id);
-                if let Err(e) = &created {
-                    warn!(ost = index, "precreating objects up to {}: {e}", last_id.0);
-                }
-                let _ = reply.send(created.map(|id| id.0).map_err(|e| format!("OST{index:04x}: {e}")));
-            }
-            Ok(OstInput::Evict { client }) => ost.evict(now(), client),
-            Ok(OstInput::Stats(reply)) => {
-                let locks = ost.locks();
-                let _ = reply.send(OstStats {
-                    ost: index,
-                    locks_granted: locks.granted_locks().count() as u64,
-                    locks_waiting: locks.waiting_count() as u64,
-                    locks: locks.counters_total(),
-                    data: ost.counters(),
-                    space: ost.store().space(),
-                    bulk_shared_bytes,
-                });
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => ost.handle_timeout(now()),
+        let mut input = match rx.recv_timeout(wait) {
+            Ok(input) => Some(input),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        };
+        // The handled request's room in its connection's budget, given
+        // back once its replies are queued: the reader then sees them.
+        let handled = match &mut input {
+            Some(OstInput::Message { in_flight, .. }) => in_flight.take(),
+            _ => None,
+        };
+        if failed {
+            refuse_input(index, input, &peers);
+            continue;
         }
-        commit(&mut ost, &exports, now());
-        if let Some(record) = ost.poll_record() {
-            save_record(&ost, &exports, &record);
-        }
-        // Queued, never waited for: a slow client slows nobody else.
+        let kind = input_kind(&input);
+        let refusal = match &input {
+            Some(OstInput::Message { client, message, .. }) => message.failed_reply().map(|reply| (*client, reply)),
+            _ => None,
+        };
+        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            serve_input(&mut ost, input, now, &mut bulk_shared_bytes, &exports)
+        }));
         let peers = peers.lock().expect("peers lock");
+        // Queued, never waited for: a slow client slows nobody else. What
+        // the OST answered before any failure still goes out.
         while let Some((client, message)) = ost.poll_transmit() {
             let queued = peers.get(&client.0).map(|outbox| outbox.push(Wire::ToClient { ost: index, message }));
             if !matches!(queued, Some(Ok(()))) {
                 debug!(ost = index, client = client.0, "reply to a closed connection dropped");
             }
         }
+        if let Err(panic) = served {
+            failed = true;
+            error!(
+                ost = index,
+                input = kind,
+                "the OST failed handling a {kind} input ({}): it now refuses every request; restart the OSS",
+                panic_message(&panic)
+            );
+            if let Some((client, reply)) = refusal {
+                if let Some(outbox) = peers.get(&client.0) {
+                    let _ = outbox.push(Wire::ToClient { ost: index, message: reply });
+                }
+            }
+            // Whatever waits on the OST (a lock, a sync, a glimpse) fails.
+            for outbox in peers.values() {
+                let _ = outbox.push(Wire::ToClient { ost: index, message: ToClient::Failed });
+            }
+        }
         drop(handled);
+    }
+}
+
+/// Handle one input (a message, a timeout when `None`), then do the
+/// commits it asked for and write the OST's record if it changed.
+fn serve_input(
+    ost: &mut Ost<FileStore>,
+    input: Option<OstInput>,
+    now: impl Fn() -> Instant,
+    bulk_shared_bytes: &mut u64,
+    exports: &Mutex<Exports>,
+) {
+    let index = ost.index().0;
+    match input {
+        Some(OstInput::Message { client, message, .. }) => {
+            #[cfg(test)]
+            tests::panic_hook(&message);
+            if let ToOst::Write { data: Payload::Remote(span), .. } = &message {
+                *bulk_shared_bytes += span.len();
+            }
+            ost.handle_message(now(), client, message);
+        }
+        Some(OstInput::Destroy { objects, reply }) => {
+            let mut result = Ok(());
+            for object in objects {
+                if let Err(e) = ost.store_mut().destroy(object) {
+                    warn!(ost = index, "destroying object {}: {e}", object.0);
+                    result = Err(format!("destroying object {} of OST{index:04x}: {e}", object.0));
+                }
+            }
+            let _ = reply.send(result);
+        }
+        Some(OstInput::Precreate { last_id, reply }) => {
+            let created = ost.store_mut().precreate(last_id);
+            if let Err(e) = &created {
+                warn!(ost = index, "precreating objects up to {}: {e}", last_id.0);
+            }
+            let _ = reply.send(created.map(|id| id.0).map_err(|e| format!("OST{index:04x}: {e}")));
+        }
+        Some(OstInput::Evict { client }) => ost.evict(now(), client),
+        Some(OstInput::Stats(reply)) => {
+            let locks = ost.locks();
+            let _ = reply.send(OstStats {
+                ost: index,
+                locks_granted: locks.granted_locks().count() as u64,
+                locks_waiting: locks.waiting_count() as u64,
+                locks: locks.counters_total(),
+                data: ost.counters(),
+                space: ost.store().space(),
+                bulk_shared_bytes: *bulk_shared_bytes,
+            });
+        }
+        None => ost.handle_timeout(now()),
+    }
+    commit(ost, exports, now());
+    if let Some(record) = ost.poll_record() {
+        save_record(ost, exports, &record);
+    }
+}
+
+/// An OST out of service answers each request with [`IoError::Failed`],
+/// and the MDS's precreates and destroys with an error; statistics
+/// requests go unanswered (their callers skip it).
+fn refuse_input(index: u32, input: Option<OstInput>, peers: &Peers) {
+    let failed = format!("OST{index:04x} is out of service after an internal failure: restart its OSS");
+    match input {
+        Some(OstInput::Message { client, message, .. }) => {
+            debug!(ost = index, client = client.0, kind = message.kind(), "refused: the OST is out of service");
+            let Some(reply) = message.failed_reply() else { return };
+            if let Some(outbox) = peers.lock().expect("peers lock").get(&client.0) {
+                let _ = outbox.push(Wire::ToClient { ost: index, message: reply });
+            }
+        }
+        Some(OstInput::Destroy { reply, .. }) => {
+            let _ = reply.send(Err(failed));
+        }
+        Some(OstInput::Precreate { reply, .. }) => {
+            let _ = reply.send(Err(failed));
+        }
+        Some(OstInput::Evict { .. } | OstInput::Stats(_)) | None => {}
+    }
+}
+
+fn input_kind(input: &Option<OstInput>) -> &'static str {
+    match input {
+        Some(OstInput::Message { message, .. }) => message.kind(),
+        Some(OstInput::Destroy { .. }) => "Destroy",
+        Some(OstInput::Precreate { .. }) => "Precreate",
+        Some(OstInput::Evict { .. }) => "Evict",
+        Some(OstInput::Stats(_)) => "Stats",
+        None => "timeout",
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> &str {
+    match panic.downcast_ref::<&str>() {
+        Some(message) => message,
+        None => panic.downcast_ref::<String>().map_or("a panic without a message", String::as_str),
     }
 }
 
@@ -784,4 +892,68 @@ pub async fn register_with_mds(
         outbox.close("the MDS closed the registration");
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::client::Client;
+    use crate::cluster::{LocalCluster, LocalClusterConfig};
+    use lanefs_core::msg::ToOst;
+    use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
+    use std::time::Duration;
+
+    /// Every read at this offset panics its OST's service thread: a
+    /// stand-in for a bug in the OST, so that what follows one is tested.
+    const PANIC_OFFSET: u64 = 0x7a11_0000;
+
+    pub(super) fn panic_hook(message: &ToOst) {
+        if let ToOst::Read { offset: PANIC_OFFSET, .. } = message {
+            panic!("failure injected on a read at {PANIC_OFFSET:#x}");
+        }
+    }
+
+    /// Create (or open) `path` with one stripe, on OST `ost`.
+    fn file(client: &Client, path: &str, ost: u32) -> crate::client::File {
+        let create = MdsRequest::Create {
+            path: path.into(),
+            stripe: StripeSpec { count: Some(1), size: None, start_ost: Some(i64::from(ost)) },
+            mode: CreateMode::OpenOrCreate,
+            access: Access::ReadWrite,
+            permissions: 0o644,
+        };
+        let MdsReply::File(info) = client.mds(create).unwrap() else { panic!("create answered something else") };
+        assert_eq!(info.layout.objects()[0].ost.0, ost);
+        client.open_layout(path, info.layout).unwrap()
+    }
+
+    /// A panic in an OST's service thread fails that OST, not its callers:
+    /// the request that met it, every later one and whatever waited on the
+    /// OST get an error telling the operator to restart the OSS, and the
+    /// OSS's other OST serves on.
+    #[test]
+    fn a_failed_ost_answers_every_request_with_an_error() {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let cluster = LocalCluster::start(LocalClusterConfig { osts: 2, ..Default::default() }).unwrap();
+            let client = Client::connect(&cluster.mds_address(), cluster.client_options()).unwrap();
+            let before = file(&client, "/before", 0);
+            client.pwrite(&before, 0, b"before").unwrap();
+            client.fsync(&before).unwrap();
+            let error = client.pread(&before, PANIC_OFFSET, 10).unwrap_err().to_string();
+            assert!(error.contains("restart its OSS"), "{error}");
+            // Every later request to that OST fails, from any client.
+            let other = Client::connect(&cluster.mds_address(), cluster.client_options()).unwrap();
+            let error = other.pread(&file(&other, "/before", 0), 0, 6).unwrap_err().to_string();
+            assert!(error.contains("restart its OSS"), "{error}");
+            let error = client.pwrite(&before, 0, b"after").unwrap_err().to_string();
+            assert!(error.contains("restart its OSS"), "{error}");
+            // The other OST of the OSS serves on.
+            let fine = file(&other, "/fine", 1);
+            other.pwrite(&fine, 0, b"fine").unwrap();
+            other.fsync(&fine).unwrap();
+            assert_eq!(client.pread(&file(&client, "/fine", 1), 0, 4).unwrap(), b"fine");
+            let _ = done.send(());
+        });
+        finished.recv_timeout(Duration::from_secs(60)).expect("every call answered within a minute");
+    }
 }

@@ -54,7 +54,8 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    the MDS to the OSSes; on TCP the frames travel inside mutual TLS with
 ///    the cluster's keys, and the roles a `Hello` may claim depend on the
 ///    peer's key ([`crate::auth`]); `Ping` and `Pong` (servers close
-///    connections silent too long).
+///    connections silent too long); an OST out of service
+///    (`IoError::Failed`, `EnqueueReply::Failed`, `ToClient::Failed`).
 pub const PROTOCOL_VERSION: u16 = 5;
 
 /// Who is connecting.

@@ -5,7 +5,7 @@ use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::auth::ClusterKey;
 use lanefs_net::client::{Client, ClientOptions};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
-use lanefs_net::codec::{encode, FRAME_BYTES_MAX};
+use lanefs_net::codec::{encode, read_frame, FRAME_BYTES_MAX};
 use lanefs_net::proto::{Role, Wire, MAGIC, PROTOCOL_VERSION};
 use lanefs_net::transport::{connect, Address};
 use std::time::Duration;
@@ -248,5 +248,54 @@ fn only_the_mds_may_destroy_or_create_objects() {
     let stray = frame(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role });
     let answer = exchange_as_server(&c, &c.mds_address(), &stray);
     assert!(answer.contains("OST index 7 is out of range: this file system has 1 OSTs"), "{answer:?}");
+    still_serving(&c);
+}
+
+/// I/O at an offset near 2^64 and a read of 1 TiB are answered with an
+/// error. Before, the first panicked the OST's service thread, after which
+/// no client of that OST was answered again.
+#[test]
+fn io_past_the_end_of_offsets_is_answered_with_an_error() {
+    use lanefs_core::msg::{IoError, Payload, ToClient, ToOst};
+    use lanefs_core::{ObjectId, Xid};
+    let c = tcp_cluster();
+    let oss = Address::parse(&c.oss_address().unwrap()).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut s = connect(&oss, c.client_key()).await.unwrap();
+        let mut bytes = hello(PROTOCOL_VERSION);
+        bytes.extend(frame(Wire::Session { uuid: 77 }));
+        bytes.extend(frame(Wire::ToOst { ost: 0, message: ToOst::Connect { resume: None } }));
+        s.write_all(&bytes).await.unwrap();
+        let requests = [
+            ToOst::Write {
+                xid: Xid(1),
+                object: ObjectId(5),
+                offset: u64::MAX - 10,
+                data: Payload::Bytes(vec![1; 100]),
+            },
+            ToOst::Read { xid: Xid(2), object: ObjectId(5), offset: u64::MAX - 10, len: 100 },
+            ToOst::Read { xid: Xid(3), object: ObjectId(5), offset: 0, len: 1 << 40 },
+        ];
+        for message in requests {
+            s.write_all(&frame(Wire::ToOst { ost: 0, message })).await.unwrap();
+            s.flush().await.unwrap();
+            // The first answer to a request (the handshake's are skipped).
+            let answer = loop {
+                let read = tokio::time::timeout(Duration::from_secs(10), read_frame(&mut s)).await;
+                match read.expect("the OST answers within 10 s").expect("a well-formed frame") {
+                    Some(Wire::ToClient { message, .. }) if message.reply_xid().is_some() => break message,
+                    Some(_) => continue,
+                    None => panic!("the OSS closed the connection"),
+                }
+            };
+            let result = match answer {
+                ToClient::WriteReply { result, .. } => result,
+                ToClient::ReadReply { result, .. } => result.map(drop),
+                other => panic!("answered {other:?}"),
+            };
+            assert_eq!(result, Err(IoError::Invalid));
+        }
+    });
     still_serving(&c);
 }

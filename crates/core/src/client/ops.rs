@@ -409,7 +409,7 @@ impl Client {
 
     /// Drop the operation's lock reference; a called-back lock with no users
     /// left is then cancelled by the flush pump.
-    fn release(&mut self, now: Instant, id: OpId) {
+    pub(super) fn release(&mut self, now: Instant, id: OpId) {
         let op = self.ops.get_mut(&id).expect("live op");
         if let Some(l) = op.holding.take() {
             if let Some(lock) = self.locks.get_mut(l) {
@@ -628,7 +628,7 @@ impl Client {
                 *sizes = vec![0; steps.len()];
                 for s in steps.iter() {
                     let xid = self.xid();
-                    self.rpcs.insert(xid, Rpc::Getattr { op: id, stripe: s.stripe });
+                    self.rpcs.insert(xid, Rpc::Getattr { op: id, stripe: s.stripe, ost: s.key.ost });
                     self.send(s.key.ost, ToOst::Getattr { xid, object: s.key.object });
                 }
                 self.set_state(id, OpState::WaitRpcs { outstanding: steps.len(), failed: None });

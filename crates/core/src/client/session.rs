@@ -207,7 +207,7 @@ impl Client {
             .collect();
         for (&xid, rpc) in &self.rpcs {
             if let Some(message) = self.request_of(xid, rpc) {
-                if rpc_ost(rpc, self) == Some(ost) {
+                if rpc.ost() == ost {
                     again.push((xid, message));
                 }
             }
@@ -234,7 +234,7 @@ impl Client {
             }
             Rpc::Read { key, offset, len, .. } => ToOst::Read { xid, object: key.object, offset: *offset, len: *len },
             Rpc::Punch { key, size, .. } => ToOst::Punch { xid, object: key.object, size: *size },
-            Rpc::Getattr { op, stripe } => {
+            Rpc::Getattr { op, stripe, .. } => {
                 let key = self.ops.get(op)?.steps.get(*stripe as usize)?.key;
                 ToOst::Getattr { xid, object: key.object }
             }
@@ -302,17 +302,5 @@ impl Client {
         let (keys, bytes) = self.replay.drop_ost(ost);
         self.record_write_error(&keys, ost, cause);
         self.report_loss(ost, bytes);
-    }
-}
-
-/// The OST an RPC went to.
-fn rpc_ost(rpc: &Rpc, client: &Client) -> Option<OstIndex> {
-    match rpc {
-        Rpc::Write { key, .. }
-        | Rpc::Read { key, .. }
-        | Rpc::Punch { key, .. }
-        | Rpc::Sync { key, .. }
-        | Rpc::Commit { key } => Some(key.ost),
-        Rpc::Getattr { op, stripe } => Some(client.ops.get(op)?.steps.get(*stripe as usize)?.key.ost),
     }
 }

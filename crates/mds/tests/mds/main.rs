@@ -6,6 +6,7 @@
 //! is a sequence of requests, and these tests are those sequences.
 
 mod full_disk;
+mod hostile;
 mod lifecycle;
 mod namespace;
 mod permissions;

@@ -332,16 +332,24 @@ impl Driver {
                 };
                 live.last_heard = tokio::time::Instant::now();
                 match frame {
-                    Wire::ToClient { ost, message } => self.core.handle_message(now, OstIndex(ost), message),
+                    Wire::ToClient { ost, message } if self.oss[i].osts.contains(&ost) => {
+                        self.core.handle_message(now, OstIndex(ost), message)
+                    }
+                    Wire::ToClient { ost, .. } => {
+                        debug!(oss = %self.oss[i].address, ost, "message for an OST this OSS does not serve ignored")
+                    }
                     Wire::StatsReply { id, osts } => {
-                        if let Some((left, acc, _)) = self.stats_calls.get_mut(&id) {
-                            acc.extend(osts);
-                            left.remove(&i);
-                        }
+                        let Some((left, acc, _)) = self.stats_calls.get_mut(&id).filter(|(left, ..)| left.contains(&i))
+                        else {
+                            debug!(oss = %self.oss[i].address, id, "statistics answer not asked for ignored");
+                            return;
+                        };
+                        acc.extend(osts);
+                        left.remove(&i);
                         self.finish_stats();
                     }
                     Wire::Pong => {}
-                    other => warn!("unexpected message from an OSS: {other:?}"),
+                    other => debug!("unexpected {} message from an OSS ignored", crate::oss::variant(&other)),
                 }
             }
             NetIn::Frame(Peer::Mds, frame) => {
@@ -355,7 +363,7 @@ impl Driver {
                         }
                     }
                     Wire::Pong => {}
-                    other => warn!("unexpected message from the MDS: {other:?}"),
+                    other => debug!("unexpected {} message from the MDS ignored", crate::oss::variant(&other)),
                 }
             }
             NetIn::Closed(Peer::Mds, reason) => self.mds_lost(&reason),

@@ -25,6 +25,12 @@
 //! (Lustre pings every `obd_timeout / 4`, 25 s), so a live server always
 //! has something to answer. Nothing waits forever on a dead peer.
 //!
+//! What a server may send: anything. The core client checks each message
+//! from an OSS (see `lanefs_core::client`); the driver ignores (with a log
+//! line) a message for an OST that the sending OSS does not serve, a
+//! statistics answer from an OSS not asked or already answered, and an MDS
+//! reply for no call in flight.
+//!
 //! The data path: [`Client::pwrite`] copies the caller's bytes once, on the
 //! caller's thread, into page frames; the core caches those frames as they
 //! are, and its write RPCs carry them. When an OSS is reached over a Unix
