@@ -232,6 +232,7 @@ pub fn oss(
         ost: ost_config(options)?,
         export_timeout: export_timeout(options)?,
         limits: server_limits(limits)?,
+        faults: Default::default(),
     };
     let tcp = matches!(listen, Address::Tcp(_)) || matches!(mds, Address::Tcp(_));
     let key = server_key("lanefs oss", key, tcp)?;

@@ -18,6 +18,9 @@
 //!   client: each of the `--tasks-per-node` ranks (all `-N` of them unless
 //!   given, since they run on this host) gets its share of 32 MiB dirty per
 //!   OST (at least one RPC) and 64 MiB of clean cache;
+//! * `timeout=SECONDS`: how long an RPC may go unanswered, or a server be
+//!   out of reach, before the operation that needs it fails (Lustre's
+//!   `obd_timeout`, 100 s by default); clients ping every quarter of it;
 //! * `ranks=threads|processes`: how `-N` ranks run. Either way each rank is
 //!   its own client; with `processes` each client lives in a process of its
 //!   own (see `ior_ranks`), as under `mpirun`.
@@ -53,6 +56,12 @@ static OPTIONS: &[ModuleOption] = &[
     },
     ModuleOption { name: "max-rpcs-in-flight", takes_value: true, help: "write RPCs in flight per OST (default 8)" },
     ModuleOption { name: "ranks", takes_value: true, help: "threads | processes: how -N ranks run (default threads)" },
+    ModuleOption {
+        name: "timeout",
+        takes_value: true,
+        help:
+            "seconds an RPC may go unanswered or a server be out of reach before the operation fails (obd_timeout, 100)",
+    },
 ];
 
 /// The `lanefs` IOR backend.
@@ -64,6 +73,8 @@ pub struct LanefsBackend {
     ior_args: Vec<String>,
     totals: Mutex<Totals>,
     before: Vec<OstStats>,
+    /// The run's `timeout` option, once its parameters are checked.
+    timeout: Mutex<Option<std::time::Duration>>,
 }
 
 /// Lockahead figures that only the clients know, summed over the ranks.
@@ -125,6 +136,16 @@ pub(crate) fn client_options(p: &IorParams) -> Result<ClientOptions, IorError> {
     if let Some(mb) = number("max-cached-mb")? {
         core.cached_bytes_max = mb.saturating_mul(1 << 20);
     }
+    if let Some(seconds) = number("timeout")? {
+        if !(1..=86_400).contains(&seconds) {
+            return Err(option_error(
+                "timeout",
+                format!("{seconds} is outside 1..=86400 seconds; Lustre's default is 100"),
+            ));
+        }
+        let timeout = std::time::Duration::from_secs(seconds);
+        (options.rpc_timeout, options.reconnect_timeout, options.ping_interval) = (timeout, timeout, timeout / 4);
+    }
     if let Some(n) = number("max-rpcs-in-flight")? {
         if !(1..=256).contains(&n) {
             return Err(option_error("max-rpcs-in-flight", format!("{n} is outside 1..=256 (Lustre's limits)")));
@@ -139,7 +160,8 @@ impl LanefsBackend {
         let options =
             ClientOptions { shared_memory: false, key: key.as_ref().map(|k| k.1.clone()), ..Default::default() };
         let before = Client::connect(&mds, options)?.ost_stats()?;
-        Ok(LanefsBackend { mds, key, ior_args, totals: Mutex::new(Totals::default()), before })
+        let timeout = Mutex::new(None);
+        Ok(LanefsBackend { mds, key, ior_args, totals: Mutex::new(Totals::default()), before, timeout })
     }
 
     fn credentials(&self) -> Option<ClusterKey> {
@@ -155,13 +177,17 @@ impl LanefsBackend {
             ior_args: Vec::new(),
             totals: Mutex::new(Totals::default()),
             before: Vec::new(),
+            timeout: Mutex::new(None),
         }
     }
 
     /// A client for namespace calls and statistics: it writes no data, so
     /// it needs no page arena.
     fn admin(&self) -> Result<Client, IorError> {
-        let options = ClientOptions { shared_memory: false, key: self.credentials(), ..Default::default() };
+        let mut options = ClientOptions { shared_memory: false, key: self.credentials(), ..Default::default() };
+        if let Some(timeout) = *self.timeout.lock().expect("timeout lock") {
+            (options.rpc_timeout, options.reconnect_timeout, options.ping_interval) = (timeout, timeout, timeout / 4);
+        }
         Client::connect(&self.mds, options).map_err(backend_error)
     }
 }
@@ -217,7 +243,7 @@ impl Backend for LanefsBackend {
         lock_mode(p)?;
         stripe(p)?;
         ranks(p)?;
-        client_options(p)?;
+        *self.timeout.lock().expect("timeout lock") = Some(client_options(p)?.rpc_timeout);
         if p.collective {
             return Err(IorError::Option {
                 option: "-c".into(),

@@ -299,7 +299,7 @@ pub enum IoError {
     NoSuchObject,
     #[error("object offset overflows the maximum object size")]
     TooLarge,
-    #[error("the OST is out of space (ENOSPC): delete files to free space, then write again")]
+    #[error("the OST is out of space (ENOSPC): delete files to free space")]
     NoSpace,
     #[error("the OSS ran out of file descriptors (EMFILE): raise its limit (ulimit -n) or lower its load")]
     TooManyFiles,

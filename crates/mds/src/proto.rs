@@ -295,6 +295,28 @@ pub enum MdsRequest {
     Statfs,
 }
 
+impl MdsRequest {
+    /// Whether doing the request twice does what doing it once does (a
+    /// client may send it again after losing the MDS connection while it
+    /// was in flight, not knowing whether it was done).
+    pub fn is_idempotent(&self) -> bool {
+        match self {
+            MdsRequest::Create { mode, .. } => *mode == CreateMode::OpenOrCreate,
+            MdsRequest::Open { .. }
+            | MdsRequest::Stat { .. }
+            | MdsRequest::Readdir { .. }
+            | MdsRequest::SetAttr { .. }
+            | MdsRequest::SetStripe { .. }
+            | MdsRequest::GetStripe { .. }
+            | MdsRequest::Statfs => true,
+            MdsRequest::Mkdir { .. }
+            | MdsRequest::Unlink { .. }
+            | MdsRequest::Rmdir { .. }
+            | MdsRequest::Rename { .. } => false,
+        }
+    }
+}
+
 /// The MDS's answer to one [`MdsRequest`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MdsReply {

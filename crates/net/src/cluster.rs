@@ -19,6 +19,7 @@
 
 use crate::auth::ClusterKey;
 use crate::client::ClientOptions;
+use crate::faults::StoreFaults;
 use crate::fence::Fence;
 use crate::keys::{ensure_cluster_keys, KeyFiles};
 use crate::limits::ServerLimits;
@@ -51,6 +52,9 @@ pub struct LocalClusterConfig {
     /// Connections, timeouts and queues of both servers; `descriptors`, if
     /// set, is the whole process's, shared as the module says.
     pub limits: ServerLimits,
+    /// Store calls the OSS fails on purpose (see [`crate::faults`]): kept
+    /// across OSS restarts, so a test can set and clear them at any time.
+    pub faults: StoreFaults,
 }
 
 impl Default for LocalClusterConfig {
@@ -69,6 +73,7 @@ impl Default for LocalClusterConfig {
             export_timeout: oss::EXPORT_TIMEOUT_DEFAULT,
             root_squash: None,
             limits: ServerLimits::default(),
+            faults: StoreFaults::default(),
         }
     }
 }
@@ -236,6 +241,7 @@ impl LocalCluster {
             ost: self.config.ost.clone(),
             export_timeout: self.config.export_timeout,
             limits: self.limits(self.descriptors.0),
+            faults: self.config.faults.clone(),
         };
         let handle = self.runtime.block_on(oss::start(&listen, self.server_key(), config))?;
         if let Some(mds) = &self.mds {

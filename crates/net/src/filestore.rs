@@ -27,6 +27,7 @@
 //! above `LAST_ID` (never allocated). A directory without `LAST_ID` is a
 //! new OST, with no objects.
 
+use crate::faults::StoreFaults;
 use lanefs_core::msg::Payload;
 use lanefs_core::ost::OstRecord;
 use lanefs_core::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
@@ -55,6 +56,8 @@ pub struct FileStore {
     /// Every object up to this id was created (ids start at 1; 0: none).
     last_id: ObjectId,
     open_files_max: usize,
+    /// Failures injected on purpose (none unless set).
+    faults: StoreFaults,
 }
 
 impl FileStore {
@@ -70,7 +73,14 @@ impl FileStore {
     pub fn with_open_files_max(dir: &Path, open_files_max: usize) -> std::io::Result<Self> {
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir.join("objects"))?;
         let last_id = read_last_id(dir)?;
-        Ok(FileStore { dir: dir.to_path_buf(), open: BTreeMap::new(), last_id, open_files_max: open_files_max.max(1) })
+        let open_files_max = open_files_max.max(1);
+        let faults = StoreFaults::default();
+        Ok(FileStore { dir: dir.to_path_buf(), open: BTreeMap::new(), last_id, open_files_max, faults })
+    }
+
+    /// Fail the calls `faults` names, whenever they name them.
+    pub fn with_faults(self, faults: StoreFaults) -> Self {
+        FileStore { faults, ..self }
     }
 
     /// The last object id created: every id from 1 up to it was.
@@ -220,7 +230,12 @@ impl FileStore {
     /// Make what was written to `object` durable (`fdatasync`); an object
     /// never written has nothing to sync.
     pub fn sync(&mut self, object: ObjectId) -> Result<(), StoreError> {
-        self.file(object)?.sync_data().map_err(io)
+        let fault = self.faults.sync();
+        let file = self.file(object)?;
+        if let Some(errno) = fault {
+            return Err(injected(errno, "fdatasync"));
+        }
+        file.sync_data().map_err(io)
     }
 
     /// Remove an object's file (the MDS's destroy, after an unlink). An
@@ -281,6 +296,12 @@ fn bounds(object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {
 
 /// A failed call as a store error, keeping its error number (`ENOSPC`,
 /// `EIO`, `EMFILE` reach the client by name).
+/// A failure [`StoreFaults`] asked for, as the system call would report it.
+fn injected(errno: Errno, call: &str) -> StoreError {
+    let e = std::io::Error::from_raw_os_error(errno.0);
+    StoreError::Os { errno, detail: format!("{call}: {e} (injected)") }
+}
+
 fn io(e: std::io::Error) -> StoreError {
     os_error(e, "")
 }
@@ -339,6 +360,9 @@ fn pwritev_all(file: &File, pieces: impl Iterator<Item = (*const u8, usize)>, of
 
 impl ObjectStore for FileStore {
     fn write_payload(&mut self, object: ObjectId, offset: u64, data: &Payload) -> Result<(), StoreError> {
+        if let Some(errno) = self.faults.write() {
+            return Err(injected(errno, "pwrite"));
+        }
         match data {
             Payload::Pages(span) => {
                 bounds(object, offset, span.len())?;
@@ -361,6 +385,9 @@ impl ObjectStore for FileStore {
 
     fn write(&mut self, object: ObjectId, offset: u64, data: &[u8]) -> Result<(), StoreError> {
         bounds(object, offset, data.len() as u64)?;
+        if let Some(errno) = self.faults.write() {
+            return Err(injected(errno, "pwrite"));
+        }
         self.file(object)?.write_all_at(data, offset).map_err(io)
     }
 

@@ -17,6 +17,7 @@ pub mod client;
 pub mod cluster;
 pub mod codec;
 pub mod exports;
+pub mod faults;
 pub mod fence;
 pub mod filestore;
 pub mod keys;

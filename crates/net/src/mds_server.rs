@@ -45,6 +45,10 @@ use std::time::Duration;
 use tokio::io::BufReader;
 use tracing::{error, info};
 
+/// What the MDS answers a request it did not do because it is stopping: a
+/// client may send it again once the MDS is back.
+pub const SHUTTING_DOWN: &str = "the MDS is shutting down";
+
 /// How an MDS serves, beyond its database.
 #[derive(Clone, Debug, Default)]
 pub struct MdsOptions {
@@ -218,7 +222,7 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
         };
         let read = tokio::select! {
             biased;
-            _ = stop.wait_for(|stopped| *stopped) => return Err("the MDS is shutting down".into()),
+            _ = stop.wait_for(|stopped| *stopped) => return Err(SHUTTING_DOWN.into()),
             reason = outbox.closed() => return Err(reason),
             read = read => read,
         };
@@ -257,7 +261,7 @@ async fn namespace(shared: &Shared, credentials: Credentials, request: MdsReques
         .await;
         let reply = match reply {
             Ok(Some(reply)) => reply,
-            Ok(None) => return MdsAnswer::Error("the MDS is shutting down".into()),
+            Ok(None) => return MdsAnswer::Error(SHUTTING_DOWN.into()),
             Err(e) => {
                 error!("an MDS request failed: {e}");
                 return MdsAnswer::Error(format!(

@@ -61,6 +61,7 @@
 use crate::auth::{claim_allowed, ClusterKey, Peer};
 use crate::codec::{read_frame, CodecError, BULK_BYTES_MAX};
 use crate::exports::Exports;
+use crate::faults::StoreFaults;
 use crate::fence::Fence;
 use crate::filestore::FileStore;
 use crate::limits::{refusal_reason, DescriptorBudget, QueueLimits, ServerLimits, ServerStats, PING_INTERVAL_DEFAULT};
@@ -94,6 +95,8 @@ pub struct OssConfig {
     pub export_timeout: StdDuration,
     /// Connections, timeouts, queues: [`ServerLimits::default`] unless set.
     pub limits: ServerLimits,
+    /// Store calls to fail on purpose (see [`crate::faults`]); none by default.
+    pub faults: StoreFaults,
 }
 
 /// Lustre's `PING_EVICT_TIMEOUT`: six 25 s ping intervals.
@@ -231,7 +234,8 @@ pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig
     let mut osts = HashMap::new();
     let mut ost_threads = Vec::new();
     for (&index, fence) in config.osts.iter().zip(fences) {
-        let store = FileStore::with_open_files_max(fence.dir(), budget.open_files_per_ost)?;
+        let store =
+            FileStore::with_open_files_max(fence.dir(), budget.open_files_per_ost)?.with_faults(config.faults.clone());
         let record = store.load_record()?;
         let (tx, rx) = mpsc::channel();
         let now = Instant(clock.elapsed().as_nanos() as u64);
@@ -850,15 +854,55 @@ pub(crate) fn variant(w: &Wire) -> &'static str {
 
 /// Tell the MDS at `mds` that `address` serves `osts` (what `lanefs oss`
 /// does at start), with the cluster's server key `key` if the MDS is on
-/// TCP. The registration lives as long as this process keeps the
-/// connection; a task holds it open and pings it every
-/// [`PING_INTERVAL_DEFAULT`], so that the MDS's idle timeout leaves it be.
+/// TCP. Fails if the first registration fails. The registration lives as
+/// long as this process: a task holds the connection open, pings it every
+/// [`PING_INTERVAL_DEFAULT`] (so that the MDS's idle timeout leaves it
+/// be), and when it is lost (the MDS restarted, or stopped answering)
+/// registers again, trying with a growing wait until the MDS is back (a
+/// restarted MDS keeps no registrations: OSSes tell it again, as Lustre's
+/// OSTs reconnect to their MGS).
 pub async fn register_with_mds(
     mds: &Address,
     key: Option<&ClusterKey>,
     address: &Address,
     osts: &[u32],
 ) -> Result<(), String> {
+    let mut lost = register_once(mds, key, address, osts).await?;
+    let (mds, key, address, osts) = (mds.clone(), key.cloned(), address.clone(), osts.to_vec());
+    tokio::spawn(async move {
+        loop {
+            let reason = lost.await.unwrap_or_else(|e| e.to_string());
+            warn!("the registration with the MDS at {mds} was lost ({reason}): registering again");
+            let mut wait = REGISTER_RETRY_FIRST;
+            lost = loop {
+                match register_once(&mds, key.as_ref(), &address, &osts).await {
+                    Ok(lost) => break lost,
+                    Err(e) => {
+                        debug!("registering with the MDS at {mds}: {e}; trying again in {wait:?}");
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(REGISTER_RETRY_MAX);
+                    }
+                }
+            };
+            info!("registered again with the MDS at {mds}");
+        }
+    });
+    Ok(())
+}
+
+/// The first wait before registering again with a lost MDS; each next
+/// wait doubles, up to [`REGISTER_RETRY_MAX`].
+const REGISTER_RETRY_FIRST: StdDuration = StdDuration::from_millis(100);
+const REGISTER_RETRY_MAX: StdDuration = StdDuration::from_secs(5);
+
+/// One registration: the task it returns ends, saying why, when the
+/// registration's connection is lost.
+async fn register_once(
+    mds: &Address,
+    key: Option<&ClusterKey>,
+    address: &Address,
+    osts: &[u32],
+) -> Result<tokio::task::JoinHandle<String>, String> {
     let stream = crate::transport::connect(mds, key).await.map_err(|e| crate::auth::describe(&e, key))?;
     let (r, w) = tokio::io::split(stream);
     let mut r = BufReader::new(r);
@@ -866,7 +910,8 @@ pub async fn register_with_mds(
     spawn_writer(w, outbox.clone(), None);
     let role = Role::Oss { address: address.to_string(), osts: osts.to_vec() };
     let _ = outbox.push(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role });
-    match read_frame(&mut r).await {
+    let answer = tokio::time::timeout(REGISTER_ANSWER_TIMEOUT, read_frame(&mut r)).await;
+    match answer.map_err(|_| format!("no answer within {REGISTER_ANSWER_TIMEOUT:?}"))? {
         Ok(Some(Wire::Welcome { .. })) => {}
         Ok(Some(Wire::Refused { reason })) => return Err(reason),
         Err(CodecError::Io(e)) => return Err(crate::auth::describe(&e, key)),
@@ -887,12 +932,25 @@ pub async fn register_with_mds(
             }
         }
     });
-    tokio::spawn(async move {
-        while let Ok(Some(_)) = read_frame(&mut r).await {}
+    Ok(tokio::spawn(async move {
+        let reason = tokio::select! {
+            // The writer gave up on a peer that stopped reading.
+            reason = outbox.closed() => reason,
+            read = async { loop {
+                match read_frame(&mut r).await {
+                    Ok(Some(_)) => continue,
+                    Ok(None) => break "the MDS closed the connection".to_string(),
+                    Err(e) => break e.to_string(),
+                }
+            } } => read,
+        };
         outbox.close("the MDS closed the registration");
-    });
-    Ok(())
+        reason
+    }))
 }
+
+/// How long a registration waits for the MDS's answer to its `Hello`.
+const REGISTER_ANSWER_TIMEOUT: StdDuration = StdDuration::from_secs(10);
 
 #[cfg(test)]
 mod tests {

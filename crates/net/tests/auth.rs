@@ -176,6 +176,7 @@ fn a_client_key_cannot_register_an_oss_or_serve() {
                 ost: Default::default(),
                 export_timeout: lanefs_net::oss::EXPORT_TIMEOUT_DEFAULT,
                 limits: Default::default(),
+                faults: Default::default(),
             },
         ))
         .err()

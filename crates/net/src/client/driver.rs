@@ -379,7 +379,7 @@ impl Driver {
         live.outbox.close(reason);
         warn!("MDS connection lost: {reason}");
         for (_, reply) in self.mds_calls.drain() {
-            let _ = reply.send(Err(NetError::Mds(format!("connection lost: {reason}"))));
+            let _ = reply.send(Err(NetError::MdsLost { reason: reason.to_string() }));
         }
     }
 
@@ -397,13 +397,14 @@ impl Driver {
     /// The connection `link` to OSS `i` is gone: the client waits for a new
     /// one (nothing fails yet) and tries to make it at once.
     fn link_lost(&mut self, i: usize, link: u64, reason: &str) {
-        let Link::Up(live) = std::mem::replace(&mut self.oss[i].link, Link::Down) else {
-            return;
-        };
-        if live.link != link {
-            self.oss[i].link = Link::Up(live); // an older connection's last words
+        // An older connection's last words (its reader ending after the
+        // driver dropped it, while a new one is being made) change nothing.
+        if !matches!(&self.oss[i].link, Link::Up(live) if live.link == link) {
             return;
         }
+        let Link::Up(live) = std::mem::replace(&mut self.oss[i].link, Link::Down) else {
+            unreachable!("checked above");
+        };
         live.outbox.close(reason);
         warn!(oss = %self.oss[i].address, "OSS connection lost: {reason}");
         if let Some(arena) = self.pool.arena() {

@@ -88,6 +88,11 @@ pub enum NetError {
     Refused { peer: String, reason: String },
     #[error("MDS: {0}")]
     Mds(String),
+    /// The MDS connection was lost with the request in flight: it may or
+    /// may not have been done (sent again only if doing it twice is
+    /// harmless, see [`MdsRequest::is_idempotent`]).
+    #[error("the MDS connection was lost with the request in flight ({reason}): it may or may not have been done")]
+    MdsLost { reason: String },
     #[error(transparent)]
     Client(#[from] ClientError),
     #[error("the client driver has stopped")]
@@ -112,7 +117,8 @@ pub struct ClientOptions {
     pub connect_timeout: StdDuration,
     /// How long an OSS may stay out of reach (connection lost and not
     /// made again) before the operations that need it fail and what this
-    /// client held there is given up (Lustre's `obd_timeout`, 100 s).
+    /// client held there is given up (Lustre's `obd_timeout`, 100 s); and
+    /// how long a namespace call keeps trying an MDS out of reach.
     pub reconnect_timeout: StdDuration,
     /// A connection that answers nothing for this long after something was
     /// sent on it counts as lost (Lustre's `obd_timeout` for an RPC, 100 s).
@@ -253,7 +259,14 @@ pub struct Client {
     /// Where `pwrite` puts the caller's bytes: the core's own pool.
     pool: PagePool,
     credentials: Credentials,
+    /// How long namespace calls keep trying an MDS out of reach.
+    mds_wait: StdDuration,
 }
+
+/// The first wait before a namespace call tries an unreachable MDS again;
+/// each next wait doubles, up to [`MDS_RETRY_MAX`].
+const MDS_RETRY_FIRST: StdDuration = StdDuration::from_millis(100);
+const MDS_RETRY_MAX: StdDuration = StdDuration::from_secs(5);
 
 impl Client {
     /// Connect to the MDS at `mds` (OSSes are connected to when first needed).
@@ -261,6 +274,7 @@ impl Client {
         let mds = Address::parse(mds).map_err(|reason| NetError::Connect { address: mds.into(), reason })?;
         options.validate()?;
         let credentials = options.credentials.clone();
+        let mds_wait = options.reconnect_timeout;
         let (cmds, rx) = unbounded_channel();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -281,7 +295,7 @@ impl Client {
             })
             .map_err(|e| NetError::Connect { address: "driver thread".into(), reason: e.to_string() })?;
         let (info, pool) = ready_rx.recv().map_err(|_| NetError::Closed)??;
-        Ok(Client { cmds, thread: Some(thread), info, pool, credentials })
+        Ok(Client { cmds, thread: Some(thread), info, pool, credentials, mds_wait })
     }
 
     /// Who this client's namespace calls are made by.
@@ -299,14 +313,40 @@ impl Client {
         rx.blocking_recv().map_err(|_| NetError::Closed)
     }
 
-    /// One namespace request to the MDS, made with this client's credentials.
+    /// One namespace request to the MDS, made with this client's
+    /// credentials. An MDS out of reach (restarting, or stopped) is tried
+    /// again, with a growing wait, for up to
+    /// [`ClientOptions::reconnect_timeout`], as Lustre's clients wait for
+    /// their MDS: a request that was never sent, or that the MDS did not
+    /// do because it was stopping, is sent again; one lost in flight is
+    /// sent again only if doing it twice is harmless
+    /// ([`MdsRequest::is_idempotent`]), and otherwise fails with
+    /// [`NetError::MdsLost`] (Lustre would know from the MDS's reply
+    /// records whether it was done; lanefs's MDS keeps none).
     pub fn mds(&self, request: MdsRequest) -> Result<MdsReply, NetError> {
-        let call = MdsCall::Namespace { credentials: self.credentials.clone(), request };
-        match self.call(|r| Cmd::Mds(call, r))?? {
-            MdsAnswer::Namespace(MdsReply::Error(e)) => Err(NetError::Mds(e.to_string())),
-            MdsAnswer::Namespace(reply) => Ok(reply),
-            MdsAnswer::Error(e) => Err(NetError::Mds(e)),
-            other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
+        let deadline = std::time::Instant::now() + self.mds_wait;
+        let mut wait = MDS_RETRY_FIRST;
+        loop {
+            let call = MdsCall::Namespace { credentials: self.credentials.clone(), request: request.clone() };
+            let answer = self.call(|r| Cmd::Mds(call, r))?;
+            let again = match &answer {
+                Err(NetError::Connect { .. }) => true,
+                Err(NetError::MdsLost { .. }) => request.is_idempotent(),
+                Ok(MdsAnswer::Error(e)) => e == crate::mds_server::SHUTTING_DOWN,
+                _ => false,
+            };
+            if again && std::time::Instant::now() + wait < deadline {
+                tracing::info!("the MDS is out of reach; trying again in {wait:?}");
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(MDS_RETRY_MAX);
+                continue;
+            }
+            return match answer? {
+                MdsAnswer::Namespace(MdsReply::Error(e)) => Err(NetError::Mds(e.to_string())),
+                MdsAnswer::Namespace(reply) => Ok(reply),
+                MdsAnswer::Error(e) => Err(NetError::Mds(e)),
+                other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
+            };
         }
     }
 
