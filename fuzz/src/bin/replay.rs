@@ -32,11 +32,14 @@ fn shorten(line: String) -> String {
     }
 }
 
+/// A target's entry, and what prints an input of it.
+type Target = (fn(&[u8]), fn(&[u8]));
+
 fn main() {
     let mut args = std::env::args().skip(1).peekable();
     let print = args.next_if(|a| a == "--print").is_some();
     let target = args.next().unwrap_or_default();
-    let (run, show): (fn(&[u8]), fn(&[u8])) = match target.as_str() {
+    let (run, show): Target = match target.as_str() {
         "codec" => (lanefs_fuzz::codec::run, |_| {}),
         "ost" => (lanefs_fuzz::ost::run, |d| print_actions::<OstAction>(d, true)),
         "client" => (lanefs_fuzz::client::run, |d| print_actions::<ClientAction>(d, true)),
