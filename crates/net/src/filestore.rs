@@ -205,8 +205,7 @@ impl FileStore {
 
     /// Record `record` durably (replaced atomically).
     pub fn save_record(&self, record: &OstRecord) -> std::io::Result<()> {
-        let bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
-        crate::exports::write_atomically(&self.dir.join("last_rcvd.json"), &bytes)
+        write_record(&self.dir, record)
     }
 
     /// Capacity of the file system holding the objects.
@@ -232,7 +231,7 @@ impl FileStore {
     /// What makes this store's objects durable from another thread (the
     /// OST's commit thread).
     pub fn syncer(&self) -> Syncer {
-        Syncer { objects: self.dir.join("objects"), faults: self.faults.clone() }
+        Syncer { dir: self.dir.clone(), faults: self.faults.clone() }
     }
 
     /// What the commit thread needs to sync `object`: its open file, shared
@@ -280,7 +279,7 @@ impl FileStore {
 /// thread's alone.
 #[derive(Clone, Debug)]
 pub struct Syncer {
-    objects: PathBuf,
+    dir: PathBuf,
     faults: StoreFaults,
 }
 
@@ -316,7 +315,7 @@ impl Syncer {
             }
             SyncTarget::Closed(object) => object,
         };
-        let path = self.objects.join(object.0.to_string());
+        let path = self.dir.join("objects").join(object.0.to_string());
         let mut tries = 0;
         let file = loop {
             match File::open(&path) {
@@ -334,6 +333,18 @@ impl Syncer {
         }
         file.sync_data().map_err(io)
     }
+}
+
+impl Syncer {
+    /// Record `record` durably, as [`FileStore::save_record`] does.
+    pub fn save_record(&self, record: &OstRecord) -> std::io::Result<()> {
+        write_record(&self.dir, record)
+    }
+}
+
+fn write_record(dir: &Path, record: &OstRecord) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
+    crate::exports::write_atomically(&dir.join("last_rcvd.json"), &bytes)
 }
 
 /// How long a sync out of descriptors waits before it tries again.

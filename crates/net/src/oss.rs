@@ -131,7 +131,6 @@ enum OstInput {
     /// but for `failures`.
     Synced {
         token: SyncToken,
-        commit_to: Transno,
         failures: Vec<(ObjectId, IoError)>,
     },
 }
@@ -262,7 +261,8 @@ pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig
         // for as long as anything may touch it.
         let serve = move || {
             let _fence = fence;
-            ost_thread(ost, rx, peers, exports, clock, CommitThread::start(index, syncer, input))
+            let commits = CommitThread::start(index, syncer, exports.clone(), ost.last_committed(), input);
+            ost_thread(ost, rx, peers, clock, commits)
         };
         ost_threads.push(std::thread::Builder::new().name(format!("ost{index}")).spawn(serve)?);
         osts.insert(index, tx);
@@ -301,7 +301,6 @@ fn ost_thread(
     mut ost: Ost<FileStore>,
     rx: mpsc::Receiver<OstInput>,
     peers: Peers,
-    exports: Arc<Mutex<Exports>>,
     clock: std::time::Instant,
     commits: CommitThread,
 ) {
@@ -343,7 +342,7 @@ fn ost_thread(
             _ => None,
         };
         let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            serve_input(&mut ost, input, now, &mut bulk_shared_bytes, &exports, &commits)
+            serve_input(&mut ost, input, now, &mut bulk_shared_bytes, &commits)
         }));
         let peers = peers.lock().expect("peers lock");
         // Queued, never waited for: a slow client slows nobody else. What
@@ -383,7 +382,6 @@ fn serve_input(
     input: Option<OstInput>,
     now: impl Fn() -> Instant,
     bulk_shared_bytes: &mut u64,
-    exports: &Mutex<Exports>,
     commits: &CommitThread,
 ) {
     let index = ost.index().0;
@@ -426,26 +424,26 @@ fn serve_input(
                 bulk_shared_bytes: *bulk_shared_bytes,
             });
         }
-        Some(OstInput::Synced { token, commit_to, failures }) => {
-            if commit_to > ost.last_committed() {
-                let record =
-                    OstRecord { epoch: ost.epoch(), last_committed: commit_to, clients: ost.known_clients().clone() };
-                // If it cannot be written, the data is synced but the
-                // commit point is not recorded: after a crash, clients
-                // would replay what is on disk already, which is harmless.
-                save_record(ost, exports, &record);
-            }
-            ost.handle_synced(now(), token, &failures);
-        }
+        // The commit thread recorded the commit point before it said so.
+        Some(OstInput::Synced { token, failures }) => ost.handle_synced(now(), token, &failures),
         None => ost.handle_timeout(now()),
     }
     while let Some(request) = ost.poll_sync() {
         let objects = if request.commit.is_empty() { request.object.into_iter().collect() } else { request.commit };
         let targets = objects.into_iter().map(|object| ost.store().sync_target(object)).collect();
-        commits.submit(CommitJob { token: request.token, commit_to: request.commit_to, targets });
+        // The record as it will stand once this commit is done (the
+        // clients as the OST knows them now).
+        let record =
+            OstRecord { epoch: ost.epoch(), last_committed: request.commit_to, clients: ost.known_clients().clone() };
+        commits.submit(CommitJob::Sync { token: request.token, targets, record });
     }
+    // A new life or a change of clients is on disk before the OST says
+    // anything more: a client must never hold state of a life the OST
+    // could start again under the same number. Rare, so waiting is cheap.
     if let Some(record) = ost.poll_record() {
-        save_record(ost, exports, &record);
+        let (done, wait) = mpsc::channel();
+        commits.submit(CommitJob::Record(record, done));
+        let _ = wait.recv();
     }
 }
 
@@ -493,9 +491,14 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> &str {
 
 /// An OST's commit thread: does the syncs the OST asks for (`fdatasync`
 /// of every object of a commit, or of the one object a cancel or a sync
-/// RPC names), one after the other in the order asked, and hands each
-/// result back to the OST's thread as [`OstInput::Synced`], which records
-/// the commit point and only then tells the OST (and so the clients). The
+/// RPC names), one after the other in the order asked, records the commit
+/// point (`last_rcvd.json`, after the client table its ids refer to), and
+/// only then hands the result back to the OST's thread as
+/// [`OstInput::Synced`], which tells the OST (and so the clients). It also
+/// writes the OST's record when the OST's clients or life change (the
+/// OST's thread waits for that one), in the same order, so that records
+/// never go back: the commit point written is the highest reached, the
+/// clients those of the latest job. The
 /// OST's thread serves on meanwhile: a lock cancel under
 /// `sync_lock_cancel` keeps its lock granted until its sync is answered,
 /// and a client's fsync waits for its own, but the writes of everyone else
@@ -509,14 +512,45 @@ struct CommitThread {
 }
 
 impl CommitThread {
-    fn start(index: u32, syncer: Syncer, input: Weak<mpsc::Sender<OstInput>>) -> CommitThread {
+    fn start(
+        index: u32,
+        syncer: Syncer,
+        exports: Arc<Mutex<Exports>>,
+        last_committed: Transno,
+        input: Weak<mpsc::Sender<OstInput>>,
+    ) -> CommitThread {
         let (jobs, rx) = mpsc::channel::<CommitJob>();
         let thread = std::thread::Builder::new()
             .name(format!("ost{index}-commit"))
             .spawn(move || {
+                let mut written = last_committed;
+                let save = |record: &mut OstRecord, written: &mut Transno| {
+                    record.last_committed = record.last_committed.max(*written);
+                    *written = record.last_committed;
+                    if let Err(e) = exports.lock().expect("exports lock").save_if_changed() {
+                        warn!(ost = index, "recording the client table: {e}");
+                    }
+                    // If it cannot be written, the data is synced but the
+                    // commit point is not recorded: after a crash, clients
+                    // would replay what is on disk already, which is harmless.
+                    if let Err(e) = syncer.save_record(record) {
+                        warn!(ost = index, "recording the OST's commit point and clients: {e}");
+                    }
+                };
                 for job in rx {
-                    let failures = sync_objects(index, &syncer, job.targets);
-                    let done = OstInput::Synced { token: job.token, commit_to: job.commit_to, failures };
+                    let (token, targets, mut record) = match job {
+                        CommitJob::Record(mut record, done) => {
+                            save(&mut record, &mut written);
+                            let _ = done.send(());
+                            continue;
+                        }
+                        CommitJob::Sync { token, targets, record } => (token, targets, record),
+                    };
+                    let failures = sync_objects(index, &syncer, targets);
+                    if record.last_committed > written {
+                        save(&mut record, &mut written);
+                    }
+                    let done = OstInput::Synced { token, failures };
                     // The OST's thread is gone (a shutdown): nobody waits.
                     let Some(input) = input.upgrade() else { return };
                     if input.send(done).is_err() {
@@ -544,13 +578,15 @@ impl CommitThread {
     }
 }
 
-/// A sync the OST asked for (`lanefs_core::ost::SyncRequest`), with the
-/// objects to make durable: every object of a commit, or the one a cancel
-/// or a sync RPC names.
-struct CommitJob {
-    token: SyncToken,
-    commit_to: Transno,
-    targets: Vec<SyncTarget>,
+/// What an OST's commit thread is asked to do.
+enum CommitJob {
+    /// A sync the OST asked for (`lanefs_core::ost::SyncRequest`): make
+    /// `targets` durable (every object of a commit, or the one a cancel or
+    /// a sync RPC names), then write `record` if its commit point is new.
+    Sync { token: SyncToken, targets: Vec<SyncTarget>, record: OstRecord },
+    /// The OST's clients or its life changed: write its record, then say
+    /// so on the channel.
+    Record(OstRecord, mpsc::Sender<()>),
 }
 
 /// `fdatasync` every object of a job; the ones that failed, with the error
@@ -571,17 +607,6 @@ fn sync_objects(index: u32, syncer: &Syncer, targets: Vec<SyncTarget>) -> Vec<(O
         }
     }
     failures
-}
-
-/// Write an OST's record, and first the client table its ids refer to.
-fn save_record(ost: &Ost<FileStore>, exports: &Mutex<Exports>, record: &OstRecord) {
-    let index = ost.index().0;
-    if let Err(e) = exports.lock().expect("exports lock").save_if_changed() {
-        warn!(ost = index, "recording the client table: {e}");
-    }
-    if let Err(e) = ost.store().save_record(record) {
-        warn!(ost = index, "recording the OST's commit point and clients: {e}");
-    }
 }
 
 /// Evict the clients that have been gone longer than the export timeout.
