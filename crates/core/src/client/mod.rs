@@ -513,9 +513,14 @@ impl Client {
         self.start(now, fh, OpKind::Fsync { committing: false, failed_ost: None }, 0, 0)
     }
 
-    /// Flush, then forget the handle (locks stay cached, as on Lustre).
+    /// Flush, then forget the handle (locks stay cached, as on Lustre). A
+    /// GROUP lock taken through the handle is released first, as Lustre's
+    /// `ll_file_release` releases it: a group lock is never called back, so
+    /// one left behind by a closed handle would block every other lock of
+    /// the file, this client's own included, for as long as the client lives.
     pub fn close(&mut self, now: Instant, fh: FileHandle) -> OpId {
-        self.start(now, fh, OpKind::Close, 0, 0)
+        let unlocking = self.files.get(&fh).and_then(|f| f.group);
+        self.start(now, fh, OpKind::Close { unlocking }, 0, 0)
     }
 
     /// File size, including other clients' cached writes (glimpse).

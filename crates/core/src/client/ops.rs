@@ -37,7 +37,11 @@ pub(super) enum OpKind {
         committing: bool,
         failed_ost: Option<OstIndex>,
     },
-    Close,
+    /// Release the file's GROUP lock first (`unlocking`, as Lustre's
+    /// `ll_file_release` puts it), then flush and forget the handle.
+    Close {
+        unlocking: Option<GroupId>,
+    },
     Stat {
         sizes: Vec<u64>,
     },
@@ -239,7 +243,10 @@ impl Op {
                         })
                         .collect(),
                 ),
-                OpKind::Fsync { .. } | OpKind::Close | OpKind::Stat { .. } => whole(LockMode::ProtectedRead),
+                OpKind::Close { unlocking: Some(gid) } => whole(LockMode::Group(*gid)),
+                OpKind::Fsync { .. } | OpKind::Close { unlocking: None } | OpKind::Stat { .. } => {
+                    whole(LockMode::ProtectedRead)
+                }
             };
         Ok(Op { fh, kind, steps, index: 0, state: OpState::Ready, holding: None })
     }
@@ -291,6 +298,18 @@ impl Client {
                 return progressed;
             }
             if op.index == op.steps.len() {
+                if let OpKind::Close { unlocking: Some(_) } = op.kind {
+                    // The GROUP lock is given back: now the close proper.
+                    let op = self.ops.get_mut(&id).expect("live op");
+                    op.kind = OpKind::Close { unlocking: None };
+                    if let Steps::EveryStripe { mode, .. } = &mut op.steps {
+                        *mode = LockMode::ProtectedRead;
+                    }
+                    op.index = 0;
+                    op.state = OpState::Ready;
+                    progressed = true;
+                    continue;
+                }
                 if let OpKind::Fsync { .. } = op.kind {
                     match self.commit_fsync(id) {
                         Ok(Commit::Done) => {}
@@ -310,11 +329,11 @@ impl Client {
             let advanced = match op.kind {
                 OpKind::Write { .. } => self.step_write(now, id),
                 OpKind::Read { .. } => self.step_read(now, id),
-                OpKind::Fsync { .. } | OpKind::Close => self.step_flush(id),
+                OpKind::Fsync { .. } | OpKind::Close { unlocking: None } => self.step_flush(id),
                 OpKind::Stat { .. } => self.step_stat(id),
                 OpKind::Truncate { size } => self.step_truncate(now, id, size),
                 OpKind::GroupLock { .. } | OpKind::Lockahead { .. } => self.step_lock_only(now, id),
-                OpKind::GroupUnlock { .. } => self.step_group_unlock(id),
+                OpKind::GroupUnlock { .. } | OpKind::Close { unlocking: Some(_) } => self.step_group_unlock(id),
             };
             match advanced {
                 Ok(true) => progressed = true,
@@ -368,7 +387,7 @@ impl Client {
                 Some(error) => return Err(error),
                 None => OpOutput::Synced,
             },
-            OpKind::Close => match self.files.remove(&fh).and_then(|f| f.write_error) {
+            OpKind::Close { .. } => match self.files.remove(&fh).and_then(|f| f.write_error) {
                 Some(error) => return Err(error),
                 None => OpOutput::Closed,
             },
