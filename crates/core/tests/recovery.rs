@@ -186,6 +186,38 @@ fn a_failed_commit_reaches_every_writer_once_with_its_error_number() {
     assert_eq!(h.wait_ok(A, op), OpOutput::Synced, "A learnt it from its own fsync, once");
 }
 
+/// B is told of A's failed commit of their shared object: its fsync fails.
+fn a_failed_commit_is_reported_to_the_other_writer(h: &mut Harness, layout: &Layout, round: u8) {
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    write(h, B, fb, 32 * KIB, pattern(4 * KIB, round));
+    let op = h.close(B, fb); // acknowledged, not committed
+    h.wait_ok(B, op);
+    let fb = h.open(B, layout.clone());
+    write(h, A, fa, 0, pattern(4 * KIB, round + 1));
+    h.fail_commits(OST0, Some(Errno::EIO));
+    let op = h.fsync(A, fa);
+    assert!(h.wait(A, op).unwrap().is_err(), "round {round}: A's fsync names the failed commit");
+    h.fail_commits(OST0, None);
+    let op = h.fsync(B, fb);
+    match h.wait(B, op).unwrap() {
+        Err(ClientError::WriteLost { cause: LossCause::SyncFailed(_), .. }) => {}
+        other => panic!("round {round}: B's fsync must report the failed commit: {other:?}"),
+    }
+}
+
+/// An OST's new life numbers its commit-failure notices from 1 again: a
+/// client that took notices from the last life must take the new ones too
+/// (and not acknowledge them unseen with the last life's count).
+#[test]
+fn a_failed_commit_is_reported_after_the_ost_restarted() {
+    let mut h = harness(2, 7);
+    let layout = one_stripe(&mut h);
+    a_failed_commit_is_reported_to_the_other_writer(&mut h, &layout, 1);
+    h.crash_ost(OST0);
+    h.restart_ost(OST0);
+    a_failed_commit_is_reported_to_the_other_writer(&mut h, &layout, 3);
+}
+
 #[test]
 fn a_full_disk_fails_the_write_and_says_enospc() {
     let mut h = harness(1, 4);

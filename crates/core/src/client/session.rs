@@ -116,6 +116,11 @@ impl Client {
         let import = self.imports.get_mut(ost);
         import.state = ImportState::Connected;
         import.epoch = Some(epoch);
+        if !(resume && same_life) {
+            // A session the OST starts afresh (its new life, or a fresh
+            // connect after it forgot us) numbers its notices from 1 again.
+            import.failures_seen = 0;
+        }
         if resume && !same_life {
             self.replay_to(ost);
         }
