@@ -218,6 +218,36 @@ fn a_failed_commit_is_reported_after_the_ost_restarted() {
     a_failed_commit_is_reported_to_the_other_writer(&mut h, &layout, 3);
 }
 
+/// A commit notice lost with a connection: the writer's copies of what was
+/// committed fill its allowance, and its next write waits for a commit that
+/// has nothing left to do. The answer to its commit request says where the
+/// commit point is, and the write goes on.
+#[test]
+fn a_commit_notice_lost_with_a_connection_does_not_stall_the_writer() {
+    let recovery = RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600) };
+    let client = ClientConfig {
+        rpc_bytes_max: 16 * KIB,
+        dirty_bytes_max: 16 * KIB,
+        unstable_bytes_max: 16 * KIB,
+        ..ClientConfig::default()
+    };
+    let config = HarnessConfig { clients: 1, osts: 1, seed: 8, recovery: Some(recovery), client, ..Default::default() };
+    let mut h = Harness::new(config).unwrap();
+    let layout = h.create_layout(64 * KIB, 1, Some(0)).unwrap();
+    let fa = h.open(A, layout.clone());
+    write(&mut h, A, fa, 0, pattern(16 * KIB, 1));
+    let op = h.close(A, fa); // written back: A asks for a commit of its copies
+    h.wait_ok(A, op);
+    while h.ost(OST0).last_committed() == Transno(0) {
+        assert!(h.step(), "the commit A asked for never came");
+    }
+    h.drop_connection(A, OST0); // the commit notice is lost
+    let fa = h.open(A, layout);
+    let op = h.write(A, fa, 16 * KIB, pattern(4 * KIB, 2));
+    h.drive_bounded(10_000).expect("the write waits for room that a lost notice keeps taken");
+    assert_eq!(h.result(A, op), Some(&Ok(OpOutput::Written(4 * KIB))));
+}
+
 #[test]
 fn a_full_disk_fails_the_write_and_says_enospc() {
     let mut h = harness(1, 4);

@@ -575,6 +575,7 @@ impl<S: ObjectStore> Ost<S> {
             SyncWaiter::Reply(client, _, object) => Some((client, object)),
             _ => None,
         };
+        let mut told = None;
         match (self.snapshots.remove(&token), self.commits.as_mut()) {
             (Some(snapshot), Some(commits)) => {
                 let finished = commits.finish(&snapshot, failures);
@@ -585,6 +586,7 @@ impl<S: ObjectStore> Ost<S> {
                     }
                 }
                 for client in finished.committed {
+                    told = told.or(asked.filter(|(c, _)| *c == client).map(|(c, _)| c));
                     self.send(client, ToClient::Committed { transno });
                 }
             }
@@ -601,6 +603,16 @@ impl<S: ObjectStore> Ost<S> {
         match waiter {
             SyncWaiter::Cancel(client, lock) => self.locks.handle_cancel(now, client, lock),
             SyncWaiter::Reply(client, xid, object) => {
+                // Every answer to a sync says where the commit point is, as
+                // every Lustre reply carries `last_committed`: a client
+                // whose commit notice was lost (with a connection, or in a
+                // restart that skipped its replays of committed changes)
+                // lets go of those copies instead of asking for commits
+                // again and again.
+                let transno = self.last_committed();
+                if told != Some(client) && transno > Transno(0) {
+                    self.send(client, ToClient::Committed { transno });
+                }
                 let result = match failures.iter().find(|(o, _)| *o == object) {
                     Some(&(_, error)) => Err(error),
                     None => Ok(()),
