@@ -64,7 +64,9 @@ impl Client {
             let lock = self.locks.get_mut(l).expect("listed");
             lock.state = ClientLockState::Cancelling;
             let (key, extent) = (lock.key, lock.extent);
-            if self.cache.has_dirty(key, extent) || self.cache.has_writeback(key, extent) {
+            let acked =
+                !self.cache.has_writeback(key, extent) || crate::planted::active(crate::planted::Bug::CancelBeforeAck);
+            if self.cache.has_dirty(key, extent) || !acked {
                 continue; // pump_writeback flushes it; we come back on the reply
             }
             let others = self.locks.covering_others(key, extent, l);
@@ -214,6 +216,9 @@ impl Client {
                 }
                 self.cache.writeback_done(key, offset, len);
                 self.trim_cache(key, Extent::from_offset_len(offset, len));
+            }
+            Err(_) if crate::planted::active(crate::planted::Bug::IgnoreWriteError) => {
+                self.cache.writeback_done(key, offset, len);
             }
             Err(error) => {
                 tracing::warn!(client = self.id.0, %ost, %error, "write RPC failed; its bytes are lost");

@@ -24,10 +24,14 @@ impl Client {
                 }
             }
         }
+        let events_before = self.events.len();
         self.forget_ost_data(ost, LossCause::Evicted);
         if self.config.recovery {
             self.drop_replay(ost, &LossCause::Evicted);
             self.imports.get_mut(ost).state = super::imports::ImportState::Connecting { resume: false };
+        }
+        if crate::planted::active(crate::planted::Bug::SilentEviction) {
+            self.events.truncate(events_before);
         }
         self.transmits.push_back((ost, ToOst::Connect { resume: None }));
     }
@@ -114,7 +118,8 @@ impl Client {
     /// Remember, on every open file with an object in `lost`, that bytes
     /// written through it will never reach `ost`.
     pub(super) fn record_write_error(&mut self, lost: &BTreeSet<ObjectKey>, ost: OstIndex, cause: &LossCause) {
-        if lost.is_empty() {
+        let planted = crate::planted::active(crate::planted::Bug::SilentEviction) && *cause == LossCause::Evicted;
+        if lost.is_empty() || planted {
             return;
         }
         for file in self.files.values_mut() {

@@ -152,9 +152,11 @@ impl Client {
             self.locks.requeue(id, xid);
         }
         self.replay.new_life(ost);
+        let forget = crate::planted::active(crate::planted::Bug::ForgetReplay);
         let changes: Vec<ToOst> = self
             .replay
             .entries(ost)
+            .filter(|_| !forget)
             .map(|(transno, change)| match change {
                 Change::Write { key, offset, data } => {
                     ToOst::ReplayWrite { transno, object: key.object, offset: *offset, data: data.clone() }
@@ -202,6 +204,11 @@ impl Client {
             }
         }
         again.sort_by_key(|(xid, _)| *xid);
+        if crate::planted::active(crate::planted::Bug::LostResend) {
+            if let Some(first) = again.iter().position(|(_, m)| matches!(m, ToOst::Write { .. })) {
+                again.remove(first);
+            }
+        }
         for (_, message) in again {
             self.send(ost, message);
         }
@@ -244,7 +251,9 @@ impl Client {
 
     pub(super) fn on_commit_failed(&mut self, ost: OstIndex, object: ObjectId, error: IoError, seq: u64) {
         let import = self.imports.get_mut(ost);
-        if seq > import.failures_seen {
+        if seq > import.failures_seen && crate::planted::active(crate::planted::Bug::DropCommitFailure) {
+            import.failures_seen = seq;
+        } else if seq > import.failures_seen {
             import.failures_seen = seq;
             let key = ObjectKey { ost, object };
             let bytes = self.replay.key_bytes(key);

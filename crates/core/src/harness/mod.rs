@@ -18,7 +18,8 @@
 //! [`Harness::restart_ost`]: what was not committed is lost, the clients
 //! replay it), connections can drop ([`Harness::drop_connection`]) and
 //! links part ([`Harness::partition`], [`Harness::heal`]), and disks can
-//! fail ([`Harness::fail_writes`], [`Harness::fail_commits`]). The harness
+//! fail ([`Harness::fail_writes`], [`Harness::fail_commits`]); the network
+//! can slow down ([`Harness::set_latency`]). The harness
 //! plays the drivers' part: it tells a client when its connection to an OST
 //! is lost and when a new one is up, as a network driver would.
 
@@ -275,7 +276,10 @@ impl Harness {
     /// Stop a client dead: it neither sends nor receives from now on, and
     /// everything it had not written back is gone with it.
     pub fn crash(&mut self, c: ClientId) {
-        self.crashed.insert(c);
+        if !self.crashed.insert(c) {
+            return;
+        }
+        self.trace_line(format!("{} crash {c}", self.now));
         self.queue.retain(|_, m| !matches!(m, Message::ToOst { from, .. } if *from == c));
     }
 
@@ -349,6 +353,15 @@ impl Harness {
         if !self.crashed.contains(&c) && !self.down.contains(&o) {
             self.with_live_client(c, |cl, now| cl.handle_reconnected(now, o));
         }
+    }
+
+    /// Messages sent from now on take between `min` and `max` to arrive (a
+    /// congested or a quiet network); messages in flight keep their time,
+    /// and each link still delivers in order.
+    pub fn set_latency(&mut self, min: Duration, max: Duration) {
+        assert!(min <= max, "latency range {min:?}..{max:?} is inverted");
+        self.config.latency_min = min;
+        self.config.latency_max = max;
     }
 
     /// Writes and punches on OST `o`'s disk fail with `errno` (`None`: they work).
