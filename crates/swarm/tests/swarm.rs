@@ -1,0 +1,47 @@
+//! The swarm over a short range of seeds (the range `make test` runs), the
+//! same seed twice, and seeds that once found bugs, kept as regressions.
+
+use lanefs_swarm::{run_seed, sweep, Outcome, Seeds, SweepConfig};
+
+/// Seeds `make test` runs: `SWARM_SEEDS=A-B` for another range.
+fn seed_range() -> (u64, u64) {
+    match std::env::var("SWARM_SEEDS") {
+        Ok(v) => {
+            let (a, b) = v.split_once('-').expect("SWARM_SEEDS=A-B");
+            (a.parse().expect("a seed"), b.parse::<u64>().expect("a seed") + 1)
+        }
+        Err(_) => (0, 200),
+    }
+}
+
+#[test]
+fn a_short_range_of_seeds_passes() {
+    let (first, end) = seed_range();
+    let config = SweepConfig { seeds: Seeds::Range { first, end }, jobs: 2, budget: None, planted: None };
+    let mut failures = Vec::new();
+    let summary = sweep(&config, |r| {
+        if r.outcome != Outcome::Passed {
+            failures.push(format!(
+                "{}\n  {} ({}): {}",
+                r.options,
+                r.outcome.kind(),
+                r.outcome.exit_code(),
+                r.outcome.message()
+            ));
+        }
+    })
+    .unwrap();
+    assert_eq!(summary.seeds_run, end - first);
+    assert!(failures.is_empty(), "{} seeds failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(summary.faults.total() > 0, "the range injected no fault at all");
+}
+
+#[test]
+fn the_same_seed_runs_the_same_way_twice() {
+    for seed in [3, 17, 42] {
+        let a = run_seed(seed, None);
+        let b = run_seed(seed, None);
+        assert_eq!(a.trace_hash, b.trace_hash, "seed {seed}");
+        assert_eq!((a.steps, a.faults, a.outcome), (b.steps, b.faults, b.outcome), "seed {seed}");
+    }
+}
