@@ -248,6 +248,31 @@ fn a_commit_notice_lost_with_a_connection_does_not_stall_the_writer() {
     assert_eq!(h.result(A, op), Some(&Ok(OpOutput::Written(4 * KIB))));
 }
 
+/// B's enqueue reply is lost with its link; meanwhile the lock is granted.
+/// When B comes back, the OST sends the lock's completion again before it
+/// answers B's resent enqueue: B must not take the completion of its own
+/// lock for a stranger's and cancel it, or the OST forgets the lock that
+/// its answer then hands B, and B writes under a lock nobody can call back.
+#[test]
+fn a_completion_that_overtakes_the_answer_to_a_resent_enqueue_is_kept() {
+    let mut h = harness(2, 9);
+    let layout = one_stripe(&mut h);
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    write(&mut h, A, fa, 0, pattern(4 * KIB, 1));
+    let theirs = pattern(4 * KIB, 2);
+    let op = h.write(B, fb, 0, theirs.clone());
+    while h.ost(OST0).locks().waiting_count() == 0 {
+        assert!(h.step(), "B's enqueue never reached the OST");
+    }
+    h.partition(B, OST0); // the answer Waiting is lost
+    while h.step() {} // A gives its lock back; B's is granted, the completion lost
+    assert_eq!(h.ost(OST0).locks().waiting_count(), 0, "B's lock is granted");
+    h.heal(B, OST0);
+    assert_eq!(h.wait_ok(B, op), OpOutput::Written(4 * KIB));
+    assert!(read(&mut h, A, fa, 0, 4 * KIB) == theirs, "A reads B's bytes: B's lock was called back");
+    assert!(h.lost().is_empty(), "{:?}", h.lost());
+}
+
 #[test]
 fn a_full_disk_fails_the_write_and_says_enospc() {
     let mut h = harness(1, 4);

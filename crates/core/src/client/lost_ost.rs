@@ -103,6 +103,8 @@ impl Client {
         for id in gone {
             self.locks.remove(id);
         }
+        // The OST dropped this client's locks too (or is given up).
+        self.unclaimed.retain(|(o, _), _| *o != ost);
         let unstable = self.cache.unstable_objects(ost);
         self.record_write_error(&unstable, ost, &cause);
         for file in self.files.values_mut() {

@@ -80,6 +80,10 @@ pub const LRU_AGE_MAX_DEFAULT: Duration = Duration::from_secs(600);
 /// Acknowledged but uncommitted bytes kept per OST for replay (four dirty
 /// allowances): past half of it the client asks the OST to commit.
 pub const UNSTABLE_BYTES_MAX_DEFAULT: u64 = 4 * DIRTY_BYTES_MAX_DEFAULT;
+/// Lock handles an OST named in a completion or a callback while this
+/// client did not know them yet (see `Client::on_unknown_lock`), kept at
+/// most; past it an unknown handle is given back at once.
+pub const UNCLAIMED_LOCKS_MAX: usize = 1024;
 
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
@@ -407,6 +411,10 @@ pub struct Client {
     imports: imports::Imports,
     /// Acknowledged changes kept until committed (with `config.recovery`).
     replay: replay::ReplayLog,
+    /// Handles an OST named in a completion or a callback before the
+    /// answer to one of this client's enqueues could say they were its
+    /// own: whether each was called back.
+    unclaimed: BTreeMap<(OstIndex, crate::units::LockHandle), bool>,
     file_next: u64,
     op_next: u64,
     xid_next: u64,
@@ -434,6 +442,7 @@ impl Client {
             payload_kind: None,
             imports: imports::Imports::default(),
             replay: replay::ReplayLog::default(),
+            unclaimed: BTreeMap::new(),
             file_next: 1,
             op_next: 1,
             xid_next: 1,
@@ -697,6 +706,14 @@ impl Client {
         assert_eq!(writes, listed, "write RPC accounting");
         self.replay.check_invariants();
         self.imports.check_invariants();
+        assert!(self.unclaimed.len() <= UNCLAIMED_LOCKS_MAX, "{}: unclaimed handles past their bound", self.id);
+        for &(ost, handle) in self.unclaimed.keys() {
+            assert!(
+                self.locks.by_handle(ost, handle).is_none(),
+                "{}: handle {handle:?} both held and unclaimed",
+                self.id
+            );
+        }
         if !self.config.recovery {
             assert!(self.replay.is_empty(), "{}: changes kept for replay without recovery", self.id);
         }

@@ -13,13 +13,16 @@ use smallvec::SmallVec;
 impl Client {
     pub(in crate::client) fn on_enqueue_reply(&mut self, now: Instant, xid: Xid, reply: EnqueueReply) {
         let Some(l) = self.locks.take_xid(xid) else { return };
+        let ost = self.locks.get(l).expect("listed").key.ost;
         match reply {
             EnqueueReply::Granted { lock, extent } => {
                 self.locks.set_handle(l, lock);
-                self.granted(now, l, extent, false);
+                let called_back = self.unclaimed.remove(&(ost, lock)).unwrap_or(false);
+                self.granted(now, l, extent, called_back);
             }
             EnqueueReply::Waiting { lock } => {
                 self.locks.set_handle(l, lock);
+                self.unclaimed.remove(&(ost, lock));
                 self.locks.get_mut(l).expect("listed").state = ClientLockState::Waiting;
             }
             EnqueueReply::Invalid => {
@@ -40,6 +43,7 @@ impl Client {
                 // Operations waiting on it find it gone and enqueue again.
             }
         }
+        self.give_back_unclaimed(ost);
     }
 
     pub(in crate::client) fn on_completion(
@@ -51,7 +55,7 @@ impl Client {
         callback_pending: bool,
     ) {
         let Some(l) = self.locks.by_handle(ost, handle) else {
-            self.on_unknown_lock(ost, handle);
+            self.on_unknown_lock(ost, handle, callback_pending);
             return;
         };
         if self.locks.get(l).is_some_and(|lock| !lock.is_pending()) {
@@ -91,8 +95,8 @@ impl Client {
                 self.locks.note_returning(l);
             }
             // Unknown handle: our cancel crossed the callback, or was lost
-            // with a connection.
-            None => self.on_unknown_lock(ost, handle),
+            // with a connection, or the answer to our enqueue was.
+            None => self.on_unknown_lock(ost, handle, true),
         }
     }
 

@@ -275,10 +275,43 @@ impl Client {
     }
 
     /// A callback or a completion for lock `handle`, which this client does
-    /// not hold (its cancel was lost with a connection, or crossed the
-    /// message): give it back.
-    pub(super) fn on_unknown_lock(&mut self, ost: OstIndex, handle: LockHandle) {
-        if self.config.recovery {
+    /// not hold: its cancel was lost with a connection or crossed the
+    /// message (give it back), or the answer to one of its enqueues was
+    /// lost and the resent enqueue's answer, naming this very handle, is
+    /// still to come (an OST that sees the client come back sends every
+    /// lock's completion again before it answers what the client resends).
+    /// While an enqueue to that OST awaits its answer the handle is kept
+    /// unclaimed; the answers claim their own, and what none claims is given
+    /// back once none is awaited ([`Client::give_back_unclaimed`]).
+    /// Cancelling at once would make the OST forget the lock its answer
+    /// then hands over: a lock the client writes under and nobody can call
+    /// back.
+    pub(super) fn on_unknown_lock(&mut self, ost: OstIndex, handle: LockHandle, called_back: bool) {
+        if !self.config.recovery {
+            return;
+        }
+        let awaited =
+            self.locks.iter().any(|(_, l)| l.key.ost == ost && matches!(l.state, ClientLockState::Enqueuing { .. }));
+        if awaited && self.unclaimed.len() < super::UNCLAIMED_LOCKS_MAX {
+            *self.unclaimed.entry((ost, handle)).or_default() |= called_back;
+            return;
+        }
+        self.unclaimed.remove(&(ost, handle));
+        self.send(ost, ToOst::Cancel { lock: handle });
+    }
+
+    /// Give back the unclaimed handles of `ost` once no enqueue to it
+    /// awaits an answer that could claim them.
+    pub(super) fn give_back_unclaimed(&mut self, ost: OstIndex) {
+        if !self.unclaimed.keys().any(|(o, _)| *o == ost) {
+            return;
+        }
+        if self.locks.iter().any(|(_, l)| l.key.ost == ost && matches!(l.state, ClientLockState::Enqueuing { .. })) {
+            return;
+        }
+        let handles: Vec<LockHandle> = self.unclaimed.keys().filter(|(o, _)| *o == ost).map(|(_, h)| *h).collect();
+        for handle in handles {
+            self.unclaimed.remove(&(ost, handle));
             self.send(ost, ToOst::Cancel { lock: handle });
         }
     }
