@@ -273,6 +273,30 @@ fn a_completion_that_overtakes_the_answer_to_a_resent_enqueue_is_kept() {
     assert!(h.lost().is_empty(), "{:?}", h.lost());
 }
 
+/// An fsync after a truncate makes the punch durable, as it makes writes
+/// durable: a crash of the OST after it cannot bring the cut bytes back,
+/// even with the truncating client gone.
+#[test]
+fn an_fsynced_truncate_survives_a_crash_with_no_client_to_replay() {
+    let mut h = harness(2, 10);
+    let layout = one_stripe(&mut h);
+    let fa = h.open(A, layout.clone());
+    write(&mut h, A, fa, 0, pattern(8 * KIB, 1));
+    let op = h.fsync(A, fa);
+    h.wait_ok(A, op);
+    let op = h.truncate(A, fa, 1000);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Truncated);
+    let op = h.fsync(A, fa);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Synced);
+    h.crash(A);
+    h.crash_ost(OST0);
+    h.restart_ost(OST0);
+    let fb = h.open(B, layout.clone());
+    let mut expected = pattern(8 * KIB, 1);
+    expected[1000..].fill(0);
+    assert!(read(&mut h, B, fb, 0, 8 * KIB) == expected, "the cut bytes came back");
+}
+
 #[test]
 fn a_full_disk_fails_the_write_and_says_enospc() {
     let mut h = harness(1, 4);

@@ -133,6 +133,10 @@ impl Client {
         transno: Transno,
     ) {
         let Some(Rpc::Punch { op, key, size }) = self.rpcs.remove(&xid) else { return };
+        if result.is_ok() {
+            // A punch is a change an fsync must make durable, as a write is.
+            self.uncommitted.insert(key);
+        }
         if result.is_ok() && self.config.recovery && transno > Transno(0) {
             self.replay.keep(ost, transno, Change::Punch { key, size });
         }
