@@ -297,6 +297,32 @@ fn an_fsynced_truncate_survives_a_crash_with_no_client_to_replay() {
     assert!(read(&mut h, B, fb, 0, 8 * KIB) == expected, "the cut bytes came back");
 }
 
+/// A commit fails after the writer closed its file: the next open of the
+/// file reports the loss at its first fsync, as Lustre reports a writeback
+/// error kept in the inode.
+#[test]
+fn a_loss_after_the_close_is_reported_through_the_next_open() {
+    let mut h = harness(2, 11);
+    let layout = one_stripe(&mut h);
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    write(&mut h, B, fb, 32 * KIB, pattern(4 * KIB, 1));
+    let op = h.close(B, fb); // acknowledged, not committed
+    h.wait_ok(B, op);
+    write(&mut h, A, fa, 0, pattern(4 * KIB, 2));
+    h.fail_commits(OST0, Some(Errno::EIO));
+    let op = h.fsync(A, fa);
+    assert!(h.wait(A, op).unwrap().is_err());
+    h.fail_commits(OST0, None);
+    let fb = h.open(B, layout.clone());
+    let op = h.fsync(B, fb);
+    match h.wait(B, op).unwrap() {
+        Err(ClientError::WriteLost { cause: LossCause::SyncFailed(_), .. }) => {}
+        other => panic!("B's first fsync after reopening must report the failed commit: {other:?}"),
+    }
+    let op = h.fsync(B, fb);
+    assert_eq!(h.wait_ok(B, op), OpOutput::Synced, "reported once");
+}
+
 #[test]
 fn a_full_disk_fails_the_write_and_says_enospc() {
     let mut h = harness(1, 4);

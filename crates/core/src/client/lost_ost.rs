@@ -118,16 +118,31 @@ impl Client {
     }
 
     /// Remember, on every open file with an object in `lost`, that bytes
-    /// written through it will never reach `ost`.
+    /// written through it will never reach `ost`; an object no open file
+    /// has keeps the loss for the next open of its file (a loss can come
+    /// after the close: a commit that fails, an eviction of the copies kept
+    /// for replay). Lustre keeps a writeback error in the inode for the
+    /// next fsync or close likewise.
     pub(super) fn record_write_error(&mut self, lost: &BTreeSet<ObjectKey>, ost: OstIndex, cause: &LossCause) {
         let planted = crate::planted::active(crate::planted::Bug::SilentEviction) && *cause == LossCause::Evicted;
         if lost.is_empty() || planted {
             return;
         }
+        let error = ClientError::WriteLost { ost, cause: cause.clone() };
+        let mut told: BTreeSet<ObjectKey> = BTreeSet::new();
         for file in self.files.values_mut() {
-            if file.write_error.is_none() && file.layout.objects().iter().any(|k| lost.contains(k)) {
-                file.write_error = Some(ClientError::WriteLost { ost, cause: cause.clone() });
+            let objects = file.layout.objects();
+            if objects.iter().any(|k| lost.contains(k)) {
+                told.extend(objects.iter().filter(|k| lost.contains(k)));
+                file.write_error.get_or_insert_with(|| error.clone());
             }
+        }
+        for &key in lost.difference(&told) {
+            if self.unreported.len() >= super::UNREPORTED_LOSSES_MAX && !self.unreported.contains_key(&key) {
+                tracing::warn!(client = self.id.0, %ost, "too many unreported losses: this one is not kept for the next open");
+                continue;
+            }
+            self.unreported.entry(key).or_insert_with(|| error.clone());
         }
     }
 

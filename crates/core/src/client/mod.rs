@@ -84,6 +84,9 @@ pub const UNSTABLE_BYTES_MAX_DEFAULT: u64 = 4 * DIRTY_BYTES_MAX_DEFAULT;
 /// client did not know them yet (see `Client::on_unknown_lock`), kept at
 /// most; past it an unknown handle is given back at once.
 pub const UNCLAIMED_LOCKS_MAX: usize = 1024;
+/// Objects whose lost bytes no open file could report, kept for the next
+/// open of their file (see `Client::record_write_error`), at most.
+pub const UNREPORTED_LOSSES_MAX: usize = 4096;
 
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
@@ -415,6 +418,10 @@ pub struct Client {
     /// answer to one of this client's enqueues could say they were its
     /// own: whether each was called back.
     unclaimed: BTreeMap<(OstIndex, crate::units::LockHandle), bool>,
+    /// Losses of objects no open file had: the next open of their file
+    /// reports them, as Linux reports a writeback error nobody has seen to
+    /// the next fsync of the file, whichever descriptor it comes through.
+    unreported: BTreeMap<ObjectKey, ClientError>,
     file_next: u64,
     op_next: u64,
     xid_next: u64,
@@ -443,6 +450,7 @@ impl Client {
             imports: imports::Imports::default(),
             replay: replay::ReplayLog::default(),
             unclaimed: BTreeMap::new(),
+            unreported: BTreeMap::new(),
             file_next: 1,
             op_next: 1,
             xid_next: 1,
@@ -483,10 +491,21 @@ impl Client {
     // ----- application interface ----------------------------------------
 
     /// Open a file whose layout the caller got from the MDS.
+    /// A loss of the file's bytes that no open handle could report yet
+    /// (it came after the last close) is reported by this handle's first
+    /// fsync or close.
     pub fn open(&mut self, layout: Layout) -> FileHandle {
         let fh = FileHandle(self.file_next);
         self.file_next += 1;
-        self.files.insert(fh, OpenFile { layout, no_expand: false, group: None, write_error: None });
+        let mut write_error = None;
+        if !self.unreported.is_empty() {
+            for key in layout.objects() {
+                if let Some(error) = self.unreported.remove(key) {
+                    write_error.get_or_insert(error);
+                }
+            }
+        }
+        self.files.insert(fh, OpenFile { layout, no_expand: false, group: None, write_error });
         fh
     }
 
@@ -707,6 +726,7 @@ impl Client {
         self.replay.check_invariants();
         self.imports.check_invariants();
         assert!(self.unclaimed.len() <= UNCLAIMED_LOCKS_MAX, "{}: unclaimed handles past their bound", self.id);
+        assert!(self.unreported.len() <= UNREPORTED_LOSSES_MAX, "{}: unreported losses past their bound", self.id);
         for &(ost, handle) in self.unclaimed.keys() {
             assert!(
                 self.locks.by_handle(ost, handle).is_none(),
