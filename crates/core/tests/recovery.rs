@@ -323,6 +323,27 @@ fn a_loss_after_the_close_is_reported_through_the_next_open() {
     assert_eq!(h.wait_ok(B, op), OpOutput::Synced, "reported once");
 }
 
+/// A truncate whose punch fails has already dropped the dirty bytes past
+/// the new size from the cache: they are neither cut on the OST nor
+/// written, and the next fsync says so.
+#[test]
+fn the_writes_a_failed_truncate_dropped_are_reported_lost() {
+    let mut h = harness(1, 12);
+    let layout = one_stripe(&mut h);
+    let fa = h.open(A, layout.clone());
+    write(&mut h, A, fa, 8 * KIB, pattern(4 * KIB, 1)); // dirty in A's cache
+    h.fail_writes(OST0, Some(Errno::ENOSPC));
+    let op = h.truncate(A, fa, 4 * KIB);
+    assert!(h.wait(A, op).unwrap().is_err(), "the punch failed");
+    h.fail_writes(OST0, None);
+    let op = h.fsync(A, fa);
+    match h.wait(A, op).unwrap() {
+        Err(ClientError::WriteLost { cause: LossCause::WriteFailed(IoError::NoSpace), .. }) => {}
+        other => panic!("the fsync must report the bytes the failed truncate dropped: {other:?}"),
+    }
+    assert_eq!(h.lost(), &[(A, OST0, 4 * KIB)]);
+}
+
 #[test]
 fn a_full_disk_fails_the_write_and_says_enospc() {
     let mut h = harness(1, 4);

@@ -348,10 +348,13 @@ enum Rpc {
         offset: u64,
         len: u64,
     },
+    /// `dropped`: dirty bytes past `size` the truncate took out of the
+    /// cache, lost if the punch fails.
     Punch {
         op: OpId,
         key: ObjectKey,
         size: u64,
+        dropped: u64,
     },
     Getattr {
         op: OpId,

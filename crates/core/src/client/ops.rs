@@ -680,9 +680,16 @@ impl Client {
                 if self.cache.has_writeback(step.key, Extent::new(object_size - object_size % PAGE_SIZE, EOF)) {
                     return Ok(false); // let writes in flight past the new end land first
                 }
+                let dropped: u64 = self
+                    .cache
+                    .dirty_ranges(step.key)
+                    .iter()
+                    .filter(|r| r.end >= object_size)
+                    .map(|r| r.end + 1 - r.start.max(object_size))
+                    .sum();
                 self.cache.truncate(step.key, object_size);
                 let xid = self.xid();
-                self.rpcs.insert(xid, Rpc::Punch { op: id, key: step.key, size: object_size });
+                self.rpcs.insert(xid, Rpc::Punch { op: id, key: step.key, size: object_size, dropped });
                 self.send(step.key.ost, ToOst::Punch { xid, object: step.key.object, size: object_size });
                 self.set_state(id, OpState::WaitRpcs { outstanding: 1, failed: None });
                 Ok(true)

@@ -4,7 +4,7 @@
 use super::{OpKind, OpState};
 use crate::client::locks::{ClientLockState, LocalLock};
 use crate::client::replay::Change;
-use crate::client::{Client, ClientError, OpId, Rpc};
+use crate::client::{Client, ClientError, LossCause, OpId, Rpc};
 use crate::extent::Extent;
 use crate::msg::{EnqueueReply, IoError, Payload};
 use crate::units::{Instant, LockHandle, OstIndex, Transno, Xid};
@@ -132,10 +132,19 @@ impl Client {
         result: Result<(), IoError>,
         transno: Transno,
     ) {
-        let Some(Rpc::Punch { op, key, size }) = self.rpcs.remove(&xid) else { return };
-        if result.is_ok() {
+        let Some(Rpc::Punch { op, key, size, dropped }) = self.rpcs.remove(&xid) else { return };
+        match result {
             // A punch is a change an fsync must make durable, as a write is.
-            self.uncommitted.insert(key);
+            Ok(()) => {
+                self.uncommitted.insert(key);
+            }
+            // The dirty bytes the truncate dropped past the new size are
+            // neither cut on the OST nor written: lost, and reported so.
+            Err(error) if dropped > 0 => {
+                self.record_write_error(&[key].into(), ost, &LossCause::WriteFailed(error));
+                self.report_loss(ost, dropped);
+            }
+            Err(_) => {}
         }
         if result.is_ok() && self.config.recovery && transno > Transno(0) {
             self.replay.keep(ost, transno, Change::Punch { key, size });
