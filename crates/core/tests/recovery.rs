@@ -344,6 +344,46 @@ fn the_writes_a_failed_truncate_dropped_are_reported_lost() {
     assert_eq!(h.lost(), &[(A, OST0, 4 * KIB)]);
 }
 
+/// B's acknowledged write is in a commit that fails while B is cut off, and
+/// the OST crashes before B hears of it: the notice is in the OST's record,
+/// and B is told when it comes back to recover (its replay of the write is
+/// skipped: the failed commit counts as committed). A notice B had already
+/// taken before a crash is not reported twice.
+#[test]
+fn a_failed_commit_notice_outlives_a_crash_of_the_ost() {
+    let mut h = harness(2, 13);
+    // Two objects on one OST: A's fsync commits B's write too (a journal
+    // commit holds every change), and no lock of one calls back the other.
+    let layout = one_stripe(&mut h);
+    let mine = one_stripe(&mut h);
+    let (fa, fb) = (h.open(A, mine), h.open(B, layout.clone()));
+    write(&mut h, B, fb, 32 * KIB, pattern(4 * KIB, 1));
+    let op = h.close(B, fb); // acknowledged, not committed
+    h.wait_ok(B, op);
+    h.partition(B, OST0);
+    write(&mut h, A, fa, 0, pattern(4 * KIB, 2));
+    h.fail_commits(OST0, Some(Errno::EIO));
+    let op = h.fsync(A, fa);
+    assert!(h.wait(A, op).unwrap().is_err(), "A's own fsync names the failure");
+    h.fail_commits(OST0, None);
+    assert!(!h.record(OST0).failures.is_empty(), "the notice to B is on disk");
+    h.crash_ost(OST0);
+    h.restart_ost(OST0);
+    h.heal(B, OST0);
+    let fb = h.open(B, layout.clone());
+    let op = h.fsync(B, fb);
+    match h.wait(B, op).unwrap() {
+        Err(ClientError::WriteLost { cause: LossCause::SyncFailed(_), .. }) => {}
+        other => panic!("B must be told its write was lost in the failed commit: {other:?}"),
+    }
+    // B's acknowledgement of the notice may not have reached the OST:
+    // another crash sends it again, and B does not take it twice.
+    h.crash_ost(OST0);
+    h.restart_ost(OST0);
+    let op = h.fsync(B, fb);
+    assert_eq!(h.wait_ok(B, op), OpOutput::Synced, "reported once");
+}
+
 #[test]
 fn a_full_disk_fails_the_write_and_says_enospc() {
     let mut h = harness(1, 4);

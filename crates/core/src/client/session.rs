@@ -253,15 +253,26 @@ impl Client {
         let import = self.imports.get_mut(ost);
         if seq > import.failures_seen && crate::planted::active(crate::planted::Bug::DropCommitFailure) {
             import.failures_seen = seq;
+        } else if seq > import.failures_seen && !self.replay.has_key(ObjectKey { ost, object }) {
+            // Nothing kept that a failed commit could have lost: a notice
+            // taken before, sent again from the OST's record after a crash
+            // (the failed commit's changes leave the copies only with the
+            // commit notice that follows this one).
+            import.failures_seen = seq;
         } else if seq > import.failures_seen {
             import.failures_seen = seq;
-            let key = ObjectKey { ost, object };
-            let bytes = self.replay.key_bytes(key);
-            warn!(client = self.id.0, %ost, object = object.0, %error, "the OST could not commit writes of this client");
-            self.record_write_error(&BTreeSet::from([key]), ost, &LossCause::SyncFailed(error));
-            self.report_loss(ost, bytes);
+            self.lost_to_failed_commit(ObjectKey { ost, object }, error);
         }
         self.send(ost, ToOst::FailuresSeen { seq });
+    }
+
+    /// A commit of `key`'s changes failed: what this client kept of them is
+    /// lost, and the files they belong to say so.
+    pub(super) fn lost_to_failed_commit(&mut self, key: ObjectKey, error: IoError) {
+        let bytes = self.replay.key_bytes(key);
+        warn!(client = self.id.0, ost = %key.ost, object = key.object.0, %error, "the OST could not commit writes of this client");
+        self.record_write_error(&BTreeSet::from([key]), key.ost, &LossCause::SyncFailed(error));
+        self.report_loss(key.ost, bytes);
     }
 
     /// A replayed lock was refused: this client's state on `ost` cannot be
