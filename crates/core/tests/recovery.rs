@@ -384,6 +384,37 @@ fn a_failed_commit_notice_outlives_a_crash_of_the_ost() {
     assert_eq!(h.wait_ok(B, op), OpOutput::Synced, "reported once");
 }
 
+/// The commit a writer asks for because its copies pile up (a soft sync)
+/// fails: the OST says so in its answer, not in a notice, and the writer
+/// must take it as it takes a notice.
+#[test]
+fn a_failed_commit_the_writer_asked_for_is_reported() {
+    let recovery = RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600) };
+    let client = ClientConfig {
+        rpc_bytes_max: 16 * KIB,
+        dirty_bytes_max: 16 * KIB,
+        unstable_bytes_max: 32 * KIB,
+        ..ClientConfig::default()
+    };
+    let config = HarnessConfig { clients: 1, osts: 1, seed: 14, recovery: Some(recovery), client, ..Default::default() };
+    let mut h = Harness::new(config).unwrap();
+    let layout = h.create_layout(64 * KIB, 1, Some(0)).unwrap();
+    let fa = h.open(A, layout.clone());
+    write(&mut h, A, fa, 0, pattern(16 * KIB, 1));
+    h.fail_commits(OST0, Some(Errno::EIO));
+    let op = h.close(A, fa); // written back: A asks for a commit of its copies
+    h.wait_ok(A, op);
+    h.drive().unwrap(); // the commit fails
+    assert!(h.ost_counters().syncs > 0, "A asked for a commit");
+    h.fail_commits(OST0, None);
+    let fa = h.open(A, layout);
+    let op = h.fsync(A, fa);
+    match h.wait(A, op).unwrap() {
+        Err(ClientError::WriteLost { cause: LossCause::SyncFailed(IoError::Disk(Errno::EIO)), .. }) => {}
+        other => panic!("the failed commit A asked for must be reported: {other:?}"),
+    }
+}
+
 #[test]
 fn a_full_disk_fails_the_write_and_says_enospc() {
     let mut h = harness(1, 4);
