@@ -117,6 +117,11 @@ pub struct OpError {
 #[derive(Debug, Default)]
 pub struct History {
     tick: Tick,
+    /// The harness's virtual time, as the driver last set it.
+    pub clock: lanefs_core::units::Instant,
+    /// The virtual time of every tick (index: tick - 1), so that a finding
+    /// can be found in the harness's trace.
+    times: Vec<lanefs_core::units::Instant>,
     pub writes: Vec<WriteRecord>,
     pub reads: Vec<ReadRecord>,
     pub fsyncs: Vec<FsyncRecord>,
@@ -131,7 +136,13 @@ impl History {
     /// The clock, moved on by one.
     pub fn tick(&mut self) -> Tick {
         self.tick += 1;
+        self.times.push(self.clock);
         self.tick
+    }
+
+    /// The virtual time of tick `t`.
+    pub fn time_of(&self, t: Tick) -> Option<lanefs_core::units::Instant> {
+        self.times.get((t as usize).checked_sub(1)?).copied()
     }
 
     pub fn now(&self) -> Tick {

@@ -198,8 +198,9 @@ impl<'a> Oracle<'a> {
     /// Why byte `b` of read `r` is wrong, for the failure line.
     fn explain(&self, r: &ReadRecord, b: u64, v: u8, candidates: &[usize], zero_ok: bool) -> String {
         let who = if r.fresh { "the final read" } else { "a read" };
+        let at = self.history.time_of(r.start).map_or(String::new(), |t| format!(" at {t}"));
         let mut s = format!(
-            "{who} by c{} of file {} [{}, +{}) (ticks {}..{}) found {v:#04x} at offset {b}; expected ",
+            "{who} by c{} of file {} [{}, +{}) (ticks {}..{}{at}) found {v:#04x} at offset {b}; expected ",
             r.client,
             r.file,
             r.offset,
@@ -249,7 +250,8 @@ impl<'a> Oracle<'a> {
             (WriteState::InFlight, ..) => "in flight",
         };
         let end = if w.end == Tick::MAX { "..".to_string() } else { format!("..{}", w.end) };
-        format!("{kind} w{} by c{} [{}, +{}) ticks {}{end} ({state})", w.id.0, w.client, w.offset, w.len, w.start)
+        let at = self.history.time_of(w.start).map_or(String::new(), |t| format!(" at {t}"));
+        format!("{kind} w{} by c{} [{}, +{}) ticks {}{end}{at} ({state})", w.id.0, w.client, w.offset, w.len, w.start)
     }
 }
 

@@ -308,6 +308,7 @@ impl Driver {
     /// Loss reports and completions since the last look, then the next
     /// actions of the idle clients.
     fn observe(&mut self) {
+        self.history.clock = self.h.now();
         for r in 0..self.runners.len() {
             loop {
                 self.observe_losses();
@@ -551,6 +552,7 @@ impl Driver {
     }
 
     fn inject(&mut self, class: FaultClass) {
+        self.history.clock = self.h.now();
         let step = self.h.steps();
         let osts = self.o.osts;
         let live = self.live_clients();

@@ -360,17 +360,20 @@ impl Harness {
     /// and each link still delivers in order.
     pub fn set_latency(&mut self, min: Duration, max: Duration) {
         assert!(min <= max, "latency range {min:?}..{max:?} is inverted");
+        self.trace_line(format!("{} latency {}-{} ns", self.now, min.as_ns(), max.as_ns()));
         self.config.latency_min = min;
         self.config.latency_max = max;
     }
 
     /// Writes and punches on OST `o`'s disk fail with `errno` (`None`: they work).
     pub fn fail_writes(&mut self, o: OstIndex, errno: Option<Errno>) {
+        self.trace_line(format!("{} {o} writes fail with {errno:?}", self.now));
         self.osts[o.0 as usize].store_mut().fail_writes = errno;
     }
 
     /// Commits on OST `o`'s disk fail with `errno` (`None`: they work).
     pub fn fail_commits(&mut self, o: OstIndex, errno: Option<Errno>) {
+        self.trace_line(format!("{} {o} commits fail with {errno:?}", self.now));
         self.osts[o.0 as usize].store_mut().fail_commits = errno;
     }
 
