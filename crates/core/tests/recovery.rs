@@ -396,7 +396,8 @@ fn a_failed_commit_the_writer_asked_for_is_reported() {
         unstable_bytes_max: 32 * KIB,
         ..ClientConfig::default()
     };
-    let config = HarnessConfig { clients: 1, osts: 1, seed: 14, recovery: Some(recovery), client, ..Default::default() };
+    let config =
+        HarnessConfig { clients: 1, osts: 1, seed: 14, recovery: Some(recovery), client, ..Default::default() };
     let mut h = Harness::new(config).unwrap();
     let layout = h.create_layout(64 * KIB, 1, Some(0)).unwrap();
     let fa = h.open(A, layout.clone());
@@ -413,6 +414,28 @@ fn a_failed_commit_the_writer_asked_for_is_reported() {
         Err(ClientError::WriteLost { cause: LossCause::SyncFailed(IoError::Disk(Errno::EIO)), .. }) => {}
         other => panic!("the failed commit A asked for must be reported: {other:?}"),
     }
+}
+
+/// A's GROUP lock spans two OSTs; one of them evicts A (it restarted while
+/// A was cut off). The file no longer holds its group: A gives back the
+/// group lock it still holds on the other OST, which nothing would ever
+/// call back, and B's write there goes through.
+#[test]
+fn a_group_lock_losing_one_stripe_gives_back_the_others() {
+    let mut h = harness(2, 15);
+    let layout = h.create_layout(64 * KIB, 2, Some(0)).unwrap();
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout));
+    let op = h.group_lock(A, fa, 7);
+    assert_eq!(h.wait_ok(A, op), OpOutput::GroupLocked);
+    h.partition(A, OST0);
+    h.crash_ost(OST0);
+    h.restart_ost(OST0);
+    h.advance(WINDOW); // the recovery goes on without A, evicting it
+    h.heal(A, OST0);
+    let op = h.write(B, fb, 64 * KIB, pattern(4 * KIB, 1)); // the stripe on OST0001
+    h.drive_bounded(10_000).expect("B waits for a group lock nobody gives back");
+    assert_eq!(h.result(B, op), Some(&Ok(OpOutput::Written(4 * KIB))));
+    assert!(h.client(A).lock_cache().iter().all(|(_, l)| !l.mode.is_group()), "A kept a group lock");
 }
 
 #[test]

@@ -97,7 +97,11 @@ impl Client {
 
     /// After an eviction or a lost connection: the locks through that OST
     /// are gone (group locks included), and so is every cached page of it
-    /// (dirty bytes reported lost).
+    /// (dirty bytes reported lost). A file whose GROUP lock lost a stripe
+    /// here loses the whole of it: its group locks on the other OSTs are
+    /// given back too, since the file no longer holds the group (neither a
+    /// group unlock nor a close would name them) and nothing else would ever
+    /// take them back (group locks get no callbacks).
     fn forget_ost_data(&mut self, ost: OstIndex, cause: LossCause) {
         let gone: Vec<LocalLock> = self.locks.iter().filter(|(_, l)| l.key.ost == ost).map(|(id, _)| id).collect();
         for id in gone {
@@ -107,10 +111,22 @@ impl Client {
         self.unclaimed.retain(|(o, _), _| *o != ost);
         let unstable = self.cache.unstable_objects(ost);
         self.record_write_error(&unstable, ost, &cause);
+        let mut orphaned: Vec<(ObjectKey, crate::ldlm::GroupId)> = Vec::new();
         for file in self.files.values_mut() {
             if file.layout.objects().iter().any(|k| k.ost == ost) {
-                file.group = None;
+                if let Some(gid) = file.group.take() {
+                    orphaned.extend(file.layout.objects().iter().map(|&k| (k, gid)));
+                }
             }
+        }
+        let stranded: Vec<LocalLock> = self
+            .locks
+            .iter()
+            .filter(|(_, l)| orphaned.iter().any(|&(k, gid)| l.key == k && l.mode == crate::ldlm::LockMode::Group(gid)))
+            .map(|(id, _)| id)
+            .collect();
+        for id in stranded {
+            self.begin_cancel(id);
         }
         self.dirty_keys.retain(|k, _| k.ost != ost);
         let lost = self.cache.discard_ost(ost);
