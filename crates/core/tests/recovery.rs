@@ -438,6 +438,31 @@ fn a_group_lock_losing_one_stripe_gives_back_the_others() {
     assert!(h.client(A).lock_cache().iter().all(|(_, l)| !l.mode.is_group()), "A kept a group lock");
 }
 
+/// The answer to A's fsync, saying its commit failed, is lost with the
+/// connection; the sync A sends again finds nothing left to commit. A is
+/// told all the same (the notice, which the OST keeps until A has it), and
+/// once.
+#[test]
+fn a_failed_commit_is_reported_when_the_answer_to_the_fsync_is_lost() {
+    let mut h = harness(1, 16);
+    let layout = one_stripe(&mut h);
+    let fa = h.open(A, layout);
+    write(&mut h, A, fa, 0, pattern(4 * KIB, 1));
+    h.fail_commits(OST0, Some(Errno::EIO));
+    let op = h.fsync(A, fa);
+    while h.ost_counters().syncs == 0 {
+        assert!(h.step(), "A's sync never reached the OST");
+    }
+    h.fail_commits(OST0, None);
+    h.drop_connection(A, OST0); // the answer is lost
+    match h.wait(A, op).unwrap() {
+        Err(e) => assert_eq!(e.errno(), Errno::EIO, "{e}"),
+        Ok(out) => panic!("A's fsync must report the failed commit: {out:?}"),
+    }
+    let op = h.fsync(A, fa);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Synced, "reported once");
+}
+
 #[test]
 fn a_full_disk_fails_the_write_and_says_enospc() {
     let mut h = harness(1, 4);

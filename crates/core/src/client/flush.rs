@@ -246,6 +246,12 @@ impl Client {
             return match op.state {
                 OpState::WaitRpcs { outstanding: 0, failed: None } => Ok(Commit::Done),
                 OpState::WaitRpcs { outstanding: 0, failed: Some(error) } => {
+                    // The failure reaches the file as a notice too: this
+                    // fsync reports it, the next one does not again.
+                    let fh = op.fh;
+                    if let Some(file) = self.files.get_mut(&fh) {
+                        file.write_error = None;
+                    }
                     Err(ClientError::Io { ost: failed_ost.expect("a failed sync names its OST"), error })
                 }
                 _ => Ok(Commit::Waiting),

@@ -171,16 +171,10 @@ impl Client {
     pub(in crate::client) fn on_sync_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<(), IoError>) {
         let (op, key) = match self.rpcs.remove(&xid) {
             Some(Rpc::Sync { op, key }) => (op, key),
-            Some(Rpc::Commit { key }) => {
+            Some(Rpc::Commit { .. }) => {
                 // A soft sync: the commit notice (sent before this reply)
-                // did the work. A failed commit of the object asked about
-                // is told here, not in a notice (the OST tells the asker in
-                // its answer); of the others, in notices.
+                // did the work, and a failure came as a notice too.
                 self.replay.commit_answered(ost);
-                match result {
-                    Err(error) if error != IoError::Evicted => self.lost_to_failed_commit(key, error),
-                    _ => {}
-                }
                 return;
             }
             _ => return,

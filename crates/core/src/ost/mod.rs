@@ -592,7 +592,7 @@ impl<S: ObjectStore> Ost<S> {
             return;
         };
         let asked = match waiter {
-            SyncWaiter::Reply(client, _, object) => Some((client, object)),
+            SyncWaiter::Reply(client, _, _) => Some(client),
             _ => None,
         };
         let mut told = None;
@@ -600,13 +600,14 @@ impl<S: ObjectStore> Ost<S> {
             (Some(snapshot), Some(commits)) => {
                 let finished = commits.finish(&snapshot, failures);
                 let transno = commits.last_committed();
+                // Every writer is told, the one that asked included: the
+                // answer to its sync may be lost with its connection, and
+                // the sync it sends again finds nothing left to commit.
                 for (client, object, error) in finished.failed {
-                    if asked != Some((client, object)) {
-                        self.notify_failure(now, client, object, error);
-                    }
+                    self.notify_failure(now, client, object, error);
                 }
                 for client in finished.committed {
-                    told = told.or(asked.filter(|(c, _)| *c == client).map(|(c, _)| c));
+                    told = told.or(asked.filter(|c| *c == client));
                     self.send(client, ToClient::Committed { transno });
                 }
             }
