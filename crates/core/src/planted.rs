@@ -1,7 +1,8 @@
 //! Bugs planted on purpose, to prove that the fault swarm (`lanefs-swarm`)
 //! catches the kind of mistake it claims to catch.
 //!
-//! Each [`Bug`] breaks one rule of the protocol in one place, behind
+//! Each [`Bug`] breaks one rule of the protocol in one place (or two
+//! that go together), behind
 //! [`active`]. Without the `planted-bugs` cargo feature (the default, and
 //! every build that ships) `active` is a constant `false` and the compiler
 //! removes every planted branch; the feature refuses to build without debug
@@ -41,10 +42,14 @@ pub enum Bug {
     /// An evicted client drops its cache and replay copies without telling
     /// the files that lost bytes (`Client::on_evicted`).
     SilentEviction,
+    /// An OST whose recovery is over still takes a late client's replay of
+    /// its locks and writes (`Ost::connect`, `Ost::serve`): a client cut off
+    /// or slowed past the recovery window writes old bytes over new ones.
+    LateReplay,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 9] = [
+    pub const ALL: [Bug; 10] = [
         Bug::ConflictingGrant,
         Bug::CancelBeforeAck,
         Bug::ForgetReplay,
@@ -54,6 +59,7 @@ impl Bug {
         Bug::IgnoreWriteError,
         Bug::NoCallbackTimeout,
         Bug::SilentEviction,
+        Bug::LateReplay,
     ];
 
     /// The name the swarm's switch takes (`LANEFS_PLANTED_BUG=...`).
@@ -68,6 +74,7 @@ impl Bug {
             Bug::IgnoreWriteError => "ignore-write-error",
             Bug::NoCallbackTimeout => "no-callback-timeout",
             Bug::SilentEviction => "silent-eviction",
+            Bug::LateReplay => "late-replay",
         }
     }
 

@@ -45,3 +45,24 @@ fn the_same_seed_runs_the_same_way_twice() {
         assert_eq!((a.steps, a.faults, a.outcome), (b.steps, b.faults, b.outcome), "seed {seed}");
     }
 }
+
+/// Seeds that found bugs in the protocol, each fixed in lanefs-core with a
+/// scenario test of its own (crates/core/tests): they must keep passing.
+#[test]
+fn seeds_that_found_bugs_pass() {
+    let found = [
+        (123, "a close left its GROUP lock behind"),
+        (16, "an OST's new life numbered its notices from 1 and the client dropped them"),
+        (106, "a lost commit notice made the writer ask for commits forever"),
+        (1478, "a completion overtook the answer to a resent enqueue and was cancelled"),
+        (381, "an fsync after a truncate did not sync the punch"),
+        (2046, "a failed truncate dropped completed writes silently"),
+        (451, "a failed commit's notice was lost in a crash of the OST"),
+        (10122, "a GROUP lock that lost a stripe kept the others forever"),
+        (16978, "the answer to an fsync's failed sync was lost with its connection"),
+    ];
+    for (seed, bug) in found {
+        let result = run_seed(seed, None);
+        assert_eq!(result.outcome, Outcome::Passed, "seed {seed} ({bug}): {}", result.outcome.message());
+    }
+}

@@ -410,6 +410,18 @@ impl<S: ObjectStore> Ost<S> {
             },
             ToOst::GlimpseReply { xid, size } => self.glimpse_reply(xid, from, size),
             ToOst::FailuresSeen { seq } => self.failures_seen(from, seq),
+            ToOst::ReplayLock { lock, object, request, extent }
+                if crate::planted::active(crate::planted::Bug::LateReplay) =>
+            {
+                if !self.locks.replay(from, lock, object, request, extent) {
+                    self.send(from, ToClient::LockLost { lock });
+                }
+            }
+            ToOst::ReplayWrite { object, offset, data, .. }
+                if crate::planted::active(crate::planted::Bug::LateReplay) =>
+            {
+                let _ = self.apply_write(object, offset, &data);
+            }
             ToOst::ReplayLock { lock, .. } => {
                 debug!(ost = self.index.0, %from, lock = lock.0, "lock replayed outside recovery refused");
                 self.send(from, ToClient::LockLost { lock });
@@ -514,6 +526,11 @@ impl<S: ObjectStore> Ost<S> {
                     self.send(from, ToClient::Glimpse { xid, object: g.object, lock: g.lock });
                 }
                 self.send_notices(from);
+            }
+            Some(epoch) if epoch != self.epoch && crate::planted::active(crate::planted::Bug::LateReplay) => {
+                self.locks.handle_connect(from);
+                self.know(from);
+                self.send(from, ToClient::Connected { epoch: self.epoch, recovering: true });
             }
             // Another life of the OST, or state the OST took away: the
             // client must discard it and connect afresh.
