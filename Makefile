@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test bench build pgo deps fmt clippy clean swarm planted
+.PHONY: demo test bench build pgo deps fmt clippy clean load fuzz swarm planted
 
 deps:
 	@command -v cargo >/dev/null 2>&1 || { \
@@ -23,6 +23,16 @@ test: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 	$(CARGO) test --locked --workspace
+
+# The servers under a longer load than make test's: as many connections as
+# the descriptor limit allows (up to 30,000) and ten times the requests.
+load: deps
+	$(CARGO) test --locked -p lanefs-net --test load -- --ignored --nocapture the_long_load
+
+# Coverage-guided fuzzing (cargo afl) of the codec, the OST, the client and
+# the MDS: FUZZ_SECONDS per target (default 180); fails if a crash is found.
+fuzz: deps
+	fuzz/run.sh
 
 # A profile-guided build for large simulations (target/pgo/release/lanefs).
 pgo: deps

@@ -1,28 +1,73 @@
-//! `lanefs up`, `lanefs mds` and `lanefs oss`: running the servers.
+//! `lanefs up`, `lanefs mds` and `lanefs oss`: running the servers, and
+//! `lanefs key`: making the keys a cluster on TCP needs.
+//!
+//! Each server fences its data before touching it (`lanefs_net::fence`): a
+//! second server on a directory in use refuses at once, naming the one
+//! running.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use lanefs_core::ldlm::server::LockServerConfig;
-use lanefs_core::ost::{OstConfig, SyncLockCancel};
+use lanefs_core::ost::{OstConfig, RecoveryConfig, SyncLockCancel};
 use lanefs_core::Duration;
-use lanefs_mds::{Mds, MdsConfig};
+use lanefs_mds::{Mds, MdsConfig, Owner};
+use lanefs_net::auth::ClusterKey;
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use lanefs_net::fence::Fence;
+use lanefs_net::keys::{create_cluster_keys, issue_key, KeyRole};
+use lanefs_net::limits::{ServerLimits, IDLE_TIMEOUT_DEFAULT};
+use lanefs_net::mds_server::MdsOptions;
 use lanefs_net::transport::Address;
-use std::path::PathBuf;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
 
-/// The servers' OST settings: `--callback-timeout` and `--sync-lock-cancel`.
+/// The servers' connection limits: `--idle-timeout`, `--connections-max`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct LimitArgs {
+    /// Seconds a connection may send nothing before the server closes it
+    /// (clients ping every 25 s; Lustre's ping evictor allows 150).
+    #[arg(long, value_name = "SECONDS", default_value_t = IDLE_TIMEOUT_DEFAULT.as_secs_f64())]
+    pub idle_timeout: f64,
+    /// Connections served at once; past it a connection is refused with
+    /// the reason. Default: sized from the descriptor limit, which the
+    /// server raises to the hard limit (ulimit -Hn) at start.
+    #[arg(long, value_name = "N")]
+    pub connections_max: Option<usize>,
+}
+
+fn server_limits(args: &LimitArgs) -> Result<ServerLimits> {
+    let idle_timeout_s = args.idle_timeout;
+    if !(idle_timeout_s > 0.0 && idle_timeout_s.is_finite() && idle_timeout_s < 1e9) {
+        anyhow::bail!("--idle-timeout {idle_timeout_s}: give a positive number of seconds (the default is 150)");
+    }
+    let limits = ServerLimits {
+        idle_timeout: std::time::Duration::from_secs_f64(idle_timeout_s),
+        connections_max: args.connections_max,
+        ..ServerLimits::default()
+    };
+    limits.validate().map_err(anyhow::Error::msg)?;
+    Ok(limits)
+}
+
+/// The servers' OST settings: `--callback-timeout`, `--sync-lock-cancel`,
+/// `--recovery-window` and `--export-timeout`.
 #[derive(Clone, Debug)]
 pub struct OstOptions {
     pub callback_timeout_s: f64,
     pub sync_lock_cancel: String,
+    pub recovery_window_s: f64,
+    pub export_timeout_s: f64,
+}
+
+/// A positive number of seconds, or an error naming the option.
+fn seconds(option: &str, value: f64, hint: &str) -> Result<std::time::Duration> {
+    if !(value > 0.0 && value.is_finite() && value < 1e9) {
+        anyhow::bail!("{option} {value}: give a positive number of seconds ({hint})");
+    }
+    Ok(std::time::Duration::from_secs_f64(value))
 }
 
 fn ost_config(options: &OstOptions) -> Result<OstConfig> {
-    let callback_timeout_s = options.callback_timeout_s;
-    if !(callback_timeout_s > 0.0 && callback_timeout_s.is_finite()) {
-        anyhow::bail!(
-            "--callback-timeout {callback_timeout_s}: give a positive number of seconds (Lustre's floor is 100)"
-        );
-    }
+    let callback_timeout = seconds("--callback-timeout", options.callback_timeout_s, "Lustre's floor is 100")?;
     let Some(sync_lock_cancel) = SyncLockCancel::from_name(&options.sync_lock_cancel) else {
         anyhow::bail!(
             "--sync-lock-cancel {}: give one of {} (Lustre's ofd sync_lock_cancel; Lustre's default is always)",
@@ -30,12 +75,35 @@ fn ost_config(options: &OstOptions) -> Result<OstConfig> {
             SyncLockCancel::NAMES.join(", ")
         );
     };
-    let callback_timeout = Duration::from_ns((callback_timeout_s * 1e9) as u64);
-    Ok(OstConfig {
-        locks: LockServerConfig { callback_timeout, ..LockServerConfig::default() },
-        sync_lock_cancel,
-        ..OstConfig::default()
-    })
+    let window = seconds("--recovery-window", options.recovery_window_s, "Lustre's recovery_time_soft is 300")?;
+    let recovery = RecoveryConfig { window: Duration::from_ns(window.as_nanos() as u64), ..RecoveryConfig::default() };
+    let locks = LockServerConfig {
+        callback_timeout: Duration::from_ns(callback_timeout.as_nanos() as u64),
+        ..LockServerConfig::default()
+    };
+    Ok(OstConfig { locks, sync_lock_cancel, ..OstConfig::default() }.with_recovery(recovery))
+}
+
+fn export_timeout(options: &OstOptions) -> Result<std::time::Duration> {
+    seconds("--export-timeout", options.export_timeout_s, "Lustre evicts a silent client after 150")
+}
+
+/// `--root-squash UID:GID` (Lustre's `root_squash`): `None` when not given.
+pub fn parse_root_squash(value: Option<&str>) -> Result<Option<Owner>> {
+    let Some(value) = value else { return Ok(None) };
+    let parsed =
+        value.split_once(':').and_then(|(uid, gid)| Some(Owner { uid: uid.parse().ok()?, gid: gid.parse().ok()? }));
+    match parsed {
+        Some(owner) => Ok(Some(owner)),
+        None => anyhow::bail!("--root-squash {value}: give UID:GID, numeric, e.g. 65534:65534 (Lustre's root_squash)"),
+    }
+}
+
+/// The user and group running this process: the owner of a new file
+/// system's root directory.
+fn process_owner() -> Owner {
+    let process = lanefs_net::client::process_credentials();
+    Owner { uid: process.uid, gid: process.gid }
 }
 
 /// A daemon's status line: to stdout if anyone still reads it. A closed
@@ -56,17 +124,31 @@ fn wait_for_interrupt(runtime: &tokio::runtime::Runtime) {
 }
 
 /// A whole file system (MDS and one OSS with `osts` OSTs) in this process.
-pub fn up(osts: u32, data: PathBuf, tcp: bool, options: &OstOptions) -> Result<()> {
+pub fn up(
+    osts: u32,
+    data: PathBuf,
+    tcp: bool,
+    options: &OstOptions,
+    root_squash: Option<&str>,
+    limits: &LimitArgs,
+) -> Result<()> {
     let config = LocalClusterConfig {
         osts,
         data_dir: Some(data.clone()),
         unix_sockets: !tcp,
         ost: ost_config(options)?,
+        export_timeout: export_timeout(options)?,
+        root_squash: parse_root_squash(root_squash)?,
+        limits: server_limits(limits)?,
         ..Default::default()
     };
     let cluster = LocalCluster::start(config).with_context(|| format!("starting a cluster in {}", data.display()))?;
     say!("lanefs: MDS at {} with {osts} OSTs; data in {}", cluster.mds_address(), data.display());
     say!("export LANEFS_MDS={}", cluster.mds_address());
+    if let Some(keys) = cluster.key_files() {
+        let client = std::path::absolute(&keys.client).unwrap_or_else(|_| keys.client.clone());
+        say!("export LANEFS_KEY={}", client.display());
+    }
     say!("(interrupt to stop)");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     wait_for_interrupt(&rt);
@@ -74,13 +156,54 @@ pub fn up(osts: u32, data: PathBuf, tcp: bool, options: &OstOptions) -> Result<(
     Ok(())
 }
 
-/// The MDS alone, for a cluster across hosts.
-pub fn mds(data: PathBuf, osts: u32, listen: &str) -> Result<()> {
+/// The server key a daemon listening on `listen` (or reaching `mds`) needs:
+/// loaded and checked, or the error that says where to get it.
+fn server_key(who: &str, key: Option<&Path>, tcp: bool) -> Result<Option<ClusterKey>> {
+    let Some(path) = key else {
+        if tcp {
+            bail!(
+                "{who} on TCP needs the cluster's server key: give --key FILE or set LANEFS_KEY (lanefs key new DIR \
+                 makes a cluster's keys: DIR/server.pem for servers, DIR/client.pem for users)"
+            );
+        }
+        return Ok(None);
+    };
+    let key = ClusterKey::load(path)?;
+    key.require_server(who)?;
+    Ok(Some(key))
+}
+
+/// A data directory: made owner-only if it is new.
+fn data_dir(data: &Path) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(data)
+        .with_context(|| format!("creating the data directory {}", data.display()))
+}
+
+/// The MDS alone, for a cluster across hosts. A new file system's root
+/// belongs to the user running it. Its data directory is fenced before
+/// the database is opened.
+pub fn mds(
+    data: PathBuf,
+    osts: u32,
+    listen: &str,
+    key: Option<&Path>,
+    root_squash: Option<&str>,
+    limits: &LimitArgs,
+) -> Result<()> {
     let listen = Address::parse(listen).map_err(anyhow::Error::msg)?;
-    std::fs::create_dir_all(&data)?;
-    let mds = Mds::open(&data.join("mds.db"), MdsConfig::new(osts)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let root_squash = parse_root_squash(root_squash)?;
+    let limits = server_limits(limits)?;
+    let key = server_key("lanefs mds", key, matches!(listen, Address::Tcp(_)))?;
+    data_dir(&data)?;
+    let fence = Fence::acquire(&data, "MDS")?;
+    let config = MdsConfig { root_owner: process_owner(), root_squash, ..MdsConfig::new(osts) };
+    let mds = Mds::open(&data.join("mds.db"), config).map_err(|e| anyhow::anyhow!("{e}"))?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let handle = rt.block_on(lanefs_net::mds_server::start(&listen, mds, osts))?;
+    let options = MdsOptions { limits, fence: Some(fence) };
+    let handle = rt.block_on(lanefs_net::mds_server::start_with(&listen, key.as_ref(), mds, osts, options))?;
     say!(
         "lanefs: MDS at {} for {osts} OSTs; start OSSes with: lanefs oss --mds {} ...",
         handle.address(),
@@ -90,16 +213,53 @@ pub fn mds(data: PathBuf, osts: u32, listen: &str) -> Result<()> {
     Ok(())
 }
 
-/// One OSS serving `osts`, registered with the MDS at `mds`.
-pub fn oss(mds: &str, data: PathBuf, osts: Vec<u32>, listen: &str, options: &OstOptions) -> Result<()> {
+/// One OSS serving `osts`, registered with the MDS at `mds`. Its OST
+/// directories are fenced before anything in them is touched.
+pub fn oss(
+    mds: &str,
+    data: PathBuf,
+    osts: Vec<u32>,
+    listen: &str,
+    key: Option<&Path>,
+    options: &OstOptions,
+    limits: &LimitArgs,
+) -> Result<()> {
     let listen = Address::parse(listen).map_err(anyhow::Error::msg)?;
     let mds = Address::parse(mds).map_err(anyhow::Error::msg)?;
-    let config = lanefs_net::oss::OssConfig { data_dir: data, osts: osts.clone(), ost: ost_config(options)? };
+    let config = lanefs_net::oss::OssConfig {
+        data_dir: data,
+        osts: osts.clone(),
+        ost: ost_config(options)?,
+        export_timeout: export_timeout(options)?,
+        limits: server_limits(limits)?,
+        faults: Default::default(),
+    };
+    let tcp = matches!(listen, Address::Tcp(_)) || matches!(mds, Address::Tcp(_));
+    let key = server_key("lanefs oss", key, tcp)?;
+    data_dir(&config.data_dir)?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let handle = rt.block_on(lanefs_net::oss::start(&listen, config))?;
-    rt.block_on(lanefs_net::oss::register_with_mds(&mds, handle.address(), &osts))
+    let handle = rt.block_on(lanefs_net::oss::start(&listen, key.as_ref(), config))?;
+    rt.block_on(lanefs_net::oss::register_with_mds(&mds, key.as_ref(), handle.address(), &osts))
         .map_err(|reason| anyhow::anyhow!("registering with the MDS at {mds}: {reason}"))?;
     say!("lanefs: OSS at {} serving OSTs {osts:?}, registered with {mds}", handle.address());
     wait_for_interrupt(&rt);
+    Ok(())
+}
+
+/// `lanefs key new DIR`: a new cluster's CA, server key and client key.
+pub fn key_new(dir: &Path) -> Result<()> {
+    let files = create_cluster_keys(dir)?;
+    say!("lanefs: a new cluster's keys in {}:", dir.display());
+    say!("  {}  the CA: keep it safe; lanefs key issue signs more keys with it", files.ca.display());
+    say!("  {}  for lanefs mds and lanefs oss (--key or LANEFS_KEY)", files.server.display());
+    say!("  {}  for users (--key or LANEFS_KEY)", files.client.display());
+    Ok(())
+}
+
+/// `lanefs key issue --ca CA [--server] [--name NAME] OUT`: one more key.
+pub fn key_issue(ca: &Path, server: bool, name: Option<&str>, out: &Path) -> Result<()> {
+    let role = if server { KeyRole::Server } else { KeyRole::Client };
+    issue_key(ca, role, name, out)?;
+    say!("lanefs: a {} key in {} (mode 600); give it with --key or LANEFS_KEY", role.name(), out.display());
     Ok(())
 }

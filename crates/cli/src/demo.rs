@@ -87,7 +87,7 @@ fn args(name: &str, fpp: bool, mode: &str, phase: &[&str], seed: u64) -> Vec<Str
 /// Run IOR once on the cluster; its text output and summary, and the backend's counters.
 fn ior(mds: &str, args: &[String]) -> Result<(IorSummary, String, serde_json::Map<String, serde_json::Value>)> {
     let params = lanefs_ior::parse_args(args)?;
-    let backend = LanefsBackend::new(mds.to_string(), args.to_vec())?;
+    let backend = LanefsBackend::new(mds.to_string(), None, args.to_vec())?; // a Unix-socket cluster: no key
     let mut out = Vec::new();
     let summary = lanefs_ior::run(&params, &backend, &mut out)?;
     let report = backend.report().map(|r| r.json).unwrap_or_default();

@@ -1,20 +1,35 @@
 //! Commands against a running file system, in the spirit of Lustre's `lfs`
-//! and `lctl`: setstripe, getstripe, ls, stat, mkdir, rm, ladvise and lock
-//! statistics.
+//! and `lctl`: setstripe, getstripe, ls, stat, mkdir, rm, chmod, chown,
+//! ladvise and lock statistics. Each runs as the user who runs it (the
+//! process's uid, gid and groups go with every namespace call), and new
+//! files and directories get the process's umask.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use lanefs_core::client::ladvise::{Advice, AheadMode};
 use lanefs_core::layout::Layout;
-use lanefs_mds::{CreateMode, FileKind, MdsReply, MdsRequest, StripeSpec};
-use lanefs_net::client::{Client, ClientOptions};
+use lanefs_mds::perm::mode_string;
+use lanefs_mds::{Access, Attr, CreateMode, DirEntry, FileKind, MdsReply, MdsRequest, StripeSpec};
+use lanefs_net::auth::ClusterKey;
+use lanefs_net::client::{process_umask, Client, ClientOptions};
+use std::path::{Path, PathBuf};
 
-/// Where the file system is.
+/// Where the file system is, and the key to it.
 #[derive(Args, Clone, Debug)]
 pub struct Target {
     /// MDS address (HOST:PORT or unix:/PATH), as `lanefs up` prints it.
     #[arg(long, env = "LANEFS_MDS", global = true)]
     pub mds: Option<String>,
+    /// The cluster key file, needed on TCP: a client key for commands, the
+    /// server key for `lanefs mds` and `lanefs oss` (`lanefs up --tcp`
+    /// prints it; `lanefs key` makes them).
+    #[arg(long, env = "LANEFS_KEY", global = true, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+}
+
+/// Load the key file at `path`, if one is given.
+pub fn load_key(path: Option<&Path>) -> Result<Option<ClusterKey>> {
+    path.map(|p| ClusterKey::load(p).map_err(anyhow::Error::from)).transpose()
 }
 
 impl Target {
@@ -23,7 +38,7 @@ impl Target {
             bail!("no file system given: pass --mds ADDR or set LANEFS_MDS (lanefs up prints the address)");
         };
         // These commands write no file data: no page arena to share.
-        let options = ClientOptions { shared_memory: false, ..Default::default() };
+        let options = ClientOptions { shared_memory: false, key: load_key(self.key.as_deref())?, ..Default::default() };
         Client::connect(mds, options).with_context(|| format!("connecting to the MDS at {mds}"))
     }
 }
@@ -44,28 +59,33 @@ pub enum FsCommand {
         path: String,
     },
     /// Show a file's layout or a directory's default (`lfs getstripe`).
-    Getstripe {
-        path: String,
-    },
-    /// List a directory.
+    Getstripe { path: String },
+    /// List a directory (of any size: the MDS answers in pages).
     Ls {
-        /// Long listing: kind, size and layout.
+        /// Long listing: mode, owner, group, size and layout.
         #[arg(short = 'l')]
         long: bool,
         #[arg(default_value = "/")]
         path: String,
     },
     /// Show a file's attributes, with its size from the OSTs.
-    Stat {
-        path: String,
-    },
+    Stat { path: String },
     Mkdir {
+        /// Permissions in octal (default 0777, less the umask).
+        #[arg(short = 'm', long = "mode", value_parser = parse_mode)]
+        mode: Option<u32>,
         path: String,
     },
-    /// Remove a file (and destroy its objects) or an empty directory.
-    Rm {
+    /// Remove a file (the MDS destroys its objects) or an empty directory.
+    Rm { path: String },
+    /// Change permissions (octal, e.g. 0755 or 1777).
+    Chmod {
+        #[arg(value_parser = parse_mode)]
+        mode: u32,
         path: String,
     },
+    /// Change owner and group, by number: UID, UID:GID or :GID.
+    Chown { owner: String, path: String },
     /// Give lock advice on a file (`lfs ladvise`): lockahead or locknoexpand.
     Ladvise {
         /// `lockahead` or `locknoexpand`.
@@ -95,6 +115,32 @@ pub enum FsCommand {
     },
 }
 
+/// Octal permissions: `755`, `0644`, `1777`.
+pub fn parse_mode(s: &str) -> Result<u32, String> {
+    match u32::from_str_radix(s, 8) {
+        Ok(mode) if mode <= lanefs_mds::PERMISSION_BITS => Ok(mode),
+        _ => Err(format!("{s:?} is not a mode: give octal permissions from 0 to 7777, e.g. 0755")),
+    }
+}
+
+/// `UID`, `UID:GID` or `:GID`, numeric.
+fn parse_owner(s: &str) -> Result<(Option<u32>, Option<u32>)> {
+    let number = |part: &str| -> Result<Option<u32>> {
+        if part.is_empty() {
+            return Ok(None);
+        }
+        part.parse().map(Some).with_context(|| format!("{part:?} is not a numeric user or group id"))
+    };
+    let (uid, gid) = match s.split_once(':') {
+        Some((uid, gid)) => (number(uid)?, number(gid)?),
+        None => (number(s)?, None),
+    };
+    if uid.is_none() && gid.is_none() {
+        bail!("{s:?}: give UID, UID:GID or :GID");
+    }
+    Ok((uid, gid))
+}
+
 /// `4m`, `64k`, `1g`, `1048576`.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
@@ -118,8 +164,20 @@ pub fn run(command: FsCommand, target: &Target) -> Result<()> {
         FsCommand::Getstripe { path } => getstripe(&cl, &path),
         FsCommand::Ls { long, path } => ls(&cl, long, &path),
         FsCommand::Stat { path } => stat(&cl, &path),
-        FsCommand::Mkdir { path } => cl.mds(MdsRequest::Mkdir { path }).map(|_| ()).map_err(Into::into),
+        FsCommand::Mkdir { mode, path } => {
+            let permissions = mode.unwrap_or(0o777 & !process_umask());
+            cl.mds(MdsRequest::Mkdir { path, permissions }).map(|_| ()).map_err(Into::into)
+        }
         FsCommand::Rm { path } => rm(&cl, &path),
+        FsCommand::Chmod { mode, path } => {
+            cl.mds(MdsRequest::SetAttr { path, permissions: Some(mode), uid: None, gid: None })?;
+            Ok(())
+        }
+        FsCommand::Chown { owner, path } => {
+            let (uid, gid) = parse_owner(&owner)?;
+            cl.mds(MdsRequest::SetAttr { path, permissions: None, uid, gid })?;
+            Ok(())
+        }
         FsCommand::Ladvise { advice, mode, start, end, unset, file } => {
             ladvise(&cl, &advice, &mode, start, end, unset, &file)
         }
@@ -136,7 +194,9 @@ fn setstripe(cl: &Client, count: Option<i64>, size: Option<u64>, index: Option<i
         Ok(_) => bail!("{path} exists and is a file: a file's layout is set when it is created"),
         Err(_) => {
             // As lfs setstripe: create an empty file with that layout.
-            cl.mds(MdsRequest::Create { path: path.into(), stripe, mode: CreateMode::Exclusive })?;
+            let permissions = 0o666 & !process_umask();
+            let mode = CreateMode::Exclusive;
+            cl.mds(MdsRequest::Create { path: path.into(), stripe, mode, access: Access::Write, permissions })?;
         }
     }
     Ok(())
@@ -171,29 +231,36 @@ fn getstripe(cl: &Client, path: &str) -> Result<()> {
     Ok(())
 }
 
+/// Lists `path` page by page as the MDS sends them, so a directory of any
+/// size is listed in bounded memory. `-l`: mode, owner, group (numeric),
+/// size from the OSTs and layout (count x size).
 fn ls(cl: &Client, long: bool, path: &str) -> Result<()> {
-    let MdsReply::Entries(entries) = cl.mds(MdsRequest::Readdir { path: path.into() })? else {
-        bail!("unexpected MDS answer");
-    };
-    for e in entries {
-        if !long {
-            println!("{}", e.name);
-            continue;
-        }
-        let full = if path.ends_with('/') { format!("{path}{}", e.name) } else { format!("{path}/{}", e.name) };
-        match e.kind {
-            FileKind::Dir => println!("d {:>14} {:>8} {}", "-", "-", e.name),
-            FileKind::File => {
-                let (size, layout) = file_size(cl, &full)?;
-                println!(
-                    "f {size:>14} {:>8} {}",
-                    format!("{}x{}", layout.stripe_count(), human(layout.stripe_size())),
-                    e.name
-                );
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for page in cl.readdir_pages(path) {
+        for entry in page? {
+            if long {
+                writeln!(out, "{}", long_line(cl, path, &entry)?)?;
+            } else {
+                writeln!(out, "{}", entry.name)?;
             }
         }
     }
+    out.flush()?;
     Ok(())
+}
+
+fn long_line(cl: &Client, dir: &str, entry: &DirEntry) -> Result<String> {
+    let DirEntry { name, kind, uid, gid, permissions, .. } = entry;
+    let (size, layout) = match kind {
+        FileKind::Dir => ("-".to_string(), "-".to_string()),
+        FileKind::File => {
+            let full = if dir.ends_with('/') { format!("{dir}{name}") } else { format!("{dir}/{name}") };
+            let (size, layout) = file_size(cl, &full)?;
+            (size.to_string(), format!("{}x{}", layout.stripe_count(), human(layout.stripe_size())))
+        }
+    };
+    Ok(format!("{} {uid:>6} {gid:>6} {size:>14} {layout:>8} {name}", mode_string(*kind, *permissions)))
 }
 
 fn human(bytes: u64) -> String {
@@ -205,16 +272,26 @@ fn human(bytes: u64) -> String {
     }
 }
 
+fn attr(cl: &Client, path: &str) -> Result<Attr> {
+    match cl.mds(MdsRequest::Stat { path: path.into() })? {
+        MdsReply::Attr(attr) => Ok(attr),
+        other => bail!("unexpected MDS answer {other:?}"),
+    }
+}
+
+/// A file's size (a glimpse of its objects) and layout. As `stat(2)`, it
+/// needs no permission on the file itself: the layout comes with its
+/// attributes.
 fn file_size(cl: &Client, path: &str) -> Result<(u64, Layout)> {
-    let MdsReply::File(info) = cl.mds(MdsRequest::Open { path: path.into() })? else { bail!("unexpected MDS answer") };
-    let f = cl.open_layout(path, info.layout.clone())?;
+    let Some(layout) = attr(cl, path)?.layout else { bail!("{path} is a directory") };
+    let f = cl.open_layout(path, layout.clone())?;
     let size = cl.size(&f)?;
     cl.close(f)?;
-    Ok((size, info.layout))
+    Ok((size, layout))
 }
 
 fn stat(cl: &Client, path: &str) -> Result<()> {
-    let MdsReply::Attr(attr) = cl.mds(MdsRequest::Stat { path: path.into() })? else { bail!("unexpected MDS answer") };
+    let attr = attr(cl, path)?;
     println!("  File: {path}");
     match attr.kind {
         FileKind::Dir => println!("  Type: directory"),
@@ -229,39 +306,44 @@ fn stat(cl: &Client, path: &str) -> Result<()> {
             );
         }
     }
+    println!(
+        "Access: ({:04o}/{})  Uid: ({:>5})  Gid: ({:>5})",
+        attr.permissions,
+        mode_string(attr.kind, attr.permissions),
+        attr.uid,
+        attr.gid
+    );
     println!("   Fid: {}", attr.fid.0);
     Ok(())
 }
 
+/// Removes a file or an empty directory; the MDS destroys a file's objects
+/// on the OSTs (also later, if an OSS is down now).
 fn rm(cl: &Client, path: &str) -> Result<()> {
-    match cl.mds(MdsRequest::Stat { path: path.into() })? {
-        MdsReply::Attr(a) if a.kind == FileKind::Dir => {
-            cl.mds(MdsRequest::Rmdir { path: path.into() })?;
-        }
-        _ => {
-            if let MdsReply::Unlinked(layout) = cl.mds(MdsRequest::Unlink { path: path.into() })? {
-                cl.destroy_objects(&layout)?;
-            }
-        }
-    }
+    match attr(cl, path)?.kind {
+        FileKind::Dir => cl.mds(MdsRequest::Rmdir { path: path.into() })?,
+        FileKind::File => cl.mds(MdsRequest::Unlink { path: path.into() })?,
+    };
     Ok(())
 }
 
 fn ladvise(cl: &Client, advice: &str, mode: &str, start: u64, end: u64, unset: bool, file: &str) -> Result<()> {
-    let MdsReply::File(info) = cl.mds(MdsRequest::Open { path: file.into() })? else { bail!("unexpected MDS answer") };
-    let f = cl.open_layout(file, info.layout)?;
-    let advice = match advice {
+    let (advice, access) = match advice {
         "lockahead" => {
-            let mode = match mode.to_ascii_uppercase().as_str() {
-                "READ" => AheadMode::Read,
-                "WRITE" => AheadMode::Write,
+            let (mode, access) = match mode.to_ascii_uppercase().as_str() {
+                "READ" => (AheadMode::Read, Access::Read),
+                "WRITE" => (AheadMode::Write, Access::Write),
                 other => bail!("lockahead mode {other:?}: use READ or WRITE"),
             };
-            Advice::lockahead(mode, start, end, true)
+            (Advice::lockahead(mode, start, end, true), access)
         }
-        "locknoexpand" => Advice::lock_no_expand(!unset),
+        "locknoexpand" => (Advice::lock_no_expand(!unset), Access::Read),
         other => bail!("advice {other:?} is not supported: use lockahead or locknoexpand"),
     };
+    let MdsReply::File(info) = cl.mds(MdsRequest::Open { path: file.into(), access })? else {
+        bail!("unexpected MDS answer")
+    };
+    let f = cl.open_layout(file, info.layout)?;
     let results = cl.ladvise(&f, &[advice])?;
     for r in results {
         println!("{file}: lockahead [{start}, {end}] {} ({})", r.name(), r.code());
@@ -332,5 +414,17 @@ mod tests {
         assert!(glob("ldlm.namespaces.*", "ldlm.namespaces.filter-lanefs-OST0000_UUID"));
         assert!(glob("ldlm.namespaces.*.lock_count", "ldlm.namespaces.x.lock_count"));
         assert!(!glob("ldlm.namespaces.*.lock_count", "ldlm.namespaces.x.stats.ldlm_cancel"));
+    }
+
+    #[test]
+    fn modes_and_owners() {
+        assert_eq!(parse_mode("755").unwrap(), 0o755);
+        assert_eq!(parse_mode("1777").unwrap(), 0o1777);
+        assert!(parse_mode("8").unwrap_err().contains("octal"));
+        assert!(parse_mode("17777").is_err());
+        assert_eq!(parse_owner("12").unwrap(), (Some(12), None));
+        assert_eq!(parse_owner("12:34").unwrap(), (Some(12), Some(34)));
+        assert_eq!(parse_owner(":34").unwrap(), (None, Some(34)));
+        assert!(parse_owner(":").is_err() && parse_owner("alice").is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! `lanefs ior`: IOR's front end (lanefs-ior) with the LANEFS backend, which
 //! runs each rank as its own lanefs client, on a cluster given with
-//! `--cluster ADDR` (or `--mds`, `LANEFS_MDS`) or on an embedded one.
+//! `--cluster ADDR` (or `--mds`, `LANEFS_MDS`; on TCP with its key,
+//! `--key FILE` or `LANEFS_KEY`) or on an embedded one.
 //!
 //! Module options (`--lanefs.NAME=VALUE`):
 //! * `lock-mode=default|noexpand|lockahead|group`: default is Lustre's
@@ -17,6 +18,9 @@
 //!   client: each of the `--tasks-per-node` ranks (all `-N` of them unless
 //!   given, since they run on this host) gets its share of 32 MiB dirty per
 //!   OST (at least one RPC) and 64 MiB of clean cache;
+//! * `timeout=SECONDS`: how long an RPC may go unanswered, or a server be
+//!   out of reach, before the operation that needs it fails (Lustre's
+//!   `obd_timeout`, 100 s by default); clients ping every quarter of it;
 //! * `ranks=threads|processes`: how `-N` ranks run. Either way each rank is
 //!   its own client; with `processes` each client lives in a process of its
 //!   own (see `ior_ranks`), as under `mpirun`.
@@ -25,10 +29,12 @@ use crate::ior_ranks::ProcessRank;
 use anyhow::{bail, Result};
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode, ADVICES_PER_CALL_MAX};
 use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, ModuleOption, PosixBackend, RankIo};
-use lanefs_mds::{CreateMode, FileKind, MdsReply, MdsRequest, StripeSpec};
-use lanefs_net::client::{Client, ClientOptions, File, NetError};
+use lanefs_mds::{Access, CreateMode, FileKind, MdsReply, MdsRequest, StripeSpec};
+use lanefs_net::auth::ClusterKey;
+use lanefs_net::client::{process_umask, Client, ClientOptions, File, NetError};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::proto::OstStats;
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 const NAME: &str = "LANEFS";
@@ -50,15 +56,25 @@ static OPTIONS: &[ModuleOption] = &[
     },
     ModuleOption { name: "max-rpcs-in-flight", takes_value: true, help: "write RPCs in flight per OST (default 8)" },
     ModuleOption { name: "ranks", takes_value: true, help: "threads | processes: how -N ranks run (default threads)" },
+    ModuleOption {
+        name: "timeout",
+        takes_value: true,
+        help:
+            "seconds an RPC may go unanswered or a server be out of reach before the operation fails (obd_timeout, 100)",
+    },
 ];
 
 /// The `lanefs` IOR backend.
 pub struct LanefsBackend {
     mds: String,
+    /// The key file and its credentials, for a cluster on TCP.
+    key: Option<(PathBuf, ClusterKey)>,
     /// The IOR options of the run, for rank processes.
     ior_args: Vec<String>,
     totals: Mutex<Totals>,
     before: Vec<OstStats>,
+    /// The run's `timeout` option, once its parameters are checked.
+    timeout: Mutex<Option<std::time::Duration>>,
 }
 
 /// Lockahead figures that only the clients know, summed over the ranks.
@@ -120,6 +136,16 @@ pub(crate) fn client_options(p: &IorParams) -> Result<ClientOptions, IorError> {
     if let Some(mb) = number("max-cached-mb")? {
         core.cached_bytes_max = mb.saturating_mul(1 << 20);
     }
+    if let Some(seconds) = number("timeout")? {
+        if !(1..=86_400).contains(&seconds) {
+            return Err(option_error(
+                "timeout",
+                format!("{seconds} is outside 1..=86400 seconds; Lustre's default is 100"),
+            ));
+        }
+        let timeout = std::time::Duration::from_secs(seconds);
+        (options.rpc_timeout, options.reconnect_timeout, options.ping_interval) = (timeout, timeout, timeout / 4);
+    }
     if let Some(n) = number("max-rpcs-in-flight")? {
         if !(1..=256).contains(&n) {
             return Err(option_error("max-rpcs-in-flight", format!("{n} is outside 1..=256 (Lustre's limits)")));
@@ -130,10 +156,16 @@ pub(crate) fn client_options(p: &IorParams) -> Result<ClientOptions, IorError> {
 }
 
 impl LanefsBackend {
-    pub fn new(mds: String, ior_args: Vec<String>) -> Result<Self, NetError> {
-        let options = ClientOptions { shared_memory: false, ..Default::default() };
+    pub fn new(mds: String, key: Option<(PathBuf, ClusterKey)>, ior_args: Vec<String>) -> Result<Self, NetError> {
+        let options =
+            ClientOptions { shared_memory: false, key: key.as_ref().map(|k| k.1.clone()), ..Default::default() };
         let before = Client::connect(&mds, options)?.ost_stats()?;
-        Ok(LanefsBackend { mds, ior_args, totals: Mutex::new(Totals::default()), before })
+        let timeout = Mutex::new(None);
+        Ok(LanefsBackend { mds, key, ior_args, totals: Mutex::new(Totals::default()), before, timeout })
+    }
+
+    fn credentials(&self) -> Option<ClusterKey> {
+        self.key.as_ref().map(|k| k.1.clone())
     }
 
     /// A backend that only names itself and its options (for `-h`); it is
@@ -141,16 +173,21 @@ impl LanefsBackend {
     fn offline() -> Self {
         LanefsBackend {
             mds: String::new(),
+            key: None,
             ior_args: Vec::new(),
             totals: Mutex::new(Totals::default()),
             before: Vec::new(),
+            timeout: Mutex::new(None),
         }
     }
 
     /// A client for namespace calls and statistics: it writes no data, so
     /// it needs no page arena.
     fn admin(&self) -> Result<Client, IorError> {
-        let options = ClientOptions { shared_memory: false, ..Default::default() };
+        let mut options = ClientOptions { shared_memory: false, key: self.credentials(), ..Default::default() };
+        if let Some(timeout) = *self.timeout.lock().expect("timeout lock") {
+            (options.rpc_timeout, options.reconnect_timeout, options.ping_interval) = (timeout, timeout, timeout / 4);
+        }
         Client::connect(&self.mds, options).map_err(backend_error)
     }
 }
@@ -206,7 +243,7 @@ impl Backend for LanefsBackend {
         lock_mode(p)?;
         stripe(p)?;
         ranks(p)?;
-        client_options(p)?;
+        *self.timeout.lock().expect("timeout lock") = Some(client_options(p)?.rpc_timeout);
         if p.collective {
             return Err(IorError::Option {
                 option: "-c".into(),
@@ -218,16 +255,18 @@ impl Backend for LanefsBackend {
 
     fn rank<'a>(&'a self, rank: u32, p: &IorParams) -> Result<Box<dyn RankIo + 'a>, IorError> {
         if ranks(p)? == Ranks::Processes {
-            return Ok(Box::new(ProcessRank::spawn(rank, &self.mds, &self.ior_args, p, &self.totals)?));
+            let key = self.key.as_ref().map(|k| k.0.as_path());
+            return Ok(Box::new(ProcessRank::spawn(rank, &self.mds, key, &self.ior_args, p, &self.totals)?));
         }
-        let client = Client::connect(&self.mds, client_options(p)?).map_err(backend_error)?;
+        let options = ClientOptions { key: self.credentials(), ..client_options(p)? };
+        let client = Client::connect(&self.mds, options).map_err(backend_error)?;
         Ok(Box::new(LanefsRank::new(&self.totals, rank, client, p)?))
     }
 
     fn delete(&self, path: &str) -> Result<(), IorError> {
         let admin = self.admin()?;
+        // The MDS destroys the file's objects on the OSTs.
         match admin.mds(MdsRequest::Unlink { path: absolute(path) }) {
-            Ok(MdsReply::Unlinked(layout)) => admin.destroy_objects(&layout).map_err(backend_error),
             Ok(_) => Ok(()),
             Err(NetError::Mds(m)) if m.contains("no such file") => Ok(()),
             Err(e) => Err(backend_error(e)),
@@ -238,7 +277,10 @@ impl Backend for LanefsBackend {
         let admin = self.admin()?;
         match admin.mds(MdsRequest::Stat { path: absolute(path) }) {
             Ok(MdsReply::Attr(a)) if a.kind == FileKind::Dir => Ok(()),
-            _ => admin.mds(MdsRequest::Mkdir { path: absolute(path) }).map(|_| ()).map_err(backend_error),
+            _ => {
+                let mkdir = MdsRequest::Mkdir { path: absolute(path), permissions: 0o777 & !process_umask() };
+                admin.mds(mkdir).map(|_| ()).map_err(backend_error)
+            }
         }
     }
 
@@ -348,7 +390,13 @@ impl<'a> LanefsRank<'a> {
 impl RankIo for LanefsRank<'_> {
     fn create(&mut self, path: &str, p: &IorParams) -> Result<(), IorError> {
         let path = &absolute(path);
-        let request = MdsRequest::Create { path: path.clone(), stripe: self.stripe, mode: CreateMode::OpenOrCreate };
+        let request = MdsRequest::Create {
+            path: path.clone(),
+            stripe: self.stripe,
+            mode: CreateMode::OpenOrCreate,
+            access: Access::Write,
+            permissions: 0o666 & !process_umask(),
+        };
         let MdsReply::File(info) = self.client().mds(request).map_err(backend_error)? else {
             return Err(backend_error("unexpected MDS answer to create"));
         };
@@ -358,8 +406,8 @@ impl RankIo for LanefsRank<'_> {
 
     fn open(&mut self, path: &str, p: &IorParams) -> Result<(), IorError> {
         let path = &absolute(path);
-        let MdsReply::File(info) = self.client().mds(MdsRequest::Open { path: path.clone() }).map_err(backend_error)?
-        else {
+        let open = MdsRequest::Open { path: path.clone(), access: Access::Read };
+        let MdsReply::File(info) = self.client().mds(open).map_err(backend_error)? else {
             return Err(backend_error("unexpected MDS answer to open"));
         };
         self.file = Some(self.client().open_layout(path, info.layout).map_err(backend_error)?);
@@ -415,18 +463,20 @@ impl Where {
     }
 }
 
-/// Pull `--cluster ADDR` / `--cluster=ADDR` out of IOR's arguments.
-fn take_cluster(args: &mut Vec<String>) -> Result<Option<String>> {
+/// Pull `NAME VALUE` / `NAME=VALUE` (`--cluster ADDR`, `--key FILE`) out of
+/// IOR's arguments; `example` is what the value looks like.
+fn take_option(args: &mut Vec<String>, name: &str, example: &str) -> Result<Option<String>> {
     let mut found = None;
     let mut i = 0;
+    let prefix = format!("{name}=");
     while i < args.len() {
-        if args[i] == "--cluster" {
+        if args[i] == name {
             if i + 1 >= args.len() {
-                bail!("--cluster needs the MDS address, e.g. --cluster 127.0.0.1:9400");
+                bail!("{name} needs a value, e.g. {name} {example}");
             }
             found = Some(args.remove(i + 1));
             args.remove(i);
-        } else if let Some(v) = args[i].strip_prefix("--cluster=") {
+        } else if let Some(v) = args[i].strip_prefix(&prefix) {
             found = Some(v.to_string());
             args.remove(i);
         } else {
@@ -451,8 +501,9 @@ fn uses_lanefs(args: &[String]) -> bool {
 }
 
 /// `lanefs ior ARGS`: exit code as IOR's (1 when data checks failed).
-pub fn main(mut args: Vec<String>, mds: Option<String>) -> Result<()> {
-    let cluster = take_cluster(&mut args)?.or(mds);
+pub fn main(mut args: Vec<String>, mds: Option<String>, key: Option<PathBuf>) -> Result<()> {
+    let cluster = take_option(&mut args, "--cluster", "127.0.0.1:9400")?.or(mds);
+    let key = take_option(&mut args, "--key", "/tmp/lanefs/keys/client.pem")?.map(PathBuf::from).or(key);
     let posix = PosixBackend;
     let mut out = std::io::stdout();
     if args.iter().any(|a| a == "-h" || a == "--help") {
@@ -465,14 +516,21 @@ pub fn main(mut args: Vec<String>, mds: Option<String>) -> Result<()> {
         return Ok(());
     }
     let code = if uses_lanefs(&args) {
+        let mut credentials = None;
         let place = match cluster {
-            Some(a) => Where::Cluster(a),
+            Some(a) => {
+                if let Some(path) = key {
+                    let loaded = ClusterKey::load(&path)?;
+                    credentials = Some((path, loaded));
+                }
+                Where::Cluster(a)
+            }
             None => {
                 let config = LocalClusterConfig { osts: embedded_osts(&args)?, ..Default::default() };
                 Where::Embedded(Box::new(LocalCluster::start(config)?))
             }
         };
-        let lanefs = LanefsBackend::new(place.mds(), args.clone())?;
+        let lanefs = LanefsBackend::new(place.mds(), credentials, args.clone())?;
         lanefs_ior::main_with(&args, &[&posix, &lanefs], &mut out)?
     } else {
         lanefs_ior::main_with(&args, &[&posix], &mut out)?

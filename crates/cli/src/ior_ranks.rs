@@ -88,10 +88,12 @@ fn buffer_dir() -> PathBuf {
 }
 
 impl<'a> ProcessRank<'a> {
-    /// Start rank `rank` of a run of `ior_args` against the MDS at `mds`.
+    /// Start rank `rank` of a run of `ior_args` against the MDS at `mds`,
+    /// with the key file `key` (TCP clusters).
     pub fn spawn(
         rank: u32,
         mds: &str,
+        key: Option<&Path>,
         ior_args: &[String],
         p: &IorParams,
         totals: &'a Mutex<Totals>,
@@ -109,10 +111,12 @@ impl<'a> ProcessRank<'a> {
         let buffer =
             unsafe { MmapMut::map_mut(file.as_file()) }.map_err(|e| setup("mapping its transfer buffer", e))?;
         let exe = std::env::current_exe().map_err(|e| setup("finding the lanefs executable", e))?;
-        let mut child = Command::new(exe)
-            .arg("ior-rank")
-            .args(["--mds", mds, "--rank", &rank.to_string(), "--buffer"])
-            .arg(file.path())
+        let mut command = Command::new(exe);
+        command.arg("ior-rank").args(["--mds", mds, "--rank", &rank.to_string(), "--buffer"]).arg(file.path());
+        if let Some(key) = key {
+            command.arg("--key").arg(key);
+        }
+        let mut child = command
             .arg("--")
             .args(ior_args)
             .stdin(Stdio::piped())
@@ -218,7 +222,7 @@ impl Drop for ProcessRank<'_> {
 
 /// `lanefs ior-rank`: one rank's process. Serves the launcher's requests
 /// on stdin/stdout until `Finish` or end of input.
-pub fn child_main(mds: &str, rank: u32, buffer: &Path, ior_args: &[String]) -> Result<()> {
+pub fn child_main(mds: &str, key: Option<&Path>, rank: u32, buffer: &Path, ior_args: &[String]) -> Result<()> {
     let p = lanefs_ior::parse_args(ior_args).context("the IOR options given to a rank process")?;
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -227,7 +231,9 @@ pub fn child_main(mds: &str, rank: u32, buffer: &Path, ior_args: &[String]) -> R
         .with_context(|| format!("opening the transfer buffer {}", buffer.display()))?;
     // SAFETY: see `ProcessRank::spawn`: the launcher and this process take turns.
     let mut shared = unsafe { MmapMut::map_mut(&file) }.context("mapping the transfer buffer")?;
-    let client = Client::connect(mds, client_options(&p).map_err(|e| anyhow::anyhow!("{e}"))?)?;
+    let mut options = client_options(&p).map_err(|e| anyhow::anyhow!("{e}"))?;
+    options.key = crate::fs::load_key(key)?;
+    let client = Client::connect(mds, options)?;
     let totals = Mutex::new(Totals::default());
     let mut io = LanefsRank::new(&totals, rank, client, &p).map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::info!(rank, pid = std::process::id(), "rank process serving");

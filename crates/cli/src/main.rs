@@ -71,6 +71,20 @@ enum Command {
         /// never, blocking (called-back locks) or always (Lustre's default).
         #[arg(long, default_value = "always", value_name = "POLICY")]
         sync_lock_cancel: String,
+        /// Seconds a restarted OST waits for its clients to replay before it
+        /// goes on without them (Lustre's recovery_time_soft).
+        #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
+        recovery_window: f64,
+        /// Seconds a client may be gone (no connection, no word) before the
+        /// OSS evicts it (Lustre's ping evictor: 150).
+        #[arg(long, default_value_t = 150.0, value_name = "SECONDS")]
+        export_timeout: f64,
+        /// Serve uid 0 as this user and group, without root's privileges
+        /// (Lustre's root_squash; off by default).
+        #[arg(long, value_name = "UID:GID")]
+        root_squash: Option<String>,
+        #[command(flatten)]
+        limits: daemons::LimitArgs,
     },
     /// Run the metadata server alone (for a cluster across hosts).
     Mds {
@@ -83,6 +97,12 @@ enum Command {
         /// given, so on a network give this host's address.
         #[arg(long, default_value = "127.0.0.1:9400")]
         listen: String,
+        /// Serve uid 0 as this user and group, without root's privileges
+        /// (Lustre's root_squash; off by default).
+        #[arg(long, value_name = "UID:GID")]
+        root_squash: Option<String>,
+        #[command(flatten)]
+        limits: daemons::LimitArgs,
     },
     /// Run an object storage server for some OSTs, registered with an MDS.
     Oss {
@@ -104,7 +124,20 @@ enum Command {
         /// never, blocking (called-back locks) or always (Lustre's default).
         #[arg(long, default_value = "always", value_name = "POLICY")]
         sync_lock_cancel: String,
+        /// Seconds a restarted OST waits for its clients to replay before it
+        /// goes on without them (Lustre's recovery_time_soft).
+        #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
+        recovery_window: f64,
+        /// Seconds a client may be gone (no connection, no word) before the
+        /// OSS evicts it (Lustre's ping evictor: 150).
+        #[arg(long, default_value_t = 150.0, value_name = "SECONDS")]
+        export_timeout: f64,
+        #[command(flatten)]
+        limits: daemons::LimitArgs,
     },
+    /// Make the keys a cluster on TCP needs (`lanefs up --tcp` makes its own).
+    #[command(subcommand)]
+    Key(KeyCommand),
     /// IOR: `lanefs ior -a LANEFS [IOR options]` (also -a POSIX). Without
     /// --cluster, LANEFS runs on an embedded cluster in a temporary directory.
     #[command(disable_help_flag = true)]
@@ -141,6 +174,27 @@ enum Command {
     Swarm(swarm::SwarmArgs),
     #[command(flatten)]
     Fs(fs::FsCommand),
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// A new cluster's keys in DIR (a new directory): ca.pem (the cluster's
+    /// CA, to sign more keys), server.pem (MDS and OSS), client.pem (users).
+    New { dir: PathBuf },
+    /// Sign one more key with the cluster's CA and write it to OUT (a new
+    /// file): a client key, or with --server a server key.
+    Issue {
+        /// The cluster's CA file (ca.pem).
+        #[arg(long)]
+        ca: PathBuf,
+        /// A server key (for MDS and OSS hosts) instead of a client key.
+        #[arg(long)]
+        server: bool,
+        /// Who holds it (written in its certificate).
+        #[arg(long)]
+        name: Option<String>,
+        out: PathBuf,
+    },
 }
 
 /// glibc serves allocations above its mmap threshold (128 KiB at first) with
@@ -213,19 +267,55 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo { json, seed, harness } => demo::run(json, seed, harness),
         Command::LockScript { file } => lockscript::run_path(&file),
-        Command::Up { osts, data, tcp, callback_timeout, sync_lock_cancel } => daemons::up(
+        Command::Up {
             osts,
             data,
             tcp,
-            &daemons::OstOptions { callback_timeout_s: callback_timeout, sync_lock_cancel },
-        ),
-        Command::Mds { data, osts, listen } => daemons::mds(data, osts, &listen),
-        Command::Oss { mds, data, ost, listen, callback_timeout, sync_lock_cancel } => {
-            let options = daemons::OstOptions { callback_timeout_s: callback_timeout, sync_lock_cancel };
-            daemons::oss(&mds, data, ost, &listen, &options)
+            callback_timeout,
+            sync_lock_cancel,
+            recovery_window,
+            export_timeout,
+            root_squash,
+            limits,
+        } => {
+            let options = daemons::OstOptions {
+                callback_timeout_s: callback_timeout,
+                sync_lock_cancel,
+                recovery_window_s: recovery_window,
+                export_timeout_s: export_timeout,
+            };
+            daemons::up(osts, data, tcp, &options, root_squash.as_deref(), &limits)
         }
-        Command::Ior { args } => ior_lanefs::main(args, cli.target.mds),
-        Command::IorRank { mds, rank, buffer, args } => ior_ranks::child_main(&mds, rank, &buffer, &args),
+        Command::Mds { data, osts, listen, root_squash, limits } => {
+            daemons::mds(data, osts, &listen, cli.target.key.as_deref(), root_squash.as_deref(), &limits)
+        }
+        Command::Oss {
+            mds,
+            data,
+            ost,
+            listen,
+            callback_timeout,
+            sync_lock_cancel,
+            recovery_window,
+            export_timeout,
+            limits,
+        } => {
+            let options = daemons::OstOptions {
+                callback_timeout_s: callback_timeout,
+                sync_lock_cancel,
+                recovery_window_s: recovery_window,
+                export_timeout_s: export_timeout,
+            };
+            daemons::oss(&mds, data, ost, &listen, cli.target.key.as_deref(), &options, &limits)
+        }
+        Command::Key(KeyCommand::New { dir }) => daemons::key_new(&dir),
+        Command::Key(KeyCommand::Issue { ca, server, name, out }) => {
+            daemons::key_issue(&ca, server, name.as_deref(), &out)
+        }
+        Command::Ior { args } => ior_lanefs::main(args, cli.target.mds, cli.target.key),
+        Command::IorRank { mds, rank, buffer, args } => {
+            ior_ranks::child_main(&mds, cli.target.key.as_deref(), rank, &buffer, &args)
+        }
         Command::Sim { args } => sim::main(args),
         Command::Fs(command) => fs::run(command, &cli.target),
         Command::Swarm(_) => unreachable!("the swarm runs from main, for its exit code"),

@@ -6,7 +6,9 @@ use std::process::{Child, Command, Stdio};
 struct Up {
     child: Child,
     mds: String,
-    _dir: tempfile::TempDir,
+    /// The client key `lanefs up --tcp` made (its `export LANEFS_KEY=`).
+    key: String,
+    dir: tempfile::TempDir,
     /// Kept open: the server's stdout stays readable for as long as it runs.
     _stdout: std::io::Lines<BufReader<std::process::ChildStdout>>,
 }
@@ -19,7 +21,11 @@ impl Drop for Up {
 }
 
 fn up() -> Up {
-    let dir = tempfile::tempdir().unwrap();
+    up_in(tempfile::tempdir().unwrap())
+}
+
+/// `lanefs up` with its data in `dir`.
+fn up_in(dir: tempfile::TempDir) -> Up {
     let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
         .args(["up", "--osts", "2", "--tcp", "--data"])
         .arg(dir.path())
@@ -27,17 +33,30 @@ fn up() -> Up {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mds = loop {
-        let line = lines.next().expect("lanefs up prints its address").unwrap();
+    let (mut mds, mut key) = (None, None);
+    loop {
+        let line = lines.next().expect("lanefs up prints its address and key").unwrap();
         if let Some(a) = line.strip_prefix("export LANEFS_MDS=") {
-            break a.to_string();
+            mds = Some(a.to_string());
         }
-    };
-    Up { child, mds, _dir: dir, _stdout: lines }
+        if let Some(k) = line.strip_prefix("export LANEFS_KEY=") {
+            key = Some(k.to_string());
+        }
+        if line.starts_with("(interrupt") {
+            break;
+        }
+    }
+    let mds = mds.expect("lanefs up prints export LANEFS_MDS=");
+    Up { child, mds, key: key.expect("lanefs up --tcp prints export LANEFS_KEY="), dir, _stdout: lines }
 }
 
 fn lanefs(up: &Up, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_lanefs")).args(args).env("LANEFS_MDS", &up.mds).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(args)
+        .env("LANEFS_MDS", &up.mds)
+        .env("LANEFS_KEY", &up.key)
+        .output()
+        .unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -112,6 +131,10 @@ fn a_bad_server_setting_is_refused_before_anything_starts() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--callback-timeout 0"));
     let out = run(&["oss", "--mds", "unix:/nonexistent", "--data", data, "--ost", "0", "--sync-lock-cancel", "x"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--sync-lock-cancel x"));
+    let out = run(&["up", "--osts", "1", "--data", data, "--root-squash", "nobody"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--root-squash nobody: give UID:GID"));
+    let out = run(&["mds", "--osts", "1", "--data", data, "--root-squash", "1:x"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--root-squash 1:x"));
     assert!(!dir.path().join("fs").exists(), "nothing was started");
 }
 
@@ -174,8 +197,9 @@ fn ior_ranks_can_run_as_processes() {
     let child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
         .args(["ior", "-a", "LANEFS", "-w", "-r", "-W", "-R", "-C", "-e", "-b", "1m", "-t", "256k", "-s", "2"])
         .args(["-N", "3", "--lanefs.ranks=processes", "--lanefs.lock-mode=lockahead", "-O", "summaryFormat=JSON"])
-        .args(["-o", "/ranks-as-processes"])
+        .args(["-o", "/ranks-as-processes", "--key", &up.key])
         .env("LANEFS_MDS", &up.mds)
+        .env_remove("LANEFS_KEY")
         .env("RUST_LOG", "lanefs=info")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -213,6 +237,7 @@ fn a_rank_process_refuses_a_malformed_request() {
             .args(["ior-rank", "--mds", &up.mds, "--rank", "0", "--buffer"])
             .arg(buffer.path())
             .args(["--", "-a", "LANEFS", "-w"])
+            .env("LANEFS_KEY", &up.key)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -235,6 +260,7 @@ fn a_dead_rank_process_fails_the_run_clearly() {
         .args(["ior", "-a", "LANEFS", "-w", "-b", "256m", "-t", "1m", "-N", "3", "--lanefs.ranks=processes"])
         .args(["-o", "/dies"])
         .env("LANEFS_MDS", &up.mds)
+        .env("LANEFS_KEY", &up.key)
         .env("RUST_LOG", "lanefs=info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -261,4 +287,208 @@ fn a_dead_rank_process_fails_the_run_clearly() {
         .filter(|c| ours(c))
         .collect();
     assert!(left.is_empty(), "rank processes left behind: {left:?}");
+}
+
+/// `(ost, object id)` of each stripe, as `lanefs getstripe` prints them.
+fn objects_of(up: &Up, path: &str) -> Vec<(u32, u64)> {
+    let layout = ok(up, &["getstripe", path]);
+    let rows = layout.lines().skip_while(|line| !line.contains("obdidx")).skip(1);
+    rows.map(|row| {
+        let fields: Vec<&str> = row.split_whitespace().collect();
+        (fields[0].parse().unwrap(), fields[1].parse().unwrap())
+    })
+    .collect()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Owners, groups and modes, as `ls -l` and `stat` show them; `rm` leaves
+/// the objects to the MDS, which destroys them.
+#[test]
+fn ls_and_stat_show_owners_and_modes_and_rm_destroys_objects() {
+    let up = up();
+    // SAFETY: geteuid and getegid have no preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    ok(&up, &["mkdir", "-m", "0750", "/d"]);
+    ok(&up, &["setstripe", "-c", "2", "/d/f"]);
+    ok(&up, &["chmod", "0640", "/d/f"]);
+    let listing = ok(&up, &["ls", "-l", "/"]);
+    assert!(listing.starts_with(&format!("drwxr-x--- {uid:>6} {gid:>6}")), "{listing}");
+    let listing = ok(&up, &["ls", "-l", "/d"]);
+    let expected = format!("-rw-r----- {uid:>6} {gid:>6} {:>14} {:>8} f", 0, "2x1M");
+    assert!(listing.starts_with(&expected), "{listing}");
+    let stat = ok(&up, &["stat", "/d/f"]);
+    assert!(stat.contains(&format!("Access: (0640/-rw-r-----)  Uid: ({uid:>5})  Gid: ({gid:>5})")), "{stat}");
+    assert!(ok(&up, &["stat", "/"]).contains("Access: (0755/drwxr-xr-x)"), "the creator's root, 0755");
+    let files: Vec<_> = objects_of(&up, "/d/f")
+        .into_iter()
+        .map(|(ost, object)| up.dir.path().join(format!("OST{ost:04x}/objects/{object}")))
+        .collect();
+    assert_eq!(files.len(), 2);
+    assert!(files.iter().all(|file| file.exists()), "precreated objects: {files:?}");
+    ok(&up, &["rm", "/d/f"]);
+    wait_until("the MDS has destroyed the objects", || files.iter().all(|file| !file.exists()));
+    fails(&up, &["chmod", "9", "/d"], "octal");
+    fails(&up, &["chown", "someone", "/d"], "numeric");
+    // Another user, when this test may become one, with a key of its own.
+    if uid == 0 {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        let theirs = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(theirs.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let their_key = theirs.path().join("client.pem");
+        let ca = std::path::Path::new(&up.key).with_file_name("ca.pem");
+        ok(&up, &["key", "issue", "--ca", ca.to_str().unwrap(), "--name", "u4242", their_key.to_str().unwrap()]);
+        std::os::unix::fs::chown(&their_key, Some(4242), Some(4242)).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+            .args(["mkdir", "/d/theirs"])
+            .env("LANEFS_MDS", &up.mds)
+            .env("LANEFS_KEY", &their_key)
+            .uid(4242)
+            .gid(4242)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("permission denied (EACCES): /d/theirs: uid 4242 lacks"), "{err}");
+        ok(&up, &["chown", "4242:4242", "/d"]);
+        let out = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+            .args(["mkdir", "/d/theirs"])
+            .env("LANEFS_MDS", &up.mds)
+            .env("LANEFS_KEY", &their_key)
+            .uid(4242)
+            .gid(4242)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(ok(&up, &["ls", "-l", "/d"]).contains("  4242   4242"));
+    }
+}
+
+/// `lanefs ls` pages through a directory larger than one page of the MDS's
+/// listing (1 MiB of 255-byte names), with the real bounds.
+#[test]
+fn ls_lists_a_directory_of_many_pages() {
+    // Thousands of creates, each a synchronous commit: on tmpfs if there is one.
+    let shm = std::path::Path::new("/dev/shm");
+    let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.unwrap();
+    let up = up_in(dir);
+    let key = lanefs_net::auth::ClusterKey::load(std::path::Path::new(&up.key)).unwrap();
+    let options = lanefs_net::client::ClientOptions { key: Some(key), ..Default::default() };
+    let client = lanefs_net::client::Client::connect(&up.mds, options).unwrap();
+    let names: Vec<String> = (0..3400).map(|i| format!("{i:05}{}", "x".repeat(250))).collect();
+    client.mds(lanefs_mds::MdsRequest::Mkdir { path: "/big".into(), permissions: 0o755 }).unwrap();
+    for name in &names {
+        let request = lanefs_mds::MdsRequest::Mkdir { path: format!("/big/{name}"), permissions: 0o755 };
+        client.mds(request).unwrap();
+    }
+    assert!(client.readdir_pages("/big").count() >= 2, "more than one page");
+    let listing = ok(&up, &["ls", "/big"]);
+    assert_eq!(listing.lines().collect::<Vec<_>>(), names);
+    let long = ok(&up, &["ls", "-l", "/big"]);
+    assert_eq!(long.lines().count(), names.len());
+    assert!(long.lines().last().unwrap().ends_with(&names[names.len() - 1]));
+}
+
+/// `lanefs rm` while the OSS is down: the MDS keeps the objects queued and
+/// destroys them when the OSS is back.
+#[test]
+fn objects_of_a_file_removed_while_its_oss_is_down_go_when_it_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = |name: &str| format!("unix:{}", dir.path().join(name).display());
+    let data = |name: &str| dir.path().join(name).display().to_string();
+    let spawn = |args: &[String]| -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs")).args(args).stdout(Stdio::piped()).spawn().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("the daemon says where it listens").unwrap();
+        assert!(first.starts_with("lanefs: "), "{first}");
+        (child, lines)
+    };
+    let mds_args: Vec<String> =
+        ["mds", "--osts", "1", "--data", &data("mds"), "--listen", &sock("mds.sock")].map(String::from).to_vec();
+    let oss_args: Vec<String> =
+        ["oss", "--mds", &sock("mds.sock"), "--data", &data("oss"), "--ost", "0", "--listen", &sock("oss.sock")]
+            .map(String::from)
+            .to_vec();
+    let (mut mds, _mds_out) = spawn(&mds_args);
+    let (mut oss, _oss_out) = spawn(&oss_args);
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_lanefs")).args(args).env("LANEFS_MDS", sock("mds.sock")).output();
+        let out = out.unwrap();
+        assert!(out.status.success(), "lanefs {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    run(&["setstripe", "-c", "1", "/f"]);
+    let layout = run(&["getstripe", "/f"]);
+    let row = layout.lines().skip_while(|line| !line.contains("obdidx")).nth(1).unwrap().to_string();
+    let object: u64 = row.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let file = dir.path().join(format!("oss/OST0000/objects/{object}"));
+    assert!(file.exists());
+    let _ = (oss.kill(), oss.wait());
+    run(&["rm", "/f"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(file.exists(), "its OSS is down: nobody destroyed it yet");
+    let (mut oss, _oss_out) = spawn(&oss_args);
+    wait_until("the object is destroyed once its OSS is back", || !file.exists());
+    let _ = (mds.kill(), oss.kill(), mds.wait(), oss.wait());
+}
+
+/// A file system on TCP takes only its own keys: `lanefs up --tcp` makes
+/// them owner-only beside its data, a command without one (or with an open
+/// one, or another cluster's) fails saying what to do, `lanefs key issue`
+/// makes more, and servers take only a server key.
+#[test]
+fn a_tcp_file_system_takes_only_its_own_keys() {
+    use std::os::unix::fs::PermissionsExt;
+    let up = up();
+    let key = std::path::Path::new(&up.key);
+    let keys = key.parent().unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode(keys), mode(key), mode(&keys.join("server.pem"))), (0o700, 0o600, 0o600));
+    let run = |key: Option<&std::path::Path>, args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_lanefs"));
+        command.args(args).env("LANEFS_MDS", &up.mds).env_remove("LANEFS_KEY");
+        if let Some(key) = key {
+            command.env("LANEFS_KEY", key);
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (success, said) = run(None, &["ls", "/"]);
+    assert!(!success && said.contains("--key") && said.contains("LANEFS_KEY"), "{said}");
+    let dir = tempfile::tempdir().unwrap();
+    let open = dir.path().join("open.pem");
+    std::fs::copy(key, &open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (success, said) = run(Some(&open), &["ls", "/"]);
+    assert!(!success && said.contains(&format!("chmod 600 {}", open.display())), "{said}");
+    let other = dir.path().join("other");
+    let (success, said) = run(None, &["key", "new", other.to_str().unwrap()]);
+    assert!(success && said.contains("client.pem"), "{said}");
+    let (success, said) = run(Some(&other.join("client.pem")), &["ls", "/"]);
+    assert!(!success && said.contains("not from the CA of the key"), "{said}");
+    let alice = dir.path().join("alice.pem");
+    let ca = keys.join("ca.pem");
+    let (success, said) =
+        run(None, &["key", "issue", "--ca", ca.to_str().unwrap(), "--name", "alice", alice.to_str().unwrap()]);
+    assert!(success, "{said}");
+    assert_eq!(mode(&alice), 0o600);
+    let (success, said) = run(Some(&alice), &["mkdir", "/alice"]);
+    assert!(success, "{said}");
+    assert!(run(Some(key), &["ls", "/"]).1.contains("alice"));
+    let data = dir.path().join("oss").display().to_string();
+    let (success, said) =
+        run(Some(key), &["oss", "--mds", &up.mds, "--data", &data, "--ost", "0", "--listen", "127.0.0.1:0"]);
+    assert!(!success && said.contains("is a client key") && said.contains("server key"), "{said}");
+    let data = dir.path().join("mds").display().to_string();
+    let (success, said) = run(None, &["mds", "--data", &data, "--osts", "1", "--listen", "127.0.0.1:0"]);
+    assert!(!success && said.contains("needs the cluster's server key") && said.contains("lanefs key new"), "{said}");
 }

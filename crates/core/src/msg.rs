@@ -10,6 +10,15 @@
 //! pair in the order they were sent, as one TCP connection does. The lock
 //! protocol relies on it (an enqueue reply is always seen before a callback
 //! for the same lock; a client's write RPCs reach the OST before its cancel).
+//!
+//! What a peer may send: any value of these types. Each receiver checks
+//! every field at its boundary and answers a malformed request with an
+//! error ([`IoError::Invalid`], [`EnqueueReply::Invalid`]) or ignores a
+//! stray message with a debug log, never a panic: the OST's rules are in
+//! [`crate::ost`] and [`crate::ldlm::server`], the client's in
+//! [`crate::client`]. An OST that fails anyway answers every request with
+//! [`IoError::Failed`] ([`ToOst::failed_reply`]) and tells its clients
+//! once with [`ToClient::Failed`].
 
 use crate::errno::Errno;
 use crate::extent::Extent;
@@ -210,7 +219,8 @@ pub enum ToOst {
     },
     /// A clean unmount: the client has given back its locks and will not
     /// come back with state (the OST stops counting it among the clients
-    /// a recovery waits for).
+    /// a recovery waits for, records that, and answers
+    /// [`ToClient::Disconnected`]).
     Disconnect,
     Enqueue {
         xid: Xid,
@@ -274,6 +284,8 @@ pub enum EnqueueReply {
     /// The request was malformed (an inverted extent, or edges not on page
     /// boundaries); a correct client never sends one.
     Invalid,
+    /// The OST is out of service (see [`IoError::Failed`]).
+    Failed,
 }
 
 /// Why an I/O RPC failed. Each names its cause as the OST's operating
@@ -287,7 +299,7 @@ pub enum IoError {
     NoSuchObject,
     #[error("object offset overflows the maximum object size")]
     TooLarge,
-    #[error("the OST is out of space (ENOSPC): delete files to free space, then write again")]
+    #[error("the OST is out of space (ENOSPC): delete files to free space")]
     NoSpace,
     #[error("the OSS ran out of file descriptors (EMFILE): raise its limit (ulimit -n) or lower its load")]
     TooManyFiles,
@@ -303,6 +315,15 @@ pub enum IoError {
     /// or bytes met phantoms: a simulator set-up error, never seen on a wire.
     #[error("payload kind mismatch: phantom payloads (simulator only) and bytes cannot meet on one OST or client")]
     PayloadKind,
+    /// The OST failed on an internal error and serves nothing more until
+    /// its OSS restarts: every request is answered with this.
+    #[error("the OST failed on an internal error and refuses every request: restart its OSS (its log names the message that failed)")]
+    Failed,
+    /// The OST's reply broke the protocol (a read answered with another
+    /// length than asked for); a correct OST never sends one. The client
+    /// fails the operation with it; it is never sent on a wire.
+    #[error("the OST answered outside the protocol: its OSS is broken or not a lanefs server")]
+    BadReply,
 }
 
 impl IoError {
@@ -316,6 +337,7 @@ impl IoError {
             IoError::TooManyFiles => Errno::EMFILE,
             IoError::Disk(errno) => errno,
             IoError::Invalid | IoError::PayloadKind => Errno::EINVAL,
+            IoError::Failed | IoError::BadReply => Errno::EIO,
         }
     }
 
@@ -408,4 +430,81 @@ pub enum ToClient {
     LockLost {
         lock: LockHandle,
     },
+    /// Answer to [`ToOst::Disconnect`]: the OST has recorded that this
+    /// client will not come back with state.
+    Disconnected,
+    /// The OST is out of service until its OSS restarts ([`IoError::Failed`]):
+    /// whatever waits on it fails, as when it is unreachable.
+    Failed,
+}
+
+impl ToOst {
+    /// The message's kind, for logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ToOst::Connect { .. } => "Connect",
+            ToOst::ReplayLock { .. } => "ReplayLock",
+            ToOst::ReplayWrite { .. } => "ReplayWrite",
+            ToOst::ReplayPunch { .. } => "ReplayPunch",
+            ToOst::ReplayDone => "ReplayDone",
+            ToOst::FailuresSeen { .. } => "FailuresSeen",
+            ToOst::Disconnect => "Disconnect",
+            ToOst::Enqueue { .. } => "Enqueue",
+            ToOst::Cancel { .. } => "Cancel",
+            ToOst::Write { .. } => "Write",
+            ToOst::Read { .. } => "Read",
+            ToOst::Punch { .. } => "Punch",
+            ToOst::Getattr { .. } => "Getattr",
+            ToOst::Sync { .. } => "Sync",
+            ToOst::GlimpseReply { .. } => "GlimpseReply",
+        }
+    }
+
+    /// The xid of the reply this request expects, if it expects one.
+    pub fn reply_xid(&self) -> Option<Xid> {
+        match *self {
+            ToOst::Enqueue { xid, .. }
+            | ToOst::Write { xid, .. }
+            | ToOst::Read { xid, .. }
+            | ToOst::Punch { xid, .. }
+            | ToOst::Getattr { xid, .. }
+            | ToOst::Sync { xid, .. } => Some(xid),
+            _ => None,
+        }
+    }
+
+    /// How an OST out of service answers this request: with
+    /// [`IoError::Failed`] (or [`EnqueueReply::Failed`]), a session's
+    /// `Connect` or `Disconnect` with [`ToClient::Failed`] (the client
+    /// would otherwise wait for `Connected`); `None` for the messages that
+    /// expect no answer.
+    pub fn failed_reply(&self) -> Option<ToClient> {
+        let failed = Err(IoError::Failed);
+        let transno = Transno(0);
+        Some(match *self {
+            ToOst::Enqueue { xid, .. } => ToClient::Enqueue { xid, reply: EnqueueReply::Failed },
+            ToOst::Write { xid, .. } => ToClient::WriteReply { xid, result: failed, transno },
+            ToOst::Read { xid, .. } => ToClient::ReadReply { xid, result: Err(IoError::Failed) },
+            ToOst::Punch { xid, .. } => ToClient::PunchReply { xid, result: failed, transno },
+            ToOst::Getattr { xid, .. } => ToClient::GetattrReply { xid, result: Err(IoError::Failed) },
+            ToOst::Sync { xid, .. } => ToClient::SyncReply { xid, result: failed },
+            ToOst::Connect { .. } | ToOst::Disconnect => ToClient::Failed,
+            _ => return None,
+        })
+    }
+}
+
+impl ToClient {
+    /// The xid of the request this message answers, if it answers one.
+    pub fn reply_xid(&self) -> Option<Xid> {
+        match *self {
+            ToClient::Enqueue { xid, .. }
+            | ToClient::WriteReply { xid, .. }
+            | ToClient::ReadReply { xid, .. }
+            | ToClient::PunchReply { xid, .. }
+            | ToClient::GetattrReply { xid, .. }
+            | ToClient::SyncReply { xid, .. } => Some(xid),
+            _ => None,
+        }
+    }
 }

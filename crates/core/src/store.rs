@@ -35,6 +35,11 @@ pub enum StoreError {
         "object {object:?}: a store of {kept} refuses {offered} payloads (phantoms need a SizeStore, bytes a byte one)"
     )]
     PayloadKind { object: ObjectId, kept: PayloadKind, offered: PayloadKind },
+    /// The object was never created on this OST, or is gone from it
+    /// (destroyed, or its file removed behind the store's back): its bytes
+    /// cannot be read as zeros, since they are not known to be zeros.
+    #[error("object {object:?} does not exist on this OST (never created, destroyed, or its file is gone)")]
+    NoSuchObject { object: ObjectId },
 }
 
 impl StoreError {
@@ -45,6 +50,7 @@ impl StoreError {
             StoreError::TooLarge { .. } => IoError::TooLarge,
             StoreError::Os { errno, .. } => IoError::from_errno(*errno),
             StoreError::PayloadKind { .. } => IoError::PayloadKind,
+            StoreError::NoSuchObject { .. } => IoError::NoSuchObject,
         }
     }
 }

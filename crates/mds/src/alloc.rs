@@ -16,6 +16,16 @@
 //! start do not disturb the rotation). Each OST has a persisted next-object
 //! counter starting at 1, so object ids are unique per OST forever.
 //!
+//! Objects come only from each OST's pool of objects it has created in
+//! advance (Lustre's precreation, see [`crate::objects`]): ids from the
+//! next-object counter up to the OST's last reported `LAST_ID`. When an
+//! OST's pool is empty (its OSS is down, or has not kept up), a file whose
+//! starting OST the MDS chooses skips it, as Lustre's round-robin allocator
+//! skips OSTs it cannot reserve an object on: the file takes the next OSTs
+//! in order that have objects. A file with an explicit starting OST, or one
+//! that needs every OST, gets no substitute: the create fails with
+//! [`MdsError::NoObjects`] naming the OST.
+//!
 //! Decisions that differ from Lustre, on purpose:
 //! - A stripe count above the OST count is refused with a message naming
 //!   both, where Lustre silently caps: someone asking for 8 stripes on 4 OSTs
@@ -160,22 +170,44 @@ pub(crate) fn inherit(dirs: &[(String, StripeSpec)], config: &MdsConfig) -> (Str
     (default, origin)
 }
 
-/// Allocates a new file's objects (advancing the persisted counters inside
-/// the caller's transaction) and returns its layout.
+/// Allocates a new file's objects from the OSTs' pools (advancing the
+/// persisted counters inside the caller's transaction) and returns its
+/// layout, or [`MdsError::NoObjects`] naming an OST whose empty pool the
+/// file cannot do without.
 pub(crate) fn allocate(conn: &Connection, plan: &LayoutPlan, ost_count: u32) -> Result<Layout, MdsError> {
     assert!(plan.stripe_count >= 1 && plan.stripe_count <= ost_count, "unchecked plan {plan:?}");
-    let start_ost = match plan.start_ost {
-        Some(start_ost) => start_ost,
-        None => OstIndex((schema::take_counter(conn, Counter::RoundRobin)? % u64::from(ost_count)) as u32),
+    let (start_ost, may_skip) = match plan.start_ost {
+        Some(start_ost) => (start_ost, false),
+        None => {
+            let start = OstIndex((schema::take_counter(conn, Counter::RoundRobin)? % u64::from(ost_count)) as u32);
+            (start, true)
+        }
     };
-    let mut objects = Vec::with_capacity(plan.stripe_count as usize);
-    for stripe in 0..plan.stripe_count {
-        let ost = OstIndex(((u64::from(start_ost.0) + u64::from(stripe)) % u64::from(ost_count)) as u32);
-        let object = schema::take_object_id(conn, ost)?;
-        objects.push(ObjectKey { ost, object });
+    let stripe_count = plan.stripe_count as usize;
+    let mut objects = Vec::with_capacity(stripe_count);
+    let mut first_empty = None;
+    for step in 0..ost_count {
+        if objects.len() == stripe_count {
+            break;
+        }
+        let ost = OstIndex(((u64::from(start_ost.0) + u64::from(step)) % u64::from(ost_count)) as u32);
+        match schema::take_object_id(conn, ost)? {
+            Some(object) => objects.push(ObjectKey { ost, object }),
+            None => {
+                first_empty.get_or_insert(ost);
+                if !may_skip {
+                    break;
+                }
+            }
+        }
+    }
+    if objects.len() < stripe_count {
+        let ost = first_empty.expect("an allocation falls short only at an empty pool");
+        let reason = "its pool of precreated objects is empty (the MDS refills it from the OST's OSS)".to_string();
+        return Err(MdsError::NoObjects { ost: ost.0, reason });
     }
     let layout = Layout::new(plan.stripe_size, objects).expect("a checked plan gives a valid layout");
-    assert_eq!(layout.stripe_offset(), start_ost);
+    assert!(may_skip || layout.stripe_offset() == start_ost);
     Ok(layout)
 }
 

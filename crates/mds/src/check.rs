@@ -31,7 +31,12 @@ impl Mds {
     /// - every file has a valid layout: stripe-count objects, numbered from
     ///   stripe 0, on distinct OSTs that exist; directories have no objects;
     /// - every object id is below its OST's counter (so never handed out
-    ///   again), and every fid is below the fid counter;
+    ///   again) and at or below the OST's precreated watermark (the OST
+    ///   created it), and every fid is below the fid counter;
+    /// - every queued destroy names an object that was handed out and that
+    ///   no file holds any more;
+    /// - every inode's permissions are within `07777` and its owner and
+    ///   group are 32-bit ids; the root is a directory;
     /// - every directory default is valid for the current OST count.
     pub fn check_invariants(&self) {
         let conn = &self.conn;
@@ -44,6 +49,31 @@ impl Mds {
             column(conn, "SELECT ost, next_object FROM ost_counters").into_iter().collect();
         let osts: Vec<i64> = next_object_of.keys().copied().collect();
         assert_eq!(osts, (0..i64::from(ost_count)).collect::<Vec<_>>(), "one object counter per OST");
+        let precreated_of: BTreeMap<i64, i64> =
+            column(conn, "SELECT ost, precreated FROM ost_counters").into_iter().collect();
+        for (ost, next_object) in &next_object_of {
+            let precreated = precreated_of[ost];
+            assert!(
+                next_object - 1 <= precreated,
+                "OST {ost}: object {} handed out beyond LAST_ID {precreated}",
+                next_object - 1
+            );
+        }
+
+        let bad_owners = count(
+            conn,
+            "SELECT count(*) FROM inodes WHERE permissions NOT BETWEEN 0 AND 4095 \
+             OR uid NOT BETWEEN 0 AND 4294967295 OR gid NOT BETWEEN 0 AND 4294967295 \
+             OR typeof(uid) != 'integer' OR typeof(gid) != 'integer' OR typeof(permissions) != 'integer'",
+        );
+        assert_eq!(bad_owners, 0, "every inode has 32-bit owner and group ids and permissions within 07777");
+        for (ost, object) in column(conn, "SELECT ost, object FROM destroy_queue") {
+            let next_object = next_object_of.get(&ost).unwrap_or_else(|| panic!("destroy queued on unknown OST {ost}"));
+            assert!(object < *next_object, "queued destroy of object {object} on OST {ost}, never handed out");
+        }
+        let held =
+            count(conn, "SELECT count(*) FROM destroy_queue q JOIN objects o ON o.ost = q.ost AND o.object = q.object");
+        assert_eq!(held, 0, "no queued destroy names an object a file still holds");
 
         let root_kind = count(conn, "SELECT kind FROM inodes WHERE fid = 1");
         assert_eq!(root_kind, 2, "the root is a directory");
@@ -74,6 +104,8 @@ impl Mds {
                 assert!(key.ost.0 < ost_count, "file {fid} has an object on {}, of {ost_count} OSTs", key.ost);
                 let next_object = next_object_of[&i64::from(key.ost.0)];
                 assert!((key.object.0 as i64) < next_object, "file {fid}: {key:?} not below counter {next_object}");
+                let precreated = precreated_of[&i64::from(key.ost.0)];
+                assert!((key.object.0 as i64) <= precreated, "file {fid}: {key:?} above LAST_ID {precreated}");
             }
             object_total += i64::from(layout.stripe_count());
         }

@@ -56,6 +56,34 @@ pub enum MdsError {
     #[error("cannot {action} the root directory /")]
     RootDirectory { action: String },
 
+    /// `EACCES`: a permission bit the request needs is not granted to the
+    /// caller on `on` (the path asked about, or a directory on the way).
+    #[error(
+        "permission denied (EACCES): {path}: uid {uid} lacks {needed} permission on {on}; \
+         its owner or root can grant it (chmod), or run as a user who has it"
+    )]
+    PermissionDenied { path: String, on: String, needed: String, uid: u32 },
+
+    /// `EPERM`: the request is reserved to an inode's owner or to root.
+    #[error("operation not permitted (EPERM): {path}: {reason}")]
+    NotPermitted { path: String, reason: String },
+
+    #[error("invalid credentials: {reason}")]
+    InvalidCredentials { reason: String },
+
+    /// No object could be allocated on `ost`: its pool of objects the OST
+    /// created in advance is empty. `reason` says why it was not refilled.
+    #[error("no object available on OST{ost:04x}: {reason}")]
+    NoObjects { ost: u32, reason: String },
+
+    /// `ENOSPC`: the MDS's database cannot grow.
+    #[error(
+        "no space left on the MDS (ENOSPC): its database {path} cannot grow; \
+         removing files and directories still works (the MDS keeps a reserve for it): \
+         free space on the MDS's disk, then try again"
+    )]
+    NoSpace { path: String },
+
     #[error("invalid MDS configuration: {reason}")]
     InvalidConfig { reason: String },
 
@@ -98,8 +126,13 @@ fn not_a_directory_hint(path: &str, file: &str) -> String {
 }
 
 impl From<rusqlite::Error> for MdsError {
+    /// A full disk becomes [`MdsError::NoSpace`] (its path filled in by the
+    /// `Mds`), everything else [`MdsError::Database`].
     fn from(error: rusqlite::Error) -> Self {
-        MdsError::Database(error.to_string())
+        match error.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DiskFull) => MdsError::NoSpace { path: "the metadata database".into() },
+            _ => MdsError::Database(error.to_string()),
+        }
     }
 }
 

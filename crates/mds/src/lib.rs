@@ -12,30 +12,44 @@
 //! `Send` but not `Sync`). Tests of interleavings are therefore moot; a
 //! sequence of requests is the whole story.
 //!
+//! Every request carries the caller's [`Credentials`] (uid, gid,
+//! supplementary groups), and the MDS checks POSIX permissions for them as
+//! Lustre's MDS does (see [`perm`] and [`ops`]): owner, group and mode bits
+//! on every inode, root's bypass, the sticky bit, setgid directories, and
+//! optionally Lustre's `root_squash`. The credentials are what the client
+//! node reports, trusted as Lustre trusts its client nodes.
+//!
+//! The MDS owns the life of the objects on the OSTs, as Lustre's does
+//! (see [`objects`]): files get objects the OSTs created in advance, and
+//! the objects of removed files are queued for destruction in the same
+//! transaction; the network MDS carries both out with the OSSes. A full
+//! disk still lets users remove files (see [`reserve`]).
+//!
 //! What it is not:
 //! - not a data path: file bytes go between clients and OSTs;
 //! - no file sizes: a file's size is the OSTs' business, learnt by a glimpse
 //!   of its objects, as in Lustre (the MDS's [`Attr`] has no size);
 //! - no locks: extent locks live on the OSTs (lanefs-core's ldlm), and the
 //!   namespace needs none (see above);
-//! - no permissions, owners, links or symbolic links, and no object
-//!   creation or destruction on the OSTs: [`Mds::create`] hands out object
-//!   ids (an OST creates an object when first written), and `Unlink` and a
-//!   replacing `Rename` return the layout whose objects the caller must
-//!   destroy.
+//! - no links, symbolic links, ACLs or extended attributes.
 //!
 //! Invariants (checked by [`Mds::check_invariants`]):
 //! - the namespace is a tree rooted at `/` ([`Fid::ROOT`]), which always
-//!   exists; every other inode has exactly one name;
+//!   exists; every other inode has exactly one name, an owner, a group and
+//!   permissions within `07777`;
 //! - every file has exactly stripe-count objects, on distinct OSTs, fixed at
 //!   create ([`Mds::set_stripe`] on a file is refused);
 //! - object ids are unique per OST and never reused, fids never reused,
-//!   across restarts too (persisted counters that only grow);
+//!   across restarts too (persisted counters that only grow); every object
+//!   of a file was precreated by its OST, and every queued destroy names an
+//!   object no file holds;
 //! - the OST count only grows.
 //!
-//! Striping follows `lfs setstripe` (see [`alloc`] for the rules and the two
+//! Striping follows `lfs setstripe` (see [`alloc`] for the rules and the
 //! places lanefs differs from Lustre on purpose); paths are absolute and
-//! normalised (see [`path`]); the schema is in [`schema`].
+//! normalised (see [`path`]); listings come in bounded pages
+//! ([`READDIR_ENTRIES_MAX`], [`READDIR_BYTES_MAX`]); the schema is in
+//! [`schema`].
 //!
 //! Why SQLite: the metadata must survive restarts exactly (a reused object
 //! id would hand one file's data to another), and every request changes
@@ -50,12 +64,16 @@
 pub mod alloc;
 mod check;
 mod error;
-mod ops;
+pub mod objects;
+pub mod ops;
 pub mod path;
+pub mod perm;
 mod proto;
+pub mod reserve;
 pub mod schema;
 
 pub use error::MdsError;
+pub use objects::Pool;
 pub use proto::*;
 
 use rusqlite::{Connection, ErrorCode};
@@ -66,6 +84,12 @@ pub struct Mds {
     conn: Connection,
     /// The configuration in use; `ost_count` is the recorded one.
     config: MdsConfig,
+    /// What the database is called in messages: its path, or `:memory:`.
+    label: String,
+    /// Room kept on the database's disk for removals; none in memory.
+    reserve: Option<reserve::Reserve>,
+    /// `(entries, bytes)` at most in one `Readdir` page.
+    readdir_page: (usize, usize),
 }
 
 impl std::fmt::Debug for Mds {
@@ -74,14 +98,29 @@ impl std::fmt::Debug for Mds {
     }
 }
 
+/// Create `path` empty and 0600 unless it exists (SQLite would make it
+/// with the umask's mode, usually readable by all).
+fn create_owner_only(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 impl Mds {
     /// Opens the MDS database at `path`, creating it if absent. Fails if
     /// the file is another kind of database or another schema version, if
     /// `config` has fewer OSTs than the database records (more is fine: the
-    /// new OSTs join), or if another MDS has it open.
+    /// new OSTs join), or if another MDS has it open. Makes the disk
+    /// reserve beside it (`<path>-reserve`, see [`reserve`]) if there is room.
+    /// A new database file is owner-only (0600), and so are its `-wal` and
+    /// `-shm` files, which SQLite creates with the database file's mode.
     pub fn open(path: &Path, config: MdsConfig) -> Result<Mds, MdsError> {
         alloc::check_config(&config)?;
         let label = path.display().to_string();
+        create_owner_only(path).map_err(|e| MdsError::Database(format!("cannot open {label}: {e}")))?;
         let conn = Connection::open(path).map_err(|error| open_error(&label, error))?;
         // No waiting for a lock: one MDS owns a database, so a held lock
         // means a second MDS, which should fail now rather than in 5 s.
@@ -98,7 +137,9 @@ impl Mds {
             )));
         }
         conn.pragma_update(None, "synchronous", "FULL").map_err(|error| open_error(&label, error))?;
-        Mds::start(conn, &label, config)
+        let mut mds = Mds::start(conn, &label, config)?;
+        mds.reserve = Some(reserve::Reserve::open(path));
+        Ok(mds)
     }
 
     /// An MDS whose database lives in memory and vanishes with it: for tests.
@@ -112,10 +153,47 @@ impl Mds {
         conn.pragma_update(None, "foreign_keys", true).map_err(|error| open_error(label, error))?;
         // Take the write lock now, so a database in use fails here, by name.
         conn.execute_batch("BEGIN IMMEDIATE; COMMIT").map_err(|error| open_error(label, error))?;
-        config.ost_count = schema::prepare(&mut conn, label, &config, ops::now_ns())?;
-        let mds = Mds { conn, config };
+        config.ost_count =
+            schema::prepare(&mut conn, label, &config, ops::now_ns()).map_err(|error| named(label, error))?;
+        let readdir_page = (READDIR_ENTRIES_MAX, READDIR_BYTES_MAX);
+        let mds = Mds { conn, config, label: label.to_string(), reserve: None, readdir_page };
         tracing::info!(path = label, ost_count = config.ost_count, "opened MDS database");
         Ok(mds)
+    }
+
+    /// Lowers the bounds of a `Readdir` page (at least one entry each): for
+    /// tests that page through directories without making thousands of
+    /// entries. Servers keep [`READDIR_ENTRIES_MAX`] and [`READDIR_BYTES_MAX`].
+    pub fn with_readdir_page(mut self, entries_max: usize, bytes_max: usize) -> Mds {
+        assert!((1..=READDIR_ENTRIES_MAX).contains(&entries_max), "entries per page {entries_max}");
+        assert!(bytes_max <= READDIR_BYTES_MAX, "bytes per page {bytes_max}");
+        self.readdir_page = (entries_max, bytes_max);
+        self
+    }
+
+    /// The path of the disk reserve file (see [`reserve`]), and whether it
+    /// is in place; `None` for an in-memory MDS.
+    pub fn reserve_state(&self) -> Option<(&Path, bool)> {
+        self.reserve.as_ref().map(|reserve| (reserve.path(), reserve.is_present()))
+    }
+
+    /// Whether the disk reserve is in place (made again now if it is gone
+    /// and there is room); always true in memory.
+    fn reserve_kept(&mut self) -> bool {
+        self.reserve.as_mut().is_none_or(reserve::Reserve::ensure)
+    }
+
+    fn release_reserve(&mut self) -> bool {
+        self.reserve.as_mut().is_some_and(reserve::Reserve::release)
+    }
+
+    fn no_space(&self) -> MdsError {
+        MdsError::NoSpace { path: self.label.clone() }
+    }
+
+    /// `error` with this database's path where it names the database.
+    fn named(&self, error: MdsError) -> MdsError {
+        named(&self.label, error)
     }
 
     /// The configuration in use (`ost_count` as recorded in the database).
@@ -123,20 +201,27 @@ impl Mds {
         &self.config
     }
 
-    /// Performs one request. Never panics on bad input: failures are
-    /// [`MdsReply::Error`], and a failed request changes nothing.
-    pub fn handle(&mut self, request: MdsRequest) -> MdsReply {
+    /// Performs one request for the caller `credentials` name. Never panics
+    /// on bad input: failures are [`MdsReply::Error`], and a failed request
+    /// changes nothing.
+    pub fn handle(&mut self, credentials: &Credentials, request: MdsRequest) -> MdsReply {
+        let who = credentials;
         let reply = match request {
-            MdsRequest::Mkdir { path } => self.mkdir(&path).map(MdsReply::Attr),
-            MdsRequest::Create { path, stripe, mode } => self.create(&path, &stripe, mode).map(MdsReply::File),
-            MdsRequest::Open { path } => self.open_file(&path).map(MdsReply::File),
-            MdsRequest::Stat { path } => self.stat(&path).map(MdsReply::Attr),
-            MdsRequest::Readdir { path } => self.readdir(&path).map(MdsReply::Entries),
-            MdsRequest::Unlink { path } => self.unlink(&path).map(MdsReply::Unlinked),
-            MdsRequest::Rmdir { path } => self.rmdir(&path).map(|()| MdsReply::Ok),
-            MdsRequest::Rename { from, to } => self.rename(&from, &to).map(|replaced| MdsReply::Renamed { replaced }),
-            MdsRequest::SetStripe { path, stripe } => self.set_stripe(&path, &stripe).map(|()| MdsReply::Ok),
-            MdsRequest::GetStripe { path } => self.get_stripe(&path).map(MdsReply::Stripe),
+            MdsRequest::Mkdir { path, permissions } => self.mkdir(who, &path, permissions).map(MdsReply::Attr),
+            MdsRequest::Create { path, stripe, mode, access, permissions } => {
+                self.create(who, &path, &stripe, mode, access, permissions).map(MdsReply::File)
+            }
+            MdsRequest::Open { path, access } => self.open_file(who, &path, access).map(MdsReply::File),
+            MdsRequest::Stat { path } => self.stat(who, &path).map(MdsReply::Attr),
+            MdsRequest::Readdir { path, cursor } => self.readdir(who, &path, cursor.as_deref()).map(MdsReply::Entries),
+            MdsRequest::Unlink { path } => self.unlink(who, &path).map(|_| MdsReply::Ok),
+            MdsRequest::Rmdir { path } => self.rmdir(who, &path).map(|()| MdsReply::Ok),
+            MdsRequest::Rename { from, to } => self.rename(who, &from, &to).map(|_| MdsReply::Ok),
+            MdsRequest::SetAttr { path, permissions, uid, gid } => {
+                self.set_attr(who, &path, permissions, (uid, gid)).map(MdsReply::Attr)
+            }
+            MdsRequest::SetStripe { path, stripe } => self.set_stripe(who, &path, &stripe).map(|()| MdsReply::Ok),
+            MdsRequest::GetStripe { path } => self.get_stripe(who, &path).map(MdsReply::Stripe),
             MdsRequest::Statfs => self.statfs().map(MdsReply::Statfs),
         };
         reply.unwrap_or_else(|error| {
@@ -151,6 +236,15 @@ const _: fn() = || {
     fn owned_by_one_thread<T: Send>() {}
     owned_by_one_thread::<Mds>();
 };
+
+/// `error` with the database's path where it names the database (a full
+/// disk is found deep inside SQLite, which does not know the path).
+fn named(label: &str, error: MdsError) -> MdsError {
+    match error {
+        MdsError::NoSpace { .. } => MdsError::NoSpace { path: label.to_string() },
+        other => other,
+    }
+}
 
 /// Names the two open failures an operator can fix: the wrong file, and a
 /// database another MDS holds.

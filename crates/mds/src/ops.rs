@@ -4,55 +4,105 @@
 //! root inside the transaction it writes in, so a request sees and leaves a
 //! consistent tree. Errors roll the transaction back: a failed request
 //! changes nothing, counters included.
+//!
+//! Permissions (POSIX's, see [`crate::perm`]), checked for the caller of
+//! each request:
+//! - every walk needs search (`x`) on each directory it looks a name up in;
+//! - `Readdir` needs read on the directory; `Open` (and `Create` of an
+//!   existing file) read and/or write on the file, as its access asks;
+//! - `Mkdir`, `Create` of a new file, `Unlink` and `Rmdir` need write and
+//!   search on the parent; `Rename` on both parents, and write on a
+//!   directory it moves to another parent (to change its `..`);
+//! - in a sticky parent, removing or renaming an entry (or replacing a
+//!   rename's target) is for the entry's owner, the directory's owner or
+//!   root;
+//! - `SetStripe` on a directory is for its owner or root (Lustre's rule);
+//!   `SetAttr` follows `chmod`/`chown`: the owner or root changes the
+//!   permissions, only root the owner, the owner or root the group (the
+//!   owner only to a group it is in).
+//!
+//! `Stat`, `GetStripe` and `Statfs` need only the walk.
 
 use crate::alloc;
 use crate::path::MdsPath;
-use crate::schema::{self, Counter, Entry};
-use crate::{Attr, CreateMode, DirEntry, Fid, FileInfo, FileKind, Mds, MdsError, Statfs, StripeInfo, StripeSpec};
+use crate::perm::{self, Caller, Need};
+use crate::schema::{self, Counter, Inode};
+use crate::{
+    Access, Attr, CreateMode, Credentials, DirPage, Fid, FileInfo, FileKind, Mds, MdsError, Owner, Statfs, StripeInfo,
+    StripeSpec, PERMISSION_BITS,
+};
 use lanefs_core::layout::Layout;
 use rusqlite::{Connection, TransactionBehavior};
 
 /// The directories from the root down to a path's parent: `dirs[i]` is the
 /// directory named by the path's first `i` names, so `dirs[0]` is the root
-/// and the last is the parent.
+/// and the last is the parent. The caller may search each of them.
 struct Ancestors {
-    dirs: Vec<Fid>,
+    dirs: Vec<Inode>,
 }
 
 impl Ancestors {
-    fn parent(&self) -> Fid {
+    fn parent(&self) -> Inode {
         *self.dirs.last().expect("every path below the root has a parent")
+    }
+
+    fn fids(&self) -> Vec<Fid> {
+        self.dirs.iter().map(|dir| dir.fid).collect()
     }
 }
 
-/// Walks to `path`'s parent, which must exist and be a directory.
-fn ancestors(conn: &Connection, path: &MdsPath) -> Result<Ancestors, MdsError> {
+/// Walks to `path`'s parent, which must exist, be a directory, and (as
+/// every directory on the way) be searchable by `caller`.
+fn ancestors(conn: &Connection, caller: &Caller, path: &MdsPath) -> Result<Ancestors, MdsError> {
     assert!(!path.is_root(), "the root has no ancestors");
     let names = path.names();
     let mut dirs = Vec::with_capacity(names.len());
-    dirs.push(Fid::ROOT);
+    dirs.push(schema::inode(conn, Fid::ROOT)?);
     for (depth, name) in names[..names.len() - 1].iter().enumerate() {
         let prefix = || path.prefix(depth + 1).to_string();
-        match schema::lookup(conn, dirs[depth], name)? {
+        perm::check(caller, &dirs[depth], Need::Search, path, &path.prefix(depth))?;
+        match schema::lookup(conn, dirs[depth].fid, name)? {
             None => return Err(MdsError::NotFound { path: path.to_string(), missing: prefix() }),
-            Some(Entry { kind: FileKind::File, .. }) => {
+            Some(Inode { kind: FileKind::File, .. }) => {
                 return Err(MdsError::NotADirectory { path: path.to_string(), file: prefix() })
             }
-            Some(Entry { fid, kind: FileKind::Dir }) => dirs.push(fid),
+            Some(dir) => dirs.push(dir),
         }
     }
+    let parent = dirs.last().expect("the root at least");
+    perm::check(caller, parent, Need::Search, path, &path.parent().expect("not the root"))?;
     Ok(Ancestors { dirs })
 }
 
 /// Walks to `path` itself, which must exist.
-fn resolve(conn: &Connection, path: &MdsPath) -> Result<(Ancestors, Entry), MdsError> {
+fn resolve(conn: &Connection, caller: &Caller, path: &MdsPath) -> Result<(Ancestors, Inode), MdsError> {
     let Some(name) = path.name() else {
-        return Ok((Ancestors { dirs: Vec::new() }, Entry { fid: Fid::ROOT, kind: FileKind::Dir }));
+        return Ok((Ancestors { dirs: Vec::new() }, schema::inode(conn, Fid::ROOT)?));
     };
-    let ancestors = ancestors(conn, path)?;
-    match schema::lookup(conn, ancestors.parent(), name)? {
-        Some(entry) => Ok((ancestors, entry)),
+    let ancestors = ancestors(conn, caller, path)?;
+    match schema::lookup(conn, ancestors.parent().fid, name)? {
+        Some(inode) => Ok((ancestors, inode)),
         None => Err(MdsError::NotFound { path: path.to_string(), missing: path.to_string() }),
+    }
+}
+
+/// Write and search on `path`'s parent, to add or remove a name in it.
+fn check_parent_writable(caller: &Caller, ancestors: &Ancestors, path: &MdsPath) -> Result<(), MdsError> {
+    let parent_path = path.parent().expect("a name has a parent");
+    perm::check(caller, &ancestors.parent(), Need::WriteSearch, path, &parent_path)
+}
+
+/// The sticky rule for removing `victim` (at `path`) from its parent.
+fn check_removable(caller: &Caller, ancestors: &Ancestors, victim: &Inode, path: &MdsPath) -> Result<(), MdsError> {
+    let parent_path = path.parent().expect("a name has a parent");
+    perm::check_sticky(caller, &ancestors.parent(), &parent_path, victim, path)
+}
+
+fn access_need(access: Access) -> Need {
+    match access {
+        Access::Read => Need::Read,
+        Access::Write => Need::Write,
+        Access::ReadWrite => Need::ReadWrite,
     }
 }
 
@@ -71,9 +121,40 @@ fn not_a_directory(path: &MdsPath) -> MdsError {
     MdsError::NotADirectory { path: path.to_string(), file: path.to_string() }
 }
 
+/// Whether a write transaction may grow the database, or removes things
+/// (and may then use the MDS's disk reserve, see [`crate::reserve`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WriteKind {
+    Grows,
+    Removes,
+}
+
 impl Mds {
-    /// Runs `body` in one write transaction, committed only if it succeeds.
-    fn write<T>(&mut self, body: impl FnOnce(&Connection, u32) -> Result<T, MdsError>) -> Result<T, MdsError> {
+    pub(crate) fn caller(&self, credentials: &Credentials) -> Result<Caller, MdsError> {
+        Caller::new(credentials, self.config.root_squash)
+    }
+
+    /// Runs `body` in one write transaction, committed only if it
+    /// succeeds. A transaction that finds the disk full fails with
+    /// [`MdsError::NoSpace`], unless it `Removes`: then the reserve is
+    /// given back to the file system and the transaction runs again.
+    pub(crate) fn write<T>(
+        &mut self,
+        kind: WriteKind,
+        body: impl Fn(&Connection, u32) -> Result<T, MdsError>,
+    ) -> Result<T, MdsError> {
+        if kind == WriteKind::Grows && !self.reserve_kept() {
+            return Err(self.no_space());
+        }
+        match self.try_write(&body) {
+            Err(MdsError::NoSpace { .. }) if kind == WriteKind::Removes && self.release_reserve() => {
+                self.try_write(&body).map_err(|error| self.named(error))
+            }
+            result => result.map_err(|error| self.named(error)),
+        }
+    }
+
+    fn try_write<T>(&mut self, body: &impl Fn(&Connection, u32) -> Result<T, MdsError>) -> Result<T, MdsError> {
         let ost_count = self.config.ost_count;
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let value = body(&tx, ost_count)?;
@@ -82,26 +163,40 @@ impl Mds {
     }
 
     /// Creates directory `path` in an existing directory.
-    pub fn mkdir(&mut self, path: &str) -> Result<Attr, MdsError> {
+    pub fn mkdir(&mut self, credentials: &Credentials, path: &str, permissions: u32) -> Result<Attr, MdsError> {
+        let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
         let Some(name) = path.name() else { return Err(MdsError::Exists { path: path.to_string() }) };
-        self.write(|tx, _| {
-            let parent = ancestors(tx, &path)?.parent();
-            if schema::lookup(tx, parent, name)?.is_some() {
+        self.write(WriteKind::Grows, |tx, _| {
+            let ancestors = ancestors(tx, &caller, &path)?;
+            let parent = ancestors.parent();
+            if schema::lookup(tx, parent.fid, name)?.is_some() {
                 return Err(MdsError::Exists { path: path.to_string() });
             }
+            check_parent_writable(&caller, &ancestors, &path)?;
+            let owner = perm::new_owner(&caller, &parent, FileKind::Dir, permissions);
             let fid = Fid(schema::take_counter(tx, Counter::NextFid)?);
             let now_ns = now_ns();
-            schema::insert_inode(tx, fid, None, now_ns)?;
-            schema::link(tx, parent, name, fid)?;
-            schema::touch(tx, parent, now_ns)?;
-            schema::attr(tx, Entry { fid, kind: FileKind::Dir })
+            schema::insert_inode(tx, fid, None, now_ns, owner)?;
+            schema::link(tx, parent.fid, name, fid)?;
+            schema::touch(tx, parent.fid, now_ns)?;
+            schema::attr(tx, schema::inode(tx, fid)?)
         })
     }
 
     /// Creates file `path` with its objects allocated (striping from the set
-    /// fields of `stripe`, the rest inherited), or opens it as `mode` says.
-    pub fn create(&mut self, path: &str, stripe: &StripeSpec, mode: CreateMode) -> Result<FileInfo, MdsError> {
+    /// fields of `stripe`, the rest inherited), or opens it as `mode` says
+    /// for `access`.
+    pub fn create(
+        &mut self,
+        credentials: &Credentials,
+        path: &str,
+        stripe: &StripeSpec,
+        mode: CreateMode,
+        access: Access,
+        permissions: u32,
+    ) -> Result<FileInfo, MdsError> {
+        let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
         let stripe = alloc::normalize(stripe, self.config.ost_count)?;
         let Some(name) = path.name() else {
@@ -111,149 +206,208 @@ impl Mds {
             });
         };
         let config = self.config;
-        self.write(|tx, ost_count| {
-            let ancestors = ancestors(tx, &path)?;
+        self.write(WriteKind::Grows, |tx, ost_count| {
+            let ancestors = ancestors(tx, &caller, &path)?;
             let parent = ancestors.parent();
-            match (schema::lookup(tx, parent, name)?, mode) {
+            match (schema::lookup(tx, parent.fid, name)?, mode) {
                 (None, _) => {}
                 (Some(_), CreateMode::Exclusive) => return Err(MdsError::Exists { path: path.to_string() }),
-                (Some(Entry { kind: FileKind::Dir, .. }), _) => return Err(is_a_directory(&path)),
-                (Some(Entry { fid, kind: FileKind::File }), _) => {
-                    return Ok(FileInfo { fid, layout: schema::layout(tx, fid)? })
+                (Some(Inode { kind: FileKind::Dir, .. }), _) => return Err(is_a_directory(&path)),
+                (Some(file), _) => {
+                    perm::check(&caller, &file, access_need(access), &path, &path)?;
+                    return Ok(FileInfo { fid: file.fid, layout: schema::layout(tx, file.fid)? });
                 }
             }
+            check_parent_writable(&caller, &ancestors, &path)?;
             let parent_path = path.parent().expect("a file has a parent");
-            let dirs = dir_defaults(tx, &parent_path, &ancestors.dirs)?;
+            let dirs = dir_defaults(tx, &parent_path, &ancestors.fids())?;
             let (inherited, _) = alloc::inherit(&dirs, &config);
             let plan = alloc::plan(&stripe, &inherited, ost_count)?;
             let layout = alloc::allocate(tx, &plan, ost_count)?;
+            let owner = perm::new_owner(&caller, &parent, FileKind::File, permissions);
             let fid = Fid(schema::take_counter(tx, Counter::NextFid)?);
             let now_ns = now_ns();
-            schema::insert_inode(tx, fid, Some(&layout), now_ns)?;
-            schema::link(tx, parent, name, fid)?;
-            schema::touch(tx, parent, now_ns)?;
+            schema::insert_inode(tx, fid, Some(&layout), now_ns, owner)?;
+            schema::link(tx, parent.fid, name, fid)?;
+            schema::touch(tx, parent.fid, now_ns)?;
             tracing::debug!(%path, fid = fid.0, ?layout, "created file");
             Ok(FileInfo { fid, layout })
         })
     }
 
-    /// Opens existing file `path` for I/O.
-    pub fn open_file(&self, path: &str) -> Result<FileInfo, MdsError> {
+    /// Opens existing file `path` for I/O of kind `access`.
+    pub fn open_file(&self, credentials: &Credentials, path: &str, access: Access) -> Result<FileInfo, MdsError> {
+        let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
-        match resolve(&self.conn, &path)?.1 {
-            Entry { kind: FileKind::Dir, .. } => Err(is_a_directory(&path)),
-            Entry { fid, kind: FileKind::File } => Ok(FileInfo { fid, layout: schema::layout(&self.conn, fid)? }),
+        match resolve(&self.conn, &caller, &path)?.1 {
+            Inode { kind: FileKind::Dir, .. } => Err(is_a_directory(&path)),
+            file => {
+                perm::check(&caller, &file, access_need(access), &path, &path)?;
+                Ok(FileInfo { fid: file.fid, layout: schema::layout(&self.conn, file.fid)? })
+            }
         }
     }
 
-    pub fn stat(&self, path: &str) -> Result<Attr, MdsError> {
+    pub fn stat(&self, credentials: &Credentials, path: &str) -> Result<Attr, MdsError> {
+        let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
-        let (_, entry) = resolve(&self.conn, &path)?;
-        schema::attr(&self.conn, entry)
+        let (_, inode) = resolve(&self.conn, &caller, &path)?;
+        schema::attr(&self.conn, inode)
     }
 
-    /// Lists directory `path`, sorted by name.
-    pub fn readdir(&self, path: &str) -> Result<Vec<DirEntry>, MdsError> {
+    /// One page of directory `path`'s entries, sorted by name, after
+    /// `cursor` (the last name of the previous page).
+    pub fn readdir(&self, credentials: &Credentials, path: &str, cursor: Option<&str>) -> Result<DirPage, MdsError> {
+        let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
-        match resolve(&self.conn, &path)?.1 {
-            Entry { kind: FileKind::File, .. } => Err(not_a_directory(&path)),
-            Entry { fid, kind: FileKind::Dir } => schema::entries(&self.conn, fid),
+        match resolve(&self.conn, &caller, &path)?.1 {
+            Inode { kind: FileKind::File, .. } => Err(not_a_directory(&path)),
+            dir => {
+                perm::check(&caller, &dir, Need::Read, &path, &path)?;
+                let (entries_max, bytes_max) = self.readdir_page;
+                schema::entries_page(&self.conn, dir.fid, cursor, entries_max, bytes_max)
+            }
         }
     }
 
-    /// Removes file `path`; returns its layout, whose objects the caller
-    /// must destroy on the OSTs.
-    pub fn unlink(&mut self, path: &str) -> Result<Layout, MdsError> {
+    /// Removes file `path` and queues its objects for destruction on their
+    /// OSTs (in the same transaction); returns its layout.
+    pub fn unlink(&mut self, credentials: &Credentials, path: &str) -> Result<Layout, MdsError> {
+        let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
         let Some(name) = path.name() else { return Err(is_a_directory(&path)) };
-        self.write(|tx, _| {
-            let (ancestors, entry) = resolve(tx, &path)?;
-            if entry.kind == FileKind::Dir {
+        self.write(WriteKind::Removes, |tx, _| {
+            let (ancestors, file) = resolve(tx, &caller, &path)?;
+            if file.kind == FileKind::Dir {
                 return Err(is_a_directory(&path));
             }
-            let layout = schema::layout(tx, entry.fid)?;
-            schema::unlink(tx, ancestors.parent(), name)?;
-            schema::delete_inode(tx, entry.fid)?;
-            schema::touch(tx, ancestors.parent(), now_ns())?;
-            tracing::debug!(%path, fid = entry.fid.0, "unlinked file");
+            check_parent_writable(&caller, &ancestors, &path)?;
+            check_removable(&caller, &ancestors, &file, &path)?;
+            schema::unlink(tx, ancestors.parent().fid, name)?;
+            let layout = schema::delete_inode(tx, file)?.expect("a file has a layout");
+            schema::touch(tx, ancestors.parent().fid, now_ns())?;
+            tracing::debug!(%path, fid = file.fid.0, "unlinked file");
             Ok(layout)
         })
     }
 
     /// Removes empty directory `path`.
-    pub fn rmdir(&mut self, path: &str) -> Result<(), MdsError> {
+    pub fn rmdir(&mut self, credentials: &Credentials, path: &str) -> Result<(), MdsError> {
+        let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
         let Some(name) = path.name() else { return Err(MdsError::RootDirectory { action: "remove".into() }) };
-        self.write(|tx, _| {
-            let (ancestors, entry) = resolve(tx, &path)?;
-            if entry.kind == FileKind::File {
+        self.write(WriteKind::Removes, |tx, _| {
+            let (ancestors, dir) = resolve(tx, &caller, &path)?;
+            if dir.kind == FileKind::File {
                 return Err(not_a_directory(&path));
             }
-            let entry_count = schema::entry_count(tx, entry.fid)?;
+            check_parent_writable(&caller, &ancestors, &path)?;
+            check_removable(&caller, &ancestors, &dir, &path)?;
+            let entry_count = schema::entry_count(tx, dir.fid)?;
             if entry_count > 0 {
                 return Err(MdsError::NotEmpty { path: path.to_string(), entry_count });
             }
-            schema::unlink(tx, ancestors.parent(), name)?;
-            schema::delete_inode(tx, entry.fid)?;
-            schema::touch(tx, ancestors.parent(), now_ns())
+            schema::unlink(tx, ancestors.parent().fid, name)?;
+            schema::delete_inode(tx, dir)?;
+            schema::touch(tx, ancestors.parent().fid, now_ns())
         })
     }
 
     /// POSIX `rename(2)`: moves `from` to `to`, replacing a file at `to`
     /// (when `from` is a file) or an empty directory (when it is a
-    /// directory). Returns the replaced file's layout, whose objects the
-    /// caller must destroy on the OSTs.
-    pub fn rename(&mut self, from: &str, to: &str) -> Result<Option<Layout>, MdsError> {
+    /// directory). A replaced file's objects are queued for destruction;
+    /// its layout is returned.
+    pub fn rename(&mut self, credentials: &Credentials, from: &str, to: &str) -> Result<Option<Layout>, MdsError> {
+        let caller = self.caller(credentials)?;
         let from = MdsPath::parse(from)?;
         let to = MdsPath::parse(to)?;
         let Some(from_name) = from.name() else { return Err(MdsError::RootDirectory { action: "rename".into() }) };
         let Some(to_name) = to.name() else { return Err(MdsError::RootDirectory { action: "replace".into() }) };
-        self.write(|tx, _| {
-            let (from_ancestors, source) = resolve(tx, &from)?;
-            let to_parent = ancestors(tx, &to)?.parent();
+        self.write(WriteKind::Removes, |tx, _| {
+            let (from_ancestors, source) = resolve(tx, &caller, &from)?;
+            let to_ancestors = ancestors(tx, &caller, &to)?;
+            let (from_parent, to_parent) = (from_ancestors.parent(), to_ancestors.parent());
             if from == to {
                 return Ok(None);
             }
             if source.kind == FileKind::Dir && to.starts_with(&from) {
                 return Err(MdsError::RenameIntoItself { from: from.to_string(), to: to.to_string() });
             }
-            let replaced = match schema::lookup(tx, to_parent, to_name)? {
+            check_parent_writable(&caller, &from_ancestors, &from)?;
+            check_removable(&caller, &from_ancestors, &source, &from)?;
+            check_parent_writable(&caller, &to_ancestors, &to)?;
+            if source.kind == FileKind::Dir && from_parent.fid != to_parent.fid {
+                perm::check(&caller, &source, Need::Write, &from, &from)?;
+            }
+            let replaced = match schema::lookup(tx, to_parent.fid, to_name)? {
                 None => None,
-                Some(target) => replace(tx, source.kind, &to, to_parent, target)?,
+                Some(target) => {
+                    check_removable(&caller, &to_ancestors, &target, &to)?;
+                    replace(tx, source.kind, &to, to_parent.fid, target)?
+                }
             };
-            assert!(schema::lookup(tx, to_parent, to_name)?.is_none(), "rename target {to} still exists");
-            schema::move_entry(tx, (from_ancestors.parent(), from_name), (to_parent, to_name))?;
+            assert!(schema::lookup(tx, to_parent.fid, to_name)?.is_none(), "rename target {to} still exists");
+            schema::move_entry(tx, (from_parent.fid, from_name), (to_parent.fid, to_name))?;
             let now_ns = now_ns();
-            schema::touch(tx, from_ancestors.parent(), now_ns)?;
-            schema::touch(tx, to_parent, now_ns)?;
+            schema::touch(tx, from_parent.fid, now_ns)?;
+            schema::touch(tx, to_parent.fid, now_ns)?;
             tracing::debug!(%from, %to, "renamed");
             Ok(replaced)
         })
     }
 
+    /// `chmod` and `chown`: sets the fields given of `path`'s permissions,
+    /// owner and group, as POSIX allows the caller.
+    pub fn set_attr(
+        &mut self,
+        credentials: &Credentials,
+        path: &str,
+        permissions: Option<u32>,
+        owner: (Option<u32>, Option<u32>),
+    ) -> Result<Attr, MdsError> {
+        let caller = self.caller(credentials)?;
+        let path = MdsPath::parse(path)?;
+        self.write(WriteKind::Grows, |tx, _| {
+            let (_, inode) = resolve(tx, &caller, &path)?;
+            let (new_owner, new_permissions) = changed_owner(&caller, &inode, &path, permissions, owner)?;
+            schema::set_owner(tx, inode.fid, new_owner, new_permissions)?;
+            schema::attr(tx, schema::inode(tx, inode.fid)?)
+        })
+    }
+
     /// Sets directory `path`'s default striping for new files below it
-    /// (replacing its previous default; all fields unset clears it).
-    pub fn set_stripe(&mut self, path: &str, stripe: &StripeSpec) -> Result<(), MdsError> {
+    /// (replacing its previous default; all fields unset clears it). Only
+    /// the directory's owner or root may.
+    pub fn set_stripe(&mut self, credentials: &Credentials, path: &str, stripe: &StripeSpec) -> Result<(), MdsError> {
+        let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
         let stripe = alloc::normalize(stripe, self.config.ost_count)?;
-        self.write(|tx, _| match resolve(tx, &path)?.1 {
-            Entry { kind: FileKind::File, .. } => Err(MdsError::LayoutAlreadySet { path: path.to_string() }),
-            Entry { fid, kind: FileKind::Dir } => schema::set_dir_default(tx, fid, &stripe),
+        self.write(WriteKind::Grows, |tx, _| match resolve(tx, &caller, &path)?.1 {
+            Inode { kind: FileKind::File, .. } => Err(MdsError::LayoutAlreadySet { path: path.to_string() }),
+            dir if !caller.is_root() && caller.uid != dir.uid => Err(MdsError::NotPermitted {
+                path: path.to_string(),
+                reason: format!(
+                    "only the owner of the directory (uid {}) or root may set its default striping, not uid {}",
+                    dir.uid, caller.uid
+                ),
+            }),
+            dir => schema::set_dir_default(tx, dir.fid, &stripe),
         })
     }
 
     /// A file's layout, and the default striping that applies in a directory
     /// (for a file: in its parent) with where each field comes from.
-    pub fn get_stripe(&self, path: &str) -> Result<StripeInfo, MdsError> {
+    pub fn get_stripe(&self, credentials: &Credentials, path: &str) -> Result<StripeInfo, MdsError> {
+        let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
-        let (ancestors, entry) = resolve(&self.conn, &path)?;
-        let mut dirs = ancestors.dirs;
-        let (layout, dir_path) = match entry.kind {
+        let (ancestors, inode) = resolve(&self.conn, &caller, &path)?;
+        let mut dirs = ancestors.fids();
+        let (layout, dir_path) = match inode.kind {
             FileKind::File => {
-                (Some(schema::layout(&self.conn, entry.fid)?), path.parent().expect("files have parents"))
+                (Some(schema::layout(&self.conn, inode.fid)?), path.parent().expect("files have parents"))
             }
             FileKind::Dir => {
-                dirs.push(entry.fid);
+                dirs.push(inode.fid);
                 (None, path)
             }
         };
@@ -271,6 +425,53 @@ impl Mds {
     }
 }
 
+/// The owner and permissions `inode` gets from a `chmod`/`chown` by
+/// `caller`, or the `EPERM` POSIX answers. As Linux: a `chmod` by someone
+/// outside the file's group (root aside) drops setgid, and a change of a
+/// file's owner or group drops setuid, and setgid when group-executable.
+fn changed_owner(
+    caller: &Caller,
+    inode: &Inode,
+    path: &MdsPath,
+    permissions: Option<u32>,
+    (uid, gid): (Option<u32>, Option<u32>),
+) -> Result<(Owner, u32), MdsError> {
+    let refuse = |reason: String| MdsError::NotPermitted { path: path.to_string(), reason };
+    let owns = caller.is_root() || caller.uid == inode.uid;
+    let new_uid = uid.unwrap_or(inode.uid);
+    let new_gid = gid.unwrap_or(inode.gid);
+    if new_uid != inode.uid && !caller.is_root() {
+        return Err(refuse(format!("only root may give it to another owner (uid {new_uid}), not uid {}", caller.uid)));
+    }
+    if new_gid != inode.gid && !(caller.is_root() || (owns && caller.in_group(new_gid))) {
+        return Err(refuse(format!(
+            "only root, or its owner (uid {}) to a group it is in, may change its group to {new_gid}; uid {} may not",
+            inode.uid, caller.uid
+        )));
+    }
+    let mut new_permissions = inode.permissions;
+    if let Some(permissions) = permissions {
+        if !owns {
+            return Err(refuse(format!(
+                "only its owner (uid {}) or root may change its permissions, not uid {}",
+                inode.uid, caller.uid
+            )));
+        }
+        new_permissions = permissions & PERMISSION_BITS;
+        if !caller.is_root() && !caller.in_group(new_gid) {
+            new_permissions &= !perm::S_ISGID;
+        }
+    }
+    let owner_changed = new_uid != inode.uid || new_gid != inode.gid;
+    if owner_changed && inode.kind == FileKind::File {
+        new_permissions &= !perm::S_ISUID;
+        if new_permissions & 0o010 != 0 {
+            new_permissions &= !perm::S_ISGID;
+        }
+    }
+    Ok((Owner { uid: new_uid, gid: new_gid }, new_permissions))
+}
+
 /// Removes rename target `target` at `to` so that a `source_kind` can take
 /// its name, or refuses as POSIX does. Returns a removed file's layout.
 fn replace(
@@ -278,17 +479,15 @@ fn replace(
     source_kind: FileKind,
     to: &MdsPath,
     to_parent: Fid,
-    target: Entry,
+    target: Inode,
 ) -> Result<Option<Layout>, MdsError> {
     let to_name = to.name().expect("the root is never a rename target");
     match (source_kind, target.kind) {
         (FileKind::File, FileKind::Dir) => Err(is_a_directory(to)),
         (FileKind::Dir, FileKind::File) => Err(not_a_directory(to)),
         (FileKind::File, FileKind::File) => {
-            let layout = schema::layout(tx, target.fid)?;
             schema::unlink(tx, to_parent, to_name)?;
-            schema::delete_inode(tx, target.fid)?;
-            Ok(Some(layout))
+            schema::delete_inode(tx, target)
         }
         (FileKind::Dir, FileKind::Dir) => {
             let entry_count = schema::entry_count(tx, target.fid)?;
@@ -296,8 +495,7 @@ fn replace(
                 return Err(MdsError::NotEmpty { path: to.to_string(), entry_count });
             }
             schema::unlink(tx, to_parent, to_name)?;
-            schema::delete_inode(tx, target.fid)?;
-            Ok(None)
+            schema::delete_inode(tx, target)
         }
     }
 }

@@ -22,9 +22,29 @@ pub const DEFAULT_STRIPE_SIZE: u64 = 1 << 20;
 /// The most OSTs one file system may have; bounds the per-OST counter table.
 pub const OST_COUNT_MAX: u32 = 65536;
 
+/// The most supplementary groups a request may carry (Linux's `NGROUPS_MAX`).
+pub const GROUPS_MAX: usize = 65536;
+
+/// The most entries one `Readdir` page holds.
+pub const READDIR_ENTRIES_MAX: usize = 4096;
+
+/// The most bytes of entries one `Readdir` page holds, each entry counted as
+/// its name plus [`DIR_ENTRY_OVERHEAD_BYTES`]: a page is at most about 1 MiB
+/// on the wire, far below the network's frame limit (16 MiB of header).
+pub const READDIR_BYTES_MAX: usize = 1 << 20;
+
+/// What one entry costs in a page besides its name: its encoded fid, kind,
+/// owner, group and permissions, rounded up.
+pub const DIR_ENTRY_OVERHEAD_BYTES: usize = 64;
+
+/// The permission bits of a mode: `mode & 07777` (setuid, setgid, sticky,
+/// then rwx for owner, group and others).
+pub const PERMISSION_BITS: u32 = 0o7777;
+
 /// How the MDS is set up. Only `ost_count` is recorded in the database; the
 /// stripe defaults apply to files created under this configuration (a
-/// persistent file-system-wide default is a `SetStripe` on `/`).
+/// persistent file-system-wide default is a `SetStripe` on `/`), and
+/// `root_owner` only to a database created under it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MdsConfig {
     /// OSTs `0..ost_count` hold objects. May grow between runs, never shrink.
@@ -33,13 +53,78 @@ pub struct MdsConfig {
     pub default_stripe_count: u32,
     /// Stripe size of new files when no ancestor directory sets one.
     pub default_stripe_size: u64,
+    /// Who owns the root directory of a new file system (mode 0755): the
+    /// daemons give the user who runs them.
+    pub root_owner: Owner,
+    /// Lustre's `root_squash`: requests from uid 0 are served as this user
+    /// and group, without root's bypass of permission checks. Off by
+    /// default, as in Lustre.
+    pub root_squash: Option<Owner>,
 }
 
 impl MdsConfig {
-    /// `ost_count` OSTs with Lustre's defaults: 1 stripe of 1 MiB.
+    /// `ost_count` OSTs with Lustre's defaults: 1 stripe of 1 MiB, no root
+    /// squash; the root directory of a new database owned by root.
     pub fn new(ost_count: u32) -> MdsConfig {
-        MdsConfig { ost_count, default_stripe_count: DEFAULT_STRIPE_COUNT, default_stripe_size: DEFAULT_STRIPE_SIZE }
+        MdsConfig {
+            ost_count,
+            default_stripe_count: DEFAULT_STRIPE_COUNT,
+            default_stripe_size: DEFAULT_STRIPE_SIZE,
+            root_owner: Owner::ROOT,
+            root_squash: None,
+        }
     }
+}
+
+/// A user and group id pair: an inode's owner, or a squash target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Owner {
+    pub const ROOT: Owner = Owner { uid: 0, gid: 0 };
+}
+
+/// Who asks: the effective uid and gid and the supplementary groups of the
+/// calling process, as its client node reports them. Every namespace
+/// request carries them. The MDS believes them, as Lustre's MDS believes
+/// what its client nodes report (without Kerberos or shared-key
+/// authentication Lustre trusts its clients' uids): whoever can reach the
+/// MDS can claim any uid. `root_squash` ([`MdsConfig::root_squash`]) takes
+/// root's privileges from every client alike; Lustre's `nosquash_nids`
+/// (clients exempt from the squash) has no counterpart.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Credentials {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups (`getgroups`), at most [`GROUPS_MAX`].
+    pub groups: Vec<u32>,
+}
+
+impl Credentials {
+    /// uid 0, gid 0: root, whom permission checks do not stop (unless squashed).
+    pub const ROOT: Credentials = Credentials { uid: 0, gid: 0, groups: Vec::new() };
+
+    /// A user with no supplementary groups.
+    pub fn user(uid: u32, gid: u32) -> Credentials {
+        Credentials { uid, gid, groups: Vec::new() }
+    }
+
+    /// The same user with these supplementary groups.
+    pub fn with_groups(self, groups: Vec<u32>) -> Credentials {
+        Credentials { groups, ..self }
+    }
+}
+
+/// What an open wants to do with the file (`O_RDONLY`, `O_WRONLY`,
+/// `O_RDWR`): the permission it needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Access {
+    Read,
+    Write,
+    ReadWrite,
 }
 
 /// A file identifier: names one inode for its whole life and is never
@@ -90,8 +175,7 @@ pub struct FileInfo {
     pub layout: Layout,
 }
 
-/// The attributes the MDS keeps. No size, owner or permissions: sizes live
-/// on the OSTs, and lanefs has no access control.
+/// The attributes the MDS keeps. No size: sizes live on the OSTs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attr {
     pub fid: Fid,
@@ -102,13 +186,33 @@ pub struct Attr {
     /// directory an entry added, removed or renamed. A file's data mtime is
     /// on the OSTs.
     pub mtime_ns: u64,
+    pub uid: u32,
+    pub gid: u32,
+    /// `mode & 07777` (the kind is [`Attr::kind`]); [`crate::perm::mode_string`]
+    /// shows it as `ls -l` does.
+    pub permissions: u32,
 }
 
+/// One name in a directory, with what `ls -l` shows of its inode.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DirEntry {
     pub name: String,
     pub fid: Fid,
     pub kind: FileKind,
+    pub uid: u32,
+    pub gid: u32,
+    pub permissions: u32,
+}
+
+/// One page of a directory listing: entries in name (byte) order after the
+/// request's cursor, at most [`READDIR_ENTRIES_MAX`] of them and
+/// [`READDIR_BYTES_MAX`] bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirPage {
+    pub entries: Vec<DirEntry>,
+    /// Whether entries follow the last one here: ask again with its name as
+    /// the cursor.
+    pub more: bool,
 }
 
 /// A fully resolved default: what a new file gets for every field it does
@@ -151,29 +255,36 @@ pub struct Statfs {
     pub dir_count: u64,
 }
 
-/// One request to the MDS. Success replies are listed per variant.
+/// One request to the MDS, made with the caller's [`Credentials`]. Success
+/// replies are listed per variant. `permissions` are mode bits
+/// (`& 07777` is kept): the caller has applied its umask already.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MdsRequest {
     /// Creates a directory. -> [`MdsReply::Attr`] of the new directory.
-    Mkdir { path: String },
+    Mkdir { path: String, permissions: u32 },
     /// Creates a file and allocates its objects (the fields of `stripe` that
-    /// are set, the rest inherited), or opens it per `mode`. -> [`MdsReply::File`].
-    Create { path: String, stripe: StripeSpec, mode: CreateMode },
-    /// Opens an existing file. -> [`MdsReply::File`].
-    Open { path: String },
+    /// are set, the rest inherited), or opens it per `mode` (an existing
+    /// file is opened for `access`, which a new file always has, as
+    /// `open(2)` with `O_CREAT`). -> [`MdsReply::File`].
+    Create { path: String, stripe: StripeSpec, mode: CreateMode, access: Access, permissions: u32 },
+    /// Opens an existing file for `access`. -> [`MdsReply::File`].
+    Open { path: String, access: Access },
     /// -> [`MdsReply::Attr`].
     Stat { path: String },
-    /// Lists a directory, sorted by name, in one reply (no paging: the
-    /// reply grows with the directory). -> [`MdsReply::Entries`].
-    Readdir { path: String },
-    /// Removes a file. -> [`MdsReply::Unlinked`] with the layout whose
-    /// objects the caller must now destroy on the OSTs.
+    /// Lists a directory, sorted by name, one page after `cursor` (the last
+    /// name of the previous page; `None` for the first). -> [`MdsReply::Entries`].
+    Readdir { path: String, cursor: Option<String> },
+    /// Removes a file; the MDS destroys its objects on the OSTs. -> [`MdsReply::Ok`].
     Unlink { path: String },
     /// Removes an empty directory. -> [`MdsReply::Ok`].
     Rmdir { path: String },
-    /// POSIX `rename(2)`: replaces a file target, or an empty directory
-    /// target when `from` is a directory. -> [`MdsReply::Renamed`].
+    /// POSIX `rename(2)`: replaces a file target (whose objects the MDS
+    /// destroys), or an empty directory target when `from` is a directory.
+    /// -> [`MdsReply::Ok`].
     Rename { from: String, to: String },
+    /// `chmod` (`permissions`) and `chown` (`uid`, `gid`), each field
+    /// `None` left as it is. -> [`MdsReply::Attr`].
+    SetAttr { path: String, permissions: Option<u32>, uid: Option<u32>, gid: Option<u32> },
     /// Sets a directory's default striping for new files below it (all
     /// fields `None` clears it). Refused on files: their layout is fixed at
     /// create. -> [`MdsReply::Ok`].
@@ -184,20 +295,35 @@ pub enum MdsRequest {
     Statfs,
 }
 
+impl MdsRequest {
+    /// Whether doing the request twice does what doing it once does (a
+    /// client may send it again after losing the MDS connection while it
+    /// was in flight, not knowing whether it was done).
+    pub fn is_idempotent(&self) -> bool {
+        match self {
+            MdsRequest::Create { mode, .. } => *mode == CreateMode::OpenOrCreate,
+            MdsRequest::Open { .. }
+            | MdsRequest::Stat { .. }
+            | MdsRequest::Readdir { .. }
+            | MdsRequest::SetAttr { .. }
+            | MdsRequest::SetStripe { .. }
+            | MdsRequest::GetStripe { .. }
+            | MdsRequest::Statfs => true,
+            MdsRequest::Mkdir { .. }
+            | MdsRequest::Unlink { .. }
+            | MdsRequest::Rmdir { .. }
+            | MdsRequest::Rename { .. } => false,
+        }
+    }
+}
+
 /// The MDS's answer to one [`MdsRequest`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MdsReply {
     Ok,
     File(FileInfo),
     Attr(Attr),
-    Entries(Vec<DirEntry>),
-    /// The unlinked file's layout: destroy these objects on the OSTs.
-    Unlinked(Layout),
-    /// The layout of a file that the rename replaced (destroy its objects on
-    /// the OSTs), if it replaced one.
-    Renamed {
-        replaced: Option<Layout>,
-    },
+    Entries(DirPage),
     Stripe(StripeInfo),
     Statfs(Statfs),
     Error(MdsError),

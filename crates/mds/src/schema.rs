@@ -1,6 +1,8 @@
 //! The SQLite schema, its version check, and every row the MDS reads or writes.
 //!
-//! Schema version 1 (`PRAGMA user_version = 1`):
+//! Schema version 2 (`PRAGMA user_version = 2`; version 1 had no owners,
+//! permissions, precreated objects or destroy queue, and is refused with
+//! [`MdsError::SchemaVersion`]):
 //!
 //! ```sql
 #![doc = include_str!("schema.sql")]
@@ -13,13 +15,16 @@
 //! Every function here runs on the connection it is given, which for writes
 //! is the caller's transaction: a request commits all its rows or none.
 
-use crate::{Attr, DirEntry, Fid, FileKind, MdsConfig, MdsError, StripeSpec};
+use crate::{Attr, DirEntry, DirPage, Fid, FileKind, MdsConfig, MdsError, Owner, StripeSpec};
 use lanefs_core::layout::Layout;
 use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 /// The schema this crate reads and writes, stored as `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// The permissions of a new file system's root directory.
+pub const ROOT_PERMISSIONS: u32 = 0o755;
 
 const SCHEMA_SQL: &str = include_str!("schema.sql");
 
@@ -47,11 +52,26 @@ impl Counter {
     }
 }
 
-/// A name's target, as found in a directory.
+/// An inode as the permission checks need it: a name's target, or the root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Entry {
+pub(crate) struct Inode {
     pub fid: Fid,
     pub kind: FileKind,
+    pub uid: u32,
+    pub gid: u32,
+    /// `mode & 07777`.
+    pub permissions: u32,
+}
+
+/// The columns [`inode_of_row`] reads, from `inodes` as `i`.
+const INODE_COLUMNS: &str = "i.fid, i.kind, i.uid, i.gid, i.permissions";
+
+fn inode_of_row(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<(u64, i64, u32, u32, u32)> {
+    Ok((row.get(first)?, row.get(first + 1)?, row.get(first + 2)?, row.get(first + 3)?, row.get(first + 4)?))
+}
+
+fn inode_of((fid, kind, uid, gid, permissions): (u64, i64, u32, u32, u32)) -> Result<Inode, MdsError> {
+    Ok(Inode { fid: Fid(fid), kind: kind_of(kind)?, uid, gid, permissions })
 }
 
 fn kind_of(code: i64) -> Result<FileKind, MdsError> {
@@ -86,7 +106,7 @@ pub(crate) fn prepare(
                 let reason = format!("it has {table_count} schema objects but no lanefs schema version");
                 return Err(MdsError::NotAnMdsDatabase { path: path_label.to_string(), reason });
             }
-            create(&tx, now_ns)?;
+            create(&tx, now_ns, config.root_owner)?;
             tracing::info!(path = path_label, version = SCHEMA_VERSION, "created MDS database");
         }
         SCHEMA_VERSION => {}
@@ -103,10 +123,13 @@ pub(crate) fn prepare(
     Ok(ost_count)
 }
 
-fn create(conn: &Connection, now_ns: u64) -> Result<(), MdsError> {
+fn create(conn: &Connection, now_ns: u64, root_owner: Owner) -> Result<(), MdsError> {
     conn.execute_batch(SCHEMA_SQL)?;
     let root = Fid::ROOT;
-    conn.execute("INSERT INTO inodes (fid, kind, mtime_ns) VALUES (?1, ?2, ?3)", params![root.0, KIND_DIR, now_ns])?;
+    conn.execute(
+        "INSERT INTO inodes (fid, kind, mtime_ns, uid, gid, permissions) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![root.0, KIND_DIR, now_ns, root_owner.uid, root_owner.gid, ROOT_PERMISSIONS],
+    )?;
     let mut insert = conn.prepare("INSERT INTO meta (key, value) VALUES (?1, ?2)")?;
     for (counter, value) in [(Counter::NextFid, root.0 + 1), (Counter::RoundRobin, 0), (Counter::OstCount, 0)] {
         insert.execute(params![counter.key(), value])?;
@@ -124,7 +147,7 @@ fn grow_ost_count(conn: &Connection, configured: u32) -> Result<u32, MdsError> {
         return Err(MdsError::OstCountDecreased { recorded_ost_count: recorded, configured_ost_count: configured });
     }
     if configured > recorded {
-        let mut insert = conn.prepare("INSERT INTO ost_counters (ost, next_object) VALUES (?1, 1)")?;
+        let mut insert = conn.prepare("INSERT INTO ost_counters (ost, next_object, precreated) VALUES (?1, 1, 0)")?;
         for ost in recorded..configured {
             insert.execute([ost])?;
         }
@@ -146,32 +169,81 @@ pub(crate) fn take_counter(conn: &Connection, counter: Counter) -> Result<u64, M
     Ok(conn.query_row(sql, [counter.key()], |row| row.get(0))?)
 }
 
-/// A fresh object id on `ost`: never handed out before.
-pub(crate) fn take_object_id(conn: &Connection, ost: OstIndex) -> Result<ObjectId, MdsError> {
-    let sql = "UPDATE ost_counters SET next_object = next_object + 1 WHERE ost = ?1 RETURNING next_object - 1";
-    Ok(ObjectId(conn.query_row(sql, [ost.0], |row| row.get(0))?))
+/// A fresh object id from `ost`'s pool of precreated objects: never handed
+/// out before. `None` if the pool is empty.
+pub(crate) fn take_object_id(conn: &Connection, ost: OstIndex) -> Result<Option<ObjectId>, MdsError> {
+    let sql = "UPDATE ost_counters SET next_object = next_object + 1 WHERE ost = ?1 AND next_object <= precreated \
+               RETURNING next_object - 1";
+    Ok(conn.prepare_cached(sql)?.query_row([ost.0], |row| row.get(0)).optional()?.map(ObjectId))
 }
 
-pub(crate) fn lookup(conn: &Connection, parent: Fid, name: &str) -> Result<Option<Entry>, MdsError> {
-    let sql = "SELECT d.fid, i.kind FROM dentries d JOIN inodes i ON i.fid = d.fid WHERE d.parent = ?1 AND d.name = ?2";
-    let found = conn
-        .prepare_cached(sql)?
-        .query_row(params![parent.0, name], |row| Ok((row.get::<_, u64>(0)?, row.get::<_, i64>(1)?)))
-        .optional()?;
-    found.map(|(fid, kind)| Ok(Entry { fid: Fid(fid), kind: kind_of(kind)? })).transpose()
+/// `(next_object, precreated)` of `ost`.
+pub(crate) fn pool(conn: &Connection, ost: OstIndex) -> Result<(u64, u64), MdsError> {
+    let sql = "SELECT next_object, precreated FROM ost_counters WHERE ost = ?1";
+    Ok(conn.prepare_cached(sql)?.query_row([ost.0], |row| Ok((row.get(0)?, row.get(1)?)))?)
 }
 
-/// Inserts an inode: a file with its layout's objects, or a directory.
+/// Raises `ost`'s precreated watermark to `last_id` (never lowers it).
+pub(crate) fn raise_precreated(conn: &Connection, ost: OstIndex, last_id: ObjectId) -> Result<(), MdsError> {
+    let sql = "UPDATE ost_counters SET precreated = max(precreated, ?2) WHERE ost = ?1";
+    conn.prepare_cached(sql)?.execute(params![ost.0, last_id.0])?;
+    Ok(())
+}
+
+/// Up to `count_max` objects of `ost` waiting to be destroyed, lowest first.
+pub(crate) fn queued_destroys(conn: &Connection, ost: OstIndex, count_max: usize) -> Result<Vec<ObjectId>, MdsError> {
+    let sql = "SELECT object FROM destroy_queue WHERE ost = ?1 ORDER BY object LIMIT ?2";
+    let mut select = conn.prepare_cached(sql)?;
+    let rows = select.query_map(params![ost.0, count_max as i64], |row| row.get(0))?;
+    Ok(rows.map(|row| row.map(ObjectId)).collect::<Result<_, _>>()?)
+}
+
+/// Forgets destroyed objects; returns how many were queued.
+pub(crate) fn dequeue_destroys(conn: &Connection, ost: OstIndex, objects: &[ObjectId]) -> Result<usize, MdsError> {
+    let mut delete = conn.prepare_cached("DELETE FROM destroy_queue WHERE ost = ?1 AND object = ?2")?;
+    let mut deleted = 0;
+    for object in objects {
+        deleted += delete.execute(params![ost.0, object.0])?;
+    }
+    Ok(deleted)
+}
+
+/// The inode `fid`, which must exist.
+pub(crate) fn inode(conn: &Connection, fid: Fid) -> Result<Inode, MdsError> {
+    let sql = format!("SELECT {INODE_COLUMNS} FROM inodes i WHERE i.fid = ?1");
+    inode_of(conn.prepare_cached(&sql)?.query_row([fid.0], |row| inode_of_row(row, 0))?)
+}
+
+pub(crate) fn lookup(conn: &Connection, parent: Fid, name: &str) -> Result<Option<Inode>, MdsError> {
+    let sql = format!(
+        "SELECT {INODE_COLUMNS} FROM dentries d JOIN inodes i ON i.fid = d.fid WHERE d.parent = ?1 AND d.name = ?2"
+    );
+    let found = conn.prepare_cached(&sql)?.query_row(params![parent.0, name], |row| inode_of_row(row, 0)).optional()?;
+    found.map(inode_of).transpose()
+}
+
+/// Inserts an inode owned by `owner`: a file with its layout's objects, or
+/// a directory.
 pub(crate) fn insert_inode(
     conn: &Connection,
     fid: Fid,
     layout: Option<&Layout>,
     mtime_ns: u64,
+    (owner, permissions): (Owner, u32),
 ) -> Result<(), MdsError> {
     let kind = if layout.is_some() { KIND_FILE } else { KIND_DIR };
     let stripe_size = layout.map(Layout::stripe_size);
-    conn.prepare_cached("INSERT INTO inodes (fid, kind, mtime_ns, stripe_size) VALUES (?1, ?2, ?3, ?4)")?
-        .execute(params![fid.0, kind, mtime_ns, stripe_size])?;
+    let sql = "INSERT INTO inodes (fid, kind, mtime_ns, uid, gid, permissions, stripe_size) \
+               VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+    conn.prepare_cached(sql)?.execute(params![
+        fid.0,
+        kind,
+        mtime_ns,
+        owner.uid,
+        owner.gid,
+        permissions,
+        stripe_size
+    ])?;
     let Some(layout) = layout else { return Ok(()) };
     let mut insert = conn.prepare_cached("INSERT INTO objects (fid, stripe, ost, object) VALUES (?1, ?2, ?3, ?4)")?;
     for (stripe, key) in (0u32..).zip(layout.objects()) {
@@ -180,11 +252,26 @@ pub(crate) fn insert_inode(
     Ok(())
 }
 
-/// Deletes an inode and its objects' rows (its entry must be gone already).
-pub(crate) fn delete_inode(conn: &Connection, fid: Fid) -> Result<(), MdsError> {
-    conn.prepare_cached("DELETE FROM objects WHERE fid = ?1")?.execute([fid.0])?;
-    let deleted = conn.prepare_cached("DELETE FROM inodes WHERE fid = ?1")?.execute([fid.0])?;
-    assert_eq!(deleted, 1, "deleting {fid:?}, which has no inode row");
+/// Deletes an inode and its objects' rows (its entry must be gone
+/// already), queueing a file's objects for destruction on their OSTs.
+/// Returns a file's layout.
+pub(crate) fn delete_inode(conn: &Connection, inode: Inode) -> Result<Option<Layout>, MdsError> {
+    let layout = match inode.kind {
+        FileKind::File => Some(layout(conn, inode.fid)?),
+        FileKind::Dir => None,
+    };
+    let queue = "INSERT INTO destroy_queue (ost, object) SELECT ost, object FROM objects WHERE fid = ?1";
+    conn.prepare_cached(queue)?.execute([inode.fid.0])?;
+    conn.prepare_cached("DELETE FROM objects WHERE fid = ?1")?.execute([inode.fid.0])?;
+    let deleted = conn.prepare_cached("DELETE FROM inodes WHERE fid = ?1")?.execute([inode.fid.0])?;
+    assert_eq!(deleted, 1, "deleting {:?}, which has no inode row", inode.fid);
+    Ok(layout)
+}
+
+/// Sets an inode's owner, group and permissions.
+pub(crate) fn set_owner(conn: &Connection, fid: Fid, owner: Owner, permissions: u32) -> Result<(), MdsError> {
+    let sql = "UPDATE inodes SET uid = ?2, gid = ?3, permissions = ?4 WHERE fid = ?1";
+    conn.prepare_cached(sql)?.execute(params![fid.0, owner.uid, owner.gid, permissions])?;
     Ok(())
 }
 
@@ -240,29 +327,52 @@ fn corrupt_layout(fid: Fid, reason: String) -> MdsError {
     MdsError::Database(format!("the stored layout of file {} is corrupt ({reason}): restore the database", fid.0))
 }
 
-pub(crate) fn attr(conn: &Connection, entry: Entry) -> Result<Attr, MdsError> {
+pub(crate) fn attr(conn: &Connection, inode: Inode) -> Result<Attr, MdsError> {
     let mtime_ns = conn
         .prepare_cached("SELECT mtime_ns FROM inodes WHERE fid = ?1")?
-        .query_row([entry.fid.0], |row| row.get(0))?;
-    let layout = match entry.kind {
-        FileKind::File => Some(layout(conn, entry.fid)?),
+        .query_row([inode.fid.0], |row| row.get(0))?;
+    let layout = match inode.kind {
+        FileKind::File => Some(layout(conn, inode.fid)?),
         FileKind::Dir => None,
     };
-    Ok(Attr { fid: entry.fid, kind: entry.kind, layout, mtime_ns })
+    let Inode { fid, kind, uid, gid, permissions } = inode;
+    Ok(Attr { fid, kind, layout, mtime_ns, uid, gid, permissions })
 }
 
-/// A directory's entries, sorted by name (byte order).
-pub(crate) fn entries(conn: &Connection, dir: Fid) -> Result<Vec<DirEntry>, MdsError> {
-    let sql = "SELECT d.name, d.fid, i.kind FROM dentries d JOIN inodes i ON i.fid = d.fid \
-               WHERE d.parent = ?1 ORDER BY d.name";
-    let mut select = conn.prepare_cached(sql)?;
-    let rows = select.query_map([dir.0], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
-    let mut entries = Vec::new();
+/// A page of a directory's entries in name (byte) order after `cursor`:
+/// as many as fit in `entries_max` and `bytes_max` (each entry counting its
+/// name and [`crate::DIR_ENTRY_OVERHEAD_BYTES`]), at least one.
+pub(crate) fn entries_page(
+    conn: &Connection,
+    dir: Fid,
+    cursor: Option<&str>,
+    entries_max: usize,
+    bytes_max: usize,
+) -> Result<DirPage, MdsError> {
+    assert!(entries_max >= 1, "a page holds at least one entry");
+    // One row more than fits tells whether more follow.
+    let sql = format!(
+        "SELECT d.name, {INODE_COLUMNS} FROM dentries d JOIN inodes i ON i.fid = d.fid \
+         WHERE d.parent = ?1 AND d.name > ?2 ORDER BY d.name LIMIT ?3"
+    );
+    let mut select = conn.prepare_cached(&sql)?;
+    let after = cursor.unwrap_or("");
+    let rows = select.query_map(params![dir.0, after, entries_max as i64 + 1], |row| {
+        Ok((row.get::<_, String>(0)?, inode_of_row(row, 1)?))
+    })?;
+    let mut page = DirPage::default();
+    let mut bytes = 0;
     for row in rows {
-        let (name, fid, kind): (String, u64, i64) = row?;
-        entries.push(DirEntry { name, fid: Fid(fid), kind: kind_of(kind)? });
+        let (name, inode) = row?;
+        bytes += name.len() + crate::DIR_ENTRY_OVERHEAD_BYTES;
+        if page.entries.len() == entries_max || (bytes > bytes_max && !page.entries.is_empty()) {
+            page.more = true;
+            break;
+        }
+        let Inode { fid, kind, uid, gid, permissions } = inode_of(inode)?;
+        page.entries.push(DirEntry { name, fid, kind, uid, gid, permissions });
     }
-    Ok(entries)
+    Ok(page)
 }
 
 pub(crate) fn entry_count(conn: &Connection, dir: Fid) -> Result<u64, MdsError> {

@@ -3,13 +3,36 @@
 //! default). `lanefs up`, the embedded cluster of `lanefs ior` and the
 //! integration tests use it; the daemons are the same ones `lanefs mds` and
 //! `lanefs oss` run on separate hosts.
+//!
+//! On TCP it authenticates as a cluster across hosts does: it makes the
+//! cluster's keys in `DATA/keys/` unless they are there, serves with the
+//! server key, and gives clients the client key ([`LocalCluster::client_options`]).
+//! On Unix sockets no key is needed (see [`crate::auth`]). The data
+//! directory is made owner-only when the cluster creates it, and so is
+//! everything the servers write in it.
+//!
+//! The data directory is fenced first ([`crate::fence`]): a second cluster
+//! on it stops before it touches a socket or a file there, and the first
+//! keeps serving. The two servers share the process's descriptors: the OSS
+//! sizes its connections and object files from three quarters of them, the
+//! MDS from the rest.
 
-use crate::mds_server::{self, MdsHandle};
+use crate::auth::ClusterKey;
+use crate::client::ClientOptions;
+use crate::faults::StoreFaults;
+use crate::fence::Fence;
+use crate::keys::{ensure_cluster_keys, KeyFiles};
+use crate::limits::ServerLimits;
+use crate::mds_server::{self, MdsHandle, MdsOptions};
 use crate::oss::{self, OssConfig, OssHandle};
 use crate::transport::Address;
-use lanefs_core::ost::{OstConfig, SyncLockCancel};
-use lanefs_mds::{Mds, MdsConfig};
+use lanefs_core::ost::{OstConfig, RecoveryConfig, SyncLockCancel};
+use lanefs_mds::{Mds, MdsConfig, Owner};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+
+/// How long starting a cluster waits for the OSTs' first precreated objects.
+pub const FIRST_OBJECTS_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Clone, Debug)]
 pub struct LocalClusterConfig {
@@ -22,6 +45,16 @@ pub struct LocalClusterConfig {
     pub ost: OstConfig,
     pub default_stripe_count: u32,
     pub default_stripe_size: u64,
+    /// See [`OssConfig::export_timeout`].
+    pub export_timeout: std::time::Duration,
+    /// Lustre's `root_squash`: uid 0 served as this user and group (off by default).
+    pub root_squash: Option<Owner>,
+    /// Connections, timeouts and queues of both servers; `descriptors`, if
+    /// set, is the whole process's, shared as the module says.
+    pub limits: ServerLimits,
+    /// Store calls the OSS fails on purpose (see [`crate::faults`]): kept
+    /// across OSS restarts, so a test can set and clear them at any time.
+    pub faults: StoreFaults,
 }
 
 impl Default for LocalClusterConfig {
@@ -32,9 +65,15 @@ impl Default for LocalClusterConfig {
             unix_sockets: true,
             // Lustre's OSTs sync on every write-lock cancel (their journal
             // commits asynchronously, so `ofd_slc_set` makes it `always`).
-            ost: OstConfig { sync_lock_cancel: SyncLockCancel::Always, ..OstConfig::default() },
+            // Recovery on, as on every real OSS.
+            ost: OstConfig { sync_lock_cancel: SyncLockCancel::Always, ..OstConfig::default() }
+                .with_recovery(RecoveryConfig::default()),
             default_stripe_count: 1,
             default_stripe_size: 1 << 20,
+            export_timeout: oss::EXPORT_TIMEOUT_DEFAULT,
+            root_squash: None,
+            limits: ServerLimits::default(),
+            faults: StoreFaults::default(),
         }
     }
 }
@@ -43,9 +82,26 @@ pub struct LocalCluster {
     config: LocalClusterConfig,
     runtime: tokio::runtime::Runtime,
     dir: PathBuf,
-    _temp: Option<tempfile::TempDir>,
     mds: Option<MdsHandle>,
     oss: Option<OssHandle>,
+    /// TCP only: the key files, the servers' key and the clients'.
+    keys: Option<ClusterKeys>,
+    /// The data directory's fence, held while the cluster lives.
+    fence: Fence,
+    /// Descriptors of the OSS and of the MDS.
+    descriptors: (u64, u64),
+    /// Dropped last: the temporary directory goes once nothing uses it.
+    _temp: Option<tempfile::TempDir>,
+}
+
+struct ClusterKeys {
+    files: KeyFiles,
+    server: ClusterKey,
+    client: ClusterKey,
+}
+
+fn key_error(e: crate::keys::KeyError) -> std::io::Error {
+    std::io::Error::other(e.to_string())
 }
 
 impl LocalCluster {
@@ -58,19 +114,46 @@ impl LocalCluster {
         }
         let (dir, temp) = match &config.data_dir {
             Some(d) => {
-                std::fs::create_dir_all(d)?;
+                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(d)?;
                 (d.clone(), None)
             }
             None => {
                 let t = tempfile::Builder::new().prefix("lanefs-").tempdir()?;
+                std::fs::set_permissions(t.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
                 (t.path().to_path_buf(), Some(t))
             }
         };
+        let fence = Fence::acquire(&dir, "MDS")?;
+        let keys = match config.unix_sockets {
+            true => None,
+            false => {
+                let files = ensure_cluster_keys(&dir.join("keys")).map_err(key_error)?;
+                let server = ClusterKey::load(&files.server).map_err(key_error)?;
+                let client = ClusterKey::load(&files.client).map_err(key_error)?;
+                Some(ClusterKeys { files, server, client })
+            }
+        };
+        let descriptors = config.limits.descriptors_or_raise();
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-        let mut cluster = LocalCluster { config, runtime, dir, _temp: temp, mds: None, oss: None };
+        let descriptors = (descriptors / 4 * 3, descriptors / 4);
+        let mut cluster =
+            LocalCluster { config, runtime, dir, mds: None, oss: None, keys, fence, descriptors, _temp: temp };
         cluster.start_oss()?;
         cluster.start_mds()?;
         Ok(cluster)
+    }
+
+    fn limits(&self, descriptors: u64) -> ServerLimits {
+        ServerLimits { descriptors: Some(descriptors), ..self.config.limits.clone() }
+    }
+
+    /// Connections served and refused, and bytes queued, by the OSS and by
+    /// the MDS (zeros for one that is stopped).
+    pub fn server_stats(&self) -> (crate::limits::ServerStats, crate::limits::ServerStats) {
+        (
+            self.oss.as_ref().map(|o| o.stats()).unwrap_or_default(),
+            self.mds.as_ref().map(|m| m.stats()).unwrap_or_default(),
+        )
     }
 
     fn address(&self, name: &str) -> Address {
@@ -94,18 +177,47 @@ impl LocalCluster {
         self.oss.as_ref().map(|o| o.address().to_string())
     }
 
+    /// The key files of a TCP cluster (`None` on Unix sockets).
+    pub fn key_files(&self) -> Option<&KeyFiles> {
+        self.keys.as_ref().map(|k| &k.files)
+    }
+
+    /// The client key of a TCP cluster (`None` on Unix sockets).
+    pub fn client_key(&self) -> Option<&ClusterKey> {
+        self.keys.as_ref().map(|k| &k.client)
+    }
+
+    /// Default client options, with the client key a TCP cluster needs.
+    pub fn client_options(&self) -> ClientOptions {
+        ClientOptions { key: self.client_key().cloned(), ..ClientOptions::default() }
+    }
+
+    fn server_key(&self) -> Option<&ClusterKey> {
+        self.keys.as_ref().map(|k| &k.server)
+    }
+
+    /// Starts the MDS (on the database of an earlier run, if any): a new
+    /// file system's root belongs to the user running this process. When
+    /// the OSS runs, this returns once its OSTs have objects for the first
+    /// creates (or [`FIRST_OBJECTS_WAIT`] has passed).
     pub fn start_mds(&mut self) -> std::io::Result<()> {
+        let process = crate::client::process_credentials();
         let config = MdsConfig {
             ost_count: self.config.osts,
             default_stripe_count: self.config.default_stripe_count,
             default_stripe_size: self.config.default_stripe_size,
+            root_owner: Owner { uid: process.uid, gid: process.gid },
+            root_squash: self.config.root_squash,
         };
         let mds = Mds::open(&self.dir.join("mds.db"), config).map_err(|e| std::io::Error::other(e.to_string()))?;
         let listen = self.address("mds");
-        let handle = self.runtime.block_on(mds_server::start(&listen, mds, self.config.osts))?;
+        let options = MdsOptions { limits: self.limits(self.descriptors.1), fence: Some(self.fence.clone()) };
+        let key = self.server_key();
+        let handle = self.runtime.block_on(mds_server::start_with(&listen, key, mds, self.config.osts, options))?;
         if let Some(oss) = &self.oss {
             let osts: Vec<u32> = (0..self.config.osts).collect();
             handle.register_oss(&oss.address().to_string(), &osts);
+            self.runtime.block_on(handle.wait_for_objects(FIRST_OBJECTS_WAIT));
         }
         self.mds = Some(handle);
         Ok(())
@@ -127,8 +239,11 @@ impl LocalCluster {
             data_dir: self.dir.clone(),
             osts: (0..self.config.osts).collect(),
             ost: self.config.ost.clone(),
+            export_timeout: self.config.export_timeout,
+            limits: self.limits(self.descriptors.0),
+            faults: self.config.faults.clone(),
         };
-        let handle = self.runtime.block_on(oss::start(&listen, config))?;
+        let handle = self.runtime.block_on(oss::start(&listen, self.server_key(), config))?;
         if let Some(mds) = &self.mds {
             let osts: Vec<u32> = (0..self.config.osts).collect();
             mds.register_oss(&handle.address().to_string(), &osts);

@@ -21,6 +21,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Largest bulk payload: Lustre's protocol maximum RPC (64 MiB).
 pub const BULK_BYTES_MAX: u32 = 64 << 20;
+// An OST answers reads of up to `RPC_BYTES_MAX` bytes: their replies must fit.
+const _: () = assert!(BULK_BYTES_MAX as u64 >= lanefs_core::ost::RPC_BYTES_MAX);
 /// Largest encoded header (namespace listings are the big ones).
 pub const HEADER_BYTES_MAX: u32 = 16 << 20;
 /// Largest frame.

@@ -5,55 +5,206 @@
 //! `pwritev` of its pieces: no gathering copy) and read with `pread` at the
 //! object offset; holes read as zeros, as the
 //! [`ObjectStore`] contract requires, and a punch is a `ftruncate`. Open
-//! files are cached (up to [`OPEN_FILES_MAX`]) so that a stream of 1 MiB
-//! writes costs one system call each. It keeps bytes: phantom payloads (the
-//! simulator's) are refused by the trait's default methods, as the wire
-//! never carries them anyway.
+//! files are cached so that a stream of 1 MiB writes costs one system call
+//! each: at most [`OPEN_FILES_MAX`] per OST, fewer when the OSS has few
+//! descriptors (the OSS sizes the cache from its limit, leaving room for
+//! its connections: `limits::DescriptorBudget`). If opening an object still
+//! fails for want of descriptors (`EMFILE`, `ENFILE`), the store closes
+//! every cached file and tries once more before it fails with the error
+//! number (which the client sees as `IoError::TooManyFiles`). It keeps
+//! bytes: phantom payloads (the simulator's) are refused by the trait's
+//! default methods, as the wire never carries them anyway. Directories it
+//! makes are 0700 and object files 0600: only the OSS's user reads
+//! objects, other than through lanefs.
+//!
+//! Objects are created only in advance, at the MDS's request (Lustre's
+//! precreation, [`FileStore::precreate`]): empty files up to an id, which
+//! the store then records in `DIR/LAST_ID` (written to a temporary file,
+//! made durable and renamed over the old one, so it is always whole). No
+//! I/O creates an object: a read, write, punch or getattr of an id at or
+//! below `LAST_ID` whose file is gone fails with
+//! [`StoreError::NoSuchObject`], never reads as zeros, and so does any id
+//! above `LAST_ID` (never allocated). A directory without `LAST_ID` is a
+//! new OST, with no objects.
 
+use crate::faults::StoreFaults;
 use lanefs_core::msg::Payload;
+use lanefs_core::ost::OstRecord;
 use lanefs_core::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
 use lanefs_core::{Errno, ObjectId};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// Open object files kept per OST.
+/// Open object files kept per OST at most, however many descriptors the
+/// OSS has.
 pub const OPEN_FILES_MAX: usize = 256;
+
+/// The most objects one precreate may make: a request further beyond
+/// `LAST_ID` means the MDS and the OST disagree about the OST's objects
+/// (an OST directory replaced or restored), which an operator must look at.
+pub const PRECREATE_OBJECTS_MAX: u64 = 1 << 16;
+
+/// The file in an OST's directory that records its last precreated id.
+pub const LAST_ID_FILE: &str = "LAST_ID";
 
 pub struct FileStore {
     dir: PathBuf,
     open: BTreeMap<ObjectId, File>,
+    /// Every object up to this id was created (ids start at 1; 0: none).
+    last_id: ObjectId,
+    open_files_max: usize,
+    /// Failures injected on purpose (none unless set).
+    faults: StoreFaults,
 }
 
 impl FileStore {
-    /// Use (creating if needed) `dir` for this OST's objects.
+    /// Use (creating if needed) `dir` for this OST's objects, keeping up to
+    /// [`OPEN_FILES_MAX`] files open. Fails if its `LAST_ID` is there but
+    /// unreadable.
     pub fn open(dir: &Path) -> std::io::Result<Self> {
-        std::fs::create_dir_all(dir.join("objects"))?;
-        Ok(FileStore { dir: dir.to_path_buf(), open: BTreeMap::new() })
+        Self::with_open_files_max(dir, OPEN_FILES_MAX)
+    }
+
+    /// As [`FileStore::open`], keeping up to `open_files_max` files open
+    /// (at least one).
+    pub fn with_open_files_max(dir: &Path, open_files_max: usize) -> std::io::Result<Self> {
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir.join("objects"))?;
+        let last_id = read_last_id(dir)?;
+        let open_files_max = open_files_max.max(1);
+        let faults = StoreFaults::default();
+        Ok(FileStore { dir: dir.to_path_buf(), open: BTreeMap::new(), last_id, open_files_max, faults })
+    }
+
+    /// Fail the calls `faults` names, whenever they name them.
+    pub fn with_faults(self, faults: StoreFaults) -> Self {
+        FileStore { faults, ..self }
+    }
+
+    /// The last object id created: every id from 1 up to it was.
+    pub fn last_id(&self) -> ObjectId {
+        self.last_id
     }
 
     fn path(&self, object: ObjectId) -> PathBuf {
         self.dir.join("objects").join(object.0.to_string())
     }
 
-    fn file(&mut self, object: ObjectId, create: bool) -> Result<Option<&File>, StoreError> {
+    /// The open file of `object`, which must have been created and not be
+    /// gone since.
+    fn file(&mut self, object: ObjectId) -> Result<&File, StoreError> {
+        if object.0 == 0 || object > self.last_id {
+            tracing::warn!(dir = %self.dir.display(), object = object.0, last_id = self.last_id.0, "object never allocated");
+            return Err(StoreError::NoSuchObject { object });
+        }
+        // A file removed behind the store's back stays readable through an
+        // open descriptor: it has no link left, so it is gone.
+        let unlinked = self.open.get(&object).is_some_and(|file| file.metadata().is_ok_and(|meta| meta.nlink() == 0));
+        if unlinked {
+            self.open.remove(&object);
+        }
         if !self.open.contains_key(&object) {
             let path = self.path(object);
-            let file = match OpenOptions::new().read(true).write(true).create(create).open(&path) {
+            let file = match self.open_file(&path) {
                 Ok(f) => f,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(None),
-                Err(e) => {
-                    let errno = Errno(e.raw_os_error().unwrap_or(libc::EIO));
-                    return Err(StoreError::Os { errno, detail: format!("opening {}", path.display()) });
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    tracing::warn!(path = %path.display(), "object missing: its file is gone");
+                    return Err(StoreError::NoSuchObject { object });
                 }
+                Err(e) => return Err(os_error(e, &format!("opening {}", path.display()))),
             };
-            if self.open.len() >= OPEN_FILES_MAX {
+            if self.open.len() >= self.open_files_max {
                 self.open.pop_first();
             }
             self.open.insert(object, file);
         }
-        Ok(self.open.get(&object))
+        Ok(self.open.get(&object).expect("just opened"))
+    }
+
+    /// Open an object's file; out of descriptors, close the cached ones
+    /// and try once more.
+    fn open_file(&mut self, path: &Path) -> std::io::Result<File> {
+        let open = || OpenOptions::new().read(true).write(true).open(path);
+        match open() {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) && !self.open.is_empty() => {
+                tracing::warn!(
+                    "out of file descriptors opening {} ({e}): closing the {} cached object files and retrying; \
+                     raise the OSS's descriptor limit (ulimit -Hn) if this recurs",
+                    path.display(),
+                    self.open.len()
+                );
+                self.open.clear();
+                open()
+            }
+            result => result,
+        }
+    }
+
+    /// Object files held open now.
+    pub fn open_files(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Creates every object from `LAST_ID + 1` up to `last_id`, empty, and
+    /// then records `last_id` as `LAST_ID`; returns `LAST_ID` (unchanged if
+    /// it was already at or beyond `last_id`).
+    pub fn precreate(&mut self, last_id: ObjectId) -> Result<ObjectId, StoreError> {
+        if last_id <= self.last_id {
+            return Ok(self.last_id);
+        }
+        let count = last_id.0 - self.last_id.0;
+        if count > PRECREATE_OBJECTS_MAX {
+            return Err(StoreError::Os {
+                errno: Errno::EINVAL,
+                detail: format!(
+                    "asked to create objects {} to {} ({count}), more than the {PRECREATE_OBJECTS_MAX} one request \
+                     may: {} holds LAST_ID {}; if this OST directory was replaced or restored, the MDS's record of \
+                     it is ahead of it",
+                    self.last_id.0 + 1,
+                    last_id.0,
+                    self.dir.display(),
+                    self.last_id.0
+                ),
+            });
+        }
+        for id in self.last_id.0 + 1..=last_id.0 {
+            // No truncation: a file an interrupted precreate left is empty.
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(self.path(ObjectId(id)))
+                .map_err(io)?;
+        }
+        sync_dir(&self.dir.join("objects")).map_err(io)?;
+        write_last_id(&self.dir, last_id).map_err(io)?;
+        self.last_id = last_id;
+        Ok(last_id)
+    }
+
+    /// What the OST recorded in its last life (`last_rcvd.json` beside its
+    /// objects): a new OST's default if there is none.
+    pub fn load_record(&self) -> std::io::Result<OstRecord> {
+        let path = self.dir.join("last_rcvd.json");
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                std::io::Error::other(format!(
+                    "{}: unreadable OST record ({e}); it holds the last commit and the clients to recover",
+                    path.display()
+                ))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(OstRecord::default()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Record `record` durably (replaced atomically).
+    pub fn save_record(&self, record: &OstRecord) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
+        crate::exports::write_atomically(&self.dir.join("last_rcvd.json"), &bytes)
     }
 
     /// Capacity of the file system holding the objects.
@@ -79,21 +230,61 @@ impl FileStore {
     /// Make what was written to `object` durable (`fdatasync`); an object
     /// never written has nothing to sync.
     pub fn sync(&mut self, object: ObjectId) -> Result<(), StoreError> {
-        match self.file(object, false)? {
-            Some(file) => file.sync_data().map_err(|e| os_error(e, "syncing (fdatasync)", object)),
-            None => Ok(()),
+        let fault = self.faults.sync();
+        let file = self.file(object)?;
+        if let Some(errno) = fault {
+            return Err(injected(errno, "fdatasync"));
         }
+        file.sync_data().map_err(io)
     }
 
-    /// Remove an object's file (after an unlink).
+    /// Remove an object's file (the MDS's destroy, after an unlink). An
+    /// object already gone, or never created, is no error: a destroy may
+    /// come again after a lost acknowledgement.
     pub fn destroy(&mut self, object: ObjectId) -> Result<(), StoreError> {
         self.open.remove(&object);
+        if object.0 == 0 || object > self.last_id {
+            return Ok(());
+        }
         match std::fs::remove_file(self.path(object)) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(os_error(e, "destroying", object)),
+            Err(e) => Err(os_error(e, &format!("destroying object {}", object.0))),
         }
     }
+}
+
+fn read_last_id(dir: &Path) -> std::io::Result<ObjectId> {
+    let path = dir.join(LAST_ID_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => text.trim().parse().map(ObjectId).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "{} holds {text:?}, not an object id: the OST's record of its objects is damaged; \
+                     write the highest id in {}/objects into it",
+                    path.display(),
+                    dir.display()
+                ),
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ObjectId(0)),
+        Err(e) => Err(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    }
+}
+
+/// Replaces `dir/LAST_ID` whole: a temporary file, durable, renamed over it.
+fn write_last_id(dir: &Path, last_id: ObjectId) -> std::io::Result<()> {
+    let temporary = dir.join(format!("{LAST_ID_FILE}.tmp"));
+    let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&temporary)?;
+    writeln!(file, "{}", last_id.0)?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, dir.join(LAST_ID_FILE))?;
+    sync_dir(dir)
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
 }
 
 fn bounds(object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {
@@ -103,11 +294,22 @@ fn bounds(object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {
     }
 }
 
-/// The store error for a failed call: its error number, and what was done
-/// to which object.
-fn os_error(e: std::io::Error, what: &str, object: ObjectId) -> StoreError {
+/// A failed call as a store error, keeping its error number (`ENOSPC`,
+/// `EIO`, `EMFILE` reach the client by name).
+/// A failure [`StoreFaults`] asked for, as the system call would report it.
+fn injected(errno: Errno, call: &str) -> StoreError {
+    let e = std::io::Error::from_raw_os_error(errno.0);
+    StoreError::Os { errno, detail: format!("{call}: {e} (injected)") }
+}
+
+fn io(e: std::io::Error) -> StoreError {
+    os_error(e, "")
+}
+
+fn os_error(e: std::io::Error, what: &str) -> StoreError {
     let errno = Errno(e.raw_os_error().unwrap_or(libc::EIO));
-    StoreError::Os { errno, detail: format!("{what} object {}", object.0) }
+    let detail = if what.is_empty() { e.to_string() } else { format!("{what}: {e}") };
+    StoreError::Os { errno, detail }
 }
 
 /// Writes `pieces` (pointer, length), one after the other, at `offset` of
@@ -158,17 +360,19 @@ fn pwritev_all(file: &File, pieces: impl Iterator<Item = (*const u8, usize)>, of
 
 impl ObjectStore for FileStore {
     fn write_payload(&mut self, object: ObjectId, offset: u64, data: &Payload) -> Result<(), StoreError> {
+        if let Some(errno) = self.faults.write() {
+            return Err(injected(errno, "pwrite"));
+        }
         match data {
             Payload::Pages(span) => {
                 bounds(object, offset, span.len())?;
-                let file = self.file(object, true)?.expect("created");
-                pwritev_all(file, span.slices().map(|s| (s.as_ptr(), s.len())), offset)
-                    .map_err(|e| os_error(e, "writing", object))
+                let file = self.file(object)?;
+                pwritev_all(file, span.slices().map(|s| (s.as_ptr(), s.len())), offset).map_err(io)
             }
             Payload::Remote(span) => {
                 bounds(object, offset, span.len())?;
-                let file = self.file(object, true)?.expect("created");
-                pwritev_all(file, span.pieces(), offset).map_err(|e| os_error(e, "writing", object))
+                let file = self.file(object)?;
+                pwritev_all(file, span.pieces(), offset).map_err(io)
             }
             Payload::Bytes(bytes) => self.write(object, offset, bytes),
             Payload::Phantom(_) => {
@@ -181,21 +385,23 @@ impl ObjectStore for FileStore {
 
     fn write(&mut self, object: ObjectId, offset: u64, data: &[u8]) -> Result<(), StoreError> {
         bounds(object, offset, data.len() as u64)?;
-        let file = self.file(object, true)?.expect("created");
-        file.write_all_at(data, offset).map_err(|e| os_error(e, "writing", object))
+        if let Some(errno) = self.faults.write() {
+            return Err(injected(errno, "pwrite"));
+        }
+        self.file(object)?.write_all_at(data, offset).map_err(io)
     }
 
     fn read(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<Vec<u8>, StoreError> {
         bounds(object, offset, len)?;
+        let file = self.file(object)?;
         let mut buf = vec![0u8; len as usize];
-        let Some(file) = self.file(object, false)? else { return Ok(buf) };
         let mut done = 0usize;
         while done < buf.len() {
             match file.read_at(&mut buf[done..], offset + done as u64) {
                 Ok(0) => break, // past the end: zeros
                 Ok(n) => done += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(os_error(e, "reading", object)),
+                Err(e) => return Err(io(e)),
             }
         }
         Ok(buf)
@@ -203,15 +409,11 @@ impl ObjectStore for FileStore {
 
     fn punch(&mut self, object: ObjectId, size: u64) -> Result<(), StoreError> {
         bounds(object, size, 0)?;
-        let file = self.file(object, true)?.expect("created");
-        file.set_len(size).map_err(|e| os_error(e, "truncating", object))
+        self.file(object)?.set_len(size).map_err(io)
     }
 
     fn size(&mut self, object: ObjectId) -> Result<u64, StoreError> {
-        match self.file(object, false)? {
-            Some(f) => f.metadata().map(|m| m.len()).map_err(|e| os_error(e, "reading the size of", object)),
-            None => Ok(0),
-        }
+        self.file(object)?.metadata().map(|m| m.len()).map_err(io)
     }
 }
 
@@ -224,6 +426,7 @@ mod tests {
         use lanefs_core::pages::{PagePool, PageSpan};
         let dir = tempfile::tempdir().unwrap();
         let mut s = FileStore::open(dir.path()).unwrap();
+        s.precreate(ObjectId(3)).unwrap();
         let o = ObjectId(3);
         let bytes: Vec<u8> = (0..20_000u32).map(|i| (i % 241) as u8).collect();
         // Heap frames are not contiguous: many pieces, each written in turn.
@@ -235,10 +438,25 @@ mod tests {
     }
 
     #[test]
+    fn the_cache_of_open_files_keeps_to_its_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = FileStore::with_open_files_max(dir.path(), 3).unwrap();
+        s.precreate(ObjectId(10)).unwrap();
+        for i in 1..=10 {
+            s.write(ObjectId(i), 0, &[i as u8]).unwrap();
+            assert!(s.open_files() <= 3);
+        }
+        for i in 1..=10 {
+            assert_eq!(s.read(ObjectId(i), 0, 1).unwrap(), [i as u8]);
+        }
+    }
+
+    #[test]
     fn sparse_objects_on_disk() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = FileStore::open(dir.path()).unwrap();
         let o = ObjectId(5);
+        s.precreate(o).unwrap();
         assert_eq!(s.read(o, 0, 4).unwrap(), vec![0; 4]);
         s.write(o, 1 << 20, b"hello").unwrap();
         assert_eq!(s.size(o).unwrap(), (1 << 20) + 5);
@@ -251,6 +469,62 @@ mod tests {
         let mut s = FileStore::open(dir.path()).unwrap();
         assert_eq!(s.read(o, 0, 2).unwrap(), b"ab");
         s.destroy(o).unwrap();
-        assert_eq!(s.size(o).unwrap(), 0);
+        assert!(matches!(s.size(o), Err(StoreError::NoSuchObject { object }) if object == o));
+        s.destroy(o).unwrap();
+    }
+
+    fn no_such_object<T: std::fmt::Debug>(result: Result<T, StoreError>) -> ObjectId {
+        match result {
+            Err(StoreError::NoSuchObject { object }) => object,
+            other => panic!("expected NoSuchObject, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn objects_exist_only_once_precreated_and_last_id_survives() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = FileStore::open(dir.path()).unwrap();
+        assert_eq!(s.last_id(), ObjectId(0));
+        assert_eq!(no_such_object(s.write(ObjectId(1), 0, b"x")), ObjectId(1), "no object made by a write");
+        assert!(!dir.path().join("objects/1").exists());
+        assert_eq!(s.precreate(ObjectId(4)).unwrap(), ObjectId(4));
+        assert_eq!(std::fs::read_to_string(dir.path().join(LAST_ID_FILE)).unwrap(), "4\n");
+        assert!(!dir.path().join("LAST_ID.tmp").exists());
+        for id in 1..=4 {
+            assert_eq!(s.size(ObjectId(id)).unwrap(), 0, "object {id} exists, empty");
+        }
+        assert_eq!(s.precreate(ObjectId(2)).unwrap(), ObjectId(4), "never lowered");
+        // Above LAST_ID: refused, and not created.
+        assert_eq!(no_such_object(s.read(ObjectId(5), 0, 1)), ObjectId(5));
+        assert_eq!(no_such_object(s.punch(ObjectId(5), 10)), ObjectId(5));
+        assert!(!dir.path().join("objects/5").exists());
+        drop(s);
+        let mut s = FileStore::open(dir.path()).unwrap();
+        assert_eq!(s.last_id(), ObjectId(4));
+        s.write(ObjectId(4), 0, b"kept").unwrap();
+        assert!(s.precreate(ObjectId(4 + PRECREATE_OBJECTS_MAX + 1)).unwrap_err().to_string().contains("LAST_ID 4"));
+        std::fs::write(dir.path().join(LAST_ID_FILE), "four").unwrap();
+        let damaged = FileStore::open(dir.path()).err().expect("a damaged LAST_ID is refused");
+        assert!(damaged.to_string().contains("not an object id"), "{damaged}");
+    }
+
+    /// An object whose file vanished behind the store's back is an error on
+    /// every access, never zeros.
+    #[test]
+    fn a_vanished_object_is_missing_not_zeros() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = FileStore::open(dir.path()).unwrap();
+        s.precreate(ObjectId(2)).unwrap();
+        s.write(ObjectId(2), 0, b"data").unwrap();
+        // Removed while the store holds it open, then with nothing open.
+        std::fs::remove_file(dir.path().join("objects/2")).unwrap();
+        assert_eq!(no_such_object(s.read(ObjectId(2), 0, 4)), ObjectId(2));
+        let mut s = FileStore::open(dir.path()).unwrap();
+        assert_eq!(no_such_object(s.read(ObjectId(2), 0, 4)), ObjectId(2));
+        assert_eq!(no_such_object(s.size(ObjectId(2))), ObjectId(2));
+        assert_eq!(no_such_object(s.write(ObjectId(2), 0, b"new")), ObjectId(2));
+        assert_eq!(no_such_object(s.punch(ObjectId(2), 0)), ObjectId(2));
+        assert!(!dir.path().join("objects/2").exists(), "nothing brought it back");
+        assert_eq!(s.read(ObjectId(1), 0, 2).unwrap(), [0, 0], "its neighbour is there");
     }
 }

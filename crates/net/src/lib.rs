@@ -6,14 +6,26 @@
 //! a client runs the core `Client` on a driver thread, so the file system's
 //! behaviour (locks, cache, writeback) is exactly the one the harness and
 //! the simulator test. The wire protocol is length-prefixed frames with a
-//! versioned handshake ([`codec`], [`proto`]).
+//! versioned handshake ([`codec`], [`proto`]); who may connect as what is
+//! decided in [`auth`] (TLS with a cluster key on TCP, the kernel's peer
+//! credentials on Unix sockets). A server bounds everything a peer can
+//! make it spend ([`limits`], [`outbox`]) and fences the data it serves
+//! against a second server ([`fence`]).
 
+pub mod auth;
 pub mod client;
 pub mod cluster;
 pub mod codec;
+pub mod exports;
+pub mod faults;
+pub mod fence;
 pub mod filestore;
+pub mod keys;
+pub mod limits;
+pub mod mds_objects;
 pub mod mds_server;
 pub mod oss;
+pub mod outbox;
 pub mod proto;
 pub mod shm;
 pub mod transport;

@@ -1,28 +1,76 @@
-//! The MDS daemon: lanefs-mds's namespace behind the wire protocol, plus
-//! the registry of which OSS serves which OST.
+//! The MDS daemon: lanefs-mds's namespace behind the wire protocol, the
+//! registry of which OSS serves which OST, and the object lifecycle on the
+//! OSSes (see [`crate::mds_objects`]).
 //!
 //! Namespace requests are handled one at a time on the `Mds` (SQLite is
-//! fast for this and a single writer keeps it simple); OSS registrations
-//! are kept in memory, and an OSS registers again when it restarts.
+//! fast for this and a single writer keeps it simple), each for the
+//! credentials its call carries; OSS registrations are kept in memory, and
+//! an OSS registers again when it restarts. Only a peer with the cluster's
+//! server key (or, on a Unix socket, the MDS's own user) may register an
+//! OSS: see [`crate::auth`]. A create that finds an OST's pool of
+//! precreated objects empty waits for it to be refilled, then runs again;
+//! creates and removals wake the workers that refill pools and destroy
+//! removed files' objects.
+//!
+//! Bounds as the OSS's (see [`crate::limits`]): connections capped from the
+//! descriptor limit, handshake and idle timeouts (a `Ping` is answered
+//! `Pong`), a bounded outgoing queue per connection whose reader stops
+//! while it is over its soft limit. Requests in flight are bounded by
+//! construction: a connection's next request is read only once the last
+//! one is answered. The database's directory is fenced by whoever opens
+//! the database (`lanefs mds`, `LocalCluster`), before it is opened; the
+//! fence comes in [`MdsOptions`] and is held as long as the MDS serves.
+//!
+//! What a peer may send: any frame; a malformed one, or one an MDS does not
+//! take, closes the connection with the reason. `Mds::handle` checks every
+//! field of a namespace request and answers a bad one with an error. Should
+//! it panic anyway, the caller is answered with an error and the MDS serves
+//! on: the request's transaction was rolled back, and the `Mds` holds no
+//! other state.
 
-use crate::codec::read_frame;
-use crate::oss::{handshake, variant, SHUTDOWN_GRACE};
+use crate::auth::ClusterKey;
+use crate::fence::Fence;
+use crate::limits::{refusal_reason, DescriptorBudget, ServerLimits, ServerStats};
+use crate::mds_objects::{Lifecycle, MdsCell, OBJECTS_WAIT};
+use crate::oss::{handshake_within, read_within, server_stats, variant, CloseOnDrop, SHUTDOWN_GRACE};
+use crate::outbox::Outbox;
 use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, Role, Wire, PROTOCOL_VERSION};
-use crate::transport::{spawn_accept, Accepted, Address, Listener};
+use crate::transport::{spawn_accept, AcceptPolicy, AcceptStats, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
-use lanefs_mds::Mds;
-use std::collections::BTreeMap;
+use lanefs_mds::{Credentials, Mds, MdsError, MdsReply, MdsRequest};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::BufReader;
-use tracing::info;
+use tracing::{error, info};
+
+/// What the MDS answers a request it did not do because it is stopping: a
+/// client may send it again once the MDS is back.
+pub const SHUTTING_DOWN: &str = "the MDS is shutting down";
+
+/// How an MDS serves, beyond its database.
+#[derive(Clone, Debug, Default)]
+pub struct MdsOptions {
+    pub limits: ServerLimits,
+    /// The fence of the database's directory, held while the MDS serves; a
+    /// stale Unix socket is removed only with one.
+    pub fence: Option<Fence>,
+}
 
 struct Shared {
     /// `None` once the MDS has stopped (its database is closed then).
-    mds: Mutex<Option<Mds>>,
+    mds: MdsCell,
     stop: tokio::sync::watch::Sender<bool>,
     ost_count: u32,
-    /// OST index -> address of the OSS serving it.
-    osts: Mutex<BTreeMap<u32, String>>,
+    /// Which OSS serves which OST, and the work on their objects.
+    objects: Arc<Lifecycle>,
+    limits: ServerLimits,
+    accept: Arc<AcceptStats>,
+    /// Outgoing queue of every connection, by a number of its own.
+    peers: Mutex<HashMap<u32, Arc<Outbox>>>,
+    peer_next: AtomicU32,
+    _fence: Option<Fence>,
 }
 
 pub struct MdsHandle {
@@ -36,95 +84,199 @@ impl MdsHandle {
         &self.address
     }
 
-    /// Record that `address` serves `osts` (what an OSS's Hello does).
+    /// Connections served and refused, and bytes queued to peers.
+    pub fn stats(&self) -> ServerStats {
+        server_stats(&self.shared.accept, &self.shared.peers)
+    }
+
+    /// Record that `address` serves `osts` (what an OSS's Hello does); the
+    /// MDS connects to it to precreate objects and destroy removed ones.
     pub fn register_oss(&self, address: &str, osts: &[u32]) {
-        register(&self.shared, address, osts);
+        self.shared.objects.register(address, osts);
+    }
+
+    /// Waits (at most `timeout`) until every registered OST has precreated
+    /// objects or its OSS is known to be down.
+    pub async fn wait_for_objects(&self, timeout: Duration) {
+        self.shared.objects.wait_ready(timeout).await;
     }
 
     /// Stop serving and close the database (a restart can open it again).
-    /// When this returns nobody can connect and no request is served.
+    /// When this returns nobody can connect, no request is served and no
+    /// OSS is called.
     pub async fn shutdown(self) {
         let _ = self.shared.stop.send(true);
         let _ = self.accept.await;
-        self.shared.mds.lock().expect("mds lock").take();
+        self.shared.objects.join().await;
+        self.shared.mds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
     }
 }
 
-fn register(shared: &Shared, address: &str, osts: &[u32]) {
-    let mut map = shared.osts.lock().expect("registry lock");
-    for ost in osts {
-        map.insert(*ost, address.to_string());
-    }
-    info!(address, ?osts, "OSS registered");
+/// Serve `mds` on `listen`; on TCP, with the cluster's server key `key`
+/// (also what the MDS shows the OSSes it calls).
+pub async fn start(listen: &Address, key: Option<&ClusterKey>, mds: Mds, ost_count: u32) -> std::io::Result<MdsHandle> {
+    start_with(listen, key, mds, ost_count, MdsOptions::default()).await
 }
 
-pub async fn start(listen: &Address, mds: Mds, ost_count: u32) -> std::io::Result<MdsHandle> {
-    let listener = Listener::bind(listen).await?;
+/// [`start`] with `options`' limits and fence.
+pub async fn start_with(
+    listen: &Address,
+    key: Option<&ClusterKey>,
+    mds: Mds,
+    ost_count: u32,
+    options: MdsOptions,
+) -> std::io::Result<MdsHandle> {
+    let MdsOptions { limits, fence } = options;
+    limits.validate().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let descriptors = limits.descriptors_or_raise();
+    let listener = match &fence {
+        Some(fence) => Listener::bind_fenced(listen, key, fence).await?,
+        None => Listener::bind(listen, key).await?,
+    };
     let address = listener.local_address()?;
+    if let Some(fence) = &fence {
+        fence.record_address(&address);
+    }
+    let budget = DescriptorBudget::mds(descriptors, listener.descriptors_per_connection());
+    let connections_max = budget.connections_cap(limits.connections_max, "MDS");
+    let accept_stats = Arc::new(AcceptStats::default());
+    let policy = AcceptPolicy {
+        connections_max,
+        refusal: refusal_reason("MDS", connections_max, limits.connections_max.is_some(), descriptors),
+        stats: accept_stats.clone(),
+    };
     let (stop, _) = tokio::sync::watch::channel(false);
-    let shared = Arc::new(Shared { mds: Mutex::new(Some(mds)), stop, ost_count, osts: Mutex::new(BTreeMap::new()) });
+    let mds: MdsCell = Arc::new(Mutex::new(Some(mds)));
+    let objects = Lifecycle::new(mds.clone(), tokio::runtime::Handle::current(), stop.subscribe(), key.cloned());
+    let shared = Arc::new(Shared {
+        mds,
+        stop,
+        ost_count,
+        objects,
+        limits,
+        accept: accept_stats,
+        peers: Mutex::new(HashMap::new()),
+        peer_next: AtomicU32::new(1),
+        _fence: fence,
+    });
     let s = shared.clone();
-    let accept = spawn_accept(listener, shared.stop.subscribe(), SHUTDOWN_GRACE, move |stream| {
+    let accept = spawn_accept(listener, shared.stop.subscribe(), SHUTDOWN_GRACE, policy, move |stream| {
         serve_connection(stream, s.clone())
     });
-    info!(%address, "MDS serving");
+    info!(%address, connections_max, descriptors, "MDS serving");
     Ok(MdsHandle { address, accept, shared })
 }
 
 async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     let (r, w) = tokio::io::split(accepted.stream);
     let mut r = BufReader::new(r);
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    spawn_writer(w, rx, None);
-    match handshake(&mut r).await {
+    let outbox = Outbox::new(shared.limits.queue.clone());
+    let _close = CloseOnDrop(outbox.clone());
+    spawn_writer(w, outbox.clone(), None);
+    match handshake_within(&mut r, shared.limits.handshake_timeout, accepted.peer).await {
         Ok(Role::Client) => {}
-        Ok(Role::Oss { address, osts }) => register(&shared, &address, &osts),
+        Ok(Role::Oss { address, osts }) => {
+            if let Some(ost) = osts.iter().find(|&&ost| ost >= shared.ost_count) {
+                let reason = format!(
+                    "OST index {ost} is out of range: this file system has {} OSTs (0 to {})",
+                    shared.ost_count,
+                    shared.ost_count - 1
+                );
+                outbox.finish(Some(Wire::Refused { reason }));
+                return;
+            }
+            shared.objects.register(&address, &osts)
+        }
+        Ok(Role::Mds) => {
+            let reason = "an MDS takes client and OSS connections, not another MDS".to_string();
+            outbox.finish(Some(Wire::Refused { reason }));
+            return;
+        }
         Err(reason) => {
-            let _ = tx.send(Wire::Refused { reason });
+            outbox.finish(Some(Wire::Refused { reason }));
             return;
         }
     }
-    let _ = tx.send(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
+    let peer = shared.peer_next.fetch_add(1, Ordering::Relaxed);
+    shared.peers.lock().expect("peers lock").insert(peer, outbox.clone());
+    let _ = outbox.push(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
+    let ended = serve_requests(&mut r, &shared, &outbox).await;
+    shared.peers.lock().expect("peers lock").remove(&peer);
+    match ended {
+        Ok(()) => outbox.close("the peer closed the connection"),
+        Err(reason) => outbox.finish(Some(Wire::Refused { reason })),
+    }
+}
+
+/// Answer requests until the peer closes (`Ok`) or must be told why not.
+async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
+    r: &mut R,
+    shared: &Arc<Shared>,
+    outbox: &Outbox,
+) -> Result<(), String> {
     let mut stop = shared.stop.subscribe();
     loop {
+        let read = async {
+            outbox.below_soft().await;
+            read_within(r, shared.limits.idle_timeout).await
+        };
         let read = tokio::select! {
             biased;
-            _ = stop.wait_for(|stopped| *stopped) => {
-                let _ = tx.send(Wire::Refused { reason: "the MDS is shutting down".into() });
-                return;
-            }
-            read = read_frame(&mut r) => read,
+            _ = stop.wait_for(|stopped| *stopped) => return Err(SHUTTING_DOWN.into()),
+            reason = outbox.closed() => return Err(reason),
+            read = read => read,
         };
-        let frame = match read {
-            Ok(Some(frame)) => frame,
-            Ok(None) => return,
-            Err(e) => {
-                let _ = tx.send(Wire::Refused { reason: e.to_string() });
-                return;
-            }
-        };
+        let Some(frame) = read? else { return Ok(()) };
         let (id, answer) = match frame {
-            Wire::Mds { id, call: MdsCall::Namespace(request) } => {
-                let shared = shared.clone();
-                let reply = tokio::task::spawn_blocking(move || {
-                    shared.mds.lock().expect("mds lock").as_mut().map(|mds| mds.handle(request))
-                })
-                .await;
-                match reply {
-                    Ok(Some(reply)) => (id, MdsAnswer::Namespace(reply)),
-                    Ok(None) => (id, MdsAnswer::Error("the MDS is shutting down".into())),
-                    Err(e) => (id, MdsAnswer::Error(format!("MDS request failed: {e}"))),
-                }
+            Wire::Mds { id, call: MdsCall::Namespace { credentials, request } } => {
+                (id, namespace(shared, credentials, request).await)
             }
             Wire::Mds { id, call: MdsCall::ClusterInfo } => {
-                let osts = shared.osts.lock().expect("registry lock").iter().map(|(o, a)| (*o, a.clone())).collect();
+                let osts = shared.objects.addresses();
                 (id, MdsAnswer::ClusterInfo(ClusterInfo { ost_count: shared.ost_count, osts }))
             }
-            other => {
-                let _ = tx.send(Wire::Refused { reason: format!("an MDS does not take {} messages", variant(&other)) });
-                return;
+            Wire::Ping => {
+                let _ = outbox.push(Wire::Pong);
+                continue;
+            }
+            other => return Err(format!("an MDS does not take {} messages", variant(&other))),
+        };
+        let _ = outbox.push(Wire::MdsReply { id, answer });
+    }
+}
+
+/// One namespace request. A create that finds a pool empty runs again once
+/// the pool is refilled, or fails saying why it was not.
+async fn namespace(shared: &Shared, credentials: Credentials, request: MdsRequest) -> MdsAnswer {
+    let deadline = tokio::time::Instant::now() + OBJECTS_WAIT;
+    let touches_objects =
+        matches!(request, MdsRequest::Create { .. } | MdsRequest::Unlink { .. } | MdsRequest::Rename { .. });
+    loop {
+        let mds = shared.mds.clone();
+        let (credentials, request) = (credentials.clone(), request.clone());
+        let reply = tokio::task::spawn_blocking(move || {
+            let mut mds = mds.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            mds.as_mut().map(|mds| mds.handle(&credentials, request))
+        })
+        .await;
+        let reply = match reply {
+            Ok(Some(reply)) => reply,
+            Ok(None) => return MdsAnswer::Error(SHUTTING_DOWN.into()),
+            Err(e) => {
+                error!("an MDS request failed: {e}");
+                return MdsAnswer::Error(format!(
+                    "the MDS failed on this request ({e}); its transaction was rolled back"
+                ));
             }
         };
-        let _ = tx.send(Wire::MdsReply { id, answer });
+        if touches_objects {
+            shared.objects.wake();
+        }
+        let MdsReply::Error(MdsError::NoObjects { ost, .. }) = reply else {
+            return MdsAnswer::Namespace(reply);
+        };
+        if let Err(reason) = shared.objects.wait_for_objects(ost, deadline).await {
+            return MdsAnswer::Namespace(MdsReply::Error(MdsError::NoObjects { ost, reason }));
+        }
     }
 }

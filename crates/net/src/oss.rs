@@ -5,10 +5,27 @@
 //! blocks the network runtime, and messages to one OST are handled in the
 //! order they arrived. Time comes from the OSS's monotonic clock.
 //!
-//! Every accepted connection is one client session with its own identity
-//! (`ClientId`) in every OST's lock namespace. A connection that sends a
-//! malformed frame, a wrong protocol version or a message an OSS does not
-//! take is told why (`Refused`) and closed; nobody else notices.
+//! A client names itself on every connection it makes (`Session`, with the
+//! identity it keeps for life); the OSS knows it by one `ClientId` in every
+//! OST's lock namespace across connections and restarts (see
+//! [`crate::exports`]). A connection that sends a malformed frame, a wrong
+//! protocol version or a message an OSS does not take is told why
+//! (`Refused`) and closed; nobody else notices.
+//!
+//! Durability and recovery: each OST's commits `fdatasync` the objects
+//! changed since the last one and then record the commit point in the
+//! OST's `last_rcvd.json` before anyone is told; a failed `fdatasync` is
+//! reported to the clients that wrote (the core's commit notices), never
+//! swallowed. An OSS that starts over existing OST directories starts each
+//! OST's next life from its record: recovering, for the recovery window,
+//! if it knew clients (see `lanefs_core::ost::recovery`).
+//!
+//! Objects are the MDS's to create and destroy: it connects with
+//! `Role::Mds` and sends `Precreate` (create objects up to an id, in
+//! advance, recorded in the OST's `LAST_ID`; see [`FileStore::precreate`])
+//! and `Destroy` (remove the objects of removed files), each answered once
+//! done on the OST's thread. Those messages are refused on a client's
+//! connection, and a `Role::Mds` connection takes nothing else.
 //!
 //! A client on the same host may hand over its page arena (`AttachArena`
 //! with the memfd attached, on a Unix socket): its write RPCs then name
@@ -17,24 +34,54 @@
 //! written to the object straight from the client's memory. A descriptor
 //! that does not fit the arena closes the connection, like any malformed
 //! frame.
+//!
+//! Bounds (see [`crate::limits`] for the values): each OST directory is
+//! fenced ([`crate::fence`]) before anything in it is touched; connections
+//! are capped from the descriptor limit, which the OSS raises at start; a
+//! connection must say `Hello` within the handshake timeout and then send
+//! something (a request or a `Ping`) within every idle timeout; its replies
+//! wait in a bounded [`Outbox`] (its reader stops while the queue is over
+//! its soft limit, and the connection closes past the hard one); and its
+//! requests in flight to the OST threads are bounded ([`RequestBudget`]).
+//! A read larger than the bulk maximum is answered `IoError::Invalid` by
+//! the connection itself: its reply could never be sent.
+//!
+//! What a peer may send: any frame. The codec checks lengths, the
+//! handshake the magic and version, this loop the OST index and shared
+//! bulk descriptors (a failure closes the connection with the reason), and
+//! the core's [`Ost`] every field of an OST message (a malformed request is
+//! answered with an error). Should handling an input panic anyway, the
+//! panic is caught on the OST's thread and logged with the OST index and
+//! the kind of input; from then on that OST answers every request with
+//! `IoError::Failed` ("restart its OSS"), and every connected client is told
+//! once (`ToClient::Failed`), so that nothing waits forever on it, while
+//! the OSS's other OSTs serve on. Lustre has no such mode: an assertion
+//! failure there (LBUG) stops the whole server.
 
-use crate::codec::{read_frame, CodecError};
+use crate::auth::{claim_allowed, ClusterKey, Peer};
+use crate::codec::{read_frame, CodecError, BULK_BYTES_MAX};
+use crate::exports::Exports;
+use crate::faults::StoreFaults;
+use crate::fence::Fence;
 use crate::filestore::FileStore;
+use crate::limits::{refusal_reason, DescriptorBudget, QueueLimits, ServerLimits, ServerStats, PING_INTERVAL_DEFAULT};
+use crate::outbox::{InFlight, Outbox, RequestBudget};
 use crate::proto::{OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
 use crate::shm::{FdInbox, MappedArena};
-use crate::transport::{spawn_accept, Accepted, Address, Listener};
+use crate::transport::{spawn_accept, AcceptPolicy, AcceptStats, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
-use lanefs_core::msg::{Payload, ToOst};
-use lanefs_core::ost::{Ost, OstConfig};
+use lanefs_core::msg::{IoError, Payload, ToClient, ToOst};
+use lanefs_core::ost::{Ost, OstConfig, OstRecord};
+use lanefs_core::store::StoreError;
 use lanefs_core::{ClientId, Instant, ObjectId, OstIndex};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration as StdDuration;
 use tokio::io::BufReader;
-use tokio::sync::{mpsc::UnboundedSender, oneshot};
-use tracing::{debug, info, warn};
+use tokio::sync::oneshot;
+use tracing::{debug, error, info, warn};
 
 #[derive(Clone, Debug)]
 pub struct OssConfig {
@@ -42,33 +89,75 @@ pub struct OssConfig {
     pub data_dir: PathBuf,
     pub osts: Vec<u32>,
     pub ost: OstConfig,
+    /// A client with no connection and no word for this long is evicted
+    /// from every OST and forgotten (Lustre's ping evictor: 6 ping
+    /// intervals of 25 s).
+    pub export_timeout: StdDuration,
+    /// Connections, timeouts, queues: [`ServerLimits::default`] unless set.
+    pub limits: ServerLimits,
+    /// Store calls to fail on purpose (see [`crate::faults`]); none by default.
+    pub faults: StoreFaults,
 }
 
+/// Lustre's `PING_EVICT_TIMEOUT`: six 25 s ping intervals.
+pub const EXPORT_TIMEOUT_DEFAULT: StdDuration = StdDuration::from_secs(150);
+
+/// Bytes a connection reads from its socket at a time.
+const READ_BUFFER_BYTES: usize = 256 << 10;
+
 enum OstInput {
-    Message { client: ClientId, message: ToOst },
-    Destroy { object: ObjectId },
+    /// `in_flight` is the room the request takes in its connection's
+    /// budget, given back once the OST has handled it.
+    Message {
+        client: ClientId,
+        message: ToOst,
+        in_flight: Option<InFlight>,
+    },
+    Destroy {
+        objects: Vec<ObjectId>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    Precreate {
+        last_id: ObjectId,
+        reply: oneshot::Sender<Result<u64, String>>,
+    },
+    Evict {
+        client: ClientId,
+    },
     Stats(oneshot::Sender<OstStats>),
+}
+
+/// A client's connections, as the export timeout sees them.
+#[derive(Clone, Copy, Debug)]
+struct Presence {
+    connections: usize,
+    last_heard: std::time::Instant,
 }
 
 /// How long a stopping server lets its connections close by themselves
 /// (telling their peers why) before it aborts them.
 pub(crate) const SHUTDOWN_GRACE: StdDuration = StdDuration::from_secs(1);
 
-type Peers = Arc<Mutex<HashMap<u32, UnboundedSender<Wire>>>>;
+type Peers = Arc<Mutex<HashMap<u32, Arc<Outbox>>>>;
 
 struct Shared {
     osts: HashMap<u32, mpsc::Sender<OstInput>>,
-    /// Outgoing channel of every connected client, by its identity.
+    /// Outgoing queue of every connected client, by its identity.
     peers: Peers,
-    client_next: AtomicU32,
+    exports: Arc<Mutex<Exports>>,
+    presence: Mutex<HashMap<ClientId, Presence>>,
+    export_timeout: StdDuration,
     /// Set to true when the OSS stops: every connection closes.
     stop: tokio::sync::watch::Sender<bool>,
+    limits: ServerLimits,
+    accept: Arc<AcceptStats>,
 }
 
 /// A running OSS; dropping it does not stop it, [`OssHandle::shutdown`] does.
 pub struct OssHandle {
     address: Address,
     accept: tokio::task::JoinHandle<()>,
+    evictor: tokio::task::JoinHandle<()>,
     shared: Arc<Shared>,
     ost_threads: Vec<std::thread::JoinHandle<()>>,
 }
@@ -78,12 +167,18 @@ impl OssHandle {
         &self.address
     }
 
+    /// Connections served and refused, and bytes queued to clients.
+    pub fn stats(&self) -> ServerStats {
+        server_stats(&self.shared.accept, &self.shared.peers)
+    }
+
     /// Stop accepting, close every connection, stop the OST threads. When
     /// this returns the OSS is gone: nobody can connect, no message is
     /// served and no OST touches its disk any more.
     pub async fn shutdown(self) {
         let _ = self.shared.stop.send(true);
         let _ = self.accept.await;
+        let _ = self.evictor.await;
         self.shared.peers.lock().expect("peers lock").clear();
         // The connections are gone, so this was the last holder of the OST
         // queues: each OST thread finishes the message in hand and ends.
@@ -98,135 +193,511 @@ impl OssHandle {
     }
 }
 
-/// Start serving `config.osts` on `listen` (port 0 picks a free port).
-pub async fn start(listen: &Address, config: OssConfig) -> std::io::Result<OssHandle> {
-    let listener = Listener::bind(listen).await?;
-    let address = listener.local_address()?;
-    let clock = std::time::Instant::now();
-    let peers: Peers = Arc::new(Mutex::new(HashMap::new()));
-    let mut osts = HashMap::new();
-    let mut ost_threads = Vec::new();
-    for &index in &config.osts {
-        let dir = config.data_dir.join(format!("OST{index:04x}"));
-        let store = FileStore::open(&dir)?;
-        let (tx, rx) = mpsc::channel();
-        let ost = Ost::new(OstIndex(index), config.ost.clone(), store);
-        let peers = peers.clone();
-        ost_threads.push(
-            std::thread::Builder::new().name(format!("ost{index}")).spawn(move || ost_thread(ost, rx, peers, clock))?,
-        );
-        osts.insert(index, tx);
+pub(crate) fn server_stats(accept: &AcceptStats, peers: &Mutex<HashMap<u32, Arc<Outbox>>>) -> ServerStats {
+    let queued_bytes = peers.lock().expect("peers lock").values().map(|o| o.queued_bytes() as u64).sum();
+    ServerStats {
+        connections: accept.open.load(Ordering::Relaxed),
+        refused: accept.refused.load(Ordering::Relaxed),
+        queued_bytes,
     }
-    let (stop, _) = tokio::sync::watch::channel(false);
-    let shared = Arc::new(Shared { osts, peers, client_next: AtomicU32::new(1), stop });
-    let s = shared.clone();
-    let accept = spawn_accept(listener, shared.stop.subscribe(), SHUTDOWN_GRACE, move |stream| {
-        serve_connection(stream, s.clone())
-    });
-    info!(%address, osts = ?config.osts, "OSS serving");
-    Ok(OssHandle { address, accept, shared, ost_threads })
 }
 
-fn ost_thread(mut ost: Ost<FileStore>, rx: mpsc::Receiver<OstInput>, peers: Peers, clock: std::time::Instant) {
+/// Fence every OST directory (creating it if missing), before anything in
+/// it is touched: a second OSS on the same OSTs stops here.
+fn fence_osts(config: &OssConfig) -> std::io::Result<Vec<Fence>> {
+    let mut fences = Vec::with_capacity(config.osts.len());
+    for &index in &config.osts {
+        let dir = config.data_dir.join(format!("OST{index:04x}"));
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700).create(&dir)?;
+        fences.push(Fence::acquire(&dir, "OSS")?);
+    }
+    Ok(fences)
+}
+
+/// Start serving `config.osts` on `listen` (port 0 picks a free port); on
+/// TCP, with the cluster's server key `key`. Fails, touching nothing, if
+/// another server holds one of the OSTs.
+pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig) -> std::io::Result<OssHandle> {
+    config.limits.validate().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let descriptors = config.limits.descriptors_or_raise();
+    let fences = fence_osts(&config)?;
+    let listener = match fences.first() {
+        Some(fence) => Listener::bind_fenced(listen, key, fence).await?,
+        None => Listener::bind(listen, key).await?,
+    };
+    let address = listener.local_address()?;
+    fences.iter().for_each(|f| f.record_address(&address));
+    let budget = DescriptorBudget::oss(descriptors, config.osts.len(), listener.descriptors_per_connection());
+    let clock = std::time::Instant::now();
+    let peers: Peers = Arc::new(Mutex::new(HashMap::new()));
+    let exports = Arc::new(Mutex::new(Exports::open(&config.data_dir)?));
+    let mut osts = HashMap::new();
+    let mut ost_threads = Vec::new();
+    for (&index, fence) in config.osts.iter().zip(fences) {
+        let store =
+            FileStore::with_open_files_max(fence.dir(), budget.open_files_per_ost)?.with_faults(config.faults.clone());
+        let record = store.load_record()?;
+        let (tx, rx) = mpsc::channel();
+        let now = Instant(clock.elapsed().as_nanos() as u64);
+        let ost = Ost::restart(OstIndex(index), config.ost.clone(), store, record, now);
+        if ost.is_recovering() {
+            info!(ost = index, clients = ost.known_clients().len(), "recovering: waiting for the clients to replay");
+        }
+        let (peers, exports) = (peers.clone(), exports.clone());
+        // The OST's thread holds its fence: the directory is this OSS's
+        // for as long as anything may touch it.
+        let serve = move || {
+            let _fence = fence;
+            ost_thread(ost, rx, peers, exports, clock)
+        };
+        ost_threads.push(std::thread::Builder::new().name(format!("ost{index}")).spawn(serve)?);
+        osts.insert(index, tx);
+    }
+    let connections_max = budget.connections_cap(config.limits.connections_max, "OSS");
+    let accept_stats = Arc::new(AcceptStats::default());
+    let policy = AcceptPolicy {
+        connections_max,
+        refusal: refusal_reason("OSS", connections_max, config.limits.connections_max.is_some(), descriptors),
+        stats: accept_stats.clone(),
+    };
+    let (stop, _) = tokio::sync::watch::channel(false);
+    let shared = Arc::new(Shared {
+        osts,
+        peers,
+        exports,
+        presence: Mutex::new(HashMap::new()),
+        export_timeout: config.export_timeout,
+        stop,
+        limits: config.limits.clone(),
+        accept: accept_stats,
+    });
+    let s = shared.clone();
+    let accept = spawn_accept(listener, shared.stop.subscribe(), SHUTDOWN_GRACE, policy, move |stream| {
+        serve_connection(stream, s.clone())
+    });
+    let evictor = tokio::spawn(evict_gone_clients(shared.clone()));
+    info!(
+        %address, osts = ?config.osts, connections_max, open_files_per_ost = budget.open_files_per_ost,
+        descriptors, "OSS serving"
+    );
+    Ok(OssHandle { address, accept, evictor, shared, ost_threads })
+}
+
+fn ost_thread(
+    mut ost: Ost<FileStore>,
+    rx: mpsc::Receiver<OstInput>,
+    peers: Peers,
+    exports: Arc<Mutex<Exports>>,
+    clock: std::time::Instant,
+) {
     let now = || Instant(clock.elapsed().as_nanos() as u64);
     let index = ost.index().0;
     let mut bulk_shared_bytes = 0u64;
+    // Set when handling an input panicked: the OST's state can no longer be
+    // trusted, so it serves nothing more and refuses every request.
+    let mut failed = false;
     loop {
-        let wait = match ost.poll_timeout() {
+        let timeout = if failed { None } else { ost.poll_timeout() };
+        let wait = match timeout {
             Some(t) => StdDuration::from_nanos(t.0.saturating_sub(now().0)),
             None => StdDuration::from_secs(3600),
         };
-        match rx.recv_timeout(wait) {
-            Ok(OstInput::Message { client, message }) => {
-                if let ToOst::Write { data: Payload::Remote(span), .. } = &message {
-                    bulk_shared_bytes += span.len();
-                }
-                ost.handle_message(now(), client, message)
+        let mut input = match rx.recv_timeout(wait) {
+            Ok(input) => Some(input),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        };
+        // The handled request's room in its connection's budget, given
+        // back once its replies are queued: the reader then sees them.
+        let handled = match &mut input {
+            Some(OstInput::Message { in_flight, .. }) => in_flight.take(),
+            _ => None,
+        };
+        if failed {
+            refuse_input(index, input, &peers);
+            continue;
+        }
+        let kind = input_kind(&input);
+        let refusal = match &input {
+            Some(OstInput::Message { client, message, .. }) => message.failed_reply().map(|reply| (*client, reply)),
+            _ => None,
+        };
+        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            serve_input(&mut ost, input, now, &mut bulk_shared_bytes, &exports)
+        }));
+        let peers = peers.lock().expect("peers lock");
+        // Queued, never waited for: a slow client slows nobody else. What
+        // the OST answered before any failure still goes out.
+        while let Some((client, message)) = ost.poll_transmit() {
+            let queued = peers.get(&client.0).map(|outbox| outbox.push(Wire::ToClient { ost: index, message }));
+            if !matches!(queued, Some(Ok(()))) {
+                debug!(ost = index, client = client.0, "reply to a closed connection dropped");
             }
-            Ok(OstInput::Destroy { object }) => {
+        }
+        if let Err(panic) = served {
+            failed = true;
+            error!(
+                ost = index,
+                input = kind,
+                "the OST failed handling a {kind} input ({}): it now refuses every request; restart the OSS",
+                panic_message(&panic)
+            );
+            if let Some((client, reply)) = refusal {
+                if let Some(outbox) = peers.get(&client.0) {
+                    let _ = outbox.push(Wire::ToClient { ost: index, message: reply });
+                }
+            }
+            // Whatever waits on the OST (a lock, a sync, a glimpse) fails.
+            for outbox in peers.values() {
+                let _ = outbox.push(Wire::ToClient { ost: index, message: ToClient::Failed });
+            }
+        }
+        drop(handled);
+    }
+}
+
+/// Handle one input (a message, a timeout when `None`), then do the
+/// commits it asked for and write the OST's record if it changed.
+fn serve_input(
+    ost: &mut Ost<FileStore>,
+    input: Option<OstInput>,
+    now: impl Fn() -> Instant,
+    bulk_shared_bytes: &mut u64,
+    exports: &Mutex<Exports>,
+) {
+    let index = ost.index().0;
+    match input {
+        Some(OstInput::Message { client, message, .. }) => {
+            #[cfg(test)]
+            tests::panic_hook(&message);
+            if let ToOst::Write { data: Payload::Remote(span), .. } = &message {
+                *bulk_shared_bytes += span.len();
+            }
+            ost.handle_message(now(), client, message);
+        }
+        Some(OstInput::Destroy { objects, reply }) => {
+            let mut result = Ok(());
+            for object in objects {
                 if let Err(e) = ost.store_mut().destroy(object) {
                     warn!(ost = index, "destroying object {}: {e}", object.0);
+                    result = Err(format!("destroying object {} of OST{index:04x}: {e}", object.0));
                 }
             }
-            Ok(OstInput::Stats(reply)) => {
-                let locks = ost.locks();
-                let _ = reply.send(OstStats {
-                    ost: index,
-                    locks_granted: locks.granted_locks().count() as u64,
-                    locks_waiting: locks.waiting_count() as u64,
-                    locks: locks.counters_total(),
-                    data: ost.counters(),
-                    space: ost.store().space(),
-                    bulk_shared_bytes,
-                });
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => ost.handle_timeout(now()),
-            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            let _ = reply.send(result);
         }
-        // A cancel that must sync (the OST's sync_lock_cancel policy) waits
-        // here, on the OST's thread, as Lustre's cancel thread waits in
-        // tgt_sync: the object's writes reach the disk before the lock goes.
-        // A failed fdatasync is reported to the writers, never swallowed.
-        while let Some(request) = ost.poll_sync() {
-            let objects: Vec<ObjectId> =
-                if request.commit.is_empty() { request.object.into_iter().collect() } else { request.commit.clone() };
-            let mut failures = Vec::new();
-            for object in objects {
-                if let Err(e) = ost.store_mut().sync(object) {
+        Some(OstInput::Precreate { last_id, reply }) => {
+            let created = ost.store_mut().precreate(last_id);
+            if let Err(e) = &created {
+                warn!(ost = index, "precreating objects up to {}: {e}", last_id.0);
+            }
+            let _ = reply.send(created.map(|id| id.0).map_err(|e| format!("OST{index:04x}: {e}")));
+        }
+        Some(OstInput::Evict { client }) => ost.evict(now(), client),
+        Some(OstInput::Stats(reply)) => {
+            let locks = ost.locks();
+            let _ = reply.send(OstStats {
+                ost: index,
+                locks_granted: locks.granted_locks().count() as u64,
+                locks_waiting: locks.waiting_count() as u64,
+                locks: locks.counters_total(),
+                data: ost.counters(),
+                space: ost.store().space(),
+                bulk_shared_bytes: *bulk_shared_bytes,
+            });
+        }
+        None => ost.handle_timeout(now()),
+    }
+    commit(ost, exports, now());
+    if let Some(record) = ost.poll_record() {
+        save_record(ost, exports, &record);
+    }
+}
+
+/// An OST out of service answers each request with [`IoError::Failed`],
+/// and the MDS's precreates and destroys with an error; statistics
+/// requests go unanswered (their callers skip it).
+fn refuse_input(index: u32, input: Option<OstInput>, peers: &Peers) {
+    let failed = format!("OST{index:04x} is out of service after an internal failure: restart its OSS");
+    match input {
+        Some(OstInput::Message { client, message, .. }) => {
+            debug!(ost = index, client = client.0, kind = message.kind(), "refused: the OST is out of service");
+            let Some(reply) = message.failed_reply() else { return };
+            if let Some(outbox) = peers.lock().expect("peers lock").get(&client.0) {
+                let _ = outbox.push(Wire::ToClient { ost: index, message: reply });
+            }
+        }
+        Some(OstInput::Destroy { reply, .. }) => {
+            let _ = reply.send(Err(failed));
+        }
+        Some(OstInput::Precreate { reply, .. }) => {
+            let _ = reply.send(Err(failed));
+        }
+        Some(OstInput::Evict { .. } | OstInput::Stats(_)) | None => {}
+    }
+}
+
+fn input_kind(input: &Option<OstInput>) -> &'static str {
+    match input {
+        Some(OstInput::Message { message, .. }) => message.kind(),
+        Some(OstInput::Destroy { .. }) => "Destroy",
+        Some(OstInput::Precreate { .. }) => "Precreate",
+        Some(OstInput::Evict { .. }) => "Evict",
+        Some(OstInput::Stats(_)) => "Stats",
+        None => "timeout",
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> &str {
+    match panic.downcast_ref::<&str>() {
+        Some(message) => message,
+        None => panic.downcast_ref::<String>().map_or("a panic without a message", String::as_str),
+    }
+}
+
+/// Do the syncs the OST asks for, on its thread (as Lustre's cancel thread
+/// waits in `tgt_sync`): `fdatasync` every object of the commit, record the
+/// commit point durably, then tell the OST which objects failed. A failed
+/// `fdatasync` is reported to the writers, never swallowed.
+fn commit(ost: &mut Ost<FileStore>, exports: &Mutex<Exports>, now: Instant) {
+    let index = ost.index().0;
+    while let Some(request) = ost.poll_sync() {
+        let objects: Vec<ObjectId> =
+            if request.commit.is_empty() { request.object.into_iter().collect() } else { request.commit.clone() };
+        let mut failures = Vec::new();
+        for object in objects {
+            match ost.store_mut().sync(object) {
+                Ok(()) => {}
+                // Destroyed since it was written (an unlink): nothing of it
+                // is left to make durable.
+                Err(StoreError::NoSuchObject { .. }) => {}
+                Err(e) => {
                     warn!(ost = index, "syncing object {}: {e}", object.0);
                     failures.push((object, e.io_error()));
                 }
             }
-            ost.handle_synced(now(), request.token, &failures);
         }
-        let peers = peers.lock().expect("peers lock");
-        while let Some((client, message)) = ost.poll_transmit() {
-            match peers.get(&client.0) {
-                Some(tx) => {
-                    let _ = tx.send(Wire::ToClient { ost: index, message });
-                }
-                None => debug!(ost = index, client = client.0, "reply to a closed connection dropped"),
+        if request.commit_to > ost.last_committed() {
+            let record = OstRecord {
+                epoch: ost.epoch(),
+                last_committed: request.commit_to,
+                clients: ost.known_clients().clone(),
+                failures: ost.failures_record(),
+            };
+            // If it cannot be written, the data is synced but the commit
+            // point is not recorded: after a crash, clients would replay
+            // what is on disk already, which is harmless.
+            save_record(ost, exports, &record);
+        }
+        ost.handle_synced(now, request.token, &failures);
+    }
+}
+
+/// Write an OST's record, and first the client table its ids refer to.
+fn save_record(ost: &Ost<FileStore>, exports: &Mutex<Exports>, record: &OstRecord) {
+    let index = ost.index().0;
+    if let Err(e) = exports.lock().expect("exports lock").save_if_changed() {
+        warn!(ost = index, "recording the client table: {e}");
+    }
+    if let Err(e) = ost.store().save_record(record) {
+        warn!(ost = index, "recording the OST's commit point and clients: {e}");
+    }
+}
+
+/// Evict the clients that have been gone longer than the export timeout.
+async fn evict_gone_clients(shared: Arc<Shared>) {
+    let mut stop = shared.stop.subscribe();
+    let period = (shared.export_timeout / 4).max(StdDuration::from_millis(10));
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|stopped| *stopped) => return,
+            _ = tokio::time::sleep(period) => {}
+        }
+        let gone: Vec<ClientId> = {
+            let mut presence = shared.presence.lock().expect("presence lock");
+            let gone: Vec<ClientId> = presence
+                .iter()
+                .filter(|(_, p)| p.connections == 0 && p.last_heard.elapsed() >= shared.export_timeout)
+                .map(|(c, _)| *c)
+                .collect();
+            for c in &gone {
+                presence.remove(c);
             }
+            gone
+        };
+        for client in gone {
+            info!(client = client.0, "client gone longer than the export timeout: evicted");
+            for tx in shared.osts.values() {
+                let _ = tx.send(OstInput::Evict { client });
+            }
+            shared.exports.lock().expect("exports lock").remove(client);
         }
+    }
+}
+
+/// Closes a connection's outbox when its task ends, however it ends (an
+/// aborted task included): its queue is freed at once.
+pub(crate) struct CloseOnDrop(pub(crate) Arc<Outbox>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close("the connection ended");
     }
 }
 
 async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     let (r, w) = tokio::io::split(accepted.stream);
-    let mut r = BufReader::with_capacity(1 << 18, r);
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    spawn_writer(w, rx, None);
-    match handshake(&mut r).await {
+    let mut r = BufReader::with_capacity(READ_BUFFER_BYTES, r);
+    let outbox = Outbox::new(shared.limits.queue.clone());
+    let _close = CloseOnDrop(outbox.clone());
+    spawn_writer(w, outbox.clone(), None);
+    match handshake_within(&mut r, shared.limits.handshake_timeout, accepted.peer).await {
         Ok(Role::Client) => {}
+        Ok(Role::Mds) => return serve_mds(&mut r, &shared, &outbox).await,
         Ok(role) => {
-            let _ = tx.send(Wire::Refused { reason: format!("an OSS takes client connections, not {role:?}") });
+            let reason = format!("an OSS takes client and MDS connections, not {role:?}");
+            outbox.finish(Some(Wire::Refused { reason }));
             return;
         }
         Err(reason) => {
-            let _ = tx.send(Wire::Refused { reason });
+            outbox.finish(Some(Wire::Refused { reason }));
             return;
         }
     }
-    let client = shared.client_next.fetch_add(1, Ordering::Relaxed);
-    shared.peers.lock().expect("peers lock").insert(client, tx.clone());
-    let _ = tx.send(Wire::Welcome { version: PROTOCOL_VERSION, client });
-    debug!(client, "client connected");
+    let _ = outbox.push(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
+    let mut stop = shared.stop.subscribe();
+    let mut session = Session { client: None, arena: None, fds: accepted.fds };
+    let served = tokio::select! {
+        biased;
+        _ = stop.wait_for(|stopped| *stopped) => Err("the OSS is shutting down".to_string()),
+        // The writer gave up (and said why, if it matters) or the peer is gone.
+        _ = outbox.closed() => Ok(()),
+        served = serve_messages(&mut r, &mut session, &shared, &outbox) => served,
+    };
+    if let Some(client) = session.client {
+        let mut peers = shared.peers.lock().expect("peers lock");
+        if peers.get(&client.0).is_some_and(|mine| Arc::ptr_eq(mine, &outbox)) {
+            peers.remove(&client.0);
+        }
+        drop(peers);
+        let mut presence = shared.presence.lock().expect("presence lock");
+        if let Some(p) = presence.get_mut(&client) {
+            p.connections = p.connections.saturating_sub(1);
+            p.last_heard = std::time::Instant::now();
+        }
+        debug!(client = client.0, "client disconnected");
+    }
+    match served {
+        Ok(()) => outbox.close("the connection is closed"),
+        Err(reason) => {
+            warn!(client = ?session.client, "closing connection: {reason}");
+            outbox.finish(Some(Wire::Refused { reason }));
+        }
+    }
+}
+
+/// One connection's state.
+struct Session {
+    /// Who the client is, once it has said (`Session`).
+    client: Option<ClientId>,
+    arena: Option<Arc<MappedArena>>,
+    fds: Option<FdInbox>,
+}
+
+impl Session {
+    fn client(&self) -> Result<ClientId, String> {
+        self.client.ok_or_else(|| "a client names itself (Session) before its first request".to_string())
+    }
+}
+
+/// The MDS's connection: precreates and destroys, each answered when the
+/// OST's thread has done it. Anything else closes the connection.
+async fn serve_mds<R: tokio::io::AsyncRead + Unpin>(r: &mut R, shared: &Shared, outbox: &Outbox) {
+    let _ = outbox.push(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
+    info!("MDS connected");
     let mut stop = shared.stop.subscribe();
     let served = tokio::select! {
         biased;
         _ = stop.wait_for(|stopped| *stopped) => Err("the OSS is shutting down".to_string()),
-        served = serve_messages(&mut r, client, &shared, &tx, accepted.fds) => served,
+        _ = outbox.closed() => Ok(()),
+        served = serve_mds_messages(r, shared, outbox) => served,
     };
-    if let Err(reason) = served {
-        warn!(client, "closing connection: {reason}");
-        let _ = tx.send(Wire::Refused { reason });
+    match served {
+        Ok(()) => outbox.close("the connection is closed"),
+        Err(reason) => {
+            warn!("closing the MDS's connection: {reason}");
+            outbox.finish(Some(Wire::Refused { reason }));
+        }
     }
-    shared.peers.lock().expect("peers lock").remove(&client);
-    debug!(client, "client disconnected");
 }
 
-/// Read `Hello` and check it; the error is the reason told to the peer.
-pub(crate) async fn handshake<R: tokio::io::AsyncRead + Unpin>(r: &mut R) -> Result<Role, String> {
+async fn serve_mds_messages<R: tokio::io::AsyncRead + Unpin>(
+    r: &mut R,
+    shared: &Shared,
+    outbox: &Outbox,
+) -> Result<(), String> {
+    loop {
+        let Some(frame) = read_within(r, shared.limits.idle_timeout).await? else { return Ok(()) };
+        match frame {
+            Wire::Ping => {
+                let _ = outbox.push(Wire::Pong);
+            }
+            Wire::Precreate { id, ost, last_id } => {
+                let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
+                let (reply, answer) = oneshot::channel();
+                let _ = sender.send(OstInput::Precreate { last_id: ObjectId(last_id), reply });
+                let result = answer.await.unwrap_or_else(|_| Err(format!("OST{ost:04x} has stopped")));
+                let _ = outbox.push(Wire::Precreated { id, ost, result });
+            }
+            Wire::Destroy { id, ost, objects } => {
+                let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
+                let batch_max = lanefs_mds::objects::DESTROY_BATCH_MAX;
+                if objects.len() > batch_max {
+                    return Err(format!("a Destroy of {} objects: at most {batch_max} go in one", objects.len()));
+                }
+                let (reply, answer) = oneshot::channel();
+                let objects = objects.into_iter().map(ObjectId).collect();
+                let _ = sender.send(OstInput::Destroy { objects, reply });
+                let result = answer.await.unwrap_or_else(|_| Err(format!("OST{ost:04x} has stopped")));
+                let _ = outbox.push(Wire::Destroyed { id, ost, result });
+            }
+            other => return Err(format!("the MDS's connection does not take {} messages", variant(&other))),
+        }
+    }
+}
+
+/// [`handshake`] within `timeout`: a peer that sends nothing, or half a
+/// `Hello`, is told why and closed.
+pub(crate) async fn handshake_within<R: tokio::io::AsyncRead + Unpin>(
+    r: &mut R,
+    timeout: StdDuration,
+    peer: Peer,
+) -> Result<Role, String> {
+    match tokio::time::timeout(timeout, handshake(r, peer)).await {
+        Ok(result) => result,
+        Err(_) => Err(format!("no Hello within {timeout:?} (handshake timeout)")),
+    }
+}
+
+/// The next frame, which must come within `idle` (the idle timeout);
+/// `Ok(None)` when the peer closed the connection.
+pub(crate) async fn read_within<R: tokio::io::AsyncRead + Unpin>(
+    r: &mut R,
+    idle: StdDuration,
+) -> Result<Option<Wire>, String> {
+    match tokio::time::timeout(idle, read_frame(r)).await {
+        Err(_) => Err(format!(
+            "nothing received for {idle:?} (idle timeout; a lanefs client pings every {PING_INTERVAL_DEFAULT:?} \
+             unless told otherwise)"
+        )),
+        Ok(Ok(frame)) => Ok(frame),
+        Ok(Err(CodecError::Io(e))) if e.kind() == std::io::ErrorKind::ConnectionReset => Ok(None),
+        Ok(Err(e)) => Err(e.to_string()),
+    }
+}
+
+/// Read `Hello` and check it, and the role it claims against what the
+/// peer's key or uid allows; the error is the reason told to the peer.
+pub(crate) async fn handshake<R: tokio::io::AsyncRead + Unpin>(r: &mut R, peer: Peer) -> Result<Role, String> {
     match read_frame(r).await {
         Ok(Some(Wire::Hello { magic, version, role })) => {
             if magic != MAGIC {
@@ -237,6 +708,7 @@ pub(crate) async fn handshake<R: tokio::io::AsyncRead + Unpin>(r: &mut R) -> Res
                     "protocol version {version} is not supported; this server speaks version {PROTOCOL_VERSION}: run the same lanefs release on every node"
                 ));
             }
+            claim_allowed(peer, &role)?;
             Ok(role)
         }
         Ok(Some(other)) => Err(format!("expected Hello first, got {}", variant(&other))),
@@ -245,54 +717,98 @@ pub(crate) async fn handshake<R: tokio::io::AsyncRead + Unpin>(r: &mut R) -> Res
     }
 }
 
+/// The bytes a request holds in flight: a write's data, or the reply a
+/// read asks for.
+fn request_bytes(message: &ToOst) -> u64 {
+    match message {
+        ToOst::Write { data, .. } => data.len(),
+        ToOst::Read { len, .. } => *len,
+        _ => 0,
+    }
+}
+
 async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
     r: &mut R,
-    client: u32,
+    session: &mut Session,
     shared: &Shared,
-    tx: &UnboundedSender<Wire>,
-    fds: Option<FdInbox>,
+    outbox: &Arc<Outbox>,
 ) -> Result<(), String> {
-    let mut arena: Option<Arc<MappedArena>> = None;
+    let limits = &shared.limits;
+    let budget = RequestBudget::new(limits.requests_in_flight_max, limits.request_bytes_in_flight_max);
     loop {
-        let frame = match read_frame(r).await {
-            Ok(Some(frame)) => frame,
-            Ok(None) => return Ok(()),
-            Err(CodecError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
-            Err(e) => return Err(e.to_string()),
-        };
+        // A client that does not read its replies is not read either.
+        outbox.below_soft().await;
+        let Some(frame) = read_within(r, limits.idle_timeout).await? else { return Ok(()) };
+        if let Some(client) = session.client {
+            if let Some(p) = shared.presence.lock().expect("presence lock").get_mut(&client) {
+                p.last_heard = std::time::Instant::now();
+            }
+        }
         match frame {
+            Wire::Ping => {
+                let _ = outbox.push(Wire::Pong);
+            }
+            Wire::Session { uuid } => {
+                if session.client.is_some() {
+                    return Err("a connection names its client once".into());
+                }
+                let client = shared.exports.lock().expect("exports lock").id_of(uuid)?;
+                session.client = Some(client);
+                // A new connection of a client takes its session over from
+                // an old one that lingers (its replies go here from now on).
+                shared.peers.lock().expect("peers lock").insert(client.0, outbox.clone());
+                let mut presence = shared.presence.lock().expect("presence lock");
+                let p = presence
+                    .entry(client)
+                    .or_insert(Presence { connections: 0, last_heard: std::time::Instant::now() });
+                p.connections += 1;
+                p.last_heard = std::time::Instant::now();
+                debug!(client = client.0, "client connected");
+            }
+            Wire::ToOst { ost, message: ToOst::Read { xid, len, .. } } if len > u64::from(BULK_BYTES_MAX) => {
+                debug!(client = ?session.client, len, "a read larger than the bulk maximum refused");
+                let reply = ToClient::ReadReply { xid, result: Err(IoError::Invalid) };
+                let _ = outbox.push(Wire::ToClient { ost, message: reply });
+            }
             Wire::ToOst { ost, message } => {
+                let client = session.client()?;
                 let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
-                let _ = sender.send(OstInput::Message { client: ClientId(client), message });
+                let in_flight = Some(budget.acquire(request_bytes(&message)).await);
+                let _ = sender.send(OstInput::Message { client, message, in_flight });
             }
             Wire::WriteShared { ost, xid, object, offset, bulk } => {
+                let client = session.client()?;
                 let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
-                let mapped = arena.as_ref().ok_or("a shared-memory write before any arena was attached")?;
-                let data = mapped.resolve(&bulk, u64::from(crate::codec::BULK_BYTES_MAX))?;
+                let mapped = session.arena.as_ref().ok_or("a shared-memory write before any arena was attached")?;
+                let data = mapped.resolve(&bulk, u64::from(BULK_BYTES_MAX))?;
                 let message = ToOst::Write { xid, object, offset, data: Payload::Remote(Box::new(data)) };
-                let _ = sender.send(OstInput::Message { client: ClientId(client), message });
+                // Its bytes stay in the client's memory: only the message counts.
+                let in_flight = Some(budget.acquire(0).await);
+                let _ = sender.send(OstInput::Message { client, message, in_flight });
             }
             Wire::AttachArena { arena: id, frames } => {
-                let fd = fds.as_ref().and_then(FdInbox::take_latest);
+                let fd = session.fds.as_ref().and_then(FdInbox::take_latest);
                 let attached = match fd {
                     None => Err("no file descriptor came with it (shared memory needs a Unix socket)".to_string()),
                     Some(fd) => MappedArena::attach(fd, id, frames),
                 };
                 match attached {
                     Ok(mapped) => {
-                        debug!(client, arena = id, frames, "page arena attached");
-                        arena = Some(mapped);
-                        let _ = tx.send(Wire::ArenaAttached { arena: id });
+                        debug!(arena = id, frames, "page arena attached");
+                        session.arena = Some(mapped);
+                        let _ = outbox.push(Wire::ArenaAttached { arena: id });
                     }
                     Err(reason) => {
-                        warn!(client, "page arena refused: {reason}");
-                        let _ = tx.send(Wire::ArenaRefused { arena: id, reason });
+                        warn!("page arena refused: {reason}");
+                        let _ = outbox.push(Wire::ArenaRefused { arena: id, reason });
                     }
                 }
             }
-            Wire::Destroy { ost, object } => {
-                let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
-                let _ = sender.send(OstInput::Destroy { object: ObjectId(object) });
+            Wire::Destroy { .. } | Wire::Precreate { .. } => {
+                return Err(format!(
+                    "only the MDS may create or destroy objects: {} refused on a client's connection",
+                    variant(&frame)
+                ))
             }
             Wire::StatsRequest { id } => {
                 let mut osts = Vec::new();
@@ -305,7 +821,7 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
                         osts.push(stats);
                     }
                 }
-                let _ = tx.send(Wire::StatsReply { id, osts });
+                let _ = outbox.push(Wire::StatsReply { id, osts });
             }
             other => return Err(format!("an OSS does not take {} messages", variant(&other))),
         }
@@ -320,6 +836,9 @@ pub(crate) fn variant(w: &Wire) -> &'static str {
         Wire::ToOst { .. } => "ToOst",
         Wire::ToClient { .. } => "ToClient",
         Wire::Destroy { .. } => "Destroy",
+        Wire::Destroyed { .. } => "Destroyed",
+        Wire::Precreate { .. } => "Precreate",
+        Wire::Precreated { .. } => "Precreated",
         Wire::Mds { .. } => "Mds",
         Wire::MdsReply { .. } => "MdsReply",
         Wire::StatsRequest { .. } => "StatsRequest",
@@ -328,28 +847,172 @@ pub(crate) fn variant(w: &Wire) -> &'static str {
         Wire::ArenaAttached { .. } => "ArenaAttached",
         Wire::ArenaRefused { .. } => "ArenaRefused",
         Wire::WriteShared { .. } => "WriteShared",
+        Wire::Session { .. } => "Session",
+        Wire::Ping => "Ping",
+        Wire::Pong => "Pong",
     }
 }
 
 /// Tell the MDS at `mds` that `address` serves `osts` (what `lanefs oss`
-/// does at start). The registration lives as long as this process keeps
-/// the connection; a task holds it open.
-pub async fn register_with_mds(mds: &Address, address: &Address, osts: &[u32]) -> Result<(), String> {
-    let stream = crate::transport::connect(mds).await.map_err(|e| e.to_string())?;
-    let (r, w) = tokio::io::split(stream);
-    let mut r = BufReader::new(r);
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    spawn_writer(w, rx, None);
-    let role = Role::Oss { address: address.to_string(), osts: osts.to_vec() };
-    let _ = tx.send(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role });
-    match read_frame(&mut r).await {
-        Ok(Some(Wire::Welcome { .. })) => {}
-        Ok(Some(Wire::Refused { reason })) => return Err(reason),
-        other => return Err(format!("unexpected answer {other:?}")),
-    }
+/// does at start), with the cluster's server key `key` if the MDS is on
+/// TCP. Fails if the first registration fails. The registration lives as
+/// long as this process: a task holds the connection open, pings it every
+/// [`PING_INTERVAL_DEFAULT`] (so that the MDS's idle timeout leaves it
+/// be), and when it is lost (the MDS restarted, or stopped answering)
+/// registers again, trying with a growing wait until the MDS is back (a
+/// restarted MDS keeps no registrations: OSSes tell it again, as Lustre's
+/// OSTs reconnect to their MGS).
+pub async fn register_with_mds(
+    mds: &Address,
+    key: Option<&ClusterKey>,
+    address: &Address,
+    osts: &[u32],
+) -> Result<(), String> {
+    let mut lost = register_once(mds, key, address, osts).await?;
+    let (mds, key, address, osts) = (mds.clone(), key.cloned(), address.clone(), osts.to_vec());
     tokio::spawn(async move {
-        let _keep = tx;
-        while let Ok(Some(_)) = read_frame(&mut r).await {}
+        loop {
+            let reason = lost.await.unwrap_or_else(|e| e.to_string());
+            warn!("the registration with the MDS at {mds} was lost ({reason}): registering again");
+            let mut wait = REGISTER_RETRY_FIRST;
+            lost = loop {
+                match register_once(&mds, key.as_ref(), &address, &osts).await {
+                    Ok(lost) => break lost,
+                    Err(e) => {
+                        debug!("registering with the MDS at {mds}: {e}; trying again in {wait:?}");
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(REGISTER_RETRY_MAX);
+                    }
+                }
+            };
+            info!("registered again with the MDS at {mds}");
+        }
     });
     Ok(())
+}
+
+/// The first wait before registering again with a lost MDS; each next
+/// wait doubles, up to [`REGISTER_RETRY_MAX`].
+const REGISTER_RETRY_FIRST: StdDuration = StdDuration::from_millis(100);
+const REGISTER_RETRY_MAX: StdDuration = StdDuration::from_secs(5);
+
+/// One registration: the task it returns ends, saying why, when the
+/// registration's connection is lost.
+async fn register_once(
+    mds: &Address,
+    key: Option<&ClusterKey>,
+    address: &Address,
+    osts: &[u32],
+) -> Result<tokio::task::JoinHandle<String>, String> {
+    let stream = crate::transport::connect(mds, key).await.map_err(|e| crate::auth::describe(&e, key))?;
+    let (r, w) = tokio::io::split(stream);
+    let mut r = BufReader::new(r);
+    let outbox = Outbox::new(QueueLimits::default());
+    spawn_writer(w, outbox.clone(), None);
+    let role = Role::Oss { address: address.to_string(), osts: osts.to_vec() };
+    let _ = outbox.push(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role });
+    let answer = tokio::time::timeout(REGISTER_ANSWER_TIMEOUT, read_frame(&mut r)).await;
+    match answer.map_err(|_| format!("no answer within {REGISTER_ANSWER_TIMEOUT:?}"))? {
+        Ok(Some(Wire::Welcome { .. })) => {}
+        Ok(Some(Wire::Refused { reason })) => return Err(reason),
+        Err(CodecError::Io(e)) => return Err(crate::auth::describe(&e, key)),
+        other => return Err(format!("unexpected answer {other:?}")),
+    }
+    let pinged = outbox.clone();
+    tokio::spawn(async move {
+        let mut ping = tokio::time::interval(PING_INTERVAL_DEFAULT);
+        ping.tick().await; // the first tick is at once
+        loop {
+            tokio::select! {
+                _ = ping.tick() => {
+                    if pinged.push(Wire::Ping).is_err() {
+                        return;
+                    }
+                }
+                _ = pinged.closed() => return,
+            }
+        }
+    });
+    Ok(tokio::spawn(async move {
+        let reason = tokio::select! {
+            // The writer gave up on a peer that stopped reading.
+            reason = outbox.closed() => reason,
+            read = async { loop {
+                match read_frame(&mut r).await {
+                    Ok(Some(_)) => continue,
+                    Ok(None) => break "the MDS closed the connection".to_string(),
+                    Err(e) => break e.to_string(),
+                }
+            } } => read,
+        };
+        outbox.close("the MDS closed the registration");
+        reason
+    }))
+}
+
+/// How long a registration waits for the MDS's answer to its `Hello`.
+const REGISTER_ANSWER_TIMEOUT: StdDuration = StdDuration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use crate::client::Client;
+    use crate::cluster::{LocalCluster, LocalClusterConfig};
+    use lanefs_core::msg::ToOst;
+    use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
+    use std::time::Duration;
+
+    /// Every read at this offset panics its OST's service thread: a
+    /// stand-in for a bug in the OST, so that what follows one is tested.
+    const PANIC_OFFSET: u64 = 0x7a11_0000;
+
+    pub(super) fn panic_hook(message: &ToOst) {
+        if let ToOst::Read { offset: PANIC_OFFSET, .. } = message {
+            panic!("failure injected on a read at {PANIC_OFFSET:#x}");
+        }
+    }
+
+    /// Create (or open) `path` with one stripe, on OST `ost`.
+    fn file(client: &Client, path: &str, ost: u32) -> crate::client::File {
+        let create = MdsRequest::Create {
+            path: path.into(),
+            stripe: StripeSpec { count: Some(1), size: None, start_ost: Some(i64::from(ost)) },
+            mode: CreateMode::OpenOrCreate,
+            access: Access::ReadWrite,
+            permissions: 0o644,
+        };
+        let MdsReply::File(info) = client.mds(create).unwrap() else { panic!("create answered something else") };
+        assert_eq!(info.layout.objects()[0].ost.0, ost);
+        client.open_layout(path, info.layout).unwrap()
+    }
+
+    /// A panic in an OST's service thread fails that OST, not its callers:
+    /// the request that met it, every later one and whatever waited on the
+    /// OST get an error telling the operator to restart the OSS, and the
+    /// OSS's other OST serves on.
+    #[test]
+    fn a_failed_ost_answers_every_request_with_an_error() {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let cluster = LocalCluster::start(LocalClusterConfig { osts: 2, ..Default::default() }).unwrap();
+            let client = Client::connect(&cluster.mds_address(), cluster.client_options()).unwrap();
+            let before = file(&client, "/before", 0);
+            client.pwrite(&before, 0, b"before").unwrap();
+            client.fsync(&before).unwrap();
+            let error = client.pread(&before, PANIC_OFFSET, 10).unwrap_err().to_string();
+            assert!(error.contains("restart its OSS"), "{error}");
+            // Every later request to that OST fails, from any client.
+            let other = Client::connect(&cluster.mds_address(), cluster.client_options()).unwrap();
+            let error = other.pread(&file(&other, "/before", 0), 0, 6).unwrap_err().to_string();
+            assert!(error.contains("restart its OSS"), "{error}");
+            let error = client.pwrite(&before, 0, b"after").unwrap_err().to_string();
+            assert!(error.contains("restart its OSS"), "{error}");
+            // The other OST of the OSS serves on.
+            let fine = file(&other, "/fine", 1);
+            other.pwrite(&fine, 0, b"fine").unwrap();
+            other.fsync(&fine).unwrap();
+            assert_eq!(client.pread(&file(&client, "/fine", 1), 0, 4).unwrap(), b"fine");
+            let _ = done.send(());
+        });
+        finished.recv_timeout(Duration::from_secs(60)).expect("every call answered within a minute");
+    }
 }

@@ -2,6 +2,8 @@
 //!
 //! A connection starts with `Hello` (magic number, protocol version, role);
 //! the server answers `Welcome` or `Refused` (with the reason) and closes.
+//! On TCP all of it travels inside TLS, and the role claimed must be one
+//! the peer's key allows (see [`crate::auth`]).
 //! After that, OST traffic carries lanefs-core's own `ToOst` / `ToClient`
 //! messages unchanged, tagged with the OST index (one OSS serves several
 //! OSTs over one connection), and MDS traffic carries request/reply pairs
@@ -13,6 +15,18 @@
 //! client's page arena (see [`crate::shm`]), as a bulk descriptor in a
 //! `WriteShared` message. A phantom payload is the simulator's, and taking
 //! the bulk of a message holding one is an error.
+//!
+//! The MDS owns the life of OST objects: it connects to each OSS with
+//! `Role::Mds` and asks it to create objects in advance (`Precreate`) and to
+//! destroy those of removed files (`Destroy`); an OSS takes those two only
+//! on such a connection (a client sending one is `Refused`). Which roles a
+//! peer may claim depends on its key (see [`crate::auth`]).
+//!
+//! A client sends `Ping` on every connection it has sent nothing on for
+//! its ping interval, and the server answers `Pong` from the connection
+//! itself (whatever its OSTs are doing, recovery included): a server closes
+//! a connection silent for longer than its idle timeout (see
+//! [`crate::limits`]), as Lustre's ping evictor does.
 //!
 //! Shared memory is set up right after the handshake, on a Unix socket
 //! only: the client sends `AttachArena` with the arena's memfd attached
@@ -33,7 +47,16 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 /// 2: bulk data became a `Payload` (an enum tag in the header).
 /// 3: shared-memory bulk (`AttachArena`, `WriteShared`).
 /// 4: `ToOst::Sync` and `ToClient::SyncReply` (fsync commits the OSTs).
-pub const PROTOCOL_VERSION: u16 = 4;
+/// 5: recovery (`Session`; sessions, replay, commits and their notices in
+///    the core messages; error numbers in `IoError`); credentials on every
+///    namespace call, paged `Readdir`, owners and permissions in the MDS's
+///    answers, `Role::Mds` with `Precreate` and acknowledged `Destroy` from
+///    the MDS to the OSSes; on TCP the frames travel inside mutual TLS with
+///    the cluster's keys, and the roles a `Hello` may claim depend on the
+///    peer's key ([`crate::auth`]); `Ping` and `Pong` (servers close
+///    connections silent too long); an OST out of service
+///    (`IoError::Failed`, `EnqueueReply::Failed`, `ToClient::Failed`).
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,6 +65,8 @@ pub enum Role {
     Client,
     /// An OSS announcing its OSTs to the MDS.
     Oss { address: String, osts: Vec<u32> },
+    /// The MDS, at an OSS: the only peer that may create and destroy objects.
+    Mds,
 }
 
 /// Lock and data statistics of one OST (`lctl get_param ldlm.namespaces.*`).
@@ -82,7 +107,11 @@ pub struct ClusterInfo {
 /// A request to the MDS.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum MdsCall {
-    Namespace(lanefs_mds::MdsRequest),
+    /// A namespace request, made by the process `credentials` name.
+    Namespace {
+        credentials: lanefs_mds::Credentials,
+        request: lanefs_mds::MdsRequest,
+    },
     ClusterInfo,
 }
 
@@ -117,10 +146,31 @@ pub enum Wire {
         ost: u32,
         message: ToClient,
     },
-    /// Remove an object whose file was unlinked (asynchronous, no reply).
+    /// MDS to OSS: destroy these objects of a removed file (at most
+    /// `lanefs_mds::objects::DESTROY_BATCH_MAX`). Answered by `Destroyed`.
     Destroy {
+        id: u64,
         ost: u32,
-        object: u64,
+        objects: Vec<u64>,
+    },
+    /// The objects of `Destroy` `id` are gone (or the reason they are not).
+    Destroyed {
+        id: u64,
+        ost: u32,
+        result: Result<(), String>,
+    },
+    /// MDS to OSS: create every object of `ost` up to `last_id` (Lustre's
+    /// precreation). Answered by `Precreated`.
+    Precreate {
+        id: u64,
+        ost: u32,
+        last_id: u64,
+    },
+    /// The OST's `LAST_ID` after `Precreate` `id` (or why it failed).
+    Precreated {
+        id: u64,
+        ost: u32,
+        result: Result<u64, String>,
     },
     Mds {
         id: u64,
@@ -151,6 +201,12 @@ pub enum Wire {
         arena: u64,
         reason: String,
     },
+    /// Client to OSS, before its first request on every connection: the
+    /// identity it keeps for its whole life, so that the OSS knows it again
+    /// on a new connection and after a restart (see [`crate::exports`]).
+    Session {
+        uuid: u64,
+    },
     /// A `ToOst::Write` whose bytes are in the attached arena.
     WriteShared {
         ost: u32,
@@ -159,6 +215,11 @@ pub enum Wire {
         offset: u64,
         bulk: SharedBulk,
     },
+    /// Client to server: I am here (sent on a connection idle for the
+    /// client's ping interval).
+    Ping,
+    /// Server to client: the answer to `Ping`.
+    Pong,
 }
 
 /// The bulk part of a frame.
@@ -194,14 +255,14 @@ impl Wire {
     pub fn takes_bulk(&self) -> bool {
         matches!(
             self,
-            Wire::ToOst { message: ToOst::Write { .. }, .. }
+            Wire::ToOst { message: ToOst::Write { .. } | ToOst::ReplayWrite { .. }, .. }
                 | Wire::ToClient { message: ToClient::ReadReply { result: Ok(_), .. }, .. }
         )
     }
 
     fn bulk_mut(&mut self) -> Option<&mut Payload> {
         match self {
-            Wire::ToOst { message: ToOst::Write { data, .. }, .. } => Some(data),
+            Wire::ToOst { message: ToOst::Write { data, .. } | ToOst::ReplayWrite { data, .. }, .. } => Some(data),
             Wire::ToClient { message: ToClient::ReadReply { result: Ok(data), .. }, .. } => Some(data),
             _ => None,
         }

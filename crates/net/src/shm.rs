@@ -38,7 +38,7 @@ use tokio::net::UnixStream;
 pub const ARENA_FRAMES_MAX: u32 = 1 << 20;
 /// File descriptors an OSS connection holds before the message that takes
 /// them; any more are closed at once.
-const FDS_PENDING_MAX: usize = 2;
+pub const FDS_PENDING_MAX: usize = 2;
 
 /// Where a write RPC's bytes are in the sender's arena: `len` bytes from
 /// byte `head` of the first frame, through the frames of `runs` (each

@@ -195,8 +195,10 @@ impl Client {
     }
 
     pub(super) fn on_write_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<(), IoError>, transno: Transno) {
-        let Some(Rpc::Write { key, offset, len, orphaned, pinned }) = self.rpcs.remove(&xid) else { return };
-        debug_assert_eq!(key.ost, ost);
+        let is_write = |rpc: &Rpc| matches!(rpc, Rpc::Write { .. });
+        let Some(Rpc::Write { key, offset, len, orphaned, pinned }) = self.take_rpc(ost, xid, is_write) else {
+            return;
+        };
         let in_flight = self.writes_in_flight.get_mut(&ost).expect("write was counted");
         *in_flight -= 1;
         if orphaned {

@@ -34,6 +34,8 @@ pub enum ImportState {
     Connected,
     /// The driver lost the connection; requests wait for it to come back.
     Disconnected,
+    /// Unmounting: `Disconnect` sent, its answer awaited.
+    Leaving,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -73,6 +75,11 @@ impl Imports {
     /// OSTs this client has a session with (connected).
     pub fn connected(&self) -> impl Iterator<Item = OstIndex> + '_ {
         self.imports.iter().filter(|(_, i)| i.state == ImportState::Connected).map(|(o, _)| *o)
+    }
+
+    /// Whether every OST told of this client's unmount has answered.
+    pub fn all_left(&self) -> bool {
+        self.imports.values().all(|i| i.state != ImportState::Leaving)
     }
 
     pub fn check_invariants(&self) {

@@ -165,6 +165,11 @@ impl LockCache {
         self.by_handle.get(&(ost, handle)).copied()
     }
 
+    /// The lock enqueue `xid` is for, while its reply is awaited.
+    pub fn enqueued(&self, xid: Xid) -> Option<LocalLock> {
+        self.by_xid.get(&xid).copied()
+    }
+
     /// The lock an enqueue reply is for; the reply comes once, so the entry goes.
     pub fn take_xid(&mut self, xid: Xid) -> Option<LocalLock> {
         self.by_xid.remove(&xid)

@@ -80,8 +80,10 @@ impl Client {
         failed.sort();
         failed.dedup();
         for id in failed {
-            if let Some(op) = self.ops.get_mut(&id) {
-                op.holding = None;
+            if self.ops.contains_key(&id) {
+                // Its lock may be on another OST, which keeps it: give the
+                // reference back (a lock of `ost` goes below anyway).
+                self.release(now, id);
                 self.finish(id, Err(ClientError::Unreachable { ost, reason: reason.to_string() }));
             }
         }

@@ -32,6 +32,14 @@
 //! [`OpOutput::ReadPhantom`]. A write of the other kind fails with
 //! [`ClientError::MixedPayloads`], and a read reply of the other kind fails
 //! its read with [`IoError::PayloadKind`] (nothing is cached from it).
+//!
+//! What a server may send: any [`ToClient`] message, for any OST; a broken
+//! or hostile OST must not panic a client. Replies are matched to requests
+//! in flight by OST, xid and kind, grants and completions are checked
+//! against the lock asked for, and read replies against the length asked
+//! for (see `ops_replies.rs`); whatever does not fit is ignored with a debug
+//! log, or fails the operation it names. [`ToClient::Failed`] (an OST out of
+//! service) is taken as [`Client::handle_unreachable`].
 
 pub mod imports;
 pub mod ladvise;
@@ -143,6 +151,13 @@ impl ClientConfig {
             return Err(ClientError::Config(format!(
                 "RPC size {} is not a positive multiple of the {page}-byte page",
                 self.rpc_bytes_max
+            )));
+        }
+        if self.rpc_bytes_max > crate::ost::RPC_BYTES_MAX {
+            return Err(ClientError::Config(format!(
+                "RPC size {} is above the {} bytes an OST takes in one RPC; lower it",
+                self.rpc_bytes_max,
+                crate::ost::RPC_BYTES_MAX
             )));
         }
         if self.rpcs_in_flight_max == 0 || self.rpcs_in_flight_max > 256 {
@@ -359,6 +374,7 @@ enum Rpc {
     Getattr {
         op: OpId,
         stripe: u32,
+        ost: OstIndex,
     },
     /// An fsync's `OST_SYNC` of one object.
     Sync {
@@ -369,6 +385,20 @@ enum Rpc {
     Commit {
         key: ObjectKey,
     },
+}
+
+impl Rpc {
+    /// The OST it was sent to.
+    fn ost(&self) -> OstIndex {
+        match self {
+            Rpc::Write { key, .. }
+            | Rpc::Read { key, .. }
+            | Rpc::Sync { key, .. }
+            | Rpc::Punch { key, .. }
+            | Rpc::Commit { key } => key.ost,
+            Rpc::Getattr { ost, .. } => *ost,
+        }
+    }
 }
 
 /// What one pass of [`Client::run`] moved.
@@ -556,7 +586,7 @@ impl Client {
 
     /// File size, including other clients' cached writes (glimpse).
     pub fn stat(&mut self, now: Instant, fh: FileHandle) -> OpId {
-        self.start(now, fh, OpKind::Stat { sizes: Vec::new() }, 0, 0)
+        self.start(now, fh, OpKind::Stat { sizes: Vec::new(), failed_ost: None }, 0, 0)
     }
 
     pub fn truncate(&mut self, now: Instant, fh: FileHandle, size: u64) -> OpId {
@@ -610,7 +640,7 @@ impl Client {
 
     pub fn handle_message(&mut self, now: Instant, from: OstIndex, message: ToClient) {
         match message {
-            ToClient::Enqueue { xid, reply } => self.on_enqueue_reply(now, xid, reply),
+            ToClient::Enqueue { xid, reply } => self.on_enqueue_reply(now, from, xid, reply),
             ToClient::Completion { lock, extent, callback_pending } => {
                 self.on_completion(now, from, lock, extent, callback_pending)
             }
@@ -629,6 +659,11 @@ impl Client {
             ToClient::Committed { transno } => self.on_committed(from, transno),
             ToClient::CommitFailed { object, error, seq } => self.on_commit_failed(from, object, error, seq),
             ToClient::LockLost { lock } => self.on_lock_lost(from, lock),
+            ToClient::Disconnected => self.on_disconnected(from),
+            ToClient::Failed => {
+                tracing::warn!(client = self.id.0, ost = %from, "the OST is out of service");
+                self.handle_unreachable(now, from, &IoError::Failed.to_string());
+            }
         }
         self.run(now);
     }
@@ -752,6 +787,19 @@ impl Client {
             return;
         }
         self.transmits.push_back((to, message));
+    }
+
+    /// The RPC `xid`, taken out, if it went to `from` and `answers` says the
+    /// reply is of its kind; a stray reply (an unknown or answered xid,
+    /// another OST's, another kind of RPC's) leaves the books as they are.
+    fn take_rpc(&mut self, from: OstIndex, xid: Xid, answers: fn(&Rpc) -> bool) -> Option<Rpc> {
+        match self.rpcs.get(&xid) {
+            Some(rpc) if rpc.ost() == from && answers(rpc) => self.rpcs.remove(&xid),
+            _ => {
+                tracing::debug!(client = self.id.0, ost = %from, xid = xid.0, "stray reply ignored");
+                None
+            }
+        }
     }
 
     fn xid(&mut self) -> Xid {

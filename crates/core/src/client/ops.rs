@@ -42,8 +42,11 @@ pub(super) enum OpKind {
     Close {
         unlocking: Option<GroupId>,
     },
+    /// A glimpse of every object; `failed_ost` names the OST whose getattr
+    /// failed.
     Stat {
         sizes: Vec<u64>,
+        failed_ost: Option<OstIndex>,
     },
     Truncate {
         size: u64,
@@ -391,7 +394,7 @@ impl Client {
                 Some(error) => return Err(error),
                 None => OpOutput::Closed,
             },
-            OpKind::Stat { sizes } => {
+            OpKind::Stat { sizes, .. } => {
                 let layout = &self.files.get(&fh).ok_or(ClientError::BadFile)?.layout;
                 OpOutput::Size(layout.file_size(sizes))
             }
@@ -425,7 +428,7 @@ impl Client {
 
     /// Drop the operation's lock reference; a called-back lock with no users
     /// left is then cancelled by the flush pump.
-    fn release(&mut self, now: Instant, id: OpId) {
+    pub(super) fn release(&mut self, now: Instant, id: OpId) {
         let op = self.ops.get_mut(&id).expect("live op");
         if let Some(l) = op.holding.take() {
             if let Some(lock) = self.locks.get_mut(l) {
@@ -638,18 +641,21 @@ impl Client {
             OpState::Ready => {
                 // Ask every object at once; the replies fill `sizes`.
                 let steps = self.ops[&id].steps.clone();
-                let OpKind::Stat { sizes } = &mut self.ops.get_mut(&id).expect("live op").kind else { unreachable!() };
+                let OpKind::Stat { sizes, .. } = &mut self.ops.get_mut(&id).expect("live op").kind else {
+                    unreachable!()
+                };
                 *sizes = vec![0; steps.len()];
                 for s in steps.iter() {
                     let xid = self.xid();
-                    self.rpcs.insert(xid, Rpc::Getattr { op: id, stripe: s.stripe });
+                    self.rpcs.insert(xid, Rpc::Getattr { op: id, stripe: s.stripe, ost: s.key.ost });
                     self.send(s.key.ost, ToOst::Getattr { xid, object: s.key.object });
                 }
                 self.set_state(id, OpState::WaitRpcs { outstanding: steps.len(), failed: None });
                 Ok(true)
             }
             OpState::WaitRpcs { outstanding: 0, failed: Some(error) } => {
-                Err(ClientError::Io { ost: step.key.ost, error })
+                let OpKind::Stat { failed_ost, .. } = self.ops[&id].kind else { unreachable!("a stat") };
+                Err(ClientError::Io { ost: failed_ost.unwrap_or(step.key.ost), error })
             }
             OpState::WaitRpcs { outstanding: 0, failed: None } => {
                 let op = self.ops.get_mut(&id).expect("live op");

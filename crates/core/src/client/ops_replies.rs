@@ -1,20 +1,42 @@
 //! The OSTs' replies to an operation's requests: lock grants and refusals,
 //! blocking callbacks, and the answers to read, punch and getattr RPCs.
+//!
+//! What a server may send: anything; a reply is taken only if it answers a
+//! request this client sent to that OST and is waiting for, of the kind
+//! that request expects (see `Client::take_rpc`), and stray ones are
+//! ignored with a debug log. A lock grant must contain the request and
+//! name a handle not already in use on that OST, a completion must be for
+//! a lock waiting on that OST, and a read reply must hold exactly the bytes
+//! asked for. A grant that breaks these rules fails the operations waiting
+//! for the lock with [`ClientError::Protocol`] (and the lock is given back
+//! if its handle is free to name); a read reply of the wrong length fails
+//! its read with [`IoError::BadReply`].
 
 use super::{OpKind, OpState};
 use crate::client::locks::{ClientLockState, LocalLock};
 use crate::client::replay::Change;
 use crate::client::{Client, ClientError, LossCause, OpId, Rpc};
 use crate::extent::Extent;
+use crate::msg::ToOst;
 use crate::msg::{EnqueueReply, IoError, Payload};
 use crate::units::{Instant, LockHandle, OstIndex, Transno, Xid};
 use smallvec::SmallVec;
 
 impl Client {
-    pub(in crate::client) fn on_enqueue_reply(&mut self, now: Instant, xid: Xid, reply: EnqueueReply) {
-        let Some(l) = self.locks.take_xid(xid) else { return };
-        let ost = self.locks.get(l).expect("listed").key.ost;
+    pub(in crate::client) fn on_enqueue_reply(&mut self, now: Instant, ost: OstIndex, xid: Xid, reply: EnqueueReply) {
+        let Some(l) = self.locks.enqueued(xid).filter(|&l| self.locks.get(l).is_some_and(|lock| lock.key.ost == ost))
+        else {
+            tracing::debug!(client = self.id.0, %ost, xid = xid.0, "stray enqueue reply ignored");
+            return;
+        };
+        self.locks.take_xid(xid);
         match reply {
+            EnqueueReply::Granted { lock, .. } | EnqueueReply::Waiting { lock }
+                if self.locks.by_handle(ost, lock).is_some() =>
+            {
+                // Another lock of ours has that handle: the server is broken.
+                self.fail_lock(l, ClientError::Protocol("the OST named a new lock with a handle in use"));
+            }
             EnqueueReply::Granted { lock, extent } => {
                 self.locks.set_handle(l, lock);
                 let called_back = self.unclaimed.remove(&(ost, lock)).unwrap_or(false);
@@ -28,13 +50,9 @@ impl Client {
             EnqueueReply::Invalid => {
                 // Only a bug on this side can cause it: fail the operations
                 // that waited for the lock rather than ask again forever.
-                self.locks.remove(l);
-                let waiters: Vec<OpId> =
-                    self.ops.iter().filter(|(_, op)| op.state == OpState::WaitLock(l)).map(|(id, _)| *id).collect();
-                for id in waiters {
-                    self.finish(id, Err(ClientError::Protocol("the OST refused a malformed lock request")));
-                }
+                self.fail_lock(l, ClientError::Protocol("the OST refused a malformed lock request"));
             }
+            EnqueueReply::Failed => self.fail_lock(l, ClientError::Io { ost, error: IoError::Failed }),
             EnqueueReply::Refused | EnqueueReply::Evicted => {
                 let lock = self.locks.remove(l).expect("listed");
                 if lock.flags.speculative && reply == EnqueueReply::Refused {
@@ -55,21 +73,45 @@ impl Client {
         callback_pending: bool,
     ) {
         let Some(l) = self.locks.by_handle(ost, handle) else {
+            // A lock this client does not hold: a grant that overtook the
+            // answer to its enqueue, or a lost cancel (see on_unknown_lock).
             self.on_unknown_lock(ost, handle, callback_pending);
             return;
         };
-        if self.locks.get(l).is_some_and(|lock| !lock.is_pending()) {
-            return; // sent again after a reconnect: already granted
+        if self.locks.get(l).is_none_or(|lock| lock.state != ClientLockState::Waiting) {
+            // Sent again after a reconnect for a lock already granted, or
+            // for one not waiting at all: nothing to do.
+            tracing::debug!(client = self.id.0, %ost, lock = handle.0, "completion of no waiting lock ignored");
+            return;
         }
         self.granted(now, l, extent, callback_pending);
+    }
+
+    /// Lock `l` cannot be used: it goes, and the operations waiting for it
+    /// fail with `error` rather than ask again forever.
+    fn fail_lock(&mut self, l: LocalLock, error: ClientError) {
+        self.locks.remove(l);
+        let waiters: Vec<OpId> =
+            self.ops.iter().filter(|(_, op)| op.state == OpState::WaitLock(l)).map(|(id, _)| *id).collect();
+        for id in waiters {
+            self.finish(id, Err(error.clone()));
+        }
     }
 
     /// A lock is granted: every operation waiting on it gets a reference at
     /// once, so that a lock called back before use still serves the
     /// operations that asked for it (and cannot be lost to a livelock).
     fn granted(&mut self, now: Instant, l: LocalLock, extent: Extent, callback_pending: bool) {
-        let requested = self.locks.get(l).expect("granted lock listed").requested;
-        assert!(extent.contains(&requested), "server granted {extent} for a request of {requested}");
+        let lock = self.locks.get(l).expect("granted lock listed");
+        let (requested, key, handle) = (lock.requested, lock.key, lock.handle.expect("a granted lock has a handle"));
+        if !extent.contains(&requested) {
+            // A grant that does not cover its request (or is inverted):
+            // give it back, and fail whoever waited for it.
+            tracing::warn!(client = self.id.0, ost = %key.ost, "the OST granted {extent:?} for a request of {requested}");
+            self.fail_lock(l, ClientError::Protocol("the OST granted a lock smaller than its request"));
+            self.send(key.ost, ToOst::Cancel { lock: handle });
+            return;
+        }
         self.locks.set_extent(l, extent);
         let lock = self.locks.get_mut(l).expect("granted lock listed");
         lock.state = ClientLockState::Granted;
@@ -101,9 +143,13 @@ impl Client {
     }
 
     pub(in crate::client) fn on_read_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<Payload, IoError>) {
-        let Some(Rpc::Read { op, key, offset, .. }) = self.rpcs.remove(&xid) else { return };
-        debug_assert_eq!(key.ost, ost);
+        let is_read = |rpc: &Rpc| matches!(rpc, Rpc::Read { .. });
+        let Some(Rpc::Read { op, key, offset, len }) = self.take_rpc(ost, xid, is_read) else { return };
         let failure = match result {
+            Ok(data) if data.len() != len => {
+                tracing::warn!(client = self.id.0, %ost, "read reply of {} bytes for {len} asked", data.len());
+                Some(IoError::BadReply)
+            }
             Ok(data) if self.check_payload(data.kind(), data.len()).is_err() => {
                 tracing::warn!(client = self.id.0, %ost, "read reply of {} payload refused", data.kind());
                 Some(IoError::PayloadKind)
@@ -132,7 +178,8 @@ impl Client {
         result: Result<(), IoError>,
         transno: Transno,
     ) {
-        let Some(Rpc::Punch { op, key, size, dropped }) = self.rpcs.remove(&xid) else { return };
+        let is_punch = |rpc: &Rpc| matches!(rpc, Rpc::Punch { .. });
+        let Some(Rpc::Punch { op, key, size, dropped }) = self.take_rpc(ost, xid, is_punch) else { return };
         match result {
             // A punch is a change an fsync must make durable, as a write is.
             Ok(()) => {
@@ -153,23 +200,32 @@ impl Client {
     }
 
     pub(in crate::client) fn on_getattr_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<u64, IoError>) {
-        let Some(Rpc::Getattr { op, stripe }) = self.rpcs.remove(&xid) else { return };
+        let is_getattr = |rpc: &Rpc| matches!(rpc, Rpc::Getattr { .. });
+        let Some(Rpc::Getattr { op, stripe, .. }) = self.take_rpc(ost, xid, is_getattr) else { return };
         let failure = match result {
             Ok(size) => {
-                let key = self.ops[&op].steps.at(stripe as usize).key;
-                debug_assert_eq!(key.ost, ost);
+                let Some(key) = self.ops.get(&op).and_then(|o| o.steps.get(stripe as usize)).map(|s| s.key) else {
+                    return;
+                };
                 let local = self.cache.object_cached_end(key);
-                let OpKind::Stat { sizes } = &mut self.ops.get_mut(&op).expect("live op").kind else { unreachable!() };
-                sizes[stripe as usize] = size.max(local);
+                if let Some(OpKind::Stat { sizes, .. }) = self.ops.get_mut(&op).map(|o| &mut o.kind) {
+                    sizes[stripe as usize] = size.max(local);
+                }
                 None
             }
-            Err(e) => Some(e),
+            Err(e) => {
+                if let Some(OpKind::Stat { failed_ost, .. }) = self.ops.get_mut(&op).map(|o| &mut o.kind) {
+                    *failed_ost = Some(ost);
+                }
+                Some(e)
+            }
         };
         self.rpc_answered(op, failure);
     }
 
     pub(in crate::client) fn on_sync_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<(), IoError>) {
-        let (op, key) = match self.rpcs.remove(&xid) {
+        let is_sync = |rpc: &Rpc| matches!(rpc, Rpc::Sync { .. } | Rpc::Commit { .. });
+        let (op, key) = match self.take_rpc(ost, xid, is_sync) {
             Some(Rpc::Sync { op, key }) => (op, key),
             Some(Rpc::Commit { .. }) => {
                 // A soft sync: the commit notice (sent before this reply)
@@ -179,7 +235,6 @@ impl Client {
             }
             _ => return,
         };
-        debug_assert_eq!(key.ost, ost);
         match result {
             Ok(()) => self.rpc_answered(op, None),
             // Refused because the OST evicted us: the writes it acknowledged

@@ -50,7 +50,7 @@ impl Client {
                 self.connect(to, None);
                 false
             }
-            ImportState::Connecting { .. } | ImportState::Disconnected => false,
+            ImportState::Connecting { .. } | ImportState::Disconnected | ImportState::Leaving => false,
         }
     }
 
@@ -67,8 +67,11 @@ impl Client {
             return;
         }
         let import = self.imports.get_mut(ost);
-        if import.state != ImportState::New {
-            import.state = ImportState::Disconnected;
+        match import.state {
+            ImportState::New => {}
+            // Unmounting: nothing more to say to it.
+            ImportState::Leaving => import.state = ImportState::New,
+            _ => import.state = ImportState::Disconnected,
         }
         self.run(now);
     }
@@ -80,7 +83,7 @@ impl Client {
         }
         let import = self.imports.get(ost);
         match import.state {
-            ImportState::New => {}
+            ImportState::New | ImportState::Leaving => {}
             ImportState::Connecting { resume } => self.connect(ost, if resume { import.epoch } else { None }),
             ImportState::Connected | ImportState::Disconnected => self.connect(ost, import.epoch),
         }
@@ -88,12 +91,25 @@ impl Client {
     }
 
     /// A clean unmount, after [`Client::release_all`]: tell every OST this
-    /// client will not come back with state.
+    /// client will not come back with state; done when
+    /// [`Client::disconnected_all`] says so.
     pub fn disconnect_all(&mut self) {
         let connected: Vec<OstIndex> = self.imports.connected().collect();
         for ost in connected {
             self.transmits.push_back((ost, ToOst::Disconnect));
-            self.imports.get_mut(ost).state = ImportState::New;
+            self.imports.get_mut(ost).state = ImportState::Leaving;
+        }
+    }
+
+    /// Whether every OST told of the unmount has recorded it.
+    pub fn disconnected_all(&self) -> bool {
+        self.imports.all_left()
+    }
+
+    pub(super) fn on_disconnected(&mut self, ost: OstIndex) {
+        let import = self.imports.get_mut(ost);
+        if import.state == ImportState::Leaving {
+            import.state = ImportState::New;
         }
     }
 
@@ -198,7 +214,7 @@ impl Client {
             .collect();
         for (&xid, rpc) in &self.rpcs {
             if let Some(message) = self.request_of(xid, rpc) {
-                if rpc_ost(rpc, self) == Some(ost) {
+                if rpc.ost() == ost {
                     again.push((xid, message));
                 }
             }
@@ -230,7 +246,7 @@ impl Client {
             }
             Rpc::Read { key, offset, len, .. } => ToOst::Read { xid, object: key.object, offset: *offset, len: *len },
             Rpc::Punch { key, size, .. } => ToOst::Punch { xid, object: key.object, size: *size },
-            Rpc::Getattr { op, stripe } => {
+            Rpc::Getattr { op, stripe, .. } => {
                 let key = self.ops.get(op)?.steps.get(*stripe as usize)?.key;
                 ToOst::Getattr { xid, object: key.object }
             }
@@ -344,17 +360,5 @@ impl Client {
         let (keys, bytes) = self.replay.drop_ost(ost);
         self.record_write_error(&keys, ost, cause);
         self.report_loss(ost, bytes);
-    }
-}
-
-/// The OST an RPC went to.
-fn rpc_ost(rpc: &Rpc, client: &Client) -> Option<OstIndex> {
-    match rpc {
-        Rpc::Write { key, .. }
-        | Rpc::Read { key, .. }
-        | Rpc::Punch { key, .. }
-        | Rpc::Sync { key, .. }
-        | Rpc::Commit { key } => Some(key.ost),
-        Rpc::Getattr { op, stripe } => Some(client.ops.get(op)?.steps.get(*stripe as usize)?.key.ost),
     }
 }

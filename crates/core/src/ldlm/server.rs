@@ -26,9 +26,16 @@
 //! back. Lustre gets the same effect from its work lists; doing it as one
 //! rule makes liveness independent of how a grant was expanded.
 //!
+//! What a peer may send: any request; one that is inverted, off page
+//! boundaries, or a GROUP lock on less than the whole object is answered
+//! [`EnqueueReply::Invalid`] and leaves no lock behind (`check_request`). A
+//! cancel of a lock the client does not hold (unknown, another client's, or
+//! gone with an eviction) is ignored with a debug log.
+//!
 //! Invariant ([`LockServer::check_invariants`]): no two overlapping granted
 //! locks have incompatible modes; a speculative lock's extent is its request
-//! after alignment only; every lock is in exactly one queue.
+//! after alignment only; every lock is in exactly one queue, came from a
+//! well-formed request, and belongs to a client that is not evicted.
 
 use super::policy::{self, PolicyLock, PolicyRequest};
 use super::stats::LockCounters;
@@ -685,6 +692,11 @@ impl LockServer {
             assert_eq!(groups, res.group_locks, "group lock count of {object:?}");
         }
         assert_eq!(queued, self.locks.len(), "a lock is in no queue or in two");
+        for (handle, lock) in &self.locks {
+            assert!(handle.0 < self.handle_next, "lock {handle:?} not from this server's handles");
+            assert_eq!(check_request(&lock.request), Ok(()), "lock {handle:?} from a malformed request");
+            assert!(!self.evicted.contains(&lock.client), "lock {handle:?} of evicted {}", lock.client);
+        }
         let called_back: BTreeSet<LockHandle> =
             self.locks.iter().filter(|(_, l)| l.callback_deadline.is_some()).map(|(h, _)| *h).collect();
         assert_eq!(called_back, self.called_back, "called-back index");

@@ -34,6 +34,20 @@
 //! `fdatasync`s the object's file, and the harness, whose stores are in
 //! memory, answers at once. Every driver must poll syncs: a sync RPC is
 //! answered only through them.
+//!
+//! What a peer may send. Every request is checked before it touches the
+//! store or the lock server, and a malformed one is answered with an error,
+//! never a panic: an I/O RPC whose end (`offset + len`, or a punch's size)
+//! passes 2^64, or which moves more than [`RPC_BYTES_MAX`] bytes, gets
+//! [`IoError::Invalid`]; one whose end passes [`OBJECT_BYTES_MAX`] gets
+//! [`IoError::TooLarge`] (`EFBIG`); a lock request that is inverted, off
+//! page boundaries or a GROUP lock on less than the whole object gets
+//! [`crate::msg::EnqueueReply::Invalid`] (see the lock server). A replayed
+//! write or punch that would be refused so is ignored with a warning. A
+//! cancel of a lock the client does not hold, a glimpse answer for an
+//! unknown xid or from another client than the one asked are ignored with a
+//! debug log. Any object id may be named (an object is created when first
+//! written).
 
 pub mod commits;
 pub mod notices;
@@ -41,7 +55,7 @@ pub mod recovery;
 
 use crate::ldlm::server::{LockServer, LockServerConfig};
 use crate::msg::{IoError, Payload, PayloadKind, ToClient, ToOst};
-use crate::store::{ObjectStore, StoreError};
+use crate::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
 use crate::units::{ClientId, Duration, Epoch, Instant, LockHandle, ObjectId, OstIndex, Transno, Xid};
 use crate::Extent;
 use commits::{Commits, Snapshot};
@@ -50,6 +64,11 @@ use recovery::{Change, Recovery, Replayed};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use tracing::{debug, warn};
+
+/// The most bytes one read or write RPC moves (Lustre's largest bulk RPC):
+/// an OST refuses a longer one as malformed before it allocates anything
+/// for it. A wire's bulk maximum must be at least this.
+pub const RPC_BYTES_MAX: u64 = 64 << 20;
 
 /// Data-path counters of one OST.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -378,7 +397,7 @@ impl<S: ObjectStore> Ost<S> {
 
     fn serve(&mut self, now: Instant, from: ClientId, message: ToOst) {
         match message {
-            ToOst::Connect { resume } => self.connect(from, resume),
+            ToOst::Connect { resume } => self.connect(now, from, resume),
             ToOst::Disconnect => self.disconnect(now, from),
             ToOst::Enqueue { xid, object, request } => self.locks.handle_enqueue(now, from, xid, object, request),
             ToOst::Cancel { lock } => self.cancel(now, from, lock),
@@ -434,6 +453,15 @@ impl<S: ObjectStore> Ost<S> {
 
     /// During recovery: known clients replay; everything else waits.
     fn while_recovering(&mut self, now: Instant, from: ClientId, message: ToOst) {
+        let malformed = match &message {
+            ToOst::ReplayWrite { offset, data, .. } => self.check_io(from, *offset, data.len()).err(),
+            ToOst::ReplayPunch { size, .. } => self.check_io(from, *size, 0).err(),
+            _ => None,
+        };
+        if let Some(error) = malformed {
+            warn!(ost = self.index.0, %from, %error, "malformed replay ignored");
+            return;
+        }
         let recovery = self.recovering.as_mut().expect("recovering");
         match message {
             ToOst::Connect { resume: Some(epoch) } if epoch != self.epoch && recovery.may_replay(from) => {
@@ -461,6 +489,17 @@ impl<S: ObjectStore> Ost<S> {
             }
             ToOst::ReplayDone => {
                 recovery.done(from);
+                if recovery.is_over(now) {
+                    self.finish_recovery(now);
+                }
+            }
+            // A known client that comes back with no state (it gave its
+            // state up) has nothing to replay: recovery need not wait for
+            // it. Its connect is served after recovery, as a new client's.
+            ToOst::Connect { resume: None } if recovery.may_replay(from) => {
+                recovery.gave_up(from);
+                let deferred = recovery.defer(from, ToOst::Connect { resume: None });
+                debug_assert!(deferred, "a client's first request fits");
                 if recovery.is_over(now) {
                     self.finish_recovery(now);
                 }
@@ -509,10 +548,14 @@ impl<S: ObjectStore> Ost<S> {
     }
 
     /// [`ToOst::Connect`] outside recovery.
-    fn connect(&mut self, from: ClientId, resume: Option<Epoch>) {
+    fn connect(&mut self, now: Instant, from: ClientId, resume: Option<Epoch>) {
         let knows = self.config.recovery.is_none() || self.known.contains(&from);
         match resume {
             None => {
+                // The client holds nothing from before: locks it had here
+                // (it gave them up after losing its connection) go.
+                self.locks.forget_client(now, from);
+                self.notices.forget(from);
                 self.locks.handle_connect(from);
                 self.know(from);
                 self.send(from, ToClient::Connected { epoch: self.epoch, recovering: false });
@@ -538,9 +581,17 @@ impl<S: ObjectStore> Ost<S> {
         }
     }
 
+    /// Evict `client` (its driver lost track of it: no connection and no
+    /// word for longer than the driver allows, as Lustre's ping evictor).
+    pub fn evict(&mut self, now: Instant, client: ClientId) {
+        self.locks.evict(now, client);
+        self.collect_lock_transmits();
+    }
+
     fn disconnect(&mut self, now: Instant, from: ClientId) {
         self.locks.forget_client(now, from);
         self.forget_client(from);
+        self.send(from, ToClient::Disconnected);
     }
 
     fn know(&mut self, client: ClientId) {
@@ -704,6 +755,13 @@ impl<S: ObjectStore> Ost<S> {
         })
     }
 
+    /// The commit-failure notices not yet acknowledged, as
+    /// [`OstRecord::failures`] keeps them: a driver that writes a record of
+    /// its own (a commit point before [`Ost::handle_synced`]) keeps them in it.
+    pub fn failures_record(&self) -> BTreeMap<ClientId, Vec<(ObjectId, IoError)>> {
+        self.notices.to_record()
+    }
+
     /// Cancels and sync RPCs waiting for a sync.
     pub fn syncs_pending(&self) -> usize {
         self.syncing.len()
@@ -731,6 +789,14 @@ impl<S: ObjectStore> Ost<S> {
         }
         let outstanding: usize = self.getattrs.values().map(|g| g.outstanding).sum();
         assert_eq!(outstanding, self.glimpses.len(), "glimpse bookkeeping out of step");
+        for (xid, glimpse) in &self.glimpses {
+            assert!(self.getattrs.contains_key(&glimpse.getattr), "glimpse {xid:?} of no pending getattr");
+            assert!(!self.locks.is_evicted(glimpse.holder), "glimpse {xid:?} awaits evicted {}", glimpse.holder);
+            assert!(xid.0 < self.xid_next, "glimpse {xid:?} not from this OST's xids");
+        }
+        for token in self.syncing.keys() {
+            assert!(token.0 < self.sync_next, "sync {token:?} not from this OST's tokens");
+        }
         if let Some(commits) = &self.commits {
             commits.check_invariants();
         }
@@ -833,6 +899,7 @@ impl<S: ObjectStore> Ost<S> {
         data: &Payload,
     ) -> Result<Transno, IoError> {
         self.admit(from)?;
+        self.check_io(from, offset, data.len())?;
         if data.is_empty() {
             return Ok(Transno(0));
         }
@@ -857,6 +924,7 @@ impl<S: ObjectStore> Ost<S> {
         len: u64,
     ) -> Result<Payload, IoError> {
         self.admit(from)?;
+        self.check_io(from, offset, len)?;
         if len == 0 {
             return Ok(match self.store.payload_kind() {
                 PayloadKind::Bytes => Payload::Bytes(Vec::new()),
@@ -871,8 +939,22 @@ impl<S: ObjectStore> Ost<S> {
         Ok(data)
     }
 
+    /// What a peer may ask of the store: `len` bytes at `offset`, at most
+    /// [`RPC_BYTES_MAX`] of them, ending within the largest object.
+    fn check_io(&self, from: ClientId, offset: u64, len: u64) -> Result<(), IoError> {
+        let refused = match offset.checked_add(len) {
+            _ if len > RPC_BYTES_MAX => IoError::Invalid,
+            None => IoError::Invalid,
+            Some(end) if end > OBJECT_BYTES_MAX => IoError::TooLarge,
+            Some(_) => return Ok(()),
+        };
+        debug!(ost = self.index.0, %from, offset, len, %refused, "I/O request refused");
+        Err(refused)
+    }
+
     fn punch(&mut self, now: Instant, from: ClientId, object: ObjectId, size: u64) -> Result<Transno, IoError> {
         self.admit(from)?;
+        self.check_io(from, size, 0)?;
         self.store.punch(object, size).map_err(store_error)?;
         self.counters.punches += 1;
         Ok(self.commits.as_mut().map_or(Transno(0), |c| c.record(now, from, object)))
@@ -914,7 +996,7 @@ impl<S: ObjectStore> Ost<S> {
             return;
         };
         if glimpse.holder != from {
-            warn!(ost = self.index.0, %from, "glimpse reply from the wrong client ignored");
+            debug!(ost = self.index.0, %from, "glimpse reply from the wrong client ignored");
             return;
         }
         self.glimpses.remove(&xid);

@@ -132,6 +132,12 @@ impl Recovery {
         }
     }
 
+    /// A known client came back holding nothing to replay.
+    pub fn gave_up(&mut self, client: ClientId) {
+        self.replaying.remove(&client);
+        self.pending.remove(&client);
+    }
+
     /// `client` replayed all it holds.
     pub fn done(&mut self, client: ClientId) {
         if self.replaying.remove(&client) {

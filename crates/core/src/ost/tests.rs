@@ -145,6 +145,44 @@ fn a_sync_rpc_is_answered_when_the_driver_has_synced() {
     ost.check_invariants();
 }
 
+/// I/O whose end passes 2^64 or the largest object, or that moves more
+/// than one RPC may, is answered with an error. Before, a write or read
+/// ending past 2^64 panicked the OST (the extent of its lock prolong
+/// overflowed) and a read of 1 TiB was allocated.
+#[test]
+fn malformed_io_is_answered_with_an_error() {
+    use crate::store::OBJECT_BYTES_MAX;
+    let (mut ost, _) = contended(SyncLockCancel::Never);
+    let bytes = |len: usize| Payload::Bytes(vec![1; len]);
+    let write = |offset, data| ToOst::Write { xid: Xid(9), object: OBJECT, offset, data };
+    let read = |offset, len| ToOst::Read { xid: Xid(9), object: OBJECT, offset, len };
+    let cases = [
+        (write(u64::MAX - 10, bytes(4096)), IoError::Invalid),
+        (write(u64::MAX, bytes(0)), IoError::TooLarge),
+        (write(0, Payload::Phantom(RPC_BYTES_MAX + 1)), IoError::Invalid),
+        (write(OBJECT_BYTES_MAX - 1, bytes(2)), IoError::TooLarge),
+        (read(u64::MAX - 10, 4096), IoError::Invalid),
+        (read(0, 1 << 40), IoError::Invalid),
+        (read(OBJECT_BYTES_MAX, 1), IoError::TooLarge),
+        (ToOst::Punch { xid: Xid(9), object: OBJECT, size: u64::MAX }, IoError::TooLarge),
+    ];
+    for (message, error) in cases {
+        let case = format!("{message:?}");
+        ost.handle_message(Instant::ZERO, ClientId(1), message);
+        let replies = drain(&mut ost);
+        let result = match &replies[..] {
+            [(ClientId(1), ToClient::WriteReply { result, .. } | ToClient::PunchReply { result, .. })] => {
+                result.map(|()| 0)
+            }
+            [(ClientId(1), ToClient::ReadReply { result, .. })] => result.as_ref().map(|_| 0).map_err(|e| *e),
+            other => panic!("{case}: answered {other:?}"),
+        };
+        assert_eq!(result, Err(error), "{case}");
+        ost.check_invariants();
+    }
+    assert_eq!((ost.counters().bytes_written, ost.counters().bytes_read), (4096, 0));
+}
+
 #[test]
 fn policy_names_round_trip() {
     for name in SyncLockCancel::NAMES {

@@ -10,9 +10,9 @@ fn snapshot(mds: &Mds) -> Vec<(String, Attr, StripeInfo, Option<Vec<DirEntry>>)>
     let mut seen = Vec::new();
     let mut pending = vec!["/".to_string()];
     while let Some(path) = pending.pop() {
-        let attr = mds.stat(&path).unwrap();
-        let stripe = mds.get_stripe(&path).unwrap();
-        let entries = attr.layout.is_none().then(|| mds.readdir(&path).unwrap());
+        let attr = mds.stat(&ROOT, &path).unwrap();
+        let stripe = mds.get_stripe(&ROOT, &path).unwrap();
+        let entries = attr.layout.is_none().then(|| mds.readdir(&ROOT, &path, None).unwrap().entries);
         for entry in entries.iter().flatten() {
             pending.push(format!("{}/{}", path.trim_end_matches('/'), entry.name));
         }
@@ -21,8 +21,11 @@ fn snapshot(mds: &Mds) -> Vec<(String, Attr, StripeInfo, Option<Vec<DirEntry>>)>
     seen
 }
 
+/// Opens the database at `path` with every OST's pool filled.
 fn open(path: &Path, ost_count: u32) -> Result<Mds, MdsError> {
-    Mds::open(path, MdsConfig::new(ost_count))
+    let mut mds = Mds::open(path, MdsConfig::new(ost_count))?;
+    fill_pools(&mut mds);
+    Ok(mds)
 }
 
 #[test]
@@ -33,12 +36,12 @@ fn a_restart_keeps_namespace_layouts_defaults_and_counters() {
         let mut mds = open(&db, 4).unwrap();
         mkdir(&mut mds, "/a");
         mkdir(&mut mds, "/a/b");
-        mds.set_stripe("/a", &spec(Some(2), Some(4 * MIB), None)).unwrap();
+        mds.set_stripe(&ROOT, "/a", &spec(Some(2), Some(4 * MIB), None)).unwrap();
         create(&mut mds, "/a/b/f");
         create_with(&mut mds, "/g", spec(Some(-1), None, Some(1)));
         create(&mut mds, "/h");
-        let unlinked = mds.unlink("/h").unwrap();
-        mds.rename("/g", "/a/g").unwrap();
+        let unlinked = mds.unlink(&ROOT, "/h").unwrap();
+        mds.rename(&ROOT, "/g", "/a/g").unwrap();
         mds.check_invariants();
         (snapshot(&mds), mds.statfs().unwrap(), unlinked)
     };
@@ -55,7 +58,7 @@ fn a_restart_keeps_namespace_layouts_defaults_and_counters() {
     let all = create_with(&mut mds, "/all", spec(Some(-1), None, Some(0))).layout;
     assert_eq!(objects(&all), [(0, 3), (1, 4), (2, 3), (3, 2)]);
     let fids: Vec<_> = before.iter().map(|(_, attr, _, _)| attr.fid).collect();
-    assert!(fids.iter().all(|&fid| fid < mds.stat("/next").unwrap().fid));
+    assert!(fids.iter().all(|&fid| fid < mds.stat(&ROOT, "/next").unwrap().fid));
     mds.check_invariants();
 }
 
@@ -74,6 +77,19 @@ fn the_database_is_in_wal_mode_and_exclusive() {
     assert!(busy.to_string().contains("in use by another MDS"));
     drop(first);
     assert_eq!(names(&open(&db, 2).unwrap(), "/"), ["f"]);
+}
+
+#[test]
+fn the_database_and_its_wal_are_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("mds.db");
+    let mut mds = open(&db, 2).unwrap();
+    create(&mut mds, "/f");
+    for name in ["mds.db", "mds.db-wal"] {
+        let mode = std::fs::metadata(dir.path().join(name)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{name}");
+    }
 }
 
 #[test]
@@ -105,7 +121,12 @@ fn another_schema_version_is_refused() {
     let error = open(&db, 2).unwrap_err();
     let path = db.display().to_string();
     assert_eq!(error, MdsError::SchemaVersion { path, found_version: 99, expected_version: SCHEMA_VERSION });
-    assert!(error.to_string().contains("has schema version 99, but this lanefs-mds uses version 1"));
+    assert!(error.to_string().contains("has schema version 99, but this lanefs-mds uses version 2"));
+    // A database of the release before owners, permissions and precreation.
+    rusqlite::Connection::open(&db).unwrap().pragma_update(None, "user_version", 1).unwrap();
+    let error = open(&db, 2).unwrap_err();
+    assert!(error.to_string().contains("has schema version 1, but this lanefs-mds uses version 2"), "{error}");
+    assert!(error.to_string().contains("open it with the lanefs release that wrote it"), "{error}");
 }
 
 #[test]

@@ -9,11 +9,11 @@ fn rename_a_file_within_and_across_directories() {
     mkdir(&mut mds, "/a");
     mkdir(&mut mds, "/b");
     let made = create(&mut mds, "/a/f");
-    assert_eq!(mds.rename("/a/f", "/a/g").unwrap(), None);
+    assert_eq!(mds.rename(&ROOT, "/a/f", "/a/g").unwrap(), None);
     assert_eq!(names(&mds, "/a"), ["g"]);
-    assert_eq!(mds.rename("/a/g", "/b/h").unwrap(), None);
+    assert_eq!(mds.rename(&ROOT, "/a/g", "/b/h").unwrap(), None);
     assert!(names(&mds, "/a").is_empty());
-    assert_eq!(mds.open_file("/b/h").unwrap(), made, "same fid, same layout");
+    assert_eq!(mds.open_file(&ROOT, "/b/h", Access::Read).unwrap(), made, "same fid, same layout");
     mds.check_invariants();
 }
 
@@ -22,8 +22,8 @@ fn rename_onto_a_file_replaces_it_and_returns_its_objects() {
     let mut mds = mds(4);
     let source = create(&mut mds, "/src");
     let target = create_with(&mut mds, "/dst", spec(Some(2), None, None));
-    assert_eq!(mds.rename("/src", "/dst").unwrap(), Some(target.layout));
-    assert_eq!(mds.open_file("/dst").unwrap(), source);
+    assert_eq!(mds.rename(&ROOT, "/src", "/dst").unwrap(), Some(target.layout));
+    assert_eq!(mds.open_file(&ROOT, "/dst", Access::Read).unwrap(), source);
     assert_eq!(names(&mds, "/"), ["dst"]);
     assert_eq!(mds.statfs().unwrap().file_count, 1);
     mds.check_invariants();
@@ -36,8 +36,8 @@ fn rename_a_directory_moves_its_subtree() {
     mkdir(&mut mds, "/a/b");
     let deep = create(&mut mds, "/a/b/f");
     mkdir(&mut mds, "/z");
-    mds.rename("/a", "/z/moved").unwrap();
-    assert_eq!(mds.open_file("/z/moved/b/f").unwrap(), deep);
+    mds.rename(&ROOT, "/a", "/z/moved").unwrap();
+    assert_eq!(mds.open_file(&ROOT, "/z/moved/b/f", Access::Read).unwrap(), deep);
     assert_eq!(names(&mds, "/"), ["z"]);
     mds.check_invariants();
 }
@@ -48,9 +48,9 @@ fn rename_a_directory_onto_an_empty_directory_replaces_it() {
     mkdir(&mut mds, "/a");
     create(&mut mds, "/a/f");
     mkdir(&mut mds, "/empty");
-    let moved = mds.stat("/a").unwrap().fid;
-    assert_eq!(mds.rename("/a", "/empty").unwrap(), None);
-    assert_eq!(mds.stat("/empty").unwrap().fid, moved);
+    let moved = mds.stat(&ROOT, "/a").unwrap().fid;
+    assert_eq!(mds.rename(&ROOT, "/a", "/empty").unwrap(), None);
+    assert_eq!(mds.stat(&ROOT, "/empty").unwrap().fid, moved);
     assert_eq!(names(&mds, "/empty"), ["f"]);
     assert_eq!(mds.statfs().unwrap().dir_count, 2);
     mds.check_invariants();
@@ -64,7 +64,7 @@ fn rename_refusals() {
     mkdir(&mut mds, "/full");
     create(&mut mds, "/full/x");
     create(&mut mds, "/f");
-    let refuse = |mds: &mut Mds, from: &str, to: &str| mds.rename(from, to).unwrap_err();
+    let refuse = |mds: &mut Mds, from: &str, to: &str| mds.rename(&ROOT, from, to).unwrap_err();
     assert_eq!(refuse(&mut mds, "/f", "/a"), MdsError::IsADirectory { path: "/a".into() });
     assert_eq!(refuse(&mut mds, "/a", "/f"), MdsError::NotADirectory { path: "/f".into(), file: "/f".into() });
     assert_eq!(refuse(&mut mds, "/a", "/full"), MdsError::NotEmpty { path: "/full".into(), entry_count: 1 });
@@ -88,9 +88,9 @@ fn rename_onto_itself_is_a_no_op() {
     let mut mds = mds(2);
     let made = create(&mut mds, "/f");
     mkdir(&mut mds, "/d");
-    assert_eq!(mds.rename("/f", "//f/").unwrap(), None);
-    assert_eq!(mds.rename("/d", "/d").unwrap(), None);
-    assert_eq!(mds.open_file("/f").unwrap(), made);
-    assert_eq!(mds.stat("/d").unwrap().kind, FileKind::Dir);
+    assert_eq!(mds.rename(&ROOT, "/f", "//f/").unwrap(), None);
+    assert_eq!(mds.rename(&ROOT, "/d", "/d").unwrap(), None);
+    assert_eq!(mds.open_file(&ROOT, "/f", Access::Read).unwrap(), made);
+    assert_eq!(mds.stat(&ROOT, "/d").unwrap().kind, FileKind::Dir);
     mds.check_invariants();
 }

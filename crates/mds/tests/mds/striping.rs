@@ -11,6 +11,7 @@ fn filesystem_default_is_one_stripe_of_one_mib() {
     assert_eq!((layout.stripe_count(), layout.stripe_size()), (1, MIB));
     let config = MdsConfig { default_stripe_count: 2, default_stripe_size: 4 * MIB, ..MdsConfig::new(4) };
     let mut wide = Mds::open_in_memory(config).unwrap();
+    fill_pools(&mut wide);
     let layout = create(&mut wide, "/f").layout;
     assert_eq!((layout.stripe_count(), layout.stripe_size()), (2, 4 * MIB));
 }
@@ -55,8 +56,8 @@ fn object_ids_count_up_per_ost_and_are_never_reused() {
     assert_eq!(objects(&first), [(0, 1), (1, 1)]);
     let second = create_with(&mut mds, "/b", spec(Some(1), None, Some(1))).layout;
     assert_eq!(objects(&second), [(1, 2)]);
-    mds.unlink("/a").unwrap();
-    mds.unlink("/b").unwrap();
+    mds.unlink(&ROOT, "/a").unwrap();
+    mds.unlink(&ROOT, "/b").unwrap();
     let third = create_with(&mut mds, "/c", spec(Some(2), None, Some(1))).layout;
     assert_eq!(objects(&third), [(1, 3), (0, 2)]);
     mds.check_invariants();
@@ -93,14 +94,14 @@ fn refused_stripe_settings_name_the_problem() {
 }
 
 fn create_with_err(mds: &mut Mds, path: &str, stripe: StripeSpec) -> MdsError {
-    mds.create(path, &stripe, CreateMode::Exclusive).unwrap_err()
+    try_create(mds, path, &stripe, CreateMode::Exclusive).unwrap_err()
 }
 
 #[test]
 fn zero_count_and_size_mean_inherit() {
     let mut mds = mds(4);
     mkdir(&mut mds, "/d");
-    mds.set_stripe("/d", &spec(Some(3), Some(2 * MIB), None)).unwrap();
+    mds.set_stripe(&ROOT, "/d", &spec(Some(3), Some(2 * MIB), None)).unwrap();
     let layout = create_with(&mut mds, "/d/f", spec(Some(0), Some(0), None)).layout;
     assert_eq!((layout.stripe_count(), layout.stripe_size()), (3, 2 * MIB));
 }
@@ -109,7 +110,7 @@ fn zero_count_and_size_mean_inherit() {
 fn directory_default_is_inherited_below_it() {
     let mut mds = mds(8);
     mkdir(&mut mds, "/a");
-    mds.set_stripe("/a", &spec(Some(4), Some(4 * MIB), Some(2))).unwrap();
+    mds.set_stripe(&ROOT, "/a", &spec(Some(4), Some(4 * MIB), Some(2))).unwrap();
     mkdir(&mut mds, "/a/b");
     let deep = create(&mut mds, "/a/b/c").layout;
     assert_eq!((deep.stripe_count(), deep.stripe_size(), osts(&deep)), (4, 4 * MIB, vec![2, 3, 4, 5]));
@@ -119,7 +120,7 @@ fn directory_default_is_inherited_below_it() {
     // Defaults are read at create: a subdirectory made before the setstripe inherits too.
     mkdir(&mut mds, "/x");
     mkdir(&mut mds, "/x/old");
-    mds.set_stripe("/x", &spec(Some(2), None, None)).unwrap();
+    mds.set_stripe(&ROOT, "/x", &spec(Some(2), None, None)).unwrap();
     assert_eq!(create(&mut mds, "/x/old/f").layout.stripe_count(), 2);
     mds.check_invariants();
 }
@@ -128,7 +129,7 @@ fn directory_default_is_inherited_below_it() {
 fn each_field_can_be_overridden_per_file() {
     let mut mds = mds(8);
     mkdir(&mut mds, "/a");
-    mds.set_stripe("/a", &spec(Some(4), Some(4 * MIB), Some(2))).unwrap();
+    mds.set_stripe(&ROOT, "/a", &spec(Some(4), Some(4 * MIB), Some(2))).unwrap();
     let count = create_with(&mut mds, "/a/count", spec(Some(2), None, None)).layout;
     assert_eq!((osts(&count), count.stripe_size()), (vec![2, 3], 4 * MIB));
     let size = create_with(&mut mds, "/a/size", spec(None, Some(MIB), None)).layout;
@@ -146,22 +147,25 @@ fn nearer_directories_override_field_by_field() {
     let mut mds = mds(8);
     mkdir(&mut mds, "/a");
     mkdir(&mut mds, "/a/b");
-    mds.set_stripe("/", &spec(None, Some(8 * MIB), None)).unwrap();
-    mds.set_stripe("/a", &spec(Some(4), Some(2 * MIB), None)).unwrap();
-    mds.set_stripe("/a/b", &spec(Some(2), None, Some(5))).unwrap();
+    mds.set_stripe(&ROOT, "/", &spec(None, Some(8 * MIB), None)).unwrap();
+    mds.set_stripe(&ROOT, "/a", &spec(Some(4), Some(2 * MIB), None)).unwrap();
+    mds.set_stripe(&ROOT, "/a/b", &spec(Some(2), None, Some(5))).unwrap();
     let layout = create(&mut mds, "/a/b/f").layout;
     assert_eq!((osts(&layout), layout.stripe_size()), (vec![5, 6], 2 * MIB));
-    let info = mds.get_stripe("/a/b").unwrap();
+    let info = mds.get_stripe(&ROOT, "/a/b").unwrap();
     assert_eq!(info.layout, None);
     assert_eq!(info.default, StripeDefault { count: 2, size: 2 * MIB, start_ost: 5 });
     let origin = StripeOrigin { count: Some("/a/b".into()), size: Some("/a".into()), start_ost: Some("/a/b".into()) };
     assert_eq!(info.inherited_from, origin);
-    let top = mds.get_stripe("/").unwrap();
+    let top = mds.get_stripe(&ROOT, "/").unwrap();
     assert_eq!(top.default, StripeDefault { count: 1, size: 8 * MIB, start_ost: -1 });
     assert_eq!(top.inherited_from, StripeOrigin { count: None, size: Some("/".into()), start_ost: None });
     // Clearing /a/b's default (all fields unset) falls back to /a and /.
-    mds.set_stripe("/a/b", &StripeSpec::default()).unwrap();
-    assert_eq!(mds.get_stripe("/a/b").unwrap().default, StripeDefault { count: 4, size: 2 * MIB, start_ost: -1 });
+    mds.set_stripe(&ROOT, "/a/b", &StripeSpec::default()).unwrap();
+    assert_eq!(
+        mds.get_stripe(&ROOT, "/a/b").unwrap().default,
+        StripeDefault { count: 4, size: 2 * MIB, start_ost: -1 }
+    );
     mds.check_invariants();
 }
 
@@ -169,14 +173,14 @@ fn nearer_directories_override_field_by_field() {
 fn get_stripe_on_a_file_shows_its_layout_and_its_directory_default() {
     let mut mds = mds(4);
     mkdir(&mut mds, "/d");
-    mds.set_stripe("/d", &spec(Some(-1), None, None)).unwrap();
+    mds.set_stripe(&ROOT, "/d", &spec(Some(-1), None, None)).unwrap();
     let made = create_with(&mut mds, "/d/f", spec(Some(2), None, None));
-    let info = mds.get_stripe("/d/f").unwrap();
+    let info = mds.get_stripe(&ROOT, "/d/f").unwrap();
     assert_eq!(info.layout, Some(made.layout));
     assert_eq!(info.default, StripeDefault { count: -1, size: MIB, start_ost: -1 });
     assert_eq!(info.inherited_from.count.as_deref(), Some("/d"));
     assert_eq!(create(&mut mds, "/d/g").layout.stripe_count(), 4);
-    assert_eq!(mds.get_stripe("/d/nope").unwrap_err(), not_found("/d/nope", "/d/nope"));
+    assert_eq!(mds.get_stripe(&ROOT, "/d/nope").unwrap_err(), not_found("/d/nope", "/d/nope"));
 }
 
 #[test]
@@ -184,15 +188,15 @@ fn set_stripe_refusals() {
     let mut mds = mds(4);
     create(&mut mds, "/f");
     mkdir(&mut mds, "/d");
-    let error = mds.set_stripe("/f", &spec(Some(2), None, None)).unwrap_err();
+    let error = mds.set_stripe(&ROOT, "/f", &spec(Some(2), None, None)).unwrap_err();
     assert_eq!(error, MdsError::LayoutAlreadySet { path: "/f".into() });
     assert!(error.to_string().contains("create a new file with the striping you want"));
-    assert_eq!(mds.set_stripe("/nope", &spec(Some(2), None, None)).unwrap_err(), not_found("/nope", "/nope"));
-    let too_wide = mds.set_stripe("/d", &spec(Some(5), None, None)).unwrap_err();
+    assert_eq!(mds.set_stripe(&ROOT, "/nope", &spec(Some(2), None, None)).unwrap_err(), not_found("/nope", "/nope"));
+    let too_wide = mds.set_stripe(&ROOT, "/d", &spec(Some(5), None, None)).unwrap_err();
     assert!(invalid_stripe_reason(too_wide).contains("exceeds the 4 OSTs"));
-    let odd = mds.set_stripe("/d", &spec(None, Some(1000), None)).unwrap_err();
+    let odd = mds.set_stripe(&ROOT, "/d", &spec(None, Some(1000), None)).unwrap_err();
     assert!(invalid_stripe_reason(odd).contains("not a multiple of 65536"));
-    assert_eq!(mds.get_stripe("/d").unwrap().inherited_from, StripeOrigin::default(), "nothing was stored");
+    assert_eq!(mds.get_stripe(&ROOT, "/d").unwrap().inherited_from, StripeOrigin::default(), "nothing was stored");
     mds.check_invariants();
 }
 

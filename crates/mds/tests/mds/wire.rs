@@ -3,7 +3,8 @@
 //! driver's codec (bincode) unchanged.
 
 use crate::*;
-use lanefs_mds::{FileKind, MdsReply, MdsRequest, Statfs};
+use lanefs_core::units::OstIndex;
+use lanefs_mds::{DirPage, FileKind, MdsReply, MdsRequest, Statfs};
 use serde::{de::DeserializeOwned, Serialize};
 use std::fmt::Debug;
 
@@ -15,7 +16,7 @@ fn round_trip<T: Serialize + DeserializeOwned + PartialEq + Debug>(value: &T) {
 /// Sends `request` through the codec, handles it, sends the reply back.
 fn call(mds: &mut Mds, request: MdsRequest) -> MdsReply {
     round_trip(&request);
-    let reply = mds.handle(request);
+    let reply = mds.handle(&ROOT, request);
     round_trip(&reply);
     reply
 }
@@ -27,18 +28,31 @@ fn path(path: &str) -> String {
 #[test]
 fn every_request_gets_its_reply_through_the_codec() {
     let mut mds = mds(4);
-    let MdsReply::Attr(dir) = call(&mut mds, MdsRequest::Mkdir { path: path("/d") }) else { panic!("mkdir") };
-    assert_eq!(dir.kind, FileKind::Dir);
+    let mkdir = MdsRequest::Mkdir { path: path("/d"), permissions: 0o40750 };
+    let MdsReply::Attr(dir) = call(&mut mds, mkdir) else { panic!("mkdir") };
+    assert_eq!((dir.kind, dir.permissions, dir.uid, dir.gid), (FileKind::Dir, 0o750, 0, 0));
     let stripe = spec(Some(2), Some(2 * MIB), None);
     assert_eq!(call(&mut mds, MdsRequest::SetStripe { path: path("/d"), stripe }), MdsReply::Ok);
-    let create = MdsRequest::Create { path: path("/d/f"), stripe: StripeSpec::default(), mode: CreateMode::Exclusive };
+    let create = MdsRequest::Create {
+        path: path("/d/f"),
+        stripe: StripeSpec::default(),
+        mode: CreateMode::Exclusive,
+        access: Access::Write,
+        permissions: 0o600,
+    };
     let MdsReply::File(file) = call(&mut mds, create) else { panic!("create") };
     assert_eq!((file.layout.stripe_count(), file.layout.stripe_size()), (2, 2 * MIB));
-    assert_eq!(call(&mut mds, MdsRequest::Open { path: path("/d/f") }), MdsReply::File(file.clone()));
+    let open = MdsRequest::Open { path: path("/d/f"), access: Access::ReadWrite };
+    assert_eq!(call(&mut mds, open), MdsReply::File(file.clone()));
     let MdsReply::Attr(attr) = call(&mut mds, MdsRequest::Stat { path: path("/d/f") }) else { panic!("stat") };
     assert_eq!(attr.layout.as_ref(), Some(&file.layout));
-    let MdsReply::Entries(entries) = call(&mut mds, MdsRequest::Readdir { path: path("/d") }) else { panic!() };
+    assert_eq!(attr.permissions, 0o600);
+    let readdir = MdsRequest::Readdir { path: path("/d"), cursor: None };
+    let MdsReply::Entries(DirPage { entries, more: false }) = call(&mut mds, readdir) else { panic!("readdir") };
     assert_eq!(entries.len(), 1);
+    let chmod = MdsRequest::SetAttr { path: path("/d/f"), permissions: Some(0o640), uid: Some(7), gid: None };
+    let MdsReply::Attr(changed) = call(&mut mds, chmod) else { panic!("setattr") };
+    assert_eq!((changed.permissions, changed.uid, changed.gid), (0o640, 7, 0));
     let MdsReply::Stripe(info) = call(&mut mds, MdsRequest::GetStripe { path: path("/d/f") }) else { panic!() };
     assert_eq!(info.layout.as_ref(), Some(&file.layout));
     assert_eq!(info.inherited_from.size.as_deref(), Some("/d"));
@@ -46,9 +60,11 @@ fn every_request_gets_its_reply_through_the_codec() {
     assert_eq!(call(&mut mds, MdsRequest::Statfs), MdsReply::Statfs(statfs));
     create_with(&mut mds, "/d/g", spec(Some(3), None, None));
     let rename = MdsRequest::Rename { from: path("/d/f"), to: path("/d/g") };
-    let MdsReply::Renamed { replaced: Some(replaced) } = call(&mut mds, rename) else { panic!("rename") };
-    assert_eq!(replaced.stripe_count(), 3);
-    assert_eq!(call(&mut mds, MdsRequest::Unlink { path: path("/d/g") }), MdsReply::Unlinked(file.layout));
+    assert_eq!(call(&mut mds, rename), MdsReply::Ok);
+    let queued = |mds: &Mds| (0..4).map(|ost| mds.queued_destroys(OstIndex(ost), 10).unwrap().len()).sum::<usize>();
+    assert_eq!(queued(&mds), 3, "the replaced file's objects");
+    assert_eq!(call(&mut mds, MdsRequest::Unlink { path: path("/d/g") }), MdsReply::Ok);
+    assert_eq!(queued(&mds), 5, "and the unlinked file's");
     assert_eq!(call(&mut mds, MdsRequest::Rmdir { path: path("/d") }), MdsReply::Ok);
     mds.check_invariants();
 }
@@ -57,15 +73,24 @@ fn every_request_gets_its_reply_through_the_codec() {
 fn errors_come_back_as_data_and_change_nothing() {
     let mut mds = mds(2);
     let cases = [
-        (MdsRequest::Stat { path: path("/x") }, mds.stat("/x").unwrap_err()),
-        (MdsRequest::Mkdir { path: path("/") }, mds.mkdir("/").unwrap_err()),
-        (MdsRequest::Rmdir { path: path("/") }, mds.rmdir("/").unwrap_err()),
-        (MdsRequest::Open { path: path("rel") }, mds.open_file("rel").unwrap_err()),
+        (MdsRequest::Stat { path: path("/x") }, mds.stat(&ROOT, "/x").unwrap_err()),
+        (MdsRequest::Mkdir { path: path("/"), permissions: 0o755 }, mds.mkdir(&ROOT, "/", 0o755).unwrap_err()),
+        (MdsRequest::Rmdir { path: path("/") }, mds.rmdir(&ROOT, "/").unwrap_err()),
         (
-            MdsRequest::Create { path: path("/f"), stripe: spec(Some(3), None, None), mode: CreateMode::Exclusive },
-            mds.create("/f", &spec(Some(3), None, None), CreateMode::Exclusive).unwrap_err(),
+            MdsRequest::Open { path: path("rel"), access: Access::Read },
+            mds.open_file(&ROOT, "rel", Access::Read).unwrap_err(),
         ),
-        (MdsRequest::Rename { from: path("/a"), to: path("/b") }, mds.rename("/a", "/b").unwrap_err()),
+        (
+            MdsRequest::Create {
+                path: path("/f"),
+                stripe: spec(Some(3), None, None),
+                mode: CreateMode::Exclusive,
+                access: Access::ReadWrite,
+                permissions: 0o644,
+            },
+            try_create(&mut mds, "/f", &spec(Some(3), None, None), CreateMode::Exclusive).unwrap_err(),
+        ),
+        (MdsRequest::Rename { from: path("/a"), to: path("/b") }, mds.rename(&ROOT, "/a", "/b").unwrap_err()),
     ];
     for (request, error) in cases {
         assert_eq!(call(&mut mds, request), MdsReply::Error(error));
@@ -91,7 +116,12 @@ fn every_error_variant_crosses_the_wire() {
         RootDirectory { action: s() },
         InvalidConfig { reason: s() },
         OstCountDecreased { recorded_ost_count: 4, configured_ost_count: 2 },
-        SchemaVersion { path: s(), found_version: 2, expected_version: 1 },
+        SchemaVersion { path: s(), found_version: 1, expected_version: 2 },
+        PermissionDenied { path: s(), on: s(), needed: s(), uid: 5 },
+        NotPermitted { path: s(), reason: s() },
+        InvalidCredentials { reason: s() },
+        NoObjects { ost: 3, reason: s() },
+        NoSpace { path: s() },
         NotAnMdsDatabase { path: s(), reason: s() },
         DatabaseBusy { path: s() },
         Database(s()),

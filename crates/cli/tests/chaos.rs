@@ -1,0 +1,319 @@
+//! Chaos on a real cluster: an MDS and an OSS as processes of their own,
+//! killed and restarted, stopped and continued, while `lanefs ior -w -r -W
+//! -R -e` runs with several ranks.
+//!
+//! What must hold, for every run: it ends within a bound (no hang); it
+//! either completes with its data checked (`-W`, `-R`) or fails with an
+//! error that names the problem (never a panic); a run that completed,
+//! whose writes were fsync'ed (`-e`), reads back intact after the last
+//! restart of the servers. And what recovery promises: an OSS killed and
+//! restarted, or stopped for less than the timeout, costs a run nothing;
+//! an OSS stopped for longer than the timeout fails it, within the timeout
+//! and a margin, saying what was out of reach; an MDS killed and restarted
+//! or stopped for a moment costs nothing either (namespace calls wait for
+//! it, and the OSS registers with it again).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The clients' timeout (`--lanefs.timeout`, Lustre's `obd_timeout`).
+const TIMEOUT_S: u64 = 6;
+/// An OSS's recovery window: a restarted OSS waits at most this long for
+/// the clients it knew.
+const RECOVERY_WINDOW_S: u64 = 15;
+/// The most one run may take, whatever happens to the servers: the run's
+/// own length, a recovery window and the timeout, with room to spare.
+const RUN_BOUND: Duration = Duration::from_secs(90);
+
+/// A server process that can be killed, stopped, continued and restarted
+/// with the same command line.
+struct Daemon {
+    name: &'static str,
+    args: Vec<String>,
+    child: Option<Child>,
+}
+
+impl Daemon {
+    fn start(name: &'static str, args: Vec<String>) -> Daemon {
+        let mut daemon = Daemon { name, args, child: None };
+        daemon.spawn();
+        daemon
+    }
+
+    fn spawn(&mut self) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+            .args(&self.args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap_or_else(|| panic!("the {} says where it serves", self.name)).unwrap();
+        assert!(first.starts_with("lanefs: "), "{}: {first}", self.name);
+        // Keep reading its stdout so that it never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        self.child = Some(child);
+    }
+
+    fn pid(&self) -> libc::pid_t {
+        self.child.as_ref().expect("running").id() as libc::pid_t
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill(2) on a child of ours, which has not been reaped.
+        assert_eq!(unsafe { libc::kill(self.pid(), signal) }, 0, "signalling the {}", self.name);
+    }
+
+    fn kill(&mut self) {
+        let mut child = self.child.take().expect("running");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    fn restart(&mut self) {
+        self.spawn();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: as in `signal`; a stopped process must be continued
+            // before SIGKILL is delivered... which SIGKILL does anyway.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGCONT) };
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    mds: Daemon,
+    oss: Daemon,
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |name: &str| dir.path().join(name).display().to_string();
+        let sock = |name: &str| format!("unix:{}", path(name));
+        let mds = Daemon::start(
+            "MDS",
+            vec![
+                "mds".into(),
+                "--data".into(),
+                path("mds"),
+                "--osts".into(),
+                "2".into(),
+                "--listen".into(),
+                sock("mds.sock"),
+            ],
+        );
+        let oss = Daemon::start(
+            "OSS",
+            vec![
+                "oss".into(),
+                "--mds".into(),
+                sock("mds.sock"),
+                "--data".into(),
+                path("oss"),
+                "--ost".into(),
+                "0,1".into(),
+                "--listen".into(),
+                sock("oss.sock"),
+                "--recovery-window".into(),
+                RECOVERY_WINDOW_S.to_string(),
+            ],
+        );
+        Cluster { dir, mds, oss }
+    }
+
+    fn mds_address(&self) -> String {
+        format!("unix:{}", self.dir.path().join("mds.sock").display())
+    }
+}
+
+/// How a run ended.
+#[derive(Debug)]
+struct Outcome {
+    success: bool,
+    stderr: String,
+}
+
+/// `lanefs ior` on `cluster` with `args` after the common ones, while
+/// `chaos` (given the cluster) runs beside it; the run is killed, and the
+/// test fails, if it takes longer than [`RUN_BOUND`].
+fn ior(cluster: &mut Cluster, args: &[&str], chaos: impl FnOnce(&mut Cluster)) -> Outcome {
+    let timeout = format!("--lanefs.timeout={TIMEOUT_S}");
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["ior", "-a", "LANEFS", "-b", "8m", "-t", "1m", "-s", "2", "-N", "4", "-G", "77"])
+        .args(["--lanefs.stripe-count=2", &timeout])
+        .args(args)
+        .env("LANEFS_MDS", cluster.mds_address())
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let collected = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    chaos(cluster);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > RUN_BOUND {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("lanefs ior {args:?} still running after {RUN_BOUND:?}: {}", collected.join().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let outcome = Outcome { success: status.success(), stderr: collected.join().unwrap() };
+    let ended = if outcome.success { "completed" } else { "failed" };
+    eprintln!("lanefs ior {args:?}: {ended} in {:.1?}", started.elapsed());
+    assert!(status.code().is_some(), "lanefs ior died of a signal: {outcome:?}");
+    assert!(!outcome.stderr.contains("panicked"), "lanefs ior panicked: {}", outcome.stderr);
+    if !outcome.success {
+        assert!(outcome.stderr.contains("ERROR") || outcome.stderr.contains("error"), "no error named: {outcome:?}");
+    }
+    outcome
+}
+
+/// Write, check and read back `path`, keeping it (`-k`) for [`verify`].
+/// Eight repetitions: a run lasts a few seconds, so that what the chaos
+/// does lands in the middle of its writes, reads and checks.
+fn write_and_check(cluster: &mut Cluster, path: &str, chaos: impl FnOnce(&mut Cluster)) -> Outcome {
+    ior(cluster, &["-w", "-r", "-W", "-R", "-e", "-C", "-k", "-i", "8", "-o", path], chaos)
+}
+
+/// Read `path` back as a run wrote it, checking every byte.
+fn verify(cluster: &mut Cluster, path: &str) {
+    let outcome = ior(cluster, &["-r", "-R", "-k", "-o", path], |_| {});
+    assert!(outcome.success, "{path}: what a completed run fsync'ed reads back wrong: {}", outcome.stderr);
+}
+
+fn after(delay_ms: u64) {
+    std::thread::sleep(Duration::from_millis(delay_ms));
+}
+
+#[test]
+fn runs_survive_servers_killed_and_stopped_or_fail_clearly_within_the_bound() {
+    let mut cluster = Cluster::start();
+    let mut completed = Vec::new();
+
+    // An OSS killed in the middle of a run and started again: its clients
+    // reconnect within the recovery window and replay; nothing is lost.
+    let outcome = write_and_check(&mut cluster, "/oss-killed", |c| {
+        after(300);
+        c.oss.kill();
+        after(1000);
+        c.oss.restart();
+    });
+    assert!(outcome.success, "a run across an OSS restart failed: {}", outcome.stderr);
+    completed.push(String::from("/oss-killed"));
+
+    // An OSS stopped for less than the timeout: nothing fails.
+    let outcome = write_and_check(&mut cluster, "/oss-paused", |c| {
+        after(300);
+        c.oss.signal(libc::SIGSTOP);
+        after(TIMEOUT_S * 1000 / 3);
+        c.oss.signal(libc::SIGCONT);
+    });
+    assert!(outcome.success, "a run across a short OSS stop failed: {}", outcome.stderr);
+    completed.push(String::from("/oss-paused"));
+
+    // The MDS killed and started again, then stopped for a moment: the
+    // namespace calls wait for it, the OSS registers with it again.
+    let outcome = write_and_check(&mut cluster, "/mds-killed", |c| {
+        after(200);
+        c.mds.kill();
+        after(1000);
+        c.mds.restart();
+    });
+    assert!(outcome.success, "a run across an MDS restart failed: {}", outcome.stderr);
+    completed.push(String::from("/mds-killed"));
+    let outcome = write_and_check(&mut cluster, "/mds-paused", |c| {
+        c.mds.signal(libc::SIGSTOP);
+        after(1500);
+        c.mds.signal(libc::SIGCONT);
+    });
+    assert!(outcome.success, "a run across a short MDS stop failed: {}", outcome.stderr);
+    completed.push(String::from("/mds-paused"));
+
+    // An OSS stopped for longer than the timeout: the run fails, naming
+    // what it could not reach, within the timeout and a margin (the RPC
+    // timeout to notice, the reconnect timeout to give up).
+    let stopped = Instant::now();
+    let outcome = write_and_check(&mut cluster, "/oss-stopped", |c| {
+        after(300);
+        c.oss.signal(libc::SIGSTOP);
+    });
+    let waited = stopped.elapsed();
+    cluster.oss.signal(libc::SIGCONT);
+    assert!(!outcome.success, "a run went through an OSS stopped for good");
+    assert!(outcome.stderr.contains("OST"), "the error names no OST: {}", outcome.stderr);
+    let bound = Duration::from_secs(3 * TIMEOUT_S + 10);
+    assert!(waited < bound, "the run failed after {waited:?}, more than {bound:?}: {}", outcome.stderr);
+
+    // The cluster serves again once the OSS is continued.
+    let outcome = write_and_check(&mut cluster, "/after", |_| {});
+    assert!(outcome.success, "the continued OSS does not serve: {}", outcome.stderr);
+    completed.push(String::from("/after"));
+
+    // A seeded mix: whatever happens, every run ends within the bound,
+    // completed or with a clear error (checked by `ior`).
+    let mut seed: u64 = 0x5eed_c4a0;
+    let mut next = |n: u64| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    for round in 0..4 {
+        let path = format!("/mix-{round}");
+        let (what, delay_ms, pause_ms) = (next(4), next(800), 300 + next(2000));
+        let outcome = write_and_check(&mut cluster, &path, |c| {
+            after(delay_ms);
+            match what {
+                0 => {
+                    c.oss.kill();
+                    after(pause_ms);
+                    c.oss.restart();
+                }
+                1 => {
+                    c.oss.signal(libc::SIGSTOP);
+                    after(pause_ms);
+                    c.oss.signal(libc::SIGCONT);
+                }
+                2 => {
+                    c.mds.kill();
+                    after(pause_ms);
+                    c.mds.restart();
+                }
+                _ => {
+                    c.mds.signal(libc::SIGSTOP);
+                    after(pause_ms);
+                    c.mds.signal(libc::SIGCONT);
+                }
+            }
+        });
+        eprintln!("round {round}: event {what} at {delay_ms} ms for {pause_ms} ms: {outcome:?}");
+        if outcome.success {
+            completed.push(path);
+        }
+    }
+
+    // Both servers restarted once more: what completed runs fsync'ed is
+    // all there.
+    cluster.oss.kill();
+    cluster.mds.kill();
+    cluster.mds.restart();
+    cluster.oss.restart();
+    for path in &completed {
+        verify(&mut cluster, path);
+    }
+    assert!(Path::new(&cluster.dir.path().join("oss")).exists());
+}

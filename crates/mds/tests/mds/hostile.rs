@@ -1,0 +1,93 @@
+//! Any sequence of requests, however malformed: the MDS answers each (an
+//! error for a bad one), never panics, and keeps every invariant.
+
+use crate::mds;
+use lanefs_mds::{Access, CreateMode, Credentials, MdsReply, MdsRequest, StripeSpec, GROUPS_MAX};
+use proptest::prelude::*;
+
+fn path() -> impl Strategy<Value = String> {
+    let name = prop_oneof![
+        8 => prop::sample::select(vec!["a", "b", "f"]).prop_map(str::to_string),
+        1 => prop::sample::select(vec![".", "..", "", "x\0y", "é"]).prop_map(str::to_string),
+        1 => (250..260usize).prop_map(|n| "n".repeat(n)),
+    ];
+    prop_oneof![
+        8 => (any::<bool>(), prop::collection::vec(name, 0..4))
+            .prop_map(|(absolute, names)| format!("{}{}", if absolute { "/" } else { "" }, names.join("/"))),
+        1 => any::<String>(),
+        1 => (4090..4100usize).prop_map(|n| format!("/{}", "p/".repeat(n / 2))),
+    ]
+}
+
+fn stripe() -> impl Strategy<Value = StripeSpec> {
+    let count = prop::option::of(prop_oneof![-3..6i64, Just(i64::MIN), Just(i64::MAX), Just(2000), Just(2001)]);
+    let size = prop::option::of(prop_oneof![
+        Just(0u64),
+        Just(65536),
+        Just(1 << 20),
+        Just(100_000),
+        Just(1 << 32),
+        Just(u64::MAX),
+        any::<u64>()
+    ]);
+    let start_ost = prop::option::of(prop_oneof![-3..6i64, Just(i64::MIN), Just(i64::MAX)]);
+    (count, size, start_ost).prop_map(|(count, size, start_ost)| StripeSpec { count, size, start_ost })
+}
+
+fn permissions() -> impl Strategy<Value = u32> {
+    prop_oneof![4 => Just(0o755), 2 => Just(0o600), 1 => Just(0), 1 => any::<u32>()]
+}
+
+fn access() -> impl Strategy<Value = Access> {
+    prop_oneof![Just(Access::Read), Just(Access::Write), Just(Access::ReadWrite)]
+}
+
+fn credentials() -> impl Strategy<Value = Credentials> {
+    prop_oneof![
+        4 => Just(Credentials::ROOT),
+        3 => Just(Credentials { uid: 1000, gid: 1000, groups: vec![10] }),
+        1 => (any::<u32>(), any::<u32>(), prop::collection::vec(any::<u32>(), 0..4))
+            .prop_map(|(uid, gid, groups)| Credentials { uid, gid, groups }),
+        1 => Just(Credentials { uid: 7, gid: 7, groups: vec![1; GROUPS_MAX + 1] }),
+    ]
+}
+
+fn request() -> impl Strategy<Value = MdsRequest> {
+    let mode = prop_oneof![Just(CreateMode::Exclusive), Just(CreateMode::OpenOrCreate)];
+    let id = prop::option::of(prop_oneof![Just(0u32), Just(1000), any::<u32>()]);
+    prop_oneof![
+        (path(), permissions()).prop_map(|(path, permissions)| MdsRequest::Mkdir { path, permissions }),
+        (path(), stripe(), mode, access(), permissions()).prop_map(|(path, stripe, mode, access, permissions)| {
+            MdsRequest::Create { path, stripe, mode, access, permissions }
+        }),
+        (path(), access()).prop_map(|(path, access)| MdsRequest::Open { path, access }),
+        path().prop_map(|path| MdsRequest::Stat { path }),
+        (path(), prop::option::of(path())).prop_map(|(path, cursor)| MdsRequest::Readdir { path, cursor }),
+        (path(), prop::option::of(permissions()), id.clone(), id)
+            .prop_map(|(path, permissions, uid, gid)| MdsRequest::SetAttr { path, permissions, uid, gid }),
+        path().prop_map(|path| MdsRequest::Unlink { path }),
+        path().prop_map(|path| MdsRequest::Rmdir { path }),
+        (path(), path()).prop_map(|(from, to)| MdsRequest::Rename { from, to }),
+        (path(), stripe()).prop_map(|(path, stripe)| MdsRequest::SetStripe { path, stripe }),
+        path().prop_map(|path| MdsRequest::GetStripe { path }),
+        Just(MdsRequest::Statfs),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_requests_are_answered_and_keep_the_invariants(
+        ost_count in 1..6u32,
+        requests in prop::collection::vec((credentials(), request()), 1..30),
+    ) {
+        let mut mds = mds(ost_count);
+        for (credentials, request) in requests {
+            let stat = matches!(request, MdsRequest::Statfs) && credentials.groups.len() <= GROUPS_MAX;
+            let reply = mds.handle(&credentials, request);
+            prop_assert!(!stat || matches!(reply, MdsReply::Statfs(_)), "{:?}", reply);
+            mds.check_invariants();
+        }
+    }
+}

@@ -1,0 +1,555 @@
+//! The client's driver: one thread that owns the core client and the
+//! connections, and turns commands from [`super::Client`]'s callers and
+//! frames from the servers into inputs of the core, and the core's outputs
+//! into frames and answers.
+//!
+//! It plays the part the sans-IO core leaves to a driver (see
+//! `lanefs_core::client::session`): it tells the core when a connection to
+//! an OSS is lost and when a new one is up, tries a lost OSS again with a
+//! growing wait, and gives an OSS up (the core then fails what needs it)
+//! only after the reconnect timeout. It pings idle connections and takes a
+//! connection that answers nothing for the RPC timeout for lost.
+
+use super::links::{
+    arena_frames, client_queue_limits, client_uuid, new_arena, offer, open_session, Conn, Dial, Link, Live, NetIn,
+    Peer, Session, RECONNECT_BACKOFF_FIRST, RECONNECT_BACKOFF_MAX,
+};
+use super::{ClientOptions, Cmd, LadviseReply, NetError, Reply, StatsReply};
+use crate::limits::QueueLimits;
+use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, OstStats, Wire};
+use crate::transport::Address;
+use lanefs_core::client::ladvise::LockaheadResult;
+use lanefs_core::client::{Client as CoreClient, ClientError, ClientEvent, LadviseOutcome, OpId, OpOutput};
+use lanefs_core::pages::PagePool;
+use lanefs_core::{ClientId, Instant, OstIndex};
+use std::collections::{BTreeSet, HashMap};
+use std::fs::File as FsFile;
+use std::time::Duration as StdDuration;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tracing::{debug, warn};
+
+pub(super) struct Driver {
+    options: ClientOptions,
+    pub(super) info: ClusterInfo,
+    core: CoreClient,
+    /// This client's identity for its whole life (see [`crate::exports`]).
+    uuid: u64,
+    /// The core's page pool, shared with the `Client` handle.
+    pub(super) pool: PagePool,
+    /// The memfd of the pool's current arena, to hand to OSSes.
+    arena_file: Option<FsFile>,
+    clock: std::time::Instant,
+    mds_address: Address,
+    mds: Option<Live>,
+    oss: Vec<Conn>,
+    oss_of_ost: HashMap<u32, usize>,
+    link_next: u64,
+    queue_limits: QueueLimits,
+    net_tx: UnboundedSender<NetIn>,
+    net_rx: UnboundedReceiver<NetIn>,
+    pending: HashMap<OpId, Reply<Result<OpOutput, ClientError>>>,
+    /// Synchronous lockahead waiting for its op: results to give back then.
+    ladvise: HashMap<OpId, (Vec<LockaheadResult>, LadviseReply)>,
+    mds_calls: HashMap<u64, Reply<Result<MdsAnswer, NetError>>>,
+    /// Stats request id -> (OSSes still to answer, answers so far, caller).
+    stats_calls: HashMap<u64, (BTreeSet<usize>, Vec<OstStats>, StatsReply)>,
+    call_next: u64,
+}
+
+impl Driver {
+    pub(super) async fn start(mds_address: Address, options: ClientOptions) -> Result<Driver, NetError> {
+        let (net_tx, mut net_rx) = unbounded_channel();
+        let key = options.key.as_ref();
+        // Until the MDS says how many OSTs there are, the queue is sized for one.
+        let limits = client_queue_limits(&options.core, 1);
+        let dial = Dial { address: &mds_address, key, timeout: options.connect_timeout, limits: &limits };
+        let session = open_session(dial, Peer::Mds, net_tx.clone(), None, None).await?;
+        let mut mds = Live::new(0, session);
+        mds.send(Wire::Mds { id: 0, call: MdsCall::ClusterInfo });
+        let info = match net_rx.recv().await {
+            Some(NetIn::Frame(_, Wire::MdsReply { answer: MdsAnswer::ClusterInfo(info), .. })) => info,
+            Some(NetIn::Frame(_, other)) => {
+                return Err(NetError::Protocol(format!("unexpected MDS message {other:?}")))
+            }
+            Some(NetIn::Closed(_, reason)) => return Err(NetError::Mds(reason)),
+            _ => return Err(NetError::Closed),
+        };
+        let mut oss: Vec<Conn> = Vec::new();
+        let mut oss_of_ost = HashMap::new();
+        for (ost, address) in &info.osts {
+            let address = Address::parse(address).map_err(NetError::Protocol)?;
+            let index = match oss.iter().position(|c| c.address == address) {
+                Some(i) => i,
+                None => {
+                    oss.push(Conn::new(address));
+                    oss.len() - 1
+                }
+            };
+            oss[index].osts.push(*ost);
+            oss_of_ost.insert(*ost, index);
+        }
+        let local = oss.iter().any(|c| matches!(c.address, Address::Unix(_)));
+        let pool = PagePool::heap();
+        let mut arena_file = None;
+        if options.shared_memory && local {
+            arena_file = new_arena(&pool, arena_frames(&options.core, info.osts.len()));
+        }
+        // OSSes are connected to when first needed: commands that need only
+        // the MDS (ls, mkdir, getstripe, rm) work while an OSS is down.
+        let core = CoreClient::new(ClientId(0), options.core.clone())?.with_page_pool(pool.clone());
+        let queue_limits = client_queue_limits(&options.core, info.ost_count);
+        Ok(Driver {
+            options,
+            info,
+            core,
+            uuid: client_uuid(),
+            pool,
+            arena_file,
+            clock: std::time::Instant::now(),
+            mds_address,
+            mds: Some(mds),
+            oss,
+            oss_of_ost,
+            link_next: 1,
+            queue_limits,
+            net_tx,
+            net_rx,
+            pending: HashMap::new(),
+            ladvise: HashMap::new(),
+            mds_calls: HashMap::new(),
+            stats_calls: HashMap::new(),
+            call_next: 1,
+        })
+    }
+
+    fn now(&self) -> Instant {
+        Instant(self.clock.elapsed().as_nanos() as u64)
+    }
+
+    pub(super) async fn run(mut self, mut cmds: UnboundedReceiver<Cmd>) {
+        loop {
+            let core = self.core.poll_timeout().map(|t| {
+                let wait = StdDuration::from_nanos(t.0.saturating_sub(self.now().0));
+                tokio::time::Instant::now() + wait
+            });
+            let deadline = [core, self.retry_due(), self.ping_due(), self.silence_due()].into_iter().flatten().min();
+            let sleep = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                cmd = cmds.recv() => match cmd {
+                    Some(cmd) => self.command(cmd).await,
+                    None => return self.unmount().await,
+                },
+                Some(input) = self.net_rx.recv() => self.network(input),
+                _ = sleep => {
+                    let now = self.now();
+                    self.core.handle_timeout(now);
+                    self.retry_links();
+                    self.ping_idle();
+                    self.drop_silent();
+                }
+            }
+            self.pump();
+        }
+    }
+
+    /// The application is done: give every lock back (flushing first) so
+    /// that nobody waits for this client's callbacks to time out.
+    async fn unmount(mut self) {
+        let deadline = tokio::time::Instant::now() + self.options.connect_timeout;
+        let now = self.now();
+        self.core.release_all(now);
+        self.pump();
+        while !self.core.lock_cache().is_empty() {
+            match tokio::time::timeout_at(deadline, self.net_rx.recv()).await {
+                Ok(Some(input)) => self.network(input),
+                _ => {
+                    warn!("unmount: {} locks not released in time", self.core.lock_cache().len());
+                    return;
+                }
+            }
+            let now = self.now();
+            self.core.release_all(now);
+            self.pump();
+        }
+        // Tell the OSTs this client will not come back with state, then
+        // close the connections: each writer sends what is queued (the
+        // cancels, the disconnects), then shuts its socket.
+        self.core.disconnect_all();
+        self.pump();
+        while !self.core.disconnected_all() {
+            match tokio::time::timeout_at(deadline, self.net_rx.recv()).await {
+                Ok(Some(input)) => self.network(input),
+                _ => {
+                    warn!("unmount: an OSS did not answer the disconnect in time");
+                    break;
+                }
+            }
+        }
+        let links: Vec<Link> = self.oss.iter_mut().map(|c| std::mem::replace(&mut c.link, Link::Down)).collect();
+        for link in links {
+            if let Link::Up(live) = link {
+                live.outbox.finish(None);
+                let _ = tokio::time::timeout_at(deadline, live.writer).await;
+            }
+        }
+        if let Some(mds) = self.mds.take() {
+            mds.outbox.finish(None);
+        }
+    }
+
+    /// When the next ping is due: a ping interval after the connection
+    /// sent to longest ago.
+    fn ping_due(&self) -> Option<tokio::time::Instant> {
+        let oss = self.oss.iter().filter_map(|c| match &c.link {
+            Link::Up(live) => Some(live.last_sent),
+            _ => None,
+        });
+        let mds = self.mds.as_ref().map(|live| live.last_sent);
+        oss.chain(mds).min().map(|sent| sent + self.options.ping_interval)
+    }
+
+    /// Ping every connection nothing was sent on for a ping interval.
+    fn ping_idle(&mut self) {
+        let now = tokio::time::Instant::now();
+        let interval = self.options.ping_interval;
+        let lives = self.oss.iter_mut().filter_map(Conn::live).chain(self.mds.as_mut());
+        for live in lives {
+            if now >= live.last_sent + interval {
+                live.send(Wire::Ping);
+            }
+        }
+    }
+
+    /// When a connection that has said nothing since it was sent something
+    /// counts as lost.
+    fn silence_due(&self) -> Option<tokio::time::Instant> {
+        let timeout = self.options.rpc_timeout;
+        let oss = self.oss.iter().filter_map(|c| match &c.link {
+            Link::Up(live) => live.silent_deadline(timeout),
+            _ => None,
+        });
+        oss.chain(self.mds.as_ref().and_then(|live| live.silent_deadline(timeout))).min()
+    }
+
+    /// Drop the connections silent past the RPC timeout (a stopped server,
+    /// a link that drops everything): as lost connections, tried again.
+    fn drop_silent(&mut self) {
+        let now = tokio::time::Instant::now();
+        let timeout = self.options.rpc_timeout;
+        let reason = format!("no answer for {timeout:?} (RPC timeout)");
+        for i in 0..self.oss.len() {
+            let silent = match &self.oss[i].link {
+                Link::Up(live) => live.silent_deadline(timeout).is_some_and(|t| t <= now).then_some(live.link),
+                _ => None,
+            };
+            if let Some(link) = silent {
+                self.link_lost(i, link, &reason);
+            }
+        }
+        if self.mds.as_ref().is_some_and(|live| live.silent_deadline(timeout).is_some_and(|t| t <= now)) {
+            self.mds_lost(&reason);
+        }
+    }
+
+    async fn command(&mut self, cmd: Cmd) {
+        let now = self.now();
+        match cmd {
+            Cmd::Mds(call, reply) => {
+                if self.mds.is_none() {
+                    let (address, timeout) = (&self.mds_address, self.options.connect_timeout);
+                    let key = self.options.key.as_ref();
+                    let limits = &self.queue_limits;
+                    let dial = Dial { address, key, timeout, limits };
+                    match open_session(dial, Peer::Mds, self.net_tx.clone(), None, None).await {
+                        Ok(session) => self.mds = Some(Live::new(0, session)),
+                        Err(e) => {
+                            let _ = reply.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+                let id = self.call_id();
+                self.mds_calls.insert(id, reply);
+                self.mds.as_mut().expect("connected").send(Wire::Mds { id, call });
+            }
+            Cmd::Open(layout, reply) => {
+                let _ = reply.send(self.core.open(layout));
+            }
+            Cmd::Op(start, reply) => {
+                let op = start(&mut self.core, now);
+                self.pending.insert(op, reply);
+            }
+            Cmd::Ladvise(fh, advices, reply) => match self.core.ladvise(now, fh, &advices) {
+                Ok(LadviseOutcome::Results(results)) => {
+                    let _ = reply.send(Ok(results));
+                }
+                Ok(LadviseOutcome::Pending { results, op }) => {
+                    self.ladvise.insert(op, (results, reply));
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
+            Cmd::Stats(reply) => {
+                // Every OSS is asked; one not connected is connected to
+                // first, and one out of reach answers nothing.
+                let id = self.call_id();
+                let all: BTreeSet<usize> = (0..self.oss.len()).collect();
+                if all.is_empty() {
+                    let _ = reply.send(Ok(Vec::new()));
+                    return;
+                }
+                for &i in &all {
+                    match self.oss[i].live() {
+                        Some(live) => live.send(Wire::StatsRequest { id }),
+                        None => self.want(i),
+                    }
+                }
+                self.stats_calls.insert(id, (all, Vec::new(), reply));
+            }
+            Cmd::Counters(reply) => {
+                let _ = reply.send(self.core.counters());
+            }
+        }
+    }
+
+    fn call_id(&mut self) -> u64 {
+        self.call_next += 1;
+        self.call_next
+    }
+
+    fn network(&mut self, input: NetIn) {
+        let now = self.now();
+        match input {
+            NetIn::Frame(Peer::Oss(i, link), frame) => {
+                let Some(live) = self.oss[i].live().filter(|live| live.link == link) else {
+                    return; // an older connection's last words
+                };
+                live.last_heard = tokio::time::Instant::now();
+                match frame {
+                    Wire::ToClient { ost, message } if self.oss[i].osts.contains(&ost) => {
+                        self.core.handle_message(now, OstIndex(ost), message)
+                    }
+                    Wire::ToClient { ost, .. } => {
+                        debug!(oss = %self.oss[i].address, ost, "message for an OST this OSS does not serve ignored")
+                    }
+                    Wire::StatsReply { id, osts } => {
+                        let Some((left, acc, _)) = self.stats_calls.get_mut(&id).filter(|(left, ..)| left.contains(&i))
+                        else {
+                            debug!(oss = %self.oss[i].address, id, "statistics answer not asked for ignored");
+                            return;
+                        };
+                        acc.extend(osts);
+                        left.remove(&i);
+                        self.finish_stats();
+                    }
+                    Wire::Pong => {}
+                    other => debug!("unexpected {} message from an OSS ignored", crate::oss::variant(&other)),
+                }
+            }
+            NetIn::Frame(Peer::Mds, frame) => {
+                if let Some(live) = self.mds.as_mut() {
+                    live.last_heard = tokio::time::Instant::now();
+                }
+                match frame {
+                    Wire::MdsReply { id, answer } => {
+                        if let Some(reply) = self.mds_calls.remove(&id) {
+                            let _ = reply.send(Ok(answer));
+                        }
+                    }
+                    Wire::Pong => {}
+                    other => debug!("unexpected {} message from the MDS ignored", crate::oss::variant(&other)),
+                }
+            }
+            NetIn::Closed(Peer::Mds, reason) => self.mds_lost(&reason),
+            NetIn::Closed(Peer::Oss(i, link), reason) => self.link_lost(i, link, &reason),
+            NetIn::Opened { oss, link, result } => self.opened(oss, link, result),
+        }
+    }
+
+    /// The MDS connection is gone: its calls fail; the next call connects
+    /// again.
+    fn mds_lost(&mut self, reason: &str) {
+        let Some(live) = self.mds.take() else { return };
+        live.outbox.close(reason);
+        warn!("MDS connection lost: {reason}");
+        for (_, reply) in self.mds_calls.drain() {
+            let _ = reply.send(Err(NetError::MdsLost { reason: reason.to_string() }));
+        }
+    }
+
+    /// Stats calls that every OSS has answered (or failed to) go back.
+    fn finish_stats(&mut self) {
+        let done: Vec<u64> =
+            self.stats_calls.iter().filter(|(_, (left, _, _))| left.is_empty()).map(|(id, _)| *id).collect();
+        for id in done {
+            let (_, mut acc, reply) = self.stats_calls.remove(&id).expect("present");
+            acc.sort_by_key(|s| s.ost);
+            let _ = reply.send(Ok(acc));
+        }
+    }
+
+    /// The connection `link` to OSS `i` is gone: the client waits for a new
+    /// one (nothing fails yet) and tries to make it at once.
+    fn link_lost(&mut self, i: usize, link: u64, reason: &str) {
+        // An older connection's last words (its reader ending after the
+        // driver dropped it, while a new one is being made) change nothing.
+        if !matches!(&self.oss[i].link, Link::Up(live) if live.link == link) {
+            return;
+        }
+        let Link::Up(live) = std::mem::replace(&mut self.oss[i].link, Link::Down) else {
+            unreachable!("checked above");
+        };
+        live.outbox.close(reason);
+        warn!(oss = %self.oss[i].address, "OSS connection lost: {reason}");
+        if let Some(arena) = self.pool.arena() {
+            // The OSS may still be reading frames of writes this client
+            // will send again: they must never be reused. A new arena.
+            let frames = arena.frames();
+            self.arena_file = new_arena(&self.pool, frames);
+        }
+        let now = self.now();
+        for ost in self.oss[i].osts.clone() {
+            self.core.handle_disconnected(now, OstIndex(ost));
+        }
+        self.oss[i].outage_since.get_or_insert_with(tokio::time::Instant::now);
+        self.oss[i].backoff = RECONNECT_BACKOFF_FIRST;
+        self.open_link(i);
+    }
+
+    /// OSS `i` is needed: connect unless a connection is up or coming.
+    fn want(&mut self, i: usize) {
+        if matches!(self.oss[i].link, Link::Down) && self.oss[i].retry_at.is_none() {
+            self.open_link(i);
+        }
+    }
+
+    /// Start a connection attempt to OSS `i`, in a task of its own.
+    fn open_link(&mut self, i: usize) {
+        let link = self.link_next;
+        self.link_next += 1;
+        self.oss[i].link = Link::Opening(link);
+        self.oss[i].retry_at = None;
+        let address = self.oss[i].address.clone();
+        let offer = offer(&self.pool, &self.arena_file);
+        let (timeout, net_tx, uuid) = (self.options.connect_timeout, self.net_tx.clone(), self.uuid);
+        let (key, limits) = (self.options.key.clone(), self.queue_limits.clone());
+        tokio::spawn(async move {
+            let peer = Peer::Oss(i, link);
+            let dial = Dial { address: &address, key: key.as_ref(), timeout, limits: &limits };
+            let result = open_session(dial, peer, net_tx.clone(), offer, Some(uuid)).await;
+            let _ = net_tx.send(NetIn::Opened { oss: i, link, result });
+        });
+    }
+
+    fn opened(&mut self, i: usize, link: u64, result: Result<Session, NetError>) {
+        if !matches!(self.oss[i].link, Link::Opening(l) if l == link) {
+            if let Ok((outbox, _)) = result {
+                outbox.close("superseded");
+            }
+            return;
+        }
+        let now = self.now();
+        match result {
+            Ok(session) => {
+                debug!(oss = %self.oss[i].address, "connected");
+                let conn = &mut self.oss[i];
+                conn.link = Link::Up(Live::new(link, session));
+                conn.outage_since = None;
+                conn.backoff = RECONNECT_BACKOFF_FIRST;
+                for ost in conn.osts.clone() {
+                    self.core.handle_reconnected(now, OstIndex(ost));
+                }
+                let asked: Vec<u64> =
+                    self.stats_calls.iter().filter(|(_, (left, _, _))| left.contains(&i)).map(|(id, _)| *id).collect();
+                let live = self.oss[i].live().expect("just connected");
+                for id in asked {
+                    live.send(Wire::StatsRequest { id });
+                }
+            }
+            Err(e) => {
+                let conn = &mut self.oss[i];
+                conn.link = Link::Down;
+                let since = *conn.outage_since.get_or_insert_with(tokio::time::Instant::now);
+                if since.elapsed() >= self.options.reconnect_timeout {
+                    // Out of reach too long: give up what needs it.
+                    warn!(oss = %conn.address, "OSS out of reach for {:?}: {e}", since.elapsed());
+                    conn.outage_since = None;
+                    let reason = format!("OSS {} has been out of reach for {:?}: {e}", conn.address, since.elapsed());
+                    for ost in conn.osts.clone() {
+                        self.core.handle_unreachable(now, OstIndex(ost), &reason);
+                    }
+                    for (left, _, _) in self.stats_calls.values_mut() {
+                        left.remove(&i);
+                    }
+                    self.finish_stats();
+                } else {
+                    debug!(oss = %conn.address, "connecting failed ({e}); trying again in {:?}", conn.backoff);
+                    conn.retry_at = Some(tokio::time::Instant::now() + conn.backoff);
+                    conn.backoff = (conn.backoff * 2).min(RECONNECT_BACKOFF_MAX);
+                }
+            }
+        }
+    }
+
+    /// When the next connection attempt is due.
+    fn retry_due(&self) -> Option<tokio::time::Instant> {
+        self.oss.iter().filter_map(|c| c.retry_at).min()
+    }
+
+    fn retry_links(&mut self) {
+        let now = tokio::time::Instant::now();
+        for i in 0..self.oss.len() {
+            if self.oss[i].retry_at.is_some_and(|t| t <= now) {
+                self.open_link(i);
+            }
+        }
+    }
+
+    /// Move the core's messages to their connections and its results to
+    /// their callers. A message for an OSS not connected is dropped (the
+    /// core sends its requests again once the session is up) and the OSS
+    /// is connected to.
+    fn pump(&mut self) {
+        loop {
+            let mut moved = false;
+            while let Some((ost, message)) = self.core.poll_transmit() {
+                moved = true;
+                let Some(&i) = self.oss_of_ost.get(&ost.0) else {
+                    let now = self.now();
+                    self.core.handle_unreachable(
+                        now,
+                        ost,
+                        "no OSS serves this OST (is its OSS registered with the MDS?)",
+                    );
+                    continue;
+                };
+                match self.oss[i].live() {
+                    Some(live) => live.send(Wire::ToOst { ost: ost.0, message }),
+                    None => self.want(i),
+                }
+            }
+            while let Some(event) = self.core.poll_event() {
+                moved = true;
+                match event {
+                    ClientEvent::OpDone { op, result } => {
+                        if let Some(reply) = self.pending.remove(&op) {
+                            let _ = reply.send(result);
+                        } else if let Some((results, reply)) = self.ladvise.remove(&op) {
+                            let _ = reply.send(result.map(|_| results));
+                        }
+                    }
+                    ClientEvent::DataLost { ost, bytes } => warn!(%ost, bytes, "dirty data lost"),
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,514 @@
+//! The lanefs client library: a file system client over real sockets.
+//!
+//! [`Client::connect`] reaches the MDS, learns where the OSTs are and starts
+//! a driver thread ([`driver`]) that owns lanefs-core's client state machine
+//! (lock cache, page cache, writeback, sessions with the OSTs). The methods
+//! of [`Client`] are blocking calls that hand an operation to the driver
+//! and wait for its completion, so any thread (an IOR rank, a test) can use
+//! the file system like a POSIX library. Each [`Client`] is one client
+//! node: its own locks, its own cache, its own connections.
+//!
+//! Failure handling: OSSes are connected to when first needed, so commands
+//! that need only the MDS work while an OSS is down. A lost OSS connection
+//! fails nothing at first: the client keeps its locks, its cache and what
+//! the OSTs have not committed, tries the OSS again (with a growing wait),
+//! and on the new connection sends again what was unanswered, or replays
+//! its locks and uncommitted writes to an OSS that restarted (see
+//! `lanefs_core::client::session`). Only an OSS out of reach for longer
+//! than [`ClientOptions::reconnect_timeout`] (Lustre's `obd_timeout`) fails
+//! the operations that need it, with an error naming it; what was lost is
+//! reported at the next fsync or close of the files it belonged to. A
+//! connection that stops answering (a server stopped, or a link that
+//! silently dropped everything) counts as lost after
+//! [`ClientOptions::rpc_timeout`] without a word: the driver pings every
+//! connection it has sent nothing on for [`ClientOptions::ping_interval`]
+//! (Lustre pings every `obd_timeout / 4`, 25 s), so a live server always
+//! has something to answer. Nothing waits forever on a dead peer.
+//!
+//! What a server may send: anything. The core client checks each message
+//! from an OSS (see `lanefs_core::client`); the driver ignores (with a log
+//! line) a message for an OST that the sending OSS does not serve, a
+//! statistics answer from an OSS not asked or already answered, and an MDS
+//! reply for no call in flight.
+//!
+//! The data path: [`Client::pwrite`] copies the caller's bytes once, on the
+//! caller's thread, into page frames; the core caches those frames as they
+//! are, and its write RPCs carry them. When an OSS is reached over a Unix
+//! socket, the frames come from a shared-memory arena the OSS maps (see
+//! [`crate::shm`]), so a write RPC names its frames and the OST writes the
+//! object from them: one copy from the caller's buffer to the page cache,
+//! one from the page cache to the object file, as with RDMA on a real
+//! network. Otherwise the frames are written to the socket as they are.
+//! After a lost OSS connection the arena is retired (a server may still be
+//! reading frames of writes sent again) and a new one is made. Each
+//! connection's outgoing queue is an [`crate::outbox::Outbox`] bounded by
+//! what the core can have in flight: only a server that stops reading
+//! fills it, and then the connection is dropped as lost.
+//!
+//! Every namespace call carries the caller's [`Credentials`]
+//! ([`ClientOptions::credentials`], by default the calling process's
+//! effective uid and gid and its supplementary groups), which the MDS
+//! checks permissions for; callers apply their umask to the modes they
+//! ask for ([`process_umask`]). Objects are the MDS's to create and
+//! destroy: a client never does either.
+//!
+//! Servers on TCP take only clients with a key of their cluster
+//! ([`ClientOptions::key`], see [`crate::auth`]); on Unix sockets the
+//! client needs none, and trusts only a server running as its own user or
+//! root.
+
+mod driver;
+mod links;
+
+use crate::auth::{describe, tls_failure, ClusterKey, TlsFailure};
+use crate::limits::PING_INTERVAL_DEFAULT;
+use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, OstStats};
+use crate::transport::Address;
+use driver::Driver;
+use lanefs_core::client::ladvise::{Advice, LockaheadResult};
+use lanefs_core::client::{
+    Client as CoreClient, ClientConfig, ClientCounters, ClientError, FileHandle, OpId, OpOutput,
+};
+use lanefs_core::layout::Layout;
+use lanefs_core::ldlm::GroupId;
+use lanefs_core::msg::IoError;
+use lanefs_core::msg::Payload;
+use lanefs_core::pages::{PagePool, PageSpan};
+use lanefs_core::{Instant, PAGE_SIZE};
+use lanefs_mds::{Credentials, DirEntry, DirPage, MdsReply, MdsRequest};
+use std::time::Duration as StdDuration;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+use tokio::sync::oneshot;
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error("cannot reach {address}: {reason}")]
+    Connect { address: String, reason: String },
+    #[error("{peer} refused the connection: {reason}")]
+    Refused { peer: String, reason: String },
+    #[error("MDS: {0}")]
+    Mds(String),
+    /// The MDS connection was lost with the request in flight: it may or
+    /// may not have been done (sent again only if doing it twice is
+    /// harmless, see [`MdsRequest::is_idempotent`]).
+    #[error("the MDS connection was lost with the request in flight ({reason}): it may or may not have been done")]
+    MdsLost { reason: String },
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("the client driver has stopped")]
+    Closed,
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// An object of the file is gone from its OST (its file there was
+    /// removed, or never made): that stripe's bytes are lost, not zeros.
+    #[error(
+        "{path}: object {object} of stripe {stripe} is missing on OST{ost:04x} (its OST no longer has it): \
+         the data of that stripe is lost; restore the file from a copy, or remove it"
+    )]
+    MissingObject { path: String, stripe: u32, ost: u32, object: u64 },
+}
+
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// The core client's settings; `core.recovery` is on for a network
+    /// client (sessions, resends and replay: see `lanefs_core::client::session`).
+    pub core: ClientConfig,
+    /// How long one connection attempt (and its handshake) may take.
+    pub connect_timeout: StdDuration,
+    /// How long an OSS may stay out of reach (connection lost and not
+    /// made again) before the operations that need it fail and what this
+    /// client held there is given up (Lustre's `obd_timeout`, 100 s); and
+    /// how long a namespace call keeps trying an MDS out of reach.
+    pub reconnect_timeout: StdDuration,
+    /// A connection that answers nothing for this long after something was
+    /// sent on it counts as lost (Lustre's `obd_timeout` for an RPC, 100 s).
+    pub rpc_timeout: StdDuration,
+    /// Ping a server connection nothing was sent on for this long, so that
+    /// the server's idle timeout (150 s by default) never closes it and a
+    /// dead server is noticed; Lustre's `obd_timeout / 4`, 25 s.
+    pub ping_interval: StdDuration,
+    /// Offer OSSes on Unix sockets the page arena in shared memory (write
+    /// RPCs then name their pages instead of sending them).
+    pub shared_memory: bool,
+    /// Who makes this client's namespace calls.
+    pub credentials: Credentials,
+    /// The cluster key for TCP servers (a client key, or a server key for
+    /// tools on server hosts); unused on Unix sockets.
+    pub key: Option<ClusterKey>,
+}
+
+/// Lustre's default `obd_timeout`.
+pub const RECONNECT_TIMEOUT_DEFAULT: StdDuration = StdDuration::from_secs(100);
+/// Lustre's default `obd_timeout`.
+pub const RPC_TIMEOUT_DEFAULT: StdDuration = StdDuration::from_secs(100);
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            core: ClientConfig { recovery: true, ..ClientConfig::default() },
+            connect_timeout: StdDuration::from_secs(5),
+            reconnect_timeout: RECONNECT_TIMEOUT_DEFAULT,
+            rpc_timeout: RPC_TIMEOUT_DEFAULT,
+            ping_interval: PING_INTERVAL_DEFAULT,
+            shared_memory: true,
+            credentials: process_credentials(),
+            key: None,
+        }
+    }
+}
+
+impl ClientOptions {
+    /// Timeouts that make sense, or the error naming the one that does not.
+    fn validate(&self) -> Result<(), NetError> {
+        let zero = |name: &str, d: StdDuration| {
+            d.is_zero().then(|| NetError::Client(ClientError::Config(format!("{name} must be positive"))))
+        };
+        if let Some(e) = zero("the ping interval (Lustre's is 25 s)", self.ping_interval)
+            .or_else(|| zero("the RPC timeout (Lustre's obd_timeout is 100 s)", self.rpc_timeout))
+            .or_else(|| zero("the connect timeout", self.connect_timeout))
+        {
+            return Err(e);
+        }
+        if self.ping_interval >= self.rpc_timeout {
+            let reason = format!(
+                "the ping interval ({:?}) must be shorter than the RPC timeout ({:?}), or an idle connection \
+                 would count as lost",
+                self.ping_interval, self.rpc_timeout
+            );
+            return Err(NetError::Client(ClientError::Config(reason)));
+        }
+        Ok(())
+    }
+}
+
+/// A failed connection to `address` as a [`NetError`]: a server's refusal
+/// of this end's key is `Refused`, anything else `Connect`; both say why.
+fn connect_failed(address: &Address, e: &std::io::Error, key: Option<&ClusterKey>) -> NetError {
+    match key.and_then(|key| tls_failure(e, key.path())) {
+        Some(TlsFailure::ByPeer(reason)) => NetError::Refused { peer: address.to_string(), reason },
+        _ => NetError::Connect { address: address.to_string(), reason: describe(e, key) },
+    }
+}
+
+/// The calling process's effective uid and gid and its supplementary
+/// groups (at most `lanefs_mds::GROUPS_MAX`).
+pub fn process_credentials() -> Credentials {
+    // SAFETY: geteuid and getegid have no preconditions and cannot fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    // SAFETY: with a size of 0, getgroups only returns the count; then it
+    // writes at most `count` ids into a buffer of that many.
+    let groups = unsafe {
+        let count = libc::getgroups(0, std::ptr::null_mut());
+        let mut groups = vec![0 as libc::gid_t; count.max(0) as usize];
+        let written = libc::getgroups(count.max(0), groups.as_mut_ptr());
+        groups.truncate(written.max(0) as usize);
+        groups
+    };
+    let mut groups: Vec<u32> = groups.into_iter().filter(|&group| group != gid).collect();
+    groups.truncate(lanefs_mds::GROUPS_MAX);
+    Credentials { uid, gid, groups }
+}
+
+/// The calling process's umask, to apply to the modes of new files and
+/// directories (`mode & !umask`).
+pub fn process_umask() -> u32 {
+    // Linux shows it in /proc/self/status; reading it changes nothing.
+    let shown = std::fs::read_to_string("/proc/self/status").ok().and_then(|status| {
+        let line = status.lines().find(|line| line.starts_with("Umask:"))?;
+        u32::from_str_radix(line.trim_start_matches("Umask:").trim(), 8).ok()
+    });
+    shown.unwrap_or_else(|| {
+        // SAFETY: umask cannot fail; it is set back at once (a file another
+        // thread creates in between would get the wrong mode, hence the
+        // /proc reading first).
+        unsafe {
+            let umask = libc::umask(0o022);
+            libc::umask(umask);
+            umask as u32
+        }
+    })
+}
+
+/// An open file.
+#[derive(Clone, Debug)]
+pub struct File {
+    pub path: String,
+    pub layout: Layout,
+    handle: FileHandle,
+}
+
+pub(crate) type Reply<T> = oneshot::Sender<T>;
+pub(crate) type LadviseReply = Reply<Result<Vec<LockaheadResult>, ClientError>>;
+pub(crate) type StatsReply = Reply<Result<Vec<OstStats>, NetError>>;
+pub(crate) type OpStart = Box<dyn FnOnce(&mut CoreClient, Instant) -> OpId + Send>;
+
+pub(crate) enum Cmd {
+    Mds(MdsCall, Reply<Result<MdsAnswer, NetError>>),
+    Open(Layout, Reply<FileHandle>),
+    Op(OpStart, Reply<Result<OpOutput, ClientError>>),
+    Ladvise(FileHandle, Vec<Advice>, Reply<Result<Vec<LockaheadResult>, ClientError>>),
+    Stats(Reply<Result<Vec<OstStats>, NetError>>),
+    Counters(Reply<ClientCounters>),
+}
+
+/// One client node of a lanefs file system.
+pub struct Client {
+    cmds: UnboundedSender<Cmd>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    info: ClusterInfo,
+    /// Where `pwrite` puts the caller's bytes: the core's own pool.
+    pool: PagePool,
+    credentials: Credentials,
+    /// How long namespace calls keep trying an MDS out of reach.
+    mds_wait: StdDuration,
+}
+
+/// The first wait before a namespace call tries an unreachable MDS again;
+/// each next wait doubles, up to [`MDS_RETRY_MAX`].
+const MDS_RETRY_FIRST: StdDuration = StdDuration::from_millis(100);
+const MDS_RETRY_MAX: StdDuration = StdDuration::from_secs(5);
+
+impl Client {
+    /// Connect to the MDS at `mds` (OSSes are connected to when first needed).
+    pub fn connect(mds: &str, options: ClientOptions) -> Result<Client, NetError> {
+        let mds = Address::parse(mds).map_err(|reason| NetError::Connect { address: mds.into(), reason })?;
+        options.validate()?;
+        let credentials = options.credentials.clone();
+        let mds_wait = options.reconnect_timeout;
+        let (cmds, rx) = unbounded_channel();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("lanefs-client".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+                rt.block_on(async move {
+                    match Driver::start(mds, options).await {
+                        Ok(driver) => {
+                            let _ = ready_tx.send(Ok((driver.info.clone(), driver.pool.clone())));
+                            driver.run(rx).await;
+                        }
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                        }
+                    }
+                })
+            })
+            .map_err(|e| NetError::Connect { address: "driver thread".into(), reason: e.to_string() })?;
+        let (info, pool) = ready_rx.recv().map_err(|_| NetError::Closed)??;
+        Ok(Client { cmds, thread: Some(thread), info, pool, credentials, mds_wait })
+    }
+
+    /// Who this client's namespace calls are made by.
+    pub fn credentials(&self) -> &Credentials {
+        &self.credentials
+    }
+
+    pub fn cluster(&self) -> &ClusterInfo {
+        &self.info
+    }
+
+    fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T, NetError> {
+        let (tx, rx) = oneshot::channel();
+        self.cmds.send(make(tx)).map_err(|_| NetError::Closed)?;
+        rx.blocking_recv().map_err(|_| NetError::Closed)
+    }
+
+    /// One namespace request to the MDS, made with this client's
+    /// credentials. An MDS out of reach (restarting, or stopped) is tried
+    /// again, with a growing wait, for up to
+    /// [`ClientOptions::reconnect_timeout`], as Lustre's clients wait for
+    /// their MDS: a request that was never sent, or that the MDS did not
+    /// do because it was stopping, is sent again; one lost in flight is
+    /// sent again only if doing it twice is harmless
+    /// ([`MdsRequest::is_idempotent`]), and otherwise fails with
+    /// [`NetError::MdsLost`] (Lustre would know from the MDS's reply
+    /// records whether it was done; lanefs's MDS keeps none).
+    pub fn mds(&self, request: MdsRequest) -> Result<MdsReply, NetError> {
+        let deadline = std::time::Instant::now() + self.mds_wait;
+        let mut wait = MDS_RETRY_FIRST;
+        loop {
+            let call = MdsCall::Namespace { credentials: self.credentials.clone(), request: request.clone() };
+            let answer = self.call(|r| Cmd::Mds(call, r))?;
+            let again = match &answer {
+                Err(NetError::Connect { .. }) => true,
+                Err(NetError::MdsLost { .. }) => request.is_idempotent(),
+                Ok(MdsAnswer::Error(e)) => e == crate::mds_server::SHUTTING_DOWN,
+                _ => false,
+            };
+            if again && std::time::Instant::now() + wait < deadline {
+                tracing::info!("the MDS is out of reach; trying again in {wait:?}");
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(MDS_RETRY_MAX);
+                continue;
+            }
+            return match answer? {
+                MdsAnswer::Namespace(MdsReply::Error(e)) => Err(NetError::Mds(e.to_string())),
+                MdsAnswer::Namespace(reply) => Ok(reply),
+                MdsAnswer::Error(e) => Err(NetError::Mds(e)),
+                other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
+            };
+        }
+    }
+
+    /// The pages of directory `path`'s listing, in name order, each asked
+    /// for when the previous one has been taken: a directory of any size
+    /// is listed in bounded replies.
+    pub fn readdir_pages(&self, path: &str) -> ReaddirPages<'_> {
+        ReaddirPages { client: self, path: path.to_string(), cursor: None, done: false }
+    }
+
+    /// Every entry of directory `path`, in name order (page after page).
+    pub fn readdir(&self, path: &str) -> Result<Vec<DirEntry>, NetError> {
+        let mut entries = Vec::new();
+        for page in self.readdir_pages(path) {
+            entries.extend(page?);
+        }
+        Ok(entries)
+    }
+
+    /// Open a file whose layout is known (from create or open on the MDS).
+    pub fn open_layout(&self, path: &str, layout: Layout) -> Result<File, NetError> {
+        let handle = self.call(|r| Cmd::Open(layout.clone(), r))?;
+        Ok(File { path: path.to_string(), layout, handle })
+    }
+
+    fn op(&self, start: impl FnOnce(&mut CoreClient, Instant) -> OpId + Send + 'static) -> Result<OpOutput, NetError> {
+        Ok(self.call(|r| Cmd::Op(Box::new(start), r))??)
+    }
+
+    /// An operation on `file`: a missing object is named.
+    fn file_op(
+        &self,
+        file: &File,
+        start: impl FnOnce(&mut CoreClient, Instant) -> OpId + Send + 'static,
+    ) -> Result<OpOutput, NetError> {
+        self.op(start).map_err(|error| missing_object(file, error))
+    }
+
+    /// Buffered write: returns once the bytes are in this client's page
+    /// cache under a write lock. They are copied once, here, into frames
+    /// the cache takes over.
+    pub fn pwrite(&self, file: &File, offset: u64, data: &[u8]) -> Result<(), NetError> {
+        let fh = file.handle;
+        let span = PageSpan::copy_from(&self.pool, (offset % PAGE_SIZE) as u16, data);
+        self.file_op(file, move |c, now| c.write_payload(now, fh, offset, Payload::Pages(Box::new(span)))).map(|_| ())
+    }
+
+    pub fn pread(&self, file: &File, offset: u64, len: u64) -> Result<Vec<u8>, NetError> {
+        let fh = file.handle;
+        match self.file_op(file, move |c, now| c.read(now, fh, offset, len))? {
+            OpOutput::Read(data) => Ok(data),
+            other => Err(NetError::Protocol(format!("read answered {other:?}"))),
+        }
+    }
+
+    pub fn fsync(&self, file: &File) -> Result<(), NetError> {
+        let fh = file.handle;
+        self.file_op(file, move |c, now| c.fsync(now, fh)).map(|_| ())
+    }
+
+    /// Flush and close (locks stay cached on the client, as on Lustre).
+    pub fn close(&self, file: File) -> Result<(), NetError> {
+        let fh = file.handle;
+        self.file_op(&file, move |c, now| c.close(now, fh)).map(|_| ())
+    }
+
+    /// The file's size, including data still dirty in other clients' caches.
+    pub fn size(&self, file: &File) -> Result<u64, NetError> {
+        let fh = file.handle;
+        match self.file_op(file, move |c, now| c.stat(now, fh))? {
+            OpOutput::Size(size) => Ok(size),
+            other => Err(NetError::Protocol(format!("stat answered {other:?}"))),
+        }
+    }
+
+    pub fn truncate(&self, file: &File, size: u64) -> Result<(), NetError> {
+        let fh = file.handle;
+        self.file_op(file, move |c, now| c.truncate(now, fh, size)).map(|_| ())
+    }
+
+    pub fn group_lock(&self, file: &File, gid: u64) -> Result<(), NetError> {
+        let fh = file.handle;
+        self.op(move |c, now| c.group_lock(now, fh, GroupId(gid))).map(|_| ())
+    }
+
+    pub fn group_unlock(&self, file: &File, gid: u64) -> Result<(), NetError> {
+        let fh = file.handle;
+        self.op(move |c, now| c.group_unlock(now, fh, GroupId(gid))).map(|_| ())
+    }
+
+    /// `llapi_ladvise`: lockahead results (asynchronous advice answers at
+    /// once; synchronous advice returns when its locks are granted).
+    pub fn ladvise(&self, file: &File, advices: &[Advice]) -> Result<Vec<LockaheadResult>, NetError> {
+        Ok(self.call(|r| Cmd::Ladvise(file.handle, advices.to_vec(), r))??)
+    }
+
+    /// Lock and data statistics of every OST.
+    pub fn ost_stats(&self) -> Result<Vec<OstStats>, NetError> {
+        self.call(Cmd::Stats)?
+    }
+
+    pub fn counters(&self) -> Result<ClientCounters, NetError> {
+        self.call(Cmd::Counters)
+    }
+}
+
+/// The pages of one directory listing, asked for one at a time
+/// ([`Client::readdir_pages`]); ends after the last page or the first error.
+pub struct ReaddirPages<'a> {
+    client: &'a Client,
+    path: String,
+    /// The last name of the previous page.
+    cursor: Option<String>,
+    done: bool,
+}
+
+impl Iterator for ReaddirPages<'_> {
+    type Item = Result<Vec<DirEntry>, NetError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let request = MdsRequest::Readdir { path: self.path.clone(), cursor: self.cursor.take() };
+        let page = match self.client.mds(request) {
+            Ok(MdsReply::Entries(page)) => Ok(page),
+            Ok(other) => Err(NetError::Protocol(format!("readdir answered {other:?}"))),
+            Err(error) => Err(error),
+        };
+        let page = match page {
+            Ok(page) => page,
+            Err(error) => {
+                self.done = true;
+                return Some(Err(error));
+            }
+        };
+        let DirPage { entries, more } = page;
+        // A page that says more follow but holds nothing would never end.
+        self.done = !more || entries.is_empty();
+        self.cursor = entries.last().map(|entry| entry.name.clone());
+        Some(Ok(entries))
+    }
+}
+
+/// A failed operation on `file` whose OST said an object is missing, as
+/// [`NetError::MissingObject`] naming it; any other error as it is.
+fn missing_object(file: &File, error: NetError) -> NetError {
+    let NetError::Client(ClientError::Io { ost, error: IoError::NoSuchObject }) = error else { return error };
+    match file.layout.objects().iter().zip(0u32..).find(|(key, _)| key.ost == ost) {
+        Some((key, stripe)) => {
+            NetError::MissingObject { path: file.path.clone(), stripe, ost: ost.0, object: key.object.0 }
+        }
+        None => error,
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let (tx, _) = unbounded_channel();
+        drop(std::mem::replace(&mut self.cmds, tx));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
