@@ -34,6 +34,11 @@ pub struct SwarmArgs {
     /// Threads, each running one seed at a time (default: one per core).
     #[arg(long)]
     jobs: Option<usize>,
+    /// Draw only these fault classes, comma-separated (each then strikes in
+    /// every seed): drop, delay, client_crash, ost_crash, partition,
+    /// write_failure, commit_failure. Give it again to replay such a seed.
+    #[arg(long, value_name = "CLASSES")]
+    only: Option<String>,
     /// With --seed: print every message the run delivered.
     #[arg(long, requires = "seed")]
     trace: bool,
@@ -41,8 +46,9 @@ pub struct SwarmArgs {
 
 pub fn main(args: SwarmArgs) -> Result<ExitCode> {
     let planted = planted_bug()?;
+    let only = args.only.as_deref().map(parse_classes).transpose()?;
     if let Some(seed) = args.seed {
-        return Ok(one_seed(seed, planted, args.trace));
+        return Ok(one_seed(seed, planted, only.as_deref(), args.trace));
     }
     let budget = match args.seconds {
         Some(s) if !(s.is_finite() && s > 0.0) => bail!("--seconds {s} is not a positive number of seconds"),
@@ -55,7 +61,7 @@ pub fn main(args: SwarmArgs) -> Result<ExitCode> {
         (None, None) => Seeds::Range { first: 0, end: SEEDS_DEFAULT },
     };
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let config = SweepConfig { seeds, jobs, budget, planted };
+    let config = SweepConfig { seeds, jobs, budget, planted, only: only.clone() };
     match seeds {
         Seeds::Range { first, end } => println!("lanefs swarm: seeds {first}-{} on {jobs} threads", end - 1),
         Seeds::From { first } => println!("lanefs swarm: seeds from {first} on {jobs} threads"),
@@ -63,14 +69,18 @@ pub fn main(args: SwarmArgs) -> Result<ExitCode> {
     if let Some(bug) = planted {
         println!("planted bug: {}", bug.name());
     }
-    let summary = lanefs_swarm::sweep(&config, print_failure).map_err(|e| anyhow!("{e}"))?;
-    print_summary(&summary);
+    if let Some(classes) = &args.only {
+        println!("only faults: {classes}");
+    }
+    let replay = args.only.as_ref().map_or(String::new(), |c| format!(" --only {c}"));
+    let summary = lanefs_swarm::sweep(&config, |r| print_failure(r, &replay)).map_err(|e| anyhow!("{e}"))?;
+    print_summary(&summary, &replay);
     Ok(ExitCode::from(summary.exit_code() as u8))
 }
 
-fn one_seed(seed: u64, planted: Option<Bug>, trace: bool) -> ExitCode {
-    println!("{}", lanefs_swarm::options::SwarmOptions::from_seed(seed));
-    let (result, lines) = lanefs_swarm::replay_seed(seed, planted);
+fn one_seed(seed: u64, planted: Option<Bug>, only: Option<&[FaultClass]>, trace: bool) -> ExitCode {
+    println!("{}", lanefs_swarm::options_of(seed, only));
+    let (result, lines) = lanefs_swarm::replay_seed(seed, planted, only);
     if trace {
         for line in &lines {
             println!("{line}");
@@ -86,16 +96,16 @@ fn one_seed(seed: u64, planted: Option<Bug>, trace: bool) -> ExitCode {
     ExitCode::from(result.outcome.exit_code() as u8)
 }
 
-fn print_failure(r: &SeedResult) {
+fn print_failure(r: &SeedResult, replay: &str) {
     if r.outcome.exit_code() == 0 {
         return;
     }
     println!("{}", r.options);
     println!("  {} ({}): {}", r.outcome.kind(), r.outcome.exit_code(), r.outcome.message());
-    println!("  replay: lanefs swarm --seed {}", r.seed);
+    println!("  replay: lanefs swarm --seed {}{replay}", r.seed);
 }
 
-fn print_summary(s: &Summary) {
+fn print_summary(s: &Summary, replay: &str) {
     println!(
         "{} seeds in {:.1} s ({:.1} seeds/s, {} steps): {} passed, {} crashed, {} liveness, {} correctness",
         s.seeds_run,
@@ -109,12 +119,24 @@ fn print_summary(s: &Summary) {
     );
     println!("faults injected: {}", fault_list(&s.faults.by_class));
     if let Some(&(seed, code)) = s.failures.first() {
-        println!("first failing seed: {seed} (exit {code}); replay: lanefs swarm --seed {seed}");
+        println!("first failing seed: {seed} (exit {code}); replay: lanefs swarm --seed {seed}{replay}");
     }
 }
 
 fn fault_list(by_class: &[u64]) -> String {
     FaultClass::ALL.iter().map(|c| format!("{} {}", c.name(), by_class[*c as usize])).collect::<Vec<_>>().join(", ")
+}
+
+/// `drop,ost_crash`: fault classes by name.
+fn parse_classes(text: &str) -> Result<Vec<FaultClass>> {
+    text.split(',')
+        .map(|name| {
+            FaultClass::from_name(name.trim()).with_context(|| {
+                let names: Vec<&str> = FaultClass::ALL.iter().map(|c| c.name()).collect();
+                format!("--only {text}: {name} is no fault class; one of: {}", names.join(", "))
+            })
+        })
+        .collect()
 }
 
 /// `A-B`, both included.

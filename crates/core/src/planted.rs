@@ -2,7 +2,7 @@
 //! catches the kind of mistake it claims to catch.
 //!
 //! Each [`Bug`] breaks one rule of the protocol in one place (or two
-//! that go together), behind
+//! that go together; the MDS's in lanefs-mds, which asks the same switch), behind
 //! [`active`]. Without the `planted-bugs` cargo feature (the default, and
 //! every build that ships) `active` is a constant `false` and the compiler
 //! removes every planted branch; the feature refuses to build without debug
@@ -46,10 +46,21 @@ pub enum Bug {
     /// its locks and writes (`Ost::connect`, `Ost::serve`): a client cut off
     /// or slowed past the recovery window writes old bytes over new ones.
     LateReplay,
+    /// The MDS removes an unlinked file without queueing its objects for
+    /// destruction (`lanefs_mds::ops::Mds::unlink`): they stay on the OSTs
+    /// for ever.
+    ForgetDestroy,
+    /// The MDS loses its queue of objects to destroy when it restarts
+    /// (lanefs-mds's `schema::prepare`), as an unlink log kept in memory would.
+    LoseDestroyQueue,
+    /// Every MDS request is called idempotent (`MdsRequest::is_idempotent`),
+    /// so a client takes the answer to a retried unlink or exclusive create
+    /// at face value: `ENOENT` for its own unlink, `EEXIST` for its own create.
+    RetryUnsafe,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 10] = [
+    pub const ALL: [Bug; 13] = [
         Bug::ConflictingGrant,
         Bug::CancelBeforeAck,
         Bug::ForgetReplay,
@@ -60,6 +71,9 @@ impl Bug {
         Bug::NoCallbackTimeout,
         Bug::SilentEviction,
         Bug::LateReplay,
+        Bug::ForgetDestroy,
+        Bug::LoseDestroyQueue,
+        Bug::RetryUnsafe,
     ];
 
     /// The name the swarm's switch takes (`LANEFS_PLANTED_BUG=...`).
@@ -75,6 +89,9 @@ impl Bug {
             Bug::NoCallbackTimeout => "no-callback-timeout",
             Bug::SilentEviction => "silent-eviction",
             Bug::LateReplay => "late-replay",
+            Bug::ForgetDestroy => "forget-destroy",
+            Bug::LoseDestroyQueue => "lose-destroy-queue",
+            Bug::RetryUnsafe => "retry-unsafe",
         }
     }
 

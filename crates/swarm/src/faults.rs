@@ -1,11 +1,14 @@
 //! The faults a run injects, and when.
 //!
-//! Seven classes ([`FaultClass`]), each a verb of the harness: a dropped
-//! connection, a slow network (every link's latency multiplied for a
-//! while), a client that dies, an OST whose machine dies (what it had not
-//! committed is lost) and restarts later, a partition between one client
-//! and one OST (healed later), a disk whose writes fail (`EIO`, `ENOSPC`)
-//! and a disk whose commits fail. The [`FaultPlan`] draws, from the run's
+//! Nine classes ([`FaultClass`]), each a verb of the harness or of the
+//! swarm's MDS node ([`crate::mds`]): a dropped connection, a slow network
+//! (every link's latency multiplied for a while, the MDS's links too), a
+//! client that dies, an OST whose machine dies (what it had not committed
+//! is lost) and restarts later, a partition between one client and one OST
+//! (healed later), a disk whose writes fail (`EIO`, `ENOSPC`), a disk
+//! whose commits fail, an MDS whose machine dies and restarts later (what
+//! SQLite had committed stays, answers on the wire are lost), and a
+//! dropped client-MDS connection. The [`FaultPlan`] draws, from the run's
 //! seed and its [`FaultMix`], the step at which the next fault strikes
 //! (exponential gaps at the mix's total rate) and its class; the driver
 //! picks its target from the cluster as it is then (a live client, an OST
@@ -14,10 +17,6 @@
 //! (restart, heal, a working disk, a calm network) a drawn number of steps
 //! later; a cluster that has nothing left to do gets its next repair at
 //! once, so a run never waits on a fault forever.
-//!
-//! Not modelled: the MDS. The deterministic harness has none (layouts are
-//! made in the harness, as the MDS's allocator would), so MDS crashes are
-//! left to the network cluster's tests.
 
 use crate::options::FaultMix;
 use lanefs_core::Errno;
@@ -34,10 +33,12 @@ pub enum FaultClass {
     Partition,
     WriteFailure,
     CommitFailure,
+    MdsCrash,
+    MdsDrop,
 }
 
 impl FaultClass {
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 9;
     pub const ALL: [FaultClass; FaultClass::COUNT] = [
         FaultClass::Drop,
         FaultClass::Delay,
@@ -46,6 +47,8 @@ impl FaultClass {
         FaultClass::Partition,
         FaultClass::WriteFailure,
         FaultClass::CommitFailure,
+        FaultClass::MdsCrash,
+        FaultClass::MdsDrop,
     ];
 
     pub fn name(self) -> &'static str {
@@ -57,7 +60,13 @@ impl FaultClass {
             FaultClass::Partition => "partition",
             FaultClass::WriteFailure => "write_failure",
             FaultClass::CommitFailure => "commit_failure",
+            FaultClass::MdsCrash => "mds_crash",
+            FaultClass::MdsDrop => "mds_drop",
         }
+    }
+
+    pub fn from_name(name: &str) -> Option<FaultClass> {
+        FaultClass::ALL.into_iter().find(|c| c.name() == name)
     }
 
     /// How often the class strikes relative to the others at the same
@@ -65,7 +74,7 @@ impl FaultClass {
     pub fn weight(self) -> f64 {
         match self {
             FaultClass::ClientCrash => 0.3,
-            FaultClass::OstCrash => 0.5,
+            FaultClass::OstCrash | FaultClass::MdsCrash => 0.5,
             _ => 1.0,
         }
     }
@@ -101,6 +110,11 @@ pub enum Fault {
         ost: u32,
         errno: Errno,
     },
+    MdsCrash,
+    /// Client `client`'s connection to the MDS dropped.
+    MdsDrop {
+        client: u32,
+    },
 }
 
 impl Fault {
@@ -113,15 +127,24 @@ impl Fault {
             Fault::Partition { .. } => FaultClass::Partition,
             Fault::FailWrites { .. } => FaultClass::WriteFailure,
             Fault::FailCommits { .. } => FaultClass::CommitFailure,
+            Fault::MdsCrash => FaultClass::MdsCrash,
+            Fault::MdsDrop { .. } => FaultClass::MdsDrop,
         }
+    }
+
+    /// Whether it may explain a lost write or a failed data operation:
+    /// the MDS's faults touch no data.
+    pub fn touches_data(self) -> bool {
+        !matches!(self, Fault::MdsCrash | Fault::MdsDrop { .. })
     }
 
     /// The client it touches (`None`: every client).
     pub fn client(self) -> Option<u32> {
         match self {
-            Fault::Drop { client, .. } | Fault::Partition { client, .. } | Fault::ClientCrash { client } => {
-                Some(client)
-            }
+            Fault::Drop { client, .. }
+            | Fault::Partition { client, .. }
+            | Fault::ClientCrash { client }
+            | Fault::MdsDrop { client } => Some(client),
             _ => None,
         }
     }
@@ -134,7 +157,7 @@ impl Fault {
             | Fault::OstCrash { ost }
             | Fault::FailWrites { ost, .. }
             | Fault::FailCommits { ost, .. } => Some(ost),
-            Fault::Delay { .. } | Fault::ClientCrash { .. } => None,
+            Fault::Delay { .. } | Fault::ClientCrash { .. } | Fault::MdsCrash | Fault::MdsDrop { .. } => None,
         }
     }
 }
@@ -147,6 +170,7 @@ pub enum Repair {
     WritesWork { ost: u32 },
     CommitsWork { ost: u32 },
     CalmNetwork,
+    RestartMds,
 }
 
 /// Faults injected, by class.

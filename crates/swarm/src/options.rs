@@ -149,6 +149,25 @@ impl SwarmOptions {
         }
     }
 
+    /// The options of `seed` with only the fault classes in `only`: the
+    /// others are off, and each of these is on (at its drawn rate, or at
+    /// one drawn from a stream of its own if the seed had it off or was
+    /// quiet). `lanefs swarm --only` uses it to show which class a finding
+    /// needs.
+    pub fn with_only(mut self, only: &[FaultClass]) -> SwarmOptions {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed ^ 0x6f6e_6c79_6661_756c);
+        for class in FaultClass::ALL {
+            let rate = &mut self.faults.per_kilostep[class as usize];
+            let drawn = 0.5 * (10.0f64 / 0.5).powf(rng.gen_range(0.0..1.0)) * class.weight();
+            if !only.contains(&class) {
+                *rate = 0.0;
+            } else if *rate == 0.0 {
+                *rate = drawn;
+            }
+        }
+        self
+    }
+
     pub fn rpc_bytes(&self) -> u64 {
         self.rpc_pages * PAGE_BYTES
     }
@@ -256,5 +275,16 @@ mod tests {
             quiet += usize::from(a.faults.is_quiet());
         }
         assert!((50..200).contains(&quiet), "about one seed in five is quiet: {quiet} of 500");
+    }
+
+    #[test]
+    fn only_leaves_the_named_classes_on_and_nothing_else() {
+        for seed in 0..100 {
+            let o = SwarmOptions::from_seed(seed).with_only(&[FaultClass::Drop]);
+            for class in FaultClass::ALL {
+                assert_eq!(o.faults.rate(class) > 0.0, class == FaultClass::Drop, "seed {seed} {class:?}");
+            }
+            assert_eq!(o, SwarmOptions::from_seed(seed).with_only(&[FaultClass::Drop]));
+        }
     }
 }

@@ -114,6 +114,7 @@ impl<'a> Oracle<'a> {
             .iter()
             .filter(|f| f.at <= at)
             .map(|f| f.fault)
+            .filter(|f| f.touches_data())
             .find(|f| f.client().is_none_or(|c| c == client) && f.ost().is_none_or(|o| osts.contains(&o)))
     }
 

@@ -14,18 +14,19 @@
 use crate::checkers;
 use crate::faults::{Fault, FaultClass, FaultPlan, Repair};
 use crate::history::{FsyncRecord, History, ReadRecord, Scope, Tick};
+use crate::mds::{self, MdsWorld};
 use crate::options::SwarmOptions;
 use crate::oracle::Oracle;
-use crate::workload::{self, Action};
+use crate::workload::{self, Action, SCRATCH_SLOTS};
 use crate::Outcome;
 use lanefs_core::client::ladvise::{Advice, AheadMode};
 use lanefs_core::client::{ClientConfig, FileHandle, OpId, OpOutput};
 use lanefs_core::harness::{Harness, HarnessConfig};
-use lanefs_core::layout::Layout;
 use lanefs_core::ldlm::server::LockServerConfig;
 use lanefs_core::ost::{OstConfig, RecoveryConfig};
 use lanefs_core::units::{ClientId, Duration, OstIndex, PAGE_SIZE};
 use lanefs_core::Errno;
+use lanefs_mds::{Access, CreateMode, MdsRequest, StripeSpec};
 use rand::Rng;
 use std::collections::BTreeSet;
 
@@ -71,11 +72,25 @@ enum Pending {
     GroupUnlock,
 }
 
+/// What a client waits for from the MDS (the request's id with it).
+#[derive(Clone, Debug)]
+enum MdsWait {
+    /// The open of a data file, before the action that needs it.
+    Open { file: usize },
+    /// A namespace action on one of its scratch names.
+    Name { path: String, request: MdsRequest },
+    /// A listing of `/`, with the data files opened before it was asked for.
+    List { known: Vec<usize> },
+}
+
 struct Runner {
     client: u32,
     program: Vec<Action>,
     next: usize,
     pending: Option<(OpId, usize, Pending)>,
+    mds_wait: Option<(u64, MdsWait)>,
+    /// The fresh reader of the liveness phase: its reads are of the final state.
+    fresh: bool,
     handles: Vec<Option<FileHandle>>,
     /// The gid of the GROUP lock held through each file's handle.
     group: Vec<Option<u64>>,
@@ -86,7 +101,7 @@ struct Runner {
 
 impl Runner {
     fn is_idle(&self) -> bool {
-        self.crashed || (self.pending.is_none() && self.next == self.program.len())
+        self.crashed || (self.pending.is_none() && self.mds_wait.is_none() && self.next == self.program.len())
     }
 
     /// Holding a GROUP lock, or taking one: a crash now would leave a lock
@@ -100,7 +115,7 @@ impl Runner {
 pub struct Driver {
     o: SwarmOptions,
     h: Harness,
-    layouts: Vec<Layout>,
+    mds: MdsWorld,
     osts_of_file: Vec<Vec<u32>>,
     runners: Vec<Runner>,
     plan: FaultPlan,
@@ -149,13 +164,12 @@ impl Driver {
                 commit_interval: Duration::from_ms(o.commit_interval_ms),
             }),
         };
-        let mut h = Harness::new(config).expect("drawn options make a valid client configuration");
-        let layouts: Vec<Layout> = o
-            .files
-            .iter()
-            .map(|f| h.create_layout(f.stripe_bytes, f.stripe_count, Some(f.start_ost)).expect("drawn layout"))
-            .collect();
-        let osts_of_file = layouts.iter().map(|l| l.objects().iter().map(|k| k.ost.0).collect()).collect();
+        let h = Harness::new(config).expect("drawn options make a valid client configuration");
+        let mds = MdsWorld::new(o.seed, o.osts, latency);
+        // Round robin from the drawn start, as the MDS's allocator lays out
+        // a file whose start OST is given (the namespace oracle checks it).
+        let osts_of_file =
+            o.files.iter().map(|f| (0..f.stripe_count).map(|i| (f.start_ost + i) % o.osts).collect()).collect();
         let files = o.files.len();
         let runners = workload::programs(&o)
             .into_iter()
@@ -165,6 +179,8 @@ impl Driver {
                 program,
                 next: 0,
                 pending: None,
+                mds_wait: None,
+                fresh: false,
                 handles: vec![None; files],
                 group: vec![None; files],
                 crashed: false,
@@ -174,7 +190,7 @@ impl Driver {
         let plan = FaultPlan::new(o.seed, o.faults.clone());
         Driver {
             h,
-            layouts,
+            mds,
             osts_of_file,
             runners,
             plan,
@@ -205,7 +221,15 @@ impl Driver {
     pub fn run(&mut self) -> RunReport {
         self.safety_phase();
         let liveness = self.liveness_phase();
-        let correctness = Oracle::new(&self.history, &self.osts_of_file).check();
+        let mut correctness = Oracle::new(&self.history, &self.osts_of_file).check();
+        if liveness.is_ok() {
+            let mut ns = std::mem::take(&mut self.mds.ns);
+            ns.check_final(&mut self.mds, self.o.clients, SCRATCH_SLOTS);
+            self.mds.ns = ns;
+        }
+        if let (Ok(()), Some(finding)) = (&correctness, self.mds.ns.findings.first()) {
+            correctness = Err(format!("namespace: {finding}"));
+        }
         let outcome = match (correctness, liveness) {
             (Err(e), _) => Outcome::Correctness(e),
             (Ok(()), Err(e)) => Outcome::Liveness(e),
@@ -214,19 +238,24 @@ impl Driver {
         RunReport {
             outcome,
             faults: self.history.fault_counts(),
-            steps: self.h.steps(),
+            steps: self.steps(),
             trace_hash: self.h.trace_hash(),
             ops: self.ops,
         }
     }
 
+    /// Steps of the run: the harness's and the MDS world's events.
+    fn steps(&self) -> u64 {
+        self.h.steps() + self.mds.events
+    }
+
     fn safety_phase(&mut self) {
         loop {
             self.observe();
-            if self.runners.iter().all(Runner::is_idle) || self.h.steps() >= SAFETY_STEPS_MAX {
+            if self.runners.iter().all(Runner::is_idle) || self.steps() >= SAFETY_STEPS_MAX {
                 return;
             }
-            let step = self.h.steps();
+            let step = self.steps();
             while let Some(repair) = self.plan.due_repair(step) {
                 self.repair(repair);
             }
@@ -247,7 +276,7 @@ impl Driver {
     /// read every file back with a fresh client; all within the bound.
     fn liveness_phase(&mut self) -> Result<(), String> {
         self.heal_all();
-        let budget_end = self.h.steps() + LIVENESS_STEPS_MAX;
+        let budget_end = self.steps() + LIVENESS_STEPS_MAX;
         for r in &mut self.runners {
             r.program.truncate(r.next);
             r.closing = true;
@@ -255,6 +284,12 @@ impl Driver {
         self.settle(budget_end, "the survivors' fsyncs and closes")?;
         self.fresh_reads();
         self.settle(budget_end, "the fresh clients' reads")?;
+        while self.mds.destroys_busy() {
+            if self.steps() >= budget_end || !self.step() {
+                let left = self.mds.destroys_left();
+                return Err(format!("the healed MDS did not destroy the objects of removed files: {left} left queued"));
+            }
+        }
         match checkers::leftovers(&self.h, self.o.osts, self.o.clients) {
             Some(left) => Err(format!("the healed cluster went idle with work left: {left}")),
             None => Ok(()),
@@ -268,7 +303,7 @@ impl Driver {
             if self.runners.iter().all(Runner::is_idle) {
                 return Ok(());
             }
-            if self.h.steps() >= budget_end {
+            if self.steps() >= budget_end {
                 return Err(format!(
                     "{what} did not finish within {LIVENESS_STEPS_MAX} steps of the liveness phase ({}): {}",
                     self.h.now(),
@@ -296,6 +331,17 @@ impl Driver {
 
     /// One harness step and the swarm's checks after it.
     fn step(&mut self) -> bool {
+        if let Some(at) = self.mds.next_event_at() {
+            if self.h.next_event_at().is_none_or(|next| at < next) {
+                if at > self.h.now() {
+                    self.h.advance(at.saturating_since(self.h.now()));
+                    checkers::check_granted_locks(&self.h, self.o.osts);
+                }
+                let now = self.h.now();
+                self.mds.step(now, &mut self.h);
+                return true;
+            }
+        }
         if !self.h.step() {
             return false;
         }
@@ -338,11 +384,14 @@ impl Driver {
         if runner.crashed {
             return false;
         }
+        if let Some((xid, wait)) = runner.mds_wait.clone() {
+            return self.poll_mds(r, xid, wait);
+        }
         let Some((op, index, pending)) = runner.pending else { return true };
         let c = ClientId(runner.client);
         let Some(result) = self.h.result(c, op).cloned() else { return false };
         self.ops += 1;
-        let file = self.runners[r].program[index].file();
+        let file = self.runners[r].program[index].file().expect("a data operation");
         self.runners[r].pending = None;
         let client = c.0;
         match (pending, result) {
@@ -402,6 +451,64 @@ impl Driver {
         true
     }
 
+    /// Take runner `r`'s MDS answer if it came; true if the runner is free.
+    fn poll_mds(&mut self, r: usize, xid: u64, wait: MdsWait) -> bool {
+        let client = self.runners[r].client;
+        let Some(answer) = self.mds.answer(client, xid) else { return false };
+        self.runners[r].mds_wait = None;
+        self.ops += 1;
+        match wait {
+            MdsWait::Open { file } => {
+                let f = &self.o.files[file];
+                let wanted = (f.stripe_bytes, f.stripe_count, f.start_ost);
+                match self.mds.ns.data_opened(file, &answer.reply, wanted) {
+                    Some(layout) => self.runners[r].handles[file] = Some(self.h.open(ClientId(client), layout)),
+                    None => self.runners[r].next += 1, // the finding is kept; the action is skipped
+                }
+            }
+            MdsWait::Name { path, request } => self.mds.ns.answered(&path, &request, &answer),
+            MdsWait::List { known } => self.mds.ns.listed(client, SCRATCH_SLOTS, &known, &answer.reply),
+        }
+        true
+    }
+
+    /// Send runner `r`'s namespace action to the MDS.
+    fn start_name(&mut self, r: usize, action: &Action) -> bool {
+        let client = self.runners[r].client;
+        let now = self.h.now();
+        let (path, request) = match *action {
+            Action::NsCreate { slot } => {
+                let path = mds::scratch_path(client, slot);
+                let request = MdsRequest::Create {
+                    path: path.clone(),
+                    stripe: StripeSpec::default(),
+                    mode: CreateMode::Exclusive,
+                    access: Access::ReadWrite,
+                    permissions: 0o644,
+                };
+                (path, request)
+            }
+            Action::NsUnlink { slot } => {
+                let path = mds::scratch_path(client, slot);
+                self.mds.ns.unlink_sent(&path);
+                (path.clone(), MdsRequest::Unlink { path })
+            }
+            Action::NsStat { slot } => {
+                let path = mds::scratch_path(client, slot);
+                (path.clone(), MdsRequest::Stat { path })
+            }
+            _ => {
+                let xid = self.mds.send(now, client, MdsRequest::Readdir { path: "/".into(), cursor: None });
+                let known = self.mds.ns.data_files();
+                self.runners[r].mds_wait = Some((xid, MdsWait::List { known }));
+                return true;
+            }
+        };
+        let xid = self.mds.send(now, client, request.clone());
+        self.runners[r].mds_wait = Some((xid, MdsWait::Name { path, request }));
+        true
+    }
+
     /// Start runner `r`'s next action; true if it completed at once (or was
     /// skipped) and the one after may start.
     fn start_next(&mut self, r: usize) -> bool {
@@ -410,18 +517,22 @@ impl Driver {
         }
         let runner = &mut self.runners[r];
         let Some(action) = runner.program.get(runner.next).cloned() else { return false };
+        let Some(file) = action.file() else {
+            runner.next += 1;
+            return self.start_name(r, &action);
+        };
+        let Some(fh) = runner.handles[file] else {
+            // Open it through the MDS first; the action starts once it is.
+            let f = &self.o.files[file];
+            let request = mds::open_request(file, f.stripe_bytes, f.stripe_count, f.start_ost);
+            let xid = self.mds.send(self.h.now(), runner.client, request);
+            self.runners[r].mds_wait = Some((xid, MdsWait::Open { file }));
+            return true;
+        };
         let index = runner.next;
         runner.next += 1;
+        let fresh = runner.fresh;
         let c = ClientId(runner.client);
-        let file = action.file();
-        let fh = match runner.handles[file] {
-            Some(fh) => fh,
-            None => {
-                let fh = self.h.open(c, self.layouts[file].clone());
-                self.runners[r].handles[file] = Some(fh);
-                fh
-            }
-        };
         let (op, pending) = match action {
             Action::Write { offset, len, id, .. } => {
                 let index = self.history.write_started(id, c.0, file, offset, len, false);
@@ -435,7 +546,7 @@ impl Driver {
             }
             Action::Read { offset, len, .. } => {
                 let start = self.history.tick();
-                (self.h.read(c, fh, offset, len), Pending::Read { offset, start, fresh: false })
+                (self.h.read(c, fh, offset, len), Pending::Read { offset, start, fresh })
             }
             Action::Fsync { .. } => {
                 let start = self.history.tick();
@@ -470,6 +581,9 @@ impl Driver {
                 self.history.tick();
                 (self.h.group_unlock(c, fh, gid), Pending::GroupUnlock)
             }
+            Action::NsCreate { .. } | Action::NsUnlink { .. } | Action::NsStat { .. } | Action::NsList => {
+                unreachable!("namespace actions start in start_name")
+            }
         };
         self.runners[r].pending = Some((op, index, pending));
         true
@@ -492,46 +606,24 @@ impl Driver {
         }
     }
 
-    /// The fresh client opens and reads every file whole, all at once.
+    /// The fresh client opens (through the MDS) and reads every file
+    /// whole, all files at once.
     fn fresh_reads(&mut self) {
         let reader = self.o.clients;
-        let c = ClientId(reader);
         let files = self.o.files.len();
-        self.runners.push(Runner {
-            client: reader,
-            program: Vec::new(),
-            next: 0,
-            pending: None,
-            handles: vec![None; files],
-            group: vec![None; files],
-            crashed: false,
-            closing: false,
-        });
-        // One runner per file: reads of different files in parallel.
-        let last = self.runners.len() - 1;
         for file in 0..files {
-            let fh = self.h.open(c, self.layouts[file].clone());
-            let start = self.history.tick();
-            let op = self.h.read(c, fh, 0, self.o.files[file].bytes);
-            let runner = if file == 0 {
-                &mut self.runners[last]
-            } else {
-                self.runners.push(Runner {
-                    client: reader,
-                    program: Vec::new(),
-                    next: 0,
-                    pending: None,
-                    handles: vec![None; files],
-                    group: vec![None; files],
-                    crashed: false,
-                    closing: false,
-                });
-                self.runners.last_mut().expect("pushed")
-            };
-            runner.program.push(Action::Read { file, offset: 0, len: self.o.files[file].bytes });
-            runner.next = 1;
-            runner.handles[file] = Some(fh);
-            runner.pending = Some((op, 0, Pending::Read { offset: 0, start, fresh: true }));
+            self.runners.push(Runner {
+                client: reader,
+                program: vec![Action::Read { file, offset: 0, len: self.o.files[file].bytes }],
+                next: 0,
+                pending: None,
+                mds_wait: None,
+                fresh: true,
+                handles: vec![None; files],
+                group: vec![None; files],
+                crashed: false,
+                closing: false,
+            });
         }
     }
 
@@ -553,7 +645,7 @@ impl Driver {
 
     fn inject(&mut self, class: FaultClass) {
         self.history.clock = self.h.now();
-        let step = self.h.steps();
+        let step = self.steps();
         let osts = self.o.osts;
         let live = self.live_clients();
         let fault = match class {
@@ -575,6 +667,7 @@ impl Driver {
                 let last = rng.gen_range(20..2_000);
                 let (min, max) = (self.latency.0 .0 * factor, self.latency.1 .0 * factor);
                 self.h.set_latency(Duration(min), Duration(max));
+                self.mds.set_latency((Duration(min), Duration(max)));
                 self.delayed = true;
                 self.plan.schedule(step, last, Repair::CalmNetwork);
                 Fault::Delay { latency_min_us: min / 1000, latency_max_us: max / 1000 }
@@ -592,8 +685,13 @@ impl Driver {
                     .collect();
                 let Some(client) = pick(self.plan.rng(), &candidates) else { return };
                 self.h.crash(ClientId(client));
-                self.runners[client as usize].crashed = true;
-                self.runners[client as usize].pending = None;
+                self.mds.forget_client(client);
+                let runner = &mut self.runners[client as usize];
+                runner.crashed = true;
+                runner.pending = None;
+                if let Some((_, MdsWait::Name { path, .. })) = runner.mds_wait.take() {
+                    self.mds.ns.abandoned(&path);
+                }
                 Fault::ClientCrash { client }
             }
             FaultClass::OstCrash => {
@@ -637,6 +735,20 @@ impl Driver {
                 self.plan.schedule(step, last, Repair::CommitsWork { ost });
                 Fault::FailCommits { ost, errno }
             }
+            FaultClass::MdsCrash => {
+                if !self.mds.is_up() {
+                    return;
+                }
+                self.mds.crash();
+                let down_for = self.plan.rng().gen_range(1..2_000);
+                self.plan.schedule(step, down_for, Repair::RestartMds);
+                Fault::MdsCrash
+            }
+            FaultClass::MdsDrop => {
+                let Some(client) = pick(self.plan.rng(), &live) else { return };
+                self.mds.drop_link(client);
+                Fault::MdsDrop { client }
+            }
         };
         self.history.fault(fault);
     }
@@ -659,7 +771,9 @@ impl Driver {
             Repair::CalmNetwork => {
                 self.delayed = false;
                 self.h.set_latency(self.latency.0, self.latency.1);
+                self.mds.set_latency(self.latency);
             }
+            Repair::RestartMds => self.mds.restart(self.h.now()),
         }
     }
 
@@ -668,6 +782,7 @@ impl Driver {
             self.repair(repair);
         }
         self.plan.clear_repairs();
+        self.mds.restart(self.h.now());
     }
 }
 

@@ -7,7 +7,7 @@
 //! over a planted bug does not print ten thousand backtraces), and the seed
 //! is reported as a crash.
 
-use crate::faults::FaultCounts;
+use crate::faults::{FaultClass, FaultCounts};
 use crate::options::SwarmOptions;
 use crate::run::Driver;
 use crate::Outcome;
@@ -39,6 +39,9 @@ pub struct SweepConfig {
     /// A bug planted in the core for every seed (needs the `planted-bugs`
     /// feature).
     pub planted: Option<Bug>,
+    /// Draw only these fault classes ([`SwarmOptions::with_only`]); `None`:
+    /// every class, as the seed draws them.
+    pub only: Option<Vec<FaultClass>>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -132,16 +135,35 @@ fn install_panic_capture() {
 
 /// Run one seed on this thread, a panic caught as a crash.
 pub fn run_seed(seed: u64, planted: Option<Bug>) -> SeedResult {
-    run_seed_with(seed, planted, false).0
+    run_seed_with(seed, planted, None, false).0
+}
+
+/// [`run_seed`] with only the fault classes `only` ([`SwarmOptions::with_only`]).
+pub fn run_seed_only(seed: u64, planted: Option<Bug>, only: Option<&[FaultClass]>) -> SeedResult {
+    run_seed_with(seed, planted, only, false).0
 }
 
 /// [`run_seed`], keeping the harness's trace of every message delivered
 /// (a replay that shows what happened).
-pub fn replay_seed(seed: u64, planted: Option<Bug>) -> (SeedResult, Vec<String>) {
-    run_seed_with(seed, planted, true)
+pub fn replay_seed(seed: u64, planted: Option<Bug>, only: Option<&[FaultClass]>) -> (SeedResult, Vec<String>) {
+    run_seed_with(seed, planted, only, true)
 }
 
-fn run_seed_with(seed: u64, planted: Option<Bug>, trace: bool) -> (SeedResult, Vec<String>) {
+/// The options seed `seed` runs with.
+pub fn options_of(seed: u64, only: Option<&[FaultClass]>) -> SwarmOptions {
+    let options = SwarmOptions::from_seed(seed);
+    match only {
+        Some(only) => options.with_only(only),
+        None => options,
+    }
+}
+
+fn run_seed_with(
+    seed: u64,
+    planted: Option<Bug>,
+    only: Option<&[FaultClass]>,
+    trace: bool,
+) -> (SeedResult, Vec<String>) {
     // A seed that panics leaves its driver behind (the trace up to the
     // panic); one that passes is dropped here either way.
     install_panic_capture();
@@ -149,7 +171,7 @@ fn run_seed_with(seed: u64, planted: Option<Bug>, trace: bool) -> (SeedResult, V
     lanefs_core::planted::plant(planted);
     #[cfg(not(feature = "planted-bugs"))]
     assert!(planted.is_none(), "a planted bug in a build without them (the sweep refuses it first)");
-    let options = SwarmOptions::from_seed(seed);
+    let options = options_of(seed, only);
     let started = Instant::now();
     CAPTURING.with(|c| c.set(true));
     let mut driver = None;
@@ -226,7 +248,7 @@ pub fn sweep(config: &SweepConfig, mut on_result: impl FnMut(&SeedResult)) -> Re
                 if seed >= end {
                     return;
                 }
-                if tx.send(run_seed(seed, config.planted)).is_err() {
+                if tx.send(run_seed_only(seed, config.planted, config.only.as_deref())).is_err() {
                     return;
                 }
             });

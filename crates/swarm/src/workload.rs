@@ -80,10 +80,24 @@ pub enum Action {
     GroupUnlock {
         file: usize,
     },
+    /// Through the MDS, on the client's own scratch names
+    /// ([`crate::mds::scratch_path`]): `O_CREAT|O_EXCL`, unlink, stat, and a
+    /// listing of `/`.
+    NsCreate {
+        slot: usize,
+    },
+    NsUnlink {
+        slot: usize,
+    },
+    NsStat {
+        slot: usize,
+    },
+    NsList,
 }
 
 impl Action {
-    pub fn file(&self) -> usize {
+    /// The data file it works on (`None`: a namespace action).
+    pub fn file(&self) -> Option<usize> {
         match *self {
             Action::Write { file, .. }
             | Action::Read { file, .. }
@@ -93,10 +107,14 @@ impl Action {
             | Action::Stat { file }
             | Action::Lockahead { file, .. }
             | Action::GroupLock { file, .. }
-            | Action::GroupUnlock { file } => file,
+            | Action::GroupUnlock { file } => Some(file),
+            Action::NsCreate { .. } | Action::NsUnlink { .. } | Action::NsStat { .. } | Action::NsList => None,
         }
     }
 }
+
+/// Scratch names per client (see [`Action::NsCreate`]).
+pub const SCRATCH_SLOTS: usize = 3;
 
 /// Stripe units one aggregator writes in a collective section, at most.
 const SECTION_UNITS_MAX: usize = 4;
@@ -123,6 +141,16 @@ fn program(options: &SwarmOptions, client: u32, rng: &mut ChaCha8Rng, next_id: &
     };
     let mut p = Vec::new();
     while p.len() < options.actions_per_client {
+        if rng.gen_bool(0.15) {
+            let slot = rng.gen_range(0..SCRATCH_SLOTS);
+            p.push(match rng.gen_range(0..10) {
+                0..=3 => Action::NsCreate { slot },
+                4..=6 => Action::NsUnlink { slot },
+                7..=8 => Action::NsStat { slot },
+                _ => Action::NsList,
+            });
+            continue;
+        }
         let file = mine[rng.gen_range(0..mine.len())];
         let spec = &options.files[file];
         match rng.gen_range(0..100) {
@@ -223,7 +251,8 @@ mod tests {
             for (c, p) in programs.iter().enumerate() {
                 assert!(p.len() >= options.actions_per_client);
                 for a in p {
-                    let spec = &options.files[a.file()];
+                    let Some(file) = a.file() else { continue };
+                    let spec = &options.files[file];
                     assert!(spec.owner.is_none() || spec.owner == Some(c as u32), "seed {seed}: another's file");
                     match *a {
                         Action::Write { offset, len, id, .. } => {

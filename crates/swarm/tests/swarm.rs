@@ -1,6 +1,7 @@
 //! The swarm over a short range of seeds (the range `make test` runs), the
 //! same seed twice, and seeds that once found bugs, kept as regressions.
 
+use lanefs_swarm::faults::FaultClass;
 use lanefs_swarm::{run_seed, sweep, Outcome, Seeds, SweepConfig};
 
 /// Seeds `make test` runs: `SWARM_SEEDS=A-B` for another range.
@@ -17,7 +18,7 @@ fn seed_range() -> (u64, u64) {
 #[test]
 fn a_short_range_of_seeds_passes() {
     let (first, end) = seed_range();
-    let config = SweepConfig { seeds: Seeds::Range { first, end }, jobs: 2, budget: None, planted: None };
+    let config = SweepConfig { seeds: Seeds::Range { first, end }, jobs: 2, budget: None, planted: None, only: None };
     let mut failures = Vec::new();
     let summary = sweep(&config, |r| {
         if r.outcome != Outcome::Passed {
@@ -34,6 +35,9 @@ fn a_short_range_of_seeds_passes() {
     assert_eq!(summary.seeds_run, end - first);
     assert!(failures.is_empty(), "{} seeds failed:\n{}", failures.len(), failures.join("\n"));
     assert!(summary.faults.total() > 0, "the range injected no fault at all");
+    for class in [FaultClass::MdsCrash, FaultClass::MdsDrop] {
+        assert!(summary.faults.by_class[class as usize] > 0, "the range injected no {}", class.name());
+    }
 }
 
 #[test]
@@ -48,6 +52,8 @@ fn the_same_seed_runs_the_same_way_twice() {
 
 /// Seeds that found bugs in the protocol, each fixed in lanefs-core with a
 /// scenario test of its own (crates/core/tests): they must keep passing.
+/// (They found them before the MDS joined the swarm's world, which drew
+/// their schedules anew; the scenario tests are the regressions proper.)
 #[test]
 fn seeds_that_found_bugs_pass() {
     let found = [

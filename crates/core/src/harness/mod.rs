@@ -438,6 +438,32 @@ impl Harness {
             .sum()
     }
 
+    /// When [`Harness::step`] would act next (its next message, or the
+    /// timer it would fire); `None` if it would do nothing. A driver with
+    /// nodes of its own (the swarm's MDS) interleaves their events by it.
+    pub fn next_event_at(&self) -> Option<Instant> {
+        let message_at = self.queue.keys().next().map(|(t, _)| *t);
+        match (message_at, self.next_timer()) {
+            (Some(m), Some((t, _))) => Some(m.min(t)),
+            (Some(m), None) => Some(m),
+            (None, Some((t, _))) if self.ops_pending() > 0 => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Destroy `objects` on OST `o`, as the MDS has an OSS do after an
+    /// unlink: gone at once and durably. False if the OST is down.
+    pub fn destroy_objects(&mut self, o: OstIndex, objects: &[ObjectId]) -> bool {
+        if self.down.contains(&o) {
+            return false;
+        }
+        let store = self.osts[o.0 as usize].store_mut();
+        for &object in objects {
+            store.destroy(object);
+        }
+        true
+    }
+
     /// Deliver the next message or fire the next timer; false if neither
     /// exists, or if only timers remain and no operation is waiting.
     pub fn step(&mut self) -> bool {
