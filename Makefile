@@ -53,8 +53,8 @@ swarm: build
 	./target/release/lanefs swarm --seconds $(SWARM_SECONDS)
 
 # How many seeds the swarm needs to catch each planted bug (bench/RESULTS.md).
-PLANTED_SEEDS ?= 0-999
-PLANTED_CLASS_SEEDS ?= 0-299
+PLANTED_SEEDS ?= 0-499
+PLANTED_CLASS_SEEDS ?= 0-99
 planted: deps
 	$(CARGO) build --locked --profile planted -p lanefs --features planted-bugs --bin lanefs
 	bench/planted.sh target/planted/lanefs $(PLANTED_SEEDS) 2 $(PLANTED_CLASS_SEEDS)

@@ -23,7 +23,8 @@
 //! 3. the liveness phase: everything is healed, every surviving client
 //!    finishes what it started, fsyncs and closes its files, a fresh
 //!    client opens and reads every file back, and the MDS destroys the
-//!    objects of every removed file, all within a bounded number of steps;
+//!    objects of every removed file, all within a bounded number of steps
+//!    and of virtual seconds;
 //! 4. the oracle ([`oracle`]) judges the whole history per byte, and the
 //!    namespace oracle ([`mds::Namespace`]) every answer of the MDS.
 //!

@@ -91,6 +91,28 @@ enum Event {
 }
 
 impl Event {
+    /// A line of the trace.
+    fn summary(&self) -> String {
+        match self {
+            Event::ToMds { client, xid, attempt, request } => {
+                format!("c{client} -> mds xid {xid} attempt {attempt} {request:?}")
+            }
+            Event::ToClient { client, xid, attempt, reply } => {
+                let reply = match reply {
+                    MdsReply::File(info) => format!("File {:?} {:?}", info.fid, info.layout.objects()),
+                    MdsReply::Attr(attr) => format!("Attr {:?}", attr.fid),
+                    MdsReply::Entries(page) => format!("Entries ({} names)", page.entries.len()),
+                    other => format!("{other:?}"),
+                };
+                format!("mds -> c{client} xid {xid} attempt {attempt} {reply}")
+            }
+            Event::Retry { client, xid } => format!("c{client} retry timer xid {xid}"),
+            Event::Destroy { ost, objects } => format!("mds -> ost{ost} destroy {objects:?}"),
+            Event::Destroyed { ost, objects } => format!("ost{ost} -> mds destroyed {objects:?}"),
+            Event::DestroyTimeout { ost, batch } => format!("mds destroy timer ost{ost} batch {batch}"),
+        }
+    }
+
     fn link(&self) -> Option<(End, End)> {
         match *self {
             Event::ToMds { client, .. } => Some((End::Client(client), End::Mds)),
@@ -276,6 +298,7 @@ impl MdsWorld {
     pub fn step(&mut self, now: Instant, h: &mut Harness) {
         let Some((_, event)) = self.queue.pop_first() else { return };
         self.events += 1;
+        h.note(format!("{now} {}", event.summary()));
         match event {
             Event::ToMds { client, xid, attempt, request } => {
                 let Some(mds) = self.mds.as_mut() else { return }; // refused: the client retries

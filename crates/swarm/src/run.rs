@@ -24,7 +24,7 @@ use lanefs_core::client::{ClientConfig, FileHandle, OpId, OpOutput};
 use lanefs_core::harness::{Harness, HarnessConfig};
 use lanefs_core::ldlm::server::LockServerConfig;
 use lanefs_core::ost::{OstConfig, RecoveryConfig};
-use lanefs_core::units::{ClientId, Duration, OstIndex, PAGE_SIZE};
+use lanefs_core::units::{ClientId, Duration, Instant, OstIndex, PAGE_SIZE};
 use lanefs_core::Errno;
 use lanefs_mds::{Access, CreateMode, MdsRequest, StripeSpec};
 use rand::Rng;
@@ -36,6 +36,11 @@ pub const SAFETY_STEPS_MAX: u64 = 400_000;
 /// Steps the liveness phase may take (healing, the survivors' fsyncs and
 /// closes, and the fresh reads together): past it the seed fails liveness.
 pub const LIVENESS_STEPS_MAX: u64 = 400_000;
+/// Virtual time the liveness phase may take, too: far above a recovery
+/// window, a commit interval, a callback timeout and the MDS clients' retry
+/// time together, and reached long before the step bound by a cluster that
+/// only spins its timers (whose invariant checks would take minutes).
+pub const LIVENESS_TIME_MAX: Duration = Duration::from_secs(120);
 
 /// What one seed's run found.
 #[derive(Clone, Debug)]
@@ -127,6 +132,8 @@ pub struct Driver {
     failing_writes: BTreeSet<u32>,
     failing_commits: BTreeSet<u32>,
     ops: u64,
+    /// When the liveness phase must be over ([`LIVENESS_TIME_MAX`]).
+    liveness_deadline: Instant,
 }
 
 impl Driver {
@@ -202,6 +209,7 @@ impl Driver {
             failing_writes: BTreeSet::new(),
             failing_commits: BTreeSet::new(),
             ops: 0,
+            liveness_deadline: Instant::ZERO,
             o,
         }
     }
@@ -277,6 +285,7 @@ impl Driver {
     fn liveness_phase(&mut self) -> Result<(), String> {
         self.heal_all();
         let budget_end = self.steps() + LIVENESS_STEPS_MAX;
+        self.liveness_deadline = self.h.now() + LIVENESS_TIME_MAX;
         for r in &mut self.runners {
             r.program.truncate(r.next);
             r.closing = true;
@@ -285,7 +294,7 @@ impl Driver {
         self.fresh_reads();
         self.settle(budget_end, "the fresh clients' reads")?;
         while self.mds.destroys_busy() {
-            if self.steps() >= budget_end || !self.step() {
+            if self.steps() >= budget_end || self.h.now() > self.liveness_deadline || !self.step() {
                 let left = self.mds.destroys_left();
                 return Err(format!("the healed MDS did not destroy the objects of removed files: {left} left queued"));
             }
@@ -303,9 +312,10 @@ impl Driver {
             if self.runners.iter().all(Runner::is_idle) {
                 return Ok(());
             }
-            if self.steps() >= budget_end {
+            if self.steps() >= budget_end || self.h.now() > self.liveness_deadline {
                 return Err(format!(
-                    "{what} did not finish within {LIVENESS_STEPS_MAX} steps of the liveness phase ({}): {}",
+                    "{what} did not finish within {LIVENESS_STEPS_MAX} steps and {} s of the liveness phase ({}): {}",
+                    LIVENESS_TIME_MAX.as_secs_f64(),
                     self.h.now(),
                     self.waiting()
                 ));
@@ -333,10 +343,7 @@ impl Driver {
     fn step(&mut self) -> bool {
         if let Some(at) = self.mds.next_event_at() {
             if self.h.next_event_at().is_none_or(|next| at < next) {
-                if at > self.h.now() {
-                    self.h.advance(at.saturating_since(self.h.now()));
-                    checkers::check_granted_locks(&self.h, self.o.osts);
-                }
+                self.h.set_clock(at);
                 let now = self.h.now();
                 self.mds.step(now, &mut self.h);
                 return true;
@@ -740,6 +747,7 @@ impl Driver {
                     return;
                 }
                 self.mds.crash();
+                self.h.note(format!("{} mds crash", self.h.now()));
                 let down_for = self.plan.rng().gen_range(1..2_000);
                 self.plan.schedule(step, down_for, Repair::RestartMds);
                 Fault::MdsCrash
@@ -747,6 +755,7 @@ impl Driver {
             FaultClass::MdsDrop => {
                 let Some(client) = pick(self.plan.rng(), &live) else { return };
                 self.mds.drop_link(client);
+                self.h.note(format!("{} c{client} mds connection dropped", self.h.now()));
                 Fault::MdsDrop { client }
             }
         };
@@ -773,7 +782,10 @@ impl Driver {
                 self.h.set_latency(self.latency.0, self.latency.1);
                 self.mds.set_latency(self.latency);
             }
-            Repair::RestartMds => self.mds.restart(self.h.now()),
+            Repair::RestartMds => {
+                self.h.note(format!("{} mds restart", self.h.now()));
+                self.mds.restart(self.h.now());
+            }
         }
     }
 

@@ -451,6 +451,15 @@ impl Harness {
         }
     }
 
+    /// Move the clock forward to `at` and deliver nothing: for a driver
+    /// whose own node acts at `at`, before [`Harness::next_event_at`].
+    /// Timers due meanwhile that [`Harness::step`] would not fire (no
+    /// operation waits) fire late, at the next step, as they would have.
+    pub fn set_clock(&mut self, at: Instant) {
+        debug_assert!(self.next_event_at().is_none_or(|next| at <= next), "the clock would pass an event");
+        self.now = self.now.max(at);
+    }
+
     /// Destroy `objects` on OST `o`, as the MDS has an OSS do after an
     /// unlink: gone at once and durably. False if the OST is down.
     pub fn destroy_objects(&mut self, o: OstIndex, objects: &[ObjectId]) -> bool {
@@ -665,6 +674,13 @@ impl Harness {
     fn enqueue(&mut self, at: Instant, message: Message) {
         self.sequence += 1;
         self.queue.insert((at, self.sequence), message);
+    }
+
+    /// A line of the driver's own (the fault swarm's MDS events) in the
+    /// trace and its hash, so that a replay shows it and a determinism
+    /// check covers it.
+    pub fn note(&mut self, line: String) {
+        self.trace_line(line);
     }
 
     fn trace_line(&mut self, line: String) {
