@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test bench build pgo deps fmt clippy clean load fuzz
+.PHONY: demo test bench build pgo deps fmt clippy clean load fuzz swarm planted
 
 deps:
 	@command -v cargo >/dev/null 2>&1 || { \
@@ -46,6 +46,19 @@ bench: build
 	python3 bench/trust.py
 	$(CARGO) bench --locked -p lanefs-sim --bench queue
 	python3 bench/sim.py
+
+# The fault swarm over fresh seeds for SWARM_SECONDS (default 10 minutes);
+# exits 127, 128 or 129 on the first kind of failure (lanefs swarm --help).
+SWARM_SECONDS ?= 600
+swarm: build
+	./target/release/lanefs swarm --seconds $(SWARM_SECONDS)
+
+# How many seeds the swarm needs to catch each planted bug (bench/RESULTS.md).
+PLANTED_SEEDS ?= 0-499
+PLANTED_CLASS_SEEDS ?= 0-99
+planted: deps
+	$(CARGO) build --locked --profile planted -p lanefs --features planted-bugs --bin lanefs
+	bench/planted.sh target/planted/lanefs $(PLANTED_SEEDS) 2 $(PLANTED_CLASS_SEEDS)
 
 clean:
 	$(CARGO) clean

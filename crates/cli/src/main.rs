@@ -9,6 +9,7 @@ mod ior_lanefs;
 mod ior_ranks;
 mod lockscript;
 mod sim;
+mod swarm;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -166,6 +167,11 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// The fault swarm: seeded runs of clients and OSTs under drawn faults
+    /// (crashes, restarts, partitions, failing disks), checked per byte.
+    /// Exits 127 on a crash, 128 on a liveness failure, 129 on a
+    /// correctness failure (of the lowest failing seed).
+    Swarm(swarm::SwarmArgs),
     #[command(flatten)]
     Fs(fs::FsCommand),
 }
@@ -228,6 +234,13 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    if let Command::Swarm(args) = cli.command {
+        // The swarm's exit code says what broke (127, 128, 129).
+        return swarm::main(args).unwrap_or_else(|e| {
+            eprintln!("lanefs: error: {}", describe(&e));
+            std::process::ExitCode::FAILURE
+        });
+    }
     match run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -305,5 +318,6 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Sim { args } => sim::main(args),
         Command::Fs(command) => fs::run(command, &cli.target),
+        Command::Swarm(_) => unreachable!("the swarm runs from main, for its exit code"),
     }
 }

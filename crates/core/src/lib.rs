@@ -27,6 +27,7 @@ pub mod mpiio;
 pub mod msg;
 pub mod ost;
 pub mod pages;
+pub mod planted;
 pub mod store;
 pub mod suggest;
 pub mod units;

@@ -133,6 +133,11 @@ impl MemStore {
     pub fn bytes_allocated(&self) -> u64 {
         self.objects.values().map(|o| o.chunks.len() as u64 * CHUNK_BYTES).sum()
     }
+
+    /// Remove an object; false if it held nothing.
+    pub fn remove(&mut self, object: ObjectId) -> bool {
+        self.objects.remove(&object).is_some()
+    }
 }
 
 fn check_bounds(object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {
@@ -261,6 +266,15 @@ impl JournalStore {
     pub fn crash(&mut self) {
         self.current = self.committed.clone();
         self.pending.clear();
+    }
+
+    /// Remove an object (the MDS's destroy of a removed file's object):
+    /// gone at once and for good, committed or not, as the network OSS's
+    /// removal of the object's file is (`FileStore::destroy`).
+    pub fn destroy(&mut self, object: ObjectId) {
+        self.current.remove(object);
+        self.committed.remove(object);
+        self.pending.retain(|(o, _)| *o != object);
     }
 
     /// Bytes of uncommitted changes.
@@ -417,6 +431,23 @@ mod tests {
         assert_eq!(s.size(o).unwrap(), 0);
         s.write_payload(o, 1, &Payload::Bytes(vec![5])).unwrap();
         assert_eq!(s.read_payload(o, 0, 3).unwrap(), Payload::Bytes(vec![0, 5, 0]));
+    }
+
+    #[test]
+    fn a_destroyed_object_is_gone_committed_or_not_and_stays_gone_after_a_crash() {
+        let mut s = JournalStore::new();
+        let (a, b) = (ObjectId(1), ObjectId(2));
+        s.write(a, 0, b"kept").unwrap();
+        s.commit(&[a]);
+        s.write(a, 4, b"more").unwrap();
+        s.write(b, 0, b"other").unwrap();
+        s.destroy(a);
+        assert_eq!(s.size(a).unwrap(), 0);
+        assert_eq!(s.read(a, 0, 8).unwrap(), vec![0; 8]);
+        s.commit(&[a, b]);
+        s.crash();
+        assert_eq!(s.size(a).unwrap(), 0, "a destroy is durable at once");
+        assert_eq!(s.read(b, 0, 5).unwrap(), b"other", "other objects are untouched");
     }
 
     #[test]

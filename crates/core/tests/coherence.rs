@@ -255,6 +255,36 @@ fn group_lock_shared_then_third_writer_waits_for_both_unlocks() {
     h.drive().unwrap();
 }
 
+/// A close releases the GROUP lock taken through its handle (Lustre's
+/// `ll_file_release`): nothing calls a group lock back, so one left behind
+/// would block every other lock of the file for good, the closer's own
+/// next write included.
+#[test]
+fn a_close_gives_back_the_group_lock_of_its_handle() {
+    let mut h = harness(2, 2, 12);
+    let layout = h.create_layout(64 * KIB, 2, Some(0)).unwrap();
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    let op = h.group_lock(A, fa, 7);
+    assert_eq!(h.wait_ok(A, op), OpOutput::GroupLocked);
+    let mine = pattern(100 * KIB, 1);
+    write(&mut h, A, fa, 0, mine.clone());
+    let op = h.close(A, fa);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Closed);
+    assert!(
+        h.client(A).lock_cache().iter().all(|(_, l)| !l.mode.is_group()),
+        "A still holds a group lock after its close"
+    );
+    assert_eq!(stored(&mut h, &layout, 0, 100 * KIB), mine, "the close wrote the group lock's bytes back");
+    // Another client and the closer, through a new handle, both get locks.
+    let theirs = pattern(10 * KIB, 2);
+    write(&mut h, B, fb, 60 * KIB, theirs.clone());
+    let fa = h.open(A, layout.clone());
+    let mut expected = mine;
+    expected[60 * KIB as usize..70 * KIB as usize].copy_from_slice(&theirs);
+    assert_eq!(read(&mut h, A, fa, 0, 100 * KIB), expected);
+    h.drive().unwrap();
+}
+
 fn config_with_callback_timeout(timeout: Duration) -> HarnessConfig {
     HarnessConfig {
         clients: 2,

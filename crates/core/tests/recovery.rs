@@ -186,6 +186,283 @@ fn a_failed_commit_reaches_every_writer_once_with_its_error_number() {
     assert_eq!(h.wait_ok(A, op), OpOutput::Synced, "A learnt it from its own fsync, once");
 }
 
+/// B is told of A's failed commit of their shared object: its fsync fails.
+fn a_failed_commit_is_reported_to_the_other_writer(h: &mut Harness, layout: &Layout, round: u8) {
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    write(h, B, fb, 32 * KIB, pattern(4 * KIB, round));
+    let op = h.close(B, fb); // acknowledged, not committed
+    h.wait_ok(B, op);
+    let fb = h.open(B, layout.clone());
+    write(h, A, fa, 0, pattern(4 * KIB, round + 1));
+    h.fail_commits(OST0, Some(Errno::EIO));
+    let op = h.fsync(A, fa);
+    assert!(h.wait(A, op).unwrap().is_err(), "round {round}: A's fsync names the failed commit");
+    h.fail_commits(OST0, None);
+    let op = h.fsync(B, fb);
+    match h.wait(B, op).unwrap() {
+        Err(ClientError::WriteLost { cause: LossCause::SyncFailed(_), .. }) => {}
+        other => panic!("round {round}: B's fsync must report the failed commit: {other:?}"),
+    }
+}
+
+/// An OST's new life numbers its commit-failure notices from 1 again: a
+/// client that took notices from the last life must take the new ones too
+/// (and not acknowledge them unseen with the last life's count).
+#[test]
+fn a_failed_commit_is_reported_after_the_ost_restarted() {
+    let mut h = harness(2, 7);
+    let layout = one_stripe(&mut h);
+    a_failed_commit_is_reported_to_the_other_writer(&mut h, &layout, 1);
+    h.crash_ost(OST0);
+    h.restart_ost(OST0);
+    a_failed_commit_is_reported_to_the_other_writer(&mut h, &layout, 3);
+}
+
+/// A commit notice lost with a connection: the writer's copies of what was
+/// committed fill its allowance, and its next write waits for a commit that
+/// has nothing left to do. The answer to its commit request says where the
+/// commit point is, and the write goes on.
+#[test]
+fn a_commit_notice_lost_with_a_connection_does_not_stall_the_writer() {
+    let recovery = RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600) };
+    let client = ClientConfig {
+        rpc_bytes_max: 16 * KIB,
+        dirty_bytes_max: 16 * KIB,
+        unstable_bytes_max: 16 * KIB,
+        ..ClientConfig::default()
+    };
+    let config = HarnessConfig { clients: 1, osts: 1, seed: 8, recovery: Some(recovery), client, ..Default::default() };
+    let mut h = Harness::new(config).unwrap();
+    let layout = h.create_layout(64 * KIB, 1, Some(0)).unwrap();
+    let fa = h.open(A, layout.clone());
+    write(&mut h, A, fa, 0, pattern(16 * KIB, 1));
+    let op = h.close(A, fa); // written back: A asks for a commit of its copies
+    h.wait_ok(A, op);
+    while h.ost(OST0).last_committed() == Transno(0) {
+        assert!(h.step(), "the commit A asked for never came");
+    }
+    h.drop_connection(A, OST0); // the commit notice is lost
+    let fa = h.open(A, layout);
+    let op = h.write(A, fa, 16 * KIB, pattern(4 * KIB, 2));
+    h.drive_bounded(10_000).expect("the write waits for room that a lost notice keeps taken");
+    assert_eq!(h.result(A, op), Some(&Ok(OpOutput::Written(4 * KIB))));
+}
+
+/// B's enqueue reply is lost with its link; meanwhile the lock is granted.
+/// When B comes back, the OST sends the lock's completion again before it
+/// answers B's resent enqueue: B must not take the completion of its own
+/// lock for a stranger's and cancel it, or the OST forgets the lock that
+/// its answer then hands B, and B writes under a lock nobody can call back.
+#[test]
+fn a_completion_that_overtakes_the_answer_to_a_resent_enqueue_is_kept() {
+    let mut h = harness(2, 9);
+    let layout = one_stripe(&mut h);
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    write(&mut h, A, fa, 0, pattern(4 * KIB, 1));
+    let theirs = pattern(4 * KIB, 2);
+    let op = h.write(B, fb, 0, theirs.clone());
+    while h.ost(OST0).locks().waiting_count() == 0 {
+        assert!(h.step(), "B's enqueue never reached the OST");
+    }
+    h.partition(B, OST0); // the answer Waiting is lost
+    while h.step() {} // A gives its lock back; B's is granted, the completion lost
+    assert_eq!(h.ost(OST0).locks().waiting_count(), 0, "B's lock is granted");
+    h.heal(B, OST0);
+    assert_eq!(h.wait_ok(B, op), OpOutput::Written(4 * KIB));
+    assert!(read(&mut h, A, fa, 0, 4 * KIB) == theirs, "A reads B's bytes: B's lock was called back");
+    assert!(h.lost().is_empty(), "{:?}", h.lost());
+}
+
+/// An fsync after a truncate makes the punch durable, as it makes writes
+/// durable: a crash of the OST after it cannot bring the cut bytes back,
+/// even with the truncating client gone.
+#[test]
+fn an_fsynced_truncate_survives_a_crash_with_no_client_to_replay() {
+    let mut h = harness(2, 10);
+    let layout = one_stripe(&mut h);
+    let fa = h.open(A, layout.clone());
+    write(&mut h, A, fa, 0, pattern(8 * KIB, 1));
+    let op = h.fsync(A, fa);
+    h.wait_ok(A, op);
+    let op = h.truncate(A, fa, 1000);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Truncated);
+    let op = h.fsync(A, fa);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Synced);
+    h.crash(A);
+    h.crash_ost(OST0);
+    h.restart_ost(OST0);
+    let fb = h.open(B, layout.clone());
+    let mut expected = pattern(8 * KIB, 1);
+    expected[1000..].fill(0);
+    assert!(read(&mut h, B, fb, 0, 8 * KIB) == expected, "the cut bytes came back");
+}
+
+/// A commit fails after the writer closed its file: the next open of the
+/// file reports the loss at its first fsync, as Lustre reports a writeback
+/// error kept in the inode.
+#[test]
+fn a_loss_after_the_close_is_reported_through_the_next_open() {
+    let mut h = harness(2, 11);
+    let layout = one_stripe(&mut h);
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    write(&mut h, B, fb, 32 * KIB, pattern(4 * KIB, 1));
+    let op = h.close(B, fb); // acknowledged, not committed
+    h.wait_ok(B, op);
+    write(&mut h, A, fa, 0, pattern(4 * KIB, 2));
+    h.fail_commits(OST0, Some(Errno::EIO));
+    let op = h.fsync(A, fa);
+    assert!(h.wait(A, op).unwrap().is_err());
+    h.fail_commits(OST0, None);
+    let fb = h.open(B, layout.clone());
+    let op = h.fsync(B, fb);
+    match h.wait(B, op).unwrap() {
+        Err(ClientError::WriteLost { cause: LossCause::SyncFailed(_), .. }) => {}
+        other => panic!("B's first fsync after reopening must report the failed commit: {other:?}"),
+    }
+    let op = h.fsync(B, fb);
+    assert_eq!(h.wait_ok(B, op), OpOutput::Synced, "reported once");
+}
+
+/// A truncate whose punch fails has already dropped the dirty bytes past
+/// the new size from the cache: they are neither cut on the OST nor
+/// written, and the next fsync says so.
+#[test]
+fn the_writes_a_failed_truncate_dropped_are_reported_lost() {
+    let mut h = harness(1, 12);
+    let layout = one_stripe(&mut h);
+    let fa = h.open(A, layout.clone());
+    write(&mut h, A, fa, 8 * KIB, pattern(4 * KIB, 1)); // dirty in A's cache
+    h.fail_writes(OST0, Some(Errno::ENOSPC));
+    let op = h.truncate(A, fa, 4 * KIB);
+    assert!(h.wait(A, op).unwrap().is_err(), "the punch failed");
+    h.fail_writes(OST0, None);
+    let op = h.fsync(A, fa);
+    match h.wait(A, op).unwrap() {
+        Err(ClientError::WriteLost { cause: LossCause::WriteFailed(IoError::NoSpace), .. }) => {}
+        other => panic!("the fsync must report the bytes the failed truncate dropped: {other:?}"),
+    }
+    assert_eq!(h.lost(), &[(A, OST0, 4 * KIB)]);
+}
+
+/// B's acknowledged write is in a commit that fails while B is cut off, and
+/// the OST crashes before B hears of it: the notice is in the OST's record,
+/// and B is told when it comes back to recover (its replay of the write is
+/// skipped: the failed commit counts as committed). A notice B had already
+/// taken before a crash is not reported twice.
+#[test]
+fn a_failed_commit_notice_outlives_a_crash_of_the_ost() {
+    let mut h = harness(2, 13);
+    // Two objects on one OST: A's fsync commits B's write too (a journal
+    // commit holds every change), and no lock of one calls back the other.
+    let layout = one_stripe(&mut h);
+    let mine = one_stripe(&mut h);
+    let (fa, fb) = (h.open(A, mine), h.open(B, layout.clone()));
+    write(&mut h, B, fb, 32 * KIB, pattern(4 * KIB, 1));
+    let op = h.close(B, fb); // acknowledged, not committed
+    h.wait_ok(B, op);
+    h.partition(B, OST0);
+    write(&mut h, A, fa, 0, pattern(4 * KIB, 2));
+    h.fail_commits(OST0, Some(Errno::EIO));
+    let op = h.fsync(A, fa);
+    assert!(h.wait(A, op).unwrap().is_err(), "A's own fsync names the failure");
+    h.fail_commits(OST0, None);
+    assert!(!h.record(OST0).failures.is_empty(), "the notice to B is on disk");
+    h.crash_ost(OST0);
+    h.restart_ost(OST0);
+    h.heal(B, OST0);
+    let fb = h.open(B, layout.clone());
+    let op = h.fsync(B, fb);
+    match h.wait(B, op).unwrap() {
+        Err(ClientError::WriteLost { cause: LossCause::SyncFailed(_), .. }) => {}
+        other => panic!("B must be told its write was lost in the failed commit: {other:?}"),
+    }
+    // B's acknowledgement of the notice may not have reached the OST:
+    // another crash sends it again, and B does not take it twice.
+    h.crash_ost(OST0);
+    h.restart_ost(OST0);
+    let op = h.fsync(B, fb);
+    assert_eq!(h.wait_ok(B, op), OpOutput::Synced, "reported once");
+}
+
+/// The commit a writer asks for because its copies pile up (a soft sync)
+/// fails: the OST says so in its answer, not in a notice, and the writer
+/// must take it as it takes a notice.
+#[test]
+fn a_failed_commit_the_writer_asked_for_is_reported() {
+    let recovery = RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600) };
+    let client = ClientConfig {
+        rpc_bytes_max: 16 * KIB,
+        dirty_bytes_max: 16 * KIB,
+        unstable_bytes_max: 32 * KIB,
+        ..ClientConfig::default()
+    };
+    let config =
+        HarnessConfig { clients: 1, osts: 1, seed: 14, recovery: Some(recovery), client, ..Default::default() };
+    let mut h = Harness::new(config).unwrap();
+    let layout = h.create_layout(64 * KIB, 1, Some(0)).unwrap();
+    let fa = h.open(A, layout.clone());
+    write(&mut h, A, fa, 0, pattern(16 * KIB, 1));
+    h.fail_commits(OST0, Some(Errno::EIO));
+    let op = h.close(A, fa); // written back: A asks for a commit of its copies
+    h.wait_ok(A, op);
+    h.drive().unwrap(); // the commit fails
+    assert!(h.ost_counters().syncs > 0, "A asked for a commit");
+    h.fail_commits(OST0, None);
+    let fa = h.open(A, layout);
+    let op = h.fsync(A, fa);
+    match h.wait(A, op).unwrap() {
+        Err(ClientError::WriteLost { cause: LossCause::SyncFailed(IoError::Disk(Errno::EIO)), .. }) => {}
+        other => panic!("the failed commit A asked for must be reported: {other:?}"),
+    }
+}
+
+/// A's GROUP lock spans two OSTs; one of them evicts A (it restarted while
+/// A was cut off). The file no longer holds its group: A gives back the
+/// group lock it still holds on the other OST, which nothing would ever
+/// call back, and B's write there goes through.
+#[test]
+fn a_group_lock_losing_one_stripe_gives_back_the_others() {
+    let mut h = harness(2, 15);
+    let layout = h.create_layout(64 * KIB, 2, Some(0)).unwrap();
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout));
+    let op = h.group_lock(A, fa, 7);
+    assert_eq!(h.wait_ok(A, op), OpOutput::GroupLocked);
+    h.partition(A, OST0);
+    h.crash_ost(OST0);
+    h.restart_ost(OST0);
+    h.advance(WINDOW); // the recovery goes on without A, evicting it
+    h.heal(A, OST0);
+    let op = h.write(B, fb, 64 * KIB, pattern(4 * KIB, 1)); // the stripe on OST0001
+    h.drive_bounded(10_000).expect("B waits for a group lock nobody gives back");
+    assert_eq!(h.result(B, op), Some(&Ok(OpOutput::Written(4 * KIB))));
+    assert!(h.client(A).lock_cache().iter().all(|(_, l)| !l.mode.is_group()), "A kept a group lock");
+}
+
+/// The answer to A's fsync, saying its commit failed, is lost with the
+/// connection; the sync A sends again finds nothing left to commit. A is
+/// told all the same (the notice, which the OST keeps until A has it), and
+/// once.
+#[test]
+fn a_failed_commit_is_reported_when_the_answer_to_the_fsync_is_lost() {
+    let mut h = harness(1, 16);
+    let layout = one_stripe(&mut h);
+    let fa = h.open(A, layout);
+    write(&mut h, A, fa, 0, pattern(4 * KIB, 1));
+    h.fail_commits(OST0, Some(Errno::EIO));
+    let op = h.fsync(A, fa);
+    while h.ost_counters().syncs == 0 {
+        assert!(h.step(), "A's sync never reached the OST");
+    }
+    h.fail_commits(OST0, None);
+    h.drop_connection(A, OST0); // the answer is lost
+    match h.wait(A, op).unwrap() {
+        Err(e) => assert_eq!(e.errno(), Errno::EIO, "{e}"),
+        Ok(out) => panic!("A's fsync must report the failed commit: {out:?}"),
+    }
+    let op = h.fsync(A, fa);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Synced, "reported once");
+}
+
 #[test]
 fn a_full_disk_fails_the_write_and_says_enospc() {
     let mut h = harness(1, 4);

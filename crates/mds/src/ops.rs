@@ -285,6 +285,11 @@ impl Mds {
             check_removable(&caller, &ancestors, &file, &path)?;
             schema::unlink(tx, ancestors.parent().fid, name)?;
             let layout = schema::delete_inode(tx, file)?.expect("a file has a layout");
+            if lanefs_core::planted::active(lanefs_core::planted::Bug::ForgetDestroy) {
+                for object in layout.objects() {
+                    schema::dequeue_destroys(tx, object.ost, &[object.object])?;
+                }
+            }
             schema::touch(tx, ancestors.parent().fid, now_ns())?;
             tracing::debug!(%path, fid = file.fid.0, "unlinked file");
             Ok(layout)

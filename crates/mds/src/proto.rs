@@ -300,6 +300,9 @@ impl MdsRequest {
     /// client may send it again after losing the MDS connection while it
     /// was in flight, not knowing whether it was done).
     pub fn is_idempotent(&self) -> bool {
+        if lanefs_core::planted::active(lanefs_core::planted::Bug::RetryUnsafe) {
+            return true;
+        }
         match self {
             MdsRequest::Create { mode, .. } => *mode == CreateMode::OpenOrCreate,
             MdsRequest::Open { .. }

@@ -109,6 +109,9 @@ pub(crate) fn prepare(
             create(&tx, now_ns, config.root_owner)?;
             tracing::info!(path = path_label, version = SCHEMA_VERSION, "created MDS database");
         }
+        SCHEMA_VERSION if lanefs_core::planted::active(lanefs_core::planted::Bug::LoseDestroyQueue) => {
+            tx.execute("DELETE FROM destroy_queue", [])?;
+        }
         SCHEMA_VERSION => {}
         _ => {
             return Err(MdsError::SchemaVersion {

@@ -433,8 +433,12 @@ fn serve_input(
         let targets = objects.into_iter().map(|object| ost.store().sync_target(object)).collect();
         // The record as it will stand once this commit is done (the
         // clients as the OST knows them now).
-        let record =
-            OstRecord { epoch: ost.epoch(), last_committed: request.commit_to, clients: ost.known_clients().clone() };
+        let record = OstRecord {
+            epoch: ost.epoch(),
+            last_committed: request.commit_to,
+            clients: ost.known_clients().clone(),
+            failures: ost.failures_record(),
+        };
         commits.submit(CommitJob::Sync { token: request.token, targets, record });
     }
     // A new life or a change of clients is on disk before the OST says

@@ -64,7 +64,9 @@ impl Client {
             let lock = self.locks.get_mut(l).expect("listed");
             lock.state = ClientLockState::Cancelling;
             let (key, extent) = (lock.key, lock.extent);
-            if self.cache.has_dirty(key, extent) || self.cache.has_writeback(key, extent) {
+            let acked =
+                !self.cache.has_writeback(key, extent) || crate::planted::active(crate::planted::Bug::CancelBeforeAck);
+            if self.cache.has_dirty(key, extent) || !acked {
                 continue; // pump_writeback flushes it; we come back on the reply
             }
             let others = self.locks.covering_others(key, extent, l);
@@ -217,6 +219,9 @@ impl Client {
                 self.cache.writeback_done(key, offset, len);
                 self.trim_cache(key, Extent::from_offset_len(offset, len));
             }
+            Err(_) if crate::planted::active(crate::planted::Bug::IgnoreWriteError) => {
+                self.cache.writeback_done(key, offset, len);
+            }
             Err(error) => {
                 tracing::warn!(client = self.id.0, %ost, %error, "write RPC failed; its bytes are lost");
                 let lost = self.cache.writeback_failed(key, offset, len);
@@ -243,6 +248,12 @@ impl Client {
             return match op.state {
                 OpState::WaitRpcs { outstanding: 0, failed: None } => Ok(Commit::Done),
                 OpState::WaitRpcs { outstanding: 0, failed: Some(error) } => {
+                    // The failure reaches the file as a notice too: this
+                    // fsync reports it, the next one does not again.
+                    let fh = op.fh;
+                    if let Some(file) = self.files.get_mut(&fh) {
+                        file.write_error = None;
+                    }
                     Err(ClientError::Io { ost: failed_ost.expect("a failed sync names its OST"), error })
                 }
                 _ => Ok(Commit::Waiting),

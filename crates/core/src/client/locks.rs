@@ -369,6 +369,16 @@ impl LockCache {
             .any(|l| l.mode.is_write() && matches!(l.state, ClientLockState::Granted | ClientLockState::Cancelling))
     }
 
+    /// The furthest end of the granted (or cancelling) write locks of
+    /// `key` that cover `offset`; `None` if none does. Lets a check of a
+    /// long range skip over each lock's extent at once.
+    pub fn write_covered_to(&self, key: ObjectKey, offset: u64) -> Option<u64> {
+        self.overlapping_unordered(key, Extent::new(offset, offset))
+            .filter(|l| l.mode.is_write() && matches!(l.state, ClientLockState::Granted | ClientLockState::Cancelling))
+            .map(|l| l.extent.end)
+            .max()
+    }
+
     /// Unused granted locks, oldest first.
     pub fn unused_by_age(&self) -> Vec<(LocalLock, Instant)> {
         self.unused().collect()

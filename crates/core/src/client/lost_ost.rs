@@ -24,10 +24,14 @@ impl Client {
                 }
             }
         }
+        let events_before = self.events.len();
         self.forget_ost_data(ost, LossCause::Evicted);
         if self.config.recovery {
             self.drop_replay(ost, &LossCause::Evicted);
             self.imports.get_mut(ost).state = super::imports::ImportState::Connecting { resume: false };
+        }
+        if crate::planted::active(crate::planted::Bug::SilentEviction) {
+            self.events.truncate(events_before);
         }
         self.transmits.push_back((ost, ToOst::Connect { resume: None }));
     }
@@ -95,18 +99,36 @@ impl Client {
 
     /// After an eviction or a lost connection: the locks through that OST
     /// are gone (group locks included), and so is every cached page of it
-    /// (dirty bytes reported lost).
+    /// (dirty bytes reported lost). A file whose GROUP lock lost a stripe
+    /// here loses the whole of it: its group locks on the other OSTs are
+    /// given back too, since the file no longer holds the group (neither a
+    /// group unlock nor a close would name them) and nothing else would ever
+    /// take them back (group locks get no callbacks).
     fn forget_ost_data(&mut self, ost: OstIndex, cause: LossCause) {
         let gone: Vec<LocalLock> = self.locks.iter().filter(|(_, l)| l.key.ost == ost).map(|(id, _)| id).collect();
         for id in gone {
             self.locks.remove(id);
         }
+        // The OST dropped this client's locks too (or is given up).
+        self.unclaimed.retain(|(o, _), _| *o != ost);
         let unstable = self.cache.unstable_objects(ost);
         self.record_write_error(&unstable, ost, &cause);
+        let mut orphaned: Vec<(ObjectKey, crate::ldlm::GroupId)> = Vec::new();
         for file in self.files.values_mut() {
             if file.layout.objects().iter().any(|k| k.ost == ost) {
-                file.group = None;
+                if let Some(gid) = file.group.take() {
+                    orphaned.extend(file.layout.objects().iter().map(|&k| (k, gid)));
+                }
             }
+        }
+        let stranded: Vec<LocalLock> = self
+            .locks
+            .iter()
+            .filter(|(_, l)| orphaned.iter().any(|&(k, gid)| l.key == k && l.mode == crate::ldlm::LockMode::Group(gid)))
+            .map(|(id, _)| id)
+            .collect();
+        for id in stranded {
+            self.begin_cancel(id);
         }
         self.dirty_keys.retain(|k, _| k.ost != ost);
         let lost = self.cache.discard_ost(ost);
@@ -114,15 +136,31 @@ impl Client {
     }
 
     /// Remember, on every open file with an object in `lost`, that bytes
-    /// written through it will never reach `ost`.
+    /// written through it will never reach `ost`; an object no open file
+    /// has keeps the loss for the next open of its file (a loss can come
+    /// after the close: a commit that fails, an eviction of the copies kept
+    /// for replay). Lustre keeps a writeback error in the inode for the
+    /// next fsync or close likewise.
     pub(super) fn record_write_error(&mut self, lost: &BTreeSet<ObjectKey>, ost: OstIndex, cause: &LossCause) {
-        if lost.is_empty() {
+        let planted = crate::planted::active(crate::planted::Bug::SilentEviction) && *cause == LossCause::Evicted;
+        if lost.is_empty() || planted {
             return;
         }
+        let error = ClientError::WriteLost { ost, cause: cause.clone() };
+        let mut told: BTreeSet<ObjectKey> = BTreeSet::new();
         for file in self.files.values_mut() {
-            if file.write_error.is_none() && file.layout.objects().iter().any(|k| lost.contains(k)) {
-                file.write_error = Some(ClientError::WriteLost { ost, cause: cause.clone() });
+            let objects = file.layout.objects();
+            if objects.iter().any(|k| lost.contains(k)) {
+                told.extend(objects.iter().filter(|k| lost.contains(k)));
+                file.write_error.get_or_insert_with(|| error.clone());
             }
+        }
+        for &key in lost.difference(&told) {
+            if self.unreported.len() >= super::UNREPORTED_LOSSES_MAX && !self.unreported.contains_key(&key) {
+                tracing::warn!(client = self.id.0, %ost, "too many unreported losses: this one is not kept for the next open");
+                continue;
+            }
+            self.unreported.entry(key).or_insert_with(|| error.clone());
         }
     }
 

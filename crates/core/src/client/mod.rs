@@ -88,6 +88,13 @@ pub const LRU_AGE_MAX_DEFAULT: Duration = Duration::from_secs(600);
 /// Acknowledged but uncommitted bytes kept per OST for replay (four dirty
 /// allowances): past half of it the client asks the OST to commit.
 pub const UNSTABLE_BYTES_MAX_DEFAULT: u64 = 4 * DIRTY_BYTES_MAX_DEFAULT;
+/// Lock handles an OST named in a completion or a callback while this
+/// client did not know them yet (see `Client::on_unknown_lock`), kept at
+/// most; past it an unknown handle is given back at once.
+pub const UNCLAIMED_LOCKS_MAX: usize = 1024;
+/// Objects whose lost bytes no open file could report, kept for the next
+/// open of their file (see `Client::record_write_error`), at most.
+pub const UNREPORTED_LOSSES_MAX: usize = 4096;
 
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
@@ -356,10 +363,13 @@ enum Rpc {
         offset: u64,
         len: u64,
     },
+    /// `dropped`: dirty bytes past `size` the truncate took out of the
+    /// cache, lost if the punch fails.
     Punch {
         op: OpId,
         key: ObjectKey,
         size: u64,
+        dropped: u64,
     },
     Getattr {
         op: OpId,
@@ -437,6 +447,14 @@ pub struct Client {
     imports: imports::Imports,
     /// Acknowledged changes kept until committed (with `config.recovery`).
     replay: replay::ReplayLog,
+    /// Handles an OST named in a completion or a callback before the
+    /// answer to one of this client's enqueues could say they were its
+    /// own: whether each was called back.
+    unclaimed: BTreeMap<(OstIndex, crate::units::LockHandle), bool>,
+    /// Losses of objects no open file had: the next open of their file
+    /// reports them, as Linux reports a writeback error nobody has seen to
+    /// the next fsync of the file, whichever descriptor it comes through.
+    unreported: BTreeMap<ObjectKey, ClientError>,
     file_next: u64,
     op_next: u64,
     xid_next: u64,
@@ -464,6 +482,8 @@ impl Client {
             payload_kind: None,
             imports: imports::Imports::default(),
             replay: replay::ReplayLog::default(),
+            unclaimed: BTreeMap::new(),
+            unreported: BTreeMap::new(),
             file_next: 1,
             op_next: 1,
             xid_next: 1,
@@ -504,10 +524,21 @@ impl Client {
     // ----- application interface ----------------------------------------
 
     /// Open a file whose layout the caller got from the MDS.
+    /// A loss of the file's bytes that no open handle could report yet
+    /// (it came after the last close) is reported by this handle's first
+    /// fsync or close.
     pub fn open(&mut self, layout: Layout) -> FileHandle {
         let fh = FileHandle(self.file_next);
         self.file_next += 1;
-        self.files.insert(fh, OpenFile { layout, no_expand: false, group: None, write_error: None });
+        let mut write_error = None;
+        if !self.unreported.is_empty() {
+            for key in layout.objects() {
+                if let Some(error) = self.unreported.remove(key) {
+                    write_error.get_or_insert(error);
+                }
+            }
+        }
+        self.files.insert(fh, OpenFile { layout, no_expand: false, group: None, write_error });
         fh
     }
 
@@ -543,9 +574,14 @@ impl Client {
         self.start(now, fh, OpKind::Fsync { committing: false, failed_ost: None }, 0, 0)
     }
 
-    /// Flush, then forget the handle (locks stay cached, as on Lustre).
+    /// Flush, then forget the handle (locks stay cached, as on Lustre). A
+    /// GROUP lock taken through the handle is released first, as Lustre's
+    /// `ll_file_release` releases it: a group lock is never called back, so
+    /// one left behind by a closed handle would block every other lock of
+    /// the file, this client's own included, for as long as the client lives.
     pub fn close(&mut self, now: Instant, fh: FileHandle) -> OpId {
-        self.start(now, fh, OpKind::Close, 0, 0)
+        let unlocking = self.files.get(&fh).and_then(|f| f.group);
+        self.start(now, fh, OpKind::Close { unlocking }, 0, 0)
     }
 
     /// File size, including other clients' cached writes (glimpse).
@@ -696,14 +732,20 @@ impl Client {
         for key in self.cache.keys_with_dirty() {
             assert!(self.dirty_keys.contains_key(&key), "{}: dirty object {key:?} not tracked for writeback", self.id);
             for range in self.cache.dirty_ranges(key) {
+                // Every dirty page's start under a write lock, a lock's
+                // extent skipped at once (a per-page walk made this check
+                // most of a long run's time).
                 let mut page = range.start - range.start % crate::units::PAGE_SIZE;
                 while page <= range.end {
-                    assert!(
-                        self.locks.write_covered(key, page),
-                        "{}: dirty page {page} of {key:?} without a write lock",
-                        self.id
-                    );
-                    page += crate::units::PAGE_SIZE;
+                    let Some(end) = self.locks.write_covered_to(key, page) else {
+                        panic!("{}: dirty page {page} of {key:?} without a write lock", self.id);
+                    };
+                    let Some(next) =
+                        end.checked_add(1).and_then(|e| e.checked_next_multiple_of(crate::units::PAGE_SIZE))
+                    else {
+                        break; // covered to the end of the object
+                    };
+                    page = next.max(page + crate::units::PAGE_SIZE);
                 }
             }
         }
@@ -727,6 +769,15 @@ impl Client {
         assert_eq!(writes, listed, "write RPC accounting");
         self.replay.check_invariants();
         self.imports.check_invariants();
+        assert!(self.unclaimed.len() <= UNCLAIMED_LOCKS_MAX, "{}: unclaimed handles past their bound", self.id);
+        assert!(self.unreported.len() <= UNREPORTED_LOSSES_MAX, "{}: unreported losses past their bound", self.id);
+        for &(ost, handle) in self.unclaimed.keys() {
+            assert!(
+                self.locks.by_handle(ost, handle).is_none(),
+                "{}: handle {handle:?} both held and unclaimed",
+                self.id
+            );
+        }
         if !self.config.recovery {
             assert!(self.replay.is_empty(), "{}: changes kept for replay without recovery", self.id);
         }

@@ -37,7 +37,11 @@ pub(super) enum OpKind {
         committing: bool,
         failed_ost: Option<OstIndex>,
     },
-    Close,
+    /// Release the file's GROUP lock first (`unlocking`, as Lustre's
+    /// `ll_file_release` puts it), then flush and forget the handle.
+    Close {
+        unlocking: Option<GroupId>,
+    },
     /// A glimpse of every object; `failed_ost` names the OST whose getattr
     /// failed.
     Stat {
@@ -242,7 +246,10 @@ impl Op {
                         })
                         .collect(),
                 ),
-                OpKind::Fsync { .. } | OpKind::Close | OpKind::Stat { .. } => whole(LockMode::ProtectedRead),
+                OpKind::Close { unlocking: Some(gid) } => whole(LockMode::Group(*gid)),
+                OpKind::Fsync { .. } | OpKind::Close { unlocking: None } | OpKind::Stat { .. } => {
+                    whole(LockMode::ProtectedRead)
+                }
             };
         Ok(Op { fh, kind, steps, index: 0, state: OpState::Ready, holding: None })
     }
@@ -294,6 +301,18 @@ impl Client {
                 return progressed;
             }
             if op.index == op.steps.len() {
+                if let OpKind::Close { unlocking: Some(_) } = op.kind {
+                    // The GROUP lock is given back: now the close proper.
+                    let op = self.ops.get_mut(&id).expect("live op");
+                    op.kind = OpKind::Close { unlocking: None };
+                    if let Steps::EveryStripe { mode, .. } = &mut op.steps {
+                        *mode = LockMode::ProtectedRead;
+                    }
+                    op.index = 0;
+                    op.state = OpState::Ready;
+                    progressed = true;
+                    continue;
+                }
                 if let OpKind::Fsync { .. } = op.kind {
                     match self.commit_fsync(id) {
                         Ok(Commit::Done) => {}
@@ -313,11 +332,11 @@ impl Client {
             let advanced = match op.kind {
                 OpKind::Write { .. } => self.step_write(now, id),
                 OpKind::Read { .. } => self.step_read(now, id),
-                OpKind::Fsync { .. } | OpKind::Close => self.step_flush(id),
+                OpKind::Fsync { .. } | OpKind::Close { unlocking: None } => self.step_flush(id),
                 OpKind::Stat { .. } => self.step_stat(id),
                 OpKind::Truncate { size } => self.step_truncate(now, id, size),
                 OpKind::GroupLock { .. } | OpKind::Lockahead { .. } => self.step_lock_only(now, id),
-                OpKind::GroupUnlock { .. } => self.step_group_unlock(id),
+                OpKind::GroupUnlock { .. } | OpKind::Close { unlocking: Some(_) } => self.step_group_unlock(id),
             };
             match advanced {
                 Ok(true) => progressed = true,
@@ -371,7 +390,7 @@ impl Client {
                 Some(error) => return Err(error),
                 None => OpOutput::Synced,
             },
-            OpKind::Close => match self.files.remove(&fh).and_then(|f| f.write_error) {
+            OpKind::Close { .. } => match self.files.remove(&fh).and_then(|f| f.write_error) {
                 Some(error) => return Err(error),
                 None => OpOutput::Closed,
             },
@@ -667,9 +686,16 @@ impl Client {
                 if self.cache.has_writeback(step.key, Extent::new(object_size - object_size % PAGE_SIZE, EOF)) {
                     return Ok(false); // let writes in flight past the new end land first
                 }
+                let dropped: u64 = self
+                    .cache
+                    .dirty_ranges(step.key)
+                    .iter()
+                    .filter(|r| r.end >= object_size)
+                    .map(|r| r.end + 1 - r.start.max(object_size))
+                    .sum();
                 self.cache.truncate(step.key, object_size);
                 let xid = self.xid();
-                self.rpcs.insert(xid, Rpc::Punch { op: id, key: step.key, size: object_size });
+                self.rpcs.insert(xid, Rpc::Punch { op: id, key: step.key, size: object_size, dropped });
                 self.send(step.key.ost, ToOst::Punch { xid, object: step.key.object, size: object_size });
                 self.set_state(id, OpState::WaitRpcs { outstanding: 1, failed: None });
                 Ok(true)

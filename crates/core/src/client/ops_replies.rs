@@ -15,7 +15,7 @@
 use super::{OpKind, OpState};
 use crate::client::locks::{ClientLockState, LocalLock};
 use crate::client::replay::Change;
-use crate::client::{Client, ClientError, OpId, Rpc};
+use crate::client::{Client, ClientError, LossCause, OpId, Rpc};
 use crate::extent::Extent;
 use crate::msg::ToOst;
 use crate::msg::{EnqueueReply, IoError, Payload};
@@ -39,10 +39,12 @@ impl Client {
             }
             EnqueueReply::Granted { lock, extent } => {
                 self.locks.set_handle(l, lock);
-                self.granted(now, l, extent, false);
+                let called_back = self.unclaimed.remove(&(ost, lock)).unwrap_or(false);
+                self.granted(now, l, extent, called_back);
             }
             EnqueueReply::Waiting { lock } => {
                 self.locks.set_handle(l, lock);
+                self.unclaimed.remove(&(ost, lock));
                 self.locks.get_mut(l).expect("listed").state = ClientLockState::Waiting;
             }
             EnqueueReply::Invalid => {
@@ -59,6 +61,7 @@ impl Client {
                 // Operations waiting on it find it gone and enqueue again.
             }
         }
+        self.give_back_unclaimed(ost);
     }
 
     pub(in crate::client) fn on_completion(
@@ -70,8 +73,9 @@ impl Client {
         callback_pending: bool,
     ) {
         let Some(l) = self.locks.by_handle(ost, handle) else {
-            // A lock this client does not hold (a lost cancel): give it back.
-            self.on_unknown_lock(ost, handle);
+            // A lock this client does not hold: a grant that overtook the
+            // answer to its enqueue, or a lost cancel (see on_unknown_lock).
+            self.on_unknown_lock(ost, handle, callback_pending);
             return;
         };
         if self.locks.get(l).is_none_or(|lock| lock.state != ClientLockState::Waiting) {
@@ -133,8 +137,8 @@ impl Client {
                 self.locks.note_returning(l);
             }
             // Unknown handle: our cancel crossed the callback, or was lost
-            // with a connection.
-            None => self.on_unknown_lock(ost, handle),
+            // with a connection, or the answer to our enqueue was.
+            None => self.on_unknown_lock(ost, handle, true),
         }
     }
 
@@ -175,7 +179,20 @@ impl Client {
         transno: Transno,
     ) {
         let is_punch = |rpc: &Rpc| matches!(rpc, Rpc::Punch { .. });
-        let Some(Rpc::Punch { op, key, size }) = self.take_rpc(ost, xid, is_punch) else { return };
+        let Some(Rpc::Punch { op, key, size, dropped }) = self.take_rpc(ost, xid, is_punch) else { return };
+        match result {
+            // A punch is a change an fsync must make durable, as a write is.
+            Ok(()) => {
+                self.uncommitted.insert(key);
+            }
+            // The dirty bytes the truncate dropped past the new size are
+            // neither cut on the OST nor written: lost, and reported so.
+            Err(error) if dropped > 0 => {
+                self.record_write_error(&[key].into(), ost, &LossCause::WriteFailed(error));
+                self.report_loss(ost, dropped);
+            }
+            Err(_) => {}
+        }
         if result.is_ok() && self.config.recovery && transno > Transno(0) {
             self.replay.keep(ost, transno, Change::Punch { key, size });
         }

@@ -107,6 +107,11 @@ impl ReplayLog {
         self.osts.get(&ost).into_iter().flat_map(|log| log.entries.iter().map(|(t, c)| (*t, c)))
     }
 
+    /// Whether a change of `key` is kept.
+    pub fn has_key(&self, key: ObjectKey) -> bool {
+        self.entries(key.ost).any(|(_, c)| c.key() == key)
+    }
+
     /// Bytes kept for `key`.
     pub fn key_bytes(&self, key: ObjectKey) -> u64 {
         self.entries(key.ost).filter(|(_, c)| c.key() == key).map(|(_, c)| c.bytes()).sum()

@@ -132,6 +132,11 @@ impl Client {
         let import = self.imports.get_mut(ost);
         import.state = ImportState::Connected;
         import.epoch = Some(epoch);
+        if !(resume && same_life) {
+            // A session the OST starts afresh (its new life, or a fresh
+            // connect after it forgot us) numbers its notices from 1 again.
+            import.failures_seen = 0;
+        }
         if resume && !same_life {
             self.replay_to(ost);
         }
@@ -163,9 +168,11 @@ impl Client {
             self.locks.requeue(id, xid);
         }
         self.replay.new_life(ost);
+        let forget = crate::planted::active(crate::planted::Bug::ForgetReplay);
         let changes: Vec<ToOst> = self
             .replay
             .entries(ost)
+            .filter(|_| !forget)
             .map(|(transno, change)| match change {
                 Change::Write { key, offset, data } => {
                     ToOst::ReplayWrite { transno, object: key.object, offset: *offset, data: data.clone() }
@@ -213,6 +220,11 @@ impl Client {
             }
         }
         again.sort_by_key(|(xid, _)| *xid);
+        if crate::planted::active(crate::planted::Bug::LostResend) {
+            if let Some(first) = again.iter().position(|(_, m)| matches!(m, ToOst::Write { .. })) {
+                again.remove(first);
+            }
+        }
         for (_, message) in again {
             self.send(ost, message);
         }
@@ -255,15 +267,28 @@ impl Client {
 
     pub(super) fn on_commit_failed(&mut self, ost: OstIndex, object: ObjectId, error: IoError, seq: u64) {
         let import = self.imports.get_mut(ost);
-        if seq > import.failures_seen {
+        if seq > import.failures_seen && crate::planted::active(crate::planted::Bug::DropCommitFailure) {
             import.failures_seen = seq;
-            let key = ObjectKey { ost, object };
-            let bytes = self.replay.key_bytes(key);
-            warn!(client = self.id.0, %ost, object = object.0, %error, "the OST could not commit writes of this client");
-            self.record_write_error(&BTreeSet::from([key]), ost, &LossCause::SyncFailed(error));
-            self.report_loss(ost, bytes);
+        } else if seq > import.failures_seen && !self.replay.has_key(ObjectKey { ost, object }) {
+            // Nothing kept that a failed commit could have lost: a notice
+            // taken before, sent again from the OST's record after a crash
+            // (the failed commit's changes leave the copies only with the
+            // commit notice that follows this one).
+            import.failures_seen = seq;
+        } else if seq > import.failures_seen {
+            import.failures_seen = seq;
+            self.lost_to_failed_commit(ObjectKey { ost, object }, error);
         }
         self.send(ost, ToOst::FailuresSeen { seq });
+    }
+
+    /// A commit of `key`'s changes failed: what this client kept of them is
+    /// lost, and the files they belong to say so.
+    pub(super) fn lost_to_failed_commit(&mut self, key: ObjectKey, error: IoError) {
+        let bytes = self.replay.key_bytes(key);
+        warn!(client = self.id.0, ost = %key.ost, object = key.object.0, %error, "the OST could not commit writes of this client");
+        self.record_write_error(&BTreeSet::from([key]), key.ost, &LossCause::SyncFailed(error));
+        self.report_loss(key.ost, bytes);
     }
 
     /// A replayed lock was refused: this client's state on `ost` cannot be
@@ -277,10 +302,43 @@ impl Client {
     }
 
     /// A callback or a completion for lock `handle`, which this client does
-    /// not hold (its cancel was lost with a connection, or crossed the
-    /// message): give it back.
-    pub(super) fn on_unknown_lock(&mut self, ost: OstIndex, handle: LockHandle) {
-        if self.config.recovery {
+    /// not hold: its cancel was lost with a connection or crossed the
+    /// message (give it back), or the answer to one of its enqueues was
+    /// lost and the resent enqueue's answer, naming this very handle, is
+    /// still to come (an OST that sees the client come back sends every
+    /// lock's completion again before it answers what the client resends).
+    /// While an enqueue to that OST awaits its answer the handle is kept
+    /// unclaimed; the answers claim their own, and what none claims is given
+    /// back once none is awaited ([`Client::give_back_unclaimed`]).
+    /// Cancelling at once would make the OST forget the lock its answer
+    /// then hands over: a lock the client writes under and nobody can call
+    /// back.
+    pub(super) fn on_unknown_lock(&mut self, ost: OstIndex, handle: LockHandle, called_back: bool) {
+        if !self.config.recovery {
+            return;
+        }
+        let awaited =
+            self.locks.iter().any(|(_, l)| l.key.ost == ost && matches!(l.state, ClientLockState::Enqueuing { .. }));
+        if awaited && self.unclaimed.len() < super::UNCLAIMED_LOCKS_MAX {
+            *self.unclaimed.entry((ost, handle)).or_default() |= called_back;
+            return;
+        }
+        self.unclaimed.remove(&(ost, handle));
+        self.send(ost, ToOst::Cancel { lock: handle });
+    }
+
+    /// Give back the unclaimed handles of `ost` once no enqueue to it
+    /// awaits an answer that could claim them.
+    pub(super) fn give_back_unclaimed(&mut self, ost: OstIndex) {
+        if !self.unclaimed.keys().any(|(o, _)| *o == ost) {
+            return;
+        }
+        if self.locks.iter().any(|(_, l)| l.key.ost == ost && matches!(l.state, ClientLockState::Enqueuing { .. })) {
+            return;
+        }
+        let handles: Vec<LockHandle> = self.unclaimed.keys().filter(|(o, _)| *o == ost).map(|(_, h)| *h).collect();
+        for handle in handles {
+            self.unclaimed.remove(&(ost, handle));
             self.send(ost, ToOst::Cancel { lock: handle });
         }
     }

@@ -18,7 +18,8 @@
 //! [`Harness::restart_ost`]: what was not committed is lost, the clients
 //! replay it), connections can drop ([`Harness::drop_connection`]) and
 //! links part ([`Harness::partition`], [`Harness::heal`]), and disks can
-//! fail ([`Harness::fail_writes`], [`Harness::fail_commits`]). The harness
+//! fail ([`Harness::fail_writes`], [`Harness::fail_commits`]); the network
+//! can slow down ([`Harness::set_latency`]). The harness
 //! plays the drivers' part: it tells a client when its connection to an OST
 //! is lost and when a new one is up, as a network driver would.
 
@@ -275,7 +276,10 @@ impl Harness {
     /// Stop a client dead: it neither sends nor receives from now on, and
     /// everything it had not written back is gone with it.
     pub fn crash(&mut self, c: ClientId) {
-        self.crashed.insert(c);
+        if !self.crashed.insert(c) {
+            return;
+        }
+        self.trace_line(format!("{} crash {c}", self.now));
         self.queue.retain(|_, m| !matches!(m, Message::ToOst { from, .. } if *from == c));
     }
 
@@ -351,13 +355,25 @@ impl Harness {
         }
     }
 
+    /// Messages sent from now on take between `min` and `max` to arrive (a
+    /// congested or a quiet network); messages in flight keep their time,
+    /// and each link still delivers in order.
+    pub fn set_latency(&mut self, min: Duration, max: Duration) {
+        assert!(min <= max, "latency range {min:?}..{max:?} is inverted");
+        self.trace_line(format!("{} latency {}-{} ns", self.now, min.as_ns(), max.as_ns()));
+        self.config.latency_min = min;
+        self.config.latency_max = max;
+    }
+
     /// Writes and punches on OST `o`'s disk fail with `errno` (`None`: they work).
     pub fn fail_writes(&mut self, o: OstIndex, errno: Option<Errno>) {
+        self.trace_line(format!("{} {o} writes fail with {errno:?}", self.now));
         self.osts[o.0 as usize].store_mut().fail_writes = errno;
     }
 
     /// Commits on OST `o`'s disk fail with `errno` (`None`: they work).
     pub fn fail_commits(&mut self, o: OstIndex, errno: Option<Errno>) {
+        self.trace_line(format!("{} {o} commits fail with {errno:?}", self.now));
         self.osts[o.0 as usize].store_mut().fail_commits = errno;
     }
 
@@ -420,6 +436,41 @@ impl Harness {
             .filter(|(i, _)| !self.crashed.contains(&ClientId(*i as u32)))
             .map(|(_, c)| c.ops_pending())
             .sum()
+    }
+
+    /// When [`Harness::step`] would act next (its next message, or the
+    /// timer it would fire); `None` if it would do nothing. A driver with
+    /// nodes of its own (the swarm's MDS) interleaves their events by it.
+    pub fn next_event_at(&self) -> Option<Instant> {
+        let message_at = self.queue.keys().next().map(|(t, _)| *t);
+        match (message_at, self.next_timer()) {
+            (Some(m), Some((t, _))) => Some(m.min(t)),
+            (Some(m), None) => Some(m),
+            (None, Some((t, _))) if self.ops_pending() > 0 => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Move the clock forward to `at` and deliver nothing: for a driver
+    /// whose own node acts at `at`, before [`Harness::next_event_at`].
+    /// Timers due meanwhile that [`Harness::step`] would not fire (no
+    /// operation waits) fire late, at the next step, as they would have.
+    pub fn set_clock(&mut self, at: Instant) {
+        debug_assert!(self.next_event_at().is_none_or(|next| at <= next), "the clock would pass an event");
+        self.now = self.now.max(at);
+    }
+
+    /// Destroy `objects` on OST `o`, as the MDS has an OSS do after an
+    /// unlink: gone at once and durably. False if the OST is down.
+    pub fn destroy_objects(&mut self, o: OstIndex, objects: &[ObjectId]) -> bool {
+        if self.down.contains(&o) {
+            return false;
+        }
+        let store = self.osts[o.0 as usize].store_mut();
+        for &object in objects {
+            store.destroy(object);
+        }
+        true
     }
 
     /// Deliver the next message or fire the next timer; false if neither
@@ -623,6 +674,13 @@ impl Harness {
     fn enqueue(&mut self, at: Instant, message: Message) {
         self.sequence += 1;
         self.queue.insert((at, self.sequence), message);
+    }
+
+    /// A line of the driver's own (the fault swarm's MDS events) in the
+    /// trace and its hash, so that a replay shows it and a determinism
+    /// check covers it.
+    pub fn note(&mut self, line: String) {
+        self.trace_line(line);
     }
 
     fn trace_line(&mut self, line: String) {

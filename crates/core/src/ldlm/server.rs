@@ -330,7 +330,8 @@ impl LockServer {
             self.by_xid.insert((client, xid), handle);
         }
         self.resource(object).group_locks += usize::from(request.mode.is_group());
-        if blockers.conflicts == 0 || blockers.same_group_granted {
+        let planted = crate::planted::active(crate::planted::Bug::ConflictingGrant) && blockers.conflicts == 1;
+        if blockers.conflicts == 0 || blockers.same_group_granted || planted {
             let extent = self.grant(handle);
             self.transmit(client, ToClient::Enqueue { xid, reply: EnqueueReply::Granted { lock: handle, extent } });
             return;
@@ -493,6 +494,9 @@ impl LockServer {
 
     /// Evict every holder whose callback deadline has passed.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if crate::planted::active(crate::planted::Bug::NoCallbackTimeout) {
+            return;
+        }
         let late: BTreeSet<ClientId> = self
             .called_back
             .iter()

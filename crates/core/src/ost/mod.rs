@@ -213,6 +213,10 @@ pub struct OstRecord {
     pub epoch: Epoch,
     pub last_committed: Transno,
     pub clients: BTreeSet<ClientId>,
+    /// Each client's commit-failure notices it has not acknowledged (see
+    /// [`notices`]): the only report of a failed commit must outlive a crash.
+    #[serde(default)]
+    pub failures: BTreeMap<ClientId, Vec<(ObjectId, IoError)>>,
 }
 
 /// Names one sync the OST is waiting for.
@@ -339,6 +343,7 @@ impl<S: ObjectStore> Ost<S> {
             if !record.clients.is_empty() {
                 ost.recovering = Some(Recovery::new(record.clients.clone(), now + recovery.window));
             }
+            ost.notices = Notices::from_record(&record.failures);
             ost.known = record.clients;
         }
         ost.record_due = true; // the new life's epoch
@@ -423,7 +428,19 @@ impl<S: ObjectStore> Ost<S> {
                 Err(e) => self.send(from, ToClient::SyncReply { xid, result: Err(e) }),
             },
             ToOst::GlimpseReply { xid, size } => self.glimpse_reply(xid, from, size),
-            ToOst::FailuresSeen { seq } => self.notices.ack(from, seq),
+            ToOst::FailuresSeen { seq } => self.failures_seen(from, seq),
+            ToOst::ReplayLock { lock, object, request, extent }
+                if crate::planted::active(crate::planted::Bug::LateReplay) =>
+            {
+                if !self.locks.replay(from, lock, object, request, extent) {
+                    self.send(from, ToClient::LockLost { lock });
+                }
+            }
+            ToOst::ReplayWrite { object, offset, data, .. }
+                if crate::planted::active(crate::planted::Bug::LateReplay) =>
+            {
+                let _ = self.apply_write(object, offset, &data);
+            }
             ToOst::ReplayLock { lock, .. } => {
                 debug!(ost = self.index.0, %from, lock = lock.0, "lock replayed outside recovery refused");
                 self.send(from, ToClient::LockLost { lock });
@@ -450,6 +467,7 @@ impl<S: ObjectStore> Ost<S> {
             ToOst::Connect { resume: Some(epoch) } if epoch != self.epoch && recovery.may_replay(from) => {
                 recovery.reconnected(from);
                 self.send(from, ToClient::Connected { epoch: self.epoch, recovering: true });
+                self.send_notices(from); // kept in the record across the crash
             }
             ToOst::ReplayLock { lock, object, request, extent } if recovery.is_replaying(from) => {
                 if !self.locks.replay(from, lock, object, request, extent) {
@@ -486,7 +504,7 @@ impl<S: ObjectStore> Ost<S> {
                     self.finish_recovery(now);
                 }
             }
-            ToOst::FailuresSeen { seq } => self.notices.ack(from, seq),
+            ToOst::FailuresSeen { seq } => self.failures_seen(from, seq),
             other => {
                 if !recovery.defer(from, other) {
                     warn!(ost = self.index.0, %from, "too many requests during recovery: evicting the client");
@@ -550,10 +568,12 @@ impl<S: ObjectStore> Ost<S> {
                 for (xid, g) in glimpses {
                     self.send(from, ToClient::Glimpse { xid, object: g.object, lock: g.lock });
                 }
-                let notices: Vec<Notice> = self.notices.unacked(from).collect();
-                for n in notices {
-                    self.send(from, ToClient::CommitFailed { object: n.object, error: n.error, seq: n.seq });
-                }
+                self.send_notices(from);
+            }
+            Some(epoch) if epoch != self.epoch && crate::planted::active(crate::planted::Bug::LateReplay) => {
+                self.locks.handle_connect(from);
+                self.know(from);
+                self.send(from, ToClient::Connected { epoch: self.epoch, recovering: true });
             }
             // Another life of the OST, or state the OST took away: the
             // client must discard it and connect afresh.
@@ -589,8 +609,25 @@ impl<S: ObjectStore> Ost<S> {
         if let Some(commits) = self.commits.as_mut() {
             commits.forget(client);
         }
-        self.notices.forget(client);
+        if self.notices.forget(client) {
+            self.record_due = true;
+        }
         self.forget_glimpses_of(client);
+    }
+
+    /// Send again the notices `client` has not acknowledged.
+    fn send_notices(&mut self, client: ClientId) {
+        let notices: Vec<Notice> = self.notices.unacked(client).collect();
+        for n in notices {
+            self.send(client, ToClient::CommitFailed { object: n.object, error: n.error, seq: n.seq });
+        }
+    }
+
+    fn failures_seen(&mut self, client: ClientId, seq: u64) {
+        if self.notices.unacked(client).next().is_some_and(|n| n.seq <= seq) {
+            self.record_due = true;
+        }
+        self.notices.ack(client, seq);
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -623,19 +660,22 @@ impl<S: ObjectStore> Ost<S> {
             return;
         };
         let asked = match waiter {
-            SyncWaiter::Reply(client, _, object) => Some((client, object)),
+            SyncWaiter::Reply(client, _, _) => Some(client),
             _ => None,
         };
+        let mut told = None;
         match (self.snapshots.remove(&token), self.commits.as_mut()) {
             (Some(snapshot), Some(commits)) => {
                 let finished = commits.finish(&snapshot, failures);
                 let transno = commits.last_committed();
+                // Every writer is told, the one that asked included: the
+                // answer to its sync may be lost with its connection, and
+                // the sync it sends again finds nothing left to commit.
                 for (client, object, error) in finished.failed {
-                    if asked != Some((client, object)) {
-                        self.notify_failure(now, client, object, error);
-                    }
+                    self.notify_failure(now, client, object, error);
                 }
                 for client in finished.committed {
+                    told = told.or(asked.filter(|c| *c == client));
                     self.send(client, ToClient::Committed { transno });
                 }
             }
@@ -652,6 +692,16 @@ impl<S: ObjectStore> Ost<S> {
         match waiter {
             SyncWaiter::Cancel(client, lock) => self.locks.handle_cancel(now, client, lock),
             SyncWaiter::Reply(client, xid, object) => {
+                // Every answer to a sync says where the commit point is, as
+                // every Lustre reply carries `last_committed`: a client
+                // whose commit notice was lost (with a connection, or in a
+                // restart that skipped its replays of committed changes)
+                // lets go of those copies instead of asking for commits
+                // again and again.
+                let transno = self.last_committed();
+                if told != Some(client) && transno > Transno(0) {
+                    self.send(client, ToClient::Committed { transno });
+                }
                 let result = match failures.iter().find(|(o, _)| *o == object) {
                     Some(&(_, error)) => Err(error),
                     None => Ok(()),
@@ -668,7 +718,10 @@ impl<S: ObjectStore> Ost<S> {
     fn notify_failure(&mut self, now: Instant, client: ClientId, object: ObjectId, error: IoError) {
         warn!(ost = self.index.0, %client, object = object.0, %error, "writes may be lost: the client is told");
         match self.notices.add(client, object, error) {
-            Some(n) => self.send(client, ToClient::CommitFailed { object, error, seq: n.seq }),
+            Some(n) => {
+                self.record_due = true; // written before the notice is sent
+                self.send(client, ToClient::CommitFailed { object, error, seq: n.seq });
+            }
             None => self.locks.evict(now, client),
         }
     }
@@ -686,13 +739,27 @@ impl<S: ObjectStore> Ost<S> {
     }
 
     /// What the driver must write durably (see [`OstRecord`]), when it
-    /// changed; poll after every input.
+    /// changed; poll after every input, and write it before sending what
+    /// [`Ost::poll_transmit`] yields (a commit-failure notice must not reach
+    /// a client, or be lost, before it is on disk).
     #[must_use]
     pub fn poll_record(&mut self) -> Option<OstRecord> {
         if !std::mem::take(&mut self.record_due) || self.config.recovery.is_none() {
             return None;
         }
-        Some(OstRecord { epoch: self.epoch, last_committed: self.last_committed(), clients: self.known.clone() })
+        Some(OstRecord {
+            epoch: self.epoch,
+            last_committed: self.last_committed(),
+            clients: self.known.clone(),
+            failures: self.notices.to_record(),
+        })
+    }
+
+    /// The commit-failure notices not yet acknowledged, as
+    /// [`OstRecord::failures`] keeps them: a driver that writes a record of
+    /// its own (a commit point before [`Ost::handle_synced`]) keeps them in it.
+    pub fn failures_record(&self) -> BTreeMap<ClientId, Vec<(ObjectId, IoError)>> {
+        self.notices.to_record()
     }
 
     /// Cancels and sync RPCs waiting for a sync.
@@ -791,6 +858,13 @@ impl<S: ObjectStore> Ost<S> {
         self.sync_next += 1;
         self.syncing.insert(token, waiter);
         let (commit, commit_to) = match self.commits.as_mut() {
+            Some(_)
+                if matches!(waiter, SyncWaiter::Reply(..))
+                    && crate::planted::active(crate::planted::Bug::SyncWithoutCommit) =>
+            {
+                self.handle_synced(now, token, &[]);
+                return;
+            }
             Some(commits) => {
                 if !commits.has_changes() && self.snapshots.is_empty() {
                     self.handle_synced(now, token, &[]);

@@ -13,6 +13,16 @@
 //! client that lets more pile up is not reading or not acknowledging; the
 //! OST evicts it (which reports every unsynced write of it as lost anyway)
 //! rather than keep growing.
+//!
+//! Durability: the unacknowledged notices are part of the OST's record
+//! ([`super::OstRecord::failures`]), which the driver writes before it
+//! sends them. A notice is the only report of a failed commit, whose
+//! changes count as committed (a restarted OST skips their replays): lost
+//! in a crash, it would leave the writer to replay into nothing and to
+//! hear from its next fsync that all is well. A restarted OST numbers the
+//! notices it takes from its record afresh and sends them to each client
+//! that comes back to recover (a client that took one before the crash
+//! but whose acknowledgement was lost is told twice).
 
 use crate::msg::IoError;
 use crate::units::{ClientId, ObjectId};
@@ -69,9 +79,30 @@ impl Notices {
     }
 
     /// `client` is gone: its notices go with it (a client that comes back
-    /// after an eviction has lost everything unsynced anyway).
-    pub fn forget(&mut self, client: ClientId) {
-        self.queues.remove(&client);
+    /// after an eviction has lost everything unsynced anyway). Whether it
+    /// had any.
+    pub fn forget(&mut self, client: ClientId) -> bool {
+        self.queues.remove(&client).is_some_and(|q| !q.unacked.is_empty())
+    }
+
+    /// Every client's unacknowledged notices, for the OST's record.
+    pub fn to_record(&self) -> std::collections::BTreeMap<ClientId, Vec<(ObjectId, IoError)>> {
+        self.queues
+            .iter()
+            .filter(|(_, q)| !q.unacked.is_empty())
+            .map(|(c, q)| (*c, q.unacked.iter().map(|n| (n.object, n.error)).collect()))
+            .collect()
+    }
+
+    /// The notices of a record (a restarted OST's), numbered afresh.
+    pub fn from_record(failures: &std::collections::BTreeMap<ClientId, Vec<(ObjectId, IoError)>>) -> Notices {
+        let mut notices = Notices::default();
+        for (&client, list) in failures {
+            for &(object, error) in list.iter().take(NOTICES_PER_CLIENT_MAX) {
+                notices.add(client, object, error);
+            }
+        }
+        notices
     }
 
     pub fn check_invariants(&self) {
@@ -102,7 +133,24 @@ mod tests {
             n.add(c, ObjectId(3), IoError::NoSpace).unwrap();
         }
         assert_eq!(n.add(c, ObjectId(3), IoError::NoSpace), None, "a full queue refuses");
-        n.forget(c);
+        assert!(n.forget(c));
         assert_eq!(n.unacked(c).count(), 0);
+    }
+
+    #[test]
+    fn a_record_gives_back_the_unacknowledged_notices_numbered_afresh() {
+        let mut n = Notices::default();
+        let (a, b) = (ClientId(1), ClientId(2));
+        n.add(a, ObjectId(1), IoError::NoSpace).unwrap();
+        n.add(a, ObjectId(2), IoError::Disk(crate::errno::Errno::EIO)).unwrap();
+        n.add(b, ObjectId(3), IoError::NoSpace).unwrap();
+        n.ack(a, 1);
+        n.ack(b, 1);
+        let record = n.to_record();
+        assert_eq!(record.len(), 1, "acknowledged notices are not kept");
+        let again = Notices::from_record(&record);
+        let got: Vec<Notice> = again.unacked(a).collect();
+        assert_eq!(got, vec![Notice { seq: 1, object: ObjectId(2), error: IoError::Disk(crate::errno::Errno::EIO) }]);
+        assert_eq!(again.unacked(b).count(), 0);
     }
 }
