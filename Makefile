@@ -43,6 +43,7 @@ bench: build
 	$(CARGO) bench --locked -p lanefs-core --bench core
 	./target/release/lanefs demo --json
 	python3 bench/fs.py
+	python3 bench/trust.py
 	$(CARGO) bench --locked -p lanefs-sim --bench queue
 	python3 bench/sim.py
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for FUZZ_SECONDS seconds each (default 180), one
-# after the other, then lists the crashes found; exits 1 if there are any.
+# after the other, then lists the crashes and hangs found; exits 1 if there
+# are any.
 # Used by `make fuzz`; FUZZ_TARGETS picks targets (default: all four).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -17,6 +18,7 @@ cargo afl config --build >/dev/null 2>&1 || true
 cargo afl build --release --locked --bins
 
 export AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_UI=1 AFL_NO_AFFINITY=1
+mkdir -p out
 status=0
 for target in $targets; do
   out=out/$target
@@ -28,11 +30,13 @@ for target in $targets; do
     echo "afl-fuzz failed on $target; see fuzz/$out.log"; tail -20 "$out.log"; status=1; }
   stats=$out/default/fuzzer_stats
   [ -f "$stats" ] && grep -E '^(execs_done|execs_per_sec|corpus_count|edges_found|total_edges|saved_crashes|saved_hangs) ' "$stats" | tr -s ' ' | sed 's/^/  /'
-  crashes=$(find "$out/default/crashes" -type f -name 'id:*' 2>/dev/null | wc -l)
-  if [ "$crashes" -gt 0 ]; then
-    echo "  $crashes crashes in fuzz/$out/default/crashes: reproduce with"
-    echo "  (cd fuzz && cargo run --release --bin replay -- $target $out/default/crashes/id*)"
-    status=1
-  fi
+  for kind in crashes hangs; do
+    found=$(find "$out/default/$kind" -type f -name 'id:*' 2>/dev/null | wc -l)
+    if [ "$found" -gt 0 ]; then
+      echo "  $found $kind in fuzz/$out/default/$kind: reproduce with"
+      echo "  (cd fuzz && cargo afl run --release --bin replay -- $target $out/default/$kind/id*)"
+      status=1
+    fi
+  done
 done
 exit $status

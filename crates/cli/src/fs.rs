@@ -25,6 +25,11 @@ pub struct Target {
     /// prints it; `lanefs key` makes them).
     #[arg(long, env = "LANEFS_KEY", global = true, value_name = "FILE")]
     pub key: Option<PathBuf>,
+    /// Seconds an RPC may go unanswered, or a server be out of reach,
+    /// before a command fails (Lustre's obd_timeout; 100 by default).
+    #[arg(long, env = "LANEFS_TIMEOUT", global = true, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout: Option<u64>,
 }
 
 /// Load the key file at `path`, if one is given.
@@ -38,7 +43,12 @@ impl Target {
             bail!("no file system given: pass --mds ADDR or set LANEFS_MDS (lanefs up prints the address)");
         };
         // These commands write no file data: no page arena to share.
-        let options = ClientOptions { shared_memory: false, key: load_key(self.key.as_deref())?, ..Default::default() };
+        let mut options =
+            ClientOptions { shared_memory: false, key: load_key(self.key.as_deref())?, ..Default::default() };
+        if let Some(seconds) = self.timeout {
+            let timeout = std::time::Duration::from_secs(seconds);
+            (options.rpc_timeout, options.reconnect_timeout, options.ping_interval) = (timeout, timeout, timeout / 4);
+        }
         Client::connect(mds, options).with_context(|| format!("connecting to the MDS at {mds}"))
     }
 }

@@ -118,6 +118,9 @@ pub(crate) fn client_options(p: &IorParams) -> Result<ClientOptions, IorError> {
     let core = &mut options.core;
     core.dirty_bytes_max = (core.dirty_bytes_max / ranks / page * page).max(core.rpc_bytes_max);
     core.cached_bytes_max = core.cached_bytes_max / ranks / page * page;
+    // What the OSTs acknowledged and have not yet committed is kept in the
+    // same memory (Lustre's unstable pages count against the node's cache).
+    core.unstable_bytes_max = (core.unstable_bytes_max / ranks / page * page).max(core.rpc_bytes_max);
     let number = |name: &str| -> Result<Option<u64>, IorError> {
         match p.module_value(&format!("lanefs.{name}")) {
             None => Ok(None),

@@ -13,9 +13,11 @@
 //! or stopped for a moment costs nothing either (namespace calls wait for
 //! it, and the OSS registers with it again).
 
-use std::io::{BufRead, BufReader};
+mod common;
+
+use common::Cluster;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The clients' timeout (`--lanefs.timeout`, Lustre's `obd_timeout`).
@@ -26,115 +28,6 @@ const RECOVERY_WINDOW_S: u64 = 15;
 /// The most one run may take, whatever happens to the servers: the run's
 /// own length, a recovery window and the timeout, with room to spare.
 const RUN_BOUND: Duration = Duration::from_secs(90);
-
-/// A server process that can be killed, stopped, continued and restarted
-/// with the same command line.
-struct Daemon {
-    name: &'static str,
-    args: Vec<String>,
-    child: Option<Child>,
-}
-
-impl Daemon {
-    fn start(name: &'static str, args: Vec<String>) -> Daemon {
-        let mut daemon = Daemon { name, args, child: None };
-        daemon.spawn();
-        daemon
-    }
-
-    fn spawn(&mut self) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
-            .args(&self.args)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().unwrap_or_else(|| panic!("the {} says where it serves", self.name)).unwrap();
-        assert!(first.starts_with("lanefs: "), "{}: {first}", self.name);
-        // Keep reading its stdout so that it never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        self.child = Some(child);
-    }
-
-    fn pid(&self) -> libc::pid_t {
-        self.child.as_ref().expect("running").id() as libc::pid_t
-    }
-
-    fn signal(&self, signal: libc::c_int) {
-        // SAFETY: kill(2) on a child of ours, which has not been reaped.
-        assert_eq!(unsafe { libc::kill(self.pid(), signal) }, 0, "signalling the {}", self.name);
-    }
-
-    fn kill(&mut self) {
-        let mut child = self.child.take().expect("running");
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-
-    fn restart(&mut self) {
-        self.spawn();
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // SAFETY: as in `signal`; a stopped process must be continued
-            // before SIGKILL is delivered... which SIGKILL does anyway.
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGCONT) };
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-struct Cluster {
-    dir: tempfile::TempDir,
-    mds: Daemon,
-    oss: Daemon,
-}
-
-impl Cluster {
-    fn start() -> Cluster {
-        let dir = tempfile::tempdir().unwrap();
-        let path = |name: &str| dir.path().join(name).display().to_string();
-        let sock = |name: &str| format!("unix:{}", path(name));
-        let mds = Daemon::start(
-            "MDS",
-            vec![
-                "mds".into(),
-                "--data".into(),
-                path("mds"),
-                "--osts".into(),
-                "2".into(),
-                "--listen".into(),
-                sock("mds.sock"),
-            ],
-        );
-        let oss = Daemon::start(
-            "OSS",
-            vec![
-                "oss".into(),
-                "--mds".into(),
-                sock("mds.sock"),
-                "--data".into(),
-                path("oss"),
-                "--ost".into(),
-                "0,1".into(),
-                "--listen".into(),
-                sock("oss.sock"),
-                "--recovery-window".into(),
-                RECOVERY_WINDOW_S.to_string(),
-            ],
-        );
-        Cluster { dir, mds, oss }
-    }
-
-    fn mds_address(&self) -> String {
-        format!("unix:{}", self.dir.path().join("mds.sock").display())
-    }
-}
 
 /// How a run ended.
 #[derive(Debug)]
@@ -203,7 +96,7 @@ fn after(delay_ms: u64) {
 
 #[test]
 fn runs_survive_servers_killed_and_stopped_or_fail_clearly_within_the_bound() {
-    let mut cluster = Cluster::start();
+    let mut cluster = Cluster::start(&["--recovery-window", &RECOVERY_WINDOW_S.to_string()]);
     let mut completed = Vec::new();
 
     // An OSS killed in the middle of a run and started again: its clients
@@ -316,4 +209,56 @@ fn runs_survive_servers_killed_and_stopped_or_fail_clearly_within_the_bound() {
         verify(&mut cluster, path);
     }
     assert!(Path::new(&cluster.dir.path().join("oss")).exists());
+}
+
+/// `lanefs COMMAND` on `cluster`, killed (and the test failed) past
+/// [`RUN_BOUND`]; returns whether it succeeded, its output and how long it took.
+fn lanefs(cluster: &Cluster, args: &[&str]) -> (bool, String, Duration) {
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(args)
+        .env("LANEFS_MDS", cluster.mds_address())
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out = std::thread::spawn(move || std::io::read_to_string(out).unwrap_or_default());
+    let err = std::thread::spawn(move || std::io::read_to_string(err).unwrap_or_default());
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > RUN_BOUND {
+            let _ = child.kill();
+            panic!("lanefs {args:?} still running after {RUN_BOUND:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = format!("{}{}", out.join().unwrap(), err.join().unwrap());
+    (status.success(), text, started.elapsed())
+}
+
+/// With the OSS stopped, commands that need only the MDS answer at once,
+/// and one that needs the OSS fails within its `--timeout`, naming the
+/// OST; once the OSS goes on, the same command answers.
+#[test]
+fn a_stopped_oss_leaves_metadata_commands_working_and_fails_data_commands_within_the_timeout() {
+    let mut cluster = Cluster::start(&["--recovery-window", &RECOVERY_WINDOW_S.to_string()]);
+    let outcome = ior(&mut cluster, &["-w", "-k", "-o", "/f"], |_| {});
+    assert!(outcome.success, "{}", outcome.stderr);
+    cluster.oss.signal(libc::SIGSTOP);
+    for args in [&["ls", "/"][..], &["mkdir", "/d"], &["getstripe", "/f"], &["ls", "/d"]] {
+        let (ok, text, took) = lanefs(&cluster, args);
+        assert!(ok, "lanefs {args:?} with the OSS stopped: {text}");
+        assert!(took < Duration::from_secs(10), "lanefs {args:?} took {took:?} with the OSS stopped");
+    }
+    let (ok, text, took) = lanefs(&cluster, &["--timeout", "3", "stat", "/f"]);
+    cluster.oss.signal(libc::SIGCONT);
+    assert!(!ok, "stat answered with its OSS stopped: {text}");
+    assert!(text.contains("OST"), "the error names no OST: {text}");
+    assert!(took < Duration::from_secs(3 * 3 + 10), "stat failed after {took:?} with --timeout 3");
+    let (ok, text, _) = lanefs(&cluster, &["stat", "/f"]);
+    assert!(ok && text.contains("67108864"), "stat after the OSS went on: {text}");
 }

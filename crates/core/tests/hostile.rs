@@ -22,7 +22,7 @@ use lanefs_core::client::{Client, ClientConfig, FileHandle};
 use lanefs_core::errno::Errno;
 use lanefs_core::extent::Extent;
 use lanefs_core::layout::Layout;
-use lanefs_core::ldlm::server::LockServerConfig;
+use lanefs_core::ldlm::server::{LockServerConfig, HANDLE_EPOCH_SHIFT};
 use lanefs_core::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};
 use lanefs_core::msg::{EnqueueReply, IoError, Payload, ToClient, ToOst};
 use lanefs_core::ost::{Ost, OstConfig, OstRecord, RecoveryConfig, SyncLockCancel, RPC_BYTES_MAX};
@@ -535,4 +535,64 @@ fn an_operation_failed_by_a_lost_ost_gives_back_its_lock_on_another() {
     client.check_invariants();
     let held = client.lock_cache().iter().filter(|(_, l)| l.users > 0).count();
     assert_eq!(held, 0, "a lock still referenced by a failed operation");
+}
+
+/// An OST with recovery that knew client 0, restarted, with client 0
+/// reconnected to replay.
+fn recovering_ost() -> Ost<MemStore> {
+    let now = Instant::ZERO;
+    let config = ost_config(SyncLockCancel::Never, true);
+    let mut ost = Ost::new(OstIndex(0), config.clone(), MemStore::new());
+    ost.handle_message(now, ClientId(0), ToOst::Connect { resume: None });
+    let record = ost.poll_record().expect("the client is recorded");
+    let store = std::mem::take(ost.store_mut());
+    let mut ost = Ost::restart(OstIndex(0), config, store, record, now);
+    ost.handle_message(now, ClientId(0), ToOst::Connect { resume: Some(Epoch(0)) });
+    let connected = ost.poll_transmit();
+    assert_eq!(connected, Some((ClientId(0), ToClient::Connected { epoch: Epoch(1), recovering: true })));
+    ost
+}
+
+/// A replayed lock naming a handle of the OST's new life is refused:
+/// before, it was granted, broke the lock server's invariants, and the
+/// next new lock was given the same handle.
+#[test]
+fn a_replayed_lock_with_a_handle_of_the_new_life_is_refused() {
+    let now = Instant::ZERO;
+    let mut ost = recovering_ost();
+    let lock = LockHandle((1 << HANDLE_EPOCH_SHIFT) + 1);
+    let request = LockRequest::new(LockMode::ProtectedWrite, Extent::new(0, 4095));
+    let replay = ToOst::ReplayLock { lock, object: ObjectId(1), request, extent: Extent::new(0, 4095) };
+    ost.handle_message(now, ClientId(0), replay);
+    ost.check_invariants();
+    assert_eq!(ost.poll_transmit(), Some((ClientId(0), ToClient::LockLost { lock })));
+    ost.handle_message(now, ClientId(0), ToOst::ReplayDone);
+    ost.handle_message(now, ClientId(1), ToOst::Connect { resume: None });
+    let request = LockRequest::new(LockMode::ProtectedWrite, Extent::new(8192, 12287));
+    ost.handle_message(now, ClientId(1), ToOst::Enqueue { xid: Xid(1), object: ObjectId(1), request });
+    ost.check_invariants();
+    let granted = std::iter::from_fn(|| ost.poll_transmit()).find_map(|(_, m)| match m {
+        ToClient::Enqueue { reply: EnqueueReply::Granted { lock, .. }, .. } => Some(lock),
+        _ => None,
+    });
+    assert_eq!(granted, Some(lock), "the new life's first lock");
+}
+
+/// A change replayed with transaction number 0 (which names none) is
+/// ignored: before, it was kept and broke the recovery's invariants.
+#[test]
+fn a_replayed_change_without_a_transaction_number_is_ignored() {
+    let now = Instant::ZERO;
+    let mut ost = recovering_ost();
+    let data = Payload::Bytes(vec![1; 100]);
+    ost.handle_message(
+        now,
+        ClientId(0),
+        ToOst::ReplayWrite { transno: Transno(0), object: ObjectId(1), offset: 0, data },
+    );
+    ost.handle_message(now, ClientId(0), ToOst::ReplayPunch { transno: Transno(0), object: ObjectId(2), size: 10 });
+    ost.check_invariants();
+    ost.handle_message(now, ClientId(0), ToOst::ReplayDone);
+    ost.check_invariants();
+    assert!(!ost.is_recovering());
 }

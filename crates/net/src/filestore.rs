@@ -37,6 +37,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Open object files kept per OST at most, however many descriptors the
 /// OSS has.
@@ -52,7 +53,8 @@ pub const LAST_ID_FILE: &str = "LAST_ID";
 
 pub struct FileStore {
     dir: PathBuf,
-    open: BTreeMap<ObjectId, File>,
+    /// Shared with the commit thread's syncs in progress ([`SyncTarget`]).
+    open: BTreeMap<ObjectId, Arc<File>>,
     /// Every object up to this id was created (ids start at 1; 0: none).
     last_id: ObjectId,
     open_files_max: usize,
@@ -118,7 +120,7 @@ impl FileStore {
             if self.open.len() >= self.open_files_max {
                 self.open.pop_first();
             }
-            self.open.insert(object, file);
+            self.open.insert(object, Arc::new(file));
         }
         Ok(self.open.get(&object).expect("just opened"))
     }
@@ -203,8 +205,7 @@ impl FileStore {
 
     /// Record `record` durably (replaced atomically).
     pub fn save_record(&self, record: &OstRecord) -> std::io::Result<()> {
-        let bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
-        crate::exports::write_atomically(&self.dir.join("last_rcvd.json"), &bytes)
+        write_record(&self.dir, record)
     }
 
     /// Capacity of the file system holding the objects.
@@ -225,6 +226,22 @@ impl FileStore {
             total_inodes: st.f_files as u64,
             free_inodes: st.f_ffree as u64,
         })
+    }
+
+    /// What makes this store's objects durable from another thread (the
+    /// OST's commit thread).
+    pub fn syncer(&self) -> Syncer {
+        Syncer { dir: self.dir.clone(), faults: self.faults.clone() }
+    }
+
+    /// What the commit thread needs to sync `object`: its open file, shared
+    /// (no new descriptor, so a sync works out of descriptors too) if the
+    /// store has it open, else its id, for the commit thread to open.
+    pub fn sync_target(&self, object: ObjectId) -> SyncTarget {
+        match self.open.get(&object) {
+            Some(file) => SyncTarget::Open(object, file.clone()),
+            None => SyncTarget::Closed(object),
+        }
     }
 
     /// Make what was written to `object` durable (`fdatasync`); an object
@@ -253,6 +270,87 @@ impl FileStore {
         }
     }
 }
+
+/// Makes objects durable (`fdatasync`) away from the OST's thread, so that
+/// the OST serves on while a commit waits for the disk, as Lustre's OST
+/// service threads do while the journal commits. Each sync opens the
+/// object's file afresh: `fdatasync` flushes the file, whichever
+/// descriptor asks, and the OST's cache of open files stays the OST
+/// thread's alone.
+#[derive(Clone, Debug)]
+pub struct Syncer {
+    dir: PathBuf,
+    faults: StoreFaults,
+}
+
+/// An object to sync: open in the store (its file shared), or not.
+#[derive(Debug)]
+pub enum SyncTarget {
+    Open(ObjectId, Arc<File>),
+    Closed(ObjectId),
+}
+
+impl SyncTarget {
+    pub fn object(&self) -> ObjectId {
+        match self {
+            SyncTarget::Open(object, _) | SyncTarget::Closed(object) => *object,
+        }
+    }
+}
+
+impl Syncer {
+    /// `fdatasync` of an object's file. An object whose file is gone
+    /// (destroyed since it was written) is `NoSuchObject`. One the store
+    /// did not have open is opened here; out of descriptors, that waits for
+    /// one ([`SYNC_OPEN_RETRY`], at most [`SYNC_OPEN_TRIES`] times) rather
+    /// than fail a commit for want of one.
+    pub fn sync(&self, target: SyncTarget) -> Result<(), StoreError> {
+        let fault = self.faults.sync();
+        let object = match target {
+            SyncTarget::Open(_, file) => {
+                if let Some(errno) = fault {
+                    return Err(injected(errno, "fdatasync"));
+                }
+                return file.sync_data().map_err(io);
+            }
+            SyncTarget::Closed(object) => object,
+        };
+        let path = self.dir.join("objects").join(object.0.to_string());
+        let mut tries = 0;
+        let file = loop {
+            match File::open(&path) {
+                Ok(file) => break file,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(StoreError::NoSuchObject { object }),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) && tries < SYNC_OPEN_TRIES => {
+                    tries += 1;
+                    std::thread::sleep(SYNC_OPEN_RETRY);
+                }
+                Err(e) => return Err(os_error(e, &format!("opening {} to sync it", path.display()))),
+            }
+        };
+        if let Some(errno) = fault {
+            return Err(injected(errno, "fdatasync"));
+        }
+        file.sync_data().map_err(io)
+    }
+}
+
+impl Syncer {
+    /// Record `record` durably, as [`FileStore::save_record`] does.
+    pub fn save_record(&self, record: &OstRecord) -> std::io::Result<()> {
+        write_record(&self.dir, record)
+    }
+}
+
+fn write_record(dir: &Path, record: &OstRecord) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
+    crate::exports::write_atomically(&dir.join("last_rcvd.json"), &bytes)
+}
+
+/// How long a sync out of descriptors waits before it tries again.
+pub const SYNC_OPEN_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
+/// How often it tries (one second in all) before the commit fails with `EMFILE`.
+pub const SYNC_OPEN_TRIES: u32 = 100;
 
 fn read_last_id(dir: &Path) -> std::io::Result<ObjectId> {
     let path = dir.join(LAST_ID_FILE);

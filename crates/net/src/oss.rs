@@ -13,7 +13,9 @@
 //! (`Refused`) and closed; nobody else notices.
 //!
 //! Durability and recovery: each OST's commits `fdatasync` the objects
-//! changed since the last one and then record the commit point in the
+//! changed since the last one, on the OST's commit thread so that the OST
+//! serves on meanwhile (as Lustre's service threads do while the journal
+//! commits), and then the OST's thread records the commit point in the
 //! OST's `last_rcvd.json` before anyone is told; a failed `fdatasync` is
 //! reported to the clients that wrote (the core's commit notices), never
 //! swallowed. An OSS that starts over existing OST directories starts each
@@ -63,7 +65,7 @@ use crate::codec::{read_frame, CodecError, BULK_BYTES_MAX};
 use crate::exports::Exports;
 use crate::faults::StoreFaults;
 use crate::fence::Fence;
-use crate::filestore::FileStore;
+use crate::filestore::{FileStore, SyncTarget, Syncer};
 use crate::limits::{refusal_reason, DescriptorBudget, QueueLimits, ServerLimits, ServerStats, PING_INTERVAL_DEFAULT};
 use crate::outbox::{InFlight, Outbox, RequestBudget};
 use crate::proto::{OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
@@ -71,13 +73,13 @@ use crate::shm::{FdInbox, MappedArena};
 use crate::transport::{spawn_accept, AcceptPolicy, AcceptStats, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
 use lanefs_core::msg::{IoError, Payload, ToClient, ToOst};
-use lanefs_core::ost::{Ost, OstConfig, OstRecord};
+use lanefs_core::ost::{Ost, OstConfig, OstRecord, SyncToken};
 use lanefs_core::store::StoreError;
-use lanefs_core::{ClientId, Instant, ObjectId, OstIndex};
+use lanefs_core::{ClientId, Instant, ObjectId, OstIndex, Transno};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, Weak};
 use std::time::Duration as StdDuration;
 use tokio::io::BufReader;
 use tokio::sync::oneshot;
@@ -125,6 +127,12 @@ enum OstInput {
         client: ClientId,
     },
     Stats(oneshot::Sender<OstStats>),
+    /// From the OST's commit thread: the objects of a sync are durable,
+    /// but for `failures`.
+    Synced {
+        token: SyncToken,
+        failures: Vec<(ObjectId, IoError)>,
+    },
 }
 
 /// A client's connections, as the export timeout sees them.
@@ -141,7 +149,9 @@ pub(crate) const SHUTDOWN_GRACE: StdDuration = StdDuration::from_secs(1);
 type Peers = Arc<Mutex<HashMap<u32, Arc<Outbox>>>>;
 
 struct Shared {
-    osts: HashMap<u32, mpsc::Sender<OstInput>>,
+    /// Each OST's input queue. Held here alone (its commit thread holds a
+    /// weak reference), so that dropping this ends the OST's thread.
+    osts: HashMap<u32, Arc<mpsc::Sender<OstInput>>>,
     /// Outgoing queue of every connected client, by its identity.
     peers: Peers,
     exports: Arc<Mutex<Exports>>,
@@ -237,7 +247,10 @@ pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig
         let store =
             FileStore::with_open_files_max(fence.dir(), budget.open_files_per_ost)?.with_faults(config.faults.clone());
         let record = store.load_record()?;
+        let syncer = store.syncer();
         let (tx, rx) = mpsc::channel();
+        let tx = Arc::new(tx);
+        let input = Arc::downgrade(&tx);
         let now = Instant(clock.elapsed().as_nanos() as u64);
         let ost = Ost::restart(OstIndex(index), config.ost.clone(), store, record, now);
         if ost.is_recovering() {
@@ -248,7 +261,8 @@ pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig
         // for as long as anything may touch it.
         let serve = move || {
             let _fence = fence;
-            ost_thread(ost, rx, peers, exports, clock)
+            let commits = CommitThread::start(index, syncer, exports.clone(), ost.last_committed(), input);
+            ost_thread(ost, rx, peers, clock, commits)
         };
         ost_threads.push(std::thread::Builder::new().name(format!("ost{index}")).spawn(serve)?);
         osts.insert(index, tx);
@@ -287,8 +301,8 @@ fn ost_thread(
     mut ost: Ost<FileStore>,
     rx: mpsc::Receiver<OstInput>,
     peers: Peers,
-    exports: Arc<Mutex<Exports>>,
     clock: std::time::Instant,
+    commits: CommitThread,
 ) {
     let now = || Instant(clock.elapsed().as_nanos() as u64);
     let index = ost.index().0;
@@ -305,7 +319,12 @@ fn ost_thread(
         let mut input = match rx.recv_timeout(wait) {
             Ok(input) => Some(input),
             Err(mpsc::RecvTimeoutError::Timeout) => None,
-            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                // Nothing touches the OST's disk once its thread (which
+                // holds the fence) is gone.
+                commits.stop();
+                return;
+            }
         };
         // The handled request's room in its connection's budget, given
         // back once its replies are queued: the reader then sees them.
@@ -323,7 +342,7 @@ fn ost_thread(
             _ => None,
         };
         let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            serve_input(&mut ost, input, now, &mut bulk_shared_bytes, &exports)
+            serve_input(&mut ost, input, now, &mut bulk_shared_bytes, &commits)
         }));
         let peers = peers.lock().expect("peers lock");
         // Queued, never waited for: a slow client slows nobody else. What
@@ -363,7 +382,7 @@ fn serve_input(
     input: Option<OstInput>,
     now: impl Fn() -> Instant,
     bulk_shared_bytes: &mut u64,
-    exports: &Mutex<Exports>,
+    commits: &CommitThread,
 ) {
     let index = ost.index().0;
     match input {
@@ -405,11 +424,30 @@ fn serve_input(
                 bulk_shared_bytes: *bulk_shared_bytes,
             });
         }
+        // The commit thread recorded the commit point before it said so.
+        Some(OstInput::Synced { token, failures }) => ost.handle_synced(now(), token, &failures),
         None => ost.handle_timeout(now()),
     }
-    commit(ost, exports, now());
+    while let Some(request) = ost.poll_sync() {
+        let objects = if request.commit.is_empty() { request.object.into_iter().collect() } else { request.commit };
+        let targets = objects.into_iter().map(|object| ost.store().sync_target(object)).collect();
+        // The record as it will stand once this commit is done (the
+        // clients as the OST knows them now).
+        let record = OstRecord {
+            epoch: ost.epoch(),
+            last_committed: request.commit_to,
+            clients: ost.known_clients().clone(),
+            failures: ost.failures_record(),
+        };
+        commits.submit(CommitJob::Sync { token: request.token, targets, record });
+    }
+    // A new life or a change of clients is on disk before the OST says
+    // anything more: a client must never hold state of a life the OST
+    // could start again under the same number. Rare, so waiting is cheap.
     if let Some(record) = ost.poll_record() {
-        save_record(ost, exports, &record);
+        let (done, wait) = mpsc::channel();
+        commits.submit(CommitJob::Record(record, done));
+        let _ = wait.recv();
     }
 }
 
@@ -432,7 +470,7 @@ fn refuse_input(index: u32, input: Option<OstInput>, peers: &Peers) {
         Some(OstInput::Precreate { reply, .. }) => {
             let _ = reply.send(Err(failed));
         }
-        Some(OstInput::Evict { .. } | OstInput::Stats(_)) | None => {}
+        Some(OstInput::Evict { .. } | OstInput::Stats(_) | OstInput::Synced { .. }) | None => {}
     }
 }
 
@@ -443,6 +481,7 @@ fn input_kind(input: &Option<OstInput>) -> &'static str {
         Some(OstInput::Precreate { .. }) => "Precreate",
         Some(OstInput::Evict { .. }) => "Evict",
         Some(OstInput::Stats(_)) => "Stats",
+        Some(OstInput::Synced { .. }) => "Synced",
         None => "timeout",
     }
 }
@@ -454,53 +493,124 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> &str {
     }
 }
 
-/// Do the syncs the OST asks for, on its thread (as Lustre's cancel thread
-/// waits in `tgt_sync`): `fdatasync` every object of the commit, record the
-/// commit point durably, then tell the OST which objects failed. A failed
-/// `fdatasync` is reported to the writers, never swallowed.
-fn commit(ost: &mut Ost<FileStore>, exports: &Mutex<Exports>, now: Instant) {
-    let index = ost.index().0;
-    while let Some(request) = ost.poll_sync() {
-        let objects: Vec<ObjectId> =
-            if request.commit.is_empty() { request.object.into_iter().collect() } else { request.commit.clone() };
-        let mut failures = Vec::new();
-        for object in objects {
-            match ost.store_mut().sync(object) {
-                Ok(()) => {}
-                // Destroyed since it was written (an unlink): nothing of it
-                // is left to make durable.
-                Err(StoreError::NoSuchObject { .. }) => {}
-                Err(e) => {
-                    warn!(ost = index, "syncing object {}: {e}", object.0);
-                    failures.push((object, e.io_error()));
+/// An OST's commit thread: does the syncs the OST asks for (`fdatasync`
+/// of every object of a commit, or of the one object a cancel or a sync
+/// RPC names), one after the other in the order asked, records the commit
+/// point (`last_rcvd.json`, after the client table its ids refer to), and
+/// only then hands the result back to the OST's thread as
+/// [`OstInput::Synced`], which tells the OST (and so the clients). It also
+/// writes the OST's record when the OST's clients or life change (the
+/// OST's thread waits for that one), in the same order, so that records
+/// never go back: the commit point written is the highest reached, the
+/// clients those of the latest job. The
+/// OST's thread serves on meanwhile: a lock cancel under
+/// `sync_lock_cancel` keeps its lock granted until its sync is answered,
+/// and a client's fsync waits for its own, but the writes of everyone else
+/// go on. A failed `fdatasync` is reported to the writers, never
+/// swallowed. Bound: the syncs queued are the OST's outstanding ones (one
+/// per cancel or sync RPC in flight, and one commit), bounded by the
+/// requests in flight the connections allow.
+struct CommitThread {
+    jobs: Option<mpsc::Sender<CommitJob>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl CommitThread {
+    fn start(
+        index: u32,
+        syncer: Syncer,
+        exports: Arc<Mutex<Exports>>,
+        last_committed: Transno,
+        input: Weak<mpsc::Sender<OstInput>>,
+    ) -> CommitThread {
+        let (jobs, rx) = mpsc::channel::<CommitJob>();
+        let thread = std::thread::Builder::new()
+            .name(format!("ost{index}-commit"))
+            .spawn(move || {
+                let mut written = last_committed;
+                let save = |record: &mut OstRecord, written: &mut Transno| {
+                    record.last_committed = record.last_committed.max(*written);
+                    *written = record.last_committed;
+                    if let Err(e) = exports.lock().expect("exports lock").save_if_changed() {
+                        warn!(ost = index, "recording the client table: {e}");
+                    }
+                    // If it cannot be written, the data is synced but the
+                    // commit point is not recorded: after a crash, clients
+                    // would replay what is on disk already, which is harmless.
+                    if let Err(e) = syncer.save_record(record) {
+                        warn!(ost = index, "recording the OST's commit point and clients: {e}");
+                    }
+                };
+                for job in rx {
+                    let (token, targets, mut record) = match job {
+                        CommitJob::Record(mut record, done) => {
+                            save(&mut record, &mut written);
+                            let _ = done.send(());
+                            continue;
+                        }
+                        CommitJob::Sync { token, targets, record } => (token, targets, record),
+                    };
+                    let failures = sync_objects(index, &syncer, targets);
+                    if record.last_committed > written {
+                        save(&mut record, &mut written);
+                    }
+                    let done = OstInput::Synced { token, failures };
+                    // The OST's thread is gone (a shutdown): nobody waits.
+                    let Some(input) = input.upgrade() else { return };
+                    if input.send(done).is_err() {
+                        return;
+                    }
                 }
-            }
+            })
+            .expect("spawning an OST's commit thread");
+        CommitThread { jobs: Some(jobs), thread: Some(thread) }
+    }
+
+    fn submit(&self, job: CommitJob) {
+        if let Some(jobs) = &self.jobs {
+            // The thread ends only when `stop` drops the sender.
+            let _ = jobs.send(job);
         }
-        if request.commit_to > ost.last_committed() {
-            let record = OstRecord {
-                epoch: ost.epoch(),
-                last_committed: request.commit_to,
-                clients: ost.known_clients().clone(),
-                failures: ost.failures_record(),
-            };
-            // If it cannot be written, the data is synced but the commit
-            // point is not recorded: after a crash, clients would replay
-            // what is on disk already, which is harmless.
-            save_record(ost, exports, &record);
+    }
+
+    /// Let the syncs in hand finish, then end the thread.
+    fn stop(mut self) {
+        drop(self.jobs.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
-        ost.handle_synced(now, request.token, &failures);
     }
 }
 
-/// Write an OST's record, and first the client table its ids refer to.
-fn save_record(ost: &Ost<FileStore>, exports: &Mutex<Exports>, record: &OstRecord) {
-    let index = ost.index().0;
-    if let Err(e) = exports.lock().expect("exports lock").save_if_changed() {
-        warn!(ost = index, "recording the client table: {e}");
+/// What an OST's commit thread is asked to do.
+enum CommitJob {
+    /// A sync the OST asked for (`lanefs_core::ost::SyncRequest`): make
+    /// `targets` durable (every object of a commit, or the one a cancel or
+    /// a sync RPC names), then write `record` if its commit point is new.
+    Sync { token: SyncToken, targets: Vec<SyncTarget>, record: OstRecord },
+    /// The OST's clients or its life changed: write its record, then say
+    /// so on the channel.
+    Record(OstRecord, mpsc::Sender<()>),
+}
+
+/// `fdatasync` every object of a job; the ones that failed, with the error
+/// each reports to its writers.
+fn sync_objects(index: u32, syncer: &Syncer, targets: Vec<SyncTarget>) -> Vec<(ObjectId, IoError)> {
+    let mut failures = Vec::new();
+    for target in targets {
+        let object = target.object();
+        match syncer.sync(target) {
+            Ok(()) => {}
+            // Destroyed since it was written (an unlink): nothing of it is
+            // left to make durable.
+            Err(StoreError::NoSuchObject { .. }) => {}
+            Err(e) => {
+                warn!(ost = index, "syncing object {}: {e}", object.0);
+                failures.push((object, e.io_error()));
+            }
+        }
     }
-    if let Err(e) = ost.store().save_record(record) {
-        warn!(ost = index, "recording the OST's commit point and clients: {e}");
-    }
+    failures
 }
 
 /// Evict the clients that have been gone longer than the export timeout.

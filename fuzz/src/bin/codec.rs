@@ -1,4 +1,4 @@
 //! Fuzz target: the frame decoder (`decode` and `read_frame`) on any bytes.
 fn main() {
-    afl::fuzz!(|data: &[u8]| lanefs_fuzz::codec(data));
+    afl::fuzz!(|data: &[u8]| lanefs_fuzz::codec::run(data));
 }

@@ -1,4 +1,5 @@
-//! Fuzz target: the MDS fed a sequence of namespace requests.
+//! Fuzz target: the MDS fed a sequence of namespace requests, each with its
+//! caller's credentials.
 fn main() {
-    afl::fuzz!(|data: &[u8]| lanefs_fuzz::mds(data));
+    afl::fuzz!(|data: &[u8]| lanefs_fuzz::mds::run(data));
 }

@@ -1,20 +1,27 @@
 //! Writes the seed corpus (`corpus/<target>/`) from real exchanges: the
-//! same clients, OSTs and requests as the targets use, run to completion,
-//! with every message recorded as the targets decode it. Run it again
-//! whenever a message changes (`cargo run --release --bin seeds`).
+//! same clients, OSTs and drivers as the targets use, run until nothing
+//! moves, with every input of OST 0 and of client 0 recorded as the
+//! targets decode them (so that a seed replays in its target as it ran),
+//! and hostile sequences written by hand. Run it again whenever a message
+//! changes (`cargo afl run --release --bin seeds`).
 
-use lanefs_core::client::Client;
+use lanefs_core::client::{Client, ClientConfig, FileHandle};
 use lanefs_core::extent::Extent;
 use lanefs_core::layout::Layout;
+use lanefs_core::ldlm::stats::LockCounters;
 use lanefs_core::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};
-use lanefs_core::msg::{Payload, ToClient, ToOst};
-use lanefs_core::ost::Ost;
-use lanefs_core::store::MemStore;
-use lanefs_core::{ClientId, Instant, LockHandle, ObjectId, ObjectKey, OstIndex, Xid};
-use lanefs_fuzz::{client_setup, encode_all, new_ost, start, ClientAction, OstAction, Start};
-use lanefs_mds::{CreateMode, MdsRequest, StripeSpec};
+use lanefs_core::msg::{EnqueueReply, IoError, Payload, ToClient, ToOst};
+use lanefs_core::ost::OstCounters;
+use lanefs_core::{ClientId, Duration, Epoch, Instant, LockHandle, ObjectId, ObjectKey, OstIndex, Transno, Xid};
+use lanefs_fuzz::client::{self, client_config, client_setup, real_osts, ClientAction, Start};
+use lanefs_fuzz::ost::{config_from_flags, OstAction, OstDriver, RECOVERY_FLAG};
+use lanefs_fuzz::{decode_all, encode_all, encode_with_flags, ACTIONS_MAX};
+use lanefs_mds::{Access, CreateMode, Credentials, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::codec::encode;
-use lanefs_net::proto::{MdsCall, Role, Wire, MAGIC, PROTOCOL_VERSION};
+use lanefs_net::proto::{ClusterInfo, MdsAnswer, MdsCall, OstSpace, OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
+use lanefs_net::shm::SharedBulk;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::path::Path;
 
 fn write_seed(target: &str, name: &str, bytes: &[u8]) {
@@ -23,35 +30,83 @@ fn write_seed(target: &str, name: &str, bytes: &[u8]) {
     std::fs::write(dir.join(name), bytes).expect("seed written");
 }
 
-/// Clients and OSTs exchanging messages until nothing moves; `on_ost` and
-/// `on_client` see every message delivered.
-struct Exchange {
-    clients: Vec<Client>,
-    osts: Vec<Ost<MemStore>>,
-    now: Instant,
+/// Write a seed of `actions` (after `flags`, if any) for `target`, having
+/// checked that the target decodes all of them and runs them clean: a seed
+/// cut short or crashing would mislead the fuzzer.
+fn write_actions<T: Serialize + DeserializeOwned>(target: &str, name: &str, flags: Option<u8>, actions: &[T]) {
+    assert!(actions.len() <= ACTIONS_MAX, "{target}/{name}: {} actions, more than the target takes", actions.len());
+    let bytes = match flags {
+        Some(flags) => encode_with_flags(flags, actions),
+        None => encode_all(actions),
+    };
+    let body = if flags.is_some() { &bytes[1..] } else { &bytes[..] };
+    assert_eq!(decode_all::<T>(body).len(), actions.len(), "{target}/{name} does not decode whole");
+    let run = match target {
+        "ost" => lanefs_fuzz::ost::run,
+        "client" => lanefs_fuzz::client::run,
+        "mds" => lanefs_fuzz::mds::run,
+        other => unreachable!("no action target {other}"),
+    };
+    run(&bytes);
+    println!("{target}/{name}: {} actions, {} bytes", actions.len(), bytes.len());
+    write_seed(target, name, &bytes);
 }
 
-impl Exchange {
-    fn run(&mut self, mut on_ost: impl FnMut(usize, &ToOst, bool), mut on_client: impl FnMut(usize, u32, &ToClient)) {
-        for _ in 0..10_000 {
+/// Rounds of [`World::run`], at most.
+const ROUNDS_MAX: usize = 10_000;
+
+/// Clients and OSTs exchanging messages; what OST 0 and client 0 take in
+/// is recorded as their targets' actions.
+struct World {
+    clients: Vec<Client>,
+    osts: Vec<OstDriver>,
+    now: Instant,
+    /// OST 0's inputs (client `c` is the OST target's client `c`).
+    ost_log: Vec<OstAction>,
+    /// Client 0's inputs.
+    client_log: Vec<ClientAction>,
+    /// The next syncs of OST 0 to fail.
+    failing: usize,
+}
+
+impl World {
+    fn new(clients: Vec<Client>, osts: Vec<OstDriver>) -> World {
+        World { clients, osts, now: Instant::ZERO, ost_log: Vec::new(), client_log: Vec::new(), failing: 0 }
+    }
+
+    /// Deliver messages and do syncs until nothing moves.
+    fn run(&mut self) {
+        for _ in 0..ROUNDS_MAX {
             let mut moved = false;
             for (c, client) in self.clients.iter_mut().enumerate() {
                 while let Some((ost, message)) = client.poll_transmit() {
                     moved = true;
-                    on_ost(c, &message, false);
-                    self.osts[ost.0 as usize].handle_message(self.now, ClientId(c as u32), message);
+                    let Some(driver) = self.osts.get_mut(ost.0 as usize) else { continue };
+                    if ost.0 == 0 {
+                        self.ost_log.push(OstAction::Message { client: c as u8, message: message.clone() });
+                    }
+                    driver.handle_message(ClientId(c as u32), message);
                 }
                 while client.poll_event().is_some() {}
             }
-            for (o, ost) in self.osts.iter_mut().enumerate() {
-                while let Some(request) = ost.poll_sync() {
+            for (o, driver) in self.osts.iter_mut().enumerate() {
+                loop {
+                    let fail = o == 0 && self.failing > 0;
+                    let failure = fail.then_some(IoError::Disk(lanefs_core::errno::Errno::EIO));
+                    if !driver.answer_sync(failure) {
+                        break;
+                    }
                     moved = true;
-                    on_ost(usize::MAX, &ToOst::Connect, true);
-                    ost.handle_synced(self.now, request.token);
+                    if o == 0 {
+                        self.failing -= usize::from(fail);
+                        self.ost_log.push(if fail { OstAction::SyncFailed } else { OstAction::Synced });
+                    }
                 }
-                while let Some((to, message)) = ost.poll_transmit() {
+                while let Some((to, message)) = driver.ost.poll_transmit() {
                     moved = true;
-                    on_client(to.0 as usize, o as u32, &message);
+                    if to.0 == 0 {
+                        self.client_log.push(ClientAction::Message { ost: o as u8, message: message.clone() });
+                    }
                     self.clients[to.0 as usize].handle_message(self.now, OstIndex(o as u32), message);
                 }
             }
@@ -60,22 +115,51 @@ impl Exchange {
             }
         }
     }
-}
 
-fn two_osts() -> Vec<Ost<MemStore>> {
-    vec![new_ost(2), new_ost(2)]
+    fn advance(&mut self, ms: u32) {
+        let by = Duration::from_ms(u64::from(ms));
+        self.now = self.now + by;
+        self.ost_log.push(OstAction::Advance { ms });
+        self.client_log.push(ClientAction::Advance { ms });
+        for driver in &mut self.osts {
+            driver.advance(by);
+        }
+        for client in &mut self.clients {
+            client.handle_timeout(self.now);
+        }
+        self.run();
+    }
+
+    /// Client 0 starts `op` on its file `fh`.
+    fn start(&mut self, fh: FileHandle, op: Start) {
+        self.client_log.push(ClientAction::Start(op.clone()));
+        client::start(&mut self.clients[0], self.now, fh, op);
+    }
+
+    /// OST `o` restarts; every client's connection to it breaks and is
+    /// made again.
+    fn restart(&mut self, o: usize) {
+        if o == 0 {
+            self.ost_log.push(OstAction::Restart);
+        }
+        self.osts[o].restart();
+        self.client_log.push(ClientAction::Reconnect { ost: o as u8 });
+        for client in &mut self.clients {
+            client.handle_disconnected(self.now, OstIndex(o as u32));
+            client.handle_reconnected(self.now, OstIndex(o as u32));
+        }
+        self.run();
+    }
 }
 
 /// The client target's own client against two real OSTs: what they answer.
-fn client_seeds() {
-    let (client, fh) = client_setup();
-    let mut exchange = Exchange { clients: vec![client], osts: two_osts(), now: Instant::ZERO };
-    let mut actions = Vec::new();
-    let record = |actions: &mut Vec<ClientAction>, _: usize, ost: u32, message: &ToClient| {
-        actions.push(ClientAction::Message { ost: ost as u8, message: message.clone() })
-    };
-    exchange.run(|_, _, _| {}, |c, o, m| record(&mut actions, c, o, m));
-    write_seed("client", "setup", &encode_all(&actions));
+fn client_seeds(recovery: bool) {
+    let flags = if recovery { client::RECOVERY_FLAG } else { 0 };
+    let suffix = if recovery { "-recovery" } else { "" };
+    let (client, fh) = client_setup(recovery);
+    let mut world = World::new(vec![client], real_osts(recovery));
+    world.run();
+    write_actions("client", &format!("setup{suffix}"), Some(flags), &world.client_log);
     let more = [
         Start::Write { offset: 0, len: 5000 },
         Start::Read { offset: 0, len: 9000 },
@@ -88,117 +172,334 @@ fn client_seeds() {
         Start::Fsync,
     ];
     for op in more {
-        actions.push(ClientAction::Start(op.clone()));
-        start(&mut exchange.clients[0], exchange.now, fh, op);
-        exchange.run(|_, _, _| {}, |c, o, m| record(&mut actions, c, o, m));
+        world.start(fh, op);
+        world.run();
     }
+    if recovery {
+        // Written and acknowledged, not committed, when OST 0 restarts:
+        // the client replays its locks and that write.
+        world.start(fh, Start::Write { offset: 0, len: 40_000 });
+        world.run();
+        world.restart(0);
+        world.advance(150);
+        // A commit that fails, then a connection lost in the same life.
+        world.start(fh, Start::Write { offset: 300, len: 30_000 });
+        world.run();
+        world.failing = 1;
+        world.advance(150);
+        world.restart(1);
+        world.client_log.push(ClientAction::Reconnect { ost: 0 });
+        let (client, now) = (&mut world.clients[0], world.now);
+        client.handle_disconnected(now, OstIndex(0));
+        client.handle_reconnected(now, OstIndex(0));
+        world.run();
+    }
+    let mut actions = world.client_log;
     actions.push(ClientAction::Message { ost: 1, message: ToClient::Evicted });
+    actions.push(ClientAction::Message { ost: 0, message: ToClient::Failed });
     actions.push(ClientAction::Advance { ms: 700_000 });
     actions.push(ClientAction::Unreachable { ost: 0 });
-    write_seed("client", "operations", &encode_all(&actions));
+    write_actions("client", &format!("operations{suffix}"), Some(flags), &actions);
 }
 
-/// Two clients sharing a file on one OST, their messages as the OST
-/// target's actions (clients 0 and 1).
-fn ost_seeds() {
+/// The client target's real OSTs at work: operations, exchanges,
+/// connections lost and made again, and messages no OST sends.
+fn client_exchange_seed() {
+    let exchange = ClientAction::Exchange;
+    let actions = vec![
+        exchange.clone(),
+        ClientAction::Start(Start::Write { offset: 70_000, len: 30_000 }),
+        exchange.clone(),
+        ClientAction::Reconnect { ost: 0 },
+        exchange.clone(),
+        ClientAction::Start(Start::Truncate { size: 5000 }),
+        ClientAction::Reconnect { ost: 1 },
+        exchange.clone(),
+        ClientAction::Advance { ms: 150 },
+        exchange.clone(),
+        ClientAction::Message { ost: 0, message: ToClient::Connected { epoch: Epoch(1), recovering: true } },
+        ClientAction::Message { ost: 0, message: ToClient::Committed { transno: Transno(3) } },
+        ClientAction::Message {
+            ost: 1,
+            message: ToClient::CommitFailed { object: ObjectId(2), error: IoError::NoSpace, seq: 1 },
+        },
+        ClientAction::Message { ost: 1, message: ToClient::LockLost { lock: LockHandle(1) } },
+        ClientAction::Message { ost: 0, message: ToClient::Disconnected },
+        ClientAction::Message {
+            ost: 0,
+            message: ToClient::Enqueue {
+                xid: Xid(3),
+                reply: EnqueueReply::Granted { lock: LockHandle(9), extent: Extent::WHOLE },
+            },
+        },
+        exchange.clone(),
+        ClientAction::Start(Start::Fsync),
+        exchange,
+        ClientAction::Unreachable { ost: 1 },
+    ];
+    write_actions("client", "exchange-recovery", Some(client::RECOVERY_FLAG), &actions);
+    write_actions("client", "exchange", Some(0), &actions);
+}
+
+/// Two clients sharing a file on OST 0, their messages as the OST target's
+/// actions (clients 0 and 1); with recovery, the OST restarts while both
+/// hold locks and uncommitted writes, and they replay.
+fn ost_exchange_seed(flags: u8, name: &str) {
+    let recovery = flags & RECOVERY_FLAG != 0;
+    // Small RPCs, so that small writes (and small seeds) make several.
+    let config = ClientConfig {
+        rpc_bytes_max: 4096,
+        dirty_bytes_max: 16 << 10,
+        cached_bytes_max: 32 << 10,
+        ..client_config(recovery)
+    };
     let layout = Layout::new(64 << 10, vec![ObjectKey { ost: OstIndex(0), object: ObjectId(1) }]).expect("layout");
-    let (mut a, _) = client_setup();
-    let (mut b, _) = client_setup();
-    for client in [&mut a, &mut b] {
-        while client.poll_transmit().is_some() {}
-    }
+    let mut a = Client::new(ClientId(0), config.clone()).expect("a client");
+    let mut b = Client::new(ClientId(1), config).expect("a client");
     let (fa, fb) = (a.open(layout.clone()), b.open(layout));
     let now = Instant::ZERO;
-    let _ = a.write(now, fa, 0, vec![1; 40_000]);
-    let _ = b.write(now, fb, 20_000, vec![2; 40_000]);
+    let _ = a.write(now, fa, 0, vec![1; 9000]);
+    let _ = b.write(now, fb, 6000, vec![2; 9000]);
     let _ = a.stat(now, fa);
-    let _ = b.read(now, fb, 0, 60_000);
+    let _ = b.read(now, fb, 0, 16_000);
     let _ = a.fsync(now, fa);
     let _ = b.truncate(now, fb, 10_000);
-    let mut exchange = Exchange { clients: vec![a, b], osts: vec![new_ost(2)], now };
-    let mut actions = Vec::new();
-    exchange.run(
-        |c, message, synced| {
-            actions.push(match synced {
-                true => OstAction::Synced,
-                false => OstAction::Message { client: c as u8, message: message.clone() },
-            })
-        },
-        |_, _, _| {},
-    );
-    let mut seed = vec![2u8];
-    seed.extend(encode_all(&actions));
-    write_seed("ost", "two-clients", &seed);
+    let mut world = World::new(vec![a, b], vec![OstDriver::new(OstIndex(0), config_from_flags(flags))]);
+    world.run();
+    if recovery {
+        world.advance(150);
+        let now = world.now;
+        let _ = world.clients[0].write(now, fa, 100_000, vec![3; 5000]);
+        let _ = world.clients[1].write(now, fb, 200_000, vec![4; 4096]);
+        let _ = world.clients[1].truncate(now, fb, 201_000);
+        world.run();
+        world.restart(0);
+        world.advance(150);
+        let now = world.now;
+        let _ = world.clients[0].write(now, fa, 5000, vec![5; 4500]);
+        let _ = world.clients[0].fsync(now, fa);
+        world.failing = 1;
+        world.run();
+        // A clean unmount of client 1.
+        world.clients[1].release_all(now);
+        world.run();
+        world.clients[1].disconnect_all();
+        world.run();
+        world.advance(3000);
+    }
+    write_actions("ost", name, Some(flags), &world.ost_log);
+}
 
-    // Requests a correct client never sends, and a callback timeout.
-    let request =
-        |mode, start, end| LockRequest { mode, extent: Extent { start, end }, flags: EnqueueFlags::default() };
-    let enqueue = |client, xid, request| OstAction::Message {
-        client,
-        message: ToOst::Enqueue { xid: Xid(xid), object: ObjectId(1), request },
-    };
+fn message(client: u8, message: ToOst) -> OstAction {
+    OstAction::Message { client, message }
+}
+
+fn request(mode: LockMode, start: u64, end: u64) -> LockRequest {
+    LockRequest { mode, extent: Extent { start, end }, flags: EnqueueFlags::default() }
+}
+
+fn enqueue(client: u8, xid: u64, request: LockRequest) -> OstAction {
+    message(client, ToOst::Enqueue { xid: Xid(xid), object: ObjectId(1), request })
+}
+
+fn write(client: u8, xid: u64, offset: u64, len: usize) -> OstAction {
+    message(client, ToOst::Write { xid: Xid(xid), object: ObjectId(1), offset, data: Payload::Bytes(vec![1; len]) })
+}
+
+/// Requests a correct client never sends, and a callback timeout; without
+/// recovery.
+fn ost_hostile_seed() {
     let hostile = vec![
         enqueue(0, 1, request(LockMode::ProtectedWrite, 0, u64::MAX)),
         enqueue(1, 1, request(LockMode::ProtectedRead, 4096, 8191)),
         enqueue(2, 1, request(LockMode::Group(GroupId(1)), 0, u64::MAX)),
         enqueue(3, 2, request(LockMode::ProtectedWrite, 8192, 4095)),
-        OstAction::Message {
-            client: 0,
-            message: ToOst::Write {
-                xid: Xid(2),
-                object: ObjectId(1),
-                offset: u64::MAX - 10,
-                data: Payload::Bytes(vec![1; 64]),
-            },
-        },
-        OstAction::Message {
-            client: 1,
-            message: ToOst::Read { xid: Xid(3), object: ObjectId(1), offset: 1 << 59, len: 1 << 40 },
-        },
-        OstAction::Message { client: 2, message: ToOst::Getattr { xid: Xid(4), object: ObjectId(1) } },
-        OstAction::Message { client: 0, message: ToOst::GlimpseReply { xid: Xid(1), size: 77 } },
-        OstAction::Message { client: 1, message: ToOst::Cancel { lock: LockHandle(1) } },
-        OstAction::Message { client: 0, message: ToOst::Sync { xid: Xid(5), object: ObjectId(1) } },
-        OstAction::Message { client: 0, message: ToOst::Punch { xid: Xid(6), object: ObjectId(1), size: 5000 } },
+        write(0, 2, u64::MAX - 10, 64),
+        message(1, ToOst::Read { xid: Xid(3), object: ObjectId(1), offset: 1 << 59, len: 1 << 40 }),
+        message(2, ToOst::Getattr { xid: Xid(4), object: ObjectId(1) }),
+        message(0, ToOst::GlimpseReply { xid: Xid(1), size: 77 }),
+        message(1, ToOst::Cancel { lock: LockHandle(1) }),
+        message(0, ToOst::Sync { xid: Xid(5), object: ObjectId(1) }),
+        message(0, ToOst::Punch { xid: Xid(6), object: ObjectId(1), size: 5000 }),
         OstAction::Advance { ms: 100 },
+        OstAction::SyncFailed,
+        message(0, ToOst::Connect { resume: None }),
+        message(0, ToOst::Cancel { lock: LockHandle(1) }),
+        message(1, ToOst::Connect { resume: Some(Epoch(4)) }),
+        message(
+            1,
+            ToOst::ReplayLock {
+                lock: LockHandle(2),
+                object: ObjectId(1),
+                request: request(LockMode::ProtectedWrite, 0, 4095),
+                extent: Extent::new(0, 4095),
+            },
+        ),
+        message(
+            2,
+            ToOst::ReplayWrite {
+                transno: Transno(1),
+                object: ObjectId(1),
+                offset: 0,
+                data: Payload::Bytes(vec![2; 10]),
+            },
+        ),
+        message(2, ToOst::ReplayPunch { transno: Transno(2), object: ObjectId(1), size: 3 }),
+        message(2, ToOst::ReplayDone),
+        message(3, ToOst::FailuresSeen { seq: u64::MAX }),
+        OstAction::Restart,
+        message(3, ToOst::Disconnect),
+        write(3, 7, 0, 100),
         OstAction::Synced,
-        OstAction::Message { client: 0, message: ToOst::Connect },
-        OstAction::Message { client: 0, message: ToOst::Cancel { lock: LockHandle(1) } },
     ];
-    let mut seed = vec![1u8];
-    seed.extend(encode_all(&hostile));
-    write_seed("ost", "hostile", &seed);
+    write_actions("ost", "hostile", Some(1), &hostile);
+}
+
+/// A recovery that clients abuse: replays from a client the OST does not
+/// know, twice, malformed, conflicting; a known client coming back with
+/// nothing; requests while recovering; with recovery on.
+fn ost_hostile_recovery_seed() {
+    let punch = |client, xid, size| message(client, ToOst::Punch { xid: Xid(xid), object: ObjectId(2), size });
+    let replay_write = |client, transno, offset, len| {
+        message(
+            client,
+            ToOst::ReplayWrite {
+                transno: Transno(transno),
+                object: ObjectId(1),
+                offset,
+                data: Payload::Bytes(vec![9; len]),
+            },
+        )
+    };
+    let replay_lock = |client, lock, start, end| {
+        message(
+            client,
+            ToOst::ReplayLock {
+                lock: LockHandle(lock),
+                object: ObjectId(1),
+                request: request(LockMode::ProtectedWrite, start, end),
+                extent: Extent::new(start, end),
+            },
+        )
+    };
+    let actions = vec![
+        message(0, ToOst::Connect { resume: None }),
+        message(1, ToOst::Connect { resume: None }),
+        message(2, ToOst::Connect { resume: None }),
+        enqueue(0, 1, request(LockMode::ProtectedWrite, 0, 65_535)),
+        write(0, 2, 0, 5000),
+        OstAction::Advance { ms: 150 },
+        OstAction::Synced,
+        write(0, 3, 5000, 5000),
+        punch(1, 1, 100),
+        message(2, ToOst::Sync { xid: Xid(1), object: ObjectId(1) }),
+        OstAction::Restart,
+        message(0, ToOst::Connect { resume: Some(Epoch(0)) }),
+        replay_lock(0, 1, 0, 65_535),
+        replay_lock(0, 2, 4096, 8191),
+        replay_write(0, 2, 0, 5000),
+        replay_write(0, 3, 5000, 5000),
+        replay_write(0, 3, 5000, 5000),
+        replay_write(0, 4, u64::MAX - 100, 200),
+        message(0, ToOst::ReplayPunch { transno: Transno(5), object: ObjectId(1), size: 1 << 62 }),
+        message(3, ToOst::Connect { resume: Some(Epoch(0)) }),
+        replay_write(3, 6, 0, 10),
+        message(1, ToOst::Connect { resume: None }),
+        message(2, ToOst::Read { xid: Xid(2), object: ObjectId(1), offset: 0, len: 4096 }),
+        message(
+            2,
+            ToOst::Enqueue { xid: Xid(3), object: ObjectId(1), request: request(LockMode::ProtectedRead, 0, 4095) },
+        ),
+        message(0, ToOst::FailuresSeen { seq: 1 }),
+        message(0, ToOst::ReplayDone),
+        message(0, ToOst::ReplayDone),
+        OstAction::Advance { ms: 2500 },
+        OstAction::Synced,
+        OstAction::SyncFailed,
+        write(0, 4, 0, 100),
+        message(0, ToOst::Sync { xid: Xid(5), object: ObjectId(1) }),
+        OstAction::SyncFailed,
+        message(0, ToOst::Connect { resume: Some(Epoch(1)) }),
+        OstAction::Restart,
+        OstAction::Advance { ms: 2500 },
+        message(1, ToOst::Disconnect),
+    ];
+    write_actions("ost", "hostile-recovery", Some(RECOVERY_FLAG), &actions);
 }
 
 fn mds_seeds() {
+    let root = Credentials::ROOT;
+    let user = Credentials { uid: 1000, gid: 1000, groups: vec![10] };
+    let other = Credentials::user(1001, 1001);
     let stripe = |count, size| StripeSpec { count: Some(count), size: Some(size), start_ost: None };
+    let create = |path: &str, stripe, mode, access, permissions| MdsRequest::Create {
+        path: path.into(),
+        stripe,
+        mode,
+        access,
+        permissions,
+    };
     let requests = vec![
-        MdsRequest::Mkdir { path: "/a".into() },
-        MdsRequest::SetStripe { path: "/a".into(), stripe: stripe(2, 1 << 20) },
-        MdsRequest::Create { path: "/a/f".into(), stripe: StripeSpec::default(), mode: CreateMode::Exclusive },
-        MdsRequest::Create { path: "/g".into(), stripe: stripe(-1, 65536), mode: CreateMode::OpenOrCreate },
-        MdsRequest::Open { path: "/a/f".into() },
-        MdsRequest::Stat { path: "/a".into() },
-        MdsRequest::Readdir { path: "/".into() },
-        MdsRequest::GetStripe { path: "/a/f".into() },
-        MdsRequest::Rename { from: "/a/f".into(), to: "/g".into() },
-        MdsRequest::Mkdir { path: "/a/b".into() },
-        MdsRequest::Rename { from: "/a".into(), to: "/a/b/c".into() },
-        MdsRequest::Unlink { path: "/g".into() },
-        MdsRequest::Rmdir { path: "/a/b".into() },
-        MdsRequest::Statfs,
+        (root.clone(), MdsRequest::Mkdir { path: "/a".into(), permissions: 0o755 }),
+        (root.clone(), MdsRequest::SetStripe { path: "/a".into(), stripe: stripe(2, 1 << 20) }),
+        (root.clone(), create("/a/f", StripeSpec::default(), CreateMode::Exclusive, Access::ReadWrite, 0o644)),
+        (root.clone(), create("/g", stripe(-1, 65536), CreateMode::OpenOrCreate, Access::Write, 0o600)),
+        (root.clone(), MdsRequest::Open { path: "/a/f".into(), access: Access::Read }),
+        (root.clone(), MdsRequest::Stat { path: "/a".into() }),
+        (root.clone(), MdsRequest::Readdir { path: "/".into(), cursor: None }),
+        (root.clone(), MdsRequest::Readdir { path: "/".into(), cursor: Some("a".into()) }),
+        (root.clone(), MdsRequest::GetStripe { path: "/a/f".into() }),
+        (root.clone(), MdsRequest::Rename { from: "/a/f".into(), to: "/g".into() }),
+        (root.clone(), MdsRequest::Mkdir { path: "/a/b".into(), permissions: 0o700 }),
+        (root.clone(), MdsRequest::Rename { from: "/a".into(), to: "/a/b/c".into() }),
+        (root.clone(), MdsRequest::Unlink { path: "/g".into() }),
+        (root.clone(), MdsRequest::Rmdir { path: "/a/b".into() }),
+        (root, MdsRequest::Statfs),
     ];
-    write_seed("mds", "namespace", &encode_all(&requests));
+    write_actions("mds", "namespace", None, &requests);
+
+    // Users: a home directory given away, a sticky shared directory,
+    // files others may not open or remove.
+    let root = Credentials::ROOT;
+    let set_attr = |path: &str, permissions, uid, gid| MdsRequest::SetAttr { path: path.into(), permissions, uid, gid };
+    let requests = vec![
+        (root.clone(), MdsRequest::Mkdir { path: "/home".into(), permissions: 0o755 }),
+        (root.clone(), MdsRequest::Mkdir { path: "/home/u".into(), permissions: 0o700 }),
+        (root.clone(), set_attr("/home/u", None, Some(1000), Some(1000))),
+        (root.clone(), MdsRequest::Mkdir { path: "/tmp".into(), permissions: 0o1777 }),
+        (user.clone(), create("/home/u/f", StripeSpec::default(), CreateMode::Exclusive, Access::ReadWrite, 0o640)),
+        (user.clone(), create("/tmp/t", stripe(4, 65536), CreateMode::Exclusive, Access::Write, 0o666)),
+        (other.clone(), MdsRequest::Open { path: "/home/u/f".into(), access: Access::Read }),
+        (other.clone(), MdsRequest::Unlink { path: "/tmp/t".into() }),
+        (other.clone(), MdsRequest::Open { path: "/tmp/t".into(), access: Access::ReadWrite }),
+        (other.clone(), set_attr("/tmp/t", Some(0o777), None, None)),
+        (user.clone(), set_attr("/home/u/f", Some(0o2755), None, Some(10))),
+        (user.clone(), MdsRequest::Readdir { path: "/home/u".into(), cursor: None }),
+        (other.clone(), MdsRequest::Readdir { path: "/home/u".into(), cursor: None }),
+        (user.clone(), MdsRequest::Rename { from: "/tmp/t".into(), to: "/home/u/t".into() }),
+        (other, MdsRequest::Statfs),
+        (user, MdsRequest::Unlink { path: "/home/u/f".into() }),
+    ];
+    write_actions("mds", "users", None, &requests);
+
+    let odd_caller = Credentials { uid: u32::MAX, gid: 7, groups: vec![0, 1, u32::MAX, 1] };
     let odd = vec![
-        MdsRequest::Mkdir { path: "//x/./y/".into() },
-        MdsRequest::Create { path: "/x/../y".into(), stripe: stripe(0, 0), mode: CreateMode::Exclusive },
-        MdsRequest::SetStripe {
-            path: "/".into(),
-            stripe: StripeSpec { count: Some(i64::MIN), size: Some(u64::MAX), start_ost: Some(-2) },
-        },
-        MdsRequest::Rename { from: "/".into(), to: "/z".into() },
+        (Credentials::ROOT, MdsRequest::Mkdir { path: "//x/./y/".into(), permissions: u32::MAX }),
+        (Credentials::ROOT, create("/x/../y", stripe(0, 0), CreateMode::Exclusive, Access::Read, 0o4777)),
+        (
+            Credentials::ROOT,
+            MdsRequest::SetStripe {
+                path: "/".into(),
+                stripe: StripeSpec { count: Some(i64::MIN), size: Some(u64::MAX), start_ost: Some(-2) },
+            },
+        ),
+        (Credentials::ROOT, MdsRequest::Rename { from: "/".into(), to: "/z".into() }),
+        (odd_caller.clone(), MdsRequest::Statfs),
+        (odd_caller, MdsRequest::Mkdir { path: "/q".into(), permissions: 0 }),
+        (Credentials::ROOT, MdsRequest::Readdir { path: "/".into(), cursor: Some("\u{10FFFF}".into()) }),
+        (Credentials::ROOT, set_attr("/", Some(0), Some(u32::MAX), Some(u32::MAX))),
     ];
-    write_seed("mds", "odd-paths", &encode_all(&odd));
+    write_actions("mds", "odd-paths", None, &odd);
 }
 
 fn frame(message: Wire) -> Vec<u8> {
@@ -208,6 +509,7 @@ fn frame(message: Wire) -> Vec<u8> {
 }
 
 fn codec_seeds() {
+    let user = Credentials { uid: 1000, gid: 1000, groups: vec![10, 20] };
     let messages = vec![
         Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Client },
         Wire::Hello {
@@ -215,6 +517,11 @@ fn codec_seeds() {
             version: PROTOCOL_VERSION,
             role: Role::Oss { address: "unix:/s".into(), osts: vec![0, 1] },
         },
+        Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Mds },
+        Wire::Welcome { version: PROTOCOL_VERSION, client: 3 },
+        Wire::Session { uuid: 0x0123_4567_89ab_cdef },
+        Wire::Ping,
+        Wire::Pong,
         Wire::ToOst {
             ost: 0,
             message: ToOst::Write {
@@ -236,8 +543,132 @@ fn codec_seeds() {
                 request: LockRequest::new(LockMode::ProtectedWrite, Extent::new(0, 4095)),
             },
         },
-        Wire::Mds { id: 1, call: MdsCall::Namespace(MdsRequest::Stat { path: "/a".into() }) },
-        Wire::StatsRequest { id: 4 },
+        Wire::ToOst { ost: 0, message: ToOst::Connect { resume: Some(Epoch(2)) } },
+        Wire::ToOst {
+            ost: 0,
+            message: ToOst::ReplayLock {
+                lock: LockHandle(7),
+                object: ObjectId(2),
+                request: LockRequest::new(LockMode::Group(GroupId(4)), Extent::WHOLE),
+                extent: Extent::WHOLE,
+            },
+        },
+        Wire::ToOst {
+            ost: 1,
+            message: ToOst::ReplayWrite {
+                transno: Transno(9),
+                object: ObjectId(2),
+                offset: 8192,
+                data: Payload::Bytes(vec![8; 70]),
+            },
+        },
+        Wire::ToOst { ost: 1, message: ToOst::ReplayPunch { transno: Transno(10), object: ObjectId(2), size: 3 } },
+        Wire::ToOst { ost: 1, message: ToOst::ReplayDone },
+        Wire::ToOst { ost: 1, message: ToOst::FailuresSeen { seq: 2 } },
+        Wire::ToOst { ost: 1, message: ToOst::Disconnect },
+        Wire::ToClient { ost: 0, message: ToClient::Connected { epoch: Epoch(2), recovering: true } },
+        Wire::ToClient { ost: 0, message: ToClient::WriteReply { xid: Xid(1), result: Ok(()), transno: Transno(9) } },
+        Wire::ToClient { ost: 0, message: ToClient::Committed { transno: Transno(9) } },
+        Wire::ToClient {
+            ost: 0,
+            message: ToClient::CommitFailed {
+                object: ObjectId(2),
+                error: IoError::Disk(lanefs_core::errno::Errno::EIO),
+                seq: 1,
+            },
+        },
+        Wire::ToClient { ost: 0, message: ToClient::LockLost { lock: LockHandle(7) } },
+        Wire::ToClient { ost: 0, message: ToClient::Disconnected },
+        Wire::ToClient { ost: 0, message: ToClient::Failed },
+        Wire::Mds {
+            id: 1,
+            call: MdsCall::Namespace { credentials: user.clone(), request: MdsRequest::Stat { path: "/a".into() } },
+        },
+        Wire::Mds {
+            id: 2,
+            call: MdsCall::Namespace {
+                credentials: user.clone(),
+                request: MdsRequest::Readdir { path: "/d".into(), cursor: Some("b".into()) },
+            },
+        },
+        Wire::Mds {
+            id: 3,
+            call: MdsCall::Namespace {
+                credentials: user,
+                request: MdsRequest::SetAttr { path: "/f".into(), permissions: Some(0o640), uid: None, gid: Some(10) },
+            },
+        },
+        Wire::Mds { id: 4, call: MdsCall::ClusterInfo },
+        Wire::MdsReply {
+            id: 4,
+            answer: MdsAnswer::ClusterInfo(ClusterInfo { ost_count: 2, osts: vec![(0, "unix:/s".into())] }),
+        },
+        Wire::MdsReply { id: 1, answer: MdsAnswer::Namespace(MdsReply::Ok) },
+        Wire::Precreate { id: 5, ost: 1, last_id: 20_000 },
+        Wire::Precreated { id: 5, ost: 1, result: Ok(20_000) },
+        Wire::Precreated { id: 6, ost: 1, result: Err("no space".into()) },
+        Wire::Destroy { id: 7, ost: 0, objects: vec![3, 4, 5] },
+        Wire::Destroyed { id: 7, ost: 0, result: Ok(()) },
+        Wire::Destroyed { id: 8, ost: 0, result: Err("EIO".into()) },
+        Wire::StatsRequest { id: 9 },
+        Wire::StatsReply {
+            id: 9,
+            osts: vec![OstStats {
+                ost: 0,
+                locks_granted: 2,
+                locks_waiting: 1,
+                locks: LockCounters::default(),
+                data: OstCounters::default(),
+                space: Some(OstSpace {
+                    fsid: 1,
+                    total_bytes: 1 << 30,
+                    free_bytes: 1 << 29,
+                    total_inodes: 9,
+                    free_inodes: 8,
+                }),
+                bulk_shared_bytes: 4096,
+            }],
+        },
+        Wire::MdsReply { id: 10, answer: MdsAnswer::Error("no MDS".into()) },
+        Wire::AttachArena { arena: 1, frames: 64 },
+        Wire::ArenaAttached { arena: 1 },
+        Wire::ArenaRefused { arena: 2, reason: "no memfd".into() },
+        Wire::WriteShared {
+            ost: 0,
+            xid: Xid(11),
+            object: ObjectId(2),
+            offset: 0,
+            bulk: SharedBulk { arena: 1, head: 0, len: 8192, runs: vec![(0, 2)] },
+        },
+        Wire::ToOst { ost: 0, message: ToOst::Connect { resume: None } },
+        Wire::ToOst { ost: 0, message: ToOst::Cancel { lock: LockHandle(7) } },
+        Wire::ToOst { ost: 0, message: ToOst::Read { xid: Xid(12), object: ObjectId(2), offset: 0, len: 4096 } },
+        Wire::ToOst { ost: 0, message: ToOst::Punch { xid: Xid(13), object: ObjectId(2), size: 100 } },
+        Wire::ToOst { ost: 0, message: ToOst::Getattr { xid: Xid(14), object: ObjectId(2) } },
+        Wire::ToOst { ost: 0, message: ToOst::Sync { xid: Xid(15), object: ObjectId(2) } },
+        Wire::ToOst { ost: 0, message: ToOst::GlimpseReply { xid: Xid(16), size: 5000 } },
+        Wire::ToClient {
+            ost: 0,
+            message: ToClient::Enqueue { xid: Xid(3), reply: EnqueueReply::Waiting { lock: LockHandle(8) } },
+        },
+        Wire::ToClient { ost: 0, message: ToClient::Enqueue { xid: Xid(4), reply: EnqueueReply::Invalid } },
+        Wire::ToClient {
+            ost: 0,
+            message: ToClient::Completion { lock: LockHandle(8), extent: Extent::new(0, 4095), callback_pending: true },
+        },
+        Wire::ToClient { ost: 0, message: ToClient::Blocking { lock: LockHandle(8) } },
+        Wire::ToClient {
+            ost: 0,
+            message: ToClient::PunchReply { xid: Xid(13), result: Err(IoError::NoSpace), transno: Transno(0) },
+        },
+        Wire::ToClient { ost: 0, message: ToClient::GetattrReply { xid: Xid(14), result: Ok(5000) } },
+        Wire::ToClient { ost: 0, message: ToClient::SyncReply { xid: Xid(15), result: Ok(()) } },
+        Wire::ToClient {
+            ost: 0,
+            message: ToClient::Glimpse { xid: Xid(16), object: ObjectId(2), lock: LockHandle(8) },
+        },
+        Wire::ToClient { ost: 0, message: ToClient::ReadReply { xid: Xid(12), result: Err(IoError::Failed) } },
+        Wire::ToClient { ost: 0, message: ToClient::Evicted },
         Wire::Refused { reason: "no".into() },
     ];
     let mut stream = Vec::new();
@@ -251,7 +682,13 @@ fn codec_seeds() {
 
 fn main() {
     codec_seeds();
-    ost_seeds();
-    client_seeds();
+    ost_exchange_seed(2, "two-clients");
+    ost_exchange_seed(RECOVERY_FLAG | 2, "two-clients-recovery");
+    ost_exchange_seed(RECOVERY_FLAG, "two-clients-recovery-never");
+    ost_hostile_seed();
+    ost_hostile_recovery_seed();
+    client_seeds(false);
+    client_seeds(true);
+    client_exchange_seed();
     mds_seeds();
 }

@@ -249,6 +249,8 @@ pub struct LockServer {
     called_back: BTreeSet<LockHandle>,
     /// Live locks by `(client, enqueue xid)`, with `config.resend` only.
     by_xid: FxHashMap<(ClientId, Xid), LockHandle>,
+    /// The first handle of this life: a replayed lock names one below it.
+    handle_first: u64,
     handle_next: u64,
     transmits: VecDeque<(ClientId, ToClient)>,
     events: Option<VecDeque<LockEvent>>,
@@ -268,6 +270,7 @@ impl LockServer {
             evicted: BTreeSet::new(),
             called_back: BTreeSet::new(),
             by_xid: FxHashMap::default(),
+            handle_first: (epoch.0 << HANDLE_EPOCH_SHIFT) + 1,
             handle_next: (epoch.0 << HANDLE_EPOCH_SHIFT) + 1,
             transmits: VecDeque::new(),
             events: None,
@@ -400,9 +403,10 @@ impl LockServer {
     }
 
     /// A lock `client` held before its OST restarted, granted again as it
-    /// was (recovery). Refused (false) if the handle is taken or invalid,
-    /// or if it conflicts with a lock already granted (replayed before it):
-    /// granted locks never conflict.
+    /// was (recovery). Refused (false) if the handle is taken or invalid
+    /// (0, or not of an earlier life: one of this life's would meet a new
+    /// lock given the same handle), or if it conflicts with a lock already
+    /// granted (replayed before it): granted locks never conflict.
     pub fn replay(
         &mut self,
         client: ClientId,
@@ -411,7 +415,12 @@ impl LockServer {
         request: LockRequest,
         extent: Extent,
     ) -> bool {
-        if self.locks.contains_key(&handle) || check_request(&request).is_err() || !extent.contains(&request.extent) {
+        let earlier_life = handle.0 > 0 && handle.0 < self.handle_first;
+        if !earlier_life
+            || self.locks.contains_key(&handle)
+            || check_request(&request).is_err()
+            || !extent.contains(&request.extent)
+        {
             return false;
         }
         let page_aligned =
@@ -693,7 +702,7 @@ impl LockServer {
         }
         assert_eq!(queued, self.locks.len(), "a lock is in no queue or in two");
         for (handle, lock) in &self.locks {
-            assert!(handle.0 < self.handle_next, "lock {handle:?} not from this server's handles");
+            assert!(handle.0 > 0 && handle.0 < self.handle_next, "lock {handle:?} not from this server's handles");
             assert_eq!(check_request(&lock.request), Ok(()), "lock {handle:?} from a malformed request");
             assert!(!self.evicted.contains(&lock.client), "lock {handle:?} of evicted {}", lock.client);
         }

@@ -87,6 +87,9 @@ pub enum Replayed {
     Duplicate,
     /// The client is not replaying (unknown, or already done).
     NotReplaying,
+    /// Transaction number 0 names no transaction: a change the OST never
+    /// acknowledged has nothing to replay.
+    NoTransno,
 }
 
 impl Recovery {
@@ -122,6 +125,9 @@ impl Recovery {
     pub fn replay(&mut self, client: ClientId, transno: Transno, change: Change) -> Replayed {
         if !self.replaying.contains(&client) {
             return Replayed::NotReplaying;
+        }
+        if transno.0 == 0 {
+            return Replayed::NoTransno;
         }
         match self.changes.entry(transno) {
             std::collections::btree_map::Entry::Occupied(_) => Replayed::Duplicate,
