@@ -256,12 +256,13 @@ pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig
         if ost.is_recovering() {
             info!(ost = index, clients = ost.known_clients().len(), "recovering: waiting for the clients to replay");
         }
-        let (peers, exports) = (peers.clone(), exports.clone());
-        // The OST's thread holds its fence: the directory is this OSS's
-        // for as long as anything may touch it.
+        let commits = CommitThread::start(index, syncer, exports.clone(), ost.last_committed(), input)?;
+        let peers = peers.clone();
+        // The OST's thread holds its fence (and stops its commit thread
+        // before it lets go): the directory is this OSS's for as long as
+        // anything may touch it.
         let serve = move || {
             let _fence = fence;
-            let commits = CommitThread::start(index, syncer, exports.clone(), ost.last_committed(), input);
             ost_thread(ost, rx, peers, clock, commits)
         };
         ost_threads.push(std::thread::Builder::new().name(format!("ost{index}")).spawn(serve)?);
@@ -522,48 +523,45 @@ impl CommitThread {
         exports: Arc<Mutex<Exports>>,
         last_committed: Transno,
         input: Weak<mpsc::Sender<OstInput>>,
-    ) -> CommitThread {
+    ) -> std::io::Result<CommitThread> {
         let (jobs, rx) = mpsc::channel::<CommitJob>();
-        let thread = std::thread::Builder::new()
-            .name(format!("ost{index}-commit"))
-            .spawn(move || {
-                let mut written = last_committed;
-                let save = |record: &mut OstRecord, written: &mut Transno| {
-                    record.last_committed = record.last_committed.max(*written);
-                    *written = record.last_committed;
-                    if let Err(e) = exports.lock().expect("exports lock").save_if_changed() {
-                        warn!(ost = index, "recording the client table: {e}");
-                    }
-                    // If it cannot be written, the data is synced but the
-                    // commit point is not recorded: after a crash, clients
-                    // would replay what is on disk already, which is harmless.
-                    if let Err(e) = syncer.save_record(record) {
-                        warn!(ost = index, "recording the OST's commit point and clients: {e}");
-                    }
-                };
-                for job in rx {
-                    let (token, targets, mut record) = match job {
-                        CommitJob::Record(mut record, done) => {
-                            save(&mut record, &mut written);
-                            let _ = done.send(());
-                            continue;
-                        }
-                        CommitJob::Sync { token, targets, record } => (token, targets, record),
-                    };
-                    let failures = sync_objects(index, &syncer, targets);
-                    if record.last_committed > written {
-                        save(&mut record, &mut written);
-                    }
-                    let done = OstInput::Synced { token, failures };
-                    // The OST's thread is gone (a shutdown): nobody waits.
-                    let Some(input) = input.upgrade() else { return };
-                    if input.send(done).is_err() {
-                        return;
-                    }
+        let thread = std::thread::Builder::new().name(format!("ost{index}-commit")).spawn(move || {
+            let mut written = last_committed;
+            let save = |record: &mut OstRecord, written: &mut Transno| {
+                record.last_committed = record.last_committed.max(*written);
+                *written = record.last_committed;
+                if let Err(e) = exports.lock().expect("exports lock").save_if_changed() {
+                    warn!(ost = index, "recording the client table: {e}");
                 }
-            })
-            .expect("spawning an OST's commit thread");
-        CommitThread { jobs: Some(jobs), thread: Some(thread) }
+                // If it cannot be written, the data is synced but the
+                // commit point is not recorded: after a crash, clients
+                // would replay what is on disk already, which is harmless.
+                if let Err(e) = syncer.save_record(record) {
+                    warn!(ost = index, "recording the OST's commit point and clients: {e}");
+                }
+            };
+            for job in rx {
+                let (token, targets, mut record) = match job {
+                    CommitJob::Record(mut record, done) => {
+                        save(&mut record, &mut written);
+                        let _ = done.send(());
+                        continue;
+                    }
+                    CommitJob::Sync { token, targets, record } => (token, targets, record),
+                };
+                let failures = sync_objects(index, &syncer, targets);
+                if record.last_committed > written {
+                    save(&mut record, &mut written);
+                }
+                let done = OstInput::Synced { token, failures };
+                // The OST's thread is gone (a shutdown): nobody waits.
+                let Some(input) = input.upgrade() else { return };
+                if input.send(done).is_err() {
+                    return;
+                }
+            }
+        })?;
+        Ok(CommitThread { jobs: Some(jobs), thread: Some(thread) })
     }
 
     fn submit(&self, job: CommitJob) {
