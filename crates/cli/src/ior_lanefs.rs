@@ -18,6 +18,10 @@
 //!   client: each of the `--tasks-per-node` ranks (all `-N` of them unless
 //!   given, since they run on this host) gets its share of 32 MiB dirty per
 //!   OST (at least one RPC) and 64 MiB of clean cache;
+//! * `max-unstable-mb=N`: acknowledged but uncommitted MiB per OST a rank
+//!   keeps to replay after an OSS restart (Lustre's unstable pages); past
+//!   half of it the rank asks the OST to commit, at it its writes wait.
+//!   Unset, its share of 128 MiB per OST per node (at least one RPC);
 //! * `timeout=SECONDS`: how long an RPC may go unanswered, or a server be
 //!   out of reach, before the operation that needs it fails (Lustre's
 //!   `obd_timeout`, 100 s by default); clients ping every quarter of it;
@@ -53,6 +57,11 @@ static OPTIONS: &[ModuleOption] = &[
         name: "max-cached-mb",
         takes_value: true,
         help: "clean cached MiB per rank (default: 64 per node, shared by its ranks)",
+    },
+    ModuleOption {
+        name: "max-unstable-mb",
+        takes_value: true,
+        help: "uncommitted MiB per OST a rank keeps to replay (default: 128 per node, shared by its ranks)",
     },
     ModuleOption { name: "max-rpcs-in-flight", takes_value: true, help: "write RPCs in flight per OST (default 8)" },
     ModuleOption { name: "ranks", takes_value: true, help: "threads | processes: how -N ranks run (default threads)" },
@@ -138,6 +147,12 @@ pub(crate) fn client_options(p: &IorParams) -> Result<ClientOptions, IorError> {
     }
     if let Some(mb) = number("max-cached-mb")? {
         core.cached_bytes_max = mb.saturating_mul(1 << 20);
+    }
+    if let Some(mb) = number("max-unstable-mb")? {
+        if mb.saturating_mul(1 << 20) < core.rpc_bytes_max {
+            return Err(option_error("max-unstable-mb", format!("{mb} is below one 1 MiB write RPC; give 1 or more")));
+        }
+        core.unstable_bytes_max = mb.saturating_mul(1 << 20);
     }
     if let Some(seconds) = number("timeout")? {
         if !(1..=86_400).contains(&seconds) {
