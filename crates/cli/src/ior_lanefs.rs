@@ -586,10 +586,19 @@ mod tests {
         assert_eq!(shared("-a LANEFS -N 8 --tasks-per-node 2"), (16 << 20, 32 << 20));
         assert_eq!(shared("-a LANEFS -N 64"), (1 << 20, 1 << 20));
         assert_eq!(shared("-a LANEFS -N 8 --lanefs.max-dirty-mb=32"), (32 << 20, 8 << 20));
+        // Uncommitted bytes kept to replay are shared too, or given.
+        let unstable = |line: &str| client_options(&params(line)).unwrap().core.unstable_bytes_max;
+        assert_eq!(unstable("-a LANEFS -N 8"), 16 << 20);
+        assert_eq!(unstable("-a LANEFS -N 8 --lanefs.max-unstable-mb=64"), 64 << 20);
+        assert_eq!(unstable("-a LANEFS -N 256"), 1 << 20);
+        let timeout = client_options(&params("-a LANEFS --lanefs.timeout=6")).unwrap();
+        assert_eq!((timeout.rpc_timeout.as_secs(), timeout.reconnect_timeout.as_secs()), (6, 6));
         for (line, says) in [
             ("--lanefs.max-dirty-mb=0", "--lanefs.max-dirty-mb: 0 is below one 1 MiB write RPC; give 1 or more"),
             ("--lanefs.max-rpcs-in-flight=300", "--lanefs.max-rpcs-in-flight: 300 is outside 1..=256"),
             ("--lanefs.max-cached-mb=lots", "--lanefs.max-cached-mb: \"lots\" is not a whole number"),
+            ("--lanefs.max-unstable-mb=0", "--lanefs.max-unstable-mb: 0 is below one 1 MiB write RPC"),
+            ("--lanefs.timeout=0", "--lanefs.timeout: 0 is outside 1..=86400 seconds"),
         ] {
             let e = client_options(&params(&format!("-a LANEFS {line}"))).unwrap_err().to_string();
             assert!(e.contains(says), "{line}: {e}");
