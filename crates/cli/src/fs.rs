@@ -46,8 +46,7 @@ impl Target {
         let mut options =
             ClientOptions { shared_memory: false, key: load_key(self.key.as_deref())?, ..Default::default() };
         if let Some(seconds) = self.timeout {
-            let timeout = std::time::Duration::from_secs(seconds);
-            (options.rpc_timeout, options.reconnect_timeout, options.ping_interval) = (timeout, timeout, timeout / 4);
+            options = options.with_timeout(std::time::Duration::from_secs(seconds));
         }
         Client::connect(mds, options).with_context(|| format!("connecting to the MDS at {mds}"))
     }

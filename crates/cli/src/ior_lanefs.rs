@@ -154,6 +154,12 @@ pub(crate) fn client_options(p: &IorParams) -> Result<ClientOptions, IorError> {
         }
         core.unstable_bytes_max = mb.saturating_mul(1 << 20);
     }
+    if let Some(n) = number("max-rpcs-in-flight")? {
+        if !(1..=256).contains(&n) {
+            return Err(option_error("max-rpcs-in-flight", format!("{n} is outside 1..=256 (Lustre's limits)")));
+        }
+        core.rpcs_in_flight_max = n as usize;
+    }
     if let Some(seconds) = number("timeout")? {
         if !(1..=86_400).contains(&seconds) {
             return Err(option_error(
@@ -161,14 +167,7 @@ pub(crate) fn client_options(p: &IorParams) -> Result<ClientOptions, IorError> {
                 format!("{seconds} is outside 1..=86400 seconds; Lustre's default is 100"),
             ));
         }
-        let timeout = std::time::Duration::from_secs(seconds);
-        (options.rpc_timeout, options.reconnect_timeout, options.ping_interval) = (timeout, timeout, timeout / 4);
-    }
-    if let Some(n) = number("max-rpcs-in-flight")? {
-        if !(1..=256).contains(&n) {
-            return Err(option_error("max-rpcs-in-flight", format!("{n} is outside 1..=256 (Lustre's limits)")));
-        }
-        core.rpcs_in_flight_max = n as usize;
+        options = options.with_timeout(std::time::Duration::from_secs(seconds));
     }
     Ok(options)
 }
@@ -204,7 +203,7 @@ impl LanefsBackend {
     fn admin(&self) -> Result<Client, IorError> {
         let mut options = ClientOptions { shared_memory: false, key: self.credentials(), ..Default::default() };
         if let Some(timeout) = *self.timeout.lock().expect("timeout lock") {
-            (options.rpc_timeout, options.reconnect_timeout, options.ping_interval) = (timeout, timeout, timeout / 4);
+            options = options.with_timeout(timeout);
         }
         Client::connect(&self.mds, options).map_err(backend_error)
     }

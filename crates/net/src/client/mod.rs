@@ -158,6 +158,13 @@ impl Default for ClientOptions {
 }
 
 impl ClientOptions {
+    /// One timeout for everything, as Lustre's `obd_timeout` is: an RPC
+    /// unanswered for `timeout`, or a server out of reach that long, fails
+    /// the operation; idle connections ping every quarter of it.
+    pub fn with_timeout(self, timeout: StdDuration) -> ClientOptions {
+        ClientOptions { rpc_timeout: timeout, reconnect_timeout: timeout, ping_interval: timeout / 4, ..self }
+    }
+
     /// Timeouts that make sense, or the error naming the one that does not.
     fn validate(&self) -> Result<(), NetError> {
         let zero = |name: &str, d: StdDuration| {
