@@ -26,6 +26,11 @@ fn pattern(len: u64, salt: u8) -> Vec<u8> {
 }
 
 fn harness(clients: u32, seed: u64) -> Harness {
+    harness_with_commits(clients, seed, Duration::ZERO)
+}
+
+/// A harness whose OSTs take `commit_latency` to commit.
+fn harness_with_commits(clients: u32, seed: u64, commit_latency: Duration) -> Harness {
     let recovery = RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600) };
     let ost = OstConfig {
         locks: LockServerConfig { callback_timeout: Duration::from_secs(2), ..LockServerConfig::default() },
@@ -33,8 +38,17 @@ fn harness(clients: u32, seed: u64) -> Harness {
         ..OstConfig::default()
     };
     let client = ClientConfig { rpc_bytes_max: 16 * KIB, dirty_bytes_max: 64 * KIB, ..ClientConfig::default() };
-    Harness::new(HarnessConfig { clients, osts: 2, seed, recovery: Some(recovery), ost, client, ..Default::default() })
-        .unwrap()
+    let config = HarnessConfig {
+        clients,
+        osts: 2,
+        seed,
+        recovery: Some(recovery),
+        ost,
+        client,
+        commit_latency,
+        ..Default::default()
+    };
+    Harness::new(config).unwrap()
 }
 
 fn write(h: &mut Harness, c: ClientId, fh: FileHandle, offset: u64, data: Vec<u8>) {
@@ -523,4 +537,106 @@ fn uncommitted_bytes_are_bounded_by_asking_for_commits() {
     }
     assert!(h.ost_counters().syncs > 0, "the client asked for commits");
     let _ = C;
+}
+
+/// Writers held back by their uncommitted bytes while commits are slow ask
+/// for a commit once per answer, not once per commit notice: before, every
+/// notice (of a commit begun for another writer) let each writer ask again,
+/// each request began a commit of its own, each commit sent every writer a
+/// notice, and the OSS flooded its clients with notices.
+#[test]
+fn commit_requests_do_not_multiply_while_commits_are_slow() {
+    let recovery = RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600) };
+    let client = ClientConfig {
+        rpc_bytes_max: 16 * KIB,
+        dirty_bytes_max: 32 * KIB,
+        unstable_bytes_max: 32 * KIB,
+        ..ClientConfig::default()
+    };
+    let config = HarnessConfig {
+        clients: 3,
+        osts: 1,
+        seed: 11,
+        recovery: Some(recovery),
+        client,
+        commit_latency: Duration::from_ms(2),
+        ..Default::default()
+    };
+    let mut h = Harness::new(config).unwrap();
+    let writes_per_client = 32u64;
+    let mut ops = Vec::new();
+    for c in [A, B, C] {
+        let layout = h.create_layout(64 * KIB, 1, Some(0)).unwrap();
+        let fh = h.open(c, layout);
+        ops.push((c, h.write(c, fh, 0, pattern(writes_per_client * 16 * KIB, c.0 as u8))));
+    }
+    for (c, op) in ops {
+        h.wait_ok(c, op);
+    }
+    let asked = h.ost_counters().syncs;
+    assert!(asked > 0, "the writers asked for commits");
+    assert!(asked <= 3 * writes_per_client, "{asked} commit requests for {} write RPCs", 3 * writes_per_client);
+}
+
+/// Replayed writes that fail (the disk is full when the OST restarts) still
+/// used their transaction numbers: the next write numbers after them.
+/// Before, it was given the first failed one's number again, the writer
+/// kept it in place of the old change, and a second crash replayed the old
+/// data over the new.
+#[test]
+fn a_replay_that_fails_still_uses_its_transaction_number() {
+    let mut h = harness(2, 5);
+    let layout = one_stripe(&mut h);
+    let fa = h.open(A, layout.clone());
+    write(&mut h, A, fa, 0, pattern(32 * KIB, 1)); // two RPCs, two changes
+    let op = h.close(A, fa);
+    h.wait_ok(A, op);
+    h.crash_ost(OST0);
+    h.fail_writes(OST0, Some(Errno::ENOSPC));
+    h.restart_ost(OST0);
+    h.advance(Duration::from_ms(1)); // the replays fail
+    assert!(!h.ost(OST0).is_recovering());
+    h.fail_writes(OST0, None);
+    let fa = h.open(A, layout.clone());
+    let newer = pattern(4 * KIB, 2);
+    write(&mut h, A, fa, 16 * KIB, newer.clone());
+    let op = h.close(A, fa);
+    let _ = h.wait(A, op).unwrap(); // reports the failed replays
+    h.crash_ost(OST0);
+    h.restart_ost(OST0);
+    let fb = h.open(B, layout.clone());
+    assert_eq!(read(&mut h, B, fb, 16 * KIB, 4 * KIB), newer, "the newer write replayed last");
+}
+
+/// A commit that fails takes with it what was written to its objects while
+/// it ran (a failed `fdatasync` marks every dirty page clean): those
+/// writers are told too. Before, only the writers the commit was begun for
+/// were, and the next commit, finding nothing left to write, told the
+/// others their data was durable.
+#[test]
+fn a_write_made_while_a_failing_commit_runs_is_reported_lost() {
+    let mut h = harness_with_commits(2, 9, Duration::from_ms(5));
+    let layout = one_stripe(&mut h);
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    write(&mut h, A, fa, 0, pattern(4 * KIB, 3));
+    let fsync_a = h.fsync(A, fa);
+    while h.ost(OST0).syncs_pending() == 0 {
+        assert!(h.step(), "A's fsync reaches the OST");
+    }
+    // B writes (and is answered) while A's commit runs.
+    write(&mut h, B, fb, 32 * KIB, pattern(4 * KIB, 4));
+    let op = h.close(B, fb);
+    h.wait_ok(B, op);
+    assert!(h.ost(OST0).syncs_pending() > 0, "the commit still runs: lengthen it");
+    h.fail_commits(OST0, Some(Errno::EIO));
+    assert!(h.wait(A, fsync_a).unwrap().is_err(), "A's fsync names the failed commit");
+    h.fail_commits(OST0, None);
+    let fb = h.open(B, layout.clone());
+    let op = h.fsync(B, fb);
+    match h.wait(B, op).unwrap() {
+        Err(ClientError::WriteLost { ost, cause }) => {
+            assert_eq!((ost, cause), (OST0, LossCause::SyncFailed(IoError::Disk(Errno::EIO))));
+        }
+        other => panic!("B's write went with the failed commit; its fsync must say so: {other:?}"),
+    }
 }

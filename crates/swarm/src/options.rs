@@ -82,6 +82,8 @@ pub struct SwarmOptions {
     pub callback_timeout_us: u64,
     pub recovery_window_ms: u64,
     pub commit_interval_ms: u64,
+    /// How long a commit takes on an OST's disk (0: at once).
+    pub commit_latency_us: u64,
     pub rpc_pages: u64,
     pub rpcs_in_flight_max: usize,
     pub dirty_rpcs: u64,
@@ -127,6 +129,10 @@ impl SwarmOptions {
         let commit_interval_ms = [1, 20, 500, 5_000][rng.gen_range(0..4)];
         let actions_per_client = rng.gen_range(ACTIONS_MIN..=ACTIONS_MAX);
         let faults = draw_faults(&mut rng);
+        // Drawn last, so that the draws above are what they were before it.
+        // Below the callback timeout's floor: a cancel that must sync waits
+        // for at most two commits.
+        let commit_latency_us = [0, 0, 20, 200, 2_000][rng.gen_range(0..5)];
         SwarmOptions {
             seed,
             clients,
@@ -137,6 +143,7 @@ impl SwarmOptions {
             callback_timeout_us,
             recovery_window_ms,
             commit_interval_ms,
+            commit_latency_us,
             rpc_pages,
             rpcs_in_flight_max,
             dirty_rpcs,
@@ -218,12 +225,14 @@ impl fmt::Display for SwarmOptions {
         write!(f, "]")?;
         write!(
             f,
-            " latency_us={}-{} callback_timeout_us={} recovery_window_ms={} commit_interval_ms={}",
+            " latency_us={}-{} callback_timeout_us={} recovery_window_ms={} commit_interval_ms={} \
+             commit_latency_us={}",
             self.latency_min_us,
             self.latency_max_us,
             self.callback_timeout_us,
             self.recovery_window_ms,
-            self.commit_interval_ms
+            self.commit_interval_ms,
+            self.commit_latency_us
         )?;
         write!(
             f,

@@ -170,6 +170,7 @@ impl Driver {
                 window: Duration::from_ms(o.recovery_window_ms),
                 commit_interval: Duration::from_ms(o.commit_interval_ms),
             }),
+            commit_latency: Duration::from_us(o.commit_latency_us),
         };
         let h = Harness::new(config).expect("drawn options make a valid client configuration");
         let mds = MdsWorld::new(o.seed, o.osts, latency);
@@ -297,6 +298,13 @@ impl Driver {
             if self.steps() >= budget_end || self.h.now() > self.liveness_deadline || !self.step() {
                 let left = self.mds.destroys_left();
                 return Err(format!("the healed MDS did not destroy the objects of removed files: {left} left queued"));
+            }
+        }
+        // What is still in flight lands (a commit on its disk, the answer
+        // to a sync resent after its operation was done).
+        while self.h.next_event_at().is_some() {
+            if self.steps() >= budget_end || self.h.now() > self.liveness_deadline || !self.step() {
+                break;
             }
         }
         match checkers::leftovers(&self.h, self.o.osts, self.o.clients) {

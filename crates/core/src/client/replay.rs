@@ -52,7 +52,11 @@ struct OstLog {
     bytes: u64,
     /// The last commit the OST announced.
     committed: Transno,
-    /// A commit request (soft sync) is in flight.
+    /// A commit request (soft sync) is in flight. Only its answer ends it:
+    /// a commit notice may be of an earlier commit, which did not cover the
+    /// changes the request was for, and asking again at every such notice
+    /// would ask for a commit per notice, each bringing notices to every
+    /// writer of the OST.
     commit_asked: bool,
 }
 
@@ -81,7 +85,6 @@ impl ReplayLog {
     pub fn committed(&mut self, ost: OstIndex, transno: Transno) -> u64 {
         let Some(log) = self.osts.get_mut(&ost) else { return 0 };
         log.committed = log.committed.max(transno);
-        log.commit_asked = false;
         let kept = log.entries.split_off(&Transno(transno.0.saturating_add(1)));
         let gone = std::mem::replace(&mut log.entries, kept);
         let bytes: u64 = gone.values().map(Change::bytes).sum();
@@ -190,12 +193,18 @@ mod tests {
         assert!(log.wants_commit(o, 300));
         assert!(!log.wants_commit(o, 300), "asked once");
         assert_eq!(log.committed(o, Transno(4)), 100);
-        assert_eq!(log.entries(o).map(|(t, _)| t).collect::<Vec<_>>(), vec![Transno(5)]);
+        log.keep(o, Transno(6), write(4, 200));
+        assert!(!log.wants_commit(o, 300), "a commit notice does not answer the request");
+        log.commit_answered(o);
+        assert!(log.wants_commit(o, 300));
+        assert_eq!(log.committed(o, Transno(5)), 50);
+        log.commit_answered(o);
+        assert_eq!(log.entries(o).map(|(t, _)| t).collect::<Vec<_>>(), vec![Transno(6)]);
         log.keep(o, Transno(4), write(3, 10));
-        assert_eq!(log.bytes(o), 50, "an acknowledgement of an already committed change is not kept");
+        assert_eq!(log.bytes(o), 200, "an acknowledgement of an already committed change is not kept");
         log.check_invariants();
         let (keys, bytes) = log.drop_ost(o);
-        assert_eq!((keys.len(), bytes), (1, 50));
+        assert_eq!((keys.len(), bytes), (1, 200));
         assert!(log.is_empty());
         log.check_invariants();
     }

@@ -34,9 +34,9 @@ use crate::ldlm::stats::LockCounters;
 use crate::ldlm::GroupId;
 use crate::msg::IoError;
 use crate::msg::{Payload, ToClient, ToOst};
-use crate::ost::{Ost, OstConfig, OstCounters, OstRecord, RecoveryConfig};
+use crate::ost::{Ost, OstConfig, OstCounters, OstRecord, RecoveryConfig, SyncRequest};
 use crate::store::JournalStore;
-use crate::units::{ClientId, Duration, Instant, ObjectId, OstIndex};
+use crate::units::{ClientId, Duration, Epoch, Instant, ObjectId, OstIndex};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet};
@@ -57,6 +57,10 @@ pub struct HarnessConfig {
     /// committed and replay it after an OST restarts (`client.recovery`
     /// and `ost.recovery` are set from it, with this window).
     pub recovery: Option<RecoveryConfig>,
+    /// How long an OST's commit takes (its `fdatasync`s and record): zero
+    /// answers each sync as it is asked; more lets changes, syncs and
+    /// notices arrive while a commit runs, as on a disk.
+    pub commit_latency: Duration,
 }
 
 impl Default for HarnessConfig {
@@ -71,6 +75,7 @@ impl Default for HarnessConfig {
             ost: OstConfig::default(),
             check_invariants: true,
             recovery: None,
+            commit_latency: Duration::ZERO,
         }
     }
 }
@@ -83,8 +88,22 @@ enum Node {
 
 #[derive(Debug)]
 enum Message {
-    ToOst { from: ClientId, to: OstIndex, message: ToOst },
-    ToClient { from: OstIndex, to: ClientId, message: ToClient },
+    ToOst {
+        from: ClientId,
+        to: OstIndex,
+        message: ToOst,
+    },
+    ToClient {
+        from: OstIndex,
+        to: ClientId,
+        message: ToClient,
+    },
+    /// OST `ost`'s disk has done a commit it was asked for in life `epoch`.
+    Synced {
+        ost: OstIndex,
+        epoch: Epoch,
+        request: SyncRequest,
+    },
 }
 
 /// The cluster did not finish its work.
@@ -295,6 +314,7 @@ impl Harness {
         self.queue.retain(|_, m| match m {
             Message::ToOst { to, .. } => *to != o,
             Message::ToClient { from, .. } => *from != o,
+            Message::Synced { ost, .. } => *ost != o, // the commit never happened
         });
         self.osts[o.0 as usize].store_mut().crash();
         for c in self.live_clients() {
@@ -391,6 +411,7 @@ impl Harness {
         self.queue.retain(|_, m| match m {
             Message::ToOst { from, to, .. } => !(*from == c && *to == o),
             Message::ToClient { from, to, .. } => !(*from == o && *to == c),
+            Message::Synced { .. } => true,
         });
     }
 
@@ -601,7 +622,34 @@ impl Harness {
                 self.clients[to.0 as usize].handle_message(now, from, message);
                 self.collect(Node::Client(to));
             }
+            Message::Synced { ost, epoch, request } => {
+                if self.down.contains(&ost) || self.osts[ost.0 as usize].epoch() != epoch {
+                    return;
+                }
+                self.trace_line(format!("{now} {ost} synced {}", request.token.0));
+                self.commit(ost, &request);
+                self.collect(Node::Ost(ost));
+            }
         }
+    }
+
+    /// OST `o`'s disk does the sync `request` (the journal store commits at
+    /// once, with the objects whose commit failed; the commit point is on
+    /// "disk" before anyone is told), and the OST hears of it.
+    fn commit(&mut self, o: OstIndex, request: &SyncRequest) {
+        let now = self.now;
+        let ost = &mut self.osts[o.0 as usize];
+        let objects =
+            if request.commit.is_empty() { request.object.into_iter().collect() } else { request.commit.clone() };
+        let failures: Vec<(ObjectId, IoError)> = ost
+            .store_mut()
+            .commit(&objects)
+            .into_iter()
+            .map(|(object, errno)| (object, IoError::from_errno(errno)))
+            .collect();
+        let record = &mut self.records[o.0 as usize];
+        record.last_committed = record.last_committed.max(request.commit_to);
+        ost.handle_synced(now, request.token, &failures);
     }
 
     /// Move a node's outputs into the network and the result tables.
@@ -625,26 +673,16 @@ impl Harness {
                 }
             }
             Node::Ost(o) => {
-                // The journal store commits at once: a sync is answered as
-                // soon as it is asked, with the objects whose commit failed.
-                // The commit point is on "disk" before anyone is told.
-                let now = self.now;
-                let ost = &mut self.osts[o.0 as usize];
-                while let Some(request) = ost.poll_sync() {
-                    let objects = if request.commit.is_empty() {
-                        request.object.into_iter().collect()
+                while let Some(request) = self.osts[o.0 as usize].poll_sync() {
+                    if self.config.commit_latency == Duration::ZERO {
+                        self.commit(o, &request);
                     } else {
-                        request.commit.clone()
-                    };
-                    let failures: Vec<(ObjectId, IoError)> = ost
-                        .store_mut()
-                        .commit(&objects)
-                        .into_iter()
-                        .map(|(object, errno)| (object, IoError::from_errno(errno)))
-                        .collect();
-                    let record = &mut self.records[o.0 as usize];
-                    record.last_committed = record.last_committed.max(request.commit_to);
-                    ost.handle_synced(now, request.token, &failures);
+                        // Commits end in the order they began: one latency
+                        // for all of them.
+                        let at = self.now + self.config.commit_latency;
+                        let epoch = self.osts[o.0 as usize].epoch();
+                        self.enqueue(at, Message::Synced { ost: o, epoch, request });
+                    }
                 }
                 if let Some(record) = self.osts[o.0 as usize].poll_record() {
                     let kept = self.records[o.0 as usize].last_committed;

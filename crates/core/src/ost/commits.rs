@@ -25,7 +25,10 @@
 //! `ENOSPC` on a thinly provisioned disk) leaves that object's changes in
 //! doubt: every client that changed it since the last commit is told
 //! ([`crate::msg::ToClient::CommitFailed`]), and reports the loss to the
-//! program at the next fsync or close. The commit point still advances
+//! program at the next fsync or close. So is every client that changed it
+//! while the commit ran: the failed `fdatasync` may have covered those
+//! changes too (Linux marks the pages clean and reports the error once, so
+//! the next commit would succeed without them). The commit point still advances
 //! past it: a failing disk must not make clients keep their copies
 //! forever, and the loss has been reported.
 //!
@@ -133,7 +136,13 @@ impl Commits {
         self.in_flight.remove(0);
         let mut out = Finished::default();
         for &(object, error) in failures {
-            for &client in snapshot.objects.get(&object).into_iter().flatten() {
+            // The failed sync may have taken changes made while it ran with
+            // it (Linux marks the pages clean and reports the error once):
+            // their writers are told too.
+            let since = self.changed.get(&object).into_iter().flatten();
+            let writers: BTreeSet<ClientId> =
+                snapshot.objects.get(&object).into_iter().flatten().chain(since).copied().collect();
+            for client in writers {
                 out.failed.push((client, object, error));
             }
         }
@@ -215,6 +224,13 @@ mod tests {
         let done = c.finish(&snapshot, &[(O, IoError::NoSpace)]);
         assert_eq!(done.failed, vec![(A, O, IoError::NoSpace), (B, O, IoError::NoSpace)]);
         assert_eq!(c.last_committed(), Transno(13), "the commit point moves past a reported loss");
+        c.check_invariants();
+        // A change made while the failed commit ran may be lost with it.
+        c.record(Instant::ZERO, A, P);
+        let snapshot = c.begin();
+        c.record(Instant::ZERO, B, P);
+        let done = c.finish(&snapshot, &[(P, IoError::Disk(crate::errno::Errno(5)))]);
+        assert_eq!(done.failed.iter().map(|f| f.0).collect::<Vec<_>>(), vec![A, B]);
         c.check_invariants();
     }
 

@@ -284,8 +284,15 @@ pub struct Ost<S: ObjectStore> {
     getattr_next: u64,
     xid_next: u64,
     transmits: VecDeque<(ClientId, ToClient)>,
-    /// What waits for each sync.
-    syncing: BTreeMap<SyncToken, SyncWaiter>,
+    /// What waits for each sync the driver is doing. With recovery on a
+    /// sync is a commit, and at most one runs at a time: whatever asks for
+    /// one while it runs waits for it (if nothing changed since it began)
+    /// or for the next, which `next_commit` gathers (jbd2's running
+    /// transaction beside its committing one: many fsyncs, one commit).
+    syncing: BTreeMap<SyncToken, Vec<SyncWaiter>>,
+    /// With recovery on: what waits for the commit that begins when the
+    /// one in flight ends.
+    next_commit: Vec<SyncWaiter>,
     /// Syncs asked for and not yet polled by the driver.
     syncs: VecDeque<SyncRequest>,
     sync_next: u64,
@@ -320,6 +327,7 @@ impl<S: ObjectStore> Ost<S> {
             xid_next: 1,
             transmits: VecDeque::new(),
             syncing: BTreeMap::new(),
+            next_commit: Vec::new(),
             syncs: VecDeque::new(),
             sync_next: 0,
             commits,
@@ -526,13 +534,16 @@ impl<S: ObjectStore> Ost<S> {
                 Change::Write { object, offset, data } => (object, self.apply_write(object, offset, &data)),
                 Change::Punch { object, size } => (object, self.store.punch(object, size).map_err(store_error)),
             };
-            match result {
-                Ok(()) => {
-                    if let Some(commits) = self.commits.as_mut() {
-                        commits.replayed(now, client, object, transno);
-                    }
-                }
-                Err(error) => self.notify_failure(now, client, object, error),
+            // A replay that failed still used its transaction number: later
+            // changes number after it (else the client would hold two
+            // changes under one number, and replay the older last), and
+            // the commit that covers it lets the client drop its copy,
+            // whose loss the notice reports.
+            if let Some(commits) = self.commits.as_mut() {
+                commits.replayed(now, client, object, transno);
+            }
+            if let Err(error) = result {
+                self.notify_failure(now, client, object, error);
             }
         }
         for &client in &outcome.absent {
@@ -640,8 +651,7 @@ impl<S: ObjectStore> Ost<S> {
             warn!(ost = self.index.0, "glimpse answers missing; replying with the size known");
             self.finish_getattr(id);
         }
-        let commit_due = self.commits.as_ref().and_then(Commits::commit_due).is_some_and(|t| t <= now);
-        if commit_due && self.recovering.is_none() {
+        if self.commit_due().is_some_and(|t| t <= now) {
             self.ask_sync(now, SyncWaiter::Commit, None, Extent::WHOLE);
         }
         self.collect_lock_transmits();
@@ -655,62 +665,80 @@ impl<S: ObjectStore> Ost<S> {
     /// the commit covered are told, and those whose writes failed are
     /// sent a notice. Drivers answer syncs in the order they were asked.
     pub fn handle_synced(&mut self, now: Instant, token: SyncToken, failures: &[(ObjectId, IoError)]) {
-        let Some(waiter) = self.syncing.remove(&token) else {
+        let Some(waiters) = self.syncing.remove(&token) else {
             warn!(ost = self.index.0, token = token.0, "sync answered twice, or never asked for");
             return;
         };
-        let asked = match waiter {
-            SyncWaiter::Reply(client, _, _) => Some(client),
-            _ => None,
-        };
-        let mut told = None;
-        match (self.snapshots.remove(&token), self.commits.as_mut()) {
+        let snapshot = self.snapshots.remove(&token);
+        self.synced(now, waiters, snapshot, failures);
+        if self.snapshots.is_empty() && !self.next_commit.is_empty() {
+            let waiters = std::mem::take(&mut self.next_commit);
+            self.begin_commit(now, waiters);
+        }
+        self.collect_lock_transmits();
+    }
+
+    /// A sync is done (by the driver, or at once when there was nothing to
+    /// do): tell what the commit `snapshot` covered, then answer each of
+    /// `waiters`.
+    fn synced(
+        &mut self,
+        now: Instant,
+        waiters: Vec<SyncWaiter>,
+        snapshot: Option<Snapshot>,
+        failures: &[(ObjectId, IoError)],
+    ) {
+        let mut told = BTreeSet::new();
+        match (snapshot, self.commits.as_mut()) {
             (Some(snapshot), Some(commits)) => {
                 let finished = commits.finish(&snapshot, failures);
                 let transno = commits.last_committed();
-                // Every writer is told, the one that asked included: the
-                // answer to its sync may be lost with its connection, and
-                // the sync it sends again finds nothing left to commit.
+                // Every writer is told, those that asked included: the
+                // answer to a sync may be lost with its connection, and
+                // the sync sent again finds nothing left to commit.
                 for (client, object, error) in finished.failed {
                     self.notify_failure(now, client, object, error);
                 }
                 for client in finished.committed {
-                    told = told.or(asked.filter(|c| *c == client));
+                    told.insert(client);
                     self.send(client, ToClient::Committed { transno });
                 }
             }
             _ => {
-                // No record of writers: the cancelling client wrote under
+                // No record of writers: a cancelling client wrote under
                 // the lock whose data failed.
-                if let SyncWaiter::Cancel(client, _) = waiter {
-                    for &(object, error) in failures {
-                        self.notify_failure(now, client, object, error);
+                for waiter in &waiters {
+                    if let SyncWaiter::Cancel(client, _) = *waiter {
+                        for &(object, error) in failures {
+                            self.notify_failure(now, client, object, error);
+                        }
                     }
                 }
             }
         }
-        match waiter {
-            SyncWaiter::Cancel(client, lock) => self.locks.handle_cancel(now, client, lock),
-            SyncWaiter::Reply(client, xid, object) => {
-                // Every answer to a sync says where the commit point is, as
-                // every Lustre reply carries `last_committed`: a client
-                // whose commit notice was lost (with a connection, or in a
-                // restart that skipped its replays of committed changes)
-                // lets go of those copies instead of asking for commits
-                // again and again.
-                let transno = self.last_committed();
-                if told != Some(client) && transno > Transno(0) {
-                    self.send(client, ToClient::Committed { transno });
+        for waiter in waiters {
+            match waiter {
+                SyncWaiter::Cancel(client, lock) => self.locks.handle_cancel(now, client, lock),
+                SyncWaiter::Reply(client, xid, object) => {
+                    // Every answer to a sync says where the commit point
+                    // is, as every Lustre reply carries `last_committed`:
+                    // a client whose commit notice was lost (with a
+                    // connection, or in a restart that skipped its replays
+                    // of committed changes) lets go of those copies instead
+                    // of asking for commits again and again.
+                    let transno = self.last_committed();
+                    if transno > Transno(0) && told.insert(client) {
+                        self.send(client, ToClient::Committed { transno });
+                    }
+                    let result = match failures.iter().find(|(o, _)| *o == object) {
+                        Some(&(_, error)) => Err(error),
+                        None => Ok(()),
+                    };
+                    self.send(client, ToClient::SyncReply { xid, result });
                 }
-                let result = match failures.iter().find(|(o, _)| *o == object) {
-                    Some(&(_, error)) => Err(error),
-                    None => Ok(()),
-                };
-                self.send(client, ToClient::SyncReply { xid, result });
+                SyncWaiter::Commit => {}
             }
-            SyncWaiter::Commit => {}
         }
-        self.collect_lock_transmits();
     }
 
     /// `client`'s acknowledged writes to `object` may be lost: tell it (a
@@ -764,16 +792,13 @@ impl<S: ObjectStore> Ost<S> {
 
     /// Cancels and sync RPCs waiting for a sync.
     pub fn syncs_pending(&self) -> usize {
-        self.syncing.len()
+        self.syncing.values().map(Vec::len).sum::<usize>() + self.next_commit.len()
     }
 
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let glimpse = self.getattrs.values().map(|g| g.deadline).min();
-        let commit = match self.recovering {
-            None => self.commits.as_ref().and_then(Commits::commit_due),
-            Some(_) => None,
-        };
+        let commit = self.commit_due();
         let recovery = self.recovering.as_ref().map(Recovery::deadline);
         [self.locks.poll_timeout(), glimpse, commit, recovery].into_iter().flatten().min()
     }
@@ -787,6 +812,11 @@ impl<S: ObjectStore> Ost<S> {
         for token in self.snapshots.keys() {
             assert!(self.syncing.contains_key(token), "commit {token:?} with nothing waiting on it");
         }
+        assert!(self.snapshots.len() <= 1, "{} commits at once", self.snapshots.len());
+        assert!(
+            self.next_commit.is_empty() || !self.snapshots.is_empty(),
+            "syncs wait for a next commit while none runs"
+        );
         let outstanding: usize = self.getattrs.values().map(|g| g.outstanding).sum();
         assert_eq!(outstanding, self.glimpses.len(), "glimpse bookkeeping out of step");
         for (xid, glimpse) in &self.glimpses {
@@ -806,6 +836,7 @@ impl<S: ObjectStore> Ost<S> {
         self.notices.check_invariants();
         if self.config.recovery.is_none() {
             assert!(self.known.is_empty() && self.snapshots.is_empty() && self.recovering.is_none());
+            assert!(self.next_commit.is_empty());
         }
     }
 
@@ -842,7 +873,7 @@ impl<S: ObjectStore> Ost<S> {
             return;
         };
         let waiter = SyncWaiter::Cancel(from, lock);
-        if self.syncing.values().any(|waiting| *waiting == waiter) {
+        if self.syncing.values().flatten().chain(&self.next_commit).any(|waiting| *waiting == waiter) {
             debug!(ost = self.index.0, %from, lock = lock.0, "cancel repeated while its sync runs");
             return;
         }
@@ -851,26 +882,60 @@ impl<S: ObjectStore> Ost<S> {
     }
 
     /// Ask the driver for a sync. With recovery on, it is a commit of every
-    /// change so far; one that has nothing to do, with no commit in flight
-    /// to wait for, is done at once.
+    /// change so far: one that has nothing to do is done at once, and while
+    /// a commit runs the sync waits for it or for the one after it (see
+    /// `syncing`).
     fn ask_sync(&mut self, now: Instant, waiter: SyncWaiter, object: Option<ObjectId>, extent: Extent) {
+        let Some(commits) = self.commits.as_ref() else {
+            self.start_sync(vec![waiter], object, extent, None);
+            return;
+        };
+        let in_flight = self.snapshots.keys().next().copied();
+        match in_flight {
+            _ if matches!(waiter, SyncWaiter::Reply(..))
+                && crate::planted::active(crate::planted::Bug::SyncWithoutCommit) =>
+            {
+                self.synced(now, vec![waiter], None, &[]);
+            }
+            None if !commits.has_changes() => self.synced(now, vec![waiter], None, &[]),
+            None => self.begin_commit(now, vec![waiter]),
+            // Everything changed so far is in the commit that runs.
+            Some(token) if !commits.has_changes() => {
+                self.syncing.get_mut(&token).expect("a commit in flight is awaited").push(waiter);
+            }
+            Some(_) if waiter == SyncWaiter::Commit && !self.next_commit.is_empty() => {}
+            Some(_) => self.next_commit.push(waiter),
+        }
+        self.collect_lock_transmits();
+    }
+
+    /// Begin a commit of every change so far, for `waiters`.
+    fn begin_commit(&mut self, now: Instant, waiters: Vec<SyncWaiter>) {
+        let commits = self.commits.as_mut().expect("commits with recovery on");
+        if !commits.has_changes() {
+            self.synced(now, waiters, None, &[]);
+            return;
+        }
+        let snapshot = commits.begin();
+        let object = waiters.iter().find_map(|w| match *w {
+            SyncWaiter::Cancel(..) | SyncWaiter::Commit => None,
+            SyncWaiter::Reply(_, _, object) => Some(object),
+        });
+        self.start_sync(waiters, object, Extent::WHOLE, Some(snapshot));
+    }
+
+    fn start_sync(
+        &mut self,
+        waiters: Vec<SyncWaiter>,
+        object: Option<ObjectId>,
+        extent: Extent,
+        snapshot: Option<Snapshot>,
+    ) {
         let token = SyncToken(self.sync_next);
         self.sync_next += 1;
-        self.syncing.insert(token, waiter);
-        let (commit, commit_to) = match self.commits.as_mut() {
-            Some(_)
-                if matches!(waiter, SyncWaiter::Reply(..))
-                    && crate::planted::active(crate::planted::Bug::SyncWithoutCommit) =>
-            {
-                self.handle_synced(now, token, &[]);
-                return;
-            }
-            Some(commits) => {
-                if !commits.has_changes() && self.snapshots.is_empty() {
-                    self.handle_synced(now, token, &[]);
-                    return;
-                }
-                let snapshot = commits.begin();
+        self.syncing.insert(token, waiters);
+        let (commit, commit_to) = match snapshot {
+            Some(snapshot) => {
                 let objects = snapshot.objects.keys().copied().collect();
                 let transno = snapshot.transno;
                 self.snapshots.insert(token, snapshot);
@@ -879,6 +944,15 @@ impl<S: ObjectStore> Ost<S> {
             None => (Vec::new(), Transno(0)),
         };
         self.syncs.push_back(SyncRequest { token, object, extent, commit, commit_to });
+    }
+
+    /// When the periodic commit is due: not while recovering, nor while a
+    /// commit waits to begin anyway.
+    fn commit_due(&self) -> Option<Instant> {
+        if self.recovering.is_some() || !self.next_commit.is_empty() {
+            return None;
+        }
+        self.commits.as_ref().and_then(Commits::commit_due)
     }
 
     fn admit(&mut self, from: ClientId) -> Result<(), IoError> {

@@ -193,3 +193,69 @@ fn policy_names_round_trip() {
     assert!(!SyncLockCancel::Always.applies(LockMode::ProtectedRead, true));
     assert!(SyncLockCancel::Always.applies(LockMode::Group(crate::ldlm::GroupId(3)), false));
 }
+
+/// With recovery on, syncs asked while a commit runs share the next one
+/// (group commit): one commit at a time, however many ask. Before, each
+/// sync began a commit of its own, and clients asking again at every
+/// commit notice flooded their connections with notices.
+#[test]
+fn syncs_asked_while_a_commit_runs_share_the_next_commit() {
+    let recovery = Some(RecoveryConfig::default());
+    let mut ost = Ost::new(OstIndex(0), OstConfig { recovery, ..OstConfig::default() }, MemStore::default());
+    let t = Instant::ZERO;
+    let write = |ost: &mut Ost<MemStore>, client: u32, object: u64| {
+        let data = Payload::Bytes(vec![client as u8; 4096]);
+        let message = ToOst::Write { xid: Xid(1), object: ObjectId(object), offset: 0, data };
+        ost.handle_message(t, ClientId(client), message);
+    };
+    let sync = |ost: &mut Ost<MemStore>, client: u32, xid: u64| {
+        ost.handle_message(t, ClientId(client), ToOst::Sync { xid: Xid(xid), object: ObjectId(client.into()) });
+    };
+    for client in 1..=3 {
+        ost.handle_message(t, ClientId(client), ToOst::Connect { resume: None });
+    }
+    write(&mut ost, 1, 1);
+    sync(&mut ost, 1, 2);
+    let first = ost.poll_sync().expect("a commit begins");
+    assert_eq!((first.commit.clone(), first.commit_to), (vec![ObjectId(1)], Transno(1)));
+    // Nothing changed since it began: a sync waits for the running commit.
+    sync(&mut ost, 1, 3);
+    // Changes made while it runs wait for the next, whoever asks.
+    write(&mut ost, 2, 2);
+    write(&mut ost, 3, 3);
+    for (client, xid) in [(2, 4), (3, 5), (2, 6)] {
+        sync(&mut ost, client, xid);
+    }
+    ost.handle_timeout(t + Duration::from_secs(60)); // the periodic commit too
+    assert_eq!(ost.poll_sync(), None, "one commit at a time");
+    assert_eq!(ost.poll_timeout(), None, "a commit waiting to begin needs no timer");
+    assert_eq!(ost.syncs_pending(), 5);
+    ost.check_invariants();
+    drain(&mut ost);
+
+    ost.handle_synced(t, first.token, &[]);
+    let replies = drain(&mut ost);
+    let answered: Vec<Xid> = replies
+        .iter()
+        .filter_map(|(_, m)| match m {
+            ToClient::SyncReply { xid, result: Ok(()) } => Some(*xid),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answered, [Xid(2), Xid(3)]);
+    let second = ost.poll_sync().expect("the next commit begins as the first ends");
+    assert_eq!((second.commit.clone(), second.commit_to), (vec![ObjectId(2), ObjectId(3)], Transno(3)));
+    assert_eq!(ost.poll_sync(), None);
+    ost.check_invariants();
+
+    ost.handle_synced(t, second.token, &[]);
+    let replies = drain(&mut ost);
+    let committed = |client| {
+        replies.iter().filter(|(to, m)| *to == ClientId(client) && matches!(m, ToClient::Committed { .. })).count()
+    };
+    assert_eq!((committed(2), committed(3)), (1, 1), "one notice per client per commit: {replies:?}");
+    assert_eq!(replies.iter().filter(|(_, m)| matches!(m, ToClient::SyncReply { .. })).count(), 3);
+    assert_eq!(ost.syncs_pending(), 0);
+    assert_eq!(ost.poll_sync(), None);
+    ost.check_invariants();
+}
