@@ -151,8 +151,11 @@ fn ost_config(sync_lock_cancel: SyncLockCancel, recovery: bool) -> OstConfig {
         recovery: None,
     };
     match recovery {
-        true => config
-            .with_recovery(RecoveryConfig { window: Duration::from_secs(2), commit_interval: Duration::from_ms(100) }),
+        true => config.with_recovery(RecoveryConfig {
+            window: Duration::from_secs(2),
+            commit_interval: Duration::from_ms(100),
+            ..RecoveryConfig::default()
+        }),
         false => config,
     }
 }

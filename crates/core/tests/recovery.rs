@@ -31,7 +31,8 @@ fn harness(clients: u32, seed: u64) -> Harness {
 
 /// A harness whose OSTs take `commit_latency` to commit.
 fn harness_with_commits(clients: u32, seed: u64, commit_latency: Duration) -> Harness {
-    let recovery = RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600) };
+    let recovery =
+        RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600), ..RecoveryConfig::default() };
     let ost = OstConfig {
         locks: LockServerConfig { callback_timeout: Duration::from_secs(2), ..LockServerConfig::default() },
         sync_lock_cancel: SyncLockCancel::Never,
@@ -238,7 +239,8 @@ fn a_failed_commit_is_reported_after_the_ost_restarted() {
 /// commit point is, and the write goes on.
 #[test]
 fn a_commit_notice_lost_with_a_connection_does_not_stall_the_writer() {
-    let recovery = RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600) };
+    let recovery =
+        RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600), ..RecoveryConfig::default() };
     let client = ClientConfig {
         rpc_bytes_max: 16 * KIB,
         dirty_bytes_max: 16 * KIB,
@@ -403,7 +405,8 @@ fn a_failed_commit_notice_outlives_a_crash_of_the_ost() {
 /// must take it as it takes a notice.
 #[test]
 fn a_failed_commit_the_writer_asked_for_is_reported() {
-    let recovery = RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600) };
+    let recovery =
+        RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600), ..RecoveryConfig::default() };
     let client = ClientConfig {
         rpc_bytes_max: 16 * KIB,
         dirty_bytes_max: 16 * KIB,
@@ -512,7 +515,8 @@ fn a_partitioned_holder_is_evicted_and_told_when_it_comes_back() {
 
 #[test]
 fn uncommitted_bytes_are_bounded_by_asking_for_commits() {
-    let recovery = RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600) };
+    let recovery =
+        RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600), ..RecoveryConfig::default() };
     let client = ClientConfig {
         rpc_bytes_max: 16 * KIB,
         dirty_bytes_max: 32 * KIB,
@@ -546,7 +550,8 @@ fn uncommitted_bytes_are_bounded_by_asking_for_commits() {
 /// notice, and the OSS flooded its clients with notices.
 #[test]
 fn commit_requests_do_not_multiply_while_commits_are_slow() {
-    let recovery = RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600) };
+    let recovery =
+        RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600), ..RecoveryConfig::default() };
     let client = ClientConfig {
         rpc_bytes_max: 16 * KIB,
         dirty_bytes_max: 32 * KIB,

@@ -188,19 +188,24 @@ impl FileStore {
     }
 
     /// What the OST recorded in its last life (`last_rcvd.json` beside its
-    /// objects): a new OST's default if there is none.
+    /// objects, with the commit point of [`crate::commit_point`]): a new
+    /// OST's default if there is none.
     pub fn load_record(&self) -> std::io::Result<OstRecord> {
         let path = self.dir.join("last_rcvd.json");
-        match std::fs::read(&path) {
+        let mut record: OstRecord = match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
                 std::io::Error::other(format!(
                     "{}: unreadable OST record ({e}); it holds the last commit and the clients to recover",
                     path.display()
                 ))
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(OstRecord::default()),
-            Err(e) => Err(e),
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => OstRecord::default(),
+            Err(e) => return Err(e),
+        };
+        if let Some(point) = crate::commit_point::read(&self.dir)? {
+            record.last_committed = record.last_committed.max(point);
         }
+        Ok(record)
     }
 
     /// Record `record` durably (replaced atomically).
@@ -339,6 +344,11 @@ impl Syncer {
     /// Record `record` durably, as [`FileStore::save_record`] does.
     pub fn save_record(&self, record: &OstRecord) -> std::io::Result<()> {
         write_record(&self.dir, record)
+    }
+
+    /// The store's commit point file, for writing.
+    pub fn commit_point(&self) -> std::io::Result<crate::commit_point::CommitPoint> {
+        crate::commit_point::CommitPoint::open(&self.dir)
     }
 }
 

@@ -16,6 +16,7 @@ pub mod auth;
 pub mod client;
 pub mod cluster;
 pub mod codec;
+pub mod commit_point;
 pub mod exports;
 pub mod faults;
 pub mod fence;

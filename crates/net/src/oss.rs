@@ -62,6 +62,7 @@
 
 use crate::auth::{claim_allowed, ClusterKey, Peer};
 use crate::codec::{read_frame, CodecError, BULK_BYTES_MAX};
+use crate::commit_point::CommitPoint;
 use crate::exports::Exports;
 use crate::faults::StoreFaults;
 use crate::fence::Fence;
@@ -497,7 +498,7 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> &str {
 /// An OST's commit thread: does the syncs the OST asks for (`fdatasync`
 /// of every object of a commit, or of the one object a cancel or a sync
 /// RPC names), one after the other in the order asked, records the commit
-/// point (`last_rcvd.json`, after the client table its ids refer to), and
+/// point ([`Recorder`]), and
 /// only then hands the result back to the OST's thread as
 /// [`OstInput::Synced`], which tells the OST (and so the clients). It also
 /// writes the OST's record when the OST's clients or life change (the
@@ -525,33 +526,21 @@ impl CommitThread {
         input: Weak<mpsc::Sender<OstInput>>,
     ) -> std::io::Result<CommitThread> {
         let (jobs, rx) = mpsc::channel::<CommitJob>();
+        let point = syncer.commit_point()?;
         let thread = std::thread::Builder::new().name(format!("ost{index}-commit")).spawn(move || {
-            let mut written = last_committed;
-            let save = |record: &mut OstRecord, written: &mut Transno| {
-                record.last_committed = record.last_committed.max(*written);
-                *written = record.last_committed;
-                if let Err(e) = exports.lock().expect("exports lock").save_if_changed() {
-                    warn!(ost = index, "recording the client table: {e}");
-                }
-                // If it cannot be written, the data is synced but the
-                // commit point is not recorded: after a crash, clients
-                // would replay what is on disk already, which is harmless.
-                if let Err(e) = syncer.save_record(record) {
-                    warn!(ost = index, "recording the OST's commit point and clients: {e}");
-                }
-            };
+            let mut recorder = Recorder { index, syncer, exports, point, whole: None, written: last_committed };
             for job in rx {
                 let (token, targets, mut record) = match job {
                     CommitJob::Record(mut record, done) => {
-                        save(&mut record, &mut written);
+                        recorder.save(&mut record);
                         let _ = done.send(());
                         continue;
                     }
                     CommitJob::Sync { token, targets, record } => (token, targets, record),
                 };
-                let failures = sync_objects(index, &syncer, targets);
-                if record.last_committed > written {
-                    save(&mut record, &mut written);
+                let failures = sync_objects(index, &recorder.syncer, targets);
+                if record.last_committed > recorder.written {
+                    recorder.save(&mut record);
                 }
                 let done = OstInput::Synced { token, failures };
                 // The OST's thread is gone (a shutdown): nobody waits.
@@ -576,6 +565,51 @@ impl CommitThread {
         drop(self.jobs.take());
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+        }
+    }
+}
+
+/// Writes an OST's record for its commit thread: the client table
+/// (`Exports`), then the commit point alone ([`crate::commit_point`], one
+/// block written in place) when nothing else in the record changed since
+/// it was last written whole, else the whole of it (`last_rcvd.json`,
+/// replaced atomically).
+struct Recorder {
+    index: u32,
+    syncer: Syncer,
+    exports: Arc<Mutex<Exports>>,
+    point: CommitPoint,
+    /// The record as last written whole.
+    whole: Option<OstRecord>,
+    /// The highest commit point written.
+    written: Transno,
+}
+
+impl Recorder {
+    /// Write `record`, its commit point raised to the highest written (a
+    /// record never goes back).
+    fn save(&mut self, record: &mut OstRecord) {
+        let index = self.index;
+        record.last_committed = record.last_committed.max(self.written);
+        self.written = record.last_committed;
+        if let Err(e) = self.exports.lock().expect("exports lock").save_if_changed() {
+            warn!(ost = index, "recording the client table: {e}");
+        }
+        let unchanged = self.whole.as_ref().is_some_and(|whole| {
+            (whole.epoch, &whole.clients, &whole.failures) == (record.epoch, &record.clients, &record.failures)
+        });
+        if unchanged {
+            match self.point.save(record.last_committed) {
+                Ok(()) => return,
+                Err(e) => warn!(ost = index, "recording the OST's commit point: {e}; writing the whole record"),
+            }
+        }
+        // If it cannot be written, the data is synced but the commit point
+        // is not recorded: after a crash, clients replay changes that are
+        // on disk already.
+        match self.syncer.save_record(record) {
+            Ok(()) => self.whole = Some(record.clone()),
+            Err(e) => warn!(ost = index, "recording the OST's commit point and clients: {e}"),
         }
     }
 }

@@ -84,6 +84,8 @@ pub struct SwarmOptions {
     pub commit_interval_ms: u64,
     /// How long a commit takes on an OST's disk (0: at once).
     pub commit_latency_us: u64,
+    /// Pages written since the last commit began that begin the next.
+    pub commit_pages: u64,
     pub rpc_pages: u64,
     pub rpcs_in_flight_max: usize,
     pub dirty_rpcs: u64,
@@ -133,6 +135,7 @@ impl SwarmOptions {
         // Below the callback timeout's floor: a cancel that must sync waits
         // for at most two commits.
         let commit_latency_us = [0, 0, 20, 200, 2_000][rng.gen_range(0..5)];
+        let commit_pages = [u64::MAX, 4, 32][rng.gen_range(0..3)];
         SwarmOptions {
             seed,
             clients,
@@ -144,6 +147,7 @@ impl SwarmOptions {
             recovery_window_ms,
             commit_interval_ms,
             commit_latency_us,
+            commit_pages,
             rpc_pages,
             rpcs_in_flight_max,
             dirty_rpcs,
@@ -177,6 +181,10 @@ impl SwarmOptions {
 
     pub fn rpc_bytes(&self) -> u64 {
         self.rpc_pages * PAGE_BYTES
+    }
+
+    pub fn commit_bytes(&self) -> u64 {
+        self.commit_pages.saturating_mul(PAGE_BYTES)
     }
 }
 
@@ -226,13 +234,14 @@ impl fmt::Display for SwarmOptions {
         write!(
             f,
             " latency_us={}-{} callback_timeout_us={} recovery_window_ms={} commit_interval_ms={} \
-             commit_latency_us={}",
+             commit_latency_us={} commit_pages={}",
             self.latency_min_us,
             self.latency_max_us,
             self.callback_timeout_us,
             self.recovery_window_ms,
             self.commit_interval_ms,
-            self.commit_latency_us
+            self.commit_latency_us,
+            self.commit_pages
         )?;
         write!(
             f,

@@ -169,6 +169,7 @@ impl Driver {
             recovery: Some(RecoveryConfig {
                 window: Duration::from_ms(o.recovery_window_ms),
                 commit_interval: Duration::from_ms(o.commit_interval_ms),
+                commit_bytes: o.commit_bytes(),
             }),
             commit_latency: Duration::from_us(o.commit_latency_us),
         };

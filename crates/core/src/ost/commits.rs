@@ -15,11 +15,13 @@
 //! point ([`crate::msg::ToClient::Committed`]), and the client lets go of
 //! what it kept to replay them (Lustre's `last_committed`).
 //!
-//! Commits happen when something needs one (a client's fsync, a lock
-//! cancel under `sync_lock_cancel`), and at the latest
-//! [`COMMIT_INTERVAL_DEFAULT`] after the first change since the last one
-//! (jbd2's periodic commit), so that clients that never fsync still let
-//! go of their copies.
+//! Commits happen when something needs one (a client's fsync or soft
+//! sync, a lock cancel under `sync_lock_cancel`), once
+//! [`COMMIT_BYTES_DEFAULT`] were written since the last one began, and at
+//! the latest [`COMMIT_INTERVAL_DEFAULT`] after the first change since the
+//! last one (jbd2's periodic commit), so that clients that never fsync
+//! still let go of their copies. One commit runs at a time; whatever asks
+//! for one meanwhile shares the next (group commit, see `Ost::ask_sync`).
 //!
 //! A commit that fails for an object (`fdatasync` failed: `EIO`, or
 //! `ENOSPC` on a thinly provisioned disk) leaves that object's changes in
@@ -46,6 +48,15 @@ use std::collections::{BTreeMap, BTreeSet};
 /// changes are durable at the latest this long after the first of them.
 pub const COMMIT_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
 
+/// A commit begins once this many bytes were written since the last one
+/// began. Lustre's OSTs write bulk data to disk as it arrives and their
+/// journal commits only metadata; an OSS that writes through its page cache
+/// instead starts each commit soon, as the kernel's background writeback
+/// starts early, so that a commit never has much to flush and clients let
+/// go of their copies kept for replay soon. 4 MiB: Lustre's largest bulk
+/// RPC (`brw_size`); 1 to 16 MiB measured in `bench/RESULTS.md`.
+pub const COMMIT_BYTES_DEFAULT: u64 = 4 << 20;
+
 /// A commit asked of the driver: every change up to `transno`, of
 /// `objects`, with who made them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -64,6 +75,8 @@ pub struct Commits {
     changed: BTreeMap<ObjectId, BTreeSet<ClientId>>,
     /// When the first of those changes was made.
     first_change: Option<Instant>,
+    /// Bytes those changes wrote.
+    changed_bytes: u64,
     /// The highest transaction number each client got that it has not been
     /// told is committed.
     owed: BTreeMap<ClientId, Transno>,
@@ -90,6 +103,7 @@ impl Commits {
             last_committed,
             changed: BTreeMap::new(),
             first_change: None,
+            changed_bytes: 0,
             owed: BTreeMap::new(),
             in_flight: Vec::new(),
         }
@@ -103,9 +117,10 @@ impl Commits {
         self.last_transno
     }
 
-    /// `client` changed `object`: its transaction number.
-    pub fn record(&mut self, now: Instant, client: ClientId, object: ObjectId) -> Transno {
+    /// `client` changed `object` (writing `bytes`): its transaction number.
+    pub fn record(&mut self, now: Instant, client: ClientId, object: ObjectId, bytes: u64) -> Transno {
         self.last_transno = Transno(self.last_transno.0 + 1);
+        self.changed_bytes = self.changed_bytes.saturating_add(bytes);
         self.changed.entry(object).or_default().insert(client);
         self.first_change.get_or_insert(now);
         self.owed.insert(client, self.last_transno);
@@ -125,6 +140,7 @@ impl Commits {
     /// Start a commit of everything changed so far.
     pub fn begin(&mut self) -> Snapshot {
         self.first_change = None;
+        self.changed_bytes = 0;
         self.in_flight.push(self.last_transno);
         Snapshot { transno: self.last_transno, objects: std::mem::take(&mut self.changed) }
     }
@@ -166,6 +182,11 @@ impl Commits {
         self.first_change.map(|t| t + self.interval)
     }
 
+    /// Bytes written since the last commit began.
+    pub fn bytes_since_begin(&self) -> u64 {
+        self.changed_bytes
+    }
+
     /// Whether changes made since the last commit began wait for one.
     pub fn has_changes(&self) -> bool {
         !self.changed.is_empty()
@@ -182,6 +203,7 @@ impl Commits {
             assert!(*highest <= self.last_transno, "{client} owed a change never made");
         }
         assert_eq!(self.first_change.is_some(), !self.changed.is_empty(), "periodic commit timer out of step");
+        assert!(self.changed_bytes == 0 || !self.changed.is_empty(), "bytes written by no change");
     }
 }
 
@@ -197,12 +219,12 @@ mod tests {
     #[test]
     fn a_commit_covers_what_was_changed_before_it_began() {
         let mut c = Commits::new(COMMIT_INTERVAL_DEFAULT, Transno(0));
-        assert_eq!(c.record(Instant::ZERO, A, O), Transno(1));
+        assert_eq!(c.record(Instant::ZERO, A, O, 0), Transno(1));
         assert_eq!(c.commit_due(), Some(Instant::ZERO + COMMIT_INTERVAL_DEFAULT));
         let snapshot = c.begin();
         assert_eq!(c.commit_due(), None);
         // A change while the commit runs belongs to the next one.
-        assert_eq!(c.record(Instant(5), B, P), Transno(2));
+        assert_eq!(c.record(Instant(5), B, P, 0), Transno(2));
         let done = c.finish(&snapshot, &[]);
         assert_eq!(done, Finished { failed: vec![], committed: vec![A, B] });
         assert_eq!(c.last_committed(), Transno(1));
@@ -217,18 +239,18 @@ mod tests {
     #[test]
     fn a_failed_object_names_every_writer_since_the_last_commit() {
         let mut c = Commits::new(COMMIT_INTERVAL_DEFAULT, Transno(10));
-        c.record(Instant::ZERO, A, O);
-        c.record(Instant::ZERO, B, O);
-        c.record(Instant::ZERO, B, P);
+        c.record(Instant::ZERO, A, O, 0);
+        c.record(Instant::ZERO, B, O, 0);
+        c.record(Instant::ZERO, B, P, 0);
         let snapshot = c.begin();
         let done = c.finish(&snapshot, &[(O, IoError::NoSpace)]);
         assert_eq!(done.failed, vec![(A, O, IoError::NoSpace), (B, O, IoError::NoSpace)]);
         assert_eq!(c.last_committed(), Transno(13), "the commit point moves past a reported loss");
         c.check_invariants();
         // A change made while the failed commit ran may be lost with it.
-        c.record(Instant::ZERO, A, P);
+        c.record(Instant::ZERO, A, P, 0);
         let snapshot = c.begin();
-        c.record(Instant::ZERO, B, P);
+        c.record(Instant::ZERO, B, P, 0);
         let done = c.finish(&snapshot, &[(P, IoError::Disk(crate::errno::Errno(5)))]);
         assert_eq!(done.failed.iter().map(|f| f.0).collect::<Vec<_>>(), vec![A, B]);
         c.check_invariants();
@@ -238,7 +260,7 @@ mod tests {
     fn replayed_changes_number_what_follows() {
         let mut c = Commits::new(COMMIT_INTERVAL_DEFAULT, Transno(4));
         c.replayed(Instant::ZERO, A, O, Transno(9));
-        assert_eq!(c.record(Instant::ZERO, B, O), Transno(10));
+        assert_eq!(c.record(Instant::ZERO, B, O, 0), Transno(10));
         c.forget(A);
         let snapshot = c.begin();
         assert_eq!(snapshot.objects[&O], BTreeSet::from([B]));

@@ -195,11 +195,18 @@ pub struct RecoveryConfig {
     pub window: Duration,
     /// Changes are committed at the latest this long after the first one.
     pub commit_interval: Duration,
+    /// A commit begins once this many bytes were written since the last
+    /// one began (see [`commits::COMMIT_BYTES_DEFAULT`]).
+    pub commit_bytes: u64,
 }
 
 impl Default for RecoveryConfig {
     fn default() -> Self {
-        RecoveryConfig { window: RECOVERY_WINDOW_DEFAULT, commit_interval: commits::COMMIT_INTERVAL_DEFAULT }
+        RecoveryConfig {
+            window: RECOVERY_WINDOW_DEFAULT,
+            commit_interval: commits::COMMIT_INTERVAL_DEFAULT,
+            commit_bytes: commits::COMMIT_BYTES_DEFAULT,
+        }
     }
 }
 
@@ -979,7 +986,14 @@ impl<S: ObjectStore> Ost<S> {
         }
         self.locks.prolong(now, from, object, Extent::from_offset_len(offset, data.len()));
         self.apply_write(object, offset, data)?;
-        Ok(self.commits.as_mut().map_or(Transno(0), |c| c.record(now, from, object)))
+        let Some(commits) = self.commits.as_mut() else { return Ok(Transno(0)) };
+        let transno = commits.record(now, from, object, data.len());
+        if commits.bytes_since_begin() >= self.config.recovery.map_or(u64::MAX, |r| r.commit_bytes)
+            && self.recovering.is_none()
+        {
+            self.ask_sync(now, SyncWaiter::Commit, None, Extent::WHOLE);
+        }
+        Ok(transno)
     }
 
     fn apply_write(&mut self, object: ObjectId, offset: u64, data: &Payload) -> Result<(), IoError> {
@@ -1031,7 +1045,7 @@ impl<S: ObjectStore> Ost<S> {
         self.check_io(from, size, 0)?;
         self.store.punch(object, size).map_err(store_error)?;
         self.counters.punches += 1;
-        Ok(self.commits.as_mut().map_or(Transno(0), |c| c.record(now, from, object)))
+        Ok(self.commits.as_mut().map_or(Transno(0), |c| c.record(now, from, object, 0)))
     }
 
     fn getattr(&mut self, now: Instant, from: ClientId, xid: Xid, object: ObjectId) {
