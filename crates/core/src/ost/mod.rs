@@ -236,8 +236,9 @@ pub struct SyncToken(pub u64);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyncRequest {
     pub token: SyncToken,
-    /// The object a cancel or a sync RPC asked for (`extent` of it);
-    /// `None` for a periodic commit.
+    /// The object a cancel or a sync RPC asked for (`extent` of it); with
+    /// recovery on, the object of the first sync RPC a commit is for, if
+    /// any (the commit covers `commit`).
     pub object: Option<ObjectId>,
     pub extent: Extent,
     /// With recovery on: every object changed since the last commit began
@@ -903,8 +904,12 @@ impl<S: ObjectStore> Ost<S> {
                 && crate::planted::active(crate::planted::Bug::SyncWithoutCommit) =>
             {
                 self.synced(now, vec![waiter], None, &[]);
+                self.collect_lock_transmits();
             }
-            None if !commits.has_changes() => self.synced(now, vec![waiter], None, &[]),
+            None if !commits.has_changes() => {
+                self.synced(now, vec![waiter], None, &[]);
+                self.collect_lock_transmits(); // a cancel completed
+            }
             None => self.begin_commit(now, vec![waiter]),
             // Everything changed so far is in the commit that runs.
             Some(token) if !commits.has_changes() => {
@@ -913,7 +918,6 @@ impl<S: ObjectStore> Ost<S> {
             Some(_) if waiter == SyncWaiter::Commit && !self.next_commit.is_empty() => {}
             Some(_) => self.next_commit.push(waiter),
         }
-        self.collect_lock_transmits();
     }
 
     /// Begin a commit of every change so far, for `waiters`.
