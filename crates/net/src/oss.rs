@@ -526,7 +526,12 @@ impl CommitThread {
         input: Weak<mpsc::Sender<OstInput>>,
     ) -> std::io::Result<CommitThread> {
         let (jobs, rx) = mpsc::channel::<CommitJob>();
-        let point = syncer.commit_point()?;
+        // Made at an OST's first start; one that cannot be made (a full
+        // disk under an OST of an older release) costs speed, not safety.
+        let point = syncer
+            .commit_point()
+            .map_err(|e| warn!(ost = index, "the commit point file: {e}; every commit writes the whole record"))
+            .ok();
         let thread = std::thread::Builder::new().name(format!("ost{index}-commit")).spawn(move || {
             let mut recorder = Recorder { index, syncer, exports, point, whole: None, written: last_committed };
             for job in rx {
@@ -578,7 +583,7 @@ struct Recorder {
     index: u32,
     syncer: Syncer,
     exports: Arc<Mutex<Exports>>,
-    point: CommitPoint,
+    point: Option<CommitPoint>,
     /// The record as last written whole.
     whole: Option<OstRecord>,
     /// The highest commit point written.
@@ -598,8 +603,8 @@ impl Recorder {
         let unchanged = self.whole.as_ref().is_some_and(|whole| {
             (whole.epoch, &whole.clients, &whole.failures) == (record.epoch, &record.clients, &record.failures)
         });
-        if unchanged {
-            match self.point.save(record.last_committed) {
+        if let Some(point) = self.point.as_mut().filter(|_| unchanged) {
+            match point.save(record.last_committed) {
                 Ok(()) => return,
                 Err(e) => warn!(ost = index, "recording the OST's commit point: {e}; writing the whole record"),
             }
