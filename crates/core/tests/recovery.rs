@@ -543,6 +543,38 @@ fn uncommitted_bytes_are_bounded_by_asking_for_commits() {
     let _ = C;
 }
 
+/// The copies a client keeps for replay count against its cache budget, as
+/// Lustre's `max_cached_mb` counts unstable pages: a page the cache lets go
+/// stays in memory while its copy is kept, so once the copies fill the
+/// budget the cache keeps no clean page of what it writes back.
+#[test]
+fn copies_kept_for_replay_count_against_the_cache_budget() {
+    let recovery =
+        RecoveryConfig { window: WINDOW, commit_interval: Duration::from_secs(3600), ..RecoveryConfig::default() };
+    let client = ClientConfig {
+        rpc_bytes_max: 16 * KIB,
+        dirty_bytes_max: 32 * KIB,
+        cached_bytes_max: 64 * KIB,
+        ..ClientConfig::default()
+    };
+    let config = HarnessConfig { clients: 1, osts: 1, seed: 8, recovery: Some(recovery), client, ..Default::default() };
+    let mut h = Harness::new(config).unwrap();
+    let layout = h.create_layout(64 * KIB, 1, Some(0)).unwrap();
+    let fa = h.open(A, layout.clone());
+    let data = pattern(256 * KIB, 5);
+    write(&mut h, A, fa, 0, data.clone());
+    let op = h.close(A, fa); // written back and acknowledged, not committed
+    h.wait_ok(A, op);
+    assert_eq!(h.client(A).unstable_bytes(), 256 * KIB, "every acknowledged byte is kept");
+    assert_eq!(h.client(A).cache().cached_pages(), 0, "the cache let go of the pages the copies hold");
+    let fa = h.open(A, layout);
+    let op = h.fsync(A, fa);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Synced);
+    assert_eq!(h.client(A).unstable_bytes(), 0, "committed: the copies are gone");
+    assert_eq!(read(&mut h, A, fa, 0, 64 * KIB), data[..64 * KIB as usize]);
+    assert!(h.client(A).cache().cached_pages() > 0, "with no copies kept, the cache keeps what it reads");
+}
+
 /// Writers held back by their uncommitted bytes while commits are slow ask
 /// for a commit once per answer, not once per commit notice: before, every
 /// notice (of a commit begun for another writer) let each writer ask again,

@@ -246,6 +246,20 @@ fn bad_stripe_settings_and_missing_paths_are_clear_errors() {
     assert!(matches!(e, NetError::Mds(_)) && e.to_string().contains("/nope"), "{e}");
 }
 
+/// A network client asked to run without recovery (the simulator's
+/// setting) is refused at connect with a reason, rather than connecting
+/// and then waiting forever for sessions it does not open.
+#[test]
+fn a_network_client_without_recovery_is_refused_with_a_reason() {
+    let c = cluster(1);
+    let mut options = ClientOptions::default();
+    options.core.recovery = false;
+    let started = WallClock::now();
+    let e = Client::connect(&c.mds_address(), options).err().expect("refused");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "an error, not a wait");
+    assert!(e.to_string().contains("core.recovery"), "{e}");
+}
+
 #[test]
 fn a_killed_holder_is_evicted_after_the_callback_timeout() {
     if std::env::var("LANEFS_TEST_CHILD").is_ok() {

@@ -510,6 +510,11 @@ impl Client {
     pub fn cache(&self) -> &PageCache {
         &self.cache
     }
+    /// Acknowledged bytes kept for replay until their OSTs commit them
+    /// (Lustre's unstable pages).
+    pub fn unstable_bytes(&self) -> u64 {
+        self.replay.total_bytes()
+    }
     pub fn lock_cache(&self) -> &LockCache {
         &self.locks
     }
@@ -890,8 +895,15 @@ impl Client {
 
     /// Over the cache budget: drop the clean pages of `range`, which the
     /// caller has just finished with (written back, or read out).
+    ///
+    /// The budget counts the bytes kept for replay too, as Lustre's
+    /// `max_cached_mb` counts unstable pages: a kept page stays in memory
+    /// after the cache lets it go, until its OST commits it. A page both
+    /// cached and kept counts twice, so while commits are pending the cache
+    /// may hold less than its budget.
     fn trim_cache(&mut self, key: ObjectKey, range: crate::Extent) {
-        if self.cache.cached_pages() as u64 * crate::units::PAGE_SIZE > self.config.cached_bytes_max {
+        let held = self.cache.cached_pages() as u64 * crate::units::PAGE_SIZE + self.replay.total_bytes();
+        if held > self.config.cached_bytes_max {
             self.cache.drop_clean(key, range);
         }
     }

@@ -69,7 +69,13 @@ pub struct ReplayLog {
 impl ReplayLog {
     /// Keep `change`, acknowledged by `ost` as `transno`. A change the OST
     /// has already announced committed is not kept.
+    ///
+    /// A build with the `measure-no-replay-copies` feature keeps nothing
+    /// (for measuring what the copies cost; it cannot replay).
     pub fn keep(&mut self, ost: OstIndex, transno: Transno, change: Change) {
+        if cfg!(feature = "measure-no-replay-copies") {
+            return;
+        }
         let log = self.osts.entry(ost).or_default();
         if transno <= log.committed {
             return;
@@ -103,6 +109,11 @@ impl ReplayLog {
     /// Bytes kept for `ost`.
     pub fn bytes(&self, ost: OstIndex) -> u64 {
         self.osts.get(&ost).map_or(0, |log| log.bytes)
+    }
+
+    /// Bytes kept for every OST.
+    pub fn total_bytes(&self) -> u64 {
+        self.osts.values().map(|log| log.bytes).sum()
     }
 
     /// The changes kept for `ost`, in transaction order.

@@ -165,8 +165,14 @@ impl ClientOptions {
         ClientOptions { rpc_timeout: timeout, reconnect_timeout: timeout, ping_interval: timeout / 4, ..self }
     }
 
-    /// Timeouts that make sense, or the error naming the one that does not.
+    /// Settings that make sense, or the error naming the one that does not.
     fn validate(&self) -> Result<(), NetError> {
+        if !self.core.recovery {
+            let reason = "a network client needs core.recovery on: its OST sessions (connect, resend after a \
+                          lost connection, replay after an OSS restart) are part of recovery; off is for the \
+                          simulator, whose messages are never lost";
+            return Err(NetError::Client(ClientError::Config(reason.into())));
+        }
         let zero = |name: &str, d: StdDuration| {
             d.is_zero().then(|| NetError::Client(ClientError::Config(format!("{name} must be positive"))))
         };
