@@ -247,8 +247,8 @@ fn bad_stripe_settings_and_missing_paths_are_clear_errors() {
 }
 
 /// A network client asked to run without recovery (the simulator's
-/// setting) is refused at connect with a reason, rather than connecting
-/// and then waiting forever for sessions it does not open.
+/// setting) is refused at connect with a reason; it used to connect and
+/// then hang.
 #[test]
 fn a_network_client_without_recovery_is_refused_with_a_reason() {
     let c = cluster(1);
