@@ -285,7 +285,7 @@ impl Backend for LanefsBackend {
         // The MDS destroys the file's objects on the OSTs.
         match admin.mds(MdsRequest::Unlink { path: absolute(path) }) {
             Ok(_) => Ok(()),
-            Err(NetError::Mds(m)) if m.contains("no such file") => Ok(()),
+            Err(NetError::Namespace(lanefs_mds::MdsError::NotFound { .. })) => Ok(()),
             Err(e) => Err(backend_error(e)),
         }
     }

@@ -8,6 +8,7 @@ mod fs;
 mod ior_lanefs;
 mod ior_ranks;
 mod lockscript;
+mod mount;
 mod sim;
 mod swarm;
 
@@ -172,6 +173,11 @@ enum Command {
     /// Exits 127 on a crash, 128 on a liveness failure, 129 on a
     /// correctness failure (of the lowest failing seed).
     Swarm(swarm::SwarmArgs),
+    /// Mount the file system (--mds, LANEFS_MDS) at a directory, so that
+    /// unmodified programs use it; returns once it is mounted.
+    Mount(mount::MountArgs),
+    /// Unmount a lanefs mount (refused while files are open, unless --lazy).
+    Umount(mount::UmountArgs),
     #[command(flatten)]
     Fs(fs::FsCommand),
 }
@@ -317,6 +323,8 @@ fn run(cli: Cli) -> Result<()> {
             ior_ranks::child_main(&mds, cli.target.key.as_deref(), rank, &buffer, &args)
         }
         Command::Sim { args } => sim::main(args),
+        Command::Mount(args) => mount::mount(args, &cli.target),
+        Command::Umount(args) => mount::umount(args),
         Command::Fs(command) => fs::run(command, &cli.target),
         Command::Swarm(_) => unreachable!("the swarm runs from main, for its exit code"),
     }

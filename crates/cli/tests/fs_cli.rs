@@ -500,3 +500,38 @@ fn a_tcp_file_system_takes_only_its_own_keys() {
     let (success, said) = run(None, &["mds", "--data", &data, "--osts", "1", "--listen", "127.0.0.1:0"]);
     assert!(!success && said.contains("needs the cluster's server key") && said.contains("lanefs key new"), "{said}");
 }
+
+/// `lanefs mount` returns once the file system is mounted (over TCP, with
+/// the key), unmodified programs use it, and `lanefs umount` refuses while
+/// a file is open and unmounts once it is closed.
+#[test]
+fn mount_serves_unmodified_programs_and_umount_waits_for_open_files() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/dev/fuse").exists() {
+        eprintln!("skipped: mounting needs root and /dev/fuse");
+        return;
+    }
+    let up = up();
+    let dir = tempfile::tempdir().unwrap();
+    let at = dir.path().to_str().unwrap();
+    let (ok, out, err) = lanefs(&up, &["mount", at]);
+    assert!(ok, "mount: {out}{err}");
+    assert!(out.contains("lanefs mounted at"), "{out}");
+    let (ok, _, err) = lanefs(&up, &["mount", at]);
+    assert!(!ok && err.contains("already a mount point"), "{err}");
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!("dd if=/dev/zero of={at}/z bs=1M count=4 status=none && mkdir {at}/sub && cp {at}/z {at}/sub/z2"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (ok, out, _) = lanefs(&up, &["ls", "-l", "/sub"]);
+    assert!(ok && out.contains("z2") && out.contains("4194304"), "the file system has what the programs wrote: {out}");
+    let open = std::fs::File::open(dir.path().join("z")).unwrap();
+    let (ok, _, err) = lanefs(&up, &["umount", at]);
+    assert!(!ok && err.contains("busy") && err.contains("--lazy"), "{err}");
+    drop(open);
+    let (ok, out, err) = lanefs(&up, &["umount", at]);
+    assert!(ok, "umount: {out}{err}");
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "unmounted: the directory is empty again");
+}

@@ -16,19 +16,25 @@ use std::fmt;
 pub struct Errno(pub i32);
 
 impl Errno {
+    pub const EPERM: Errno = Errno(1);
     pub const ENOENT: Errno = Errno(2);
     pub const EIO: Errno = Errno(5);
     pub const EBADF: Errno = Errno(9);
     pub const EAGAIN: Errno = Errno(11);
     pub const ENOMEM: Errno = Errno(12);
     pub const EACCES: Errno = Errno(13);
+    pub const EBUSY: Errno = Errno(16);
     pub const EEXIST: Errno = Errno(17);
+    pub const ENOTDIR: Errno = Errno(20);
+    pub const EISDIR: Errno = Errno(21);
     pub const EINVAL: Errno = Errno(22);
     pub const ENFILE: Errno = Errno(23);
     pub const EMFILE: Errno = Errno(24);
     pub const EFBIG: Errno = Errno(27);
     pub const ENOSPC: Errno = Errno(28);
     pub const EROFS: Errno = Errno(30);
+    pub const ENAMETOOLONG: Errno = Errno(36);
+    pub const ENOTEMPTY: Errno = Errno(39);
     pub const ENOTCONN: Errno = Errno(107);
     pub const ETIMEDOUT: Errno = Errno(110);
     pub const EDQUOT: Errno = Errno(122);
@@ -36,19 +42,25 @@ impl Errno {
     /// The symbolic name (`ENOSPC`), or `errno N` for one not named here.
     pub fn name(self) -> String {
         let name = match self {
+            Errno::EPERM => "EPERM",
             Errno::ENOENT => "ENOENT",
             Errno::EIO => "EIO",
             Errno::EBADF => "EBADF",
             Errno::EAGAIN => "EAGAIN",
             Errno::ENOMEM => "ENOMEM",
             Errno::EACCES => "EACCES",
+            Errno::EBUSY => "EBUSY",
             Errno::EEXIST => "EEXIST",
+            Errno::ENOTDIR => "ENOTDIR",
+            Errno::EISDIR => "EISDIR",
             Errno::EINVAL => "EINVAL",
             Errno::ENFILE => "ENFILE",
             Errno::EMFILE => "EMFILE",
             Errno::EFBIG => "EFBIG",
             Errno::ENOSPC => "ENOSPC",
             Errno::EROFS => "EROFS",
+            Errno::ENAMETOOLONG => "ENAMETOOLONG",
+            Errno::ENOTEMPTY => "ENOTEMPTY",
             Errno::ENOTCONN => "ENOTCONN",
             Errno::ETIMEDOUT => "ETIMEDOUT",
             Errno::EDQUOT => "EDQUOT",
@@ -60,19 +72,25 @@ impl Errno {
     /// What it means, in the words of `strerror` where it has one here.
     pub fn describe(self) -> &'static str {
         match self {
+            Errno::EPERM => "operation not permitted",
             Errno::ENOENT => "no such file or directory",
             Errno::EIO => "input/output error",
             Errno::EBADF => "bad file descriptor",
             Errno::EAGAIN => "resource temporarily unavailable",
             Errno::ENOMEM => "cannot allocate memory",
             Errno::EACCES => "permission denied",
+            Errno::EBUSY => "device or resource busy",
             Errno::EEXIST => "file exists",
+            Errno::ENOTDIR => "not a directory",
+            Errno::EISDIR => "is a directory",
             Errno::EINVAL => "invalid argument",
             Errno::ENFILE => "too many open files in system",
             Errno::EMFILE => "too many open files",
             Errno::EFBIG => "file too large",
             Errno::ENOSPC => "no space left on device",
             Errno::EROFS => "read-only file system",
+            Errno::ENAMETOOLONG => "file name too long",
+            Errno::ENOTEMPTY => "directory not empty",
             Errno::ENOTCONN => "transport endpoint is not connected",
             Errno::ETIMEDOUT => "connection timed out",
             Errno::EDQUOT => "disk quota exceeded",

@@ -137,6 +137,35 @@ impl From<rusqlite::Error> for MdsError {
 }
 
 impl MdsError {
+    /// The error number a POSIX call would fail with (what a mount returns
+    /// to the program).
+    pub fn errno(&self) -> lanefs_core::Errno {
+        use lanefs_core::Errno;
+        match self {
+            MdsError::NotFound { .. } => Errno::ENOENT,
+            MdsError::Exists { .. } => Errno::EEXIST,
+            MdsError::NotADirectory { .. } => Errno::ENOTDIR,
+            MdsError::IsADirectory { .. } => Errno::EISDIR,
+            MdsError::NotEmpty { .. } => Errno::ENOTEMPTY,
+            MdsError::InvalidPath { reason, .. } if reason.contains("over the limit") => Errno::ENAMETOOLONG,
+            MdsError::InvalidPath { .. }
+            | MdsError::InvalidStripe { .. }
+            | MdsError::LayoutAlreadySet { .. }
+            | MdsError::RenameIntoItself { .. }
+            | MdsError::InvalidCredentials { .. } => Errno::EINVAL,
+            MdsError::RootDirectory { .. } => Errno::EBUSY,
+            MdsError::PermissionDenied { .. } => Errno::EACCES,
+            MdsError::NotPermitted { .. } => Errno::EPERM,
+            MdsError::NoObjects { .. } | MdsError::NoSpace { .. } => Errno::ENOSPC,
+            MdsError::InvalidConfig { .. }
+            | MdsError::OstCountDecreased { .. }
+            | MdsError::SchemaVersion { .. }
+            | MdsError::NotAnMdsDatabase { .. }
+            | MdsError::DatabaseBusy { .. }
+            | MdsError::Database(_) => Errno::EIO,
+        }
+    }
+
     pub(crate) fn invalid_path(path: &str, reason: impl Into<String>) -> Self {
         MdsError::InvalidPath { path: path.to_string(), reason: reason.into() }
     }

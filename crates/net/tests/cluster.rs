@@ -243,7 +243,8 @@ fn bad_stripe_settings_and_missing_paths_are_clear_errors() {
     let e = a.mds(create("/y", stripe)).unwrap_err();
     assert!(e.to_string().contains('5'), "{e}");
     let e = a.mds(MdsRequest::Open { path: "/nope/file".into(), access: Access::Read }).unwrap_err();
-    assert!(matches!(e, NetError::Mds(_)) && e.to_string().contains("/nope"), "{e}");
+    assert!(matches!(e, NetError::Namespace(_)) && e.to_string().contains("/nope"), "{e}");
+    assert_eq!(e.errno(), lanefs_core::Errno::ENOENT);
 }
 
 /// A network client asked to run without recovery (the simulator's

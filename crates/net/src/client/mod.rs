@@ -75,7 +75,7 @@ use lanefs_core::msg::IoError;
 use lanefs_core::msg::Payload;
 use lanefs_core::pages::{PagePool, PageSpan};
 use lanefs_core::{Instant, PAGE_SIZE};
-use lanefs_mds::{Credentials, DirEntry, DirPage, MdsReply, MdsRequest};
+use lanefs_mds::{Credentials, DirEntry, DirPage, MdsError, MdsReply, MdsRequest};
 use std::time::Duration as StdDuration;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 use tokio::sync::oneshot;
@@ -88,6 +88,10 @@ pub enum NetError {
     Refused { peer: String, reason: String },
     #[error("MDS: {0}")]
     Mds(String),
+    /// The MDS refused a namespace request (no such file, permission
+    /// denied, ...): [`MdsError::errno`] names it as POSIX does.
+    #[error("MDS: {0}")]
+    Namespace(MdsError),
     /// The MDS connection was lost with the request in flight: it may or
     /// may not have been done (sent again only if doing it twice is
     /// harmless, see [`MdsRequest::is_idempotent`]).
@@ -106,6 +110,25 @@ pub enum NetError {
          the data of that stripe is lost; restore the file from a copy, or remove it"
     )]
     MissingObject { path: String, stripe: u32, ost: u32, object: u64 },
+}
+
+impl NetError {
+    /// The error number a POSIX call fails with for this error: the MDS's
+    /// and the core client's own where they name one, `EIO` for a server
+    /// out of reach, a lost request or a lost object.
+    pub fn errno(&self) -> lanefs_core::Errno {
+        match self {
+            NetError::Namespace(e) => e.errno(),
+            NetError::Client(e) => e.errno(),
+            NetError::Connect { .. }
+            | NetError::Refused { .. }
+            | NetError::Mds(_)
+            | NetError::MdsLost { .. }
+            | NetError::Closed
+            | NetError::Protocol(_)
+            | NetError::MissingObject { .. } => lanefs_core::Errno::EIO,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -337,10 +360,16 @@ impl Client {
     /// [`NetError::MdsLost`] (Lustre would know from the MDS's reply
     /// records whether it was done; lanefs's MDS keeps none).
     pub fn mds(&self, request: MdsRequest) -> Result<MdsReply, NetError> {
+        self.mds_as(&self.credentials, request)
+    }
+
+    /// [`Client::mds`] made with `credentials` (a mount serves many users
+    /// through one client, and sends each request with its caller's).
+    pub fn mds_as(&self, credentials: &Credentials, request: MdsRequest) -> Result<MdsReply, NetError> {
         let deadline = std::time::Instant::now() + self.mds_wait;
         let mut wait = MDS_RETRY_FIRST;
         loop {
-            let call = MdsCall::Namespace { credentials: self.credentials.clone(), request: request.clone() };
+            let call = MdsCall::Namespace { credentials: credentials.clone(), request: request.clone() };
             let answer = self.call(|r| Cmd::Mds(call, r))?;
             let again = match &answer {
                 Err(NetError::Connect { .. }) => true,
@@ -355,7 +384,7 @@ impl Client {
                 continue;
             }
             return match answer? {
-                MdsAnswer::Namespace(MdsReply::Error(e)) => Err(NetError::Mds(e.to_string())),
+                MdsAnswer::Namespace(MdsReply::Error(e)) => Err(NetError::Namespace(e)),
                 MdsAnswer::Namespace(reply) => Ok(reply),
                 MdsAnswer::Error(e) => Err(NetError::Mds(e)),
                 other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),

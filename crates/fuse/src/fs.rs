@@ -1,0 +1,614 @@
+//! The FUSE operations, each turned into calls of one lanefs client.
+//!
+//! Namespace operations go to the MDS with the calling process's uid, gid
+//! and supplementary groups, which the MDS checks permissions for (as
+//! Lustre trusts its client nodes); data goes through the client's lock
+//! and page caches. Files are opened with `FOPEN_DIRECT_IO`, so the
+//! kernel's page cache never holds their bytes: every `read()` and
+//! `write()` reaches lanefs, whose locks keep mounts coherent, and a write
+//! that returned in one mount is seen by a read started afterwards in any
+//! other. Attributes and entries are not cached by the kernel either (a
+//! time to live of zero): sizes come from the OSTs by glimpse each time.
+
+use crate::nodes::{join, Nodes};
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+use lanefs_mds::{Access, Attr, CreateMode, Credentials, DirEntry, FileKind, MdsReply, MdsRequest, StripeSpec};
+use lanefs_net::client::{Client, File, NetError};
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::OsStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tracing::warn;
+
+/// Nothing is cached by the kernel: see the module docs.
+const TTL: Duration = Duration::ZERO;
+/// The largest read and write the kernel sends in one request.
+pub const REQUEST_BYTES_MAX: u32 = 1 << 20;
+/// Open files and directory listings a mount keeps at most (each open
+/// file holds a client file handle; each listing its entries).
+pub const OPEN_MAX: usize = 65_536;
+
+/// One open file: the client's handle, and what `close` must report.
+struct Open {
+    file: File,
+    append: bool,
+    /// Written since the last flush: the next `close` writes it back and
+    /// reports a lost write, as `fsync` does.
+    written: Mutex<bool>,
+}
+
+/// lanefs as a FUSE file system (see the module docs).
+pub struct LanefsFs {
+    client: Client,
+    nodes: Mutex<Nodes>,
+    files: Mutex<HashMap<u64, Arc<Open>>>,
+    /// Directory listings taken at `opendir`, served by `readdir`.
+    listings: Mutex<HashMap<u64, Arc<Vec<DirEntry>>>>,
+    next_handle: AtomicU64,
+}
+
+impl LanefsFs {
+    pub fn new(client: Client) -> LanefsFs {
+        LanefsFs {
+            client,
+            nodes: Mutex::new(Nodes::default()),
+            files: Mutex::new(HashMap::new()),
+            listings: Mutex::new(HashMap::new()),
+            next_handle: AtomicU64::new(1),
+        }
+    }
+
+    fn path(&self, ino: INodeNo) -> Result<String, Errno> {
+        match self.nodes.lock().expect("nodes").path(ino.0) {
+            Some(path) if !path.is_empty() => Ok(path),
+            _ => Err(Errno::ENOENT),
+        }
+    }
+
+    fn child(&self, parent: INodeNo, name: &OsStr) -> Result<String, Errno> {
+        let name = name.to_str().ok_or(Errno::EINVAL)?;
+        Ok(join(&self.path(parent)?, name))
+    }
+
+    fn mds(&self, req: &Request, request: MdsRequest) -> Result<MdsReply, Errno> {
+        self.client.mds_as(&credentials(req), request).map_err(|e| errno(&e))
+    }
+
+    fn open_file(&self, fh: FileHandle) -> Result<Arc<Open>, Errno> {
+        self.files.lock().expect("files").get(&fh.0).cloned().ok_or(Errno::EBADF)
+    }
+
+    fn new_handle(&self) -> u64 {
+        self.next_handle.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The attributes of `path`: the MDS's, and for a file its size from
+    /// the OSTs (through `open`, if the caller has the file open).
+    fn attr(&self, req: &Request, path: &str, open: Option<&File>) -> Result<FileAttr, Errno> {
+        let MdsReply::Attr(attr) = self.mds(req, MdsRequest::Stat { path: path.to_string() })? else {
+            return Err(Errno::EIO);
+        };
+        let size = match (&attr.layout, open) {
+            (None, _) => 0,
+            (Some(_), Some(file)) => self.client.size(file).map_err(|e| errno(&e))?,
+            (Some(layout), None) => {
+                let file = self.client.open_layout(path, layout.clone()).map_err(|e| errno(&e))?;
+                let size = self.client.size(&file);
+                let closed = self.client.close(file);
+                let size = size.map_err(|e| errno(&e))?;
+                closed.map_err(|e| errno(&e))?;
+                size
+            }
+        };
+        Ok(file_attr(&attr, size))
+    }
+
+    fn entry(&self, req: &Request, path: &str, reply: ReplyEntry) {
+        match self.attr(req, path, None) {
+            Ok(attr) => {
+                self.nodes.lock().expect("nodes").learn(attr.ino.0, path);
+                reply.entry(&TTL, &attr, Generation(0));
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// Keep `file` open as a new handle, if the mount's bound allows.
+    fn keep_open(&self, file: File, flags: i32) -> Result<u64, Errno> {
+        let mut files = self.files.lock().expect("files");
+        if files.len() >= OPEN_MAX {
+            drop(files);
+            let _ = self.client.close(file);
+            return Err(Errno::ENFILE);
+        }
+        let fh = self.new_handle();
+        let open = Open { file, append: flags & libc::O_APPEND != 0, written: Mutex::new(false) };
+        files.insert(fh, Arc::new(open));
+        Ok(fh)
+    }
+
+    fn truncate(
+        &self,
+        open: Option<&File>,
+        path: &str,
+        layout: Option<lanefs_core::layout::Layout>,
+        size: u64,
+    ) -> Result<(), Errno> {
+        match (open, layout) {
+            (Some(file), _) => self.client.truncate(file, size).map_err(|e| errno(&e)),
+            (None, Some(layout)) => {
+                let file = self.client.open_layout(path, layout).map_err(|e| errno(&e))?;
+                let done = self.client.truncate(&file, size);
+                let closed = self.client.close(file);
+                done.map_err(|e| errno(&e))?;
+                closed.map_err(|e| errno(&e))
+            }
+            (None, None) => Err(Errno::EISDIR),
+        }
+    }
+}
+
+impl Filesystem for LanefsFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Large requests: a 1 MiB write or read is one lanefs call (the
+        // kernel may grant less; it says so and lanefs works with that).
+        let _ = config.set_max_write(REQUEST_BYTES_MAX);
+        let _ = config.set_max_readahead(REQUEST_BYTES_MAX);
+        Ok(())
+    }
+
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.child(parent, name) {
+            Ok(path) => self.entry(req, &path, reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.nodes.lock().expect("nodes").forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        let open = fh.and_then(|fh| self.open_file(fh).ok());
+        let result = match (&open, self.path(ino)) {
+            (Some(open), _) => self.attr(req, &open.file.path, Some(&open.file)),
+            (None, Ok(path)) => self.attr(req, &path, None),
+            (None, Err(e)) => Err(e),
+        };
+        match result {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let result = (|| {
+            let path = self.path(ino)?;
+            let open = fh.and_then(|fh| self.open_file(fh).ok());
+            if mode.is_some() || uid.is_some() || gid.is_some() {
+                let request =
+                    MdsRequest::SetAttr { path: path.clone(), permissions: mode.map(|m| m & 0o7777), uid, gid };
+                self.mds(req, request)?;
+            }
+            if let Some(size) = size {
+                let layout = match self.mds(req, MdsRequest::Stat { path: path.clone() })? {
+                    MdsReply::Attr(attr) => attr.layout,
+                    _ => return Err(Errno::EIO),
+                };
+                self.truncate(open.as_ref().map(|o| &o.file), &path, layout, size)?;
+            }
+            self.attr(req, &path, open.as_ref().map(|o| &o.file))
+        })();
+        match result {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        let result = self.child(parent, name).and_then(|path| {
+            self.mds(req, MdsRequest::Mkdir { path: path.clone(), permissions: mode & !umask & 0o7777 })?;
+            Ok(path)
+        });
+        match result {
+            Ok(path) => self.entry(req, &path, reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let result = self.child(parent, name).and_then(|path| {
+            self.mds(req, MdsRequest::Unlink { path: path.clone() })?;
+            self.nodes.lock().expect("nodes").removed(&path);
+            Ok(())
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let result = self.child(parent, name).and_then(|path| {
+            self.mds(req, MdsRequest::Rmdir { path: path.clone() })?;
+            self.nodes.lock().expect("nodes").removed(&path);
+            Ok(())
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let result = (|| {
+            let (from, to) = (self.child(parent, name)?, self.child(newparent, newname)?);
+            if flags.contains(RenameFlags::RENAME_EXCHANGE) || flags.contains(RenameFlags::RENAME_WHITEOUT) {
+                return Err(Errno::EINVAL);
+            }
+            if flags.contains(RenameFlags::RENAME_NOREPLACE) {
+                // Asked, then done: another mount could create `to` in
+                // between (the MDS has no rename that refuses to replace).
+                match self.mds(req, MdsRequest::Stat { path: to.clone() }) {
+                    Ok(_) => return Err(Errno::EEXIST),
+                    Err(e) if e == Errno::ENOENT => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            self.mds(req, MdsRequest::Rename { from: from.clone(), to: to.clone() })?;
+            self.nodes.lock().expect("nodes").renamed(&from, &to);
+            Ok(())
+        })();
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let result = (|| {
+            let path = self.path(ino)?;
+            let MdsReply::File(info) =
+                self.mds(req, MdsRequest::Open { path: path.clone(), access: access(flags.0) })?
+            else {
+                return Err(Errno::EIO);
+            };
+            let file = self.client.open_layout(&path, info.layout).map_err(|e| errno(&e))?;
+            if flags.0 & libc::O_TRUNC != 0 {
+                if let Err(e) = self.client.truncate(&file, 0) {
+                    let _ = self.client.close(file);
+                    return Err(errno(&e));
+                }
+            }
+            self.keep_open(file, flags.0)
+        })();
+        match result {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let result = (|| {
+            let path = self.child(parent, name)?;
+            let create = if flags & libc::O_EXCL != 0 { CreateMode::Exclusive } else { CreateMode::OpenOrCreate };
+            let request = MdsRequest::Create {
+                path: path.clone(),
+                stripe: StripeSpec::default(),
+                mode: create,
+                access: access(flags),
+                permissions: mode & !umask & 0o7777,
+            };
+            let MdsReply::File(info) = self.mds(req, request)? else { return Err(Errno::EIO) };
+            let file = self.client.open_layout(&path, info.layout).map_err(|e| errno(&e))?;
+            if flags & libc::O_TRUNC != 0 {
+                if let Err(e) = self.client.truncate(&file, 0) {
+                    let _ = self.client.close(file);
+                    return Err(errno(&e));
+                }
+            }
+            let attr = match self.attr(req, &path, Some(&file)) {
+                Ok(attr) => attr,
+                Err(e) => {
+                    let _ = self.client.close(file);
+                    return Err(e);
+                }
+            };
+            let fh = self.keep_open(file, flags)?;
+            self.nodes.lock().expect("nodes").learn(attr.ino.0, &path);
+            Ok((attr, fh))
+        })();
+        match result {
+            Ok((attr, fh)) => reply.created(&TTL, &attr, Generation(0), FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let result = (|| {
+            let open = self.open_file(fh)?;
+            // A read ends at the end of the file, as the OSTs know it now.
+            let end = self.client.size(&open.file).map_err(|e| errno(&e))?;
+            let len = end.saturating_sub(offset).min(u64::from(size));
+            if len == 0 {
+                return Ok(Vec::new());
+            }
+            self.client.pread(&open.file, offset, len).map_err(|e| errno(&e))
+        })();
+        match result {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let result = (|| {
+            let open = self.open_file(fh)?;
+            // O_APPEND: at the end as the OSTs know it (not atomic against
+            // another mount's append, as on Lustre without a lock on it).
+            let offset = if open.append { self.client.size(&open.file).map_err(|e| errno(&e))? } else { offset };
+            self.client.pwrite(&open.file, offset, data).map_err(|e| errno(&e))?;
+            *open.written.lock().expect("written") = true;
+            Ok(data.len() as u32)
+        })();
+        match result {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        // Each close(2): what was written through this handle is made
+        // durable, and a lost write is reported to the program here.
+        let result = self.open_file(fh).and_then(|open| {
+            let mut written = open.written.lock().expect("written");
+            if *written {
+                self.client.fsync(&open.file).map_err(|e| errno(&e))?;
+                *written = false;
+            }
+            Ok(())
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let Some(open) = self.files.lock().expect("files").remove(&fh.0) else {
+            return reply.error(Errno::EBADF);
+        };
+        // The kernel releases a handle once every operation on it has been
+        // answered, and each lets go of it before answering; so this waits
+        // at most for that last moment.
+        let mut open = open;
+        let open = loop {
+            match Arc::try_unwrap(open) {
+                Ok(open) => break open,
+                Err(shared) => {
+                    open = shared;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        };
+        match self.client.close(open.file) {
+            Ok(()) => reply.ok(),
+            Err(e) => {
+                warn!(%e, "closing a file after its last close(2)");
+                reply.error(errno(&e))
+            }
+        }
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        let result = self.open_file(fh).and_then(|open| {
+            self.client.fsync(&open.file).map_err(|e| errno(&e))?;
+            *open.written.lock().expect("written") = false;
+            Ok(())
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let result = (|| {
+            let path = self.path(ino)?;
+            // Stat first: the listing is of a directory the caller may see.
+            match self.mds(req, MdsRequest::Stat { path: path.clone() })? {
+                MdsReply::Attr(attr) if attr.kind == FileKind::Dir => {}
+                _ => return Err(Errno::ENOTDIR),
+            }
+            let mut entries = Vec::new();
+            for page in self.client.readdir_pages(&path) {
+                entries.extend(page.map_err(|e| errno(&e))?);
+            }
+            let mut listings = self.listings.lock().expect("listings");
+            if listings.len() >= OPEN_MAX {
+                return Err(Errno::ENFILE);
+            }
+            let fh = self.new_handle();
+            listings.insert(fh, Arc::new(entries));
+            Ok(fh)
+        })();
+        match result {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let Some(entries) = self.listings.lock().expect("listings").get(&fh.0).cloned() else {
+            return reply.error(Errno::EBADF);
+        };
+        let dots = [(ino.0, FileType::Directory, ".".to_string()), (ino.0, FileType::Directory, "..".to_string())];
+        let all = dots.into_iter().chain(entries.iter().map(|e| (e.fid.0, file_type(e.kind), e.name.clone())));
+        for (i, (entry_ino, kind, name)) in all.enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(entry_ino), i as u64 + 1, kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.listings.lock().expect("listings").remove(&fh.0);
+        reply.ok();
+    }
+
+    fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let result = (|| {
+            let MdsReply::Statfs(counts) = self.mds(req, MdsRequest::Statfs)? else { return Err(Errno::EIO) };
+            let osts = self.client.ost_stats().map_err(|e| errno(&e))?;
+            // OSTs that share a file system count it once.
+            let mut seen = BTreeSet::new();
+            let (mut total, mut free, mut free_inodes) = (0u64, 0u64, 0u64);
+            for space in osts.iter().filter_map(|s| s.space) {
+                if seen.insert(space.fsid) {
+                    total += space.total_bytes;
+                    free += space.free_bytes;
+                    free_inodes += space.free_inodes;
+                }
+            }
+            Ok((total, free, counts.file_count + counts.dir_count, free_inodes))
+        })();
+        match result {
+            Ok((total, free, files, free_files)) => {
+                let block = 4096u64;
+                reply.statfs(total / block, free / block, free / block, files + free_files, free_files, 4096, 255, 4096)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+}
+
+/// The credentials of the process making `req`: its uid and gid from the
+/// kernel, its supplementary groups from `/proc` (as libfuse's
+/// `fuse_getgroups` reads them); none if the process is gone.
+fn credentials(req: &Request) -> Credentials {
+    let groups = std::fs::read_to_string(format!("/proc/{}/status", req.pid()))
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("Groups:"))?.to_string();
+            Some(line["Groups:".len()..].split_whitespace().filter_map(|g| g.parse().ok()).collect::<Vec<u32>>())
+        })
+        .unwrap_or_default();
+    let mut groups = groups;
+    groups.truncate(lanefs_mds::GROUPS_MAX);
+    Credentials { uid: req.uid(), gid: req.gid(), groups }
+}
+
+fn access(flags: i32) -> Access {
+    match flags & libc::O_ACCMODE {
+        libc::O_WRONLY => Access::Write,
+        libc::O_RDWR => Access::ReadWrite,
+        _ => Access::Read,
+    }
+}
+
+/// The error number for `e`, as the program sees it.
+fn errno(e: &NetError) -> Errno {
+    Errno::from_i32(e.errno().0)
+}
+
+fn file_type(kind: FileKind) -> FileType {
+    match kind {
+        FileKind::Dir => FileType::Directory,
+        FileKind::File => FileType::RegularFile,
+    }
+}
+
+fn file_attr(attr: &Attr, size: u64) -> FileAttr {
+    // One time for all: the MDS keeps the last namespace change; a file's
+    // data modification time is not kept yet.
+    let time = UNIX_EPOCH + Duration::from_nanos(attr.mtime_ns);
+    let directory = attr.kind == FileKind::Dir;
+    FileAttr {
+        ino: INodeNo(attr.fid.0),
+        size,
+        blocks: size.div_ceil(512),
+        atime: time,
+        mtime: time,
+        ctime: time,
+        crtime: time,
+        kind: file_type(attr.kind),
+        perm: (attr.permissions & 0o7777) as u16,
+        nlink: if directory { 2 } else { 1 },
+        uid: attr.uid,
+        gid: attr.gid,
+        rdev: 0,
+        flags: 0,
+        blksize: 1 << 20,
+    }
+}

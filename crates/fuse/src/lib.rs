@@ -1,0 +1,70 @@
+//! lanefs mounted as a POSIX file system, through FUSE (`lanefs mount`).
+//!
+//! A mount is one lanefs client (its own lock cache, page cache and
+//! connections: two mounts on one machine are two nodes, and their lock
+//! traffic is real) serving the kernel's FUSE requests on several threads
+//! ([`fs::LanefsFs`]). Inode numbers are the MDS's fids ([`nodes`]).
+//!
+//! Where it departs from Lustre (and from POSIX) for now: files are opened
+//! with direct I/O, so the kernel caches no file data (coherence without
+//! page-cache invalidation; shared writable `mmap` is refused by the
+//! kernel); times are the MDS's last namespace change for all four, and
+//! `utimensat` changes nothing; `close(2)` after a write makes it durable
+//! (`fsync`), so that a lost write is reported there; hard and symbolic
+//! links, `fcntl`/`flock` locks, and `unlink` of an open file that stays
+//! readable are not there yet.
+
+pub mod fs;
+pub mod nodes;
+
+pub use fs::LanefsFs;
+use fuser::{BackgroundSession, Config, MountOption, SessionACL};
+use lanefs_net::client::Client;
+use std::path::Path;
+
+/// How to mount.
+#[derive(Clone, Debug)]
+pub struct MountConfig {
+    /// Threads serving FUSE requests.
+    pub threads: usize,
+    /// What `mount` and `df` show as the source (`lanefs:<MDS address>`).
+    pub source: String,
+    /// Let other users than the one who mounted use the mount (FUSE's
+    /// `allow_other`); the MDS then checks each caller's permissions.
+    pub allow_other: bool,
+}
+
+impl Default for MountConfig {
+    fn default() -> Self {
+        MountConfig { threads: 4, source: "lanefs".into(), allow_other: true }
+    }
+}
+
+fn config(mount: &MountConfig) -> Config {
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(mount.source.clone()),
+        MountOption::Subtype("lanefs".into()),
+        MountOption::RW,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+    ];
+    if mount.allow_other {
+        config.acl = SessionACL::All;
+    }
+    config.n_threads = Some(mount.threads.max(1));
+    config.clone_fd = true;
+    config
+}
+
+/// Mount `client`'s file system at `mountpoint` and serve it until it is
+/// unmounted.
+pub fn mount(client: Client, mountpoint: &Path, mount: &MountConfig) -> std::io::Result<()> {
+    fuser::mount(LanefsFs::new(client), mountpoint, &config(mount))
+}
+
+/// Mount in the background: unmounted when the session is dropped (or
+/// with [`BackgroundSession::umount_and_join`]).
+pub fn spawn(client: Client, mountpoint: &Path, mount: &MountConfig) -> std::io::Result<BackgroundSession> {
+    fuser::spawn_mount(LanefsFs::new(client), mountpoint, &config(mount))
+}

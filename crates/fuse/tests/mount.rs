@@ -1,0 +1,148 @@
+//! lanefs mounted through FUSE, used by the standard library's file calls
+//! as any program would: two mounts of one cluster are two nodes, and what
+//! one writes the other reads.
+//!
+//! Mounting needs root and /dev/fuse; without them each test says so and
+//! does nothing.
+
+use lanefs_fuse::MountConfig;
+use lanefs_net::client::{Client, ClientOptions};
+use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use std::fs::{self, OpenOptions};
+use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+struct Mounted {
+    _cluster: LocalCluster,
+    _sessions: Vec<fuser::BackgroundSession>,
+    dirs: Vec<tempfile::TempDir>,
+}
+
+impl Mounted {
+    fn at(&self, i: usize, path: &str) -> PathBuf {
+        self.dirs[i].path().join(path.trim_start_matches('/'))
+    }
+}
+
+/// A cluster of two OSTs and `mounts` mounts of it, or `None` (said) where
+/// this machine cannot mount.
+fn mounted(mounts: usize) -> Option<Mounted> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/dev/fuse").exists() {
+        eprintln!("skipped: mounting needs root and /dev/fuse");
+        return None;
+    }
+    let cluster = LocalCluster::start(LocalClusterConfig { osts: 2, ..Default::default() }).expect("cluster");
+    let mut sessions = Vec::new();
+    let mut dirs = Vec::new();
+    for _ in 0..mounts {
+        let dir = tempfile::tempdir().unwrap();
+        let client = Client::connect(&cluster.mds_address(), ClientOptions::default()).unwrap();
+        let config = MountConfig { threads: 2, ..MountConfig::default() };
+        sessions.push(lanefs_fuse::spawn(client, dir.path(), &config).expect("mounts"));
+        dirs.push(dir);
+    }
+    Some(Mounted { _cluster: cluster, _sessions: sessions, dirs })
+}
+
+fn pattern(len: usize, salt: u8) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8 ^ salt).collect()
+}
+
+#[test]
+fn a_write_in_one_mount_is_read_in_another() {
+    let Some(m) = mounted(2) else { return };
+    let data = pattern(3 << 20, 7);
+    fs::write(m.at(0, "shared"), &data).unwrap();
+    assert_eq!(fs::read(m.at(1, "shared")).unwrap(), data, "the other mount reads every byte");
+    assert_eq!(fs::metadata(m.at(1, "shared")).unwrap().len(), data.len() as u64);
+    // Both mounts keep the file open and write into each other's bytes.
+    let a = OpenOptions::new().read(true).write(true).open(m.at(0, "shared")).unwrap();
+    let b = OpenOptions::new().read(true).write(true).open(m.at(1, "shared")).unwrap();
+    a.write_all_at(b"from a", 1000).unwrap();
+    let mut got = [0u8; 6];
+    b.read_exact_at(&mut got, 1000).unwrap();
+    assert_eq!(&got, b"from a", "a returned write() is seen by a later read() elsewhere");
+    b.write_all_at(b"from b", 1000).unwrap();
+    a.read_exact_at(&mut got, 1000).unwrap();
+    assert_eq!(&got, b"from b");
+    // Growing the file in one mount shows in the other's size at once.
+    b.write_all_at(b"end", (5 << 20) - 3).unwrap();
+    assert_eq!(a.metadata().unwrap().len(), 5 << 20);
+    let mut tail = Vec::new();
+    (&a).seek(SeekFrom::Start((5 << 20) - 3)).unwrap();
+    (&a).read_to_end(&mut tail).unwrap();
+    assert_eq!(tail, b"end", "a read stops at the end of the file");
+}
+
+#[test]
+fn the_namespace_and_its_errors_are_posix() {
+    let Some(m) = mounted(2) else { return };
+    fs::create_dir(m.at(0, "d")).unwrap();
+    assert_eq!(fs::create_dir(m.at(1, "d")).unwrap_err().kind(), ErrorKind::AlreadyExists);
+    fs::write(m.at(0, "d/f"), b"x").unwrap();
+    let new = OpenOptions::new().write(true).create_new(true).open(m.at(1, "d/f"));
+    assert_eq!(new.unwrap_err().kind(), ErrorKind::AlreadyExists, "O_CREAT|O_EXCL on an existing file");
+    assert_eq!(fs::remove_dir(m.at(1, "d")).unwrap_err().raw_os_error(), Some(libc::ENOTEMPTY));
+    assert_eq!(fs::read(m.at(1, "d/none")).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(fs::read(m.at(1, "d/f/g")).unwrap_err().raw_os_error(), Some(libc::ENOTDIR));
+    let long = "n".repeat(256);
+    assert_eq!(fs::write(m.at(0, &long), b"").unwrap_err().raw_os_error(), Some(libc::ENAMETOOLONG));
+    assert_eq!(OpenOptions::new().write(true).open(m.at(0, "d")).unwrap_err().raw_os_error(), Some(libc::EISDIR));
+
+    // rename, also over an existing file, seen from the other mount
+    fs::write(m.at(0, "d/g"), b"gg").unwrap();
+    fs::rename(m.at(1, "d/f"), m.at(1, "d/g")).unwrap();
+    assert_eq!(fs::read(m.at(0, "d/g")).unwrap(), b"x");
+    let names = |i, dir| {
+        let mut v: Vec<String> =
+            fs::read_dir(m.at(i, dir)).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(0, "d"), ["g"]);
+    fs::rename(m.at(0, "d"), m.at(0, "e")).unwrap();
+    assert_eq!(fs::read(m.at(1, "e/g")).unwrap(), b"x", "a renamed directory's files follow it");
+
+    // many entries list in full (the MDS answers in pages)
+    for i in 0..300 {
+        fs::write(m.at(0, &format!("e/{i:04}")), b"").unwrap();
+    }
+    assert_eq!(names(1, "e").len(), 301);
+
+    // chmod reaches the MDS, which checks each caller's own uid and gid
+    fs::set_permissions(m.at(0, "e/g"), fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(fs::metadata(m.at(1, "e/g")).unwrap().permissions().mode() & 0o777, 0o600);
+    let cat_as_nobody = |path: PathBuf| {
+        use std::os::unix::process::CommandExt;
+        let out = std::process::Command::new("cat").arg(path).uid(65534).gid(65534).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (ok, said) = cat_as_nobody(m.at(1, "e/g"));
+    assert!(!ok && said.contains("Permission denied"), "another user is refused: {said}");
+    fs::set_permissions(m.at(0, "e/g"), fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(cat_as_nobody(m.at(1, "e/g")), (true, String::new()));
+
+    fs::remove_file(m.at(1, "e/g")).unwrap();
+    assert_eq!(fs::metadata(m.at(0, "e/g")).unwrap_err().kind(), ErrorKind::NotFound);
+}
+
+#[test]
+fn truncate_append_and_fsync() {
+    let Some(m) = mounted(2) else { return };
+    let mut f = OpenOptions::new().create(true).write(true).truncate(true).open(m.at(0, "log")).unwrap();
+    f.write_all(&pattern(100_000, 1)).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    let mut g = OpenOptions::new().append(true).open(m.at(1, "log")).unwrap();
+    g.write_all(b"appended").unwrap();
+    drop(g);
+    let all = fs::read(m.at(0, "log")).unwrap();
+    assert_eq!(all.len(), 100_008);
+    assert_eq!(&all[100_000..], b"appended", "O_APPEND writes at the end the OSTs know");
+    OpenOptions::new().write(true).open(m.at(1, "log")).unwrap().set_len(10).unwrap();
+    assert_eq!(fs::read(m.at(0, "log")).unwrap(), pattern(10, 1));
+    OpenOptions::new().write(true).truncate(true).open(m.at(0, "log")).unwrap();
+    assert_eq!(fs::metadata(m.at(1, "log")).unwrap().len(), 0, "O_TRUNC");
+}
