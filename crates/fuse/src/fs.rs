@@ -35,6 +35,8 @@ pub const OPEN_MAX: usize = 65_536;
 
 /// One open file: the client's handle, and what `close` must report.
 struct Open {
+    /// Its inode (the MDS's fid): the path it was opened by may change.
+    ino: u64,
     file: File,
     append: bool,
     /// Written since the last flush: the next `close` writes it back and
@@ -49,7 +51,21 @@ pub struct LanefsFs {
     files: Mutex<HashMap<u64, Arc<Open>>>,
     /// Directory listings taken at `opendir`, served by `readdir`.
     listings: Mutex<HashMap<u64, Arc<Vec<DirEntry>>>>,
+    /// Files removed while open here: renamed to a hidden name in their
+    /// directory instead (as NFS clients do), and removed by whoever asked,
+    /// at their last close.
+    orphans: Mutex<HashMap<u64, Orphan>>,
     next_handle: AtomicU64,
+}
+
+struct Orphan {
+    hidden: String,
+    credentials: Credentials,
+}
+
+/// The name an open file removed in this mount keeps until its last close.
+fn hidden_name(ino: u64) -> String {
+    format!(".lanefs-unlinked-{ino:x}")
 }
 
 impl LanefsFs {
@@ -59,6 +75,7 @@ impl LanefsFs {
             nodes: Mutex::new(Nodes::default()),
             files: Mutex::new(HashMap::new()),
             listings: Mutex::new(HashMap::new()),
+            orphans: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
         }
     }
@@ -119,7 +136,7 @@ impl LanefsFs {
     }
 
     /// Keep `file` open as a new handle, if the mount's bound allows.
-    fn keep_open(&self, file: File, flags: i32) -> Result<u64, Errno> {
+    fn keep_open(&self, ino: u64, file: File, flags: i32) -> Result<u64, Errno> {
         let mut files = self.files.lock().expect("files");
         if files.len() >= OPEN_MAX {
             drop(files);
@@ -127,9 +144,22 @@ impl LanefsFs {
             return Err(Errno::ENFILE);
         }
         let fh = self.new_handle();
-        let open = Open { file, append: flags & libc::O_APPEND != 0, written: Mutex::new(false) };
+        let open = Open { ino, file, append: flags & libc::O_APPEND != 0, written: Mutex::new(false) };
         files.insert(fh, Arc::new(open));
         Ok(fh)
+    }
+
+    /// A file removed while open here is removed for good once no handle
+    /// of this mount has it open.
+    fn remove_orphan_if_closed(&self, ino: u64) {
+        if self.files.lock().expect("files").values().any(|o| o.ino == ino) {
+            return;
+        }
+        let Some(orphan) = self.orphans.lock().expect("orphans").remove(&ino) else { return };
+        match self.client.mds_as(&orphan.credentials, MdsRequest::Unlink { path: orphan.hidden.clone() }) {
+            Ok(_) => self.nodes.lock().expect("nodes").removed(&orphan.hidden),
+            Err(e) => warn!(%e, path = orphan.hidden, "removing a file removed while it was open"),
+        }
     }
 
     fn truncate(
@@ -176,7 +206,8 @@ impl Filesystem for LanefsFs {
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let open = fh.and_then(|fh| self.open_file(fh).ok());
         let result = match (&open, self.path(ino)) {
-            (Some(open), _) => self.attr(req, &open.file.path, Some(&open.file)),
+            (Some(open), Ok(path)) => self.attr(req, &path, Some(&open.file)),
+            (Some(_), Err(e)) => Err(e),
             (None, Ok(path)) => self.attr(req, &path, None),
             (None, Err(e)) => Err(e),
         };
@@ -240,8 +271,23 @@ impl Filesystem for LanefsFs {
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let result = self.child(parent, name).and_then(|path| {
-            self.mds(req, MdsRequest::Unlink { path: path.clone() })?;
-            self.nodes.lock().expect("nodes").removed(&path);
+            let ino = self.nodes.lock().expect("nodes").ino(&path);
+            let open_here = ino.is_some_and(|ino| self.files.lock().expect("files").values().any(|o| o.ino == ino));
+            match ino {
+                Some(ino) if open_here => {
+                    // Still open here: it stays readable until its last
+                    // close, under a hidden name.
+                    let hidden = join(&self.path(parent)?, &hidden_name(ino));
+                    self.mds(req, MdsRequest::Rename { from: path.clone(), to: hidden.clone() })?;
+                    self.nodes.lock().expect("nodes").renamed(&path, &hidden);
+                    let orphan = Orphan { hidden, credentials: credentials(req) };
+                    self.orphans.lock().expect("orphans").insert(ino, orphan);
+                }
+                _ => {
+                    self.mds(req, MdsRequest::Unlink { path: path.clone() })?;
+                    self.nodes.lock().expect("nodes").removed(&path);
+                }
+            }
             Ok(())
         });
         match result {
@@ -311,7 +357,7 @@ impl Filesystem for LanefsFs {
                     return Err(errno(&e));
                 }
             }
-            self.keep_open(file, flags.0)
+            self.keep_open(ino.0, file, flags.0)
         })();
         match result {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO),
@@ -354,7 +400,7 @@ impl Filesystem for LanefsFs {
                     return Err(e);
                 }
             };
-            let fh = self.keep_open(file, flags)?;
+            let fh = self.keep_open(attr.ino.0, file, flags)?;
             self.nodes.lock().expect("nodes").learn(attr.ino.0, &path);
             Ok((attr, fh))
         })();
@@ -461,12 +507,22 @@ impl Filesystem for LanefsFs {
                 }
             }
         };
-        match self.client.close(open.file) {
+        let ino = open.ino;
+        let closed = self.client.close(open.file);
+        self.remove_orphan_if_closed(ino);
+        match closed {
             Ok(()) => reply.ok(),
             Err(e) => {
                 warn!(%e, "closing a file after its last close(2)");
                 reply.error(errno(&e))
             }
+        }
+    }
+
+    fn destroy(&mut self) {
+        let orphans: Vec<u64> = self.orphans.lock().expect("orphans").keys().copied().collect();
+        for ino in orphans {
+            self.remove_orphan_if_closed(ino);
         }
     }
 

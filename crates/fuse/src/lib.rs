@@ -10,9 +10,11 @@
 //! page-cache invalidation; shared writable `mmap` is refused by the
 //! kernel); times are the MDS's last namespace change for all four, and
 //! `utimensat` changes nothing; `close(2)` after a write makes it durable
-//! (`fsync`), so that a lost write is reported there; hard and symbolic
-//! links, `fcntl`/`flock` locks, and `unlink` of an open file that stays
-//! readable are not there yet.
+//! (`fsync`), so that a lost write is reported there; a file removed while
+//! open stays readable only if it was open in the mount that removed it
+//! (hidden under another name until its last close, as NFS clients do);
+//! hard and symbolic links and cluster-wide `fcntl`/`flock` locks are not
+//! there yet.
 
 pub mod fs;
 pub mod nodes;

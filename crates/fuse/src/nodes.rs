@@ -41,6 +41,11 @@ impl Nodes {
         self.by_ino.get(&ino).map(|n| n.path.clone())
     }
 
+    /// The inode at `path`, if the kernel may hold it.
+    pub fn ino(&self, path: &str) -> Option<u64> {
+        self.by_path.get(path).copied()
+    }
+
     /// The kernel learned inode `ino` at `path` (one more lookup to forget).
     pub fn learn(&mut self, ino: u64, path: &str) {
         if let Some(old) = self.by_path.get(path).copied().filter(|&old| old != ino) {

@@ -146,3 +146,25 @@ fn truncate_append_and_fsync() {
     OpenOptions::new().write(true).truncate(true).open(m.at(0, "log")).unwrap();
     assert_eq!(fs::metadata(m.at(1, "log")).unwrap().len(), 0, "O_TRUNC");
 }
+
+#[test]
+fn a_file_removed_while_open_stays_readable_until_its_last_close() {
+    let Some(m) = mounted(1) else { return };
+    fs::create_dir(m.at(0, "d")).unwrap();
+    let mut f = OpenOptions::new().create(true).read(true).write(true).open(m.at(0, "d/scratch")).unwrap();
+    f.write_all(b"scratch data").unwrap();
+    fs::remove_file(m.at(0, "d/scratch")).unwrap();
+    assert_eq!(fs::metadata(m.at(0, "d/scratch")).unwrap_err().kind(), ErrorKind::NotFound);
+    let mut back = String::new();
+    f.seek(SeekFrom::Start(0)).unwrap();
+    f.read_to_string(&mut back).unwrap();
+    assert_eq!(back, "scratch data", "still readable through the open descriptor");
+    assert_eq!(f.metadata().unwrap().len(), 12);
+    drop(f);
+    // The kernel releases the file just after close(2) returns.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while fs::read_dir(m.at(0, "d")).unwrap().next().is_some() {
+        assert!(std::time::Instant::now() < deadline, "the removed file is gone after its last close");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
