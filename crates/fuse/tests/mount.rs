@@ -151,7 +151,7 @@ fn truncate_append_and_fsync() {
 fn a_file_removed_while_open_stays_readable_until_its_last_close() {
     let Some(m) = mounted(1) else { return };
     fs::create_dir(m.at(0, "d")).unwrap();
-    let mut f = OpenOptions::new().create(true).read(true).write(true).open(m.at(0, "d/scratch")).unwrap();
+    let mut f = OpenOptions::new().create_new(true).read(true).write(true).open(m.at(0, "d/scratch")).unwrap();
     f.write_all(b"scratch data").unwrap();
     fs::remove_file(m.at(0, "d/scratch")).unwrap();
     assert_eq!(fs::metadata(m.at(0, "d/scratch")).unwrap_err().kind(), ErrorKind::NotFound);
