@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test bench build pgo deps fmt clippy clean load fuzz swarm planted
+.PHONY: demo test test-tools bench build pgo deps fmt clippy clean load fuzz swarm planted
 
 deps:
 	@command -v cargo >/dev/null 2>&1 || { \
@@ -19,7 +19,14 @@ build: deps
 demo: build
 	./target/release/lanefs demo
 
-test: deps
+# Programs the mount's tests run through a real mount (as root, where they
+# can mount): fio, from Debian.
+test-tools:
+	@if [ "$$(id -u)" = 0 ] && ! command -v fio >/dev/null 2>&1; then \
+	  echo "installing fio for the mount's tests"; \
+	  apt-get update -qq && apt-get install -y -qq fio; fi
+
+test: deps test-tools
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 	$(CARGO) test --locked --workspace

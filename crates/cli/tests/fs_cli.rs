@@ -535,3 +535,47 @@ fn mount_serves_unmodified_programs_and_umount_waits_for_open_files() {
     assert!(ok, "umount: {out}{err}");
     assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "unmounted: the directory is empty again");
 }
+
+/// A mount whose MDS cannot be reached fails at once, saying so; a mount
+/// whose server is killed leaves a dead mount point that `lanefs umount`
+/// cleans up.
+#[test]
+fn a_mount_fails_clearly_without_an_mds_and_a_killed_one_is_cleaned_up() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/dev/fuse").exists() {
+        eprintln!("skipped: mounting needs root and /dev/fuse");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let at = dir.path().to_str().unwrap();
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["mount", "--mds", "unix:/nonexistent/mds.sock", "--timeout", "2", at])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("/nonexistent/mds.sock"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(15), "an error, not a wait");
+
+    let up = up();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["mount", "--foreground", at])
+        .env("LANEFS_MDS", &up.mds)
+        .env("LANEFS_KEY", &up.key)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string("/proc/self/mountinfo").unwrap().contains(at) {
+        assert!(std::time::Instant::now() < deadline, "mounted in time");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::fs::write(dir.path().join("f"), b"x").unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let gone = std::fs::metadata(dir.path().join("f")).unwrap_err();
+    assert_eq!(gone.raw_os_error(), Some(libc::ENOTCONN), "{gone}");
+    let (ok, out, err) = lanefs(&up, &["umount", at]);
+    assert!(ok, "umount of a dead mount: {out}{err}");
+    assert!(!std::fs::read_to_string("/proc/self/mountinfo").unwrap().contains(at));
+}

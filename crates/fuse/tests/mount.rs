@@ -168,3 +168,65 @@ fn a_file_removed_while_open_stays_readable_until_its_last_close() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Runs `script` with `sh -e`, `$A` and `$B` set to the two mounts.
+fn sh(m: &Mounted, script: &str) -> String {
+    let out = std::process::Command::new("sh")
+        .arg("-ec")
+        .arg(script)
+        .env("A", m.dirs[0].path())
+        .env("B", m.dirs[1].path())
+        .output()
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{script}\n{said}");
+    said
+}
+
+#[test]
+fn ordinary_tools_round_trip_between_mounts() {
+    let Some(m) = mounted(2) else { return };
+    let tree = env!("CARGO_MANIFEST_DIR");
+    sh(
+        &m,
+        &format!(
+            "dd if=/dev/urandom of=$A/random bs=1M count=8 status=none
+             cp $B/random $A/copy
+             cmp $A/random $B/copy
+             test \"$(sha256sum < $A/random)\" = \"$(sha256sum < $B/copy)\"
+             tar -C {tree} -cf $A/src.tar src tests
+             mkdir $B/x && tar -C $B/x -xf $B/src.tar
+             diff -r {tree}/src $A/x/src && diff -r {tree}/tests $A/x/tests"
+        ),
+    );
+}
+
+/// fio (Debian's) writes one shared file from both mounts at once, two jobs
+/// each at their own offsets, and each mount's jobs' data is verified from
+/// the other mount.
+#[test]
+fn fio_writes_one_shared_file_from_both_mounts_and_the_other_verifies_it() {
+    let Some(m) = mounted(2) else { return };
+    if std::process::Command::new("fio").arg("--version").output().is_err() {
+        panic!("fio is missing: make test installs it (apt-get install fio)");
+    }
+    let job = |dir: &str, offset: &str| {
+        format!(
+            "fio --name=shared --filename={dir}/shared --ioengine=psync --bs=1M --size=8M --numjobs=2 \
+             --offset={offset} --offset_increment=8M --verify=crc32c --group_reporting"
+        )
+    };
+    let script = format!(
+        "{wa} --rw=write --do_verify=0 > /dev/null &
+         {wb} --rw=write --do_verify=0 > /dev/null
+         wait $!
+         {va} --rw=write --verify_only --verify_fatal=1 > /dev/null
+         {vb} --rw=write --verify_only --verify_fatal=1 > /dev/null",
+        wa = job("$A", "0"),
+        wb = job("$B", "16M"),
+        va = job("$B", "0"),
+        vb = job("$A", "16M"),
+    );
+    sh(&m, &script);
+    assert_eq!(fs::metadata(m.at(0, "shared")).unwrap().len(), 32 << 20);
+}
