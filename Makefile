@@ -20,11 +20,11 @@ demo: build
 	./target/release/lanefs demo
 
 # Programs the mount's tests run through a real mount (as root, where they
-# can mount): fio, from Debian.
+# can mount): fio and h5py, from Debian.
 test-tools:
-	@if [ "$$(id -u)" = 0 ] && ! command -v fio >/dev/null 2>&1; then \
-	  echo "installing fio for the mount's tests"; \
-	  apt-get update -qq && apt-get install -y -qq fio; fi
+	@if [ "$$(id -u)" = 0 ] && { ! command -v fio >/dev/null 2>&1 || ! /usr/bin/python3 -c 'import h5py' 2>/dev/null; }; then \
+	  echo "installing fio and python3-h5py for the mount's tests"; \
+	  apt-get update -qq && apt-get install -y -qq fio python3-h5py; fi
 
 test: deps test-tools
 	$(CARGO) fmt --all -- --check

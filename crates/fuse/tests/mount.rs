@@ -14,7 +14,7 @@ use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 struct Mounted {
-    _cluster: LocalCluster,
+    cluster: LocalCluster,
     _sessions: Vec<fuser::BackgroundSession>,
     dirs: Vec<tempfile::TempDir>,
 }
@@ -28,6 +28,10 @@ impl Mounted {
 /// A cluster of two OSTs and `mounts` mounts of it, or `None` (said) where
 /// this machine cannot mount.
 fn mounted(mounts: usize) -> Option<Mounted> {
+    mounted_with(mounts, ClientOptions::default())
+}
+
+fn mounted_with(mounts: usize, options: ClientOptions) -> Option<Mounted> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 || !Path::new("/dev/fuse").exists() {
         eprintln!("skipped: mounting needs root and /dev/fuse");
@@ -38,12 +42,12 @@ fn mounted(mounts: usize) -> Option<Mounted> {
     let mut dirs = Vec::new();
     for _ in 0..mounts {
         let dir = tempfile::tempdir().unwrap();
-        let client = Client::connect(&cluster.mds_address(), ClientOptions::default()).unwrap();
+        let client = Client::connect(&cluster.mds_address(), options.clone()).unwrap();
         let config = MountConfig { threads: 2, ..MountConfig::default() };
         sessions.push(lanefs_fuse::spawn(client, dir.path(), &config).expect("mounts"));
         dirs.push(dir);
     }
-    Some(Mounted { _cluster: cluster, _sessions: sessions, dirs })
+    Some(Mounted { cluster, _sessions: sessions, dirs })
 }
 
 fn pattern(len: usize, salt: u8) -> Vec<u8> {
@@ -229,4 +233,101 @@ fn fio_writes_one_shared_file_from_both_mounts_and_the_other_verifies_it() {
     );
     sh(&m, &script);
     assert_eq!(fs::metadata(m.at(0, "shared")).unwrap().len(), 32 << 20);
+}
+
+/// Writes at random offsets and sizes alternate between two mounts, and
+/// reads from either, also straddling the end of the file, return what a
+/// per-byte oracle says the file holds.
+#[test]
+fn random_writes_and_reads_across_mounts_match_a_per_byte_oracle() {
+    use rand::{Rng, SeedableRng};
+    let Some(m) = mounted(2) else { return };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+    let files: Vec<fs::File> =
+        (0..2).map(|i| OpenOptions::new().create(true).read(true).write(true).open(m.at(i, "f")).unwrap()).collect();
+    let mut oracle: Vec<u8> = Vec::new();
+    for step in 0..300 {
+        let who = rng.gen_range(0..2);
+        let offset = rng.gen_range(0..3u64 << 20);
+        let len = rng.gen_range(1..200_000usize);
+        if rng.gen_bool(0.5) {
+            let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            files[who].write_all_at(&data, offset).unwrap();
+            let end = offset as usize + len;
+            if oracle.len() < end {
+                oracle.resize(end, 0);
+            }
+            oracle[offset as usize..end].copy_from_slice(&data);
+        } else {
+            let mut buf = vec![0u8; len];
+            let mut got = 0;
+            while got < len {
+                match files[who].read_at(&mut buf[got..], offset + got as u64).unwrap() {
+                    0 => break,
+                    n => got += n,
+                }
+            }
+            let want = oracle.get(offset as usize..(offset as usize + len).min(oracle.len())).unwrap_or(&[]);
+            assert_eq!(
+                got,
+                want.len(),
+                "step {step}: mount {who} read {got} bytes at {offset}, the file has {}",
+                oracle.len()
+            );
+            assert!(buf[..got] == *want, "step {step}: mount {who} read other bytes at {offset}+{len}");
+        }
+        if step % 50 == 0 {
+            assert_eq!(
+                files[1 - who].metadata().unwrap().len(),
+                oracle.len() as u64,
+                "step {step}: the size either mount sees"
+            );
+        }
+    }
+}
+
+/// An OSS that stops answering gives `EIO` within the timeout, never a
+/// hang; when it is back, the mount works again.
+#[test]
+fn an_oss_out_of_reach_gives_eio_and_the_mount_recovers() {
+    let options = ClientOptions::default().with_timeout(std::time::Duration::from_secs(2));
+    let Some(mut m) = mounted_with(1, options) else { return };
+    fs::write(m.at(0, "f"), pattern(1 << 20, 3)).unwrap();
+    m.cluster.stop_oss();
+    let started = std::time::Instant::now();
+    let err = fs::read(m.at(0, "f")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "an error, not a hang");
+    assert!(fs::read_dir(m.at(0, "")).unwrap().count() == 1, "the namespace needs only the MDS");
+    m.cluster.start_oss().unwrap();
+    assert_eq!(fs::read(m.at(0, "f")).unwrap(), pattern(1 << 20, 3), "the mount works again");
+}
+
+/// h5py (Debian's `python3-h5py`): a dataset written through one mount is
+/// read back through the other.
+#[test]
+fn an_hdf5_dataset_written_in_one_mount_is_read_in_the_other() {
+    let Some(m) = mounted(2) else { return };
+    let python = "/usr/bin/python3"; // Debian's, which has h5py
+    let has_h5py = std::process::Command::new(python).args(["-c", "import h5py"]).status().is_ok_and(|s| s.success());
+    assert!(has_h5py, "h5py is missing: make test installs it (apt-get install python3-h5py)");
+    let script = r#"
+import sys, h5py, numpy as np
+a, b = sys.argv[1], sys.argv[2]
+data = np.arange(1 << 20, dtype=np.float64).reshape(1024, 1024) * 0.5
+with h5py.File(a + "/d.h5", "w") as f:
+    f.create_dataset("x", data=data, chunks=(128, 1024))
+    f["x"].attrs["units"] = "half"
+with h5py.File(b + "/d.h5", "r") as f:
+    assert f["x"].attrs["units"] == "half"
+    assert (f["x"][...] == data).all()
+print("ok")
+"#;
+    let out = std::process::Command::new(python)
+        .args(["-c", script])
+        .arg(m.dirs[0].path())
+        .arg(m.dirs[1].path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
