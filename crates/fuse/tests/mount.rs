@@ -243,8 +243,9 @@ fn random_writes_and_reads_across_mounts_match_a_per_byte_oracle() {
     use rand::{Rng, SeedableRng};
     let Some(m) = mounted(2) else { return };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
-    let files: Vec<fs::File> =
-        (0..2).map(|i| OpenOptions::new().create(true).read(true).write(true).open(m.at(i, "f")).unwrap()).collect();
+    let files: Vec<fs::File> = (0..2)
+        .map(|i| OpenOptions::new().create(true).truncate(false).read(true).write(true).open(m.at(i, "f")).unwrap())
+        .collect();
     let mut oracle: Vec<u8> = Vec::new();
     for step in 0..300 {
         let who = rng.gen_range(0..2);
