@@ -226,7 +226,7 @@ impl Filesystem for LanefsFs {
         gid: Option<u32>,
         size: Option<u64>,
         _atime: Option<TimeOrNow>,
-        _mtime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
         fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
@@ -242,6 +242,16 @@ impl Filesystem for LanefsFs {
                 let request =
                     MdsRequest::SetAttr { path: path.clone(), permissions: mode.map(|m| m & 0o7777), uid, gid };
                 self.mds(req, request)?;
+            }
+            if let Some(mtime) = mtime {
+                // One time per inode: the access time set alone changes nothing.
+                let at = match mtime {
+                    TimeOrNow::Now => None,
+                    TimeOrNow::SpecificTime(t) => {
+                        Some(t.duration_since(UNIX_EPOCH).map_err(|_| Errno::EINVAL)?.as_nanos() as u64)
+                    }
+                };
+                self.mds(req, MdsRequest::SetMtime { path: path.clone(), at })?;
             }
             if let Some(size) = size {
                 let layout = match self.mds(req, MdsRequest::Stat { path: path.clone() })? {
@@ -464,14 +474,22 @@ impl Filesystem for LanefsFs {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, req: &Request, ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
         // Each close(2): what was written through this handle is made
-        // durable, and a lost write is reported to the program here.
+        // durable, and a lost write is reported to the program here; the
+        // file's modification time becomes now.
         let result = self.open_file(fh).and_then(|open| {
             let mut written = open.written.lock().expect("written");
             if *written {
                 self.client.fsync(&open.file).map_err(|e| errno(&e))?;
                 *written = false;
+                // The bytes are safe: a time the MDS refuses (the file's
+                // mode changed since it was opened) does not fail the close.
+                if let Ok(path) = self.path(ino) {
+                    if let Err(e) = self.mds(req, MdsRequest::SetMtime { path, at: None }) {
+                        warn!(?e, "setting the modification time of a file written through this mount");
+                    }
+                }
             }
             Ok(())
         });
@@ -646,8 +664,8 @@ fn file_type(kind: FileKind) -> FileType {
 }
 
 fn file_attr(attr: &Attr, size: u64) -> FileAttr {
-    // One time for all: the MDS keeps the last namespace change; a file's
-    // data modification time is not kept yet.
+    // One time for all four: the one the MDS keeps (creation, a namespace
+    // change, `utimensat`, a close after writes).
     let time = UNIX_EPOCH + Duration::from_nanos(attr.mtime_ns);
     let directory = attr.kind == FileKind::Dir;
     FileAttr {

@@ -8,9 +8,10 @@
 //! Where it departs from Lustre (and from POSIX) for now: files are opened
 //! with direct I/O, so the kernel caches no file data (coherence without
 //! page-cache invalidation; shared writable `mmap` is refused by the
-//! kernel); times are the MDS's last namespace change for all four, and
-//! `utimensat` changes nothing; `close(2)` after a write makes it durable
-//! (`fsync`), so that a lost write is reported there; a file removed while
+//! kernel); the MDS keeps one time per inode, shown as all four, which
+//! `utimensat` sets and a `close(2)` after writes moves to now;
+//! `close(2)` after a write makes it durable (`fsync`), so that a lost
+//! write is reported there; a file removed while
 //! open stays readable only if it was open in the mount that removed it
 //! (hidden under another name until its last close, as NFS clients do);
 //! hard and symbolic links and cluster-wide `fcntl`/`flock` locks are not

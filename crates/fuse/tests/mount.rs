@@ -332,3 +332,17 @@ print("ok")
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// The modification time: set by `touch -d` in one mount and seen in the
+/// other, and moved to now by a write and its close.
+#[test]
+fn the_modification_time_follows_touch_and_writes() {
+    let Some(m) = mounted(2) else { return };
+    fs::write(m.at(0, "f"), b"one").unwrap();
+    sh(&m, "touch -d @1000000000 $A/f");
+    let mtime = |i| fs::metadata(m.at(i, "f")).unwrap().modified().unwrap();
+    assert_eq!(mtime(1), std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000));
+    let before = std::time::SystemTime::now() - std::time::Duration::from_secs(5);
+    fs::write(m.at(1, "f"), b"two").unwrap();
+    assert!(mtime(0) > before, "a write and its close set the time to now");
+}

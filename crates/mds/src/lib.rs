@@ -220,6 +220,7 @@ impl Mds {
             MdsRequest::SetAttr { path, permissions, uid, gid } => {
                 self.set_attr(who, &path, permissions, (uid, gid)).map(MdsReply::Attr)
             }
+            MdsRequest::SetMtime { path, at } => self.set_mtime(who, &path, at).map(MdsReply::Attr),
             MdsRequest::SetStripe { path, stripe } => self.set_stripe(who, &path, &stripe).map(|()| MdsReply::Ok),
             MdsRequest::GetStripe { path } => self.get_stripe(who, &path).map(MdsReply::Stripe),
             MdsRequest::Statfs => self.statfs().map(MdsReply::Statfs),

@@ -380,6 +380,33 @@ impl Mds {
         })
     }
 
+    /// Sets `path`'s modification time to now (`at: None`: its owner,
+    /// root, or a caller who may write it) or to `at` (its owner or root),
+    /// as `utimensat` does.
+    pub fn set_mtime(&mut self, credentials: &Credentials, path: &str, at: Option<u64>) -> Result<Attr, MdsError> {
+        let caller = self.caller(credentials)?;
+        let path = MdsPath::parse(path)?;
+        self.write(WriteKind::Grows, |tx, _| {
+            let (_, inode) = resolve(tx, &caller, &path)?;
+            let owns = caller.is_root() || caller.uid == inode.uid;
+            match at {
+                Some(_) if !owns => {
+                    return Err(MdsError::NotPermitted {
+                        path: path.to_string(),
+                        reason: format!(
+                            "only its owner (uid {}) or root may set its time to a given one, not uid {}",
+                            inode.uid, caller.uid
+                        ),
+                    })
+                }
+                None if !owns => perm::check(&caller, &inode, perm::Need::Write, &path, &path)?,
+                _ => {}
+            }
+            schema::touch(tx, inode.fid, at.unwrap_or_else(now_ns))?;
+            schema::attr(tx, schema::inode(tx, inode.fid)?)
+        })
+    }
+
     /// Sets directory `path`'s default striping for new files below it
     /// (replacing its previous default; all fields unset clears it). Only
     /// the directory's owner or root may.

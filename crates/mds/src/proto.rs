@@ -182,9 +182,10 @@ pub struct Attr {
     pub kind: FileKind,
     /// `Some` for files, `None` for directories.
     pub layout: Option<Layout>,
-    /// Wall-clock time of the last namespace change: creation, and for a
-    /// directory an entry added, removed or renamed. A file's data mtime is
-    /// on the OSTs.
+    /// Wall-clock time of the last change the MDS knows of: creation, for
+    /// a directory an entry added, removed or renamed, and whatever
+    /// [`MdsRequest::SetMtime`] set (a mount sets it when a file written
+    /// through it is closed).
     pub mtime_ns: u64,
     pub uid: u32,
     pub gid: u32,
@@ -285,6 +286,12 @@ pub enum MdsRequest {
     /// `chmod` (`permissions`) and `chown` (`uid`, `gid`), each field
     /// `None` left as it is. -> [`MdsReply::Attr`].
     SetAttr { path: String, permissions: Option<u32>, uid: Option<u32>, gid: Option<u32> },
+    /// `utimensat` of the modification time: to the MDS's clock (`at:
+    /// None`, allowed to the owner, root and whoever may write the inode)
+    /// or to `at` nanoseconds since the epoch (the owner and root only).
+    /// The MDS keeps one time per inode (see [`Attr::mtime_ns`]).
+    /// -> [`MdsReply::Attr`].
+    SetMtime { path: String, at: Option<u64> },
     /// Sets a directory's default striping for new files below it (all
     /// fields `None` clears it). Refused on files: their layout is fixed at
     /// create. -> [`MdsReply::Ok`].
@@ -309,6 +316,7 @@ impl MdsRequest {
             | MdsRequest::Stat { .. }
             | MdsRequest::Readdir { .. }
             | MdsRequest::SetAttr { .. }
+            | MdsRequest::SetMtime { .. }
             | MdsRequest::SetStripe { .. }
             | MdsRequest::GetStripe { .. }
             | MdsRequest::Statfs => true,

@@ -65,6 +65,7 @@ fn request() -> impl Strategy<Value = MdsRequest> {
         (path(), prop::option::of(path())).prop_map(|(path, cursor)| MdsRequest::Readdir { path, cursor }),
         (path(), prop::option::of(permissions()), id.clone(), id)
             .prop_map(|(path, permissions, uid, gid)| MdsRequest::SetAttr { path, permissions, uid, gid }),
+        (path(), prop::option::of(any::<u64>())).prop_map(|(path, at)| MdsRequest::SetMtime { path, at }),
         path().prop_map(|path| MdsRequest::Unlink { path }),
         path().prop_map(|path| MdsRequest::Rmdir { path }),
         (path(), path()).prop_map(|(from, to)| MdsRequest::Rename { from, to }),
