@@ -166,7 +166,25 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     n.checked_mul(1 << shift).ok_or_else(|| format!("{s:?} is too large"))
 }
 
-pub fn run(command: FsCommand, target: &Target) -> Result<()> {
+pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
+    let mut target = target.clone();
+    if let Some(path) = command.path_mut() {
+        if let Some((mds, inner)) = crate::mount::lanefs_path(Path::new(path.as_str()))? {
+            // A path under a lanefs mount: that mount's file system, and
+            // the path within it.
+            target.mds = Some(mds);
+            *path = inner;
+        }
+    }
+    if let FsCommand::Ladvise { file, .. } = &command {
+        if crate::mount::lanefs_path(Path::new(file.as_str()))?.is_some() {
+            bail!(
+                "{file} is under a lanefs mount: advice taken here would go to this command's client, not to \
+                 the mount's, which writes the file; give lanefs's own path (as lanefs ls shows it) to advise \
+                 this command's client, or use lanefs ior -a LANEFS --lanefs.lock-mode=lockahead"
+            );
+        }
+    }
     let cl = target.connect()?;
     match command {
         FsCommand::Setstripe { count, size, index, path } => setstripe(&cl, count, size, index, &path),
@@ -191,6 +209,23 @@ pub fn run(command: FsCommand, target: &Target) -> Result<()> {
             ladvise(&cl, &advice, &mode, start, end, unset, &file)
         }
         FsCommand::Lctl { verb, pattern } => lctl(&cl, &verb, &pattern),
+    }
+}
+
+impl FsCommand {
+    /// The path a namespace command acts on.
+    fn path_mut(&mut self) -> Option<&mut String> {
+        match self {
+            FsCommand::Setstripe { path, .. }
+            | FsCommand::Getstripe { path }
+            | FsCommand::Ls { path, .. }
+            | FsCommand::Stat { path }
+            | FsCommand::Mkdir { path, .. }
+            | FsCommand::Rm { path }
+            | FsCommand::Chmod { path, .. }
+            | FsCommand::Chown { path, .. } => Some(path),
+            FsCommand::Ladvise { .. } | FsCommand::Lctl { .. } => None,
+        }
     }
 }
 

@@ -111,6 +111,51 @@ fn start_in_background(args: &MountArgs, mountpoint: &Path, target: &Target) -> 
     }
 }
 
+/// If `path` (a path of this host, which need not exist yet) is under a
+/// lanefs mount: the mount's MDS address and the path within lanefs.
+pub fn lanefs_path(path: &Path) -> Result<Option<(String, String)>> {
+    if !path.is_absolute() {
+        return Ok(None);
+    }
+    // The deepest existing directory decides which mount it is under.
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        let Some(name) = existing.file_name() else { return Ok(None) };
+        rest.push(name.to_os_string());
+        existing.pop();
+    }
+    let Ok(mut host) = existing.canonicalize() else { return Ok(None) };
+    for name in rest.into_iter().rev() {
+        host.push(name);
+    }
+    let info = std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    // mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - FSTYPE SOURCE SUPER
+    let mut best: Option<(PathBuf, String)> = None;
+    for line in info.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(dash) = fields.iter().position(|f| *f == "-") else { continue };
+        let (Some(fstype), Some(source), Some(point)) = (fields.get(dash + 1), fields.get(dash + 2), fields.get(4))
+        else {
+            continue;
+        };
+        // A mount by root shows the type `fuse`, one by fusermount3 `fuse.lanefs`.
+        let fuse = *fstype == "fuse" || *fstype == "fuse.lanefs";
+        let (Some(mds), true) = (unescape(source).strip_prefix("lanefs:").map(str::to_string), fuse) else {
+            continue;
+        };
+        let point = PathBuf::from(unescape(point));
+        if host.starts_with(&point) && best.as_ref().is_none_or(|(p, _)| point.as_os_str().len() > p.as_os_str().len())
+        {
+            best = Some((point, mds));
+        }
+    }
+    Ok(best.map(|(point, mds)| {
+        let inner = host.strip_prefix(&point).expect("under the mount point");
+        (mds, format!("/{}", inner.to_string_lossy()))
+    }))
+}
+
 /// Whether `path` is a mount point, from /proc/self/mountinfo.
 pub fn is_mounted(path: &Path) -> Result<bool> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;

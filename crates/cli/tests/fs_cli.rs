@@ -527,6 +527,16 @@ fn mount_serves_unmodified_programs_and_umount_waits_for_open_files() {
     assert!(status.success());
     let (ok, out, _) = lanefs(&up, &["ls", "-l", "/sub"]);
     assert!(ok && out.contains("z2") && out.contains("4194304"), "the file system has what the programs wrote: {out}");
+    // Lustre's commands take paths under the mount.
+    let (ok, _, err) = lanefs(&up, &["mkdir", &format!("{at}/striped")]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = lanefs(&up, &["setstripe", "-c", "2", "-S", "2m", &format!("{at}/striped")]);
+    assert!(ok, "{err}");
+    std::fs::write(dir.path().join("striped/f"), b"data").unwrap();
+    let (ok, out, err) = lanefs(&up, &["getstripe", &format!("{at}/striped/f")]);
+    assert!(ok && out.contains("lmm_stripe_count:  2") && out.contains("lmm_stripe_size:   2097152"), "{out}{err}");
+    let (ok, _, err) = lanefs(&up, &["ladvise", "-a", "lockahead", "-s", "0", "-e", "1m", &format!("{at}/striped/f")]);
+    assert!(!ok && err.contains("under a lanefs mount"), "{err}");
     let open = std::fs::File::open(dir.path().join("z")).unwrap();
     let (ok, _, err) = lanefs(&up, &["umount", at]);
     assert!(!ok && err.contains("busy") && err.contains("--lazy"), "{err}");
