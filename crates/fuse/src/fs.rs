@@ -14,7 +14,7 @@ use crate::nodes::{join, Nodes};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
     OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use lanefs_mds::{Access, Attr, CreateMode, Credentials, DirEntry, FileKind, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, File, NetError};
@@ -601,6 +601,34 @@ impl Filesystem for LanefsFs {
         reply.ok();
     }
 
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let result = (|| {
+            if name != LOV_XATTR {
+                return Err(Errno::ENODATA);
+            }
+            let path = self.path(ino)?;
+            match self.mds(req, MdsRequest::Stat { path })? {
+                MdsReply::Attr(Attr { layout: Some(layout), fid, .. }) => Ok(lov_user_md(fid.0, &layout)),
+                _ => Err(Errno::ENODATA),
+            }
+        })();
+        match result {
+            Ok(value) => xattr_reply(&value, size, reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let result = self.path(ino).and_then(|path| match self.mds(req, MdsRequest::Stat { path })? {
+            MdsReply::Attr(attr) if attr.layout.is_some() => Ok(format!("{LOV_XATTR}\0").into_bytes()),
+            _ => Ok(Vec::new()),
+        });
+        match result {
+            Ok(names) => xattr_reply(&names, size, reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let result = (|| {
             let MdsReply::Statfs(counts) = self.mds(req, MdsRequest::Statfs)? else { return Err(Errno::EIO) };
@@ -641,6 +669,44 @@ fn credentials(req: &Request) -> Credentials {
     let mut groups = groups;
     groups.truncate(lanefs_mds::GROUPS_MAX);
     Credentials { uid: req.uid(), gid: req.gid(), groups }
+}
+
+/// The extended attribute that holds a file's layout, as Lustre's does.
+const LOV_XATTR: &str = "lustre.lov";
+/// `LOV_USER_MAGIC_V1` and `LOV_PATTERN_RAID0` (lustre_user.h).
+const LOV_USER_MAGIC_V1: u32 = 0x0BD1_0BD0;
+const LOV_PATTERN_RAID0: u32 = 1;
+
+/// `layout` as Lustre's `struct lov_user_md_v1` (host-endian, packed): a
+/// 32-byte header, then 24 bytes per object (object id, sequence 0,
+/// generation 0, OST index), so that tools that read `lustre.lov` read it.
+fn lov_user_md(fid: u64, layout: &lanefs_core::layout::Layout) -> Vec<u8> {
+    let mut out = Vec::with_capacity(32 + 24 * layout.objects().len());
+    out.extend_from_slice(&LOV_USER_MAGIC_V1.to_ne_bytes());
+    out.extend_from_slice(&LOV_PATTERN_RAID0.to_ne_bytes());
+    out.extend_from_slice(&fid.to_ne_bytes()); // lmm_oi: the file's fid, sequence 0
+    out.extend_from_slice(&0u64.to_ne_bytes());
+    out.extend_from_slice(&(layout.stripe_size() as u32).to_ne_bytes());
+    out.extend_from_slice(&(layout.stripe_count() as u16).to_ne_bytes());
+    out.extend_from_slice(&0u16.to_ne_bytes()); // lmm_layout_gen: layouts never change
+    for key in layout.objects() {
+        out.extend_from_slice(&key.object.0.to_ne_bytes());
+        out.extend_from_slice(&0u64.to_ne_bytes());
+        out.extend_from_slice(&0u32.to_ne_bytes());
+        out.extend_from_slice(&key.ost.0.to_ne_bytes());
+    }
+    out
+}
+
+/// An extended attribute's value, or its size when asked with size 0.
+fn xattr_reply(value: &[u8], size: u32, reply: ReplyXattr) {
+    if size == 0 {
+        reply.size(value.len() as u32);
+    } else if value.len() <= size as usize {
+        reply.data(value);
+    } else {
+        reply.error(Errno::ERANGE);
+    }
 }
 
 fn access(flags: i32) -> Access {

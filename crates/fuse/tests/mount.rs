@@ -346,3 +346,35 @@ fn the_modification_time_follows_touch_and_writes() {
     fs::write(m.at(1, "f"), b"two").unwrap();
     assert!(mtime(0) > before, "a write and its close set the time to now");
 }
+
+/// A file's layout reads as Lustre's `lustre.lov` extended attribute: a
+/// `lov_user_md_v1` naming the file's objects.
+#[test]
+fn the_layout_reads_as_lustres_lov_extended_attribute() {
+    let Some(m) = mounted(1) else { return };
+    fs::write(m.at(0, "f"), b"x").unwrap();
+    let path = std::ffi::CString::new(m.at(0, "f").into_os_string().into_encoded_bytes()).unwrap();
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: NUL-terminated strings and a buffer of the length given.
+    let n = unsafe { libc::getxattr(path.as_ptr(), c"lustre.lov".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    assert!(n > 0, "{}", std::io::Error::last_os_error());
+    let lov = &buf[..n as usize];
+    let u32_at = |i: usize| u32::from_ne_bytes(lov[i..i + 4].try_into().unwrap());
+    let u16_at = |i: usize| u16::from_ne_bytes(lov[i..i + 2].try_into().unwrap());
+    let u64_at = |i: usize| u64::from_ne_bytes(lov[i..i + 8].try_into().unwrap());
+    assert_eq!(u32_at(0), 0x0BD1_0BD0, "LOV_USER_MAGIC_V1");
+    let client = Client::connect(&m.cluster.mds_address(), ClientOptions::default()).unwrap();
+    let lanefs_mds::MdsReply::Stripe(info) =
+        client.mds(lanefs_mds::MdsRequest::GetStripe { path: "/f".into() }).unwrap()
+    else {
+        panic!("getstripe answers a stripe")
+    };
+    let layout = info.layout.expect("a file's layout");
+    assert_eq!(u32_at(24) as u64, layout.stripe_size());
+    assert_eq!(u16_at(28) as u32, layout.stripe_count());
+    assert_eq!(lov.len(), 32 + 24 * layout.objects().len());
+    for (i, key) in layout.objects().iter().enumerate() {
+        let at = 32 + 24 * i;
+        assert_eq!((u64_at(at), u32_at(at + 20)), (key.object.0, key.ost.0), "object {i}");
+    }
+}
