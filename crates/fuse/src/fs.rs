@@ -601,6 +601,20 @@ impl Filesystem for LanefsFs {
         reply.ok();
     }
 
+    /// `access(2)`: the mode bits the MDS keeps, for the caller's uid,
+    /// gid and groups, by the rule the MDS applies to opens.
+    fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        let result = self.path(ino).and_then(|path| match self.mds(req, MdsRequest::Stat { path })? {
+            MdsReply::Attr(attr) => Ok(attr),
+            _ => Err(Errno::EIO),
+        });
+        match result {
+            Ok(attr) if may(&credentials(req), &attr, mask.bits() & 0o7) => reply.ok(),
+            Ok(_) => reply.error(Errno::EACCES),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let result = (|| {
             if name != LOV_XATTR {
@@ -707,6 +721,24 @@ fn xattr_reply(value: &[u8], size: u32, reply: ReplyXattr) {
     } else {
         reply.error(Errno::ERANGE);
     }
+}
+
+/// Whether `who` has the `want` bits (4 read, 2 write, 1 execute) on
+/// `attr`: root has all, but execute only where some execute bit is set
+/// (or on a directory); others those of their class (owner, group, other).
+fn may(who: &Credentials, attr: &Attr, want: i32) -> bool {
+    let want = want as u32;
+    if who.uid == 0 {
+        return want & 1 == 0 || attr.kind == FileKind::Dir || attr.permissions & 0o111 != 0;
+    }
+    let class = if who.uid == attr.uid {
+        attr.permissions >> 6
+    } else if who.gid == attr.gid || who.groups.contains(&attr.gid) {
+        attr.permissions >> 3
+    } else {
+        attr.permissions
+    };
+    class & want == want
 }
 
 fn access(flags: i32) -> Access {

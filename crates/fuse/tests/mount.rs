@@ -125,8 +125,15 @@ fn the_namespace_and_its_errors_are_posix() {
     };
     let (ok, said) = cat_as_nobody(m.at(1, "e/g"));
     assert!(!ok && said.contains("Permission denied"), "another user is refused: {said}");
+    let test_as_nobody = |flag: &str| {
+        use std::os::unix::process::CommandExt;
+        let path = m.at(1, "e/g");
+        std::process::Command::new("test").arg(flag).arg(path).uid(65534).gid(65534).status().unwrap().success()
+    };
+    assert!(!test_as_nobody("-r") && !test_as_nobody("-w"), "access(2) says so too");
     fs::set_permissions(m.at(0, "e/g"), fs::Permissions::from_mode(0o644)).unwrap();
     assert_eq!(cat_as_nobody(m.at(1, "e/g")), (true, String::new()));
+    assert!(test_as_nobody("-r") && !test_as_nobody("-w"));
 
     fs::remove_file(m.at(1, "e/g")).unwrap();
     assert_eq!(fs::metadata(m.at(0, "e/g")).unwrap_err().kind(), ErrorKind::NotFound);
