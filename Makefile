@@ -51,6 +51,7 @@ bench: build
 	./target/release/lanefs demo --json
 	python3 bench/fs.py
 	python3 bench/trust.py
+	python3 bench/mount.py
 	$(CARGO) bench --locked -p lanefs-sim --bench queue
 	python3 bench/sim.py
 
