@@ -13,9 +13,10 @@
 use crate::nodes::{join, Nodes};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
+use lanefs_core::client::ladvise::Advice;
 use lanefs_mds::{Access, Attr, CreateMode, Credentials, DirEntry, FileKind, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, File, NetError};
 use std::collections::{BTreeSet, HashMap};
@@ -601,6 +602,58 @@ impl Filesystem for LanefsFs {
         reply.ok();
     }
 
+    /// lanefs's ioctls (`include/lanefs_user.h`): one lock advice, and
+    /// group locks, on an open file, taken by this mount's client, which
+    /// is the one that writes the file.
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        let result = (|| {
+            let open = self.open_file(fh)?;
+            let u32_at = |i: usize| u32::from_ne_bytes(in_data[i..i + 4].try_into().expect("4 bytes"));
+            let u64_at = |i: usize| u64::from_ne_bytes(in_data[i..i + 8].try_into().expect("8 bytes"));
+            match cmd {
+                LANEFS_IOC_GROUP_LOCK | LANEFS_IOC_GROUP_UNLOCK if in_data.len() == 8 => {
+                    let gid = u64_at(0);
+                    let done = if cmd == LANEFS_IOC_GROUP_LOCK {
+                        self.client.group_lock(&open.file, gid)
+                    } else {
+                        self.client.group_unlock(&open.file, gid)
+                    };
+                    done.map_err(|e| errno(&e))?;
+                    Ok(Vec::new())
+                }
+                LANEFS_IOC_LADVISE if in_data.len() == LADVISE_BYTES => {
+                    let advice = Advice {
+                        advice: u32_at(0),
+                        flags: u32_at(4),
+                        mode: u32_at(8),
+                        start: u64_at(16),
+                        end: u64_at(24),
+                    };
+                    let results = self.client.ladvise(&open.file, &[advice]).map_err(|e| errno(&e))?;
+                    let mut out = in_data.to_vec();
+                    let code = results.first().map_or(0, |r| r.code());
+                    out[12..16].copy_from_slice(&code.to_ne_bytes());
+                    Ok(out)
+                }
+                _ => Err(Errno::ENOTTY),
+            }
+        })();
+        match result {
+            Ok(out) => reply.ioctl(0, &out),
+            Err(e) => reply.error(e),
+        }
+    }
+
     /// `access(2)`: the mode bits the MDS keeps, for the caller's uid,
     /// gid and groups, by the rule the MDS applies to opens.
     fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
@@ -684,6 +737,15 @@ fn credentials(req: &Request) -> Credentials {
     groups.truncate(lanefs_mds::GROUPS_MAX);
     Credentials { uid: req.uid(), gid: req.gid(), groups }
 }
+
+/// `struct lanefs_ladvise` (`include/lanefs_user.h`): 32 bytes.
+const LADVISE_BYTES: usize = 32;
+/// `_IOWR('L', 1, struct lanefs_ladvise)`, `_IOW('L', 2, __u64)`,
+/// `_IOW('L', 3, __u64)`: direction in bits 30-31 (1 write, 3 both), size
+/// in bits 16-29, type in 8-15, number in 0-7.
+const LANEFS_IOC_LADVISE: u32 = (3 << 30) | ((LADVISE_BYTES as u32) << 16) | ((b'L' as u32) << 8) | 1;
+const LANEFS_IOC_GROUP_LOCK: u32 = (1 << 30) | (8 << 16) | ((b'L' as u32) << 8) | 2;
+const LANEFS_IOC_GROUP_UNLOCK: u32 = (1 << 30) | (8 << 16) | ((b'L' as u32) << 8) | 3;
 
 /// The extended attribute that holds a file's layout, as Lustre's does.
 const LOV_XATTR: &str = "lustre.lov";

@@ -385,3 +385,79 @@ fn the_layout_reads_as_lustres_lov_extended_attribute() {
         assert_eq!((u64_at(at), u32_at(at + 20)), (key.object.0, key.ost.0), "object {i}");
     }
 }
+
+/// `include/lanefs_user.h`'s ioctl numbers, as its macros make them.
+const IOC_LADVISE: libc::c_ulong = (3 << 30) | (32 << 16) | ((b'L' as libc::c_ulong) << 8) | 1;
+const IOC_GROUP_LOCK: libc::c_ulong = (1 << 30) | (8 << 16) | ((b'L' as libc::c_ulong) << 8) | 2;
+const IOC_GROUP_UNLOCK: libc::c_ulong = (1 << 30) | (8 << 16) | ((b'L' as libc::c_ulong) << 8) | 3;
+
+fn ioctl(file: &fs::File, request: libc::c_ulong, arg: *mut u8) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `arg` points to as many bytes as `request` names.
+    match unsafe { libc::ioctl(file.as_raw_fd(), request, arg) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+/// A group lock taken through one mount's ioctl holds off another mount's
+/// write until it is released; lockahead through the ioctl answers as
+/// `llapi_ladvise` does.
+#[test]
+fn group_locks_and_lockahead_through_the_mounts_ioctls() {
+    let Some(m) = mounted(2) else { return };
+    fs::write(m.at(0, "g"), vec![0u8; 4096]).unwrap();
+    let a = OpenOptions::new().read(true).write(true).open(m.at(0, "g")).unwrap();
+    let mut gid = 7u64.to_ne_bytes();
+    ioctl(&a, IOC_GROUP_LOCK, gid.as_mut_ptr()).unwrap();
+    let path = m.at(1, "g");
+    let writer = std::thread::spawn(move || {
+        let b = OpenOptions::new().write(true).open(path).unwrap();
+        b.write_all_at(b"from b", 0).unwrap();
+        std::time::Instant::now()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!writer.is_finished(), "the other mount's write waits for the group lock");
+    let released = std::time::Instant::now();
+    ioctl(&a, IOC_GROUP_UNLOCK, gid.as_mut_ptr()).unwrap();
+    assert!(writer.join().unwrap() >= released, "and goes on once it is released");
+    let mut got = [0u8; 6];
+    a.read_exact_at(&mut got, 0).unwrap();
+    assert_eq!(&got, b"from b");
+
+    // struct lanefs_ladvise: advice, flags, mode, result, start, end.
+    let mut advice = [0u8; 32];
+    advice[0..4].copy_from_slice(&4u32.to_ne_bytes()); // lockahead
+    advice[4..8].copy_from_slice(&1u32.to_ne_bytes()); // asynchronous
+    advice[8..12].copy_from_slice(&2u32.to_ne_bytes()); // write
+    advice[12..16].copy_from_slice(&u32::MAX.to_ne_bytes());
+    advice[16..24].copy_from_slice(&(1u64 << 20).to_ne_bytes());
+    advice[24..32].copy_from_slice(&((2u64 << 20) - 1).to_ne_bytes());
+    ioctl(&a, IOC_LADVISE, advice.as_mut_ptr()).unwrap();
+    assert_eq!(u32::from_ne_bytes(advice[12..16].try_into().unwrap()), 0, "LLA_RESULT_SENT");
+    advice[8..12].copy_from_slice(&9u32.to_ne_bytes()); // no such mode
+    let err = ioctl(&a, IOC_LADVISE, advice.as_mut_ptr()).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{err}");
+}
+
+/// The C header's ioctl numbers and structure size are the ones the mount
+/// answers to.
+#[test]
+fn the_c_header_names_the_ioctls_the_mount_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let include = concat!(env!("CARGO_MANIFEST_DIR"), "/../../include");
+    let program = dir.path().join("n.c");
+    fs::write(
+        &program,
+        "#include <stdio.h>\n#include \"lanefs_user.h\"\nint main(void) { printf(\"%lu %lu %lu %zu\", \
+         (unsigned long)LANEFS_IOC_LADVISE, (unsigned long)LANEFS_IOC_GROUP_LOCK, \
+         (unsigned long)LANEFS_IOC_GROUP_UNLOCK, sizeof(struct lanefs_ladvise)); return 0; }\n",
+    )
+    .unwrap();
+    let binary = dir.path().join("n");
+    let built = std::process::Command::new("cc").arg("-I").arg(include).arg(&program).arg("-o").arg(&binary).status();
+    assert!(built.is_ok_and(|s| s.success()), "cc compiles a program with include/lanefs_user.h");
+    let out = std::process::Command::new(&binary).output().unwrap();
+    let expected = format!("{IOC_LADVISE} {IOC_GROUP_LOCK} {IOC_GROUP_UNLOCK} 32");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+}
