@@ -461,3 +461,44 @@ fn the_c_header_names_the_ioctls_the_mount_answers() {
     let expected = format!("{IOC_LADVISE} {IOC_GROUP_LOCK} {IOC_GROUP_UNLOCK} 32");
     assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
 }
+
+/// The C example (`c/shared_write.c`, on liblanefsapi) writes one shared
+/// file from two processes, each through its own mount: with default
+/// locking their locks call each other back, with lockahead taken through
+/// the mount's ioctl none do, and the file holds every block either way.
+#[test]
+fn the_c_lockahead_example_writes_a_shared_file_without_callbacks() {
+    let Some(m) = mounted(2) else { return };
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let dir = tempfile::tempdir().unwrap();
+    let example = dir.path().join("shared_write");
+    let built = std::process::Command::new("cc")
+        .args(["-O2", "-Wall", "-Werror"])
+        .arg(format!("-I{root}/include"))
+        .arg(format!("{root}/c/shared_write.c"))
+        .arg(format!("{root}/c/liblanefsapi.c"))
+        .arg("-o")
+        .arg(&example)
+        .status();
+    assert!(built.is_ok_and(|s| s.success()), "the example and liblanefsapi build");
+    let client = Client::connect(&m.cluster.mds_address(), ClientOptions::default()).unwrap();
+    let callbacks = || client.ost_stats().unwrap().iter().map(|s| s.locks.callbacks).sum::<u64>();
+    let run = |name: &str, lockahead: bool| {
+        let before = callbacks();
+        let mut command = std::process::Command::new(&example);
+        if lockahead {
+            command.arg("-l");
+        }
+        let status = command.args(["-b", "65536", "-r", "16"]).arg(m.at(0, name)).arg(m.at(1, name)).status().unwrap();
+        assert!(status.success());
+        let during = callbacks() - before; // the check below reads under locks of its own
+        let data = fs::read(m.at(0, name)).unwrap();
+        assert_eq!(data.len(), 2 * 16 * 65536);
+        for (i, block) in data.chunks(65536).enumerate() {
+            assert!(block.iter().all(|&b| b == b'a' + (i % 2) as u8), "{name}: block {i}");
+        }
+        during
+    };
+    assert!(run("default", false) > 0, "default locking: the two clients' locks call each other back");
+    assert_eq!(run("lockahead", true), 0, "lockahead: no blocking callbacks");
+}
