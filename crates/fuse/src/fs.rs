@@ -255,9 +255,15 @@ impl Filesystem for LanefsFs {
                 self.mds(req, MdsRequest::SetMtime { path: path.clone(), at })?;
             }
             if let Some(size) = size {
-                let layout = match self.mds(req, MdsRequest::Stat { path: path.clone() })? {
-                    MdsReply::Attr(attr) => attr.layout,
-                    _ => return Err(Errno::EIO),
+                // truncate(2) by path: the MDS checks that the caller may
+                // write the file, as an open for writing does (ftruncate's
+                // descriptor was checked when it was opened).
+                let layout = match &open {
+                    Some(_) => None,
+                    None => match self.mds(req, MdsRequest::Open { path: path.clone(), access: Access::Write })? {
+                        MdsReply::File(info) => Some(info.layout),
+                        _ => return Err(Errno::EIO),
+                    },
                 };
                 self.truncate(open.as_ref().map(|o| &o.file), &path, layout, size)?;
             }
@@ -566,7 +572,7 @@ impl Filesystem for LanefsFs {
                 _ => return Err(Errno::ENOTDIR),
             }
             let mut entries = Vec::new();
-            for page in self.client.readdir_pages(&path) {
+            for page in self.client.readdir_pages_as(&credentials(req), &path) {
                 entries.extend(page.map_err(|e| errno(&e))?);
             }
             let mut listings = self.listings.lock().expect("listings");

@@ -134,6 +134,22 @@ fn the_namespace_and_its_errors_are_posix() {
     fs::set_permissions(m.at(0, "e/g"), fs::Permissions::from_mode(0o644)).unwrap();
     assert_eq!(cat_as_nobody(m.at(1, "e/g")), (true, String::new()));
     assert!(test_as_nobody("-r") && !test_as_nobody("-w"));
+    let truncate_as_nobody = || {
+        use std::os::unix::process::CommandExt;
+        let out =
+            std::process::Command::new("truncate").args(["-s", "0"]).arg(m.at(1, "e/g")).uid(65534).gid(65534).output();
+        out.unwrap().status.success()
+    };
+    assert!(!truncate_as_nobody(), "truncate(2) needs write permission");
+    fs::create_dir(m.at(0, "private")).unwrap();
+    fs::write(m.at(0, "private/secret"), b"s").unwrap();
+    fs::set_permissions(m.at(0, "private"), fs::Permissions::from_mode(0o711)).unwrap();
+    let ls_as_nobody = {
+        use std::os::unix::process::CommandExt;
+        std::process::Command::new("ls").arg(m.at(1, "private")).uid(65534).gid(65534).output().unwrap()
+    };
+    assert!(!ls_as_nobody.status.success(), "listing a directory needs read permission on it");
+    assert_eq!(fs::read(m.at(0, "e/g")).unwrap(), b"x");
 
     fs::remove_file(m.at(1, "e/g")).unwrap();
     assert_eq!(fs::metadata(m.at(0, "e/g")).unwrap_err().kind(), ErrorKind::NotFound);

@@ -396,7 +396,13 @@ impl Client {
     /// for when the previous one has been taken: a directory of any size
     /// is listed in bounded replies.
     pub fn readdir_pages(&self, path: &str) -> ReaddirPages<'_> {
-        ReaddirPages { client: self, path: path.to_string(), cursor: None, done: false }
+        self.readdir_pages_as(&self.credentials, path)
+    }
+
+    /// [`Client::readdir_pages`] asked with `credentials`.
+    pub fn readdir_pages_as(&self, credentials: &Credentials, path: &str) -> ReaddirPages<'_> {
+        let credentials = credentials.clone();
+        ReaddirPages { client: self, credentials, path: path.to_string(), cursor: None, done: false }
     }
 
     /// Every entry of directory `path`, in name order (page after page).
@@ -499,6 +505,7 @@ impl Client {
 /// ([`Client::readdir_pages`]); ends after the last page or the first error.
 pub struct ReaddirPages<'a> {
     client: &'a Client,
+    credentials: Credentials,
     path: String,
     /// The last name of the previous page.
     cursor: Option<String>,
@@ -513,7 +520,7 @@ impl Iterator for ReaddirPages<'_> {
             return None;
         }
         let request = MdsRequest::Readdir { path: self.path.clone(), cursor: self.cursor.take() };
-        let page = match self.client.mds(request) {
+        let page = match self.client.mds_as(&self.credentials, request) {
             Ok(MdsReply::Entries(page)) => Ok(page),
             Ok(other) => Err(NetError::Protocol(format!("readdir answered {other:?}"))),
             Err(error) => Err(error),
