@@ -129,22 +129,8 @@ pub fn lanefs_path(path: &Path) -> Result<Option<(String, String)>> {
     for name in rest.into_iter().rev() {
         host.push(name);
     }
-    let info = std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
-    // mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - FSTYPE SOURCE SUPER
     let mut best: Option<(PathBuf, String)> = None;
-    for line in info.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let Some(dash) = fields.iter().position(|f| *f == "-") else { continue };
-        let (Some(fstype), Some(source), Some(point)) = (fields.get(dash + 1), fields.get(dash + 2), fields.get(4))
-        else {
-            continue;
-        };
-        // A mount by root shows the type `fuse`, one by fusermount3 `fuse.lanefs`.
-        let fuse = *fstype == "fuse" || *fstype == "fuse.lanefs";
-        let (Some(mds), true) = (unescape(source).strip_prefix("lanefs:").map(str::to_string), fuse) else {
-            continue;
-        };
-        let point = PathBuf::from(unescape(point));
+    for (point, mds) in lanefs_mounts()? {
         if host.starts_with(&point) && best.as_ref().is_none_or(|(p, _)| point.as_os_str().len() > p.as_os_str().len())
         {
             best = Some((point, mds));
@@ -154,6 +140,28 @@ pub fn lanefs_path(path: &Path) -> Result<Option<(String, String)>> {
         let inner = host.strip_prefix(&point).expect("under the mount point");
         (mds, format!("/{}", inner.to_string_lossy()))
     }))
+}
+
+/// Every lanefs mount of this host: its mount point and its MDS address,
+/// from /proc/self/mountinfo.
+fn lanefs_mounts() -> Result<Vec<(PathBuf, String)>> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    let mut mounts = Vec::new();
+    // mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - FSTYPE SOURCE SUPER
+    for line in info.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(dash) = fields.iter().position(|f| *f == "-") else { continue };
+        let (Some(fstype), Some(source), Some(point)) = (fields.get(dash + 1), fields.get(dash + 2), fields.get(4))
+        else {
+            continue;
+        };
+        // A mount by root shows the type `fuse`, one by fusermount3 `fuse.lanefs`.
+        let fuse = *fstype == "fuse" || *fstype == "fuse.lanefs";
+        if let (Some(mds), true) = (unescape(source).strip_prefix("lanefs:").map(str::to_string), fuse) {
+            mounts.push((PathBuf::from(unescape(point)), mds));
+        }
+    }
+    Ok(mounts)
 }
 
 /// Whether `path` is a mount point, from /proc/self/mountinfo.
@@ -192,6 +200,9 @@ pub fn umount(args: UmountArgs) -> Result<()> {
         .with_context(|| format!("{}: no such mount point", args.mountpoint.display()))?;
     if !is_mounted(&mountpoint)? {
         bail!("{} is not mounted", mountpoint.display());
+    }
+    if !lanefs_mounts()?.iter().any(|(point, _)| *point == mountpoint) {
+        bail!("{} is not a lanefs mount: unmount it with umount", mountpoint.display());
     }
     let target =
         std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes()).context("a mount point with a NUL byte")?;

@@ -519,6 +519,8 @@ fn mount_serves_unmodified_programs_and_umount_waits_for_open_files() {
     assert!(out.contains("lanefs mounted at"), "{out}");
     let (ok, _, err) = lanefs(&up, &["mount", at]);
     assert!(!ok && err.contains("already a mount point"), "{err}");
+    let (ok, _, err) = lanefs(&up, &["umount", "/proc"]);
+    assert!(!ok && err.contains("not a lanefs mount"), "umount leaves other file systems alone: {err}");
     let status = Command::new("sh")
         .arg("-c")
         .arg(format!("dd if=/dev/zero of={at}/z bs=1M count=4 status=none && mkdir {at}/sub && cp {at}/z {at}/sub/z2"))
