@@ -501,6 +501,18 @@ fn a_tcp_file_system_takes_only_its_own_keys() {
     assert!(!success && said.contains("needs the cluster's server key") && said.contains("lanefs key new"), "{said}");
 }
 
+/// Detaches a mount left behind by a test that failed half way (and its
+/// server, which then exits).
+struct LazyUnmount(String);
+
+impl Drop for LazyUnmount {
+    fn drop(&mut self) {
+        if std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default().contains(self.0.as_str()) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+}
+
 /// `lanefs mount` returns once the file system is mounted (over TCP, with
 /// the key), unmodified programs use it, and `lanefs umount` refuses while
 /// a file is open and unmounts once it is closed.
@@ -514,6 +526,7 @@ fn mount_serves_unmodified_programs_and_umount_waits_for_open_files() {
     let up = up();
     let dir = tempfile::tempdir().unwrap();
     let at = dir.path().to_str().unwrap();
+    let _unmount = LazyUnmount(at.to_string());
     let (ok, out, err) = lanefs(&up, &["mount", at]);
     assert!(ok, "mount: {out}{err}");
     assert!(out.contains("lanefs mounted at"), "{out}");
@@ -560,6 +573,7 @@ fn a_mount_fails_clearly_without_an_mds_and_a_killed_one_is_cleaned_up() {
     }
     let dir = tempfile::tempdir().unwrap();
     let at = dir.path().to_str().unwrap();
+    let _unmount = LazyUnmount(at.to_string());
     let started = std::time::Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_lanefs"))
         .args(["mount", "--mds", "unix:/nonexistent/mds.sock", "--timeout", "2", at])
