@@ -169,7 +169,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
     let mut target = target.clone();
     if let Some(path) = command.path_mut() {
-        if let Some((mds, inner)) = crate::mount::lanefs_path(Path::new(path.as_str()))? {
+        if let Some((mds, inner)) = lanefs_fuse::mounts::lanefs_path(Path::new(path.as_str()))? {
             // A path under a lanefs mount: that mount's file system, and
             // the path within it.
             target.mds = Some(mds);
@@ -177,7 +177,7 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
         }
     }
     if let FsCommand::Ladvise { file, .. } = &command {
-        if crate::mount::lanefs_path(Path::new(file.as_str()))?.is_some() {
+        if lanefs_fuse::mounts::lanefs_path(Path::new(file.as_str()))?.is_some() {
             bail!(
                 "{file} is under a lanefs mount: advice taken here would go to this command's client, not to \
                  the mount's, which writes the file; give lanefs's own path (as lanefs ls shows it) to advise \

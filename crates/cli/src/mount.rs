@@ -46,7 +46,7 @@ pub fn mount(args: MountArgs, target: &Target) -> Result<()> {
     if !mountpoint.is_dir() {
         bail!("mount point {}: not a directory", mountpoint.display());
     }
-    if is_mounted(&mountpoint)? {
+    if lanefs_fuse::mounts::is_mounted(&mountpoint)? {
         bail!("{} is already a mount point: unmount it first (lanefs umount)", mountpoint.display());
     }
     if !args.foreground {
@@ -95,7 +95,7 @@ fn start_in_background(args: &MountArgs, mountpoint: &Path, target: &Target) -> 
     let mut child = command.spawn().context("starting the mount's server")?;
     let started = Instant::now();
     loop {
-        if is_mounted(mountpoint)? {
+        if lanefs_fuse::mounts::is_mounted(mountpoint)? {
             println!("lanefs mounted at {} (server pid {}, log {})", mountpoint.display(), child.id(), log.display());
             return Ok(());
         }
@@ -111,135 +111,10 @@ fn start_in_background(args: &MountArgs, mountpoint: &Path, target: &Target) -> 
     }
 }
 
-/// If `path` (a path of this host, which need not exist yet) is under a
-/// lanefs mount: the mount's MDS address and the path within lanefs.
-pub fn lanefs_path(path: &Path) -> Result<Option<(String, String)>> {
-    if !path.is_absolute() {
-        return Ok(None);
-    }
-    // The deepest existing directory decides which mount it is under.
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    while !existing.exists() {
-        let Some(name) = existing.file_name() else { return Ok(None) };
-        rest.push(name.to_os_string());
-        existing.pop();
-    }
-    let Ok(mut host) = existing.canonicalize() else { return Ok(None) };
-    for name in rest.into_iter().rev() {
-        host.push(name);
-    }
-    let mut best: Option<(PathBuf, String)> = None;
-    for (point, mds) in lanefs_mounts()? {
-        if host.starts_with(&point) && best.as_ref().is_none_or(|(p, _)| point.as_os_str().len() > p.as_os_str().len())
-        {
-            best = Some((point, mds));
-        }
-    }
-    Ok(best.map(|(point, mds)| {
-        let inner = host.strip_prefix(&point).expect("under the mount point");
-        (mds, format!("/{}", inner.to_string_lossy()))
-    }))
-}
-
-/// Every lanefs mount of this host: its mount point and its MDS address,
-/// from /proc/self/mountinfo.
-fn lanefs_mounts() -> Result<Vec<(PathBuf, String)>> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
-    let mut mounts = Vec::new();
-    // mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - FSTYPE SOURCE SUPER
-    for line in info.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let Some(dash) = fields.iter().position(|f| *f == "-") else { continue };
-        let (Some(fstype), Some(source), Some(point)) = (fields.get(dash + 1), fields.get(dash + 2), fields.get(4))
-        else {
-            continue;
-        };
-        // A mount by root shows the type `fuse`, one by fusermount3 `fuse.lanefs`.
-        let fuse = *fstype == "fuse" || *fstype == "fuse.lanefs";
-        if let (Some(mds), true) = (unescape(source).strip_prefix("lanefs:").map(str::to_string), fuse) {
-            mounts.push((PathBuf::from(unescape(point)), mds));
-        }
-    }
-    Ok(mounts)
-}
-
-/// Whether `path` is a mount point, from /proc/self/mountinfo.
-pub fn is_mounted(path: &Path) -> Result<bool> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
-    let wanted = path.to_string_lossy();
-    // The fifth field is the mount point, with spaces and the like escaped
-    // as octal (\040).
-    Ok(info.lines().filter_map(|l| l.split(' ').nth(4)).any(|m| unescape(m) == wanted))
-}
-
-fn unescape(field: &str) -> String {
-    let mut out = String::new();
-    let mut chars = field.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            let code: String = chars.by_ref().take(3).collect();
-            match u8::from_str_radix(&code, 8) {
-                Ok(byte) => out.push(byte as char),
-                Err(_) => {
-                    out.push('\\');
-                    out.push_str(&code);
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 pub fn umount(args: UmountArgs) -> Result<()> {
     let mountpoint = args
         .mountpoint
         .canonicalize()
         .with_context(|| format!("{}: no such mount point", args.mountpoint.display()))?;
-    if !is_mounted(&mountpoint)? {
-        bail!("{} is not mounted", mountpoint.display());
-    }
-    if !lanefs_mounts()?.iter().any(|(point, _)| *point == mountpoint) {
-        bail!("{} is not a lanefs mount: unmount it with umount", mountpoint.display());
-    }
-    let target =
-        std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes()).context("a mount point with a NUL byte")?;
-    let flags = if args.lazy { libc::MNT_DETACH } else { 0 };
-    // SAFETY: a NUL-terminated path and valid flags; the result is checked.
-    if unsafe { libc::umount2(target.as_ptr(), flags) } == 0 {
-        return Ok(());
-    }
-    let error = std::io::Error::last_os_error();
-    match error.raw_os_error() {
-        Some(libc::EBUSY) => bail!(
-            "{} is busy: files or directories in it are open (see `fuser -m {}`); close them, or unmount with --lazy",
-            mountpoint.display(),
-            mountpoint.display()
-        ),
-        Some(libc::EPERM) => {
-            // Not root: FUSE's helper unmounts what this user mounted.
-            let mut helper = Command::new("fusermount3");
-            helper.arg("-u");
-            if args.lazy {
-                helper.arg("-z");
-            }
-            let status = helper.arg(&mountpoint).status().context("running fusermount3 -u")?;
-            if !status.success() {
-                bail!("fusermount3 -u {} failed ({status})", mountpoint.display());
-            }
-            Ok(())
-        }
-        _ => Err(error).with_context(|| format!("unmounting {}", mountpoint.display())),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn mountinfo_escapes_are_undone() {
-        assert_eq!(super::unescape(r"/mnt/a\040b"), "/mnt/a b");
-        assert_eq!(super::unescape("/plain"), "/plain");
-    }
+    Ok(lanefs_fuse::mounts::unmount(&mountpoint, args.lazy)?)
 }

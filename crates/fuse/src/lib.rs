@@ -18,6 +18,7 @@
 //! there yet.
 
 pub mod fs;
+pub mod mounts;
 pub mod nodes;
 
 pub use fs::LanefsFs;
