@@ -114,14 +114,7 @@ impl LanefsFs {
         let size = match (&attr.layout, open) {
             (None, _) => 0,
             (Some(_), Some(file)) => self.client.size(file).map_err(|e| errno(&e))?,
-            (Some(layout), None) => {
-                let file = self.client.open_layout(path, layout.clone()).map_err(|e| errno(&e))?;
-                let size = self.client.size(&file);
-                let closed = self.client.close(file);
-                let size = size.map_err(|e| errno(&e))?;
-                closed.map_err(|e| errno(&e))?;
-                size
-            }
+            (Some(layout), None) => self.with_file(path, layout.clone(), |file| self.client.size(file))?,
         };
         Ok(file_attr(&attr, size))
     }
@@ -134,6 +127,35 @@ impl LanefsFs {
             }
             Err(e) => reply.error(e),
         }
+    }
+
+    /// `f` on `path`'s file through a handle of its own, closed after
+    /// (the first error of the two is the one returned).
+    fn with_file<T>(
+        &self,
+        path: &str,
+        layout: lanefs_core::layout::Layout,
+        f: impl FnOnce(&File) -> Result<T, NetError>,
+    ) -> Result<T, Errno> {
+        let file = self.client.open_layout(path, layout).map_err(|e| errno(&e))?;
+        let done = f(&file);
+        let closed = self.client.close(file);
+        let value = done.map_err(|e| errno(&e))?;
+        closed.map_err(|e| errno(&e))?;
+        Ok(value)
+    }
+
+    /// A client handle on `path`'s file, emptied first if `flags` say
+    /// `O_TRUNC`.
+    fn open_handle(&self, path: &str, layout: lanefs_core::layout::Layout, flags: i32) -> Result<File, Errno> {
+        let file = self.client.open_layout(path, layout).map_err(|e| errno(&e))?;
+        if flags & libc::O_TRUNC != 0 {
+            if let Err(e) = self.client.truncate(&file, 0) {
+                let _ = self.client.close(file);
+                return Err(errno(&e));
+            }
+        }
+        Ok(file)
     }
 
     /// Keep `file` open as a new handle, if the mount's bound allows.
@@ -172,13 +194,7 @@ impl LanefsFs {
     ) -> Result<(), Errno> {
         match (open, layout) {
             (Some(file), _) => self.client.truncate(file, size).map_err(|e| errno(&e)),
-            (None, Some(layout)) => {
-                let file = self.client.open_layout(path, layout).map_err(|e| errno(&e))?;
-                let done = self.client.truncate(&file, size);
-                let closed = self.client.close(file);
-                done.map_err(|e| errno(&e))?;
-                closed.map_err(|e| errno(&e))
-            }
+            (None, Some(layout)) => self.with_file(path, layout, |file| self.client.truncate(file, size)),
             (None, None) => Err(Errno::EISDIR),
         }
     }
@@ -307,10 +323,7 @@ impl Filesystem for LanefsFs {
             }
             Ok(())
         });
-        match result {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(result, reply)
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -319,10 +332,7 @@ impl Filesystem for LanefsFs {
             self.nodes.lock().expect("nodes").removed(&path);
             Ok(())
         });
-        match result {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(result, reply)
     }
 
     fn rename(
@@ -353,10 +363,7 @@ impl Filesystem for LanefsFs {
             self.nodes.lock().expect("nodes").renamed(&from, &to);
             Ok(())
         })();
-        match result {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(result, reply)
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -367,13 +374,7 @@ impl Filesystem for LanefsFs {
             else {
                 return Err(Errno::EIO);
             };
-            let file = self.client.open_layout(&path, info.layout).map_err(|e| errno(&e))?;
-            if flags.0 & libc::O_TRUNC != 0 {
-                if let Err(e) = self.client.truncate(&file, 0) {
-                    let _ = self.client.close(file);
-                    return Err(errno(&e));
-                }
-            }
+            let file = self.open_handle(&path, info.layout, flags.0)?;
             self.keep_open(ino.0, file, flags.0)
         })();
         match result {
@@ -403,13 +404,7 @@ impl Filesystem for LanefsFs {
                 permissions: mode & !umask & 0o7777,
             };
             let MdsReply::File(info) = self.mds(req, request)? else { return Err(Errno::EIO) };
-            let file = self.client.open_layout(&path, info.layout).map_err(|e| errno(&e))?;
-            if flags & libc::O_TRUNC != 0 {
-                if let Err(e) = self.client.truncate(&file, 0) {
-                    let _ = self.client.close(file);
-                    return Err(errno(&e));
-                }
-            }
+            let file = self.open_handle(&path, info.layout, flags)?;
             let attr = match self.attr(req, &path, Some(&file)) {
                 Ok(attr) => attr,
                 Err(e) => {
@@ -500,10 +495,7 @@ impl Filesystem for LanefsFs {
             }
             Ok(())
         });
-        match result {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(result, reply)
     }
 
     fn release(
@@ -557,10 +549,7 @@ impl Filesystem for LanefsFs {
             *open.written.lock().expect("written") = false;
             Ok(())
         });
-        match result {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(result, reply)
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -725,6 +714,14 @@ impl Filesystem for LanefsFs {
             }
             Err(e) => reply.error(e),
         }
+    }
+}
+
+/// Answer a request that returns nothing but success or an error.
+fn reply_empty(result: Result<(), Errno>, reply: ReplyEmpty) {
+    match result {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
     }
 }
 
