@@ -166,6 +166,23 @@ fn the_namespace_survives_an_mds_restart() {
     assert_eq!(entries.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["file"]);
 }
 
+/// A client that connects while the MDS restarts waits for it, as its
+/// namespace calls do, instead of failing at once.
+#[test]
+fn a_client_connecting_while_the_mds_restarts_waits_for_it() {
+    let mut c = cluster(1);
+    let address = c.mds_address();
+    c.stop_mds();
+    let restart = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        c.start_mds().unwrap();
+        c
+    });
+    let a = Client::connect(&address, ClientOptions::default()).expect("connects once the MDS is back");
+    assert!(a.readdir("/").is_ok());
+    let _c = restart.join().unwrap();
+}
+
 /// A client whose OSS goes away waits for it (nothing fails while it may
 /// come back); one that stays away fails the operations that need it, with
 /// an error naming it, once the reconnect timeout has passed: never a hang.

@@ -182,7 +182,7 @@ pub(super) async fn open_session(
     uuid: Option<u64>,
 ) -> Result<Session, NetError> {
     let Dial { address, key, timeout, limits } = dial;
-    let fail = |reason: String| NetError::Connect { address: address.to_string(), reason };
+    let fail = |reason: String| NetError::Connect { address: address.to_string(), reason, refused: false };
     let handshake = async {
         let mut stream = connect_raw(address, key).await.map_err(|e| connect_failed(address, &e, key))?;
         let hello = Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Client };

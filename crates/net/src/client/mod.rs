@@ -82,8 +82,10 @@ use tokio::sync::oneshot;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
+    /// `refused`: nothing listened at the address (`ECONNREFUSED`), as
+    /// while a server restarts.
     #[error("cannot reach {address}: {reason}")]
-    Connect { address: String, reason: String },
+    Connect { address: String, reason: String, refused: bool },
     #[error("{peer} refused the connection: {reason}")]
     Refused { peer: String, reason: String },
     #[error("MDS: {0}")]
@@ -222,7 +224,11 @@ impl ClientOptions {
 fn connect_failed(address: &Address, e: &std::io::Error, key: Option<&ClusterKey>) -> NetError {
     match key.and_then(|key| tls_failure(e, key.path())) {
         Some(TlsFailure::ByPeer(reason)) => NetError::Refused { peer: address.to_string(), reason },
-        _ => NetError::Connect { address: address.to_string(), reason: describe(e, key) },
+        _ => NetError::Connect {
+            address: address.to_string(),
+            reason: describe(e, key),
+            refused: e.kind() == std::io::ErrorKind::ConnectionRefused,
+        },
     }
 }
 
@@ -305,9 +311,29 @@ const MDS_RETRY_FIRST: StdDuration = StdDuration::from_millis(100);
 const MDS_RETRY_MAX: StdDuration = StdDuration::from_secs(5);
 
 impl Client {
-    /// Connect to the MDS at `mds` (OSSes are connected to when first needed).
+    /// Connect to the MDS at `mds` (OSSes are connected to when first
+    /// needed). An MDS that refuses connections (restarting: its address
+    /// is there, nothing listens yet) is tried again, with a growing wait,
+    /// for up to [`ClientOptions::reconnect_timeout`], as namespace calls
+    /// wait for it ([`Client::mds`]); any other failure is returned at once.
     pub fn connect(mds: &str, options: ClientOptions) -> Result<Client, NetError> {
-        let mds = Address::parse(mds).map_err(|reason| NetError::Connect { address: mds.into(), reason })?;
+        let deadline = std::time::Instant::now() + options.reconnect_timeout;
+        let mut wait = MDS_RETRY_FIRST;
+        loop {
+            match Client::connect_once(mds, options.clone()) {
+                Err(NetError::Connect { refused: true, .. }) if std::time::Instant::now() + wait < deadline => {
+                    tracing::info!("the MDS at {mds} refuses connections; trying again in {wait:?}");
+                    std::thread::sleep(wait);
+                    wait = (wait * 2).min(MDS_RETRY_MAX);
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn connect_once(mds: &str, options: ClientOptions) -> Result<Client, NetError> {
+        let mds =
+            Address::parse(mds).map_err(|reason| NetError::Connect { address: mds.into(), reason, refused: false })?;
         options.validate()?;
         let credentials = options.credentials.clone();
         let mds_wait = options.reconnect_timeout;
@@ -329,7 +355,11 @@ impl Client {
                     }
                 })
             })
-            .map_err(|e| NetError::Connect { address: "driver thread".into(), reason: e.to_string() })?;
+            .map_err(|e| NetError::Connect {
+                address: "driver thread".into(),
+                reason: e.to_string(),
+                refused: false,
+            })?;
         let (info, pool) = ready_rx.recv().map_err(|_| NetError::Closed)??;
         Ok(Client { cmds, thread: Some(thread), info, pool, credentials, mds_wait })
     }
