@@ -136,8 +136,12 @@ pub enum Incoming {
 /// fresh 0700 directory beside `path`, made 0600 there, then linked into
 /// place, so it is never reachable by others, not even between the bind
 /// and the chmod. The link fails if anything is at `path` already: a
-/// socket is never put over another server's.
-fn bind_owner_only(path: &Path) -> std::io::Result<UnixListener> {
+/// socket is never put over another server's. With `replace_stale` (the
+/// caller holds the fence of the data and found a socket nobody answers
+/// on there), the new socket is renamed over the old one instead, so the
+/// address never goes missing while a server restarts: a client finds
+/// either the old socket, which refuses it, or the new one.
+fn bind_owner_only(path: &Path, replace_stale: bool) -> std::io::Result<UnixListener> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -147,11 +151,15 @@ fn bind_owner_only(path: &Path) -> std::io::Result<UnixListener> {
     let staged = staging.path().join("s");
     let listener = UnixListener::bind(&staged)?;
     std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+    if replace_stale {
+        std::fs::rename(&staged, path)?;
+        return Ok(listener);
+    }
     std::fs::hard_link(&staged, path).map_err(|e| match e.kind() {
         std::io::ErrorKind::AlreadyExists => std::io::Error::new(
             std::io::ErrorKind::AddrInUse,
             format!(
-                "{} exists: another server may be using it (a server removes a socket left by one that \
+                "{} exists: another server may be using it (a server replaces a socket left by one that \
                  is gone only once it holds the fence of its data)",
                 path.display()
             ),
@@ -180,19 +188,22 @@ impl Listener {
                 let acceptor = key.acceptor().expect("a server key has an acceptor").clone();
                 Listener::Tcp(bind_tcp(a).await?, acceptor)
             }
-            Address::Unix(p) => Listener::Unix(bind_owner_only(p)?, p.clone()),
+            Address::Unix(p) => Listener::Unix(bind_owner_only(p, false)?, p.clone()),
         })
     }
 
     /// Bind `address` for a server that holds `fence` over the data it
     /// serves: a Unix socket left at the path by a server that is gone
-    /// (nobody answers on it) is removed first. A socket somebody answers
-    /// on, or a file that is not a socket, is left alone and refused.
+    /// (nobody answers on it) is replaced, atomically. A socket somebody
+    /// answers on, or a file that is not a socket, is left alone and refused.
     pub async fn bind_fenced(address: &Address, key: Option<&ClusterKey>, fence: &Fence) -> std::io::Result<Listener> {
-        if let Address::Unix(p) = address {
-            remove_stale_socket(p, fence).await?;
+        match address {
+            Address::Unix(p) => {
+                let stale = stale_socket(p, fence).await?;
+                Ok(Listener::Unix(bind_owner_only(p, stale)?, p.clone()))
+            }
+            Address::Tcp(_) => Listener::bind(address, key).await,
         }
-        Listener::bind(address, key).await
     }
 
     /// Descriptors one accepted connection may hold: its socket, and on a
@@ -281,10 +292,12 @@ async fn bind_tcp(address: &str) -> std::io::Result<TcpListener> {
     }))
 }
 
-/// Remove the socket file at `path` if it is one nobody answers on.
-async fn remove_stale_socket(path: &std::path::Path, fence: &Fence) -> std::io::Result<()> {
+/// Whether the socket file at `path` is one nobody answers on (`false`:
+/// nothing is there). A socket somebody answers on, or a file that is not
+/// a socket, is an error.
+async fn stale_socket(path: &std::path::Path, fence: &Fence) -> std::io::Result<bool> {
     use std::os::unix::fs::FileTypeExt;
-    let Ok(meta) = std::fs::symlink_metadata(path) else { return Ok(()) };
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return Ok(false) };
     let busy = |why: String| std::io::Error::new(std::io::ErrorKind::AddrInUse, why);
     if !meta.file_type().is_socket() {
         return Err(busy(format!("{} exists and is not a socket: give another address", path.display())));
@@ -295,13 +308,10 @@ async fn remove_stale_socket(path: &std::path::Path, fence: &Fence) -> std::io::
             path.display()
         ))),
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            debug!(fenced = %fence.dir().display(), "removing the stale socket {}", path.display());
-            match std::fs::remove_file(path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-                _ => Ok(()),
-            }
+            debug!(fenced = %fence.dir().display(), "replacing the stale socket {}", path.display());
+            Ok(true)
         }
-        Err(_) => Ok(()), // gone meanwhile, or not ours to judge: binding will say
+        Err(_) => Ok(false), // gone meanwhile, or not ours to judge: binding will say
     }
 }
 

@@ -199,7 +199,13 @@ fn a_client_that_cannot_reach_the_mds_gets_an_error_not_a_hang() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap().to_string();
     drop(listener);
-    let options = ClientOptions { connect_timeout: Duration::from_secs(2), ..Default::default() };
+    // A refused connection is tried again for the reconnect timeout (an
+    // MDS may be restarting), then named.
+    let options = ClientOptions {
+        connect_timeout: Duration::from_secs(2),
+        reconnect_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
     let err = Client::connect(&address, options).err().expect("nothing listens there");
     assert!(err.to_string().contains(&address), "{err}");
     let err = Client::connect("not-an-address", ClientOptions::default()).err().unwrap();
