@@ -10,11 +10,12 @@
 //! other. Attributes and entries are not cached by the kernel either (a
 //! time to live of zero): sizes come from the OSTs by glimpse each time.
 
+use crate::locks::{LockCall, MountLocks};
 use crate::nodes::{join, Nodes};
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyIoctl, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use lanefs_core::client::ladvise::Advice;
 use lanefs_mds::{Access, Attr, CreateMode, Credentials, DirEntry, FileKind, MdsReply, MdsRequest, StripeSpec};
@@ -47,7 +48,9 @@ struct Open {
 
 /// lanefs as a FUSE file system (see the module docs).
 pub struct LanefsFs {
-    client: Client,
+    client: Arc<Client>,
+    /// `fcntl` and `flock` locks, granted by the MDS.
+    locks: Arc<MountLocks>,
     nodes: Mutex<Nodes>,
     files: Mutex<HashMap<u64, Arc<Open>>>,
     /// Directory listings taken at `opendir`, served by `readdir`.
@@ -71,7 +74,9 @@ fn hidden_name(ino: u64) -> String {
 
 impl LanefsFs {
     pub fn new(client: Client) -> LanefsFs {
+        let client = Arc::new(client);
         LanefsFs {
+            locks: Arc::new(MountLocks::new(client.clone())),
             client,
             nodes: Mutex::new(Nodes::default()),
             files: Mutex::new(HashMap::new()),
@@ -206,6 +211,17 @@ impl Filesystem for LanefsFs {
         // kernel may grant less; it says so and lanefs works with that).
         let _ = config.set_max_write(REQUEST_BYTES_MAX);
         let _ = config.set_max_readahead(REQUEST_BYTES_MAX);
+        // File locks go to lanefs (the MDS grants them), not the kernel's
+        // table of this node alone.
+        if let Err(missing) = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS | InitFlags::FUSE_FLOCK_LOCKS) {
+            warn!(?missing, "this kernel keeps file locks to this node: they will not hold between mounts");
+        }
+        // A program may map a file (direct I/O files refuse shared
+        // mappings without this): the kernel drops the file's cached pages
+        // at each mmap, so a mapping starts from what lanefs holds then.
+        if let Err(missing) = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
+            warn!(?missing, "this kernel (before Linux 6.6) refuses shared mappings of lanefs files");
+        }
         Ok(())
     }
 
@@ -476,10 +492,12 @@ impl Filesystem for LanefsFs {
         }
     }
 
-    fn flush(&self, req: &Request, ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
         // Each close(2): what was written through this handle is made
         // durable, and a lost write is reported to the program here; the
-        // file's modification time becomes now.
+        // file's modification time becomes now. The closing owner's file
+        // locks go, as POSIX has a close drop them.
+        self.locks.closed(ino.0, lock_owner.0);
         let result = self.open_file(fh).and_then(|open| {
             let mut written = open.written.lock().expect("written");
             if *written {
@@ -501,13 +519,17 @@ impl Filesystem for LanefsFs {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        // The last close of an open file description drops its `flock`.
+        if let Some(owner) = lock_owner {
+            self.locks.closed(ino.0, owner.0);
+        }
         let Some(open) = self.files.lock().expect("files").remove(&fh.0) else {
             return reply.error(Errno::EBADF);
         };
@@ -534,6 +556,42 @@ impl Filesystem for LanefsFs {
                 reply.error(errno(&e))
             }
         }
+    }
+
+    fn getlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let call = LockCall { ino: ino.0, owner: lock_owner.0, start, end, typ, pid, tid: req.pid() };
+        match self.locks.get(call) {
+            Ok((start, end, typ, pid)) => reply.locked(start, end, typ, pid),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let call = LockCall { ino: ino.0, owner: lock_owner.0, start, end, typ, pid, tid: req.pid() };
+        self.locks.set(call, sleep, reply);
     }
 
     fn destroy(&mut self) {

@@ -18,6 +18,7 @@
 //! there yet.
 
 pub mod fs;
+pub mod locks;
 pub mod mounts;
 pub mod nodes;
 

@@ -520,3 +520,230 @@ fn the_c_lockahead_example_writes_a_shared_file_without_callbacks() {
     assert!(default > 0, "default locking: the two clients' locks call each other back");
     assert_eq!(lockahead, 0, "lockahead: no blocking callbacks");
 }
+
+/// `fcntl` on `file` with a `struct flock` of `typ` over `start..start+len`
+/// (`len` 0: to the end of the file); returns the struct back (`F_GETLK`).
+fn fcntl_lock(file: &fs::File, cmd: i32, typ: i32, start: i64, len: i64) -> std::io::Result<libc::flock> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock is plain data; zeroed is a valid value.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = typ as i16;
+    lock.l_whence = libc::SEEK_SET as i16;
+    lock.l_start = start;
+    lock.l_len = len;
+    // SAFETY: the descriptor is open for the call's length and `lock` is a
+    // valid struct flock that outlives it.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), cmd, &mut lock) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(lock)
+}
+
+/// A Python process with its output piped, started on `script`'s lines
+/// with the given arguments.
+fn python(script: &str, args: &[&Path]) -> std::process::Child {
+    std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn line_of(child: &mut std::process::Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    line.trim().to_string()
+}
+
+/// Record locks hold between mounts: a process on one mount holds a
+/// range; a process on the other is refused it (`EAGAIN`), is told who
+/// holds it (`F_GETLK`), waits for it (`F_SETLKW`), and gets it when the
+/// holder is killed with SIGKILL. `flock` holds between mounts the same
+/// way (on another file: as on Lustre, `flock` and `fcntl` locks of one
+/// file conflict).
+#[test]
+fn fcntl_and_flock_locks_hold_between_mounts_and_die_with_their_holder() {
+    let Some(m) = mounted(2) else { return };
+    fs::write(m.at(0, "locked"), b"0123456789").unwrap();
+    fs::write(m.at(0, "flocked"), b"").unwrap();
+    let holder = r#"
+import fcntl, sys, time
+f = open(sys.argv[1], "r+")
+fcntl.lockf(f, fcntl.LOCK_EX, 100, 0)
+g = open(sys.argv[2], "r")
+fcntl.flock(g, fcntl.LOCK_SH)
+print("held", flush=True)
+time.sleep(600)
+"#;
+    let mut a = python(holder, &[&m.at(0, "locked"), &m.at(0, "flocked")]);
+    assert_eq!(line_of(&mut a), "held");
+    let b = OpenOptions::new().read(true).write(true).open(m.at(1, "locked")).unwrap();
+    let refused = fcntl_lock(&b, libc::F_SETLK, libc::F_WRLCK, 50, 10).unwrap_err();
+    assert!(matches!(refused.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)), "{refused}");
+    let seen = fcntl_lock(&b, libc::F_GETLK, libc::F_RDLCK, 0, 0).unwrap();
+    assert_eq!((seen.l_type as i32, seen.l_start, seen.l_len), (libc::F_WRLCK, 0, 100));
+    assert_eq!(seen.l_pid as u32, a.id(), "F_GETLK names the holder");
+    assert_eq!(fcntl_lock(&b, libc::F_GETLK, libc::F_WRLCK, 100, 5).unwrap().l_type as i32, libc::F_UNLCK);
+    fcntl_lock(&b, libc::F_SETLK, libc::F_WRLCK, 100, 5).expect("bytes past the holder's are free");
+
+    // flock: shared with a shared lock, refused an exclusive one.
+    use std::os::fd::AsRawFd;
+    let c = fs::File::open(m.at(1, "flocked")).unwrap();
+    // SAFETY: flock on an open descriptor.
+    assert_eq!(unsafe { libc::flock(c.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, -1);
+    assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EWOULDBLOCK));
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::flock(c.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) }, 0, "readers share");
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::flock(c.as_raw_fd(), libc::LOCK_UN) }, 0);
+
+    let waiting = std::thread::spawn(move || {
+        let started = std::time::Instant::now();
+        fcntl_lock(&b, libc::F_SETLKW, libc::F_WRLCK, 0, 0).expect("granted once the holder is gone");
+        started.elapsed()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!waiting.is_finished(), "F_SETLKW waits while another mount holds the range");
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let waited = waiting.join().unwrap();
+    assert!(waited < std::time::Duration::from_secs(10), "granted {waited:?} after it asked");
+}
+
+/// Two processes on two mounts, each holding a byte and asking for the
+/// other's: the second to ask is told `EDEADLK` instead of both hanging.
+/// A wait interrupted by a signal returns `EINTR`.
+#[test]
+fn a_deadlock_between_mounts_is_edeadlk_and_a_signal_interrupts_a_wait() {
+    let Some(m) = mounted(2) else { return };
+    fs::write(m.at(0, "dl"), b"ab").unwrap();
+    let first = r#"
+import fcntl, sys
+f = open(sys.argv[1], "r+")
+fcntl.lockf(f, fcntl.LOCK_EX, 1, 0)
+print("has 0", flush=True)
+sys.stdin.readline()
+fcntl.lockf(f, fcntl.LOCK_EX, 1, 1)
+print("has 1", flush=True)
+sys.stdin.readline()
+"#;
+    let mut a = python(first, &[&m.at(0, "dl")]);
+    assert_eq!(line_of(&mut a), "has 0");
+    let b = OpenOptions::new().read(true).write(true).open(m.at(1, "dl")).unwrap();
+    fcntl_lock(&b, libc::F_SETLK, libc::F_WRLCK, 1, 1).unwrap();
+    a.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let deadlock = fcntl_lock(&b, libc::F_SETLKW, libc::F_WRLCK, 0, 1).unwrap_err();
+    assert_eq!(deadlock.raw_os_error(), Some(libc::EDEADLK), "{deadlock}");
+    fcntl_lock(&b, libc::F_SETLK, libc::F_UNLCK, 1, 1).unwrap();
+    assert_eq!(line_of(&mut a), "has 1", "the other process gets the byte once it is let go");
+
+    // A process waiting for a lock another mount holds (its writer has not
+    // closed yet) is interrupted by its alarm.
+    let waiter = r#"
+import fcntl, signal, sys
+def alarm(*_):
+    raise TimeoutError()
+signal.signal(signal.SIGALRM, alarm)
+f = open(sys.argv[1], "r+")
+signal.alarm(1)
+try:
+    fcntl.lockf(f, fcntl.LOCK_EX, 1, 0)
+    print("granted")
+except TimeoutError:
+    print("interrupted")
+"#;
+    let started = std::time::Instant::now();
+    let mut w = python(waiter, &[&m.at(1, "dl")]);
+    assert_eq!(line_of(&mut w), "interrupted");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+    a.stdin.take();
+    a.wait().unwrap();
+    w.wait().unwrap();
+}
+
+/// SQLite (Python's `sqlite3`, rollback journal): two processes on two
+/// mounts insert into one database at once; every row is there after, and
+/// the database is intact.
+#[test]
+fn sqlite_on_two_mounts_keeps_every_row() {
+    let Some(m) = mounted(2) else { return };
+    let writer = r#"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], timeout=60)
+db.execute("PRAGMA journal_mode=DELETE")
+db.execute("CREATE TABLE IF NOT EXISTS t (who TEXT, n INTEGER)")
+db.commit()
+for n in range(150):
+    db.execute("INSERT INTO t VALUES (?, ?)", (sys.argv[2], n))
+    db.commit()
+print("done", flush=True)
+"#;
+    let run = |i: usize, who: &str| {
+        std::process::Command::new("python3")
+            .args(["-c", writer])
+            .arg(m.at(i, "rows.db"))
+            .arg(who)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (run(0, "a"), run(1, "b"));
+    for p in [a, b] {
+        let out = p.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let check = r#"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+print(db.execute("PRAGMA integrity_check").fetchone()[0])
+print(db.execute("SELECT who, count(*), count(DISTINCT n) FROM t GROUP BY who ORDER BY who").fetchall())
+"#;
+    let out = std::process::Command::new("python3").args(["-c", check]).arg(m.at(1, "rows.db")).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(said, "ok\n[('a', 150, 150), ('b', 150, 150)]\n", "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A program that maps a file works: a read-only shared mapping and a
+/// private one read the file; a shared writable mapping, once synced, is
+/// read by the other mount.
+#[test]
+fn mapped_files_read_and_a_synced_shared_mapping_reaches_the_other_mount() {
+    let Some(m) = mounted(2) else { return };
+    let data = pattern(100_000, 3);
+    fs::write(m.at(0, "mapped"), &data).unwrap();
+    let script = r#"
+import mmap, sys
+a, b = sys.argv[1], sys.argv[2]
+f = open(b, "rb")
+shared = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+private = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+private[0] = 255
+whole = open(a, "rb").read()
+assert shared[:] == whole and private[1:] == whole[1:] and whole[0] != 255, "mappings read the file"
+g = open(b, "r+b")
+w = mmap.mmap(g.fileno(), 0)
+w[10:14] = b"abcd"
+w.flush()
+w.close()
+g.close()
+with open(a, "rb") as h:
+    h.seek(10)
+    print(h.read(4).decode())
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(m.at(0, "mapped"))
+        .arg(m.at(1, "mapped"))
+        .output();
+    let out = out.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "abcd\n");
+}

@@ -29,8 +29,10 @@
 //! - not a data path: file bytes go between clients and OSTs;
 //! - no file sizes: a file's size is the OSTs' business, learnt by a glimpse
 //!   of its objects, as in Lustre (the MDS's [`Attr`] has no size);
-//! - no locks: extent locks live on the OSTs (lanefs-core's ldlm), and the
-//!   namespace needs none (see above);
+//! - no extent locks: those live on the OSTs (lanefs-core's ldlm), and the
+//!   namespace needs none (see above); the MDS grants file locks (`fcntl`,
+//!   `flock`) from an in-memory [`flock::FlockTable`], as Lustre's MDT
+//!   grants flock locks;
 //! - no links, symbolic links, ACLs or extended attributes.
 //!
 //! Invariants (checked by [`Mds::check_invariants`]):
@@ -64,6 +66,7 @@
 pub mod alloc;
 mod check;
 mod error;
+pub mod flock;
 pub mod objects;
 pub mod ops;
 pub mod path;

@@ -12,12 +12,19 @@
 //! creates and removals wake the workers that refill pools and destroy
 //! removed files' objects.
 //!
+//! File locks (`fcntl`, `flock`) are granted here from a
+//! [`FlockTable`], as Lustre's MDT grants flock locks: a request that must
+//! wait is answered later, when the lock is granted (to whichever
+//! connection asked) or cancelled, so it holds no connection up; a
+//! connection that ends drops its locks and waiters, as an eviction does.
+//!
 //! Bounds as the OSS's (see [`crate::limits`]): connections capped from the
 //! descriptor limit, handshake and idle timeouts (a `Ping` is answered
 //! `Pong`), a bounded outgoing queue per connection whose reader stops
 //! while it is over its soft limit. Requests in flight are bounded by
 //! construction: a connection's next request is read only once the last
-//! one is answered. The database's directory is fenced by whoever opens
+//! one is answered, but for waiting lock requests, which the lock table
+//! bounds ([`lanefs_mds::flock::WAITERS_MAX`]). The database's directory is fenced by whoever opens
 //! the database (`lanefs mds`, `LocalCluster`), before it is opened; the
 //! fence comes in [`MdsOptions`] and is held as long as the MDS serves.
 //!
@@ -34,9 +41,11 @@ use crate::limits::{refusal_reason, DescriptorBudget, ServerLimits, ServerStats}
 use crate::mds_objects::{Lifecycle, MdsCell, OBJECTS_WAIT};
 use crate::oss::{handshake_within, read_within, server_stats, variant, CloseOnDrop, SHUTDOWN_GRACE};
 use crate::outbox::Outbox;
+use crate::proto::FlockCall;
 use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, Role, Wire, PROTOCOL_VERSION};
 use crate::transport::{spawn_accept, AcceptPolicy, AcceptStats, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
+use lanefs_mds::flock::{FlockAnswer, FlockTable, SetOutcome, Ticket};
 use lanefs_mds::{Credentials, Mds, MdsError, MdsReply, MdsRequest};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -70,6 +79,11 @@ struct Shared {
     /// Outgoing queue of every connection, by a number of its own.
     peers: Mutex<HashMap<u32, Arc<Outbox>>>,
     peer_next: AtomicU32,
+    /// File locks, by connection number and the kernel's lock owner; a
+    /// waiter's ticket is its connection and the id of its request.
+    flocks: Mutex<FlockTable>,
+    /// The request id each waiting lock request is answered on.
+    flock_ids: Mutex<HashMap<Ticket, u64>>,
     _fence: Option<Fence>,
 }
 
@@ -157,6 +171,8 @@ pub async fn start_with(
         accept: accept_stats,
         peers: Mutex::new(HashMap::new()),
         peer_next: AtomicU32::new(1),
+        flocks: Mutex::new(FlockTable::new()),
+        flock_ids: Mutex::new(HashMap::new()),
         _fence: fence,
     });
     let s = shared.clone();
@@ -200,8 +216,11 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     let peer = shared.peer_next.fetch_add(1, Ordering::Relaxed);
     shared.peers.lock().expect("peers lock").insert(peer, outbox.clone());
     let _ = outbox.push(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
-    let ended = serve_requests(&mut r, &shared, &outbox).await;
+    let ended = serve_requests(&mut r, &shared, &outbox, peer).await;
     shared.peers.lock().expect("peers lock").remove(&peer);
+    let granted = shared.flocks.lock().expect("flocks lock").release_client(u64::from(peer));
+    shared.flock_ids.lock().expect("flock ids").retain(|ticket, _| ticket.0 != u64::from(peer));
+    answer_waiters(&shared, granted);
     match ended {
         Ok(()) => outbox.close("the peer closed the connection"),
         Err(reason) => outbox.finish(Some(Wire::Refused { reason })),
@@ -213,6 +232,7 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
     r: &mut R,
     shared: &Arc<Shared>,
     outbox: &Outbox,
+    peer: u32,
 ) -> Result<(), String> {
     let mut stop = shared.stop.subscribe();
     loop {
@@ -235,6 +255,10 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
                 let osts = shared.objects.addresses();
                 (id, MdsAnswer::ClusterInfo(ClusterInfo { ost_count: shared.ost_count, osts }))
             }
+            Wire::Mds { id, call: MdsCall::Flock(call) } => match flock(shared, peer, id, call) {
+                Some(answer) => (id, MdsAnswer::Flock(answer)),
+                None => continue,
+            },
             Wire::Ping => {
                 let _ = outbox.push(Wire::Pong);
                 continue;
@@ -242,6 +266,67 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
             other => return Err(format!("an MDS does not take {} messages", variant(&other))),
         };
         let _ = outbox.push(Wire::MdsReply { id, answer });
+    }
+}
+
+/// One file-lock request of connection `peer`, sent as its request `id`:
+/// its answer now, or `None` for a request that waits (answered later by
+/// [`answer_waiters`]).
+fn flock(shared: &Shared, peer: u32, id: u64, call: FlockCall) -> Option<FlockAnswer> {
+    let client = u64::from(peer);
+    let mut table = shared.flocks.lock().expect("flocks lock");
+    let (answer, granted) = match call {
+        FlockCall::Set { mut request, wait, ticket } => {
+            request.owner.client = client;
+            // The waiter is answered on its request's id: remember which.
+            let (outcome, granted) = table.set((client, ticket), request, wait);
+            match outcome {
+                SetOutcome::Done(answer) => (Some(answer), granted),
+                SetOutcome::Queued => {
+                    shared.flock_ids.lock().expect("flock ids").insert((client, ticket), id);
+                    (None, granted)
+                }
+            }
+        }
+        FlockCall::Get { mut request } => {
+            request.owner.client = client;
+            (Some(table.get(&request)), Vec::new())
+        }
+        FlockCall::Cancel { ticket } => {
+            let granted = if table.cancel((client, ticket)) {
+                vec![((client, ticket), FlockAnswer::Interrupted)]
+            } else {
+                Vec::new()
+            };
+            (Some(FlockAnswer::Free), granted)
+        }
+        FlockCall::UnlockOwner { file, owner } => {
+            let owner = lanefs_mds::flock::FlockOwner { client, owner };
+            (Some(FlockAnswer::Granted), table.unlock_owner(file, owner))
+        }
+    };
+    if cfg!(debug_assertions) {
+        table.check_invariants();
+    }
+    drop(table);
+    answer_waiters(shared, granted);
+    answer
+}
+
+/// Send waiters their answers, each on the connection that asked, as the
+/// reply to the request that waited.
+fn answer_waiters(shared: &Shared, answers: Vec<(Ticket, FlockAnswer)>) {
+    if answers.is_empty() {
+        return;
+    }
+    let peers = shared.peers.lock().expect("peers lock");
+    let mut ids = shared.flock_ids.lock().expect("flock ids");
+    for (ticket, answer) in answers {
+        let Some(id) = ids.remove(&ticket) else { continue };
+        let Ok(peer) = u32::try_from(ticket.0) else { continue };
+        if let Some(outbox) = peers.get(&peer) {
+            let _ = outbox.push(Wire::MdsReply { id, answer: MdsAnswer::Flock(answer) });
+        }
     }
 }
 

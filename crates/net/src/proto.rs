@@ -113,6 +113,24 @@ pub enum MdsCall {
         request: lanefs_mds::MdsRequest,
     },
     ClusterInfo,
+    /// A file lock (`fcntl`, `flock`): see `lanefs_mds::flock`.
+    Flock(FlockCall),
+}
+
+/// A file-lock request. Owners are the caller's: the MDS puts the
+/// connection's own number in `owner.client`, whatever the peer sent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum FlockCall {
+    /// Lock or unlock (`F_SETLK`; `wait`: `F_SETLKW`). A waiting request
+    /// is answered when it is granted, or `Interrupted` once cancelled by
+    /// its `ticket`, which the caller chooses, unique among its waiters.
+    Set { request: lanefs_mds::flock::FlockRequest, wait: bool, ticket: u64 },
+    /// `F_GETLK`: the first lock in the way, or `Free`.
+    Get { request: lanefs_mds::flock::FlockRequest },
+    /// Withdraw the waiting `Set` of `ticket` (answered `Free`).
+    Cancel { ticket: u64 },
+    /// Drop every lock `owner` holds on `file` (a close).
+    UnlockOwner { file: lanefs_mds::Fid, owner: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -120,6 +138,7 @@ pub enum MdsAnswer {
     Namespace(lanefs_mds::MdsReply),
     ClusterInfo(ClusterInfo),
     Error(String),
+    Flock(lanefs_mds::flock::FlockAnswer),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -62,7 +62,7 @@ mod links;
 
 use crate::auth::{describe, tls_failure, ClusterKey, TlsFailure};
 use crate::limits::PING_INTERVAL_DEFAULT;
-use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, OstStats};
+use crate::proto::{ClusterInfo, FlockCall, MdsAnswer, MdsCall, OstStats};
 use crate::transport::Address;
 use driver::Driver;
 use lanefs_core::client::ladvise::{Advice, LockaheadResult};
@@ -75,6 +75,7 @@ use lanefs_core::msg::IoError;
 use lanefs_core::msg::Payload;
 use lanefs_core::pages::{PagePool, PageSpan};
 use lanefs_core::{Instant, PAGE_SIZE};
+use lanefs_mds::flock::FlockAnswer;
 use lanefs_mds::{Credentials, DirEntry, DirPage, MdsError, MdsReply, MdsRequest};
 use std::time::Duration as StdDuration;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
@@ -303,6 +304,19 @@ pub struct Client {
     credentials: Credentials,
     /// How long namespace calls keep trying an MDS out of reach.
     mds_wait: StdDuration,
+    /// The next ticket of a file-lock request that may wait.
+    flock_tickets: std::sync::atomic::AtomicU64,
+}
+
+/// The longest pause between two looks at a waiting lock request.
+const FLOCK_POLL_MAX: StdDuration = StdDuration::from_millis(20);
+
+fn flock_answer(answer: Result<MdsAnswer, NetError>) -> Result<FlockAnswer, NetError> {
+    match answer? {
+        MdsAnswer::Flock(answer) => Ok(answer),
+        MdsAnswer::Error(e) => Err(NetError::Mds(e)),
+        other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
+    }
 }
 
 /// The first wait before a namespace call tries an unreachable MDS again;
@@ -361,7 +375,8 @@ impl Client {
                 refused: false,
             })?;
         let (info, pool) = ready_rx.recv().map_err(|_| NetError::Closed)??;
-        Ok(Client { cmds, thread: Some(thread), info, pool, credentials, mds_wait })
+        let flock_tickets = std::sync::atomic::AtomicU64::new(1);
+        Ok(Client { cmds, thread: Some(thread), info, pool, credentials, mds_wait, flock_tickets })
     }
 
     /// Who this client's namespace calls are made by.
@@ -420,6 +435,59 @@ impl Client {
                 other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
             };
         }
+    }
+
+    /// Lock or unlock bytes of a file at the MDS, for the owner `request`
+    /// names (its `client` is filled in by the MDS): `F_SETLK`, or with
+    /// `wait` `F_SETLKW`, which returns once the lock is granted, found to
+    /// deadlock, or withdrawn because `interrupted` said so (polled while
+    /// it waits; the answer is then [`FlockAnswer::Interrupted`], unless
+    /// the grant came first). A lost MDS connection fails the call: the
+    /// MDS has dropped this client's locks with it.
+    pub fn flock(
+        &self,
+        request: lanefs_mds::flock::FlockRequest,
+        wait: bool,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<FlockAnswer, NetError> {
+        let ticket = self.flock_tickets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (tx, mut rx) = oneshot::channel();
+        let call = MdsCall::Flock(FlockCall::Set { request, wait, ticket });
+        self.cmds.send(Cmd::Mds(call, tx)).map_err(|_| NetError::Closed)?;
+        let (mut pause, mut cancelled) = (StdDuration::from_micros(50), false);
+        loop {
+            match rx.try_recv() {
+                Ok(answer) => return flock_answer(answer),
+                Err(oneshot::error::TryRecvError::Closed) => return Err(NetError::Closed),
+                Err(oneshot::error::TryRecvError::Empty) => {}
+            }
+            if wait && !cancelled && interrupted() {
+                cancelled = true;
+                // Its own answer says nothing; the waiter's comes on `rx`.
+                self.flock_call(FlockCall::Cancel { ticket })?;
+                continue;
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(FLOCK_POLL_MAX);
+        }
+    }
+
+    /// `F_GETLK`: the first lock in the way of `request`, or `Free`.
+    pub fn flock_get(&self, request: lanefs_mds::flock::FlockRequest) -> Result<FlockAnswer, NetError> {
+        self.flock_call(FlockCall::Get { request })
+    }
+
+    /// Drop every lock the kernel's lock owner `owner` holds on `file`
+    /// (what a close does). A lost MDS connection has dropped them all.
+    pub fn flock_unlock_owner(&self, file: lanefs_mds::Fid, owner: u64) -> Result<(), NetError> {
+        match self.flock_call(FlockCall::UnlockOwner { file, owner }) {
+            Ok(_) | Err(NetError::MdsLost { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn flock_call(&self, call: FlockCall) -> Result<FlockAnswer, NetError> {
+        flock_answer(self.call(|r| Cmd::Mds(MdsCall::Flock(call), r))?)
     }
 
     /// The pages of directory `path`'s listing, in name order, each asked

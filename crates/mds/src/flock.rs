@@ -1,0 +1,514 @@
+//! Cluster-wide file locks: POSIX record locks (`fcntl` `F_SETLK`,
+//! `F_SETLKW`, `F_GETLK`) and `flock`, granted by the MDS as Lustre's MDT
+//! grants `LDLM_FLOCK` locks, so that they hold between client nodes.
+//!
+//! [`FlockTable`] is the lock server's state, transport-free like [`Mds`]:
+//! the network MDS calls [`FlockTable::set`] for each request and answers
+//! the ones it grants later (a waiter, when the lock that blocked it goes)
+//! from what [`FlockTable::unlock_owner`], [`FlockTable::cancel`] and
+//! [`FlockTable::release_client`] return.
+//!
+//! Semantics, as Linux's and Lustre's:
+//! - an owner is a client and the kernel's lock owner on it (a process's
+//!   files table for `fcntl` locks, an open file description for `flock`,
+//!   which is a whole-file lock); an owner's own locks never conflict with
+//!   each other: a new lock replaces the owner's locks on its range
+//!   (upgrade, downgrade, split), and adjacent or overlapping locks of one
+//!   kind merge, so an owner holds at most one lock on any byte;
+//! - two locks conflict when their ranges overlap, their owners differ and
+//!   one of them is a write lock;
+//! - a request is checked against granted locks only (a waiter does not
+//!   hold back a new request, as in Linux); waiters are tried again in the
+//!   order they came whenever locks go;
+//! - a request that would wait for an owner that (through other waiters)
+//!   waits for it is refused with `EDEADLK` instead of queued, as Linux's
+//!   `posix_locks_deadlock` does, here across client nodes.
+//!
+//! Where lanefs departs: `flock` and `fcntl` locks of one file conflict
+//! with each other, as on Lustre (both are flock locks of the MDT), where a
+//! local Linux file system keeps them apart. Locks live in the MDS's
+//! memory: an MDS restart, like an eviction, drops them (Lustre replays
+//! them to a restarted MDT; lanefs's clients do not yet).
+//!
+//! Bounds: [`LOCKS_MAX`] granted locks and [`WAITERS_MAX`] waiters over
+//! all files; a request past either is refused with `ENOLCK`.
+//!
+//! Invariants (checked by [`FlockTable::check_invariants`]): granted locks
+//! of different owners that overlap are both read locks; one owner's locks
+//! on a file neither overlap nor touch when they are of one kind; every
+//! waiter conflicts with a granted lock; the counts match the tables and
+//! stay within their bounds.
+
+use crate::Fid;
+use std::collections::{HashMap, HashSet, VecDeque};
+
+/// Granted locks over all files, at most.
+pub const LOCKS_MAX: usize = 1 << 16;
+/// Requests waiting for a lock over all files, at most.
+pub const WAITERS_MAX: usize = 4096;
+
+/// Who holds a lock: a client of the MDS (its connection) and the kernel's
+/// lock owner on that client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct FlockOwner {
+    pub client: u64,
+    pub owner: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum FlockKind {
+    Read,
+    Write,
+}
+
+/// A granted lock: bytes `start..=end` of a file (`end` = `u64::MAX` is
+/// to the end of the file, however far it grows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Flock {
+    pub owner: FlockOwner,
+    /// The process that took it, as its node numbers it (what `F_GETLK`
+    /// reports).
+    pub pid: u32,
+    pub kind: FlockKind,
+    pub start: u64,
+    pub end: u64,
+}
+
+impl Flock {
+    fn overlaps(&self, start: u64, end: u64) -> bool {
+        self.start <= end && start <= self.end
+    }
+
+    fn conflicts(&self, other: &Flock) -> bool {
+        self.owner != other.owner
+            && self.overlaps(other.start, other.end)
+            && (self.kind == FlockKind::Write || other.kind == FlockKind::Write)
+    }
+}
+
+/// What a request asks: a lock (`kind` `Some`) or an unlock (`None`) of
+/// `start..=end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FlockRequest {
+    pub file: Fid,
+    pub owner: FlockOwner,
+    pub pid: u32,
+    pub kind: Option<FlockKind>,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// How a request went.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum FlockAnswer {
+    Granted,
+    /// `F_SETLK` on a range another owner holds (`EAGAIN`), or `F_GETLK`'s
+    /// answer: the first lock in the way.
+    Conflict(Flock),
+    /// `F_GETLK`'s answer when nothing is in the way.
+    Free,
+    /// Waiting would deadlock (`EDEADLK`).
+    Deadlock,
+    /// The waiter was cancelled (a signal reached the process): `EINTR`.
+    Interrupted,
+    /// Past [`LOCKS_MAX`] or [`WAITERS_MAX`] (`ENOLCK`); says which.
+    NoLocks(String),
+}
+
+/// A waiting request's name, chosen by the caller (the network MDS uses
+/// its connection and the request's id), unique among waiters.
+pub type Ticket = (u64, u64);
+
+/// What [`FlockTable::set`] did with a request.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SetOutcome {
+    /// Answered now.
+    Done(FlockAnswer),
+    /// Queued under its ticket; answered when it is granted or cancelled.
+    Queued,
+}
+
+#[derive(Debug)]
+struct Waiter {
+    ticket: Ticket,
+    request: FlockRequest,
+}
+
+#[derive(Debug, Default)]
+struct FileLocks {
+    granted: Vec<Flock>,
+    waiting: VecDeque<Waiter>,
+}
+
+#[derive(Debug, Default)]
+pub struct FlockTable {
+    files: HashMap<Fid, FileLocks>,
+    granted: usize,
+    waiting: usize,
+}
+
+impl FlockTable {
+    pub fn new() -> FlockTable {
+        FlockTable::default()
+    }
+
+    /// Granted locks and waiters, over all files.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.granted, self.waiting)
+    }
+
+    /// The first granted lock in the way of `request` (`F_GETLK`).
+    pub fn get(&self, request: &FlockRequest) -> FlockAnswer {
+        let Some(kind) = request.kind else { return FlockAnswer::Free };
+        let wanted = Flock { owner: request.owner, pid: request.pid, kind, start: request.start, end: request.end };
+        match self.files.get(&request.file).and_then(|f| f.granted.iter().find(|l| l.conflicts(&wanted))) {
+            Some(l) => FlockAnswer::Conflict(*l),
+            None => FlockAnswer::Free,
+        }
+    }
+
+    /// Lock or unlock. A lock that conflicts is refused (`wait` false),
+    /// refused as a deadlock, or queued under `ticket` (`wait` true). Also
+    /// returns waiters granted because this request let go of bytes.
+    pub fn set(
+        &mut self,
+        ticket: Ticket,
+        request: FlockRequest,
+        wait: bool,
+    ) -> (SetOutcome, Vec<(Ticket, FlockAnswer)>) {
+        if request.start > request.end {
+            let reason = format!("the range {}..={} ends before it starts", request.start, request.end);
+            return (SetOutcome::Done(FlockAnswer::NoLocks(reason)), Vec::new());
+        }
+        let Some(kind) = request.kind else {
+            self.apply(&request);
+            let granted = self.grant_waiters(request.file);
+            return (SetOutcome::Done(FlockAnswer::Granted), granted);
+        };
+        let wanted = Flock { owner: request.owner, pid: request.pid, kind, start: request.start, end: request.end };
+        let blockers = self.blockers(request.file, &wanted);
+        if blockers.is_empty() {
+            if let Err(reason) = self.room_for_one() {
+                return (SetOutcome::Done(FlockAnswer::NoLocks(reason)), Vec::new());
+            }
+            self.apply(&request);
+            // A downgrade (write to read) may let waiters in.
+            let granted = self.grant_waiters(request.file);
+            return (SetOutcome::Done(FlockAnswer::Granted), granted);
+        }
+        if !wait {
+            let first = self.get(&request);
+            return (SetOutcome::Done(first), Vec::new());
+        }
+        if self.waits_for(&blockers, request.owner) {
+            return (SetOutcome::Done(FlockAnswer::Deadlock), Vec::new());
+        }
+        if self.waiting >= WAITERS_MAX {
+            let reason = format!("{WAITERS_MAX} lock requests wait already, the most the MDS keeps");
+            return (SetOutcome::Done(FlockAnswer::NoLocks(reason)), Vec::new());
+        }
+        self.files.entry(request.file).or_default().waiting.push_back(Waiter { ticket, request });
+        self.waiting += 1;
+        (SetOutcome::Queued, Vec::new())
+    }
+
+    /// Withdraw the waiter `ticket` (its process was interrupted). `true`
+    /// if it was waiting; it is then answered [`FlockAnswer::Interrupted`]
+    /// by the caller.
+    pub fn cancel(&mut self, ticket: Ticket) -> bool {
+        for (&file, locks) in self.files.iter_mut() {
+            if let Some(i) = locks.waiting.iter().position(|w| w.ticket == ticket) {
+                locks.waiting.remove(i);
+                self.waiting -= 1;
+                self.forget_if_empty(file);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Drop every lock `owner` holds on `file` (a close by that owner);
+    /// returns the waiters this lets in.
+    pub fn unlock_owner(&mut self, file: Fid, owner: FlockOwner) -> Vec<(Ticket, FlockAnswer)> {
+        let request = FlockRequest { file, owner, pid: 0, kind: None, start: 0, end: u64::MAX };
+        self.apply(&request);
+        self.grant_waiters(file)
+    }
+
+    /// Drop every lock and waiter of `client` (gone or evicted). Returns
+    /// the waiters this lets in; the client's own waiters are dropped
+    /// unanswered (nobody is there to answer).
+    pub fn release_client(&mut self, client: u64) -> Vec<(Ticket, FlockAnswer)> {
+        let files: Vec<Fid> = self.files.keys().copied().collect();
+        let mut granted = Vec::new();
+        for file in files {
+            let locks = self.files.get_mut(&file).expect("listed");
+            let (held, waiting) = (locks.granted.len(), locks.waiting.len());
+            locks.granted.retain(|l| l.owner.client != client);
+            locks.waiting.retain(|w| w.request.owner.client != client);
+            self.granted -= held - locks.granted.len();
+            self.waiting -= waiting - locks.waiting.len();
+            granted.extend(self.grant_waiters(file));
+        }
+        granted
+    }
+
+    /// The owners whose granted locks stand in the way of `wanted`.
+    fn blockers(&self, file: Fid, wanted: &Flock) -> Vec<FlockOwner> {
+        let Some(locks) = self.files.get(&file) else { return Vec::new() };
+        let mut owners: Vec<FlockOwner> =
+            locks.granted.iter().filter(|l| l.conflicts(wanted)).map(|l| l.owner).collect();
+        owners.sort_by_key(|o| (o.client, o.owner));
+        owners.dedup();
+        owners
+    }
+
+    /// Whether any of `blockers` waits, directly or through other waiters,
+    /// for `owner`: the cycle that waiting would close.
+    fn waits_for(&self, blockers: &[FlockOwner], owner: FlockOwner) -> bool {
+        let mut seen: HashSet<FlockOwner> = HashSet::new();
+        let mut todo: Vec<FlockOwner> = blockers.to_vec();
+        while let Some(o) = todo.pop() {
+            if o == owner {
+                return true;
+            }
+            if !seen.insert(o) {
+                continue;
+            }
+            for locks in self.files.values() {
+                for w in locks.waiting.iter().filter(|w| w.request.owner == o) {
+                    let kind = w.request.kind.expect("waiters lock");
+                    let wanted =
+                        Flock { owner: o, pid: w.request.pid, kind, start: w.request.start, end: w.request.end };
+                    todo.extend(locks.granted.iter().filter(|l| l.conflicts(&wanted)).map(|l| l.owner));
+                }
+            }
+        }
+        false
+    }
+
+    /// Whether granting a lock keeps the table within [`LOCKS_MAX`] (one
+    /// adds at most two locks: itself, and the split of the owner's lock
+    /// it falls inside).
+    fn room_for_one(&self) -> Result<(), String> {
+        if self.granted + 2 > LOCKS_MAX {
+            return Err(format!("{LOCKS_MAX} locks are held already, the most the MDS keeps"));
+        }
+        Ok(())
+    }
+
+    /// Set `request`'s range of its owner's locks to its kind (`None`:
+    /// unlocked), splitting and merging the owner's locks around it.
+    fn apply(&mut self, request: &FlockRequest) {
+        let locks = self.files.entry(request.file).or_default();
+        let before = locks.granted.len();
+        let (start, end) = (request.start, request.end);
+        let mut kept = Vec::with_capacity(locks.granted.len() + 2);
+        for l in locks.granted.drain(..) {
+            if l.owner != request.owner || !l.overlaps(start, end) {
+                kept.push(l);
+                continue;
+            }
+            if l.start < start {
+                kept.push(Flock { end: start - 1, ..l });
+            }
+            if l.end > end {
+                kept.push(Flock { start: end + 1, ..l });
+            }
+        }
+        locks.granted = kept;
+        if let Some(kind) = request.kind {
+            let mut new = Flock { owner: request.owner, pid: request.pid, kind, start, end };
+            // Merge with the owner's locks of this kind that touch it.
+            let touches = |l: &Flock, new: &Flock| {
+                l.owner == new.owner
+                    && l.kind == new.kind
+                    && l.start <= new.end.saturating_add(1)
+                    && new.start <= l.end.saturating_add(1)
+            };
+            while let Some(i) = locks.granted.iter().position(|l| touches(l, &new)) {
+                let l = locks.granted.swap_remove(i);
+                new.start = new.start.min(l.start);
+                new.end = new.end.max(l.end);
+            }
+            locks.granted.push(new);
+        }
+        let after = locks.granted.len();
+        self.granted = self.granted + after - before;
+        self.forget_if_empty(request.file);
+    }
+
+    /// Grant, in the order they came, the waiters of `file` that nothing
+    /// holds back now.
+    fn grant_waiters(&mut self, file: Fid) -> Vec<(Ticket, FlockAnswer)> {
+        let mut granted = Vec::new();
+        while let Some(locks) = self.files.get(&file) {
+            let free = locks.waiting.iter().position(|w| {
+                let kind = w.request.kind.expect("waiters lock");
+                let r = &w.request;
+                let wanted = Flock { owner: r.owner, pid: r.pid, kind, start: r.start, end: r.end };
+                !locks.granted.iter().any(|l| l.conflicts(&wanted))
+            });
+            let Some(i) = free else { break };
+            let waiter = self.files.get_mut(&file).expect("present").waiting.remove(i).expect("found");
+            self.waiting -= 1;
+            let answer = match self.room_for_one() {
+                Ok(()) => {
+                    self.apply(&waiter.request);
+                    FlockAnswer::Granted
+                }
+                Err(reason) => FlockAnswer::NoLocks(reason),
+            };
+            granted.push((waiter.ticket, answer));
+        }
+        self.forget_if_empty(file);
+        granted
+    }
+
+    fn forget_if_empty(&mut self, file: Fid) {
+        if self.files.get(&file).is_some_and(|l| l.granted.is_empty() && l.waiting.is_empty()) {
+            self.files.remove(&file);
+        }
+    }
+
+    pub fn check_invariants(&self) {
+        let (mut granted, mut waiting) = (0, 0);
+        for (file, locks) in &self.files {
+            assert!(!locks.granted.is_empty() || !locks.waiting.is_empty(), "{file:?}: an empty entry is kept");
+            for (i, a) in locks.granted.iter().enumerate() {
+                assert!(a.start <= a.end, "{file:?}: {a:?} ends before it starts");
+                for b in &locks.granted[i + 1..] {
+                    assert!(!a.conflicts(b), "{file:?}: {a:?} and {b:?} conflict and are both granted");
+                    if a.owner == b.owner {
+                        assert!(!a.overlaps(b.start, b.end), "{file:?}: one owner's {a:?} and {b:?} overlap");
+                        let touch = a.end.checked_add(1) == Some(b.start) || b.end.checked_add(1) == Some(a.start);
+                        assert!(!(touch && a.kind == b.kind), "{file:?}: {a:?} and {b:?} touch unmerged");
+                    }
+                }
+            }
+            for w in &locks.waiting {
+                let kind = w.request.kind.expect("a waiter asks for a lock");
+                let r = &w.request;
+                let wanted = Flock { owner: r.owner, pid: r.pid, kind, start: r.start, end: r.end };
+                assert!(locks.granted.iter().any(|l| l.conflicts(&wanted)), "{file:?}: {w:?} waits for nothing");
+            }
+            granted += locks.granted.len();
+            waiting += locks.waiting.len();
+        }
+        assert_eq!((granted, waiting), (self.granted, self.waiting), "counts");
+        assert!(self.granted <= LOCKS_MAX && self.waiting <= WAITERS_MAX, "bounds");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const F: Fid = Fid(7);
+
+    fn owner(client: u64, owner: u64) -> FlockOwner {
+        FlockOwner { client, owner }
+    }
+
+    fn req(o: FlockOwner, kind: Option<FlockKind>, start: u64, end: u64) -> FlockRequest {
+        FlockRequest { file: F, owner: o, pid: o.owner as u32, kind, start, end }
+    }
+
+    use FlockKind::{Read, Write};
+
+    #[test]
+    fn readers_share_and_a_writer_waits_for_both() {
+        let mut t = FlockTable::new();
+        let (a, b, c) = (owner(1, 1), owner(2, 1), owner(3, 1));
+        assert_eq!(t.set((1, 1), req(a, Some(Read), 0, 99), true).0, SetOutcome::Done(FlockAnswer::Granted));
+        assert_eq!(t.set((2, 1), req(b, Some(Read), 50, 149), true).0, SetOutcome::Done(FlockAnswer::Granted));
+        let refused = t.set((3, 1), req(c, Some(Write), 90, 90), false).0;
+        assert!(matches!(refused, SetOutcome::Done(FlockAnswer::Conflict(l)) if l.owner == a), "{refused:?}");
+        assert_eq!(t.set((3, 2), req(c, Some(Write), 90, 90), true).0, SetOutcome::Queued);
+        t.check_invariants();
+        assert!(t.unlock_owner(F, a).is_empty(), "b still reads byte 90");
+        assert_eq!(t.set((2, 2), req(b, None, 0, u64::MAX), false).1, vec![((3, 2), FlockAnswer::Granted)]);
+        t.check_invariants();
+        assert_eq!(t.counts(), (1, 0));
+    }
+
+    #[test]
+    fn an_owner_splits_merges_upgrades_and_downgrades_its_own_locks() {
+        let mut t = FlockTable::new();
+        let a = owner(1, 1);
+        t.set((0, 0), req(a, Some(Read), 0, 99), false);
+        t.set((0, 0), req(a, Some(Write), 40, 59), false);
+        t.check_invariants();
+        assert_eq!(t.counts().0, 3, "read 0..=39, write 40..=59, read 60..=99");
+        t.set((0, 0), req(a, Some(Read), 40, 59), false);
+        t.check_invariants();
+        assert_eq!(t.counts().0, 1, "merged back into one read lock");
+        t.set((0, 0), req(a, None, 10, 19), false);
+        assert_eq!(t.counts().0, 2);
+        t.check_invariants();
+    }
+
+    #[test]
+    fn a_cycle_between_two_clients_is_a_deadlock_not_a_wait() {
+        let mut t = FlockTable::new();
+        let (a, b) = (owner(1, 9), owner(2, 9));
+        t.set((1, 1), req(a, Some(Write), 0, 0), true);
+        t.set((2, 1), req(b, Some(Write), 1, 1), true);
+        assert_eq!(t.set((1, 2), req(a, Some(Write), 1, 1), true).0, SetOutcome::Queued);
+        assert_eq!(t.set((2, 2), req(b, Some(Write), 0, 0), true).0, SetOutcome::Done(FlockAnswer::Deadlock));
+        t.check_invariants();
+    }
+
+    #[test]
+    fn a_client_that_goes_loses_its_locks_and_waiters() {
+        let mut t = FlockTable::new();
+        let (a, b, c) = (owner(1, 1), owner(2, 1), owner(1, 2));
+        t.set((1, 1), req(a, Some(Write), 0, u64::MAX), true);
+        assert_eq!(t.set((2, 1), req(b, Some(Write), 5, 5), true).0, SetOutcome::Queued);
+        assert_eq!(t.set((1, 2), req(c, Some(Read), 5, 5), true).0, SetOutcome::Queued);
+        assert_eq!(t.release_client(1), vec![((2, 1), FlockAnswer::Granted)]);
+        t.check_invariants();
+        assert_eq!(t.counts(), (1, 0));
+        assert!(!t.cancel((2, 1)), "granted, not waiting");
+    }
+
+    #[test]
+    fn bounds_refuse_with_enolck() {
+        let mut t = FlockTable::new();
+        let a = owner(1, 1);
+        let on = |file: u64| FlockRequest { file: Fid(file), ..req(a, Some(Read), 0, 0) };
+        for file in 0..LOCKS_MAX as u64 - 1 {
+            assert_eq!(t.set((0, 0), on(file), false).0, SetOutcome::Done(FlockAnswer::Granted));
+        }
+        let refused = t.set((0, 0), on(u64::MAX), false).0;
+        assert!(matches!(refused, SetOutcome::Done(FlockAnswer::NoLocks(ref r)) if r.contains("65536")), "{refused:?}");
+        assert_eq!(
+            t.set((0, 0), FlockRequest { kind: None, ..on(0) }, false).0,
+            SetOutcome::Done(FlockAnswer::Granted)
+        );
+        assert_eq!(t.set((0, 0), on(u64::MAX), false).0, SetOutcome::Done(FlockAnswer::Granted));
+        t.check_invariants();
+    }
+
+    proptest! {
+        /// Any sequence of requests, cancels and departures keeps the
+        /// invariants.
+        #[test]
+        fn any_sequence_keeps_the_invariants(ops in proptest::collection::vec((0u8..6, 0u64..3, 0u64..2, 0u64..16, 0u64..6, any::<bool>()), 1..80)) {
+            let mut t = FlockTable::new();
+            let mut tickets = 0u64;
+            for (op, client, own, start, len, wait) in ops {
+                let o = owner(client, own);
+                match op {
+                    0 | 1 => { tickets += 1; t.set((client, tickets), req(o, Some(if op == 0 { Read } else { Write }), start, start + len), wait); }
+                    2 => { t.set((client, 0), req(o, None, start, start + len), false); }
+                    3 => { t.unlock_owner(F, o); }
+                    4 => { t.cancel((client, tickets)); }
+                    _ => { t.release_client(client); }
+                }
+                t.check_invariants();
+            }
+        }
+    }
+}
