@@ -22,9 +22,10 @@ demo: build
 # Programs the mount's tests run through a real mount (as root, where they
 # can mount): fio and h5py, from Debian.
 test-tools:
-	@if [ "$$(id -u)" = 0 ] && { ! command -v fio >/dev/null 2>&1 || ! /usr/bin/python3 -c 'import h5py' 2>/dev/null; }; then \
-	  echo "installing fio and python3-h5py for the mount's tests"; \
-	  apt-get update -qq && apt-get install -y -qq fio python3-h5py; fi
+	@if [ "$$(id -u)" = 0 ] && { ! command -v fio >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1 || \
+	    ! /usr/bin/python3 -c 'import h5py, mpi4py' 2>/dev/null; }; then \
+	  echo "installing fio, python3-h5py, python3-h5py-mpi and Open MPI for the mount's tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio python3-h5py python3-h5py-mpi openmpi-bin; fi
 
 test: deps test-tools
 	$(CARGO) fmt --all -- --check

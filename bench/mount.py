@@ -4,10 +4,20 @@
 For each place the data can live (tmpfs, and the disk under the system's
 temporary directory), starts `lanefs up --osts 4` there, mounts it, and
 alternates, run by run, `lanefs ior -a POSIX` on the mount against `lanefs
-ior -a LANEFS` on an embedded cluster on the same file system: file per
-process (-F) and one shared file, 8 ranks, 16 MiB each in 1 MiB
-transfers, written with fsync and read back. Prints the medians and the
-ratio mount / library per case. Needs root (to mount) and /dev/fuse.
+ior -a LANEFS` on an embedded cluster on the same file system and `lanefs
+ior -a POSIX` on plain local files there: file per process (-F) and one
+shared file, 8 ranks, 16 MiB each in 1 MiB transfers, written with fsync
+and read back. Prints the medians and the ratio mount / library per case.
+
+Then one shared file through 4 mounts (4 clients, as 4 nodes), written by
+c/shared_write (2 processes per mount, each writing its own 1 MiB blocks
+of every round, closed with fsync), with default locking and with
+lockahead taken through the mount's ioctl (-l), alternated run by run.
+Prints its medians, and lockahead / default.
+
+Before every run the disk is synced and the page cache dropped (`sync`,
+/proc/sys/vm/drop_caches), so that one run's dirty pages are not the next
+one's work. Needs root (to mount) and /dev/fuse; builds c/ with `make`.
 
   bench/mount.py [LANEFS]        ROUNDS (default 3), BENCH_DIR (one place)
 """
@@ -17,7 +27,14 @@ ROUNDS = int(os.environ.get("ROUNDS", "3"))
 IOR = ["-w", "-r", "-e", "-b", "16m", "-t", "1m", "-N", "8", "-O", "summaryFormat=JSON"]
 
 
+def settle():
+    subprocess.run(["sync"], check=True)
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
 def bandwidth(args, env=None):
+    settle()
     out = subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
     return {s["operation"]: s["bwMeanMIB"] for s in json.loads(out)["summary"]}
 
@@ -48,12 +65,14 @@ def measure(lanefs, place, label):
                     stripes = ["--lanefs.osts=4", f"--lanefs.stripe-count={4 if shared else 1}", "--lanefs.stripe-size=1m"]
                     runs.append(("library", [lanefs, "ior", "-a", "LANEFS", *flags, *IOR, *stripes],
                                  dict(os.environ, TMPDIR=d)))
+                    runs.append(("local", [lanefs, "ior", "-a", "POSIX", *flags, *IOR, "-o", f"{d}/ior"], None))
                     for who, args, run_env in (runs if r % 2 == 0 else runs[::-1]):
                         bw = bandwidth(args, run_env)
                         for op in ("write", "read"):
                             results.setdefault((case, op, who), []).append(bw[op])
                         print(f"{label} round {r + 1}: {case:16} {who:7} write {bw['write']:7.0f} read {bw['read']:7.0f} MiB/s",
                               file=sys.stderr)
+        shared = shared_locking(lanefs, env)
     finally:
         subprocess.run([lanefs, "umount", mountpoint], env=env, capture_output=True)
         up.terminate()
@@ -65,7 +84,47 @@ def measure(lanefs, place, label):
         for op in ("write", "read"):
             m = statistics.median(results[(case, op, "mount")])
             lib = statistics.median(results[(case, op, "library")])
-            print(f"  {case:16} {op:5} mount {m:7.0f}  library {lib:7.0f}  mount/library {m / lib:5.2f}x")
+            local = statistics.median(results[(case, op, "local")])
+            print(f"  {case:16} {op:5} mount {m:7.0f}  library {lib:7.0f}  local {local:7.0f}  "
+                  f"mount/library {m / lib:5.2f}x")
+    default, ahead = (statistics.median(shared[mode]) for mode in ("default", "lockahead"))
+    print(f"  shared file through {MOUNTS} mounts (c/shared_write, {MOUNTS * PER_MOUNT} processes, "
+          f"{ROUNDS_OF_BLOCKS} MiB each): default {default:7.0f}  lockahead {ahead:7.0f}  "
+          f"lockahead/default {ahead / default:5.2f}x")
+
+
+MOUNTS, PER_MOUNT, ROUNDS_OF_BLOCKS = 4, 2, 16
+
+
+def shared_locking(lanefs, env):
+    """MiB/s of c/shared_write through MOUNTS mounts, by lock mode."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    subprocess.run(["make", "-s", "-C", os.path.join(root, "c")], check=True)
+    program = os.path.join(root, "c", "shared_write")
+    mounts = [tempfile.mkdtemp(prefix="lanefs-mnt-") for _ in range(MOUNTS)]
+    results = {}
+    try:
+        for m in mounts:
+            subprocess.run([lanefs, "mount", m], check=True, env=env, capture_output=True)
+        subprocess.run([lanefs, "setstripe", "-c", "4", "-S", "1m", "/"], check=True, env=env)
+        for r in range(ROUNDS):
+            for mode in (("default", "lockahead") if r % 2 == 0 else ("lockahead", "default")):
+                name = f"shared-{r}-{mode}"
+                paths = [f"{m}/{name}" for m in mounts for _ in range(PER_MOUNT)]
+                settle()
+                started = time.monotonic()
+                flags = ["-l"] if mode == "lockahead" else []
+                subprocess.run([program, *flags, "-b", str(1 << 20), "-r", str(ROUNDS_OF_BLOCKS), *paths], check=True)
+                elapsed = time.monotonic() - started
+                mib = len(paths) * ROUNDS_OF_BLOCKS / elapsed
+                results.setdefault(mode, []).append(mib)
+                subprocess.run([lanefs, "rm", f"/{name}"], check=True, env=env)
+                print(f"  round {r + 1}: shared_write through {MOUNTS} mounts {mode:9} {mib:7.0f} MiB/s", file=sys.stderr)
+    finally:
+        for m in mounts:
+            subprocess.run([lanefs, "umount", m], env=env, capture_output=True)
+            os.rmdir(m)
+    return results
 
 
 def main():

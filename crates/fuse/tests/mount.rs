@@ -50,6 +50,9 @@ fn mounted_with(mounts: usize, options: ClientOptions) -> Option<Mounted> {
     Some(Mounted { cluster, _sessions: sessions, dirs })
 }
 
+/// Debian's Python, which has h5py and mpi4py (`make test` installs them).
+const PYTHON: &str = "/usr/bin/python3";
+
 fn pattern(len: usize, salt: u8) -> Vec<u8> {
     (0..len).map(|i| (i % 251) as u8 ^ salt).collect()
 }
@@ -332,7 +335,7 @@ fn an_oss_out_of_reach_gives_eio_and_the_mount_recovers() {
 #[test]
 fn an_hdf5_dataset_written_in_one_mount_is_read_in_the_other() {
     let Some(m) = mounted(2) else { return };
-    let python = "/usr/bin/python3"; // Debian's, which has h5py
+    let python = PYTHON;
     let has_h5py = std::process::Command::new(python).args(["-c", "import h5py"]).status().is_ok_and(|s| s.success());
     assert!(has_h5py, "h5py is missing: make test installs it (apt-get install python3-h5py)");
     let script = r#"
@@ -354,6 +357,47 @@ print("ok")
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Parallel HDF5 over Open MPI (Debian's `python3-h5py-mpi`, `mpirun`):
+/// two ranks write one shared dataset collectively through one mount, and
+/// the other mount reads every value back.
+#[test]
+fn parallel_hdf5_under_mpirun_writes_one_dataset_the_other_mount_reads() {
+    let Some(m) = mounted(2) else { return };
+    let python = PYTHON;
+    let has_mpi = std::process::Command::new("mpirun").arg("--version").output().is_ok_and(|o| o.status.success());
+    assert!(has_mpi, "mpirun is missing: make test installs it (apt-get install openmpi-bin python3-h5py-mpi)");
+    let writer = r#"
+import sys
+from mpi4py import MPI
+import h5py, numpy as np
+comm = MPI.COMM_WORLD
+n = 64
+with h5py.File(sys.argv[1], "w", driver="mpio", comm=comm) as f:
+    d = f.create_dataset("x", (comm.size * n, 1024), dtype="f8")
+    with d.collective:
+        d[comm.rank * n:(comm.rank + 1) * n, :] = np.arange(n * 1024).reshape(n, 1024) + comm.rank * 1e6
+"#;
+    let script = m.dirs[0].path().join("write_h5.py");
+    fs::write(&script, writer).unwrap();
+    let out = std::process::Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "2", python])
+        .arg(&script)
+        .arg(m.at(0, "p.h5"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let reader = r#"
+import sys, h5py, numpy as np
+n = 64
+with h5py.File(sys.argv[1], "r") as f:
+    x = f["x"][...]
+want = np.concatenate([np.arange(n * 1024).reshape(n, 1024) + r * 1e6 for r in range(2)])
+print(x.shape == want.shape and bool((x == want).all()))
+"#;
+    let out = std::process::Command::new(python).args(["-c", reader]).arg(m.at(1, "p.h5")).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "True\n", "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// The modification time: set by `touch -d` in one mount and seen in the
@@ -543,7 +587,7 @@ fn fcntl_lock(file: &fs::File, cmd: i32, typ: i32, start: i64, len: i64) -> std:
 /// A Python process with its output piped, started on `script`'s lines
 /// with the given arguments.
 fn python(script: &str, args: &[&Path]) -> std::process::Child {
-    std::process::Command::new("python3")
+    std::process::Command::new(PYTHON)
         .arg("-c")
         .arg(script)
         .args(args)
@@ -686,7 +730,7 @@ for n in range(150):
 print("done", flush=True)
 "#;
     let run = |i: usize, who: &str| {
-        std::process::Command::new("python3")
+        std::process::Command::new(PYTHON)
             .args(["-c", writer])
             .arg(m.at(i, "rows.db"))
             .arg(who)
@@ -706,7 +750,7 @@ db = sqlite3.connect(sys.argv[1])
 print(db.execute("PRAGMA integrity_check").fetchone()[0])
 print(db.execute("SELECT who, count(*), count(DISTINCT n) FROM t GROUP BY who ORDER BY who").fetchall())
 "#;
-    let out = std::process::Command::new("python3").args(["-c", check]).arg(m.at(1, "rows.db")).output().unwrap();
+    let out = std::process::Command::new(PYTHON).args(["-c", check]).arg(m.at(1, "rows.db")).output().unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert_eq!(said, "ok\n[('a', 150, 150), ('b', 150, 150)]\n", "{}", String::from_utf8_lossy(&out.stderr));
 }
@@ -738,11 +782,8 @@ with open(a, "rb") as h:
     h.seek(10)
     print(h.read(4).decode())
 "#;
-    let out = std::process::Command::new("python3")
-        .args(["-c", script])
-        .arg(m.at(0, "mapped"))
-        .arg(m.at(1, "mapped"))
-        .output();
+    let out =
+        std::process::Command::new(PYTHON).args(["-c", script]).arg(m.at(0, "mapped")).arg(m.at(1, "mapped")).output();
     let out = out.unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "abcd\n");
