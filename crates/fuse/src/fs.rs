@@ -18,7 +18,7 @@ use fuser::{
     ReplyIoctl, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use lanefs_core::client::ladvise::Advice;
-use lanefs_mds::{Access, Attr, CreateMode, Credentials, DirEntry, FileKind, MdsReply, MdsRequest, StripeSpec};
+use lanefs_mds::{Access, Attr, CreateMode, Credentials, DirEntry, Fid, FileKind, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, File, NetError};
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -44,6 +44,9 @@ struct Open {
     /// Written since the last flush: the next `close` writes it back and
     /// reports a lost write, as `fsync` does.
     written: Mutex<bool>,
+    /// The MDS knows this handle keeps the file open, so a removal from
+    /// another mount leaves its objects until the release.
+    recorded: bool,
 }
 
 /// lanefs as a FUSE file system (see the module docs).
@@ -165,15 +168,22 @@ impl LanefsFs {
 
     /// Keep `file` open as a new handle, if the mount's bound allows.
     fn keep_open(&self, ino: u64, file: File, flags: i32) -> Result<u64, Errno> {
-        let mut files = self.files.lock().expect("files");
-        if files.len() >= OPEN_MAX {
-            drop(files);
+        if self.files.lock().expect("files").len() >= OPEN_MAX {
             let _ = self.client.close(file);
             return Err(Errno::ENFILE);
         }
+        // Removed from another mount meanwhile, the file stays readable
+        // here: the MDS keeps its objects until this handle's release.
+        let recorded = match self.client.mds_opened(Fid(ino)) {
+            Ok(()) => true,
+            Err(e) => {
+                warn!(%e, ino, "the MDS did not record an open: a removal elsewhere would end its reads");
+                false
+            }
+        };
         let fh = self.new_handle();
-        let open = Open { ino, file, append: flags & libc::O_APPEND != 0, written: Mutex::new(false) };
-        files.insert(fh, Arc::new(open));
+        let open = Open { ino, file, append: flags & libc::O_APPEND != 0, written: Mutex::new(false), recorded };
+        self.files.lock().expect("files").insert(fh, Arc::new(open));
         Ok(fh)
     }
 
@@ -548,6 +558,11 @@ impl Filesystem for LanefsFs {
         };
         let ino = open.ino;
         let closed = self.client.close(open.file);
+        if open.recorded {
+            if let Err(e) = self.client.mds_closed(Fid(ino)) {
+                warn!(%e, ino, "telling the MDS of a close");
+            }
+        }
         self.remove_orphan_if_closed(ino);
         match closed {
             Ok(()) => reply.ok(),

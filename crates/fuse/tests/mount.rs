@@ -788,3 +788,29 @@ with open(a, "rb") as h:
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "abcd\n");
 }
+
+/// A file another mount has open stays readable there when this mount
+/// removes it or renames another file over it (the MDS keeps its objects
+/// until that mount's last close), and the new file is what opens see.
+#[test]
+fn a_file_removed_or_replaced_from_another_mount_stays_readable_where_it_is_open() {
+    let Some(m) = mounted(2) else { return };
+    let old = pattern(3 << 20, 1);
+    fs::write(m.at(0, "config"), &old).unwrap();
+    fs::write(m.at(0, "scratch"), &old).unwrap();
+    let mut reader = fs::File::open(m.at(1, "config")).unwrap();
+    let mut scratch = fs::File::open(m.at(1, "scratch")).unwrap();
+    // An atomic replace, as editors and deploy scripts do it.
+    fs::write(m.at(0, "config.new"), b"new").unwrap();
+    fs::rename(m.at(0, "config.new"), m.at(0, "config")).unwrap();
+    fs::remove_file(m.at(0, "scratch")).unwrap();
+    let mut got = Vec::new();
+    reader.read_to_end(&mut got).unwrap();
+    assert!(got == old, "the replaced file reads whole where it was open");
+    let mut got = Vec::new();
+    scratch.read_to_end(&mut got).unwrap();
+    assert!(got == old, "the removed file reads whole where it was open");
+    assert_eq!(fs::read(m.at(1, "config")).unwrap(), b"new", "a new open sees the new file");
+    drop((reader, scratch));
+    assert_eq!(fs::read(m.at(1, "scratch")).unwrap_err().kind(), ErrorKind::NotFound);
+}

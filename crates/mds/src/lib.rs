@@ -68,6 +68,7 @@ mod check;
 mod error;
 pub mod flock;
 pub mod objects;
+pub mod opens;
 pub mod ops;
 pub mod path;
 pub mod perm;

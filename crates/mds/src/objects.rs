@@ -22,7 +22,7 @@
 use crate::ops::WriteKind;
 use crate::schema;
 use crate::{Mds, MdsError};
-use lanefs_core::units::{ObjectId, OstIndex};
+use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
 
 /// The most objects one call to [`Mds::queued_destroys`] returns.
 pub const DESTROY_BATCH_MAX: usize = 1024;
@@ -73,8 +73,19 @@ impl Mds {
     /// Up to `count_max` (at most [`DESTROY_BATCH_MAX`]) objects of `ost`
     /// waiting to be destroyed, lowest id first.
     pub fn queued_destroys(&self, ost: OstIndex, count_max: usize) -> Result<Vec<ObjectId>, MdsError> {
+        self.queued_destroys_except(ost, count_max, &|_| false)
+    }
+
+    /// [`Mds::queued_destroys`] passing over the objects `held` names (of
+    /// removed files still open: see [`crate::opens`]).
+    pub fn queued_destroys_except(
+        &self,
+        ost: OstIndex,
+        count_max: usize,
+        held: &dyn Fn(ObjectKey) -> bool,
+    ) -> Result<Vec<ObjectId>, MdsError> {
         self.check_ost(ost)?;
-        schema::queued_destroys(&self.conn, ost, count_max.min(DESTROY_BATCH_MAX))
+        schema::queued_destroys(&self.conn, ost, count_max.min(DESTROY_BATCH_MAX), held)
     }
 
     /// Forgets objects the OST has acknowledged destroying. Objects not

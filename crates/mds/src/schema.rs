@@ -193,12 +193,26 @@ pub(crate) fn raise_precreated(conn: &Connection, ost: OstIndex, last_id: Object
     Ok(())
 }
 
-/// Up to `count_max` objects of `ost` waiting to be destroyed, lowest first.
-pub(crate) fn queued_destroys(conn: &Connection, ost: OstIndex, count_max: usize) -> Result<Vec<ObjectId>, MdsError> {
-    let sql = "SELECT object FROM destroy_queue WHERE ost = ?1 ORDER BY object LIMIT ?2";
+/// Up to `count_max` objects of `ost` waiting to be destroyed, lowest
+/// first, passing over those `held` names.
+pub(crate) fn queued_destroys(
+    conn: &Connection,
+    ost: OstIndex,
+    count_max: usize,
+    held: &dyn Fn(ObjectKey) -> bool,
+) -> Result<Vec<ObjectId>, MdsError> {
+    let sql = "SELECT object FROM destroy_queue WHERE ost = ?1 ORDER BY object";
     let mut select = conn.prepare_cached(sql)?;
-    let rows = select.query_map(params![ost.0, count_max as i64], |row| row.get(0))?;
-    Ok(rows.map(|row| row.map(ObjectId)).collect::<Result<_, _>>()?)
+    let mut rows = select.query(params![ost.0])?;
+    let mut objects = Vec::new();
+    while objects.len() < count_max {
+        let Some(row) = rows.next()? else { break };
+        let object = ObjectId(row.get(0)?);
+        if !held(ObjectKey { ost, object }) {
+            objects.push(object);
+        }
+    }
+    Ok(objects)
 }
 
 /// Forgets destroyed objects; returns how many were queued.

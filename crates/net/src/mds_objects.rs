@@ -34,6 +34,7 @@ use crate::transport::{connect, Address, BoxStream};
 use crate::writer::spawn_writer;
 use lanefs_core::units::{ObjectId, OstIndex};
 use lanefs_mds::objects::DESTROY_BATCH_MAX;
+use lanefs_mds::opens::OpenFiles;
 use lanefs_mds::{Mds, MdsError};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -98,6 +99,9 @@ pub(crate) struct Lifecycle {
     workers: Mutex<BTreeMap<String, tokio::task::JoinHandle<()>>>,
     /// The server key the MDS shows the OSSes (on TCP).
     key: Option<ClusterKey>,
+    /// Files open on clients: the objects of removed ones are not
+    /// destroyed while they are (see `lanefs_mds::opens`).
+    pub opens: Arc<Mutex<OpenFiles>>,
 }
 
 fn bump(counter: &watch::Sender<u64>) {
@@ -121,6 +125,7 @@ impl Lifecycle {
             changed: watch::channel(0).0,
             osts: Mutex::new(BTreeMap::new()),
             workers: Mutex::new(BTreeMap::new()),
+            opens: Arc::new(Mutex::new(OpenFiles::new())),
         })
     }
 
@@ -296,7 +301,13 @@ impl Lifecycle {
     /// connection.
     async fn drain(&self, link: &mut OssLink, ost: u32) -> Result<(), String> {
         loop {
-            let batch = self.with_mds(move |mds| mds.queued_destroys(OstIndex(ost), DESTROY_BATCH_MAX)).await?;
+            let opens = self.opens.clone();
+            let batch = self
+                .with_mds(move |mds| {
+                    let opens = opens.lock().expect("opens lock");
+                    mds.queued_destroys_except(OstIndex(ost), DESTROY_BATCH_MAX, &|object| opens.is_held(object))
+                })
+                .await?;
             if batch.is_empty() {
                 return Ok(());
             }

@@ -220,6 +220,9 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     shared.peers.lock().expect("peers lock").remove(&peer);
     let granted = shared.flocks.lock().expect("flocks lock").release_client(u64::from(peer));
     shared.flock_ids.lock().expect("flock ids").retain(|ticket, _| ticket.0 != u64::from(peer));
+    if !shared.objects.opens.lock().expect("opens lock").client_gone(u64::from(peer)).is_empty() {
+        shared.objects.wake();
+    }
     answer_waiters(&shared, granted);
     match ended {
         Ok(()) => outbox.close("the peer closed the connection"),
@@ -254,6 +257,17 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
             Wire::Mds { id, call: MdsCall::ClusterInfo } => {
                 let osts = shared.objects.addresses();
                 (id, MdsAnswer::ClusterInfo(ClusterInfo { ost_count: shared.ost_count, osts }))
+            }
+            Wire::Mds { id, call: MdsCall::Opened { fid } } => {
+                let recorded = shared.objects.opens.lock().expect("opens lock").opened(fid, u64::from(peer));
+                (id, recorded.map_or_else(MdsAnswer::Error, |()| MdsAnswer::Opened))
+            }
+            Wire::Mds { id, call: MdsCall::Closed { fid } } => {
+                let released = shared.objects.opens.lock().expect("opens lock").closed(fid, u64::from(peer));
+                if !released.is_empty() {
+                    shared.objects.wake();
+                }
+                (id, MdsAnswer::Opened)
             }
             Wire::Mds { id, call: MdsCall::Flock(call) } => match flock(shared, peer, id, call) {
                 Some(answer) => (id, MdsAnswer::Flock(answer)),
@@ -330,6 +344,35 @@ fn answer_waiters(shared: &Shared, answers: Vec<(Ticket, FlockAnswer)>) {
     }
 }
 
+/// `request` on `mds`; a file it removes (an unlink, or a rename over it)
+/// that a client has open keeps its objects until its last close: they
+/// are held back from destruction, in the same hold of the database that
+/// queued them, so the destroyer never sees them unheld.
+fn remove_or_hold(
+    mds: &mut Mds,
+    opens: &Mutex<lanefs_mds::opens::OpenFiles>,
+    credentials: &Credentials,
+    request: MdsRequest,
+) -> MdsReply {
+    let removed = match &request {
+        MdsRequest::Unlink { path } => Some(path.clone()),
+        MdsRequest::Rename { to, .. } => Some(to.clone()),
+        _ => None,
+    };
+    let removed = removed.and_then(|path| match mds.handle(credentials, MdsRequest::Stat { path }) {
+        MdsReply::Attr(attr) => attr.layout.map(|layout| (attr.fid, layout)),
+        _ => None,
+    });
+    let reply = mds.handle(credentials, request);
+    if let (Some((fid, layout)), MdsReply::Ok) = (removed, &reply) {
+        let mut opens = opens.lock().expect("opens lock");
+        if opens.is_open(fid) {
+            opens.hold(fid, layout.objects());
+        }
+    }
+    reply
+}
+
 /// One namespace request. A create that finds a pool empty runs again once
 /// the pool is refilled, or fails saying why it was not.
 async fn namespace(shared: &Shared, credentials: Credentials, request: MdsRequest) -> MdsAnswer {
@@ -339,9 +382,10 @@ async fn namespace(shared: &Shared, credentials: Credentials, request: MdsReques
     loop {
         let mds = shared.mds.clone();
         let (credentials, request) = (credentials.clone(), request.clone());
+        let opens = shared.objects.opens.clone();
         let reply = tokio::task::spawn_blocking(move || {
             let mut mds = mds.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            mds.as_mut().map(|mds| mds.handle(&credentials, request))
+            mds.as_mut().map(|mds| remove_or_hold(mds, &opens, &credentials, request))
         })
         .await;
         let reply = match reply {

@@ -115,6 +115,16 @@ pub enum MdsCall {
     ClusterInfo,
     /// A file lock (`fcntl`, `flock`): see `lanefs_mds::flock`.
     Flock(FlockCall),
+    /// The caller keeps `fid` open (answered `Opened`, or `Error` past the
+    /// MDS's bound): removed meanwhile, it keeps its objects until the
+    /// matching `Closed` (see `lanefs_mds::opens`).
+    Opened {
+        fid: lanefs_mds::Fid,
+    },
+    /// The caller closed one open of `fid` (answered `Opened`).
+    Closed {
+        fid: lanefs_mds::Fid,
+    },
 }
 
 /// A file-lock request. Owners are the caller's: the MDS puts the
@@ -139,6 +149,8 @@ pub enum MdsAnswer {
     ClusterInfo(ClusterInfo),
     Error(String),
     Flock(lanefs_mds::flock::FlockAnswer),
+    /// `MdsCall::Opened` or `Closed` is recorded.
+    Opened,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

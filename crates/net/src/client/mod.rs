@@ -486,6 +486,27 @@ impl Client {
         }
     }
 
+    /// Tell the MDS this client keeps `fid` open, so that a removal of it
+    /// elsewhere keeps its objects until [`Client::mds_closed`]. `Err` if
+    /// the MDS could not record it (the file still works; a removal
+    /// elsewhere would end its reads).
+    pub fn mds_opened(&self, fid: lanefs_mds::Fid) -> Result<(), NetError> {
+        match self.call(|r| Cmd::Mds(MdsCall::Opened { fid }, r))?? {
+            MdsAnswer::Opened => Ok(()),
+            MdsAnswer::Error(e) => Err(NetError::Mds(e)),
+            other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
+        }
+    }
+
+    /// One open of `fid` that [`Client::mds_opened`] recorded is closed. A
+    /// lost MDS connection has forgotten this client's opens already.
+    pub fn mds_closed(&self, fid: lanefs_mds::Fid) -> Result<(), NetError> {
+        match self.call(|r| Cmd::Mds(MdsCall::Closed { fid }, r))? {
+            Ok(_) | Err(NetError::MdsLost { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     fn flock_call(&self, call: FlockCall) -> Result<FlockAnswer, NetError> {
         flock_answer(self.call(|r| Cmd::Mds(MdsCall::Flock(call), r))?)
     }
