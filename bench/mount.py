@@ -35,7 +35,10 @@ def settle():
 
 def bandwidth(args, env=None):
     settle()
-    out = subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
+    run = subprocess.run(args, capture_output=True, text=True, env=env)
+    if run.returncode != 0:
+        sys.exit(f"bench/mount.py: {' '.join(args)} failed ({run.returncode}):\n{run.stderr}")
+    out = run.stdout
     return {s["operation"]: s["bwMeanMIB"] for s in json.loads(out)["summary"]}
 
 
@@ -93,7 +96,7 @@ def measure(lanefs, place, label):
           f"lockahead/default {ahead / default:5.2f}x")
 
 
-MOUNTS, PER_MOUNT, ROUNDS_OF_BLOCKS = 4, 2, 16
+MOUNTS, PER_MOUNT, ROUNDS_OF_BLOCKS = 4, 2, 64
 
 
 def shared_locking(lanefs, env):
