@@ -296,10 +296,19 @@ fn ls(cl: &Client, long: bool, path: &str) -> Result<()> {
 
 fn long_line(cl: &Client, dir: &str, entry: &DirEntry) -> Result<String> {
     let DirEntry { name, kind, uid, gid, permissions, .. } = entry;
+    let full = if dir.ends_with('/') { format!("{dir}{name}") } else { format!("{dir}/{name}") };
     let (size, layout) = match kind {
         FileKind::Dir => ("-".to_string(), "-".to_string()),
+        FileKind::Symlink => {
+            let target = attr(cl, &full)?.target.unwrap_or_default();
+            return Ok(format!(
+                "{} {uid:>6} {gid:>6} {:>14} {:>8} {name} -> {target}",
+                mode_string(*kind, *permissions),
+                target.len(),
+                "-"
+            ));
+        }
         FileKind::File => {
-            let full = if dir.ends_with('/') { format!("{dir}{name}") } else { format!("{dir}/{name}") };
             let (size, layout) = file_size(cl, &full)?;
             (size.to_string(), format!("{}x{}", layout.stripe_count(), human(layout.stripe_size())))
         }
@@ -339,6 +348,10 @@ fn stat(cl: &Client, path: &str) -> Result<()> {
     println!("  File: {path}");
     match attr.kind {
         FileKind::Dir => println!("  Type: directory"),
+        FileKind::Symlink => {
+            let target = attr.target.as_deref().unwrap_or_default();
+            println!("  Size: {}\tType: symbolic link -> {target}", target.len());
+        }
         FileKind::File => {
             let (size, layout) = file_size(cl, path)?;
             println!("  Size: {size}\tType: regular file");
@@ -357,6 +370,7 @@ fn stat(cl: &Client, path: &str) -> Result<()> {
         attr.uid,
         attr.gid
     );
+    println!("  Links: {}", attr.nlink);
     println!("   Fid: {}", attr.fid.0);
     Ok(())
 }
@@ -366,7 +380,7 @@ fn stat(cl: &Client, path: &str) -> Result<()> {
 fn rm(cl: &Client, path: &str) -> Result<()> {
     match attr(cl, path)?.kind {
         FileKind::Dir => cl.mds(MdsRequest::Rmdir { path: path.into() })?,
-        FileKind::File => cl.mds(MdsRequest::Unlink { path: path.into() })?,
+        FileKind::File | FileKind::Symlink => cl.mds(MdsRequest::Unlink { path: path.into() })?,
     };
     Ok(())
 }

@@ -33,8 +33,10 @@ impl Errno {
     pub const EFBIG: Errno = Errno(27);
     pub const ENOSPC: Errno = Errno(28);
     pub const EROFS: Errno = Errno(30);
+    pub const EMLINK: Errno = Errno(31);
     pub const ENAMETOOLONG: Errno = Errno(36);
     pub const ENOTEMPTY: Errno = Errno(39);
+    pub const ELOOP: Errno = Errno(40);
     pub const ENOTCONN: Errno = Errno(107);
     pub const ETIMEDOUT: Errno = Errno(110);
     pub const EDQUOT: Errno = Errno(122);

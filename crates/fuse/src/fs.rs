@@ -22,6 +22,7 @@ use lanefs_mds::{Access, Attr, CreateMode, Credentials, DirEntry, Fid, FileKind,
 use lanefs_net::client::{Client, File, NetError};
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -120,7 +121,8 @@ impl LanefsFs {
             return Err(Errno::EIO);
         };
         let size = match (&attr.layout, open) {
-            (None, _) => 0,
+            // A symbolic link's size is its target's length, as lstat says.
+            (None, _) => attr.target.as_ref().map_or(0, |t| t.len() as u64),
             (Some(_), Some(file)) => self.client.size(file).map_err(|e| errno(&e))?,
             (Some(layout), None) => self.with_file(path, layout.clone(), |file| self.client.size(file))?,
         };
@@ -268,7 +270,7 @@ impl Filesystem for LanefsFs {
         uid: Option<u32>,
         gid: Option<u32>,
         size: Option<u64>,
-        _atime: Option<TimeOrNow>,
+        atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
         fh: Option<FileHandle>,
@@ -286,15 +288,19 @@ impl Filesystem for LanefsFs {
                     MdsRequest::SetAttr { path: path.clone(), permissions: mode.map(|m| m & 0o7777), uid, gid };
                 self.mds(req, request)?;
             }
-            if let Some(mtime) = mtime {
-                // One time per inode: the access time set alone changes nothing.
-                let at = match mtime {
-                    TimeOrNow::Now => None,
+            let at = |time: TimeOrNow| -> Result<Option<u64>, Errno> {
+                match time {
+                    TimeOrNow::Now => Ok(None),
                     TimeOrNow::SpecificTime(t) => {
-                        Some(t.duration_since(UNIX_EPOCH).map_err(|_| Errno::EINVAL)?.as_nanos() as u64)
+                        Ok(Some(t.duration_since(UNIX_EPOCH).map_err(|_| Errno::EINVAL)?.as_nanos() as u64))
                     }
-                };
-                self.mds(req, MdsRequest::SetMtime { path: path.clone(), at })?;
+                }
+            };
+            if let Some(atime) = atime {
+                self.mds(req, MdsRequest::SetAtime { path: path.clone(), at: at(atime)? })?;
+            }
+            if let Some(mtime) = mtime {
+                self.mds(req, MdsRequest::SetMtime { path: path.clone(), at: at(mtime)? })?;
             }
             if let Some(size) = size {
                 // truncate(2) by path: the MDS checks that the caller may
@@ -322,6 +328,41 @@ impl Filesystem for LanefsFs {
             self.mds(req, MdsRequest::Mkdir { path: path.clone(), permissions: mode & !umask & 0o7777 })?;
             Ok(path)
         });
+        match result {
+            Ok(path) => self.entry(req, &path, reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let result = self.child(parent, link_name).and_then(|path| {
+            let target = target.to_str().ok_or(Errno::EINVAL)?.to_string();
+            self.mds(req, MdsRequest::Symlink { path: path.clone(), target })?;
+            Ok(path)
+        });
+        match result {
+            Ok(path) => self.entry(req, &path, reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        let result = self.path(ino).and_then(|path| match self.mds(req, MdsRequest::Stat { path })? {
+            MdsReply::Attr(Attr { target: Some(target), .. }) => Ok(target),
+            _ => Err(Errno::EINVAL),
+        });
+        match result {
+            Ok(target) => reply.data(target.as_bytes()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let result = (|| {
+            let (from, to) = (self.path(ino)?, self.child(newparent, newname)?);
+            self.mds(req, MdsRequest::Link { from, to: to.clone() })?;
+            Ok(to)
+        })();
         match result {
             Ok(path) => self.entry(req, &path, reply),
             Err(e) => reply.error(e),
@@ -896,25 +937,23 @@ fn file_type(kind: FileKind) -> FileType {
     match kind {
         FileKind::Dir => FileType::Directory,
         FileKind::File => FileType::RegularFile,
+        FileKind::Symlink => FileType::Symlink,
     }
 }
 
 fn file_attr(attr: &Attr, size: u64) -> FileAttr {
-    // One time for all four: the one the MDS keeps (creation, a namespace
-    // change, `utimensat`, a close after writes).
-    let time = UNIX_EPOCH + Duration::from_nanos(attr.mtime_ns);
-    let directory = attr.kind == FileKind::Dir;
+    let time = |ns: u64| UNIX_EPOCH + Duration::from_nanos(ns);
     FileAttr {
         ino: INodeNo(attr.fid.0),
         size,
         blocks: size.div_ceil(512),
-        atime: time,
-        mtime: time,
-        ctime: time,
-        crtime: time,
+        atime: time(attr.atime_ns),
+        mtime: time(attr.mtime_ns),
+        ctime: time(attr.ctime_ns),
+        crtime: time(attr.mtime_ns),
         kind: file_type(attr.kind),
         perm: (attr.permissions & 0o7777) as u16,
-        nlink: if directory { 2 } else { 1 },
+        nlink: u32::try_from(attr.nlink).unwrap_or(u32::MAX),
         uid: attr.uid,
         gid: attr.gid,
         rdev: 0,

@@ -7,15 +7,14 @@
 //!
 //! Where it departs from Lustre (and from POSIX) for now: files are opened
 //! with direct I/O, so the kernel caches no file data (coherence without
-//! page-cache invalidation; shared writable `mmap` is refused by the
-//! kernel); the MDS keeps one time per inode, shown as all four, which
-//! `utimensat` sets and a `close(2)` after writes moves to now;
-//! `close(2)` after a write makes it durable (`fsync`), so that a lost
-//! write is reported there; a file removed while
-//! open stays readable only if it was open in the mount that removed it
-//! (hidden under another name until its last close, as NFS clients do);
-//! hard and symbolic links and cluster-wide `fcntl`/`flock` locks are not
-//! there yet.
+//! page-cache invalidation; a mapping is filled at `mmap` and not kept
+//! coherent with other mounts' later writes); a `close(2)` after writes
+//! moves the modification time to now, and reads never move the access
+//! time (`noatime`); `close(2)` after a write makes it durable (`fsync`),
+//! so that a lost write is reported there; a file removed while open keeps
+//! its objects until its last close anywhere (the MDS is told of opens),
+//! and in the mount that removed it a hidden name, as NFS clients do. File
+//! locks are the MDS's ([`locks`]).
 
 pub mod fs;
 pub mod locks;

@@ -814,3 +814,46 @@ fn a_file_removed_or_replaced_from_another_mount_stays_readable_where_it_is_open
     drop((reader, scratch));
     assert_eq!(fs::read(m.at(1, "scratch")).unwrap_err().kind(), ErrorKind::NotFound);
 }
+
+/// Symbolic and hard links, made in one mount and followed in the other,
+/// and access, modification and change times kept apart.
+#[test]
+fn links_and_the_three_times_through_two_mounts() {
+    let Some(m) = mounted(2) else { return };
+    let said = sh(
+        &m,
+        r#"
+mkdir $A/d
+printf hello > $A/d/f
+ln -s d/f $A/s
+ln -s /nowhere $A/dangling
+ln $A/d/f $A/h
+echo "target $(readlink $B/s)"
+echo "through $(cat $B/s)"
+echo "links $(stat -c %h $B/d/f) $(stat -c %h $B/h)"
+echo "kinds $(stat -c %F $B/s) $(stat -c %F $B/h)"
+test ! -e $B/dangling && test -L $B/dangling && echo "dangling ok"
+rm $B/d/f
+echo "kept $(cat $A/h) $(stat -c %h $A/h)"
+touch -a -d 2001-02-03T04:05:06Z $A/h
+touch -m -d 2011-02-03T04:05:06Z $A/h
+echo "times $(stat -c '%X %Y' $B/h)"
+test $(stat -c %Z $B/h) -gt $(stat -c %Y $B/h) && echo "ctime is now"
+ln -s h $A/s2 && mv $B/s2 $B/s3 && echo "renamed link $(cat $A/s3)"
+ln $A/d $A/dirlink 2>&1 | grep -q 'not allowed\|Operation not permitted' && echo "no directory links"
+rm $A/s $A/s3 $A/dangling $A/h
+ls -A $B
+"#,
+    );
+    assert!(said.contains("target d/f\n"), "{said}");
+    assert!(said.contains("through hello\n"), "{said}");
+    assert!(said.contains("links 2 2\n"), "{said}");
+    assert!(said.contains("kinds symbolic link regular file\n"), "{said}");
+    assert!(said.contains("dangling ok\n"), "{said}");
+    assert!(said.contains("kept hello 1\n"), "{said}");
+    assert!(said.contains("times 981173106 1296705906\n"), "{said}");
+    assert!(said.contains("ctime is now\n"), "{said}");
+    assert!(said.contains("renamed link hello\n"), "{said}");
+    assert!(said.contains("no directory links\n"), "{said}");
+    assert!(said.ends_with("d\n"), "only d is left: {said}");
+}

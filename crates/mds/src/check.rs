@@ -26,8 +26,10 @@ impl Mds {
     /// Panics unless the database holds a well-formed namespace:
     /// - the schema version is this crate's, and the recorded OST count is
     ///   the one in use, with one object counter per OST;
-    /// - the root is a directory with no entry; every other inode has exactly
-    ///   one entry, in a directory, and is reachable from the root (a tree);
+    /// - the root is a directory with no entry; every other directory has
+    ///   exactly one entry, every file and symbolic link at least one (its
+    ///   hard links), all in directories, and every inode is reachable from
+    ///   the root (the directories form a tree);
     /// - every file has a valid layout: stripe-count objects, numbered from
     ///   stripe 0, on distinct OSTs that exist; directories have no objects;
     /// - every object id is below its OST's counter (so never handed out
@@ -79,8 +81,17 @@ impl Mds {
         assert_eq!(root_kind, 2, "the root is a directory");
         assert_eq!(count(conn, "SELECT count(*) FROM dentries WHERE fid = 1"), 0, "the root has no entry");
         let inode_count = count(conn, "SELECT count(*) FROM inodes");
-        let entry_count = count(conn, "SELECT count(*) FROM dentries");
-        assert_eq!(entry_count, inode_count - 1, "every inode but the root has one entry");
+        let dirs_misnamed = count(
+            conn,
+            "SELECT count(*) FROM inodes i WHERE i.kind = 2 AND i.fid != 1 \
+             AND (SELECT count(*) FROM dentries d WHERE d.fid = i.fid) != 1",
+        );
+        assert_eq!(dirs_misnamed, 0, "every directory but the root has exactly one entry");
+        let unnamed = count(
+            conn,
+            "SELECT count(*) FROM inodes i WHERE i.kind != 2 AND NOT EXISTS (SELECT 1 FROM dentries d WHERE d.fid = i.fid)",
+        );
+        assert_eq!(unnamed, 0, "every file and symbolic link has at least one entry");
         let misparented =
             count(conn, "SELECT count(*) FROM dentries d JOIN inodes p ON p.fid = d.parent WHERE p.kind != 2");
         assert_eq!(misparented, 0, "entries are only in directories");

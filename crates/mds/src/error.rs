@@ -68,6 +68,15 @@ pub enum MdsError {
     #[error("operation not permitted (EPERM): {path}: {reason}")]
     NotPermitted { path: String, reason: String },
 
+    /// `ELOOP`: `path` is a symbolic link where a file or directory is
+    /// needed (the MDS does not follow links; a mount's kernel does).
+    #[error("{path} is a symbolic link (ELOOP): give the path it points to")]
+    SymbolicLink { path: String },
+
+    /// `EMLINK`: `path` has as many hard links as a file may.
+    #[error("{path} has {links} links, the most a file may have (EMLINK)")]
+    TooManyLinks { path: String, links: u64 },
+
     #[error("invalid credentials: {reason}")]
     InvalidCredentials { reason: String },
 
@@ -156,6 +165,8 @@ impl MdsError {
             MdsError::RootDirectory { .. } => Errno::EBUSY,
             MdsError::PermissionDenied { .. } => Errno::EACCES,
             MdsError::NotPermitted { .. } => Errno::EPERM,
+            MdsError::SymbolicLink { .. } => Errno::ELOOP,
+            MdsError::TooManyLinks { .. } => Errno::EMLINK,
             MdsError::NoObjects { .. } | MdsError::NoSpace { .. } => Errno::ENOSPC,
             MdsError::InvalidConfig { .. }
             | MdsError::OstCountDecreased { .. }

@@ -33,12 +33,15 @@
 //!   namespace needs none (see above); the MDS grants file locks (`fcntl`,
 //!   `flock`) from an in-memory [`flock::FlockTable`], as Lustre's MDT
 //!   grants flock locks;
-//! - no links, symbolic links, ACLs or extended attributes.
+//! - no ACLs or extended attributes (hard and symbolic links are kept; the
+//!   MDS does not follow symbolic links inside the paths it is given: a
+//!   mount's kernel resolves them).
 //!
 //! Invariants (checked by [`Mds::check_invariants`]):
-//! - the namespace is a tree rooted at `/` ([`Fid::ROOT`]), which always
-//!   exists; every other inode has exactly one name, an owner, a group and
-//!   permissions within `07777`;
+//! - the directories are a tree rooted at `/` ([`Fid::ROOT`]), which
+//!   always exists; every other directory has exactly one name, a file or
+//!   a symbolic link at least one (its hard links); every inode has an
+//!   owner, a group and permissions within `07777`;
 //! - every file has exactly stripe-count objects, on distinct OSTs, fixed at
 //!   create ([`Mds::set_stripe`] on a file is refused);
 //! - object ids are unique per OST and never reused, fids never reused,
@@ -78,6 +81,7 @@ pub mod schema;
 
 pub use error::MdsError;
 pub use objects::Pool;
+pub use ops::Time;
 pub use proto::*;
 
 use rusqlite::{Connection, ErrorCode};
@@ -154,11 +158,15 @@ impl Mds {
     }
 
     fn start(mut conn: Connection, label: &str, mut config: MdsConfig) -> Result<Mds, MdsError> {
-        conn.pragma_update(None, "foreign_keys", true).map_err(|error| open_error(label, error))?;
         // Take the write lock now, so a database in use fails here, by name.
         conn.execute_batch("BEGIN IMMEDIATE; COMMIT").map_err(|error| open_error(label, error))?;
+        // Foreign keys are enforced once the schema is this version's: an
+        // older one is rebuilt without them, as SQLite's ALTER TABLE
+        // procedure asks, and checked whole before it commits.
+        conn.pragma_update(None, "foreign_keys", false).map_err(|error| open_error(label, error))?;
         config.ost_count =
             schema::prepare(&mut conn, label, &config, ops::now_ns()).map_err(|error| named(label, error))?;
+        conn.pragma_update(None, "foreign_keys", true).map_err(|error| open_error(label, error))?;
         let readdir_page = (READDIR_ENTRIES_MAX, READDIR_BYTES_MAX);
         let mds = Mds { conn, config, label: label.to_string(), reserve: None, readdir_page };
         tracing::info!(path = label, ost_count = config.ost_count, "opened MDS database");
@@ -224,7 +232,10 @@ impl Mds {
             MdsRequest::SetAttr { path, permissions, uid, gid } => {
                 self.set_attr(who, &path, permissions, (uid, gid)).map(MdsReply::Attr)
             }
-            MdsRequest::SetMtime { path, at } => self.set_mtime(who, &path, at).map(MdsReply::Attr),
+            MdsRequest::SetMtime { path, at } => self.set_time(who, &path, at, Time::Modified).map(MdsReply::Attr),
+            MdsRequest::SetAtime { path, at } => self.set_time(who, &path, at, Time::Accessed).map(MdsReply::Attr),
+            MdsRequest::Symlink { path, target } => self.symlink(who, &path, &target).map(MdsReply::Attr),
+            MdsRequest::Link { from, to } => self.link(who, &from, &to).map(MdsReply::Attr),
             MdsRequest::SetStripe { path, stripe } => self.set_stripe(who, &path, &stripe).map(|()| MdsReply::Ok),
             MdsRequest::GetStripe { path } => self.get_stripe(who, &path).map(MdsReply::Stripe),
             MdsRequest::Statfs => self.statfs().map(MdsReply::Statfs),

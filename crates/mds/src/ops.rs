@@ -34,6 +34,13 @@ use crate::{
 use lanefs_core::layout::Layout;
 use rusqlite::{Connection, TransactionBehavior};
 
+/// Which time of an inode [`Mds::set_time`] sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Time {
+    Modified,
+    Accessed,
+}
+
 /// The directories from the root down to a path's parent: `dirs[i]` is the
 /// directory named by the path's first `i` names, so `dirs[0]` is the root
 /// and the last is the parent. The caller may search each of them.
@@ -66,6 +73,7 @@ fn ancestors(conn: &Connection, caller: &Caller, path: &MdsPath) -> Result<Ances
             Some(Inode { kind: FileKind::File, .. }) => {
                 return Err(MdsError::NotADirectory { path: path.to_string(), file: prefix() })
             }
+            Some(Inode { kind: FileKind::Symlink, .. }) => return Err(MdsError::SymbolicLink { path: prefix() }),
             Some(dir) => dirs.push(dir),
         }
     }
@@ -177,7 +185,7 @@ impl Mds {
             let owner = perm::new_owner(&caller, &parent, FileKind::Dir, permissions);
             let fid = Fid(schema::take_counter(tx, Counter::NextFid)?);
             let now_ns = now_ns();
-            schema::insert_inode(tx, fid, None, now_ns, owner)?;
+            schema::insert_inode(tx, fid, schema::NewInode::Dir, now_ns, owner)?;
             schema::link(tx, parent.fid, name, fid)?;
             schema::touch(tx, parent.fid, now_ns)?;
             schema::attr(tx, schema::inode(tx, fid)?)
@@ -213,6 +221,9 @@ impl Mds {
                 (None, _) => {}
                 (Some(_), CreateMode::Exclusive) => return Err(MdsError::Exists { path: path.to_string() }),
                 (Some(Inode { kind: FileKind::Dir, .. }), _) => return Err(is_a_directory(&path)),
+                (Some(Inode { kind: FileKind::Symlink, .. }), _) => {
+                    return Err(MdsError::SymbolicLink { path: path.to_string() })
+                }
                 (Some(file), _) => {
                     perm::check(&caller, &file, access_need(access), &path, &path)?;
                     return Ok(FileInfo { fid: file.fid, layout: schema::layout(tx, file.fid)? });
@@ -227,7 +238,7 @@ impl Mds {
             let owner = perm::new_owner(&caller, &parent, FileKind::File, permissions);
             let fid = Fid(schema::take_counter(tx, Counter::NextFid)?);
             let now_ns = now_ns();
-            schema::insert_inode(tx, fid, Some(&layout), now_ns, owner)?;
+            schema::insert_inode(tx, fid, schema::NewInode::File(&layout), now_ns, owner)?;
             schema::link(tx, parent.fid, name, fid)?;
             schema::touch(tx, parent.fid, now_ns)?;
             tracing::debug!(%path, fid = fid.0, ?layout, "created file");
@@ -241,6 +252,7 @@ impl Mds {
         let path = MdsPath::parse(path)?;
         match resolve(&self.conn, &caller, &path)?.1 {
             Inode { kind: FileKind::Dir, .. } => Err(is_a_directory(&path)),
+            Inode { kind: FileKind::Symlink, .. } => Err(MdsError::SymbolicLink { path: path.to_string() }),
             file => {
                 perm::check(&caller, &file, access_need(access), &path, &path)?;
                 Ok(FileInfo { fid: file.fid, layout: schema::layout(&self.conn, file.fid)? })
@@ -261,7 +273,7 @@ impl Mds {
         let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
         match resolve(&self.conn, &caller, &path)?.1 {
-            Inode { kind: FileKind::File, .. } => Err(not_a_directory(&path)),
+            Inode { kind: FileKind::File | FileKind::Symlink, .. } => Err(not_a_directory(&path)),
             dir => {
                 perm::check(&caller, &dir, Need::Read, &path, &path)?;
                 let (entries_max, bytes_max) = self.readdir_page;
@@ -270,9 +282,10 @@ impl Mds {
         }
     }
 
-    /// Removes file `path` and queues its objects for destruction on their
-    /// OSTs (in the same transaction); returns its layout.
-    pub fn unlink(&mut self, credentials: &Credentials, path: &str) -> Result<Layout, MdsError> {
+    /// Removes the name `path` of a file or symbolic link. With its last
+    /// name a file goes, and its objects are queued for destruction on
+    /// their OSTs (in the same transaction): its layout is returned then.
+    pub fn unlink(&mut self, credentials: &Credentials, path: &str) -> Result<Option<Layout>, MdsError> {
         let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
         let Some(name) = path.name() else { return Err(is_a_directory(&path)) };
@@ -284,15 +297,84 @@ impl Mds {
             check_parent_writable(&caller, &ancestors, &path)?;
             check_removable(&caller, &ancestors, &file, &path)?;
             schema::unlink(tx, ancestors.parent().fid, name)?;
-            let layout = schema::delete_inode(tx, file)?.expect("a file has a layout");
-            if lanefs_core::planted::active(lanefs_core::planted::Bug::ForgetDestroy) {
-                for object in layout.objects() {
-                    schema::dequeue_destroys(tx, object.ost, &[object.object])?;
+            let now_ns = now_ns();
+            let layout = remove_if_unnamed(tx, file, now_ns)?;
+            if let Some(layout) = &layout {
+                if lanefs_core::planted::active(lanefs_core::planted::Bug::ForgetDestroy) {
+                    for object in layout.objects() {
+                        schema::dequeue_destroys(tx, object.ost, &[object.object])?;
+                    }
                 }
             }
-            schema::touch(tx, ancestors.parent().fid, now_ns())?;
-            tracing::debug!(%path, fid = file.fid.0, "unlinked file");
+            schema::touch(tx, ancestors.parent().fid, now_ns)?;
+            tracing::debug!(%path, fid = file.fid.0, removed = layout.is_some(), "unlinked");
             Ok(layout)
+        })
+    }
+
+    /// `symlink(2)`: a symbolic link at `path` to `target`, owned by the
+    /// caller, mode 0777.
+    pub fn symlink(&mut self, credentials: &Credentials, path: &str, target: &str) -> Result<Attr, MdsError> {
+        let caller = self.caller(credentials)?;
+        let path = MdsPath::parse(path)?;
+        let Some(name) = path.name() else { return Err(MdsError::Exists { path: path.to_string() }) };
+        if target.is_empty() || target.len() > crate::SYMLINK_TARGET_MAX || target.contains('\0') {
+            return Err(MdsError::invalid_path(
+                target,
+                format!(
+                    "a symbolic link's target is 1 to {} bytes with no NUL byte (this one has {})",
+                    crate::SYMLINK_TARGET_MAX,
+                    target.len()
+                ),
+            ));
+        }
+        self.write(WriteKind::Grows, |tx, _| {
+            let ancestors = ancestors(tx, &caller, &path)?;
+            let parent = ancestors.parent();
+            if schema::lookup(tx, parent.fid, name)?.is_some() {
+                return Err(MdsError::Exists { path: path.to_string() });
+            }
+            check_parent_writable(&caller, &ancestors, &path)?;
+            let (owner, _) = perm::new_owner(&caller, &parent, FileKind::Symlink, 0o777);
+            let fid = Fid(schema::take_counter(tx, Counter::NextFid)?);
+            let now_ns = now_ns();
+            schema::insert_inode(tx, fid, schema::NewInode::Symlink(target), now_ns, (owner, 0o777))?;
+            schema::link(tx, parent.fid, name, fid)?;
+            schema::touch(tx, parent.fid, now_ns)?;
+            schema::attr(tx, schema::inode(tx, fid)?)
+        })
+    }
+
+    /// `link(2)`: the name `to` for the file or symbolic link at `from`
+    /// (a directory gets no second name: `EPERM`).
+    pub fn link(&mut self, credentials: &Credentials, from: &str, to: &str) -> Result<Attr, MdsError> {
+        let caller = self.caller(credentials)?;
+        let from = MdsPath::parse(from)?;
+        let to = MdsPath::parse(to)?;
+        let Some(to_name) = to.name() else { return Err(MdsError::Exists { path: to.to_string() }) };
+        self.write(WriteKind::Grows, |tx, _| {
+            let (_, source) = resolve(tx, &caller, &from)?;
+            if source.kind == FileKind::Dir {
+                return Err(MdsError::NotPermitted {
+                    path: from.to_string(),
+                    reason: "a directory has one name: it cannot be hard-linked".into(),
+                });
+            }
+            let ancestors = ancestors(tx, &caller, &to)?;
+            let parent = ancestors.parent();
+            if schema::lookup(tx, parent.fid, to_name)?.is_some() {
+                return Err(MdsError::Exists { path: to.to_string() });
+            }
+            check_parent_writable(&caller, &ancestors, &to)?;
+            let links = schema::name_count(tx, source.fid)?;
+            if links >= crate::LINKS_MAX {
+                return Err(MdsError::TooManyLinks { path: from.to_string(), links });
+            }
+            let now_ns = now_ns();
+            schema::link(tx, parent.fid, to_name, source.fid)?;
+            schema::changed(tx, source.fid, now_ns)?;
+            schema::touch(tx, parent.fid, now_ns)?;
+            schema::attr(tx, schema::inode(tx, source.fid)?)
         })
     }
 
@@ -303,7 +385,7 @@ impl Mds {
         let Some(name) = path.name() else { return Err(MdsError::RootDirectory { action: "remove".into() }) };
         self.write(WriteKind::Removes, |tx, _| {
             let (ancestors, dir) = resolve(tx, &caller, &path)?;
-            if dir.kind == FileKind::File {
+            if dir.kind != FileKind::Dir {
                 return Err(not_a_directory(&path));
             }
             check_parent_writable(&caller, &ancestors, &path)?;
@@ -346,6 +428,8 @@ impl Mds {
             }
             let replaced = match schema::lookup(tx, to_parent.fid, to_name)? {
                 None => None,
+                // Two names of one inode: POSIX has rename do nothing.
+                Some(target) if target.fid == source.fid => return Ok(None),
                 Some(target) => {
                     check_removable(&caller, &to_ancestors, &target, &to)?;
                     replace(tx, source.kind, &to, to_parent.fid, target)?
@@ -375,15 +459,21 @@ impl Mds {
         self.write(WriteKind::Grows, |tx, _| {
             let (_, inode) = resolve(tx, &caller, &path)?;
             let (new_owner, new_permissions) = changed_owner(&caller, &inode, &path, permissions, owner)?;
-            schema::set_owner(tx, inode.fid, new_owner, new_permissions)?;
+            schema::set_owner(tx, inode.fid, new_owner, new_permissions, now_ns())?;
             schema::attr(tx, schema::inode(tx, inode.fid)?)
         })
     }
 
-    /// Sets `path`'s modification time to now (`at: None`: its owner,
-    /// root, or a caller who may write it) or to `at` (its owner or root),
-    /// as `utimensat` does.
-    pub fn set_mtime(&mut self, credentials: &Credentials, path: &str, at: Option<u64>) -> Result<Attr, MdsError> {
+    /// Sets `path`'s modification or access time to now (`at: None`: its
+    /// owner, root, or a caller who may write it) or to `at` (its owner or
+    /// root), as `utimensat` does; its change time becomes now.
+    pub fn set_time(
+        &mut self,
+        credentials: &Credentials,
+        path: &str,
+        at: Option<u64>,
+        which: Time,
+    ) -> Result<Attr, MdsError> {
         let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
         self.write(WriteKind::Grows, |tx, _| {
@@ -402,7 +492,11 @@ impl Mds {
                 None if !owns => perm::check(&caller, &inode, perm::Need::Write, &path, &path)?,
                 _ => {}
             }
-            schema::touch(tx, inode.fid, at.unwrap_or_else(now_ns))?;
+            let now_ns = now_ns();
+            match which {
+                Time::Modified => schema::touch_at(tx, inode.fid, at.unwrap_or(now_ns), now_ns)?,
+                Time::Accessed => schema::set_atime(tx, inode.fid, at.unwrap_or(now_ns), now_ns)?,
+            }
             schema::attr(tx, schema::inode(tx, inode.fid)?)
         })
     }
@@ -416,6 +510,7 @@ impl Mds {
         let stripe = alloc::normalize(stripe, self.config.ost_count)?;
         self.write(WriteKind::Grows, |tx, _| match resolve(tx, &caller, &path)?.1 {
             Inode { kind: FileKind::File, .. } => Err(MdsError::LayoutAlreadySet { path: path.to_string() }),
+            Inode { kind: FileKind::Symlink, .. } => Err(MdsError::SymbolicLink { path: path.to_string() }),
             dir if !caller.is_root() && caller.uid != dir.uid => Err(MdsError::NotPermitted {
                 path: path.to_string(),
                 reason: format!(
@@ -442,6 +537,7 @@ impl Mds {
                 dirs.push(inode.fid);
                 (None, path)
             }
+            FileKind::Symlink => return Err(MdsError::SymbolicLink { path: path.to_string() }),
         };
         let defaults = dir_defaults(&self.conn, &dir_path, &dirs)?;
         let (default, inherited_from) = alloc::inherit(&defaults, &self.config);
@@ -514,14 +610,14 @@ fn replace(
     target: Inode,
 ) -> Result<Option<Layout>, MdsError> {
     let to_name = to.name().expect("the root is never a rename target");
-    match (source_kind, target.kind) {
-        (FileKind::File, FileKind::Dir) => Err(is_a_directory(to)),
-        (FileKind::Dir, FileKind::File) => Err(not_a_directory(to)),
-        (FileKind::File, FileKind::File) => {
+    match (source_kind == FileKind::Dir, target.kind == FileKind::Dir) {
+        (false, true) => Err(is_a_directory(to)),
+        (true, false) => Err(not_a_directory(to)),
+        (false, false) => {
             schema::unlink(tx, to_parent, to_name)?;
-            schema::delete_inode(tx, target)
+            remove_if_unnamed(tx, target, now_ns())
         }
-        (FileKind::Dir, FileKind::Dir) => {
+        (true, true) => {
             let entry_count = schema::entry_count(tx, target.fid)?;
             if entry_count > 0 {
                 return Err(MdsError::NotEmpty { path: to.to_string(), entry_count });
@@ -530,6 +626,16 @@ fn replace(
             schema::delete_inode(tx, target)
         }
     }
+}
+
+/// A file or symbolic link that lost a name: gone with its last (a file's
+/// objects queued for destruction, its layout returned), else changed.
+fn remove_if_unnamed(tx: &Connection, inode: Inode, now_ns: u64) -> Result<Option<Layout>, MdsError> {
+    if schema::name_count(tx, inode.fid)? > 0 {
+        schema::changed(tx, inode.fid, now_ns)?;
+        return Ok(None);
+    }
+    schema::delete_inode(tx, inode)
 }
 
 /// The own default of each directory from the root down to `dir_path`

@@ -178,6 +178,7 @@ pub fn mode_string(kind: FileKind, permissions: u32) -> String {
     text.push(match kind {
         FileKind::Dir => 'd',
         FileKind::File => '-',
+        FileKind::Symlink => 'l',
     });
     let specials = [(S_ISUID, 's'), (S_ISGID, 's'), (S_ISVTX, 't')];
     for (class, (special, letter)) in specials.into_iter().enumerate() {

@@ -41,6 +41,13 @@ pub const DIR_ENTRY_OVERHEAD_BYTES: usize = 64;
 /// then rwx for owner, group and others).
 pub const PERMISSION_BITS: u32 = 0o7777;
 
+/// The longest symbolic link target, in bytes (Linux's `PATH_MAX` less its
+/// terminating zero).
+pub const SYMLINK_TARGET_MAX: usize = 4095;
+
+/// The most hard links a file may have (ext4's limit).
+pub const LINKS_MAX: u64 = 65_000;
+
 /// How the MDS is set up. Only `ost_count` is recorded in the database; the
 /// stripe defaults apply to files created under this configuration (a
 /// persistent file-system-wide default is a `SetStripe` on `/`), and
@@ -140,6 +147,7 @@ impl Fid {
 pub enum FileKind {
     File,
     Dir,
+    Symlink,
 }
 
 /// What `Create` does when the name already exists.
@@ -180,13 +188,24 @@ pub struct FileInfo {
 pub struct Attr {
     pub fid: Fid,
     pub kind: FileKind,
-    /// `Some` for files, `None` for directories.
+    /// `Some` for files, `None` for directories and symbolic links.
     pub layout: Option<Layout>,
-    /// Wall-clock time of the last change the MDS knows of: creation, for
-    /// a directory an entry added, removed or renamed, and whatever
-    /// [`MdsRequest::SetMtime`] set (a mount sets it when a file written
-    /// through it is closed).
+    /// Wall-clock times, nanoseconds since the epoch. Modification:
+    /// creation, for a directory an entry added, removed or renamed, and
+    /// whatever [`MdsRequest::SetMtime`] set (a mount sets it when a file
+    /// written through it is closed).
     pub mtime_ns: u64,
+    /// Access: creation, and whatever [`MdsRequest::SetAtime`] set (reads
+    /// do not move it, as with `noatime`).
+    pub atime_ns: u64,
+    /// Change of the inode: any change of its times, owner, permissions or
+    /// links.
+    pub ctime_ns: u64,
+    /// Names of the inode: a file's or a symbolic link's hard links; for a
+    /// directory 2 plus its subdirectories, as POSIX file systems count.
+    pub nlink: u64,
+    /// A symbolic link's target, as given.
+    pub target: Option<String>,
     pub uid: u32,
     pub gid: u32,
     /// `mode & 07777` (the kind is [`Attr::kind`]); [`crate::perm::mode_string`]
@@ -275,7 +294,8 @@ pub enum MdsRequest {
     /// Lists a directory, sorted by name, one page after `cursor` (the last
     /// name of the previous page; `None` for the first). -> [`MdsReply::Entries`].
     Readdir { path: String, cursor: Option<String> },
-    /// Removes a file; the MDS destroys its objects on the OSTs. -> [`MdsReply::Ok`].
+    /// Removes a name of a file or symbolic link; with its last name, the
+    /// MDS destroys a file's objects on the OSTs. -> [`MdsReply::Ok`].
     Unlink { path: String },
     /// Removes an empty directory. -> [`MdsReply::Ok`].
     Rmdir { path: String },
@@ -288,10 +308,19 @@ pub enum MdsRequest {
     SetAttr { path: String, permissions: Option<u32>, uid: Option<u32>, gid: Option<u32> },
     /// `utimensat` of the modification time: to the MDS's clock (`at:
     /// None`, allowed to the owner, root and whoever may write the inode)
-    /// or to `at` nanoseconds since the epoch (the owner and root only).
-    /// The MDS keeps one time per inode (see [`Attr::mtime_ns`]).
-    /// -> [`MdsReply::Attr`].
+    /// or to `at` nanoseconds since the epoch (the owner and root only);
+    /// the change time becomes the MDS's clock. -> [`MdsReply::Attr`].
     SetMtime { path: String, at: Option<u64> },
+    /// `utimensat` of the access time, with [`MdsRequest::SetMtime`]'s
+    /// rules. -> [`MdsReply::Attr`].
+    SetAtime { path: String, at: Option<u64> },
+    /// `symlink(2)`: a symbolic link at `path` to `target` (at most
+    /// [`crate::SYMLINK_TARGET_MAX`] bytes, kept as given).
+    /// -> [`MdsReply::Attr`] of the link.
+    Symlink { path: String, target: String },
+    /// `link(2)`: a new name `to` for the file or symbolic link `from`
+    /// (not a directory). -> [`MdsReply::Attr`] of the inode.
+    Link { from: String, to: String },
     /// Sets a directory's default striping for new files below it (all
     /// fields `None` clears it). Refused on files: their layout is fixed at
     /// create. -> [`MdsReply::Ok`].
@@ -317,10 +346,13 @@ impl MdsRequest {
             | MdsRequest::Readdir { .. }
             | MdsRequest::SetAttr { .. }
             | MdsRequest::SetMtime { .. }
+            | MdsRequest::SetAtime { .. }
             | MdsRequest::SetStripe { .. }
             | MdsRequest::GetStripe { .. }
             | MdsRequest::Statfs => true,
             MdsRequest::Mkdir { .. }
+            | MdsRequest::Symlink { .. }
+            | MdsRequest::Link { .. }
             | MdsRequest::Unlink { .. }
             | MdsRequest::Rmdir { .. }
             | MdsRequest::Rename { .. } => false,

@@ -1,8 +1,11 @@
 //! The SQLite schema, its version check, and every row the MDS reads or writes.
 //!
-//! Schema version 2 (`PRAGMA user_version = 2`; version 1 had no owners,
-//! permissions, precreated objects or destroy queue, and is refused with
-//! [`MdsError::SchemaVersion`]):
+//! Schema version 3 (`PRAGMA user_version = 3`). Version 2 had no
+//! symbolic links, hard links, access or change times; a version 2
+//! database is rebuilt as version 3 when an MDS opens it (its times start
+//! as the modification time). Version 1 had no owners, permissions,
+//! precreated objects or destroy queue, and is refused with
+//! [`MdsError::SchemaVersion`]:
 //!
 //! ```sql
 #![doc = include_str!("schema.sql")]
@@ -21,7 +24,7 @@ use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 /// The schema this crate reads and writes, stored as `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The permissions of a new file system's root directory.
 pub const ROOT_PERMISSIONS: u32 = 0o755;
@@ -30,6 +33,7 @@ const SCHEMA_SQL: &str = include_str!("schema.sql");
 
 const KIND_FILE: i64 = 1;
 const KIND_DIR: i64 = 2;
+const KIND_SYMLINK: i64 = 3;
 
 /// The persisted counters in the `meta` table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +82,7 @@ fn kind_of(code: i64) -> Result<FileKind, MdsError> {
     match code {
         KIND_FILE => Ok(FileKind::File),
         KIND_DIR => Ok(FileKind::Dir),
+        KIND_SYMLINK => Ok(FileKind::Symlink),
         _ => Err(MdsError::Database(format!("corrupt inode kind {code}: the database was edited by hand"))),
     }
 }
@@ -86,6 +91,7 @@ fn code_of(kind: FileKind) -> i64 {
     match kind {
         FileKind::File => KIND_FILE,
         FileKind::Dir => KIND_DIR,
+        FileKind::Symlink => KIND_SYMLINK,
     }
 }
 
@@ -113,6 +119,10 @@ pub(crate) fn prepare(
             tx.execute("DELETE FROM destroy_queue", [])?;
         }
         SCHEMA_VERSION => {}
+        2 => {
+            migrate_from_2(&tx)?;
+            tracing::info!(path = path_label, version = SCHEMA_VERSION, "rebuilt MDS database of schema version 2");
+        }
         _ => {
             return Err(MdsError::SchemaVersion {
                 path: path_label.to_string(),
@@ -126,11 +136,52 @@ pub(crate) fn prepare(
     Ok(ost_count)
 }
 
+/// The `CREATE TABLE` statement of `table` in [`SCHEMA_SQL`], creating
+/// `as_name` instead.
+fn table_sql(table: &str, as_name: &str) -> String {
+    let start = SCHEMA_SQL.find(&format!("CREATE TABLE {table} (")).expect("the schema creates the table");
+    let end = start + SCHEMA_SQL[start..].find(';').expect("a statement ends") + 1;
+    SCHEMA_SQL[start..end].replacen(&format!("CREATE TABLE {table} ("), &format!("CREATE TABLE {as_name} ("), 1)
+}
+
+/// Version 2 to 3: `inodes` gains symbolic links and two times, `dentries`
+/// gives up one name per inode. Both tables are rebuilt (SQLite cannot
+/// change a CHECK or drop a UNIQUE in place), with foreign keys off, which
+/// [`Mds::start`](crate::Mds) arranges; they are checked before the
+/// transaction commits.
+fn migrate_from_2(tx: &Connection) -> Result<(), MdsError> {
+    tx.execute_batch(&table_sql("inodes", "inodes_v3"))?;
+    tx.execute_batch(
+        "INSERT INTO inodes_v3 (fid, kind, mtime_ns, atime_ns, ctime_ns, uid, gid, permissions, stripe_size, \
+                                target, default_count, default_size, default_start) \
+         SELECT fid, kind, mtime_ns, mtime_ns, mtime_ns, uid, gid, permissions, stripe_size, \
+                NULL, default_count, default_size, default_start FROM inodes; \
+         DROP TABLE inodes; \
+         ALTER TABLE inodes_v3 RENAME TO inodes;",
+    )?;
+    tx.execute_batch(&table_sql("dentries", "dentries_v3"))?;
+    tx.execute_batch(
+        "INSERT INTO dentries_v3 (parent, name, fid) SELECT parent, name, fid FROM dentries; \
+         DROP TABLE dentries; \
+         ALTER TABLE dentries_v3 RENAME TO dentries; \
+         CREATE INDEX dentries_by_fid ON dentries (fid);",
+    )?;
+    let broken: i64 = tx.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |row| row.get(0))?;
+    if broken > 0 {
+        return Err(MdsError::Database(format!(
+            "rebuilding the schema left {broken} rows naming missing ones: the database was edited by hand"
+        )));
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    Ok(())
+}
+
 fn create(conn: &Connection, now_ns: u64, root_owner: Owner) -> Result<(), MdsError> {
     conn.execute_batch(SCHEMA_SQL)?;
     let root = Fid::ROOT;
     conn.execute(
-        "INSERT INTO inodes (fid, kind, mtime_ns, uid, gid, permissions) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO inodes (fid, kind, mtime_ns, atime_ns, ctime_ns, uid, gid, permissions) \
+         VALUES (?1, ?2, ?3, ?3, ?3, ?4, ?5, ?6)",
         params![root.0, KIND_DIR, now_ns, root_owner.uid, root_owner.gid, ROOT_PERMISSIONS],
     )?;
     let mut insert = conn.prepare("INSERT INTO meta (key, value) VALUES (?1, ?2)")?;
@@ -239,27 +290,41 @@ pub(crate) fn lookup(conn: &Connection, parent: Fid, name: &str) -> Result<Optio
     found.map(inode_of).transpose()
 }
 
-/// Inserts an inode owned by `owner`: a file with its layout's objects, or
-/// a directory.
+/// What a new inode is.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum NewInode<'a> {
+    File(&'a Layout),
+    Dir,
+    Symlink(&'a str),
+}
+
+/// Inserts an inode owned by `owner`, with all three times `now_ns`: a
+/// file with its layout's objects, a directory, or a symbolic link.
 pub(crate) fn insert_inode(
     conn: &Connection,
     fid: Fid,
-    layout: Option<&Layout>,
-    mtime_ns: u64,
+    new: NewInode<'_>,
+    now_ns: u64,
     (owner, permissions): (Owner, u32),
 ) -> Result<(), MdsError> {
-    let kind = if layout.is_some() { KIND_FILE } else { KIND_DIR };
+    let (kind, layout, target) = match new {
+        NewInode::File(layout) => (KIND_FILE, Some(layout), None),
+        NewInode::Dir => (KIND_DIR, None, None),
+        NewInode::Symlink(target) => (KIND_SYMLINK, None, Some(target)),
+    };
     let stripe_size = layout.map(Layout::stripe_size);
-    let sql = "INSERT INTO inodes (fid, kind, mtime_ns, uid, gid, permissions, stripe_size) \
-               VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+    let sql =
+        "INSERT INTO inodes (fid, kind, mtime_ns, atime_ns, ctime_ns, uid, gid, permissions, stripe_size, target) \
+               VALUES (?1, ?2, ?3, ?3, ?3, ?4, ?5, ?6, ?7, ?8)";
     conn.prepare_cached(sql)?.execute(params![
         fid.0,
         kind,
-        mtime_ns,
+        now_ns,
         owner.uid,
         owner.gid,
         permissions,
-        stripe_size
+        stripe_size,
+        target
     ])?;
     let Some(layout) = layout else { return Ok(()) };
     let mut insert = conn.prepare_cached("INSERT INTO objects (fid, stripe, ost, object) VALUES (?1, ?2, ?3, ?4)")?;
@@ -269,13 +334,18 @@ pub(crate) fn insert_inode(
     Ok(())
 }
 
+/// How many names `fid` has.
+pub(crate) fn name_count(conn: &Connection, fid: Fid) -> Result<u64, MdsError> {
+    Ok(conn.prepare_cached("SELECT count(*) FROM dentries WHERE fid = ?1")?.query_row([fid.0], |row| row.get(0))?)
+}
+
 /// Deletes an inode and its objects' rows (its entry must be gone
 /// already), queueing a file's objects for destruction on their OSTs.
 /// Returns a file's layout.
 pub(crate) fn delete_inode(conn: &Connection, inode: Inode) -> Result<Option<Layout>, MdsError> {
     let layout = match inode.kind {
         FileKind::File => Some(layout(conn, inode.fid)?),
-        FileKind::Dir => None,
+        FileKind::Dir | FileKind::Symlink => None,
     };
     let queue = "INSERT INTO destroy_queue (ost, object) SELECT ost, object FROM objects WHERE fid = ?1";
     conn.prepare_cached(queue)?.execute([inode.fid.0])?;
@@ -285,10 +355,29 @@ pub(crate) fn delete_inode(conn: &Connection, inode: Inode) -> Result<Option<Lay
     Ok(layout)
 }
 
-/// Sets an inode's owner, group and permissions.
-pub(crate) fn set_owner(conn: &Connection, fid: Fid, owner: Owner, permissions: u32) -> Result<(), MdsError> {
-    let sql = "UPDATE inodes SET uid = ?2, gid = ?3, permissions = ?4 WHERE fid = ?1";
-    conn.prepare_cached(sql)?.execute(params![fid.0, owner.uid, owner.gid, permissions])?;
+/// Sets an inode's owner, group and permissions (and its change time).
+pub(crate) fn set_owner(
+    conn: &Connection,
+    fid: Fid,
+    owner: Owner,
+    permissions: u32,
+    now_ns: u64,
+) -> Result<(), MdsError> {
+    let sql = "UPDATE inodes SET uid = ?2, gid = ?3, permissions = ?4, ctime_ns = ?5 WHERE fid = ?1";
+    conn.prepare_cached(sql)?.execute(params![fid.0, owner.uid, owner.gid, permissions, now_ns])?;
+    Ok(())
+}
+
+/// Sets an inode's access time (and its change time to `now_ns`).
+pub(crate) fn set_atime(conn: &Connection, fid: Fid, atime_ns: u64, now_ns: u64) -> Result<(), MdsError> {
+    let sql = "UPDATE inodes SET atime_ns = ?2, ctime_ns = ?3 WHERE fid = ?1";
+    conn.prepare_cached(sql)?.execute(params![fid.0, atime_ns, now_ns])?;
+    Ok(())
+}
+
+/// Sets an inode's change time (its links changed).
+pub(crate) fn changed(conn: &Connection, fid: Fid, now_ns: u64) -> Result<(), MdsError> {
+    conn.prepare_cached("UPDATE inodes SET ctime_ns = ?2 WHERE fid = ?1")?.execute(params![fid.0, now_ns])?;
     Ok(())
 }
 
@@ -314,9 +403,15 @@ pub(crate) fn move_entry(conn: &Connection, from: (Fid, &str), to: (Fid, &str)) 
     Ok(())
 }
 
-/// Sets a directory's mtime.
+/// Sets an inode's modification time to `mtime_ns` and its change time to
+/// now (`mtime_ns` too, unless a caller sets a time of its own).
 pub(crate) fn touch(conn: &Connection, fid: Fid, mtime_ns: u64) -> Result<(), MdsError> {
-    conn.prepare_cached("UPDATE inodes SET mtime_ns = ?2 WHERE fid = ?1")?.execute(params![fid.0, mtime_ns])?;
+    touch_at(conn, fid, mtime_ns, mtime_ns)
+}
+
+pub(crate) fn touch_at(conn: &Connection, fid: Fid, mtime_ns: u64, now_ns: u64) -> Result<(), MdsError> {
+    let sql = "UPDATE inodes SET mtime_ns = ?2, ctime_ns = ?3 WHERE fid = ?1";
+    conn.prepare_cached(sql)?.execute(params![fid.0, mtime_ns, now_ns])?;
     Ok(())
 }
 
@@ -345,15 +440,22 @@ fn corrupt_layout(fid: Fid, reason: String) -> MdsError {
 }
 
 pub(crate) fn attr(conn: &Connection, inode: Inode) -> Result<Attr, MdsError> {
-    let mtime_ns = conn
-        .prepare_cached("SELECT mtime_ns FROM inodes WHERE fid = ?1")?
-        .query_row([inode.fid.0], |row| row.get(0))?;
-    let layout = match inode.kind {
-        FileKind::File => Some(layout(conn, inode.fid)?),
-        FileKind::Dir => None,
+    let sql = "SELECT mtime_ns, atime_ns, ctime_ns, target FROM inodes WHERE fid = ?1";
+    let (mtime_ns, atime_ns, ctime_ns, target) = conn
+        .prepare_cached(sql)?
+        .query_row([inode.fid.0], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?;
+    let (layout, nlink) = match inode.kind {
+        FileKind::File => (Some(layout(conn, inode.fid)?), name_count(conn, inode.fid)?),
+        FileKind::Symlink => (None, name_count(conn, inode.fid)?),
+        FileKind::Dir => {
+            let sql =
+                "SELECT count(*) FROM dentries d JOIN inodes i ON i.fid = d.fid WHERE d.parent = ?1 AND i.kind = ?2";
+            let subdirs: u64 = conn.prepare_cached(sql)?.query_row(params![inode.fid.0, KIND_DIR], |row| row.get(0))?;
+            (None, 2 + subdirs)
+        }
     };
     let Inode { fid, kind, uid, gid, permissions } = inode;
-    Ok(Attr { fid, kind, layout, mtime_ns, uid, gid, permissions })
+    Ok(Attr { fid, kind, layout, mtime_ns, atime_ns, ctime_ns, nlink, target, uid, gid, permissions })
 }
 
 /// A page of a directory's entries in name (byte) order after `cursor`:

@@ -17,30 +17,39 @@ CREATE TABLE ost_counters (
     CHECK (precreated >= next_object - 1)
 );
 
--- Files and directories, with owner, group and permissions (mode & 07777).
--- Files have a stripe size and rows in `objects`; directories may have a
--- default striping for new files below them, each field NULL when inherited
--- (count -1 = all OSTs, start -1 = MDS chooses).
+-- Files, directories and symbolic links, with owner, group and permissions
+-- (mode & 07777) and three times (nanoseconds since the epoch: last
+-- modification, last access as set by utimensat, last change of the inode).
+-- Files have a stripe size and rows in `objects`; symbolic links their
+-- target; directories may have a default striping for new files below
+-- them, each field NULL when inherited (count -1 = all OSTs, start -1 = MDS
+-- chooses).
 CREATE TABLE inodes (
     fid           INTEGER PRIMARY KEY,
-    kind          INTEGER NOT NULL CHECK (kind IN (1, 2)),  -- 1 file, 2 directory
+    kind          INTEGER NOT NULL CHECK (kind IN (1, 2, 3)),  -- 1 file, 2 directory, 3 symbolic link
     mtime_ns      INTEGER NOT NULL,
+    atime_ns      INTEGER NOT NULL,
+    ctime_ns      INTEGER NOT NULL,
     uid           INTEGER NOT NULL CHECK (uid BETWEEN 0 AND 4294967295),
     gid           INTEGER NOT NULL CHECK (gid BETWEEN 0 AND 4294967295),
     permissions   INTEGER NOT NULL CHECK (permissions BETWEEN 0 AND 4095),
     stripe_size   INTEGER CHECK ((kind = 1) = (stripe_size IS NOT NULL)),
+    target        TEXT CHECK ((kind = 3) = (target IS NOT NULL)),
     default_count INTEGER CHECK (default_count IS NULL OR (kind = 2 AND default_count >= -1 AND default_count != 0)),
     default_size  INTEGER CHECK (default_size IS NULL OR (kind = 2 AND default_size > 0)),
     default_start INTEGER CHECK (default_start IS NULL OR (kind = 2 AND default_start >= -1))
 );
 
--- The namespace: every inode but the root has exactly one entry.
+-- The namespace: the root has no entry, a directory exactly one, a file or
+-- a symbolic link one per hard link (its link count).
 CREATE TABLE dentries (
     parent INTEGER NOT NULL REFERENCES inodes (fid),
     name   TEXT NOT NULL CHECK (length(name) > 0),
-    fid    INTEGER NOT NULL UNIQUE REFERENCES inodes (fid),
+    fid    INTEGER NOT NULL REFERENCES inodes (fid),
     PRIMARY KEY (parent, name)
 ) WITHOUT ROWID;
+
+CREATE INDEX dentries_by_fid ON dentries (fid);
 
 -- A file's objects, one per stripe, on distinct OSTs.
 CREATE TABLE objects (

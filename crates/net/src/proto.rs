@@ -56,7 +56,10 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    peer's key ([`crate::auth`]); `Ping` and `Pong` (servers close
 ///    connections silent too long); an OST out of service
 ///    (`IoError::Failed`, `EnqueueReply::Failed`, `ToClient::Failed`).
-pub const PROTOCOL_VERSION: u16 = 5;
+/// 6: file locks (`MdsCall::Flock`), opens and closes told to the MDS
+///    (`Opened`, `Closed`), symbolic and hard links and three times per
+///    inode in the namespace calls and answers.
+pub const PROTOCOL_VERSION: u16 = 6;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

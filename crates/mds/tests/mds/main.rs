@@ -8,6 +8,7 @@
 mod full_disk;
 mod hostile;
 mod lifecycle;
+mod links;
 mod namespace;
 mod permissions;
 mod persistence;

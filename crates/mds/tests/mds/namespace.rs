@@ -156,7 +156,7 @@ fn unlink_returns_the_objects_to_destroy() {
     let mut mds = mds(4);
     mkdir(&mut mds, "/d");
     let made = create_with(&mut mds, "/d/f", spec(Some(3), None, None));
-    assert_eq!(mds.unlink(&ROOT, "/d/f").unwrap(), made.layout);
+    assert_eq!(mds.unlink(&ROOT, "/d/f").unwrap(), Some(made.layout));
     assert!(names(&mds, "/d").is_empty());
     assert_eq!(mds.stat(&ROOT, "/d/f").unwrap_err(), not_found("/d/f", "/d/f"));
     assert_eq!(mds.unlink(&ROOT, "/d/f").unwrap_err(), not_found("/d/f", "/d/f"));

@@ -1,7 +1,7 @@
 //! Owners, groups and permission bits: what each request needs, for whom.
 
 use crate::*;
-use lanefs_mds::{FileKind, MdsError, Owner};
+use lanefs_mds::{FileKind, MdsError, Owner, Time};
 
 const ALICE: u32 = 1000;
 const BOB: u32 = 1001;
@@ -251,16 +251,17 @@ fn the_modification_time_is_set_as_utimensat_sets_it() {
     let mut mds = shared();
     create_as(&mut mds, &alice(), "/home/alice/f", 0o646).unwrap();
     let at = 1_000_000_000_000_000_000; // 2001-09-09
-    assert_eq!(mds.set_mtime(&alice(), "/home/alice/f", Some(at)).unwrap().mtime_ns, at);
+    assert_eq!(mds.set_time(&alice(), "/home/alice/f", Some(at), Time::Modified).unwrap().mtime_ns, at);
     // Another user who may write it may set it to now, not to a time of their choosing.
-    let now = mds.set_mtime(&bob(), "/home/alice/f", None).unwrap().mtime_ns;
+    let now = mds.set_time(&bob(), "/home/alice/f", None, Time::Modified).unwrap().mtime_ns;
     assert!(now > at, "set to the MDS's clock");
-    assert!(not_permitted(mds.set_mtime(&bob(), "/home/alice/f", Some(at)).unwrap_err()).contains("only its owner"));
+    assert!(not_permitted(mds.set_time(&bob(), "/home/alice/f", Some(at), Time::Modified).unwrap_err())
+        .contains("only its owner"));
     mds.set_attr(&alice(), "/home/alice/f", Some(0o644), (None, None)).unwrap();
     assert_eq!(
-        mds.set_mtime(&bob(), "/home/alice/f", None).unwrap_err(),
+        mds.set_time(&bob(), "/home/alice/f", None, Time::Modified).unwrap_err(),
         denied("/home/alice/f", "/home/alice/f", "write (w)", BOB)
     );
-    assert_eq!(mds.set_mtime(&ROOT, "/home/alice/f", Some(at)).unwrap().mtime_ns, at);
+    assert_eq!(mds.set_time(&ROOT, "/home/alice/f", Some(at), Time::Modified).unwrap().mtime_ns, at);
     mds.check_invariants();
 }
