@@ -60,7 +60,7 @@ pub fn ost_config(sync_lock_cancel: SyncLockCancel, recovery: bool) -> OstConfig
     };
     match recovery {
         true => config
-            .with_recovery(RecoveryConfig { window: Duration::from_secs(2), commit_interval: Duration::from_ms(100) }),
+            .with_recovery(RecoveryConfig { window: Duration::from_secs(2), commit_interval: Duration::from_ms(100), ..RecoveryConfig::default() }),
         false => config,
     }
 }

@@ -452,7 +452,13 @@ fn mds_seeds() {
         (root.clone(), MdsRequest::Rename { from: "/a/f".into(), to: "/g".into() }),
         (root.clone(), MdsRequest::Mkdir { path: "/a/b".into(), permissions: 0o700 }),
         (root.clone(), MdsRequest::Rename { from: "/a".into(), to: "/a/b/c".into() }),
+        (root.clone(), MdsRequest::Link { from: "/g".into(), to: "/h".into() }),
+        (root.clone(), MdsRequest::Symlink { path: "/s".into(), target: "g".into() }),
+        (root.clone(), MdsRequest::SetAtime { path: "/h".into(), at: Some(1) }),
+        (root.clone(), MdsRequest::SetMtime { path: "/s".into(), at: None }),
+        (root.clone(), MdsRequest::Stat { path: "/s/x".into() }),
         (root.clone(), MdsRequest::Unlink { path: "/g".into() }),
+        (root.clone(), MdsRequest::Unlink { path: "/h".into() }),
         (root.clone(), MdsRequest::Rmdir { path: "/a/b".into() }),
         (root, MdsRequest::Statfs),
     ];
