@@ -56,7 +56,8 @@ pub fn mount(args: MountArgs, target: &Target) -> Result<()> {
     if let Some(seconds) = target.timeout {
         options = options.with_timeout(Duration::from_secs(seconds));
     }
-    let client = Client::connect(&mds, options).with_context(|| format!("connecting to the MDS at {mds}"))?;
+    // No MDS to be had is an error now, not a wait.
+    let client = Client::connect_once(&mds, options).with_context(|| format!("connecting to the MDS at {mds}"))?;
     let config =
         lanefs_fuse::MountConfig { threads: args.threads.into(), source: format!("lanefs:{mds}"), allow_other: true };
     lanefs_fuse::mount(client, &mountpoint, &config).with_context(|| mount_failed(&mountpoint))

@@ -583,6 +583,14 @@ fn a_mount_fails_clearly_without_an_mds_and_a_killed_one_is_cleaned_up() {
     assert!(!out.status.success());
     assert!(err.contains("/nonexistent/mds.sock"), "{err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(15), "an error, not a wait");
+    // An address where nothing listens (refused, as while an MDS is
+    // down) fails at once too, without any --timeout.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_lanefs")).args(["mount", "--mds", &free, at]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(&free), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(15), "an error, not a wait: {:?}", started.elapsed());
 
     let up = up();
     let mut server = Command::new(env!("CARGO_BIN_EXE_lanefs"))

@@ -503,12 +503,7 @@ impl Filesystem for LanefsFs {
         let result = (|| {
             let open = self.open_file(fh)?;
             // A read ends at the end of the file, as the OSTs know it now.
-            let end = self.client.size(&open.file).map_err(|e| errno(&e))?;
-            let len = end.saturating_sub(offset).min(u64::from(size));
-            if len == 0 {
-                return Ok(Vec::new());
-            }
-            self.client.pread(&open.file, offset, len).map_err(|e| errno(&e))
+            self.client.pread_to_end(&open.file, offset, u64::from(size)).map_err(|e| errno(&e))
         })();
         match result {
             Ok(data) => reply.data(&data),

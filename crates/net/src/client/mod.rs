@@ -345,7 +345,10 @@ impl Client {
         }
     }
 
-    fn connect_once(mds: &str, options: ClientOptions) -> Result<Client, NetError> {
+    /// [`Client::connect`] without waiting: an MDS that refuses the
+    /// connection fails the call at once (a mount does this: an MDS out
+    /// of reach is an error to show, not a wait).
+    pub fn connect_once(mds: &str, options: ClientOptions) -> Result<Client, NetError> {
         let mds =
             Address::parse(mds).map_err(|reason| NetError::Connect { address: mds.into(), reason, refused: false })?;
         options.validate()?;
@@ -567,6 +570,27 @@ impl Client {
             OpOutput::Read(data) => Ok(data),
             other => Err(NetError::Protocol(format!("read answered {other:?}"))),
         }
+    }
+
+    /// Up to `len` bytes at `offset`, ending at the end of the file as the
+    /// OSTs know it now (a mount's `read()`: never bytes past the end).
+    /// The size is asked for (a glimpse) at the same time as the bytes, so
+    /// the two round trips overlap instead of adding up.
+    pub fn pread_to_end(&self, file: &File, offset: u64, len: u64) -> Result<Vec<u8>, NetError> {
+        let fh = file.handle;
+        let (size_tx, size_rx) = oneshot::channel();
+        let (read_tx, read_rx) = oneshot::channel();
+        self.cmds.send(Cmd::Op(Box::new(move |c, now| c.stat(now, fh)), size_tx)).map_err(|_| NetError::Closed)?;
+        let read: OpStart = Box::new(move |c, now| c.read(now, fh, offset, len));
+        self.cmds.send(Cmd::Op(read, read_tx)).map_err(|_| NetError::Closed)?;
+        let size = size_rx.blocking_recv().map_err(|_| NetError::Closed)?.map_err(|e| missing_object(file, e.into()));
+        let data = read_rx.blocking_recv().map_err(|_| NetError::Closed)?.map_err(|e| missing_object(file, e.into()));
+        let (size, mut data) = match (size?, data?) {
+            (OpOutput::Size(size), OpOutput::Read(data)) => (size, data),
+            other => return Err(NetError::Protocol(format!("stat and read answered {other:?}"))),
+        };
+        data.truncate(usize::try_from(size.saturating_sub(offset)).unwrap_or(usize::MAX));
+        Ok(data)
     }
 
     pub fn fsync(&self, file: &File) -> Result<(), NetError> {
