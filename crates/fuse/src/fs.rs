@@ -541,9 +541,8 @@ impl Filesystem for LanefsFs {
     fn flush(&self, req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
         // Each close(2): what was written through this handle is made
         // durable, and a lost write is reported to the program here; the
-        // file's modification time becomes now. The closing owner's file
-        // locks go, as POSIX has a close drop them.
-        self.locks.closed(ino.0, lock_owner.0);
+        // file's modification time becomes now. Then the closing owner's
+        // file locks go, as POSIX has a close drop them.
         let result = self.open_file(fh).and_then(|open| {
             let mut written = open.written.lock().expect("written");
             if *written {
@@ -559,6 +558,7 @@ impl Filesystem for LanefsFs {
             }
             Ok(())
         });
+        self.locks.closed(ino.0, lock_owner.0);
         reply_empty(result, reply)
     }
 

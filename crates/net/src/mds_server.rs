@@ -24,9 +24,14 @@
 //! while it is over its soft limit. Requests in flight are bounded by
 //! construction: a connection's next request is read only once the last
 //! one is answered, but for waiting lock requests, which the lock table
-//! bounds ([`lanefs_mds::flock::WAITERS_MAX`]). The database's directory is fenced by whoever opens
-//! the database (`lanefs mds`, `LocalCluster`), before it is opened; the
-//! fence comes in [`MdsOptions`] and is held as long as the MDS serves.
+//! bounds ([`lanefs_mds::flock::WAITERS_MAX`]). The database's directory
+//! is fenced by whoever opens the database (`lanefs mds`, `LocalCluster`),
+//! before it is opened; the fence comes in [`MdsOptions`] and is held as
+//! long as the MDS serves.
+//!
+//! Files clients keep open ([`lanefs_mds::opens`]): a mount says which it
+//! opens and closes, and a file removed while open keeps its objects until
+//! its last close (`remove_or_hold`).
 //!
 //! What a peer may send: any frame; a malformed one, or one an MDS does not
 //! take, closes the connection with the reason. `Mds::handle` checks every
