@@ -10,8 +10,8 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use lanefs_core::client::ladvise::IoLockMode as LockMode;
-use lanefs_core::mpiio::hints as mhints;
 use lanefs_core::units::Duration;
+use lanefs_mpiio::hints as mhints;
 use lanefs_sim::backend::{SimBackend, SimOptions};
 use lanefs_sim::config::{presets, ClusterConfig};
 use std::path::PathBuf;

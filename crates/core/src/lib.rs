@@ -23,7 +23,6 @@ pub mod extent;
 pub mod harness;
 pub mod layout;
 pub mod ldlm;
-pub mod mpiio;
 pub mod msg;
 pub mod ost;
 pub mod pages;

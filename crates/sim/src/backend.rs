@@ -25,11 +25,11 @@ use crate::model::Model;
 use crate::report::write_series;
 use crate::world::{Series, World};
 use lanefs_core::client::ladvise::IoLockMode as LockMode;
-use lanefs_core::mpiio::hints::{CbLockMode, MpiioHints};
-use lanefs_core::mpiio::report::{MpiioStats, MpiioTimers};
-use lanefs_core::mpiio::{plan as mplan, report as mreport};
 use lanefs_core::units::Duration;
 use lanefs_ior::{Backend, BackendReport, IorError, IorParams, PhaseModel, RankPhase, RankTimes};
+use lanefs_mpiio::hints::{CbLockMode, MpiioHints};
+use lanefs_mpiio::report::{MpiioStats, MpiioTimers};
+use lanefs_mpiio::{plan as mplan, report as mreport};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::path::PathBuf;
@@ -200,7 +200,7 @@ impl SimBackend {
             if display && rep == 0 && write && self.mpiio() {
                 let avail = coll.as_ref().map_or(0, |c| c.aggregators.len() as u32);
                 let shown = h.resolved(stripe_count, stripe_size, avail);
-                eprint!("{}", lanefs_core::mpiio::hints::display_hints(&file_name, &shown));
+                eprint!("{}", lanefs_mpiio::hints::display_hints(&file_name, &shown));
             }
             let spec = PhaseSpec {
                 write,

@@ -8,7 +8,7 @@
 //! then the rank closes.
 //!
 //! Collective I/O (`-a MPIIO -c` on a shared file) runs ROMIO's two-phase
-//! algorithm as planned by [`lanefs_core::mpiio`]: each IOR transfer is one
+//! algorithm as planned by [`lanefs_mpiio`]: each IOR transfer is one
 //! collective call of all ranks; a call starts when the last rank arrives
 //! (plus an allgather of offsets), then runs its rounds one after the other
 //! (ROMIO's loop, with an all-to-all of sizes per round): in round `r` each
@@ -32,9 +32,9 @@ use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode as LockMode};
 use lanefs_core::client::{ClientError, FileHandle, LadviseOutcome, OpId, OpOutput};
 use lanefs_core::layout::Layout;
 use lanefs_core::ldlm::GroupId;
-use lanefs_core::mpiio::report::MpiioStats;
 use lanefs_core::msg::Payload;
 use lanefs_core::units::{Duration, Instant, ObjectId, ObjectKey, OstIndex};
+use lanefs_mpiio::report::MpiioStats;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rustc_hash::FxHashMap as HashMap;

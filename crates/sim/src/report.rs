@@ -1,6 +1,6 @@
 //! What a simulated run reports beyond IOR's rows: MPI-IO statistics and
 //! timers (kept per rank while the job runs, printed in Cray MPICH's format by
-//! `lanefs_core::mpiio::report`), and the bandwidth time series.
+//! `lanefs_mpiio::report`), and the bandwidth time series.
 
 use crate::world::Series;
 use lanefs_core::units::Instant;

@@ -28,9 +28,9 @@
 //!   other character matches itself. Every matching rule applies, in the
 //!   order written, so a later rule overrides an earlier one key by key.
 
-use crate::client::ladvise::ADVICES_PER_CALL_MAX;
-use crate::layout::{STRIPE_COUNT_MAX, STRIPE_SIZE_UNIT};
-use crate::suggest::edit_distance;
+use lanefs_core::client::ladvise::ADVICES_PER_CALL_MAX;
+use lanefs_core::layout::{STRIPE_COUNT_MAX, STRIPE_SIZE_UNIT};
+use lanefs_core::suggest::edit_distance;
 use serde::{Deserialize, Serialize};
 use std::fmt::{self, Write as _};
 use thiserror::Error;

@@ -3,8 +3,8 @@
 //! the rules and samples of `mpiio.md`.
 
 use lanefs_core::client::ladvise::ADVICES_PER_CALL_MAX;
-use lanefs_core::mpiio::hints::{CB_BUFFER_SIZE_DEFAULT, LOCK_AHEAD_NUM_EXTENTS_MAX};
-use lanefs_core::mpiio::*;
+use lanefs_mpiio::hints::{CB_BUFFER_SIZE_DEFAULT, LOCK_AHEAD_NUM_EXTENTS_MAX};
+use lanefs_mpiio::*;
 
 const MIB: u64 = 1 << 20;
 

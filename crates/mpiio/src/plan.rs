@@ -19,8 +19,8 @@
 //! ranks with a few pieces each cost O(n log n), never a scan per rank.
 
 use super::hints::{CbLockMode, CrayLockMode, MpiioHints, LOCK_AHEAD_NUM_EXTENTS_MAX};
-use crate::client::ladvise::{Advice, AheadMode, LF_ASYNC};
-use crate::extent::Extent;
+use lanefs_core::client::ladvise::{Advice, AheadMode, LF_ASYNC};
+use lanefs_core::extent::Extent;
 use serde::{Deserialize, Serialize};
 
 /// Which rule sets the aggregator count.

@@ -28,7 +28,7 @@
 //!   printed 1332.366; over the largest time, 71.02 s, it would be 1157).
 
 use super::plan::CollectivePlan;
-use crate::units::Duration;
+use lanefs_core::units::Duration;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 

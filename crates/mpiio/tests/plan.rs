@@ -8,10 +8,10 @@ use lanefs_core::client::LadviseOutcome;
 use lanefs_core::harness::{Harness, HarnessConfig};
 use lanefs_core::layout::Layout;
 use lanefs_core::ldlm::LockMode;
-use lanefs_core::mpiio::hints::LOCK_AHEAD_NUM_EXTENTS_MAX;
-use lanefs_core::mpiio::plan::lockahead_advices;
-use lanefs_core::mpiio::*;
 use lanefs_core::{ClientId, Duration, Extent, ObjectId, ObjectKey, OstIndex};
+use lanefs_mpiio::hints::LOCK_AHEAD_NUM_EXTENTS_MAX;
+use lanefs_mpiio::plan::lockahead_advices;
+use lanefs_mpiio::*;
 use proptest::prelude::*;
 
 const KIB: u64 = 1 << 10;
@@ -675,7 +675,7 @@ fn timers_bandwidths_and_lock_mode_line() {
 
 #[test]
 fn a_limited_window_locks_only_the_announced_data() {
-    use lanefs_core::mpiio::plan::{LockaheadWindow, RefillPolicy};
+    use lanefs_mpiio::plan::{LockaheadWindow, RefillPolicy};
     let mib = 1u64 << 20;
     // Aggregator 1 of 4, 500 extents, but the collective announces 10 stripes.
     let mut w = LockaheadWindow::new(1, 4, mib, 500, RefillPolicy::LowWater { remaining_stripes: 1 });

@@ -1,14 +1,16 @@
-//! Collective MPI-IO on a striped file, with no I/O and no clock: the hints a
-//! job passes, the two-phase collective-buffering plan with its lockahead
-//! schedule, and Cray MPICH's reports.
+//! lanefs-mpiio: collective MPI-IO on a striped file, with no I/O and no
+//! clock: the hints a job passes, the two-phase collective-buffering plan
+//! with its lockahead schedule, and Cray MPICH's reports. It sits on
+//! lanefs-core (layouts, lock advice), which knows nothing of it.
 //!
 //! What it is: the decisions ROMIO's Lustre driver and Cray MPT make for a
 //! collective write (how many aggregators and where, which stripes each
 //! aggregator owns and writes in which round, what every rank sends it,
 //! which stripes it locks ahead) as pure functions and small value types,
 //! plus the text of `MPICH_MPIIO_HINTS_DISPLAY`, `MPICH_MPIIO_STATS` and
-//! `MPICH_MPIIO_TIMERS`. The discrete-event simulator and the real MPI layer
-//! both drive the same code, so a simulated run and a real one plan alike.
+//! `MPICH_MPIIO_TIMERS`. The discrete-event simulator drives it, and a real
+//! MPI layer is to drive the same code, so that a simulated run and a real
+//! one plan alike.
 //!
 //! What it is not: a transport or a timer. It moves no bytes and measures no
 //! time; its callers send the planned messages, issue the planned writes
