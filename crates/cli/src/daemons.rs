@@ -202,7 +202,8 @@ pub fn mds(
     let config = MdsConfig { root_owner: process_owner(), root_squash, ..MdsConfig::new(osts) };
     let mds = Mds::open(&data.join("mds.db"), config).map_err(|e| anyhow::anyhow!("{e}"))?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let options = MdsOptions { limits, fence: Some(fence) };
+    let options =
+        MdsOptions { limits, fence: Some(fence), recovery_grace: lanefs_net::mds_server::RECOVERY_GRACE_DEFAULT };
     let handle = rt.block_on(lanefs_net::mds_server::start_with(&listen, key.as_ref(), mds, osts, options))?;
     say!(
         "lanefs: MDS at {} for {osts} OSTs; start OSSes with: lanefs oss --mds {} ...",

@@ -27,8 +27,10 @@
 //! Where lanefs departs: `flock` and `fcntl` locks of one file conflict
 //! with each other, as on Lustre (both are flock locks of the MDT), where a
 //! local Linux file system keeps them apart. Locks live in the MDS's
-//! memory: an MDS restart, like an eviction, drops them (Lustre replays
-//! them to a restarted MDT; lanefs's clients do not yet).
+//! memory: a connection that ends, like an eviction, drops its client's;
+//! a client that reconnects (after an MDS restart, or a lost connection)
+//! asks for its locks again, as Lustre's clients replay theirs, and a
+//! restarted MDS grants only such replays during its recovery grace.
 //!
 //! Bounds: [`LOCKS_MAX`] granted locks and [`WAITERS_MAX`] waiters over
 //! all files; a request past either is refused with `ENOLCK`.
@@ -150,6 +152,11 @@ pub struct FlockTable {
 impl FlockTable {
     pub fn new() -> FlockTable {
         FlockTable::default()
+    }
+
+    /// Every granted lock, with its file.
+    pub fn granted(&self) -> impl Iterator<Item = (Fid, &Flock)> {
+        self.files.iter().flat_map(|(file, locks)| locks.granted.iter().map(move |l| (*file, l)))
     }
 
     /// Granted locks and waiters, over all files.

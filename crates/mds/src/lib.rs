@@ -98,6 +98,9 @@ pub struct Mds {
     reserve: Option<reserve::Reserve>,
     /// `(entries, bytes)` at most in one `Readdir` page.
     readdir_page: (usize, usize),
+    /// The database was made when this `Mds` opened it (no earlier MDS
+    /// served it, so no client can hold state to recover).
+    created: bool,
 }
 
 impl std::fmt::Debug for Mds {
@@ -164,11 +167,12 @@ impl Mds {
         // older one is rebuilt without them, as SQLite's ALTER TABLE
         // procedure asks, and checked whole before it commits.
         conn.pragma_update(None, "foreign_keys", false).map_err(|error| open_error(label, error))?;
-        config.ost_count =
+        let (ost_count, created) =
             schema::prepare(&mut conn, label, &config, ops::now_ns()).map_err(|error| named(label, error))?;
+        config.ost_count = ost_count;
         conn.pragma_update(None, "foreign_keys", true).map_err(|error| open_error(label, error))?;
         let readdir_page = (READDIR_ENTRIES_MAX, READDIR_BYTES_MAX);
-        let mds = Mds { conn, config, label: label.to_string(), reserve: None, readdir_page };
+        let mds = Mds { conn, config, label: label.to_string(), reserve: None, readdir_page, created };
         tracing::info!(path = label, ost_count = config.ost_count, "opened MDS database");
         Ok(mds)
     }
@@ -206,6 +210,13 @@ impl Mds {
     /// `error` with this database's path where it names the database.
     fn named(&self, error: MdsError) -> MdsError {
         named(&self.label, error)
+    }
+
+    /// Whether the database was made when this `Mds` opened it: an MDS
+    /// that opens one an earlier MDS served restarts, and its clients may
+    /// hold locks and open files to tell it of again.
+    pub fn created(&self) -> bool {
+        self.created
     }
 
     /// The configuration in use (`ost_count` as recorded in the database).

@@ -21,8 +21,8 @@
 
 use crate::ops::WriteKind;
 use crate::schema;
-use crate::{Mds, MdsError};
-use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
+use crate::{Fid, Mds, MdsError};
+use lanefs_core::units::{ObjectId, OstIndex};
 
 /// The most objects one call to [`Mds::queued_destroys`] returns.
 pub const DESTROY_BATCH_MAX: usize = 1024;
@@ -76,16 +76,16 @@ impl Mds {
         self.queued_destroys_except(ost, count_max, &|_| false)
     }
 
-    /// [`Mds::queued_destroys`] passing over the objects `held` names (of
-    /// removed files still open: see [`crate::opens`]).
+    /// [`Mds::queued_destroys`] passing over the objects of the removed
+    /// files `open` names (a client keeps them open: see [`crate::opens`]).
     pub fn queued_destroys_except(
         &self,
         ost: OstIndex,
         count_max: usize,
-        held: &dyn Fn(ObjectKey) -> bool,
+        open: &dyn Fn(Fid) -> bool,
     ) -> Result<Vec<ObjectId>, MdsError> {
         self.check_ost(ost)?;
-        schema::queued_destroys(&self.conn, ost, count_max.min(DESTROY_BATCH_MAX), held)
+        schema::queued_destroys(&self.conn, ost, count_max.min(DESTROY_BATCH_MAX), open)
     }
 
     /// Forgets objects the OST has acknowledged destroying. Objects not

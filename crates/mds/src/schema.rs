@@ -96,13 +96,14 @@ fn code_of(kind: FileKind) -> i64 {
 }
 
 /// Checks the schema version (creating the schema in an empty database) and
-/// records or grows the OST count, in one transaction. Returns the OST count.
+/// records or grows the OST count, in one transaction. Returns the OST
+/// count, and whether the database was created now.
 pub(crate) fn prepare(
     conn: &mut Connection,
     path_label: &str,
     config: &MdsConfig,
     now_ns: u64,
-) -> Result<u32, MdsError> {
+) -> Result<(u32, bool), MdsError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let found_version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
     match found_version {
@@ -133,7 +134,7 @@ pub(crate) fn prepare(
     }
     let ost_count = grow_ost_count(&tx, config.ost_count)?;
     tx.commit()?;
-    Ok(ost_count)
+    Ok((ost_count, found_version == 0))
 }
 
 /// The `CREATE TABLE` statement of `table` in [`SCHEMA_SQL`], creating
@@ -145,7 +146,7 @@ fn table_sql(table: &str, as_name: &str) -> String {
 }
 
 /// Version 2 to 3: `inodes` gains symbolic links and two times, `dentries`
-/// gives up one name per inode. Both tables are rebuilt (SQLite cannot
+/// gives up one name per inode, `destroy_queue` gains the removed file. Both tables are rebuilt (SQLite cannot
 /// change a CHECK or drop a UNIQUE in place), with foreign keys off, which
 /// [`Mds::start`](crate::Mds) arranges; they are checked before the
 /// transaction commits.
@@ -164,7 +165,8 @@ fn migrate_from_2(tx: &Connection) -> Result<(), MdsError> {
         "INSERT INTO dentries_v3 (parent, name, fid) SELECT parent, name, fid FROM dentries; \
          DROP TABLE dentries; \
          ALTER TABLE dentries_v3 RENAME TO dentries; \
-         CREATE INDEX dentries_by_fid ON dentries (fid);",
+         CREATE INDEX dentries_by_fid ON dentries (fid); \
+         ALTER TABLE destroy_queue ADD COLUMN fid INTEGER;",
     )?;
     let broken: i64 = tx.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |row| row.get(0))?;
     if broken > 0 {
@@ -245,22 +247,22 @@ pub(crate) fn raise_precreated(conn: &Connection, ost: OstIndex, last_id: Object
 }
 
 /// Up to `count_max` objects of `ost` waiting to be destroyed, lowest
-/// first, passing over those `held` names.
+/// first, passing over those of the removed files `open` names.
 pub(crate) fn queued_destroys(
     conn: &Connection,
     ost: OstIndex,
     count_max: usize,
-    held: &dyn Fn(ObjectKey) -> bool,
+    open: &dyn Fn(Fid) -> bool,
 ) -> Result<Vec<ObjectId>, MdsError> {
-    let sql = "SELECT object FROM destroy_queue WHERE ost = ?1 ORDER BY object";
+    let sql = "SELECT object, fid FROM destroy_queue WHERE ost = ?1 ORDER BY object";
     let mut select = conn.prepare_cached(sql)?;
     let mut rows = select.query(params![ost.0])?;
     let mut objects = Vec::new();
     while objects.len() < count_max {
         let Some(row) = rows.next()? else { break };
-        let object = ObjectId(row.get(0)?);
-        if !held(ObjectKey { ost, object }) {
-            objects.push(object);
+        let fid: Option<u64> = row.get(1)?;
+        if !fid.is_some_and(|fid| open(Fid(fid))) {
+            objects.push(ObjectId(row.get(0)?));
         }
     }
     Ok(objects)
@@ -347,7 +349,7 @@ pub(crate) fn delete_inode(conn: &Connection, inode: Inode) -> Result<Option<Lay
         FileKind::File => Some(layout(conn, inode.fid)?),
         FileKind::Dir | FileKind::Symlink => None,
     };
-    let queue = "INSERT INTO destroy_queue (ost, object) SELECT ost, object FROM objects WHERE fid = ?1";
+    let queue = "INSERT INTO destroy_queue (ost, object, fid) SELECT ost, object, fid FROM objects WHERE fid = ?1";
     conn.prepare_cached(queue)?.execute([inode.fid.0])?;
     conn.prepare_cached("DELETE FROM objects WHERE fid = ?1")?.execute([inode.fid.0])?;
     let deleted = conn.prepare_cached("DELETE FROM inodes WHERE fid = ?1")?.execute([inode.fid.0])?;

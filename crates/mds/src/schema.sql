@@ -64,9 +64,12 @@ CREATE TABLE objects (
 
 -- Objects of removed files, to destroy on their OSTs (Lustre's unlink
 -- llog): written in the transaction that removes the file, deleted when the
--- OST has acknowledged the destroy.
+-- OST has acknowledged the destroy. `fid` is the removed file's (NULL for
+-- objects queued by schema version 2): its objects wait while a client
+-- keeps it open.
 CREATE TABLE destroy_queue (
     ost    INTEGER NOT NULL REFERENCES ost_counters (ost),
     object INTEGER NOT NULL CHECK (object >= 1),
+    fid    INTEGER,
     PRIMARY KEY (ost, object)
 ) WITHOUT ROWID;

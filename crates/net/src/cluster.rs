@@ -55,6 +55,8 @@ pub struct LocalClusterConfig {
     /// Store calls the OSS fails on purpose (see [`crate::faults`]): kept
     /// across OSS restarts, so a test can set and clear them at any time.
     pub faults: StoreFaults,
+    /// See [`MdsOptions::recovery_grace`]; the daemons' by default.
+    pub mds_recovery_grace: std::time::Duration,
 }
 
 impl Default for LocalClusterConfig {
@@ -74,6 +76,7 @@ impl Default for LocalClusterConfig {
             root_squash: None,
             limits: ServerLimits::default(),
             faults: StoreFaults::default(),
+            mds_recovery_grace: crate::mds_server::RECOVERY_GRACE_DEFAULT,
         }
     }
 }
@@ -211,7 +214,11 @@ impl LocalCluster {
         };
         let mds = Mds::open(&self.dir.join("mds.db"), config).map_err(|e| std::io::Error::other(e.to_string()))?;
         let listen = self.address("mds");
-        let options = MdsOptions { limits: self.limits(self.descriptors.1), fence: Some(self.fence.clone()) };
+        let options = MdsOptions {
+            limits: self.limits(self.descriptors.1),
+            fence: Some(self.fence.clone()),
+            recovery_grace: self.config.mds_recovery_grace,
+        };
         let key = self.server_key();
         let handle = self.runtime.block_on(mds_server::start_with(&listen, key, mds, self.config.osts, options))?;
         if let Some(oss) = &self.oss {

@@ -102,6 +102,9 @@ pub(crate) struct Lifecycle {
     /// Files open on clients: the objects of removed ones are not
     /// destroyed while they are (see `lanefs_mds::opens`).
     pub opens: Arc<Mutex<OpenFiles>>,
+    /// No object is destroyed before this: a restarted MDS gives its
+    /// clients the recovery grace to tell it of the files they keep open.
+    destroy_after: Mutex<Option<tokio::time::Instant>>,
 }
 
 fn bump(counter: &watch::Sender<u64>) {
@@ -126,7 +129,18 @@ impl Lifecycle {
             osts: Mutex::new(BTreeMap::new()),
             workers: Mutex::new(BTreeMap::new()),
             opens: Arc::new(Mutex::new(OpenFiles::new())),
+            destroy_after: Mutex::new(None),
         })
+    }
+
+    /// Destroy nothing before `at` (then wake the workers).
+    pub fn hold_destroys_until(self: &Arc<Self>, at: tokio::time::Instant) {
+        *self.destroy_after.lock().expect("destroy_after lock") = Some(at);
+        let me = self.clone();
+        self.runtime.spawn(async move {
+            tokio::time::sleep_until(at).await;
+            me.wake();
+        });
     }
 
     /// Records that `address` serves `osts` and makes sure a worker serves it.
@@ -300,12 +314,16 @@ impl Lifecycle {
     /// OSS refuses stays queued for the next round; `Err` is for a broken
     /// connection.
     async fn drain(&self, link: &mut OssLink, ost: u32) -> Result<(), String> {
+        let held = *self.destroy_after.lock().expect("destroy_after lock");
+        if held.is_some_and(|at| tokio::time::Instant::now() < at) {
+            return Ok(());
+        }
         loop {
             let opens = self.opens.clone();
             let batch = self
                 .with_mds(move |mds| {
                     let opens = opens.lock().expect("opens lock");
-                    mds.queued_destroys_except(OstIndex(ost), DESTROY_BATCH_MAX, &|object| opens.is_held(object))
+                    mds.queued_destroys_except(OstIndex(ost), DESTROY_BATCH_MAX, &|fid| opens.is_open(fid))
                 })
                 .await?;
             if batch.is_empty() {

@@ -30,8 +30,14 @@
 //! long as the MDS serves.
 //!
 //! Files clients keep open ([`lanefs_mds::opens`]): a mount says which it
-//! opens and closes, and a file removed while open keeps its objects until
-//! its last close (`remove_or_hold`).
+//! opens and closes, and the destroyer passes over the queued objects of a
+//! removed file while it is open anywhere.
+//!
+//! After a restart (a database an earlier MDS served) the MDS keeps a
+//! recovery grace ([`MdsOptions::recovery_grace`]): only replayed locks
+//! are granted (other lock requests wait for its end) and nothing is
+//! destroyed, while clients reconnect and tell it again of the locks they
+//! hold and the files they keep open.
 //!
 //! What a peer may send: any frame; a malformed one, or one an MDS does not
 //! take, closes the connection with the reason. `Mds::handle` checks every
@@ -70,7 +76,19 @@ pub struct MdsOptions {
     /// The fence of the database's directory, held while the MDS serves; a
     /// stale Unix socket is removed only with one.
     pub fence: Option<Fence>,
+    /// After a restart (a database an earlier MDS served), how long only
+    /// replayed file locks are granted and no object is destroyed, so that
+    /// clients tell the MDS again of the locks they hold and the files they
+    /// keep open ([`RECOVERY_GRACE_DEFAULT`] for the daemons; zero: none).
+    pub recovery_grace: Duration,
 }
+
+/// The recovery grace of `lanefs mds` and `lanefs up`: clients that hold
+/// locks or open files reconnect at once when their MDS connection is lost
+/// (tried again every 100 ms to 5 s), so a few of their attempts fit. Lustre's
+/// MDT waits for every client it knew, up to its recovery window (minutes);
+/// lanefs's MDS keeps no list of its clients, and waits this long instead.
+pub const RECOVERY_GRACE_DEFAULT: Duration = Duration::from_secs(15);
 
 struct Shared {
     /// `None` once the MDS has stopped (its database is closed then).
@@ -89,6 +107,10 @@ struct Shared {
     flocks: Mutex<FlockTable>,
     /// The request id each waiting lock request is answered on.
     flock_ids: Mutex<HashMap<Ticket, u64>>,
+    /// Until then (after a restart) only replayed locks are granted; other
+    /// lock requests wait in `deferred` (at most `WAITERS_MAX`).
+    grace_until: Option<tokio::time::Instant>,
+    deferred: Mutex<Vec<(u32, u64, FlockCall)>>,
     _fence: Option<Fence>,
 }
 
@@ -145,7 +167,9 @@ pub async fn start_with(
     ost_count: u32,
     options: MdsOptions,
 ) -> std::io::Result<MdsHandle> {
-    let MdsOptions { limits, fence } = options;
+    let MdsOptions { limits, fence, recovery_grace } = options;
+    let grace_until =
+        (!mds.created() && !recovery_grace.is_zero()).then(|| tokio::time::Instant::now() + recovery_grace);
     limits.validate().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let descriptors = limits.descriptors_or_raise();
     let listener = match &fence {
@@ -178,8 +202,19 @@ pub async fn start_with(
         peer_next: AtomicU32::new(1),
         flocks: Mutex::new(FlockTable::new()),
         flock_ids: Mutex::new(HashMap::new()),
+        grace_until,
+        deferred: Mutex::new(Vec::new()),
         _fence: fence,
     });
+    if let Some(until) = grace_until {
+        info!(grace = ?recovery_grace, "restarted: only replayed locks are granted, and nothing destroyed, until clients had time to reconnect");
+        shared.objects.hold_destroys_until(until);
+        let s = shared.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(until).await;
+            end_grace(&s);
+        });
+    }
     let s = shared.clone();
     let accept = spawn_accept(listener, shared.stop.subscribe(), SHUTDOWN_GRACE, policy, move |stream| {
         serve_connection(stream, s.clone())
@@ -225,7 +260,8 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     shared.peers.lock().expect("peers lock").remove(&peer);
     let granted = shared.flocks.lock().expect("flocks lock").release_client(u64::from(peer));
     shared.flock_ids.lock().expect("flock ids").retain(|ticket, _| ticket.0 != u64::from(peer));
-    if !shared.objects.opens.lock().expect("opens lock").client_gone(u64::from(peer)).is_empty() {
+    shared.deferred.lock().expect("deferred lock").retain(|(p, _, _)| *p != peer);
+    if shared.objects.opens.lock().expect("opens lock").client_gone(u64::from(peer)) > 0 {
         shared.objects.wake();
     }
     answer_waiters(&shared, granted);
@@ -268,8 +304,7 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
                 (id, recorded.map_or_else(MdsAnswer::Error, |()| MdsAnswer::Opened))
             }
             Wire::Mds { id, call: MdsCall::Closed { fid } } => {
-                let released = shared.objects.opens.lock().expect("opens lock").closed(fid, u64::from(peer));
-                if !released.is_empty() {
+                if shared.objects.opens.lock().expect("opens lock").closed(fid, u64::from(peer)) {
                     shared.objects.wake();
                 }
                 (id, MdsAnswer::Opened)
@@ -293,10 +328,37 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
 /// [`answer_waiters`]).
 fn flock(shared: &Shared, peer: u32, id: u64, call: FlockCall) -> Option<FlockAnswer> {
     let client = u64::from(peer);
+    if shared.grace_until.is_some_and(|until| tokio::time::Instant::now() < until) {
+        let mut deferred = shared.deferred.lock().expect("deferred lock");
+        match &call {
+            FlockCall::Set { replay: true, .. } | FlockCall::UnlockOwner { .. } => {}
+            FlockCall::Cancel { ticket } => {
+                let found = deferred
+                    .iter()
+                    .position(|(p, _, c)| *p == peer && matches!(c, FlockCall::Set { ticket: t, .. } if t == ticket));
+                if let Some(i) = found {
+                    let (_, waiting_id, _) = deferred.remove(i);
+                    answer(shared, peer, waiting_id, FlockAnswer::Interrupted);
+                }
+                return Some(FlockAnswer::Free);
+            }
+            _ if deferred.len() >= lanefs_mds::flock::WAITERS_MAX => {
+                return Some(FlockAnswer::NoLocks(format!(
+                    "{} lock requests wait for the MDS's recovery to end already",
+                    lanefs_mds::flock::WAITERS_MAX
+                )));
+            }
+            _ => {
+                deferred.push((peer, id, call));
+                return None;
+            }
+        }
+    }
     let mut table = shared.flocks.lock().expect("flocks lock");
     let (answer, granted) = match call {
-        FlockCall::Set { mut request, wait, ticket } => {
+        FlockCall::Set { mut request, wait, ticket, replay } => {
             request.owner.client = client;
+            let wait = wait && !replay;
             // The waiter is answered on its request's id: remember which.
             let (outcome, granted) = table.set((client, ticket), request, wait);
             match outcome {
@@ -332,6 +394,29 @@ fn flock(shared: &Shared, peer: u32, id: u64, call: FlockCall) -> Option<FlockAn
     answer
 }
 
+/// The recovery grace is over: the lock requests it held back are served,
+/// in the order they came (each answered on its connection, now or when
+/// granted).
+fn end_grace(shared: &Shared) {
+    let deferred = std::mem::take(&mut *shared.deferred.lock().expect("deferred lock"));
+    info!(deferred = deferred.len(), "recovery grace over: serving every lock request");
+    for (peer, id, call) in deferred {
+        if !shared.peers.lock().expect("peers lock").contains_key(&peer) {
+            continue;
+        }
+        if let Some(reply) = flock(shared, peer, id, call) {
+            answer(shared, peer, id, reply);
+        }
+    }
+}
+
+/// Answer request `id` of connection `peer`, if it is still there.
+fn answer(shared: &Shared, peer: u32, id: u64, reply: FlockAnswer) {
+    if let Some(outbox) = shared.peers.lock().expect("peers lock").get(&peer) {
+        let _ = outbox.push(Wire::MdsReply { id, answer: MdsAnswer::Flock(reply) });
+    }
+}
+
 /// Send waiters their answers, each on the connection that asked, as the
 /// reply to the request that waited.
 fn answer_waiters(shared: &Shared, answers: Vec<(Ticket, FlockAnswer)>) {
@@ -349,35 +434,6 @@ fn answer_waiters(shared: &Shared, answers: Vec<(Ticket, FlockAnswer)>) {
     }
 }
 
-/// `request` on `mds`; a file it removes (an unlink, or a rename over it)
-/// that a client has open keeps its objects until its last close: they
-/// are held back from destruction, in the same hold of the database that
-/// queued them, so the destroyer never sees them unheld.
-fn remove_or_hold(
-    mds: &mut Mds,
-    opens: &Mutex<lanefs_mds::opens::OpenFiles>,
-    credentials: &Credentials,
-    request: MdsRequest,
-) -> MdsReply {
-    let removed = match &request {
-        MdsRequest::Unlink { path } => Some(path.clone()),
-        MdsRequest::Rename { to, .. } => Some(to.clone()),
-        _ => None,
-    };
-    let removed = removed.and_then(|path| match mds.handle(credentials, MdsRequest::Stat { path }) {
-        MdsReply::Attr(attr) => attr.layout.map(|layout| (attr.fid, layout)),
-        _ => None,
-    });
-    let reply = mds.handle(credentials, request);
-    if let (Some((fid, layout)), MdsReply::Ok) = (removed, &reply) {
-        let mut opens = opens.lock().expect("opens lock");
-        if opens.is_open(fid) {
-            opens.hold(fid, layout.objects());
-        }
-    }
-    reply
-}
-
 /// One namespace request. A create that finds a pool empty runs again once
 /// the pool is refilled, or fails saying why it was not.
 async fn namespace(shared: &Shared, credentials: Credentials, request: MdsRequest) -> MdsAnswer {
@@ -387,10 +443,9 @@ async fn namespace(shared: &Shared, credentials: Credentials, request: MdsReques
     loop {
         let mds = shared.mds.clone();
         let (credentials, request) = (credentials.clone(), request.clone());
-        let opens = shared.objects.opens.clone();
         let reply = tokio::task::spawn_blocking(move || {
             let mut mds = mds.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            mds.as_mut().map(|mds| remove_or_hold(mds, &opens, &credentials, request))
+            mds.as_mut().map(|mds| mds.handle(&credentials, request))
         })
         .await;
         let reply = match reply {

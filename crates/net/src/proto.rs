@@ -137,7 +137,11 @@ pub enum FlockCall {
     /// Lock or unlock (`F_SETLK`; `wait`: `F_SETLKW`). A waiting request
     /// is answered when it is granted, or `Interrupted` once cancelled by
     /// its `ticket`, which the caller chooses, unique among its waiters.
-    Set { request: lanefs_mds::flock::FlockRequest, wait: bool, ticket: u64 },
+    ///
+    /// `replay`: a lock this client held before the MDS restarted (or
+    /// before its connection was lost), asked for again; during the MDS's
+    /// recovery grace only replays are granted.
+    Set { request: lanefs_mds::flock::FlockRequest, wait: bool, ticket: u64, replay: bool },
     /// `F_GETLK`: the first lock in the way, or `Free`.
     Get { request: lanefs_mds::flock::FlockRequest },
     /// Withdraw the waiting `Set` of `ticket` (answered `Free`).

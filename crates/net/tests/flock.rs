@@ -102,3 +102,50 @@ fn an_interrupted_waiter_is_withdrawn() {
     // Nothing of b's is held: a third owner takes the byte at once.
     assert_eq!(a.flock(lock(6, Some(FlockKind::Write), 0, 0), false, NEVER).unwrap(), FlockAnswer::Granted);
 }
+
+/// A restarted MDS is told again, by clients that reconnect within its
+/// recovery grace, of the locks they hold and the files they keep open: a
+/// lock held before the restart still holds against another client after
+/// it (whose request waits for the grace to end), and a file removed while
+/// open keeps its objects.
+#[test]
+fn a_restarted_mds_is_told_again_of_held_locks_and_open_files() {
+    use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
+    let grace = Duration::from_secs(3);
+    let config = LocalClusterConfig { osts: 1, mds_recovery_grace: grace, ..LocalClusterConfig::default() };
+    let mut c = LocalCluster::start(config).unwrap();
+    let (a, b) = (client(&c), client(&c));
+    let create = MdsRequest::Create {
+        path: "/kept".into(),
+        stripe: StripeSpec::default(),
+        mode: CreateMode::Exclusive,
+        access: Access::ReadWrite,
+        permissions: 0o644,
+    };
+    let MdsReply::File(info) = a.mds(create).unwrap() else { panic!("create answered something else") };
+    let file = a.open_layout("/kept", info.layout.clone()).unwrap();
+    let data = vec![7u8; 4096];
+    a.pwrite(&file, 0, &data).unwrap();
+    a.fsync(&file).unwrap();
+    a.mds_opened(info.fid).unwrap();
+    b.mds(MdsRequest::Unlink { path: "/kept".into() }).unwrap();
+    assert_eq!(a.flock(lock(1, Some(FlockKind::Write), 0, 99), false, NEVER).unwrap(), FlockAnswer::Granted);
+
+    c.stop_mds();
+    c.start_mds().unwrap();
+    let restarted = std::time::Instant::now();
+    match b.flock(lock(2, Some(FlockKind::Write), 50, 50), false, NEVER).unwrap() {
+        FlockAnswer::Conflict(held) => assert_eq!((held.pid, held.start, held.end), (1, 0, 99), "a's lock, replayed"),
+        other => panic!("the lock held before the restart should hold after it: {other:?}"),
+    }
+    assert!(restarted.elapsed() >= grace / 2, "a new request waits for the grace: {:?}", restarted.elapsed());
+    // Past the grace the MDS destroys what is queued, but for the removed
+    // file that a keeps open: another client still reads it from the OST.
+    std::thread::sleep(Duration::from_millis(1500));
+    let d = client(&c);
+    let reader = d.open_layout("/kept", info.layout.clone()).unwrap();
+    assert_eq!(d.pread(&reader, 0, 4096).unwrap(), data);
+    a.flock_unlock_owner(FILE, 1).unwrap();
+    assert_eq!(b.flock(lock(2, Some(FlockKind::Write), 50, 50), false, NEVER).unwrap(), FlockAnswer::Granted);
+    a.mds_closed(info.fid).unwrap();
+}

@@ -14,6 +14,7 @@ use super::links::{
     arena_frames, client_queue_limits, client_uuid, new_arena, offer, open_session, Conn, Dial, Link, Live, NetIn,
     Peer, Session, RECONNECT_BACKOFF_FIRST, RECONNECT_BACKOFF_MAX,
 };
+use super::mds_record::MdsRecord;
 use super::{ClientOptions, Cmd, LadviseReply, NetError, Reply, StatsReply};
 use crate::limits::QueueLimits;
 use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, OstStats, Wire};
@@ -51,6 +52,12 @@ pub(super) struct Driver {
     /// Synchronous lockahead waiting for its op: results to give back then.
     ladvise: HashMap<OpId, (Vec<LockaheadResult>, LadviseReply)>,
     mds_calls: HashMap<u64, Reply<Result<MdsAnswer, NetError>>>,
+    /// The file locks this client holds and the files it keeps open at
+    /// the MDS, told again to a new MDS connection.
+    record: MdsRecord,
+    /// When to connect to the MDS again, to replay the record, and since
+    /// when it has been out of reach (given up after the reconnect timeout).
+    mds_retry: Option<(tokio::time::Instant, StdDuration, tokio::time::Instant)>,
     /// Stats request id -> (OSSes still to answer, answers so far, caller).
     stats_calls: HashMap<u64, (BTreeSet<usize>, Vec<OstStats>, StatsReply)>,
     call_next: u64,
@@ -117,6 +124,8 @@ impl Driver {
             pending: HashMap::new(),
             ladvise: HashMap::new(),
             mds_calls: HashMap::new(),
+            record: MdsRecord::default(),
+            mds_retry: None,
             stats_calls: HashMap::new(),
             call_next: 1,
         })
@@ -132,7 +141,9 @@ impl Driver {
                 let wait = StdDuration::from_nanos(t.0.saturating_sub(self.now().0));
                 tokio::time::Instant::now() + wait
             });
-            let deadline = [core, self.retry_due(), self.ping_due(), self.silence_due()].into_iter().flatten().min();
+            let mds_retry = self.mds_retry.map(|(at, _, _)| at);
+            let deadline =
+                [core, self.retry_due(), mds_retry, self.ping_due(), self.silence_due()].into_iter().flatten().min();
             let sleep = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d).await,
@@ -149,6 +160,7 @@ impl Driver {
                     let now = self.now();
                     self.core.handle_timeout(now);
                     self.retry_links();
+                    self.retry_mds().await;
                     self.ping_idle();
                     self.drop_silent();
                 }
@@ -266,7 +278,7 @@ impl Driver {
                     let limits = &self.queue_limits;
                     let dial = Dial { address, key, timeout, limits };
                     match open_session(dial, Peer::Mds, self.net_tx.clone(), None, None).await {
-                        Ok(session) => self.mds = Some(Live::new(0, session)),
+                        Ok(session) => self.mds_connected(Live::new(0, session)),
                         Err(e) => {
                             let _ = reply.send(Err(e));
                             return;
@@ -275,6 +287,7 @@ impl Driver {
                 }
                 let id = self.call_id();
                 self.mds_calls.insert(id, reply);
+                self.record.sent(id, &call);
                 self.mds.as_mut().expect("connected").send(Wire::Mds { id, call });
             }
             Cmd::Open(layout, reply) => {
@@ -358,6 +371,10 @@ impl Driver {
                 }
                 match frame {
                     Wire::MdsReply { id, answer } => {
+                        self.record.answered(id, &answer);
+                        if cfg!(debug_assertions) {
+                            self.record.check_invariants();
+                        }
                         if let Some(reply) = self.mds_calls.remove(&id) {
                             let _ = reply.send(Ok(answer));
                         }
@@ -380,6 +397,54 @@ impl Driver {
         warn!("MDS connection lost: {reason}");
         for (_, reply) in self.mds_calls.drain() {
             let _ = reply.send(Err(NetError::MdsLost { reason: reason.to_string() }));
+        }
+        self.record.lost();
+        if !self.record.is_empty() {
+            // Held locks and open files are told to the MDS again as soon
+            // as it answers, within its recovery grace.
+            let now = tokio::time::Instant::now();
+            self.mds_retry = Some((now + RECONNECT_BACKOFF_FIRST, RECONNECT_BACKOFF_FIRST, now));
+        }
+    }
+
+    /// A new MDS connection: it is told the record first.
+    fn mds_connected(&mut self, mut live: Live) {
+        self.mds_retry = None;
+        let replay = self.record.replay();
+        if !replay.is_empty() {
+            debug!(calls = replay.len(), "telling the MDS again of the locks held and the files open here");
+        }
+        for call in replay {
+            let id = self.call_id();
+            self.record.replayed(id, &call);
+            live.send(Wire::Mds { id, call });
+        }
+        self.mds = Some(live);
+    }
+
+    /// Connect to the MDS again if it is time, to replay the record; give
+    /// the record up once the MDS has been out of reach for the reconnect
+    /// timeout (the MDS has forgotten it by then, as an evicted client's).
+    async fn retry_mds(&mut self) {
+        let Some((at, wait, since)) = self.mds_retry else { return };
+        let now = tokio::time::Instant::now();
+        if now < at || self.mds.is_some() {
+            return;
+        }
+        let (address, timeout) = (&self.mds_address, self.options.connect_timeout);
+        let dial = Dial { address, key: self.options.key.as_ref(), timeout, limits: &self.queue_limits };
+        match open_session(dial, Peer::Mds, self.net_tx.clone(), None, None).await {
+            Ok(session) => self.mds_connected(Live::new(0, session)),
+            Err(e) if now.duration_since(since) >= self.options.reconnect_timeout => {
+                warn!(%e, "the MDS stayed out of reach: the file locks held here are lost");
+                self.record.clear();
+                self.mds_retry = None;
+            }
+            Err(e) => {
+                debug!(%e, "the MDS is still out of reach");
+                let next = (wait * 2).min(RECONNECT_BACKOFF_MAX);
+                self.mds_retry = Some((tokio::time::Instant::now() + wait, next, since));
+            }
         }
     }
 

@@ -59,6 +59,7 @@
 
 mod driver;
 mod links;
+mod mds_record;
 
 use crate::auth::{describe, tls_failure, ClusterKey, TlsFailure};
 use crate::limits::PING_INTERVAL_DEFAULT;
@@ -455,7 +456,7 @@ impl Client {
     ) -> Result<FlockAnswer, NetError> {
         let ticket = self.flock_tickets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (tx, mut rx) = oneshot::channel();
-        let call = MdsCall::Flock(FlockCall::Set { request, wait, ticket });
+        let call = MdsCall::Flock(FlockCall::Set { request, wait, ticket, replay: false });
         self.cmds.send(Cmd::Mds(call, tx)).map_err(|_| NetError::Closed)?;
         let (mut pause, mut cancelled) = (StdDuration::from_micros(50), false);
         loop {
