@@ -428,7 +428,11 @@ impl Driver {
     async fn retry_mds(&mut self) {
         let Some((at, wait, since)) = self.mds_retry else { return };
         let now = tokio::time::Instant::now();
-        if now < at || self.mds.is_some() {
+        if self.mds.is_some() {
+            self.mds_retry = None;
+            return;
+        }
+        if now < at {
             return;
         }
         let (address, timeout) = (&self.mds_address, self.options.connect_timeout);
