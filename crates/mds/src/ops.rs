@@ -318,15 +318,17 @@ impl Mds {
         let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
         let Some(name) = path.name() else { return Err(MdsError::Exists { path: path.to_string() }) };
-        if target.is_empty() || target.len() > crate::SYMLINK_TARGET_MAX || target.contains('\0') {
-            return Err(MdsError::invalid_path(
-                target,
-                format!(
-                    "a symbolic link's target is 1 to {} bytes with no NUL byte (this one has {})",
-                    crate::SYMLINK_TARGET_MAX,
-                    target.len()
-                ),
-            ));
+        if target.len() > crate::SYMLINK_TARGET_MAX {
+            let reason = format!(
+                "a symbolic link's target of {} bytes is over the limit of {} bytes",
+                target.len(),
+                crate::SYMLINK_TARGET_MAX
+            );
+            return Err(MdsError::invalid_path(&path.to_string(), reason));
+        }
+        if target.is_empty() || target.contains('\0') {
+            let reason = "a symbolic link's target is at least one byte, with no NUL byte";
+            return Err(MdsError::invalid_path(&path.to_string(), reason));
         }
         self.write(WriteKind::Grows, |tx, _| {
             let ancestors = ancestors(tx, &caller, &path)?;

@@ -57,7 +57,7 @@ fn symbolic_links_keep_their_target_and_are_not_followed() {
     mds.symlink(&ROOT, "/ld", "d").unwrap();
     assert_eq!(mds.stat(&ROOT, "/ld/f").unwrap_err().errno(), lanefs_core::Errno::ELOOP, "a link inside a path");
     let long = "x".repeat(4096);
-    assert_eq!(mds.symlink(&ROOT, "/long", &long).unwrap_err().errno(), lanefs_core::Errno::EINVAL);
+    assert_eq!(mds.symlink(&ROOT, "/long", &long).unwrap_err().errno(), lanefs_core::Errno::ENAMETOOLONG);
     assert_eq!(mds.symlink(&ROOT, "/empty", "").unwrap_err().errno(), lanefs_core::Errno::EINVAL);
     let entries = mds.readdir(&ROOT, "/", None).unwrap().entries;
     let kinds: Vec<_> = entries.iter().map(|e| (e.name.as_str(), e.kind)).collect();
