@@ -94,6 +94,33 @@ fn resolve(conn: &Connection, caller: &Caller, path: &MdsPath) -> Result<(Ancest
     }
 }
 
+/// Walks to `path`'s parent for a new entry `name`: the name must be free
+/// and the caller may add it.
+fn free_name(conn: &Connection, caller: &Caller, path: &MdsPath, name: &str) -> Result<Ancestors, MdsError> {
+    let ancestors = ancestors(conn, caller, path)?;
+    if schema::lookup(conn, ancestors.parent().fid, name)?.is_some() {
+        return Err(MdsError::Exists { path: path.to_string() });
+    }
+    check_parent_writable(caller, &ancestors, path)?;
+    Ok(ancestors)
+}
+
+/// A new inode `new`, named `name` in `parent`, whose time moves to now.
+fn add_inode(
+    tx: &Connection,
+    parent: Fid,
+    name: &str,
+    new: schema::NewInode<'_>,
+    owner: (Owner, u32),
+) -> Result<Fid, MdsError> {
+    let fid = Fid(schema::take_counter(tx, Counter::NextFid)?);
+    let now_ns = now_ns();
+    schema::insert_inode(tx, fid, new, now_ns, owner)?;
+    schema::link(tx, parent, name, fid)?;
+    schema::touch(tx, parent, now_ns)?;
+    Ok(fid)
+}
+
 /// Write and search on `path`'s parent, to add or remove a name in it.
 fn check_parent_writable(caller: &Caller, ancestors: &Ancestors, path: &MdsPath) -> Result<(), MdsError> {
     let parent_path = path.parent().expect("a name has a parent");
@@ -176,18 +203,9 @@ impl Mds {
         let path = MdsPath::parse(path)?;
         let Some(name) = path.name() else { return Err(MdsError::Exists { path: path.to_string() }) };
         self.write(WriteKind::Grows, |tx, _| {
-            let ancestors = ancestors(tx, &caller, &path)?;
-            let parent = ancestors.parent();
-            if schema::lookup(tx, parent.fid, name)?.is_some() {
-                return Err(MdsError::Exists { path: path.to_string() });
-            }
-            check_parent_writable(&caller, &ancestors, &path)?;
+            let parent = free_name(tx, &caller, &path, name)?.parent();
             let owner = perm::new_owner(&caller, &parent, FileKind::Dir, permissions);
-            let fid = Fid(schema::take_counter(tx, Counter::NextFid)?);
-            let now_ns = now_ns();
-            schema::insert_inode(tx, fid, schema::NewInode::Dir, now_ns, owner)?;
-            schema::link(tx, parent.fid, name, fid)?;
-            schema::touch(tx, parent.fid, now_ns)?;
+            let fid = add_inode(tx, parent.fid, name, schema::NewInode::Dir, owner)?;
             schema::attr(tx, schema::inode(tx, fid)?)
         })
     }
@@ -236,11 +254,7 @@ impl Mds {
             let plan = alloc::plan(&stripe, &inherited, ost_count)?;
             let layout = alloc::allocate(tx, &plan, ost_count)?;
             let owner = perm::new_owner(&caller, &parent, FileKind::File, permissions);
-            let fid = Fid(schema::take_counter(tx, Counter::NextFid)?);
-            let now_ns = now_ns();
-            schema::insert_inode(tx, fid, schema::NewInode::File(&layout), now_ns, owner)?;
-            schema::link(tx, parent.fid, name, fid)?;
-            schema::touch(tx, parent.fid, now_ns)?;
+            let fid = add_inode(tx, parent.fid, name, schema::NewInode::File(&layout), owner)?;
             tracing::debug!(%path, fid = fid.0, ?layout, "created file");
             Ok(FileInfo { fid, layout })
         })
@@ -331,18 +345,9 @@ impl Mds {
             return Err(MdsError::invalid_path(&path.to_string(), reason));
         }
         self.write(WriteKind::Grows, |tx, _| {
-            let ancestors = ancestors(tx, &caller, &path)?;
-            let parent = ancestors.parent();
-            if schema::lookup(tx, parent.fid, name)?.is_some() {
-                return Err(MdsError::Exists { path: path.to_string() });
-            }
-            check_parent_writable(&caller, &ancestors, &path)?;
+            let parent = free_name(tx, &caller, &path, name)?.parent();
             let (owner, _) = perm::new_owner(&caller, &parent, FileKind::Symlink, 0o777);
-            let fid = Fid(schema::take_counter(tx, Counter::NextFid)?);
-            let now_ns = now_ns();
-            schema::insert_inode(tx, fid, schema::NewInode::Symlink(target), now_ns, (owner, 0o777))?;
-            schema::link(tx, parent.fid, name, fid)?;
-            schema::touch(tx, parent.fid, now_ns)?;
+            let fid = add_inode(tx, parent.fid, name, schema::NewInode::Symlink(target), (owner, 0o777))?;
             schema::attr(tx, schema::inode(tx, fid)?)
         })
     }
@@ -362,12 +367,7 @@ impl Mds {
                     reason: "a directory has one name: it cannot be hard-linked".into(),
                 });
             }
-            let ancestors = ancestors(tx, &caller, &to)?;
-            let parent = ancestors.parent();
-            if schema::lookup(tx, parent.fid, to_name)?.is_some() {
-                return Err(MdsError::Exists { path: to.to_string() });
-            }
-            check_parent_writable(&caller, &ancestors, &to)?;
+            let parent = free_name(tx, &caller, &to, to_name)?.parent();
             let links = schema::name_count(tx, source.fid)?;
             if links >= crate::LINKS_MAX {
                 return Err(MdsError::TooManyLinks { path: from.to_string(), links });
