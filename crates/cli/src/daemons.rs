@@ -234,6 +234,7 @@ pub fn oss(
         export_timeout: export_timeout(options)?,
         limits: server_limits(limits)?,
         faults: Default::default(),
+        memory_stores: Default::default(),
     };
     let tcp = matches!(listen, Address::Tcp(_)) || matches!(mds, Address::Tcp(_));
     let key = server_key("lanefs oss", key, tcp)?;

@@ -69,6 +69,19 @@ pub trait ObjectStore {
         PayloadKind::Bytes
     }
 
+    /// Whether a write is as durable as this store can ever make it once
+    /// the write returns: a store in memory only (tmpfs, ramfs), where
+    /// `fdatasync` does nothing and whatever loses its page cache (a
+    /// machine crash) loses the whole store. An OST over such a store
+    /// gives its changes no transaction number: there is nothing for a
+    /// commit to do, and its clients keep no copies of their writes for
+    /// replay (an OSS process that dies leaves its written bytes in the
+    /// store). Stores on disks, and every store of the simulator and of the
+    /// fault swarm, say no.
+    fn durable_on_write(&self) -> bool {
+        false
+    }
+
     /// Record a write of `len` bytes without content: only the object's size
     /// changes (to at least `offset + len`). Byte stores refuse it.
     fn write_phantom(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {

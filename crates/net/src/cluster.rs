@@ -21,6 +21,7 @@ use crate::auth::ClusterKey;
 use crate::client::ClientOptions;
 use crate::faults::StoreFaults;
 use crate::fence::Fence;
+use crate::filestore::MemoryStores;
 use crate::keys::{ensure_cluster_keys, KeyFiles};
 use crate::limits::ServerLimits;
 use crate::mds_server::{self, MdsHandle, MdsOptions};
@@ -55,6 +56,10 @@ pub struct LocalClusterConfig {
     /// Store calls the OSS fails on purpose (see [`crate::faults`]): kept
     /// across OSS restarts, so a test can set and clear them at any time.
     pub faults: StoreFaults,
+    /// See [`OssConfig::memory_stores`]: a test that stands for a disk on
+    /// a temporary directory that may be a tmpfs says
+    /// [`MemoryStores::AsDisk`].
+    pub memory_stores: MemoryStores,
     /// See [`MdsOptions::recovery_grace`]; the daemons' by default.
     pub mds_recovery_grace: std::time::Duration,
 }
@@ -76,6 +81,7 @@ impl Default for LocalClusterConfig {
             root_squash: None,
             limits: ServerLimits::default(),
             faults: StoreFaults::default(),
+            memory_stores: MemoryStores::default(),
             mds_recovery_grace: crate::mds_server::RECOVERY_GRACE_DEFAULT,
         }
     }
@@ -249,6 +255,7 @@ impl LocalCluster {
             export_timeout: self.config.export_timeout,
             limits: self.limits(self.descriptors.0),
             faults: self.config.faults.clone(),
+            memory_stores: self.config.memory_stores,
         };
         let handle = self.runtime.block_on(oss::start(&listen, self.server_key(), config))?;
         if let Some(mds) = &self.mds {

@@ -26,6 +26,14 @@
 //! [`StoreError::NoSuchObject`], never reads as zeros, and so does any id
 //! above `LAST_ID` (never allocated). A directory without `LAST_ID` is a
 //! new OST, with no objects.
+//!
+//! A store on tmpfs or ramfs is durable on write
+//! ([`ObjectStore::durable_on_write`]): `fdatasync` does nothing there, a
+//! killed OSS leaves its written bytes in memory, and a machine crash
+//! loses the whole store, committed or not. Its OST commits nothing and
+//! its clients keep no replay copies, unless the OSS is told to treat it
+//! as a disk ([`MemoryStores::AsDisk`]: tests that stand for a disk, with
+//! failing syncs or object files cut back as a crash would).
 
 use crate::faults::StoreFaults;
 use lanefs_core::msg::Payload;
@@ -51,8 +59,21 @@ pub const PRECREATE_OBJECTS_MAX: u64 = 1 << 16;
 /// The file in an OST's directory that records its last precreated id.
 pub const LAST_ID_FILE: &str = "LAST_ID";
 
+/// How an OSS treats an OST whose directory is in memory (tmpfs, ramfs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MemoryStores {
+    /// Durable on write: nothing to commit, nothing kept for replay.
+    #[default]
+    DurableOnWrite,
+    /// As a store on a disk: writes are numbered, committed and kept by
+    /// their clients until committed.
+    AsDisk,
+}
+
 pub struct FileStore {
     dir: PathBuf,
+    /// The directory is in memory and treated as such (see the module docs).
+    durable_on_write: bool,
     /// Shared with the commit thread's syncs in progress ([`SyncTarget`]).
     open: BTreeMap<ObjectId, Arc<File>>,
     /// Every object up to this id was created (ids start at 1; 0: none).
@@ -77,7 +98,21 @@ impl FileStore {
         let last_id = read_last_id(dir)?;
         let open_files_max = open_files_max.max(1);
         let faults = StoreFaults::default();
-        Ok(FileStore { dir: dir.to_path_buf(), open: BTreeMap::new(), last_id, open_files_max, faults })
+        let durable_on_write = in_memory(dir)?;
+        Ok(FileStore {
+            dir: dir.to_path_buf(),
+            durable_on_write,
+            open: BTreeMap::new(),
+            last_id,
+            open_files_max,
+            faults,
+        })
+    }
+
+    /// Treat a directory in memory as `policy` says (see [`MemoryStores`]).
+    pub fn with_memory_stores(self, policy: MemoryStores) -> Self {
+        let durable_on_write = self.durable_on_write && policy == MemoryStores::DurableOnWrite;
+        FileStore { durable_on_write, ..self }
     }
 
     /// Fail the calls `faults` names, whenever they name them.
@@ -466,7 +501,27 @@ fn pwritev_all(file: &File, pieces: impl Iterator<Item = (*const u8, usize)>, of
     Ok(())
 }
 
+/// Whether `dir` is on a file system in memory only (tmpfs, ramfs).
+fn in_memory(dir: &Path) -> std::io::Result<bool> {
+    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in the OST's path"))?;
+    let mut fs = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: a valid C string, and a buffer statfs fills on success.
+    if unsafe { libc::statfs(path.as_ptr(), fs.as_mut_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: statfs succeeded, so it filled the buffer.
+    let kind = unsafe { fs.assume_init() }.f_type;
+    // RAMFS_MAGIC (linux/magic.h), which the libc crate does not name.
+    const RAMFS_MAGIC: libc::c_long = 0x8584_58f6;
+    Ok(kind == libc::TMPFS_MAGIC || kind == RAMFS_MAGIC)
+}
+
 impl ObjectStore for FileStore {
+    fn durable_on_write(&self) -> bool {
+        self.durable_on_write
+    }
+
     fn write_payload(&mut self, object: ObjectId, offset: u64, data: &Payload) -> Result<(), StoreError> {
         if let Some(errno) = self.faults.write() {
             return Err(injected(errno, "pwrite"));

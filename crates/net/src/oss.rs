@@ -66,7 +66,7 @@ use crate::commit_point::CommitPoint;
 use crate::exports::Exports;
 use crate::faults::StoreFaults;
 use crate::fence::Fence;
-use crate::filestore::{FileStore, SyncTarget, Syncer};
+use crate::filestore::{FileStore, MemoryStores, SyncTarget, Syncer};
 use crate::limits::{refusal_reason, DescriptorBudget, QueueLimits, ServerLimits, ServerStats, PING_INTERVAL_DEFAULT};
 use crate::outbox::{InFlight, Outbox, RequestBudget};
 use crate::proto::{OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
@@ -75,7 +75,7 @@ use crate::transport::{spawn_accept, AcceptPolicy, AcceptStats, Accepted, Addres
 use crate::writer::spawn_writer;
 use lanefs_core::msg::{IoError, Payload, ToClient, ToOst};
 use lanefs_core::ost::{Ost, OstConfig, OstRecord, SyncToken};
-use lanefs_core::store::StoreError;
+use lanefs_core::store::{ObjectStore, StoreError};
 use lanefs_core::{ClientId, Instant, ObjectId, OstIndex, Transno};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -100,6 +100,8 @@ pub struct OssConfig {
     pub limits: ServerLimits,
     /// Store calls to fail on purpose (see [`crate::faults`]); none by default.
     pub faults: StoreFaults,
+    /// How OSTs in memory (tmpfs) commit (see [`MemoryStores`]).
+    pub memory_stores: MemoryStores,
 }
 
 /// Lustre's `PING_EVICT_TIMEOUT`: six 25 s ping intervals.
@@ -245,8 +247,12 @@ pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig
     let mut osts = HashMap::new();
     let mut ost_threads = Vec::new();
     for (&index, fence) in config.osts.iter().zip(fences) {
-        let store =
-            FileStore::with_open_files_max(fence.dir(), budget.open_files_per_ost)?.with_faults(config.faults.clone());
+        let store = FileStore::with_open_files_max(fence.dir(), budget.open_files_per_ost)?
+            .with_faults(config.faults.clone())
+            .with_memory_stores(config.memory_stores);
+        if store.durable_on_write() {
+            info!(ost = index, "in memory (tmpfs): writes are durable as made; clients keep no copies for replay");
+        }
         let record = store.load_record()?;
         let syncer = store.syncer();
         let (tx, rx) = mpsc::channel();

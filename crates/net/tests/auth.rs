@@ -177,6 +177,7 @@ fn a_client_key_cannot_register_an_oss_or_serve() {
                 export_timeout: lanefs_net::oss::EXPORT_TIMEOUT_DEFAULT,
                 limits: Default::default(),
                 faults: Default::default(),
+                memory_stores: Default::default(),
             },
         ))
         .err()

@@ -8,6 +8,7 @@ use lanefs_core::Duration;
 use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, ClientOptions, File, NetError};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use lanefs_net::filestore::MemoryStores;
 use std::time::Instant as WallClock;
 
 const MIB: u64 = 1 << 20;
@@ -222,7 +223,10 @@ fn an_oss_that_stays_down_fails_operations_after_the_reconnect_timeout() {
 /// replay writes them again.
 #[test]
 fn an_oss_restart_loses_nothing_the_client_held() {
-    let mut c = cluster(1);
+    // Cutting object files back stands for a disk's crash, wherever the
+    // temporary directory is.
+    let config = LocalClusterConfig { osts: 1, memory_stores: MemoryStores::AsDisk, ..Default::default() };
+    let mut c = LocalCluster::start(config).expect("cluster starts");
     let a = client(&c);
     let f = create(&a, "/r", 1, MIB);
     a.pwrite(&f, 0, &bytes(1, 300_000)).unwrap();
@@ -240,6 +244,46 @@ fn an_oss_restart_loses_nothing_the_client_held() {
     assert_eq!(b.pread(&fb, 0, 300_000).unwrap(), bytes(1, 300_000), "replayed after the restart");
     assert_eq!(b.pread(&fb, 300_000, 5000).unwrap(), bytes(2, 5000), "written after the restart");
     assert_eq!(a.counters().unwrap().bytes_lost, 0);
+}
+
+/// A cluster whose data is on tmpfs (`/dev/shm`), or `None` where there
+/// is none.
+fn cluster_in_memory(memory_stores: MemoryStores) -> Option<(LocalCluster, tempfile::TempDir)> {
+    let shm = std::path::Path::new("/dev/shm");
+    let dir = tempfile::tempdir_in(shm).ok().filter(|_| shm.is_dir());
+    let Some(dir) = dir else {
+        eprintln!("skipped: no /dev/shm to put an OST in memory");
+        return None;
+    };
+    let data_dir = Some(dir.path().join("fs"));
+    let config = LocalClusterConfig { osts: 1, data_dir, memory_stores, ..Default::default() };
+    Some((LocalCluster::start(config).expect("cluster starts"), dir))
+}
+
+/// An OST in memory (tmpfs) is as durable as it can be once a write is
+/// made: it commits nothing, and its clients keep no copies for replay.
+/// Its bytes survive an OSS restart all the same (the store outlives the
+/// process). Treated as a disk, the same writes are kept until committed.
+#[test]
+fn an_ost_in_memory_makes_its_clients_keep_no_replay_copies() {
+    let Some((mut c, _dir)) = cluster_in_memory(MemoryStores::default()) else { return };
+    let a = client(&c);
+    let f = create(&a, "/m", 1, MIB);
+    a.pwrite(&f, 0, &bytes(1, 2 << 20)).unwrap();
+    a.close(f).unwrap(); // written back and acknowledged
+    assert_eq!(a.unstable_bytes().unwrap(), 0, "nothing kept for replay over tmpfs");
+    c.stop_oss();
+    c.start_oss().unwrap();
+    let b = client(&c);
+    assert_eq!(b.pread(&open(&b, "/m"), 0, 2 << 20).unwrap(), bytes(1, 2 << 20), "the bytes outlive the OSS");
+    assert_eq!(a.counters().unwrap().bytes_lost, 0);
+
+    let Some((c, _dir)) = cluster_in_memory(MemoryStores::AsDisk) else { return };
+    let a = client(&c);
+    let f = create(&a, "/d", 1, MIB);
+    a.pwrite(&f, 0, &bytes(1, 2 << 20)).unwrap();
+    a.close(f).unwrap();
+    assert!(a.unstable_bytes().unwrap() > 0, "kept until committed, as on a disk");
 }
 
 #[test]

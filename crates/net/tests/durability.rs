@@ -11,6 +11,7 @@ use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, File, NetError};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::faults::StoreFaults;
+use lanefs_net::filestore::MemoryStores;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -37,7 +38,10 @@ fn errno(e: &NetError) -> Option<Errno> {
 
 fn faulty_cluster() -> (LocalCluster, StoreFaults) {
     let faults = StoreFaults::default();
-    let config = LocalClusterConfig { osts: 1, faults: faults.clone(), ..Default::default() };
+    // A failing fdatasync stands for a disk, wherever the temporary
+    // directory is.
+    let memory_stores = MemoryStores::AsDisk;
+    let config = LocalClusterConfig { osts: 1, faults: faults.clone(), memory_stores, ..Default::default() };
     (LocalCluster::start(config).unwrap(), faults)
 }
 

@@ -71,6 +71,7 @@ fn a_second_oss_on_an_ost_directory_in_use_is_refused() {
         export_timeout: oss::EXPORT_TIMEOUT_DEFAULT,
         limits: Default::default(),
         faults: Default::default(),
+        memory_stores: Default::default(),
     };
     let first = rt.block_on(oss::start(&any_port, key, oss_config(vec![0, 1]))).unwrap();
     let err = rt.block_on(oss::start(&any_port, key, oss_config(vec![1]))).err().expect("OST0001 is in use");

@@ -974,7 +974,9 @@ impl<S: ObjectStore> Ost<S> {
         Ok(())
     }
 
-    /// A client's write: its transaction number (0 without recovery).
+    /// A client's write: its transaction number (0 without recovery, or
+    /// over a store durable on write: see
+    /// [`ObjectStore::durable_on_write`]).
     fn write(
         &mut self,
         now: Instant,
@@ -990,6 +992,9 @@ impl<S: ObjectStore> Ost<S> {
         }
         self.locks.prolong(now, from, object, Extent::from_offset_len(offset, data.len()));
         self.apply_write(object, offset, data)?;
+        if self.store.durable_on_write() {
+            return Ok(Transno(0));
+        }
         let Some(commits) = self.commits.as_mut() else { return Ok(Transno(0)) };
         let transno = commits.record(now, from, object, data.len());
         if commits.bytes_since_begin() >= self.config.recovery.map_or(u64::MAX, |r| r.commit_bytes)
@@ -1049,6 +1054,9 @@ impl<S: ObjectStore> Ost<S> {
         self.check_io(from, size, 0)?;
         self.store.punch(object, size).map_err(store_error)?;
         self.counters.punches += 1;
+        if self.store.durable_on_write() {
+            return Ok(Transno(0));
+        }
         Ok(self.commits.as_mut().map_or(Transno(0), |c| c.record(now, from, object, 0)))
     }
 

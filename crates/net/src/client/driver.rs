@@ -328,6 +328,9 @@ impl Driver {
             Cmd::Counters(reply) => {
                 let _ = reply.send(self.core.counters());
             }
+            Cmd::UnstableBytes(reply) => {
+                let _ = reply.send(self.core.unstable_bytes());
+            }
         }
     }
 

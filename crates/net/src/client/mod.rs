@@ -293,6 +293,7 @@ pub(crate) enum Cmd {
     Ladvise(FileHandle, Vec<Advice>, Reply<Result<Vec<LockaheadResult>, ClientError>>),
     Stats(Reply<Result<Vec<OstStats>, NetError>>),
     Counters(Reply<ClientCounters>),
+    UnstableBytes(Reply<u64>),
 }
 
 /// One client node of a lanefs file system.
@@ -642,6 +643,12 @@ impl Client {
 
     pub fn counters(&self) -> Result<ClientCounters, NetError> {
         self.call(Cmd::Counters)
+    }
+
+    /// Acknowledged bytes this client keeps until their OSTs commit them
+    /// (Lustre's unstable pages; see `lanefs_core::client::replay`).
+    pub fn unstable_bytes(&self) -> Result<u64, NetError> {
+        self.call(Cmd::UnstableBytes)
     }
 }
 
