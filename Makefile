@@ -20,17 +20,25 @@ demo: build
 	./target/release/lanefs demo
 
 # Programs the mount's tests run through a real mount (as root, where they
-# can mount): fio and h5py, from Debian.
+# can mount): fio and h5py, from Debian; and Open MPI with what the mpi
+# crate needs to build (its headers, and libclang for its bindings), for
+# the collective layer's tests under mpirun.
 test-tools:
 	@if [ "$$(id -u)" = 0 ] && { ! command -v fio >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1 || \
+	    ! command -v mpicc >/dev/null 2>&1 || ! ls /usr/lib/llvm-*/lib/libclang*.so >/dev/null 2>&1 || \
 	    ! /usr/bin/python3 -c 'import h5py, mpi4py' 2>/dev/null; }; then \
-	  echo "installing fio, python3-h5py, python3-h5py-mpi and Open MPI for the mount's tests"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio python3-h5py python3-h5py-mpi openmpi-bin; fi
+	  echo "installing fio, python3-h5py, python3-h5py-mpi, Open MPI and libclang for the tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio python3-h5py python3-h5py-mpi \
+	    openmpi-bin libopenmpi-dev libclang-dev; fi
 
 test: deps test-tools
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 	$(CARGO) test --locked --workspace
+	@if command -v mpicc >/dev/null 2>&1; then \
+	  $(CARGO) clippy --locked -p lanefs-mpiio --features mpi --all-targets -- -D warnings && \
+	  $(CARGO) test --locked -p lanefs-mpiio --features mpi; \
+	else echo "skipped: the collective layer under mpirun needs Open MPI's headers (apt-get install libopenmpi-dev libclang-dev)"; fi
 
 # The servers under a longer load than make test's: as many connections as
 # the descriptor limit allows (up to 30,000) and ten times the requests.

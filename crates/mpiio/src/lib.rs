@@ -1,21 +1,22 @@
-//! lanefs-mpiio: collective MPI-IO on a striped file, with no I/O and no
-//! clock: the hints a job passes, the two-phase collective-buffering plan
-//! with its lockahead schedule, and Cray MPICH's reports. It sits on
+//! lanefs-mpiio: collective MPI-IO on a striped file: the hints a job
+//! passes, the two-phase collective-buffering plan with its lockahead
+//! schedule, Cray MPICH's reports, and the layer that carries a plan out
+//! through a communicator against one rank's handle on the file. It sits on
 //! lanefs-core (layouts, lock advice), which knows nothing of it.
 //!
 //! What it is: the decisions ROMIO's Lustre driver and Cray MPT make for a
 //! collective write (how many aggregators and where, which stripes each
 //! aggregator owns and writes in which round, what every rank sends it,
-//! which stripes it locks ahead) as pure functions and small value types,
-//! plus the text of `MPICH_MPIIO_HINTS_DISPLAY`, `MPICH_MPIIO_STATS` and
-//! `MPICH_MPIIO_TIMERS`. The discrete-event simulator drives it, and a real
-//! MPI layer is to drive the same code, so that a simulated run and a real
-//! one plan alike.
+//! which stripes it locks ahead) as pure functions and small value types;
+//! the text of `MPICH_MPIIO_HINTS_DISPLAY`, `MPICH_MPIIO_STATS` and
+//! `MPICH_MPIIO_TIMERS`; and [`collective::CollectiveFile`], which runs
+//! those plans over a [`comm::Communicator`] (threads of one process, or
+//! real MPI with the `mpi` feature). The discrete-event simulator drives
+//! the plans with its own event loop.
 //!
-//! What it is not: a transport or a timer. It moves no bytes and measures no
-//! time; its callers send the planned messages, issue the planned writes
-//! and lock requests through the client, and hand back the counters and
-//! durations to print.
+//! What it is not: a transport or a file system. Its callers give it a
+//! communicator and a [`collective::FileAccess`] (a lanefs client's file, a
+//! local file), and print the reports it returns.
 //!
 //! Invariants (asserted by [`plan::CollectivePlan::check_invariants`]):
 //! every requested byte lands in exactly one aggregator's stripe write; an
@@ -26,11 +27,17 @@
 //! - [`hints`]: typed hints, `MPICH_MPIIO_HINTS` and `--hints` parsing, the display block.
 //! - [`plan`]: aggregator count and placement, the two-phase plan, the lockahead window.
 //! - [`report`]: the stats and timers blocks.
+//! - [`comm`]: the communicator interface, over threads and over MPI.
+//! - [`collective`]: two-phase I/O carried out.
 
+pub mod collective;
+pub mod comm;
 pub mod hints;
 pub mod plan;
 pub mod report;
 
+pub use collective::{CloseReport, CollectiveError, CollectiveFile, FileAccess, Striping};
+pub use comm::{CommError, Communicator, ThreadComm};
 pub use hints::{
     display_hints, hints_for_file, parse_cli_hints, parse_hint_env, CbLockMode, CbMode, CrayLockMode, HintError,
     HintRule, MpiioHints,

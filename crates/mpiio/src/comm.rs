@@ -1,0 +1,379 @@
+//! What a collective call needs of MPI: who am I, how many are we, a
+//! barrier, an all-gather and an all-to-all of bytes, and a clock every
+//! rank shares. [`crate::collective`] runs two-phase I/O through this and
+//! nothing else, so the same code runs over real MPI (`MpiComm`, with the
+//! `mpi` feature: Open MPI through the `mpi` crate) and over ranks that
+//! are threads of one process ([`ThreadComm`], for tests and for runs
+//! without `mpirun`).
+//!
+//! Messages are bytes: an exchange carries each rank's planned pieces back
+//! to back, and the request lists of the all-gather are little-endian
+//! `u64`s ([`encode_u64s`]).
+//!
+//! Failure: a rank that fails inside a collective calls
+//! [`Communicator::abort`]. Under MPI that is `MPI_Abort`, which ends the
+//! job with a message; between threads the other ranks' pending and later
+//! calls fail with [`CommError::Aborted`], naming the rank and why, so no
+//! rank waits forever for one that left.
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Instant;
+use thiserror::Error;
+
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum CommError {
+    #[error("rank {rank} left the collective: {reason}")]
+    Aborted { rank: u32, reason: String },
+    #[error("a message of {got} bytes where {expected} were planned, from rank {rank}")]
+    Malformed { rank: u32, got: usize, expected: usize },
+}
+
+/// The collective operations two-phase I/O uses (see the module docs).
+pub trait Communicator {
+    fn rank(&self) -> u32;
+    fn size(&self) -> u32;
+    /// Ranks on each node, as they were placed (the aggregator placement
+    /// spreads aggregators over nodes by it). At least 1.
+    fn ranks_per_node(&self) -> u32;
+    fn barrier(&self) -> Result<(), CommError>;
+    /// Every rank's `mine`, in rank order.
+    fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, CommError>;
+    /// Sends `to[r]` to rank `r` (`to` has one entry per rank) and returns
+    /// what each rank sent this one, in rank order.
+    fn alltoallv(&self, to: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, CommError>;
+    /// Seconds on a clock every rank shares (`MPI_Wtime`).
+    fn wtime(&self) -> f64;
+    /// This rank cannot go on: end the collective for every rank.
+    fn abort(&self, reason: &str);
+}
+
+/// `values` as little-endian bytes.
+pub fn encode_u64s(values: &[u64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// The `u64`s of [`encode_u64s`]; a length that is not a multiple of 8 is
+/// a malformed message from `rank`.
+pub fn decode_u64s(rank: u32, bytes: &[u8]) -> Result<Vec<u64>, CommError> {
+    if !bytes.len().is_multiple_of(8) {
+        return Err(CommError::Malformed { rank, got: bytes.len(), expected: bytes.len() / 8 * 8 });
+    }
+    Ok(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
+}
+
+/// Ranks as threads of one process, exchanging through shared memory.
+pub struct ThreadComm {
+    rank: u32,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    size: u32,
+    ranks_per_node: u32,
+    clock: Instant,
+    state: Mutex<ExchangeState>,
+    changed: Condvar,
+}
+
+/// One exchange at a time: ranks fill their outgoing slots; once all have,
+/// each takes its column; once all have taken, the next exchange may fill.
+struct ExchangeState {
+    /// `outgoing[from][to]`.
+    outgoing: Vec<Option<Vec<Vec<u8>>>>,
+    filled: u32,
+    taken: u32,
+    /// Counts completed exchanges, so a waiter knows its own is done.
+    generation: u64,
+    aborted: Option<(u32, String)>,
+}
+
+impl ThreadComm {
+    /// `size` communicators, one per rank, `ranks_per_node` to a node.
+    pub fn world(size: u32, ranks_per_node: u32) -> Vec<ThreadComm> {
+        assert!(size >= 1, "a communicator has at least one rank");
+        let shared = Arc::new(Shared {
+            size,
+            ranks_per_node: ranks_per_node.clamp(1, size),
+            clock: Instant::now(),
+            state: Mutex::new(ExchangeState {
+                outgoing: vec![None; size as usize],
+                filled: 0,
+                taken: 0,
+                generation: 0,
+                aborted: None,
+            }),
+            changed: Condvar::new(),
+        });
+        (0..size).map(|rank| ThreadComm { rank, shared: shared.clone() }).collect()
+    }
+
+    fn exchange(&self, to: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, CommError> {
+        let shared = &*self.shared;
+        assert_eq!(to.len(), shared.size as usize, "one message per rank");
+        let me = self.rank as usize;
+        let mut s = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        // The previous exchange may still be being taken.
+        while s.aborted.is_none() && s.filled == shared.size {
+            s = shared.changed.wait(s).unwrap_or_else(PoisonError::into_inner);
+        }
+        aborted(&s)?;
+        s.outgoing[me] = Some(to);
+        s.filled += 1;
+        let generation = s.generation;
+        if s.filled == shared.size {
+            shared.changed.notify_all();
+        }
+        while s.aborted.is_none() && s.filled < shared.size && s.generation == generation {
+            s = shared.changed.wait(s).unwrap_or_else(PoisonError::into_inner);
+        }
+        aborted(&s)?;
+        let column: Vec<Vec<u8>> = s
+            .outgoing
+            .iter_mut()
+            .map(|from| std::mem::take(&mut from.as_mut().expect("every rank filled its slot")[me]))
+            .collect();
+        s.taken += 1;
+        if s.taken == shared.size {
+            s.outgoing.iter_mut().for_each(|slot| *slot = None);
+            s.filled = 0;
+            s.taken = 0;
+            s.generation += 1;
+            shared.changed.notify_all();
+        }
+        Ok(column)
+    }
+}
+
+fn aborted(s: &ExchangeState) -> Result<(), CommError> {
+    match &s.aborted {
+        Some((rank, reason)) => Err(CommError::Aborted { rank: *rank, reason: reason.clone() }),
+        None => Ok(()),
+    }
+}
+
+impl Communicator for ThreadComm {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.shared.size
+    }
+
+    fn ranks_per_node(&self) -> u32 {
+        self.shared.ranks_per_node
+    }
+
+    fn barrier(&self) -> Result<(), CommError> {
+        self.exchange(vec![Vec::new(); self.shared.size as usize]).map(drop)
+    }
+
+    fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, CommError> {
+        self.exchange(vec![mine.to_vec(); self.shared.size as usize])
+    }
+
+    fn alltoallv(&self, to: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, CommError> {
+        self.exchange(to.to_vec())
+    }
+
+    fn wtime(&self) -> f64 {
+        self.shared.clock.elapsed().as_secs_f64()
+    }
+
+    fn abort(&self, reason: &str) {
+        let mut s = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if s.aborted.is_none() {
+            s.aborted = Some((self.rank, reason.to_string()));
+        }
+        self.shared.changed.notify_all();
+    }
+}
+
+#[cfg(feature = "mpi")]
+pub use self::mpi_comm::MpiComm;
+
+#[cfg(feature = "mpi")]
+mod mpi_comm {
+    use super::{CommError, Communicator};
+    use mpi::collective::CommunicatorCollectives;
+    use mpi::datatype::{Partition, PartitionMut};
+    use mpi::topology::{Communicator as _, SimpleCommunicator};
+    use mpi::Count;
+
+    /// The ranks of an MPI communicator (`MPI_COMM_WORLD` under `mpirun`).
+    pub struct MpiComm {
+        world: SimpleCommunicator,
+        ranks_per_node: u32,
+    }
+
+    impl MpiComm {
+        /// Over `world`; the ranks per node are counted by splitting it by
+        /// shared memory (`MPI_COMM_TYPE_SHARED`), and the largest node's
+        /// count is taken.
+        pub fn new(world: SimpleCommunicator) -> MpiComm {
+            let node = world.split_shared(world.rank());
+            let here = node.size();
+            let mut largest = 0;
+            world.all_reduce_into(&here, &mut largest, mpi::collective::SystemOperation::max());
+            MpiComm { world, ranks_per_node: largest.max(1) as u32 }
+        }
+
+        pub fn world(&self) -> &SimpleCommunicator {
+            &self.world
+        }
+
+        fn counts(lens: impl Iterator<Item = usize>) -> (Vec<Count>, Vec<Count>) {
+            let counts: Vec<Count> = lens.map(|n| Count::try_from(n).expect("a message under 2 GiB")).collect();
+            let displs = counts
+                .iter()
+                .scan(0 as Count, |at, &n| {
+                    let here = *at;
+                    *at += n;
+                    Some(here)
+                })
+                .collect();
+            (counts, displs)
+        }
+    }
+
+    impl Communicator for MpiComm {
+        fn rank(&self) -> u32 {
+            self.world.rank() as u32
+        }
+
+        fn size(&self) -> u32 {
+            self.world.size() as u32
+        }
+
+        fn ranks_per_node(&self) -> u32 {
+            self.ranks_per_node
+        }
+
+        fn barrier(&self) -> Result<(), CommError> {
+            self.world.barrier();
+            Ok(())
+        }
+
+        fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, CommError> {
+            let n = self.world.size() as usize;
+            let len = mine.len() as u64;
+            let mut lens = vec![0u64; n];
+            self.world.all_gather_into(&len, &mut lens[..]);
+            let (counts, displs) = Self::counts(lens.iter().map(|&l| l as usize));
+            let total = lens.iter().sum::<u64>() as usize;
+            let mut all = buffer(total);
+            {
+                let mut partition = PartitionMut::new(&mut all[..total], &counts[..], &displs[..]);
+                self.world.all_gather_varcount_into(mine, &mut partition);
+            }
+            Ok(split(&all, &counts))
+        }
+
+        fn alltoallv(&self, to: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, CommError> {
+            let n = self.world.size() as usize;
+            let send_lens: Vec<u64> = to.iter().map(|m| m.len() as u64).collect();
+            let mut recv_lens = vec![0u64; n];
+            self.world.all_to_all_into(&send_lens[..], &mut recv_lens[..]);
+            let sent: usize = to.iter().map(Vec::len).sum();
+            let mut flat = buffer(sent);
+            let mut at = 0;
+            for message in to {
+                flat[at..at + message.len()].copy_from_slice(message);
+                at += message.len();
+            }
+            let (send_counts, send_displs) = Self::counts(send_lens.iter().map(|&l| l as usize));
+            let (recv_counts, recv_displs) = Self::counts(recv_lens.iter().map(|&l| l as usize));
+            let total = recv_lens.iter().sum::<u64>() as usize;
+            let mut received = buffer(total);
+            {
+                let sending = Partition::new(&flat[..sent], &send_counts[..], &send_displs[..]);
+                let mut receiving = PartitionMut::new(&mut received[..total], &recv_counts[..], &recv_displs[..]);
+                self.world.all_to_all_varcount_into(&sending, &mut receiving);
+            }
+            Ok(split(&received, &recv_counts))
+        }
+
+        fn wtime(&self) -> f64 {
+            mpi::time()
+        }
+
+        fn abort(&self, reason: &str) {
+            eprintln!("lanefs: rank {} aborts the job: {reason}", self.world.rank());
+            self.world.abort(1)
+        }
+    }
+
+    /// `len` zeroed bytes in an allocation of its own even when empty: two
+    /// empty vectors share one dangling address, and Open MPI refuses a
+    /// send buffer that is also the receive buffer (`MPI_ERR_ARG`).
+    fn buffer(len: usize) -> Vec<u8> {
+        vec![0u8; len.max(1)]
+    }
+
+    fn split(all: &[u8], counts: &[Count]) -> Vec<Vec<u8>> {
+        let mut at = 0usize;
+        counts
+            .iter()
+            .map(|&c| {
+                let piece = all[at..at + c as usize].to_vec();
+                at += c as usize;
+                piece
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on_threads<T: Send>(size: u32, body: impl Fn(ThreadComm) -> T + Sync) -> Vec<T> {
+        let comms = ThreadComm::world(size, 1);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = comms.into_iter().map(|c| s.spawn(|| body(c))).collect();
+            handles.into_iter().map(|h| h.join().expect("rank thread")).collect()
+        })
+    }
+
+    #[test]
+    fn allgather_and_alltoallv_deliver_in_rank_order_many_times() {
+        let results = on_threads(5, |c| {
+            let me = c.rank() as u8;
+            let mut seen = Vec::new();
+            for round in 0..50u8 {
+                let all = c.allgather(&[me, round]).unwrap();
+                assert_eq!(all, (0..5).map(|r| vec![r, round]).collect::<Vec<_>>());
+                // Rank r sends rank t `r` repeated `t + round % 3` times.
+                let to: Vec<Vec<u8>> = (0..5).map(|t| vec![me; t as usize + (round % 3) as usize]).collect();
+                let got = c.alltoallv(&to).unwrap();
+                for (from, message) in got.iter().enumerate() {
+                    assert_eq!(message, &vec![from as u8; me as usize + (round % 3) as usize]);
+                }
+                seen.push(round);
+            }
+            c.barrier().unwrap();
+            seen.len()
+        });
+        assert_eq!(results, vec![50; 5]);
+    }
+
+    #[test]
+    fn an_abort_fails_every_waiting_and_later_call() {
+        let results = on_threads(3, |c| {
+            if c.rank() == 1 {
+                c.abort("the disk is full");
+                return None;
+            }
+            Some(c.barrier().unwrap_err())
+        });
+        for e in results.into_iter().flatten() {
+            assert_eq!(e, CommError::Aborted { rank: 1, reason: "the disk is full".into() });
+        }
+    }
+
+    #[test]
+    fn u64s_round_trip_and_bad_lengths_are_named() {
+        assert_eq!(decode_u64s(0, &encode_u64s(&[1, u64::MAX, 7])).unwrap(), vec![1, u64::MAX, 7]);
+        assert!(matches!(decode_u64s(3, &[1, 2, 3]), Err(CommError::Malformed { rank: 3, .. })));
+    }
+}
