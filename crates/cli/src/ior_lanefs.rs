@@ -29,6 +29,7 @@
 //!   its own client; with `processes` each client lives in a process of its
 //!   own (see `ior_ranks`), as under `mpirun`.
 
+use crate::ior_mpiio::MpiioBackend;
 use crate::ior_ranks::ProcessRank;
 use anyhow::{bail, Result};
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode, ADVICES_PER_CALL_MAX};
@@ -198,6 +199,12 @@ impl LanefsBackend {
         }
     }
 
+    /// A rank's own client, with the run's tunables.
+    pub(crate) fn rank_client(&self, p: &IorParams) -> Result<Client, IorError> {
+        let options = ClientOptions { key: self.credentials(), ..client_options(p)? };
+        Client::connect(&self.mds, options).map_err(backend_error)
+    }
+
     /// A client for namespace calls and statistics: it writes no data, so
     /// it needs no page arena.
     fn admin(&self) -> Result<Client, IorError> {
@@ -210,7 +217,7 @@ impl LanefsBackend {
 }
 
 /// IOR's default `-o testFile` is relative: lanefs paths start at its root.
-fn absolute(path: &str) -> String {
+pub(crate) fn absolute(path: &str) -> String {
     if path.starts_with('/') {
         path.to_string()
     } else {
@@ -264,7 +271,7 @@ impl Backend for LanefsBackend {
         if p.collective {
             return Err(IorError::Option {
                 option: "-c".into(),
-                message: "collective I/O needs -a MPIIO, which lanefs does not have yet".into(),
+                message: "collective I/O needs -a MPIIO (two-phase I/O on lanefs; -a LANEFS is POSIX-like)".into(),
             });
         }
         Ok(())
@@ -275,8 +282,7 @@ impl Backend for LanefsBackend {
             let key = self.key.as_ref().map(|k| k.0.as_path());
             return Ok(Box::new(ProcessRank::spawn(rank, &self.mds, key, &self.ior_args, p, &self.totals)?));
         }
-        let options = ClientOptions { key: self.credentials(), ..client_options(p)? };
-        let client = Client::connect(&self.mds, options).map_err(backend_error)?;
+        let client = self.rank_client(p)?;
         Ok(Box::new(LanefsRank::new(&self.totals, rank, client, p)?))
     }
 
@@ -513,8 +519,12 @@ fn embedded_osts(args: &[String]) -> Result<u32> {
 }
 
 fn uses_lanefs(args: &[String]) -> bool {
-    args.windows(2).any(|w| w[0] == "-a" && w[1].eq_ignore_ascii_case(NAME))
-        || args.iter().any(|a| a.eq_ignore_ascii_case("-aLANEFS") || a.eq_ignore_ascii_case("--api=LANEFS"))
+    [NAME, "MPIIO"].iter().any(|name| {
+        args.windows(2).any(|w| w[0] == "-a" && w[1].eq_ignore_ascii_case(name))
+            || args.iter().any(|a| {
+                a.eq_ignore_ascii_case(&format!("-a{name}")) || a.eq_ignore_ascii_case(&format!("--api={name}"))
+            })
+    })
 }
 
 /// `lanefs ior ARGS`: exit code as IOR's (1 when data checks failed).
@@ -526,7 +536,8 @@ pub fn main(mut args: Vec<String>, mds: Option<String>, key: Option<PathBuf>) ->
     if args.iter().any(|a| a == "-h" || a == "--help") {
         // Help lists every backend's options; no cluster is needed for that.
         let lanefs = LanefsBackend::offline();
-        let code = lanefs_ior::main_with(&args, &[&posix, &lanefs], &mut out)?;
+        let mpiio = MpiioBackend::new(&lanefs);
+        let code = lanefs_ior::main_with(&args, &[&posix, &lanefs, &mpiio], &mut out)?;
         if code != 0 {
             bail!("IOR exited with code {code}");
         }
@@ -548,7 +559,8 @@ pub fn main(mut args: Vec<String>, mds: Option<String>, key: Option<PathBuf>) ->
             }
         };
         let lanefs = LanefsBackend::new(place.mds(), credentials, args.clone())?;
-        lanefs_ior::main_with(&args, &[&posix, &lanefs], &mut out)?
+        let mpiio = MpiioBackend::new(&lanefs);
+        lanefs_ior::main_with(&args, &[&posix, &lanefs, &mpiio], &mut out)?
     } else {
         lanefs_ior::main_with(&args, &[&posix], &mut out)?
     };

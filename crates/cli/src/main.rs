@@ -6,6 +6,7 @@ mod daemons;
 mod demo;
 mod fs;
 mod ior_lanefs;
+mod ior_mpiio;
 mod ior_ranks;
 mod lockscript;
 mod mount;

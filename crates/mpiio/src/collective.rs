@@ -136,8 +136,8 @@ impl Aggregators {
 }
 
 /// One rank's collectively opened file (see the module docs).
-pub struct CollectiveFile<'c, F: FileAccess> {
-    comm: &'c dyn Communicator,
+pub struct CollectiveFile<C: Communicator, F: FileAccess> {
+    comm: C,
     file: F,
     striping: Striping,
     hints: MpiioHints,
@@ -162,21 +162,16 @@ fn add(total: &mut Duration, more: Duration) {
     *total = Duration::from_ns(total.as_ns().saturating_add(more.as_ns()));
 }
 
-impl<'c, F: FileAccess> CollectiveFile<'c, F> {
+impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
     /// Open `file` on every rank of `comm` (collective): decide the
     /// aggregators of both directions from `hints` and the file's
     /// striping, and prepare for lockahead if a direction uses it.
-    pub fn open(
-        comm: &'c dyn Communicator,
-        mut file: F,
-        striping: Striping,
-        hints: &MpiioHints,
-    ) -> Result<Self, CollectiveError> {
+    pub fn open(comm: C, mut file: F, striping: Striping, hints: &MpiioHints) -> Result<Self, CollectiveError> {
         let nodes = comm.size().div_ceil(comm.ranks_per_node());
         let write_avail = aggregator_count(comm.size(), nodes, striping.stripe_count, hints);
         let read_avail = read_aggregator_count(comm.size(), nodes, striping.stripe_count, hints);
-        let write = Aggregators::new(comm, write_avail, hints.write_lock_mode(), striping.stripe_size);
-        let read = Aggregators::new(comm, read_avail, hints.read_lock_mode(), striping.stripe_size);
+        let write = Aggregators::new(&comm, write_avail, hints.write_lock_mode(), striping.stripe_size);
+        let read = Aggregators::new(&comm, read_avail, hints.read_lock_mode(), striping.stripe_size);
         let rank = comm.rank();
         let io = |operation: &'static str| move |reason: String| CollectiveError::Io { rank, operation, reason };
         if hints.lockahead_at_open() {
@@ -217,6 +212,11 @@ impl<'c, F: FileAccess> CollectiveFile<'c, F> {
 
     pub fn read_aggregators(&self) -> &[u32] {
         &self.read.ranks
+    }
+
+    /// The hints as open resolved them (for `MPICH_MPIIO_HINTS_DISPLAY`).
+    pub fn hints(&self) -> &MpiioHints {
+        &self.hints
     }
 
     pub fn file_mut(&mut self) -> &mut F {
@@ -275,7 +275,7 @@ impl<'c, F: FileAccess> CollectiveFile<'c, F> {
     /// `MPI_File_write_at_all`: every rank calls it, each with its own
     /// (possibly empty) `data` at `offset`.
     pub fn write_at_all(&mut self, offset: u64, data: &[u8]) -> Result<(), CollectiveError> {
-        let comm = self.comm;
+        let comm = &self.comm;
         let entered = comm.wtime();
         let requests = self.gather_requests("write", offset, data.len() as u64)?;
         let gathered = comm.wtime();
@@ -296,7 +296,7 @@ impl<'c, F: FileAccess> CollectiveFile<'c, F> {
             self.group_held = true;
         }
         let planned = comm.wtime();
-        let mut t = PhaseClock::new(comm, planned);
+        let mut t = PhaseClock::new(&self.comm, planned);
         let mine = my_pieces(&plan, comm.rank());
         for round in plan.busy_rounds().collect::<Vec<_>>() {
             // Exchange: my pieces of this round to their aggregators.
@@ -368,7 +368,7 @@ impl<'c, F: FileAccess> CollectiveFile<'c, F> {
     /// `MPI_File_read_at_all`: every rank calls it, each filling its own
     /// (possibly empty) `buf` from `offset`.
     pub fn read_at_all(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), CollectiveError> {
-        let comm = self.comm;
+        let comm = &self.comm;
         let requests = self.gather_requests("read", offset, buf.len() as u64)?;
         if self.hints.romio_cb_read == CbMode::Disable {
             if !buf.is_empty() {
@@ -435,15 +435,16 @@ impl<'c, F: FileAccess> CollectiveFile<'c, F> {
     }
 
     /// `MPI_File_close` (collective): the group lock goes, and every rank's
-    /// counters and timers are gathered into the report, with the handle.
-    pub fn close(mut self) -> Result<(CloseReport, F), CollectiveError> {
+    /// counters and timers are gathered into the report; the handle and the
+    /// communicator are given back.
+    pub fn close(mut self) -> Result<(CloseReport, F, C), CollectiveError> {
         if self.group_held {
             self.file
                 .group_unlock(AGGREGATORS_GROUP_ID)
                 .map_err(self.io_error("group unlock"))
                 .map_err(|e| self.fail(e))?;
         }
-        let comm = self.comm;
+        let comm = &self.comm;
         let independent = [
             self.write_stats.independent_ops,
             self.write_stats.independent_ranks,
@@ -511,7 +512,7 @@ impl<'c, F: FileAccess> CollectiveFile<'c, F> {
             let busy: u64 = phases.iter().chain(w.lock_mode.iter()).map(|d| d.as_ns()).sum();
             w.other = Duration::from_ns(seconds(report.write_elapsed_s).as_ns().saturating_sub(busy));
         }
-        Ok((report, self.file))
+        Ok((report, self.file, self.comm))
     }
 }
 

@@ -47,6 +47,33 @@ pub trait Communicator {
     fn abort(&self, reason: &str);
 }
 
+impl<T: Communicator + ?Sized> Communicator for &T {
+    fn rank(&self) -> u32 {
+        (**self).rank()
+    }
+    fn size(&self) -> u32 {
+        (**self).size()
+    }
+    fn ranks_per_node(&self) -> u32 {
+        (**self).ranks_per_node()
+    }
+    fn barrier(&self) -> Result<(), CommError> {
+        (**self).barrier()
+    }
+    fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, CommError> {
+        (**self).allgather(mine)
+    }
+    fn alltoallv(&self, to: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, CommError> {
+        (**self).alltoallv(to)
+    }
+    fn wtime(&self) -> f64 {
+        (**self).wtime()
+    }
+    fn abort(&self, reason: &str) {
+        (**self).abort(reason)
+    }
+}
+
 /// `values` as little-endian bytes.
 pub fn encode_u64s(values: &[u64]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()

@@ -151,7 +151,7 @@ fn ior_pattern(h: &MpiioHints, ranks: u32, per_node: u32) -> Log {
             }
         }
         let aggregators = f.write_aggregators().to_vec();
-        let (report, _) = f.close().unwrap();
+        let (report, _, _) = f.close().unwrap();
         (aggregators, report)
     });
     for rank in 0..ranks {

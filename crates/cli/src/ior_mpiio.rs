@@ -1,0 +1,314 @@
+//! `lanefs ior -a MPIIO`: IOR's MPIIO backend on lanefs. Each of the `-N`
+//! ranks is a thread with its own lanefs client, as with `-a LANEFS`; the
+//! ranks of a shared file form one communicator (`lanefs_mpiio`'s
+//! `ThreadComm`), so `-c` runs two-phase collective I/O through
+//! `lanefs_mpiio::CollectiveFile` (stripe-aligned aggregators, Cray's lock
+//! modes), and independent transfers are `MPI_File_write_at`s. With `-F`
+//! every rank opens its own file alone (IOR's `MPI_COMM_SELF`).
+//!
+//! Hints, in increasing precedence: `IOR_HINT__MPI__*` and
+//! `--mpiio.hintsFileName`, then `LANEFS_MPIIO_HINTS` or `MPICH_MPIIO_HINTS`
+//! (matched to the file name). `striping_factor` and `striping_unit` stripe
+//! a new file. `LANEFS_MPIIO_STATS=1`, `..._TIMERS=1` and
+//! `..._HINTS_DISPLAY=1` (or their `MPICH_` names) print Cray's blocks on
+//! stderr at each close, with every timer measured on the run.
+//!
+//! Not yet: one rank per process under `mpirun` (IOR's front end runs its
+//! ranks as threads); `lanefs_mpiio`'s `MpiComm` and its `mpirun` tests
+//! show the collective layer over real MPI.
+
+use crate::ior_lanefs::{absolute, backend_error, LanefsBackend};
+use lanefs_core::client::ladvise::Advice;
+use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, RankIo};
+use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
+use lanefs_mpiio::hints as mhints;
+use lanefs_mpiio::{CollectiveFile, Communicator, FileAccess, MpiioHints, Striping, ThreadComm};
+use lanefs_net::client::{process_umask, Client, File};
+use std::sync::{Arc, Mutex};
+
+const NAME: &str = "MPIIO";
+
+/// `LANEFS_<name>` or `MPICH_<name>` set to anything but `0`.
+pub fn env_flag(name: &str) -> bool {
+    let on = |v: String| v != "0" && !v.is_empty();
+    std::env::var(format!("LANEFS_{name}")).map(on).unwrap_or(false)
+        || std::env::var(format!("MPICH_{name}")).map(on).unwrap_or(false)
+}
+
+/// The hints of `p`'s test file, in precedence order (see the module docs).
+pub fn hints(p: &IorParams) -> Result<MpiioHints, IorError> {
+    let mut pairs = lanefs_ior::mpi_hints(p, std::env::vars())?;
+    let env_spec = std::env::var("LANEFS_MPIIO_HINTS")
+        .ok()
+        .map(|v| ("LANEFS_MPIIO_HINTS", v))
+        .or_else(|| std::env::var("MPICH_MPIIO_HINTS").ok().map(|v| ("MPICH_MPIIO_HINTS", v)));
+    if let Some((name, spec)) = env_spec {
+        let rules = mhints::parse_hint_env(&spec).map_err(|e| backend_error(format!("{name}: {e}")))?;
+        pairs.extend(mhints::hints_for_file(&rules, &p.test_file));
+    }
+    MpiioHints::from_pairs(&pairs).map_err(backend_error)
+}
+
+pub struct MpiioBackend<'l> {
+    lanefs: &'l LanefsBackend,
+    /// One communicator per rank of the shared file, taken by `rank`.
+    comms: Mutex<Vec<Option<ThreadComm>>>,
+}
+
+impl<'l> MpiioBackend<'l> {
+    pub fn new(lanefs: &'l LanefsBackend) -> Self {
+        MpiioBackend { lanefs, comms: Mutex::new(Vec::new()) }
+    }
+}
+
+impl Backend for MpiioBackend<'_> {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn version(&self) -> String {
+        env!("CARGO_PKG_VERSION").to_string()
+    }
+
+    fn check_params(&self, p: &IorParams) -> Result<(), IorError> {
+        lanefs_ior::check_module_options(NAME, &[], p)?;
+        hints(p)?;
+        Ok(())
+    }
+
+    fn rank<'a>(&'a self, rank: u32, p: &IorParams) -> Result<Box<dyn RankIo + 'a>, IorError> {
+        let comm = {
+            let mut comms = self.comms.lock().expect("communicators");
+            if comms.is_empty() {
+                let per_node = p.tasks_per_node.unwrap_or(p.num_tasks).max(1);
+                *comms = ThreadComm::world(p.num_tasks, per_node).into_iter().map(Some).collect();
+            }
+            comms[rank as usize].take().ok_or_else(|| backend_error(format!("rank {rank} asked for twice")))?
+        };
+        let client = Arc::new(self.lanefs.rank_client(p)?);
+        Ok(Box::new(MpiioRank { rank, client, comm: Some(comm), open: None, hints: hints(p)? }))
+    }
+
+    fn delete(&self, path: &str) -> Result<(), IorError> {
+        self.lanefs.delete(path)
+    }
+
+    fn mkdir(&self, path: &str) -> Result<(), IorError> {
+        self.lanefs.mkdir(path)
+    }
+
+    fn fs_info(&self, path: &str) -> Result<FsInfo, IorError> {
+        self.lanefs.fs_info(path)
+    }
+
+    fn report(&self) -> Option<BackendReport> {
+        self.lanefs.report()
+    }
+}
+
+/// A rank's handle on a lanefs file, as the collective layer uses it.
+struct LanefsFile {
+    client: Arc<Client>,
+    file: File,
+}
+
+impl FileAccess for LanefsFile {
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), String> {
+        self.client.pwrite(&self.file, offset, data).map_err(|e| e.to_string())
+    }
+
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), String> {
+        let data = self.client.pread(&self.file, offset, buf.len() as u64).map_err(|e| e.to_string())?;
+        buf.copy_from_slice(&data);
+        Ok(())
+    }
+
+    fn lock_ahead(&mut self, advices: &[Advice]) -> Result<(), String> {
+        self.client.ladvise(&self.file, advices).map(drop).map_err(|e| e.to_string())
+    }
+
+    fn no_expand(&mut self) -> Result<(), String> {
+        self.client.ladvise(&self.file, &[Advice::lock_no_expand(true)]).map(drop).map_err(|e| e.to_string())
+    }
+
+    fn group_lock(&mut self, gid: u64) -> Result<(), String> {
+        self.client.group_lock(&self.file, gid).map_err(|e| e.to_string())
+    }
+
+    fn group_unlock(&mut self, gid: u64) -> Result<(), String> {
+        self.client.group_unlock(&self.file, gid).map_err(|e| e.to_string())
+    }
+
+    fn sync(&mut self) -> Result<(), String> {
+        self.client.fsync(&self.file).map_err(|e| e.to_string())
+    }
+}
+
+/// The communicator of an open file: the shared one, or a rank's own (`-F`).
+enum Comm {
+    Shared(ThreadComm),
+    Alone(ThreadComm),
+}
+
+impl Comm {
+    fn get(&self) -> &ThreadComm {
+        match self {
+            Comm::Shared(c) | Comm::Alone(c) => c,
+        }
+    }
+}
+
+impl Communicator for Comm {
+    fn rank(&self) -> u32 {
+        self.get().rank()
+    }
+    fn size(&self) -> u32 {
+        self.get().size()
+    }
+    fn ranks_per_node(&self) -> u32 {
+        self.get().ranks_per_node()
+    }
+    fn barrier(&self) -> Result<(), lanefs_mpiio::CommError> {
+        self.get().barrier()
+    }
+    fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, lanefs_mpiio::CommError> {
+        self.get().allgather(mine)
+    }
+    fn alltoallv(&self, to: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, lanefs_mpiio::CommError> {
+        self.get().alltoallv(to)
+    }
+    fn wtime(&self) -> f64 {
+        self.get().wtime()
+    }
+    fn abort(&self, reason: &str) {
+        self.get().abort(reason)
+    }
+}
+
+struct Open {
+    file: CollectiveFile<Comm, LanefsFile>,
+    collective: bool,
+    path: String,
+    writing: bool,
+}
+
+struct MpiioRank {
+    rank: u32,
+    client: Arc<Client>,
+    /// The shared communicator while no file is open.
+    comm: Option<ThreadComm>,
+    open: Option<Open>,
+    hints: MpiioHints,
+}
+
+fn mpiio_error(e: impl std::fmt::Display) -> IorError {
+    IorError::Backend { backend: NAME, message: e.to_string() }
+}
+
+impl MpiioRank {
+    /// `MPI_File_open`: collective over the ranks of a shared file (the
+    /// first creates it), alone with `-F`.
+    fn open_file(&mut self, path: &str, p: &IorParams, writing: bool) -> Result<(), IorError> {
+        let path = absolute(path);
+        let shared = self.comm.take().ok_or_else(|| mpiio_error("a file is already open"))?;
+        let comm = if p.file_per_proc {
+            let alone = ThreadComm::world(1, 1).pop().expect("one rank");
+            self.comm = Some(shared);
+            Comm::Alone(alone)
+        } else {
+            Comm::Shared(shared)
+        };
+        let stripe = StripeSpec {
+            count: self.hints.striping_factor.map(i64::from),
+            size: self.hints.striping_unit,
+            start_ost: None,
+        };
+        let request = if writing && comm.rank() == 0 {
+            MdsRequest::Create {
+                path: path.clone(),
+                stripe,
+                mode: CreateMode::OpenOrCreate,
+                access: Access::Write,
+                permissions: 0o666 & !process_umask(),
+            }
+        } else {
+            MdsRequest::Open { path: path.clone(), access: if writing { Access::Write } else { Access::Read } }
+        };
+        let first = if comm.rank() == 0 { Some(self.client.mds(request.clone())) } else { None };
+        comm.barrier().map_err(mpiio_error)?;
+        let reply = match first {
+            Some(reply) => reply,
+            None => self.client.mds(request),
+        };
+        let MdsReply::File(info) = reply.map_err(backend_error)? else {
+            return Err(mpiio_error("unexpected MDS answer to open"));
+        };
+        let striping = Striping { stripe_size: info.layout.stripe_size(), stripe_count: info.layout.stripe_count() };
+        let file = self.client.open_layout(&path, info.layout).map_err(backend_error)?;
+        let access = LanefsFile { client: self.client.clone(), file };
+        let file = CollectiveFile::open(comm, access, striping, &self.hints).map_err(mpiio_error)?;
+        if self.rank == 0 && env_flag("MPIIO_HINTS_DISPLAY") {
+            eprint!("{}", mhints::display_hints(&path, file.hints()));
+        }
+        self.open = Some(Open { file, collective: p.collective, path, writing });
+        Ok(())
+    }
+
+    fn open(&mut self) -> Result<&mut Open, IorError> {
+        self.open.as_mut().ok_or_else(|| mpiio_error("no file open"))
+    }
+}
+
+impl RankIo for MpiioRank {
+    fn create(&mut self, path: &str, p: &IorParams) -> Result<(), IorError> {
+        self.open_file(path, p, true)
+    }
+
+    fn open(&mut self, path: &str, p: &IorParams) -> Result<(), IorError> {
+        self.open_file(path, p, false)
+    }
+
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), IorError> {
+        let open = self.open()?;
+        let result =
+            if open.collective { open.file.write_at_all(offset, buf) } else { open.file.write_at(offset, buf) };
+        result.map_err(mpiio_error)
+    }
+
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IorError> {
+        let open = self.open()?;
+        let result = if open.collective { open.file.read_at_all(offset, buf) } else { open.file.read_at(offset, buf) };
+        result.map_err(mpiio_error)
+    }
+
+    fn fsync(&mut self) -> Result<(), IorError> {
+        self.open()?.file.sync().map_err(mpiio_error)
+    }
+
+    fn close(&mut self) -> Result<(), IorError> {
+        let Some(open) = self.open.take() else { return Ok(()) };
+        let (report, access, comm) = open.file.close().map_err(mpiio_error)?;
+        let first = comm.rank() == 0;
+        if let Comm::Shared(shared) = comm {
+            self.comm = Some(shared);
+        }
+        self.client.close(access.file).map_err(backend_error)?;
+        if first && (self.rank == 0) {
+            let path = &open.path;
+            if env_flag("MPIIO_STATS") {
+                let block = if open.writing {
+                    lanefs_mpiio::format_write_stats(path, &report.write_stats)
+                } else {
+                    lanefs_mpiio::format_read_stats(path, &report.read_stats)
+                };
+                eprint!("{block}");
+            }
+            if env_flag("MPIIO_TIMERS") && open.writing && !report.writers.is_empty() {
+                let elapsed = lanefs_core::units::Duration::from_ns((report.write_elapsed_s * 1e9) as u64);
+                let bytes = report.writers.iter().map(|w| w.bytes).sum();
+                eprint!("{}", lanefs_mpiio::format_write_timers(path, &report.writers, bytes, elapsed));
+            }
+        }
+        Ok(())
+    }
+}
