@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test test-tools bench build pgo deps fmt clippy clean load fuzz swarm planted
+.PHONY: demo test test-tools mpi-deps bench build pgo deps fmt clippy clean load fuzz swarm planted
 
 deps:
 	@command -v cargo >/dev/null 2>&1 || { \
@@ -13,32 +13,55 @@ deps:
 	  curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c rustfmt,clippy; }
 	@rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy 2>/dev/null || true
 
-build: deps
-	$(CARGO) build --release --locked --bin lanefs
+# lanefs runs as the ranks of mpirun when built with the mpi feature, which
+# links Open MPI: as root, make installs Open MPI, its headers and libclang
+# (for the mpi crate's bindings) from Debian; where they are missing and
+# cannot be installed, lanefs is built without it.
+mpi-deps:
+	@if [ "$$(id -u)" = 0 ] && { ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1 || \
+	    ! ls /usr/lib/llvm-*/lib/libclang*.so >/dev/null 2>&1; }; then \
+	  echo "installing Open MPI, its headers and libclang (lanefs's MPI build)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev libclang-dev; fi
 
+# Evaluated when a recipe runs, after mpi-deps.
+MPI_FEATURE = $(shell command -v mpicc >/dev/null 2>&1 && echo --features mpi)
+
+build: deps mpi-deps
+	$(CARGO) build --release --locked --bin lanefs $(MPI_FEATURE)
+
+# The demo's last part: collective MPI-IO under mpirun, one shared file
+# written by 4 MPI processes with default locking and with lockahead.
 demo: build
 	./target/release/lanefs demo
+	@if [ -n "$(MPI_FEATURE)" ] && command -v mpirun >/dev/null 2>&1; then \
+	  for mode in 0 2; do \
+	    echo; echo "== MPICH_MPIIO_HINTS='*:striping_factor=2:cray_cb_write_lock_mode=$$mode' MPICH_MPIIO_TIMERS=1 \\"; \
+	    echo "   mpirun -np 4 lanefs ior -a MPIIO -c -w -r -W -R -e -b 16m -t 1m -s 4"; \
+	    MPICH_MPIIO_HINTS="*:striping_factor=2:cray_cb_write_lock_mode=$$mode" MPICH_MPIIO_TIMERS=1 \
+	      mpirun --allow-run-as-root --oversubscribe -np 4 ./target/release/lanefs ior -a MPIIO -c \
+	      -w -r -W -R -e -b 16m -t 1m -s 4 || exit 1; \
+	  done; \
+	else echo "(collective MPI-IO under mpirun skipped: lanefs was built without Open MPI)"; fi
 
 # Programs the mount's tests run through a real mount (as root, where they
 # can mount): fio and h5py, from Debian; and Open MPI with what the mpi
 # crate needs to build (its headers, and libclang for its bindings), for
 # the collective layer's tests under mpirun.
-test-tools:
-	@if [ "$$(id -u)" = 0 ] && { ! command -v fio >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1 || \
-	    ! command -v mpicc >/dev/null 2>&1 || ! ls /usr/lib/llvm-*/lib/libclang*.so >/dev/null 2>&1 || \
+test-tools: mpi-deps
+	@if [ "$$(id -u)" = 0 ] && { ! command -v fio >/dev/null 2>&1 || \
 	    ! /usr/bin/python3 -c 'import h5py, mpi4py' 2>/dev/null; }; then \
-	  echo "installing fio, python3-h5py, python3-h5py-mpi, Open MPI and libclang for the tests"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio python3-h5py python3-h5py-mpi \
-	    openmpi-bin libopenmpi-dev libclang-dev; fi
+	  echo "installing fio, python3-h5py and python3-h5py-mpi for the mount's tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio python3-h5py python3-h5py-mpi; fi
 
 test: deps test-tools
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 	$(CARGO) test --locked --workspace
-	@if command -v mpicc >/dev/null 2>&1; then \
-	  $(CARGO) clippy --locked -p lanefs-mpiio --features mpi --all-targets -- -D warnings && \
-	  $(CARGO) test --locked -p lanefs-mpiio --features mpi; \
-	else echo "skipped: the collective layer under mpirun needs Open MPI's headers (apt-get install libopenmpi-dev libclang-dev)"; fi
+	@if [ -n "$(MPI_FEATURE)" ]; then \
+	  $(CARGO) clippy --locked -p lanefs -p lanefs-mpiio --features lanefs/mpi,lanefs-mpiio/mpi --all-targets -- -D warnings && \
+	  $(CARGO) test --locked -p lanefs-mpiio --features mpi && \
+	  $(CARGO) test --locked -p lanefs --features mpi --test mpirun_cli; \
+	else echo "skipped: the tests under mpirun need Open MPI's headers and libclang (apt-get install libopenmpi-dev libclang-dev)"; fi
 
 # The servers under a longer load than make test's: as many connections as
 # the descriptor limit allows (up to 30,000) and ten times the requests.

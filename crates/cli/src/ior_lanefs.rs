@@ -199,6 +199,14 @@ impl LanefsBackend {
         }
     }
 
+    /// Add what `client` counted (lockahead requests) to the run's report.
+    pub(crate) fn count_client(&self, client: &Client) {
+        if let (Ok(c), Ok(mut t)) = (client.counters(), self.totals.lock()) {
+            t.lockahead_sent += c.lockahead_enqueues;
+            t.lockahead_refused += c.lockahead_refused;
+        }
+    }
+
     /// A rank's own client, with the run's tunables.
     pub(crate) fn rank_client(&self, p: &IorParams) -> Result<Client, IorError> {
         let options = ClientOptions { key: self.credentials(), ..client_options(p)? };
@@ -509,7 +517,7 @@ fn take_option(args: &mut Vec<String>, name: &str, example: &str) -> Result<Opti
     Ok(found)
 }
 
-fn embedded_osts(args: &[String]) -> Result<u32> {
+pub(crate) fn embedded_osts(args: &[String]) -> Result<u32> {
     for a in args {
         if let Some(v) = a.strip_prefix("--lanefs.osts=") {
             return v.parse().map_err(|_| anyhow::anyhow!("--lanefs.osts={v}: give a number of OSTs, e.g. 4"));
@@ -542,6 +550,9 @@ pub fn main(mut args: Vec<String>, mds: Option<String>, key: Option<PathBuf>) ->
             bail!("IOR exited with code {code}");
         }
         return Ok(());
+    }
+    if crate::ior_job::under_mpirun() {
+        return crate::ior_job::main(args, cluster, key);
     }
     let code = if uses_lanefs(&args) {
         let mut credentials = None;

@@ -13,9 +13,8 @@
 //! `..._HINTS_DISPLAY=1` (or their `MPICH_` names) print Cray's blocks on
 //! stderr at each close, with every timer measured on the run.
 //!
-//! Not yet: one rank per process under `mpirun` (IOR's front end runs its
-//! ranks as threads); `lanefs_mpiio`'s `MpiComm` and its `mpirun` tests
-//! show the collective layer over real MPI.
+//! Under `mpirun` (`ior_job`), each process is one rank and the job's
+//! communicator (`MpiComm`, Open MPI) carries the collective exchange.
 
 use crate::ior_lanefs::{absolute, backend_error, LanefsBackend};
 use lanefs_core::client::ladvise::Advice;
@@ -53,11 +52,20 @@ pub struct MpiioBackend<'l> {
     lanefs: &'l LanefsBackend,
     /// One communicator per rank of the shared file, taken by `rank`.
     comms: Mutex<Vec<Option<ThreadComm>>>,
+    /// Under `mpirun`: the job's communicator, this process's rank's.
+    world: Option<&'l (dyn Communicator + Sync)>,
 }
 
 impl<'l> MpiioBackend<'l> {
+    /// Ranks as threads of this process.
     pub fn new(lanefs: &'l LanefsBackend) -> Self {
-        MpiioBackend { lanefs, comms: Mutex::new(Vec::new()) }
+        MpiioBackend { lanefs, comms: Mutex::new(Vec::new()), world: None }
+    }
+
+    /// This process as one rank of the job of `world`.
+    #[cfg(feature = "mpi")]
+    pub fn for_job(lanefs: &'l LanefsBackend, world: &'l (dyn Communicator + Sync)) -> Self {
+        MpiioBackend { lanefs, comms: Mutex::new(Vec::new()), world: Some(world) }
     }
 }
 
@@ -77,16 +85,21 @@ impl Backend for MpiioBackend<'_> {
     }
 
     fn rank<'a>(&'a self, rank: u32, p: &IorParams) -> Result<Box<dyn RankIo + 'a>, IorError> {
-        let comm = {
-            let mut comms = self.comms.lock().expect("communicators");
-            if comms.is_empty() {
-                let per_node = p.tasks_per_node.unwrap_or(p.num_tasks).max(1);
-                *comms = ThreadComm::world(p.num_tasks, per_node).into_iter().map(Some).collect();
+        let comm = match self.world {
+            Some(world) => Comm::World(world),
+            None => {
+                let mut comms = self.comms.lock().expect("communicators");
+                if comms.is_empty() {
+                    let per_node = p.tasks_per_node.unwrap_or(p.num_tasks).max(1);
+                    *comms = ThreadComm::world(p.num_tasks, per_node).into_iter().map(Some).collect();
+                }
+                let comm = comms[rank as usize].take();
+                Comm::Shared(comm.ok_or_else(|| backend_error(format!("rank {rank} asked for twice")))?)
             }
-            comms[rank as usize].take().ok_or_else(|| backend_error(format!("rank {rank} asked for twice")))?
         };
         let client = Arc::new(self.lanefs.rank_client(p)?);
-        Ok(Box::new(MpiioRank { rank, client, comm: Some(comm), open: None, hints: hints(p)? }))
+        let lanefs = self.lanefs;
+        Ok(Box::new(MpiioRank { rank, client, comm: Some(comm), open: None, hints: hints(p)?, lanefs }))
     }
 
     fn delete(&self, path: &str) -> Result<(), IorError> {
@@ -144,21 +157,24 @@ impl FileAccess for LanefsFile {
     }
 }
 
-/// The communicator of an open file: the shared one, or a rank's own (`-F`).
-enum Comm {
+/// The communicator of an open file: the ranks' (threads of this process,
+/// or the job's under `mpirun`), or a rank's own (`-F`).
+enum Comm<'w> {
     Shared(ThreadComm),
+    World(&'w (dyn Communicator + Sync)),
     Alone(ThreadComm),
 }
 
-impl Comm {
-    fn get(&self) -> &ThreadComm {
+impl Comm<'_> {
+    fn get(&self) -> &dyn Communicator {
         match self {
             Comm::Shared(c) | Comm::Alone(c) => c,
+            Comm::World(c) => *c,
         }
     }
 }
 
-impl Communicator for Comm {
+impl Communicator for Comm<'_> {
     fn rank(&self) -> u32 {
         self.get().rank()
     }
@@ -185,27 +201,35 @@ impl Communicator for Comm {
     }
 }
 
-struct Open {
-    file: CollectiveFile<Comm, LanefsFile>,
+struct Open<'w> {
+    file: CollectiveFile<Comm<'w>, LanefsFile>,
     collective: bool,
     path: String,
     writing: bool,
 }
 
-struct MpiioRank {
+struct MpiioRank<'w> {
     rank: u32,
     client: Arc<Client>,
-    /// The shared communicator while no file is open.
-    comm: Option<ThreadComm>,
-    open: Option<Open>,
+    /// The ranks' communicator while no file is open.
+    comm: Option<Comm<'w>>,
+    open: Option<Open<'w>>,
     hints: MpiioHints,
+    /// Told of the client's counters when the rank ends.
+    lanefs: &'w LanefsBackend,
+}
+
+impl Drop for MpiioRank<'_> {
+    fn drop(&mut self) {
+        self.lanefs.count_client(&self.client);
+    }
 }
 
 fn mpiio_error(e: impl std::fmt::Display) -> IorError {
     IorError::Backend { backend: NAME, message: e.to_string() }
 }
 
-impl MpiioRank {
+impl<'w> MpiioRank<'w> {
     /// `MPI_File_open`: collective over the ranks of a shared file (the
     /// first creates it), alone with `-F`.
     fn open_file(&mut self, path: &str, p: &IorParams, writing: bool) -> Result<(), IorError> {
@@ -216,7 +240,7 @@ impl MpiioRank {
             self.comm = Some(shared);
             Comm::Alone(alone)
         } else {
-            Comm::Shared(shared)
+            shared
         };
         let stripe = StripeSpec {
             count: self.hints.striping_factor.map(i64::from),
@@ -240,11 +264,11 @@ impl MpiioRank {
             Some(reply) => reply,
             None => self.client.mds(request),
         };
-        let MdsReply::File(info) = reply.map_err(backend_error)? else {
+        let MdsReply::File(info) = reply.map_err(mpiio_error)? else {
             return Err(mpiio_error("unexpected MDS answer to open"));
         };
         let striping = Striping { stripe_size: info.layout.stripe_size(), stripe_count: info.layout.stripe_count() };
-        let file = self.client.open_layout(&path, info.layout).map_err(backend_error)?;
+        let file = self.client.open_layout(&path, info.layout).map_err(mpiio_error)?;
         let access = LanefsFile { client: self.client.clone(), file };
         let file = CollectiveFile::open(comm, access, striping, &self.hints).map_err(mpiio_error)?;
         if self.rank == 0 && env_flag("MPIIO_HINTS_DISPLAY") {
@@ -254,12 +278,12 @@ impl MpiioRank {
         Ok(())
     }
 
-    fn open(&mut self) -> Result<&mut Open, IorError> {
+    fn open(&mut self) -> Result<&mut Open<'w>, IorError> {
         self.open.as_mut().ok_or_else(|| mpiio_error("no file open"))
     }
 }
 
-impl RankIo for MpiioRank {
+impl RankIo for MpiioRank<'_> {
     fn create(&mut self, path: &str, p: &IorParams) -> Result<(), IorError> {
         self.open_file(path, p, true)
     }
@@ -289,10 +313,10 @@ impl RankIo for MpiioRank {
         let Some(open) = self.open.take() else { return Ok(()) };
         let (report, access, comm) = open.file.close().map_err(mpiio_error)?;
         let first = comm.rank() == 0;
-        if let Comm::Shared(shared) = comm {
-            self.comm = Some(shared);
+        if !matches!(comm, Comm::Alone(_)) {
+            self.comm = Some(comm);
         }
-        self.client.close(access.file).map_err(backend_error)?;
+        self.client.close(access.file).map_err(mpiio_error)?;
         if first && (self.rank == 0) {
             let path = &open.path;
             if env_flag("MPIIO_STATS") {

@@ -5,6 +5,7 @@
 mod daemons;
 mod demo;
 mod fs;
+mod ior_job;
 mod ior_lanefs;
 mod ior_mpiio;
 mod ior_ranks;

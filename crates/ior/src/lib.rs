@@ -5,8 +5,9 @@
 //! defaults, its offsets, its barrier and timer placement, and its default, JSON and
 //! CSV formats down to column widths and JSON layout — and refuses, with a message naming
 //! the fix, every IOR feature it does not implement rather than ignoring it. Ranks are
-//! threads of one process, each with its own backend handle; `--tasks-per-node` says how
-//! IOR would have seen them placed on nodes (one node by default).
+//! threads of one process, each with its own backend handle (or, under `mpirun`, the
+//! processes of the job); `--tasks-per-node` says how IOR would have seen them placed on
+//! nodes (one node by default).
 //!
 //! The shape is IOR's `aiori`: one [`Backend`] trait, one file per backend (this crate
 //! provides [`PosixBackend`]; the lanefs client provides its own), one table of backends
@@ -19,7 +20,11 @@
 //! Entry points: [`main_with`] for the `lanefs ior` command; [`parse_args`] and [`run`]
 //! for programs and tests.
 //!
-//! Not here: MPI (ranks never span machines), IOR's random offsets (`-z`), random task
+//! Under `mpirun`, [`run_as_rank`] runs one rank per process, with barriers, the clock and
+//! the reduction going through a `lanefs_mpiio::Communicator` (IOR's MPI), and rank 0
+//! printing.
+//!
+//! Not here: IOR's random offsets (`-z`), random task
 //! reordering (`-Z`), stonewalling (`-D`), scripts (`-f`) and the MPIIO/HDF5 backends
 //! (the front end carries `-c` and the MPI-IO hint options for a backend that uses them).
 
@@ -50,7 +55,7 @@ pub use options::parse_args;
 pub use output::IOR_VERSION;
 pub use params::{IorParams, SummaryFormat, NUM_TASKS_MAX, NUM_TASK_THREADS_MAX};
 pub use posix::PosixBackend;
-pub use run::{run, IorSummary, IterationResult};
+pub use run::{run, run_as_rank, IorSummary, IterationResult};
 pub use timing::{reduce_phase, stats, summarize, OpSummary, PhaseResult, RankPhase, RankTimes, Stats};
 
 /// The `lanefs ior` command: `args` are IOR's options (no program name). Prints the

@@ -28,6 +28,7 @@ use crate::offsets::{self, NodeMapping};
 use crate::params::IorParams;
 use crate::pattern;
 use crate::timing::{RankPhase, RankTimes};
+use lanefs_mpiio::comm::{CommError, Communicator};
 
 /// Buffers are aligned for `O_DIRECT`.
 const BUFFER_ALIGN_BYTES: usize = 4096;
@@ -39,16 +40,46 @@ pub struct Phase<'a> {
     /// The backend (for delete and mkdir).
     pub backend: &'a dyn Backend,
     /// The run's clock; timestamps are seconds since it.
-    pub clock: Instant,
+    pub clock: Clock<'a>,
     /// This repetition's data signature.
     pub signature: u32,
     /// Task placement, for `-C`.
     pub mapping: NodeMapping,
+    /// Who runs the ranks.
+    pub team: Team<'a>,
 }
 
 impl Phase<'_> {
     fn now_s(&self) -> f64 {
-        self.clock.elapsed().as_secs_f64()
+        self.clock.now_s()
+    }
+}
+
+/// Who runs the ranks of a test.
+#[derive(Clone, Copy)]
+pub enum Team<'a> {
+    /// Every rank a thread of this process.
+    Threads,
+    /// This process is one rank of a job (under `mpirun`): barriers and
+    /// the gathering of results go through the communicator.
+    World(&'a (dyn Communicator + Sync)),
+}
+
+/// The clock of a run: this process's, or seconds since every rank of a
+/// job left one barrier together (IOR synchronises its ranks' `MPI_Wtime`
+/// the same way before it times anything).
+#[derive(Clone, Copy)]
+pub enum Clock<'a> {
+    Local(Instant),
+    World { comm: &'a (dyn Communicator + Sync), base_s: f64 },
+}
+
+impl Clock<'_> {
+    pub fn now_s(&self) -> f64 {
+        match self {
+            Clock::Local(start) => start.elapsed().as_secs_f64(),
+            Clock::World { comm, base_s } => comm.wtime() - base_s,
+        }
     }
 }
 
@@ -58,6 +89,37 @@ enum Stop {
     Failed(IorError),
     /// Another rank failed and aborted the barrier.
     Aborted,
+    /// Another rank of the job failed and told this one (`rank`, why).
+    Elsewhere(u32, IorError),
+}
+
+/// What a rank waits at.
+trait Barrier {
+    fn wait(&self) -> Result<(), Stop>;
+}
+
+impl Barrier for PhaseBarrier {
+    fn wait(&self) -> Result<(), Stop> {
+        PhaseBarrier::wait(self)
+    }
+}
+
+/// The barrier of a job's communicator.
+struct CommBarrier<'a>(&'a (dyn Communicator + Sync));
+
+impl Barrier for CommBarrier<'_> {
+    fn wait(&self) -> Result<(), Stop> {
+        self.0.barrier().map_err(elsewhere)
+    }
+}
+
+fn elsewhere(e: CommError) -> Stop {
+    match e {
+        CommError::Aborted { rank, reason } => {
+            Stop::Elsewhere(rank, IorError::Backend { backend: "MPI", message: reason })
+        }
+        other => Stop::Failed(IorError::Backend { backend: "MPI", message: other.to_string() }),
+    }
 }
 
 impl From<IorError> for Stop {
@@ -116,11 +178,51 @@ impl PhaseBarrier {
     }
 }
 
-/// Run `body` on every rank, each on its own thread with its own I/O handle.
-fn on_all_ranks<'r, T, F>(ranks: &mut [Box<dyn RankIo + 'r>], body: F) -> Result<Vec<T>, IorError>
+/// Run `body` on every rank: each on its own thread with its own I/O
+/// handle, or, for a job's team, on this process's one rank, with every
+/// rank's results gathered from the others.
+fn on_all_ranks<'r, T, F>(team: Team, ranks: &mut [Box<dyn RankIo + 'r>], body: F) -> Result<Vec<T>, IorError>
+where
+    T: Send + serde::Serialize + serde::de::DeserializeOwned,
+    F: Fn(u32, &mut (dyn RankIo + 'r), &dyn Barrier) -> Result<T, Stop> + Sync,
+{
+    let Team::World(comm) = team else { return on_threads(ranks, body) };
+    let [io] = ranks else { panic!("a rank of a job has one I/O handle, not {}", ranks.len()) };
+    let rank = comm.rank();
+    let outcome = panic::catch_unwind(AssertUnwindSafe(|| body(rank, io.as_mut(), &CommBarrier(comm))))
+        .unwrap_or_else(|payload| Err(Stop::Failed(panicked(payload))));
+    let mine = match outcome {
+        Ok(value) => value,
+        Err(Stop::Failed(error)) => {
+            // Under MPI this ends the job (MPI_Abort), as IOR's ERR does.
+            comm.abort(&format!("rank {rank}: {error}"));
+            return Err(IorError::Rank { rank, source: Box::new(error) });
+        }
+        Err(Stop::Elsewhere(from, error)) => return Err(IorError::Rank { rank: from, source: Box::new(error) }),
+        Err(Stop::Aborted) => unreachable!("a job's barrier is never aborted, only failed"),
+    };
+    let encoded = serde_json::to_vec(&mine).expect("phase results encode");
+    let all = comm.allgather(&encoded).map_err(|e| match elsewhere(e) {
+        Stop::Elsewhere(from, error) => IorError::Rank { rank: from, source: Box::new(error) },
+        Stop::Failed(error) => error,
+        Stop::Aborted => unreachable!("no barrier here"),
+    })?;
+    all.iter()
+        .enumerate()
+        .map(|(from, bytes)| {
+            serde_json::from_slice(bytes).map_err(|e| IorError::Backend {
+                backend: "MPI",
+                message: format!("rank {from} sent results that do not decode: {e}"),
+            })
+        })
+        .collect()
+}
+
+/// [`on_all_ranks`] with every rank a thread of this process.
+fn on_threads<'r, T, F>(ranks: &mut [Box<dyn RankIo + 'r>], body: F) -> Result<Vec<T>, IorError>
 where
     T: Send,
-    F: Fn(u32, &mut (dyn RankIo + 'r), &PhaseBarrier) -> Result<T, Stop> + Sync,
+    F: Fn(u32, &mut (dyn RankIo + 'r), &dyn Barrier) -> Result<T, Stop> + Sync,
 {
     let barrier = PhaseBarrier::new(ranks.len());
     let outcomes: Vec<Result<T, Stop>> = std::thread::scope(|scope| {
@@ -152,6 +254,7 @@ where
             Ok(value) => results.push(value),
             Err(Stop::Failed(error)) => return Err(IorError::Rank { rank: rank as u32, source: Box::new(error) }),
             Err(Stop::Aborted) => aborted = true,
+            Err(Stop::Elsewhere(from, error)) => return Err(IorError::Rank { rank: from, source: Box::new(error) }),
         }
     }
     assert!(!aborted, "a barrier was aborted but no rank reported a failure");
@@ -196,7 +299,7 @@ fn transfer_len(p: &IorParams) -> usize {
 }
 
 /// Result of a data check on one rank.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct CheckOutcome {
     /// Mismatching 8-byte words.
     pub errors: u64,
@@ -273,7 +376,7 @@ fn describe(
 /// The timed write phase; one [`RankPhase`] per rank.
 pub fn write(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec<RankPhase>, IorError> {
     let p = ph.p;
-    on_all_ranks(ranks, |rank, io, barrier| {
+    on_all_ranks(ph.team, ranks, |rank, io, barrier| {
         let path = offsets::test_file_name(p, rank);
         if let Some(dir) = offsets::unique_dir(p, rank) {
             ph.backend.mkdir(&dir)?;
@@ -320,7 +423,7 @@ pub fn write(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec<RankP
 pub fn check_write(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec<CheckOutcome>, IorError> {
     let p = ph.p;
     let rank_offset = offsets::write_check_rank_offset(p, ph.mapping);
-    on_all_ranks(ranks, |rank, io, barrier| {
+    on_all_ranks(ph.team, ranks, |rank, io, barrier| {
         barrier.wait()?;
         let pretend = offsets::pretend_rank(rank, rank_offset, p.num_tasks);
         let path = offsets::test_file_name(p, pretend);
@@ -339,7 +442,7 @@ pub fn check_write(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec
 pub fn read(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec<(RankPhase, CheckOutcome)>, IorError> {
     let p = ph.p;
     let rank_offset = offsets::read_rank_offset(p, ph.mapping);
-    on_all_ranks(ranks, |rank, io, barrier| {
+    on_all_ranks(ph.team, ranks, |rank, io, barrier| {
         let pretend = offsets::pretend_rank(rank, rank_offset, p.num_tasks);
         let path = offsets::test_file_name(p, pretend);
         let mut checker = Checker::new(p, rank, pretend, ph.signature, &path);
@@ -374,7 +477,7 @@ pub fn read(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec<(RankP
 /// Remove the test file(s); rank 0's elapsed seconds, barriers included.
 pub fn remove(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<f64, IorError> {
     let p = ph.p;
-    let elapsed = on_all_ranks(ranks, |rank, _io, barrier| {
+    let elapsed = on_all_ranks(ph.team, ranks, |rank, _io, barrier| {
         let start_s = ph.now_s();
         barrier.wait()?;
         if p.file_per_proc || rank == 0 {
@@ -422,7 +525,7 @@ mod tests {
     fn barrier_keeps_ranks_in_step() {
         let passed = AtomicUsize::new(0);
         let mut ranks = handles(4);
-        let seen = on_all_ranks(&mut ranks, |_, _, barrier| {
+        let seen = on_threads(&mut ranks, |_, _, barrier| {
             passed.fetch_add(1, Ordering::SeqCst);
             barrier.wait()?;
             let after_first = passed.load(Ordering::SeqCst);
@@ -436,7 +539,7 @@ mod tests {
     #[test]
     fn a_failing_rank_stops_the_others() {
         let mut ranks = handles(3);
-        let error = on_all_ranks(&mut ranks, |rank, _, barrier| {
+        let error = on_threads(&mut ranks, |rank, _, barrier| {
             if rank == 1 {
                 return Err(Stop::Failed(IorError::Backend { backend: "TEST", message: "boom".into() }));
             }
@@ -450,7 +553,7 @@ mod tests {
     #[test]
     fn a_panicking_rank_stops_the_others() {
         let mut ranks = handles(2);
-        let error = on_all_ranks(&mut ranks, |rank, _, barrier| {
+        let error = on_threads(&mut ranks, |rank, _, barrier| {
             if rank == 0 {
                 panic!("backend bug");
             }

@@ -28,8 +28,9 @@ use crate::model::{self, PhaseModel};
 use crate::offsets::{directory_of, NodeMapping};
 use crate::output::{ctime_now, Printer};
 use crate::params::{IorParams, NUM_TASKS_MAX, NUM_TASK_THREADS_MAX};
-use crate::phase::{self, CheckOutcome, Phase};
+use crate::phase::{self, CheckOutcome, Clock, Phase, Team};
 use crate::timing::{reduce_phase, summarize, OpSummary, PhaseResult, RankPhase};
+use lanefs_mpiio::comm::Communicator;
 
 /// What one repetition measured.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -71,6 +72,39 @@ impl IorSummary {
 /// Run the test `params` on `backend`, printing the report to `out` (and to
 /// `-O summaryFile=` when given).
 pub fn run(params: &IorParams, backend: &dyn Backend, out: &mut dyn Write) -> Result<IorSummary, IorError> {
+    run_team(params, backend, out, None)
+}
+
+/// Run the test as rank `comm.rank()` of a job whose ranks are `comm`'s
+/// (every process of an `mpirun`), as IOR does under MPI: this process
+/// runs its own rank with its own handle, barriers and the gathering of
+/// every rank's timers go through `comm`, and only rank 0 prints. `-N`
+/// must be the communicator's size; `--tasks-per-node` is the
+/// communicator's unless given. A rank that fails ends the job
+/// ([`Communicator::abort`]).
+pub fn run_as_rank(
+    params: &IorParams,
+    backend: &dyn Backend,
+    out: &mut dyn Write,
+    comm: &(dyn Communicator + Sync),
+) -> Result<IorSummary, IorError> {
+    if params.num_tasks != comm.size() {
+        return Err(IorError::option(
+            format!("-N {}", params.num_tasks),
+            format!("the job has {} ranks: leave -N out under mpirun, or give -N {}", comm.size(), comm.size()),
+        ));
+    }
+    let mut sink = std::io::sink();
+    let out: &mut dyn Write = if comm.rank() == 0 { out } else { &mut sink };
+    run_team(params, backend, out, Some(comm))
+}
+
+fn run_team(
+    params: &IorParams,
+    backend: &dyn Backend,
+    out: &mut dyn Write,
+    comm: Option<&(dyn Communicator + Sync)>,
+) -> Result<IorSummary, IorError> {
     let p = params;
     check_module_prefixes(p, backend.name())?;
     backend.check_params(p)?;
@@ -85,7 +119,7 @@ pub fn run(params: &IorParams, backend: &dyn Backend, out: &mut dyn Write) -> Re
     printer.test_start(p, api, fs)?;
     printer.setup(p, api, &backend.version())?;
 
-    let mut executor = Executor::new(backend, p)?;
+    let mut executor = Executor::new(backend, p, comm)?;
     let mut iterations = Vec::with_capacity(p.repetitions as usize);
     for rep in 0..p.repetitions {
         if rep == 0 {
@@ -126,20 +160,46 @@ fn check_task_threads(api: &str, p: &IorParams) -> Result<(), IorError> {
 /// Who runs the phases of a test.
 enum Executor<'b> {
     /// Every rank a thread with its own handle, doing real I/O; timestamps are seconds
-    /// on `clock`.
-    Threads { backend: &'b dyn Backend, clock: Instant, ranks: Vec<Box<dyn RankIo + 'b>> },
+    /// on `clock`. A job's rank (`team` is `Team::World`) has one handle, its own.
+    Threads { backend: &'b dyn Backend, clock: Clock<'b>, team: Team<'b>, ranks: Vec<Box<dyn RankIo + 'b>> },
     /// The backend's model of whole phases, in modelled seconds.
     Model { api: &'static str, model: &'b dyn PhaseModel },
 }
 
 impl<'b> Executor<'b> {
-    /// The model of `backend`, or one [`RankIo`] per rank.
-    fn new(backend: &'b dyn Backend, p: &IorParams) -> Result<Self, IorError> {
+    /// The model of `backend`, one [`RankIo`] per rank, or this job rank's.
+    fn new(
+        backend: &'b dyn Backend,
+        p: &IorParams,
+        comm: Option<&'b (dyn Communicator + Sync)>,
+    ) -> Result<Self, IorError> {
         if let Some(model) = backend.phase_model() {
+            if comm.is_some() {
+                return Err(IorError::backend(backend.name(), "a backend that models I/O runs without mpirun"));
+            }
             return Ok(Executor::Model { api: backend.name(), model });
         }
-        let ranks = (0..p.num_tasks).map(|rank| backend.rank(rank, p)).collect::<Result<Vec<_>, _>>()?;
-        Ok(Executor::Threads { backend, clock: Instant::now(), ranks })
+        let Some(comm) = comm else {
+            let ranks = (0..p.num_tasks).map(|rank| backend.rank(rank, p)).collect::<Result<Vec<_>, _>>()?;
+            return Ok(Executor::Threads { backend, clock: Clock::Local(Instant::now()), team: Team::Threads, ranks });
+        };
+        let ranks = vec![backend.rank(comm.rank(), p)?];
+        comm.barrier().map_err(|e| IorError::backend("MPI", e.to_string()))?;
+        let clock = Clock::World { comm, base_s: comm.wtime() };
+        Ok(Executor::Threads { backend, clock, team: Team::World(comm), ranks })
+    }
+
+    /// This repetition's data signature: rank 0's, for a job.
+    fn signature(&self, p: &IorParams) -> Result<u32, IorError> {
+        let mine = signature(p);
+        match self {
+            Executor::Threads { team: Team::World(comm), .. } => {
+                let all = comm.allgather(&mine.to_le_bytes()).map_err(|e| IorError::backend("MPI", e.to_string()))?;
+                let first = all.first().and_then(|b| <[u8; 4]>::try_from(b.as_slice()).ok());
+                first.map(u32::from_le_bytes).ok_or_else(|| IorError::backend("MPI", "rank 0 sent no signature"))
+            }
+            _ => Ok(mine),
+        }
     }
 
     fn models(&self) -> bool {
@@ -148,8 +208,8 @@ impl<'b> Executor<'b> {
 
     fn write(&mut self, p: &IorParams, rep: u32, signature: u32) -> Result<Vec<RankPhase>, IorError> {
         match self {
-            Executor::Threads { backend, clock, ranks } => {
-                phase::write(&threads(p, *backend, *clock, signature), ranks)
+            Executor::Threads { backend, clock, team, ranks } => {
+                phase::write(&threads(p, *backend, *clock, *team, signature), ranks)
             }
             Executor::Model { api, model } => {
                 let ranks = model.write_phase(p, rep)?;
@@ -161,8 +221,8 @@ impl<'b> Executor<'b> {
 
     fn check_write(&mut self, p: &IorParams, signature: u32) -> Result<Vec<CheckOutcome>, IorError> {
         match self {
-            Executor::Threads { backend, clock, ranks } => {
-                phase::check_write(&threads(p, *backend, *clock, signature), ranks)
+            Executor::Threads { backend, clock, team, ranks } => {
+                phase::check_write(&threads(p, *backend, *clock, *team, signature), ranks)
             }
             Executor::Model { .. } => unreachable!("run refuses -W with a model before it starts"),
         }
@@ -170,7 +230,9 @@ impl<'b> Executor<'b> {
 
     fn read(&mut self, p: &IorParams, rep: u32, signature: u32) -> Result<Vec<(RankPhase, CheckOutcome)>, IorError> {
         match self {
-            Executor::Threads { backend, clock, ranks } => phase::read(&threads(p, *backend, *clock, signature), ranks),
+            Executor::Threads { backend, clock, team, ranks } => {
+                phase::read(&threads(p, *backend, *clock, *team, signature), ranks)
+            }
             Executor::Model { api, model } => {
                 assert!(!p.check_read, "run refuses -R with a model before it starts");
                 let ranks = model.read_phase(p, rep)?;
@@ -182,17 +244,23 @@ impl<'b> Executor<'b> {
 
     fn remove(&mut self, p: &IorParams, rep: u32, signature: u32) -> Result<f64, IorError> {
         match self {
-            Executor::Threads { backend, clock, ranks } => {
-                phase::remove(&threads(p, *backend, *clock, signature), ranks)
+            Executor::Threads { backend, clock, team, ranks } => {
+                phase::remove(&threads(p, *backend, *clock, *team, signature), ranks)
             }
             Executor::Model { api, model } => model::check_remove(api, model.remove(p, rep)?),
         }
     }
 }
 
-/// What the rank threads of one phase share.
-fn threads<'a>(p: &'a IorParams, backend: &'a dyn Backend, clock: Instant, signature: u32) -> Phase<'a> {
-    Phase { p, backend, clock, signature, mapping: NodeMapping::from_params(p) }
+/// What the ranks of one phase share.
+fn threads<'a>(
+    p: &'a IorParams,
+    backend: &'a dyn Backend,
+    clock: Clock<'a>,
+    team: Team<'a>,
+    signature: u32,
+) -> Phase<'a> {
+    Phase { p, backend, clock, signature, mapping: NodeMapping::from_params(p), team }
 }
 
 fn iteration(
@@ -201,7 +269,7 @@ fn iteration(
     printer: &mut Printer,
     rep: u32,
 ) -> Result<IterationResult, IorError> {
-    let signature = signature(p);
+    let signature = executor.signature(p)?;
     let mut it = IterationResult::default();
     if p.write_file {
         delay(p, printer, executor)?;

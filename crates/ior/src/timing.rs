@@ -19,7 +19,7 @@ pub const MIB: f64 = 1_048_576.0;
 pub const MB: f64 = 1_000_000.0;
 
 /// One rank's timestamps for one phase, in seconds on the run's shared clock.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RankTimes {
     /// Before `create`/`open`.
     pub open_start_s: f64,
@@ -36,7 +36,7 @@ pub struct RankTimes {
 }
 
 /// What one rank did in one phase.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RankPhase {
     /// Its timestamps.
     pub times: RankTimes,

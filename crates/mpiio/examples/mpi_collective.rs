@@ -71,8 +71,7 @@ fn byte(rank: u32, offset: u64) -> u8 {
 const STRIPING: Striping = Striping { stripe_size: 64 << 10, stripe_count: 2 };
 
 fn main() {
-    let universe = mpi::initialize().expect("MPI initialized once");
-    let comm = MpiComm::new(universe.world());
+    let (_universe, comm) = MpiComm::init().unwrap_or_else(|e| panic!("{e}"));
     let args: Vec<String> = std::env::args().skip(1).collect();
     let path = args.first().expect("usage: mpi_collective FILE [HINT=VALUE,...] [--die RANK]").clone();
     let pairs: Vec<(String, String)> = args

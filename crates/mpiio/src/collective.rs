@@ -13,7 +13,9 @@
 //! 3. with lockahead, each aggregator asks for its next window of stripes
 //!    before it writes outside the one it holds (early, at the low-water
 //!    mark, as the simulator's aggregators do), so its writes find their
-//!    locks granted.
+//!    locks granted; a window reaches no further than the current call's
+//!    last byte (ROMIO asks for `num_extents` stripes whatever the file's
+//!    size; the simulator limits its windows the same way as here).
 //!
 //! A collective read runs the other way: aggregators read their stripes and
 //! the all-to-all carries each rank its pieces.
@@ -21,9 +23,11 @@
 //! Lock modes of collective writes ([`CbLockMode`], Cray's
 //! `cray_cb_write_lock_mode`): 0 the file system's expanding locks; 1 a
 //! group lock that every aggregator takes at its first collective write and
-//! keeps until close; 2 lockahead: at open aggregator 0 takes and drops a
-//! whole-file group lock (every cached lock of the file is called back),
-//! every rank sets lock-no-expand on its handle, and aggregators lock ahead.
+//! keeps until close; 2 lockahead: every rank sets lock-no-expand on its
+//! handle at open, aggregator 0 takes and drops a whole-file group lock
+//! before the first collective write (every cached lock of the file is
+//! called back; ROMIO does it at open, the simulator at the first write, as
+//! here), and aggregators lock ahead.
 //!
 //! Departure from ROMIO: `romio_cb_write=automatic` (the default) buffers
 //! every collective call, as `enable` does; ROMIO's Lustre driver would
@@ -145,6 +149,8 @@ pub struct CollectiveFile<C: Communicator, F: FileAccess> {
     read: Aggregators,
     /// Lock mode 1: the aggregators' group lock is held.
     group_held: bool,
+    /// Lockahead: the whole-file group lock was taken and dropped.
+    cleared: bool,
     write_stats: MpiioStats,
     read_stats: MpiioStats,
     timers: MpiioTimers,
@@ -175,17 +181,6 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
         let rank = comm.rank();
         let io = |operation: &'static str| move |reason: String| CollectiveError::Io { rank, operation, reason };
         if hints.lockahead_at_open() {
-            if write.ranks.first() == Some(&rank) {
-                let cleared = file
-                    .group_lock(CLEARING_GROUP_ID)
-                    .and_then(|()| file.group_unlock(CLEARING_GROUP_ID))
-                    .map_err(io("the whole-file group lock before lockahead"));
-                if let Err(e) = cleared {
-                    comm.abort(&e.to_string());
-                    return Err(e);
-                }
-            }
-            comm.barrier()?;
             file.no_expand().map_err(io("lock-no-expand"))?;
         }
         let resolved = hints.resolved(striping.stripe_count, striping.stripe_size, write_avail);
@@ -199,6 +194,7 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
             write,
             read,
             group_held: false,
+            cleared: false,
             timers: MpiioTimers::default(),
             write_span: None,
             wrote: false,
@@ -288,6 +284,24 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
         }
         let plan = plan_collective(&requests, self.striping.stripe_size, self.write.avail());
         self.write_stats.record_collective_write(&plan, u64::from(comm.size()));
+        let end = plan.writes().iter().map(|w| w.end).max().unwrap_or(0);
+        if let Some(window) = self.write.window.as_mut() {
+            window.limit_to(end);
+        }
+        if matches!(self.write.lock, CbLockMode::Lockahead { .. }) && !self.cleared {
+            // Before the first lockahead, aggregator 0 takes and drops a
+            // whole-file group lock: every lock cached on the file is
+            // called back, so none stands in the way of the lockahead.
+            self.cleared = true;
+            if self.write.mine == Some(0) {
+                let cleared =
+                    self.file.group_lock(CLEARING_GROUP_ID).and_then(|()| self.file.group_unlock(CLEARING_GROUP_ID));
+                cleared
+                    .map_err(self.io_error("the whole-file group lock before lockahead"))
+                    .map_err(|e| self.fail(e))?;
+            }
+            comm.barrier()?;
+        }
         if self.write.lock == CbLockMode::Group && self.write.mine.is_some() && !self.group_held {
             self.file
                 .group_lock(AGGREGATORS_GROUP_ID)
@@ -379,6 +393,10 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
         }
         let plan = plan_collective(&requests, self.striping.stripe_size, self.read.avail());
         self.read_stats.record_collective_read(&plan, u64::from(comm.size()));
+        let end = plan.writes().iter().map(|w| w.end).max().unwrap_or(0);
+        if let Some(window) = self.read.window.as_mut() {
+            window.limit_to(end);
+        }
         let mine = my_pieces(&plan, comm.rank());
         for round in plan.busy_rounds().collect::<Vec<_>>() {
             let mut to = vec![Vec::new(); comm.size() as usize];

@@ -233,11 +233,33 @@ mod mpi_comm {
         ranks_per_node: u32,
     }
 
+    // SAFETY: an `MpiComm` is made only by `MpiComm::init`, which refuses
+    // an MPI library that does not grant `MPI_THREAD_MULTIPLE`; with it,
+    // MPI calls on one communicator may come from any thread, and at once.
+    unsafe impl Send for MpiComm {}
+    unsafe impl Sync for MpiComm {}
+
     impl MpiComm {
+        /// Initialise MPI with `MPI_THREAD_MULTIPLE` (a rank's lanefs
+        /// client has threads of its own) and take `MPI_COMM_WORLD`. The
+        /// universe finalises MPI when dropped: keep it for the whole run.
+        pub fn init() -> Result<(mpi::environment::Universe, MpiComm), String> {
+            use mpi::environment::Threading;
+            let (universe, threading) =
+                mpi::initialize_with_threading(Threading::Multiple).ok_or("MPI is initialised already")?;
+            if threading != Threading::Multiple {
+                return Err(format!(
+                    "the MPI library grants {threading:?} threading, and lanefs needs MPI_THREAD_MULTIPLE"
+                ));
+            }
+            let comm = MpiComm::new(universe.world());
+            Ok((universe, comm))
+        }
+
         /// Over `world`; the ranks per node are counted by splitting it by
         /// shared memory (`MPI_COMM_TYPE_SHARED`), and the largest node's
         /// count is taken.
-        pub fn new(world: SimpleCommunicator) -> MpiComm {
+        fn new(world: SimpleCommunicator) -> MpiComm {
             let node = world.split_shared(world.rank());
             let here = node.size();
             let mut largest = 0;

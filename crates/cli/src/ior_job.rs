@@ -1,0 +1,103 @@
+//! `mpirun -np N lanefs ior ...`: every MPI process is one IOR rank with
+//! its own backend handle (with `-a LANEFS` and `-a MPIIO`, its own lanefs
+//! client), as IOR runs under MPI: barriers, the clock (`MPI_Wtime`) and
+//! the gathering of results go through the job's communicator, and rank 0
+//! prints. `-N` defaults to the job's size and `--tasks-per-node` to the
+//! ranks `mpirun` placed on each node. Collective MPI-IO (`-a MPIIO -c`)
+//! exchanges its data over MPI.
+//!
+//! The file system: `--cluster ADDR` (or `--mds`, `LANEFS_MDS`) names one,
+//! reachable from every host; without it rank 0 starts an embedded cluster
+//! and tells the others where, which works while every rank is on its host.
+//!
+//! A rank that fails ends the job (`MPI_Abort`) with its error on stderr,
+//! as IOR's do; one that dies makes `mpirun` end the others.
+
+use anyhow::Result;
+
+/// Whether this process was started by `mpirun` (Open MPI's or a PMI
+/// launcher's environment).
+pub fn under_mpirun() -> bool {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"].iter().any(|name| std::env::var_os(name).is_some())
+}
+
+#[cfg(not(feature = "mpi"))]
+pub fn main(_args: Vec<String>, _cluster: Option<String>, _key: Option<std::path::PathBuf>) -> Result<()> {
+    anyhow::bail!(
+        "this lanefs was built without MPI, so it cannot run as a rank of mpirun: build it with `make build` \
+         (as root it installs Open MPI's headers and libclang) or `cargo build --release --features mpi`, \
+         or run `lanefs ior` without mpirun (ranks as threads)"
+    )
+}
+
+#[cfg(feature = "mpi")]
+pub fn main(args: Vec<String>, cluster: Option<String>, key: Option<std::path::PathBuf>) -> Result<()> {
+    use crate::ior_lanefs::{embedded_osts, LanefsBackend};
+    use crate::ior_mpiio::MpiioBackend;
+    use anyhow::{anyhow, bail};
+    use lanefs_ior::PosixBackend;
+    use lanefs_mpiio::comm::MpiComm;
+    use lanefs_mpiio::Communicator;
+    use lanefs_net::auth::ClusterKey;
+    use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+
+    let (_universe, comm) = MpiComm::init().map_err(|e| anyhow!("starting MPI: {e}"))?;
+    let mut params = lanefs_ior::parse_args(&args).map_err(|e| anyhow!("{e}"))?;
+    let gives_n = args.iter().any(|a| a == "-N" || a.starts_with("--numTasks") || (a.starts_with("-N") && a.len() > 2));
+    if !gives_n {
+        params.num_tasks = comm.size();
+    }
+    params.tasks_per_node.get_or_insert(comm.ranks_per_node());
+    let api = params.api.to_ascii_uppercase();
+    let mut stdout = std::io::stdout();
+    let summary = if api == "POSIX" {
+        lanefs_ior::run_as_rank(&params, &PosixBackend, &mut stdout, &comm)
+    } else {
+        // The file system: the one named, or rank 0's embedded one.
+        let mut embedded = None;
+        let mds = match cluster {
+            Some(address) => address,
+            None => {
+                if comm.ranks_per_node() < comm.size() {
+                    bail!("the ranks run on several hosts: give --cluster ADDR of a file system they all reach");
+                }
+                let address = if comm.rank() == 0 {
+                    let config = LocalClusterConfig { osts: embedded_osts(&args)?, ..Default::default() };
+                    let started = LocalCluster::start(config)?;
+                    let address = started.mds_address();
+                    embedded = Some(started);
+                    address
+                } else {
+                    String::new()
+                };
+                let all = comm.allgather(address.as_bytes()).map_err(|e| anyhow!("{e}"))?;
+                String::from_utf8(all[0].clone())
+                    .map_err(|_| anyhow!("rank 0 sent a cluster address that is not text"))?
+            }
+        };
+        let credentials = match key {
+            Some(path) => {
+                let loaded = ClusterKey::load(&path)?;
+                Some((path, loaded))
+            }
+            None => None,
+        };
+        let lanefs = LanefsBackend::new(mds, credentials, args.clone())?;
+        let mpiio = MpiioBackend::for_job(&lanefs, &comm);
+        let backend: &dyn lanefs_ior::Backend = match api.as_str() {
+            "LANEFS" => &lanefs,
+            "MPIIO" => &mpiio,
+            other => bail!("-a {other}: under mpirun lanefs ior runs -a POSIX, LANEFS or MPIIO"),
+        };
+        let summary = lanefs_ior::run_as_rank(&params, backend, &mut stdout, &comm);
+        // Rank 0's embedded cluster serves until every rank is done.
+        comm.barrier().map_err(|e| anyhow!("{e}"))?;
+        drop(embedded);
+        summary
+    };
+    let summary = summary.map_err(|e| anyhow!("{e}"))?;
+    if !summary.passed() {
+        bail!("IOR found incorrect data ({} errors)", summary.data_errors);
+    }
+    Ok(())
+}

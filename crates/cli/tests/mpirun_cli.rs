@@ -1,0 +1,97 @@
+//! `mpirun -np N lanefs ior`: every MPI process is one rank with its own
+//! lanefs client (Open MPI from Debian). Collective MPI-IO in every Cray
+//! lock mode, independent LANEFS and POSIX, data verified by other ranks
+//! (`-W -R -C`); rank 0 alone prints; a rank killed mid-run makes the job
+//! fail, never hang.
+//!
+//! Built with `--features mpi` (`make test` does so where Open MPI's
+//! headers are installed).
+#![cfg(feature = "mpi")]
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn mpirun(ranks: u32, env: &[(&str, &str)], args: &[&str]) -> Command {
+    let mut c = Command::new("mpirun");
+    c.args(["--allow-run-as-root", "--oversubscribe", "-np", &ranks.to_string()])
+        .arg(env!("CARGO_BIN_EXE_lanefs"))
+        .arg("ior")
+        .args(args)
+        .env_remove("LANEFS_MPIIO_HINTS")
+        .env_remove("LANEFS_MDS");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+fn run(ranks: u32, env: &[(&str, &str)], args: &[&str]) -> (Output, String, String) {
+    let out = mpirun(ranks, env, args).output().expect("mpirun (install openmpi-bin)");
+    let (o, e) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    (out, o, e)
+}
+
+const VERIFIED: [&str; 12] = ["-w", "-r", "-W", "-R", "-C", "-e", "-b", "1m", "-t", "256k", "-s", "2"];
+
+#[test]
+fn collective_mpiio_under_mpirun_in_every_lock_mode() {
+    for (mode, aggregators) in [("0", 1), ("1", 4), ("2", 4)] {
+        let hints = format!("*:striping_factor=4:striping_unit=262144:cray_cb_write_lock_mode={mode}");
+        let env = [("MPICH_MPIIO_HINTS", hints.as_str()), ("MPICH_MPIIO_STATS", "1"), ("MPICH_MPIIO_TIMERS", "1")];
+        let mut args = vec!["-a", "MPIIO", "-c"];
+        args.extend(VERIFIED);
+        let (out, stdout, stderr) = run(4, &env, &args);
+        assert!(out.status.success(), "mode {mode}: {stdout}\n{stderr}");
+        assert_eq!(stdout.matches("IOR-4.1.0+lanefs: MPI Coordinated Test").count(), 1, "rank 0 alone prints");
+        assert!(stdout.contains("tasks               : 4") && stdout.contains("type                : collective"));
+        assert!(stdout.contains("\nwrite ") && stdout.contains("\nread "), "{stdout}");
+        // 4 ranks, 2 segments of 4 transfers: 32 collective calls.
+        assert!(stderr.contains("|   collective writes       = 32"), "mode {mode}: {stderr}");
+        assert!(stderr.contains(&format!("|   aggregators             = {aggregators}\n")), "mode {mode}: {stderr}");
+        assert_eq!(stderr.contains("|   lock mode         ="), mode == "2", "mode {mode}: {stderr}");
+        if mode == "2" {
+            assert!(stdout.contains("lanefs.blocking_callbacks: 0"), "lockahead needs no callbacks: {stdout}");
+        }
+    }
+}
+
+#[test]
+fn independent_backends_under_mpirun() {
+    let dir = tempfile::tempdir().unwrap();
+    let posix_file = dir.path().join("posix").to_string_lossy().into_owned();
+    for args in [vec!["-a", "LANEFS"], vec!["-a", "MPIIO"], vec!["-a", "POSIX", "-o", posix_file.as_str()]] {
+        let mut args = args.clone();
+        args.extend(VERIFIED);
+        let (out, stdout, stderr) = run(3, &[], &args);
+        assert!(out.status.success(), "{args:?}: {stdout}\n{stderr}");
+        assert!(stdout.contains("tasks               : 3"), "{stdout}");
+    }
+    let (out, _, stderr) = run(2, &[], &["-a", "LANEFS", "-w", "-N", "3"]);
+    assert!(!out.status.success());
+    assert!(stderr.contains("the job has 2 ranks"), "{stderr}");
+}
+
+#[test]
+fn a_rank_killed_mid_run_fails_the_job_without_a_hang() {
+    let mut args = vec!["-a", "MPIIO", "-c", "-w", "-r", "-b", "1m", "-t", "64k", "-s", "400", "-i", "3"];
+    args.push("-e");
+    let mut child = mpirun(4, &[], &args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let started = Instant::now();
+    // Kill one rank once the ranks are up and writing.
+    std::thread::sleep(Duration::from_millis(1500));
+    let ranks = Command::new("pgrep").args(["-P", &child.id().to_string(), "lanefs"]).output().unwrap();
+    let pids: Vec<String> = String::from_utf8_lossy(&ranks.stdout).split_whitespace().map(str::to_string).collect();
+    assert!(pids.len() >= 2, "the ranks run under mpirun: {pids:?}");
+    Command::new("kill").args(["-9", &pids[1]]).status().unwrap();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(90), "the job hangs after a rank died");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "the job must fail: {stderr}");
+    assert!(stderr.contains("signal 9") || stderr.contains("Killed") || stderr.contains("exited"), "{stderr}");
+}
