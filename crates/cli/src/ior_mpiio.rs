@@ -34,8 +34,9 @@ pub fn env_flag(name: &str) -> bool {
         || std::env::var(format!("MPICH_{name}")).map(on).unwrap_or(false)
 }
 
-/// The hints of `p`'s test file, in precedence order (see the module docs).
-pub fn hints(p: &IorParams) -> Result<MpiioHints, IorError> {
+/// The hints of `p`'s test file, in precedence order (see the module docs),
+/// and a warning for each unknown hint ignored.
+pub fn hints(p: &IorParams) -> Result<(MpiioHints, Vec<String>), IorError> {
     let mut pairs = lanefs_ior::mpi_hints(p, std::env::vars())?;
     let env_spec = std::env::var("LANEFS_MPIIO_HINTS")
         .ok()
@@ -45,7 +46,8 @@ pub fn hints(p: &IorParams) -> Result<MpiioHints, IorError> {
         let rules = mhints::parse_hint_env(&spec).map_err(|e| backend_error(format!("{name}: {e}")))?;
         pairs.extend(mhints::hints_for_file(&rules, &p.test_file));
     }
-    MpiioHints::from_pairs(&pairs).map_err(backend_error)
+    let (known, warnings) = mhints::known_hints(pairs);
+    Ok((MpiioHints::from_pairs(&known).map_err(mpiio_error)?, warnings))
 }
 
 pub struct MpiioBackend<'l> {
@@ -80,7 +82,12 @@ impl Backend for MpiioBackend<'_> {
 
     fn check_params(&self, p: &IorParams) -> Result<(), IorError> {
         lanefs_ior::check_module_options(NAME, &[], p)?;
-        hints(p)?;
+        let (_, warnings) = hints(p)?;
+        if self.world.is_none_or(|world| world.rank() == 0) {
+            for warning in warnings {
+                eprintln!("lanefs: warning: {warning}");
+            }
+        }
         Ok(())
     }
 
@@ -99,7 +106,7 @@ impl Backend for MpiioBackend<'_> {
         };
         let client = Arc::new(self.lanefs.rank_client(p)?);
         let lanefs = self.lanefs;
-        Ok(Box::new(MpiioRank { rank, client, comm: Some(comm), open: None, hints: hints(p)?, lanefs }))
+        Ok(Box::new(MpiioRank { rank, client, comm: Some(comm), open: None, hints: hints(p)?.0, lanefs }))
     }
 
     fn delete(&self, path: &str) -> Result<(), IorError> {
@@ -204,7 +211,8 @@ impl Communicator for Comm<'_> {
 struct Open<'w> {
     file: CollectiveFile<Comm<'w>, LanefsFile>,
     collective: bool,
-    path: String,
+    /// The file's name as the program gave it.
+    name: String,
     writing: bool,
 }
 
@@ -232,8 +240,8 @@ fn mpiio_error(e: impl std::fmt::Display) -> IorError {
 impl<'w> MpiioRank<'w> {
     /// `MPI_File_open`: collective over the ranks of a shared file (the
     /// first creates it), alone with `-F`.
-    fn open_file(&mut self, path: &str, p: &IorParams, writing: bool) -> Result<(), IorError> {
-        let path = absolute(path);
+    fn open_file(&mut self, name: &str, p: &IorParams, writing: bool) -> Result<(), IorError> {
+        let path = absolute(name);
         let shared = self.comm.take().ok_or_else(|| mpiio_error("a file is already open"))?;
         let comm = if p.file_per_proc {
             let alone = ThreadComm::world(1, 1).pop().expect("one rank");
@@ -271,10 +279,19 @@ impl<'w> MpiioRank<'w> {
         let file = self.client.open_layout(&path, info.layout).map_err(mpiio_error)?;
         let access = LanefsFile { client: self.client.clone(), file };
         let file = CollectiveFile::open(comm, access, striping, &self.hints).map_err(mpiio_error)?;
+        // Reports name the file as the program opened it, as Cray's do.
         if self.rank == 0 && env_flag("MPIIO_HINTS_DISPLAY") {
-            eprint!("{}", mhints::display_hints(&path, file.hints()));
+            eprint!("{}", mhints::display_hints(name, file.hints()));
         }
-        self.open = Some(Open { file, collective: p.collective, path, writing });
+        if env_flag("MPIIO_AGGREGATOR_PLACEMENT_DISPLAY") && writing {
+            // Every rank says where it runs; rank 0 prints.
+            let hosts = file.communicator().allgather(hostname().as_bytes()).map_err(mpiio_error)?;
+            if file.communicator().rank() == 0 && self.rank == 0 {
+                let node = |rank: u32| String::from_utf8_lossy(&hosts[rank as usize]).into_owned();
+                eprint!("{}", lanefs_mpiio::format_aggregator_placement(name, file.write_aggregators(), node));
+            }
+        }
+        self.open = Some(Open { file, collective: p.collective, name: name.to_string(), writing });
         Ok(())
     }
 
@@ -318,7 +335,7 @@ impl RankIo for MpiioRank<'_> {
         }
         self.client.close(access.file).map_err(mpiio_error)?;
         if first && (self.rank == 0) {
-            let path = &open.path;
+            let path = &open.name;
             if env_flag("MPIIO_STATS") {
                 let block = if open.writing {
                     lanefs_mpiio::format_write_stats(path, &report.write_stats)
@@ -334,5 +351,18 @@ impl RankIo for MpiioRank<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// This host's name, as `mpirun` knows it.
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    if ok {
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        "unknown".into()
     }
 }

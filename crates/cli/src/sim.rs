@@ -40,7 +40,8 @@ simulator options:
 
 environment:
   LANEFS_MPIIO_HINTS (or MPICH_MPIIO_HINTS)  hints by file pattern
-  LANEFS_MPIIO_STATS=1, LANEFS_MPIIO_TIMERS=1, LANEFS_MPIIO_HINTS_DISPLAY=1
+  LANEFS_MPIIO_STATS=1, LANEFS_MPIIO_TIMERS=1, LANEFS_MPIIO_HINTS_DISPLAY=1,
+  LANEFS_MPIIO_AGGREGATOR_PLACEMENT_DISPLAY=1
       (or their MPICH_ names): print Cray MPICH-style blocks on stderr
 ";
 
@@ -206,6 +207,10 @@ fn ior(mut args: Vec<String>) -> Result<()> {
         let rules = mhints::parse_cli_hints(spec).map_err(|e| anyhow!("--hints: {e}"))?;
         hints.extend(mhints::hints_for_file(&rules, &params.test_file));
     }
+    let (hints, warnings) = mhints::known_hints(hints);
+    for warning in warnings {
+        eprintln!("lanefs: warning: {warning}");
+    }
     let timeseries_path = timeseries.clone();
     let json = params.summary_format != lanefs_ior::SummaryFormat::Default;
     let opts = SimOptions {
@@ -219,6 +224,7 @@ fn ior(mut args: Vec<String>) -> Result<()> {
         stats: env_flag("MPIIO_STATS"),
         timers: env_flag("MPIIO_TIMERS"),
         hints_display: env_flag("MPIIO_HINTS_DISPLAY"),
+        aggregator_placement_display: env_flag("MPIIO_AGGREGATOR_PLACEMENT_DISPLAY"),
         progress: !quiet && !json,
     };
     let posix = SimBackend::new("POSIX", opts.clone());

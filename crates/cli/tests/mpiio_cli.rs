@@ -56,10 +56,79 @@ fn independent_mpiio_and_file_per_process_run_verified() {
     }
 }
 
+/// As MPICH: an unknown hint is ignored, with one warning naming it and the
+/// closest known hint, by the real run and by the simulator alike.
+#[test]
+fn an_unknown_hint_is_ignored_with_one_warning() {
+    let out = ior("*:cb_node=2:striping_unit=65536", &["-c"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let warning = "lanefs: warning: ignoring unknown MPI-IO hint `cb_node` (did you mean `cb_nodes`?)";
+    assert_eq!(stderr.matches(warning).count(), 1, "{stderr}");
+    let sim = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["sim", "ior", "--cluster", "laptop", "--quiet", "-a", "MPIIO", "-c", "-w", "-N", "4"])
+        .args(["--hints", "cb_node=2"])
+        .env_remove("MPICH_MPIIO_HINTS")
+        .env_remove("LANEFS_MPIIO_HINTS")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&sim);
+    assert!(sim.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(stderr.matches(warning).count(), 1, "{stderr}");
+}
+
 #[test]
 fn a_bad_hint_value_is_refused_by_name() {
     let out = ior("*:cray_cb_write_lock_mode=7", &["-c"]);
     let (stdout, stderr) = text(&out);
     assert!(!out.status.success(), "{stdout}");
     assert!(stderr.contains("cray_cb_write_lock_mode"), "{stderr}");
+}
+
+/// `MPICH_MPIIO_STATS` and the `lanefs.*` lock figures of one run.
+fn stats_and_locks(command: &[&str], hints: &str) -> (String, Vec<String>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(command)
+        .env("MPICH_MPIIO_HINTS", hints)
+        .env("MPICH_MPIIO_STATS", "1")
+        .env("MPICH_MPIIO_AGGREGATOR_PLACEMENT_DISPLAY", "1")
+        .env_remove("MPICH_MPIIO_TIMERS")
+        .env_remove("LANEFS_MPIIO_HINTS")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{command:?}: {stdout}\n{stderr}");
+    let wanted = ["lanefs.lock_enqueues", "lanefs.lockahead_sent", "lanefs.blocking_callbacks", "lanefs.lock_grants"];
+    let mut locks: Vec<String> =
+        stdout.lines().filter(|l| wanted.iter().any(|w| l.starts_with(w))).map(str::to_string).collect();
+    // The placement table's aggregator and rank columns (node names differ:
+    // the simulator's nids, this host's name).
+    let placement = stderr.lines().map(|l| l.split_whitespace().take(2).collect::<Vec<_>>());
+    locks.extend(placement.filter(|w| w.len() == 2 && w.iter().all(|x| x.parse::<u32>().is_ok())).map(|w| w.join(" ")));
+    (stderr.lines().filter(|l| l.starts_with('|') || l.starts_with('+')).collect::<Vec<_>>().join("\n"), locks)
+}
+
+/// The plan is the simulator's: for one IOR command and hint set, the real
+/// run and `lanefs sim ior` (the `laptop` preset: 4 OSTs, 2 ranks a node)
+/// print the same `MPICH_MPIIO_STATS` block (aggregators, stripe-sized
+/// writes, aggregators active, sizes), place the aggregators on the same
+/// ranks and take the same locks.
+#[test]
+fn the_real_run_plans_and_locks_as_the_simulator() {
+    let ior = ["-a", "MPIIO", "-c", "-w", "-b", "1m", "-t", "256k", "-s", "2", "-N", "8", "--tasks-per-node", "2"];
+    for hints in [
+        "*:striping_factor=4:striping_unit=262144",
+        "*:striping_factor=4:striping_unit=262144:cb_nodes=2",
+        "*:striping_factor=4:striping_unit=262144:cray_cb_write_lock_mode=2:cray_cb_nodes_multiplier=2",
+        "*:striping_factor=2:striping_unit=131072:cray_cb_write_lock_mode=2:romio_lustre_cb_lock_ahead_num_extents=3",
+    ] {
+        let real: Vec<&str> = ["ior"].into_iter().chain(ior).collect();
+        let sim: Vec<&str> = ["sim", "ior", "--cluster", "laptop", "--quiet"].into_iter().chain(ior).collect();
+        let (real_stats, real_locks) = stats_and_locks(&real, hints);
+        let (sim_stats, sim_locks) = stats_and_locks(&sim, hints);
+        assert!(real_stats.contains("| MPIIO write access patterns for testFile"), "{real_stats}");
+        assert_eq!(real_stats, sim_stats, "{hints}");
+        assert!(real_locks.len() > 4, "lock figures and the placement table: {real_locks:?}");
+        assert_eq!(real_locks, sim_locks, "{hints}");
+    }
 }

@@ -210,6 +210,11 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
         &self.read.ranks
     }
 
+    /// The ranks of this file.
+    pub fn communicator(&self) -> &C {
+        &self.comm
+    }
+
     /// The hints as open resolved them (for `MPICH_MPIIO_HINTS_DISPLAY`).
     pub fn hints(&self) -> &MpiioHints {
         &self.hints

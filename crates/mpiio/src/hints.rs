@@ -9,12 +9,16 @@
 //! of surfacing as a strange aggregator count later.
 //!
 //! Decisions where MPI implementations differ or nothing is documented:
-//! - **Unknown keys are refused.** MPI lets an implementation ignore hints it
-//!   does not know, so a misspelt `cb_node=8` is silently dropped and costs a
-//!   whole benchmark run. lanefs refuses it and names the closest known hint.
-//!   Standard MPI and ROMIO hints that lanefs does not model
-//!   ([`IGNORED_HINTS`], e.g. `cb_config_list`, `romio_ds_write`) are
-//!   accepted and ignored, so portable job scripts keep working.
+//! - **Unknown keys are ignored with a warning**, as MPICH ignores hints it
+//!   does not know (an `MPI_Info` may carry hints for another layer), but
+//!   never silently: a misspelt `cb_node=8` would otherwise cost a whole
+//!   benchmark run unnoticed, so [`known_hints`] names it and the closest
+//!   known hint, and callers print that once. A bad value of a known hint
+//!   is an error naming the hint. Standard MPI and ROMIO hints that lanefs
+//!   does not model ([`IGNORED_HINTS`], e.g. `cb_config_list`,
+//!   `romio_ds_write`) are accepted without a word, so portable job
+//!   scripts run quietly. [`MpiioHints::set`] itself, the primitive,
+//!   refuses an unknown key.
 //! - **Lock mode precedence** ([`MpiioHints::write_lock_mode`]): a non-default
 //!   `cray_cb_write_lock_mode` (1 or 2) wins over the ROMIO lockahead hints,
 //!   because it is the vendor's own switch and names the mode outright;
@@ -419,11 +423,30 @@ fn glob_match(pattern: &str, text: &str) -> bool {
     pattern[p..].iter().all(|&c| c == b'*')
 }
 
+/// `pairs` without the keys lanefs does not know, and a warning naming each
+/// of those (with the closest known hint): MPICH ignores hints it does not
+/// know, and lanefs does too, but says so (see the module docs).
+pub fn known_hints(pairs: Vec<(String, String)>) -> (Vec<(String, String)>, Vec<String>) {
+    let mut warnings = Vec::new();
+    let known = pairs
+        .into_iter()
+        .filter(|(key, value)| match MpiioHints::default().set(key, value) {
+            Err(HintError::UnknownKey { key, suggestion }) => {
+                warnings.push(format!("ignoring unknown MPI-IO hint `{key}`{}", did_you_mean(&suggestion)));
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    (known, warnings)
+}
+
 /// Parses `MPICH_MPIIO_HINTS`: `pattern:key=value[:key=value...]` rules
 /// separated by commas. Empty `:` segments are skipped, so the trailing
-/// colon of `wrfrst*:cb_nodes=40:,wrfout*:...` is accepted. Every pair is
-/// checked as [`MpiioHints::set`] would, so a typo fails here, before any
-/// file is opened.
+/// colon of `wrfrst*:cb_nodes=40:,wrfout*:...` is accepted. Every value of
+/// a known hint is checked as [`MpiioHints::set`] would, so a bad one fails
+/// here, before any file is opened; unknown keys are kept, for
+/// [`known_hints`] to warn of when they apply to a file.
 pub fn parse_hint_env(spec: &str) -> Result<Vec<HintRule>, HintError> {
     parse_rules(spec, false)
 }
@@ -460,7 +483,10 @@ fn parse_rules(spec: &str, bare_pairs_allowed: bool) -> Result<Vec<HintRule>, Hi
             if key.is_empty() {
                 return Err(syntax(pair, "missing hint name before `=`"));
             }
-            MpiioHints::default().set(key, value)?;
+            match MpiioHints::default().set(key, value) {
+                Ok(()) | Err(HintError::UnknownKey { .. }) => {}
+                Err(bad) => return Err(bad),
+            }
             hints.push((key.to_string(), value.to_string()));
         }
         if hints.is_empty() {

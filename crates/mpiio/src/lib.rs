@@ -39,13 +39,14 @@ pub mod report;
 pub use collective::{CloseReport, CollectiveError, CollectiveFile, FileAccess, Striping};
 pub use comm::{CommError, Communicator, ThreadComm};
 pub use hints::{
-    display_hints, hints_for_file, parse_cli_hints, parse_hint_env, CbLockMode, CbMode, CrayLockMode, HintError,
-    HintRule, MpiioHints,
+    display_hints, hints_for_file, known_hints, parse_cli_hints, parse_hint_env, CbLockMode, CbMode, CrayLockMode,
+    HintError, HintRule, MpiioHints,
 };
 pub use plan::{
     aggregator_count, aggregator_ranks, aggregator_rule, plan_collective, read_aggregator_count, AggregatorRule,
     CollectivePlan, ExchangeMessage, LockaheadWindow, Piece, RefillPolicy, StripeWrite,
 };
 pub use report::{
-    format_read_stats, format_write_stats, format_write_timers, AggregatorsActive, MpiioStats, MpiioTimers,
+    format_aggregator_placement, format_read_stats, format_write_stats, format_write_timers, AggregatorsActive,
+    MpiioStats, MpiioTimers,
 };

@@ -310,3 +310,17 @@ pub fn format_write_timers(file: &str, writers: &[MpiioTimers], total_bytes: u64
     }
     out
 }
+
+/// `MPICH_MPIIO_AGGREGATOR_PLACEMENT_DISPLAY=1`: which rank, on which node,
+/// is each collective-buffering aggregator of `file`. Cray MPT prints a
+/// table of aggregator, rank and node id; its exact layout is unverified,
+/// so lanefs prints this one, node names as the launcher gave them.
+pub fn format_aggregator_placement(file: &str, aggregators: &[u32], node_of: impl Fn(u32) -> String) -> String {
+    let mut out = format!("Aggregator Placement for {file}\n");
+    out.push_str("   AGG      Rank  node\n");
+    out.push_str("  ----    ------  --------\n");
+    for (index, &rank) in aggregators.iter().enumerate() {
+        let _ = writeln!(out, "{index:>6}  {rank:>8}  {}", node_of(rank));
+    }
+    out
+}

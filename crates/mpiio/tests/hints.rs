@@ -88,8 +88,21 @@ fn bad_values_name_the_hint_the_value_and_what_is_accepted() {
     assert_eq!(LOCK_AHEAD_NUM_EXTENTS_MAX as usize, ADVICES_PER_CALL_MAX - 1);
 }
 
+/// As MPICH: an unknown hint is ignored, here with one warning naming it; a
+/// bad value of a known hint stays an error; standard hints pass quietly.
 #[test]
-fn unknown_keys_are_refused_with_a_suggestion_and_standard_ones_ignored() {
+fn unknown_keys_are_dropped_with_a_warning_and_bad_values_stay_errors() {
+    let pairs = |list: &[(&str, &str)]| list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+    let (known, warnings) =
+        known_hints(pairs(&[("cb_node", "8"), ("cb_config_list", "*:2"), ("striping_factor", "4")]));
+    assert_eq!(known, pairs(&[("cb_config_list", "*:2"), ("striping_factor", "4")]));
+    assert_eq!(warnings, vec!["ignoring unknown MPI-IO hint `cb_node` (did you mean `cb_nodes`?)".to_string()]);
+    let (known, _) = known_hints(pairs(&[("striping_factor", "four")]));
+    assert!(MpiioHints::from_pairs(&known).unwrap_err().to_string().contains("striping_factor"));
+}
+
+#[test]
+fn unknown_keys_are_refused_by_set_with_a_suggestion_and_standard_ones_ignored() {
     let err = MpiioHints::default().set("cb_node", "8").unwrap_err();
     assert_eq!(err, HintError::UnknownKey { key: "cb_node".into(), suggestion: Some("cb_nodes") });
     let message = err.to_string();
@@ -192,7 +205,11 @@ fn hint_spec_errors_say_what_is_wrong() {
     assert!(syntax("wrfout*:cb_nodes").contains("expected key=value"));
     assert!(syntax("wrfout*:=8").contains("missing hint name"));
     assert!(matches!(parse_hint_env("wrfout*:cb_nodes=x"), Err(HintError::BadValue { .. })));
-    assert!(matches!(parse_hint_env("a:cb_nodes=1,b:cb_ndoes=2"), Err(HintError::UnknownKey { .. })));
+    // An unknown key is kept, to be warned of when it applies to a file.
+    let rules = parse_hint_env("a:cb_nodes=1,b:cb_ndoes=2").unwrap();
+    let (known, warnings) = known_hints(hints_for_file(&rules, "b"));
+    assert!(known.is_empty());
+    assert_eq!(warnings, vec!["ignoring unknown MPI-IO hint `cb_ndoes` (did you mean `cb_nodes`?)".to_string()]);
     let message = parse_hint_env("cb_nodes=8").unwrap_err().to_string();
     assert!(message.contains("`cb_nodes=8`") && message.contains("*:key=value"), "{message}");
 }

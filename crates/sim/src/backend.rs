@@ -53,6 +53,8 @@ pub struct SimOptions {
     pub stats: bool,
     pub timers: bool,
     pub hints_display: bool,
+    /// `MPICH_MPIIO_AGGREGATOR_PLACEMENT_DISPLAY`: where the aggregators sit.
+    pub aggregator_placement_display: bool,
     /// Show a progress bar on stderr (runs longer than a second).
     pub progress: bool,
 }
@@ -174,6 +176,7 @@ impl SimBackend {
         let stats = self.opts.stats;
         let timers = self.opts.timers;
         let display = self.opts.hints_display || p.show_hints;
+        let placement = self.opts.aggregator_placement_display;
         let file_name = p.test_file.clone();
         self.with_state(p, |st| {
             if write {
@@ -201,6 +204,13 @@ impl SimBackend {
                 let avail = coll.as_ref().map_or(0, |c| c.aggregators.len() as u32);
                 let shown = h.resolved(stripe_count, stripe_size, avail);
                 eprint!("{}", lanefs_mpiio::hints::display_hints(&file_name, &shown));
+            }
+            if placement && rep == 0 && write {
+                if let Some(c) = &coll {
+                    let per_node = st.job.ranks_per_node.max(1);
+                    let node = |rank: u32| format!("nid{:05}", rank / per_node);
+                    eprint!("{}", mreport::format_aggregator_placement(&file_name, &c.aggregators, node));
+                }
             }
             let spec = PhaseSpec {
                 write,

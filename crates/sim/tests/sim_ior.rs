@@ -20,6 +20,7 @@ fn opts(cluster: &str) -> SimOptions {
         stats: false,
         timers: false,
         hints_display: false,
+        aggregator_placement_display: false,
         progress: false,
     }
 }
