@@ -84,6 +84,7 @@ bench: build
 	python3 bench/fs.py
 	python3 bench/trust.py
 	python3 bench/mount.py
+	python3 bench/mpiio.py
 	$(CARGO) bench --locked -p lanefs-sim --bench queue
 	python3 bench/sim.py
 

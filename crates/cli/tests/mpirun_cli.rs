@@ -95,3 +95,27 @@ fn a_rank_killed_mid_run_fails_the_job_without_a_hang() {
     assert!(!status.success(), "the job must fail: {stderr}");
     assert!(stderr.contains("signal 9") || stderr.contains("Killed") || stderr.contains("exited"), "{stderr}");
 }
+
+/// Several hosts on one machine (`bench/netns.sh`): the MDS and OSS in one
+/// network namespace, on TCP with a cluster key; 4 ranks in two others,
+/// launched there by mpirun; collective MPI-IO with lockahead, each rank
+/// reading back what a rank of the other host wrote. Needs root (to make
+/// namespaces); elsewhere it says so and passes.
+#[test]
+fn ranks_on_two_hosts_and_the_servers_on_a_third() {
+    // SAFETY: geteuid has no preconditions and touches no memory.
+    if unsafe { libc::geteuid() } != 0 || Command::new("ip").arg("-V").output().is_err() {
+        eprintln!("skipped: network namespaces as hosts need root and iproute2");
+        return;
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/netns.sh");
+    let out = Command::new("sh").arg(script).arg(env!("CARGO_BIN_EXE_lanefs")).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("nodes               : 2") && stdout.contains("tasks               : 4"), "{stdout}");
+    assert!(stdout.contains("\nwrite ") && stdout.contains("\nread "), "{stdout}");
+    // The aggregators sit on both rank hosts (named lfs<pid>a and lfs<pid>b).
+    let hosts: std::collections::BTreeSet<&str> =
+        stderr.lines().filter_map(|l| l.split_whitespace().nth(2)).filter(|h| h.starts_with("lfs")).collect();
+    assert_eq!(hosts.len(), 2, "aggregators on two hosts: {stderr}");
+}
