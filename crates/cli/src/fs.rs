@@ -150,20 +150,9 @@ fn parse_owner(s: &str) -> Result<(Option<u32>, Option<u32>)> {
     Ok((uid, gid))
 }
 
-/// `4m`, `64k`, `1g`, `1048576`.
+/// `4m`, `64k`, `1g`, `1048576`: IOR's sizes, as every command reads them.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (digits, shift) = match t.chars().last().map(|c| c.to_ascii_lowercase()) {
-        Some('k') => (&t[..t.len() - 1], 10),
-        Some('m') => (&t[..t.len() - 1], 20),
-        Some('g') => (&t[..t.len() - 1], 30),
-        Some('t') => (&t[..t.len() - 1], 40),
-        _ => (t, 0),
-    };
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size; use a number with an optional k, m, g or t suffix"))?;
-    n.checked_mul(1 << shift).ok_or_else(|| format!("{s:?} is too large"))
+    lanefs_ior::parse_size(s)
 }
 
 pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {

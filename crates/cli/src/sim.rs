@@ -123,21 +123,7 @@ fn env_flag(name: &str) -> bool {
 }
 
 fn parse_size(text: &str, option: &str) -> Result<u64> {
-    let t = text.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m = match c.to_ascii_lowercase() {
-                'k' => 1u64 << 10,
-                'm' => 1 << 20,
-                'g' => 1 << 30,
-                _ => bail!("{option}={text}: unknown unit {c:?}; use k, m or g (e.g. 1m)"),
-            };
-            (&t[..i], m)
-        }
-        _ => (t, 1),
-    };
-    let n: u64 = num.parse().map_err(|_| anyhow!("{option}={text}: not a size; write e.g. 1m or 4194304"))?;
-    n.checked_mul(mult).ok_or_else(|| anyhow!("{option}={text}: too large"))
+    lanefs_ior::parse_size(text).map_err(|message| anyhow!("{option}={text}: {message}"))
 }
 
 fn ior(mut args: Vec<String>) -> Result<()> {

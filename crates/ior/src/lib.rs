@@ -51,7 +51,7 @@ pub use model::{check_params as model_check_params, PhaseModel};
 pub use offsets::{
     offsets, pretend_rank, read_rank_offset, test_file_name, transfer_offset, write_check_rank_offset, NodeMapping,
 };
-pub use options::parse_args;
+pub use options::{parse_args, parse_size};
 pub use output::IOR_VERSION;
 pub use params::{IorParams, SummaryFormat, NUM_TASKS_MAX, NUM_TASK_THREADS_MAX};
 pub use posix::PosixBackend;

@@ -331,7 +331,7 @@ fn positional_error(args: &[String], index: usize) -> IorError {
 /// Apply one option; `shown` is how the option reads in an error message.
 fn apply(params: &mut IorParams, key: Key, value: Option<&str>, shown: &str) -> Result<(), IorError> {
     let text = || value.unwrap_or_default();
-    let size = || parse_size(text(), shown);
+    let size = || size_option(text(), shown);
     let count = |min: u64, max: u64| parse_count(text(), shown, min, max);
     match key {
         Key::Api => params.api = non_empty(text(), shown)?.to_string(),
@@ -496,8 +496,19 @@ pub fn parse_int(text: &str) -> Result<i64, String> {
     number.checked_mul(1i64 << shift).ok_or_else(|| format!("'{text}' is too large"))
 }
 
-/// A size in bytes (non-negative).
-fn parse_size(text: &str, shown: &str) -> Result<u64, IorError> {
+/// A size in bytes as IOR reads one (`4m`, `64k`, `1g`, `2t`, or bytes;
+/// base 2): the size parser of every lanefs command, so that a size means
+/// the same wherever it is typed.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    match parse_int(text) {
+        Ok(n) if n >= 0 => Ok(n as u64),
+        Ok(_) => Err(format!("'{}' must not be negative", text.trim())),
+        Err(message) => Err(message),
+    }
+}
+
+/// [`parse_size`] of option `shown`.
+fn size_option(text: &str, shown: &str) -> Result<u64, IorError> {
     match parse_int(text) {
         Ok(n) if n >= 0 => Ok(n as u64),
         Ok(_) => Err(IorError::option(shown, "must not be negative")),
@@ -506,7 +517,7 @@ fn parse_size(text: &str, shown: &str) -> Result<u64, IorError> {
 }
 
 fn parse_count(text: &str, shown: &str, min: u64, max: u64) -> Result<u64, IorError> {
-    let n = parse_size(text, shown)?;
+    let n = size_option(text, shown)?;
     if n < min || n > max {
         return Err(IorError::option(shown, format!("must be between {min} and {max}")));
     }
@@ -617,6 +628,10 @@ mod tests {
         assert!(parse_int("1.5m").is_err());
         assert!(parse_int("m").is_err());
         assert!(parse_int("4mb").is_err());
+        // The commands' size parser: the same sizes, never negative.
+        assert_eq!(parse_size(" 64K "), Ok(64 << 10));
+        assert_eq!(parse_size("-1").unwrap_err(), "'-1' must not be negative");
+        assert!(parse_size("12x").unwrap_err().contains("suffix"));
     }
 
     #[test]

@@ -201,11 +201,12 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
         })
     }
 
-    /// The number of aggregators of collective writes.
+    /// The rank of each aggregator of collective writes, by aggregator index.
     pub fn write_aggregators(&self) -> &[u32] {
         &self.write.ranks
     }
 
+    /// The rank of each aggregator of collective reads, by aggregator index.
     pub fn read_aggregators(&self) -> &[u32] {
         &self.read.ranks
     }
