@@ -6,8 +6,8 @@
 //! checked. `--harness` runs the same comparison on the deterministic
 //! harness instead (counts only, exactly reproducible).
 
-use crate::ior_lanefs::LanefsBackend;
 use anyhow::{bail, Context, Result};
+use lanefs_backends::lanefs::LanefsBackend;
 use lanefs_core::harness::demo::{self, DemoConfig, DemoRun};
 use lanefs_ior::{Backend, IorSummary};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};

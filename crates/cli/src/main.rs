@@ -5,10 +5,7 @@
 mod daemons;
 mod demo;
 mod fs;
-mod ior_job;
-mod ior_lanefs;
-mod ior_mpiio;
-mod ior_ranks;
+mod ior;
 mod lockscript;
 mod mount;
 mod sim;
@@ -320,9 +317,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Key(KeyCommand::Issue { ca, server, name, out }) => {
             daemons::key_issue(&ca, server, name.as_deref(), &out)
         }
-        Command::Ior { args } => ior_lanefs::main(args, cli.target.mds, cli.target.key),
+        Command::Ior { args } => ior::main(args, cli.target.mds, cli.target.key),
         Command::IorRank { mds, rank, buffer, args } => {
-            ior_ranks::child_main(&mds, cli.target.key.as_deref(), rank, &buffer, &args)
+            lanefs_backends::ranks::serve_rank(&mds, cli.target.key.as_deref(), rank, &buffer, &args)
         }
         Command::Sim { args } => sim::main(args),
         Command::Mount(args) => mount::mount(args, &cli.target),

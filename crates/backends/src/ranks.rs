@@ -15,7 +15,7 @@
 //! operation with an error that names the rank; the front end then stops
 //! every rank, as for any I/O error.
 
-use crate::ior_lanefs::{backend_error, client_options, LanefsRank, Totals};
+use crate::lanefs::{backend_error, client_options, LanefsRank, Totals};
 use anyhow::{bail, Context, Result};
 use bincode::Options;
 use lanefs_ior::{IorError, IorParams, RankIo};
@@ -66,7 +66,7 @@ pub enum RankReply {
 }
 
 /// The launcher's side of one rank process.
-pub struct ProcessRank<'a> {
+pub(crate) struct ProcessRank<'a> {
     totals: &'a Mutex<Totals>,
     child: Child,
     /// `None` once the rank has been told to end.
@@ -90,7 +90,7 @@ fn buffer_dir() -> PathBuf {
 impl<'a> ProcessRank<'a> {
     /// Start rank `rank` of a run of `ior_args` against the MDS at `mds`,
     /// with the key file `key` (TCP clusters).
-    pub fn spawn(
+    pub(crate) fn spawn(
         rank: u32,
         mds: &str,
         key: Option<&Path>,
@@ -222,7 +222,7 @@ impl Drop for ProcessRank<'_> {
 
 /// `lanefs ior-rank`: one rank's process. Serves the launcher's requests
 /// on stdin/stdout until `Finish` or end of input.
-pub fn child_main(mds: &str, key: Option<&Path>, rank: u32, buffer: &Path, ior_args: &[String]) -> Result<()> {
+pub fn serve_rank(mds: &str, key: Option<&Path>, rank: u32, buffer: &Path, ior_args: &[String]) -> Result<()> {
     let p = lanefs_ior::parse_args(ior_args).context("the IOR options given to a rank process")?;
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -232,7 +232,7 @@ pub fn child_main(mds: &str, key: Option<&Path>, rank: u32, buffer: &Path, ior_a
     // SAFETY: see `ProcessRank::spawn`: the launcher and this process take turns.
     let mut shared = unsafe { MmapMut::map_mut(&file) }.context("mapping the transfer buffer")?;
     let mut options = client_options(&p).map_err(|e| anyhow::anyhow!("{e}"))?;
-    options.key = crate::fs::load_key(key)?;
+    options.key = key.map(lanefs_net::auth::ClusterKey::load).transpose()?;
     let client = Client::connect(mds, options)?;
     let totals = Mutex::new(Totals::default());
     let mut io = LanefsRank::new(&totals, rank, client, &p).map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -1,7 +1,5 @@
-//! `lanefs ior`: IOR's front end (lanefs-ior) with the LANEFS backend, which
-//! runs each rank as its own lanefs client, on a cluster given with
-//! `--cluster ADDR` (or `--mds`, `LANEFS_MDS`; on TCP with its key,
-//! `--key FILE` or `LANEFS_KEY`) or on an embedded one.
+//! IOR's LANEFS backend: each rank is its own lanefs client, on the
+//! cluster whose MDS the backend is given.
 //!
 //! Module options (`--lanefs.NAME=VALUE`):
 //! * `lock-mode=default|noexpand|lockahead|group`: default is Lustre's
@@ -27,17 +25,14 @@
 //!   `obd_timeout`, 100 s by default); clients ping every quarter of it;
 //! * `ranks=threads|processes`: how `-N` ranks run. Either way each rank is
 //!   its own client; with `processes` each client lives in a process of its
-//!   own (see `ior_ranks`), as under `mpirun`.
+//!   own (see `crate::ranks`), as under `mpirun`.
 
-use crate::ior_mpiio::MpiioBackend;
-use crate::ior_ranks::ProcessRank;
-use anyhow::{bail, Result};
+use crate::ranks::ProcessRank;
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode, ADVICES_PER_CALL_MAX};
-use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, ModuleOption, PosixBackend, RankIo};
+use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, ModuleOption, RankIo};
 use lanefs_mds::{Access, CreateMode, FileKind, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::auth::ClusterKey;
 use lanefs_net::client::{process_umask, Client, ClientOptions, File, NetError};
-use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::proto::OstStats;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -188,7 +183,7 @@ impl LanefsBackend {
 
     /// A backend that only names itself and its options (for `-h`); it is
     /// connected to nothing, so it must not run a test.
-    fn offline() -> Self {
+    pub fn offline() -> Self {
         LanefsBackend {
             mds: String::new(),
             key: None,
@@ -225,7 +220,7 @@ impl LanefsBackend {
 }
 
 /// IOR's default `-o testFile` is relative: lanefs paths start at its root.
-pub(crate) fn absolute(path: &str) -> String {
+pub fn absolute(path: &str) -> String {
     if path.starts_with('/') {
         path.to_string()
     } else {
@@ -252,7 +247,7 @@ fn stripe(p: &IorParams) -> Result<StripeSpec, IorError> {
         };
     let size = match p.module_value("lanefs.stripe-size") {
         None => None,
-        Some(v) => Some(crate::fs::parse_size(v).map_err(|m| option_error("stripe-size", m))?),
+        Some(v) => Some(lanefs_ior::parse_size(v).map_err(|m| option_error("stripe-size", m))?),
     };
     Ok(StripeSpec { count, size, start_ost: None })
 }
@@ -479,106 +474,14 @@ impl Drop for LanefsRank<'_> {
     }
 }
 
-/// Where `lanefs ior` runs: an existing cluster, or one started for the run.
-pub enum Where {
-    Cluster(String),
-    Embedded(Box<LocalCluster>),
-}
-
-impl Where {
-    pub fn mds(&self) -> String {
-        match self {
-            Where::Cluster(a) => a.clone(),
-            Where::Embedded(c) => c.mds_address(),
-        }
-    }
-}
-
-/// Pull `NAME VALUE` / `NAME=VALUE` (`--cluster ADDR`, `--key FILE`) out of
-/// IOR's arguments; `example` is what the value looks like.
-fn take_option(args: &mut Vec<String>, name: &str, example: &str) -> Result<Option<String>> {
-    let mut found = None;
-    let mut i = 0;
-    let prefix = format!("{name}=");
-    while i < args.len() {
-        if args[i] == name {
-            if i + 1 >= args.len() {
-                bail!("{name} needs a value, e.g. {name} {example}");
-            }
-            found = Some(args.remove(i + 1));
-            args.remove(i);
-        } else if let Some(v) = args[i].strip_prefix(&prefix) {
-            found = Some(v.to_string());
-            args.remove(i);
-        } else {
-            i += 1;
-        }
-    }
-    Ok(found)
-}
-
-pub(crate) fn embedded_osts(args: &[String]) -> Result<u32> {
+/// The OSTs of an embedded cluster: `--lanefs.osts=N` (default 4).
+pub fn embedded_osts(args: &[String]) -> Result<u32, String> {
     for a in args {
         if let Some(v) = a.strip_prefix("--lanefs.osts=") {
-            return v.parse().map_err(|_| anyhow::anyhow!("--lanefs.osts={v}: give a number of OSTs, e.g. 4"));
+            return v.parse().map_err(|_| format!("--lanefs.osts={v}: give a number of OSTs, e.g. 4"));
         }
     }
     Ok(4)
-}
-
-fn uses_lanefs(args: &[String]) -> bool {
-    [NAME, "MPIIO"].iter().any(|name| {
-        args.windows(2).any(|w| w[0] == "-a" && w[1].eq_ignore_ascii_case(name))
-            || args.iter().any(|a| {
-                a.eq_ignore_ascii_case(&format!("-a{name}")) || a.eq_ignore_ascii_case(&format!("--api={name}"))
-            })
-    })
-}
-
-/// `lanefs ior ARGS`: exit code as IOR's (1 when data checks failed).
-pub fn main(mut args: Vec<String>, mds: Option<String>, key: Option<PathBuf>) -> Result<()> {
-    let cluster = take_option(&mut args, "--cluster", "127.0.0.1:9400")?.or(mds);
-    let key = take_option(&mut args, "--key", "/tmp/lanefs/keys/client.pem")?.map(PathBuf::from).or(key);
-    let posix = PosixBackend;
-    let mut out = std::io::stdout();
-    if args.iter().any(|a| a == "-h" || a == "--help") {
-        // Help lists every backend's options; no cluster is needed for that.
-        let lanefs = LanefsBackend::offline();
-        let mpiio = MpiioBackend::new(&lanefs);
-        let code = lanefs_ior::main_with(&args, &[&posix, &lanefs, &mpiio], &mut out)?;
-        if code != 0 {
-            bail!("IOR exited with code {code}");
-        }
-        return Ok(());
-    }
-    if crate::ior_job::under_mpirun() {
-        return crate::ior_job::main(args, cluster, key);
-    }
-    let code = if uses_lanefs(&args) {
-        let mut credentials = None;
-        let place = match cluster {
-            Some(a) => {
-                if let Some(path) = key {
-                    let loaded = ClusterKey::load(&path)?;
-                    credentials = Some((path, loaded));
-                }
-                Where::Cluster(a)
-            }
-            None => {
-                let config = LocalClusterConfig { osts: embedded_osts(&args)?, ..Default::default() };
-                Where::Embedded(Box::new(LocalCluster::start(config)?))
-            }
-        };
-        let lanefs = LanefsBackend::new(place.mds(), credentials, args.clone())?;
-        let mpiio = MpiioBackend::new(&lanefs);
-        lanefs_ior::main_with(&args, &[&posix, &lanefs, &mpiio], &mut out)?
-    } else {
-        lanefs_ior::main_with(&args, &[&posix], &mut out)?
-    };
-    if code != 0 {
-        bail!("IOR found incorrect data (exit code {code})");
-    }
-    Ok(())
 }
 
 #[cfg(test)]

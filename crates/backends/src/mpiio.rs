@@ -13,10 +13,10 @@
 //! `..._HINTS_DISPLAY=1` (or their `MPICH_` names) print Cray's blocks on
 //! stderr at each close, with every timer measured on the run.
 //!
-//! Under `mpirun` (`ior_job`), each process is one rank and the job's
+//! Under `mpirun` (`job`), each process is one rank and the job's
 //! communicator (`MpiComm`, Open MPI) carries the collective exchange.
 
-use crate::ior_lanefs::{absolute, backend_error, LanefsBackend};
+use crate::lanefs::{absolute, backend_error, LanefsBackend};
 use lanefs_core::client::ladvise::Advice;
 use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, RankIo};
 use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};

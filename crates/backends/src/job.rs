@@ -22,7 +22,7 @@ pub fn under_mpirun() -> bool {
 }
 
 #[cfg(not(feature = "mpi"))]
-pub fn main(_args: Vec<String>, _cluster: Option<String>, _key: Option<std::path::PathBuf>) -> Result<()> {
+pub fn run(_args: Vec<String>, _cluster: Option<String>, _key: Option<std::path::PathBuf>) -> Result<()> {
     anyhow::bail!(
         "this lanefs was built without MPI, so it cannot run as a rank of mpirun: build it with `make build` \
          (as root it installs Open MPI's headers and libclang) or `cargo build --release --features mpi`, \
@@ -31,9 +31,9 @@ pub fn main(_args: Vec<String>, _cluster: Option<String>, _key: Option<std::path
 }
 
 #[cfg(feature = "mpi")]
-pub fn main(args: Vec<String>, cluster: Option<String>, key: Option<std::path::PathBuf>) -> Result<()> {
-    use crate::ior_lanefs::{embedded_osts, LanefsBackend};
-    use crate::ior_mpiio::MpiioBackend;
+pub fn run(args: Vec<String>, cluster: Option<String>, key: Option<std::path::PathBuf>) -> Result<()> {
+    use crate::lanefs::{embedded_osts, LanefsBackend};
+    use crate::mpiio::MpiioBackend;
     use anyhow::{anyhow, bail};
     use lanefs_ior::PosixBackend;
     use lanefs_mpiio::comm::MpiComm;
@@ -62,7 +62,10 @@ pub fn main(args: Vec<String>, cluster: Option<String>, key: Option<std::path::P
                     bail!("the ranks run on several hosts: give --cluster ADDR of a file system they all reach");
                 }
                 let address = if comm.rank() == 0 {
-                    let config = LocalClusterConfig { osts: embedded_osts(&args)?, ..Default::default() };
+                    let config = LocalClusterConfig {
+                        osts: embedded_osts(&args).map_err(anyhow::Error::msg)?,
+                        ..Default::default()
+                    };
                     let started = LocalCluster::start(config)?;
                     let address = started.mds_address();
                     embedded = Some(started);
