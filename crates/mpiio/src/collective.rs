@@ -43,8 +43,7 @@
 use crate::comm::{decode_u64s, encode_u64s, CommError, Communicator};
 use crate::hints::{CbLockMode, CbMode, MpiioHints};
 use crate::plan::{
-    aggregator_count, aggregator_ranks, plan_collective, read_aggregator_count, CollectivePlan, LockaheadWindow, Piece,
-    RefillPolicy,
+    aggregator_count, aggregator_ranks, plan_collective, read_aggregator_count, CollectiveLocks, CollectivePlan, Piece,
 };
 use crate::report::{MpiioStats, MpiioTimers};
 use lanefs_core::client::ladvise::{Advice, AheadMode};
@@ -57,10 +56,6 @@ pub const CLEARING_GROUP_ID: u64 = u64::MAX;
 
 /// The group id aggregators share in lock mode 1.
 pub const AGGREGATORS_GROUP_ID: u64 = 1;
-
-/// How many locked stripes an aggregator keeps ahead before it asks for
-/// its next window (the simulator's `refill_low_water`).
-pub const REFILL_LOW_WATER_STRIPES: u32 = 1;
 
 /// One rank's handle on the file, as two-phase I/O uses it.
 pub trait FileAccess {
@@ -114,24 +109,15 @@ struct Aggregators {
     ranks: Vec<u32>,
     /// This rank's index, if it is one.
     mine: Option<u32>,
-    lock: CbLockMode,
-    window: Option<LockaheadWindow>,
+    /// Their lock requests (this rank makes those of its own index).
+    locks: CollectiveLocks,
 }
 
 impl Aggregators {
-    fn new(comm: &dyn Communicator, avail: u32, lock: CbLockMode, stripe_size: u64) -> Aggregators {
+    fn new(comm: &dyn Communicator, avail: u32, lock: CbLockMode, ahead: AheadMode, stripe_size: u64) -> Aggregators {
         let ranks = aggregator_ranks(avail, comm.size(), comm.ranks_per_node());
         let mine = ranks.iter().position(|&r| r == comm.rank()).map(|i| i as u32);
-        let window = mine.and_then(|a| {
-            let refill = match lock {
-                CbLockMode::Lockahead { num_extents, .. } if num_extents > 1 => {
-                    RefillPolicy::LowWater { remaining_stripes: REFILL_LOW_WATER_STRIPES.min(num_extents - 1) }
-                }
-                _ => RefillPolicy::OnMiss,
-            };
-            LockaheadWindow::for_mode(lock, a, avail, stripe_size, refill)
-        });
-        Aggregators { ranks, mine, lock, window }
+        Aggregators { ranks, mine, locks: CollectiveLocks::new(lock, ahead, avail, stripe_size) }
     }
 
     fn avail(&self) -> u32 {
@@ -149,8 +135,6 @@ pub struct CollectiveFile<C: Communicator, F: FileAccess> {
     read: Aggregators,
     /// Lock mode 1: the aggregators' group lock is held.
     group_held: bool,
-    /// Lockahead: the whole-file group lock was taken and dropped.
-    cleared: bool,
     write_stats: MpiioStats,
     read_stats: MpiioStats,
     timers: MpiioTimers,
@@ -176,8 +160,9 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
         let nodes = comm.size().div_ceil(comm.ranks_per_node());
         let write_avail = aggregator_count(comm.size(), nodes, striping.stripe_count, hints);
         let read_avail = read_aggregator_count(comm.size(), nodes, striping.stripe_count, hints);
-        let write = Aggregators::new(&comm, write_avail, hints.write_lock_mode(), striping.stripe_size);
-        let read = Aggregators::new(&comm, read_avail, hints.read_lock_mode(), striping.stripe_size);
+        let write =
+            Aggregators::new(&comm, write_avail, hints.write_lock_mode(), AheadMode::Write, striping.stripe_size);
+        let read = Aggregators::new(&comm, read_avail, hints.read_lock_mode(), AheadMode::Read, striping.stripe_size);
         let rank = comm.rank();
         let io = |operation: &'static str| move |reason: String| CollectiveError::Io { rank, operation, reason };
         if hints.lockahead_at_open() {
@@ -194,7 +179,6 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
             write,
             read,
             group_held: false,
-            cleared: false,
             timers: MpiioTimers::default(),
             write_span: None,
             wrote: false,
@@ -290,15 +274,10 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
         }
         let plan = plan_collective(&requests, self.striping.stripe_size, self.write.avail());
         self.write_stats.record_collective_write(&plan, u64::from(comm.size()));
-        let end = plan.writes().iter().map(|w| w.end).max().unwrap_or(0);
-        if let Some(window) = self.write.window.as_mut() {
-            window.limit_to(end);
-        }
-        if matches!(self.write.lock, CbLockMode::Lockahead { .. }) && !self.cleared {
+        if self.write.locks.begin_call(&plan) {
             // Before the first lockahead, aggregator 0 takes and drops a
             // whole-file group lock: every lock cached on the file is
             // called back, so none stands in the way of the lockahead.
-            self.cleared = true;
             if self.write.mine == Some(0) {
                 let cleared =
                     self.file.group_lock(CLEARING_GROUP_ID).and_then(|()| self.file.group_unlock(CLEARING_GROUP_ID));
@@ -308,7 +287,7 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
             }
             comm.barrier()?;
         }
-        if self.write.lock == CbLockMode::Group && self.write.mine.is_some() && !self.group_held {
+        if self.write.locks.mode() == CbLockMode::Group && self.write.mine.is_some() && !self.group_held {
             self.file
                 .group_lock(AGGREGATORS_GROUP_ID)
                 .map_err(self.io_error("group lock"))
@@ -354,15 +333,10 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
                 *cursor += len;
             }
             t.lap(Phase::Exchange);
-            if let Some(window) = self.write.window.as_mut() {
-                if window.needs_refill(write.start) {
-                    let CbLockMode::Lockahead { flags, .. } = self.write.lock else {
-                        unreachable!("a window is lockahead")
-                    };
-                    let advices = window.refill_advices(write.start, AheadMode::Write, flags);
-                    if !advices.is_empty() {
-                        self.file.lock_ahead(&advices).map_err(self.io_error("lockahead")).map_err(|e| self.fail(e))?;
-                    }
+            if self.write.locks.uses_lockahead() {
+                let advices = self.write.locks.before_io(a, write.start);
+                if !advices.is_empty() {
+                    self.file.lock_ahead(&advices).map_err(self.io_error("lockahead")).map_err(|e| self.fail(e))?;
                 }
                 t.lap(Phase::LockMode);
             }
@@ -378,7 +352,7 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
         add(&mut timers.exchange_write, t.exchange);
         add(&mut timers.data_send, t.data_send);
         add(&mut timers.file_write, t.file_write);
-        if self.write.window.is_some() {
+        if self.write.locks.uses_lockahead() {
             add(timers.lock_mode.get_or_insert(Duration::ZERO), t.lock_mode);
         }
         self.write_span = Some((self.write_span.map_or(entered, |(first, _)| first), left));
@@ -399,26 +373,15 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
         }
         let plan = plan_collective(&requests, self.striping.stripe_size, self.read.avail());
         self.read_stats.record_collective_read(&plan, u64::from(comm.size()));
-        let end = plan.writes().iter().map(|w| w.end).max().unwrap_or(0);
-        if let Some(window) = self.read.window.as_mut() {
-            window.limit_to(end);
-        }
+        self.read.locks.begin_call(&plan);
         let mine = my_pieces(&plan, comm.rank());
         for round in plan.busy_rounds().collect::<Vec<_>>() {
             let mut to = vec![Vec::new(); comm.size() as usize];
             let own = self.read.mine.and_then(|a| plan.round_writes(round).iter().find(|w| w.aggregator == a));
             if let Some(stripe) = own {
-                if let Some(window) = self.read.window.as_mut() {
-                    if window.needs_refill(stripe.start) {
-                        let CbLockMode::Lockahead { flags, .. } = self.read.lock else { unreachable!("lockahead") };
-                        let advices = window.refill_advices(stripe.start, AheadMode::Read, flags);
-                        if !advices.is_empty() {
-                            self.file
-                                .lock_ahead(&advices)
-                                .map_err(self.io_error("lockahead"))
-                                .map_err(|e| self.fail(e))?;
-                        }
-                    }
+                let advices = self.read.locks.before_io(stripe.aggregator, stripe.start);
+                if !advices.is_empty() {
+                    self.file.lock_ahead(&advices).map_err(self.io_error("lockahead")).map_err(|e| self.fail(e))?;
                 }
                 let mut buffer = vec![0u8; (stripe.end - stripe.start) as usize];
                 self.file

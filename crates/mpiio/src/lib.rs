@@ -44,7 +44,7 @@ pub use hints::{
 };
 pub use plan::{
     aggregator_count, aggregator_ranks, aggregator_rule, plan_collective, read_aggregator_count, AggregatorRule,
-    CollectivePlan, ExchangeMessage, LockaheadWindow, Piece, RefillPolicy, StripeWrite,
+    CollectiveLocks, CollectivePlan, ExchangeMessage, LockaheadWindow, Piece, RefillPolicy, StripeWrite,
 };
 pub use report::{
     format_aggregator_placement, format_read_stats, format_write_stats, format_write_timers, AggregatorsActive,

@@ -602,6 +602,83 @@ impl LockaheadWindow {
     }
 }
 
+/// How many locked stripes an aggregator keeps ahead before it asks for
+/// its next window.
+pub const REFILL_LOW_WATER_STRIPES: u32 = 1;
+
+/// The lock requests of one file's collective writes (or reads), as Cray's
+/// lock modes make them, for every aggregator: whether the whole-file group
+/// lock must clear the way before the first lockahead, and which stripes
+/// each aggregator asks for before it writes. One schedule for both worlds:
+/// the real run's `CollectiveFile` and the simulator's event loop ask it the
+/// same questions in the same order, so they send the same lock requests.
+#[derive(Clone, Debug)]
+pub struct CollectiveLocks {
+    mode: CbLockMode,
+    ahead: AheadMode,
+    /// One per aggregator index; empty unless the mode is lockahead.
+    windows: Vec<LockaheadWindow>,
+    /// The whole-file group lock before lockahead was taken and dropped.
+    cleared: bool,
+}
+
+impl CollectiveLocks {
+    /// The schedule of `avail` aggregators in lock mode `mode`, for writes
+    /// (`AheadMode::Write`) or reads (`AheadMode::Read`). A window is
+    /// refilled while [`REFILL_LOW_WATER_STRIPES`] locked stripes are still
+    /// ahead (ROMIO refills only on a miss, which a window of one extent
+    /// still does).
+    pub fn new(mode: CbLockMode, ahead: AheadMode, avail: u32, stripe_size: u64) -> Self {
+        let windows = match mode {
+            CbLockMode::Lockahead { num_extents, .. } => {
+                let refill = if num_extents > 1 {
+                    RefillPolicy::LowWater { remaining_stripes: REFILL_LOW_WATER_STRIPES.min(num_extents - 1) }
+                } else {
+                    RefillPolicy::OnMiss
+                };
+                (0..avail).map(|a| LockaheadWindow::new(a, avail, stripe_size, num_extents, refill)).collect()
+            }
+            CbLockMode::Default | CbLockMode::Group => Vec::new(),
+        };
+        CollectiveLocks { mode, ahead, windows, cleared: false }
+    }
+
+    pub fn mode(&self) -> CbLockMode {
+        self.mode
+    }
+
+    pub fn uses_lockahead(&self) -> bool {
+        !self.windows.is_empty()
+    }
+
+    /// A call with `plan` begins: windows reach no further than its last
+    /// byte (ROMIO asks for `num_extents` stripes whatever the file's size).
+    /// True when aggregator 0 must first take and drop a whole-file group
+    /// lock, which calls back every lock cached on the file: before the
+    /// first lockahead write (ROMIO does it at open).
+    pub fn begin_call(&mut self, plan: &CollectivePlan) -> bool {
+        let end = plan.writes().iter().map(|w| w.end).max().unwrap_or(0);
+        for window in &mut self.windows {
+            window.limit_to(end);
+        }
+        let clear = self.uses_lockahead() && self.ahead == AheadMode::Write && !self.cleared;
+        self.cleared |= clear;
+        clear
+    }
+
+    /// Before aggregator `aggregator` writes (or reads) its stripe at
+    /// `offset`: the lockahead advices to send first (none in other modes,
+    /// or while its window holds enough stripes ahead).
+    pub fn before_io(&mut self, aggregator: u32, offset: u64) -> Vec<Advice> {
+        let CbLockMode::Lockahead { flags, .. } = self.mode else { return Vec::new() };
+        let ahead = self.ahead;
+        match self.windows.get_mut(aggregator as usize) {
+            Some(window) if window.needs_refill(offset) => window.refill_advices(offset, ahead, flags),
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// Asynchronous lockahead advices for file extents, flags `flags | LF_ASYNC`.
 pub fn lockahead_advices(extents: &[Extent], mode: AheadMode, flags: u32) -> Vec<Advice> {
     extents

@@ -689,3 +689,29 @@ fn a_limited_window_locks_only_the_announced_data() {
     let got: Vec<u64> = w.refill(13 * mib).iter().map(|e| e.start / mib).collect();
     assert_eq!(got, vec![13, 17]);
 }
+
+/// The lock schedule both worlds ask: the whole-file group lock once, before
+/// the first lockahead write call (never for reads); each aggregator's
+/// window covers its own stripes, no further than the call's last byte.
+#[test]
+fn collective_locks_clear_once_and_lock_only_the_aggregators_stripes_of_the_call() {
+    let mib = 1u64 << 20;
+    let h = hints(&[("cray_cb_write_lock_mode", "2"), ("romio_lustre_cb_lock_ahead_num_extents", "8")]);
+    let mut locks = CollectiveLocks::new(h.write_lock_mode(), AheadMode::Write, 4, mib);
+    // 8 ranks write 1 MiB each, one after the other: stripes 0..8.
+    let requests: Vec<(u32, u64, u64)> = (0..8).map(|r| (r, u64::from(r) * mib, mib)).collect();
+    let plan = plan_collective(&requests, mib, 4);
+    assert!(locks.begin_call(&plan), "the first call clears the file");
+    let advices = locks.before_io(1, mib);
+    let stripes: Vec<u64> = advices.iter().map(|a| a.start / mib).collect();
+    assert_eq!(stripes, vec![1, 5], "aggregator 1's stripes of this call, not 8 of them");
+    assert!(locks.before_io(1, 5 * mib).is_empty(), "its window already holds stripe 5");
+    let next: Vec<(u32, u64, u64)> = (0..8).map(|r| (r, (8 + u64::from(r)) * mib, mib)).collect();
+    assert!(!locks.begin_call(&plan_collective(&next, mib, 4)), "cleared once");
+    assert_eq!(locks.before_io(1, 9 * mib).iter().map(|a| a.start / mib).collect::<Vec<_>>(), vec![9, 13]);
+
+    let mut reads = CollectiveLocks::new(h.write_lock_mode(), AheadMode::Read, 4, mib);
+    assert!(!reads.begin_call(&plan), "reads never take the clearing group lock");
+    let none = CollectiveLocks::new(hints(&[]).write_lock_mode(), AheadMode::Write, 4, mib);
+    assert!(!none.uses_lockahead());
+}

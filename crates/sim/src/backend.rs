@@ -20,14 +20,14 @@
 //! application), then `--hints` (the command line has the last word).
 
 use crate::config::ClusterConfig;
-use crate::job::{CollLock, Collective, Job, PhaseSpec, RankResult, SimError};
+use crate::job::{Collective, Job, PhaseSpec, RankResult, SimError};
 use crate::model::Model;
 use crate::report::write_series;
 use crate::world::{Series, World};
 use lanefs_core::client::ladvise::IoLockMode as LockMode;
 use lanefs_core::units::Duration;
 use lanefs_ior::{Backend, BackendReport, IorError, IorParams, PhaseModel, RankPhase, RankTimes};
-use lanefs_mpiio::hints::{CbLockMode, MpiioHints};
+use lanefs_mpiio::hints::MpiioHints;
 use lanefs_mpiio::report::{MpiioStats, MpiioTimers};
 use lanefs_mpiio::{plan as mplan, report as mreport};
 use rand::SeedableRng;
@@ -191,12 +191,8 @@ impl SimBackend {
                     mplan::read_aggregator_count(p.num_tasks, nodes, stripe_count, &h)
                 };
                 let aggregators = mplan::aggregator_ranks(avail, p.num_tasks, st.job.ranks_per_node);
-                let lock = match h.write_lock_mode() {
-                    CbLockMode::Default => CollLock::Default,
-                    CbLockMode::Group => CollLock::Group,
-                    CbLockMode::Lockahead { num_extents, .. } => CollLock::Lockahead { num_extents },
-                };
-                Some(Collective { aggregators, lock, refill_low_water: 1 })
+                let lock = if write { h.write_lock_mode() } else { h.read_lock_mode() };
+                Some(Collective { aggregators, lock, no_expand_at_open: h.lockahead_at_open() })
             } else {
                 None
             };

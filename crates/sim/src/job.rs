@@ -34,27 +34,23 @@ use lanefs_core::layout::Layout;
 use lanefs_core::ldlm::GroupId;
 use lanefs_core::msg::Payload;
 use lanefs_core::units::{Duration, Instant, ObjectId, ObjectKey, OstIndex};
+use lanefs_mpiio::hints::CbLockMode;
 use lanefs_mpiio::report::MpiioStats;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rustc_hash::FxHashMap as HashMap;
 
-/// How aggregators lock in a collective run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CollLock {
-    Default,
-    Group,
-    Lockahead { num_extents: u32 },
-}
-
-/// The collective-buffering setup of a file, from the hints.
+/// The collective-buffering setup of a file for one phase, from the hints.
 #[derive(Clone, Debug)]
 pub struct Collective {
     /// Aggregator `i` is rank `aggregators[i]`.
     pub aggregators: Vec<u32>,
-    pub lock: CollLock,
-    /// Refill a lockahead window when this many of its extents are left.
-    pub refill_low_water: u32,
+    /// How the aggregators lock in this phase's direction (its requests come
+    /// from `lanefs_mpiio::CollectiveLocks`, as in the real run).
+    pub lock: CbLockMode,
+    /// Every rank sets lock-no-expand at open (either direction uses
+    /// lockahead: `MpiioHints::lockahead_at_open`).
+    pub no_expand_at_open: bool,
 }
 
 /// One phase of one repetition.
@@ -417,9 +413,9 @@ impl Run<'_> {
         if let Some(coll) = self.coll.as_deref() {
             // Collective open: with lockahead every rank sets lock-no-expand
             // (aggregator 0's whole-file group lock is taken at the first call).
-            let lockahead = matches!(coll.setup.lock, CollLock::Lockahead { .. });
-            let grouped = coll.setup.lock == CollLock::Group && self.spec.write && coll.agg_of_rank.contains_key(&rank);
-            if lockahead {
+            let grouped =
+                coll.setup.lock == CbLockMode::Group && self.spec.write && coll.agg_of_rank.contains_key(&rank);
+            if coll.setup.no_expand_at_open {
                 self.advise(rank, &[Advice::lock_no_expand(true)])?;
             }
             if grouped {
@@ -536,7 +532,7 @@ impl Run<'_> {
         }
         let grouped = self.spec.write
             && match self.coll.as_deref() {
-                Some(c) => c.setup.lock == CollLock::Group && c.agg_of_rank.contains_key(&rank),
+                Some(c) => c.setup.lock == CbLockMode::Group && c.agg_of_rank.contains_key(&rank),
                 None => self.spec.lock == LockMode::Group,
             };
         let client = &mut self.job.world.clients[node as usize];

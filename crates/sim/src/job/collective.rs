@@ -2,14 +2,14 @@
 //! planner lays them out, moved over the simulated network and written
 //! through the aggregators' clients (see the parent module).
 
-use super::{CollLock, Collective, Ev, PhaseSpec, Run, SimError, St, WorkEv};
+use super::{Collective, Ev, PhaseSpec, Run, SimError, St, WorkEv};
 use crate::world::transfer;
 use lanefs_core::client::ladvise::AheadMode;
 use lanefs_core::client::OpId;
 use lanefs_core::ldlm::GroupId;
 use lanefs_core::msg::Payload;
 use lanefs_core::units::{Duration, Instant};
-use lanefs_mpiio::plan::{self as mplan, CollectivePlan, LockaheadWindow, RefillPolicy};
+use lanefs_mpiio::plan::{self as mplan, CollectiveLocks, CollectivePlan};
 use lanefs_mpiio::report::MpiioStats;
 use rand::Rng;
 use rustc_hash::FxHashMap as HashMap;
@@ -40,13 +40,12 @@ pub(super) struct CollState {
     /// False while the whole-file group lock before the first lockahead
     /// call is being taken and dropped.
     pub(super) started_rounds: bool,
-    pub(super) group_dance_done: bool,
     /// Aggregators (or, reading, deliveries) the round still waits for.
     pub(super) outstanding: u32,
     /// Aggregator -> ops in flight.
     pub(super) agg_ops: Vec<u32>,
-    /// Lockahead: each aggregator's window (lanefs-core's schedule).
-    pub(super) windows: Vec<LockaheadWindow>,
+    /// The aggregators' lock requests: the real run's schedule.
+    pub(super) locks: CollectiveLocks,
     pub(super) round_started: Instant,
     pub(super) stats: MpiioStats,
     pub(super) agg_of_rank: HashMap<u32, u32>,
@@ -55,21 +54,8 @@ pub(super) struct CollState {
 impl CollState {
     pub(super) fn new(setup: Collective, spec: &PhaseSpec, t0: Instant) -> CollState {
         let aggs = setup.aggregators.len();
-        let windows = match setup.lock {
-            CollLock::Lockahead { num_extents } => (0..aggs as u32)
-                .map(|a| {
-                    // Refill while one locked stripe is still ahead,
-                    // so writes do not wait for their own locks.
-                    let refill = if num_extents > 1 {
-                        RefillPolicy::LowWater { remaining_stripes: setup.refill_low_water.min(num_extents - 1) }
-                    } else {
-                        RefillPolicy::OnMiss
-                    };
-                    LockaheadWindow::new(a, aggs as u32, spec.stripe_size, num_extents, refill)
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
+        let ahead = if spec.write { AheadMode::Write } else { AheadMode::Read };
+        let locks = CollectiveLocks::new(setup.lock, ahead, aggs as u32, spec.stripe_size);
         CollState {
             agg_of_rank: setup.aggregators.iter().enumerate().map(|(i, &r)| (r, i as u32)).collect(),
             stats: MpiioStats::new(aggs as u32, spec.stripe_count, spec.stripe_size),
@@ -80,10 +66,9 @@ impl CollState {
             rounds: Vec::new(),
             round: 0,
             started_rounds: true,
-            group_dance_done: false,
             outstanding: 0,
             agg_ops: vec![0; aggs],
-            windows,
+            locks,
             round_started: t0,
         }
     }
@@ -131,17 +116,11 @@ impl Run<'_> {
             coll.stats.record_collective_read(&plan, u64::from(n));
         }
         coll.rounds = plan_rounds(&plan);
-        let end = plan.writes().iter().map(|w| w.end).max().unwrap_or(0);
-        for window in &mut coll.windows {
-            window.limit_to(end);
-        }
         coll.round = 0;
-        let lockahead = matches!(coll.setup.lock, CollLock::Lockahead { .. });
-        coll.started_rounds = !(call == 0 && spec.write && lockahead && !coll.group_dance_done);
+        coll.started_rounds = !coll.locks.begin_call(&plan);
         if !coll.started_rounds {
-            // ROMIO: aggregator 0 takes and drops a whole-file group lock,
-            // which calls back every cached lock on the file.
-            coll.group_dance_done = true;
+            // Aggregator 0 takes and drops a whole-file group lock, which
+            // calls back every cached lock on the file.
             coll.outstanding = 1;
             let agg0 = coll.setup.aggregators[0];
             let (node, fh) = (self.ranks[agg0 as usize].node, self.ranks[agg0 as usize].fh.expect("open"));
@@ -224,15 +203,11 @@ impl Run<'_> {
         let rank = coll.setup.aggregators[agg as usize];
         let (node, fh) = (self.ranks[rank as usize].node, self.ranks[rank as usize].fh.expect("open"));
         self.ranks[rank as usize].timers.exchange_s += now.saturating_since(coll.round_started).as_secs_f64();
-        if spec.write && !coll.windows.is_empty() {
-            let window = &mut coll.windows[agg as usize];
-            let offset = extents[0].0;
-            if window.needs_refill(offset) {
-                let advices = window.refill_advices(offset, AheadMode::Write, 0);
-                self.ranks[rank as usize].timers.lock_mode_used = true;
-                if !advices.is_empty() {
-                    self.advise(rank, &advices)?;
-                }
+        if coll.locks.uses_lockahead() {
+            let advices = coll.locks.before_io(agg, extents[0].0);
+            self.ranks[rank as usize].timers.lock_mode_used = true;
+            if !advices.is_empty() {
+                self.advise(rank, &advices)?;
             }
         }
         self.coll().agg_ops[agg as usize] = extents.len() as u32;
