@@ -39,10 +39,17 @@ use std::sync::Mutex;
 
 const NAME: &str = "LANEFS";
 
-static OPTIONS: &[ModuleOption] = &[
+/// How the LANEFS backend lays out and locks its files, and runs its ranks.
+const LAYOUT_OPTIONS: &[ModuleOption] = &[
     ModuleOption { name: "lock-mode", takes_value: true, help: "default | noexpand | lockahead | group" },
     ModuleOption { name: "stripe-count", takes_value: true, help: "stripes of new files (-1 = all OSTs)" },
     ModuleOption { name: "stripe-size", takes_value: true, help: "stripe size of new files (k/m/g)" },
+    ModuleOption { name: "ranks", takes_value: true, help: "threads | processes: how -N ranks run (default threads)" },
+];
+
+/// Each rank's client and the embedded cluster: taken by every backend that
+/// runs on lanefs (`-a LANEFS`, and `-a MPIIO` as `--lanefs.*`).
+pub const CLIENT_OPTIONS: &[ModuleOption] = &[
     ModuleOption { name: "osts", takes_value: true, help: "OSTs of the embedded cluster (default 4)" },
     ModuleOption {
         name: "max-dirty-mb",
@@ -60,7 +67,6 @@ static OPTIONS: &[ModuleOption] = &[
         help: "uncommitted MiB per OST a rank keeps to replay (default: 128 per node, shared by its ranks)",
     },
     ModuleOption { name: "max-rpcs-in-flight", takes_value: true, help: "write RPCs in flight per OST (default 8)" },
-    ModuleOption { name: "ranks", takes_value: true, help: "threads | processes: how -N ranks run (default threads)" },
     ModuleOption {
         name: "timeout",
         takes_value: true,
@@ -68,6 +74,10 @@ static OPTIONS: &[ModuleOption] = &[
             "seconds an RPC may go unanswered or a server be out of reach before the operation fails (obd_timeout, 100)",
     },
 ];
+
+/// Every option of the LANEFS module.
+static OPTIONS: std::sync::LazyLock<Vec<ModuleOption>> =
+    std::sync::LazyLock::new(|| [LAYOUT_OPTIONS, CLIENT_OPTIONS].concat());
 
 /// The `lanefs` IOR backend.
 pub struct LanefsBackend {
@@ -262,11 +272,11 @@ impl Backend for LanefsBackend {
     }
 
     fn options(&self) -> &'static [ModuleOption] {
-        OPTIONS
+        &OPTIONS
     }
 
     fn check_params(&self, p: &IorParams) -> Result<(), IorError> {
-        lanefs_ior::check_module_options(NAME, OPTIONS, p)?;
+        lanefs_ior::check_module_options(NAME, &OPTIONS, p)?;
         lock_mode(p)?;
         stripe(p)?;
         ranks(p)?;

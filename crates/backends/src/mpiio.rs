@@ -16,9 +16,9 @@
 //! Under `mpirun` (`job`), each process is one rank and the job's
 //! communicator (`MpiComm`, Open MPI) carries the collective exchange.
 
-use crate::lanefs::{absolute, backend_error, LanefsBackend};
+use crate::lanefs::{absolute, backend_error, client_options, LanefsBackend, CLIENT_OPTIONS};
 use lanefs_core::client::ladvise::Advice;
-use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, RankIo};
+use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, Module, RankIo};
 use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_mpiio::hints as mhints;
 use lanefs_mpiio::{CollectiveFile, Communicator, FileAccess, MpiioHints, Striping, ThreadComm};
@@ -80,8 +80,13 @@ impl Backend for MpiioBackend<'_> {
         env!("CARGO_PKG_VERSION").to_string()
     }
 
+    fn other_modules(&self) -> &'static [Module] {
+        &[Module { name: "lanefs", options: CLIENT_OPTIONS }]
+    }
+
     fn check_params(&self, p: &IorParams) -> Result<(), IorError> {
-        lanefs_ior::check_module_options(NAME, &[], p)?;
+        lanefs_ior::check_modules(NAME, &[], self.other_modules(), p)?;
+        client_options(p)?;
         let (_, warnings) = hints(p)?;
         if self.world.is_none_or(|world| world.rank() == 0) {
             for warning in warnings {

@@ -149,14 +149,6 @@ fn ior(mut args: Vec<String>) -> Result<()> {
         Some(s) => s.parse().map_err(|_| anyhow!("--seed {s}: give a non-negative integer"))?,
         None => 1,
     };
-    let lock_mode = take(&mut args, "--lanefs.lock-mode")?
-        .map(|m| LockMode::parse(&m).map_err(|e| anyhow!("--lanefs.lock-mode={m}: {e}")))
-        .transpose()?;
-    let stripe_count = take(&mut args, "--lanefs.stripe-count")?
-        .map(|c| c.parse::<i64>().map_err(|_| anyhow!("--lanefs.stripe-count={c}: give a number of OSTs or -1")))
-        .transpose()?;
-    let stripe_size =
-        take(&mut args, "--lanefs.stripe-size")?.map(|s| parse_size(&s, "--lanefs.stripe-size")).transpose()?;
     let cli_hints = take(&mut args, "--hints")?;
     let timeseries = take(&mut args, "--timeseries")?.map(PathBuf::from);
     let interval = match take(&mut args, "--timeseries-interval")? {
@@ -173,6 +165,18 @@ fn ior(mut args: Vec<String>) -> Result<()> {
 
     let mut params = lanefs_ior::parse_args(&args).map_err(|e| anyhow!("{e}"))?;
     params.command_line = invocation;
+    // The simulated file system's module options (the backends declare
+    // them; their values are read here).
+    let lock_mode = params
+        .module_value("lanefs.lock-mode")
+        .map(|m| LockMode::parse(m).map_err(|e| anyhow!("--lanefs.lock-mode={m}: {e}")))
+        .transpose()?;
+    let stripe_count = params
+        .module_value("lanefs.stripe-count")
+        .map(|c| c.parse::<i64>().map_err(|_| anyhow!("--lanefs.stripe-count={c}: give a number of OSTs or -1")))
+        .transpose()?;
+    let stripe_size =
+        params.module_value("lanefs.stripe-size").map(|s| parse_size(s, "--lanefs.stripe-size")).transpose()?;
     // Ranks sit on the cluster's nodes as its description says unless
     // --tasks-per-node says otherwise, and IOR's report says so too.
     params.tasks_per_node.get_or_insert(cluster.compute.ranks_per_node);

@@ -47,6 +47,16 @@ pub struct ModuleOption {
     pub help: &'static str,
 }
 
+/// Options a backend takes under another module's prefix than its own: an
+/// API backend running on a file system takes that file system's options
+/// (`-a MPIIO` on lanefs takes `--lanefs.max-dirty-mb=...`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Module {
+    /// The prefix, lower case (`lanefs`).
+    pub name: &'static str,
+    pub options: &'static [ModuleOption],
+}
+
 /// A backend's own figures, added to the report after the summary.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BackendReport {
@@ -95,11 +105,16 @@ pub trait Backend: Sync {
         &[]
     }
 
+    /// Option modules it takes besides its own (see [`Module`]).
+    fn other_modules(&self) -> &'static [Module] {
+        &[]
+    }
+
     /// Refuse parameters this backend cannot honour. The default checks the module
-    /// options against [`Backend::options`]; backends that override it should call
-    /// [`check_module_options`] too.
+    /// options against [`Backend::options`] and [`Backend::other_modules`]; backends
+    /// that override it should call [`check_modules`] too.
     fn check_params(&self, p: &IorParams) -> Result<(), IorError> {
-        check_module_options(self.name(), self.options(), p)
+        check_modules(self.name(), self.options(), self.other_modules(), p)
     }
 
     /// The I/O handle of `rank`, created once per run: its own client or connection.
@@ -182,12 +197,13 @@ pub fn module_prefix(backend_name: &str) -> String {
     backend_name.to_ascii_lowercase()
 }
 
-/// Refuse module options of another API: `--lanefs.x` in a `-a POSIX` run.
-pub fn check_module_prefixes(p: &IorParams, backend_name: &str) -> Result<(), IorError> {
+/// Refuse module options of a module the backend does not take: `--lanefs.x`
+/// in a `-a POSIX` run.
+pub fn check_module_prefixes(p: &IorParams, backend_name: &str, others: &[Module]) -> Result<(), IorError> {
     let prefix = module_prefix(backend_name);
     for key in p.module_options.keys() {
         let (module, _) = key.split_once('.').unwrap_or((key, ""));
-        if module != prefix {
+        if module != prefix && !others.iter().any(|m| m.name == module) {
             return Err(IorError::option(
                 format!("--{key}"),
                 format!(
@@ -204,19 +220,35 @@ pub fn check_module_prefixes(p: &IorParams, backend_name: &str) -> Result<(), Io
 /// Check every `--<backend>.<name>` option against `declared`: known name, a value when
 /// one is needed, `0`/`1` (or nothing) for a flag.
 pub fn check_module_options(backend_name: &str, declared: &[ModuleOption], p: &IorParams) -> Result<(), IorError> {
-    check_module_prefixes(p, backend_name)?;
-    let prefix = module_prefix(backend_name);
+    check_modules(backend_name, declared, &[], p)
+}
+
+/// [`check_module_options`] for a backend's own options (`declared`) and the
+/// modules it takes besides (`others`).
+pub fn check_modules(
+    backend_name: &str,
+    declared: &[ModuleOption],
+    others: &[Module],
+    p: &IorParams,
+) -> Result<(), IorError> {
+    check_module_prefixes(p, backend_name, others)?;
+    let own = module_prefix(backend_name);
     for (key, value) in &p.module_options {
-        let name = &key[prefix.len() + 1..];
-        let Some(option) = declared.iter().find(|o| o.name == name) else {
-            let known: Vec<String> = declared
+        let (module, name) = key.split_once('.').unwrap_or((key, ""));
+        let (module_name, options) = match others.iter().find(|m| m.name == module) {
+            Some(m) if module != own => (m.name.to_ascii_uppercase(), m.options),
+            _ => (backend_name.to_string(), declared),
+        };
+        let Some(option) = options.iter().find(|o| o.name == name) else {
+            let known: Vec<String> = options
                 .iter()
-                .map(|o| format!("--{prefix}.{}{}", o.name, if o.takes_value { "=..." } else { "" }))
+                .map(|o| format!("--{module}.{}{}", o.name, if o.takes_value { "=..." } else { "" }))
                 .collect();
             let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+            let taker = if module_name == backend_name { String::new() } else { format!(" (with -a {backend_name})") };
             return Err(IorError::option(
                 format!("--{key}"),
-                format!("unknown option of the {backend_name} module; it supports: {known}"),
+                format!("unknown option of the {module_name} module{taker}; it supports: {known}"),
             ));
         };
         match (option.takes_value, value.as_deref()) {
@@ -268,6 +300,27 @@ mod tests {
         assert!(check("--test.odirect=yes").unwrap_err().to_string().contains("is a flag"));
         let e = check("--lanefs.lock-mode=x").unwrap_err().to_string();
         assert!(e.contains("option of the LANEFS module, but the test runs with -a TEST; add -a LANEFS"), "{e}");
+    }
+
+    /// A backend may take another module's options (an API on a file
+    /// system takes the file system's), and only those it declares.
+    #[test]
+    fn other_modules_are_taken_as_declared() {
+        const FS: &[Module] = &[Module { name: "lanefs", options: DECLARED }];
+        let check = |line: &str| {
+            let args: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+            check_modules("MPIIO", &[], FS, &parse_args(&args).unwrap())
+        };
+        assert!(check("--lanefs.stripe-count=4 --lanefs.odirect").is_ok());
+        let e = check("--lanefs.lock-mode=lockahead").unwrap_err().to_string();
+        assert!(
+            e.contains("unknown option of the LANEFS module (with -a MPIIO); it supports: --lanefs.odirect"),
+            "{e}"
+        );
+        let e = check("--posix.odirect").unwrap_err().to_string();
+        assert!(e.contains("option of the POSIX module, but the test runs with -a MPIIO"), "{e}");
+        let e = check("--mpiio.bogus=1").unwrap_err().to_string();
+        assert!(e.contains("unknown option of the MPIIO module; it supports: none"), "{e}");
     }
 
     #[test]

@@ -44,7 +44,7 @@ mod timing;
 
 use std::io::Write;
 
-pub use backend::{check_module_options, Backend, BackendReport, FsInfo, ModuleOption, RankIo};
+pub use backend::{check_module_options, check_modules, Backend, BackendReport, FsInfo, Module, ModuleOption, RankIo};
 pub use error::IorError;
 pub use hints::mpi_hints;
 pub use model::{check_params as model_check_params, PhaseModel};
@@ -129,13 +129,17 @@ Refused IOR features: -z, -Z, -D N, -f, -l, -m, -M, -T N, stonewalling directive
     for backend in backends {
         let prefix = backend::module_prefix(backend.name());
         text += &format!("\nModule {}\n", backend.name());
-        if backend.options().is_empty() {
+        if backend.options().is_empty() && backend.other_modules().is_empty() {
             text += "  (no options)\n";
         }
-        for option in backend.options() {
-            let name = format!("--{prefix}.{}{}", option.name, if option.takes_value { "=V" } else { "" });
-            // A name longer than the column still gets a space before its help.
-            text += &format!("  {name:<27} {}\n", option.help);
+        let own = std::iter::once((prefix.as_str(), backend.options()));
+        let others = backend.other_modules().iter().map(|m| (m.name, m.options));
+        for (module, options) in own.chain(others) {
+            for option in options {
+                let name = format!("--{module}.{}{}", option.name, if option.takes_value { "=V" } else { "" });
+                // A name longer than the column still gets a space before its help.
+                text += &format!("  {name:<27} {}\n", option.help);
+            }
         }
     }
     text

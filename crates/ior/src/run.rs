@@ -106,7 +106,7 @@ fn run_team(
     comm: Option<&(dyn Communicator + Sync)>,
 ) -> Result<IorSummary, IorError> {
     let p = params;
-    check_module_prefixes(p, backend.name())?;
+    check_module_prefixes(p, backend.name(), backend.other_modules())?;
     backend.check_params(p)?;
     let api = backend.name();
     match backend.phase_model() {

@@ -35,6 +35,22 @@ use rand_chacha::ChaCha8Rng;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+/// The simulated file system's module options (`--lanefs.*`), which both
+/// simulated APIs take; `lanefs sim` reads their values into [`SimOptions`].
+pub const LANEFS_OPTIONS: &[lanefs_ior::ModuleOption] = &[
+    lanefs_ior::ModuleOption {
+        name: "lock-mode",
+        takes_value: true,
+        help: "independent I/O: default | noexpand | lockahead | group",
+    },
+    lanefs_ior::ModuleOption {
+        name: "stripe-count",
+        takes_value: true,
+        help: "stripes of the test file (-1: every OST; default 1)",
+    },
+    lanefs_ior::ModuleOption { name: "stripe-size", takes_value: true, help: "stripe size (default 1m)" },
+];
+
 /// What `lanefs sim ior` adds to IOR's options.
 #[derive(Clone, Debug)]
 pub struct SimOptions {
@@ -346,8 +362,12 @@ impl Backend for SimBackend {
         format!("lanefs-sim {} ({})", env!("CARGO_PKG_VERSION"), self.opts.cluster.cluster.name)
     }
 
+    fn other_modules(&self) -> &'static [lanefs_ior::Module] {
+        &[lanefs_ior::Module { name: "lanefs", options: LANEFS_OPTIONS }]
+    }
+
     fn check_params(&self, p: &IorParams) -> Result<(), IorError> {
-        lanefs_ior::check_module_options(self.api, &[], p)?;
+        lanefs_ior::check_modules(self.api, &[], self.other_modules(), p)?;
         lanefs_ior::model_check_params(self.api, p)?;
         self.nodes_for(p)?;
         let h = self.hints()?;
