@@ -30,16 +30,18 @@ build: deps mpi-deps
 	$(CARGO) build --release --locked --bin lanefs $(MPI_FEATURE)
 
 # The demo's last part: collective MPI-IO under mpirun, one shared file
-# written by 4 MPI processes with default locking and with lockahead.
+# written by 4 MPI processes through 4 aggregators, with default locking
+# and with lockahead (Cray's cray_cb_write_lock_mode 0 and 2).
+DEMO_MPIIO_HINTS = *:striping_factor=2:cray_cb_nodes_multiplier=2:cray_cb_write_lock_mode=
 demo: build
 	./target/release/lanefs demo
 	@if [ -n "$(MPI_FEATURE)" ] && command -v mpirun >/dev/null 2>&1; then \
 	  for mode in 0 2; do \
-	    echo; echo "== MPICH_MPIIO_HINTS='*:striping_factor=2:cray_cb_write_lock_mode=$$mode' MPICH_MPIIO_TIMERS=1 \\"; \
-	    echo "   mpirun -np 4 lanefs ior -a MPIIO -c -w -r -W -R -e -b 16m -t 1m -s 4"; \
-	    MPICH_MPIIO_HINTS="*:striping_factor=2:cray_cb_write_lock_mode=$$mode" MPICH_MPIIO_TIMERS=1 \
+	    echo; echo "== MPICH_MPIIO_HINTS='$(DEMO_MPIIO_HINTS)$$mode' MPICH_MPIIO_TIMERS=1 \\"; \
+	    echo "   mpirun -np 4 lanefs ior -a MPIIO -c -w -r -W -R -e -b 1m -t 1m -s 64"; \
+	    MPICH_MPIIO_HINTS="$(DEMO_MPIIO_HINTS)$$mode" MPICH_MPIIO_TIMERS=1 \
 	      mpirun --allow-run-as-root --oversubscribe -np 4 ./target/release/lanefs ior -a MPIIO -c \
-	      -w -r -W -R -e -b 16m -t 1m -s 4 || exit 1; \
+	      -w -r -W -R -e -b 1m -t 1m -s 64 || exit 1; \
 	  done; \
 	else echo "(collective MPI-IO under mpirun skipped: lanefs was built without Open MPI)"; fi
 
