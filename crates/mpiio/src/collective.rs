@@ -43,7 +43,8 @@
 use crate::comm::{decode_u64s, encode_u64s, CommError, Communicator};
 use crate::hints::{CbLockMode, CbMode, MpiioHints};
 use crate::plan::{
-    aggregator_count, aggregator_ranks, plan_collective, read_aggregator_count, CollectiveLocks, CollectivePlan, Piece,
+    aggregator_count, aggregator_ranks, plan_collective, read_aggregator_count, schedule_call, CollectiveLocks,
+    CollectivePlan, Piece,
 };
 use crate::report::{MpiioStats, MpiioTimers};
 use lanefs_core::client::ladvise::{Advice, AheadMode};
@@ -297,10 +298,11 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
         let planned = comm.wtime();
         let mut t = PhaseClock::new(&self.comm, planned);
         let mine = my_pieces(&plan, comm.rank());
-        for round in plan.busy_rounds().collect::<Vec<_>>() {
+        let schedule = schedule_call(&plan, &mut self.write.locks, true);
+        for round in &schedule {
             // Exchange: my pieces of this round to their aggregators.
             let mut to = vec![Vec::new(); comm.size() as usize];
-            for piece in mine.iter().filter(|m| m.round == round) {
+            for piece in mine.iter().filter(|m| m.round == round.round) {
                 let at = (piece.piece.offset - offset) as usize;
                 to[self.write.ranks[piece.aggregator as usize] as usize]
                     .extend_from_slice(&data[at..at + piece.piece.len as usize]);
@@ -308,10 +310,10 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
             t.lap(Phase::Exchange);
             let received = comm.alltoallv(&to)?;
             t.lap(Phase::DataSend);
-            let Some(a) = self.write.mine else { continue };
-            let Some(write) = plan.round_writes(round).iter().find(|w| w.aggregator == a) else { continue };
+            let Some(step) = self.write.mine.and_then(|a| round.step_of(a)) else { continue };
+            let write = &step.stripe;
             let mut buffer = vec![0u8; (write.end - write.start) as usize];
-            if write.has_holes() {
+            if step.read_first {
                 // Read-modify-write: the bytes no rank sent are the file's.
                 t.lap(Phase::Exchange);
                 let read = self.file.read_at(write.start, &mut buffer);
@@ -334,9 +336,9 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
             }
             t.lap(Phase::Exchange);
             if self.write.locks.uses_lockahead() {
-                let advices = self.write.locks.before_io(a, write.start);
-                if !advices.is_empty() {
-                    self.file.lock_ahead(&advices).map_err(self.io_error("lockahead")).map_err(|e| self.fail(e))?;
+                if !step.lock_ahead.is_empty() {
+                    let sent = self.file.lock_ahead(&step.lock_ahead);
+                    sent.map_err(self.io_error("lockahead")).map_err(|e| self.fail(e))?;
                 }
                 t.lap(Phase::LockMode);
             }
@@ -375,13 +377,14 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
         self.read_stats.record_collective_read(&plan, u64::from(comm.size()));
         self.read.locks.begin_call(&plan);
         let mine = my_pieces(&plan, comm.rank());
-        for round in plan.busy_rounds().collect::<Vec<_>>() {
+        let schedule = schedule_call(&plan, &mut self.read.locks, false);
+        for round in &schedule {
             let mut to = vec![Vec::new(); comm.size() as usize];
-            let own = self.read.mine.and_then(|a| plan.round_writes(round).iter().find(|w| w.aggregator == a));
-            if let Some(stripe) = own {
-                let advices = self.read.locks.before_io(stripe.aggregator, stripe.start);
-                if !advices.is_empty() {
-                    self.file.lock_ahead(&advices).map_err(self.io_error("lockahead")).map_err(|e| self.fail(e))?;
+            if let Some(step) = self.read.mine.and_then(|a| round.step_of(a)) {
+                let stripe = &step.stripe;
+                if !step.lock_ahead.is_empty() {
+                    let sent = self.file.lock_ahead(&step.lock_ahead);
+                    sent.map_err(self.io_error("lockahead")).map_err(|e| self.fail(e))?;
                 }
                 let mut buffer = vec![0u8; (stripe.end - stripe.start) as usize];
                 self.file
@@ -395,7 +398,7 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
             }
             let received = comm.alltoallv(&to)?;
             let mut cursors = vec![0usize; comm.size() as usize];
-            for m in mine.iter().filter(|m| m.round == round) {
+            for m in mine.iter().filter(|m| m.round == round.round) {
                 let from = self.read.ranks[m.aggregator as usize];
                 let message = &received[from as usize];
                 let cursor = &mut cursors[from as usize];

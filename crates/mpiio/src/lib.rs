@@ -43,8 +43,9 @@ pub use hints::{
     HintError, HintRule, MpiioHints,
 };
 pub use plan::{
-    aggregator_count, aggregator_ranks, aggregator_rule, plan_collective, read_aggregator_count, AggregatorRule,
-    CollectiveLocks, CollectivePlan, ExchangeMessage, LockaheadWindow, Piece, RefillPolicy, StripeWrite,
+    aggregator_count, aggregator_ranks, aggregator_rule, plan_collective, read_aggregator_count, schedule_call,
+    AggregatorRule, AggregatorStep, CollectiveLocks, CollectivePlan, ExchangeMessage, LockaheadWindow, Piece,
+    RefillPolicy, RoundSchedule, StripeWrite,
 };
 pub use report::{
     format_aggregator_placement, format_read_stats, format_write_stats, format_write_timers, AggregatorsActive,

@@ -679,6 +679,60 @@ impl CollectiveLocks {
     }
 }
 
+/// What one aggregator does in one round of a collective call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AggregatorStep {
+    /// Its stripe write (or read) this round, with its pieces
+    /// ([`CollectivePlan::pieces_of`]).
+    pub stripe: StripeWrite,
+    /// A write that must read the stripe first: no piece covers some of its
+    /// bytes (read-modify-write).
+    pub read_first: bool,
+    /// Lock requests to send before the stripe's I/O (empty: none).
+    pub lock_ahead: Vec<Advice>,
+}
+
+/// One round with data of a collective call: its aggregators' steps, by
+/// aggregator index.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RoundSchedule {
+    pub round: u64,
+    pub steps: Vec<AggregatorStep>,
+}
+
+impl RoundSchedule {
+    /// The step of aggregator `aggregator`, if it has data this round.
+    pub fn step_of(&self, aggregator: u32) -> Option<&AggregatorStep> {
+        self.steps.binary_search_by_key(&aggregator, |s| s.stripe.aggregator).ok().map(|i| &self.steps[i])
+    }
+}
+
+/// A collective call of `plan` as both worlds carry it out: the rounds with
+/// data in order, each aggregator's stripe in each, whether it is read
+/// first, and the lock requests it sends before it, which `locks` decides
+/// (and which this advances, as the call's I/O would). The real run
+/// (`CollectiveFile`) and the simulator execute this same schedule, one
+/// with MPI and the file system, the other in virtual time. Call
+/// [`CollectiveLocks::begin_call`] first.
+pub fn schedule_call(plan: &CollectivePlan, locks: &mut CollectiveLocks, writing: bool) -> Vec<RoundSchedule> {
+    let mut rounds: Vec<RoundSchedule> = Vec::new();
+    for stripe in plan.writes() {
+        if rounds.last().is_none_or(|r| r.round != stripe.round) {
+            rounds.push(RoundSchedule { round: stripe.round, steps: Vec::new() });
+        }
+        let step = AggregatorStep {
+            stripe: *stripe,
+            read_first: writing && stripe.has_holes(),
+            lock_ahead: locks.before_io(stripe.aggregator, stripe.start),
+        };
+        rounds.last_mut().expect("just pushed").steps.push(step);
+    }
+    for round in &mut rounds {
+        round.steps.sort_by_key(|s| s.stripe.aggregator);
+    }
+    rounds
+}
+
 /// Asynchronous lockahead advices for file extents, flags `flags | LF_ASYNC`.
 pub fn lockahead_advices(extents: &[Extent], mode: AheadMode, flags: u32) -> Vec<Advice> {
     extents

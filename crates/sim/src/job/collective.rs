@@ -4,12 +4,12 @@
 
 use super::{Collective, Ev, PhaseSpec, Run, SimError, St, WorkEv};
 use crate::world::transfer;
-use lanefs_core::client::ladvise::AheadMode;
+use lanefs_core::client::ladvise::{Advice, AheadMode};
 use lanefs_core::client::OpId;
 use lanefs_core::ldlm::GroupId;
 use lanefs_core::msg::Payload;
 use lanefs_core::units::{Duration, Instant};
-use lanefs_mpiio::plan::{self as mplan, CollectiveLocks, CollectivePlan};
+use lanefs_mpiio::plan::{self as mplan, CollectiveLocks, CollectivePlan, RoundSchedule};
 use lanefs_mpiio::report::MpiioStats;
 use rand::Rng;
 use rustc_hash::FxHashMap as HashMap;
@@ -27,6 +27,8 @@ pub(super) struct AggRound {
     extents: SmallVec<[(u64, u64); 1]>,
     /// (source or destination rank, bytes).
     pieces: SmallVec<[(u32, u64); 2]>,
+    /// Lock requests before its I/O, from the call's schedule.
+    lock_ahead: Vec<Advice>,
 }
 
 pub(super) struct CollState {
@@ -115,9 +117,12 @@ impl Run<'_> {
         } else {
             coll.stats.record_collective_read(&plan, u64::from(n));
         }
-        coll.rounds = plan_rounds(&plan);
         coll.round = 0;
         coll.started_rounds = !coll.locks.begin_call(&plan);
+        // The call's schedule, the real run's: which stripe each aggregator
+        // does in each round and the lock requests it sends first.
+        let schedule = mplan::schedule_call(&plan, &mut coll.locks, spec.write);
+        coll.rounds = plan_rounds(&plan, schedule);
         if !coll.started_rounds {
             // Aggregator 0 takes and drops a whole-file group lock, which
             // calls back every cached lock on the file.
@@ -187,6 +192,13 @@ impl Run<'_> {
         Ok(())
     }
 
+    fn agg_work_mut(&mut self, agg: u32) -> &mut AggRound {
+        let coll = self.coll.as_deref_mut().expect("collective");
+        let round = &mut coll.rounds[coll.round];
+        let at = round.binary_search_by_key(&agg, |e| e.0).expect("the aggregator has work this round");
+        &mut round[at].1
+    }
+
     pub(super) fn agg_work(&mut self, agg: u32) -> &AggRound {
         let coll = self.coll.as_deref().expect("collective");
         let round = &coll.rounds[coll.round];
@@ -204,8 +216,8 @@ impl Run<'_> {
         let (node, fh) = (self.ranks[rank as usize].node, self.ranks[rank as usize].fh.expect("open"));
         self.ranks[rank as usize].timers.exchange_s += now.saturating_since(coll.round_started).as_secs_f64();
         if coll.locks.uses_lockahead() {
-            let advices = coll.locks.before_io(agg, extents[0].0);
             self.ranks[rank as usize].timers.lock_mode_used = true;
+            let advices = std::mem::take(&mut self.agg_work_mut(agg).lock_ahead);
             if !advices.is_empty() {
                 self.advise(rank, &advices)?;
             }
@@ -327,11 +339,17 @@ fn allgather_cost(n: u32, latency: Duration) -> Duration {
 }
 
 /// The rounds of one collective call: for each round, the aggregators with
-/// work in it (sorted), each with its system writes and its incoming messages.
-fn plan_rounds(plan: &CollectivePlan) -> Vec<Vec<(u32, AggRound)>> {
+/// work in it (sorted), each with its system writes, its incoming messages
+/// and the lock requests the call's `schedule` gives it.
+fn plan_rounds(plan: &CollectivePlan, schedule: Vec<RoundSchedule>) -> Vec<Vec<(u32, AggRound)>> {
     let mut rounds: Vec<BTreeMap<u32, AggRound>> = vec![BTreeMap::new(); plan.round_count() as usize];
-    for w in plan.writes() {
-        rounds[w.round as usize].entry(w.aggregator).or_default().extents.push((w.start, w.end - w.start));
+    for round in schedule {
+        for step in round.steps {
+            let w = step.stripe;
+            let work = rounds[w.round as usize].entry(w.aggregator).or_default();
+            work.extents.push((w.start, w.end - w.start));
+            work.lock_ahead = step.lock_ahead;
+        }
     }
     for m in plan.sends() {
         rounds[m.round as usize].entry(m.aggregator).or_default().pieces.push((m.rank, m.bytes));
