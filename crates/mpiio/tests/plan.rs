@@ -715,3 +715,33 @@ fn collective_locks_clear_once_and_lock_only_the_aggregators_stripes_of_the_call
     let none = CollectiveLocks::new(hints(&[]).write_lock_mode(), AheadMode::Write, 4, mib);
     assert!(!none.uses_lockahead());
 }
+
+/// The call schedule both worlds execute: the rounds with data, each
+/// aggregator's stripe once per round in aggregator order, read first only
+/// when a write has holes, and the lock requests of the lock schedule.
+#[test]
+fn a_call_schedule_lists_each_rounds_aggregator_steps() {
+    let mib = 1u64 << 20;
+    // Stripes 0..6 over 2 aggregators; rank 5 leaves a hole in stripe 5.
+    let mut requests: Vec<(u32, u64, u64)> = (0..5).map(|r| (r, u64::from(r) * mib, mib)).collect();
+    requests.push((5, 5 * mib, mib / 2));
+    requests.push((6, 5 * mib + mib * 3 / 4, mib / 4));
+    let plan = plan_collective(&requests, mib, 2);
+    let h = hints(&[("cray_cb_write_lock_mode", "2"), ("romio_lustre_cb_lock_ahead_num_extents", "2")]);
+    let mut locks = CollectiveLocks::new(h.write_lock_mode(), AheadMode::Write, 2, mib);
+    locks.begin_call(&plan);
+    let schedule = schedule_call(&plan, &mut locks, true);
+    assert_eq!(schedule.iter().map(|r| r.round).collect::<Vec<_>>(), vec![0, 1, 2]);
+    for round in &schedule {
+        let aggregators: Vec<u32> = round.steps.iter().map(|s| s.stripe.aggregator).collect();
+        assert_eq!(aggregators, vec![0, 1], "round {}", round.round);
+    }
+    let holes: Vec<u64> =
+        schedule.iter().flat_map(|r| &r.steps).filter(|s| s.read_first).map(|s| s.stripe.stripe).collect();
+    assert_eq!(holes, vec![5], "only stripe 5 has a hole");
+    let first_locks: Vec<u64> = schedule[0].step_of(1).unwrap().lock_ahead.iter().map(|a| a.start / mib).collect();
+    assert_eq!(first_locks, vec![1, 3], "aggregator 1 locks its next two stripes");
+    let mut reads = CollectiveLocks::new(hints(&[]).read_lock_mode(), AheadMode::Read, 2, mib);
+    let reading = schedule_call(&plan, &mut reads, false);
+    assert!(reading.iter().flat_map(|r| &r.steps).all(|s| !s.read_first && s.lock_ahead.is_empty()));
+}
