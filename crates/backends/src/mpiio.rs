@@ -273,15 +273,28 @@ impl<'w> MpiioRank<'w> {
         };
         let first = if comm.rank() == 0 { Some(self.client.mds(request.clone())) } else { None };
         comm.barrier().map_err(mpiio_error)?;
-        let reply = match first {
+        let opened = match first {
             Some(reply) => reply,
             None => self.client.mds(request),
+        }
+        .map_err(mpiio_error)
+        .and_then(|reply| match reply {
+            MdsReply::File(info) => {
+                let striping =
+                    Striping { stripe_size: info.layout.stripe_size(), stripe_count: info.layout.stripe_count() };
+                let file = self.client.open_layout(&path, info.layout).map_err(mpiio_error)?;
+                Ok((striping, file))
+            }
+            _ => Err(mpiio_error("unexpected MDS answer to open")),
+        });
+        let (striping, file) = match opened {
+            Ok(opened) => opened,
+            Err(e) => {
+                // The others must not wait for this rank in the collective.
+                comm.abort(&format!("rank {}: {e}", self.rank));
+                return Err(e);
+            }
         };
-        let MdsReply::File(info) = reply.map_err(mpiio_error)? else {
-            return Err(mpiio_error("unexpected MDS answer to open"));
-        };
-        let striping = Striping { stripe_size: info.layout.stripe_size(), stripe_count: info.layout.stripe_count() };
-        let file = self.client.open_layout(&path, info.layout).map_err(mpiio_error)?;
         let access = LanefsFile { client: self.client.clone(), file };
         let file = CollectiveFile::open(comm, access, striping, &self.hints).map_err(mpiio_error)?;
         // Reports name the file as the program opened it, as Cray's do.
@@ -329,6 +342,14 @@ impl RankIo for MpiioRank<'_> {
 
     fn fsync(&mut self) -> Result<(), IorError> {
         self.open()?.file.sync().map_err(mpiio_error)
+    }
+
+    fn abandon(&mut self, reason: &str) {
+        match (&self.open, &self.comm) {
+            (Some(open), _) => open.file.communicator().abort(reason),
+            (None, Some(comm)) => comm.abort(reason),
+            (None, None) => {}
+        }
     }
 
     fn close(&mut self) -> Result<(), IorError> {

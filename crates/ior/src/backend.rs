@@ -190,6 +190,12 @@ pub trait RankIo: Send {
     fn fsync(&mut self) -> Result<(), IorError>;
     /// Close the open file.
     fn close(&mut self) -> Result<(), IorError>;
+    /// This rank (or another) failed and the phase stops: release any other
+    /// rank waiting for this one in the backend's own collective calls
+    /// (ranks as threads; under `mpirun` the job is aborted instead).
+    fn abandon(&mut self, reason: &str) {
+        let _ = reason;
+    }
 }
 
 /// The lower-case module prefix of a backend (`posix` for `POSIX`).
