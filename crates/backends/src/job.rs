@@ -32,16 +32,40 @@ pub fn run(_args: Vec<String>, _cluster: Option<String>, _key: Option<std::path:
 
 #[cfg(feature = "mpi")]
 pub fn run(args: Vec<String>, cluster: Option<String>, key: Option<std::path::PathBuf>) -> Result<()> {
+    use anyhow::{anyhow, bail};
+    use lanefs_mpiio::comm::MpiComm;
+    use lanefs_mpiio::Communicator;
+
+    let (_universe, comm) = MpiComm::init().map_err(|e| anyhow!("starting MPI: {e}"))?;
+    match rank_run(&comm, args, cluster, key) {
+        Ok(summary) if summary.passed() => Ok(()),
+        // Every rank has the same summary, so all finish MPI together.
+        Ok(summary) => bail!("IOR found incorrect data ({} errors)", summary.data_errors),
+        Err(e) => {
+            // One rank alone cannot return: the others may be waiting for
+            // it in a collective, and MPI_Finalize waits for them.
+            comm.abort(&format!("{e:#}"));
+            Err(e)
+        }
+    }
+}
+
+/// This process's rank of the job: its file system, backend and run.
+#[cfg(feature = "mpi")]
+fn rank_run(
+    comm: &lanefs_mpiio::comm::MpiComm,
+    args: Vec<String>,
+    cluster: Option<String>,
+    key: Option<std::path::PathBuf>,
+) -> Result<lanefs_ior::IorSummary> {
     use crate::lanefs::{embedded_osts, LanefsBackend};
     use crate::mpiio::MpiioBackend;
     use anyhow::{anyhow, bail};
     use lanefs_ior::PosixBackend;
-    use lanefs_mpiio::comm::MpiComm;
     use lanefs_mpiio::Communicator;
     use lanefs_net::auth::ClusterKey;
     use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 
-    let (_universe, comm) = MpiComm::init().map_err(|e| anyhow!("starting MPI: {e}"))?;
     let mut params = lanefs_ior::parse_args(&args).map_err(|e| anyhow!("{e}"))?;
     let gives_n = args.iter().any(|a| a == "-N" || a.starts_with("--numTasks") || (a.starts_with("-N") && a.len() > 2));
     if !gives_n {
@@ -51,7 +75,7 @@ pub fn run(args: Vec<String>, cluster: Option<String>, key: Option<std::path::Pa
     let api = params.api.to_ascii_uppercase();
     let mut stdout = std::io::stdout();
     let summary = if api == "POSIX" {
-        lanefs_ior::run_as_rank(&params, &PosixBackend, &mut stdout, &comm)
+        lanefs_ior::run_as_rank(&params, &PosixBackend, &mut stdout, comm)
     } else {
         // The file system: the one named, or rank 0's embedded one.
         let mut embedded = None;
@@ -86,21 +110,17 @@ pub fn run(args: Vec<String>, cluster: Option<String>, key: Option<std::path::Pa
             None => None,
         };
         let lanefs = LanefsBackend::new(mds, credentials, args.clone())?;
-        let mpiio = MpiioBackend::for_job(&lanefs, &comm);
+        let mpiio = MpiioBackend::for_job(&lanefs, comm);
         let backend: &dyn lanefs_ior::Backend = match api.as_str() {
             "LANEFS" => &lanefs,
             "MPIIO" => &mpiio,
             other => bail!("-a {other}: under mpirun lanefs ior runs -a POSIX, LANEFS or MPIIO"),
         };
-        let summary = lanefs_ior::run_as_rank(&params, backend, &mut stdout, &comm);
+        let summary = lanefs_ior::run_as_rank(&params, backend, &mut stdout, comm);
         // Rank 0's embedded cluster serves until every rank is done.
         comm.barrier().map_err(|e| anyhow!("{e}"))?;
         drop(embedded);
         summary
     };
-    let summary = summary.map_err(|e| anyhow!("{e}"))?;
-    if !summary.passed() {
-        bail!("IOR found incorrect data ({} errors)", summary.data_errors);
-    }
-    Ok(())
+    summary.map_err(|e| anyhow!("{e}"))
 }
