@@ -225,15 +225,12 @@ where
     F: Fn(u32, &mut (dyn RankIo + 'r), &dyn Barrier) -> Result<T, Stop> + Sync,
 {
     let barrier = PhaseBarrier::new(ranks.len());
-    // The rank that failed first: the others may fail because of it (a
-    // collective it left), and the run reports the cause.
-    let first_failure: Mutex<Option<u32>> = Mutex::new(None);
     let outcomes: Vec<Result<T, Stop>> = std::thread::scope(|scope| {
         let handles: Vec<_> = ranks
             .iter_mut()
             .enumerate()
             .map(|(rank, io)| {
-                let (body, barrier, first_failure) = (&body, &barrier, &first_failure);
+                let (body, barrier) = (&body, &barrier);
                 let rank = rank as u32;
                 std::thread::Builder::new()
                     .name(format!("ior-rank-{rank}"))
@@ -242,7 +239,6 @@ where
                             .unwrap_or_else(|payload| Err(Stop::Failed(panicked(payload))));
                         match &outcome {
                             Err(Stop::Failed(error)) => {
-                                first_failure.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(rank);
                                 // Ranks waiting in the backend's own collectives
                                 // (MPI-IO's exchanges) are told too.
                                 io.abandon(&format!("rank {rank}: {error}"));
@@ -258,13 +254,6 @@ where
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|payload| Err(Stop::Failed(panicked(payload))))).collect()
     });
-    let mut outcomes = outcomes;
-    if let Some(first) = first_failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
-        // Report the first failure: move it to the front.
-        let cause = outcomes.remove(first as usize);
-        let Err(Stop::Failed(error)) = cause else { unreachable!("rank {first} failed first") };
-        return Err(IorError::Rank { rank: first, source: Box::new(error) });
-    }
     let mut results = Vec::with_capacity(outcomes.len());
     let mut aborted = false;
     for (rank, outcome) in outcomes.into_iter().enumerate() {
