@@ -27,12 +27,6 @@ ROUNDS = int(os.environ.get("ROUNDS", "3"))
 IOR = ["-w", "-r", "-e", "-b", "16m", "-t", "1m", "-N", "8", "-O", "summaryFormat=JSON"]
 
 
-def settle():
-    subprocess.run(["sync"], check=True)
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-
-
 def bandwidth(args, env=None):
     settle()
     run = subprocess.run(args, capture_output=True, text=True, env=env)
@@ -43,20 +37,8 @@ def bandwidth(args, env=None):
 
 
 def measure(lanefs, place, label):
-    data = tempfile.mkdtemp(prefix="lanefs-mount-bench-", dir=place)
-    mountpoint = tempfile.mkdtemp(prefix="lanefs-mnt-")
-    up = subprocess.Popen([lanefs, "up", "--osts", "4", "--data", os.path.join(data, "fs")],
-                          stdout=subprocess.PIPE, text=True)
-    mds = None
-    for line in up.stdout:
-        if line.startswith("export LANEFS_MDS="):
-            mds = line.strip().split("=", 1)[1]
-        if line.startswith("(interrupt"):
-            break
-    env = dict(os.environ, LANEFS_MDS=mds)
     results = {}
-    try:
-        subprocess.run([lanefs, "mount", mountpoint], check=True, env=env, capture_output=True)
+    with mounted(lanefs, place, "lanefs-mount-bench-") as (_, mountpoint, env):
         for r in range(ROUNDS):
             for shared in (False, True):
                 case = "shared file" if shared else "file per process"
@@ -76,12 +58,6 @@ def measure(lanefs, place, label):
                         print(f"{label} round {r + 1}: {case:16} {who:7} write {bw['write']:7.0f} read {bw['read']:7.0f} MiB/s",
                               file=sys.stderr)
         shared = shared_locking(lanefs, env)
-    finally:
-        subprocess.run([lanefs, "umount", mountpoint], env=env, capture_output=True)
-        up.terminate()
-        up.wait()
-        subprocess.run(["rm", "-rf", data])
-        os.rmdir(mountpoint)
     print(f"{label}: lanefs ior {' '.join(IOR)}, {ROUNDS} rounds, median MiB/s")
     for case in ("file per process", "shared file"):
         for op in ("write", "read"):

@@ -26,16 +26,12 @@ Needs root (to mount and drop caches), mpirun, and a lanefs built with MPI
 """
 import json, os, statistics, subprocess, sys, tempfile
 
+from lanefs_up import mounted, settle
+
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 RANKS = "8"
 BLOCK_MIB, TRANSFER_KIB, SEGMENTS = 1, 1024, 64
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", RANKS]
-
-
-def settle():
-    subprocess.run(["sync"], check=True)
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
 
 
 def run(args, env):
@@ -72,20 +68,8 @@ def main():
     lanefs = sys.argv[1] if len(sys.argv) > 1 else "target/release/lanefs"
     subprocess.run(["make", "-s", "-C", "c", "mpiio_write"], check=True)
     place = os.environ.get("BENCH_DIR", tempfile.gettempdir())
-    data = tempfile.mkdtemp(prefix="lanefs-mpiio-bench-", dir=place)
-    mountpoint = tempfile.mkdtemp(prefix="lanefs-mnt-")
-    up = subprocess.Popen([lanefs, "up", "--osts", "4", "--data", os.path.join(data, "fs")],
-                          stdout=subprocess.PIPE, text=True)
-    mds = None
-    for line in up.stdout:
-        if line.startswith("export LANEFS_MDS="):
-            mds = line.strip().split("=", 1)[1]
-        if line.startswith("(interrupt"):
-            break
-    env = dict(os.environ, LANEFS_MDS=mds)
     results = {}
-    try:
-        subprocess.run([lanefs, "mount", mountpoint], check=True, env=env, capture_output=True)
+    with mounted(lanefs, place, "lanefs-mpiio-bench-") as (mds, mountpoint, env):
         subprocess.run([lanefs, "setstripe", "-c", "4", "-S", "1m", "/"], check=True, env=env)
         cases = [
             ("lanefs default", lambda r: lanefs_case(lanefs, mds, 0, f"default{r}")),
@@ -98,10 +82,6 @@ def main():
                 bw = case(r)
                 results.setdefault(name, []).append(bw)
                 print(f"round {r + 1}: {name:17} write {bw:7.0f} MiB/s", file=sys.stderr)
-    finally:
-        subprocess.run([lanefs, "umount", mountpoint], env=env, capture_output=True)
-        up.terminate()
-        up.wait()
     mib = BLOCK_MIB * SEGMENTS * int(RANKS)
     print(f"collective writes, {RANKS} ranks under mpirun, one file of {mib} MiB over 4 OSTs (1 MiB stripes) on "
           f"{place}, {ROUNDS} rounds, median MiB/s")

@@ -34,19 +34,26 @@ pub fn env_flag(name: &str) -> bool {
         || std::env::var(format!("MPICH_{name}")).map(on).unwrap_or(false)
 }
 
-/// The hints of `p`'s test file, in precedence order (see the module docs),
-/// and a warning for each unknown hint ignored.
-pub fn hints(p: &IorParams) -> Result<(MpiioHints, Vec<String>), IorError> {
+/// The hint pairs of `p`'s test file, in precedence order (later wins):
+/// IOR's (`IOR_HINT__MPI__*`, `--mpiio.hintsFileName`), then
+/// `LANEFS_MPIIO_HINTS` or, when that is unset, `MPICH_MPIIO_HINTS`.
+pub fn hint_pairs(p: &IorParams) -> Result<Vec<(String, String)>, IorError> {
     let mut pairs = lanefs_ior::mpi_hints(p, std::env::vars())?;
     let env_spec = std::env::var("LANEFS_MPIIO_HINTS")
         .ok()
         .map(|v| ("LANEFS_MPIIO_HINTS", v))
         .or_else(|| std::env::var("MPICH_MPIIO_HINTS").ok().map(|v| ("MPICH_MPIIO_HINTS", v)));
     if let Some((name, spec)) = env_spec {
-        let rules = mhints::parse_hint_env(&spec).map_err(|e| backend_error(format!("{name}: {e}")))?;
+        let rules = mhints::parse_hint_env(&spec).map_err(|e| mpiio_error(format!("{name}: {e}")))?;
         pairs.extend(mhints::hints_for_file(&rules, &p.test_file));
     }
-    let (known, warnings) = mhints::known_hints(pairs);
+    Ok(pairs)
+}
+
+/// The hints of `p`'s test file ([`hint_pairs`]), and a warning for each
+/// unknown hint ignored.
+pub fn hints(p: &IorParams) -> Result<(MpiioHints, Vec<String>), IorError> {
+    let (known, warnings) = mhints::known_hints(hint_pairs(p)?);
     Ok((MpiioHints::from_pairs(&known).map_err(mpiio_error)?, warnings))
 }
 

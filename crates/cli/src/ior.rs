@@ -5,6 +5,7 @@
 //! cluster started for the run when none is given; ranks as threads, or
 //! under `mpirun` as the processes of the job.
 
+use crate::args::take;
 use anyhow::{bail, Result};
 use lanefs_backends::job;
 use lanefs_backends::lanefs::{embedded_osts, LanefsBackend};
@@ -29,29 +30,6 @@ impl Where {
     }
 }
 
-/// Pull `NAME VALUE` / `NAME=VALUE` (`--cluster ADDR`, `--key FILE`) out of
-/// IOR's arguments; `example` is what the value looks like.
-fn take_option(args: &mut Vec<String>, name: &str, example: &str) -> Result<Option<String>> {
-    let mut found = None;
-    let mut i = 0;
-    let prefix = format!("{name}=");
-    while i < args.len() {
-        if args[i] == name {
-            if i + 1 >= args.len() {
-                bail!("{name} needs a value, e.g. {name} {example}");
-            }
-            found = Some(args.remove(i + 1));
-            args.remove(i);
-        } else if let Some(v) = args[i].strip_prefix(&prefix) {
-            found = Some(v.to_string());
-            args.remove(i);
-        } else {
-            i += 1;
-        }
-    }
-    Ok(found)
-}
-
 fn uses_lanefs(args: &[String]) -> bool {
     ["LANEFS", "MPIIO"].iter().any(|name| {
         args.windows(2).any(|w| w[0] == "-a" && w[1].eq_ignore_ascii_case(name))
@@ -63,8 +41,8 @@ fn uses_lanefs(args: &[String]) -> bool {
 
 /// `lanefs ior ARGS`: exit code as IOR's (1 when data checks failed).
 pub fn main(mut args: Vec<String>, mds: Option<String>, key: Option<PathBuf>) -> Result<()> {
-    let cluster = take_option(&mut args, "--cluster", "127.0.0.1:9400")?.or(mds);
-    let key = take_option(&mut args, "--key", "/tmp/lanefs/keys/client.pem")?.map(PathBuf::from).or(key);
+    let cluster = take(&mut args, "--cluster", "127.0.0.1:9400")?.or(mds);
+    let key = take(&mut args, "--key", "/tmp/lanefs/keys/client.pem")?.map(PathBuf::from).or(key);
     let posix = PosixBackend;
     let mut out = std::io::stdout();
     if args.iter().any(|a| a == "-h" || a == "--help") {

@@ -2,6 +2,7 @@
 //! shows lives in the library crates; this file turns options into calls and
 //! results into text or JSON.
 
+mod args;
 mod daemons;
 mod demo;
 mod fs;

@@ -8,7 +8,9 @@
 //!
 //! `lanefs sim presets` lists the shipped cluster descriptions.
 
+use crate::args::{take, take_flag, take_one};
 use anyhow::{anyhow, bail, Context, Result};
+use lanefs_backends::mpiio::env_flag;
 use lanefs_core::client::ladvise::IoLockMode as LockMode;
 use lanefs_core::units::Duration;
 use lanefs_mpiio::hints as mhints;
@@ -66,62 +68,6 @@ pub fn main(mut args: Vec<String>) -> Result<()> {
     }
 }
 
-/// Take `--name VALUE` or `--name=VALUE` out of `args`.
-fn take(args: &mut Vec<String>, name: &str) -> Result<Option<String>> {
-    let mut found = None;
-    let mut i = 0;
-    let eq = format!("{name}=");
-    while i < args.len() {
-        if args[i] == name {
-            if i + 1 >= args.len() {
-                bail!("{name} needs a value");
-            }
-            found = Some(args.remove(i + 1));
-            args.remove(i);
-        } else if let Some(v) = args[i].strip_prefix(&eq) {
-            found = Some(v.to_string());
-            args.remove(i);
-        } else {
-            i += 1;
-        }
-    }
-    Ok(found)
-}
-
-/// Take the first `--name VALUE` or `--name=VALUE` out of `args` (for
-/// options that may be given several times).
-fn take_one(args: &mut Vec<String>, name: &str) -> Result<Option<String>> {
-    let eq = format!("{name}=");
-    for i in 0..args.len() {
-        if args[i] == name {
-            if i + 1 >= args.len() {
-                bail!("{name} needs a value");
-            }
-            let value = args.remove(i + 1);
-            args.remove(i);
-            return Ok(Some(value));
-        }
-        if let Some(v) = args[i].strip_prefix(&eq) {
-            let value = v.to_string();
-            args.remove(i);
-            return Ok(Some(value));
-        }
-    }
-    Ok(None)
-}
-
-fn take_flag(args: &mut Vec<String>, name: &str) -> bool {
-    let before = args.len();
-    args.retain(|a| a != name);
-    args.len() != before
-}
-
-fn env_flag(name: &str) -> bool {
-    let on = |v: String| v != "0" && !v.is_empty();
-    std::env::var(format!("LANEFS_{name}")).map(on).unwrap_or(false)
-        || std::env::var(format!("MPICH_{name}")).map(on).unwrap_or(false)
-}
-
 fn parse_size(text: &str, option: &str) -> Result<u64> {
     lanefs_ior::parse_size(text).map_err(|message| anyhow!("{option}={text}: {message}"))
 }
@@ -135,23 +81,23 @@ fn ior(mut args: Vec<String>) -> Result<()> {
     // run again as printed.
     let invocation =
         std::iter::once("lanefs sim ior").chain(args.iter().map(String::as_str)).collect::<Vec<_>>().join(" ");
-    let cluster = take(&mut args, "--cluster")?
+    let cluster = take(&mut args, "--cluster", "laptop")?
         .ok_or_else(|| anyhow!("--cluster is required: a preset name ({}) or a .toml file", preset_names()))?;
     let mut overrides = Vec::new();
-    while let Some(set) = take_one(&mut args, "--set")? {
+    while let Some(set) = take_one(&mut args, "--set", "storage.lock_cpu_us=200")? {
         let (key, value) = set
             .split_once('=')
             .ok_or_else(|| anyhow!("--set {set}: write SECTION.KEY=VALUE, e.g. --set storage.lock_cpu_us=200"))?;
         overrides.push((key.trim().to_string(), value.trim().to_string()));
     }
     let cluster = ClusterConfig::load_with(&cluster, &overrides).map_err(|e| anyhow!("{e}"))?;
-    let seed = match take(&mut args, "--seed")? {
+    let seed = match take(&mut args, "--seed", "1")? {
         Some(s) => s.parse().map_err(|_| anyhow!("--seed {s}: give a non-negative integer"))?,
         None => 1,
     };
-    let cli_hints = take(&mut args, "--hints")?;
-    let timeseries = take(&mut args, "--timeseries")?.map(PathBuf::from);
-    let interval = match take(&mut args, "--timeseries-interval")? {
+    let cli_hints = take(&mut args, "--hints", "cb_nodes=8")?;
+    let timeseries = take(&mut args, "--timeseries", "bw.csv")?.map(PathBuf::from);
+    let interval = match take(&mut args, "--timeseries-interval", "0.1")? {
         Some(s) => {
             let v: f64 = s.parse().map_err(|_| anyhow!("--timeseries-interval {s}: give seconds, e.g. 0.1"))?;
             if !(v.is_finite() && v >= 1e-6) {
@@ -180,16 +126,7 @@ fn ior(mut args: Vec<String>) -> Result<()> {
     // Ranks sit on the cluster's nodes as its description says unless
     // --tasks-per-node says otherwise, and IOR's report says so too.
     params.tasks_per_node.get_or_insert(cluster.compute.ranks_per_node);
-    let mut hints: Vec<(String, String)> =
-        lanefs_ior::mpi_hints(&params, std::env::vars()).map_err(|e| anyhow!("{e}"))?;
-    let env_spec = std::env::var("LANEFS_MPIIO_HINTS")
-        .ok()
-        .map(|v| ("LANEFS_MPIIO_HINTS", v))
-        .or_else(|| std::env::var("MPICH_MPIIO_HINTS").ok().map(|v| ("MPICH_MPIIO_HINTS", v)));
-    if let Some((name, spec)) = env_spec {
-        let rules = mhints::parse_hint_env(&spec).map_err(|e| anyhow!("{name}: {e}"))?;
-        hints.extend(mhints::hints_for_file(&rules, &params.test_file));
-    }
+    let mut hints = lanefs_backends::mpiio::hint_pairs(&params).map_err(|e| anyhow!("{e}"))?;
     if let Some(spec) = &cli_hints {
         if !params.api.eq_ignore_ascii_case("MPIIO") {
             bail!("--hints are MPI-IO hints: they need -a MPIIO (this run is -a {})", params.api);
