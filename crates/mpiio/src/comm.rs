@@ -26,6 +26,11 @@ pub enum CommError {
     Aborted { rank: u32, reason: String },
     #[error("a message of {got} bytes where {expected} were planned, from rank {rank}")]
     Malformed { rank: u32, got: usize, expected: usize },
+    #[error(
+        "{bytes} bytes in one exchange pass MPI's count limit ({} bytes); use smaller transfers (-t) or stripes",
+        i32::MAX
+    )]
+    TooLarge { bytes: usize },
 }
 
 /// The collective operations two-phase I/O uses (see the module docs).
@@ -271,17 +276,17 @@ mod mpi_comm {
             &self.world
         }
 
-        fn counts(lens: impl Iterator<Item = usize>) -> (Vec<Count>, Vec<Count>) {
-            let counts: Vec<Count> = lens.map(|n| Count::try_from(n).expect("a message under 2 GiB")).collect();
-            let displs = counts
-                .iter()
-                .scan(0 as Count, |at, &n| {
-                    let here = *at;
-                    *at += n;
-                    Some(here)
-                })
-                .collect();
-            (counts, displs)
+        /// MPI's counts and displacements of messages of `lens` bytes, laid
+        /// end to end; all of it must fit MPI's `int` counts.
+        fn counts(lens: impl Iterator<Item = usize>) -> Result<(Vec<Count>, Vec<Count>), CommError> {
+            let (mut counts, mut displs, mut at) = (Vec::new(), Vec::new(), 0usize);
+            for n in lens {
+                let too_large = || CommError::TooLarge { bytes: at.saturating_add(n) };
+                displs.push(Count::try_from(at).map_err(|_| too_large())?);
+                counts.push(Count::try_from(n).map_err(|_| too_large())?);
+                at = at.checked_add(n).filter(|&end| Count::try_from(end).is_ok()).ok_or_else(too_large)?;
+            }
+            Ok((counts, displs))
         }
     }
 
@@ -308,7 +313,7 @@ mod mpi_comm {
             let len = mine.len() as u64;
             let mut lens = vec![0u64; n];
             self.world.all_gather_into(&len, &mut lens[..]);
-            let (counts, displs) = Self::counts(lens.iter().map(|&l| l as usize));
+            let (counts, displs) = Self::counts(lens.iter().map(|&l| l as usize))?;
             let total = lens.iter().sum::<u64>() as usize;
             let mut all = buffer(total);
             {
@@ -330,8 +335,8 @@ mod mpi_comm {
                 flat[at..at + message.len()].copy_from_slice(message);
                 at += message.len();
             }
-            let (send_counts, send_displs) = Self::counts(send_lens.iter().map(|&l| l as usize));
-            let (recv_counts, recv_displs) = Self::counts(recv_lens.iter().map(|&l| l as usize));
+            let (send_counts, send_displs) = Self::counts(send_lens.iter().map(|&l| l as usize))?;
+            let (recv_counts, recv_displs) = Self::counts(recv_lens.iter().map(|&l| l as usize))?;
             let total = recv_lens.iter().sum::<u64>() as usize;
             let mut received = buffer(total);
             {
@@ -357,6 +362,15 @@ mod mpi_comm {
     /// send buffer that is also the receive buffer (`MPI_ERR_ARG`).
     fn buffer(len: usize) -> Vec<u8> {
         vec![0u8; len.max(1)]
+    }
+
+    #[cfg(test)]
+    #[test]
+    fn counts_lay_messages_end_to_end_within_mpis_int() {
+        assert_eq!(MpiComm::counts([3usize, 0, 4].into_iter()).unwrap(), (vec![3, 0, 4], vec![0, 3, 3]));
+        let over = MpiComm::counts([1usize, i32::MAX as usize].into_iter()).unwrap_err();
+        assert_eq!(over, CommError::TooLarge { bytes: i32::MAX as usize + 1 });
+        assert!(over.to_string().contains("use smaller transfers (-t)"), "{over}");
     }
 
     fn split(all: &[u8], counts: &[Count]) -> Vec<Vec<u8>> {
