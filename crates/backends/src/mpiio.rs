@@ -310,7 +310,10 @@ impl<'w> MpiioRank<'w> {
         }
         if env_flag("MPIIO_AGGREGATOR_PLACEMENT_DISPLAY") && writing {
             // Every rank says where it runs; rank 0 prints.
-            let hosts = file.communicator().allgather(hostname().as_bytes()).map_err(mpiio_error)?;
+            let hosts = file
+                .communicator()
+                .allgather(lanefs_ior::host_name().unwrap_or_default().as_bytes())
+                .map_err(mpiio_error)?;
             if file.communicator().rank() == 0 && self.rank == 0 {
                 let node = |rank: u32| String::from_utf8_lossy(&hosts[rank as usize]).into_owned();
                 eprint!("{}", lanefs_mpiio::format_aggregator_placement(name, file.write_aggregators(), node));
@@ -384,18 +387,5 @@ impl RankIo for MpiioRank<'_> {
             }
         }
         Ok(())
-    }
-}
-
-/// This host's name, as `mpirun` knows it.
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
-    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    if ok {
-        String::from_utf8_lossy(&buf[..end]).into_owned()
-    } else {
-        "unknown".into()
     }
 }

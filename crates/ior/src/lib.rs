@@ -52,7 +52,7 @@ pub use offsets::{
     offsets, pretend_rank, read_rank_offset, test_file_name, transfer_offset, write_check_rank_offset, NodeMapping,
 };
 pub use options::{parse_args, parse_size};
-pub use output::IOR_VERSION;
+pub use output::{host_name, IOR_VERSION};
 pub use params::{IorParams, SummaryFormat, NUM_TASKS_MAX, NUM_TASK_THREADS_MAX};
 pub use posix::PosixBackend;
 pub use run::{run, run_as_rank, IorSummary, IterationResult};

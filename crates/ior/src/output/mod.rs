@@ -482,6 +482,11 @@ fn uname() -> Option<[String; 5]> {
     Some([field(&buf.sysname), field(&buf.nodename), field(&buf.release), field(&buf.version), field(&buf.machine)])
 }
 
+/// This host's name (`uname`'s nodename), as MPI launchers name hosts.
+pub fn host_name() -> Option<String> {
+    uname().map(|[_, node, ..]| node)
+}
+
 /// IOR's `Machine` value: `Linux <host>` (plus release, version and machine with `-vv`).
 pub fn machine(verbose: u32) -> String {
     match uname() {
