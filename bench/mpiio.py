@@ -1,34 +1,47 @@
 #!/usr/bin/env python3
-"""Collective MPI-IO under mpirun: lanefs's own MPI-IO layer against Open
-MPI's (OMPIO and ROMIO) writing the same pattern through a lanefs mount.
+"""Collective MPI-IO under mpirun: lanefs's own MPI-IO layer in each of
+Cray's lock modes, beside independent writes to one shared file, file per
+process, and Open MPI's own MPI-IO (OMPIO and ROMIO) writing the same
+pattern through a lanefs mount.
 
 Starts `lanefs up --osts 4` on the disk under the system's temporary
-directory (BENCH_DIR to choose), mounts it, and alternates, round by round:
+directory (BENCH_DIR to choose), mounts it, and alternates, round by round
+(every lanefs case is `mpirun -np 8 lanefs ior -a MPIIO -w ...`):
 
-  lanefs default     mpirun -np 8 lanefs ior -a MPIIO -c -w -e ... with
-                     cray_cb_write_lock_mode=0 (expanding locks)
-  lanefs lockahead   the same with cray_cb_write_lock_mode=2
-  ompio (mount)      mpirun -np 8 --mca io ompio c/mpiio_write, each
-                     transfer an MPI_File_write_at_all through the mount
-  romio (mount)      the same with --mca io romio321
+  collective lockahead   -c, cray_cb_write_lock_mode=2
+  collective default     -c, cray_cb_write_lock_mode=0 (expanding locks)
+  collective group lock  -c, cray_cb_write_lock_mode=1
+  independent shared     no -c: every rank writes its own blocks of the
+                         shared file, with expanding locks
+  file per process       -F, each rank's file on one OST
+  ompio (mount)          mpirun -np 8 --mca io ompio c/mpiio_write, each
+                         transfer an MPI_File_write_at_all through the mount
+  romio (mount)          the same with --mca io romio321
 
-One shared file striped over the 4 OSTs in 1 MiB stripes, 8 ranks, each
-writing 64 segments of a 1 MiB block (IOR's -b 1m -t 1m -s 64: every
-collective call covers 8 consecutive stripes, so all 4 aggregators write
-in it; 512 MiB), synced and closed inside the timed write; every run then
-reads its data back and checks it. The disk is synced and the page cache dropped before each run.
-Prints each case's median write bandwidth, and lockahead / default.
+The collective cases ask for two aggregators per OST
+(cray_cb_nodes_multiplier=2, 8 aggregators for 4 OSTs), the layout under
+which aggregators contend for an OST's lock and lockahead is meant to help.
+The shared file is striped over the 4 OSTs in 1 MiB stripes; 8 ranks each
+write 64 segments of a 1 MiB block (IOR's -b 1m -t 1m -s 64: every
+collective call covers 8 consecutive stripes, one per aggregator; 512
+MiB), synced and closed inside the timed write; every run then reads its
+data back and checks it. The disk is synced and the page cache dropped
+before each run. Prints each case's median write bandwidth and the ratios
+the targets are set on, and with TIMERS=1 the MPICH_MPIIO_TIMERS block of
+each collective case's last run.
 
 Needs root (to mount and drop caches), mpirun, and a lanefs built with MPI
 (`make build`); builds c/mpiio_write with mpicc.
 
-  bench/mpiio.py [LANEFS]        ROUNDS (default 3), BENCH_DIR
+  bench/mpiio.py [LANEFS]        ROUNDS (default 3), BENCH_DIR, TIMERS, and
+                                 CASES (names or parts of names, comma-separated)
 """
 import json, os, statistics, subprocess, sys, tempfile
 
 from lanefs_up import mounted, settle
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
+TIMERS = os.environ.get("TIMERS") == "1"
 RANKS = "8"
 BLOCK_MIB, TRANSFER_KIB, SEGMENTS = 1, 1024, 64
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", RANKS]
@@ -39,21 +52,25 @@ def run(args, env):
     done = subprocess.run(args, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         sys.exit(f"bench/mpiio.py: {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return done.stdout
+    return done.stdout, done.stderr
 
 
-def lanefs_case(lanefs, mds, mode, name):
-    hints = f"*:striping_factor=4:striping_unit=1048576:cray_cb_write_lock_mode={mode}"
-    env = dict(os.environ, LANEFS_MDS=mds, MPICH_MPIIO_HINTS=hints)
-    ior = [lanefs, "ior", "-a", "MPIIO", "-c", "-w", "-r", "-R", "-e", "-b", f"{BLOCK_MIB}m", "-t",
+def lanefs_case(lanefs, mds, name, flags, hints):
+    """One `lanefs ior -a MPIIO` run; returns its write bandwidth and, with
+    the timers asked for, the MPICH_MPIIO_TIMERS block it printed."""
+    env = dict(os.environ, LANEFS_MDS=mds, MPICH_MPIIO_HINTS=f"*:{hints}")
+    if TIMERS:
+        env["MPICH_MPIIO_TIMERS"] = "1"
+    ior = [lanefs, "ior", "-a", "MPIIO", *flags, "-w", "-r", "-R", "-e", "-b", f"{BLOCK_MIB}m", "-t",
            f"{TRANSFER_KIB}k", "-s", str(SEGMENTS), "-o", f"/{name}", "-O", "summaryFormat=JSON"]
-    out = run(MPIRUN + ior, env)
+    out, err = run(MPIRUN + ior, env)
     summary = json.loads(out)["summary"]
-    return next(s["bwMeanMIB"] for s in summary if s["operation"] == "write")
+    timers = "\n".join(line for line in err.splitlines() if line.startswith("|"))
+    return next(s["bwMeanMIB"] for s in summary if s["operation"] == "write"), timers
 
 
 def mpi_case(component, path, env):
-    out = run(MPIRUN + ["--mca", "io", component, "c/mpiio_write", path, str(BLOCK_MIB), str(TRANSFER_KIB),
+    out, _ = run(MPIRUN + ["--mca", "io", component, "c/mpiio_write", path, str(BLOCK_MIB), str(TRANSFER_KIB),
                         str(SEGMENTS)], env)
     result = json.loads(out.strip().splitlines()[-1])
     if not result["verified"]:
@@ -68,29 +85,54 @@ def main():
     lanefs = sys.argv[1] if len(sys.argv) > 1 else "target/release/lanefs"
     subprocess.run(["make", "-s", "-C", "c", "mpiio_write"], check=True)
     place = os.environ.get("BENCH_DIR", tempfile.gettempdir())
-    results = {}
+    results, timers = {}, {}
+    shared = "striping_factor=4:striping_unit=1048576"
+    collective = f"{shared}:cray_cb_nodes_multiplier=2:cray_cb_write_lock_mode="
+    lanefs_cases = [
+        ("collective lockahead", ["-c"], collective + "2"),
+        ("collective default", ["-c"], collective + "0"),
+        ("collective group lock", ["-c"], collective + "1"),
+        ("independent shared", [], shared),
+        ("file per process", ["-F"], "striping_factor=1:striping_unit=1048576"),
+    ]
     with mounted(lanefs, place, "lanefs-mpiio-bench-") as (mds, mountpoint, env):
         subprocess.run([lanefs, "setstripe", "-c", "4", "-S", "1m", "/"], check=True, env=env)
-        cases = [
-            ("lanefs default", lambda r: lanefs_case(lanefs, mds, 0, f"default{r}")),
-            ("lanefs lockahead", lambda r: lanefs_case(lanefs, mds, 2, f"lockahead{r}")),
+
+        def lanefs_run(name, flags, hints):
+            def case(r):
+                bw, printed = lanefs_case(lanefs, mds, f"{name.replace(' ', '-')}{r}", flags, hints)
+                timers[name] = printed
+                return bw
+            return name, case
+
+        cases = [lanefs_run(*case) for case in lanefs_cases] + [
             ("ompio (mount)", lambda r: mpi_case("ompio", f"{mountpoint}/ompio{r}", env)),
             ("romio (mount)", lambda r: mpi_case("romio321", f"{mountpoint}/romio{r}", env)),
         ]
+        if os.environ.get("CASES"):
+            wanted = os.environ["CASES"].split(",")
+            cases = [(name, case) for name, case in cases if any(w in name for w in wanted)]
         for r in range(ROUNDS):
             for name, case in (cases if r % 2 == 0 else cases[::-1]):
                 bw = case(r)
                 results.setdefault(name, []).append(bw)
-                print(f"round {r + 1}: {name:17} write {bw:7.0f} MiB/s", file=sys.stderr)
+                print(f"round {r + 1}: {name:22} write {bw:7.0f} MiB/s", file=sys.stderr)
     mib = BLOCK_MIB * SEGMENTS * int(RANKS)
-    print(f"collective writes, {RANKS} ranks under mpirun, one file of {mib} MiB over 4 OSTs (1 MiB stripes) on "
+    print(f"MPI-IO writes, {RANKS} ranks under mpirun, {mib} MiB over 4 OSTs (1 MiB stripes) on "
           f"{place}, {ROUNDS} rounds, median MiB/s")
     medians = {name: statistics.median(bws) for name, bws in results.items()}
     for name, bws in results.items():
-        print(f"  {name:17} {medians[name]:8.1f}   ({' '.join(f'{b:.0f}' for b in bws)})")
-    print(f"  lanefs lockahead / lanefs default: {medians['lanefs lockahead'] / medians['lanefs default']:.2f}x")
-    print(f"  lanefs lockahead / ompio (mount):  {medians['lanefs lockahead'] / medians['ompio (mount)']:.2f}x")
-
+        print(f"  {name:22} {medians[name]:8.1f}   ({' '.join(f'{b:.0f}' for b in bws)})")
+    lockahead = medians.get("collective lockahead")
+    for other, target in [("file per process", 0.8), ("collective default", 1.5), ("collective group lock", None),
+                          ("independent shared", None), ("ompio (mount)", None)]:
+        if lockahead is None or other not in medians:
+            continue
+        goal = f"   (target at least {target}x)" if target else ""
+        print(f"  collective lockahead / {other + ':':22} {lockahead / medians[other]:.2f}x{goal}")
+    for name, block in timers.items():
+        if block:
+            print(f"\n{name}, last run:\n{block}")
 
 if __name__ == "__main__":
     main()

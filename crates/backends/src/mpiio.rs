@@ -209,8 +209,17 @@ impl Communicator for Comm<'_> {
     fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, lanefs_mpiio::CommError> {
         self.get().allgather(mine)
     }
-    fn alltoallv(&self, to: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, lanefs_mpiio::CommError> {
-        self.get().alltoallv(to)
+    fn allgather_same(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, lanefs_mpiio::CommError> {
+        self.get().allgather_same(mine)
+    }
+    fn alltoallv(
+        &self,
+        send: &[u8],
+        to: &[std::ops::Range<usize>],
+        recv: &mut [u8],
+        from: &[std::ops::Range<usize>],
+    ) -> Result<(), lanefs_mpiio::CommError> {
+        self.get().alltoallv(send, to, recv, from)
     }
     fn wtime(&self) -> f64 {
         self.get().wtime()

@@ -247,7 +247,7 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
             let e = CollectiveError::TooFar { rank: self.comm.rank(), direction, offset, len };
             return Err(self.fail(e));
         }
-        let all = self.comm.allgather(&encode_u64s(&[offset, len]))?;
+        let all = self.comm.allgather_same(&encode_u64s(&[offset, len]))?;
         let mut requests = Vec::with_capacity(all.len());
         for (rank, bytes) in all.iter().enumerate() {
             let rank = rank as u32;
@@ -299,41 +299,39 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
         let mut t = PhaseClock::new(&self.comm, planned);
         let mine = my_pieces(&plan, comm.rank());
         let schedule = schedule_call(&plan, &mut self.write.locks, true);
+        let n = comm.size() as usize;
         for round in &schedule {
-            // Exchange: my pieces of this round to their aggregators.
-            let mut to = vec![Vec::new(); comm.size() as usize];
+            // Exchange: my pieces of this round to their aggregators, each
+            // straight from my buffer into its stripe buffer.
+            let mut to = vec![0..0; n];
             for piece in mine.iter().filter(|m| m.round == round.round) {
                 let at = (piece.piece.offset - offset) as usize;
-                to[self.write.ranks[piece.aggregator as usize] as usize]
-                    .extend_from_slice(&data[at..at + piece.piece.len as usize]);
+                join(&mut to[self.write.ranks[piece.aggregator as usize] as usize], at..at + piece.piece.len as usize);
+            }
+            let step = self.write.mine.and_then(|a| round.step_of(a));
+            let mut buffer = Vec::new();
+            let mut from = vec![0..0; n];
+            if let Some(step) = step {
+                let write = &step.stripe;
+                buffer = vec![0u8; (write.end - write.start) as usize];
+                if step.read_first {
+                    // Read-modify-write: the bytes no rank sends are the
+                    // file's (read before the exchange, as ROMIO does).
+                    t.lap(Phase::Exchange);
+                    let read = self.file.read_at(write.start, &mut buffer);
+                    read.map_err(self.io_error("read-modify-write read")).map_err(|e| self.fail(e))?;
+                    t.lap(Phase::FileWrite);
+                }
+                for piece in plan.pieces_of(write) {
+                    let at = (piece.offset - write.start) as usize;
+                    join(&mut from[piece.rank as usize], at..at + piece.len as usize);
+                }
             }
             t.lap(Phase::Exchange);
-            let received = comm.alltoallv(&to)?;
+            comm.alltoallv(data, &to, &mut buffer, &from)?;
             t.lap(Phase::DataSend);
-            let Some(step) = self.write.mine.and_then(|a| round.step_of(a)) else { continue };
+            let Some(step) = step else { continue };
             let write = &step.stripe;
-            let mut buffer = vec![0u8; (write.end - write.start) as usize];
-            if step.read_first {
-                // Read-modify-write: the bytes no rank sent are the file's.
-                t.lap(Phase::Exchange);
-                let read = self.file.read_at(write.start, &mut buffer);
-                read.map_err(self.io_error("read-modify-write read")).map_err(|e| self.fail(e))?;
-                t.lap(Phase::FileWrite);
-            }
-            let mut cursors = vec![0usize; comm.size() as usize];
-            for piece in plan.pieces_of(write) {
-                let from = &received[piece.rank as usize];
-                let cursor = &mut cursors[piece.rank as usize];
-                let len = piece.len as usize;
-                let bytes = from.get(*cursor..*cursor + len).ok_or(CommError::Malformed {
-                    rank: piece.rank,
-                    got: from.len(),
-                    expected: *cursor + len,
-                })?;
-                let at = (piece.offset - write.start) as usize;
-                buffer[at..at + len].copy_from_slice(bytes);
-                *cursor += len;
-            }
             t.lap(Phase::Exchange);
             if self.write.locks.uses_lockahead() {
                 if !step.lock_ahead.is_empty() {
@@ -378,40 +376,34 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
         self.read.locks.begin_call(&plan);
         let mine = my_pieces(&plan, comm.rank());
         let schedule = schedule_call(&plan, &mut self.read.locks, false);
+        let n = comm.size() as usize;
         for round in &schedule {
-            let mut to = vec![Vec::new(); comm.size() as usize];
+            // Each aggregator reads its stripe, and the exchange carries
+            // every rank its pieces straight into its buffer.
+            let mut buffer = Vec::new();
+            let mut to = vec![0..0; n];
             if let Some(step) = self.read.mine.and_then(|a| round.step_of(a)) {
                 let stripe = &step.stripe;
                 if !step.lock_ahead.is_empty() {
                     let sent = self.file.lock_ahead(&step.lock_ahead);
                     sent.map_err(self.io_error("lockahead")).map_err(|e| self.fail(e))?;
                 }
-                let mut buffer = vec![0u8; (stripe.end - stripe.start) as usize];
+                buffer = vec![0u8; (stripe.end - stripe.start) as usize];
                 self.file
                     .read_at(stripe.start, &mut buffer)
                     .map_err(self.io_error("read"))
                     .map_err(|e| self.fail(e))?;
                 for piece in plan.pieces_of(stripe) {
                     let at = (piece.offset - stripe.start) as usize;
-                    to[piece.rank as usize].extend_from_slice(&buffer[at..at + piece.len as usize]);
+                    join(&mut to[piece.rank as usize], at..at + piece.len as usize);
                 }
             }
-            let received = comm.alltoallv(&to)?;
-            let mut cursors = vec![0usize; comm.size() as usize];
+            let mut from = vec![0..0; n];
             for m in mine.iter().filter(|m| m.round == round.round) {
-                let from = self.read.ranks[m.aggregator as usize];
-                let message = &received[from as usize];
-                let cursor = &mut cursors[from as usize];
-                let len = m.piece.len as usize;
-                let bytes = message.get(*cursor..*cursor + len).ok_or(CommError::Malformed {
-                    rank: from,
-                    got: message.len(),
-                    expected: *cursor + len,
-                })?;
                 let at = (m.piece.offset - offset) as usize;
-                buf[at..at + len].copy_from_slice(bytes);
-                *cursor += len;
+                join(&mut from[self.read.ranks[m.aggregator as usize] as usize], at..at + m.piece.len as usize);
             }
+            comm.alltoallv(&buffer, &to, buf, &from)?;
         }
         Ok(())
     }
@@ -457,7 +449,7 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
         .into_iter()
         .chain(independent)
         .collect();
-        let all = comm.allgather(&encode_u64s(&mine))?;
+        let all = comm.allgather_same(&encode_u64s(&mine))?;
         let mut report = CloseReport {
             write_stats: self.write_stats.clone(),
             read_stats: self.read_stats.clone(),
@@ -511,6 +503,18 @@ struct MyPiece {
     round: u64,
     aggregator: u32,
     piece: Piece,
+}
+
+/// Adds `next` to the range `part` of an exchange. A rank's request is one
+/// range of the file, so what it has in one stripe is one range too, and
+/// pieces are joined in offset order: `next` starts where `part` ends.
+fn join(part: &mut std::ops::Range<usize>, next: std::ops::Range<usize>) {
+    if part.start == part.end {
+        *part = next;
+    } else {
+        assert_eq!(part.end, next.start, "a rank's pieces in one stripe are one range");
+        part.end = part.end.max(next.end);
+    }
 }
 
 /// This rank's pieces in `(round, offset)` order: the order in which it

@@ -6,8 +6,11 @@
 //! are threads of one process ([`ThreadComm`], for tests and for runs
 //! without `mpirun`).
 //!
-//! Messages are bytes: an exchange carries each rank's planned pieces back
-//! to back, and the request lists of the all-gather are little-endian
+//! Messages are bytes. An exchange ([`Communicator::alltoallv`]) moves
+//! ranges of one buffer to ranges of another, as `MPI_Alltoallv` does:
+//! both sides know every size from the plan, so no sizes travel, and the
+//! bytes go from the caller's buffer into the caller's buffer with no copy
+//! on the way. The request lists of the all-gather are little-endian
 //! `u64`s ([`encode_u64s`]).
 //!
 //! Failure: a rank that fails inside a collective calls
@@ -16,6 +19,7 @@
 //! calls fail with [`CommError::Aborted`], naming the rank and why, so no
 //! rank waits forever for one that left.
 
+use std::ops::Range;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Instant;
 use thiserror::Error;
@@ -31,6 +35,8 @@ pub enum CommError {
         i32::MAX
     )]
     TooLarge { bytes: usize },
+    #[error("an exchange's part for rank {rank} ({part:?}) lies outside its {len}-byte buffer")]
+    OutOfBuffer { rank: u32, part: Range<usize>, len: usize },
 }
 
 /// The collective operations two-phase I/O uses (see the module docs).
@@ -43,9 +49,31 @@ pub trait Communicator {
     fn barrier(&self) -> Result<(), CommError>;
     /// Every rank's `mine`, in rank order.
     fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, CommError>;
-    /// Sends `to[r]` to rank `r` (`to` has one entry per rank) and returns
-    /// what each rank sent this one, in rank order.
-    fn alltoallv(&self, to: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, CommError>;
+    /// [`Communicator::allgather`] when every rank passes as many bytes
+    /// (one `MPI_Allgather` instead of two: no lengths to gather first). A
+    /// rank that passed another length is [`CommError::Malformed`].
+    fn allgather_same(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, CommError> {
+        let all = self.allgather(mine)?;
+        match all.iter().enumerate().find(|(_, theirs)| theirs.len() != mine.len()) {
+            Some((rank, theirs)) => {
+                Err(CommError::Malformed { rank: rank as u32, got: theirs.len(), expected: mine.len() })
+            }
+            None => Ok(all),
+        }
+    }
+    /// Sends `send[to[r]]` to rank `r` and receives into `recv[from[r]]`
+    /// what rank `r` sends this one (`to` and `from` have one range per
+    /// rank, empty for none; receive ranges do not overlap). Every size is
+    /// known to both sides beforehand: a message of another length than
+    /// its receive range is [`CommError::Malformed`] (MPI reports a longer
+    /// one as a truncation and ends the job).
+    fn alltoallv(
+        &self,
+        send: &[u8],
+        to: &[Range<usize>],
+        recv: &mut [u8],
+        from: &[Range<usize>],
+    ) -> Result<(), CommError>;
     /// Seconds on a clock every rank shares (`MPI_Wtime`).
     fn wtime(&self) -> f64;
     /// This rank cannot go on: end the collective for every rank.
@@ -68,8 +96,17 @@ impl<T: Communicator + ?Sized> Communicator for &T {
     fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, CommError> {
         (**self).allgather(mine)
     }
-    fn alltoallv(&self, to: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, CommError> {
-        (**self).alltoallv(to)
+    fn allgather_same(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, CommError> {
+        (**self).allgather_same(mine)
+    }
+    fn alltoallv(
+        &self,
+        send: &[u8],
+        to: &[Range<usize>],
+        recv: &mut [u8],
+        from: &[Range<usize>],
+    ) -> Result<(), CommError> {
+        (**self).alltoallv(send, to, recv, from)
     }
     fn wtime(&self) -> f64 {
         (**self).wtime()
@@ -91,6 +128,16 @@ pub fn decode_u64s(rank: u32, bytes: &[u8]) -> Result<Vec<u64>, CommError> {
         return Err(CommError::Malformed { rank, got: bytes.len(), expected: bytes.len() / 8 * 8 });
     }
     Ok(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
+}
+
+/// Checks that `parts` has one range per rank, each inside a buffer of
+/// `len` bytes.
+fn check_parts(parts: &[Range<usize>], size: u32, len: usize) -> Result<(), CommError> {
+    assert_eq!(parts.len(), size as usize, "one range per rank");
+    match parts.iter().enumerate().find(|(_, p)| p.start > p.end || p.end > len) {
+        Some((rank, part)) => Err(CommError::OutOfBuffer { rank: rank as u32, part: part.clone(), len }),
+        None => Ok(()),
+    }
 }
 
 /// Ranks as threads of one process, exchanging through shared memory.
@@ -204,8 +251,23 @@ impl Communicator for ThreadComm {
         self.exchange(vec![mine.to_vec(); self.shared.size as usize])
     }
 
-    fn alltoallv(&self, to: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, CommError> {
-        self.exchange(to.to_vec())
+    fn alltoallv(
+        &self,
+        send: &[u8],
+        to: &[Range<usize>],
+        recv: &mut [u8],
+        from: &[Range<usize>],
+    ) -> Result<(), CommError> {
+        check_parts(to, self.shared.size, send.len())?;
+        check_parts(from, self.shared.size, recv.len())?;
+        let got = self.exchange(to.iter().map(|part| send[part.clone()].to_vec()).collect())?;
+        for (rank, (message, part)) in got.iter().zip(from).enumerate() {
+            if message.len() != part.len() {
+                return Err(CommError::Malformed { rank: rank as u32, got: message.len(), expected: part.len() });
+            }
+            recv[part.clone()].copy_from_slice(message);
+        }
+        Ok(())
     }
 
     fn wtime(&self) -> f64 {
@@ -226,11 +288,12 @@ pub use self::mpi_comm::MpiComm;
 
 #[cfg(feature = "mpi")]
 mod mpi_comm {
-    use super::{CommError, Communicator};
+    use super::{check_parts, CommError, Communicator};
     use mpi::collective::CommunicatorCollectives;
     use mpi::datatype::{Partition, PartitionMut};
     use mpi::topology::{Communicator as _, SimpleCommunicator};
     use mpi::Count;
+    use std::ops::Range;
 
     /// The ranks of an MPI communicator (`MPI_COMM_WORLD` under `mpirun`).
     pub struct MpiComm {
@@ -288,6 +351,21 @@ mod mpi_comm {
             }
             Ok((counts, displs))
         }
+
+        /// MPI's counts and displacements of `parts` of one buffer.
+        fn ranges(parts: &[Range<usize>]) -> Result<(Vec<Count>, Vec<Count>), CommError> {
+            let too_large = |part: &Range<usize>| CommError::TooLarge { bytes: part.end };
+            parts
+                .iter()
+                .map(|part| {
+                    let start = Count::try_from(part.start).map_err(|_| too_large(part))?;
+                    let len = Count::try_from(part.len()).map_err(|_| too_large(part))?;
+                    Count::try_from(part.end).map_err(|_| too_large(part))?;
+                    Ok((len, start))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(|pairs| pairs.into_iter().unzip())
+        }
     }
 
     impl Communicator for MpiComm {
@@ -323,28 +401,34 @@ mod mpi_comm {
             Ok(split(&all, &counts))
         }
 
-        fn alltoallv(&self, to: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, CommError> {
+        fn allgather_same(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, CommError> {
             let n = self.world.size() as usize;
-            let send_lens: Vec<u64> = to.iter().map(|m| m.len() as u64).collect();
-            let mut recv_lens = vec![0u64; n];
-            self.world.all_to_all_into(&send_lens[..], &mut recv_lens[..]);
-            let sent: usize = to.iter().map(Vec::len).sum();
-            let mut flat = buffer(sent);
-            let mut at = 0;
-            for message in to {
-                flat[at..at + message.len()].copy_from_slice(message);
-                at += message.len();
-            }
-            let (send_counts, send_displs) = Self::counts(send_lens.iter().map(|&l| l as usize))?;
-            let (recv_counts, recv_displs) = Self::counts(recv_lens.iter().map(|&l| l as usize))?;
-            let total = recv_lens.iter().sum::<u64>() as usize;
-            let mut received = buffer(total);
-            {
-                let sending = Partition::new(&flat[..sent], &send_counts[..], &send_displs[..]);
-                let mut receiving = PartitionMut::new(&mut received[..total], &recv_counts[..], &recv_displs[..]);
-                self.world.all_to_all_varcount_into(&sending, &mut receiving);
-            }
-            Ok(split(&received, &recv_counts))
+            let (counts, _) = Self::counts(std::iter::repeat_n(mine.len(), n))?;
+            let mut all = buffer(mine.len() * n);
+            self.world.all_gather_into(mine, &mut all[..mine.len() * n]);
+            Ok(split(&all, &counts))
+        }
+
+        fn alltoallv(
+            &self,
+            send: &[u8],
+            to: &[Range<usize>],
+            recv: &mut [u8],
+            from: &[Range<usize>],
+        ) -> Result<(), CommError> {
+            let size = self.world.size() as u32;
+            check_parts(to, size, send.len())?;
+            check_parts(from, size, recv.len())?;
+            let (send_counts, send_displs) = Self::ranges(to)?;
+            let (recv_counts, recv_displs) = Self::ranges(from)?;
+            // An empty buffer has no address of its own (see `buffer`).
+            let (spare_send, mut spare_recv) = (buffer(0), buffer(0));
+            let send = if send.is_empty() { &spare_send[..] } else { send };
+            let recv = if recv.is_empty() { &mut spare_recv[..] } else { recv };
+            let sending = Partition::new(send, &send_counts[..], &send_displs[..]);
+            let mut receiving = PartitionMut::new(recv, &recv_counts[..], &recv_displs[..]);
+            self.world.all_to_all_varcount_into(&sending, &mut receiving);
+            Ok(())
         }
 
         fn wtime(&self) -> f64 {
@@ -406,11 +490,21 @@ mod tests {
             for round in 0..50u8 {
                 let all = c.allgather(&[me, round]).unwrap();
                 assert_eq!(all, (0..5).map(|r| vec![r, round]).collect::<Vec<_>>());
-                // Rank r sends rank t `r` repeated `t + round % 3` times.
-                let to: Vec<Vec<u8>> = (0..5).map(|t| vec![me; t as usize + (round % 3) as usize]).collect();
-                let got = c.alltoallv(&to).unwrap();
-                for (from, message) in got.iter().enumerate() {
-                    assert_eq!(message, &vec![from as u8; me as usize + (round % 3) as usize]);
+                // Rank r sends rank t `r` repeated `t + round % 3` times,
+                // from the back of its buffer to the front.
+                let lens: Vec<usize> = (0..5).map(|t| t + usize::from(round % 3)).collect();
+                let mut send = Vec::new();
+                let mut to = vec![0..0; 5];
+                for t in (0..5).rev() {
+                    to[t] = send.len()..send.len() + lens[t];
+                    send.extend(std::iter::repeat_n(me, lens[t]));
+                }
+                let from_len = me as usize + usize::from(round % 3);
+                let from: Vec<_> = (0..5).map(|r| r * from_len..(r + 1) * from_len).collect();
+                let mut got = vec![u8::MAX; 5 * from_len];
+                c.alltoallv(&send, &to, &mut got, &from).unwrap();
+                for (r, part) in from.iter().enumerate() {
+                    assert!(got[part.clone()].iter().all(|&b| b == r as u8), "{got:?}");
                 }
                 seen.push(round);
             }
@@ -418,6 +512,43 @@ mod tests {
             seen.len()
         });
         assert_eq!(results, vec![50; 5]);
+    }
+
+    #[test]
+    fn an_exchange_refuses_parts_outside_its_buffers_and_messages_of_another_size() {
+        let results = on_threads(2, |c| {
+            let outside = c.alltoallv(&[1, 2], &[0..1, 1..3], &mut [0; 2], &[0..1, 1..2]);
+            // Both ranks expect one byte from each, but rank 1 sends two to rank 0.
+            let to = if c.rank() == 1 { [0..2, 0..1] } else { [0..1, 0..1] };
+            let wrong = c.alltoallv(&[7, 7], &to, &mut [0; 2], &[0..1, 1..2]);
+            (outside.unwrap_err(), wrong)
+        });
+        for (rank, (outside, wrong)) in results.into_iter().enumerate() {
+            assert_eq!(outside, CommError::OutOfBuffer { rank: 1, part: 1..3, len: 2 });
+            if rank == 0 {
+                assert_eq!(wrong.unwrap_err(), CommError::Malformed { rank: 1, got: 2, expected: 1 });
+            } else {
+                wrong.unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn an_allgather_of_one_length_names_a_rank_that_passed_another() {
+        let results = on_threads(3, |c| {
+            let same = c.allgather_same(&[c.rank() as u8; 2]).unwrap();
+            let mine = vec![0u8; if c.rank() == 2 { 3 } else { 2 }];
+            (same, c.allgather_same(&mine))
+        });
+        for (rank, (same, wrong)) in results.into_iter().enumerate() {
+            assert_eq!(same, vec![vec![0, 0], vec![1, 1], vec![2, 2]]);
+            let expected = if rank == 2 {
+                CommError::Malformed { rank: 0, got: 2, expected: 3 }
+            } else {
+                CommError::Malformed { rank: 2, got: 3, expected: 2 }
+            };
+            assert_eq!(wrong.unwrap_err(), expected);
+        }
     }
 
     #[test]
