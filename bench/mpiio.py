@@ -33,7 +33,7 @@ each collective case's last run.
 Needs root (to mount and drop caches), mpirun, and a lanefs built with MPI
 (`make build`); builds c/mpiio_write with mpicc.
 
-  bench/mpiio.py [LANEFS]        ROUNDS (default 3), BENCH_DIR, TIMERS, and
+  bench/mpiio.py [LANEFS]        ROUNDS (default 3), RANKS (default 8), BENCH_DIR, TIMERS,
                                  CASES (names or parts of names, comma-separated)
 """
 import json, os, statistics, subprocess, sys, tempfile
@@ -42,7 +42,7 @@ from lanefs_up import mounted, settle
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 TIMERS = os.environ.get("TIMERS") == "1"
-RANKS = "8"
+RANKS = os.environ.get("RANKS", "8")
 BLOCK_MIB, TRANSFER_KIB, SEGMENTS = 1, 1024, 64
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", RANKS]
 

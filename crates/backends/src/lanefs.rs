@@ -339,6 +339,16 @@ impl Backend for LanefsBackend {
         Ok(info)
     }
 
+    fn rank_counters(&self) -> Vec<u64> {
+        self.totals.lock().map(|t| vec![t.lockahead_sent, t.lockahead_refused]).unwrap_or_default()
+    }
+
+    fn set_job_counters(&self, totals: &[u64]) {
+        if let (Ok(mut t), &[sent, refused]) = (self.totals.lock(), totals) {
+            *t = Totals { lockahead_sent: sent, lockahead_refused: refused };
+        }
+    }
+
     fn report(&self) -> Option<BackendReport> {
         let totals = self.totals.lock().ok()?;
         let after = self.admin().ok()?.ost_stats().ok()?;

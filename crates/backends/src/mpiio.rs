@@ -133,6 +133,14 @@ impl Backend for MpiioBackend<'_> {
         self.lanefs.fs_info(path)
     }
 
+    fn rank_counters(&self) -> Vec<u64> {
+        self.lanefs.rank_counters()
+    }
+
+    fn set_job_counters(&self, totals: &[u64]) {
+        self.lanefs.set_job_counters(totals)
+    }
+
     fn report(&self) -> Option<BackendReport> {
         self.lanefs.report()
     }

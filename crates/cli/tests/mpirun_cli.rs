@@ -51,6 +51,20 @@ fn collective_mpiio_under_mpirun_in_every_lock_mode() {
         assert_eq!(stderr.contains("|   lock mode         ="), mode == "2", "mode {mode}: {stderr}");
         if mode == "2" {
             assert!(stdout.contains("lanefs.blocking_callbacks: 0"), "lockahead needs no callbacks: {stdout}");
+            // Each process counts its own client's lockahead requests; the
+            // report sums them over the job, as a run of threads does.
+            let threads = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+                .arg("ior")
+                .args(&args)
+                .args(["-N", "4"])
+                .env("MPICH_MPIIO_HINTS", &hints)
+                .env_remove("LANEFS_MDS")
+                .output()
+                .unwrap();
+            let threads = String::from_utf8_lossy(&threads.stdout);
+            let sent = |out: &str| out.lines().find(|l| l.starts_with("lanefs.lockahead_sent")).map(str::to_owned);
+            assert!(sent(&threads).is_some_and(|l| !l.ends_with(": 0")), "{threads}");
+            assert_eq!(sent(&stdout), sent(&threads), "{stdout}\n{threads}");
         }
     }
 }

@@ -145,6 +145,22 @@ pub trait Backend: Sync {
         None
     }
 
+    /// Counters this process's ranks kept for the report that only a sum
+    /// over the job makes whole (counted by each rank's own client, not by
+    /// the servers). Under a job of processes ([`crate::run_as_rank`]) every
+    /// rank's are summed, position by position, and handed back to each
+    /// through [`Backend::set_job_counters`] before the report. Default:
+    /// none.
+    fn rank_counters(&self) -> Vec<u64> {
+        Vec::new()
+    }
+
+    /// The job's sums of [`Backend::rank_counters`], to report in place of
+    /// this process's own.
+    fn set_job_counters(&self, totals: &[u64]) {
+        let _ = totals;
+    }
+
     /// Every report object of the run, in print order: JSON members after `"summary"`,
     /// text blocks after the results table. Keys must differ from each other and from
     /// IOR's top-level keys. Asked once after the last repetition; the default is

@@ -30,7 +30,7 @@ use crate::output::{ctime_now, Printer};
 use crate::params::{IorParams, NUM_TASKS_MAX, NUM_TASK_THREADS_MAX};
 use crate::phase::{self, CheckOutcome, Clock, Phase, Team};
 use crate::timing::{reduce_phase, summarize, OpSummary, PhaseResult, RankPhase};
-use lanefs_mpiio::comm::Communicator;
+use lanefs_mpiio::comm::{decode_u64s, encode_u64s, Communicator};
 
 /// What one repetition measured.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -129,6 +129,9 @@ fn run_team(
     }
     // Ranks hand their counters to the backend when dropped, before it reports.
     drop(executor);
+    if let Some(comm) = comm {
+        sum_job_counters(backend, comm)?;
+    }
 
     let writes: Vec<PhaseResult> = iterations.iter().filter_map(|it| it.write).collect();
     let reads: Vec<PhaseResult> = iterations.iter().filter_map(|it| it.read).collect();
@@ -142,6 +145,25 @@ fn run_team(
     printer.finished()?;
     let data_errors = iterations.iter().map(|it| it.write_check_errors + it.read_check_errors).sum();
     Ok(IorSummary { api, iterations, write, read, data_errors })
+}
+
+/// Sums every rank's [`Backend::rank_counters`] over the job and hands the
+/// sums to the backend, so that rank 0 reports the job's counts.
+fn sum_job_counters(backend: &dyn Backend, comm: &(dyn Communicator + Sync)) -> Result<(), IorError> {
+    let mine = backend.rank_counters();
+    if mine.is_empty() {
+        return Ok(());
+    }
+    let comm_error = |e: lanefs_mpiio::CommError| IorError::Backend { backend: backend.name(), message: e.to_string() };
+    let all = comm.allgather_same(&encode_u64s(&mine)).map_err(comm_error)?;
+    let mut totals = vec![0u64; mine.len()];
+    for (rank, theirs) in all.iter().enumerate() {
+        for (total, count) in totals.iter_mut().zip(decode_u64s(rank as u32, theirs).map_err(comm_error)?) {
+            *total = total.saturating_add(count);
+        }
+    }
+    backend.set_job_counters(&totals);
+    Ok(())
 }
 
 /// `-N` beyond what threads can do, for backends without a model.

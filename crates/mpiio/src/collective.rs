@@ -143,6 +143,10 @@ pub struct CollectiveFile<C: Communicator, F: FileAccess> {
     write_span: Option<(f64, f64)>,
     /// Whether this rank wrote as an aggregator.
     wrote: bool,
+    /// An aggregator's stripe buffer, kept from round to round and call to
+    /// call (ROMIO's collective buffer): a fresh one each round would cost
+    /// the kernel a page fault per page.
+    buffer: Vec<u8>,
 }
 
 fn seconds(d: f64) -> Duration {
@@ -183,6 +187,7 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
             timers: MpiioTimers::default(),
             write_span: None,
             wrote: false,
+            buffer: Vec::new(),
         })
     }
 
@@ -300,6 +305,7 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
         let mine = my_pieces(&plan, comm.rank());
         let schedule = schedule_call(&plan, &mut self.write.locks, true);
         let n = comm.size() as usize;
+        let mut buffer = std::mem::take(&mut self.buffer);
         for round in &schedule {
             // Exchange: my pieces of this round to their aggregators, each
             // straight from my buffer into its stripe buffer.
@@ -309,11 +315,11 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
                 join(&mut to[self.write.ranks[piece.aggregator as usize] as usize], at..at + piece.piece.len as usize);
             }
             let step = self.write.mine.and_then(|a| round.step_of(a));
-            let mut buffer = Vec::new();
+            buffer.clear();
             let mut from = vec![0..0; n];
             if let Some(step) = step {
                 let write = &step.stripe;
-                buffer = vec![0u8; (write.end - write.start) as usize];
+                buffer.resize((write.end - write.start) as usize, 0);
                 if step.read_first {
                     // Read-modify-write: the bytes no rank sends are the
                     // file's (read before the exchange, as ROMIO does).
@@ -345,6 +351,7 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
             self.timers.bytes += write.end - write.start;
             self.wrote = true;
         }
+        self.buffer = buffer;
         let left = comm.wtime();
         let timers = &mut self.timers;
         add(&mut timers.wait_for_coll, seconds(gathered - entered));
@@ -377,10 +384,11 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
         let mine = my_pieces(&plan, comm.rank());
         let schedule = schedule_call(&plan, &mut self.read.locks, false);
         let n = comm.size() as usize;
+        let mut buffer = std::mem::take(&mut self.buffer);
         for round in &schedule {
             // Each aggregator reads its stripe, and the exchange carries
             // every rank its pieces straight into its buffer.
-            let mut buffer = Vec::new();
+            buffer.clear();
             let mut to = vec![0..0; n];
             if let Some(step) = self.read.mine.and_then(|a| round.step_of(a)) {
                 let stripe = &step.stripe;
@@ -388,7 +396,7 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
                     let sent = self.file.lock_ahead(&step.lock_ahead);
                     sent.map_err(self.io_error("lockahead")).map_err(|e| self.fail(e))?;
                 }
-                buffer = vec![0u8; (stripe.end - stripe.start) as usize];
+                buffer.resize((stripe.end - stripe.start) as usize, 0);
                 self.file
                     .read_at(stripe.start, &mut buffer)
                     .map_err(self.io_error("read"))
@@ -405,6 +413,7 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
             }
             comm.alltoallv(&buffer, &to, buf, &from)?;
         }
+        self.buffer = buffer;
         Ok(())
     }
 
