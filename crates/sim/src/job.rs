@@ -10,11 +10,13 @@
 //! Collective I/O (`-a MPIIO -c` on a shared file) runs ROMIO's two-phase
 //! algorithm as planned by [`lanefs_mpiio`]: each IOR transfer is one
 //! collective call of all ranks; a call starts when the last rank arrives
-//! (plus an allgather of offsets), then runs its rounds one after the other
-//! (ROMIO's loop, with an all-to-all of sizes per round): in round `r` each
-//! rank sends its pieces of the round to their aggregators over the MPI
-//! network, and each aggregator, once its pieces are in, writes its stripe
-//! through its node's client. The next round starts when every aggregator has
+//! (plus an allgather of offsets), then runs its rounds with data one after
+//! the other (ROMIO's loop; as in lanefs's real run, no sizes are exchanged,
+//! every rank knows them from the plan): in round `r` each rank sends its
+//! pieces of the round to their aggregators over the MPI network, and each
+//! aggregator, once its pieces are in, writes its stripe through its node's
+//! client; a stripe with holes is read first, while the pieces travel
+//! (read-modify-write). The next round starts when every aggregator has
 //! written. Reads run the same rounds the other way.
 //!
 //! Lock modes: independent runs take `LockMode`; collective runs take the
@@ -160,7 +162,7 @@ pub enum WorkEv {
     Resume { rank: u32 },
     /// A collective call's offsets are exchanged: its first round starts.
     CallStart,
-    /// A round's all-to-all of sizes is done: data moves.
+    /// A round with data begins: data moves.
     RoundStart,
     /// Aggregator `agg` has all its pieces of the current round.
     AggReady { agg: u32 },
@@ -571,6 +573,10 @@ impl Run<'_> {
             (St::Op, OpOutput::Synced) => {
                 r.st = St::Idle;
                 self.next_transfer(rank)?;
+            }
+            (St::Coll, OpOutput::ReadPhantom(_)) if self.spec.write => {
+                let agg = self.coll.as_deref().expect("collective").agg_of_rank[&rank];
+                self.rmw_read_done(agg, rank);
             }
             (St::Coll, OpOutput::Written(_)) | (St::Coll, OpOutput::ReadPhantom(_)) => {
                 let agg = self.coll.as_deref().expect("collective").agg_of_rank[&rank];

@@ -13,7 +13,7 @@ pub struct RankTimers {
     pub arrived: Instant,
     /// Waiting in a collective call for the other ranks to arrive.
     pub wait_for_coll_s: f64,
-    /// Collective communication of offsets and sizes (allgather, all-to-all).
+    /// Collective communication of offsets (the allgather).
     pub collective_s: f64,
     /// An aggregator waiting for its round's pieces to arrive.
     pub exchange_s: f64,

@@ -123,6 +123,21 @@ fn collective_lockahead_has_no_callbacks_and_default_locking_has_them() {
 }
 
 #[test]
+fn a_collective_write_over_holes_reads_its_stripes_first() {
+    // -b 256k -t 128k on 2 ranks: each call writes [0, 128k) and
+    // [256k, 384k) of a 1 MiB stripe, a hole between them, so its
+    // aggregator reads the range first (read-modify-write), as the real
+    // run does. With -t 256k the pieces meet and nothing is read.
+    let o = opts("laptop");
+    let holes = json_run("-a MPIIO -c -w -b 256k -t 128k -s 4 -N 2", o.clone());
+    // 8 calls, each reading its range (what lies below the object's end).
+    assert!(counter(&holes, "read_rpcs") >= 8, "{}", holes["lanefs"]);
+    assert!(counter(&holes, "ost_bytes_read") > 0, "{}", holes["lanefs"]);
+    let whole = json_run("-a MPIIO -c -w -b 256k -t 256k -s 4 -N 2", o);
+    assert_eq!(counter(&whole, "ost_bytes_read"), 0, "{}", whole["lanefs"]);
+}
+
+#[test]
 fn independent_lock_modes() {
     let line = "-a POSIX -w -e -b 4m -t 1m -s 2 -N 8";
     let run_mode = |mode: LockMode| {

@@ -29,6 +29,11 @@ pub(super) struct AggRound {
     pieces: SmallVec<[(u32, u64); 2]>,
     /// Lock requests before its I/O, from the call's schedule.
     lock_ahead: Vec<Advice>,
+    /// A write over holes: the stripe's range is read first
+    /// (read-modify-write), while the pieces travel.
+    read_first: bool,
+    /// When the round's pieces are all in (writing).
+    pieces_in: Instant,
 }
 
 pub(super) struct CollState {
@@ -138,22 +143,17 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Start the current round (and skip the empty ones after it, each
-    /// costing its all-to-all of sizes).
+    /// Start the current round, skipping the empty ones after it: the real
+    /// run exchanges nothing in a round without data, and no sizes in any
+    /// round (both sides know them from the plan), so a round costs only
+    /// its data's travel.
     pub(super) fn begin_round(&mut self) {
         let now = self.now();
-        let step = allgather_cost(self.job.ranks, self.job.world.model.mpi_latency);
         let coll = self.coll();
-        let mut steps = 1u64;
         while coll.round + 1 < coll.rounds.len() && coll.rounds[coll.round].is_empty() {
             coll.round += 1;
-            steps += 1;
         }
-        let cost = Duration(step.as_ns() * steps);
-        for r in self.ranks.iter_mut() {
-            r.timers.collective_s += cost.as_secs_f64();
-        }
-        self.job.world.push(now + cost, Ev::Work(WorkEv::RoundStart));
+        self.job.world.push(now, Ev::Work(WorkEv::RoundStart));
     }
 
     pub(super) fn round_start(&mut self) -> Result<(), SimError> {
@@ -164,6 +164,7 @@ impl Run<'_> {
         let round = std::mem::take(&mut coll.rounds[coll.round]);
         coll.outstanding = round.len() as u32;
         let jitter = self.job.world.model.round_jitter.as_ns();
+        let mut rmw = Vec::new();
         for (agg, work) in &round {
             // OS noise and uneven exchange completion (zero unless asked for).
             let delay = Duration(if jitter == 0 { 0 } else { self.job.rng.gen_range(0..jitter) });
@@ -177,7 +178,14 @@ impl Run<'_> {
                     self.ranks[src as usize].timers.data_send_s += arrived.saturating_since(now).as_secs_f64();
                     ready = ready.max(arrived);
                 }
-                self.job.world.push(ready + delay, Ev::Work(WorkEv::AggReady { agg: *agg }));
+                if work.read_first {
+                    // The stripe's bytes no rank sends are read first, as
+                    // the real run does before its exchange; the write
+                    // waits for both (`rmw_read_done`).
+                    rmw.push((*agg, agg_rank, ready + delay, work.extents[0]));
+                } else {
+                    self.job.world.push(ready + delay, Ev::Work(WorkEv::AggReady { agg: *agg }));
+                }
             } else {
                 self.job.world.push(now + delay, Ev::Work(WorkEv::AggReady { agg: *agg }));
             }
@@ -186,10 +194,28 @@ impl Run<'_> {
         let coll = self.coll();
         let r = coll.round;
         coll.rounds[r] = round;
+        for (agg, rank, pieces_in, (offset, len)) in rmw {
+            self.agg_work_mut(agg).pieces_in = pieces_in;
+            let (node, fh) = (self.ranks[rank as usize].node, self.ranks[rank as usize].fh.expect("open"));
+            self.ranks[rank as usize].op_started = now;
+            let op = self.job.world.clients[node as usize].read(now, fh, offset, len);
+            self.track(rank, op);
+            self.job.world.pump_client(node);
+        }
         if empty {
             return self.round_done();
         }
         Ok(())
+    }
+
+    /// An aggregator's read-modify-write read is done: it writes once its
+    /// pieces are in too.
+    pub(super) fn rmw_read_done(&mut self, agg: u32, rank: u32) {
+        let now = self.now();
+        let r = &mut self.ranks[rank as usize];
+        r.timers.file_write_s += now.saturating_since(r.op_started).as_secs_f64();
+        let at = self.agg_work(agg).pieces_in.max(now);
+        self.job.world.push(at, Ev::Work(WorkEv::AggReady { agg }));
     }
 
     fn agg_work_mut(&mut self, agg: u32) -> &mut AggRound {
@@ -349,6 +375,7 @@ fn plan_rounds(plan: &CollectivePlan, schedule: Vec<RoundSchedule>) -> Vec<Vec<(
             let work = rounds[w.round as usize].entry(w.aggregator).or_default();
             work.extents.push((w.start, w.end - w.start));
             work.lock_ahead = step.lock_ahead;
+            work.read_first = step.read_first;
         }
     }
     for m in plan.sends() {
