@@ -110,6 +110,16 @@ fn s08_group_locks_share_a_gid_and_take_no_callbacks() {
 }
 
 #[test]
+fn s10_a_waiting_group_request_joins_its_gid_or_goes_before_the_first_non_group_waiter() {
+    check_fixture("10_group_queue_order");
+}
+
+#[test]
+fn s11_holders_timed_out_together_are_evicted_in_callback_order() {
+    check_fixture("11_eviction_order");
+}
+
+#[test]
 fn s09a_more_than_4_conflicting_waiters_stop_downward_growth() {
     check_fixture("09a_waiters_stop_downward_growth");
 }
@@ -122,7 +132,7 @@ fn s09b_more_than_32_conflicting_locks_cap_growth_at_32_mib() {
 /// Every fixture on disk has its expected output and a test above.
 #[test]
 fn every_fixture_is_checked() {
-    const FIXTURES: [&str; 12] = [
+    const FIXTURES: [&str; 14] = [
         "01_lone_write_expands",
         "02_strided_ping_pong",
         "03_adjacent_lockahead",
@@ -135,6 +145,8 @@ fn every_fixture_is_checked() {
         "08_group_locks",
         "09a_waiters_stop_downward_growth",
         "09b_32mib_cap",
+        "10_group_queue_order",
+        "11_eviction_order",
     ];
     let mut on_disk: Vec<String> = std::fs::read_dir(scripts_dir())
         .expect("scripts directory")

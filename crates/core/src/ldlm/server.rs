@@ -103,6 +103,11 @@ struct Lock {
     /// When the holder will be evicted if it has not cancelled (set once the
     /// blocking callback has actually been sent, i.e. the lock is granted).
     callback_deadline: Option<Instant>,
+    /// The order in which deadlines were set (callback sent, or deadline
+    /// moved by I/O): locks whose deadlines pass at the same instant are
+    /// acted on in this order, as Lustre walks its waiting-locks list, to
+    /// which a lock is appended when its timer is set or refreshed.
+    deadline_seq: u64,
     /// Its place in the resource's grant order, once granted.
     granted_seq: u64,
     /// The enqueue's xid (zero for a replayed lock).
@@ -247,6 +252,8 @@ pub struct LockServer {
     evicted: BTreeSet<ClientId>,
     /// Locks with a callback deadline (called back, not yet cancelled).
     called_back: BTreeSet<LockHandle>,
+    /// The next [`Lock::deadline_seq`].
+    deadline_seq_next: u64,
     /// Live locks by `(client, enqueue xid)`, with `config.resend` only.
     by_xid: FxHashMap<(ClientId, Xid), LockHandle>,
     /// The first handle of this life: a replayed lock names one below it.
@@ -269,6 +276,7 @@ impl LockServer {
             resources: FxHashMap::default(),
             evicted: BTreeSet::new(),
             called_back: BTreeSet::new(),
+            deadline_seq_next: 0,
             by_xid: FxHashMap::default(),
             handle_first: (epoch.0 << HANDLE_EPOCH_SHIFT) + 1,
             handle_next: (epoch.0 << HANDLE_EPOCH_SHIFT) + 1,
@@ -316,6 +324,7 @@ impl LockServer {
             state: LockState::Waiting,
             callback_pending: false,
             callback_deadline: None,
+            deadline_seq: 0,
             granted_seq: 0,
             xid,
         };
@@ -336,21 +345,33 @@ impl LockServer {
             self.transmit(client, ToClient::Enqueue { xid, reply: EnqueueReply::Granted { lock: handle, extent } });
             return;
         }
-        // A GROUP request joins the first waiter of its gid, so that the two
-        // are granted together (Lustre's `ldlm_extent_compat_queue` inserts
-        // it there): otherwise it could wait behind a lock that the other
-        // one's grant blocks.
+        // A GROUP request that must wait goes right after the first waiter
+        // of its gid, so that the two are granted together, or else right
+        // in front of the first waiting non-GROUP lock, so that it does not
+        // wait behind a lock its own group's grant would block; waiters of
+        // other gids are passed over (Lustre's `ldlm_extent_compat_queue`
+        // scanning the waiting queue). Other requests join the back.
         let queue = &self.resources[&object].waiting;
         let at = match request.mode {
-            LockMode::Group(_) => queue.iter().position(|h| self.locks[h].request.mode == request.mode).map(|i| i + 1),
+            LockMode::Group(_) => queue.iter().enumerate().find_map(|(i, h)| match self.locks[h].request.mode {
+                mode if mode == request.mode => Some(i + 1),
+                LockMode::Group(_) => None,
+                _ => Some(i),
+            }),
             _ => None,
         };
         let queue = &mut self.resource(object).waiting;
         queue.insert(at.unwrap_or(queue.len()), handle);
         self.event(LockEvent::Waiting { client, lock: handle, object, mode: request.mode, extent: request.extent });
         self.transmit(client, ToClient::Enqueue { xid, reply: EnqueueReply::Waiting { lock: handle } });
-        for waiter in blockers.waiting {
-            self.locks.get_mut(&waiter).expect("waiter exists").callback_pending = true;
+        // Waiters ahead that conflict are called back once granted. A GROUP
+        // request has none ahead of it: it passes over other gids' GROUP
+        // waiters (never called back) and stops in front of the first
+        // non-GROUP one, as Lustre's scan does.
+        if !request.mode.is_group() {
+            for waiter in blockers.waiting {
+                self.locks.get_mut(&waiter).expect("waiter exists").callback_pending = true;
+            }
         }
         for holder in blockers.granted {
             self.send_blocking(now, holder);
@@ -446,6 +467,7 @@ impl LockServer {
             state: LockState::Granted,
             callback_pending: false,
             callback_deadline: None,
+            deadline_seq: 0,
             granted_seq: 0,
             xid: Xid(0),
         };
@@ -492,20 +514,25 @@ impl LockServer {
         }
     }
 
-    /// Evict every holder whose callback deadline has passed.
+    /// Evict every holder whose callback deadline has passed, in the order
+    /// the deadlines were set (Lustre's `waiting_locks_callback` walks its
+    /// list of called-back locks from the head, evicting while expired).
     pub fn handle_timeout(&mut self, now: Instant) {
         if crate::planted::active(crate::planted::Bug::NoCallbackTimeout) {
             return;
         }
-        let late: BTreeSet<ClientId> = self
+        let mut late: Vec<(Instant, u64, ClientId)> = self
             .called_back
             .iter()
             .map(|h| &self.locks[h])
-            .filter(|l| l.callback_deadline.is_some_and(|d| d <= now))
-            .map(|l| l.client)
+            .filter_map(|l| l.callback_deadline.filter(|&d| d <= now).map(|d| (d, l.deadline_seq, l.client)))
             .collect();
-        for client in late {
-            self.evict(now, client);
+        late.sort_unstable();
+        let mut done = BTreeSet::new();
+        for (_, _, client) in late {
+            if done.insert(client) {
+                self.evict(now, client);
+            }
         }
     }
 
@@ -514,24 +541,25 @@ impl LockServer {
     /// large extent is not evicted for being slow.
     pub fn prolong(&mut self, now: Instant, client: ClientId, object: ObjectId, extent: Extent) {
         let deadline = now + self.config.callback_timeout;
-        let prolong = |lock: &mut Lock| {
-            if lock.client == client && lock.object == object && lock.extent.overlaps(&extent) {
-                if let Some(d) = lock.callback_deadline.as_mut() {
-                    *d = (*d).max(deadline);
-                }
-            }
-        };
         // Only called-back locks have a deadline: look at them when they
         // are few, at the locks overlapping the I/O otherwise.
-        if self.called_back.len() <= 8 {
-            for handle in &self.called_back {
-                prolong(self.locks.get_mut(handle).expect("called-back lock exists"));
+        let candidates: Vec<LockHandle> = if self.called_back.len() <= 8 {
+            self.called_back.iter().copied().collect()
+        } else {
+            let Some(res) = self.resources.get(&object) else { return };
+            res.granted.overlapping_unordered(&extent).map(|(_, handle)| handle).collect()
+        };
+        for handle in candidates {
+            let lock = self.locks.get_mut(&handle).expect("a called-back or granted lock exists");
+            if lock.client != client || lock.object != object || !lock.extent.overlaps(&extent) {
+                continue;
             }
-            return;
-        }
-        let Some(res) = self.resources.get(&object) else { return };
-        for (_, handle) in res.granted.overlapping_unordered(&extent) {
-            prolong(self.locks.get_mut(&handle).expect("granted lock exists"));
+            if let Some(d) = lock.callback_deadline.as_mut().filter(|d| **d < deadline) {
+                // Moved to the back of the list, as Lustre's refresh does.
+                *d = deadline;
+                lock.deadline_seq = self.deadline_seq_next;
+                self.deadline_seq_next += 1;
+            }
         }
     }
 
@@ -709,6 +737,29 @@ impl LockServer {
         let called_back: BTreeSet<LockHandle> =
             self.locks.iter().filter(|(_, l)| l.callback_deadline.is_some()).map(|(h, _)| *h).collect();
         assert_eq!(called_back, self.called_back, "called-back index");
+        let mut seqs: Vec<u64> = self.called_back.iter().map(|h| self.locks[h].deadline_seq).collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        assert_eq!(seqs.len(), self.called_back.len(), "two called-back locks share a deadline order");
+        assert!(seqs.last().is_none_or(|&last| last < self.deadline_seq_next), "a deadline order not yet given");
+        for (object, res) in &self.resources {
+            // The waiters of one gid stand side by side (the GROUP queueing
+            // rule inserts each next to the first of its gid).
+            let mut closed = BTreeSet::new();
+            let mut previous = None;
+            for h in &res.waiting {
+                let mode = self.locks[h].request.mode;
+                if previous != Some(mode) {
+                    if let Some(LockMode::Group(gid)) = previous {
+                        closed.insert(gid);
+                    }
+                    if let LockMode::Group(gid) = mode {
+                        assert!(!closed.contains(&gid), "waiters of {gid:?} apart on {object:?}");
+                    }
+                }
+                previous = Some(mode);
+            }
+        }
     }
 
     // ----- internals ----------------------------------------------------
@@ -849,6 +900,8 @@ impl LockServer {
             return; // called back already
         }
         lock.callback_deadline = Some(deadline);
+        lock.deadline_seq = self.deadline_seq_next;
+        self.deadline_seq_next += 1;
         self.called_back.insert(handle);
         let (client, object) = (lock.client, lock.object);
         self.resource(object).counters.callbacks += 1;
