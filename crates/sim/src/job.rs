@@ -280,6 +280,8 @@ impl Job {
 
 /// A progress bar of bytes through the OSTs, shown once a phase has taken a
 /// second of wall time (and only when asked for: not in JSON or quiet runs).
+/// Where stderr is no terminal (a log file, a batch job's output), a plain
+/// line instead, then another every [`Bar::PLAIN_EVERY`].
 struct Bar {
     on: bool,
     started: std::time::Instant,
@@ -287,11 +289,17 @@ struct Bar {
     base: Option<u64>,
     bar: Option<indicatif::ProgressBar>,
     write: bool,
+    /// Wall time into the phase of the next plain line; `None` on a terminal.
+    plain_due: Option<std::time::Duration>,
 }
 
 impl Bar {
+    const PLAIN_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
     fn new(on: bool, total: u64, write: bool) -> Bar {
-        Bar { on, started: std::time::Instant::now(), total, base: None, bar: None, write }
+        let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let plain_due = (on && !terminal).then_some(std::time::Duration::from_secs(1));
+        Bar { on, started: std::time::Instant::now(), total, base: None, bar: None, write, plain_due }
     }
 
     fn update(&mut self, moved: u64, now: Instant) {
@@ -299,6 +307,23 @@ impl Bar {
             return;
         }
         let base = *self.base.get_or_insert(moved);
+        if let Some(due) = self.plain_due {
+            let elapsed = self.started.elapsed();
+            if elapsed >= due {
+                self.plain_due = Some(elapsed + Self::PLAIN_EVERY);
+                let line = format!(
+                    "simulating {}: {} of {}, simulated {:.2} s",
+                    if self.write { "write" } else { "read" },
+                    indicatif::HumanBytes(moved.saturating_sub(base).min(self.total)),
+                    indicatif::HumanBytes(self.total),
+                    now.as_secs_f64()
+                );
+                // Progress is no reason to fail a run: a closed stderr only loses it.
+                use std::io::Write as _;
+                let _ = writeln!(std::io::stderr(), "{line}");
+            }
+            return;
+        }
         if self.bar.is_none() && self.started.elapsed().as_secs_f64() >= 1.0 {
             let bar =
                 indicatif::ProgressBar::with_draw_target(Some(self.total), indicatif::ProgressDrawTarget::stderr());
