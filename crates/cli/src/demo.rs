@@ -6,12 +6,14 @@
 //! checked. `--harness` runs the same comparison on the deterministic
 //! harness instead (counts only, exactly reproducible).
 
+use crate::out::outln;
 use anyhow::{bail, Context, Result};
 use lanefs_backends::lanefs::LanefsBackend;
 use lanefs_core::harness::demo::{self, DemoConfig, DemoRun};
 use lanefs_ior::{Backend, IorSummary};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use serde::Serialize;
+use std::io;
 
 const MIB: u64 = 1 << 20;
 
@@ -56,9 +58,9 @@ pub fn run(json: bool, seed: u64, harness: bool) -> Result<()> {
         struct Report<'a> {
             runs: &'a [RealRun],
         }
-        println!("{}", serde_json::to_string(&Report { runs: &runs })?);
+        outln!("{}", serde_json::to_string(&Report { runs: &runs })?)?;
     } else {
-        print_real(&runs, &rows);
+        print_real(&runs, &rows)?;
     }
     for r in &runs {
         if r.bytes_verified != r.bytes_written {
@@ -117,24 +119,31 @@ fn one(mds: &str, name: &'static str, fpp: bool, mode: &str, seed: u64) -> Resul
     Ok((run, format!("{}\n{}", row(&wtext, "write "), row(&rtext, "read "))))
 }
 
-fn print_real(runs: &[RealRun], rows: &[(&str, String)]) {
-    println!(
+fn print_real(runs: &[RealRun], rows: &[(&str, String)]) -> io::Result<()> {
+    outln!(
         "lanefs demo: 4 clients, IOR segmented (-b 4m -t 1m -s 4), 2 stripes of 1 MiB, embedded cluster with 2 OSTs"
-    );
-    println!("(an MDS and an OSS on local sockets, objects in files; read back by fresh clients and checked)\n");
-    println!("{:<14}access    bw(MiB/s)  IOPS       Latency(s)  block(KiB) xfer(KiB)  open(s)    wr/rd(s)   close(s)   total(s)   iter", "run");
+    )?;
+    outln!("(an MDS and an OSS on local sockets, objects in files; read back by fresh clients and checked)\n")?;
+    outln!("{:<14}access    bw(MiB/s)  IOPS       Latency(s)  block(KiB) xfer(KiB)  open(s)    wr/rd(s)   close(s)   total(s)   iter", "run")?;
     for (name, text) in rows {
         for line in text.lines() {
-            println!("{name:<14}{line}");
+            outln!("{name:<14}{line}")?;
         }
     }
-    println!();
-    println!(
+    outln!()?;
+    outln!(
         "{:<14} {:>9} {:>10} {:>8} {:>11} {:>11} {:>14} {:>15}",
-        "run", "enqueues", "callbacks", "cancels", "write RPCs", "write MiB/s", "bytes written", "bytes verified"
-    );
+        "run",
+        "enqueues",
+        "callbacks",
+        "cancels",
+        "write RPCs",
+        "write MiB/s",
+        "bytes written",
+        "bytes verified"
+    )?;
     for r in runs {
-        println!(
+        outln!(
             "{:<14} {:>9} {:>10} {:>8} {:>11} {:>11.1} {:>14} {:>15}",
             r.name,
             r.lock_enqueues,
@@ -144,14 +153,14 @@ fn print_real(runs: &[RealRun], rows: &[(&str, String)]) {
             r.write_bw_mib_s,
             r.bytes_written,
             r.bytes_verified
-        );
+        )?;
     }
-    println!();
-    println!("fpp:           one file per client; no object has two writers");
-    println!("ssf-default:   Lustre's expanding locks; writers of one file revoke each other's locks (false sharing)");
-    println!("ssf-noexpand:  lock-no-expand advice: each write locks exactly its bytes");
-    println!("ssf-lockahead: lock-no-expand plus asynchronous lockahead of every transfer before writing");
-    println!("lock counts cover the write phase (locks given back when the clients finish included)");
+    outln!()?;
+    outln!("fpp:           one file per client; no object has two writers")?;
+    outln!("ssf-default:   Lustre's expanding locks; writers of one file revoke each other's locks (false sharing)")?;
+    outln!("ssf-noexpand:  lock-no-expand advice: each write locks exactly its bytes")?;
+    outln!("ssf-lockahead: lock-no-expand plus asynchronous lockahead of every transfer before writing")?;
+    outln!("lock counts cover the write phase (locks given back when the clients finish included)")
 }
 
 fn run_harness(json: bool, seed: u64) -> Result<()> {
@@ -162,9 +171,9 @@ fn run_harness(json: bool, seed: u64) -> Result<()> {
         struct Report<'a> {
             runs: &'a [DemoRun],
         }
-        println!("{}", serde_json::to_string(&Report { runs: &runs })?);
+        outln!("{}", serde_json::to_string(&Report { runs: &runs })?)?;
     } else {
-        print_harness(&config, &runs);
+        print_harness(&config, &runs)?;
     }
     for r in &runs {
         if r.bytes_verified != r.bytes_written {
@@ -174,8 +183,8 @@ fn run_harness(json: bool, seed: u64) -> Result<()> {
     Ok(())
 }
 
-fn print_harness(c: &DemoConfig, runs: &[DemoRun]) {
-    println!(
+fn print_harness(c: &DemoConfig, runs: &[DemoRun]) -> io::Result<()> {
+    outln!(
         "lanefs demo --harness: {} clients, IOR segmented (-b {}m -t {}m -s {}), {} stripes of {} MiB over {} OSTs, seed {}",
         c.tasks,
         c.block_bytes / MIB,
@@ -185,14 +194,20 @@ fn print_harness(c: &DemoConfig, runs: &[DemoRun]) {
         c.stripe_size / MIB,
         c.osts,
         c.seed
-    );
-    println!("deterministic harness (virtual time, in-memory OSTs); lock counts are for the write phase\n");
-    println!(
+    )?;
+    outln!("deterministic harness (virtual time, in-memory OSTs); lock counts are for the write phase\n")?;
+    outln!(
         "{:<15} {:>9} {:>10} {:>8} {:>11} {:>14} {:>15}",
-        "run", "enqueues", "callbacks", "cancels", "write RPCs", "bytes written", "bytes verified"
-    );
+        "run",
+        "enqueues",
+        "callbacks",
+        "cancels",
+        "write RPCs",
+        "bytes written",
+        "bytes verified"
+    )?;
     for r in runs {
-        println!(
+        outln!(
             "{:<15} {:>9} {:>10} {:>8} {:>11} {:>14} {:>15}",
             r.name,
             r.lock_enqueues,
@@ -201,6 +216,7 @@ fn print_harness(c: &DemoConfig, runs: &[DemoRun]) {
             r.write_rpcs,
             r.bytes_written,
             r.bytes_verified
-        );
+        )?;
     }
+    Ok(())
 }

@@ -4,6 +4,7 @@
 //! process's uid, gid and groups go with every namespace call), and new
 //! files and directories get the process's umask.
 
+use crate::out::outln;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use lanefs_core::client::ladvise::{Advice, AheadMode};
@@ -235,28 +236,31 @@ fn setstripe(cl: &Client, count: Option<i64>, size: Option<u64>, index: Option<i
     Ok(())
 }
 
-fn print_layout(path: &str, layout: &Layout) {
-    println!("{path}");
-    println!("lmm_stripe_count:  {}", layout.stripe_count());
-    println!("lmm_stripe_size:   {}", layout.stripe_size());
-    println!("lmm_pattern:       raid0");
-    println!("lmm_stripe_offset: {}", layout.stripe_offset().0);
-    println!("\tobdidx\t\t objid\t\t objid\t\t group");
+fn print_layout(path: &str, layout: &Layout) -> std::io::Result<()> {
+    outln!("{path}")?;
+    outln!("lmm_stripe_count:  {}", layout.stripe_count())?;
+    outln!("lmm_stripe_size:   {}", layout.stripe_size())?;
+    outln!("lmm_pattern:       raid0")?;
+    outln!("lmm_stripe_offset: {}", layout.stripe_offset().0)?;
+    outln!("\tobdidx\t\t objid\t\t objid\t\t group")?;
     for key in layout.objects() {
-        println!("\t{:6}\t{:14}\t{:#14x}\t{:14}", key.ost.0, key.object.0, key.object.0, 0);
+        outln!("\t{:6}\t{:14}\t{:#14x}\t{:14}", key.ost.0, key.object.0, key.object.0, 0)?;
     }
+    Ok(())
 }
 
 fn getstripe(cl: &Client, path: &str) -> Result<()> {
     match cl.mds(MdsRequest::GetStripe { path: path.into() })? {
         MdsReply::Stripe(info) => match info.layout {
-            Some(layout) => print_layout(path, &layout),
+            Some(layout) => print_layout(path, &layout)?,
             None => {
-                println!("{path}");
-                println!(
+                outln!("{path}")?;
+                outln!(
                     "stripe_count:  {} stripe_size:   {} pattern:       raid0 stripe_offset: {}",
-                    info.default.count, info.default.size, info.default.start_ost
-                );
+                    info.default.count,
+                    info.default.size,
+                    info.default.start_ost
+                )?;
             }
         },
         other => bail!("unexpected MDS answer {other:?}"),
@@ -334,33 +338,33 @@ fn file_size(cl: &Client, path: &str) -> Result<(u64, Layout)> {
 
 fn stat(cl: &Client, path: &str) -> Result<()> {
     let attr = attr(cl, path)?;
-    println!("  File: {path}");
+    outln!("  File: {path}")?;
     match attr.kind {
-        FileKind::Dir => println!("  Type: directory"),
+        FileKind::Dir => outln!("  Type: directory")?,
         FileKind::Symlink => {
             let target = attr.target.as_deref().unwrap_or_default();
-            println!("  Size: {}\tType: symbolic link -> {target}", target.len());
+            outln!("  Size: {}\tType: symbolic link -> {target}", target.len())?;
         }
         FileKind::File => {
             let (size, layout) = file_size(cl, path)?;
-            println!("  Size: {size}\tType: regular file");
-            println!(
+            outln!("  Size: {size}\tType: regular file")?;
+            outln!(
                 "Layout: {} stripes of {} bytes from OST{:04x}",
                 layout.stripe_count(),
                 layout.stripe_size(),
                 layout.stripe_offset().0
-            );
+            )?;
         }
     }
-    println!(
+    outln!(
         "Access: ({:04o}/{})  Uid: ({:>5})  Gid: ({:>5})",
         attr.permissions,
         mode_string(attr.kind, attr.permissions),
         attr.uid,
         attr.gid
-    );
-    println!("  Links: {}", attr.nlink);
-    println!("   Fid: {}", attr.fid.0);
+    )?;
+    outln!("  Links: {}", attr.nlink)?;
+    outln!("   Fid: {}", attr.fid.0)?;
     Ok(())
 }
 
@@ -393,7 +397,7 @@ fn ladvise(cl: &Client, advice: &str, mode: &str, start: u64, end: u64, unset: b
     let f = cl.open_layout(file, info.layout)?;
     let results = cl.ladvise(&f, &[advice])?;
     for r in results {
-        println!("{file}: lockahead [{start}, {end}] {} ({})", r.name(), r.code());
+        outln!("{file}: lockahead [{start}, {end}] {} ({})", r.name(), r.code())?;
     }
     cl.fsync(&f)?;
     Ok(())
@@ -427,7 +431,7 @@ fn lctl(cl: &Client, verb: &str, pattern: &str) -> Result<()> {
         for (name, value) in values {
             let full = format!("{ns}.{name}");
             if glob(pattern, &full) || glob(pattern, &ns) {
-                println!("{full}={value}");
+                outln!("{full}={value}")?;
                 printed += 1;
             }
         }

@@ -9,6 +9,7 @@ mod fs;
 mod ior;
 mod lockscript;
 mod mount;
+mod out;
 mod sim;
 mod swarm;
 
@@ -217,23 +218,11 @@ fn tune_allocator() {
 
 fn main() -> std::process::ExitCode {
     tune_allocator();
+    // SIGPIPE stays ignored, as Rust leaves it: a write to a closed stdout
+    // fails with EPIPE, and `finish` ends the command quietly with status 0,
+    // as Unix tools end in `lanefs ls | head -1` (out.rs says why SIGPIPE's
+    // default disposition is not restored instead).
     let cli = Cli::parse();
-    let keeps_sigpipe_ignored = matches!(
-        cli.command,
-        Command::Up { .. } | Command::Mds { .. } | Command::Oss { .. } | Command::Ior { .. } | Command::IorRank { .. }
-    );
-    if !keeps_sigpipe_ignored {
-        // As other Unix tools: `lanefs ls | head -1` ends quietly when head
-        // is done, instead of failing on a closed pipe. Servers keep the
-        // default Rust behaviour and never die of their stdout, and so does
-        // `lanefs ior`, which talks to its rank processes over pipes: a
-        // rank that dies is an error to report, not a reason to die.
-        // SAFETY: restores the default disposition of one signal, before
-        // any thread starts.
-        unsafe {
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        }
-    }
     // Diagnostics go to stderr, filtered by RUST_LOG (e.g. RUST_LOG=lanefs_core=debug).
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -242,13 +231,17 @@ fn main() -> std::process::ExitCode {
         .init();
     if let Command::Swarm(args) = cli.command {
         // The swarm's exit code says what broke (127, 128, 129).
-        return swarm::main(args).unwrap_or_else(|e| {
-            eprintln!("lanefs: error: {}", describe(&e));
-            std::process::ExitCode::FAILURE
-        });
+        return finish(swarm::main(args));
     }
-    match run(cli) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+    finish(run(cli).map(|()| std::process::ExitCode::SUCCESS))
+}
+
+/// How every command ends: its exit code, or its error on stderr and a
+/// failure; quietly and successfully when its reader has closed stdout.
+fn finish(result: Result<std::process::ExitCode>) -> std::process::ExitCode {
+    match result {
+        Ok(code) => code,
+        Err(e) if out::reader_gone(&e) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lanefs: error: {}", describe(&e));
             std::process::ExitCode::FAILURE

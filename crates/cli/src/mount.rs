@@ -2,6 +2,7 @@
 //! The file system itself is lanefs-fuse's.
 
 use crate::fs::{load_key, Target};
+use crate::out::outln;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use lanefs_net::client::{Client, ClientOptions};
@@ -97,7 +98,7 @@ fn start_in_background(args: &MountArgs, mountpoint: &Path, target: &Target) -> 
     let started = Instant::now();
     loop {
         if lanefs_fuse::mounts::is_mounted(mountpoint)? {
-            println!("lanefs mounted at {} (server pid {}, log {})", mountpoint.display(), child.id(), log.display());
+            outln!("lanefs mounted at {} (server pid {}, log {})", mountpoint.display(), child.id(), log.display())?;
             return Ok(());
         }
         if let Some(status) = child.try_wait()? {

@@ -9,6 +9,7 @@
 //! `lanefs sim presets` lists the shipped cluster descriptions.
 
 use crate::args::{take, take_flag, take_one};
+use crate::out::outln;
 use anyhow::{anyhow, bail, Context, Result};
 use lanefs_backends::mpiio::env_flag;
 use lanefs_core::client::ladvise::IoLockMode as LockMode;
@@ -16,6 +17,7 @@ use lanefs_core::units::Duration;
 use lanefs_mpiio::hints as mhints;
 use lanefs_sim::backend::{SimBackend, SimOptions};
 use lanefs_sim::config::{presets, ClusterConfig};
+use std::io::Write;
 use std::path::PathBuf;
 
 const USAGE: &str = "\
@@ -56,14 +58,11 @@ pub fn main(mut args: Vec<String>) -> Result<()> {
         "presets" => {
             for (name, text) in presets() {
                 let c = ClusterConfig::from_toml_str(text, name).map_err(|e| anyhow!("{e}"))?;
-                println!("{name:<18} {}", c.cluster.description);
+                outln!("{name:<18} {}", c.cluster.description)?;
             }
             Ok(())
         }
-        "-h" | "--help" | "help" => {
-            print!("{USAGE}");
-            Ok(())
-        }
+        "-h" | "--help" | "help" => Ok(write!(std::io::stdout(), "{USAGE}")?),
         other => bail!("unknown simulation {other:?}: use `lanefs sim ior` or `lanefs sim presets`"),
     }
 }
@@ -74,8 +73,7 @@ fn parse_size(text: &str, option: &str) -> Result<u64> {
 
 fn ior(mut args: Vec<String>) -> Result<()> {
     if args.iter().any(|a| a == "-h" || a == "--help") {
-        print!("{USAGE}");
-        return Ok(());
+        return Ok(write!(std::io::stdout(), "{USAGE}")?);
     }
     // The report's `Command line` is the whole invocation, so that it can be
     // run again as printed.

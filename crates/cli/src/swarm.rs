@@ -6,10 +6,12 @@
 //! code of the lowest failing seed: 127 crash, 128 liveness, 129
 //! correctness (as TigerBeetle's VOPR).
 
+use crate::out::{outln, unless_reader_gone};
 use anyhow::{anyhow, bail, Context, Result};
 use lanefs_core::planted::Bug;
 use lanefs_swarm::faults::FaultClass;
 use lanefs_swarm::{SeedResult, Seeds, Summary, SweepConfig};
+use std::io;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -44,11 +46,16 @@ pub struct SwarmArgs {
     trace: bool,
 }
 
+/// The swarm's exit code is its verdict, so it stands even when nobody
+/// reads the report any more: a closed stdout ends the printing, not the
+/// run (`out::unless_reader_gone`).
 pub fn main(args: SwarmArgs) -> Result<ExitCode> {
     let planted = planted_bug()?;
     let only = args.only.as_deref().map(parse_classes).transpose()?;
     if let Some(seed) = args.seed {
-        return Ok(one_seed(seed, planted, only.as_deref(), args.trace));
+        let (printed, code) = one_seed(seed, planted, only.as_deref(), args.trace);
+        unless_reader_gone(printed)?;
+        return Ok(code);
     }
     let budget = match args.seconds {
         Some(s) if !(s.is_finite() && s > 0.0) => bail!("--seconds {s} is not a positive number of seconds"),
@@ -62,51 +69,65 @@ pub fn main(args: SwarmArgs) -> Result<ExitCode> {
     };
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let config = SweepConfig { seeds, jobs, budget, planted, only: only.clone() };
-    match seeds {
-        Seeds::Range { first, end } => println!("lanefs swarm: seeds {first}-{} on {jobs} threads", end - 1),
-        Seeds::From { first } => println!("lanefs swarm: seeds from {first} on {jobs} threads"),
-    }
-    if let Some(bug) = planted {
-        println!("planted bug: {}", bug.name());
-    }
-    if let Some(classes) = &args.only {
-        println!("only faults: {classes}");
-    }
+    let mut printed = print_start(seeds, jobs, planted, args.only.as_deref());
     let replay = args.only.as_ref().map_or(String::new(), |c| format!(" --only {c}"));
-    let summary = lanefs_swarm::sweep(&config, |r| print_failure(r, &replay)).map_err(|e| anyhow!("{e}"))?;
-    print_summary(&summary, &replay);
+    let summary = lanefs_swarm::sweep(&config, |r| {
+        if printed.is_ok() {
+            printed = print_failure(r, &replay);
+        }
+    })
+    .map_err(|e| anyhow!("{e}"))?;
+    unless_reader_gone(printed.and_then(|()| print_summary(&summary, &replay)))?;
     Ok(ExitCode::from(summary.exit_code() as u8))
 }
 
-fn one_seed(seed: u64, planted: Option<Bug>, only: Option<&[FaultClass]>, trace: bool) -> ExitCode {
-    println!("{}", lanefs_swarm::options_of(seed, only));
+fn print_start(seeds: Seeds, jobs: usize, planted: Option<Bug>, only: Option<&str>) -> io::Result<()> {
+    match seeds {
+        Seeds::Range { first, end } => outln!("lanefs swarm: seeds {first}-{} on {jobs} threads", end - 1)?,
+        Seeds::From { first } => outln!("lanefs swarm: seeds from {first} on {jobs} threads")?,
+    }
+    if let Some(bug) = planted {
+        outln!("planted bug: {}", bug.name())?;
+    }
+    if let Some(classes) = only {
+        outln!("only faults: {classes}")?;
+    }
+    Ok(())
+}
+
+/// Run one seed: what printing it gave, and the seed's exit code.
+fn one_seed(seed: u64, planted: Option<Bug>, only: Option<&[FaultClass]>, trace: bool) -> (io::Result<()>, ExitCode) {
+    let header = outln!("{}", lanefs_swarm::options_of(seed, only));
     let (result, lines) = lanefs_swarm::replay_seed(seed, planted, only);
-    if trace {
-        for line in &lines {
-            println!("{line}");
+    let code = ExitCode::from(result.outcome.exit_code() as u8);
+    let report = || -> io::Result<()> {
+        if trace {
+            for line in &lines {
+                outln!("{line}")?;
+            }
         }
-    }
-    let faults = fault_list(&result.faults.by_class);
-    match &result.outcome {
-        lanefs_swarm::Outcome::Passed => {
-            println!("passed: {} steps, faults: {faults}, {:.3} s", result.steps, result.elapsed.as_secs_f64())
+        let faults = fault_list(&result.faults.by_class);
+        match &result.outcome {
+            lanefs_swarm::Outcome::Passed => {
+                outln!("passed: {} steps, faults: {faults}, {:.3} s", result.steps, result.elapsed.as_secs_f64())
+            }
+            outcome => outln!("{} ({}): {}", outcome.kind(), outcome.exit_code(), outcome.message()),
         }
-        outcome => println!("{} ({}): {}", outcome.kind(), outcome.exit_code(), outcome.message()),
-    }
-    ExitCode::from(result.outcome.exit_code() as u8)
+    };
+    (header.and_then(|()| report()), code)
 }
 
-fn print_failure(r: &SeedResult, replay: &str) {
+fn print_failure(r: &SeedResult, replay: &str) -> io::Result<()> {
     if r.outcome.exit_code() == 0 {
-        return;
+        return Ok(());
     }
-    println!("{}", r.options);
-    println!("  {} ({}): {}", r.outcome.kind(), r.outcome.exit_code(), r.outcome.message());
-    println!("  replay: lanefs swarm --seed {}{replay}", r.seed);
+    outln!("{}", r.options)?;
+    outln!("  {} ({}): {}", r.outcome.kind(), r.outcome.exit_code(), r.outcome.message())?;
+    outln!("  replay: lanefs swarm --seed {}{replay}", r.seed)
 }
 
-fn print_summary(s: &Summary, replay: &str) {
-    println!(
+fn print_summary(s: &Summary, replay: &str) -> io::Result<()> {
+    outln!(
         "{} seeds in {:.1} s ({:.1} seeds/s, {} steps): {} passed, {} crashed, {} liveness, {} correctness",
         s.seeds_run,
         s.elapsed.as_secs_f64(),
@@ -116,11 +137,12 @@ fn print_summary(s: &Summary, replay: &str) {
         s.crashes,
         s.liveness,
         s.correctness
-    );
-    println!("faults injected: {}", fault_list(&s.faults.by_class));
+    )?;
+    outln!("faults injected: {}", fault_list(&s.faults.by_class))?;
     if let Some(&(seed, code)) = s.failures.first() {
-        println!("first failing seed: {seed} (exit {code}); replay: lanefs swarm --seed {seed}{replay}");
+        outln!("first failing seed: {seed} (exit {code}); replay: lanefs swarm --seed {seed}{replay}")?;
     }
+    Ok(())
 }
 
 fn fault_list(by_class: &[u64]) -> String {
