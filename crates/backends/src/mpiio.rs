@@ -23,6 +23,7 @@ use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_mpiio::hints as mhints;
 use lanefs_mpiio::{CollectiveFile, Communicator, FileAccess, MpiioHints, Striping, ThreadComm};
 use lanefs_net::client::{process_umask, Client, File};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 const NAME: &str = "MPIIO";
@@ -63,18 +64,26 @@ pub struct MpiioBackend<'l> {
     comms: Mutex<Vec<Option<ThreadComm>>>,
     /// Under `mpirun`: the job's communicator, this process's rank's.
     world: Option<&'l (dyn Communicator + Sync)>,
+    /// Cray's environment block was printed (once, before the first
+    /// file's hints).
+    environment_shown: AtomicBool,
 }
 
 impl<'l> MpiioBackend<'l> {
     /// Ranks as threads of this process.
     pub fn new(lanefs: &'l LanefsBackend) -> Self {
-        MpiioBackend { lanefs, comms: Mutex::new(Vec::new()), world: None }
+        MpiioBackend { lanefs, comms: Mutex::new(Vec::new()), world: None, environment_shown: AtomicBool::new(false) }
     }
 
     /// This process as one rank of the job of `world`.
     #[cfg(feature = "mpi")]
     pub fn for_job(lanefs: &'l LanefsBackend, world: &'l (dyn Communicator + Sync)) -> Self {
-        MpiioBackend { lanefs, comms: Mutex::new(Vec::new()), world: Some(world) }
+        MpiioBackend {
+            lanefs,
+            comms: Mutex::new(Vec::new()),
+            world: Some(world),
+            environment_shown: AtomicBool::new(false),
+        }
     }
 }
 
@@ -118,7 +127,15 @@ impl Backend for MpiioBackend<'_> {
         };
         let client = Arc::new(self.lanefs.rank_client(p)?);
         let lanefs = self.lanefs;
-        Ok(Box::new(MpiioRank { rank, client, comm: Some(comm), open: None, hints: hints(p)?.0, lanefs }))
+        Ok(Box::new(MpiioRank {
+            rank,
+            client,
+            comm: Some(comm),
+            open: None,
+            hints: hints(p)?.0,
+            lanefs,
+            environment_shown: &self.environment_shown,
+        }))
     }
 
     fn delete(&self, path: &str) -> Result<(), IorError> {
@@ -254,6 +271,8 @@ struct MpiioRank<'w> {
     hints: MpiioHints,
     /// Told of the client's counters when the rank ends.
     lanefs: &'w LanefsBackend,
+    /// The backend's: Cray's environment block was printed.
+    environment_shown: &'w AtomicBool,
 }
 
 impl Drop for MpiioRank<'_> {
@@ -323,6 +342,9 @@ impl<'w> MpiioRank<'w> {
         let file = CollectiveFile::open(comm, access, striping, &self.hints).map_err(mpiio_error)?;
         // Reports name the file as the program opened it, as Cray's do.
         if self.rank == 0 && env_flag("MPIIO_HINTS_DISPLAY") {
+            if !self.environment_shown.swap(true, Ordering::Relaxed) {
+                eprint!("{}", mhints::display_environment(mhints::environment_value));
+            }
             eprint!("{}", mhints::display_hints(name, file.hints()));
         }
         if env_flag("MPIIO_AGGREGATOR_PLACEMENT_DISPLAY") && writing {

@@ -77,6 +77,41 @@ fn an_unknown_hint_is_ignored_with_one_warning() {
     assert_eq!(stderr.matches(warning).count(), 1, "{stderr}");
 }
 
+/// `MPICH_MPIIO_HINTS_DISPLAY=1` prints Cray MPT's environment block once,
+/// then each file's hints, in the real run and the simulator alike.
+#[test]
+fn the_hints_display_shows_the_environment_once_then_the_hints() {
+    let hints = "*:striping_factor=2:striping_unit=65536";
+    let real = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["ior", "-a", "MPIIO", "-c", "-w", "-r", "-b", "256k", "-t", "64k", "-N", "2", "-i", "2"])
+        .env("MPICH_MPIIO_HINTS", hints)
+        .env("MPICH_MPIIO_HINTS_DISPLAY", "1")
+        .env_remove("LANEFS_MPIIO_HINTS")
+        .env_remove("LANEFS_MPIIO_HINTS_DISPLAY")
+        .output()
+        .unwrap();
+    let sim = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["sim", "ior", "--cluster", "laptop", "-a", "MPIIO", "-c", "-w", "-r", "-b", "256k", "-t", "64k"])
+        .args(["-N", "2", "-i", "2"])
+        .env("MPICH_MPIIO_HINTS", hints)
+        .env("MPICH_MPIIO_HINTS_DISPLAY", "1")
+        .env_remove("LANEFS_MPIIO_HINTS")
+        .env_remove("LANEFS_MPIIO_HINTS_DISPLAY")
+        .output()
+        .unwrap();
+    for out in [real, sim] {
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        assert_eq!(stderr.matches("PE 0: MPICH MPIIO environment settings:\n").count(), 1, "{stderr}");
+        let environment = stderr.find("PE 0: MPICH MPIIO environment settings:").unwrap();
+        let first_hints = stderr.find("PE 0: MPIIO hints for testFile:").expect("the file's hints");
+        assert!(environment < first_hints, "{stderr}");
+        assert!(stderr.contains(&format!("PE 0:   MPICH_MPIIO_HINTS                         = {hints}\n")), "{stderr}");
+        assert!(stderr.contains("PE 0:   MPICH_MPIIO_HINTS_DISPLAY                 = 1\n"), "{stderr}");
+        assert!(stderr.contains("PE 0:   MPICH_MPIIO_STATS                         = 0\n"), "{stderr}");
+    }
+}
+
 #[test]
 fn a_bad_hint_value_is_refused_by_name() {
     let out = ior("*:cray_cb_write_lock_mode=7", &["-c"]);

@@ -514,6 +514,36 @@ pub fn hints_for_file(rules: &[HintRule], filename: &str) -> Vec<(String, String
 /// Cray's `MPICH_MPIIO_HINTS_DISPLAY=1` block for one file: a header line,
 /// then one line per hint, 10 spaces and `%-24s = value`. Pass
 /// [`MpiioHints::resolved`] to show the values open decided.
+/// The environment variables the MPI-IO layer reads, by their Cray MPT
+/// names, with what [`display_environment`] shows when one is unset.
+/// lanefs also reads each as `LANEFS_MPIIO_...`, which wins when set.
+pub const ENVIRONMENT: [(&str, &str); 5] = [
+    ("MPICH_MPIIO_HINTS_DISPLAY", "0"),
+    ("MPICH_MPIIO_HINTS", "NULL"),
+    ("MPICH_MPIIO_AGGREGATOR_PLACEMENT_DISPLAY", "0"),
+    ("MPICH_MPIIO_STATS", "0"),
+    ("MPICH_MPIIO_TIMERS", "0"),
+];
+
+/// The value lanefs takes for [`ENVIRONMENT`] variable `cray_name`:
+/// `LANEFS_MPIIO_...` when set, else `MPICH_MPIIO_...`.
+pub fn environment_value(cray_name: &str) -> Option<String> {
+    let ours = cray_name.strip_prefix("MPICH_").map(|rest| format!("LANEFS_{rest}"));
+    ours.and_then(|name| std::env::var(name).ok()).or_else(|| std::env::var(cray_name).ok())
+}
+
+/// Cray MPT's block of MPI-IO environment settings, printed once before
+/// the first file's hints under `MPICH_MPIIO_HINTS_DISPLAY=1`; `value`
+/// gives a variable's value ([`environment_value`] for the process's).
+pub fn display_environment(value: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::from("PE 0: MPICH MPIIO environment settings:\n");
+    for (name, unset) in ENVIRONMENT {
+        let shown = value(name).unwrap_or_else(|| unset.to_string());
+        writeln!(out, "PE 0:   {name:<41} = {shown}").expect("writing to a String cannot fail");
+    }
+    out
+}
+
 pub fn display_hints(filename: &str, hints: &MpiioHints) -> String {
     let mut out = format!("PE 0: MPIIO hints for {filename}:\n");
     for (key, value) in hints.entries() {
@@ -544,6 +574,17 @@ mod tests {
         assert!(!glob_match("a*b*c", "aXbYbZ"));
         assert!(glob_match("exact", "exact"));
         assert!(!glob_match("exact", "exactly"));
+    }
+
+    #[test]
+    fn the_environment_block_lines_up_as_cray_mpts() {
+        let block = display_environment(|name| (name == "MPICH_MPIIO_HINTS_DISPLAY").then(|| "1".to_string()));
+        let lines: Vec<&str> = block.lines().collect();
+        assert_eq!(lines[0], "PE 0: MPICH MPIIO environment settings:");
+        assert_eq!(lines[1], "PE 0:   MPICH_MPIIO_HINTS_DISPLAY                 = 1");
+        assert_eq!(lines[2], "PE 0:   MPICH_MPIIO_HINTS                         = NULL");
+        assert_eq!(lines[4], "PE 0:   MPICH_MPIIO_STATS                         = 0");
+        assert_eq!(lines.len(), 1 + ENVIRONMENT.len());
     }
 
     #[test]

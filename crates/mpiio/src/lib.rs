@@ -39,8 +39,8 @@ pub mod report;
 pub use collective::{CloseReport, CollectiveError, CollectiveFile, FileAccess, Striping};
 pub use comm::{CommError, Communicator, ThreadComm};
 pub use hints::{
-    display_hints, hints_for_file, known_hints, parse_cli_hints, parse_hint_env, CbLockMode, CbMode, CrayLockMode,
-    HintError, HintRule, MpiioHints,
+    display_environment, display_hints, hints_for_file, known_hints, parse_cli_hints, parse_hint_env, CbLockMode,
+    CbMode, CrayLockMode, HintError, HintRule, MpiioHints,
 };
 pub use plan::{
     aggregator_count, aggregator_ranks, aggregator_rule, plan_collective, read_aggregator_count, schedule_call,

@@ -87,6 +87,9 @@ struct State {
     file_id: u64,
     /// Wall time spent simulating.
     wall_s: f64,
+    /// Cray's environment block was printed (once, before the first
+    /// file's hints).
+    environment_shown: bool,
 }
 
 fn err(e: impl std::fmt::Display) -> IorError {
@@ -167,7 +170,7 @@ impl SimBackend {
             let rng = ChaCha8Rng::seed_from_u64(self.opts.seed);
             let mut job = Job::new(world, p.num_tasks, rpn, rng);
             job.progress = self.opts.progress;
-            *guard = Some(State { job, next_file: 1, file_id: 1, wall_s: 0.0 });
+            *guard = Some(State { job, next_file: 1, file_id: 1, wall_s: 0.0, environment_shown: false });
         }
         let state = guard.as_mut().expect("just made");
         let t = std::time::Instant::now();
@@ -213,6 +216,9 @@ impl SimBackend {
                 None
             };
             if display && rep == 0 && write && self.mpiio() {
+                if self.opts.hints_display && !std::mem::replace(&mut st.environment_shown, true) {
+                    eprint!("{}", lanefs_mpiio::hints::display_environment(lanefs_mpiio::hints::environment_value));
+                }
                 let avail = coll.as_ref().map_or(0, |c| c.aggregators.len() as u32);
                 let shown = h.resolved(stripe_count, stripe_size, avail);
                 eprint!("{}", lanefs_mpiio::hints::display_hints(&file_name, &shown));
