@@ -474,20 +474,33 @@ fn non_empty<'a>(text: &'a str, shown: &str) -> Result<&'a str, IorError> {
 /// An integer with an optional k/m/g/t/p suffix (base 2), as IOR's `string_to_bytes`.
 pub fn parse_int(text: &str) -> Result<i64, String> {
     let text = text.trim();
-    let (digits, shift) = match text.chars().last() {
-        Some(c @ ('k' | 'K' | 'm' | 'M' | 'g' | 'G' | 't' | 'T' | 'p' | 'P')) => {
-            let shift = match c.to_ascii_lowercase() {
-                'k' => 10,
-                'm' => 20,
-                'g' => 30,
-                't' => 40,
-                _ => 50,
-            };
-            (&text[..text.len() - 1], shift)
-        }
-        _ => (text, 0),
+    // IOR (`string_to_bytes`) reads a number and one unit letter, base 2
+    // whatever the spelling, and ignores what follows the letter: `4m`,
+    // `4M`, `4mb`, `4MB` and `4MiB` are all 4 MiB. lanefs takes the same
+    // spellings and refuses anything else after the letter.
+    let unit_at = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len());
+    let (digits, unit) = text.split_at(unit_at);
+    let bad = || {
+        format!(
+            "'{text}' is not a size; use digits with an optional unit k, m, g, t or p (base 2, as IOR reads \
+             them; 4m, 4M, 4mb and 4MiB are all 4 MiB)"
+        )
     };
-    let bad = || format!("'{text}' is not a number; use digits with an optional k, m, g or t suffix (base 2), e.g. 4m");
+    let shift = match unit.as_bytes() {
+        [] => 0,
+        [letter, rest @ ..] if matches!(rest, [] | [b'b' | b'B'] | [b'i' | b'I', b'b' | b'B']) => {
+            match letter.to_ascii_lowercase() {
+                b'k' => 10,
+                b'm' => 20,
+                b'g' => 30,
+                b't' => 40,
+                b'p' => 50,
+                _ => return Err(bad()),
+            }
+        }
+        _ => return Err(bad()),
+    };
+    let digits = digits.trim_end();
     let unsigned = digits.strip_prefix(['-', '+']).unwrap_or(digits);
     if unsigned.is_empty() || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
         return Err(bad());
@@ -496,8 +509,8 @@ pub fn parse_int(text: &str) -> Result<i64, String> {
     number.checked_mul(1i64 << shift).ok_or_else(|| format!("'{text}' is too large"))
 }
 
-/// A size in bytes as IOR reads one (`4m`, `64k`, `1g`, `2t`, or bytes;
-/// base 2): the size parser of every lanefs command, so that a size means
+/// A size in bytes as IOR reads one (`4m`, `64k`, `1g`, `2t`, `4mb`,
+/// `4MiB`, or bytes; base 2): the size parser of every lanefs command, so that a size means
 /// the same wherever it is typed.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     match parse_int(text) {
@@ -627,11 +640,20 @@ mod tests {
         assert_eq!(parse_int("-3"), Ok(-3));
         assert!(parse_int("1.5m").is_err());
         assert!(parse_int("m").is_err());
-        assert!(parse_int("4mb").is_err());
+        // IOR's spellings of a unit: one letter, then nothing, `b` or `ib`.
+        for spelled in ["4m", "4M", "4mb", "4MB", "4mB", "4MiB", "4mib", "4 m"] {
+            assert_eq!(parse_int(spelled), Ok(4 << 20), "{spelled}");
+        }
+        assert_eq!(parse_int("2KiB"), Ok(2048));
+        assert_eq!(parse_int("1p"), Ok(1 << 50));
+        for wrong in ["4mm", "4mbs", "4x", "4 MiBs", "4kk", "b", "4ib"] {
+            assert!(parse_int(wrong).unwrap_err().contains("4MiB are all 4 MiB"), "{wrong}");
+        }
+        assert!(parse_int("99999999999t").unwrap_err().contains("too large"));
         // The commands' size parser: the same sizes, never negative.
         assert_eq!(parse_size(" 64K "), Ok(64 << 10));
         assert_eq!(parse_size("-1").unwrap_err(), "'-1' must not be negative");
-        assert!(parse_size("12x").unwrap_err().contains("suffix"));
+        assert!(parse_size("12x").unwrap_err().contains("unit"));
     }
 
     #[test]
