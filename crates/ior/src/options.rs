@@ -488,16 +488,14 @@ pub fn parse_int(text: &str) -> Result<i64, String> {
     };
     let shift = match unit.as_bytes() {
         [] => 0,
-        [letter, rest @ ..] if matches!(rest, [] | [b'b' | b'B'] | [b'i' | b'I', b'b' | b'B']) => {
-            match letter.to_ascii_lowercase() {
-                b'k' => 10,
-                b'm' => 20,
-                b'g' => 30,
-                b't' => 40,
-                b'p' => 50,
-                _ => return Err(bad()),
-            }
-        }
+        [letter] | [letter, b'b' | b'B'] | [letter, b'i' | b'I', b'b' | b'B'] => match letter.to_ascii_lowercase() {
+            b'k' => 10,
+            b'm' => 20,
+            b'g' => 30,
+            b't' => 40,
+            b'p' => 50,
+            _ => return Err(bad()),
+        },
         _ => return Err(bad()),
     };
     let digits = digits.trim_end();
@@ -759,7 +757,7 @@ mod tests {
         assert!(error("-N 2000000").contains("1048576"));
         assert!(error("--tasks-per-node=0").contains("--tasks-per-node=0: must be between 1"));
         assert!(error("--tasks-per-node").contains("needs a value"));
-        assert!(error("-b 4x").contains("not a number"));
+        assert!(error("-b 4x").contains("not a size"));
         assert!(error("-o a@b").contains("'@'"));
         assert!(error("-b 8e -t 8").contains("-b 8e"));
         assert!(error("-b 4p -s 1g -N 4096").contains("overflows"));
