@@ -211,13 +211,7 @@ fn parse_one(args: &[String], index: usize, params: &mut IorParams) -> Result<us
     if let Some(&(_, _, key, takes_value)) = OPTIONS.iter().find(|o| o.0 == Some(letter)) {
         if !takes_value {
             if !rest.is_empty() {
-                return Err(IorError::option(
-                    arg,
-                    format!(
-                        "IOR reads only the first letter of a flag cluster; write each flag separately (-{letter} -{})",
-                        rest.chars().next().unwrap_or('?')
-                    ),
-                ));
+                return parse_group(args, index, params);
             }
             apply(params, key, None, arg)?;
             return Ok(index + 1);
@@ -232,6 +226,46 @@ fn parse_one(args: &[String], index: usize, params: &mut IorParams) -> Result<us
         return refuse_or_accept_zero(args, index, rest, takes_value, &name, why);
     }
     Err(IorError::option(arg, "unknown option (run with -h for the supported options)"))
+}
+
+/// A group of flags after one dash, as IOR 4 reads one (`-vvv`, `-wr`,
+/// `-wWe`): each letter is its own flag, and the last may be an option that
+/// takes a value, which is then the next argument (`-wb 4m`). IOR also
+/// reads the letters of a value written on to its first letter (`-b4m`
+/// sets `-m` too); lanefs reads `-b4m` as `-b 4m` alone.
+fn parse_group(args: &[String], index: usize, params: &mut IorParams) -> Result<usize, IorError> {
+    let arg = args[index].as_str();
+    let letters: Vec<char> = arg[1..].chars().collect();
+    for (at, &letter) in letters.iter().enumerate() {
+        let last = at + 1 == letters.len();
+        if let Some(&(_, long, key, takes_value)) = OPTIONS.iter().find(|o| o.0 == Some(letter)) {
+            if !takes_value {
+                apply(params, key, None, &format!("-{letter}"))?;
+                continue;
+            }
+            if !last {
+                return Err(IorError::option(
+                    arg,
+                    format!(
+                        "-{letter} ({long}) takes a value: put it last in the group, its value next (-{letter} VALUE)"
+                    ),
+                ));
+            }
+            let (value, next) = take_next(args, index, arg)?;
+            apply(params, key, Some(value), &format!("-{letter} {value}"))?;
+            return Ok(next);
+        }
+        if let Some(&(_, long, _, why)) = REFUSED.iter().find(|r| r.0 == Some(letter)) {
+            return Err(IorError::option(format!("-{letter} ({long}) in {arg}"), why));
+        }
+        let reason = if letter == '=' {
+            "a group of flags takes no value; write the flag alone (-v=2 sets -v to 2)".to_string()
+        } else {
+            format!("unknown option -{letter} in a group of flags (run with -h for the supported options)")
+        };
+        return Err(IorError::option(arg, reason));
+    }
+    Ok(index + 1)
 }
 
 fn parse_long(args: &[String], index: usize, body: &str, params: &mut IorParams) -> Result<usize, IorError> {
@@ -780,12 +814,24 @@ mod tests {
     }
 
     #[test]
+    fn groups_of_flags_read_as_ior_4_reads_them() {
+        let p = parse("-vvv -wr -b 1m -t 256k").unwrap();
+        assert_eq!(p.verbose, 3);
+        assert!(p.write_file && p.read_file);
+        let p = parse("-wWeb 2m -t 1m").unwrap();
+        assert!(p.write_file && p.check_write && p.fsync);
+        assert_eq!(p.block_size_bytes, 2 << 20);
+        // A value written on to the first letter stays that option's value.
+        assert_eq!(parse("-b4m -t 1m").unwrap().block_size_bytes, 4 << 20);
+    }
+
+    #[test]
     fn malformed_command_lines() {
-        assert_eq!(
-            error("-wr"),
-            "invalid option -wr: IOR reads only the first letter of a flag cluster; write each flag separately (-w -r)"
-        );
-        assert!(error("-vv").contains("(-v -v)"));
+        assert!(error("-wbr 4m").contains("-b (blockSize) takes a value: put it last in the group"));
+        assert!(error("-w8").contains("unknown option -8 in a group"), "{}", error("-w8"));
+        assert!(error("-wq").contains("-q (quitOnError) in -wq"), "{}", error("-wq"));
+        assert!(error("-wz").contains("-z (randomOffset) in -wz"), "{}", error("-wz"));
+        assert!(error("-wb").contains("needs a value"));
         assert_eq!(error("-b"), "invalid option -b: needs a value");
         assert_eq!(error("--blockSize"), "invalid option --blockSize: needs a value");
         assert!(error("--filePerProc=1").contains("takes no value"));
