@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test test-tools mpi-deps bench build pgo deps fmt clippy clean load fuzz swarm planted
+.PHONY: demo test test-tools mpi-deps bench build install pgo deps fmt clippy clean load fuzz swarm planted
 
 deps:
 	@command -v cargo >/dev/null 2>&1 || { \
@@ -28,6 +28,24 @@ MPI_FEATURE = $(shell command -v mpicc >/dev/null 2>&1 && echo --features mpi)
 
 build: deps mpi-deps
 	$(CARGO) build --release --locked --bin lanefs $(MPI_FEATURE)
+
+# Install the release build under PREFIX (DESTDIR in front, for staging):
+# bin/lanefs, its man pages (lanefs.1 and one per command) and its bash, zsh
+# and fish completions, all made by the binary from its own definitions.
+PREFIX ?= /usr/local
+install: build
+	@set -e; stage=$$(mktemp -d); trap 'rm -rf "$$stage"' EXIT; \
+	  ./target/release/lanefs man "$$stage/man1"; \
+	  for shell in bash zsh fish; do ./target/release/lanefs completions $$shell > "$$stage/lanefs.$$shell"; done; \
+	  install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/share/man/man1" \
+	    "$(DESTDIR)$(PREFIX)/share/bash-completion/completions" "$(DESTDIR)$(PREFIX)/share/zsh/site-functions" \
+	    "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d"; \
+	  install -m 755 target/release/lanefs "$(DESTDIR)$(PREFIX)/bin/lanefs"; \
+	  install -m 644 "$$stage"/man1/*.1 "$(DESTDIR)$(PREFIX)/share/man/man1/"; \
+	  install -m 644 "$$stage/lanefs.bash" "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/lanefs"; \
+	  install -m 644 "$$stage/lanefs.zsh" "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_lanefs"; \
+	  install -m 644 "$$stage/lanefs.fish" "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/lanefs.fish"; \
+	  echo "installed lanefs, its man pages and completions under $(DESTDIR)$(PREFIX)"
 
 # The demo's last part: collective MPI-IO under mpirun, one shared file
 # written by 4 MPI processes through 4 aggregators, with default locking

@@ -80,6 +80,7 @@ pub enum FsCommand {
     },
     /// Show a file's attributes, with its size from the OSTs.
     Stat { path: String },
+    /// Make a directory.
     Mkdir {
         /// Permissions in octal (default 0777, less the umask).
         #[arg(short = 'm', long = "mode", value_parser = parse_mode)]

@@ -13,6 +13,7 @@ use lanefs_backends::mpiio::MpiioBackend;
 use lanefs_ior::PosixBackend;
 use lanefs_net::auth::ClusterKey;
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use std::io::Write;
 use std::path::PathBuf;
 
 /// Where `lanefs ior` runs: an existing cluster, or one started for the run.
@@ -28,6 +29,13 @@ impl Where {
             Where::Embedded(c) => c.mds_address(),
         }
     }
+}
+
+/// IOR's options (`lanefs ior -h`): every backend's, since help needs no cluster.
+pub fn usage() -> String {
+    let lanefs = LanefsBackend::offline();
+    let mpiio = MpiioBackend::new(&lanefs);
+    lanefs_ior::usage(&[&PosixBackend, &lanefs, &mpiio])
 }
 
 fn uses_lanefs(args: &[String]) -> bool {
@@ -46,14 +54,7 @@ pub fn main(mut args: Vec<String>, mds: Option<String>, key: Option<PathBuf>) ->
     let posix = PosixBackend;
     let mut out = std::io::stdout();
     if args.iter().any(|a| a == "-h" || a == "--help") {
-        // Help lists every backend's options; no cluster is needed for that.
-        let lanefs = LanefsBackend::offline();
-        let mpiio = MpiioBackend::new(&lanefs);
-        let code = lanefs_ior::main_with(&args, &[&posix, &lanefs, &mpiio], &mut out)?;
-        if code != 0 {
-            bail!("IOR exited with code {code}");
-        }
-        return Ok(());
+        return Ok(out.write_all(usage().as_bytes())?);
     }
     if job::under_mpirun() {
         return job::run(args, cluster, key);

@@ -10,11 +10,12 @@ mod ior;
 mod lockscript;
 mod mount;
 mod out;
+mod shell;
 mod sim;
 mod swarm;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 
 /// The simulator allocates and frees small objects at every event (messages,
@@ -181,6 +182,24 @@ enum Command {
     Umount(mount::UmountArgs),
     #[command(flatten)]
     Fs(fs::FsCommand),
+    /// Print the completion script for SHELL (`make install` installs bash's, zsh's and fish's).
+    ///
+    /// For example: `lanefs completions bash >
+    /// ~/.local/share/bash-completion/completions/lanefs`, or `source <(lanefs
+    /// completions zsh)`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages, lanefs.1 and a lanefs-COMMAND.1 per command, into DIR (or print lanefs.1 with `-`).
+    ///
+    /// `make install` installs them. `lanefs man - | man -l -` reads the
+    /// first page without installing anything.
+    Man {
+        /// Where to write the pages (made if missing), or `-` for lanefs.1 on stdout.
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -319,6 +338,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Mount(args) => mount::mount(args, &cli.target),
         Command::Umount(args) => mount::umount(args),
         Command::Fs(command) => fs::run(command, &cli.target),
+        Command::Completions { shell } => shell::completions(Cli::command(), shell),
+        Command::Man { dir } => shell::man(Cli::command(), &dir),
         Command::Swarm(_) => unreachable!("the swarm runs from main, for its exit code"),
     }
 }

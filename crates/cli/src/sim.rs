@@ -20,7 +20,7 @@ use lanefs_sim::config::{presets, ClusterConfig};
 use std::io::Write;
 use std::path::PathBuf;
 
-const USAGE: &str = "\
+pub const USAGE: &str = "\
 usage: lanefs sim ior --cluster PRESET_OR_FILE [IOR options] [simulator options]
        lanefs sim presets
 

@@ -1,4 +1,5 @@
-//! lanefs in the shell: quiet success when the reader of its output goes
+//! lanefs in the shell: completion scripts and man pages made from its
+//! command definitions, quiet success when the reader of its output goes
 //! away (`| head -1`), and progress lines in logs.
 
 use std::io::{BufRead, BufReader};
@@ -11,6 +12,80 @@ fn lanefs(args: &[&str]) -> Output {
 fn ok(out: &Output) -> String {
     assert!(out.status.success(), "failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout.clone()).expect("UTF-8 on stdout")
+}
+
+/// The commands users type, the hand-parsed ones (`ior`, `sim` and its
+/// `ior` and `presets`) among them.
+const COMMANDS: &[&str] = &[
+    "demo",
+    "up",
+    "mds",
+    "oss",
+    "key",
+    "ior",
+    "sim",
+    "swarm",
+    "mount",
+    "umount",
+    "getstripe",
+    "setstripe",
+    "ls",
+    "lctl",
+    "completions",
+    "man",
+];
+
+#[test]
+fn bash_completions_offer_every_command() {
+    let script = ok(&lanefs(&["completions", "bash"]));
+    assert!(script.contains("complete -F _lanefs"), "{script}");
+    for name in COMMANDS {
+        assert!(script.contains(&format!("lanefs__subcmd__{name}")), "{name} missing");
+    }
+    // `lanefs sim` parses its arguments by hand; its commands complete all the same.
+    assert!(script.contains("lanefs__subcmd__sim__subcmd__ior"), "sim ior missing");
+    assert!(script.contains("lanefs__subcmd__sim__subcmd__presets"), "sim presets missing");
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let script = ok(&lanefs(&["completions", shell]));
+        assert!(script.contains("setstripe") && script.contains("presets"), "{shell}: {script}");
+    }
+    assert!(!lanefs(&["completions", "tcsh"]).status.success());
+}
+
+#[test]
+fn man_pages_are_roff_with_a_page_per_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let pages = dir.path().join("man1");
+    ok(&lanefs(&["man", pages.to_str().unwrap()]));
+    let page = |name: &str| std::fs::read_to_string(pages.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let th = |text: &str| text.lines().find(|l| l.starts_with(".TH ")).map(str::to_string);
+    let top = page("lanefs.1");
+    assert!(th(&top).is_some_and(|l| l.starts_with(".TH lanefs 1")), "{top}");
+    assert!(top.contains(".SH SUBCOMMANDS") && top.contains("lanefs\\-sim(1)"), "{top}");
+    for name in COMMANDS {
+        let text = page(&format!("lanefs-{name}.1"));
+        assert!(th(&text).is_some_and(|l| l.starts_with(&format!(".TH lanefs-{name} 1"))), "{name}: {text}");
+        assert!(text.contains(".SH NAME\n") && text.contains(".SH SYNOPSIS\n"), "{name}: {text}");
+    }
+    // Hand-parsed options, as the commands' -h prints them, unfilled.
+    let ior = page("lanefs-ior.1");
+    assert!(ior.contains(".SH \"IOR OPTIONS\"\n.nf\n") && ior.contains("\\-\\-blockSize=N"), "{ior}");
+    let sim_ior = page("lanefs-sim-ior.1");
+    assert!(sim_ior.contains("\\-\\-cluster NAME|FILE.toml"), "{sim_ior}");
+    assert!(pages.join("lanefs-sim-presets.1").exists() && pages.join("lanefs-key-new.1").exists());
+    // A rank's process is started by lanefs ior, not by users: no page.
+    assert!(!pages.join("lanefs-ior-rank.1").exists());
+    assert!(!pages.join("lanefs-help.1").exists());
+    if let Ok(groff) = Command::new("groff").args(["-man", "-ww", "-z"]).arg(pages.join("lanefs-sim.1")).output() {
+        assert!(groff.status.success() && groff.stderr.is_empty(), "{}", String::from_utf8_lossy(&groff.stderr));
+    }
+
+    // `-`: the first page on stdout, nothing written.
+    let here = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lanefs")).args(["man", "-"]).current_dir(here.path()).output().unwrap();
+    let text = ok(&out);
+    assert_eq!(th(&text), th(&top), "{text}");
+    assert_eq!(std::fs::read_dir(here.path()).unwrap().count(), 0);
 }
 
 /// Runs `args` with stdout a pipe nobody reads any more (as `lanefs ... |
@@ -39,6 +114,8 @@ fn a_closed_pipe_ends_quietly_and_successfully() {
         &["sim", "presets"],
         &["sim", "--help"],
         &["ior", "-h"],
+        &["completions", "bash"],
+        &["man", "-"],
         &["swarm", "--seed", "1"],
     ];
     for args in cases {
