@@ -29,12 +29,79 @@ pub fn parse_args(args: &[String]) -> Result<IorParams, IorError> {
     while index < args.len() {
         index = parse_one(args, index, &mut params)?;
     }
+    let Some(path) = params.script_file.clone() else {
+        return finish_test(params);
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| IorError::option(format!("-f {path}"), format!("cannot read the script: {e}")))?;
+    let mut tests = script_tests(&params, &path, &text)?.into_iter().map(finish_test);
+    let mut first = tests.next().expect("a script has at least one test")?;
+    first.next_tests = tests.collect::<Result<_, _>>()?;
+    Ok(first)
+}
+
+/// IOR's `CheckRunSettings` (no phase asked for: write and read) and the
+/// checks of one test.
+fn finish_test(mut params: IorParams) -> Result<IorParams, IorError> {
     if !(params.write_file || params.read_file || params.check_write || params.check_read) {
         params.write_file = true;
         params.read_file = true;
     }
     validate(&params)?;
     Ok(params)
+}
+
+/// The tests of an IOR script (`-f`, IOR's `ReadConfigScript`): lines up
+/// to `IOR START` are skipped; then each line holds directives (`key=value`,
+/// comma-separated, the names of `-O`), `RUN` ends a test, `IOR STOP` ends
+/// the script; a `#` starts a comment. The first test starts from `base`
+/// (the command line), each later one from the test before it, and a `RUN`
+/// right after a `RUN` runs the same test again. Test numbers count from 0.
+pub fn script_tests(base: &IorParams, path: &str, text: &str) -> Result<Vec<IorParams>, IorError> {
+    let is = |line: &str, word: &str| line.split_whitespace().collect::<Vec<_>>().join(" ").eq_ignore_ascii_case(word);
+    let mut lines = text.lines().enumerate();
+    if !lines.any(|(_, line)| is(line, "ior start")) {
+        return Err(IorError::option(
+            format!("-f {path}"),
+            "no `IOR START` line: a script is `IOR START`, lines of key=value directives and `RUN`, then `IOR STOP`",
+        ));
+    }
+    let mut tests = Vec::new();
+    let mut current = IorParams { script_file: None, next_tests: Vec::new(), ..base.clone() };
+    let mut after_run = false;
+    for (number, line) in lines {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        if is(trimmed, "ior stop") {
+            break;
+        }
+        if is(trimmed, "run") {
+            if after_run {
+                let again = IorParams { test_id: current.test_id + 1, ..current.clone() };
+                tests.push(std::mem::replace(&mut current, again));
+            }
+            after_run = true;
+            continue;
+        }
+        if after_run {
+            let next = IorParams { test_id: current.test_id + 1, ..current.clone() };
+            tests.push(std::mem::replace(&mut current, next));
+            after_run = false;
+        }
+        apply_directives(&mut current, trimmed).map_err(|e| match e {
+            IorError::Option { option, message } => {
+                IorError::option(format!("{path}:{}: {option}", number + 1), message)
+            }
+            other => other,
+        })?;
+        if current.script_file.is_some() {
+            return Err(IorError::option(format!("{path}:{}", number + 1), "a script cannot name another script"));
+        }
+    }
+    tests.push(current);
+    Ok(tests)
 }
 
 fn command_line(args: &[String]) -> String {
@@ -45,6 +112,7 @@ fn command_line(args: &[String]) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Key {
     Api,
+    ScriptFile,
     RefNum,
     BlockSize,
     Collective,
@@ -88,6 +156,7 @@ const OPTIONS: &[(Option<char>, &str, Key, bool)] = &[
     (Some('C'), "reorderTasks", Key::ReorderTasks, false),
     (Some('d'), "interTestDelay", Key::InterTestDelay, true),
     (Some('e'), "fsync", Key::Fsync, false),
+    (Some('f'), "scriptFile", Key::ScriptFile, true),
     (Some('E'), "useExistingTestFile", Key::UseExistingTestFile, false),
     (Some('F'), "filePerProc", Key::FilePerProc, false),
     (Some('g'), "intraTestBarriers", Key::IntraTestBarriers, false),
@@ -152,7 +221,6 @@ const REFUSED: &[(Option<char>, &str, bool, &str)] = &[
         false,
         "random task reordering is not implemented; use -C (constant shift) instead",
     ),
-    (Some('f'), "scriptFile", true, "IOR test scripts are not supported; run one command line per test"),
     (Some('j'), "outlierThreshold", true, "outlier detection is not implemented; drop -j"),
     (Some('J'), "setAlignment", true, "HDF5 alignment does not apply to lanefs-ior's backends; drop -J"),
     (Some('l'), "dataPacketType", true, "only IOR's default data packet is implemented; drop -l"),
@@ -386,6 +454,12 @@ fn apply(params: &mut IorParams, key: Key, value: Option<&str>, shown: &str) -> 
         Key::TestFile => params.test_file = non_empty(text(), shown)?.to_string(),
         Key::TasksPerNode => params.tasks_per_node = Some(count(1, u64::from(NUM_TASKS_MAX))? as u32),
         Key::HintsFileName => params.hints_file_name = Some(non_empty(text(), shown)?.to_string()),
+        Key::ScriptFile => {
+            if params.script_file.is_some() {
+                return Err(IorError::option(shown, "one script per run; give -f once"));
+            }
+            params.script_file = Some(non_empty(text(), shown)?.to_string());
+        }
         Key::Directive => return apply_directives(params, text()),
         Key::SummaryFormat => {
             params.summary_format = match text().to_ascii_lowercase().as_str() {
@@ -808,7 +882,7 @@ mod tests {
         assert!(error("-O stoneWallingWearOut=1").contains("stonewalling is not implemented"));
         assert!(parse("-O stoneWallingWearOut=0").is_ok());
         assert!(error("-O lustreStripeCount=4").contains("--lanefs.stripe-count"));
-        assert!(error("-f script").contains("scripts are not supported"));
+        assert!(error("-f /no/such/script").contains("-f /no/such/script: cannot read the script"));
         assert!(error("--dryRun").contains("dry runs"));
         assert!(error("-p").contains("preallocation is an MPIIO option"));
     }

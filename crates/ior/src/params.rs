@@ -108,6 +108,15 @@ pub struct IorParams {
     pub module_options: BTreeMap<String, Option<String>>,
     /// The `Command line` line of the report.
     pub command_line: String,
+    /// `-f`: the IOR script the tests come from.
+    pub script_file: Option<String>,
+    /// The test's number in the report (`TestID`, `Test#`): its place in a
+    /// `-f` script, from 0.
+    pub test_id: u32,
+    /// `-f`: the tests of the script after this one, each starting from the
+    /// one before (see [`crate::options::script_tests`]); empty without a
+    /// script.
+    pub next_tests: Vec<IorParams>,
 }
 
 impl Default for IorParams {
@@ -148,6 +157,9 @@ impl Default for IorParams {
             summary_file: None,
             module_options: BTreeMap::new(),
             command_line: PROGRAM.to_string(),
+            script_file: None,
+            test_id: 0,
+            next_tests: Vec::new(),
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::backend::{check_module_prefixes, check_report_keys, Backend, RankIo};
 use crate::error::IorError;
 use crate::model::{self, PhaseModel};
 use crate::offsets::{directory_of, NodeMapping};
-use crate::output::{ctime_now, Printer};
+use crate::output::{ctime_now, Printer, TestSummary};
 use crate::params::{IorParams, NUM_TASKS_MAX, NUM_TASK_THREADS_MAX};
 use crate::phase::{self, CheckOutcome, Clock, Phase, Team};
 use crate::timing::{reduce_phase, summarize, OpSummary, PhaseResult, RankPhase};
@@ -52,11 +52,11 @@ pub struct IterationResult {
 pub struct IorSummary {
     /// Backend name.
     pub api: &'static str,
-    /// One entry per repetition.
+    /// One entry per repetition (of every test, with a script).
     pub iterations: Vec<IterationResult>,
-    /// `Summary of all tests` line for writes (with `-w`).
+    /// `Summary of all tests` line for writes (with `-w`), of the last test.
     pub write: Option<OpSummary>,
-    /// `Summary of all tests` line for reads (with `-r`).
+    /// `Summary of all tests` line for reads (with `-r`), of the last test.
     pub read: Option<OpSummary>,
     /// Mismatching 8-byte words over all checks and repetitions.
     pub data_errors: u64,
@@ -105,46 +105,68 @@ fn run_team(
     out: &mut dyn Write,
     comm: Option<&(dyn Communicator + Sync)>,
 ) -> Result<IorSummary, IorError> {
-    let p = params;
-    check_module_prefixes(p, backend.name(), backend.other_modules())?;
-    backend.check_params(p)?;
     let api = backend.name();
-    match backend.phase_model() {
-        Some(_) => model::check_params(api, p)?,
-        None => check_task_threads(api, p)?,
-    }
-    let mut printer = Printer::new(p, out)?;
-    printer.header(p)?;
-    let fs = shows_free_space(&p.test_file).then(|| backend.fs_info(directory_of(&p.test_file)));
-    printer.test_start(p, api, fs)?;
-    printer.setup(p, api, &backend.version())?;
-
-    let mut executor = Executor::new(backend, p, comm)?;
-    let mut iterations = Vec::with_capacity(p.repetitions as usize);
-    for rep in 0..p.repetitions {
-        if rep == 0 {
-            printer.table_header()?;
+    // The command line's test, then a script's others (`-f`).
+    let tests: Vec<&IorParams> = std::iter::once(params).chain(&params.next_tests).collect();
+    for p in &tests {
+        if !p.api.eq_ignore_ascii_case(&params.api) {
+            return Err(IorError::option(
+                format!("api={} (test {} of {})", p.api, p.test_id, params.script_file.as_deref().unwrap_or("-f")),
+                format!("every test of a script runs on the command line's API ({}); run a script per API", params.api),
+            ));
         }
-        iterations.push(iteration(p, &mut executor, &mut printer, rep)?);
+        if let Some(comm) = comm {
+            if p.num_tasks != comm.size() {
+                return Err(IorError::option(
+                    format!("numTasks={} (test {})", p.num_tasks, p.test_id),
+                    format!("the job has {} ranks: every test runs on all of them", comm.size()),
+                ));
+            }
+        }
+        check_module_prefixes(p, backend.name(), backend.other_modules())?;
+        backend.check_params(p)?;
+        match backend.phase_model() {
+            Some(_) => model::check_params(api, p)?,
+            None => check_task_threads(api, p)?,
+        }
     }
-    // Ranks hand their counters to the backend when dropped, before it reports.
-    drop(executor);
+    let mut printer = Printer::new(params, out)?;
+    printer.header(params)?;
+    let mut summaries = Vec::with_capacity(tests.len());
+    let mut iterations = Vec::new();
+    for p in tests {
+        let fs = shows_free_space(&p.test_file).then(|| backend.fs_info(directory_of(&p.test_file)));
+        printer.test_start(p, api, fs)?;
+        printer.setup(p, api, &backend.version())?;
+        let mut executor = Executor::new(backend, p, comm)?;
+        let mut its = Vec::with_capacity(p.repetitions as usize);
+        for rep in 0..p.repetitions {
+            if rep == 0 {
+                printer.table_header()?;
+            }
+            its.push(iteration(p, &mut executor, &mut printer, rep)?);
+        }
+        // Ranks hand their counters to the backend when dropped, before it reports.
+        drop(executor);
+        let writes: Vec<PhaseResult> = its.iter().filter_map(|it| it.write).collect();
+        let reads: Vec<PhaseResult> = its.iter().filter_map(|it| it.read).collect();
+        printer.short_summary(p, &writes, &reads)?;
+        printer.test_end()?;
+        let write = (p.write_file && !writes.is_empty()).then(|| summarize(&writes, p.transfer_size_bytes));
+        let read = (p.read_file && !reads.is_empty()).then(|| summarize(&reads, p.transfer_size_bytes));
+        summaries.push(TestSummary { params: p, write, read });
+        iterations.extend(its);
+    }
     if let Some(comm) = comm {
         sum_job_counters(backend, comm)?;
     }
-
-    let writes: Vec<PhaseResult> = iterations.iter().filter_map(|it| it.write).collect();
-    let reads: Vec<PhaseResult> = iterations.iter().filter_map(|it| it.read).collect();
-    printer.short_summary(p, &writes, &reads)?;
-    printer.test_end()?;
-    let write = (p.write_file && !writes.is_empty()).then(|| summarize(&writes, p.transfer_size_bytes));
-    let read = (p.read_file && !reads.is_empty()).then(|| summarize(&reads, p.transfer_size_bytes));
     let reports = backend.reports();
     check_report_keys(api, &reports)?;
-    printer.long_summary(p, api, (write.as_ref(), read.as_ref()), &reports)?;
+    printer.long_summary(api, &summaries, &reports)?;
     printer.finished()?;
     let data_errors = iterations.iter().map(|it| it.write_check_errors + it.read_check_errors).sum();
-    Ok(IorSummary { api, iterations, write, read, data_errors })
+    let last = summaries.pop().expect("at least one test");
+    Ok(IorSummary { api, iterations, write: last.write, read: last.read, data_errors })
 }
 
 /// Sums every rank's [`Backend::rank_counters`] over the job and hands the

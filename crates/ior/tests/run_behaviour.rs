@@ -123,3 +123,49 @@ fn tasks_per_node_is_reported_where_ior_reports_it() {
     let fields: Vec<&str> = row.split_whitespace().collect();
     assert_eq!((fields[0], fields[13], fields[14]), ("write", "6", "4"), "#Tasks and tPN: {row}");
 }
+
+/// `-f`: IOR's script format (`ReadConfigScript`): lines before `IOR START`
+/// are skipped, directives (comma-separated, `#` comments) change the test,
+/// `RUN` ends one, each test starts from the one before, `IOR STOP` ends the
+/// script. Every test prints its own `TestID` and results, and `Summary of
+/// all tests` has a line per test and operation, numbered in `Test#`.
+#[test]
+fn a_script_runs_its_tests_one_after_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("two.ior");
+    let text = "a comment line IOR skips\nIOR START\n  # the first test writes\n  api=MEM\n  \
+                writeFile=1, blockSize=64k # a comment\n  transferSize=16k\n  numTasks=2\nRUN\n  \
+                readFile=1\n  segmentCount=2\nRUN\nIOR STOP\nignored=after stop\n";
+    std::fs::write(&script, text).unwrap();
+    let line = format!("-a MEM -f {}", script.display());
+    let (summary, out) = run_line(&line, &MemBackend::default());
+    assert_eq!(out.matches("TestID              : ").count(), 2, "{out}");
+    assert!(out.contains("TestID              : 0") && out.contains("TestID              : 1"), "{out}");
+    let summary_lines: Vec<Vec<&str>> = out
+        .lines()
+        .skip_while(|l| *l != "Summary of all tests:")
+        .filter(|l| l.starts_with("write ") || l.starts_with("read "))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    // Operation and Test# (the 13th column): test 0 writes; test 1 writes and reads.
+    let ops: Vec<(&str, &str)> = summary_lines.iter().map(|l| (l[0], l[12])).collect();
+    assert_eq!(ops, [("write", "0"), ("write", "1"), ("read", "1")], "{out}");
+    // Test 1 kept test 0's sizes and has 2 segments: 2 tasks x 2 x 64 KiB.
+    assert_eq!(summary.write.unwrap().agg_bytes_rep0, 2 * 2 * 64 * 1024);
+    assert_eq!(summary.iterations.len(), 2);
+
+    let mut params = parse_args(&args(&line)).unwrap();
+    assert_eq!((params.test_id, params.next_tests.len()), (0, 1));
+    assert!(!params.read_file, "a test that asks for a phase gets only that one");
+    params.next_tests[0].api = "POSIX".into();
+    let refused = run(&params, &MemBackend::default(), &mut Vec::new()).unwrap_err().to_string();
+    assert!(refused.contains("every test of a script runs on the command line's API"), "{refused}");
+
+    // Errors name the script's line; a file without IOR START is refused.
+    std::fs::write(&script, "IOR START\n  blockSize=64x\nRUN\n").unwrap();
+    let e = parse_args(&args(&line)).unwrap_err().to_string();
+    assert!(e.contains(&format!("{}:2: -O blockSize=64x", script.display())), "{e}");
+    std::fs::write(&script, "blockSize=64k\n").unwrap();
+    assert!(parse_args(&args(&line)).unwrap_err().to_string().contains("no `IOR START` line"));
+    assert!(parse_args(&args("-f /nonexistent/script")).unwrap_err().to_string().contains("cannot read the script"));
+}

@@ -32,6 +32,13 @@ use text::FsFigures;
 /// The version printed as `IOR-<version>` and `"Version"`: IOR 4.1's format, lanefs's code.
 pub const IOR_VERSION: &str = "4.1.0+lanefs";
 
+/// One test's lines of `Summary of all tests`.
+pub struct TestSummary<'p> {
+    pub params: &'p IorParams,
+    pub write: Option<OpSummary>,
+    pub read: Option<OpSummary>,
+}
+
 /// The report being printed.
 pub struct Printer<'o> {
     format: SummaryFormat,
@@ -142,7 +149,7 @@ impl<'o> Printer<'o> {
     /// `TestID`, `StartTime`, `Path`/`FS` and, in JSON (or with `-vvv`), `Parameters`.
     pub fn test_start(&mut self, p: &IorParams, api: &str, fs: Option<Result<FsInfo, IorError>>) -> io::Result<()> {
         self.json_only(|j, w| j.start_section(w))?;
-        self.kv_int("TestID", 0)?;
+        self.kv_int("TestID", i64::from(p.test_id))?;
         self.kv_str("StartTime", &ctime_now())?;
         match fs {
             None => {}
@@ -190,7 +197,7 @@ impl<'o> Printer<'o> {
     fn parameters(&mut self, p: &IorParams, api: &str) -> io::Result<()> {
         let flag = |on: bool| i64::from(on);
         self.named_section("Parameters")?;
-        self.kv_int("testID", 0)?;
+        self.kv_int("testID", i64::from(p.test_id))?;
         self.kv_int("refnum", p.reference_number)?;
         self.kv_str("api", api)?;
         self.kv_str("platform", &platform())?;
@@ -372,13 +379,7 @@ impl<'o> Printer<'o> {
     /// the backend's reports, in order: before the summary in text (right after the
     /// results table, each after a blank line), after it in JSON (top-level members
     /// before `Finished`).
-    pub fn long_summary(
-        &mut self,
-        p: &IorParams,
-        api: &str,
-        (write, read): (Option<&OpSummary>, Option<&OpSummary>),
-        reports: &[BackendReport],
-    ) -> io::Result<()> {
+    pub fn long_summary(&mut self, api: &str, tests: &[TestSummary], reports: &[BackendReport]) -> io::Result<()> {
         if self.format == SummaryFormat::Default {
             let w = self.res();
             for report in reports {
@@ -396,13 +397,19 @@ impl<'o> Printer<'o> {
             })?,
             SummaryFormat::Csv => return Ok(()),
         }
-        let operations = [("write", write.filter(|_| p.write_file)), ("read", read.filter(|_| p.read_file))];
-        for (operation, summary) in operations {
-            let Some(summary) = summary else { continue };
-            if self.format == SummaryFormat::Default {
-                self.res().write_all(text::summary_row(operation, summary, p, api).as_bytes())?;
-            } else {
-                self.summary_json(operation, summary, p, api)?;
+        for test in tests {
+            let p = test.params;
+            let operations = [
+                ("write", test.write.as_ref().filter(|_| p.write_file)),
+                ("read", test.read.as_ref().filter(|_| p.read_file)),
+            ];
+            for (operation, summary) in operations {
+                let Some(summary) = summary else { continue };
+                if self.format == SummaryFormat::Default {
+                    self.res().write_all(text::summary_row(operation, summary, p, api).as_bytes())?;
+                } else {
+                    self.summary_json(operation, summary, p, api)?;
+                }
             }
         }
         self.json_only(|j, w| j.array_end(w))?;
@@ -417,7 +424,7 @@ impl<'o> Printer<'o> {
         self.kv_str("operation", operation)?;
         self.kv_str("API", api)?;
         let ints: [(&str, i64); 13] = [
-            ("TestID", 0),
+            ("TestID", i64::from(p.test_id)),
             ("ReferenceNumber", p.reference_number),
             ("segmentCount", p.segment_count as i64),
             ("blockSize", p.block_size_bytes as i64),

@@ -76,7 +76,7 @@ pub fn summary_row(operation: &str, s: &OpSummary, p: &IorParams, api: &str) -> 
     let agg_mib = f64::from(s.agg_bytes_rep0 as f32) / MIB;
     row += &format!(
         "{:5} {:6} {:3} {:4} {:3} {:5} {:8} {:9} {:4} {:6} {:8} {:8} {:9.1} {:>3} {:6}\n",
-        0,
+        p.test_id,
         p.num_tasks,
         p.tasks_on_node0(),
         p.repetitions,
