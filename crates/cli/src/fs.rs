@@ -462,7 +462,7 @@ mod tests {
     fn sizes_and_globs() {
         assert_eq!(parse_size("4m").unwrap(), 4 << 20);
         assert_eq!(parse_size("64K").unwrap(), 64 << 10);
-        assert!(parse_size("12x").unwrap_err().contains("suffix"));
+        assert!(parse_size("12x").unwrap_err().contains("unit"));
         assert!(glob("ldlm.namespaces.*", "ldlm.namespaces.filter-lanefs-OST0000_UUID"));
         assert!(glob("ldlm.namespaces.*.lock_count", "ldlm.namespaces.x.lock_count"));
         assert!(!glob("ldlm.namespaces.*.lock_count", "ldlm.namespaces.x.stats.ldlm_cancel"));
