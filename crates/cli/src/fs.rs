@@ -242,11 +242,16 @@ fn print_layout(path: &str, layout: &Layout) -> std::io::Result<()> {
     outln!("lmm_stripe_count:  {}", layout.stripe_count())?;
     outln!("lmm_stripe_size:   {}", layout.stripe_size())?;
     outln!("lmm_pattern:       raid0")?;
+    // lanefs never changes a file's layout once made: generation 0.
+    outln!("lmm_layout_gen:    0")?;
     outln!("lmm_stripe_offset: {}", layout.stripe_offset().0)?;
+    // As liblustreapi prints the objects (`lov_dump_user_lmm_v1v3`):
+    // "\t%6u\t%14llu\t%#13llx\t%14llu", then an empty line.
     outln!("\tobdidx\t\t objid\t\t objid\t\t group")?;
     for key in layout.objects() {
-        outln!("\t{:6}\t{:14}\t{:#14x}\t{:14}", key.ost.0, key.object.0, key.object.0, 0)?;
+        outln!("\t{:6}\t{:14}\t{:#13x}\t{:14}", key.ost.0, key.object.0, key.object.0, 0)?;
     }
+    outln!()?;
     Ok(())
 }
 

@@ -84,7 +84,15 @@ fn lfs_style_commands_work_against_a_running_file_system() {
     assert!(ok(&up, &["getstripe", "/d"]).contains("stripe_count:  2 stripe_size:   2097152"));
     ok(&up, &["setstripe", "-c", "1", "-i", "1", "/d/one"]);
     let layout = ok(&up, &["getstripe", "/d/one"]);
-    assert!(layout.contains("lmm_stripe_count:  1") && layout.contains("lmm_stripe_offset: 1"), "{layout}");
+    // `lfs getstripe`'s own layout of a file (liblustreapi's
+    // `lov_dump_user_lmm_v1v3`): the header lines, then the objects as
+    // "\t%6u\t%14llu\t%#13llx\t%14llu" and an empty line.
+    let object = objects_of(&up, "/d/one")[0].1;
+    let expected = format!(
+        "/d/one\nlmm_stripe_count:  1\nlmm_stripe_size:   2097152\nlmm_pattern:       raid0\nlmm_layout_gen:    0\n\
+         lmm_stripe_offset: 1\n\tobdidx\t\t objid\t\t objid\t\t group\n\t     1\t{object:14}\t{object:#13x}\t             0\n\n"
+    );
+    assert_eq!(layout, expected);
     let ior =
         ok(&up, &["ior", "-a", "LANEFS", "-w", "-r", "-W", "-b", "1m", "-t", "256k", "-N", "2", "-k", "-o", "/d/ior"]);
     assert!(ior.contains("lanefs.lock_enqueues"), "{ior}");
@@ -292,7 +300,7 @@ fn a_dead_rank_process_fails_the_run_clearly() {
 /// `(ost, object id)` of each stripe, as `lanefs getstripe` prints them.
 fn objects_of(up: &Up, path: &str) -> Vec<(u32, u64)> {
     let layout = ok(up, &["getstripe", path]);
-    let rows = layout.lines().skip_while(|line| !line.contains("obdidx")).skip(1);
+    let rows = layout.lines().skip_while(|line| !line.contains("obdidx")).skip(1).take_while(|l| !l.is_empty());
     rows.map(|row| {
         let fields: Vec<&str> = row.split_whitespace().collect();
         (fields[0].parse().unwrap(), fields[1].parse().unwrap())
