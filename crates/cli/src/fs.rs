@@ -4,7 +4,7 @@
 //! process's uid, gid and groups go with every namespace call), and new
 //! files and directories get the process's umask.
 
-use crate::out::outln;
+use crate::out::{self, outln};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use lanefs_core::client::ladvise::{Advice, AheadMode};
@@ -68,8 +68,26 @@ pub enum FsCommand {
         index: Option<i64>,
         path: String,
     },
-    /// Show a file's layout or a directory's default (`lfs getstripe`).
-    Getstripe { path: String },
+    /// Show files' layouts or directories' defaults (`lfs getstripe`); with
+    /// field options, only those fields (one field alone: just its value,
+    /// as scripts read it).
+    Getstripe {
+        /// The stripe count.
+        #[arg(short = 'c', long = "stripe-count")]
+        count: bool,
+        /// The stripe size.
+        #[arg(short = 'S', long = "stripe-size")]
+        size: bool,
+        /// The index of the first OST.
+        #[arg(short = 'i', long = "stripe-index")]
+        index: bool,
+        /// The layout's generation (lanefs never changes a layout: 0).
+        #[arg(short = 'g', long = "layout-gen")]
+        generation: bool,
+        /// Files or directories, all of one file system.
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
     /// List a directory (of any size: the MDS answers in pages).
     Ls {
         /// Long listing: mode, owner, group, size and layout.
@@ -159,13 +177,22 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 
 pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
     let mut target = target.clone();
-    if let Some(path) = command.path_mut() {
-        if let Some((mds, inner)) = lanefs_fuse::mounts::lanefs_path(Path::new(path.as_str()))? {
-            // A path under a lanefs mount: that mount's file system, and
-            // the path within it.
-            target.mds = Some(mds);
-            *path = inner;
+    let mut mount_mds: Option<String> = None;
+    for path in command.paths_mut() {
+        let Some((mds, inner)) = lanefs_fuse::mounts::lanefs_path(Path::new(path.as_str()))? else {
+            if mount_mds.is_some() {
+                bail!("{path} is not under the lanefs mount the other paths are under: give one file system's paths");
+            }
+            continue;
+        };
+        // A path under a lanefs mount: that mount's file system, and the
+        // path within it.
+        if mount_mds.as_ref().is_some_and(|other| *other != mds) {
+            bail!("{path} is under another lanefs mount than the paths before it: give one file system's paths");
         }
+        mount_mds = Some(mds.clone());
+        target.mds = Some(mds);
+        *path = inner;
     }
     if let FsCommand::Ladvise { file, .. } = &command {
         if lanefs_fuse::mounts::lanefs_path(Path::new(file.as_str()))?.is_some() {
@@ -179,7 +206,10 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
     let cl = target.connect()?;
     match command {
         FsCommand::Setstripe { count, size, index, path } => setstripe(&cl, count, size, index, &path),
-        FsCommand::Getstripe { path } => getstripe(&cl, &path),
+        FsCommand::Getstripe { count, size, index, generation, paths } => {
+            let fields = StripeFields { count, size, index, generation };
+            paths.iter().try_for_each(|path| getstripe(&cl, path, fields))
+        }
         FsCommand::Ls { long, path } => ls(&cl, long, &path),
         FsCommand::Stat { path } => stat(&cl, &path),
         FsCommand::Mkdir { mode, path } => {
@@ -204,18 +234,18 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
 }
 
 impl FsCommand {
-    /// The path a namespace command acts on.
-    fn path_mut(&mut self) -> Option<&mut String> {
+    /// The paths a namespace command acts on.
+    fn paths_mut(&mut self) -> Vec<&mut String> {
         match self {
+            FsCommand::Getstripe { paths, .. } => paths.iter_mut().collect(),
             FsCommand::Setstripe { path, .. }
-            | FsCommand::Getstripe { path }
             | FsCommand::Ls { path, .. }
             | FsCommand::Stat { path }
             | FsCommand::Mkdir { path, .. }
             | FsCommand::Rm { path }
             | FsCommand::Chmod { path, .. }
-            | FsCommand::Chown { path, .. } => Some(path),
-            FsCommand::Ladvise { .. } | FsCommand::Lctl { .. } => None,
+            | FsCommand::Chown { path, .. } => vec![path],
+            FsCommand::Ladvise { .. } | FsCommand::Lctl { .. } => Vec::new(),
         }
     }
 }
@@ -237,41 +267,82 @@ fn setstripe(cl: &Client, count: Option<i64>, size: Option<u64>, index: Option<i
     Ok(())
 }
 
-fn print_layout(path: &str, layout: &Layout) -> std::io::Result<()> {
-    outln!("{path}")?;
-    outln!("lmm_stripe_count:  {}", layout.stripe_count())?;
-    outln!("lmm_stripe_size:   {}", layout.stripe_size())?;
-    outln!("lmm_pattern:       raid0")?;
-    // lanefs never changes a file's layout once made: generation 0.
-    outln!("lmm_layout_gen:    0")?;
-    outln!("lmm_stripe_offset: {}", layout.stripe_offset().0)?;
-    // As liblustreapi prints the objects (`lov_dump_user_lmm_v1v3`):
-    // "\t%6u\t%14llu\t%#13llx\t%14llu", then an empty line.
-    outln!("\tobdidx\t\t objid\t\t objid\t\t group")?;
-    for key in layout.objects() {
-        outln!("\t{:6}\t{:14}\t{:#13x}\t{:14}", key.ost.0, key.object.0, key.object.0, 0)?;
-    }
-    outln!()?;
-    Ok(())
+/// Which fields `lanefs getstripe` shows (none: all, with the objects).
+#[derive(Clone, Copy, Debug, Default)]
+struct StripeFields {
+    count: bool,
+    size: bool,
+    index: bool,
+    generation: bool,
 }
 
-fn getstripe(cl: &Client, path: &str) -> Result<()> {
+fn getstripe(cl: &Client, path: &str, fields: StripeFields) -> Result<()> {
     match cl.mds(MdsRequest::GetStripe { path: path.into() })? {
-        MdsReply::Stripe(info) => match info.layout {
-            Some(layout) => print_layout(path, &layout)?,
-            None => {
-                outln!("{path}")?;
-                outln!(
-                    "stripe_count:  {} stripe_size:   {} pattern:       raid0 stripe_offset: {}",
-                    info.default.count,
-                    info.default.size,
-                    info.default.start_ost
-                )?;
-            }
-        },
+        MdsReply::Stripe(info) => {
+            let shown = match &info.layout {
+                Some(layout) => {
+                    let values = [
+                        layout.stripe_count().to_string(),
+                        layout.stripe_size().to_string(),
+                        layout.stripe_offset().0.to_string(),
+                    ];
+                    let objects: Vec<(u32, u64)> = layout.objects().iter().map(|k| (k.ost.0, k.object.0)).collect();
+                    format_stripe(path, false, &values, &objects, fields)
+                }
+                None => {
+                    let d = &info.default;
+                    let values = [d.count.to_string(), d.size.to_string(), d.start_ost.to_string()];
+                    format_stripe(path, true, &values, &[], fields)
+                }
+            };
+            out::stdout_write(&shown)?;
+        }
         other => bail!("unexpected MDS answer {other:?}"),
     }
     Ok(())
+}
+
+/// `lfs getstripe`'s text for one path, as liblustreapi prints it
+/// (`lov_dump_user_lmm_header`, `lov_dump_user_lmm_v1v3`). `values` are the
+/// stripe count, size and first OST. A file's fields are `lmm_` lines, a
+/// directory's default one line; a field asked for alone is printed bare,
+/// without the path (`lfs getstripe -c f` prints `4`); all fields (no field
+/// option) add a file's objects as "\t%6u\t%14llu\t%#13llx\t%14llu" and
+/// an empty line.
+fn format_stripe(path: &str, dir: bool, values: &[String; 3], objects: &[(u32, u64)], f: StripeFields) -> String {
+    let all = !(f.count || f.size || f.index || f.generation);
+    let asked = [f.count, f.size, f.index, f.generation].iter().filter(|&&on| on).count();
+    let labelled = all || asked > 1;
+    let prefix = if dir { "" } else { "lmm_" };
+    let mut fields: Vec<(&str, String, bool)> = vec![
+        ("stripe_count:  ", values[0].clone(), all || f.count),
+        ("stripe_size:   ", values[1].clone(), all || f.size),
+        ("pattern:       ", "raid0".to_string(), all),
+        ("layout_gen:    ", "0".to_string(), !dir && (all || f.generation)),
+        ("stripe_offset: ", values[2].clone(), all || f.index),
+    ];
+    fields.retain(|field| field.2);
+    let mut out = String::new();
+    if labelled {
+        out += &format!("{path}\n");
+    }
+    let separator = if dir { " " } else { "\n" };
+    let shown: Vec<String> = fields
+        .iter()
+        .map(|(label, value, _)| if labelled { format!("{prefix}{label}{value}") } else { value.clone() })
+        .collect();
+    if !shown.is_empty() {
+        out += &shown.join(separator);
+        out += "\n";
+    }
+    if all && !dir {
+        out += "\tobdidx\t\t objid\t\t objid\t\t group\n";
+        for (ost, object) in objects {
+            out += &format!("\t{ost:6}\t{object:14}\t{object:#13x}\t{:14}\n", 0);
+        }
+        out += "\n";
+    }
+    out
 }
 
 /// Lists `path` page by page as the MDS sends them, so a directory of any
@@ -462,6 +533,32 @@ fn glob(pattern: &str, text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn getstripe_prints_as_lfs_getstripe() {
+        let values = ["2".to_string(), "1048576".to_string(), "3".to_string()];
+        let all = StripeFields::default();
+        assert_eq!(
+            format_stripe("/f", false, &values, &[(3, 7), (0, 7)], all),
+            "/f\nlmm_stripe_count:  2\nlmm_stripe_size:   1048576\nlmm_pattern:       raid0\nlmm_layout_gen:    0\n\
+             lmm_stripe_offset: 3\n\tobdidx\t\t objid\t\t objid\t\t group\n\
+             \t     3\t             7\t          0x7\t             0\n\t     0\t             7\t          0x7\t             0\n\n"
+        );
+        let count = StripeFields { count: true, ..all };
+        assert_eq!(format_stripe("/f", false, &values, &[], count), "2\n");
+        let two = StripeFields { count: true, size: true, ..all };
+        assert_eq!(
+            format_stripe("/f", false, &values, &[], two),
+            "/f\nlmm_stripe_count:  2\nlmm_stripe_size:   1048576\n"
+        );
+        let dir = ["4".to_string(), "2097152".to_string(), "-1".to_string()];
+        assert_eq!(
+            format_stripe("/d", true, &dir, &[], all),
+            "/d\nstripe_count:  4 stripe_size:   2097152 pattern:       raid0 stripe_offset: -1\n"
+        );
+        assert_eq!(format_stripe("/d", true, &dir, &[], StripeFields { size: true, ..all }), "2097152\n");
+        assert_eq!(format_stripe("/d", true, &dir, &[], StripeFields { generation: true, ..all }), "");
+    }
 
     #[test]
     fn sizes_and_globs() {

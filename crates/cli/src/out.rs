@@ -28,6 +28,13 @@ macro_rules! outln {
 }
 pub(crate) use outln;
 
+/// `text` to standard output, as [`outln!`] does (an error, not a panic,
+/// when nobody reads it).
+pub fn stdout_write(text: &str) -> io::Result<()> {
+    use std::io::Write as _;
+    std::io::stdout().lock().write_all(text.as_bytes())
+}
+
 /// Whether `error` comes of standard output's reader having gone: a broken
 /// pipe in its causes, and stdout's reader gone indeed. A broken pipe
 /// elsewhere (a rank's pipe, a server's socket) stays an error.

@@ -93,6 +93,11 @@ fn lfs_style_commands_work_against_a_running_file_system() {
          lmm_stripe_offset: 1\n\tobdidx\t\t objid\t\t objid\t\t group\n\t     1\t{object:14}\t{object:#13x}\t             0\n\n"
     );
     assert_eq!(layout, expected);
+    // One field alone is printed bare, as scripts read `lfs getstripe -c`;
+    // several paths, one after the other.
+    assert_eq!(ok(&up, &["getstripe", "-c", "/d/one", "/d"]), "1\n2\n");
+    assert_eq!(ok(&up, &["getstripe", "--stripe-size", "/d/one"]), "2097152\n");
+    assert_eq!(ok(&up, &["getstripe", "-c", "-i", "/d/one"]), "/d/one\nlmm_stripe_count:  1\nlmm_stripe_offset: 1\n");
     let ior =
         ok(&up, &["ior", "-a", "LANEFS", "-w", "-r", "-W", "-b", "1m", "-t", "256k", "-N", "2", "-k", "-o", "/d/ior"]);
     assert!(ior.contains("lanefs.lock_enqueues"), "{ior}");
