@@ -113,6 +113,7 @@ fn command_line(args: &[String]) -> String {
 enum Key {
     Api,
     ScriptFile,
+    MaxTimeDuration,
     RefNum,
     BlockSize,
     Collective,
@@ -172,6 +173,7 @@ const OPTIONS: &[(Option<char>, &str, Key, bool)] = &[
     (Some('R'), "checkRead", Key::CheckRead, false),
     (Some('s'), "segmentCount", Key::SegmentCount, true),
     (Some('t'), "transferSize", Key::TransferSize, true),
+    (Some('T'), "maxTimeDuration", Key::MaxTimeDuration, true),
     (Some('u'), "uniqueDir", Key::UniqueDir, false),
     (Some('v'), "verbose", Key::Verbose, false),
     (Some('w'), "writeFile", Key::WriteFile, false),
@@ -236,7 +238,6 @@ const REFUSED: &[(Option<char>, &str, bool, &str)] = &[
         "quitOnError is not implemented (data errors are counted and the run fails at the end); drop -q",
     ),
     (Some('S'), "useStridedDatatype", false, "strided datatypes are an MPIIO option; drop -S"),
-    (Some('T'), "maxTimeDuration", true, "maxTimeDuration is not implemented; drop -T (or use -T 0)"),
     (Some('V'), "useFileView", false, "file views are an MPIIO option; drop -V"),
     (Some('x'), "singleXferAttempt", false, "singleXferAttempt is not implemented; drop -x"),
     (Some('y'), "dualMount", false, "dualMount is not implemented; drop -y"),
@@ -445,6 +446,7 @@ fn apply(params: &mut IorParams, key: Key, value: Option<&str>, shown: &str) -> 
         Key::Repetitions => params.repetitions = count(1, u64::from(u32::MAX))? as u32,
         Key::TaskPerNodeOffset => params.task_per_node_offset = count(0, u64::from(u32::MAX))? as u32,
         Key::InterTestDelay => params.inter_test_delay_s = count(0, 3600)? as u32,
+        Key::MaxTimeDuration => params.max_time_duration_min = count(0, u64::from(u32::MAX))? as u32,
         Key::TimeStampSignature => {
             params.time_stamp_signature = parse_int(text()).map_err(|m| IorError::option(shown, m))?
         }

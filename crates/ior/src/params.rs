@@ -93,6 +93,9 @@ pub struct IorParams {
     pub intra_test_barriers: bool,
     /// `-u`: with `-F`, each task's file lives in its own directory `dir/<rank>/`.
     pub unique_dir: bool,
+    /// `-T`: minutes after a test's start past which it starts no further
+    /// phase (IOR checks between phases, never within one); 0: no limit.
+    pub max_time_duration_min: u32,
     /// `-d`: seconds to wait before each write and read phase.
     pub inter_test_delay_s: u32,
     /// `-G`: data signature; 0 means IOR's default, the clock's seconds at each repetition.
@@ -158,6 +161,7 @@ impl Default for IorParams {
             module_options: BTreeMap::new(),
             command_line: PROGRAM.to_string(),
             script_file: None,
+            max_time_duration_min: 0,
             test_id: 0,
             next_tests: Vec::new(),
         }

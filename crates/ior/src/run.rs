@@ -140,11 +140,16 @@ fn run_team(
         printer.setup(p, api, &backend.version())?;
         let mut executor = Executor::new(backend, p, comm)?;
         let mut its = Vec::with_capacity(p.repetitions as usize);
+        let mut modelled_s = 0.0;
         for rep in 0..p.repetitions {
             if rep == 0 {
                 printer.table_header()?;
             }
-            its.push(iteration(p, &mut executor, &mut printer, rep)?);
+            if rep > 0 && executor.time_is_up(p, modelled_s)? {
+                // -T: no further repetition once the time is up.
+                break;
+            }
+            its.push(iteration(p, &mut executor, &mut printer, rep, &mut modelled_s)?);
         }
         // Ranks hand their counters to the backend when dropped, before it reports.
         drop(executor);
@@ -246,6 +251,25 @@ impl<'b> Executor<'b> {
         }
     }
 
+    /// `-T`: whether `p.max_time_duration_min` minutes have passed since the
+    /// test started, on the run's clock (rank 0's answer for a job, so that
+    /// every rank starts the same phases), or in the model's seconds.
+    fn time_is_up(&self, p: &IorParams, modelled_s: f64) -> Result<bool, IorError> {
+        if p.max_time_duration_min == 0 {
+            return Ok(false);
+        }
+        let limit_s = f64::from(p.max_time_duration_min) * 60.0;
+        match self {
+            Executor::Model { .. } => Ok(modelled_s >= limit_s),
+            Executor::Threads { clock, team: Team::Threads, .. } => Ok(clock.now_s() >= limit_s),
+            Executor::Threads { clock, team: Team::World(comm), .. } => {
+                let mine = [u8::from(clock.now_s() >= limit_s)];
+                let all = comm.allgather_same(&mine).map_err(|e| IorError::backend("MPI", e.to_string()))?;
+                Ok(all.first().is_some_and(|first| first.first() == Some(&1)))
+            }
+        }
+    }
+
     fn models(&self) -> bool {
         matches!(self, Executor::Model { .. })
     }
@@ -307,33 +331,39 @@ fn threads<'a>(
     Phase { p, backend, clock, signature, mapping: NodeMapping::from_params(p), team }
 }
 
+/// One repetition: its write, write check and read phases, each started
+/// only while `-T`'s time is not up (`modelled_s`: the modelled seconds a
+/// backend that models phases has spent on the test so far).
 fn iteration(
     p: &IorParams,
     executor: &mut Executor,
     printer: &mut Printer,
     rep: u32,
+    modelled_s: &mut f64,
 ) -> Result<IterationResult, IorError> {
     let signature = executor.signature(p)?;
     let mut it = IterationResult::default();
-    if p.write_file {
+    if p.write_file && !executor.time_is_up(p, *modelled_s)? {
         delay(p, printer, executor)?;
         let result = reduce_phase(&executor.write(p, rep, signature)?, p.transfer_size_bytes);
         printer.row("write", &result, p, rep)?;
+        *modelled_s += result.total_s;
         it.write = Some(result);
     }
-    if p.check_write {
+    if p.check_write && !executor.time_is_up(p, *modelled_s)? {
         if p.verbose >= 1 {
             printer.log(&format!("Verifying contents of the file(s) just written.\n{}\n\n", ctime_now()))?;
         }
         let outcomes = executor.check_write(p, signature)?;
         it.write_check_errors = report_check(printer, "write", &outcomes, signature)?;
     }
-    if p.read_file || p.check_read {
+    if (p.read_file || p.check_read) && !executor.time_is_up(p, *modelled_s)? {
         delay(p, printer, executor)?;
         let (ranks_read, outcomes): (Vec<_>, Vec<_>) = executor.read(p, rep, signature)?.into_iter().unzip();
         it.read_check_errors = report_check(printer, "read", &outcomes, signature)?;
         let result = reduce_phase(&ranks_read, p.transfer_size_bytes);
         printer.row("read", &result, p, rep)?;
+        *modelled_s += result.total_s;
         it.read = Some(result);
     }
     let errors = it.write_check_errors + it.read_check_errors;

@@ -321,3 +321,18 @@ fn a_broken_model_answer_is_an_error() {
     let error = lanefs_ior::run(&p, &ShortBackend(Short), &mut Vec::new()).unwrap_err();
     assert_eq!(error.to_string(), "SHORT: write phase model: returned 2 rank results for -N 3 tasks");
 }
+
+/// `-T 1`: no phase starts once a minute has passed since the test began; a
+/// model's minute is modelled (each repetition here takes 4 s of write and 8
+/// s of read, so five of them fill it and the sixth never starts).
+#[test]
+fn max_time_duration_stops_repetitions_in_modelled_time() {
+    let backend = ModelBackend::default();
+    let (summary, text) = run_line("-a SIM -w -r -b 64m -t 1m -s 2 -N 4 --tasks-per-node 2 -i 8 -T 1", &backend);
+    assert_eq!(summary.iterations.len(), 5, "{text}");
+    let writes = backend.calls().iter().filter(|c| c.starts_with("write")).count();
+    assert_eq!(writes, 5);
+    let (summary, _) =
+        run_line("-a SIM -w -r -b 64m -t 1m -s 2 -N 4 --tasks-per-node 2 -i 8 -T 0", &ModelBackend::default());
+    assert_eq!(summary.iterations.len(), 8, "-T 0 is no limit");
+}

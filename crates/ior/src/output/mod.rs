@@ -202,9 +202,10 @@ impl<'o> Printer<'o> {
         self.kv_str("api", api)?;
         self.kv_str("platform", &platform())?;
         self.kv_str("testFileName", &p.test_file)?;
-        for key in ["deadlineForStonewall", "stoneWallingWearOut", "maxTimeDuration", "outlierThreshold"] {
-            self.kv_int(key, 0)?;
-        }
+        self.kv_int("deadlineForStonewall", 0)?;
+        self.kv_int("stoneWallingWearOut", 0)?;
+        self.kv_int("maxTimeDuration", i64::from(p.max_time_duration_min))?;
+        self.kv_int("outlierThreshold", 0)?;
         self.kv_str("options", "(null)")?;
         let ints: [(&str, i64); 13] = [
             ("dryRun", 0),
