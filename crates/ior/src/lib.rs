@@ -29,6 +29,7 @@
 //! (the front end carries `-c` and the MPI-IO hint options for a backend that uses them).
 
 mod backend;
+mod dry_run;
 mod error;
 mod hints;
 mod model;

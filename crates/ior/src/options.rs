@@ -114,6 +114,7 @@ enum Key {
     Api,
     ScriptFile,
     MaxTimeDuration,
+    DryRun,
     RefNum,
     BlockSize,
     Collective,
@@ -174,6 +175,7 @@ const OPTIONS: &[(Option<char>, &str, Key, bool)] = &[
     (Some('s'), "segmentCount", Key::SegmentCount, true),
     (Some('t'), "transferSize", Key::TransferSize, true),
     (Some('T'), "maxTimeDuration", Key::MaxTimeDuration, true),
+    (None, "dryRun", Key::DryRun, false),
     (Some('u'), "uniqueDir", Key::UniqueDir, false),
     (Some('v'), "verbose", Key::Verbose, false),
     (Some('w'), "writeFile", Key::WriteFile, false),
@@ -242,7 +244,6 @@ const REFUSED: &[(Option<char>, &str, bool, &str)] = &[
     (Some('x'), "singleXferAttempt", false, "singleXferAttempt is not implemented; drop -x"),
     (Some('y'), "dualMount", false, "dualMount is not implemented; drop -y"),
     (Some('I'), "individualDataSets", false, "individualDataSets is not implemented (IOR: not working); drop -I"),
-    (None, "dryRun", false, "dry runs are not implemented; drop --dryRun"),
     (None, "randomPrefill", true, "randomPrefill goes with -z, which is not implemented; drop it"),
     (None, "random-offset-seed", true, "random offsets (-z) are not implemented; drop --random-offset-seed"),
     (None, "warningAsErrors", false, "warningAsErrors is not implemented; drop it"),
@@ -499,6 +500,7 @@ fn flag_field(params: &mut IorParams, key: Key) -> &mut bool {
         Key::CheckWrite => &mut params.check_write,
         Key::FsyncPerWrite => &mut params.fsync_per_write,
         Key::ShowHints => &mut params.show_hints,
+        Key::DryRun => &mut params.dry_run,
         other => unreachable!("{other:?} is not a flag"),
     }
 }
@@ -647,6 +649,12 @@ fn parse_count(text: &str, shown: &str, min: u64, max: u64) -> Result<u64, IorEr
 
 /// IOR's `ValidateTests`, plus what lanefs-ior cannot do.
 fn validate(p: &IorParams) -> Result<(), IorError> {
+    if p.dry_run && (p.check_write || p.check_read) {
+        return Err(IorError::option(
+            "--dryRun",
+            "a dry run moves no data, so there is nothing to check; drop -W and -R (or --dryRun)",
+        ));
+    }
     let block = p.block_size_bytes;
     let transfer = p.transfer_size_bytes;
     if !block.is_multiple_of(ACCESS_UNIT_BYTES) {
@@ -885,7 +893,8 @@ mod tests {
         assert!(parse("-O stoneWallingWearOut=0").is_ok());
         assert!(error("-O lustreStripeCount=4").contains("--lanefs.stripe-count"));
         assert!(error("-f /no/such/script").contains("-f /no/such/script: cannot read the script"));
-        assert!(error("--dryRun").contains("dry runs"));
+        assert!(parse("--dryRun -w").unwrap().dry_run);
+        assert!(error("--dryRun -w -W").contains("a dry run moves no data"));
         assert!(error("-p").contains("preallocation is an MPIIO option"));
     }
 

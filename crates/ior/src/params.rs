@@ -93,6 +93,9 @@ pub struct IorParams {
     pub intra_test_barriers: bool,
     /// `-u`: with `-F`, each task's file lives in its own directory `dir/<rank>/`.
     pub unique_dir: bool,
+    /// `--dryRun`: run the test without any I/O (every file operation of
+    /// the backend succeeds at once), to see the options and the report.
+    pub dry_run: bool,
     /// `-T`: minutes after a test's start past which it starts no further
     /// phase (IOR checks between phases, never within one); 0: no limit.
     pub max_time_duration_min: u32,
@@ -162,6 +165,7 @@ impl Default for IorParams {
             command_line: PROGRAM.to_string(),
             script_file: None,
             max_time_duration_min: 0,
+            dry_run: false,
             test_id: 0,
             next_tests: Vec::new(),
         }

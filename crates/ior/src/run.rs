@@ -105,6 +105,7 @@ fn run_team(
     out: &mut dyn Write,
     comm: Option<&(dyn Communicator + Sync)>,
 ) -> Result<IorSummary, IorError> {
+    let dry_run = crate::dry_run::DryRun(backend);
     let api = backend.name();
     // The command line's test, then a script's others (`-f`).
     let tests: Vec<&IorParams> = std::iter::once(params).chain(&params.next_tests).collect();
@@ -123,6 +124,12 @@ fn run_team(
                 ));
             }
         }
+        if p.dry_run && backend.phase_model().is_some() {
+            return Err(IorError::option(
+                "--dryRun",
+                format!("{api} models its I/O rather than doing it: there is no I/O to leave out; drop --dryRun"),
+            ));
+        }
         check_module_prefixes(p, backend.name(), backend.other_modules())?;
         backend.check_params(p)?;
         match backend.phase_model() {
@@ -135,6 +142,8 @@ fn run_team(
     let mut summaries = Vec::with_capacity(tests.len());
     let mut iterations = Vec::new();
     for p in tests {
+        // --dryRun: this test's file operations are skipped.
+        let backend: &dyn Backend = if p.dry_run { &dry_run } else { backend };
         let fs = shows_free_space(&p.test_file).then(|| backend.fs_info(directory_of(&p.test_file)));
         printer.test_start(p, api, fs)?;
         printer.setup(p, api, &backend.version())?;

@@ -169,3 +169,18 @@ fn a_script_runs_its_tests_one_after_the_other() {
     assert!(parse_args(&args(&line)).unwrap_err().to_string().contains("no `IOR START` line"));
     assert!(parse_args(&args("-f /nonexistent/script")).unwrap_err().to_string().contains("cannot read the script"));
 }
+
+/// `--dryRun`: the test runs, prints its options and rows, and no file is
+/// touched; a dry run with data checks has nothing to check and is refused.
+#[test]
+fn a_dry_run_touches_no_file() {
+    let backend = MemBackend::default();
+    let (summary, out) = run_line("-a MEM --dryRun -w -r -e -b 64k -t 16k -N 2 -k", &backend);
+    assert!(out.contains("\ndryRun              : 1\n"), "{out}");
+    assert!(summary.write.is_some() && summary.read.is_some(), "{out}");
+    assert!(backend.files.lock().unwrap().is_empty());
+    assert_eq!(backend.bytes_written.load(Ordering::SeqCst), 0);
+    assert_eq!(backend.fsyncs.load(Ordering::SeqCst), 0);
+    let refused = parse_args(&args("--dryRun -w -W")).unwrap_err().to_string();
+    assert!(refused.contains("a dry run moves no data"), "{refused}");
+}

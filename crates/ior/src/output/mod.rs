@@ -208,7 +208,7 @@ impl<'o> Printer<'o> {
         self.kv_int("outlierThreshold", 0)?;
         self.kv_str("options", "(null)")?;
         let ints: [(&str, i64); 13] = [
-            ("dryRun", 0),
+            ("dryRun", i64::from(p.dry_run)),
             ("nodes", i64::from(p.nodes())),
             ("memoryPerTask", 0),
             ("memoryPerNode", 0),
@@ -276,6 +276,9 @@ impl<'o> Printer<'o> {
         self.kv_str("xfersize", &text::human_readable(p.transfer_size_bytes))?;
         self.kv_str("blocksize", &text::human_readable(p.block_size_bytes))?;
         self.kv_str("aggregate filesize", &text::human_readable(p.expected_agg_file_size_bytes()))?;
+        if p.dry_run {
+            self.kv_int("dryRun", 1)?;
+        }
         if p.verbose > 0 {
             self.kv_int("verbose", i64::from(p.verbose))?;
         }
