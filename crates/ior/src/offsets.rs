@@ -20,7 +20,14 @@
 //! the threads of one process: `shift = numTasks`, the offset is 0 and `-C` changes
 //! nothing — exactly what IOR does on a single node.
 //!
-//! Not here: random offsets (`-z`) and random task reordering (`-Z`), which are refused.
+//! `-z` (randomOffset): IOR's `GetOffsetArrayRandom`, made with glibc's
+//! `random()` ([`GlibcRandom`]) so that a seed gives IOR's own order. With
+//! `-F` each task shuffles the transfers of its block (seed + pretendRank);
+//! on a shared file every task draws the same sequence, which deals each
+//! transfer slot of a segment's `numTasks` blocks to one task (`rand() %
+//! numTasks`), then shuffles its slots. Each segment repeats the order.
+//!
+//! Not here: random task reordering (`-Z`) and `-zz`, which are refused.
 
 use crate::params::IorParams;
 
@@ -95,10 +102,105 @@ pub fn transfer_offset(p: &IorParams, pretend_rank: u32, segment: u64, transfer:
 }
 
 /// Every offset `pretend_rank` accesses, in IOR's order (segments outer, transfers inner).
-pub fn offsets(p: &IorParams, pretend_rank: u32) -> impl Iterator<Item = u64> + '_ {
+pub fn offsets(p: &IorParams, pretend_rank: u32) -> Box<dyn Iterator<Item = u64> + '_> {
+    if p.random_offset > 0 {
+        let within = random_offsets(p, pretend_rank);
+        let segment_bytes =
+            if p.file_per_proc { p.block_size_bytes } else { u64::from(p.num_tasks) * p.block_size_bytes };
+        return Box::new(
+            (0..p.segment_count)
+                .flat_map(move |segment| within.clone().into_iter().map(move |o| o + segment * segment_bytes)),
+        );
+    }
     let transfers = p.transfers_per_block();
-    (0..p.segment_count)
-        .flat_map(move |segment| (0..transfers).map(move |j| transfer_offset(p, pretend_rank, segment, j)))
+    Box::new(
+        (0..p.segment_count)
+            .flat_map(move |segment| (0..transfers).map(move |j| transfer_offset(p, pretend_rank, segment, j))),
+    )
+}
+
+/// IOR's `GetOffsetArrayRandom`: the offsets within one segment that
+/// `pretend_rank` accesses with `-z`, in its shuffled order
+/// (`p.random_seed` is resolved: not -1).
+pub fn random_offsets(p: &IorParams, pretend_rank: u32) -> Vec<u64> {
+    let transfer = p.transfer_size_bytes;
+    let (mut slots, mut rng) = if p.file_per_proc {
+        let seed = p.random_seed.wrapping_add(i64::from(pretend_rank)) as u32;
+        ((0..p.transfers_per_block()).map(|i| i * transfer).collect::<Vec<u64>>(), GlibcRandom::new(seed))
+    } else {
+        // Every task draws the same sequence: each slot goes to one task.
+        let mut rng = GlibcRandom::new(p.random_seed as u32);
+        let tasks = u64::from(p.num_tasks);
+        let span = p.block_size_bytes * tasks;
+        let slots = (0..span / transfer)
+            .map(|i| i * transfer)
+            .filter(|_| u64::from(rng.next()) % tasks == u64::from(pretend_rank))
+            .collect();
+        (slots, rng)
+    };
+    // IOR counts the slots in a first pass, then seeds again and takes them
+    // in a second; the shuffle goes on from where the second pass ended.
+    let count = slots.len() as u64;
+    for i in 0..slots.len() {
+        let value = (u64::from(rng.next()) % count) as usize;
+        slots.swap(i, value);
+    }
+    slots
+}
+
+/// glibc's `random()` after `srandom(seed)` (the TYPE_3 additive feedback
+/// generator, which `rand()` is too), so that IOR's shuffles come out the
+/// same for the same seed.
+pub struct GlibcRandom {
+    state: [u32; 34],
+    /// Index of the next output in the rolling window.
+    at: usize,
+}
+
+impl GlibcRandom {
+    pub fn new(seed: u32) -> Self {
+        let mut r = [0i64; 34];
+        r[0] = i64::from(if seed == 0 { 1 } else { seed as i32 });
+        for i in 1..31 {
+            // glibc: 16807 * r[i-1] % 2147483647, by Schrage's method.
+            let (hi, lo) = (r[i - 1] / 127_773, r[i - 1] % 127_773);
+            let mut word = 16_807 * lo - 2_836 * hi;
+            if word < 0 {
+                word += 2_147_483_647;
+            }
+            r[i] = word;
+        }
+        let mut state = [0u32; 34];
+        for (i, v) in r.iter().take(31).enumerate() {
+            state[i] = *v as u32;
+        }
+        for i in 31..34 {
+            state[i] = state[i - 31];
+        }
+        let mut rng = GlibcRandom { state, at: 0 };
+        // glibc discards the first 310 outputs.
+        for _ in 0..310 {
+            rng.step();
+        }
+        rng
+    }
+
+    /// The next value of the recurrence r[k] = r[k-31] + r[k-3] (wrapping),
+    /// kept in a window of the last 34 values.
+    fn step(&mut self) -> u32 {
+        let n = self.state.len();
+        let i = self.at;
+        // Slot i holds r[k] for k = i mod 34: r[k-31] is slot i+3, r[k-3] slot i+31.
+        let value = self.state[(i + 3) % n].wrapping_add(self.state[(i + 31) % n]);
+        self.state[i] = value;
+        self.at = (i + 1) % n;
+        value
+    }
+
+    /// `random()`: a value in `0..2^31`.
+    pub fn next(&mut self) -> u32 {
+        self.step() >> 1
+    }
 }
 
 /// The file `pretend_rank` accesses: `testFile`, or `testFile.%08d` with `-F`
@@ -144,6 +246,40 @@ pub fn directory_of(path: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn glibc_random_gives_glibcs_sequence() {
+        // rand() after srand(1), as every C programmer has seen it.
+        let mut rng = GlibcRandom::new(1);
+        let first: Vec<u32> = (0..6).map(|_| rng.next()).collect();
+        assert_eq!(first, [1804289383, 846930886, 1681692777, 1714636915, 1957747793, 424238335]);
+        // srand(0) is srand(1), as in glibc.
+        assert_eq!(GlibcRandom::new(0).next(), 1804289383);
+    }
+
+    #[test]
+    fn random_offsets_shuffle_each_block_or_deal_a_shared_segment() {
+        // -F: each task's offsets are its block's transfers, shuffled, and
+        // the same in every segment.
+        let mut p = params(64, 8, 2, 3, true);
+        p.random_offset = 1;
+        p.random_seed = 42;
+        for rank in 0..3 {
+            let all: Vec<u64> = offsets(&p, rank).collect();
+            let mut first: Vec<u64> = all[..8].to_vec();
+            assert_eq!(all[8..].iter().map(|o| o - 64).collect::<Vec<_>>(), first, "segment 1 repeats segment 0");
+            first.sort_unstable();
+            assert_eq!(first, (0..8).map(|i| i * 8).collect::<Vec<_>>());
+        }
+        assert_ne!(random_offsets(&p, 0), random_offsets(&p, 1), "seed + pretendRank per task");
+        // Shared file: the tasks' slots of a segment part its 3 blocks exactly.
+        p.file_per_proc = false;
+        let mut dealt: Vec<u64> = (0..3).flat_map(|rank| random_offsets(&p, rank)).collect();
+        dealt.sort_unstable();
+        assert_eq!(dealt, (0..24).map(|i| i * 8).collect::<Vec<_>>());
+        let second: Vec<u64> = offsets(&p, 1).skip(random_offsets(&p, 1).len()).collect();
+        assert!(second.iter().all(|&o| (192..384).contains(&o)), "segment 1 is 3 blocks further: {second:?}");
+    }
 
     fn params(block: u64, transfer: u64, segments: u64, tasks: u32, fpp: bool) -> IorParams {
         IorParams {

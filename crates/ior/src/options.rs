@@ -115,6 +115,8 @@ enum Key {
     ScriptFile,
     MaxTimeDuration,
     DryRun,
+    RandomOffset,
+    RandomSeed,
     RefNum,
     BlockSize,
     Collective,
@@ -176,6 +178,8 @@ const OPTIONS: &[(Option<char>, &str, Key, bool)] = &[
     (Some('t'), "transferSize", Key::TransferSize, true),
     (Some('T'), "maxTimeDuration", Key::MaxTimeDuration, true),
     (None, "dryRun", Key::DryRun, false),
+    (Some('z'), "randomOffset", Key::RandomOffset, false),
+    (None, "random-offset-seed", Key::RandomSeed, true),
     (Some('u'), "uniqueDir", Key::UniqueDir, false),
     (Some('v'), "verbose", Key::Verbose, false),
     (Some('w'), "writeFile", Key::WriteFile, false),
@@ -214,12 +218,6 @@ const REFUSED: &[(Option<char>, &str, bool, &str)] = &[
         "stonewalling is not implemented: every task moves its whole -b x -s; drop -D (or use -D 0)",
     ),
     (
-        Some('z'),
-        "randomOffset",
-        false,
-        "random offsets are not implemented; drop -z (offsets stay sequential, IOR's default)",
-    ),
-    (
         Some('Z'),
         "reorderTasksRandom",
         false,
@@ -245,7 +243,6 @@ const REFUSED: &[(Option<char>, &str, bool, &str)] = &[
     (Some('y'), "dualMount", false, "dualMount is not implemented; drop -y"),
     (Some('I'), "individualDataSets", false, "individualDataSets is not implemented (IOR: not working); drop -I"),
     (None, "randomPrefill", true, "randomPrefill goes with -z, which is not implemented; drop it"),
-    (None, "random-offset-seed", true, "random offsets (-z) are not implemented; drop --random-offset-seed"),
     (None, "warningAsErrors", false, "warningAsErrors is not implemented; drop it"),
     (None, "allocateBufferOnGPU", true, "GPU buffers are not supported; drop it"),
     (None, "GPUid", true, "GPU buffers are not supported; drop it"),
@@ -474,6 +471,14 @@ fn apply(params: &mut IorParams, key: Key, value: Option<&str>, shown: &str) -> 
         }
         Key::SummaryFile => params.summary_file = Some(non_empty(text(), shown)?.to_string()),
         Key::Verbose => params.verbose = flag_value(value, shown, params.verbose + 1)?,
+        Key::RandomOffset => params.random_offset = flag_value(value, shown, params.random_offset + 1)?,
+        Key::RandomSeed => {
+            let seed = parse_int(text()).map_err(|m| IorError::option(shown, m))?;
+            if !(-1..=i64::from(i32::MAX)).contains(&seed) {
+                return Err(IorError::option(shown, "must be -1 (from the clock) or a seed from 0 to 2147483647"));
+            }
+            params.random_seed = seed;
+        }
         _ => {
             let on = flag_value(value, shown, 1)? != 0;
             *flag_field(params, key) = on;
@@ -649,6 +654,34 @@ fn parse_count(text: &str, shown: &str, min: u64, max: u64) -> Result<u64, IorEr
 
 /// IOR's `ValidateTests`, plus what lanefs-ior cannot do.
 fn validate(p: &IorParams) -> Result<(), IorError> {
+    if p.random_offset > 1 {
+        return Err(IorError::option(
+            "-z -z",
+            "random, possibly overlapping offsets are not implemented; give -z once (shuffled offsets)",
+        ));
+    }
+    if p.random_offset == 1 {
+        // IOR's checks (ior.c ValidateTests).
+        if p.block_size_bytes == p.transfer_size_bytes {
+            return Err(IorError::option(
+                "-z",
+                "IOR shuffles the transfers within a block and repeats the order in every segment: \
+                 choose a block size (-b) larger than the transfer size (-t)",
+            ));
+        }
+        if p.reorder_tasks && !p.file_per_proc {
+            return Err(IorError::option(
+                "-z",
+                "random offsets and constant task reordering (-C) on a single shared file: choose one",
+            ));
+        }
+        if p.check_read && p.random_seed == -1 {
+            return Err(IorError::option(
+                "-z",
+                "random offsets with the read check (-R) need a set seed: add --random-offset-seed=N",
+            ));
+        }
+    }
     if p.dry_run && (p.check_write || p.check_read) {
         return Err(IorError::option(
             "--dryRun",
@@ -883,7 +916,12 @@ mod tests {
 
     #[test]
     fn unsupported_features_are_refused_with_the_fix() {
-        assert!(error("-z").contains("-z (randomOffset): random offsets are not implemented"));
+        assert!(parse("-z -b 4m -t 1m").unwrap().random_offset == 1);
+        assert!(error("-z -z -b 4m").contains("give -z once"));
+        assert!(error("-z -b 1m -t 1m").contains("larger than the transfer size"));
+        assert!(error("-z -C -b 4m -t 1m").contains("choose one"));
+        assert!(error("-z -w -r -R -b 4m -t 1m").contains("--random-offset-seed"));
+        assert_eq!(parse("-z -w -r -R -b 4m -t 1m --random-offset-seed=7").unwrap().random_seed, 7);
         assert!(error("-Z").contains("use -C"));
         assert!(error("-D 300").contains("-D (deadlineForStonewalling) 300: stonewalling is not implemented"));
         assert!(parse("-D 0").is_ok());
@@ -915,7 +953,7 @@ mod tests {
         assert!(error("-wbr 4m").contains("-b (blockSize) takes a value: put it last in the group"));
         assert!(error("-w8").contains("unknown option -8 in a group"), "{}", error("-w8"));
         assert!(error("-wq").contains("-q (quitOnError) in -wq"), "{}", error("-wq"));
-        assert!(error("-wz").contains("-z (randomOffset) in -wz"), "{}", error("-wz"));
+        assert!(error("-wZ").contains("-Z (reorderTasksRandom) in -wZ"), "{}", error("-wZ"));
         assert!(error("-wb").contains("needs a value"));
         assert_eq!(error("-b"), "invalid option -b: needs a value");
         assert_eq!(error("--blockSize"), "invalid option --blockSize: needs a value");

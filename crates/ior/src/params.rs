@@ -93,6 +93,12 @@ pub struct IorParams {
     pub intra_test_barriers: bool,
     /// `-u`: with `-F`, each task's file lives in its own directory `dir/<rank>/`.
     pub unique_dir: bool,
+    /// `-z`: accesses in IOR's shuffled order (each `-z` adds one; lanefs
+    /// takes one).
+    pub random_offset: u32,
+    /// `--random-offset-seed`: the seed of `-z`'s shuffle; -1 draws one from
+    /// the clock (rank 0's).
+    pub random_seed: i64,
     /// `--dryRun`: run the test without any I/O (every file operation of
     /// the backend succeeds at once), to see the options and the report.
     pub dry_run: bool,
@@ -166,6 +172,8 @@ impl Default for IorParams {
             script_file: None,
             max_time_duration_min: 0,
             dry_run: false,
+            random_offset: 0,
+            random_seed: -1,
             test_id: 0,
             next_tests: Vec::new(),
         }

@@ -148,6 +148,16 @@ fn run_team(
         printer.test_start(p, api, fs)?;
         printer.setup(p, api, &backend.version())?;
         let mut executor = Executor::new(backend, p, comm)?;
+        // -z without a seed: one from the clock, rank 0's, for the whole test.
+        let seeded = if p.random_offset > 0 && p.random_seed == -1 {
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_secs());
+            let seed = executor.agree((now & 0x7fff_ffff) as u32)?;
+            Some(IorParams { random_seed: i64::from(seed), ..p.clone() })
+        } else {
+            None
+        };
+        let summary_params = p;
+        let p = seeded.as_ref().unwrap_or(p);
         let mut its = Vec::with_capacity(p.repetitions as usize);
         let mut modelled_s = 0.0;
         for rep in 0..p.repetitions {
@@ -168,7 +178,7 @@ fn run_team(
         printer.test_end()?;
         let write = (p.write_file && !writes.is_empty()).then(|| summarize(&writes, p.transfer_size_bytes));
         let read = (p.read_file && !reads.is_empty()).then(|| summarize(&reads, p.transfer_size_bytes));
-        summaries.push(TestSummary { params: p, write, read });
+        summaries.push(TestSummary { params: summary_params, write, read });
         iterations.extend(its);
     }
     if let Some(comm) = comm {
@@ -249,7 +259,11 @@ impl<'b> Executor<'b> {
 
     /// This repetition's data signature: rank 0's, for a job.
     fn signature(&self, p: &IorParams) -> Result<u32, IorError> {
-        let mine = signature(p);
+        self.agree(signature(p))
+    }
+
+    /// `mine`, or rank 0's for a job, so that every rank uses one value.
+    fn agree(&self, mine: u32) -> Result<u32, IorError> {
         match self {
             Executor::Threads { team: Team::World(comm), .. } => {
                 let all = comm.allgather(&mine.to_le_bytes()).map_err(|e| IorError::backend("MPI", e.to_string()))?;

@@ -88,7 +88,7 @@ fn module_options_are_checked_against_the_backend() {
     assert!(fail("-a POSIX --posix.lustre.stripecount=4").contains("unknown option of the POSIX module"));
     assert!(fail("-a MEM --mem.anything").contains("it supports: none"));
     assert_eq!(fail("-a HDF5"), "invalid option -a HDF5: no such backend; available: POSIX, MEM");
-    assert!(fail("-z").contains("random offsets are not implemented"));
+    assert!(fail("-z -z").contains("give -z once"));
 }
 
 #[test]
@@ -183,4 +183,17 @@ fn a_dry_run_touches_no_file() {
     assert_eq!(backend.fsyncs.load(Ordering::SeqCst), 0);
     let refused = parse_args(&args("--dryRun -w -W")).unwrap_err().to_string();
     assert!(refused.contains("a dry run moves no data"), "{refused}");
+}
+
+/// `-z`: shuffled offsets, written and read back verified, on a shared file
+/// and with one file per task; the Options block says "random".
+#[test]
+fn random_offsets_write_and_verify() {
+    for layout in ["", "-F"] {
+        let line = format!("-a MEM -z --random-offset-seed=5 -w -r -W -R -b 64k -t 4k -s 2 -N 3 {layout}");
+        let (summary, out) = run_line(&line, &MemBackend::default());
+        assert!(summary.passed(), "{line}: {out}");
+        assert!(out.contains("ordering in a file  : random"), "{out}");
+        assert_eq!(summary.write.unwrap().agg_bytes_rep0, 3 * 2 * 64 * 1024, "{line}");
+    }
 }

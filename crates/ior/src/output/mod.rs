@@ -229,7 +229,7 @@ impl<'o> Printer<'o> {
             ("reorderTasks", flag(p.reorder_tasks)),
             ("reorderTasksRandom", 0),
             ("reorderTasksRandomSeed", p.reorder_tasks_random_seed),
-            ("randomOffset", 0),
+            ("randomOffset", i64::from(p.random_offset)),
             ("checkWrite", flag(p.check_write)),
             ("checkRead", flag(p.check_read)),
             ("dataPacketType", 0),
@@ -259,7 +259,7 @@ impl<'o> Printer<'o> {
         self.kv_str("access", if p.file_per_proc { "file-per-process" } else { "single-shared-file" })?;
         self.kv_str("type", if p.collective { "collective" } else { "independent" })?;
         self.kv_int("segments", p.segment_count as i64)?;
-        self.kv_str("ordering in a file", "sequential")?;
+        self.kv_str("ordering in a file", if p.random_offset > 0 { "random" } else { "sequential" })?;
         if p.reorder_tasks {
             self.kv_str("ordering inter file", "constant task offset")?;
             self.kv_int("task offset", i64::from(p.task_per_node_offset))?;
