@@ -55,10 +55,12 @@ pub trait PhaseModel {
 /// [`crate::Backend::check_params`]; a backend may call it first to order its errors.
 /// Exported as `model_check_params`.
 pub fn check_params(backend: &str, p: &IorParams) -> Result<(), IorError> {
-    if p.random_offset > 0 {
+    if p.random_offset > 0 || p.reorder_tasks_random > 0 {
         return Err(IorError::option(
-            "-z",
-            format!("the {backend} backend models IOR's sequential offsets only; drop -z"),
+            if p.random_offset > 0 { "-z" } else { "-Z" },
+            format!(
+                "the {backend} backend models IOR's sequential offsets and constant task shifts only; drop -z and -Z"
+            ),
         ));
     }
     let mut given = Vec::new();

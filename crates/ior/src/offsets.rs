@@ -70,6 +70,45 @@ pub fn read_rank_offset(p: &IorParams, mapping: NodeMapping) -> u32 {
     shifted(p.task_per_node_offset, mapping.shift(), p.num_tasks)
 }
 
+/// Whose data task `rank` reads in repetition `rep`: `-C`'s constant shift,
+/// or `-Z`'s random one (IOR's `TestIoSys`): with one `-Z` each task seeds
+/// glibc's `rand()` with `rank + seed` and draws `rand() % numTasks` until it
+/// is at least `min(taskPerNodeOffset, nodes - 1) * tasksOnNode0` (so tasks
+/// may share a source); with `-Z -Z` every task shuffles the tasks the same
+/// way (Fisher-Yates from `srand(seed)`) and reads its slot's. The seed is
+/// `-X`, or when negative its magnitude plus the repetition.
+pub fn read_pretend_rank(p: &IorParams, mapping: NodeMapping, rank: u32, rep: u32) -> u32 {
+    let n = p.num_tasks;
+    if p.reorder_tasks_random == 0 {
+        return pretend_rank(rank, read_rank_offset(p, mapping), n);
+    }
+    let seed = if p.reorder_tasks_random_seed < 0 {
+        (p.reorder_tasks_random_seed.unsigned_abs() as u32).wrapping_add(rep)
+    } else {
+        p.reorder_tasks_random_seed as u32
+    };
+    if p.reorder_tasks_random == 1 {
+        let nodes = p.nodes().max(1);
+        let node_offset = p.task_per_node_offset.min(nodes - 1);
+        let floor = u64::from(node_offset) * u64::from(p.tasks_on_node0());
+        let mut rng = GlibcRandom::new(rank.wrapping_add(seed));
+        let offset = loop {
+            let drawn = u64::from(rng.next()) % u64::from(n);
+            if drawn >= floor {
+                break drawn as u32;
+            }
+        };
+        return pretend_rank(rank, offset, n);
+    }
+    let mut rng = GlibcRandom::new(seed);
+    let mut order: Vec<u32> = (0..n).collect();
+    for i in 0..n as usize {
+        let target = i + (rng.next() as usize) % (n as usize - i);
+        order.swap(i, target);
+    }
+    order[rank as usize]
+}
+
 /// `rankOffset` of the write check: `((taskPerNodeOffset+1)*shift) % numTasks` with `-C`.
 pub fn write_check_rank_offset(p: &IorParams, mapping: NodeMapping) -> u32 {
     if !p.reorder_tasks {
@@ -255,6 +294,31 @@ mod tests {
         assert_eq!(first, [1804289383, 846930886, 1681692777, 1714636915, 1957747793, 424238335]);
         // srand(0) is srand(1), as in glibc.
         assert_eq!(GlibcRandom::new(0).next(), 1804289383);
+    }
+
+    #[test]
+    fn random_task_reordering_draws_as_ior_does() {
+        let mut p = params(64, 8, 1, 8, true);
+        p.reorder_tasks_random = 2;
+        p.reorder_tasks_random_seed = 9;
+        let mapping = NodeMapping::from_params(&p);
+        // -Z -Z: one shuffle of the tasks, the same on every task.
+        let mut sources: Vec<u32> = (0..8).map(|rank| read_pretend_rank(&p, mapping, rank, 0)).collect();
+        let shuffled = sources.clone();
+        sources.sort_unstable();
+        assert_eq!(sources, (0..8).collect::<Vec<_>>());
+        assert_ne!(shuffled, (0..8).collect::<Vec<_>>());
+        // IOR's first swap: srand(9), slot 0 takes slot rand() % 8.
+        let first = GlibcRandom::new(9).next() % 8;
+        assert_eq!(read_pretend_rank(&p, mapping, 0, 0), first);
+        // -Z: each task its own draw, (rank + draw) % tasks.
+        p.reorder_tasks_random = 1;
+        let draw = GlibcRandom::new(3 + 9).next() % 8;
+        assert_eq!(read_pretend_rank(&p, mapping, 3, 0), (3 + draw) % 8);
+        // A negative seed changes with the repetition; a positive one does not.
+        p.reorder_tasks_random_seed = -5;
+        let reps: Vec<u32> = (0..6).map(|rep| read_pretend_rank(&p, mapping, 1, rep)).collect();
+        assert!(reps.windows(2).any(|w| w[0] != w[1]), "{reps:?}");
     }
 
     #[test]

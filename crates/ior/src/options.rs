@@ -117,6 +117,7 @@ enum Key {
     DryRun,
     RandomOffset,
     RandomSeed,
+    ReorderTasksRandom,
     RefNum,
     BlockSize,
     Collective,
@@ -179,6 +180,7 @@ const OPTIONS: &[(Option<char>, &str, Key, bool)] = &[
     (Some('T'), "maxTimeDuration", Key::MaxTimeDuration, true),
     (None, "dryRun", Key::DryRun, false),
     (Some('z'), "randomOffset", Key::RandomOffset, false),
+    (Some('Z'), "reorderTasksRandom", Key::ReorderTasksRandom, false),
     (None, "random-offset-seed", Key::RandomSeed, true),
     (Some('u'), "uniqueDir", Key::UniqueDir, false),
     (Some('v'), "verbose", Key::Verbose, false),
@@ -216,12 +218,6 @@ const REFUSED: &[(Option<char>, &str, bool, &str)] = &[
         "deadlineForStonewalling",
         true,
         "stonewalling is not implemented: every task moves its whole -b x -s; drop -D (or use -D 0)",
-    ),
-    (
-        Some('Z'),
-        "reorderTasksRandom",
-        false,
-        "random task reordering is not implemented; use -C (constant shift) instead",
     ),
     (Some('j'), "outlierThreshold", true, "outlier detection is not implemented; drop -j"),
     (Some('J'), "setAlignment", true, "HDF5 alignment does not apply to lanefs-ior's backends; drop -J"),
@@ -472,6 +468,9 @@ fn apply(params: &mut IorParams, key: Key, value: Option<&str>, shown: &str) -> 
         Key::SummaryFile => params.summary_file = Some(non_empty(text(), shown)?.to_string()),
         Key::Verbose => params.verbose = flag_value(value, shown, params.verbose + 1)?,
         Key::RandomOffset => params.random_offset = flag_value(value, shown, params.random_offset + 1)?,
+        Key::ReorderTasksRandom => {
+            params.reorder_tasks_random = flag_value(value, shown, params.reorder_tasks_random + 1)?
+        }
         Key::RandomSeed => {
             let seed = parse_int(text()).map_err(|m| IorError::option(shown, m))?;
             if !(-1..=i64::from(i32::MAX)).contains(&seed) {
@@ -654,6 +653,15 @@ fn parse_count(text: &str, shown: &str, min: u64, max: u64) -> Result<u64, IorEr
 
 /// IOR's `ValidateTests`, plus what lanefs-ior cannot do.
 fn validate(p: &IorParams) -> Result<(), IorError> {
+    if p.reorder_tasks && p.reorder_tasks_random > 0 {
+        return Err(IorError::option("-C -Z", "both constant and random task reordering; choose one"));
+    }
+    if p.random_offset > 0 && p.reorder_tasks_random > 0 && !p.file_per_proc {
+        return Err(IorError::option(
+            "-z -Z",
+            "random offsets and random task reordering on a single shared file; choose one",
+        ));
+    }
     if p.random_offset > 1 {
         return Err(IorError::option(
             "-z -z",
@@ -922,7 +930,8 @@ mod tests {
         assert!(error("-z -C -b 4m -t 1m").contains("choose one"));
         assert!(error("-z -w -r -R -b 4m -t 1m").contains("--random-offset-seed"));
         assert_eq!(parse("-z -w -r -R -b 4m -t 1m --random-offset-seed=7").unwrap().random_seed, 7);
-        assert!(error("-Z").contains("use -C"));
+        assert_eq!(parse("-Z -Z -X 3").unwrap().reorder_tasks_random, 2);
+        assert!(error("-Z -C").contains("choose one"));
         assert!(error("-D 300").contains("-D (deadlineForStonewalling) 300: stonewalling is not implemented"));
         assert!(parse("-D 0").is_ok());
         assert!(error("--deadlineForStonewalling=10").contains("stonewalling"));
@@ -953,7 +962,7 @@ mod tests {
         assert!(error("-wbr 4m").contains("-b (blockSize) takes a value: put it last in the group"));
         assert!(error("-w8").contains("unknown option -8 in a group"), "{}", error("-w8"));
         assert!(error("-wq").contains("-q (quitOnError) in -wq"), "{}", error("-wq"));
-        assert!(error("-wZ").contains("-Z (reorderTasksRandom) in -wZ"), "{}", error("-wZ"));
+        assert!(error("-wy").contains("-y (dualMount) in -wy"), "{}", error("-wy"));
         assert!(error("-wb").contains("needs a value"));
         assert_eq!(error("-b"), "invalid option -b: needs a value");
         assert_eq!(error("--blockSize"), "invalid option --blockSize: needs a value");

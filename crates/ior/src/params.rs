@@ -81,7 +81,10 @@ pub struct IorParams {
     pub reorder_tasks: bool,
     /// `-Q`: node shift used by `-C`.
     pub task_per_node_offset: u32,
-    /// `-X`: seed for `-Z` (accepted and reported; `-Z` itself is refused).
+    /// `-Z`: the read phase takes each task to a random task's data (`-Z`:
+    /// each task draws its own shift; `-Z -Z`: a shuffle of the tasks).
+    pub reorder_tasks_random: u32,
+    /// `-X`: seed for `-Z` (negative: its magnitude plus the repetition).
     pub reorder_tasks_random_seed: i64,
     /// `-k`: keep the files.
     pub keep_file: bool,
@@ -156,6 +159,7 @@ impl Default for IorParams {
             fsync_per_write: false,
             reorder_tasks: false,
             task_per_node_offset: 1,
+            reorder_tasks_random: 0,
             reorder_tasks_random_seed: 0,
             keep_file: false,
             keep_file_with_error: false,

@@ -43,6 +43,8 @@ pub struct Phase<'a> {
     pub clock: Clock<'a>,
     /// This repetition's data signature.
     pub signature: u32,
+    /// The repetition (seeds `-Z` with a negative `-X`).
+    pub rep: u32,
     /// Task placement, for `-C`.
     pub mapping: NodeMapping,
     /// Who runs the ranks.
@@ -448,9 +450,8 @@ pub fn check_write(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec
 /// The timed read phase (checked with `-R`), shifted by `-C`.
 pub fn read(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec<(RankPhase, CheckOutcome)>, IorError> {
     let p = ph.p;
-    let rank_offset = offsets::read_rank_offset(p, ph.mapping);
     on_all_ranks(ph.team, ranks, |rank, io, barrier| {
-        let pretend = offsets::pretend_rank(rank, rank_offset, p.num_tasks);
+        let pretend = offsets::read_pretend_rank(p, ph.mapping, rank, ph.rep);
         let path = offsets::test_file_name(p, pretend);
         let mut checker = Checker::new(p, rank, pretend, ph.signature, &path);
         barrier.wait()?;

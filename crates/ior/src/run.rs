@@ -300,7 +300,7 @@ impl<'b> Executor<'b> {
     fn write(&mut self, p: &IorParams, rep: u32, signature: u32) -> Result<Vec<RankPhase>, IorError> {
         match self {
             Executor::Threads { backend, clock, team, ranks } => {
-                phase::write(&threads(p, *backend, *clock, *team, signature), ranks)
+                phase::write(&threads(p, *backend, *clock, *team, signature, rep), ranks)
             }
             Executor::Model { api, model } => {
                 let ranks = model.write_phase(p, rep)?;
@@ -310,10 +310,10 @@ impl<'b> Executor<'b> {
         }
     }
 
-    fn check_write(&mut self, p: &IorParams, signature: u32) -> Result<Vec<CheckOutcome>, IorError> {
+    fn check_write(&mut self, p: &IorParams, rep: u32, signature: u32) -> Result<Vec<CheckOutcome>, IorError> {
         match self {
             Executor::Threads { backend, clock, team, ranks } => {
-                phase::check_write(&threads(p, *backend, *clock, *team, signature), ranks)
+                phase::check_write(&threads(p, *backend, *clock, *team, signature, rep), ranks)
             }
             Executor::Model { .. } => unreachable!("run refuses -W with a model before it starts"),
         }
@@ -322,7 +322,7 @@ impl<'b> Executor<'b> {
     fn read(&mut self, p: &IorParams, rep: u32, signature: u32) -> Result<Vec<(RankPhase, CheckOutcome)>, IorError> {
         match self {
             Executor::Threads { backend, clock, team, ranks } => {
-                phase::read(&threads(p, *backend, *clock, *team, signature), ranks)
+                phase::read(&threads(p, *backend, *clock, *team, signature, rep), ranks)
             }
             Executor::Model { api, model } => {
                 assert!(!p.check_read, "run refuses -R with a model before it starts");
@@ -336,7 +336,7 @@ impl<'b> Executor<'b> {
     fn remove(&mut self, p: &IorParams, rep: u32, signature: u32) -> Result<f64, IorError> {
         match self {
             Executor::Threads { backend, clock, team, ranks } => {
-                phase::remove(&threads(p, *backend, *clock, *team, signature), ranks)
+                phase::remove(&threads(p, *backend, *clock, *team, signature, rep), ranks)
             }
             Executor::Model { api, model } => model::check_remove(api, model.remove(p, rep)?),
         }
@@ -350,8 +350,9 @@ fn threads<'a>(
     clock: Clock<'a>,
     team: Team<'a>,
     signature: u32,
+    rep: u32,
 ) -> Phase<'a> {
-    Phase { p, backend, clock, signature, mapping: NodeMapping::from_params(p), team }
+    Phase { p, backend, clock, signature, rep, mapping: NodeMapping::from_params(p), team }
 }
 
 /// One repetition: its write, write check and read phases, each started
@@ -377,7 +378,7 @@ fn iteration(
         if p.verbose >= 1 {
             printer.log(&format!("Verifying contents of the file(s) just written.\n{}\n\n", ctime_now()))?;
         }
-        let outcomes = executor.check_write(p, signature)?;
+        let outcomes = executor.check_write(p, rep, signature)?;
         it.write_check_errors = report_check(printer, "write", &outcomes, signature)?;
     }
     if (p.read_file || p.check_read) && !executor.time_is_up(p, *modelled_s)? {

@@ -197,3 +197,18 @@ fn random_offsets_write_and_verify() {
         assert_eq!(summary.write.unwrap().agg_bytes_rep0, 3 * 2 * 64 * 1024, "{line}");
     }
 }
+
+/// `-Z` and `-Z -Z`: the read phase takes each task to a random task's data,
+/// and IOR's own read check (-R, by the writer's pattern) passes.
+#[test]
+fn random_task_reordering_reads_other_tasks_data_verified() {
+    for (flags, ordering) in [("-Z", Some("random task offset")), ("-Z -Z", None)] {
+        let line = format!("-a MEM {flags} -X 4 -w -r -R -b 64k -t 16k -N 4 -F -G 7");
+        let (summary, out) = run_line(&line, &MemBackend::default());
+        assert!(summary.passed(), "{line}: {out}");
+        assert_eq!(ordering.is_some(), out.contains("ordering inter file : random task offset"), "{out}");
+        let reordrand = out.lines().skip_while(|l| *l != "Summary of all tests:").nth(2).unwrap();
+        let fields: Vec<&str> = reordrand.split_whitespace().collect();
+        assert_eq!(fields[19], if flags == "-Z" { "1" } else { "2" }, "reordrand column: {reordrand}");
+    }
+}

@@ -227,7 +227,7 @@ impl<'o> Printer<'o> {
             ("writeFile", flag(p.write_file)),
             ("filePerProc", flag(p.file_per_proc)),
             ("reorderTasks", flag(p.reorder_tasks)),
-            ("reorderTasksRandom", 0),
+            ("reorderTasksRandom", i64::from(p.reorder_tasks_random)),
             ("reorderTasksRandomSeed", p.reorder_tasks_random_seed),
             ("randomOffset", i64::from(p.random_offset)),
             ("checkWrite", flag(p.check_write)),
@@ -260,11 +260,18 @@ impl<'o> Printer<'o> {
         self.kv_str("type", if p.collective { "collective" } else { "independent" })?;
         self.kv_int("segments", p.segment_count as i64)?;
         self.kv_str("ordering in a file", if p.random_offset > 0 { "random" } else { "sequential" })?;
+        // As IOR's ShowSetup: -Z -Z prints no ordering line at all.
+        if !p.reorder_tasks && p.reorder_tasks_random == 0 {
+            self.kv_str("ordering inter file", "no tasks offsets")?;
+        }
         if p.reorder_tasks {
             self.kv_str("ordering inter file", "constant task offset")?;
             self.kv_int("task offset", i64::from(p.task_per_node_offset))?;
-        } else {
-            self.kv_str("ordering inter file", "no tasks offsets")?;
+        }
+        if p.reorder_tasks_random == 1 {
+            self.kv_str("ordering inter file", "random task offset")?;
+            self.kv_int("task offset", i64::from(p.task_per_node_offset))?;
+            self.kv_int("reorder random seed", p.reorder_tasks_random_seed)?;
         }
         self.kv_int("nodes", i64::from(p.nodes()))?;
         self.kv_int("tasks", i64::from(p.num_tasks))?;
@@ -439,7 +446,7 @@ impl<'o> Printer<'o> {
             ("filePerProc", i64::from(p.file_per_proc)),
             ("reorderTasks", i64::from(p.reorder_tasks)),
             ("taskPerNodeOffset", i64::from(p.task_per_node_offset)),
-            ("reorderTasksRandom", 0),
+            ("reorderTasksRandom", i64::from(p.reorder_tasks_random)),
             ("reorderTasksRandomSeed", p.reorder_tasks_random_seed),
         ];
         for (key, value) in ints {

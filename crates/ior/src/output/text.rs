@@ -83,7 +83,7 @@ pub fn summary_row(operation: &str, s: &OpSummary, p: &IorParams, api: &str) -> 
         u8::from(p.file_per_proc),
         u8::from(p.reorder_tasks),
         p.task_per_node_offset,
-        0,
+        p.reorder_tasks_random,
         p.reorder_tasks_random_seed,
         p.segment_count,
         p.block_size_bytes,
