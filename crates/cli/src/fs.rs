@@ -134,6 +134,22 @@ pub enum FsCommand {
         unset: bool,
         file: String,
     },
+    /// Space (or inodes) per OST and in all, as `lfs df` prints it.
+    #[command(disable_help_flag = true)]
+    Df {
+        /// Print help (`-h` is --human-readable, as in lfs df).
+        #[arg(long = "help", action = clap::ArgAction::Help)]
+        help: Option<bool>,
+        /// Sizes in K, M, G, T (base 2) rather than 1K-blocks.
+        #[arg(short = 'h', long = "human-readable")]
+        human: bool,
+        /// Inodes (objects) rather than space.
+        #[arg(short = 'i', long = "inodes")]
+        inodes: bool,
+        /// A path under a lanefs mount, for that mount's file system (and
+        /// its mount point in the last column).
+        path: Option<String>,
+    },
     /// Lock statistics per OST namespace (`lctl get_param ldlm.namespaces.*`).
     Lctl {
         /// `get_param`.
@@ -177,6 +193,12 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 
 pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
     let mut target = target.clone();
+    // df names the mount point the path is under (before it becomes the
+    // path within lanefs).
+    let mount_point = match &command {
+        FsCommand::Df { path: Some(path), .. } => mount_point_of(path)?,
+        _ => None,
+    };
     let mut mount_mds: Option<String> = None;
     for path in command.paths_mut() {
         let Some((mds, inner)) = lanefs_fuse::mounts::lanefs_path(Path::new(path.as_str()))? else {
@@ -230,6 +252,11 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
             ladvise(&cl, &advice, &mode, start, end, unset, &file)
         }
         FsCommand::Lctl { verb, pattern } => lctl(&cl, &verb, &pattern),
+        FsCommand::Df { human, inodes, .. } => {
+            let mounted_on = mount_point.unwrap_or_else(|| "lanefs".to_string());
+            out::stdout_write(&format_df(&cl.ost_stats()?, &mounted_on, human, inodes))?;
+            Ok(())
+        }
     }
 }
 
@@ -245,6 +272,7 @@ impl FsCommand {
             | FsCommand::Rm { path }
             | FsCommand::Chmod { path, .. }
             | FsCommand::Chown { path, .. } => vec![path],
+            FsCommand::Df { path, .. } => path.iter_mut().collect(),
             FsCommand::Ladvise { .. } | FsCommand::Lctl { .. } => Vec::new(),
         }
     }
@@ -480,6 +508,78 @@ fn ladvise(cl: &Client, advice: &str, mode: &str, start: u64, end: u64, unset: b
     Ok(())
 }
 
+/// The lanefs mount point `path` is under, if any.
+fn mount_point_of(path: &str) -> Result<Option<String>> {
+    let Ok(host) = Path::new(path).canonicalize() else { return Ok(None) };
+    let mounts = lanefs_fuse::mounts::lanefs_mounts()?;
+    let deepest =
+        mounts.into_iter().filter(|(point, _)| host.starts_with(point)).max_by_key(|(p, _)| p.as_os_str().len());
+    Ok(deepest.map(|(point, _)| point.to_string_lossy().into_owned()))
+}
+
+/// `lfs df` (`showdf` and `mntdf` in `lustre/utils/lfs.c`): a header, a
+/// line per OST as `%-20s %11llu %11llu %11llu %3d%% %s[OST:%d]`, an empty
+/// line, `filesystem_summary:` and an empty line; `-h` gives sizes as
+/// `%8.1f%c` (K, M, G, ... from bytes), `-i` objects instead of space.
+/// lanefs's MDS reports no space of its own, so there is no MDT line, and
+/// OSTs that share one backing file system count once in the summary.
+fn format_df(stats: &[lanefs_net::proto::OstStats], mounted_on: &str, human: bool, inodes: bool) -> String {
+    let figures = |space: &lanefs_net::proto::OstSpace| -> (u64, u64, u64) {
+        if inodes {
+            (space.total_inodes, space.total_inodes.saturating_sub(space.free_inodes), space.free_inodes)
+        } else {
+            let shift = if human { 0 } else { 10 };
+            let used = space.total_bytes.saturating_sub(space.free_bytes);
+            (space.total_bytes >> shift, used >> shift, space.free_bytes >> shift)
+        }
+    };
+    let cell = |value: u64| -> String {
+        if !human || inodes {
+            return format!("{value:11}");
+        }
+        let (mut cooked, mut radix) = (value as f64, 0);
+        while cooked > 1024.0 {
+            cooked /= 1024.0;
+            radix += 1;
+        }
+        if radix == 0 {
+            format!("{value:11}")
+        } else {
+            format!("{cooked:10.1}{}", "KMGTPEZY".as_bytes()[radix - 1] as char)
+        }
+    };
+    let line = |uuid: &str, (total, used, avail): (u64, u64, u64), place: &str| -> String {
+        let ratio = if used + avail > 0 { used as f64 / (used + avail) as f64 } else { 0.0 };
+        let percent = format!("{}%", (ratio * 100.0 + 0.5) as i64);
+        format!("{uuid:<20} {} {} {} {percent:>4} {place}\n", cell(total), cell(used), cell(avail))
+    };
+    let header = if inodes {
+        ["Inodes", "IUsed", "IFree", "IUse%"]
+    } else {
+        [if human { "bytes" } else { "1K-blocks" }, "Used", "Available", "Use%"]
+    };
+    let mut out =
+        format!("{:<20} {:>11} {:>11} {:>11} {:>4} Mounted on\n", "UUID", header[0], header[1], header[2], header[3]);
+    let (mut sum, mut seen) = ((0u64, 0u64, 0u64), std::collections::BTreeSet::new());
+    for s in stats {
+        let uuid = format!("lanefs-OST{:04x}_UUID", s.ost);
+        match &s.space {
+            Some(space) => {
+                let f = figures(space);
+                out += &line(&uuid, f, &format!("{mounted_on}[OST:{}]", s.ost));
+                if seen.insert(space.fsid) {
+                    sum = (sum.0 + f.0, sum.1 + f.1, sum.2 + f.2);
+                }
+            }
+            None => out += &format!("{uuid:<20}: inactive device\n"),
+        }
+    }
+    out += "\n";
+    out += &line("filesystem_summary:", sum, mounted_on);
+    out += "\n";
+    out
+}
+
 fn lctl(cl: &Client, verb: &str, pattern: &str) -> Result<()> {
     if verb != "get_param" {
         bail!("lctl {verb}: only get_param is supported");
@@ -533,6 +633,43 @@ fn glob(pattern: &str, text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn df_prints_as_lfs_df() {
+        use lanefs_net::proto::{OstSpace, OstStats};
+        let ost = |ost: u32, fsid: u64| OstStats {
+            ost,
+            locks_granted: 0,
+            locks_waiting: 0,
+            locks: Default::default(),
+            data: Default::default(),
+            space: Some(OstSpace {
+                fsid,
+                total_bytes: 4 << 30,
+                free_bytes: 3 << 30,
+                total_inodes: 1000,
+                free_inodes: 900,
+            }),
+            bulk_shared_bytes: 0,
+        };
+        let stats = [ost(0, 7), ost(1, 7)];
+        assert_eq!(
+            format_df(&stats, "/mnt/lanefs", false, false),
+            "UUID                   1K-blocks        Used   Available Use% Mounted on\n\
+             lanefs-OST0000_UUID      4194304     1048576     3145728  25% /mnt/lanefs[OST:0]\n\
+             lanefs-OST0001_UUID      4194304     1048576     3145728  25% /mnt/lanefs[OST:1]\n\n\
+             filesystem_summary:      4194304     1048576     3145728  25% /mnt/lanefs\n\n"
+        );
+        let human = format_df(&stats[..1], "/m", true, false);
+        // lfs divides while the value is above 1024: 1 GiB shows as 1024.0M.
+        assert!(human.contains("lanefs-OST0000_UUID         4.0G     1024.0M        3.0G  25% /m[OST:0]"), "{human}");
+        let inodes = format_df(&stats[..1], "/m", false, true);
+        assert!(
+            inodes.starts_with("UUID                      Inodes       IUsed       IFree IUse% Mounted on\n"),
+            "{inodes}"
+        );
+        assert!(inodes.contains("        1000         100         900  10% /m[OST:0]"), "{inodes}");
+    }
 
     #[test]
     fn getstripe_prints_as_lfs_getstripe() {

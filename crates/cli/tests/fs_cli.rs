@@ -97,6 +97,14 @@ fn lfs_style_commands_work_against_a_running_file_system() {
     // several paths, one after the other.
     assert_eq!(ok(&up, &["getstripe", "-c", "/d/one", "/d"]), "1\n2\n");
     assert_eq!(ok(&up, &["getstripe", "--stripe-size", "/d/one"]), "2097152\n");
+    // lfs df: a line per OST, then the summary (lfs.c's showdf format).
+    let df = ok(&up, &["df"]);
+    let lines: Vec<&str> = df.lines().collect();
+    assert_eq!(lines[0], "UUID                   1K-blocks        Used   Available Use% Mounted on", "{df}");
+    assert!(lines[1].starts_with("lanefs-OST0000_UUID ") && lines[1].ends_with(" lanefs[OST:0]"), "{df}");
+    assert!(df.contains("\nfilesystem_summary: ") && df.ends_with(" lanefs\n\n"), "{df}");
+    assert!(ok(&up, &["df", "-i"])
+        .starts_with("UUID                      Inodes       IUsed       IFree IUse% Mounted on\n"));
     assert_eq!(ok(&up, &["getstripe", "-c", "-i", "/d/one"]), "/d/one\nlmm_stripe_count:  1\nlmm_stripe_offset: 1\n");
     let ior =
         ok(&up, &["ior", "-a", "LANEFS", "-w", "-r", "-W", "-b", "1m", "-t", "256k", "-N", "2", "-k", "-o", "/d/ior"]);
