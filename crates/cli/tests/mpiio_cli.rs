@@ -82,23 +82,19 @@ fn an_unknown_hint_is_ignored_with_one_warning() {
 #[test]
 fn the_hints_display_shows_the_environment_once_then_the_hints() {
     let hints = "*:striping_factor=2:striping_unit=65536";
-    let real = Command::new(env!("CARGO_BIN_EXE_lanefs"))
-        .args(["ior", "-a", "MPIIO", "-c", "-w", "-r", "-b", "256k", "-t", "64k", "-N", "2", "-i", "2"])
-        .env("MPICH_MPIIO_HINTS", hints)
-        .env("MPICH_MPIIO_HINTS_DISPLAY", "1")
-        .env_remove("LANEFS_MPIIO_HINTS")
-        .env_remove("LANEFS_MPIIO_HINTS_DISPLAY")
-        .output()
-        .unwrap();
-    let sim = Command::new(env!("CARGO_BIN_EXE_lanefs"))
-        .args(["sim", "ior", "--cluster", "laptop", "-a", "MPIIO", "-c", "-w", "-r", "-b", "256k", "-t", "64k"])
-        .args(["-N", "2", "-i", "2"])
-        .env("MPICH_MPIIO_HINTS", hints)
-        .env("MPICH_MPIIO_HINTS_DISPLAY", "1")
-        .env_remove("LANEFS_MPIIO_HINTS")
-        .env_remove("LANEFS_MPIIO_HINTS_DISPLAY")
-        .output()
-        .unwrap();
+    let ior = ["-a", "MPIIO", "-c", "-w", "-r", "-b", "256k", "-t", "64k", "-N", "2", "-i", "2"];
+    let run = |command: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_lanefs"))
+            .args(command)
+            .args(ior)
+            .env("MPICH_MPIIO_HINTS", hints)
+            .env("MPICH_MPIIO_HINTS_DISPLAY", "1")
+            .env_remove("LANEFS_MPIIO_HINTS")
+            .env_remove("LANEFS_MPIIO_HINTS_DISPLAY")
+            .output()
+            .unwrap()
+    };
+    let (real, sim) = (run(&["ior"]), run(&["sim", "ior", "--cluster", "laptop"]));
     for out in [real, sim] {
         let (stdout, stderr) = text(&out);
         assert!(out.status.success(), "{stdout}\n{stderr}");

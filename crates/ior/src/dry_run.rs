@@ -58,7 +58,7 @@ impl Backend for DryRun<'_> {
 }
 
 /// A rank's handle that does nothing and never fails.
-struct NoIo;
+pub(crate) struct NoIo;
 
 impl RankIo for NoIo {
     fn create(&mut self, _path: &str, _p: &IorParams) -> Result<(), IorError> {

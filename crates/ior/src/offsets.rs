@@ -198,20 +198,17 @@ pub struct GlibcRandom {
 
 impl GlibcRandom {
     pub fn new(seed: u32) -> Self {
-        let mut r = [0i64; 34];
-        r[0] = i64::from(if seed == 0 { 1 } else { seed as i32 });
-        for i in 1..31 {
-            // glibc: 16807 * r[i-1] % 2147483647, by Schrage's method.
-            let (hi, lo) = (r[i - 1] / 127_773, r[i - 1] % 127_773);
-            let mut word = 16_807 * lo - 2_836 * hi;
+        let mut state = [0u32; 34];
+        let mut word = i64::from(if seed == 0 { 1 } else { seed as i32 });
+        state[0] = word as u32;
+        for slot in state.iter_mut().take(31).skip(1) {
+            // glibc: 16807 * word % 2147483647, by Schrage's method.
+            let (hi, lo) = (word / 127_773, word % 127_773);
+            word = 16_807 * lo - 2_836 * hi;
             if word < 0 {
                 word += 2_147_483_647;
             }
-            r[i] = word;
-        }
-        let mut state = [0u32; 34];
-        for (i, v) in r.iter().take(31).enumerate() {
-            state[i] = *v as u32;
+            *slot = word as u32;
         }
         for i in 31..34 {
             state[i] = state[i - 31];

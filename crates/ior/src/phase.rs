@@ -502,31 +502,8 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// A handle that does nothing.
-    struct Null;
-    impl RankIo for Null {
-        fn create(&mut self, _: &str, _: &IorParams) -> Result<(), IorError> {
-            Ok(())
-        }
-        fn open(&mut self, _: &str, _: &IorParams) -> Result<(), IorError> {
-            Ok(())
-        }
-        fn write_at(&mut self, _: u64, _: &[u8]) -> Result<(), IorError> {
-            Ok(())
-        }
-        fn read_at(&mut self, _: u64, _: &mut [u8]) -> Result<(), IorError> {
-            Ok(())
-        }
-        fn fsync(&mut self) -> Result<(), IorError> {
-            Ok(())
-        }
-        fn close(&mut self) -> Result<(), IorError> {
-            Ok(())
-        }
-    }
-
     fn handles(n: usize) -> Vec<Box<dyn RankIo>> {
-        (0..n).map(|_| Box::new(Null) as Box<dyn RankIo>).collect()
+        (0..n).map(|_| Box::new(crate::dry_run::NoIo) as Box<dyn RankIo>).collect()
     }
 
     #[test]

@@ -360,6 +360,7 @@ mod mpi_comm {
                 .map(|part| {
                     let start = Count::try_from(part.start).map_err(|_| too_large(part))?;
                     let len = Count::try_from(part.len()).map_err(|_| too_large(part))?;
+                    // As `counts` does: every byte within MPI's int offsets.
                     Count::try_from(part.end).map_err(|_| too_large(part))?;
                     Ok((len, start))
                 })
