@@ -125,6 +125,12 @@ pub trait Backend: Sync {
     /// Remove `path`; succeed if it does not exist.
     fn delete(&self, path: &str) -> Result<(), IorError>;
 
+    /// The size of the file at `path`, for IOR's check of the bytes a phase
+    /// moved; `None` where the backend cannot tell it cheaply.
+    fn file_size(&self, _path: &str) -> Option<u64> {
+        None
+    }
+
     /// Create directory `path` (for `-u`); succeed if it exists.
     fn mkdir(&self, path: &str) -> Result<(), IorError> {
         let _ = path;

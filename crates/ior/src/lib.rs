@@ -54,7 +54,7 @@ pub use offsets::{
 };
 pub use options::{parse_args, parse_size};
 pub use output::{host_name, IOR_VERSION};
-pub use params::{IorParams, SummaryFormat, NUM_TASKS_MAX, NUM_TASK_THREADS_MAX};
+pub use params::{IorParams, PacketType, SummaryFormat, NUM_TASKS_MAX, NUM_TASK_THREADS_MAX};
 pub use posix::PosixBackend;
 pub use run::{run, run_as_rank, IorSummary, IterationResult};
 pub use timing::{reduce_phase, stats, summarize, OpSummary, PhaseResult, RankPhase, RankTimes, Stats};
@@ -102,26 +102,38 @@ Flags\n\
   -v, --verbose               more output (repeat: -v -v)\n\
   -w, --writeFile             write phase\n\
   -W, --checkWrite            read back and verify after writing\n\
-  -Y, --fsyncPerWrite         fsync after every write\n\n\
+  -Y, --fsyncPerWrite         fsync after every write\n\
+  -z, --randomOffset          shuffled (IOR's order) rather than sequential offsets within a file\n\
+  -Z, --reorderTasksRandom    read back a random task's data (-Z -Z: a shuffle of the tasks)\n\
+      --dryRun                run without any I/O, to see the options and the report\n\n\
 Options with a value (sizes take k, m, g, t suffixes, base 2)\n\
   -a, --api=S                 API: {}\n\
   -A, --refNum=N              reference number for the summary\n\
   -b, --blockSize=N           contiguous bytes per task per segment (1m)\n\
   -d, --interTestDelay=N      seconds to wait before each phase\n\
+  -D, --deadlineForStonewalling=N  stop each write and read phase after N seconds (0: never)\n\
+  -f, --scriptFile=F          run the tests of an IOR script (IOR START ... RUN ... IOR STOP)\n\
   -G, --setTimeStampSignature=N  data signature (default: the clock)\n\
   -H, --mpiio.showHints       show the MPI-IO hints (printed by backends that use them)\n\
   -i, --repetitions=N         repetitions (1)\n\
+  -l, --dataPacketType=S      timestamp, offset, incompressible or random: IOR's packets (default: lanefs's\n\
+                              pattern, IOR's signature words and each word's file offset)\n\
   -N, --numTasks=N            tasks (ranks, run as threads up to {}, or modelled) (1)\n\
       --tasks-per-node=N      tasks on each node, ranks in blocks; nodes = ceil(-N / this) (all on one)\n\
   -o, --testFile=S            test file name (testFile)\n\
-  -O key=val[,key=val]        directives: summaryFormat=default|JSON|CSV, summaryFile=F, any long option\n\
+  -O key=val[,key=val]        directives: summaryFormat=default|JSON|CSV, summaryFile=F,\n\
+                              stoneWallingWearOut=1, stoneWallingWearOutIterations=N,\n\
+                              stoneWallingStatusFile=F, saveRankPerformanceDetailsCSV=F, any long option\n\
   -Q, --taskPerNodeOffset=N   node offset for -C (1)\n\
   -s, --segmentCount=N        segments (1)\n\
   -t, --transferSize=N        bytes per I/O call (256k)\n\
+  -T, --maxTimeDuration=N     start no phase after N minutes\n\
   -U, --mpiio.hintsFileName=F file of IOR_HINT__MPI__key=value lines (with the IOR_HINT__ environment)\n\
-  -X, --reorderTasksRandomSeed=N  seed for -Z (reported only)\n\n\
-Refused IOR features: -z, -Z, -D N, -f, -l, -m, -M, -T N, stonewalling directives,\n\
-  -p/-V/-S (--mpiio.preallocate, useFileView, useStridedDatatype), HDF5 options.\n",
+  -X, --reorderTasksRandomSeed=N  seed for -Z (negative: changes with the repetition)\n\
+      --random-offset-seed=N  seed for -z (-1: from the clock)\n\n\
+Refused IOR features, each by name: -z -z, -j, -J, -m, -M, -n, -P, -q, -x, -y, -I,\n\
+  -p/-V/-S (--mpiio.preallocate, useFileView, useStridedDatatype), HDF5 options,\n\
+  minTimeDuration, savePerOpDataCSV, randomPrefill.\n",
         params::PROGRAM,
         output::IOR_VERSION,
         apis.join(", "),

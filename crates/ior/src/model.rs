@@ -50,7 +50,8 @@ pub trait PhaseModel {
     fn remove(&self, p: &IorParams, rep: u32) -> Result<f64, IorError>;
 }
 
-/// Refuse what a model cannot do: the data checks `-W` and `-R`, which compare bytes.
+/// Refuse what a model cannot do: the data checks `-W` and `-R`, which compare bytes,
+/// and stonewalling (`-D`), which stops ranks in the middle of a phase.
 /// [`crate::run`] calls it for every backend with a model, after
 /// [`crate::Backend::check_params`]; a backend may call it first to order its errors.
 /// Exported as `model_check_params`.
@@ -60,6 +61,17 @@ pub fn check_params(backend: &str, p: &IorParams) -> Result<(), IorError> {
             if p.random_offset > 0 { "-z" } else { "-Z" },
             format!(
                 "the {backend} backend models IOR's sequential offsets and constant task shifts only; drop -z and -Z"
+            ),
+        ));
+    }
+    let stonewalled = p.deadline_for_stonewalling_s > 0
+        || p.stonewalling_wear_out_iterations > 0
+        || p.stonewalling_status_file.is_some();
+    if stonewalled {
+        return Err(IorError::option(
+            "-D",
+            format!(
+                "the {backend} backend models whole phases and cannot stop them at a deadline or a transfer count; drop -D and the stoneWalling* directives"
             ),
         ));
     }
@@ -148,8 +160,10 @@ mod tests {
             e.to_string(),
             "invalid option -W -R: the SIM backend models I/O in simulated time and moves no data bytes, so data checks are not available; drop -W and drop -R"
         );
-        let e = check_params("SIM", &IorParams { read_file: false, check_read: true, ..p }).unwrap_err();
+        let e = check_params("SIM", &IorParams { read_file: false, check_read: true, ..p.clone() }).unwrap_err();
         assert!(e.to_string().ends_with("use -r instead of -R"), "{e}");
+        let e = check_params("SIM", &IorParams { deadline_for_stonewalling_s: 300, ..p }).unwrap_err();
+        assert!(e.to_string().contains("cannot stop them at a deadline"), "{e}");
     }
 
     #[test]

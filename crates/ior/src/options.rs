@@ -11,15 +11,13 @@
 //!
 //! Why strict: a pasted command line must either mean exactly what it meant to IOR or be
 //! refused with a message that names the option and the fix. So IOR features lanefs-ior
-//! does not implement (`-z`, `-Z`, `-D N`, scripts, GPU buffers...) are errors, not
-//! silently ignored, and so are flag clusters like `-wr` (IOR reads only the first
-//! letter of those, which is a trap).
+//! does not implement (`-z -z`, `-m`, GPU buffers...) are errors, not silently ignored.
 //!
 //! Not here: whether module options make sense; the chosen backend decides that in
 //! [`crate::Backend::check_params`].
 
 use crate::error::IorError;
-use crate::params::{IorParams, SummaryFormat, ACCESS_UNIT_BYTES, NUM_TASKS_MAX, PROGRAM};
+use crate::params::{IorParams, PacketType, SummaryFormat, ACCESS_UNIT_BYTES, NUM_TASKS_MAX, PROGRAM};
 
 /// Parse IOR's command line (options only, no program name), apply IOR's defaults and
 /// validate. `-h`/`--help` are handled by [`crate::main_with`], not here.
@@ -150,6 +148,12 @@ enum Key {
     TasksPerNode,
     ShowHints,
     HintsFileName,
+    Deadline,
+    WearOut,
+    WearOutIterations,
+    StatusFile,
+    RankDetailsCsv,
+    DataPacketType,
 }
 
 /// Short letter, IOR 4 long name, option, whether it takes a value.
@@ -160,6 +164,7 @@ const OPTIONS: &[(Option<char>, &str, Key, bool)] = &[
     (Some('c'), "collective", Key::Collective, false),
     (Some('C'), "reorderTasks", Key::ReorderTasks, false),
     (Some('d'), "interTestDelay", Key::InterTestDelay, true),
+    (Some('D'), "deadlineForStonewalling", Key::Deadline, true),
     (Some('e'), "fsync", Key::Fsync, false),
     (Some('f'), "scriptFile", Key::ScriptFile, true),
     (Some('E'), "useExistingTestFile", Key::UseExistingTestFile, false),
@@ -168,6 +173,7 @@ const OPTIONS: &[(Option<char>, &str, Key, bool)] = &[
     (Some('G'), "setTimeStampSignature", Key::TimeStampSignature, true),
     (Some('i'), "repetitions", Key::Repetitions, true),
     (Some('k'), "keepFile", Key::KeepFile, false),
+    (Some('l'), "dataPacketType", Key::DataPacketType, true),
     (Some('K'), "keepFileWithError", Key::KeepFileWithError, false),
     (Some('N'), "numTasks", Key::NumTasks, true),
     (Some('o'), "testFile", Key::TestFile, true),
@@ -204,6 +210,10 @@ const FRONT_END_MODULE_OPTIONS: &[(&str, &str, Key)] =
 const DIRECTIVE_ALIASES: &[(&str, Key)] = &[
     ("summaryformat", Key::SummaryFormat),
     ("summaryfile", Key::SummaryFile),
+    ("stonewallingwearout", Key::WearOut),
+    ("stonewallingwearoutiterations", Key::WearOutIterations),
+    ("stonewallingstatusfile", Key::StatusFile),
+    ("saverankperformancedetailscsv", Key::RankDetailsCsv),
     ("reordertasksconstant", Key::ReorderTasks),
     ("refnum", Key::RefNum),
     ("testfile", Key::TestFile),
@@ -213,15 +223,8 @@ const DIRECTIVE_ALIASES: &[(&str, Key)] = &[
 /// IOR options lanefs-ior refuses: short letter, long name, takes a value, why and what to
 /// do instead. A value option whose value is `0` means "off" in IOR and is accepted.
 const REFUSED: &[(Option<char>, &str, bool, &str)] = &[
-    (
-        Some('D'),
-        "deadlineForStonewalling",
-        true,
-        "stonewalling is not implemented: every task moves its whole -b x -s; drop -D (or use -D 0)",
-    ),
     (Some('j'), "outlierThreshold", true, "outlier detection is not implemented; drop -j"),
     (Some('J'), "setAlignment", true, "HDF5 alignment does not apply to lanefs-ior's backends; drop -J"),
-    (Some('l'), "dataPacketType", true, "only IOR's default data packet is implemented; drop -l"),
     (Some('m'), "multiFile", false, "multiFile is not implemented; drop -m"),
     (Some('M'), "memoryPerNode", true, "memory hogging is not implemented; drop -M"),
     (Some('n'), "noFill", false, "HDF5 noFill does not apply; drop -n"),
@@ -247,12 +250,8 @@ const REFUSED: &[(Option<char>, &str, bool, &str)] = &[
 
 /// `-O` keys IOR knows that lanefs-ior refuses (lower-case), with the fix.
 const REFUSED_DIRECTIVES: &[(&str, &str)] = &[
-    ("stonewallingtime", "IOR has no stoneWallingTime directive; its time limit is -D / deadlineForStonewalling, which lanefs-ior does not implement"),
-    ("stonewallingwearout", "stonewalling is not implemented; drop it (or set it to 0)"),
-    ("stonewallingwearoutiterations", "stonewalling is not implemented; drop it (or set it to 0)"),
-    ("stonewallingstatusfile", "stonewalling is not implemented; drop it"),
+    ("stonewallingtime", "IOR has no stoneWallingTime directive; its time limit is -D / deadlineForStonewalling"),
     ("mintimeduration", "minTimeDuration is not implemented; drop it"),
-    ("saverankperformancedetailscsv", "per-rank CSV details are not implemented; drop it"),
     ("saveperopdatacsv", "per-operation CSV data is not implemented; drop it"),
     ("lustrestripecount", "Lustre striping directives do not apply; with -a LANEFS use --lanefs.stripe-count"),
     ("lustrestripesize", "Lustre striping directives do not apply; with -a LANEFS use --lanefs.stripe-size"),
@@ -441,6 +440,19 @@ fn apply(params: &mut IorParams, key: Key, value: Option<&str>, shown: &str) -> 
         Key::TaskPerNodeOffset => params.task_per_node_offset = count(0, u64::from(u32::MAX))? as u32,
         Key::InterTestDelay => params.inter_test_delay_s = count(0, 3600)? as u32,
         Key::MaxTimeDuration => params.max_time_duration_min = count(0, u64::from(u32::MAX))? as u32,
+        Key::Deadline => params.deadline_for_stonewalling_s = count(0, u64::from(i32::MAX as u32))? as u32,
+        Key::WearOut => params.stonewalling_wear_out = flag_value(value, shown, 1)? != 0,
+        Key::WearOutIterations => params.stonewalling_wear_out_iterations = count(0, i64::MAX as u64)?,
+        Key::StatusFile => params.stonewalling_status_file = Some(non_empty(text(), shown)?.to_string()),
+        Key::DataPacketType => {
+            params.data_packet_type = PacketType::from_name(text()).ok_or_else(|| {
+                IorError::option(
+                    shown,
+                    "unknown packet type; give timestamp, offset, incompressible or random (t, o, i, r)",
+                )
+            })?
+        }
+        Key::RankDetailsCsv => params.save_rank_details_csv = Some(non_empty(text(), shown)?.to_string()),
         Key::TimeStampSignature => {
             params.time_stamp_signature = parse_int(text()).map_err(|m| IorError::option(shown, m))?
         }
@@ -690,6 +702,25 @@ fn validate(p: &IorParams) -> Result<(), IorError> {
             ));
         }
     }
+    // IOR's checks of its stonewalling options (ior.c ValidateTests).
+    if p.stonewalling_status_file.is_some() && !p.keep_file {
+        return Err(IorError::option(
+            "-O stoneWallingStatusFile",
+            "a StoneWallingStatusFile is only sensible when splitting write/read into multiple executions of ior, please use -k",
+        ));
+    }
+    if p.stonewalling_status_file.is_some() && !p.stonewalling_wear_out && p.write_file {
+        return Err(IorError::option(
+            "-O stoneWallingStatusFile",
+            "the StoneWallingStatusFile is only sensible for a write test when using stoneWallingWearOut; add -O stoneWallingWearOut=1",
+        ));
+    }
+    if p.deadline_for_stonewalling_s == 0 && p.stonewalling_wear_out {
+        return Err(IorError::option(
+            "-O stoneWallingWearOut",
+            "the stoneWallingWearOut is only sensible when setting a stonewall deadline with -D",
+        ));
+    }
     if p.dry_run && (p.check_write || p.check_read) {
         return Err(IorError::option(
             "--dryRun",
@@ -775,6 +806,25 @@ mod tests {
 
     fn error(line: &str) -> String {
         parse(line).expect_err(line).to_string()
+    }
+
+    #[test]
+    fn stonewalling_options_parse_and_are_checked_as_ior_checks_them() {
+        let p = parse("-w -D 300 -O stoneWallingWearOut=1 -O stoneWallingStatusFile=/tmp/sw -k").unwrap();
+        assert_eq!(p.deadline_for_stonewalling_s, 300);
+        assert!(p.stonewalling_wear_out);
+        assert_eq!(p.stonewalling_status_file.as_deref(), Some("/tmp/sw"));
+        let p = parse("-r -O stoneWallingWearOutIterations=12 -O deadlineForStonewalling=5").unwrap();
+        assert_eq!((p.stonewalling_wear_out_iterations, p.deadline_for_stonewalling_s), (12, 5));
+        assert_eq!(parse("--deadlineForStonewalling=10").unwrap().deadline_for_stonewalling_s, 10);
+        assert!(
+            error("-w -O stoneWallingWearOut=1").contains("only sensible when setting a stonewall deadline with -D")
+        );
+        assert!(error("-w -D 5 -O stoneWallingStatusFile=/tmp/sw").contains("please use -k"));
+        assert!(error("-w -k -D 5 -O stoneWallingStatusFile=/tmp/sw").contains("stoneWallingWearOut"));
+        // A read of an earlier run's stonewalled write needs neither -D nor wear-out.
+        assert!(parse("-r -k -O stoneWallingStatusFile=/tmp/sw").is_ok());
+        assert!(error("-D -1").contains("-D"));
     }
 
     #[test]
@@ -932,12 +982,7 @@ mod tests {
         assert_eq!(parse("-z -w -r -R -b 4m -t 1m --random-offset-seed=7").unwrap().random_seed, 7);
         assert_eq!(parse("-Z -Z -X 3").unwrap().reorder_tasks_random, 2);
         assert!(error("-Z -C").contains("choose one"));
-        assert!(error("-D 300").contains("-D (deadlineForStonewalling) 300: stonewalling is not implemented"));
-        assert!(parse("-D 0").is_ok());
-        assert!(error("--deadlineForStonewalling=10").contains("stonewalling"));
         assert!(error("-O stoneWallingTime=10").contains("IOR has no stoneWallingTime directive"));
-        assert!(error("-O stoneWallingWearOut=1").contains("stonewalling is not implemented"));
-        assert!(parse("-O stoneWallingWearOut=0").is_ok());
         assert!(error("-O lustreStripeCount=4").contains("--lanefs.stripe-count"));
         assert!(error("-f /no/such/script").contains("-f /no/such/script: cannot read the script"));
         assert!(parse("--dryRun -w").unwrap().dry_run);

@@ -31,6 +31,52 @@ pub enum SummaryFormat {
     Csv,
 }
 
+/// `-l`/`--dataPacketType`: what the transfers carry (see `pattern`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PacketType {
+    /// No `-l`: lanefs's pattern (IOR's signature words and each word's offset).
+    #[default]
+    Generic,
+    /// `-l t`: IOR's timestamp packet.
+    Timestamp,
+    /// `-l o`: IOR's offset packet.
+    Offset,
+    /// `-l i`: IOR's incompressible packet.
+    Incompressible,
+    /// `-l r`: IOR's random packet.
+    Random,
+}
+
+impl PacketType {
+    /// IOR's `parsePacketType`: the first letter of the value.
+    pub fn from_name(name: &str) -> Option<PacketType> {
+        match name.chars().next() {
+            None | Some('t') => Some(PacketType::Timestamp),
+            Some('o') => Some(PacketType::Offset),
+            Some('i') => Some(PacketType::Incompressible),
+            Some('r') => Some(PacketType::Random),
+            Some(_) => None,
+        }
+    }
+
+    /// IOR's `dataPacketType` number (its enum; lanefs's default counts as
+    /// timestamp, IOR's default).
+    pub fn number(self) -> i64 {
+        match self {
+            PacketType::Generic | PacketType::Timestamp => 0,
+            PacketType::Offset => 1,
+            PacketType::Incompressible => 2,
+            PacketType::Random => 3,
+        }
+    }
+
+    /// IOR's `data packet type` letter, which IOR takes from
+    /// `{"g","t","o","i"}` by that number: offset prints `t`, random `i`.
+    pub fn letter(self) -> &'static str {
+        ["g", "t", "o", "i"][self.number() as usize]
+    }
+}
+
 /// One test's parameters, named after IOR's `IOR_param_t` fields so the JSON keys map
 /// one to one. The booleans mirror IOR's 0/1 flags on purpose: each is printed as such.
 #[derive(Debug, Clone, PartialEq)]
@@ -110,6 +156,24 @@ pub struct IorParams {
     pub max_time_duration_min: u32,
     /// `-d`: seconds to wait before each write and read phase.
     pub inter_test_delay_s: u32,
+    /// `-D`: seconds after which a rank stops the write or read phase at its
+    /// next transfer (IOR's stonewall); 0: no deadline.
+    pub deadline_for_stonewalling_s: u32,
+    /// `-O stoneWallingWearOut=1`: once the deadline is hit, every rank goes
+    /// on until it has made as many transfers as the rank that made the most.
+    pub stonewalling_wear_out: bool,
+    /// `-O stoneWallingWearOutIterations=N`: stop a phase after N transfers
+    /// per rank (0: no limit); a read after a stonewalled write in the same
+    /// run takes the write's count.
+    pub stonewalling_wear_out_iterations: u64,
+    /// `-O stoneWallingStatusFile=F`: a stonewalled write stores its
+    /// transfer count here, and a later run's read takes it back.
+    pub stonewalling_status_file: Option<String>,
+    /// `-O saveRankPerformanceDetailsCSV=F`: each rank's times and
+    /// throughput of every phase, appended to this CSV file (by rank 0).
+    pub save_rank_details_csv: Option<String>,
+    /// `-l`/`--dataPacketType`: what the transfers carry.
+    pub data_packet_type: PacketType,
     /// `-G`: data signature; 0 means IOR's default, the clock's seconds at each repetition.
     pub time_stamp_signature: i64,
     /// `-v`: verbosity (each `-v` adds one).
@@ -167,7 +231,13 @@ impl Default for IorParams {
             intra_test_barriers: false,
             unique_dir: false,
             inter_test_delay_s: 0,
+            deadline_for_stonewalling_s: 0,
+            stonewalling_wear_out: false,
+            stonewalling_wear_out_iterations: 0,
+            stonewalling_status_file: None,
+            save_rank_details_csv: None,
             time_stamp_signature: 0,
+            data_packet_type: PacketType::Generic,
             verbose: 0,
             summary_format: SummaryFormat::Default,
             summary_file: None,

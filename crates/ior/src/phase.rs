@@ -25,10 +25,11 @@ use std::time::Instant;
 use crate::backend::{Backend, RankIo};
 use crate::error::IorError;
 use crate::offsets::{self, NodeMapping};
-use crate::params::IorParams;
+use crate::params::{IorParams, PacketType};
 use crate::pattern;
+use crate::timing::Stonewalled;
 use crate::timing::{RankPhase, RankTimes};
-use lanefs_mpiio::comm::{CommError, Communicator};
+use lanefs_mpiio::comm::{decode_u64s, encode_u64s, CommError, Communicator};
 
 /// Buffers are aligned for `O_DIRECT`.
 const BUFFER_ALIGN_BYTES: usize = 4096;
@@ -49,6 +50,10 @@ pub struct Phase<'a> {
     pub mapping: NodeMapping,
     /// Who runs the ranks.
     pub team: Team<'a>,
+    /// The transfers after which each rank stops this phase (IOR's
+    /// `stoneWallingWearOutIterations`), by rank; empty: `-O
+    /// stoneWallingWearOutIterations` for every rank (0: no limit).
+    pub stop_after: &'a [u64],
 }
 
 impl Phase<'_> {
@@ -98,11 +103,23 @@ enum Stop {
 /// What a rank waits at.
 trait Barrier {
     fn wait(&self) -> Result<(), Stop>;
+
+    /// Every rank's `mine`, in rank order (a collective: every rank calls it).
+    fn allgather(&self, rank: u32, mine: &[u64]) -> Result<Vec<Vec<u64>>, Stop>;
 }
 
 impl Barrier for PhaseBarrier {
     fn wait(&self) -> Result<(), Stop> {
         PhaseBarrier::wait(self)
+    }
+
+    fn allgather(&self, rank: u32, mine: &[u64]) -> Result<Vec<Vec<u64>>, Stop> {
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)[rank as usize] = mine.to_vec();
+        self.wait()?;
+        let all = self.slots.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        // No rank writes its slot again before every rank has read them all.
+        self.wait()?;
+        Ok(all)
     }
 }
 
@@ -112,6 +129,16 @@ struct CommBarrier<'a>(&'a (dyn Communicator + Sync));
 impl Barrier for CommBarrier<'_> {
     fn wait(&self) -> Result<(), Stop> {
         self.0.barrier().map_err(elsewhere)
+    }
+
+    fn allgather(&self, _rank: u32, mine: &[u64]) -> Result<Vec<Vec<u64>>, Stop> {
+        let all = self.0.allgather_same(&encode_u64s(mine)).map_err(elsewhere)?;
+        all.iter()
+            .enumerate()
+            .map(|(from, bytes)| {
+                decode_u64s(from as u32, bytes).map_err(|e| Stop::Failed(IorError::backend("MPI", e.to_string())))
+            })
+            .collect()
     }
 }
 
@@ -130,11 +157,13 @@ impl From<IorError> for Stop {
     }
 }
 
-/// A barrier that a failing rank can abort.
+/// A barrier that a failing rank can abort, with a slot per rank for
+/// [`Barrier::allgather`].
 struct PhaseBarrier {
     parties: usize,
     state: Mutex<BarrierState>,
     released: Condvar,
+    slots: Mutex<Vec<Vec<u64>>>,
 }
 
 struct BarrierState {
@@ -149,6 +178,7 @@ impl PhaseBarrier {
             parties,
             state: Mutex::new(BarrierState { arrived: 0, generation: 0, aborted: false }),
             released: Condvar::new(),
+            slots: Mutex::new(vec![Vec::new(); parties]),
         }
     }
 
@@ -320,6 +350,9 @@ pub struct CheckOutcome {
 struct Checker {
     expected: AlignedBuf,
     actual: AlignedBuf,
+    packet: PacketType,
+    pretend_rank: u32,
+    signature: u32,
     rank: u32,
     path: String,
     transfers: u64,
@@ -329,14 +362,25 @@ struct Checker {
 impl Checker {
     fn new(p: &IorParams, rank: u32, pretend_rank: u32, signature: u32, path: &str) -> Self {
         let mut expected = AlignedBuf::new(transfer_len(p));
-        pattern::fill(expected.bytes(), pretend_rank, signature);
+        let packet = p.data_packet_type;
+        pattern::fill(expected.bytes(), packet, pretend_rank, signature);
         let actual = AlignedBuf::new(transfer_len(p));
-        Checker { expected, actual, rank, path: path.to_string(), transfers: 0, outcome: CheckOutcome::default() }
+        Checker {
+            expected,
+            actual,
+            packet,
+            pretend_rank,
+            signature,
+            rank,
+            path: path.to_string(),
+            transfers: 0,
+            outcome: CheckOutcome::default(),
+        }
     }
 
     fn verify(&mut self, file_offset: u64) {
         self.transfers += 1;
-        pattern::stamp(self.expected.bytes(), file_offset);
+        pattern::stamp(self.expected.bytes(), self.packet, file_offset, self.pretend_rank, self.signature);
         let (expected, actual) = (self.expected.as_slice(), self.actual.as_slice());
         let Some(mismatch) = pattern::compare(expected, actual) else { return };
         self.outcome.errors += mismatch.words;
@@ -382,8 +426,12 @@ fn describe(
     )
 }
 
-/// The timed write phase; one [`RankPhase`] per rank.
-pub fn write(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec<RankPhase>, IorError> {
+/// The timed write phase: one [`RankPhase`] per rank, and where the
+/// stonewall stopped them (with wear-out).
+pub fn write(
+    ph: &Phase,
+    ranks: &mut [Box<dyn RankIo + '_>],
+) -> Result<(Vec<RankPhase>, Option<Stonewalled>), IorError> {
     let p = ph.p;
     on_all_ranks(ph.team, ranks, |rank, io, barrier| {
         let path = offsets::test_file_name(p, rank);
@@ -394,7 +442,7 @@ pub fn write(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec<RankP
             ph.backend.delete(&path)?;
         }
         let mut buf = AlignedBuf::new(transfer_len(p));
-        pattern::fill(buf.bytes(), rank, ph.signature);
+        pattern::fill(buf.bytes(), p.data_packet_type, rank, ph.signature);
         barrier.wait()?;
         let mut times = RankTimes { open_start_s: ph.now_s(), ..RankTimes::default() };
         io.create(&path, p)?;
@@ -403,16 +451,14 @@ pub fn write(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec<RankP
             barrier.wait()?;
         }
         times.xfer_start_s = ph.now_s();
-        let (mut bytes, mut transfers) = (0, 0);
-        for offset in offsets::offsets(p, rank) {
-            pattern::stamp(buf.bytes(), offset);
+        let moved = transfers(ph, (rank, rank), barrier, offsets::offsets(p, rank), |offset| {
+            pattern::stamp(buf.bytes(), p.data_packet_type, offset, rank, ph.signature);
             io.write_at(offset, buf.bytes())?;
             if p.fsync_per_write {
                 io.fsync()?;
             }
-            bytes += p.transfer_size_bytes;
-            transfers += 1;
-        }
+            Ok(())
+        })?;
         if p.fsync {
             io.fsync()?;
         }
@@ -424,8 +470,83 @@ pub fn write(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec<RankP
         io.close()?;
         times.close_stop_s = ph.now_s();
         barrier.wait()?;
-        Ok(RankPhase { times, bytes, transfers })
+        Ok((RankPhase { times, bytes: moved.bytes, transfers: moved.transfers }, moved.stonewall))
     })
+    .map(unzip_stonewall)
+}
+
+/// The ranks' phases and rank 0's view of the stonewall.
+fn unzip_stonewall<T>(ranks: Vec<(T, Option<Stonewalled>)>) -> (Vec<T>, Option<Stonewalled>) {
+    let stonewall = ranks.first().and_then(|r| r.1);
+    (ranks.into_iter().map(|r| r.0).collect(), stonewall)
+}
+
+/// What one rank's transfers of a phase moved.
+struct Moved {
+    bytes: u64,
+    transfers: u64,
+    stonewall: Option<Stonewalled>,
+}
+
+/// The transfers after which the rank that reads `whose` data (its own, or
+/// the task's whose data `-C`/`-Z` take it to: IOR takes the reading rank's
+/// own count, which differs only without wear-out) stops; 0: no limit.
+fn stop_after(ph: &Phase, whose: u32) -> u64 {
+    match ph.stop_after {
+        [] => ph.p.stonewalling_wear_out_iterations,
+        by_rank => by_rank.get(whose as usize).copied().unwrap_or(0),
+    }
+}
+
+/// One rank's transfers at `offsets`, each done by `each`, stopped as IOR's
+/// `WriteOrRead` stops them: after `-D` seconds (rank 0's decision for every
+/// rank with `-c`, whose collective calls must match), or after the phase's
+/// `stop_after` transfers. With wear-out, the ranks then compare counts and
+/// each goes on until it has made as many as the rank that made the most.
+fn transfers(
+    ph: &Phase,
+    (rank, whose): (u32, u32),
+    barrier: &dyn Barrier,
+    mut offsets: impl Iterator<Item = u64>,
+    mut each: impl FnMut(u64) -> Result<(), Stop>,
+) -> Result<Moved, Stop> {
+    let p = ph.p;
+    let deadline_s = f64::from(p.deadline_for_stonewalling_s);
+    let stop_after = stop_after(ph, whose);
+    let start_s = ph.now_s();
+    let mut count = 0u64;
+    let mut hit = false;
+    while !hit {
+        let Some(offset) = offsets.next() else { break };
+        each(offset)?;
+        count += 1;
+        hit = (deadline_s > 0.0 && ph.now_s() - start_s > deadline_s) || (stop_after != 0 && count == stop_after);
+        if p.collective && deadline_s > 0.0 {
+            hit = barrier.allgather(rank, &[u64::from(hit)])?[0][0] != 0;
+        }
+    }
+    let mut stonewall = None;
+    if p.stonewalling_wear_out {
+        let all = barrier.allgather(rank, &[count, count * p.transfer_size_bytes])?;
+        let time_s = ph.now_s() - start_s;
+        let counts = all.iter().map(|r| r.first().copied().unwrap_or(0));
+        let bytes = all.iter().map(|r| r.get(1).copied().unwrap_or(0));
+        let wall = Stonewalled {
+            pairs_min: counts.clone().min().unwrap_or(0),
+            pairs_max: counts.max().unwrap_or(0),
+            bytes_min: bytes.clone().min().unwrap_or(0),
+            bytes_total: bytes.sum(),
+            time_s,
+            ranks: all.len() as u32,
+        };
+        while count < wall.pairs_max {
+            let Some(offset) = offsets.next() else { break };
+            each(offset)?;
+            count += 1;
+        }
+        stonewall = Some(wall);
+    }
+    Ok(Moved { bytes: count * p.transfer_size_bytes, transfers: count, stonewall })
 }
 
 /// The untimed read-back of `-W`, shifted by `-C` as IOR does.
@@ -438,7 +559,11 @@ pub fn check_write(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec
         let path = offsets::test_file_name(p, pretend);
         let mut checker = Checker::new(p, rank, pretend, ph.signature, &path);
         io.open(&path, p)?;
-        for offset in offsets::offsets(p, pretend) {
+        let limit = match stop_after(ph, pretend) {
+            0 => usize::MAX,
+            count => usize::try_from(count).unwrap_or(usize::MAX),
+        };
+        for offset in offsets::offsets(p, pretend).take(limit) {
             io.read_at(offset, checker.actual.bytes())?;
             checker.verify(offset);
         }
@@ -447,8 +572,12 @@ pub fn check_write(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec
     })
 }
 
-/// The timed read phase (checked with `-R`), shifted by `-C`.
-pub fn read(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec<(RankPhase, CheckOutcome)>, IorError> {
+/// What each rank of a read phase read and found.
+pub type RanksRead = Vec<(RankPhase, CheckOutcome)>;
+
+/// The timed read phase (checked with `-R`), shifted by `-C`; where the
+/// stonewall stopped the ranks (with wear-out).
+pub fn read(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<(RanksRead, Option<Stonewalled>), IorError> {
     let p = ph.p;
     on_all_ranks(ph.team, ranks, |rank, io, barrier| {
         let pretend = offsets::read_pretend_rank(p, ph.mapping, rank, ph.rep);
@@ -462,15 +591,13 @@ pub fn read(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec<(RankP
             barrier.wait()?;
         }
         times.xfer_start_s = ph.now_s();
-        let (mut bytes, mut transfers) = (0, 0);
-        for offset in offsets::offsets(p, pretend) {
+        let moved = transfers(ph, (rank, pretend), barrier, offsets::offsets(p, pretend), |offset| {
             io.read_at(offset, checker.actual.bytes())?;
             if p.check_read {
                 checker.verify(offset);
             }
-            bytes += p.transfer_size_bytes;
-            transfers += 1;
-        }
+            Ok(())
+        })?;
         times.xfer_stop_s = ph.now_s();
         if p.intra_test_barriers {
             barrier.wait()?;
@@ -478,8 +605,10 @@ pub fn read(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<Vec<(RankP
         times.close_start_s = ph.now_s();
         io.close()?;
         times.close_stop_s = ph.now_s();
-        Ok((RankPhase { times, bytes, transfers }, checker.outcome))
+        let phase = RankPhase { times, bytes: moved.bytes, transfers: moved.transfers };
+        Ok(((phase, checker.outcome), moved.stonewall))
     })
+    .map(unzip_stonewall)
 }
 
 /// Remove the test file(s); rank 0's elapsed seconds, barriers included.

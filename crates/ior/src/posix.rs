@@ -62,6 +62,10 @@ impl Backend for PosixBackend {
         }
     }
 
+    fn file_size(&self, path: &str) -> Option<u64> {
+        std::fs::metadata(path).ok().map(|m| m.len())
+    }
+
     fn mkdir(&self, path: &str) -> Result<(), IorError> {
         match std::fs::create_dir(path) {
             Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(io_error("mkdir", path, e)),

@@ -25,11 +25,11 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use crate::backend::{check_module_prefixes, check_report_keys, Backend, RankIo};
 use crate::error::IorError;
 use crate::model::{self, PhaseModel};
-use crate::offsets::{directory_of, NodeMapping};
+use crate::offsets::{self, directory_of, NodeMapping};
 use crate::output::{ctime_now, Printer, TestSummary};
 use crate::params::{IorParams, NUM_TASKS_MAX, NUM_TASK_THREADS_MAX};
-use crate::phase::{self, CheckOutcome, Clock, Phase, Team};
-use crate::timing::{reduce_phase, summarize, OpSummary, PhaseResult, RankPhase};
+use crate::phase::{self, CheckOutcome, Clock, Phase, RanksRead, Team};
+use crate::timing::{reduce_phase, summarize, OpSummary, PhaseResult, RankPhase, Stonewalled};
 use lanefs_mpiio::comm::{decode_u64s, encode_u64s, Communicator};
 
 /// What one repetition measured.
@@ -137,6 +137,12 @@ fn run_team(
             None => check_task_threads(api, p)?,
         }
     }
+    if comm.is_none_or(|comm| comm.rank() == 0) {
+        // As IOR's option parser: the file starts with its header line.
+        for path in tests.iter().filter_map(|p| p.save_rank_details_csv.as_deref()) {
+            std::fs::write(path, RANK_DETAILS_HEADER).map_err(|e| rank_details_error(path, e))?;
+        }
+    }
     let mut printer = Printer::new(params, out)?;
     printer.header(params)?;
     let mut summaries = Vec::with_capacity(tests.len());
@@ -170,11 +176,14 @@ fn run_team(
             }
             its.push(iteration(p, &mut executor, &mut printer, rep, &mut modelled_s)?);
         }
-        // Ranks hand their counters to the backend when dropped, before it reports.
-        drop(executor);
         let writes: Vec<PhaseResult> = its.iter().filter_map(|it| it.write).collect();
         let reads: Vec<PhaseResult> = its.iter().filter_map(|it| it.read).collect();
         printer.short_summary(p, &writes, &reads)?;
+        if p.stonewalling_wear_out {
+            store_status(p, &its, &executor, &mut printer)?;
+        }
+        // Ranks hand their counters to the backend when dropped, before it reports.
+        drop(executor);
         printer.test_end()?;
         let write = (p.write_file && !writes.is_empty()).then(|| summarize(&writes, p.transfer_size_bytes));
         let read = (p.read_file && !reads.is_empty()).then(|| summarize(&reads, p.transfer_size_bytes));
@@ -297,38 +306,73 @@ impl<'b> Executor<'b> {
         matches!(self, Executor::Model { .. })
     }
 
-    fn write(&mut self, p: &IorParams, rep: u32, signature: u32) -> Result<Vec<RankPhase>, IorError> {
+    /// Rank 0's `mine`, for every rank of a job (or `mine` itself).
+    fn agree_u64(&self, mine: u64) -> Result<u64, IorError> {
+        match self {
+            Executor::Threads { team: Team::World(comm), .. } => {
+                let all =
+                    comm.allgather_same(&mine.to_le_bytes()).map_err(|e| IorError::backend("MPI", e.to_string()))?;
+                let first = all.first().and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok());
+                first.map(u64::from_le_bytes).ok_or_else(|| IorError::backend("MPI", "rank 0 sent no count"))
+            }
+            _ => Ok(mine),
+        }
+    }
+
+    /// Whether this process prints (rank 0 of a job, or every thread team).
+    fn prints(&self) -> bool {
+        !matches!(self, Executor::Threads { team: Team::World(comm), .. } if comm.rank() != 0)
+    }
+
+    fn write(
+        &mut self,
+        p: &IorParams,
+        rep: u32,
+        signature: u32,
+    ) -> Result<(Vec<RankPhase>, Option<Stonewalled>), IorError> {
         match self {
             Executor::Threads { backend, clock, team, ranks } => {
-                phase::write(&threads(p, *backend, *clock, *team, signature, rep), ranks)
+                phase::write(&threads(p, *backend, *clock, *team, signature, rep, &[]), ranks)
             }
             Executor::Model { api, model } => {
                 let ranks = model.write_phase(p, rep)?;
                 model::check_phase(api, p, "write", &ranks)?;
-                Ok(ranks)
+                Ok((ranks, None))
             }
         }
     }
 
-    fn check_write(&mut self, p: &IorParams, rep: u32, signature: u32) -> Result<Vec<CheckOutcome>, IorError> {
+    fn check_write(
+        &mut self,
+        p: &IorParams,
+        rep: u32,
+        signature: u32,
+        stop_after: &[u64],
+    ) -> Result<Vec<CheckOutcome>, IorError> {
         match self {
             Executor::Threads { backend, clock, team, ranks } => {
-                phase::check_write(&threads(p, *backend, *clock, *team, signature, rep), ranks)
+                phase::check_write(&threads(p, *backend, *clock, *team, signature, rep, stop_after), ranks)
             }
             Executor::Model { .. } => unreachable!("run refuses -W with a model before it starts"),
         }
     }
 
-    fn read(&mut self, p: &IorParams, rep: u32, signature: u32) -> Result<Vec<(RankPhase, CheckOutcome)>, IorError> {
+    fn read(
+        &mut self,
+        p: &IorParams,
+        rep: u32,
+        signature: u32,
+        stop_after: &[u64],
+    ) -> Result<(RanksRead, Option<Stonewalled>), IorError> {
         match self {
             Executor::Threads { backend, clock, team, ranks } => {
-                phase::read(&threads(p, *backend, *clock, *team, signature, rep), ranks)
+                phase::read(&threads(p, *backend, *clock, *team, signature, rep, stop_after), ranks)
             }
             Executor::Model { api, model } => {
                 assert!(!p.check_read, "run refuses -R with a model before it starts");
                 let ranks = model.read_phase(p, rep)?;
                 model::check_phase(api, p, "read", &ranks)?;
-                Ok(ranks.into_iter().map(|r| (r, CheckOutcome::default())).collect())
+                Ok((ranks.into_iter().map(|r| (r, CheckOutcome::default())).collect(), None))
             }
         }
     }
@@ -336,7 +380,7 @@ impl<'b> Executor<'b> {
     fn remove(&mut self, p: &IorParams, rep: u32, signature: u32) -> Result<f64, IorError> {
         match self {
             Executor::Threads { backend, clock, team, ranks } => {
-                phase::remove(&threads(p, *backend, *clock, *team, signature, rep), ranks)
+                phase::remove(&threads(p, *backend, *clock, *team, signature, rep, &[]), ranks)
             }
             Executor::Model { api, model } => model::check_remove(api, model.remove(p, rep)?),
         }
@@ -351,8 +395,9 @@ fn threads<'a>(
     team: Team<'a>,
     signature: u32,
     rep: u32,
+    stop_after: &'a [u64],
 ) -> Phase<'a> {
-    Phase { p, backend, clock, signature, rep, mapping: NodeMapping::from_params(p), team }
+    Phase { p, backend, clock, signature, rep, mapping: NodeMapping::from_params(p), team, stop_after }
 }
 
 /// One repetition: its write, write check and read phases, each started
@@ -367,25 +412,51 @@ fn iteration(
 ) -> Result<IterationResult, IorError> {
     let signature = executor.signature(p)?;
     let mut it = IterationResult::default();
+    // A stonewalled write's transfer counts, by rank: the write check and
+    // the read stop where the write did.
+    let mut written = Vec::new();
     if p.write_file && !executor.time_is_up(p, *modelled_s)? {
         delay(p, printer, executor)?;
-        let result = reduce_phase(&executor.write(p, rep, signature)?, p.transfer_size_bytes);
+        let (ranks, stonewall) = executor.write(p, rep, signature)?;
+        if let Some(wall) = &stonewall {
+            printer.log(&wall.line())?;
+        }
+        let result = PhaseResult { stonewall, ..reduce_phase(&ranks, p.transfer_size_bytes) };
+        check_file_size(p, executor, printer, result.agg_bytes)?;
+        save_rank_details(p, executor, "write", &ranks, result.agg_bytes)?;
         printer.row("write", &result, p, rep)?;
         *modelled_s += result.total_s;
         it.write = Some(result);
+        if p.deadline_for_stonewalling_s > 0 {
+            written = ranks.iter().map(|r| r.transfers).collect();
+        }
     }
     if p.check_write && !executor.time_is_up(p, *modelled_s)? {
         if p.verbose >= 1 {
             printer.log(&format!("Verifying contents of the file(s) just written.\n{}\n\n", ctime_now()))?;
         }
-        let outcomes = executor.check_write(p, rep, signature)?;
+        let outcomes = executor.check_write(p, rep, signature, &written)?;
         it.write_check_errors = report_check(printer, "write", &outcomes, signature)?;
     }
     if (p.read_file || p.check_read) && !executor.time_is_up(p, *modelled_s)? {
+        // IOR reads the status file even after a stonewalled write of the
+        // same repetition, whose count it stores only when the test ends (so
+        // such a read takes an older run's count, or reads everything);
+        // lanefs's read stops where this repetition's write did.
+        let stop_after = match &p.stonewalling_status_file {
+            Some(path) if written.is_empty() => vec![read_status_file(path, executor, printer)?; p.num_tasks as usize],
+            _ => written,
+        };
         delay(p, printer, executor)?;
-        let (ranks_read, outcomes): (Vec<_>, Vec<_>) = executor.read(p, rep, signature)?.into_iter().unzip();
+        let (ranks, stonewall) = executor.read(p, rep, signature, &stop_after)?;
+        if let Some(wall) = &stonewall {
+            printer.log(&wall.line())?;
+        }
+        let (ranks_read, outcomes): (Vec<_>, Vec<_>) = ranks.into_iter().unzip();
         it.read_check_errors = report_check(printer, "read", &outcomes, signature)?;
-        let result = reduce_phase(&ranks_read, p.transfer_size_bytes);
+        let result = PhaseResult { stonewall, ..reduce_phase(&ranks_read, p.transfer_size_bytes) };
+        check_file_size(p, executor, printer, result.agg_bytes)?;
+        save_rank_details(p, executor, "read", &ranks_read, result.agg_bytes)?;
         printer.row("read", &result, p, rep)?;
         *modelled_s += result.total_s;
         it.read = Some(result);
@@ -398,6 +469,127 @@ fn iteration(
         it.remove_s = Some(elapsed_s);
     }
     Ok(it)
+}
+
+/// IOR's `CheckFileSize`: warn when the bytes the ranks moved are not the
+/// expected aggregate size, or not the size of the file(s) (as far as the
+/// backend can tell it: [`Backend::file_size`]), as a stonewall makes them.
+fn check_file_size(p: &IorParams, executor: &Executor, printer: &mut Printer, moved: u64) -> Result<(), IorError> {
+    let Executor::Threads { backend, .. } = executor else { return Ok(()) };
+    if !executor.prints() {
+        return Ok(());
+    }
+    let stat = if p.file_per_proc {
+        (0..p.num_tasks).map(|rank| backend.file_size(&offsets::test_file_name(p, rank))).sum::<Option<u64>>()
+    } else {
+        backend.file_size(&offsets::test_file_name(p, 0))
+    };
+    let expected = p.expected_agg_file_size_bytes();
+    if expected == moved && stat.is_none_or(|size| size == moved) {
+        return Ok(());
+    }
+    let mut text = format!("WARNING: Expected aggregate file size       = {expected}\n");
+    if let Some(size) = stat {
+        text += &format!("WARNING: Stat() of aggregate file size      = {size}\n");
+    }
+    text += &format!("WARNING: Using actual aggregate bytes moved = {moved}\n");
+    if p.deadline_for_stonewalling_s > 0 {
+        text += "WARNING: Maybe caused by deadlineForStonewalling\n";
+    }
+    printer.log(&text)?;
+    Ok(())
+}
+
+/// The first line of `-O saveRankPerformanceDetailsCSV=`, as IOR writes it.
+const RANK_DETAILS_HEADER: &str = "access,rank,runtime-with-openclose,runtime,throughput-withopenclose,throughput\n";
+
+fn rank_details_error(path: &str, e: std::io::Error) -> IorError {
+    IorError::option(format!("-O saveRankPerformanceDetailsCSV={path}"), format!("cannot write it: {e}"))
+}
+
+/// `-O saveRankPerformanceDetailsCSV=`: a line per rank with its time with
+/// and without open and close, and the average rank's bytes divided by each
+/// (IOR's `StoreRankInformation`, appended by rank 0).
+fn save_rank_details(
+    p: &IorParams,
+    executor: &Executor,
+    access: &str,
+    ranks: &[RankPhase],
+    agg_bytes: u64,
+) -> Result<(), IorError> {
+    let Some(path) = p.save_rank_details_csv.as_deref() else { return Ok(()) };
+    if !executor.prints() {
+        return Ok(());
+    }
+    let per_rank = agg_bytes as f64 / ranks.len() as f64;
+    let mut lines = String::new();
+    for (rank, r) in ranks.iter().enumerate() {
+        let total_s = r.times.close_stop_s - r.times.open_start_s;
+        let access_s = r.times.xfer_stop_s - r.times.xfer_start_s;
+        let values = [total_s, access_s, per_rank / total_s, per_rank / access_s];
+        let values: Vec<String> = values.iter().map(|&v| c_exponent(v, 10)).collect();
+        lines += &format!("{access},{rank},{}\n", values.join(","));
+    }
+    let mut file =
+        std::fs::OpenOptions::new().append(true).create(true).open(path).map_err(|e| rank_details_error(path, e))?;
+    file.write_all(lines.as_bytes()).map_err(|e| rank_details_error(path, e))
+}
+
+/// C's `%.{digits}e`: `1.5000000000e+00`, `inf`, `nan`.
+fn c_exponent(value: f64, digits: usize) -> String {
+    if !value.is_finite() {
+        return if value.is_nan() {
+            "nan".into()
+        } else if value > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        };
+    }
+    let rust = format!("{value:.digits$e}");
+    let (mantissa, exponent) = rust.split_once('e').expect("Rust's exponent format has an e");
+    let exponent: i32 = exponent.parse().expect("Rust's exponent is an integer");
+    format!("{mantissa}e{}{:02}", if exponent < 0 { '-' } else { '+' }, exponent.abs())
+}
+
+/// `-O stoneWallingStatusFile=`: the transfer count a stonewalled write
+/// stored, rank 0's for a job; 0 (no limit) with IOR's warning when it
+/// cannot be read.
+fn read_status_file(path: &str, executor: &Executor, printer: &mut Printer) -> Result<u64, IorError> {
+    let stored = if executor.prints() {
+        std::fs::read_to_string(path).ok().and_then(|text| text.trim().parse::<u64>().ok())
+    } else {
+        None
+    };
+    let count = executor.agree_u64(stored.map_or(u64::MAX, |n| n))?;
+    if count == u64::MAX {
+        printer.log("WARNING: Could not read back the stonewalling status from the file!\n")?;
+        return Ok(0);
+    }
+    Ok(count)
+}
+
+/// At the end of a test with wear-out: the transfer count of the first
+/// repetition's write, stored in `-O stoneWallingStatusFile=` for a later
+/// read (by rank 0), or printed as IOR prints it.
+fn store_status(
+    p: &IorParams,
+    its: &[IterationResult],
+    executor: &Executor,
+    printer: &mut Printer,
+) -> Result<(), IorError> {
+    // IOR stores 0 when the test wrote nothing; lanefs leaves the file as it was.
+    let Some(pairs) = its.first().and_then(|it| it.write).and_then(|w| w.stonewall).map(|s| s.pairs_max) else {
+        return Ok(());
+    };
+    match &p.stonewalling_status_file {
+        Some(path) if executor.prints() => std::fs::write(path, pairs.to_string()).map_err(|e| {
+            IorError::option(format!("-O stoneWallingStatusFile={path}"), format!("cannot write it: {e}"))
+        })?,
+        Some(_) => {}
+        None => printer.log(&format!("Pairs deadlineForStonewallingaccessed: {pairs}\n"))?,
+    }
+    Ok(())
 }
 
 /// Print each rank's first mismatch and IOR's warning; the number of bad words.
@@ -463,6 +655,15 @@ mod tests {
         assert!(shows_free_space("testFile"));
         assert!(!shows_free_space("pvfs2:/x"));
         assert!(!shows_free_space("lanefs://fs/x"));
+    }
+
+    #[test]
+    fn exponents_print_as_c_prints_them() {
+        assert_eq!(c_exponent(1.5, 10), "1.5000000000e+00");
+        assert_eq!(c_exponent(0.000123, 3), "1.230e-04");
+        assert_eq!(c_exponent(123456.0, 2), "1.23e+05");
+        assert_eq!(c_exponent(1e200, 1), "1.0e+200");
+        assert_eq!(c_exponent(f64::INFINITY, 10), "inf");
     }
 
     #[test]

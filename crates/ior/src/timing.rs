@@ -46,6 +46,45 @@ pub struct RankPhase {
     pub transfers: u64,
 }
 
+/// What a stonewalled phase with wear-out (`-D` with `-O stoneWallingWearOut=1`)
+/// measured when the deadline stopped its ranks, before they went on to
+/// even out their transfer counts: IOR's `stonewall_*` fields of a point.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Stonewalled {
+    /// Fewest transfers a rank had made.
+    pub pairs_min: u64,
+    /// Most transfers a rank had made: every rank makes this many in the end.
+    pub pairs_max: u64,
+    /// Fewest bytes a rank had moved.
+    pub bytes_min: u64,
+    /// Bytes all ranks had moved.
+    pub bytes_total: u64,
+    /// Seconds from the first transfer to the stonewall, on rank 0.
+    pub time_s: f64,
+    /// Ranks.
+    pub ranks: u32,
+}
+
+impl Stonewalled {
+    /// Bytes the average rank had moved (IOR divides as integers).
+    pub fn bytes_mean(&self) -> u64 {
+        self.bytes_total / u64::from(self.ranks.max(1))
+    }
+
+    /// IOR's line, printed when the ranks stop.
+    pub fn line(&self) -> String {
+        const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+        format!(
+            "stonewalling pairs accessed min: {} max: {} -- min data: {:.1} GiB mean data: {:.1} GiB time: {:.1}s\n",
+            self.pairs_min,
+            self.pairs_max,
+            self.bytes_min as f64 / GIB,
+            self.bytes_mean() as f64 / GIB,
+            self.time_s
+        )
+    }
+}
+
 /// One phase (write or read) of one repetition, reduced over ranks.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PhaseResult {
@@ -65,6 +104,8 @@ pub struct PhaseResult {
     pub close_s: f64,
     /// `maxCloseStop - minOpenStart`.
     pub total_s: f64,
+    /// Where the stonewall stopped the ranks, with wear-out.
+    pub stonewall: Option<Stonewalled>,
 }
 
 impl PhaseResult {
@@ -98,6 +139,7 @@ pub fn reduce_phase(ranks: &[RankPhase], transfer_size_bytes: u64) -> PhaseResul
         xfer_s,
         close_s: close_stop - close_start,
         total_s,
+        stonewall: None,
     }
 }
 
@@ -139,6 +181,10 @@ pub struct OpSummary {
     pub mean_time_s: f64,
     /// Repetition 0's aggregate bytes.
     pub agg_bytes_rep0: u64,
+    /// With wear-out: the mean seconds to the stonewall and the average
+    /// rank's bandwidth up to it in MiB/s (IOR's `Stonewall(s)` and
+    /// `Stonewall(MiB)` columns, `NA` without).
+    pub stonewall: Option<(f64, f64)>,
 }
 
 /// Summarize one operation's repetitions (at least one).
@@ -147,11 +193,19 @@ pub fn summarize(phases: &[PhaseResult], transfer_size_bytes: u64) -> OpSummary 
     let bw: Vec<f64> = phases.iter().map(|p| p.agg_bytes as f64 / p.total_s / MIB).collect();
     let ops: Vec<f64> = phases.iter().map(|p| p.agg_bytes as f64 / transfer_size_bytes as f64 / p.total_s).collect();
     let times: Vec<f64> = phases.iter().map(|p| p.total_s).collect();
+    // IOR sums the stonewall times and mean bytes over the repetitions and
+    // divides the one by the other.
+    let stonewall = phases.iter().any(|p| p.stonewall.is_some()).then(|| {
+        let walls = phases.iter().filter_map(|p| p.stonewall);
+        let (time_s, bytes) = walls.fold((0.0, 0u64), |(t, b), s| (t + s.time_s, b + s.bytes_mean()));
+        (time_s / phases.len() as f64, bytes as f64 / time_s / MIB)
+    });
     OpSummary {
         bw_mib: stats(&bw),
         ops: stats(&ops),
         mean_time_s: stats(&times).mean,
         agg_bytes_rep0: phases[0].agg_bytes,
+        stonewall,
     }
 }
 
@@ -208,6 +262,7 @@ mod tests {
             xfer_s: 0.0,
             close_s: 0.0,
             total_s,
+            stonewall: None,
         };
         // 300 MiB in 3 s, 1.5 s, 1 s: 100, 200, 300 MiB/s.
         let s = summarize(&[phase(3.0), phase(1.5), phase(1.0)], 2 * mib);
@@ -235,6 +290,7 @@ mod tests {
                 xfer_s: 0.0,
                 close_s: 0.0,
                 total_s,
+                stonewall: None,
             })
             .collect();
         let s = summarize(&phases, 1 << 20);

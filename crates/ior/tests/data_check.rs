@@ -142,3 +142,40 @@ fn unique_dir_puts_each_file_in_its_rank_directory() {
         assert!(dir.path().join(format!("{rank}/f.{rank:08}")).is_file());
     }
 }
+
+/// Every packet of `-l` is written, read back and checked clean, and a bad
+/// byte is caught in each.
+#[test]
+fn every_data_packet_type_checks_clean_and_catches_a_bad_byte() {
+    for packet in ["timestamp", "offset", "incompressible", "random", "t", "o", "i", "r"] {
+        let line = format!("-a MEM -w -W -r -R -b 64k -t 16k -N 2 -G 77 --dataPacketType={packet}");
+        let (summary, out) = run_line(&line, &MemBackend::default());
+        assert!(summary.passed(), "{line}: {out}");
+        let (summary, _) = run_line(&line, &MemBackend::corrupting(BAD_OFFSET));
+        assert_eq!(summary.iterations[0].write_check_errors, 1, "{line}");
+        assert_eq!(summary.iterations[0].read_check_errors, 1, "{line}");
+    }
+    // IOR's JSON names the packet by IOR's number and, off by one, its letter.
+    let (_, json) = run_line("-a MEM -w -b 64k -t 16k -l o -O summaryFormat=JSON", &MemBackend::default());
+    assert!(json.contains("\"dataPacketType\": 1,") && json.contains("\"data packet type\": \"t\","), "{json}");
+}
+
+/// `-l t` writes IOR 4's timestamp packet: word i of a rank's transfer is
+/// `rank << 32 | signature + i`, the same at every offset.
+#[test]
+fn the_timestamp_packet_is_iors_bytes() {
+    let backend = MemBackend::default();
+    run_line("-a MEM -w -k -b 32k -t 16k -N 2 -G 5 -l t", &backend);
+    let files = backend.files.lock().unwrap();
+    let data = &files["testFile"];
+    let word = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap());
+    assert_eq!(word(0), 5);
+    assert_eq!(word(16 * 1024 + 8), 6, "the second transfer repeats the first");
+    assert_eq!(word(32 * 1024 + 24), (1 << 32) | 8, "rank 1's block");
+}
+
+#[test]
+fn an_unknown_packet_type_is_refused_by_name() {
+    let e = lanefs_ior::parse_args(&args("-w -l x")).unwrap_err().to_string();
+    assert!(e.contains("-l x") && e.contains("timestamp, offset, incompressible or random"), "{e}");
+}

@@ -202,8 +202,8 @@ impl<'o> Printer<'o> {
         self.kv_str("api", api)?;
         self.kv_str("platform", &platform())?;
         self.kv_str("testFileName", &p.test_file)?;
-        self.kv_int("deadlineForStonewall", 0)?;
-        self.kv_int("stoneWallingWearOut", 0)?;
+        self.kv_int("deadlineForStonewall", i64::from(p.deadline_for_stonewalling_s))?;
+        self.kv_int("stoneWallingWearOut", flag(p.stonewalling_wear_out))?;
         self.kv_int("maxTimeDuration", i64::from(p.max_time_duration_min))?;
         self.kv_int("outlierThreshold", 0)?;
         self.kv_str("options", "(null)")?;
@@ -232,7 +232,7 @@ impl<'o> Printer<'o> {
             ("randomOffset", i64::from(p.random_offset)),
             ("checkWrite", flag(p.check_write)),
             ("checkRead", flag(p.check_read)),
-            ("dataPacketType", 0),
+            ("dataPacketType", p.data_packet_type.number()),
             ("keepFile", flag(p.keep_file)),
             ("keepFileWithError", flag(p.keep_file_with_error)),
             ("warningAsErrors", 0),
@@ -241,7 +241,7 @@ impl<'o> Printer<'o> {
         for (key, value) in ints.iter().chain(more.iter()) {
             self.kv_int(key, *value)?;
         }
-        self.kv_str("data packet type", "g")?;
+        self.kv_str("data packet type", p.data_packet_type.letter())?;
         self.kv_int("setTimeStampSignature/incompressibleSeed", p.time_stamp_signature)?;
         self.kv_int("collective", flag(p.collective))?;
         self.kv_int("segmentCount", p.segment_count as i64)?;
@@ -288,6 +288,10 @@ impl<'o> Printer<'o> {
         }
         if p.verbose > 0 {
             self.kv_int("verbose", i64::from(p.verbose))?;
+        }
+        if p.deadline_for_stonewalling_s > 0 {
+            self.kv_int("stonewallingTime", i64::from(p.deadline_for_stonewalling_s))?;
+            self.kv_int("stoneWallingWearOut", i64::from(p.stonewalling_wear_out))?;
         }
         self.json_only(|j, w| j.end_section(w))?;
         match self.format {
@@ -452,7 +456,7 @@ impl<'o> Printer<'o> {
         for (key, value) in ints {
             self.kv_int(key, value)?;
         }
-        let doubles: [(&str, f64); 10] = [
+        let doubles: [(&str, f64); 9] = [
             ("bwMaxMIB", s.bw_mib.max),
             ("bwMinMIB", s.bw_mib.min),
             ("bwMeanMIB", s.bw_mib.mean),
@@ -462,11 +466,15 @@ impl<'o> Printer<'o> {
             ("OPsMean", s.ops.mean),
             ("OPsSD", s.ops.sd),
             ("MeanTime", s.mean_time_s),
-            ("xsizeMiB", s.agg_bytes_rep0 as f64 / MIB),
         ];
         for (key, value) in doubles {
             self.kv_f64(key, value)?;
         }
+        if let Some((time_s, bw_mib)) = s.stonewall {
+            self.kv_f64("StoneWallTime", time_s)?;
+            self.kv_f64("StoneWallbwMeanMIB", bw_mib)?;
+        }
+        self.kv_f64("xsizeMiB", s.agg_bytes_rep0 as f64 / MIB)?;
         self.with_json(|j, w| j.end_section(w))
     }
 

@@ -71,7 +71,10 @@ pub fn summary_row(operation: &str, s: &OpSummary, p: &IorParams, api: &str) -> 
         row += &format!("{value:10.2} ");
     }
     row += &format!("{:10.5} ", s.mean_time_s);
-    row += &format!("{:>10} {:>13} ", "NA", "NA");
+    match s.stonewall {
+        Some((time_s, bw_mib)) => row += &format!("{time_s:10.2} {bw_mib:13.2} "),
+        None => row += &format!("{:>10} {:>13} ", "NA", "NA"),
+    }
     // IOR casts the aggregate size to float before dividing.
     let agg_mib = f64::from(s.agg_bytes_rep0 as f32) / MIB;
     row += &format!(
@@ -174,6 +177,7 @@ mod tests {
             xfer_s: 0.811789,
             close_s: 0.496278,
             total_s: 0.811888,
+            stonewall: None,
         };
         assert_eq!(
             result_row("write", &r, &p, 0),

@@ -17,6 +17,9 @@ pub struct MemBackend {
     pub bytes_written: AtomicU64,
     pub fsyncs: AtomicU64,
     pub with_report: bool,
+    /// By rank: how many of its first writes each take how long (a slow rank).
+    pub slow_writes: Vec<(u64, std::time::Duration)>,
+    pub bytes_read: AtomicU64,
 }
 
 impl MemBackend {
@@ -31,7 +34,7 @@ impl Backend for MemBackend {
     }
 
     fn rank<'a>(&'a self, _rank: u32, _p: &IorParams) -> Result<Box<dyn RankIo + 'a>, IorError> {
-        Ok(Box::new(MemRank { backend: self, path: None }))
+        Ok(Box::new(MemRank { backend: self, path: None, rank: _rank, writes: 0 }))
     }
 
     fn delete(&self, path: &str) -> Result<(), IorError> {
@@ -51,6 +54,8 @@ impl Backend for MemBackend {
 struct MemRank<'a> {
     backend: &'a MemBackend,
     path: Option<String>,
+    rank: u32,
+    writes: u64,
 }
 
 impl MemRank<'_> {
@@ -75,6 +80,12 @@ impl RankIo for MemRank<'_> {
     }
 
     fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), IorError> {
+        if let Some(&(count, pause)) = self.backend.slow_writes.get(self.rank as usize) {
+            if self.writes < count {
+                std::thread::sleep(pause);
+            }
+        }
+        self.writes += 1;
         let mut files = self.backend.files.lock().unwrap();
         let file = files.get_mut(self.path()).unwrap();
         let end = offset as usize + buf.len();
@@ -94,6 +105,7 @@ impl RankIo for MemRank<'_> {
             return Err(IorError::Backend { backend: "MEM", message: "short read".into() });
         }
         buf.copy_from_slice(&file[offset as usize..end]);
+        self.backend.bytes_read.fetch_add(buf.len() as u64, Ordering::SeqCst);
         if let Some(bad) = self.backend.corrupt_offset {
             if (offset..end as u64).contains(&bad) {
                 buf[(bad - offset) as usize] ^= 0x5a;
