@@ -115,24 +115,37 @@ pub enum FsCommand {
     },
     /// Change owner and group, by number: UID, UID:GID or :GID.
     Chown { owner: String, path: String },
-    /// Give lock advice on a file (`lfs ladvise`): lockahead or locknoexpand.
+    /// Give lock advice on files (`lfs ladvise`): a lockahead lock on
+    /// `[start, end)` of each file. On a path under a lanefs mount the
+    /// advice goes to the mount's client, as Lustre's goes to the node's.
     Ladvise {
-        /// `lockahead` or `locknoexpand`.
+        /// `lockahead` (the advice lanefs implements; Lustre's `willread`
+        /// and `dontneed` are refused by name, `locknoexpand` is a per-file-
+        /// descriptor advice that does nothing from a command, as lfs says).
         #[arg(short = 'a', long = "advice")]
         advice: String,
-        /// Lockahead mode: READ or WRITE.
-        #[arg(short = 'm', long = "mode", default_value = "WRITE")]
-        mode: String,
+        /// Send the lockahead request and return at once (LF_ASYNC); without
+        /// it the command waits for the answer.
+        #[arg(short = 'b', long = "background")]
+        background: bool,
+        /// Lockahead mode: READ or WRITE (required with lockahead, as in lfs).
+        #[arg(short = 'm', long = "mode")]
+        mode: Option<String>,
         /// First byte (k/m/g suffixes).
         #[arg(short = 's', long = "start", value_parser = parse_size, default_value = "0")]
         start: u64,
-        /// Last byte, inclusive (k/m/g suffixes).
-        #[arg(short = 'e', long = "end", value_parser = parse_size, default_value = "0")]
-        end: u64,
-        /// Clear locknoexpand instead of setting it.
+        /// End of the range, exclusive (k/m/g suffixes); default: end of file.
+        #[arg(short = 'e', long = "end", value_parser = parse_size)]
+        end: Option<u64>,
+        /// Length of the range (instead of -e).
+        #[arg(short = 'l', long = "length", value_parser = parse_size)]
+        length: Option<u64>,
+        /// Clear the advice (lfs's flag for locknoexpand).
         #[arg(short = 'u', long = "unset")]
         unset: bool,
-        file: String,
+        /// One or more files.
+        #[arg(required = true)]
+        files: Vec<String>,
     },
     /// Space (or inodes) per OST and in all, as `lfs df` prints it.
     #[command(disable_help_flag = true)]
@@ -192,6 +205,10 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
+    if let FsCommand::Ladvise { advice, background, mode, start, end, length, unset, files } = command {
+        let advice = lock_advice(&advice, background, mode.as_deref(), start, end, length, unset)?;
+        return ladvise(target, &advice, &files);
+    }
     let mut target = target.clone();
     // df names the mount point the path is under (before it becomes the
     // path within lanefs).
@@ -216,15 +233,6 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
         target.mds = Some(mds);
         *path = inner;
     }
-    if let FsCommand::Ladvise { file, .. } = &command {
-        if lanefs_fuse::mounts::lanefs_path(Path::new(file.as_str()))?.is_some() {
-            bail!(
-                "{file} is under a lanefs mount: advice taken here would go to this command's client, not to \
-                 the mount's, which writes the file; give lanefs's own path (as lanefs ls shows it) to advise \
-                 this command's client, or use lanefs ior -a LANEFS --lanefs.lock-mode=lockahead"
-            );
-        }
-    }
     let cl = target.connect()?;
     match command {
         FsCommand::Setstripe { count, size, index, path } => setstripe(&cl, count, size, index, &path),
@@ -248,9 +256,7 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
             cl.mds(MdsRequest::SetAttr { path, permissions: None, uid, gid })?;
             Ok(())
         }
-        FsCommand::Ladvise { advice, mode, start, end, unset, file } => {
-            ladvise(&cl, &advice, &mode, start, end, unset, &file)
-        }
+        FsCommand::Ladvise { .. } => unreachable!("advice is given before connecting"),
         FsCommand::Lctl { verb, pattern } => lctl(&cl, &verb, &pattern),
         FsCommand::Df { human, inodes, .. } => {
             let mounted_on = mount_point.unwrap_or_else(|| "lanefs".to_string());
@@ -483,28 +489,93 @@ fn rm(cl: &Client, path: &str) -> Result<()> {
     Ok(())
 }
 
-fn ladvise(cl: &Client, advice: &str, mode: &str, start: u64, end: u64, unset: bool, file: &str) -> Result<()> {
-    let (advice, access) = match advice {
-        "lockahead" => {
-            let (mode, access) = match mode.to_ascii_uppercase().as_str() {
-                "READ" => (AheadMode::Read, Access::Read),
-                "WRITE" => (AheadMode::Write, Access::Write),
-                other => bail!("lockahead mode {other:?}: use READ or WRITE"),
-            };
-            (Advice::lockahead(mode, start, end, true), access)
+/// `lfs ladvise`'s options as it checks them (`lfs_ladvise` in
+/// `lustre/utils/lfs.c`): the range is `[start, end)`, `-l` gives its
+/// length, and the end defaults to the end of the file; the advice's lock
+/// extent ends one byte before `end`.
+fn lock_advice(
+    advice: &str,
+    background: bool,
+    mode: Option<&str>,
+    start: u64,
+    end: Option<u64>,
+    length: Option<u64>,
+    unset: bool,
+) -> Result<Advice> {
+    match advice {
+        "lockahead" => {}
+        "locknoexpand" => bail!(
+            "locknoexpand is a per file descriptor advice, so when called from lanefs ladvise, it does nothing \
+             (as lfs says); a program sets it on its own descriptor (LANEFS_IOC_LADVISE, liblanefsapi)"
+        ),
+        "willread" | "dontneed" => bail!(
+            "advice {advice} (prefetch or drop an OST's cache) is not implemented in lanefs; lockahead is"
+        ),
+        other => bail!("invalid advice type {other:?}; valid types: lockahead (willread, dontneed and locknoexpand are Lustre's too)"),
+    }
+    if unset {
+        bail!("-u/--unset clears locknoexpand; it does not apply to lockahead");
+    }
+    let end = match (end, length) {
+        (Some(end), Some(length)) if start.checked_add(length) != Some(end) => {
+            bail!("conflicting arguments of -l and -e: give one")
         }
-        "locknoexpand" => (Advice::lock_no_expand(!unset), Access::Read),
-        other => bail!("advice {other:?} is not supported: use lockahead or locknoexpand"),
+        (Some(end), _) => end,
+        (None, Some(length)) => start.checked_add(length).context("-s plus -l passes the end of any file")?,
+        (None, None) => u64::MAX,
     };
+    if end <= start {
+        bail!("range [{start}, {end}] is invalid: -e (exclusive) must be past -s");
+    }
+    let mode = match mode.map(str::to_ascii_uppercase).as_deref() {
+        Some("READ") => AheadMode::Read,
+        Some("WRITE") => AheadMode::Write,
+        Some(other) => bail!("bad mode {other:?}, valid modes are READ or WRITE"),
+        None => bail!("mode is required with lockahead: add -m READ or -m WRITE"),
+    };
+    Ok(Advice::lockahead(mode, start, end - 1, background))
+}
+
+/// Give `advice` on each of `files`: through the mount's client for a path
+/// under a lanefs mount, else through this command's own client (whose
+/// locks go when the command ends). Like lfs, it prints nothing on
+/// success, names each file it could not advise, and fails if any failed.
+fn ladvise(target: &Target, advice: &Advice, files: &[String]) -> Result<()> {
+    let mut own: Option<Client> = None;
+    let mut failed = 0;
+    for file in files {
+        let given = match lanefs_fuse::mounts::lanefs_path(Path::new(file.as_str()))? {
+            Some(_) => std::fs::File::open(file)
+                .and_then(|open| lanefs_fuse::ladvise_through_mount(&open, advice))
+                .map(|_| ())
+                .map_err(anyhow::Error::from),
+            None => {
+                if own.is_none() {
+                    own = Some(target.connect()?);
+                }
+                ladvise_own(own.as_ref().expect("connected"), advice, file)
+            }
+        };
+        if let Err(e) = given {
+            eprintln!("lanefs ladvise: cannot give advice 'lockahead' to file '{file}': {e:#}");
+            failed += 1;
+        }
+    }
+    if failed > 0 {
+        bail!("{failed} of {} files were not advised", files.len());
+    }
+    Ok(())
+}
+
+fn ladvise_own(cl: &Client, advice: &Advice, file: &str) -> Result<()> {
+    let access = if advice.mode == lanefs_core::client::ladvise::MODE_READ_USER { Access::Read } else { Access::Write };
     let MdsReply::File(info) = cl.mds(MdsRequest::Open { path: file.into(), access })? else {
         bail!("unexpected MDS answer")
     };
     let f = cl.open_layout(file, info.layout)?;
-    let results = cl.ladvise(&f, &[advice])?;
-    for r in results {
-        outln!("{file}: lockahead [{start}, {end}] {} ({})", r.name(), r.code())?;
-    }
-    cl.fsync(&f)?;
+    let advised = cl.ladvise(&f, &[*advice]);
+    cl.close(f)?;
+    advised?;
     Ok(())
 }
 
@@ -633,6 +704,19 @@ fn glob(pattern: &str, text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ladvise_takes_lfs_exclusive_end() {
+        let advice = |end, length| lock_advice("lockahead", true, Some("write"), 0, end, length, false);
+        // -e 1m covers bytes 0 to 1m - 1: with 1 MiB stripes, the first OST only.
+        assert_eq!(advice(Some(1 << 20), None).unwrap().end, (1 << 20) - 1);
+        assert_eq!(advice(None, Some(4096)).unwrap().end, 4095);
+        assert_eq!(advice(None, None).unwrap().end, u64::MAX - 1, "to the end of the file");
+        assert!(advice(Some(10), Some(20)).unwrap_err().to_string().contains("conflicting arguments of -l and -e"));
+        assert!(advice(Some(0), None).unwrap_err().to_string().contains("range [0, 0] is invalid"));
+        let e = lock_advice("willread", false, None, 0, None, None, false).unwrap_err().to_string();
+        assert!(e.contains("not implemented"), "{e}");
+    }
 
     #[test]
     fn df_prints_as_lfs_df() {

@@ -852,6 +852,27 @@ fn credentials(req: &Request) -> Credentials {
 
 /// `struct lanefs_ladvise` (`include/lanefs_user.h`): 32 bytes.
 const LADVISE_BYTES: usize = 32;
+
+/// Give `advice` to the client of the lanefs mount that serves `file` (an
+/// open file under the mount), through `LANEFS_IOC_LADVISE`, as Lustre's
+/// `llapi_ladvise` gives it to the kernel's client; the lockahead result
+/// code (`LANEFS_LLA_RESULT_*`).
+pub fn ladvise_through_mount(file: &std::fs::File, advice: &Advice) -> std::io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    let mut bytes = [0u8; LADVISE_BYTES];
+    bytes[0..4].copy_from_slice(&advice.advice.to_ne_bytes());
+    bytes[4..8].copy_from_slice(&advice.flags.to_ne_bytes());
+    bytes[8..12].copy_from_slice(&advice.mode.to_ne_bytes());
+    bytes[16..24].copy_from_slice(&advice.start.to_ne_bytes());
+    bytes[24..32].copy_from_slice(&advice.end.to_ne_bytes());
+    // SAFETY: the request's size (encoded in it) is the buffer's, which
+    // lives across the call.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), LANEFS_IOC_LADVISE as _, bytes.as_mut_ptr()) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(u32::from_ne_bytes(bytes[12..16].try_into().expect("4 bytes")))
+}
 /// `_IOWR('L', 1, struct lanefs_ladvise)`, `_IOW('L', 2, __u64)`,
 /// `_IOW('L', 3, __u64)`: direction in bits 30-31 (1 write, 3 both), size
 /// in bits 16-29, type in 8-15, number in 0-7.

@@ -21,7 +21,7 @@ pub mod locks;
 pub mod mounts;
 pub mod nodes;
 
-pub use fs::LanefsFs;
+pub use fs::{ladvise_through_mount, LanefsFs};
 use fuser::{BackgroundSession, Config, MountOption, SessionACL};
 use lanefs_net::client::Client;
 use std::path::Path;
