@@ -68,9 +68,10 @@ pub enum FsCommand {
         index: Option<i64>,
         path: String,
     },
-    /// Show files' layouts or directories' defaults (`lfs getstripe`); with
-    /// field options, only those fields (one field alone: just its value,
-    /// as scripts read it).
+    /// Show files' layouts or directories' defaults (`lfs getstripe`); a
+    /// directory's entries too (`-r`: all below it). With field options,
+    /// only those fields (one field alone: just its value, as scripts read
+    /// it) and no path.
     Getstripe {
         /// The stripe count.
         #[arg(short = 'c', long = "stripe-count")]
@@ -84,6 +85,21 @@ pub enum FsCommand {
         /// The layout's generation (lanefs never changes a layout: 0).
         #[arg(short = 'g', long = "layout-gen")]
         generation: bool,
+        /// The OST pool (printed when the layout has one).
+        #[arg(short = 'p', long = "pool")]
+        pool: bool,
+        /// A directory itself, not its entries.
+        #[arg(short = 'd', long = "directory")]
+        directory: bool,
+        /// Every file and directory below a directory.
+        #[arg(short = 'r', long = "recursive")]
+        recursive: bool,
+        /// Only the objects of files (no fields, no directories).
+        #[arg(short = 'q', long = "quiet")]
+        quiet: bool,
+        /// YAML, as `lfs getstripe -y` (no paths).
+        #[arg(short = 'y', long = "yaml")]
+        yaml: bool,
         /// Files or directories, all of one file system.
         #[arg(required = true)]
         paths: Vec<String>,
@@ -236,9 +252,15 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
     let cl = target.connect()?;
     match command {
         FsCommand::Setstripe { count, size, index, path } => setstripe(&cl, count, size, index, &path),
-        FsCommand::Getstripe { count, size, index, generation, paths } => {
-            let fields = StripeFields { count, size, index, generation };
-            paths.iter().try_for_each(|path| getstripe(&cl, path, fields))
+        FsCommand::Getstripe { count, size, index, generation, pool, directory, recursive, quiet, yaml, paths } => {
+            let fields = StripeFields { count, size, index, generation, pool, quiet, yaml };
+            // lfs's fp_max_depth: fields or -d show the path itself, -r all below it.
+            let max_depth = match (recursive, directory || fields.any()) {
+                (true, _) => Depth::All,
+                (false, true) => Depth::Itself,
+                (false, false) => Depth::Entries,
+            };
+            paths.iter().try_for_each(|path| getstripe(&cl, path, fields, max_depth))
         }
         FsCommand::Ls { long, path } => ls(&cl, long, &path),
         FsCommand::Stat { path } => stat(&cl, &path),
@@ -301,52 +323,111 @@ fn setstripe(cl: &Client, count: Option<i64>, size: Option<u64>, index: Option<i
     Ok(())
 }
 
-/// Which fields `lanefs getstripe` shows (none: all, with the objects).
+/// Which fields `lanefs getstripe` shows (none: all, with the objects), and how.
 #[derive(Clone, Copy, Debug, Default)]
 struct StripeFields {
     count: bool,
     size: bool,
     index: bool,
     generation: bool,
+    pool: bool,
+    /// `-q`: the objects only (lfs's `VERBOSE_OBJID`).
+    quiet: bool,
+    yaml: bool,
 }
 
-fn getstripe(cl: &Client, path: &str, fields: StripeFields) -> Result<()> {
-    match cl.mds(MdsRequest::GetStripe { path: path.into() })? {
-        MdsReply::Stripe(info) => {
-            let shown = match &info.layout {
-                Some(layout) => {
-                    let values = [
-                        layout.stripe_count().to_string(),
-                        layout.stripe_size().to_string(),
-                        layout.stripe_offset().0.to_string(),
-                    ];
-                    let objects: Vec<(u32, u64)> = layout.objects().iter().map(|k| (k.ost.0, k.object.0)).collect();
-                    format_stripe(path, false, &values, &objects, fields)
-                }
-                None => {
-                    let d = &info.default;
-                    let values = [d.count.to_string(), d.size.to_string(), d.start_ost.to_string()];
-                    format_stripe(path, true, &values, &[], fields)
-                }
-            };
-            out::stdout_write(&shown)?;
-        }
-        other => bail!("unexpected MDS answer {other:?}"),
+impl StripeFields {
+    /// Whether a field option was given.
+    fn any(&self) -> bool {
+        self.count || self.size || self.index || self.generation || self.pool
+    }
+}
+
+/// How far `getstripe` goes below a directory (lfs's `fp_max_depth`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Depth {
+    /// The path itself (0).
+    Itself,
+    /// A directory's entries too (1).
+    Entries,
+    /// Everything below it (-1).
+    All,
+}
+
+/// One path, then, by `depth`, what lies below it; each entry is printed as
+/// soon as the MDS answers, so a directory of any size takes bounded memory.
+fn getstripe(cl: &Client, path: &str, fields: StripeFields, depth: Depth) -> Result<()> {
+    let dir = show_stripe(cl, path, fields, depth)?;
+    if dir && depth != Depth::Itself {
+        getstripe_below(cl, path, fields, depth)?;
     }
     Ok(())
 }
 
+fn getstripe_below(cl: &Client, dir: &str, fields: StripeFields, depth: Depth) -> Result<()> {
+    for page in cl.readdir_pages(dir) {
+        for entry in page? {
+            if entry.kind == FileKind::Symlink {
+                continue;
+            }
+            let full =
+                if dir.ends_with('/') { format!("{dir}{}", entry.name) } else { format!("{dir}/{}", entry.name) };
+            let is_dir = show_stripe(cl, &full, fields, depth)?;
+            if is_dir && depth == Depth::All {
+                getstripe_below(cl, &full, fields, depth)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Print `path`'s layout or default; whether it is a directory.
+fn show_stripe(cl: &Client, path: &str, fields: StripeFields, depth: Depth) -> Result<bool> {
+    let MdsReply::Stripe(info) = cl.mds(MdsRequest::GetStripe { path: path.into() })? else {
+        bail!("unexpected MDS answer for {path}")
+    };
+    let dir = info.layout.is_none();
+    // lfs prints the path when it may descend, never in YAML, and not for
+    // a directory whose objects alone were asked for.
+    let shown_path = (!fields.yaml && depth != Depth::Itself && !(fields.quiet && dir)).then_some(path);
+    let text = match &info.layout {
+        Some(layout) => {
+            let values = [
+                layout.stripe_count().to_string(),
+                layout.stripe_size().to_string(),
+                layout.stripe_offset().0.to_string(),
+            ];
+            let objects: Vec<(u32, u64)> = layout.objects().iter().map(|k| (k.ost.0, k.object.0)).collect();
+            format_stripe(shown_path, false, &values, None, &objects, fields)
+        }
+        None => {
+            let d = &info.default;
+            let values = [d.count.to_string(), d.size.to_string(), d.start_ost.to_string()];
+            format_stripe(shown_path, true, &values, None, &[], fields)
+        }
+    };
+    out::stdout_write(&text)?;
+    Ok(dir)
+}
+
 /// `lfs getstripe`'s text for one path, as liblustreapi prints it
-/// (`lov_dump_user_lmm_header`, `lov_dump_user_lmm_v1v3`). `values` are the
-/// stripe count, size and first OST. A file's fields are `lmm_` lines, a
-/// directory's default one line; a field asked for alone is printed bare,
-/// without the path (`lfs getstripe -c f` prints `4`); all fields (no field
-/// option) add a file's objects as "\t%6u\t%14llu\t%#13llx\t%14llu" and
-/// an empty line.
-fn format_stripe(path: &str, dir: bool, values: &[String; 3], objects: &[(u32, u64)], f: StripeFields) -> String {
-    let all = !(f.count || f.size || f.index || f.generation);
-    let asked = [f.count, f.size, f.index, f.generation].iter().filter(|&&on| on).count();
-    let labelled = all || asked > 1;
+/// (`lov_dump_user_lmm_header`, `lov_dump_user_lmm_v1v3` in
+/// `lustre/utils/liblustreapi.c`). `values` are the stripe count, size and
+/// first OST; `path` is printed first when given. A file's fields are
+/// `lmm_` lines, a directory's default one line (one field per line in
+/// YAML); a field is labelled unless it alone was asked for (`lfs
+/// getstripe -c f` prints `4`); all fields (no field option) or `-q` add a
+/// file's objects, as "\t%6u\t%14llu\t%#13llx\t%14llu" rows or YAML's
+/// `lmm_objects` (with each object's IDIF FID); text ends with an empty line.
+fn format_stripe(
+    path: Option<&str>,
+    dir: bool,
+    values: &[String; 3],
+    pool: Option<&str>,
+    objects: &[(u32, u64)],
+    f: StripeFields,
+) -> String {
+    let all = !f.any() && !f.quiet;
     let prefix = if dir { "" } else { "lmm_" };
     let mut fields: Vec<(&str, String, bool)> = vec![
         ("stripe_count:  ", values[0].clone(), all || f.count),
@@ -354,13 +435,21 @@ fn format_stripe(path: &str, dir: bool, values: &[String; 3], objects: &[(u32, u
         ("pattern:       ", "raid0".to_string(), all),
         ("layout_gen:    ", "0".to_string(), !dir && (all || f.generation)),
         ("stripe_offset: ", values[2].clone(), all || f.index),
+        (
+            "pool:          ",
+            pool.unwrap_or_default().to_string(),
+            (all || f.pool) && pool.is_some_and(|p| !p.is_empty()),
+        ),
     ];
+    // A label goes with every field unless one field alone was asked for.
+    let asked = [f.count, f.size, f.index, f.generation, f.pool].iter().filter(|&&on| on).count();
+    let labelled = all || asked > 1;
     fields.retain(|field| field.2);
     let mut out = String::new();
-    if labelled {
+    if let Some(path) = path {
         out += &format!("{path}\n");
     }
-    let separator = if dir { " " } else { "\n" };
+    let separator = if dir && !f.yaml { " " } else { "\n" };
     let shown: Vec<String> = fields
         .iter()
         .map(|(label, value, _)| if labelled { format!("{prefix}{label}{value}") } else { value.clone() })
@@ -369,11 +458,23 @@ fn format_stripe(path: &str, dir: bool, values: &[String; 3], objects: &[(u32, u
         out += &shown.join(separator);
         out += "\n";
     }
-    if all && !dir {
-        out += "\tobdidx\t\t objid\t\t objid\t\t group\n";
-        for (ost, object) in objects {
-            out += &format!("\t{ost:6}\t{object:14}\t{object:#13x}\t{:14}\n", 0);
+    if (all || f.quiet) && !dir {
+        if f.yaml {
+            out += "lmm_objects:\n";
+            for (ost, object) in objects {
+                // An OST object's IDIF FID (ostid_to_fid), printed DFID_NOBRACE.
+                let seq = 0x1_0000_0000u64 | (u64::from(*ost) << 16) | ((object >> 32) & 0xffff);
+                out +=
+                    &format!("      - l_ost_idx: {ost}\n        l_fid:     {seq:#x}:{:#x}:0x0\n", object & 0xffff_ffff);
+            }
+        } else {
+            out += "\tobdidx\t\t objid\t\t objid\t\t group\n";
+            for (ost, object) in objects {
+                out += &format!("\t{ost:6}\t{object:14}\t{object:#13x}\t{:14}\n", 0);
+            }
         }
+    }
+    if !f.yaml {
         out += "\n";
     }
     out
@@ -757,28 +858,53 @@ mod tests {
 
     #[test]
     fn getstripe_prints_as_lfs_getstripe() {
+        // liblustreapi.c: lov_dump_user_lmm_header and lov_dump_user_lmm_v1v3.
         let values = ["2".to_string(), "1048576".to_string(), "3".to_string()];
         let all = StripeFields::default();
         assert_eq!(
-            format_stripe("/f", false, &values, &[(3, 7), (0, 7)], all),
+            format_stripe(Some("/f"), false, &values, None, &[(3, 7), (0, 7)], all),
             "/f\nlmm_stripe_count:  2\nlmm_stripe_size:   1048576\nlmm_pattern:       raid0\nlmm_layout_gen:    0\n\
              lmm_stripe_offset: 3\n\tobdidx\t\t objid\t\t objid\t\t group\n\
              \t     3\t             7\t          0x7\t             0\n\t     0\t             7\t          0x7\t             0\n\n"
         );
         let count = StripeFields { count: true, ..all };
-        assert_eq!(format_stripe("/f", false, &values, &[], count), "2\n");
+        assert_eq!(format_stripe(None, false, &values, None, &[], count), "2\n\n");
         let two = StripeFields { count: true, size: true, ..all };
         assert_eq!(
-            format_stripe("/f", false, &values, &[], two),
-            "/f\nlmm_stripe_count:  2\nlmm_stripe_size:   1048576\n"
+            format_stripe(None, false, &values, None, &[], two),
+            "lmm_stripe_count:  2\nlmm_stripe_size:   1048576\n\n"
         );
         let dir = ["4".to_string(), "2097152".to_string(), "-1".to_string()];
         assert_eq!(
-            format_stripe("/d", true, &dir, &[], all),
-            "/d\nstripe_count:  4 stripe_size:   2097152 pattern:       raid0 stripe_offset: -1\n"
+            format_stripe(Some("/d"), true, &dir, None, &[], all),
+            "/d\nstripe_count:  4 stripe_size:   2097152 pattern:       raid0 stripe_offset: -1\n\n"
         );
-        assert_eq!(format_stripe("/d", true, &dir, &[], StripeFields { size: true, ..all }), "2097152\n");
-        assert_eq!(format_stripe("/d", true, &dir, &[], StripeFields { generation: true, ..all }), "");
+        assert_eq!(format_stripe(None, true, &dir, None, &[], StripeFields { size: true, ..all }), "2097152\n\n");
+        assert_eq!(format_stripe(None, true, &dir, None, &[], StripeFields { generation: true, ..all }), "\n");
+        // A pool, when the layout has one, follows the first OST.
+        assert!(format_stripe(Some("/f"), false, &values, Some("fast"), &[], all)
+            .contains("lmm_stripe_offset: 3\nlmm_pool:          fast\n"));
+        assert_eq!(
+            format_stripe(None, false, &values, Some("fast"), &[], StripeFields { pool: true, ..all }),
+            "fast\n\n"
+        );
+        // -q: the objects alone.
+        let quiet = StripeFields { quiet: true, ..all };
+        assert_eq!(
+            format_stripe(Some("/f"), false, &values, None, &[(1, 2)], quiet),
+            "/f\n\tobdidx\t\t objid\t\t objid\t\t group\n\t     1\t             2\t          0x2\t             0\n\n"
+        );
+        // -y: YAML, objects by their IDIF FIDs, no path and no empty line.
+        let yaml = StripeFields { yaml: true, ..all };
+        assert_eq!(
+            format_stripe(None, false, &values, None, &[(1, 2)], yaml),
+            "lmm_stripe_count:  2\nlmm_stripe_size:   1048576\nlmm_pattern:       raid0\nlmm_layout_gen:    0\n\
+             lmm_stripe_offset: 3\nlmm_objects:\n      - l_ost_idx: 1\n        l_fid:     0x100010000:0x2:0x0\n"
+        );
+        assert_eq!(
+            format_stripe(None, true, &dir, None, &[], yaml),
+            "stripe_count:  4\nstripe_size:   2097152\npattern:       raid0\nstripe_offset: -1\n"
+        );
     }
 
     #[test]

@@ -93,10 +93,11 @@ fn lfs_style_commands_work_against_a_running_file_system() {
          lmm_stripe_offset: 1\n\tobdidx\t\t objid\t\t objid\t\t group\n\t     1\t{object:14}\t{object:#13x}\t             0\n\n"
     );
     assert_eq!(layout, expected);
-    // One field alone is printed bare, as scripts read `lfs getstripe -c`;
-    // several paths, one after the other.
-    assert_eq!(ok(&up, &["getstripe", "-c", "/d/one", "/d"]), "1\n2\n");
-    assert_eq!(ok(&up, &["getstripe", "--stripe-size", "/d/one"]), "2097152\n");
+    // One field alone is printed bare, as scripts read `lfs getstripe -c`,
+    // without the path (lfs's depth 0) but with lov_dump_user_lmm_v1v3's
+    // closing empty line; several paths, one after the other.
+    assert_eq!(ok(&up, &["getstripe", "-c", "/d/one", "/d"]), "1\n\n2\n\n");
+    assert_eq!(ok(&up, &["getstripe", "--stripe-size", "/d/one"]), "2097152\n\n");
     // lfs df: a line per OST, then the summary (lfs.c's showdf format).
     let df = ok(&up, &["df"]);
     let lines: Vec<&str> = df.lines().collect();
@@ -105,7 +106,32 @@ fn lfs_style_commands_work_against_a_running_file_system() {
     assert!(df.contains("\nfilesystem_summary: ") && df.ends_with(" lanefs\n\n"), "{df}");
     assert!(ok(&up, &["df", "-i"])
         .starts_with("UUID                      Inodes       IUsed       IFree IUse% Mounted on\n"));
-    assert_eq!(ok(&up, &["getstripe", "-c", "-i", "/d/one"]), "/d/one\nlmm_stripe_count:  1\nlmm_stripe_offset: 1\n");
+    assert_eq!(ok(&up, &["getstripe", "-c", "-i", "/d/one"]), "lmm_stripe_count:  1\nlmm_stripe_offset: 1\n\n");
+    // A directory: its default, then each entry's layout (-d: the default
+    // alone, without the path; -r: everything below; -q: files' objects).
+    ok(&up, &["mkdir", "/d/sub"]);
+    ok(&up, &["setstripe", "-c", "1", "/d/sub/deep"]);
+    let listing = ok(&up, &["getstripe", "/d"]);
+    assert!(
+        listing.starts_with("/d\nstripe_count:  2 stripe_size:   2097152 pattern:       raid0 stripe_offset: -1\n\n")
+    );
+    assert!(listing.contains("\n/d/one\nlmm_stripe_count:  1\n") && listing.contains("\n/d/sub\nstripe_count:  2"));
+    assert!(!listing.contains("/d/sub/deep"), "one level without -r: {listing}");
+    assert!(ok(&up, &["getstripe", "-r", "/d"]).contains("\n/d/sub/deep\nlmm_stripe_count:  1\n"));
+    assert_eq!(
+        ok(&up, &["getstripe", "-d", "/d"]),
+        "stripe_count:  2 stripe_size:   2097152 pattern:       raid0 stripe_offset: -1\n\n"
+    );
+    let quiet = ok(&up, &["getstripe", "-q", "/d"]);
+    // (A directory prints only lov_dump_user_lmm_v1v3's empty line.)
+    assert!(quiet.starts_with("\n/d/one\n\tobdidx\t\t objid") && !quiet.contains("stripe_count"), "{quiet}");
+    let yaml = ok(&up, &["getstripe", "-y", "/d/one"]);
+    assert!(
+        yaml.starts_with("lmm_stripe_count:  1\n") && yaml.contains("lmm_objects:\n      - l_ost_idx: 1\n"),
+        "{yaml}"
+    );
+    ok(&up, &["rm", "/d/sub/deep"]);
+    ok(&up, &["rm", "/d/sub"]);
     let ior =
         ok(&up, &["ior", "-a", "LANEFS", "-w", "-r", "-W", "-b", "1m", "-t", "256k", "-N", "2", "-k", "-o", "/d/ior"]);
     assert!(ior.contains("lanefs.lock_enqueues"), "{ior}");
