@@ -4,6 +4,7 @@
 //! process's uid, gid and groups go with every namespace call), and new
 //! files and directories get the process's umask.
 
+use crate::find::{FindTests, NumberTest};
 use crate::out::{self, outln};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -103,6 +104,47 @@ pub enum FsCommand {
         /// Files or directories, all of one file system.
         #[arg(required = true)]
         paths: Vec<String>,
+    },
+    /// Find files and directories below paths (`lfs find`): those that pass
+    /// every test given, one path per line.
+    Find {
+        /// Names matching a shell pattern (`*`, `?`, `[...]`).
+        #[arg(long = "name", short = 'n')]
+        name: Option<String>,
+        /// f (files), d (directories) or l (symbolic links).
+        #[arg(long = "type", short = 't', value_parser = crate::find::parse_kind)]
+        kind: Option<FileKind>,
+        /// Size: N, +N (more) or -N (less), with k/M/G/T units rounded up as find(1).
+        #[arg(long = "size", short = 's', allow_hyphen_values = true)]
+        size: Option<String>,
+        /// Stripe count of files: N, +N or -N.
+        #[arg(long = "stripe-count", short = 'c', allow_hyphen_values = true)]
+        stripe_count: Option<String>,
+        /// Stripe size of files: N, +N or -N, with units.
+        #[arg(long = "stripe-size", short = 'S', allow_hyphen_values = true)]
+        stripe_size: Option<String>,
+        /// Files with an object on one of these OSTs: 1, OST0001 or lanefs-OST0001_UUID, comma-separated.
+        #[arg(long = "ost", short = 'O')]
+        ost: Option<String>,
+        /// Descend at most this many levels below each path.
+        #[arg(long = "maxdepth", short = 'D')]
+        max_depth: Option<u32>,
+        /// End each path with a NUL (for xargs -0).
+        #[arg(long = "print0", short = '0')]
+        print0: bool,
+        /// Where to start.
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// The OSTs and whether each answers (`lfs osts`).
+    Osts {
+        /// A path under a lanefs mount, for that mount's file system.
+        path: Option<String>,
+    },
+    /// The MDT (`lfs mdts`).
+    Mdts {
+        /// A path under a lanefs mount, for that mount's file system.
+        path: Option<String>,
     },
     /// List a directory (of any size: the MDS answers in pages).
     Ls {
@@ -221,6 +263,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
+    // find prints paths as they were given (under a mount, the mount's).
+    let given: Vec<String> = match &command {
+        FsCommand::Find { paths, .. } => paths.clone(),
+        _ => Vec::new(),
+    };
     if let FsCommand::Ladvise { advice, background, mode, start, end, length, unset, files } = command {
         let advice = lock_advice(&advice, background, mode.as_deref(), start, end, length, unset)?;
         return ladvise(target, &advice, &files);
@@ -262,6 +309,33 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
             };
             paths.iter().try_for_each(|path| getstripe(&cl, path, fields, max_depth))
         }
+        FsCommand::Find { name, kind, size, stripe_count, stripe_size, ost, max_depth, print0, paths } => {
+            let number = |text: Option<String>, sizes: bool, option: &str| -> Result<Option<NumberTest>> {
+                text.map(|t| NumberTest::parse(&t, sizes).map_err(|e| anyhow::anyhow!("--{option}: {e}"))).transpose()
+            };
+            let tests = FindTests {
+                name,
+                kind,
+                size: number(size, true, "size")?,
+                stripe_count: number(stripe_count, false, "stripe-count")?,
+                stripe_size: number(stripe_size, true, "stripe-size")?,
+                osts: match ost {
+                    Some(text) => crate::find::parse_osts(&text).map_err(|e| anyhow::anyhow!("--ost: {e}"))?,
+                    None => Vec::new(),
+                },
+                max_depth,
+                print0,
+            };
+            paths.iter().zip(&given).try_for_each(|(inner, shown)| crate::find::find(&cl, inner, shown, &tests))
+        }
+        FsCommand::Osts { .. } => {
+            out::stdout_write(&format_osts(&cl.ost_stats()?))?;
+            Ok(())
+        }
+        FsCommand::Mdts { .. } => {
+            outln!("MDTS:\n0: lanefs-MDT0000_UUID ACTIVE")?;
+            Ok(())
+        }
         FsCommand::Ls { long, path } => ls(&cl, long, &path),
         FsCommand::Stat { path } => stat(&cl, &path),
         FsCommand::Mkdir { mode, path } => {
@@ -300,7 +374,10 @@ impl FsCommand {
             | FsCommand::Rm { path }
             | FsCommand::Chmod { path, .. }
             | FsCommand::Chown { path, .. } => vec![path],
-            FsCommand::Df { path, .. } => path.iter_mut().collect(),
+            FsCommand::Df { path, .. } | FsCommand::Osts { path } | FsCommand::Mdts { path } => {
+                path.iter_mut().collect()
+            }
+            FsCommand::Find { paths, .. } => paths.iter_mut().collect(),
             FsCommand::Ladvise { .. } | FsCommand::Lctl { .. } => Vec::new(),
         }
     }
@@ -678,6 +755,17 @@ fn ladvise_own(cl: &Client, advice: &Advice, file: &str) -> Result<()> {
     cl.close(f)?;
     advised?;
     Ok(())
+}
+
+/// `lfs osts` (`llapi_ostlist` in `lustre/utils/liblustreapi_param.c`):
+/// `OBDS:`, then `%d: %s %s` per OST, ACTIVE when it answered.
+fn format_osts(stats: &[lanefs_net::proto::OstStats]) -> String {
+    let mut out = "OBDS:\n".to_string();
+    for s in stats {
+        let state = if s.space.is_some() { "ACTIVE" } else { "INACTIVE" };
+        out += &format!("{}: lanefs-OST{:04x}_UUID {state}\n", s.ost, s.ost);
+    }
+    out
 }
 
 /// The lanefs mount point `path` is under, if any.

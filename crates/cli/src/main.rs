@@ -5,6 +5,7 @@
 mod args;
 mod daemons;
 mod demo;
+mod find;
 mod fs;
 mod ior;
 mod lockscript;

@@ -148,6 +148,21 @@ fn lfs_style_commands_work_against_a_running_file_system() {
     let advice =
         ok(&up, &["ladvise", "-a", "lockahead", "-m", "WRITE", "-s", "0", "-e", "1m", "-b", "/d/one", "/d/ior"]);
     assert_eq!(advice, "");
+    // lfs find: /d/one has 1 stripe on OST 1 and no data, /d/ior 2 stripes and 2 MiB.
+    assert_eq!(ok(&up, &["find", "/d", "--type", "f"]), "/d/ior\n/d/one\n");
+    assert_eq!(ok(&up, &["find", "/", "-t", "d"]), "/\n/d\n");
+    assert_eq!(ok(&up, &["find", "/d", "--stripe-count", "+1"]), "/d/ior\n");
+    assert_eq!(ok(&up, &["find", "/d", "--size", "+1M"]), "/d/ior\n");
+    assert_eq!(ok(&up, &["find", "/d", "--size", "-1k", "--type", "f"]), "/d/one\n");
+    assert_eq!(ok(&up, &["find", "/d", "--name", "o*"]), "/d/one\n");
+    assert_eq!(ok(&up, &["find", "/d", "--stripe-size", "2M", "--ost", "lanefs-OST0000_UUID"]), "/d/ior\n");
+    assert_eq!(ok(&up, &["find", "/", "--maxdepth", "0"]), "/\n");
+    assert_eq!(ok(&up, &["find", "/d", "-n", "ior", "--print0"]), "/d/ior\0");
+    fails(&up, &["find", "/d", "--size", "+1x"], "unknown unit");
+    fails(&up, &["find", "/d", "--type", "p"], "lanefs has f (files)");
+    // lfs osts and mdts.
+    assert_eq!(ok(&up, &["osts"]), "OBDS:\n0: lanefs-OST0000_UUID ACTIVE\n1: lanefs-OST0001_UUID ACTIVE\n");
+    assert_eq!(ok(&up, &["mdts"]), "MDTS:\n0: lanefs-MDT0000_UUID ACTIVE\n");
     let params = ok(&up, &["lctl", "get_param", "ldlm.namespaces.*.stats.ldlm_enqueue"]);
     assert_eq!(params.lines().count(), 2, "{params}");
     assert!(params.contains("filter-lanefs-OST0000_UUID.stats.ldlm_enqueue="), "{params}");

@@ -29,6 +29,8 @@ const COMMANDS: &[&str] = &[
     "umount",
     "getstripe",
     "setstripe",
+    "find",
+    "osts",
     "ls",
     "lctl",
     "completions",
