@@ -13,13 +13,14 @@ def settle():
 
 
 @contextlib.contextmanager
-def mounted(lanefs, place, prefix, osts=4):
-    """`lanefs up --osts OSTS` with its data in a new directory under
-    `place`, mounted; yields (MDS address, mount point, environment with
-    LANEFS_MDS). Unmounts, stops the servers and removes the data after."""
+def mounted(lanefs, place, prefix, osts=4, up_args=()):
+    """`lanefs up --osts OSTS` (and `up_args`) with its data in a new
+    directory under `place`, mounted; yields (MDS address, mount point,
+    environment with LANEFS_MDS). Unmounts, stops the servers and removes
+    the data after."""
     data = tempfile.mkdtemp(prefix=prefix, dir=place)
     mountpoint = tempfile.mkdtemp(prefix="lanefs-mnt-")
-    up = subprocess.Popen([lanefs, "up", "--osts", str(osts), "--data", os.path.join(data, "fs")],
+    up = subprocess.Popen([lanefs, "up", "--osts", str(osts), "--data", os.path.join(data, "fs"), *up_args],
                           stdout=subprocess.PIPE, text=True)
     mds = None
     for line in up.stdout:

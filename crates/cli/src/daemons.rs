@@ -54,6 +54,8 @@ fn server_limits(args: &LimitArgs) -> Result<ServerLimits> {
 pub struct OstOptions {
     pub callback_timeout_s: f64,
     pub sync_lock_cancel: String,
+    /// `--emulate-commit-ms` (0: the disk's own).
+    pub emulate_commit_ms: f64,
     pub recovery_window_s: f64,
     pub export_timeout_s: f64,
 }
@@ -82,6 +84,20 @@ fn ost_config(options: &OstOptions) -> Result<OstConfig> {
         ..LockServerConfig::default()
     };
     Ok(OstConfig { locks, sync_lock_cancel, ..OstConfig::default() }.with_recovery(recovery))
+}
+
+/// The store faults an OSS starts with: none, unless its commits are made
+/// slow on purpose (`--emulate-commit-ms`).
+fn store_faults(options: &OstOptions) -> Result<lanefs_net::faults::StoreFaults> {
+    let ms = options.emulate_commit_ms;
+    if !(0.0..=10_000.0).contains(&ms) {
+        anyhow::bail!(
+            "--emulate-commit-ms {ms}: give milliseconds from 0 (the disk's own) to 10000 (7200 rpm drives: 8.3)"
+        );
+    }
+    let faults = lanefs_net::faults::StoreFaults::default();
+    faults.slow_commits(std::time::Duration::from_secs_f64(ms / 1000.0));
+    Ok(faults)
 }
 
 fn export_timeout(options: &OstOptions) -> Result<std::time::Duration> {
@@ -140,6 +156,7 @@ pub fn up(
         export_timeout: export_timeout(options)?,
         root_squash: parse_root_squash(root_squash)?,
         limits: server_limits(limits)?,
+        faults: store_faults(options)?,
         ..Default::default()
     };
     let cluster = LocalCluster::start(config).with_context(|| format!("starting a cluster in {}", data.display()))?;
@@ -233,7 +250,7 @@ pub fn oss(
         ost: ost_config(options)?,
         export_timeout: export_timeout(options)?,
         limits: server_limits(limits)?,
-        faults: Default::default(),
+        faults: store_faults(options)?,
         memory_stores: Default::default(),
     };
     let tcp = matches!(listen, Address::Tcp(_)) || matches!(mds, Address::Tcp(_));

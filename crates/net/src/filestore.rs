@@ -376,6 +376,11 @@ impl Syncer {
 }
 
 impl Syncer {
+    /// The least a commit takes ([`StoreFaults::slow_commits`]; zero unless set).
+    pub fn commit_floor(&self) -> std::time::Duration {
+        self.faults.commit_floor()
+    }
+
     /// Record `record` durably, as [`FileStore::save_record`] does.
     pub fn save_record(&self, record: &OstRecord) -> std::io::Result<()> {
         write_record(&self.dir, record)

@@ -549,9 +549,15 @@ impl CommitThread {
                     }
                     CommitJob::Sync { token, targets, record } => (token, targets, record),
                 };
+                let started = std::time::Instant::now();
                 let failures = sync_objects(index, &recorder.syncer, targets);
                 if record.last_committed > recorder.written {
                     recorder.save(&mut record);
+                }
+                // `--emulate-commit-ms`: a commit as slow as a slower disk's.
+                let floor = recorder.syncer.commit_floor();
+                if let Some(rest) = floor.checked_sub(started.elapsed()) {
+                    std::thread::sleep(rest);
                 }
                 let done = OstInput::Synced { token, failures };
                 // The OST's thread is gone (a shutdown): nobody waits.

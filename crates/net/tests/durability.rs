@@ -172,3 +172,23 @@ fn a_full_ost_fails_the_fsync_with_enospc_and_rm_frees_it() {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
+
+/// `--emulate-commit-ms`: with commits made slow on purpose, a file's fsync
+/// (one commit of its OST) takes at least that long; without, it does not.
+#[test]
+fn slow_commits_make_each_commit_take_at_least_their_floor() {
+    let (cluster, faults) = faulty_cluster();
+    let cl = Client::connect(&cluster.mds_address(), cluster.client_options()).unwrap();
+    let f = create(&cl, "/slow");
+    let fsync_takes = |byte: u8| {
+        cl.pwrite(&f, 0, &[byte; 4096]).unwrap();
+        let started = std::time::Instant::now();
+        cl.fsync(&f).unwrap();
+        started.elapsed()
+    };
+    fsync_takes(1);
+    faults.slow_commits(std::time::Duration::from_millis(300));
+    assert!(fsync_takes(2) >= std::time::Duration::from_millis(300));
+    faults.slow_commits(std::time::Duration::ZERO);
+    assert!(fsync_takes(3) < std::time::Duration::from_millis(300), "back to the disk's own");
+}
