@@ -27,8 +27,7 @@ use crate::error::IorError;
 use crate::offsets::{self, NodeMapping};
 use crate::params::{IorParams, PacketType};
 use crate::pattern;
-use crate::timing::Stonewalled;
-use crate::timing::{RankPhase, RankTimes};
+use crate::timing::{RankPhase, RankTimes, Stonewalled};
 use lanefs_mpiio::comm::{decode_u64s, encode_u64s, CommError, Communicator};
 
 /// Buffers are aligned for `O_DIRECT`.

@@ -561,7 +561,7 @@ fn read_status_file(path: &str, executor: &Executor, printer: &mut Printer) -> R
     } else {
         None
     };
-    let count = executor.agree_u64(stored.map_or(u64::MAX, |n| n))?;
+    let count = executor.agree_u64(stored.unwrap_or(u64::MAX))?;
     if count == u64::MAX {
         printer.log("WARNING: Could not read back the stonewalling status from the file!\n")?;
         return Ok(0);
