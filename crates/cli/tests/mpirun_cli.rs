@@ -85,6 +85,40 @@ fn independent_backends_under_mpirun() {
     assert!(stderr.contains("the job has 2 ranks"), "{stderr}");
 }
 
+/// Stonewalling under mpirun: the ranks compare their counts through MPI
+/// (wear-out), the write stores the count, and a second job's read, with
+/// collective MPI-IO (rank 0's stonewall decision each transfer), stops
+/// there and checks what it reads.
+#[test]
+fn stonewalled_phases_under_mpirun() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = dir.path().join("stonewall").to_string_lossy().into_owned();
+    let status_option = format!("stoneWallingStatusFile={status}");
+    let file = dir.path().join("f").to_string_lossy().into_owned();
+    let common = ["-a", "POSIX", "-o", file.as_str(), "-k", "-G", "9", "-t", "4k", "-b", "4k", "-s", "300"];
+    let mut write = common.to_vec();
+    write.extend(["-w", "-D", "1", "-O", "stoneWallingWearOut=1", "-O", status_option.as_str()]);
+    let (out, stdout, stderr) = run(3, &[], &write);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("stonewalling pairs accessed min: "), "{stdout}");
+    let pairs: u64 = std::fs::read_to_string(&status).unwrap().parse().unwrap();
+    assert!(pairs > 0 && pairs <= 300);
+    let mut read = common.to_vec();
+    read.extend(["-r", "-R", "-O", status_option.as_str()]);
+    let (out, stdout, stderr) = run(3, &[], &read);
+    assert!(out.status.success() && !stdout.contains("incorrect data"), "{stdout}\n{stderr}");
+    let agg_mib = 3.0 * pairs as f64 * 4096.0 / 1048576.0;
+    assert!(
+        stdout.contains(&format!(" {agg_mib:.1} POSIX ")),
+        "the read moved the count stored ({agg_mib:.1} MiB): {stdout}"
+    );
+    let mut collective = vec!["-a", "MPIIO", "-c", "-o", "/coll", "-t", "4k", "-b", "4k", "-s", "64"];
+    collective.extend(["-w", "-r", "-R", "-D", "30", "-O", "stoneWallingWearOut=1"]);
+    let (out, stdout, stderr) = run(2, &[], &collective);
+    assert!(out.status.success() && !stdout.contains("incorrect data"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("stonewalling pairs accessed min: 64 max: 64"), "{stdout}");
+}
+
 #[test]
 fn a_rank_killed_mid_run_fails_the_job_without_a_hang() {
     let mut args = vec!["-a", "MPIIO", "-c", "-w", "-r", "-b", "1m", "-t", "64k", "-s", "400", "-i", "3"];
