@@ -31,7 +31,7 @@ fn stripe() -> impl Strategy<Value = StripeSpec> {
         any::<u64>()
     ]);
     let start_ost = prop::option::of(prop_oneof![-3..6i64, Just(i64::MIN), Just(i64::MAX)]);
-    (count, size, start_ost).prop_map(|(count, size, start_ost)| StripeSpec { count, size, start_ost })
+    (count, size, start_ost).prop_map(|(count, size, start_ost)| StripeSpec { count, size, start_ost, pool: None })
 }
 
 fn permissions() -> impl Strategy<Value = u32> {
