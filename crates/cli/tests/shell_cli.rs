@@ -29,6 +29,8 @@ const COMMANDS: &[&str] = &[
     "umount",
     "getstripe",
     "setstripe",
+    "pool_new",
+    "pool_list",
     "ls",
     "lctl",
     "completions",
