@@ -59,8 +59,11 @@ pub fn ost_config(sync_lock_cancel: SyncLockCancel, recovery: bool) -> OstConfig
         recovery: None,
     };
     match recovery {
-        true => config
-            .with_recovery(RecoveryConfig { window: Duration::from_secs(2), commit_interval: Duration::from_ms(100), ..RecoveryConfig::default() }),
+        true => config.with_recovery(RecoveryConfig {
+            window: Duration::from_secs(2),
+            commit_interval: Duration::from_ms(100),
+            ..RecoveryConfig::default()
+        }),
         false => config,
     }
 }

@@ -259,7 +259,7 @@ fn stripe(p: &IorParams) -> Result<StripeSpec, IorError> {
         None => None,
         Some(v) => Some(lanefs_ior::parse_size(v).map_err(|m| option_error("stripe-size", m))?),
     };
-    Ok(StripeSpec { count, size, start_ost: None })
+    Ok(StripeSpec { count, size, start_ost: None, pool: None })
 }
 
 impl Backend for LanefsBackend {

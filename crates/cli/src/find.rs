@@ -1,11 +1,12 @@
 //! `lanefs find`, as `lfs find`: walk directories through the MDS and
 //! print the paths that match every test given (`--name`, `--type`,
-//! `--size`, `--stripe-count`, `--stripe-size`, `--ost`, `--maxdepth`).
+//! `--size`, `--stripe-count`, `--stripe-size`, `--ost`, `--pool`,
+//! `--maxdepth`).
 //!
 //! Numbers take find(1)'s signs, as lfs's do: `+N` more than N, `-N` less
 //! than N, `N` exactly N; a size with a unit (`k`, `M`, `G`, `T`, base 2)
 //! is rounded up to whole units before it is compared, as find(1) rounds
-//! it. Layout tests (`--stripe-count`, `--stripe-size`, `--ost`) match
+//! it. Layout tests (`--stripe-count`, `--stripe-size`, `--ost`, `--pool`) match
 //! files; lanefs departs from lfs, which also matches directories by the
 //! default layout set on them.
 
@@ -63,6 +64,8 @@ pub struct FindTests {
     pub stripe_size: Option<NumberTest>,
     /// Files with an object on any of these OSTs.
     pub osts: Vec<u32>,
+    /// Files in this OST pool.
+    pub pool: Option<lanefs_mds::PoolName>,
     pub max_depth: Option<u32>,
     /// End each path with NUL rather than a newline.
     pub print0: bool,
@@ -185,7 +188,8 @@ fn matches(cl: &Client, inner: &str, name: &str, kind: FileKind, tests: &FindTes
     if tests.kind.is_some_and(|wanted| wanted != kind) {
         return Ok(false);
     }
-    let layout_tests = tests.stripe_count.is_some() || tests.stripe_size.is_some() || !tests.osts.is_empty();
+    let layout_tests =
+        tests.stripe_count.is_some() || tests.stripe_size.is_some() || !tests.osts.is_empty() || tests.pool.is_some();
     if !layout_tests && tests.size.is_none() {
         return Ok(true);
     }
@@ -205,6 +209,14 @@ fn matches(cl: &Client, inner: &str, name: &str, kind: FileKind, tests: &FindTes
     }
     if !tests.osts.is_empty() && !layout.objects().iter().any(|o| tests.osts.contains(&o.ost.0)) {
         return Ok(false);
+    }
+    if let Some(wanted) = &tests.pool {
+        let MdsReply::Stripe(info) = cl.mds(MdsRequest::GetStripe { path: inner.into() })? else {
+            bail!("unexpected MDS answer for {inner}")
+        };
+        if info.pool.as_ref() != Some(wanted) {
+            return Ok(false);
+        }
     }
     if let Some(size_test) = tests.size {
         // The size is the OSTs' (a glimpse of the file's objects).

@@ -1,6 +1,6 @@
 //! Commands against a running file system, in the spirit of Lustre's `lfs`
 //! and `lctl`: setstripe, getstripe, ls, stat, mkdir, rm, chmod, chown,
-//! ladvise and lock statistics. Each runs as the user who runs it (the
+//! ladvise, df, OST pools (see [`crate::pool`]) and lock statistics. Each runs as the user who runs it (the
 //! process's uid, gid and groups go with every namespace call), and new
 //! files and directories get the process's umask.
 
@@ -11,7 +11,9 @@ use clap::{Args, Subcommand};
 use lanefs_core::client::ladvise::{Advice, AheadMode};
 use lanefs_core::layout::Layout;
 use lanefs_mds::perm::mode_string;
-use lanefs_mds::{Access, Attr, CreateMode, DirEntry, FileKind, MdsReply, MdsRequest, StripeSpec};
+use lanefs_mds::{
+    Access, Attr, CreateMode, DirEntry, FileKind, MdsReply, MdsRequest, MdtSpace, PoolChange, PoolName, StripeSpec,
+};
 use lanefs_net::auth::ClusterKey;
 use lanefs_net::client::{process_umask, Client, ClientOptions};
 use std::path::{Path, PathBuf};
@@ -67,6 +69,14 @@ pub enum FsCommand {
         /// Index of the first OST (-1 = any).
         #[arg(short = 'i', long = "stripe-index", allow_hyphen_values = true)]
         index: Option<i64>,
+        /// OST pool (NAME or lanefs.NAME) the objects come from; '', none
+        /// or inherit: the inherited pool.
+        #[arg(short = 'p', long = "pool")]
+        pool: Option<String>,
+        /// Remove the directory's own default striping, so that it inherits
+        /// again (`lfs setstripe -d`).
+        #[arg(short = 'd', long = "delete", conflicts_with_all = ["count", "size", "index", "pool"])]
+        delete: bool,
         path: String,
     },
     /// Show files' layouts or directories' defaults (`lfs getstripe`); a
@@ -126,6 +136,9 @@ pub enum FsCommand {
         /// Files with an object on one of these OSTs: 1, OST0001 or lanefs-OST0001_UUID, comma-separated.
         #[arg(long = "ost", short = 'O')]
         ost: Option<String>,
+        /// Files in this OST pool (NAME or lanefs.NAME).
+        #[arg(long = "pool")]
+        pool: Option<String>,
         /// Descend at most this many levels below each path.
         #[arg(long = "maxdepth", short = 'D')]
         max_depth: Option<u32>,
@@ -221,6 +234,32 @@ pub enum FsCommand {
         /// its mount point in the last column).
         path: Option<String>,
     },
+    /// Make an empty OST pool (`lctl pool_new lanefs.NAME`; root only).
+    #[command(name = "pool_new")]
+    PoolNew {
+        /// NAME or lanefs.NAME: up to 15 of A-Z a-z 0-9 _ -.
+        pool: String,
+    },
+    /// Add OSTs to a pool (`lctl pool_add`; root only): lanefs-OST0001, OST0001, 1, OST[0-3], OST[0-6/2].
+    #[command(name = "pool_add")]
+    PoolAdd {
+        pool: String,
+        #[arg(required = true)]
+        osts: Vec<String>,
+    },
+    /// Remove OSTs from a pool (`lctl pool_remove`; root only); files keep their objects.
+    #[command(name = "pool_remove")]
+    PoolRemove {
+        pool: String,
+        #[arg(required = true)]
+        osts: Vec<String>,
+    },
+    /// Destroy an empty pool (`lctl pool_destroy`; root only).
+    #[command(name = "pool_destroy")]
+    PoolDestroy { pool: String },
+    /// List the pools (`lanefs`, a path, or nothing), or one pool's OSTs (`lanefs.NAME`), as `lctl pool_list`.
+    #[command(name = "pool_list")]
+    PoolList { pool: Option<String> },
     /// Lock statistics per OST namespace (`lctl get_param ldlm.namespaces.*`).
     Lctl {
         /// `get_param`.
@@ -298,7 +337,11 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
     }
     let cl = target.connect()?;
     match command {
-        FsCommand::Setstripe { count, size, index, path } => setstripe(&cl, count, size, index, &path),
+        FsCommand::Setstripe { delete: true, path, .. } => delete_stripe(&cl, &path),
+        FsCommand::Setstripe { count, size, index, pool, path, .. } => {
+            let pool = stripe_pool(pool.as_deref())?;
+            setstripe(&cl, StripeSpec { count, size, start_ost: index, pool }, &path)
+        }
         FsCommand::Getstripe { count, size, index, generation, pool, directory, recursive, quiet, yaml, paths } => {
             let fields = StripeFields { count, size, index, generation, pool, quiet, yaml };
             // lfs's fp_max_depth: fields or -d show the path itself, -r all below it.
@@ -309,7 +352,7 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
             };
             paths.iter().try_for_each(|path| getstripe(&cl, path, fields, max_depth))
         }
-        FsCommand::Find { name, kind, size, stripe_count, stripe_size, ost, max_depth, print0, paths } => {
+        FsCommand::Find { name, kind, size, stripe_count, stripe_size, ost, pool, max_depth, print0, paths } => {
             let number = |text: Option<String>, sizes: bool, option: &str| -> Result<Option<NumberTest>> {
                 text.map(|t| NumberTest::parse(&t, sizes).map_err(|e| anyhow::anyhow!("--{option}: {e}"))).transpose()
             };
@@ -323,6 +366,7 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
                     Some(text) => crate::find::parse_osts(&text).map_err(|e| anyhow::anyhow!("--ost: {e}"))?,
                     None => Vec::new(),
                 },
+                pool: pool.map(|p| lanefs_mds::PoolName::parse(&p)).transpose()?,
                 max_depth,
                 print0,
             };
@@ -356,9 +400,20 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
         FsCommand::Lctl { verb, pattern } => lctl(&cl, &verb, &pattern),
         FsCommand::Df { human, inodes, .. } => {
             let mounted_on = mount_point.unwrap_or_else(|| "lanefs".to_string());
-            out::stdout_write(&format_df(&cl.ost_stats()?, &mounted_on, human, inodes))?;
+            let MdsReply::Statfs(statfs) = cl.mds(MdsRequest::Statfs)? else { bail!("unexpected MDS answer") };
+            let mdt = statfs.space.as_ref();
+            out::stdout_write(&format_df(mdt, &cl.ost_stats()?, &mounted_on, human, inodes))?;
             Ok(())
         }
+        FsCommand::PoolNew { pool } => crate::pool::change(&cl, &pool, PoolChange::New),
+        FsCommand::PoolDestroy { pool } => crate::pool::change(&cl, &pool, PoolChange::Destroy),
+        FsCommand::PoolAdd { pool, osts } => {
+            crate::pool::change(&cl, &pool, PoolChange::Add(crate::pool::parse_osts(&osts)?))
+        }
+        FsCommand::PoolRemove { pool, osts } => {
+            crate::pool::change(&cl, &pool, PoolChange::Remove(crate::pool::parse_osts(&osts)?))
+        }
+        FsCommand::PoolList { pool } => crate::pool::list(&cl, pool.as_deref()),
     }
 }
 
@@ -378,13 +433,47 @@ impl FsCommand {
                 path.iter_mut().collect()
             }
             FsCommand::Find { paths, .. } => paths.iter_mut().collect(),
-            FsCommand::Ladvise { .. } | FsCommand::Lctl { .. } => Vec::new(),
+            // pool_list PATH: the file system a path under a mount is of.
+            FsCommand::PoolList { pool: Some(path) } if path.starts_with('/') => vec![path],
+            FsCommand::Ladvise { .. }
+            | FsCommand::Lctl { .. }
+            | FsCommand::PoolNew { .. }
+            | FsCommand::PoolAdd { .. }
+            | FsCommand::PoolRemove { .. }
+            | FsCommand::PoolDestroy { .. }
+            | FsCommand::PoolList { .. } => Vec::new(),
         }
     }
 }
 
-fn setstripe(cl: &Client, count: Option<i64>, size: Option<u64>, index: Option<i64>, path: &str) -> Result<()> {
-    let stripe = StripeSpec { count, size, start_ost: index };
+/// `-p`'s pool, as `lfs setstripe` reads it: `''`, `none` and `inherit`
+/// ask for the inherited pool (no pool of its own); `ignore` (Lustre's
+/// "no pool, whatever is inherited") is refused: lanefs has no way to opt
+/// out of an inherited pool but `-p` with another one.
+fn stripe_pool(pool: Option<&str>) -> Result<Option<PoolName>> {
+    match pool {
+        None | Some("" | "none" | "inherit") => Ok(None),
+        Some("ignore") => bail!(
+            "-p ignore is not supported: lanefs has no way to opt out of an inherited pool; \
+             give another pool, or remove the directory's pool (lanefs setstripe -d, or -p none)"
+        ),
+        Some(name) => Ok(Some(PoolName::parse(name)?)),
+    }
+}
+
+/// `lfs setstripe -d DIR`: the directory's own default goes, and it
+/// inherits from the directories above again.
+fn delete_stripe(cl: &Client, path: &str) -> Result<()> {
+    match cl.mds(MdsRequest::Stat { path: path.into() })? {
+        MdsReply::Attr(a) if a.kind == FileKind::Dir => {
+            cl.mds(MdsRequest::DeleteStripe { path: path.into() })?;
+            Ok(())
+        }
+        _ => bail!("{path} is not a directory: -d removes a directory's default striping"),
+    }
+}
+
+fn setstripe(cl: &Client, stripe: StripeSpec, path: &str) -> Result<()> {
     match cl.mds(MdsRequest::Stat { path: path.into() }) {
         Ok(MdsReply::Attr(a)) if a.kind == FileKind::Dir => {
             cl.mds(MdsRequest::SetStripe { path: path.into(), stripe })?;
@@ -475,12 +564,13 @@ fn show_stripe(cl: &Client, path: &str, fields: StripeFields, depth: Depth) -> R
                 layout.stripe_offset().0.to_string(),
             ];
             let objects: Vec<(u32, u64)> = layout.objects().iter().map(|k| (k.ost.0, k.object.0)).collect();
-            format_stripe(shown_path, false, &values, None, &objects, fields)
+            let pool = info.pool.as_ref().map(|p| p.as_str());
+            format_stripe(shown_path, false, &values, pool, &objects, fields)
         }
         None => {
             let d = &info.default;
             let values = [d.count.to_string(), d.size.to_string(), d.start_ost.to_string()];
-            format_stripe(shown_path, true, &values, None, &[], fields)
+            format_stripe(shown_path, true, &values, d.pool.as_ref().map(|p| p.as_str()), &[], fields)
         }
     };
     out::stdout_write(&text)?;
@@ -777,20 +867,33 @@ fn mount_point_of(path: &str) -> Result<Option<String>> {
     Ok(deepest.map(|(point, _)| point.to_string_lossy().into_owned()))
 }
 
-/// `lfs df` (`showdf` and `mntdf` in `lustre/utils/lfs.c`): a header, a
-/// line per OST as `%-20s %11llu %11llu %11llu %3d%% %s[OST:%d]`, an empty
-/// line, `filesystem_summary:` and an empty line; `-h` gives sizes as
-/// `%8.1f%c` (K, M, G, ... from bytes), `-i` objects instead of space.
-/// lanefs's MDS reports no space of its own, so there is no MDT line, and
-/// OSTs that share one backing file system count once in the summary.
-fn format_df(stats: &[lanefs_net::proto::OstStats], mounted_on: &str, human: bool, inodes: bool) -> String {
-    let figures = |space: &lanefs_net::proto::OstSpace| -> (u64, u64, u64) {
+/// `lfs df` (`showdf` and `mntdf` in `lustre/utils/lfs.c`): a header,
+/// the MDT's line (`%s[MDT:0]`), a line per OST as `%-20s %11llu %11llu
+/// %11llu %3d%% %s[OST:%d]`, an empty line, `filesystem_summary:` and an
+/// empty line; `-h` gives sizes as `%8.1f%c` (K, M, G, ... from bytes),
+/// `-i` inodes (objects, on an OST) instead of space. As `mntdf` sums
+/// them, the summary's space is the OSTs' alone, and its inodes the
+/// MDT's, lowered to the OSTs' free objects when those are fewer than the
+/// MDT's free inodes (used stays the MDT's used).
+///
+/// lanefs's MDT line is the file system its database lives on (its inodes
+/// that file system's too: see `lanefs_mds::MdtSpace`); an MDS whose
+/// database is in memory prints none. OSTs that share one backing file
+/// system count once in the summary.
+fn format_df(
+    mdt: Option<&MdtSpace>,
+    stats: &[lanefs_net::proto::OstStats],
+    mounted_on: &str,
+    human: bool,
+    inodes: bool,
+) -> String {
+    let figures = |(total_bytes, free_bytes, total_inodes, free_inodes): (u64, u64, u64, u64)| -> (u64, u64, u64) {
         if inodes {
-            (space.total_inodes, space.total_inodes.saturating_sub(space.free_inodes), space.free_inodes)
+            (total_inodes, total_inodes.saturating_sub(free_inodes), free_inodes)
         } else {
             let shift = if human { 0 } else { 10 };
-            let used = space.total_bytes.saturating_sub(space.free_bytes);
-            (space.total_bytes >> shift, used >> shift, space.free_bytes >> shift)
+            let used = total_bytes.saturating_sub(free_bytes);
+            (total_bytes >> shift, used >> shift, free_bytes >> shift)
         }
     };
     let cell = |value: u64| -> String {
@@ -820,12 +923,16 @@ fn format_df(stats: &[lanefs_net::proto::OstStats], mounted_on: &str, human: boo
     };
     let mut out =
         format!("{:<20} {:>11} {:>11} {:>11} {:>4} Mounted on\n", "UUID", header[0], header[1], header[2], header[3]);
+    let mdt_figures = mdt.map(|m| figures((m.total_bytes, m.free_bytes, m.total_inodes, m.free_inodes)));
+    if let Some(f) = mdt_figures {
+        out += &line("lanefs-MDT0000_UUID", f, &format!("{mounted_on}[MDT:0]"));
+    }
     let (mut sum, mut seen) = ((0u64, 0u64, 0u64), std::collections::BTreeSet::new());
     for s in stats {
         let uuid = format!("lanefs-OST{:04x}_UUID", s.ost);
         match &s.space {
             Some(space) => {
-                let f = figures(space);
+                let f = figures((space.total_bytes, space.free_bytes, space.total_inodes, space.free_inodes));
                 out += &line(&uuid, f, &format!("{mounted_on}[OST:{}]", s.ost));
                 if seen.insert(space.fsid) {
                     sum = (sum.0 + f.0, sum.1 + f.1, sum.2 + f.2);
@@ -833,6 +940,17 @@ fn format_df(stats: &[lanefs_net::proto::OstStats], mounted_on: &str, human: boo
             }
             None => out += &format!("{uuid:<20}: inactive device\n"),
         }
+    }
+    if inodes {
+        // mntdf: the MDT's inodes, with as many free as the OSTs have free
+        // objects if those are fewer.
+        let ost_free = sum.2;
+        let (mdt_total, mdt_used, mdt_free) = mdt_figures.unwrap_or_default();
+        sum = if sum.0 > 0 && ost_free < mdt_free {
+            (mdt_used + ost_free, mdt_used, ost_free)
+        } else {
+            (mdt_total, mdt_used, mdt_free)
+        };
     }
     out += "\n";
     out += &line("filesystem_summary:", sum, mounted_on);
@@ -926,22 +1044,38 @@ mod tests {
             bulk_shared_bytes: 0,
         };
         let stats = [ost(0, 7), ost(1, 7)];
+        let mdt =
+            MdtSpace { fsid: 7, total_bytes: 1 << 30, free_bytes: 768 << 20, total_inodes: 2000, free_inodes: 1500 };
+        // lfs df's own text: the MDT first (its space left out of the
+        // summary, lfs.c mntdf: "If we have OSTs then don't report MDT
+        // block counts"), then the OSTs.
         assert_eq!(
-            format_df(&stats, "/mnt/lanefs", false, false),
+            format_df(Some(&mdt), &stats, "/mnt/lanefs", false, false),
             "UUID                   1K-blocks        Used   Available Use% Mounted on\n\
+             lanefs-MDT0000_UUID      1048576      262144      786432  25% /mnt/lanefs[MDT:0]\n\
              lanefs-OST0000_UUID      4194304     1048576     3145728  25% /mnt/lanefs[OST:0]\n\
              lanefs-OST0001_UUID      4194304     1048576     3145728  25% /mnt/lanefs[OST:1]\n\n\
              filesystem_summary:      4194304     1048576     3145728  25% /mnt/lanefs\n\n"
         );
-        let human = format_df(&stats[..1], "/m", true, false);
+        // A database in memory has no MDT line.
+        assert!(!format_df(None, &stats, "/m", false, false).contains("MDT"));
+        let human = format_df(Some(&mdt), &stats[..1], "/m", true, false);
         // lfs divides while the value is above 1024: 1 GiB shows as 1024.0M.
         assert!(human.contains("lanefs-OST0000_UUID         4.0G     1024.0M        3.0G  25% /m[OST:0]"), "{human}");
-        let inodes = format_df(&stats[..1], "/m", false, true);
-        assert!(
-            inodes.starts_with("UUID                      Inodes       IUsed       IFree IUse% Mounted on\n"),
-            "{inodes}"
+        assert!(human.contains("lanefs-MDT0000_UUID      1024.0M      256.0M      768.0M  25% /m[MDT:0]"), "{human}");
+        // -i: the summary's inodes are the MDT's (mntdf sums the MDTs'
+        // os_files and os_ffree) ...
+        assert_eq!(
+            format_df(Some(&mdt), &stats[..1], "/m", false, true),
+            "UUID                      Inodes       IUsed       IFree IUse% Mounted on\n\
+             lanefs-MDT0000_UUID         2000         500        1500  25% /m[MDT:0]\n\
+             lanefs-OST0000_UUID         1000         100         900  10% /m[OST:0]\n\n\
+             filesystem_summary:         1400         500         900  36% /m\n\n"
         );
-        assert!(inodes.contains("        1000         100         900  10% /m[OST:0]"), "{inodes}");
+        // ... lowered to the OSTs' free objects only when those are fewer.
+        let roomy = MdtSpace { total_inodes: 1000, free_inodes: 800, ..mdt };
+        let summary = format_df(Some(&roomy), &stats[..1], "/m", false, true);
+        assert!(summary.contains("filesystem_summary:         1000         200         800  20% /m\n"), "{summary}");
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod ior;
 mod lockscript;
 mod mount;
 mod out;
+mod pool;
 mod shell;
 mod sim;
 mod swarm;

@@ -26,8 +26,13 @@ fn up() -> Up {
 
 /// `lanefs up` with its data in `dir`.
 fn up_in(dir: tempfile::TempDir) -> Up {
+    up_with_osts(dir, 2)
+}
+
+/// `lanefs up` of `osts` OSTs with its data in `dir`.
+fn up_with_osts(dir: tempfile::TempDir, osts: u32) -> Up {
     let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
-        .args(["up", "--osts", "2", "--tcp", "--data"])
+        .args(["up", "--osts", &osts.to_string(), "--tcp", "--data"])
         .arg(dir.path())
         .stdout(Stdio::piped())
         .spawn()
@@ -98,14 +103,20 @@ fn lfs_style_commands_work_against_a_running_file_system() {
     // closing empty line; several paths, one after the other.
     assert_eq!(ok(&up, &["getstripe", "-c", "/d/one", "/d"]), "1\n\n2\n\n");
     assert_eq!(ok(&up, &["getstripe", "--stripe-size", "/d/one"]), "2097152\n\n");
-    // lfs df: a line per OST, then the summary (lfs.c's showdf format).
+    // lfs df: the MDT's line, a line per OST, then the summary (lfs.c's
+    // showdf format); the summary's space is the OSTs'.
     let df = ok(&up, &["df"]);
     let lines: Vec<&str> = df.lines().collect();
     assert_eq!(lines[0], "UUID                   1K-blocks        Used   Available Use% Mounted on", "{df}");
-    assert!(lines[1].starts_with("lanefs-OST0000_UUID ") && lines[1].ends_with(" lanefs[OST:0]"), "{df}");
+    assert!(lines[1].starts_with("lanefs-MDT0000_UUID ") && lines[1].ends_with(" lanefs[MDT:0]"), "{df}");
+    assert!(lines[2].starts_with("lanefs-OST0000_UUID ") && lines[2].ends_with(" lanefs[OST:0]"), "{df}");
     assert!(df.contains("\nfilesystem_summary: ") && df.ends_with(" lanefs\n\n"), "{df}");
-    assert!(ok(&up, &["df", "-i"])
-        .starts_with("UUID                      Inodes       IUsed       IFree IUse% Mounted on\n"));
+    let ost_total = |line: &str| line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap();
+    // Both OSTs of `lanefs up` share one disk, counted once.
+    assert_eq!(ost_total(lines[5]), ost_total(lines[2]), "{df}");
+    let inodes = ok(&up, &["df", "-i"]);
+    assert!(inodes.starts_with("UUID                      Inodes       IUsed       IFree IUse% Mounted on\n"));
+    assert!(inodes.lines().nth(1).unwrap().ends_with(" lanefs[MDT:0]"), "{inodes}");
     assert_eq!(ok(&up, &["getstripe", "-c", "-i", "/d/one"]), "lmm_stripe_count:  1\nlmm_stripe_offset: 1\n\n");
     // A directory: its default, then each entry's layout (-d: the default
     // alone, without the path; -r: everything below; -q: files' objects).
@@ -357,6 +368,72 @@ fn a_dead_rank_process_fails_the_run_clearly() {
         .filter(|c| ours(c))
         .collect();
     assert!(left.is_empty(), "rank processes left behind: {left:?}");
+}
+
+/// OST pools as lctl makes and lists them, files confined to their pool's
+/// OSTs by a directory's default, and `setstripe -d`.
+#[test]
+fn pools_confine_files_to_their_osts_and_setstripe_d_removes_a_default() {
+    let up = up_with_osts(tempfile::tempdir().unwrap(), 4);
+    let (success, _, told) = lanefs(&up, &["pool_new", "lanefs.fast"]);
+    assert!(success && told.contains("Pool lanefs.fast created"), "{told}");
+    let (success, _, told) = lanefs(&up, &["pool_add", "lanefs.fast", "lanefs-OST0001", "OST0003"]);
+    assert!(success && told.contains("OST lanefs-OST0003_UUID added to pool lanefs.fast"), "{told}");
+    ok(&up, &["pool_new", "slow"]);
+    ok(&up, &["pool_add", "slow", "OST[0-2/2]"]);
+    // lctl pool_list's text (llapi_get_poollist, llapi_get_poolmembers).
+    assert_eq!(ok(&up, &["pool_list", "lanefs"]), "Pools from lanefs:\nlanefs.fast\nlanefs.slow\n");
+    assert_eq!(ok(&up, &["pool_list", "lanefs.fast"]), "Pool: lanefs.fast\nlanefs-OST0001_UUID\nlanefs-OST0003_UUID\n");
+    assert_eq!(ok(&up, &["pool_list", "lanefs.slow"]), "Pool: lanefs.slow\nlanefs-OST0000_UUID\nlanefs-OST0002_UUID\n");
+    ok(&up, &["mkdir", "/fast"]);
+    ok(&up, &["setstripe", "-p", "fast", "/fast"]);
+    for i in 0..4 {
+        ok(&up, &["setstripe", "-c", "1", &format!("/fast/f{i}")]);
+    }
+    ok(&up, &["setstripe", "-c", "-1", "/fast/wide"]);
+    let used: std::collections::BTreeSet<u32> = (0..4)
+        .map(|i| format!("/fast/f{i}"))
+        .chain(["/fast/wide".to_string()])
+        .flat_map(|path| objects_of(&up, &path))
+        .map(|(ost, _)| ost)
+        .collect();
+    assert_eq!(used, [1, 3].into(), "objects on the pool's OSTs only, both used");
+    assert_eq!(objects_of(&up, "/fast/wide").len(), 2, "-c -1 in a pool: all its OSTs");
+    // getstripe shows the pool after the first OST (lov_dump_user_lmm_header), and find finds by it.
+    assert!(ok(&up, &["getstripe", "/fast/wide"]).contains("\nlmm_stripe_offset: 1\nlmm_pool:          fast\n"));
+    assert!(ok(&up, &["getstripe", "-d", "/fast"]).ends_with(" pool:          fast\n\n"));
+    assert_eq!(ok(&up, &["getstripe", "-p", "/fast/f0"]), "fast\n\n");
+    assert_eq!(ok(&up, &["find", "/fast", "--pool", "lanefs.fast", "--name", "w*"]), "/fast/wide\n");
+    // A file may name a pool itself; the pool's errors name the fix.
+    ok(&up, &["setstripe", "-p", "lanefs.slow", "-c", "2", "/own"]);
+    assert_eq!(objects_of(&up, "/own").iter().map(|(ost, _)| *ost).collect::<Vec<_>>(), [0, 2]);
+    fails(&up, &["setstripe", "-c", "3", "/fast/three"], "stripe count 3 exceeds the 2 OSTs of pool lanefs.fast");
+    fails(&up, &["setstripe", "-p", "none_such", "/fast/x"], "lanefs pool_new lanefs.none_such");
+    fails(&up, &["setstripe", "-p", "ignore", "/fast/x"], "-p ignore is not supported");
+    fails(&up, &["pool_destroy", "lanefs.fast"], "pool lanefs.fast not empty, please remove all members");
+    fails(&up, &["pool_add", "fast", "OST0001"], "lanefs-OST0001_UUID is already in pool lanefs.fast");
+    fails(&up, &["pool_add", "fast", "OST0009"], "is not part of the 'lanefs' fs");
+    fails(&up, &["pool_new", "a.b"], "names the file system \"a\"");
+    fails(&up, &["pool_new", "sixteen_chars_xx"], "not 1 to 15 characters long");
+    // Removing an OST moves no file; new files use the members left.
+    let before = objects_of(&up, "/fast/wide");
+    ok(&up, &["pool_remove", "fast", "3"]);
+    assert_eq!(objects_of(&up, "/fast/wide"), before);
+    ok(&up, &["setstripe", "-c", "1", "/fast/after"]);
+    assert_eq!(objects_of(&up, "/fast/after")[0].0, 1);
+    // setstripe -d: the directory inherits again (here: no pool, 1 stripe).
+    ok(&up, &["setstripe", "-c", "1", "-p", "fast", "/fast"]);
+    ok(&up, &["setstripe", "-d", "/fast"]);
+    assert!(ok(&up, &["getstripe", "/fast"]).contains("stripe_count:  1 "), "the file system's default again");
+    ok(&up, &["setstripe", "-c", "-1", "/fast/free"]);
+    assert_eq!(objects_of(&up, "/fast/free").len(), 4, "no pool any more");
+    fails(&up, &["setstripe", "-d", "-c", "2", "/fast"], "cannot be used with");
+    fails(&up, &["setstripe", "-d", "/fast/free"], "is not a directory");
+    // A pool emptied and destroyed leaves the files that were in it alone.
+    ok(&up, &["pool_remove", "fast", "lanefs-OST0001_UUID"]);
+    ok(&up, &["pool_destroy", "fast"]);
+    assert_eq!(ok(&up, &["pool_list"]), "Pools from lanefs:\nlanefs.slow\n");
+    assert_eq!(objects_of(&up, "/fast/wide"), before);
 }
 
 /// `(ost, object id)` of each stripe, as `lanefs getstripe` prints them.

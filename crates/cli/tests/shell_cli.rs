@@ -31,6 +31,8 @@ const COMMANDS: &[&str] = &[
     "setstripe",
     "find",
     "osts",
+    "pool_new",
+    "pool_list",
     "ls",
     "lctl",
     "completions",

@@ -6,7 +6,8 @@
 //! root last), else from [`MdsConfig`]. Directory defaults are read when the
 //! file is created, not copied at `mkdir`, so a `SetStripe` on `/a` applies
 //! to files created later anywhere below `/a` that no nearer directory
-//! overrides.
+//! overrides. The OST pool (see [`crate::pools`]) is a field like the
+//! others.
 //!
 //! Allocation (Lustre's round robin without QoS): a file with stripe count
 //! `C` and starting OST `s` gets objects on OSTs `s, s+1, ... s+C-1` (mod
@@ -15,6 +16,11 @@
 //! the counter advances by one per file that uses it (files with an explicit
 //! start do not disturb the rotation). Each OST has a persisted next-object
 //! counter starting at 1, so object ids are unique per OST forever.
+//!
+//! A file in an OST pool is allocated the same way among the pool's
+//! members alone, in index order (`s` and the following members, with
+//! wrap-around), from the pool's own round-robin counter; its starting
+//! OST, if given, must be a member. Count -1 means all the pool's OSTs.
 //!
 //! Objects come only from each OST's pool of objects it has created in
 //! advance (Lustre's precreation, see [`crate::objects`]): ids from the
@@ -34,9 +40,14 @@
 //!   be added, a stored directory default that was valid stays valid.
 //! - Stripe sizes must be below 4 GiB (Lustre's limit too), which keeps
 //!   every stored value inside SQLite's 64-bit signed integers.
+//! - The same holds in a pool: a count above the pool's size is refused,
+//!   naming both, and so is a starting OST outside the pool (Lustre
+//!   ignores it) and a file in an empty or undefined pool (Lustre then
+//!   uses all OSTs).
 
+use crate::pools;
 use crate::schema::{self, Counter};
-use crate::{MdsConfig, MdsError, StripeDefault, StripeOrigin, StripeSpec};
+use crate::{MdsConfig, MdsError, PoolName, StripeDefault, StripeOrigin, StripeSpec};
 use lanefs_core::layout::{Layout, LayoutError, STRIPE_COUNT_MAX, STRIPE_SIZE_UNIT};
 use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
 use rusqlite::Connection;
@@ -44,13 +55,26 @@ use rusqlite::Connection;
 /// Stripe sizes must be at most this: the largest multiple of 64 KiB below 4 GiB.
 pub const STRIPE_SIZE_MAX: u64 = (1 << 32) - STRIPE_SIZE_UNIT;
 
-/// A new file's striping, every field resolved and checked against the OST count.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A new file's striping, every field resolved and checked against the
+/// OSTs it may use.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LayoutPlan {
     pub stripe_count: u32,
     pub stripe_size: u64,
     /// `None`: take the next round-robin OST.
     pub start_ost: Option<OstIndex>,
+    /// The pool the file is created in, whose members `osts` are.
+    pub pool: Option<PoolName>,
+    /// The OSTs the file may use, in index order: all, or its pool's.
+    pub osts: Vec<OstIndex>,
+}
+
+/// A pool a file is created in: its name and members (in index order, at
+/// least one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PoolMembers {
+    pub name: PoolName,
+    pub osts: Vec<OstIndex>,
 }
 
 /// `spec` with Lustre's zero spellings of "inherit" turned into `None`, each
@@ -60,6 +84,7 @@ pub(crate) fn normalize(spec: &StripeSpec, ost_count: u32) -> Result<StripeSpec,
         count: spec.count.filter(|&count| count != 0),
         size: spec.size.filter(|&size| size != 0),
         start_ost: spec.start_ost,
+        pool: spec.pool,
     };
     if let Some(count) = spec.count {
         stripe_count_of(count, ost_count)?;
@@ -84,25 +109,59 @@ pub(crate) fn check_config(config: &MdsConfig) -> Result<(), MdsError> {
         count: i64::from(config.default_stripe_count),
         size: config.default_stripe_size,
         start_ost: -1,
+        pool: None,
     };
-    plan(&StripeSpec::default(), &default, config.ost_count)
+    plan(&StripeSpec::default(), &default, config.ost_count, None)
         .map(|_| ())
         .map_err(|error| invalid(format!("default striping: {error}")))
 }
 
-/// Merges `spec` (normalised) over `inherited` and checks the result.
-pub(crate) fn plan(spec: &StripeSpec, inherited: &StripeDefault, ost_count: u32) -> Result<LayoutPlan, MdsError> {
+/// The pool a file created with `spec` under `inherited` is in, if any.
+pub(crate) fn pool_of(spec: &StripeSpec, inherited: &StripeDefault) -> Option<PoolName> {
+    spec.pool.or(inherited.pool)
+}
+
+/// Merges `spec` (normalised) over `inherited` and checks the result,
+/// within `pool` (the members of [`pool_of`]'s pool) if the file is in one.
+pub(crate) fn plan(
+    spec: &StripeSpec,
+    inherited: &StripeDefault,
+    ost_count: u32,
+    pool: Option<&PoolMembers>,
+) -> Result<LayoutPlan, MdsError> {
     let count = spec.count.unwrap_or(inherited.count);
     let stripe_size = spec.size.unwrap_or(inherited.size);
     let start_ost = spec.start_ost.unwrap_or(inherited.start_ost);
-    let stripe_count = stripe_count_of(count, ost_count)?;
+    let mut stripe_count = stripe_count_of(count, ost_count)?;
     check_stripe_size(stripe_size)?;
     let start_ost = start_ost_of(start_ost, ost_count)?;
     // Whatever else the core's layout rules refuse, with its own message.
     let probe_start = start_ost.unwrap_or(OstIndex(0));
     Layout::round_robin(stripe_size, stripe_count, probe_start, ost_count, |_| ObjectId(1))
         .map_err(MdsError::invalid_stripe)?;
-    Ok(LayoutPlan { stripe_count, stripe_size, start_ost })
+    let Some(pool) = pool else {
+        let osts = (0..ost_count).map(OstIndex).collect();
+        return Ok(LayoutPlan { stripe_count, stripe_size, start_ost, pool: None, osts });
+    };
+    assert!(!pool.osts.is_empty() && pool.osts.iter().all(|ost| ost.0 < ost_count), "unchecked pool {pool:?}");
+    let (full, size) = (pool.name.full(), pool.osts.len() as u32);
+    if count == -1 {
+        stripe_count = size.min(STRIPE_COUNT_MAX);
+    } else if stripe_count > size {
+        return Err(MdsError::invalid_stripe(format!(
+            "stripe count {stripe_count} exceeds the {size} OSTs of pool {full} ({}): use -c {size} or fewer, \
+             or add OSTs to the pool (lanefs pool_add {full} OST...)",
+            pools::list_osts(&pool.osts)
+        )));
+    }
+    if let Some(start) = start_ost.filter(|start| !pool.osts.contains(start)) {
+        return Err(MdsError::invalid_stripe(format!(
+            "starting OST index {} is not in pool {full} ({}): use -i -1, or the index of one of its OSTs",
+            start.0,
+            pools::list_osts(&pool.osts)
+        )));
+    }
+    Ok(LayoutPlan { stripe_count, stripe_size, start_ost, pool: Some(pool.name), osts: pool.osts.clone() })
 }
 
 fn stripe_count_of(count: i64, ost_count: u32) -> Result<u32, MdsError> {
@@ -157,40 +216,53 @@ pub(crate) fn inherit(dirs: &[(String, StripeSpec)], config: &MdsConfig) -> (Str
     let count = nearest(|spec| spec.count);
     let size = nearest(|spec| spec.size.map(|size| size as i64));
     let start_ost = nearest(|spec| spec.start_ost);
+    let pool = dirs.iter().rev().find_map(|(path, spec)| spec.pool.map(|pool| (pool, path.clone())));
     let default = StripeDefault {
         count: count.as_ref().map_or(i64::from(config.default_stripe_count), |(count, _)| *count),
         size: size.as_ref().map_or(config.default_stripe_size, |(size, _)| *size as u64),
         start_ost: start_ost.as_ref().map_or(-1, |(start, _)| *start),
+        pool: pool.as_ref().map(|(pool, _)| *pool),
     };
     let origin = StripeOrigin {
         count: count.map(|(_, path)| path),
         size: size.map(|(_, path)| path),
         start_ost: start_ost.map(|(_, path)| path),
+        pool: pool.map(|(_, path)| path),
     };
     (default, origin)
 }
 
-/// Allocates a new file's objects from the OSTs' pools (advancing the
-/// persisted counters inside the caller's transaction) and returns its
-/// layout, or [`MdsError::NoObjects`] naming an OST whose empty pool the
-/// file cannot do without.
-pub(crate) fn allocate(conn: &Connection, plan: &LayoutPlan, ost_count: u32) -> Result<Layout, MdsError> {
-    assert!(plan.stripe_count >= 1 && plan.stripe_count <= ost_count, "unchecked plan {plan:?}");
-    let (start_ost, may_skip) = match plan.start_ost {
-        Some(start_ost) => (start_ost, false),
+/// Allocates a new file's objects from the OSTs' pools of precreated
+/// objects, among the plan's OSTs (advancing the persisted counters inside
+/// the caller's transaction) and returns its layout, or
+/// [`MdsError::NoObjects`] naming an OST whose empty pool the file cannot
+/// do without.
+pub(crate) fn allocate(conn: &Connection, plan: &LayoutPlan) -> Result<Layout, MdsError> {
+    let osts = &plan.osts;
+    assert!(plan.stripe_count >= 1 && plan.stripe_count as usize <= osts.len(), "unchecked plan {plan:?}");
+    let candidates = osts.len() as u64;
+    let (start_position, may_skip) = match plan.start_ost {
+        Some(start_ost) => {
+            let position = osts.iter().position(|&ost| ost == start_ost).expect("a checked start is a candidate");
+            (position as u64, false)
+        }
         None => {
-            let start = OstIndex((schema::take_counter(conn, Counter::RoundRobin)? % u64::from(ost_count)) as u32);
-            (start, true)
+            let turn = match &plan.pool {
+                Some(pool) => pools::take_round_robin(conn, pool)?,
+                None => schema::take_counter(conn, Counter::RoundRobin)?,
+            };
+            (turn % candidates, true)
         }
     };
+    let start_ost = osts[start_position as usize];
     let stripe_count = plan.stripe_count as usize;
     let mut objects = Vec::with_capacity(stripe_count);
     let mut first_empty = None;
-    for step in 0..ost_count {
+    for step in 0..candidates {
         if objects.len() == stripe_count {
             break;
         }
-        let ost = OstIndex(((u64::from(start_ost.0) + u64::from(step)) % u64::from(ost_count)) as u32);
+        let ost = osts[((start_position + step) % candidates) as usize];
         match schema::take_object_id(conn, ost)? {
             Some(object) => objects.push(ObjectKey { ost, object }),
             None => {
@@ -218,7 +290,11 @@ mod tests {
     const MIB: u64 = 1 << 20;
 
     fn spec(count: Option<i64>, size: Option<u64>, start_ost: Option<i64>) -> StripeSpec {
-        StripeSpec { count, size, start_ost }
+        StripeSpec { count, size, start_ost, pool: None }
+    }
+
+    fn all(ost_count: u32) -> Vec<OstIndex> {
+        (0..ost_count).map(OstIndex).collect()
     }
 
     fn reason(result: Result<impl std::fmt::Debug, MdsError>) -> String {
@@ -267,30 +343,62 @@ mod tests {
 
     #[test]
     fn plan_merges_request_over_inherited() {
-        let inherited = StripeDefault { count: 2, size: 4 * MIB, start_ost: 1 };
-        let own = plan(&spec(None, None, None), &inherited, 4).unwrap();
-        assert_eq!(own, LayoutPlan { stripe_count: 2, stripe_size: 4 * MIB, start_ost: Some(OstIndex(1)) });
-        let mixed = plan(&spec(Some(-1), None, Some(-1)), &inherited, 4).unwrap();
-        assert_eq!(mixed, LayoutPlan { stripe_count: 4, stripe_size: 4 * MIB, start_ost: None });
-        let wide = StripeDefault { count: -1, size: MIB, start_ost: -1 };
-        assert_eq!(plan(&StripeSpec::default(), &wide, 3000).unwrap().stripe_count, STRIPE_COUNT_MAX);
+        let inherited = StripeDefault { count: 2, size: 4 * MIB, start_ost: 1, pool: None };
+        let own = plan(&spec(None, None, None), &inherited, 4, None).unwrap();
+        let expected = LayoutPlan {
+            stripe_count: 2,
+            stripe_size: 4 * MIB,
+            start_ost: Some(OstIndex(1)),
+            pool: None,
+            osts: all(4),
+        };
+        assert_eq!(own, expected);
+        let mixed = plan(&spec(Some(-1), None, Some(-1)), &inherited, 4, None).unwrap();
+        assert_eq!(mixed, LayoutPlan { stripe_count: 4, start_ost: None, ..expected });
+        let wide = StripeDefault { count: -1, size: MIB, start_ost: -1, pool: None };
+        assert_eq!(plan(&StripeSpec::default(), &wide, 3000, None).unwrap().stripe_count, STRIPE_COUNT_MAX);
+    }
+
+    #[test]
+    fn a_pool_bounds_count_and_start() {
+        let name = PoolName::parse("fast").unwrap();
+        let pool = PoolMembers { name, osts: vec![OstIndex(1), OstIndex(3)] };
+        let inherited = StripeDefault { count: 1, size: MIB, start_ost: -1, pool: Some(name) };
+        let all_of_it = plan(&spec(Some(-1), None, None), &inherited, 4, Some(&pool)).unwrap();
+        assert_eq!((all_of_it.stripe_count, all_of_it.pool, all_of_it.osts), (2, Some(name), pool.osts.clone()));
+        let started = plan(&spec(None, None, Some(3)), &inherited, 4, Some(&pool)).unwrap();
+        assert_eq!(started.start_ost, Some(OstIndex(3)));
+        assert_eq!(
+            reason(plan(&spec(Some(3), None, None), &inherited, 4, Some(&pool))),
+            "stripe count 3 exceeds the 2 OSTs of pool lanefs.fast (lanefs-OST0001_UUID, lanefs-OST0003_UUID): \
+             use -c 2 or fewer, or add OSTs to the pool (lanefs pool_add lanefs.fast OST...)"
+        );
+        assert_eq!(
+            reason(plan(&spec(None, None, Some(0)), &inherited, 4, Some(&pool))),
+            "starting OST index 0 is not in pool lanefs.fast (lanefs-OST0001_UUID, lanefs-OST0003_UUID): \
+             use -i -1, or the index of one of its OSTs"
+        );
+        // The file system's bound comes first, with its own message.
+        assert!(reason(plan(&spec(Some(5), None, None), &inherited, 4, Some(&pool))).contains("the 4 OSTs available"));
     }
 
     #[test]
     fn inherit_takes_each_field_from_the_nearest_setter() {
         let config = MdsConfig::new(8);
+        let fast = PoolName::parse("fast").unwrap();
         let dirs = vec![
             ("/".to_string(), spec(Some(4), Some(8 * MIB), None)),
-            ("/a".to_string(), spec(Some(2), None, None)),
+            ("/a".to_string(), StripeSpec { pool: Some(fast), ..spec(Some(2), None, None) }),
             ("/a/b".to_string(), StripeSpec::default()),
         ];
         let (default, origin) = inherit(&dirs, &config);
-        assert_eq!(default, StripeDefault { count: 2, size: 8 * MIB, start_ost: -1 });
+        assert_eq!(default, StripeDefault { count: 2, size: 8 * MIB, start_ost: -1, pool: Some(fast) });
         assert_eq!(origin.count.as_deref(), Some("/a"));
         assert_eq!(origin.size.as_deref(), Some("/"));
+        assert_eq!(origin.pool.as_deref(), Some("/a"));
         assert_eq!(origin.start_ost, None);
         let (fs_default, fs_origin) = inherit(&[], &config);
-        assert_eq!(fs_default, StripeDefault { count: 1, size: MIB, start_ost: -1 });
+        assert_eq!(fs_default, StripeDefault { count: 1, size: MIB, start_ost: -1, pool: None });
         assert_eq!(fs_origin, StripeOrigin::default());
     }
 

@@ -39,7 +39,10 @@ impl Mds {
     ///   no file holds any more;
     /// - every inode's permissions are within `07777` and its owner and
     ///   group are 32-bit ids; the root is a directory;
-    /// - every directory default is valid for the current OST count.
+    /// - every directory default is valid for the current OST count;
+    /// - OST pools: at most `POOLS_MAX`, valid names, members that are
+    ///   OSTs of the file system; a pool name only on files (`pool`) and
+    ///   directories (`default_pool`), and valid.
     pub fn check_invariants(&self) {
         let conn = &self.conn;
         let ost_count = self.config.ost_count;
@@ -121,6 +124,36 @@ impl Mds {
             object_total += i64::from(layout.stripe_count());
         }
         assert_eq!(count(conn, "SELECT count(*) FROM objects"), object_total, "every object row is in a layout");
+
+        let pool_count = count(conn, "SELECT count(*) FROM ost_pools");
+        assert!(pool_count as usize <= crate::pools::POOLS_MAX, "{pool_count} pools");
+        let mut names = conn.prepare("SELECT name FROM ost_pools").expect("pool names");
+        for name in names.query_map([], |row| row.get::<_, String>(0)).expect("pool names") {
+            let name = name.expect("pool name");
+            assert!(crate::PoolName::parse(&name).is_ok(), "invalid pool name {name:?}");
+        }
+        let stray_members = count(
+            conn,
+            &format!(
+                "SELECT count(*) FROM ost_pool_members m WHERE m.ost NOT BETWEEN 0 AND {} \
+                 OR NOT EXISTS (SELECT 1 FROM ost_pools p WHERE p.name = m.pool)",
+                i64::from(ost_count) - 1
+            ),
+        );
+        assert_eq!(stray_members, 0, "pool members are OSTs of the file system, in defined pools");
+        let misplaced = count(
+            conn,
+            "SELECT count(*) FROM inodes WHERE (pool IS NOT NULL AND kind != 1) \
+             OR (default_pool IS NOT NULL AND kind != 2)",
+        );
+        assert_eq!(misplaced, 0, "files have pools, directories default pools");
+        let mut stored = conn
+            .prepare("SELECT pool FROM inodes WHERE pool IS NOT NULL UNION SELECT default_pool FROM inodes WHERE default_pool IS NOT NULL")
+            .expect("stored pools");
+        for name in stored.query_map([], |row| row.get::<_, String>(0)).expect("stored pools") {
+            let name = name.expect("stored pool");
+            assert!(crate::PoolName::parse(&name).is_ok(), "invalid stored pool name {name:?}");
+        }
 
         for (fid, _) in column(conn, "SELECT fid, kind FROM inodes WHERE kind = 2") {
             let own = schema::dir_default(conn, Fid(fid as u64)).expect("directory default");

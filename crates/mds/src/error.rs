@@ -77,6 +77,11 @@ pub enum MdsError {
     #[error("{path} has {links} links, the most a file may have (EMLINK)")]
     TooManyLinks { path: String, links: u64 },
 
+    /// An OST pool request, or a pool a file or directory names, that
+    /// cannot be served; `reason` names the pool and the fix.
+    #[error("OST pool: {reason}")]
+    InvalidPool { reason: String },
+
     #[error("invalid credentials: {reason}")]
     InvalidCredentials { reason: String },
 
@@ -159,6 +164,7 @@ impl MdsError {
             MdsError::InvalidPath { reason, .. } if reason.contains("over the limit") => Errno::ENAMETOOLONG,
             MdsError::InvalidPath { .. }
             | MdsError::InvalidStripe { .. }
+            | MdsError::InvalidPool { .. }
             | MdsError::LayoutAlreadySet { .. }
             | MdsError::RenameIntoItself { .. }
             | MdsError::InvalidCredentials { .. } => Errno::EINVAL,

@@ -48,10 +48,13 @@
 //!   across restarts too (persisted counters that only grow); every object
 //!   of a file was precreated by its OST, and every queued destroy names an
 //!   object no file holds;
-//! - the OST count only grows.
+//! - the OST count only grows;
+//! - OST pools are at most [`pools::POOLS_MAX`], with valid names, of
+//!   OSTs that exist.
 //!
 //! Striping follows `lfs setstripe` (see [`alloc`] for the rules and the
-//! places lanefs differs from Lustre on purpose); paths are absolute and
+//! places lanefs differs from Lustre on purpose), OST pools Lustre's
+//! (see [`pools`]); paths are absolute and
 //! normalised (see [`path`]); listings come in bounded pages
 //! ([`READDIR_ENTRIES_MAX`], [`READDIR_BYTES_MAX`]); the schema is in
 //! [`schema`].
@@ -75,6 +78,7 @@ pub mod opens;
 pub mod ops;
 pub mod path;
 pub mod perm;
+pub mod pools;
 mod proto;
 pub mod reserve;
 pub mod schema;
@@ -82,6 +86,7 @@ pub mod schema;
 pub use error::MdsError;
 pub use objects::Pool;
 pub use ops::Time;
+pub use pools::{PoolChange, PoolInfo, PoolName};
 pub use proto::*;
 
 use rusqlite::{Connection, ErrorCode};
@@ -94,6 +99,8 @@ pub struct Mds {
     config: MdsConfig,
     /// What the database is called in messages: its path, or `:memory:`.
     label: String,
+    /// The database file; `None` in memory.
+    database: Option<std::path::PathBuf>,
     /// Room kept on the database's disk for removals; none in memory.
     reserve: Option<reserve::Reserve>,
     /// `(entries, bytes)` at most in one `Readdir` page.
@@ -150,6 +157,7 @@ impl Mds {
         conn.pragma_update(None, "synchronous", "FULL").map_err(|error| open_error(&label, error))?;
         let mut mds = Mds::start(conn, &label, config)?;
         mds.reserve = Some(reserve::Reserve::open(path));
+        mds.database = Some(path.to_path_buf());
         Ok(mds)
     }
 
@@ -172,7 +180,7 @@ impl Mds {
         config.ost_count = ost_count;
         conn.pragma_update(None, "foreign_keys", true).map_err(|error| open_error(label, error))?;
         let readdir_page = (READDIR_ENTRIES_MAX, READDIR_BYTES_MAX);
-        let mds = Mds { conn, config, label: label.to_string(), reserve: None, readdir_page, created };
+        let mds = Mds { conn, config, label: label.to_string(), database: None, reserve: None, readdir_page, created };
         tracing::info!(path = label, ost_count = config.ost_count, "opened MDS database");
         Ok(mds)
     }
@@ -250,6 +258,9 @@ impl Mds {
             MdsRequest::SetStripe { path, stripe } => self.set_stripe(who, &path, &stripe).map(|()| MdsReply::Ok),
             MdsRequest::GetStripe { path } => self.get_stripe(who, &path).map(MdsReply::Stripe),
             MdsRequest::Statfs => self.statfs().map(MdsReply::Statfs),
+            MdsRequest::DeleteStripe { path } => self.delete_stripe(who, &path).map(|()| MdsReply::Ok),
+            MdsRequest::ChangePool { pool, change } => self.change_pool(who, &pool, &change).map(|()| MdsReply::Ok),
+            MdsRequest::ListPools { pool } => self.list_pools(pool.as_ref()).map(MdsReply::Pools),
         };
         reply.unwrap_or_else(|error| {
             tracing::debug!(%error, "request failed");

@@ -16,20 +16,24 @@
 //! - in a sticky parent, removing or renaming an entry (or replacing a
 //!   rename's target) is for the entry's owner, the directory's owner or
 //!   root;
-//! - `SetStripe` on a directory is for its owner or root (Lustre's rule);
+//! - `SetStripe` and `DeleteStripe` on a directory are for its owner or
+//!   root (Lustre's rule); pool changes for root alone (see
+//!   [`crate::pools`]);
 //!   `SetAttr` follows `chmod`/`chown`: the owner or root changes the
 //!   permissions, only root the owner, the owner or root the group (the
 //!   owner only to a group it is in).
 //!
-//! `Stat`, `GetStripe` and `Statfs` need only the walk.
+//! `Stat`, `GetStripe` and `Statfs` need only the walk; `ListPools`
+//! nothing.
 
-use crate::alloc;
+use crate::alloc::{self, PoolMembers};
 use crate::path::MdsPath;
 use crate::perm::{self, Caller, Need};
+use crate::pools;
 use crate::schema::{self, Counter, Inode};
 use crate::{
-    Access, Attr, CreateMode, Credentials, DirPage, Fid, FileInfo, FileKind, Mds, MdsError, Owner, Statfs, StripeInfo,
-    StripeSpec, PERMISSION_BITS,
+    Access, Attr, CreateMode, Credentials, DirPage, Fid, FileInfo, FileKind, Mds, MdsError, MdtSpace, Owner, Statfs,
+    StripeDefault, StripeInfo, StripeSpec, PERMISSION_BITS,
 };
 use lanefs_core::layout::Layout;
 use rusqlite::{Connection, TransactionBehavior};
@@ -251,10 +255,14 @@ impl Mds {
             let parent_path = path.parent().expect("a file has a parent");
             let dirs = dir_defaults(tx, &parent_path, &ancestors.fids())?;
             let (inherited, _) = alloc::inherit(&dirs, &config);
-            let plan = alloc::plan(&stripe, &inherited, ost_count)?;
-            let layout = alloc::allocate(tx, &plan, ost_count)?;
+            let pool = match alloc::pool_of(&stripe, &inherited) {
+                Some(name) => Some(PoolMembers { name, osts: pools::usable(tx, &name)? }),
+                None => None,
+            };
+            let plan = alloc::plan(&stripe, &inherited, ost_count, pool.as_ref())?;
+            let layout = alloc::allocate(tx, &plan)?;
             let owner = perm::new_owner(&caller, &parent, FileKind::File, permissions);
-            let fid = add_inode(tx, parent.fid, name, schema::NewInode::File(&layout), owner)?;
+            let fid = add_inode(tx, parent.fid, name, schema::NewInode::File(&layout, plan.pool), owner)?;
             tracing::debug!(%path, fid = fid.0, ?layout, "created file");
             Ok(FileInfo { fid, layout })
         })
@@ -505,23 +513,27 @@ impl Mds {
 
     /// Sets directory `path`'s default striping for new files below it
     /// (replacing its previous default; all fields unset clears it). Only
-    /// the directory's owner or root may.
+    /// the directory's owner or root may. A pool it names must be defined;
+    /// if it has OSTs, the count and starting OST set here must fit it.
     pub fn set_stripe(&mut self, credentials: &Credentials, path: &str, stripe: &StripeSpec) -> Result<(), MdsError> {
         let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
         let stripe = alloc::normalize(stripe, self.config.ost_count)?;
-        self.write(WriteKind::Grows, |tx, _| match resolve(tx, &caller, &path)?.1 {
-            Inode { kind: FileKind::File, .. } => Err(MdsError::LayoutAlreadySet { path: path.to_string() }),
-            Inode { kind: FileKind::Symlink, .. } => Err(MdsError::SymbolicLink { path: path.to_string() }),
-            dir if !caller.is_root() && caller.uid != dir.uid => Err(MdsError::NotPermitted {
-                path: path.to_string(),
-                reason: format!(
-                    "only the owner of the directory (uid {}) or root may set its default striping, not uid {}",
-                    dir.uid, caller.uid
-                ),
-            }),
-            dir => schema::set_dir_default(tx, dir.fid, &stripe),
+        self.write(WriteKind::Grows, |tx, ost_count| {
+            if let Some(name) = stripe.pool {
+                check_pool_default(tx, &stripe, name, ost_count)?;
+            }
+            set_dir_default(tx, &caller, &path, &stripe)
         })
+    }
+
+    /// `lfs setstripe -d`: removes directory `path`'s own default striping
+    /// (its pool too), so that new files below it inherit every field from
+    /// the directories above. Only the directory's owner or root may.
+    pub fn delete_stripe(&mut self, credentials: &Credentials, path: &str) -> Result<(), MdsError> {
+        let caller = self.caller(credentials)?;
+        let path = MdsPath::parse(path)?;
+        self.write(WriteKind::Grows, |tx, _| set_dir_default(tx, &caller, &path, &StripeSpec::default()))
     }
 
     /// A file's layout, and the default striping that applies in a directory
@@ -531,28 +543,94 @@ impl Mds {
         let path = MdsPath::parse(path)?;
         let (ancestors, inode) = resolve(&self.conn, &caller, &path)?;
         let mut dirs = ancestors.fids();
-        let (layout, dir_path) = match inode.kind {
+        let (layout, pool, dir_path) = match inode.kind {
             FileKind::File => {
-                (Some(schema::layout(&self.conn, inode.fid)?), path.parent().expect("files have parents"))
+                let layout = schema::layout(&self.conn, inode.fid)?;
+                let pool = schema::file_pool(&self.conn, inode.fid)?;
+                (Some(layout), pool, path.parent().expect("files have parents"))
             }
             FileKind::Dir => {
                 dirs.push(inode.fid);
-                (None, path)
+                (None, None, path)
             }
             FileKind::Symlink => return Err(MdsError::SymbolicLink { path: path.to_string() }),
         };
         let defaults = dir_defaults(&self.conn, &dir_path, &dirs)?;
         let (default, inherited_from) = alloc::inherit(&defaults, &self.config);
-        Ok(StripeInfo { layout, default, inherited_from })
+        Ok(StripeInfo { layout, default, inherited_from, pool })
     }
 
+    /// The counts of files and directories, and the space of the file
+    /// system the database lives on.
     pub fn statfs(&self) -> Result<Statfs, MdsError> {
         Ok(Statfs {
             ost_count: self.config.ost_count,
             file_count: schema::inode_count(&self.conn, FileKind::File)?,
             dir_count: schema::inode_count(&self.conn, FileKind::Dir)?,
+            space: self.database.as_deref().and_then(space_of),
         })
     }
+}
+
+/// A pool named by a directory default must be defined; the count and
+/// start the same default sets must fit it if it has members (an empty
+/// pool is checked when a file is created in it).
+fn check_pool_default(
+    tx: &Connection,
+    stripe: &StripeSpec,
+    name: pools::PoolName,
+    ost_count: u32,
+) -> Result<(), MdsError> {
+    let full = name.full();
+    let Some(osts) = pools::members(tx, &name)? else {
+        return Err(MdsError::InvalidPool {
+            reason: format!(
+                "pool {full} is not defined: define it with lanefs pool_new {full} and lanefs pool_add {full} OST..."
+            ),
+        });
+    };
+    if osts.is_empty() {
+        return Ok(());
+    }
+    let own_fields_only = StripeDefault { count: 1, size: crate::DEFAULT_STRIPE_SIZE, start_ost: -1, pool: Some(name) };
+    alloc::plan(stripe, &own_fields_only, ost_count, Some(&PoolMembers { name, osts })).map(|_| ())
+}
+
+/// Replaces directory `path`'s own default with `stripe`, as its owner or root.
+fn set_dir_default(tx: &Connection, caller: &Caller, path: &MdsPath, stripe: &StripeSpec) -> Result<(), MdsError> {
+    match resolve(tx, caller, path)?.1 {
+        Inode { kind: FileKind::File, .. } => Err(MdsError::LayoutAlreadySet { path: path.to_string() }),
+        Inode { kind: FileKind::Symlink, .. } => Err(MdsError::SymbolicLink { path: path.to_string() }),
+        dir if !caller.is_root() && caller.uid != dir.uid => Err(MdsError::NotPermitted {
+            path: path.to_string(),
+            reason: format!(
+                "only the owner of the directory (uid {}) or root may set its default striping, not uid {}",
+                dir.uid, caller.uid
+            ),
+        }),
+        dir => schema::set_dir_default(tx, dir.fid, stripe),
+    }
+}
+
+/// `statvfs` of the file system holding `file`; `None` if it fails.
+fn space_of(file: &std::path::Path) -> Option<MdtSpace> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(file.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs is plain data, for which all zeros is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a NUL-terminated string and `st` a valid
+    // out-parameter; statvfs writes only into it.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let unit = st.f_frsize as u64;
+    Some(MdtSpace {
+        fsid: st.f_fsid as u64,
+        total_bytes: st.f_blocks as u64 * unit,
+        free_bytes: st.f_bfree as u64 * unit,
+        total_inodes: st.f_files as u64,
+        free_inodes: st.f_ffree as u64,
+    })
 }
 
 /// The owner and permissions `inode` gets from a `chmod`/`chown` by

@@ -9,6 +9,7 @@
 //! Each request has exactly one success reply, listed on its variant; any
 //! request may instead get [`MdsReply::Error`].
 
+use crate::pools::{PoolChange, PoolInfo, PoolName};
 use crate::MdsError;
 use lanefs_core::layout::Layout;
 use serde::{Deserialize, Serialize};
@@ -161,9 +162,10 @@ pub enum CreateMode {
 }
 
 /// Striping wanted for a new file, or a directory's default for new files
-/// below it (`lfs setstripe -c COUNT -S SIZE -i START_OST`). A field left
-/// `None` is inherited. The Lustre spellings of "inherit" are accepted too:
-/// `count: Some(0)` and `size: Some(0)` mean `None`.
+/// below it (`lfs setstripe -c COUNT -S SIZE -i START_OST -p POOL`). A
+/// field left `None` is inherited. The Lustre spellings of "inherit" are
+/// accepted too: `count: Some(0)` and `size: Some(0)` mean `None` (and a
+/// client turns `-p ''`, `-p none` and `-p inherit` into `pool: None`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct StripeSpec {
     /// Number of stripes (objects on distinct OSTs); -1 means all OSTs
@@ -173,6 +175,10 @@ pub struct StripeSpec {
     pub size: Option<u64>,
     /// OST of stripe 0; -1 means the MDS chooses (round robin).
     pub start_ost: Option<i64>,
+    /// The OST pool the file's objects come from (see [`crate::pools`]):
+    /// it must be defined; a file's also non-empty.
+    #[serde(default)]
+    pub pool: Option<PoolName>,
 }
 
 /// An open file: what a client needs to do I/O (the size comes from the
@@ -244,6 +250,9 @@ pub struct StripeDefault {
     pub size: u64,
     /// -1 means the MDS chooses.
     pub start_ost: i64,
+    /// The OST pool new files are created in; `None`: all OSTs.
+    #[serde(default)]
+    pub pool: Option<PoolName>,
 }
 
 /// Where each field of a [`StripeDefault`] came from: the path of the
@@ -254,6 +263,8 @@ pub struct StripeOrigin {
     pub count: Option<String>,
     pub size: Option<String>,
     pub start_ost: Option<String>,
+    #[serde(default)]
+    pub pool: Option<String>,
 }
 
 /// The answer to `GetStripe`.
@@ -265,14 +276,41 @@ pub struct StripeInfo {
     /// directory) would get for the fields it leaves unset.
     pub default: StripeDefault,
     pub inherited_from: StripeOrigin,
+    /// The OST pool a file was created in (Lustre's `lmm_pool`), kept as
+    /// named then, whether or not the pool still exists; `None` for a file
+    /// in no pool and for a directory (its default pool is `default.pool`).
+    #[serde(default)]
+    pub pool: Option<PoolName>,
 }
 
+/// The MDS's counts, and the space of the file system its database lives
+/// on (its MDT, in Lustre's words).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Statfs {
     pub ost_count: u32,
     pub file_count: u64,
     /// Includes the root directory.
     pub dir_count: u64,
+    /// `statvfs` of the database's file system; `None` for a database in
+    /// memory, or if `statvfs` failed.
+    #[serde(default)]
+    pub space: Option<MdtSpace>,
+}
+
+/// `statvfs` of the file system the MDS's database lives on, as an OST
+/// reports its own. lanefs's inodes are rows of the database, with no
+/// table of fixed size to count against, so the inode figures are the
+/// backing file system's (its `f_files` and `f_ffree`), which bound how
+/// many files the database can hold no more truly than its free space does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdtSpace {
+    /// Tells file systems apart (`f_fsid`).
+    pub fsid: u64,
+    pub total_bytes: u64,
+    /// Free for root (`f_bfree`), as the OSTs report theirs.
+    pub free_bytes: u64,
+    pub total_inodes: u64,
+    pub free_inodes: u64,
 }
 
 /// One request to the MDS, made with the caller's [`Credentials`]. Success
@@ -329,6 +367,15 @@ pub enum MdsRequest {
     GetStripe { path: String },
     /// -> [`MdsReply::Statfs`].
     Statfs,
+    /// `lfs setstripe -d`: removes directory `path`'s own default striping,
+    /// so that it inherits every field again (its owner or root only).
+    /// -> [`MdsReply::Ok`].
+    DeleteStripe { path: String },
+    /// `lctl pool_new`, `pool_destroy`, `pool_add`, `pool_remove` (root
+    /// only, see [`crate::pools`]). -> [`MdsReply::Ok`].
+    ChangePool { pool: PoolName, change: PoolChange },
+    /// `lctl pool_list`: every pool, or one. -> [`MdsReply::Pools`].
+    ListPools { pool: Option<PoolName> },
 }
 
 impl MdsRequest {
@@ -349,7 +396,12 @@ impl MdsRequest {
             | MdsRequest::SetAtime { .. }
             | MdsRequest::SetStripe { .. }
             | MdsRequest::GetStripe { .. }
+            | MdsRequest::DeleteStripe { .. }
+            | MdsRequest::ListPools { .. }
             | MdsRequest::Statfs => true,
+            // Adding or removing an OST twice fails the second time, as
+            // making or destroying a pool does.
+            MdsRequest::ChangePool { .. } => false,
             MdsRequest::Mkdir { .. }
             | MdsRequest::Symlink { .. }
             | MdsRequest::Link { .. }
@@ -370,4 +422,5 @@ pub enum MdsReply {
     Stripe(StripeInfo),
     Statfs(Statfs),
     Error(MdsError),
+    Pools(Vec<PoolInfo>),
 }

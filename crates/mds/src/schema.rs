@@ -1,9 +1,11 @@
 //! The SQLite schema, its version check, and every row the MDS reads or writes.
 //!
-//! Schema version 3 (`PRAGMA user_version = 3`). Version 2 had no
-//! symbolic links, hard links, access or change times; a version 2
-//! database is rebuilt as version 3 when an MDS opens it (its times start
-//! as the modification time). Version 1 had no owners, permissions,
+//! Schema version 4 (`PRAGMA user_version = 4`). Version 3 had no OST
+//! pools; a version 3 database gains the pool tables and columns (no pool
+//! defined, no file or directory in one) when an MDS opens it. Version 2
+//! had no symbolic links, hard links, access or change times either; a
+//! version 2 database is rebuilt as version 4 when an MDS opens it (its
+//! times start as the modification time). Version 1 had no owners, permissions,
 //! precreated objects or destroy queue, and is refused with
 //! [`MdsError::SchemaVersion`]:
 //!
@@ -18,13 +20,13 @@
 //! Every function here runs on the connection it is given, which for writes
 //! is the caller's transaction: a request commits all its rows or none.
 
-use crate::{Attr, DirEntry, DirPage, Fid, FileKind, MdsConfig, MdsError, Owner, StripeSpec};
+use crate::{Attr, DirEntry, DirPage, Fid, FileKind, MdsConfig, MdsError, Owner, PoolName, StripeSpec};
 use lanefs_core::layout::Layout;
 use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 /// The schema this crate reads and writes, stored as `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The permissions of a new file system's root directory.
 pub const ROOT_PERMISSIONS: u32 = 0o755;
@@ -120,6 +122,14 @@ pub(crate) fn prepare(
             tx.execute("DELETE FROM destroy_queue", [])?;
         }
         SCHEMA_VERSION => {}
+        3 => {
+            migrate_from_3(&tx)?;
+            tracing::info!(
+                path = path_label,
+                version = SCHEMA_VERSION,
+                "added OST pools to an MDS database of schema version 3"
+            );
+        }
         2 => {
             migrate_from_2(&tx)?;
             tracing::info!(path = path_label, version = SCHEMA_VERSION, "rebuilt MDS database of schema version 2");
@@ -145,8 +155,34 @@ fn table_sql(table: &str, as_name: &str) -> String {
     SCHEMA_SQL[start..end].replacen(&format!("CREATE TABLE {table} ("), &format!("CREATE TABLE {as_name} ("), 1)
 }
 
-/// Version 2 to 3: `inodes` gains symbolic links and two times, `dentries`
-/// gives up one name per inode, `destroy_queue` gains the removed file. Both tables are rebuilt (SQLite cannot
+/// Version 3 to 4: `inodes` gains the pool columns (NULL: no pool), and
+/// the pool tables are made, empty. Nothing is rebuilt.
+fn migrate_from_3(tx: &Connection) -> Result<(), MdsError> {
+    for column in ["pool", "default_pool"] {
+        let definition = column_sql("inodes", column);
+        tx.execute_batch(&format!("ALTER TABLE inodes ADD COLUMN {definition}"))?;
+    }
+    add_pool_tables(tx)?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    Ok(())
+}
+
+/// The definition of `column` in `table`'s `CREATE TABLE` in [`SCHEMA_SQL`].
+fn column_sql(table: &str, column: &str) -> String {
+    let sql = table_sql(table, table);
+    let line = sql.lines().map(str::trim).find(|line| line.starts_with(&format!("{column} "))).expect("the column");
+    line.trim_end_matches(',').to_string()
+}
+
+fn add_pool_tables(tx: &Connection) -> Result<(), MdsError> {
+    tx.execute_batch(&table_sql("ost_pools", "ost_pools"))?;
+    tx.execute_batch(&table_sql("ost_pool_members", "ost_pool_members"))?;
+    Ok(())
+}
+
+/// Version 2 to 4: `inodes` gains symbolic links, two times and the pool
+/// columns, `dentries`
+/// gives up one name per inode, `destroy_queue` gains the removed file, and the pool tables are made. Both tables are rebuilt (SQLite cannot
 /// change a CHECK or drop a UNIQUE in place), with foreign keys off, which
 /// [`Mds::start`](crate::Mds) arranges; they are checked before the
 /// transaction commits.
@@ -168,6 +204,7 @@ fn migrate_from_2(tx: &Connection) -> Result<(), MdsError> {
          CREATE INDEX dentries_by_fid ON dentries (fid); \
          ALTER TABLE destroy_queue ADD COLUMN fid INTEGER;",
     )?;
+    add_pool_tables(tx)?;
     let broken: i64 = tx.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |row| row.get(0))?;
     if broken > 0 {
         return Err(MdsError::Database(format!(
@@ -295,7 +332,8 @@ pub(crate) fn lookup(conn: &Connection, parent: Fid, name: &str) -> Result<Optio
 /// What a new inode is.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum NewInode<'a> {
-    File(&'a Layout),
+    /// A file, and the OST pool its objects came from.
+    File(&'a Layout, Option<PoolName>),
     Dir,
     Symlink(&'a str),
 }
@@ -309,15 +347,16 @@ pub(crate) fn insert_inode(
     now_ns: u64,
     (owner, permissions): (Owner, u32),
 ) -> Result<(), MdsError> {
-    let (kind, layout, target) = match new {
-        NewInode::File(layout) => (KIND_FILE, Some(layout), None),
-        NewInode::Dir => (KIND_DIR, None, None),
-        NewInode::Symlink(target) => (KIND_SYMLINK, None, Some(target)),
+    let (kind, layout, target, pool) = match new {
+        NewInode::File(layout, pool) => (KIND_FILE, Some(layout), None, pool),
+        NewInode::Dir => (KIND_DIR, None, None, None),
+        NewInode::Symlink(target) => (KIND_SYMLINK, None, Some(target), None),
     };
     let stripe_size = layout.map(Layout::stripe_size);
-    let sql =
-        "INSERT INTO inodes (fid, kind, mtime_ns, atime_ns, ctime_ns, uid, gid, permissions, stripe_size, target) \
-               VALUES (?1, ?2, ?3, ?3, ?3, ?4, ?5, ?6, ?7, ?8)";
+    let pool = pool.map(|pool| pool.as_str().to_string());
+    let sql = "INSERT INTO inodes (fid, kind, mtime_ns, atime_ns, ctime_ns, uid, gid, permissions, stripe_size, \
+                                   target, pool) \
+               VALUES (?1, ?2, ?3, ?3, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
     conn.prepare_cached(sql)?.execute(params![
         fid.0,
         kind,
@@ -326,7 +365,8 @@ pub(crate) fn insert_inode(
         owner.gid,
         permissions,
         stripe_size,
-        target
+        target,
+        pool
     ])?;
     let Some(layout) = layout else { return Ok(()) };
     let mut insert = conn.prepare_cached("INSERT INTO objects (fid, stripe, ost, object) VALUES (?1, ?2, ?3, ?4)")?;
@@ -503,16 +543,32 @@ pub(crate) fn entry_count(conn: &Connection, dir: Fid) -> Result<u64, MdsError> 
 
 /// A directory's own default striping (fields it does not set are `None`).
 pub(crate) fn dir_default(conn: &Connection, dir: Fid) -> Result<StripeSpec, MdsError> {
-    let sql = "SELECT default_count, default_size, default_start FROM inodes WHERE fid = ?1";
-    Ok(conn
+    let sql = "SELECT default_count, default_size, default_start, default_pool FROM inodes WHERE fid = ?1";
+    let (count, size, start_ost, pool) = conn
         .prepare_cached(sql)?
-        .query_row([dir.0], |row| Ok(StripeSpec { count: row.get(0)?, size: row.get(1)?, start_ost: row.get(2)? }))?)
+        .query_row([dir.0], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get::<_, Option<String>>(3)?)))?;
+    let pool = pool.map(|name| stored_pool(&name)).transpose()?;
+    Ok(StripeSpec { count, size, start_ost, pool })
 }
 
 pub(crate) fn set_dir_default(conn: &Connection, dir: Fid, spec: &StripeSpec) -> Result<(), MdsError> {
-    let sql = "UPDATE inodes SET default_count = ?2, default_size = ?3, default_start = ?4 WHERE fid = ?1";
-    conn.prepare_cached(sql)?.execute(params![dir.0, spec.count, spec.size, spec.start_ost])?;
+    let sql = "UPDATE inodes SET default_count = ?2, default_size = ?3, default_start = ?4, default_pool = ?5 \
+               WHERE fid = ?1";
+    let pool = spec.pool.map(|pool| pool.as_str().to_string());
+    conn.prepare_cached(sql)?.execute(params![dir.0, spec.count, spec.size, spec.start_ost, pool])?;
     Ok(())
+}
+
+/// The OST pool file `fid` was created in.
+pub(crate) fn file_pool(conn: &Connection, fid: Fid) -> Result<Option<PoolName>, MdsError> {
+    let sql = "SELECT pool FROM inodes WHERE fid = ?1";
+    let pool: Option<String> = conn.prepare_cached(sql)?.query_row([fid.0], |row| row.get(0))?;
+    pool.map(|name| stored_pool(&name)).transpose()
+}
+
+fn stored_pool(name: &str) -> Result<PoolName, MdsError> {
+    PoolName::parse(name)
+        .map_err(|_| MdsError::Database(format!("corrupt pool name {name:?}: the database was edited by hand")))
 }
 
 /// How many inodes of `kind` exist.

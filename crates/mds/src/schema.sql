@@ -23,7 +23,9 @@ CREATE TABLE ost_counters (
 -- Files have a stripe size and rows in `objects`; symbolic links their
 -- target; directories may have a default striping for new files below
 -- them, each field NULL when inherited (count -1 = all OSTs, start -1 = MDS
--- chooses).
+-- chooses). A file's `pool` is the OST pool it was created in, as named
+-- then (the pool may since have gone); a directory's `default_pool` the
+-- pool of its default striping.
 CREATE TABLE inodes (
     fid           INTEGER PRIMARY KEY,
     kind          INTEGER NOT NULL CHECK (kind IN (1, 2, 3)),  -- 1 file, 2 directory, 3 symbolic link
@@ -37,7 +39,9 @@ CREATE TABLE inodes (
     target        TEXT CHECK ((kind = 3) = (target IS NOT NULL)),
     default_count INTEGER CHECK (default_count IS NULL OR (kind = 2 AND default_count >= -1 AND default_count != 0)),
     default_size  INTEGER CHECK (default_size IS NULL OR (kind = 2 AND default_size > 0)),
-    default_start INTEGER CHECK (default_start IS NULL OR (kind = 2 AND default_start >= -1))
+    default_start INTEGER CHECK (default_start IS NULL OR (kind = 2 AND default_start >= -1)),
+    pool          TEXT CHECK (pool IS NULL OR (kind = 1 AND length(pool) BETWEEN 1 AND 15)),
+    default_pool  TEXT CHECK (default_pool IS NULL OR (kind = 2 AND length(default_pool) BETWEEN 1 AND 15))
 );
 
 -- The namespace: the root has no entry, a directory exactly one, a file or
@@ -72,4 +76,19 @@ CREATE TABLE destroy_queue (
     object INTEGER NOT NULL CHECK (object >= 1),
     fid    INTEGER,
     PRIMARY KEY (ost, object)
+) WITHOUT ROWID;
+
+-- OST pools (Lustre's, defined here rather than in an MGS's log): a name
+-- of 1 to 15 characters, and the next round-robin position among its
+-- members for files whose starting OST the MDS chooses.
+CREATE TABLE ost_pools (
+    name        TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 15),
+    round_robin INTEGER NOT NULL CHECK (round_robin >= 0)
+) WITHOUT ROWID;
+
+-- The OSTs of each pool.
+CREATE TABLE ost_pool_members (
+    pool TEXT NOT NULL REFERENCES ost_pools (name),
+    ost  INTEGER NOT NULL REFERENCES ost_counters (ost),
+    PRIMARY KEY (pool, ost)
 ) WITHOUT ROWID;

@@ -59,7 +59,10 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 /// 6: file locks (`MdsCall::Flock`), opens and closes told to the MDS
 ///    (`Opened`, `Closed`), symbolic and hard links and three times per
 ///    inode in the namespace calls and answers.
-pub const PROTOCOL_VERSION: u16 = 6;
+/// 7: OST pools (`ChangePool`, `ListPools`, `Pools`, a pool in the stripe
+///    settings and in `GetStripe`'s answer), `DeleteStripe`, the MDT's
+///    space in `Statfs`.
+pub const PROTOCOL_VERSION: u16 = 7;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -22,7 +22,7 @@ fn client(c: &LocalCluster) -> Client {
 }
 
 fn create(cl: &Client, path: &str, count: i64, size: u64) -> File {
-    let stripe = StripeSpec { count: Some(count), size: Some(size), start_ost: None };
+    let stripe = StripeSpec { count: Some(count), size: Some(size), start_ost: None, pool: None };
     let request = MdsRequest::Create {
         path: path.into(),
         stripe,
@@ -297,10 +297,10 @@ fn bad_stripe_settings_and_missing_paths_are_clear_errors() {
         access: Access::ReadWrite,
         permissions: 0o644,
     };
-    let stripe = StripeSpec { count: Some(1), size: Some(100_000), start_ost: None };
+    let stripe = StripeSpec { count: Some(1), size: Some(100_000), start_ost: None, pool: None };
     let e = a.mds(create("/x", stripe)).unwrap_err();
     assert!(e.to_string().contains("65536") || e.to_string().contains("64 KiB"), "{e}");
-    let stripe = StripeSpec { count: Some(5), size: None, start_ost: None };
+    let stripe = StripeSpec { count: Some(5), size: None, start_ost: None, pool: None };
     let e = a.mds(create("/y", stripe)).unwrap_err();
     assert!(e.to_string().contains('5'), "{e}");
     let e = a.mds(MdsRequest::Open { path: "/nope/file".into(), access: Access::Read }).unwrap_err();

@@ -16,7 +16,7 @@ use lanefs_core::{ClientId, Duration, Epoch, Instant, LockHandle, ObjectId, Obje
 use lanefs_fuzz::client::{self, client_config, client_setup, real_osts, ClientAction, Start};
 use lanefs_fuzz::ost::{config_from_flags, OstAction, OstDriver, RECOVERY_FLAG};
 use lanefs_fuzz::{decode_all, encode_all, encode_with_flags, ACTIONS_MAX};
-use lanefs_mds::{Access, CreateMode, Credentials, MdsReply, MdsRequest, StripeSpec};
+use lanefs_mds::{Access, CreateMode, Credentials, MdsReply, MdsRequest, PoolChange, PoolName, StripeSpec};
 use lanefs_net::codec::encode;
 use lanefs_net::proto::{ClusterInfo, MdsAnswer, MdsCall, OstSpace, OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
 use lanefs_net::shm::SharedBulk;
@@ -431,7 +431,7 @@ fn mds_seeds() {
     let root = Credentials::ROOT;
     let user = Credentials { uid: 1000, gid: 1000, groups: vec![10] };
     let other = Credentials::user(1001, 1001);
-    let stripe = |count, size| StripeSpec { count: Some(count), size: Some(size), start_ost: None };
+    let stripe = |count, size| StripeSpec { count: Some(count), size: Some(size), start_ost: None, pool: None };
     let create = |path: &str, stripe, mode, access, permissions| MdsRequest::Create {
         path: path.into(),
         stripe,
@@ -488,6 +488,33 @@ fn mds_seeds() {
     ];
     write_actions("mds", "users", None, &requests);
 
+    // OST pools: made, filled, used by a directory and a file, listed,
+    // refused to a user, emptied and destroyed; a default removed.
+    let root = Credentials::ROOT;
+    let fast = PoolName::parse("fast").expect("a valid pool name");
+    let pool = |change| MdsRequest::ChangePool { pool: fast, change };
+    let in_fast = StripeSpec { pool: Some(fast), ..StripeSpec::default() };
+    let requests = vec![
+        (root.clone(), pool(PoolChange::New)),
+        (root.clone(), pool(PoolChange::Add(vec![1, 3]))),
+        (root.clone(), MdsRequest::Mkdir { path: "/p".into(), permissions: 0o755 }),
+        (root.clone(), MdsRequest::SetStripe { path: "/p".into(), stripe: in_fast }),
+        (root.clone(), create("/p/f", StripeSpec::default(), CreateMode::Exclusive, Access::Write, 0o644)),
+        (
+            root.clone(),
+            create("/q", StripeSpec { count: Some(-1), ..in_fast }, CreateMode::Exclusive, Access::Write, 0o644),
+        ),
+        (root.clone(), MdsRequest::GetStripe { path: "/p/f".into() }),
+        (Credentials::user(1000, 1000), MdsRequest::ListPools { pool: None }),
+        (Credentials::user(1000, 1000), pool(PoolChange::Destroy)),
+        (root.clone(), MdsRequest::ListPools { pool: Some(fast) }),
+        (root.clone(), pool(PoolChange::Remove(vec![1, 3]))),
+        (root.clone(), pool(PoolChange::Destroy)),
+        (root.clone(), MdsRequest::DeleteStripe { path: "/p".into() }),
+        (root, MdsRequest::Statfs),
+    ];
+    write_actions("mds", "pools", None, &requests);
+
     let odd_caller = Credentials { uid: u32::MAX, gid: 7, groups: vec![0, 1, u32::MAX, 1] };
     let odd = vec![
         (Credentials::ROOT, MdsRequest::Mkdir { path: "//x/./y/".into(), permissions: u32::MAX }),
@@ -496,7 +523,7 @@ fn mds_seeds() {
             Credentials::ROOT,
             MdsRequest::SetStripe {
                 path: "/".into(),
-                stripe: StripeSpec { count: Some(i64::MIN), size: Some(u64::MAX), start_ost: Some(-2) },
+                stripe: StripeSpec { count: Some(i64::MIN), size: Some(u64::MAX), start_ost: Some(-2), pool: None },
             },
         ),
         (Credentials::ROOT, MdsRequest::Rename { from: "/".into(), to: "/z".into() }),

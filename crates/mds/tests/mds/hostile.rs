@@ -2,7 +2,7 @@
 //! error for a bad one), never panics, and keeps every invariant.
 
 use crate::mds;
-use lanefs_mds::{Access, CreateMode, Credentials, MdsReply, MdsRequest, StripeSpec, GROUPS_MAX};
+use lanefs_mds::{Access, CreateMode, Credentials, MdsReply, MdsRequest, PoolChange, PoolName, StripeSpec, GROUPS_MAX};
 use proptest::prelude::*;
 
 fn path() -> impl Strategy<Value = String> {
@@ -31,7 +31,27 @@ fn stripe() -> impl Strategy<Value = StripeSpec> {
         any::<u64>()
     ]);
     let start_ost = prop::option::of(prop_oneof![-3..6i64, Just(i64::MIN), Just(i64::MAX)]);
-    (count, size, start_ost).prop_map(|(count, size, start_ost)| StripeSpec { count, size, start_ost })
+    (count, size, start_ost, prop::option::of(pool())).prop_map(|(count, size, start_ost, pool)| StripeSpec {
+        count,
+        size,
+        start_ost,
+        pool,
+    })
+}
+
+/// Two pool names, so that requests meet the pools others made.
+fn pool() -> impl Strategy<Value = PoolName> {
+    prop_oneof![Just("a"), Just("b")].prop_map(|name| PoolName::parse(name).unwrap())
+}
+
+fn pool_change() -> impl Strategy<Value = PoolChange> {
+    let osts = || prop::collection::vec(prop_oneof![0..6u32, Just(u32::MAX)], 0..4);
+    prop_oneof![
+        Just(PoolChange::New),
+        Just(PoolChange::Destroy),
+        osts().prop_map(PoolChange::Add),
+        osts().prop_map(PoolChange::Remove),
+    ]
 }
 
 fn permissions() -> impl Strategy<Value = u32> {
@@ -72,6 +92,9 @@ fn request() -> impl Strategy<Value = MdsRequest> {
         (path(), stripe()).prop_map(|(path, stripe)| MdsRequest::SetStripe { path, stripe }),
         path().prop_map(|path| MdsRequest::GetStripe { path }),
         Just(MdsRequest::Statfs),
+        path().prop_map(|path| MdsRequest::DeleteStripe { path }),
+        (pool(), pool_change()).prop_map(|(pool, change)| MdsRequest::ChangePool { pool, change }),
+        prop::option::of(pool()).prop_map(|pool| MdsRequest::ListPools { pool }),
     ]
 }
 

@@ -12,6 +12,7 @@ mod links;
 mod namespace;
 mod permissions;
 mod persistence;
+mod pools;
 mod readdir;
 mod rename;
 mod striping;
@@ -51,7 +52,7 @@ pub fn try_create(mds: &mut Mds, path: &str, stripe: &StripeSpec, mode: CreateMo
 }
 
 pub fn spec(count: Option<i64>, size: Option<u64>, start_ost: Option<i64>) -> StripeSpec {
-    StripeSpec { count, size, start_ost }
+    StripeSpec { count, size, start_ost, pool: None }
 }
 
 /// Creates `path` exclusively with inherited striping.

@@ -4,7 +4,7 @@
 
 use crate::*;
 use lanefs_core::units::OstIndex;
-use lanefs_mds::{DirPage, FileKind, MdsReply, MdsRequest, Statfs};
+use lanefs_mds::{DirPage, FileKind, MdsReply, MdsRequest, PoolChange, PoolInfo, PoolName, Statfs};
 use serde::{de::DeserializeOwned, Serialize};
 use std::fmt::Debug;
 
@@ -56,7 +56,7 @@ fn every_request_gets_its_reply_through_the_codec() {
     let MdsReply::Stripe(info) = call(&mut mds, MdsRequest::GetStripe { path: path("/d/f") }) else { panic!() };
     assert_eq!(info.layout.as_ref(), Some(&file.layout));
     assert_eq!(info.inherited_from.size.as_deref(), Some("/d"));
-    let statfs = Statfs { ost_count: 4, file_count: 1, dir_count: 2 };
+    let statfs = Statfs { ost_count: 4, file_count: 1, dir_count: 2, space: None };
     assert_eq!(call(&mut mds, MdsRequest::Statfs), MdsReply::Statfs(statfs));
     create_with(&mut mds, "/d/g", spec(Some(3), None, None));
     let rename = MdsRequest::Rename { from: path("/d/f"), to: path("/d/g") };
@@ -67,6 +67,33 @@ fn every_request_gets_its_reply_through_the_codec() {
     assert_eq!(queued(&mds), 5, "and the unlinked file's");
     assert_eq!(call(&mut mds, MdsRequest::Rmdir { path: path("/d") }), MdsReply::Ok);
     mds.check_invariants();
+}
+
+#[test]
+fn pool_requests_get_their_replies_through_the_codec() {
+    let mut mds = mds(4);
+    let fast = PoolName::parse("lanefs.fast").unwrap();
+    let new = MdsRequest::ChangePool { pool: fast, change: PoolChange::New };
+    assert_eq!(call(&mut mds, new), MdsReply::Ok);
+    let add = MdsRequest::ChangePool { pool: fast, change: PoolChange::Add(vec![2, 0]) };
+    assert_eq!(call(&mut mds, add), MdsReply::Ok);
+    let listed = call(&mut mds, MdsRequest::ListPools { pool: Some(fast) });
+    assert_eq!(listed, MdsReply::Pools(vec![PoolInfo { name: fast, osts: vec![0, 2] }]));
+    call(&mut mds, MdsRequest::Mkdir { path: path("/d"), permissions: 0o755 });
+    let stripe = StripeSpec { pool: Some(fast), ..StripeSpec::default() };
+    assert_eq!(call(&mut mds, MdsRequest::SetStripe { path: path("/d"), stripe }), MdsReply::Ok);
+    create(&mut mds, "/d/f");
+    let MdsReply::Stripe(info) = call(&mut mds, MdsRequest::GetStripe { path: path("/d/f") }) else { panic!() };
+    assert_eq!(
+        (info.pool, info.default.pool, info.inherited_from.pool.as_deref()),
+        (Some(fast), Some(fast), Some("/d"))
+    );
+    assert_eq!(call(&mut mds, MdsRequest::DeleteStripe { path: path("/d") }), MdsReply::Ok);
+    let MdsReply::Error(error) = call(&mut mds, MdsRequest::ChangePool { pool: fast, change: PoolChange::Destroy })
+    else {
+        panic!("a pool with members is not destroyed")
+    };
+    assert!(error.to_string().contains("not empty"), "{error}");
 }
 
 #[test]
@@ -95,7 +122,7 @@ fn errors_come_back_as_data_and_change_nothing() {
     for (request, error) in cases {
         assert_eq!(call(&mut mds, request), MdsReply::Error(error));
     }
-    assert_eq!(mds.statfs().unwrap(), Statfs { ost_count: 2, file_count: 0, dir_count: 1 });
+    assert_eq!(mds.statfs().unwrap(), Statfs { ost_count: 2, file_count: 0, dir_count: 1, space: None });
     mds.check_invariants();
 }
 

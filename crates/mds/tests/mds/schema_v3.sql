@@ -1,0 +1,75 @@
+-- Counters: 'next_fid' (never reused), 'round_robin' (next starting OST,
+-- modulo the OST count), 'ost_count' (only grows).
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value INTEGER NOT NULL CHECK (value >= 0)
+) WITHOUT ROWID;
+
+-- One row per OST: the next object id the MDS hands out on it (ids start at
+-- 1 and are never reused, even after the object is destroyed), and the
+-- highest id the OST has created in advance, as it last reported (its
+-- LAST_ID). Ids next_object..=precreated are the OST's pool: objects that
+-- exist, empty, and belong to no file yet.
+CREATE TABLE ost_counters (
+    ost         INTEGER PRIMARY KEY CHECK (ost >= 0),
+    next_object INTEGER NOT NULL CHECK (next_object >= 1),
+    precreated  INTEGER NOT NULL,
+    CHECK (precreated >= next_object - 1)
+);
+
+-- Files, directories and symbolic links, with owner, group and permissions
+-- (mode & 07777) and three times (nanoseconds since the epoch: last
+-- modification, last access as set by utimensat, last change of the inode).
+-- Files have a stripe size and rows in `objects`; symbolic links their
+-- target; directories may have a default striping for new files below
+-- them, each field NULL when inherited (count -1 = all OSTs, start -1 = MDS
+-- chooses).
+CREATE TABLE inodes (
+    fid           INTEGER PRIMARY KEY,
+    kind          INTEGER NOT NULL CHECK (kind IN (1, 2, 3)),  -- 1 file, 2 directory, 3 symbolic link
+    mtime_ns      INTEGER NOT NULL,
+    atime_ns      INTEGER NOT NULL,
+    ctime_ns      INTEGER NOT NULL,
+    uid           INTEGER NOT NULL CHECK (uid BETWEEN 0 AND 4294967295),
+    gid           INTEGER NOT NULL CHECK (gid BETWEEN 0 AND 4294967295),
+    permissions   INTEGER NOT NULL CHECK (permissions BETWEEN 0 AND 4095),
+    stripe_size   INTEGER CHECK ((kind = 1) = (stripe_size IS NOT NULL)),
+    target        TEXT CHECK ((kind = 3) = (target IS NOT NULL)),
+    default_count INTEGER CHECK (default_count IS NULL OR (kind = 2 AND default_count >= -1 AND default_count != 0)),
+    default_size  INTEGER CHECK (default_size IS NULL OR (kind = 2 AND default_size > 0)),
+    default_start INTEGER CHECK (default_start IS NULL OR (kind = 2 AND default_start >= -1))
+);
+
+-- The namespace: the root has no entry, a directory exactly one, a file or
+-- a symbolic link one per hard link (its link count).
+CREATE TABLE dentries (
+    parent INTEGER NOT NULL REFERENCES inodes (fid),
+    name   TEXT NOT NULL CHECK (length(name) > 0),
+    fid    INTEGER NOT NULL REFERENCES inodes (fid),
+    PRIMARY KEY (parent, name)
+) WITHOUT ROWID;
+
+CREATE INDEX dentries_by_fid ON dentries (fid);
+
+-- A file's objects, one per stripe, on distinct OSTs.
+CREATE TABLE objects (
+    fid    INTEGER NOT NULL REFERENCES inodes (fid),
+    stripe INTEGER NOT NULL CHECK (stripe >= 0),
+    ost    INTEGER NOT NULL REFERENCES ost_counters (ost),
+    object INTEGER NOT NULL CHECK (object >= 1),
+    PRIMARY KEY (fid, stripe),
+    UNIQUE (fid, ost),
+    UNIQUE (ost, object)
+) WITHOUT ROWID;
+
+-- Objects of removed files, to destroy on their OSTs (Lustre's unlink
+-- llog): written in the transaction that removes the file, deleted when the
+-- OST has acknowledged the destroy. `fid` is the removed file's (NULL for
+-- objects queued by schema version 2): its objects wait while a client
+-- keeps it open.
+CREATE TABLE destroy_queue (
+    ost    INTEGER NOT NULL REFERENCES ost_counters (ost),
+    object INTEGER NOT NULL CHECK (object >= 1),
+    fid    INTEGER,
+    PRIMARY KEY (ost, object)
+) WITHOUT ROWID;
