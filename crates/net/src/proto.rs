@@ -59,7 +59,9 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 /// 6: file locks (`MdsCall::Flock`), opens and closes told to the MDS
 ///    (`Opened`, `Closed`), symbolic and hard links and three times per
 ///    inode in the namespace calls and answers.
-pub const PROTOCOL_VERSION: u16 = 6;
+/// 7: RPC sizes and page histograms in the OST counters, and the OST's
+///    `sync_lock_cancel`, in `OstStats` (`lanefs lctl`).
+pub const PROTOCOL_VERSION: u16 = 7;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,6 +88,8 @@ pub struct OstStats {
     /// Bytes of write RPCs taken from clients' shared memory rather than
     /// from the socket.
     pub bulk_shared_bytes: u64,
+    /// The OST's `sync_lock_cancel` now.
+    pub sync_lock_cancel: lanefs_core::ost::SyncLockCancel,
 }
 
 /// `statvfs` of an OST's backing file system; `fsid` tells OSTs that share
@@ -224,6 +228,22 @@ pub enum Wire {
     StatsReply {
         id: u64,
         osts: Vec<OstStats>,
+    },
+    /// Client to OSS, from an administrator (a server key, or the server's
+    /// own user or root on a Unix socket): set one of `ost`'s parameters
+    /// (`lctl set_param obdfilter.*.NAME=VALUE`); with `permanent`, also
+    /// in the OST's directory, for its next start (`-P`). Answered by
+    /// `SetParamReply`.
+    SetParam {
+        id: u64,
+        ost: u32,
+        name: String,
+        value: String,
+        permanent: bool,
+    },
+    SetParamReply {
+        id: u64,
+        result: Result<(), String>,
     },
     /// Client to OSS, with the memfd of the client's page arena attached:
     /// map it, `frames` frames, named `arena` in bulk descriptors.

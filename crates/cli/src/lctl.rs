@@ -1,0 +1,385 @@
+//! `lanefs lctl`: Lustre's lctl for a lanefs cluster. This file parses the
+//! verbs and prints what the holders of the parameters answer; the
+//! parameter trees, matching and statistics files are lanefs-net's
+//! (`params`, `control`).
+//!
+//! Holders: every live client on this host (mounts, IOR ranks), found by
+//! their control sockets in `control::run_dir()`, for `osc.*`, `llite.*`
+//! and their `ldlm.namespaces.*`; and, when the MDS is given (--mds or
+//! LANEFS_MDS), the OSTs, asked through it as `lanefs df` asks them, for
+//! `obdfilter.*` (also `ofd.*` to set_param) and their server namespaces.
+
+use crate::fs::Target;
+use crate::out::{self, outln};
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use lanefs_net::control::{self, ControlError, Reply, Request};
+use lanefs_net::params::{self, Node, Selection};
+use std::path::PathBuf;
+
+const AFTER_HELP: &str = "\
+Parameters (INSTANCE: a client's ffff... id; N: an OST index in hex):
+  osc.lanefs-OSTNNNN-osc-INSTANCE.{max_dirty_mb,max_rpcs_in_flight,max_pages_per_rpc,
+      cur_dirty_bytes,rpc_stats,stats}
+  llite.lanefs-INSTANCE.{max_cached_mb,stats}
+  ldlm.namespaces.lanefs-OSTNNNN-osc-INSTANCE.{lock_count,lock_unused_count,lru_size,
+      lru_max_age,pool.granted,stats}
+  obdfilter.lanefs-OSTNNNN.{stats,brw_stats,sync_lock_cancel,kbytestotal,kbytesfree,...}
+  ldlm.namespaces.filter-lanefs-OSTNNNN_UUID.{lock_count,pool.granted,stats}
+
+Clients are the mounts and IOR ranks of this host that listen in
+$LANEFS_RUN_DIR (default /run/lanefs/clients for root, else
+$XDG_RUNTIME_DIR/lanefs/clients); OSTs are asked through the MDS (--mds or
+LANEFS_MDS).
+
+Where lanefs departs from Lustre: one lctl sees every client of its host
+and every OST of the file system (Lustre's sees its own node's devices); a
+client keeps one dirty limit, RPC limit and lock LRU for all its OSTs, so
+setting one OSC's or namespace's value sets them all for that client;
+writing to a stats file clears all of that client's statistics;
+lru_size=0 (dynamic LRU) is refused; stats files count requests
+([reqs]) where Lustre times them ([usecs]), and leave out what lanefs
+does not measure (RPC latencies, pool rates, disk-side brw_stats).";
+
+/// Lustre's lctl: parameters of live clients and OSTs, and devices.
+#[derive(Args, Debug)]
+#[command(after_long_help = AFTER_HELP)]
+pub struct LctlArgs {
+    #[command(subcommand)]
+    verb: Verb,
+}
+
+#[derive(Subcommand, Debug)]
+enum Verb {
+    /// Print parameters' values: `name=value`, or `name=` and the lines of
+    /// a multi-line file (statistics).
+    #[command(name = "get_param")]
+    GetParam {
+        /// Values only.
+        #[arg(short = 'n')]
+        no_name: bool,
+        /// Names only.
+        #[arg(short = 'N')]
+        only_name: bool,
+        /// Everything under matching directories too.
+        #[arg(short = 'R')]
+        recursive: bool,
+        /// Parameter names or patterns (`*`, `?`, `[...]`, `{a,b}`).
+        #[arg(required = true, value_name = "PARAM")]
+        params: Vec<String>,
+    },
+    /// Set parameters (`name=value`); writing to a stats file clears it.
+    #[command(name = "set_param")]
+    SetParam {
+        /// Keep the setting: applied now, and to clients started later.
+        #[arg(short = 'P')]
+        permanent: bool,
+        /// Print nothing for what was set.
+        #[arg(short = 'n')]
+        no_name: bool,
+        #[arg(required = true, value_name = "PARAM=VALUE")]
+        settings: Vec<String>,
+    },
+    /// List parameter names (and directories) that match.
+    #[command(name = "list_param")]
+    ListParam {
+        /// Everything under matching directories too.
+        #[arg(short = 'R')]
+        recursive: bool,
+        /// Mark directories with a trailing `/`.
+        #[arg(short = 'F')]
+        classify: bool,
+        #[arg(required = true, value_name = "PARAM")]
+        patterns: Vec<String>,
+    },
+    /// List devices, as `lctl dl`: index, status, type, name, uuid, references.
+    Dl,
+}
+
+/// An error already printed in lctl's own words: the command only fails.
+#[derive(Debug)]
+pub struct Reported;
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("lctl failed")
+    }
+}
+
+impl std::error::Error for Reported {}
+
+pub fn run(args: LctlArgs, target: &Target) -> Result<()> {
+    let holders = Holders::find(target)?;
+    let ok = match args.verb {
+        Verb::GetParam { no_name, only_name, recursive, params } => {
+            get_param(&holders, &params, recursive, Show { name: !no_name, value: !only_name })?
+        }
+        Verb::ListParam { recursive, classify, patterns } => list_param(&holders, &patterns, recursive, classify)?,
+        Verb::SetParam { permanent, no_name, settings } => set_param(&holders, &settings, !no_name, permanent)?,
+        Verb::Dl => dl(&holders)?,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Reported.into())
+    }
+}
+
+/// Who holds parameters: the live clients' sockets, and the OSTs' trees.
+struct Holders {
+    clients: Vec<PathBuf>,
+    servers: Option<lanefs_net::client::Client>,
+    ost_stats: Vec<lanefs_net::proto::OstStats>,
+}
+
+impl Holders {
+    fn find(target: &Target) -> Result<Holders> {
+        let clients = control::client_sockets(&control::run_dir());
+        let (servers, ost_stats) = match &target.mds {
+            Some(_) => {
+                let client = target.connect()?;
+                // Without the OSTs, the clients' parameters are still there.
+                let stats = client.ost_stats().unwrap_or_else(|e| {
+                    eprintln!("warning: the OSTs' parameters are left out: {e}");
+                    Vec::new()
+                });
+                (Some(client), stats)
+            }
+            None => (None, Vec::new()),
+        };
+        Ok(Holders { clients, servers, ost_stats })
+    }
+
+    fn server_tree(&self) -> params::Tree {
+        params::server::tree(&self.ost_stats, std::time::SystemTime::now())
+    }
+
+    /// Ask every live client; a stale one is skipped, a failing one
+    /// reported (and skipped).
+    fn ask_clients(&self, request: &Request) -> Vec<Reply> {
+        let mut replies = Vec::new();
+        for path in &self.clients {
+            match control::ask(path, request) {
+                Ok(Reply::Error(e)) => eprintln!("error: {}: {e}", path.display()),
+                Ok(reply) => replies.push(reply),
+                Err(ControlError::Stale(_)) => {}
+                Err(e) => eprintln!("error: {e}"),
+            }
+        }
+        replies
+    }
+
+    /// The nodes `pattern` finds, among every holder's, in name order.
+    fn select(&self, pattern: &str, recursive: bool, values: bool) -> Result<Vec<Node>> {
+        let selection = Selection { patterns: vec![pattern.to_string()], recursive, values };
+        selection.validate().map_err(anyhow::Error::msg)?;
+        let mut nodes = Vec::new();
+        for reply in self.ask_clients(&Request::Get(selection.clone())) {
+            if let Reply::Nodes(found) = reply {
+                nodes.extend(found);
+            }
+        }
+        nodes.extend(self.server_tree().select(&selection));
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        nodes.dedup_by(|a, b| a.name == b.name); // a directory both sides have
+        Ok(nodes)
+    }
+
+    /// The names a hint may offer.
+    fn all_names(&self) -> Vec<String> {
+        let names: Vec<String> = match self.select("*", true, false) {
+            Ok(nodes) => nodes.into_iter().filter(|n| n.value.is_some()).map(|n| n.name).collect(),
+            Err(_) => Vec::new(),
+        };
+        names
+    }
+
+    /// lctl's error for a pattern nothing matches, with a hint.
+    fn no_such(&self, verb: &str, pattern: &str) {
+        // lctl shows the pattern as the path it globbed ('.' as '/').
+        eprintln!("error: {verb}: param_path '{}': No such file or directory", pattern.replace('.', "/"));
+        let names = self.all_names();
+        match params::closest(pattern, names.iter()) {
+            Some(name) => eprintln!("hint: a parameter that exists: {name}"),
+            None if self.servers.is_none() && self.clients.is_empty() => eprintln!(
+                "hint: no client listens in {} and no MDS is given (--mds or LANEFS_MDS) for the OSTs",
+                control::run_dir().display()
+            ),
+            None => {}
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Show {
+    name: bool,
+    value: bool,
+}
+
+/// lctl's `print_param_internal`: `name=value`, `name=` then the lines of
+/// a multi-line value, the value alone with -n, the name alone with -N.
+fn format_param(name: &str, value: &str, show: Show) -> String {
+    match (show.name, show.value) {
+        (true, true) if value.contains('\n') => format!("{name}=\n{value}\n"),
+        (true, true) => format!("{name}={value}\n"),
+        (false, true) => format!("{value}\n"),
+        (true, false) => format!("{name}\n"),
+        (false, false) => String::new(),
+    }
+}
+
+fn get_param(holders: &Holders, patterns: &[String], recursive: bool, show: Show) -> Result<bool> {
+    let mut ok = true;
+    for pattern in patterns {
+        let nodes = holders.select(pattern, recursive, show.value)?;
+        if nodes.is_empty() {
+            holders.no_such("get_param", pattern);
+            ok = false;
+            continue;
+        }
+        let mut text = String::new();
+        for node in &nodes {
+            if let Some(value) = &node.value {
+                text += &format_param(&node.name, value, show);
+            }
+        }
+        out::stdout_write(&text)?;
+    }
+    Ok(ok)
+}
+
+fn list_param(holders: &Holders, patterns: &[String], recursive: bool, classify: bool) -> Result<bool> {
+    let mut ok = true;
+    for pattern in patterns {
+        let nodes = holders.select(pattern, recursive, false)?;
+        if nodes.is_empty() {
+            holders.no_such("list_param", pattern);
+            ok = false;
+        }
+        for node in nodes {
+            let mark = if classify && node.value.is_none() { "/" } else { "" };
+            outln!("{}{mark}", node.name)?;
+        }
+    }
+    Ok(ok)
+}
+
+fn set_param(holders: &Holders, settings: &[String], show: bool, permanent: bool) -> Result<bool> {
+    let mut ok = true;
+    for setting in settings {
+        let Some((pattern, value)) = setting.split_once('=') else {
+            eprintln!("error: set_param: setting '{setting}': give PARAM=VALUE");
+            ok = false;
+            continue;
+        };
+        let mut outcomes = Vec::new();
+        let request = Request::Set { pattern: pattern.to_string(), value: value.to_string() };
+        for reply in holders.ask_clients(&request) {
+            if let Reply::Set(found) = reply {
+                outcomes.extend(found);
+            }
+        }
+        outcomes.extend(set_servers(holders, pattern, value, permanent)?);
+        if outcomes.is_empty() {
+            holders.no_such("set_param", pattern);
+            ok = false;
+        }
+        for outcome in outcomes {
+            match outcome.result {
+                Ok(()) if show => outln!("{}={value}", outcome.name)?,
+                Ok(()) => {}
+                Err(e) => {
+                    eprintln!("error: set_param: setting {e}");
+                    ok = false;
+                }
+            }
+        }
+    }
+    Ok(ok)
+}
+
+/// `obdfilter.*.sync_lock_cancel` (or `ofd.*`), set on the OSTs.
+fn set_servers(
+    holders: &Holders,
+    pattern: &str,
+    value: &str,
+    permanent: bool,
+) -> Result<Vec<params::client::SetOutcome>> {
+    let osts: Vec<u32> = holders.ost_stats.iter().map(|s| s.ost).collect();
+    let Some(targets) = params::server::sync_lock_cancel_targets(&osts, pattern, value) else {
+        return Ok(Vec::new());
+    };
+    let outcome = |name: String, result| params::client::SetOutcome { name, result };
+    let (targets, policy) = match targets {
+        Ok(found) => found,
+        Err(e) => return Ok(vec![outcome(pattern.to_string(), Err(e))]),
+    };
+    let client = holders.servers.as_ref().expect("OSTs are known through the MDS");
+    let mut outcomes = Vec::new();
+    for (ost, name) in targets {
+        let policy = params::server::sync_lock_cancel_name(policy);
+        let result = client
+            .set_ost_param(ost, "sync_lock_cancel", policy, permanent)
+            .map_err(|e| format!("{name}={value}: {e}"));
+        outcomes.push(outcome(name, result));
+    }
+    Ok(outcomes)
+}
+
+/// `lctl dl` (obd_device_list_seq_show, lustre/obdclass/obd_sysfs.c):
+/// "%3d %s %s %s %s %d": index, status, type, name, uuid, references.
+/// lanefs keeps no reference counts: the last column is 1.
+fn dl(holders: &Holders) -> Result<bool> {
+    let mut devices: Vec<(&str, String, String)> = Vec::new();
+    for reply in holders.ask_clients(&Request::Devices) {
+        if let Reply::Devices { instance, uuid, ost_count } = reply {
+            devices.push(("lov", format!("lanefs-clilov-{instance}"), uuid.clone()));
+            devices.push(("mdc", format!("lanefs-MDT0000-mdc-{instance}"), uuid.clone()));
+            for ost in 0..ost_count {
+                devices.push(("osc", params::client::osc_name(ost, &instance), uuid.clone()));
+            }
+        }
+    }
+    for s in &holders.ost_stats {
+        let name = params::server::obdfilter_name(s.ost);
+        devices.push(("obdfilter", name.clone(), format!("{name}_UUID")));
+    }
+    out::stdout_write(&format_devices(&devices))?;
+    Ok(true)
+}
+
+fn format_devices(devices: &[(&str, String, String)]) -> String {
+    devices.iter().enumerate().map(|(i, (kind, name, uuid))| format!("{i:3} UP {kind} {name} {uuid} 1\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// lctl's `print_param_internal` (lustre/utils/lustre_param.c): a
+    /// one-line value as `name=value`; a multi-line one on the lines after
+    /// `name=`; `-n` the value alone; `-N` the name alone.
+    #[test]
+    fn params_print_as_lctl_prints_them() {
+        let all = Show { name: true, value: true };
+        assert_eq!(format_param("osc.a.max_dirty_mb", "32", all), "osc.a.max_dirty_mb=32\n");
+        assert_eq!(format_param("osc.a.stats", "x\ny", all), "osc.a.stats=\nx\ny\n");
+        assert_eq!(format_param("osc.a.max_dirty_mb", "32", Show { name: false, value: true }), "32\n");
+        assert_eq!(format_param("osc.a.max_dirty_mb", "", Show { name: true, value: false }), "osc.a.max_dirty_mb\n");
+    }
+
+    /// `obd_device_list_seq_show` (lustre/obdclass/obd_sysfs.c):
+    /// "%3d %s %s %s %s %d\n".
+    #[test]
+    fn devices_print_as_lctl_dl() {
+        let devices = [
+            ("osc", "lanefs-OST0000-osc-ffff00000000002a".to_string(), "000000000000002a".to_string()),
+            ("obdfilter", "lanefs-OST0000".to_string(), "lanefs-OST0000_UUID".to_string()),
+        ];
+        assert_eq!(
+            format_devices(&devices),
+            "  0 UP osc lanefs-OST0000-osc-ffff00000000002a 000000000000002a 1\n\
+             \x20 1 UP obdfilter lanefs-OST0000 lanefs-OST0000_UUID 1\n"
+        );
+    }
+}
