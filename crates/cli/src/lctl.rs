@@ -32,6 +32,11 @@ $LANEFS_RUN_DIR (default /run/lanefs/clients for root, else
 $XDG_RUNTIME_DIR/lanefs/clients); OSTs are asked through the MDS (--mds or
 LANEFS_MDS).
 
+set_param -P keeps a client setting at the MDS (its data directory's
+client_params, as Lustre's MGS keeps it) for every client started later,
+and an OST's in the OST's directory for its next start; both need the
+server key on TCP (the servers' own user or root on Unix sockets).
+
 Where lanefs departs from Lustre: one lctl sees every client of its host
 and every OST of the file system (Lustre's sees its own node's devices); a
 client keeps one dirty limit, RPC limit and lock LRU for all its OSTs, so
@@ -71,7 +76,9 @@ enum Verb {
     /// Set parameters (`name=value`); writing to a stats file clears it.
     #[command(name = "set_param")]
     SetParam {
-        /// Keep the setting: applied now, and to clients started later.
+        /// Keep the setting: a client parameter at the MDS, for every
+        /// client that starts later (as Lustre's MGS keeps it), an OST's in
+        /// the OST's directory, for its next start; and set it now.
         #[arg(short = 'P')]
         permanent: bool,
         /// Print nothing for what was set.
@@ -272,21 +279,37 @@ fn set_param(holders: &Holders, settings: &[String], show: bool, permanent: bool
             ok = false;
             continue;
         };
-        let mut outcomes = Vec::new();
+        let mut outcomes = set_servers(holders, pattern, value, permanent)?;
+        let mut kept = false;
+        if permanent && outcomes.is_empty() {
+            // A client parameter: kept at the MDS for the clients to come
+            // (it checks the setting), then set on the live ones too.
+            let Some(mds) = &holders.servers else {
+                eprintln!("error: set_param: -P {setting}: give the MDS (--mds or LANEFS_MDS), which keeps it");
+                ok = false;
+                continue;
+            };
+            if let Err(e) = mds.keep_param(pattern, value) {
+                eprintln!("error: set_param: -P {setting}: {e}");
+                ok = false;
+                continue;
+            }
+            kept = true;
+        }
         let request = Request::Set { pattern: pattern.to_string(), value: value.to_string() };
         for reply in holders.ask_clients(&request) {
             if let Reply::Set(found) = reply {
                 outcomes.extend(found);
             }
         }
-        outcomes.extend(set_servers(holders, pattern, value, permanent)?);
-        if outcomes.is_empty() {
+        if outcomes.is_empty() && !kept {
             holders.no_such("set_param", pattern);
             ok = false;
         }
         for outcome in outcomes {
             match outcome.result {
-                Ok(()) if show => outln!("{}={value}", outcome.name)?,
+                // As Lustre's, -P prints nothing for what it set.
+                Ok(()) if show && !permanent => outln!("{}={value}", outcome.name)?,
                 Ok(()) => {}
                 Err(e) => {
                     eprintln!("error: set_param: setting {e}");

@@ -175,12 +175,26 @@ fn get_list_dl_and_permanent_server_params() {
     assert_eq!(out.lines().count(), 2, "the other pattern is printed: {out}");
 
     // An OST's parameter, kept across its restart with -P.
-    let set = ok(&cluster, run.path(), &["set_param", "-P", "ofd.*.sync_lock_cancel=blocking"]);
-    assert_eq!(set, "ofd.lanefs-OST0000.sync_lock_cancel=blocking\nofd.lanefs-OST0001.sync_lock_cancel=blocking\n");
+    // As Lustre's, set_param -P prints nothing.
+    assert_eq!(ok(&cluster, run.path(), &["set_param", "-P", "ofd.*.sync_lock_cancel=blocking"]), "");
+    // A client parameter kept at the MDS: set on the live client now, and
+    // taken by a client that starts later.
+    assert_eq!(ok(&cluster, run.path(), &["set_param", "-P", "osc.*.max_rpcs_in_flight=3"]), "");
+    let limits = ok(&cluster, run.path(), &["get_param", "-n", "osc.*.max_rpcs_in_flight"]);
+    assert_eq!(limits, "3\n3\n");
+    let (success, _, err) = lctl(&cluster, run.path(), &["set_param", "-P", "osc.*.max_rpcs_in_flight=300"]);
+    assert!(!success && err.contains("max_rpcs_in_flight=300") && err.contains("from 1 to 256"), "{err}");
+    let (success, _, err) = lctl(&cluster, run.path(), &["set_param", "-P", "osc.*.no_such=1"]);
+    assert!(!success && err.contains("names no client parameter"), "{err}");
     let (success, _, err) = lctl(&cluster, run.path(), &["set_param", "obdfilter.*.sync_lock_cancel=sometimes"]);
     assert!(!success && err.contains("never, blocking, always"), "{err}");
     drop(file);
     drop(client);
+    let options = ClientOptions { control_dir: Some(run.path().to_path_buf()), ..Default::default() };
+    let later = Client::connect(&cluster.mds_address(), options).unwrap();
+    let limits = ok(&cluster, run.path(), &["get_param", "-n", "osc.*.max_rpcs_in_flight"]);
+    assert_eq!(limits, "3\n3\n", "a client started later takes the kept setting");
+    drop(later);
     cluster.oss.kill();
     cluster.oss.restart();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -5,9 +5,8 @@
 //! replays them to every target that starts; lanefs keeps an OST's in its
 //! directory, so they go wherever its directory goes.
 //!
-//! Bounds: the file holds at most [`PARAMS_BYTES_MAX`] bytes; only names
-//! of [`NAMES`] are written or read (an unknown line fails the start, with
-//! its name).
+//! Bounds: those of [`crate::kept_params`]; only names of [`NAMES`] are
+//! written or read (an unknown line fails the start, with its name).
 
 use crate::filestore::FileStore;
 use lanefs_core::ost::{Ost, SyncLockCancel};
@@ -15,8 +14,6 @@ use std::path::{Path, PathBuf};
 
 /// The parameters an OST takes.
 pub const NAMES: [&str; 1] = ["sync_lock_cancel"];
-/// The largest `params` file read.
-pub const PARAMS_BYTES_MAX: u64 = 64 << 10;
 
 fn path(dir: &Path) -> PathBuf {
     dir.join("params")
@@ -28,7 +25,7 @@ fn path(dir: &Path) -> PathBuf {
 pub fn set(ost: &mut Ost<FileStore>, name: &str, value: &str, permanent: bool) -> Result<(), String> {
     apply(ost, name, value)?;
     if permanent {
-        save(ost.store().dir(), name, value.trim())
+        crate::kept_params::save(&path(ost.store().dir()), name, value.trim())
             .map_err(|e| format!("{name}={value}: set, but not kept for the next start: {e}"))?;
     }
     Ok(())
@@ -49,43 +46,11 @@ fn apply(ost: &mut Ost<FileStore>, name: &str, value: &str) -> Result<(), String
 /// Apply the OST's kept parameters (none without a `params` file).
 pub fn load(ost: &mut Ost<FileStore>) -> std::io::Result<()> {
     let file = path(ost.store().dir());
-    let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", file.display()));
-    let text = match std::fs::metadata(&file) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-        Ok(m) if m.len() > PARAMS_BYTES_MAX => return Err(invalid(format!("past {PARAMS_BYTES_MAX} bytes"))),
-        Ok(_) => std::fs::read_to_string(&file)?,
-    };
-    for (name, value) in parse(&text).map_err(invalid)? {
-        apply(ost, &name, &value).map_err(invalid)?;
+    for (name, value) in crate::kept_params::load(&file)? {
+        apply(ost, &name, &value)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", file.display())))?;
     }
     Ok(())
-}
-
-fn parse(text: &str) -> Result<Vec<(String, String)>, String> {
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| match l.split_once('=') {
-            Some((n, v)) => Ok((n.trim().to_string(), v.trim().to_string())),
-            None => Err(format!("line {l:?} is not name=value")),
-        })
-        .collect()
-}
-
-/// Write `name=value` into the `params` file, replacing the line of the
-/// same name (written to a new file, then renamed over the old one).
-fn save(dir: &Path, name: &str, value: &str) -> std::io::Result<()> {
-    let file = path(dir);
-    let text = std::fs::read_to_string(&file).unwrap_or_default();
-    let mut lines = parse(&text).unwrap_or_default();
-    lines.retain(|(n, _)| n != name);
-    lines.push((name.to_string(), value.to_string()));
-    let body: String = lines.iter().map(|(n, v)| format!("{n}={v}\n")).collect();
-    let new = dir.join("params.new");
-    std::fs::write(&new, body)?;
-    std::fs::File::open(&new)?.sync_all()?;
-    std::fs::rename(&new, &file)?;
-    std::fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]

@@ -60,7 +60,8 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    (`Opened`, `Closed`), symbolic and hard links and three times per
 ///    inode in the namespace calls and answers.
 /// 7: RPC sizes and page histograms in the OST counters, and the OST's
-///    `sync_lock_cancel`, in `OstStats` (`lanefs lctl`).
+///    `sync_lock_cancel`, in `OstStats`; `SetParam` to an OSS, and
+///    `KeepParam` and `KeptParams` to the MDS (`lanefs lctl`).
 pub const PROTOCOL_VERSION: u16 = 7;
 
 /// Who is connecting.
@@ -132,6 +133,16 @@ pub enum MdsCall {
     Closed {
         fid: lanefs_mds::Fid,
     },
+    /// Keep a client parameter setting for every client that starts from
+    /// now on (`lctl set_param -P`), as Lustre's MGS keeps it; from an
+    /// administrator only. Answered `Params` with every kept setting.
+    KeepParam {
+        pattern: String,
+        value: String,
+    },
+    /// The kept client settings (answered `Params`): a client applies them
+    /// when it starts.
+    KeptParams,
 }
 
 /// A file-lock request. Owners are the caller's: the MDS puts the
@@ -162,6 +173,8 @@ pub enum MdsAnswer {
     Flock(lanefs_mds::flock::FlockAnswer),
     /// `MdsCall::Opened` or `Closed` is recorded.
     Opened,
+    /// The kept client settings, `(pattern, value)`, in the order kept.
+    Params(Vec<(String, String)>),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -186,6 +186,21 @@ mod tests {
     }
 
     #[test]
+    fn tunables_are_validated_before_they_apply() {
+        use crate::client::{Client, ClientConfig, Tunable, RPCS_IN_FLIGHT_MAX_DEFAULT};
+        let mut c = Client::new(crate::units::ClientId(1), ClientConfig::default()).unwrap();
+        assert!(c.set_tunable(Instant(0), Tunable::RpcsInFlightMax(0)).is_err());
+        assert!(c.set_tunable(Instant(0), Tunable::DirtyBytesMax(4096)).is_err(), "below one RPC");
+        assert!(c.set_tunable(Instant(0), Tunable::RpcBytesMax(4097)).is_err(), "not whole pages");
+        assert_eq!(c.config().rpcs_in_flight_max, RPCS_IN_FLIGHT_MAX_DEFAULT, "a refused value changes nothing");
+        c.set_tunable(Instant(0), Tunable::RpcsInFlightMax(2)).unwrap();
+        c.set_tunable(Instant(0), Tunable::LruLocksMax(1)).unwrap();
+        c.set_tunable(Instant(0), Tunable::CachedBytesMax(0)).unwrap();
+        assert_eq!((c.config().rpcs_in_flight_max, c.config().lru_locks_max), (2, 1));
+        c.check_invariants();
+    }
+
+    #[test]
     fn samples_keep_min_max_sum() {
         let mut s = Samples::default();
         s.check_invariants();

@@ -116,10 +116,28 @@ impl Driver {
         }
         // OSSes are connected to when first needed: commands that need only
         // the MDS (ls, mkdir, getstripe, rm) work while an OSS is down.
-        let core = CoreClient::new(ClientId(0), options.core.clone())?.with_page_pool(pool.clone());
+        let mut core = CoreClient::new(ClientId(0), options.core.clone())?.with_page_pool(pool.clone());
         let queue_limits = client_queue_limits(&options.core, info.ost_count);
         let uuid = client_uuid();
         let instance = params::client::instance(uuid);
+        if options.control_dir.is_some() {
+            // A client that lctl can see takes the settings kept for every
+            // client (`set_param -P`), as a Lustre client takes the MGS's.
+            mds.send(Wire::Mds { id: 0, call: MdsCall::KeptParams });
+            match net_rx.recv().await {
+                Some(NetIn::Frame(_, Wire::MdsReply { answer: MdsAnswer::Params(kept), .. })) => {
+                    params::client::apply_kept(&mut core, Instant::ZERO, (&instance, info.ost_count), &kept)
+                }
+                Some(NetIn::Frame(_, Wire::MdsReply { answer: MdsAnswer::Error(e), .. })) => {
+                    warn!("the settings kept for clients are not taken: {e}")
+                }
+                Some(NetIn::Frame(_, other)) => {
+                    return Err(NetError::Protocol(format!("unexpected MDS message {other:?}")))
+                }
+                Some(NetIn::Closed(_, reason)) => return Err(NetError::Mds(reason)),
+                _ => return Err(NetError::Closed),
+            }
+        }
         let (control_tx, control_rx) = unbounded_channel();
         let control = options.control_dir.as_ref().and_then(|dir| {
             let name = params::client::llite_name(&instance);

@@ -665,6 +665,19 @@ impl Client {
         self.call(|r| Cmd::SetOstParam(param, r))?
     }
 
+    /// Keep `pattern=value` for every client that starts from now on
+    /// (`lctl set_param -P` of a client parameter), at the MDS, as Lustre
+    /// keeps it at the MGS; the MDS checks it as a client would take it.
+    /// Returns every kept setting. Only an administrator may.
+    pub fn keep_param(&self, pattern: &str, value: &str) -> Result<Vec<(String, String)>, NetError> {
+        let call = MdsCall::KeepParam { pattern: pattern.to_string(), value: value.to_string() };
+        match self.call(|r| Cmd::Mds(call, r))?? {
+            MdsAnswer::Params(kept) => Ok(kept),
+            MdsAnswer::Error(e) => Err(NetError::Mds(e)),
+            other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
+        }
+    }
+
     pub fn counters(&self) -> Result<ClientCounters, NetError> {
         self.call(Cmd::Counters)
     }

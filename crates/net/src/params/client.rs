@@ -202,6 +202,31 @@ pub fn set(core: &mut CoreClient, now: Instant, v: (&str, u32), pattern: &str, v
     (outcomes, cleared)
 }
 
+/// Whether a client of `ost_count` OSTs would take `pattern=value`: it
+/// names one of its writable parameters, with a value each accepts (what
+/// the MDS checks before it keeps a setting for clients to come).
+pub fn check(pattern: &str, value: &str, ost_count: u32) -> Result<(), String> {
+    let config = lanefs_core::client::ClientConfig { recovery: true, ..Default::default() };
+    let mut core = CoreClient::new(lanefs_core::ClientId(0), config).map_err(|e| e.to_string())?;
+    let (outcomes, _) = set(&mut core, Instant::ZERO, (&instance(0), ost_count), pattern, value);
+    if outcomes.is_empty() {
+        return Err(format!("{pattern}: names no client parameter a client could set"));
+    }
+    outcomes.into_iter().try_for_each(|o| o.result)
+}
+
+/// Apply the settings the MDS keeps (`set_param -P`) to a client that
+/// starts; what it does not take is logged, not fatal.
+pub fn apply_kept(core: &mut CoreClient, now: Instant, who: (&str, u32), kept: &[(String, String)]) {
+    for (pattern, value) in kept {
+        for outcome in set(core, now, who, pattern, value).0 {
+            if let Err(e) = outcome.result {
+                tracing::warn!("a kept setting is not taken: {e}");
+            }
+        }
+    }
+}
+
 /// A whole number in `range`, or the error naming it.
 fn number(value: &str, lo: u64, hi: u64, unit: &str) -> Result<u64, String> {
     match value.trim().parse::<u64>() {

@@ -39,6 +39,8 @@ pub fn tree(osts: &[OstStats], now: SystemTime) -> Tree {
         tree.insert(f("stats"), stats_file(now, None, &counters));
         tree.insert(f("brw_stats"), brw_stats(now, None, &d.read_pages, &d.write_pages));
         tree.insert(f("sync_lock_cancel"), sync_lock_cancel_name(s.sync_lock_cancel).to_string());
+        // lanefs's own: bytes of write RPCs read from clients' shared memory.
+        tree.insert(f("write_bytes_shm"), s.bulk_shared_bytes.to_string());
         if let Some(space) = &s.space {
             tree.insert(f("kbytestotal"), (space.total_bytes >> 10).to_string());
             tree.insert(f("kbytesfree"), (space.free_bytes >> 10).to_string());
