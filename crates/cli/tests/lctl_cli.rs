@@ -211,3 +211,35 @@ fn get_list_dl_and_permanent_server_params() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// The ranks of a running `lanefs ior -a LANEFS` are clients lctl sees and
+/// sets, each its own (`-d` holds them before the write phase).
+#[test]
+fn a_running_benchmarks_clients_are_lctls_too() {
+    let cluster = Cluster::start(&[]);
+    let run = tempfile::tempdir().unwrap();
+    let mut ior = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["ior", "-a", "LANEFS", "-w", "-b", "1m", "-t", "1m", "-N", "2", "-d", "3", "-o", "/ior"])
+        .env("LANEFS_MDS", cluster.mds_address())
+        .env("LANEFS_RUN_DIR", run.path())
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let dl = loop {
+        let dl = ok(&cluster, run.path(), &["dl"]);
+        if dl.lines().filter(|l| l.contains(" UP osc ")).count() == 4 {
+            break dl;
+        }
+        assert!(std::time::Instant::now() < deadline, "the ranks' clients never showed: {dl}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let instances: std::collections::BTreeSet<&str> =
+        dl.lines().filter(|l| l.contains(" UP mdc ")).map(|l| l.split_whitespace().nth(3).unwrap()).collect();
+    assert_eq!(instances.len(), 2, "two ranks, two clients: {dl}");
+    let set = ok(&cluster, run.path(), &["set_param", "osc.*.max_rpcs_in_flight=2"]);
+    assert_eq!(set.lines().count(), 4, "{set}");
+    assert!(ior.wait().unwrap().success());
+    assert!(lanefs_net::control::client_sockets(run.path()).is_empty(), "the ranks' sockets go with them");
+}
