@@ -448,6 +448,8 @@ pub struct Client {
     copy_ends: BTreeSet<(Instant, OpId)>,
     rpcs: FxHashMap<Xid, Rpc>,
     writes_in_flight: FxHashMap<OstIndex, usize>,
+    /// Read RPCs in flight per OST (for `rpc_stats`; reads have no limit).
+    reads_in_flight: FxHashMap<OstIndex, usize>,
     /// Bytes written per object since it was last found fully written back:
     /// what the writeback pump looks at, so that it never scans the cache.
     dirty_keys: BTreeMap<ObjectKey, DirtyObject>,
@@ -494,6 +496,7 @@ impl Client {
             copy_ends: BTreeSet::new(),
             rpcs: FxHashMap::default(),
             writes_in_flight: FxHashMap::default(),
+            reads_in_flight: FxHashMap::default(),
             dirty_keys: BTreeMap::new(),
             uncommitted: FxHashSet::default(),
             transmits: VecDeque::new(),
@@ -542,8 +545,8 @@ impl Client {
     }
     /// Read and write RPCs in flight to `ost` now.
     pub fn rpcs_in_flight(&self, ost: OstIndex) -> (usize, usize) {
-        let reads = self.rpcs.values().filter(|r| matches!(r, Rpc::Read { key, .. } if key.ost == ost)).count();
-        (reads, self.writes_in_flight.get(&ost).copied().unwrap_or(0))
+        let count = |map: &FxHashMap<OstIndex, usize>| map.get(&ost).copied().unwrap_or(0);
+        (count(&self.reads_in_flight), count(&self.writes_in_flight))
     }
     /// The statistics of `ost`'s OSC.
     fn osc(&mut self, ost: OstIndex) -> &mut OscStats {
@@ -554,11 +557,8 @@ impl Client {
     fn note_rpc_sent(&mut self, ost: OstIndex, write: bool, offset: u64, len: u64) {
         let page = crate::units::PAGE_SIZE;
         let pages = (offset + len).div_ceil(page).saturating_sub(offset / page);
-        let in_flight = if write {
-            self.writes_in_flight.get(&ost).copied().unwrap_or(0)
-        } else {
-            self.rpcs.values().filter(|r| matches!(r, Rpc::Read { key, .. } if key.ost == ost)).count()
-        };
+        let (reads, writes) = self.rpcs_in_flight(ost);
+        let in_flight = if write { writes } else { reads };
         let osc = self.osc(ost);
         let (pages_hist, flight, offsets, bytes) = if write {
             (&mut osc.write_pages, &mut osc.write_in_flight, &mut osc.write_offset, &mut osc.write_bytes)
@@ -867,6 +867,9 @@ impl Client {
         let writes: usize = self.writes_in_flight.values().sum();
         let listed = self.rpcs.values().filter(|r| matches!(r, Rpc::Write { .. })).count();
         assert_eq!(writes, listed, "write RPC accounting");
+        let reads: usize = self.reads_in_flight.values().sum();
+        let listed = self.rpcs.values().filter(|r| matches!(r, Rpc::Read { .. })).count();
+        assert_eq!(reads, listed, "read RPC accounting");
         self.replay.check_invariants();
         self.imports.check_invariants();
         assert!(self.unclaimed.len() <= UNCLAIMED_LOCKS_MAX, "{}: unclaimed handles past their bound", self.id);
@@ -900,7 +903,12 @@ impl Client {
     /// another OST's, another kind of RPC's) leaves the books as they are.
     fn take_rpc(&mut self, from: OstIndex, xid: Xid, answers: fn(&Rpc) -> bool) -> Option<Rpc> {
         match self.rpcs.get(&xid) {
-            Some(rpc) if rpc.ost() == from && answers(rpc) => self.rpcs.remove(&xid),
+            Some(rpc) if rpc.ost() == from && answers(rpc) => {
+                if matches!(rpc, Rpc::Read { .. }) {
+                    *self.reads_in_flight.get_mut(&from).expect("read was counted") -= 1;
+                }
+                self.rpcs.remove(&xid)
+            }
             _ => {
                 tracing::debug!(client = self.id.0, ost = %from, xid = xid.0, "stray reply ignored");
                 None

@@ -608,6 +608,7 @@ impl Client {
             let xid = self.xid();
             self.counters.read_rpcs += 1;
             self.rpcs.insert(xid, Rpc::Read { op: id, key: step.key, offset: span.start, len: span.len() });
+            *self.reads_in_flight.entry(step.key.ost).or_default() += 1;
             self.note_rpc_sent(step.key.ost, false, span.start, span.len());
             self.send(step.key.ost, ToOst::Read { xid, object: step.key.object, offset: span.start, len: span.len() });
         }
