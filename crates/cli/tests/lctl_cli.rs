@@ -243,3 +243,55 @@ fn a_running_benchmarks_clients_are_lctls_too() {
     assert!(ior.wait().unwrap().success());
     assert!(lanefs_net::control::client_sockets(run.path()).is_empty(), "the ranks' sockets go with them");
 }
+
+/// A mount is a client lctl reads: what programs do through it shows in
+/// its `llite` stats, and its socket goes with the unmount.
+#[test]
+fn a_mount_is_a_client_lctl_reads() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/dev/fuse").exists() {
+        eprintln!("skipped: mounting needs root and /dev/fuse");
+        return;
+    }
+    let cluster = Cluster::start(&[]);
+    let run = tempfile::tempdir().unwrap();
+    let mount = tempfile::tempdir().unwrap();
+    let at = mount.path().to_str().unwrap().to_string();
+    let lanefs = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_lanefs"))
+            .args(args)
+            .env("LANEFS_MDS", cluster.mds_address())
+            .env("LANEFS_RUN_DIR", run.path())
+            .output()
+            .unwrap()
+    };
+    let mounted = lanefs(&["mount", &at]);
+    assert!(mounted.status.success(), "{}", String::from_utf8_lossy(&mounted.stderr));
+    let unmount = unmount_on_drop(&at);
+    std::fs::write(mount.path().join("f"), vec![5u8; 3 << 20]).unwrap();
+    let stats = ok(&cluster, run.path(), &["get_param", "llite.*.stats"]);
+    assert!(stats.starts_with("llite.lanefs-ffff") && stats.contains(".stats=\nsnapshot_time "), "{stats}");
+    assert!(stats.contains("\nwrite_bytes                         "), "{stats}");
+    assert!(stats.contains("\nopen                                1 samples [reqs]"), "{stats}");
+    let umount = lanefs(&["umount", &at]);
+    assert!(umount.status.success(), "{}", String::from_utf8_lossy(&umount.stderr));
+    drop(unmount);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !lanefs_net::control::client_sockets(run.path()).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the mount's socket outlived it");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Detaches the mount at the path if a failed test left it behind.
+fn unmount_on_drop(at: &str) -> impl Drop + '_ {
+    struct Lazy<'a>(&'a str);
+    impl Drop for Lazy<'_> {
+        fn drop(&mut self) {
+            if std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default().contains(self.0) {
+                let _ = Command::new("umount").arg("-l").arg(self.0).status();
+            }
+        }
+    }
+    Lazy(at)
+}
