@@ -116,7 +116,7 @@ impl std::fmt::Display for Reported {
 impl std::error::Error for Reported {}
 
 pub fn run(args: LctlArgs, target: &Target) -> Result<()> {
-    let holders = Holders::find(target)?;
+    let holders = Holders::find(target);
     let ok = match args.verb {
         Verb::GetParam { no_name, only_name, recursive, params } => {
             get_param(&holders, &params, recursive, Show { name: !no_name, value: !only_name })?
@@ -132,6 +132,19 @@ pub fn run(args: LctlArgs, target: &Target) -> Result<()> {
     }
 }
 
+/// A client of the MDS at `mds` for the servers' parameters, without
+/// waiting for an MDS that refuses connections (lctl shows the clients'
+/// parameters all the same).
+fn connect_once(mds: &str, target: &Target) -> Result<lanefs_net::client::Client> {
+    use anyhow::Context;
+    let key = crate::fs::load_key(target.key.as_deref())?;
+    let mut options = lanefs_net::client::ClientOptions { shared_memory: false, key, ..Default::default() };
+    if let Some(seconds) = target.timeout {
+        options = options.with_timeout(std::time::Duration::from_secs(seconds));
+    }
+    lanefs_net::client::Client::connect_once(mds, options).with_context(|| format!("connecting to the MDS at {mds}"))
+}
+
 /// Who holds parameters: the live clients' sockets, and the OSTs' trees.
 struct Holders {
     clients: Vec<PathBuf>,
@@ -140,21 +153,26 @@ struct Holders {
 }
 
 impl Holders {
-    fn find(target: &Target) -> Result<Holders> {
+    fn find(target: &Target) -> Holders {
         let clients = control::client_sockets(&control::run_dir());
         let (servers, ost_stats) = match &target.mds {
-            Some(_) => {
-                let client = target.connect()?;
-                // Without the OSTs, the clients' parameters are still there.
-                let stats = client.ost_stats().unwrap_or_else(|e| {
-                    eprintln!("warning: the OSTs' parameters are left out: {e}");
-                    Vec::new()
-                });
-                (Some(client), stats)
-            }
+            // Without the servers, the clients' parameters are still there.
+            Some(mds) => match connect_once(mds, target) {
+                Ok(client) => {
+                    let stats = client.ost_stats().unwrap_or_else(|e| {
+                        eprintln!("warning: the OSTs' parameters are left out: {e}");
+                        Vec::new()
+                    });
+                    (Some(client), stats)
+                }
+                Err(e) => {
+                    eprintln!("warning: the servers' parameters are left out: {e:#}");
+                    (None, Vec::new())
+                }
+            },
             None => (None, Vec::new()),
         };
-        Ok(Holders { clients, servers, ost_stats })
+        Holders { clients, servers, ost_stats }
     }
 
     fn server_tree(&self) -> params::Tree {

@@ -128,6 +128,16 @@ fn set_param_changes_a_running_clients_rpcs() {
     assert!(!success && err.contains("max_rpcs_in_flight=0") && err.contains("from 1 to 256"), "{err}");
     let (success, _, err) = lctl(&cluster, run.path(), &["set_param", "ldlm.namespaces.*.lru_size=0"]);
     assert!(!success && err.contains("lru_size=0") && err.contains("dynamic LRU"), "{err}");
+    // With the MDS out of reach, the client's parameters are still there.
+    let out = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["lctl", "get_param", "-n", "osc.*OST0000*.max_rpcs_in_flight"])
+        .env("LANEFS_MDS", format!("unix:{}", run.path().join("no-mds.sock").display()))
+        .env("LANEFS_RUN_DIR", run.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && out.stdout == b"1\n", "{err}");
+    assert!(err.contains("warning: the servers' parameters are left out"), "{err}");
     drop((file, a, b));
     drop(client);
     // The client is gone, and its socket with it.
