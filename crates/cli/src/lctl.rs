@@ -34,8 +34,9 @@ LANEFS_MDS).
 
 set_param -P keeps a client setting at the MDS (its data directory's
 client_params, as Lustre's MGS keeps it) for every client started later,
-and an OST's in the OST's directory for its next start; both need the
-server key on TCP (the servers' own user or root on Unix sockets).
+and an OST's in the OST's directory for its next start (set_param -P -d
+NAME forgets one); both need the server key on TCP (the servers' own
+user or root on Unix sockets).
 
 Where lanefs departs from Lustre: one lctl sees every client of its host
 and every OST of the file system (Lustre's sees its own node's devices); a
@@ -81,6 +82,10 @@ enum Verb {
         /// the OST's directory, for its next start; and set it now.
         #[arg(short = 'P')]
         permanent: bool,
+        /// With -P: forget the kept settings of the PARAMs named (given
+        /// as they were set; no value), leaving the values now.
+        #[arg(short = 'd', requires = "permanent")]
+        delete: bool,
         /// Print nothing for what was set.
         #[arg(short = 'n')]
         no_name: bool,
@@ -122,7 +127,16 @@ pub fn run(args: LctlArgs, target: &Target) -> Result<()> {
             get_param(&holders, &params, recursive, Show { name: !no_name, value: !only_name })?
         }
         Verb::ListParam { recursive, classify, patterns } => list_param(&holders, &patterns, recursive, classify)?,
-        Verb::SetParam { permanent, no_name, settings } => set_param(&holders, &settings, !no_name, permanent)?,
+        Verb::SetParam { permanent, delete, no_name, settings } => {
+            let mode = if delete {
+                Mode::Forget
+            } else if permanent {
+                Mode::Keep
+            } else {
+                Mode::Now
+            };
+            set_param(&holders, &settings, !no_name, mode)?
+        }
         Verb::Dl => dl(&holders)?,
     };
     if ok {
@@ -289,17 +303,31 @@ fn list_param(holders: &Holders, patterns: &[String], recursive: bool, classify:
     Ok(ok)
 }
 
-fn set_param(holders: &Holders, settings: &[String], show: bool, permanent: bool) -> Result<bool> {
+/// What `set_param` does with a setting.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Now,
+    /// `-P`.
+    Keep,
+    /// `-P -d`.
+    Forget,
+}
+
+fn set_param(holders: &Holders, settings: &[String], show: bool, mode: Mode) -> Result<bool> {
     let mut ok = true;
     for setting in settings {
-        let Some((pattern, value)) = setting.split_once('=') else {
-            eprintln!("error: set_param: setting '{setting}': give PARAM=VALUE");
-            ok = false;
-            continue;
+        let (pattern, value) = match (setting.split_once('='), mode) {
+            (Some((pattern, value)), Mode::Now | Mode::Keep) => (pattern, Some(value)),
+            (None, Mode::Forget) => (setting.as_str(), None),
+            (Some((pattern, _)), Mode::Forget) => (pattern, None),
+            (None, _) => {
+                eprintln!("error: set_param: setting '{setting}': give PARAM=VALUE");
+                ok = false;
+                continue;
+            }
         };
-        let mut outcomes = set_servers(holders, pattern, value, permanent)?;
-        let mut kept = false;
-        if permanent && outcomes.is_empty() {
+        let mut outcomes = set_servers(holders, pattern, value, mode != Mode::Now)?;
+        if mode != Mode::Now && outcomes.is_empty() {
             // A client parameter: kept at the MDS for the clients to come
             // (it checks the setting), then set on the live ones too.
             let Some(mds) = &holders.servers else {
@@ -312,56 +340,67 @@ fn set_param(holders: &Holders, settings: &[String], show: bool, permanent: bool
                 ok = false;
                 continue;
             }
-            kept = true;
         }
+        let Some(value) = value else {
+            // Forgotten (the values now stay); the OSTs' outcomes say how.
+            ok &= report(outcomes, "", false)?;
+            continue;
+        };
         let request = Request::Set { pattern: pattern.to_string(), value: value.to_string() };
         for reply in holders.ask_clients(&request) {
             if let Reply::Set(found) = reply {
                 outcomes.extend(found);
             }
         }
-        if outcomes.is_empty() && !kept {
+        if outcomes.is_empty() && mode == Mode::Now {
             holders.no_such("set_param", pattern);
             ok = false;
         }
-        for outcome in outcomes {
-            match outcome.result {
-                // As Lustre's, -P prints nothing for what it set.
-                Ok(()) if show && !permanent => outln!("{}={value}", outcome.name)?,
-                Ok(()) => {}
-                Err(e) => {
-                    eprintln!("error: set_param: setting {e}");
-                    ok = false;
-                }
+        // As Lustre's, -P prints nothing for what it set.
+        ok &= report(outcomes, value, show && mode == Mode::Now)?;
+    }
+    Ok(ok)
+}
+
+/// Print what was set (`name=value`, with `show`) and what was refused;
+/// whether all was set.
+fn report(outcomes: Vec<params::client::SetOutcome>, value: &str, show: bool) -> Result<bool> {
+    let mut ok = true;
+    for outcome in outcomes {
+        match outcome.result {
+            Ok(()) if show => outln!("{}={value}", outcome.name)?,
+            Ok(()) => {}
+            Err(e) => {
+                eprintln!("error: set_param: setting {e}");
+                ok = false;
             }
         }
     }
     Ok(ok)
 }
 
-/// `obdfilter.*.sync_lock_cancel` (or `ofd.*`), set on the OSTs.
+/// `obdfilter.*.sync_lock_cancel` (or `ofd.*`), set on the OSTs (without
+/// a value: its kept setting forgotten).
 fn set_servers(
     holders: &Holders,
     pattern: &str,
-    value: &str,
+    value: Option<&str>,
     permanent: bool,
 ) -> Result<Vec<params::client::SetOutcome>> {
     let osts: Vec<u32> = holders.ost_stats.iter().map(|s| s.ost).collect();
-    let Some(targets) = params::server::sync_lock_cancel_targets(&osts, pattern, value) else {
-        return Ok(Vec::new());
-    };
+    let targets = params::server::sync_lock_cancel_targets(&osts, pattern);
     let outcome = |name: String, result| params::client::SetOutcome { name, result };
-    let (targets, policy) = match targets {
-        Ok(found) => found,
+    let Some((_, first)) = targets.first() else { return Ok(Vec::new()) };
+    let policy = match value.map(|v| params::server::sync_lock_cancel_policy(first, v)).transpose() {
+        Ok(policy) => policy.map(params::server::sync_lock_cancel_name),
         Err(e) => return Ok(vec![outcome(pattern.to_string(), Err(e))]),
     };
     let client = holders.servers.as_ref().expect("OSTs are known through the MDS");
     let mut outcomes = Vec::new();
     for (ost, name) in targets {
-        let policy = params::server::sync_lock_cancel_name(policy);
         let result = client
             .set_ost_param(ost, "sync_lock_cancel", policy, permanent)
-            .map_err(|e| format!("{name}={value}: {e}"));
+            .map_err(|e| format!("{name}={}: {e}", value.unwrap_or("")));
         outcomes.push(outcome(name, result));
     }
     Ok(outcomes)

@@ -196,6 +196,11 @@ fn get_list_dl_and_permanent_server_params() {
     assert!(!success && err.contains("max_rpcs_in_flight=300") && err.contains("from 1 to 256"), "{err}");
     let (success, _, err) = lctl(&cluster, run.path(), &["set_param", "-P", "osc.*.no_such=1"]);
     assert!(!success && err.contains("names no client parameter"), "{err}");
+    // -P -d forgets a kept setting; the values now stay.
+    ok(&cluster, run.path(), &["set_param", "-P", "llite.*.max_cached_mb=16"]);
+    assert_eq!(ok(&cluster, run.path(), &["set_param", "-P", "-d", "llite.*.max_cached_mb"]), "");
+    let (success, _, err) = lctl(&cluster, run.path(), &["set_param", "-P", "-d", "llite.*.max_cached_mb"]);
+    assert!(!success && err.contains("no setting of it is kept"), "{err}");
     let (success, _, err) = lctl(&cluster, run.path(), &["set_param", "obdfilter.*.sync_lock_cancel=sometimes"]);
     assert!(!success && err.contains("never, blocking, always"), "{err}");
     drop(file);
@@ -204,6 +209,8 @@ fn get_list_dl_and_permanent_server_params() {
     let later = Client::connect(&cluster.mds_address(), options).unwrap();
     let limits = ok(&cluster, run.path(), &["get_param", "-n", "osc.*.max_rpcs_in_flight"]);
     assert_eq!(limits, "3\n3\n", "a client started later takes the kept setting");
+    let cached = ok(&cluster, run.path(), &["get_param", "llite.*.max_cached_mb"]);
+    assert!(cached.contains("\nmax_cached_mb: 64\n"), "a forgotten one it does not: {cached}");
     drop(later);
     cluster.oss.kill();
     cluster.oss.restart();

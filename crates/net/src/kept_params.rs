@@ -50,9 +50,29 @@ pub fn save(file: &Path, name: &str, value: &str) -> std::io::Result<()> {
         return Err(refuse(format!("{KEPT_MAX} settings are kept already: the most a file keeps")));
     }
     lines.push((name.to_string(), value.trim().to_string()));
+    write(file, &lines)
+}
+
+/// Forget the setting of `name` in `file`; whether it was kept.
+pub fn forget(file: &Path, name: &str) -> std::io::Result<bool> {
+    let mut lines = load(file)?;
+    let before = lines.len();
+    lines.retain(|(n, _)| n != name);
+    if lines.len() == before {
+        return Ok(false);
+    }
+    write(file, &lines)?;
+    Ok(true)
+}
+
+/// Replace `file` with `lines`: written beside it, synced, renamed over it.
+fn write(file: &Path, lines: &[(String, String)]) -> std::io::Result<()> {
     let body: String = lines.iter().map(|(n, v)| format!("{n}={v}\n")).collect();
     if body.len() as u64 > KEPT_BYTES_MAX {
-        return Err(refuse(format!("the settings would pass {KEPT_BYTES_MAX} bytes")));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("the settings would pass {KEPT_BYTES_MAX} bytes"),
+        ));
     }
     let dir = file.parent().unwrap_or(Path::new("."));
     let new = file.with_extension("new");
@@ -77,6 +97,9 @@ mod tests {
         let kept = load(&file).unwrap();
         assert_eq!(kept, [("llite.*.max_cached_mb".into(), "8".into()), ("osc.*.max_dirty_mb".into(), "16".into())]);
         assert!(save(&file, "a\nb", "1").is_err() && save(&file, "a", "1\nb=2").is_err());
+        assert!(forget(&file, "llite.*.max_cached_mb").unwrap());
+        assert!(!forget(&file, "llite.*.max_cached_mb").unwrap(), "forgotten already");
+        assert_eq!(load(&file).unwrap(), [("osc.*.max_dirty_mb".into(), "16".into())]);
         std::fs::write(&file, "x".repeat(KEPT_BYTES_MAX as usize + 1)).unwrap();
         assert!(load(&file).unwrap_err().to_string().contains("past"));
     }

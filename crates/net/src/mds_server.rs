@@ -315,7 +315,7 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
                 (id, MdsAnswer::Opened)
             }
             Wire::Mds { id, call: MdsCall::KeepParam { pattern, value } } => {
-                (id, keep_param(shared, admin, &pattern, &value))
+                (id, keep_param(shared, admin, &pattern, value.as_deref()))
             }
             Wire::Mds { id, call: MdsCall::KeptParams } => {
                 let kept = shared.kept_params.as_deref().map(crate::kept_params::load).unwrap_or(Ok(Vec::new()));
@@ -338,7 +338,7 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
 /// `set_param -P` of a client parameter: checked as a client would take
 /// it (it must name a client parameter, with a value it accepts), then
 /// kept in the data directory.
-fn keep_param(shared: &Shared, admin: bool, pattern: &str, value: &str) -> MdsAnswer {
+fn keep_param(shared: &Shared, admin: bool, pattern: &str, value: Option<&str>) -> MdsAnswer {
     if !admin {
         return MdsAnswer::Error(
             "keeping a setting for every client needs the cluster's server key (server.pem), or the MDS's own \
@@ -348,6 +348,18 @@ fn keep_param(shared: &Shared, admin: bool, pattern: &str, value: &str) -> MdsAn
     }
     let Some(file) = &shared.kept_params else {
         return MdsAnswer::Error("this MDS has no data directory to keep settings in".into());
+    };
+    let Some(value) = value else {
+        return match crate::kept_params::forget(file, pattern) {
+            Ok(true) => {
+                crate::kept_params::load(file).map_or_else(|e| MdsAnswer::Error(e.to_string()), MdsAnswer::Params)
+            }
+            Ok(false) => MdsAnswer::Error(format!(
+                "{pattern}: no setting of it is kept (the MDS keeps them by the \
+                                                   pattern they were set with)"
+            )),
+            Err(e) => MdsAnswer::Error(format!("{pattern}: {e}")),
+        };
     };
     if let Err(e) = crate::params::client::check(pattern, value, shared.ost_count) {
         return MdsAnswer::Error(e);

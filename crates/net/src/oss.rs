@@ -133,7 +133,7 @@ enum OstInput {
     /// `lctl set_param` (see [`crate::ost_params`]).
     SetParam {
         name: String,
-        value: String,
+        value: Option<String>,
         permanent: bool,
         reply: oneshot::Sender<Result<(), String>>,
     },
@@ -442,7 +442,7 @@ fn serve_input(
             });
         }
         Some(OstInput::SetParam { name, value, permanent, reply }) => {
-            let _ = reply.send(crate::ost_params::set(ost, &name, &value, permanent));
+            let _ = reply.send(crate::ost_params::set(ost, &name, value.as_deref(), permanent));
         }
         // The commit thread recorded the commit point before it said so.
         Some(OstInput::Synced { token, failures }) => ost.handle_synced(now(), token, &failures),

@@ -21,8 +21,19 @@ fn path(dir: &Path) -> PathBuf {
 
 /// Set `name` to `value` on `ost` now, and with `permanent` in its
 /// `params` file too; the error names the parameter, the value and what
-/// is accepted.
-pub fn set(ost: &mut Ost<FileStore>, name: &str, value: &str, permanent: bool) -> Result<(), String> {
+/// is accepted. Without a value, forget the kept setting of `name` (the
+/// value now stays).
+pub fn set(ost: &mut Ost<FileStore>, name: &str, value: Option<&str>, permanent: bool) -> Result<(), String> {
+    let Some(value) = value else {
+        if !NAMES.contains(&name) {
+            return Err(format!("{name}: not a parameter an OST sets; it takes {}", NAMES.join(", ")));
+        }
+        return match crate::kept_params::forget(&path(ost.store().dir()), name) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(format!("{name}: no setting of it is kept")),
+            Err(e) => Err(format!("{name}: {e}")),
+        };
+    };
     apply(ost, name, value)?;
     if permanent {
         crate::kept_params::save(&path(ost.store().dir()), name, value.trim())
@@ -70,12 +81,16 @@ mod tests {
         };
         let mut ost = open();
         assert_eq!(ost.config().sync_lock_cancel, SyncLockCancel::Never);
-        let error = set(&mut ost, "sync_lock_cancel", "sometimes", true).unwrap_err();
+        let error = set(&mut ost, "sync_lock_cancel", Some("sometimes"), true).unwrap_err();
         assert!(error.contains("sometimes") && error.contains("never, blocking, always"), "{error}");
-        set(&mut ost, "sync_lock_cancel", "blocking", false).unwrap();
+        set(&mut ost, "sync_lock_cancel", Some("blocking"), false).unwrap();
         assert_eq!(open().config().sync_lock_cancel, SyncLockCancel::Never, "not kept without -P");
-        set(&mut ost, "sync_lock_cancel", "always", true).unwrap();
+        set(&mut ost, "sync_lock_cancel", Some("always"), true).unwrap();
         assert_eq!(open().config().sync_lock_cancel, SyncLockCancel::Always);
+        set(&mut ost, "sync_lock_cancel", None, true).unwrap();
+        assert_eq!(ost.config().sync_lock_cancel, SyncLockCancel::Always, "forgetting keeps the value now");
+        assert_eq!(open().config().sync_lock_cancel, SyncLockCancel::Never, "and the next start has the default");
+        assert!(set(&mut ost, "sync_lock_cancel", None, true).unwrap_err().contains("no setting of it is kept"));
         std::fs::write(path(dir.path()), "nonsense=1\n").unwrap();
         let store = FileStore::open(dir.path()).unwrap();
         let mut ost = Ost::new(OstIndex(0), OstConfig::default(), store);

@@ -136,9 +136,11 @@ pub enum MdsCall {
     /// Keep a client parameter setting for every client that starts from
     /// now on (`lctl set_param -P`), as Lustre's MGS keeps it; from an
     /// administrator only. Answered `Params` with every kept setting.
+    /// Without a value: forget the setting kept for `pattern`
+    /// (`set_param -P -d`).
     KeepParam {
         pattern: String,
-        value: String,
+        value: Option<String>,
     },
     /// The kept client settings (answered `Params`): a client applies them
     /// when it starts.
@@ -246,12 +248,13 @@ pub enum Wire {
     /// own user or root on a Unix socket): set one of `ost`'s parameters
     /// (`lctl set_param obdfilter.*.NAME=VALUE`); with `permanent`, also
     /// in the OST's directory, for its next start (`-P`). Answered by
-    /// `SetParamReply`.
+    /// `SetParamReply`. Without a value (with `permanent`): forget the
+    /// kept setting (`set_param -P -d`), leaving the current value.
     SetParam {
         id: u64,
         ost: u32,
         name: String,
-        value: String,
+        value: Option<String>,
         permanent: bool,
     },
     SetParamReply {

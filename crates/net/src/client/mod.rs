@@ -307,7 +307,7 @@ pub(crate) enum Cmd {
 pub(crate) struct OstParam {
     pub ost: u32,
     pub name: String,
-    pub value: String,
+    pub value: Option<String>,
     pub permanent: bool,
 }
 
@@ -660,8 +660,9 @@ impl Client {
     /// obdfilter.*.NAME=VALUE`; with `permanent`, kept for its next start).
     /// Only an administrator may (a server key, or the server's own user or
     /// root on a Unix socket); the OSS answers why not otherwise.
-    pub fn set_ost_param(&self, ost: u32, name: &str, value: &str, permanent: bool) -> Result<(), NetError> {
-        let param = OstParam { ost, name: name.to_string(), value: value.to_string(), permanent };
+    /// Without a value (and with `permanent`), the kept setting is forgotten.
+    pub fn set_ost_param(&self, ost: u32, name: &str, value: Option<&str>, permanent: bool) -> Result<(), NetError> {
+        let param = OstParam { ost, name: name.to_string(), value: value.map(str::to_string), permanent };
         self.call(|r| Cmd::SetOstParam(param, r))?
     }
 
@@ -669,8 +670,9 @@ impl Client {
     /// (`lctl set_param -P` of a client parameter), at the MDS, as Lustre
     /// keeps it at the MGS; the MDS checks it as a client would take it.
     /// Returns every kept setting. Only an administrator may.
-    pub fn keep_param(&self, pattern: &str, value: &str) -> Result<Vec<(String, String)>, NetError> {
-        let call = MdsCall::KeepParam { pattern: pattern.to_string(), value: value.to_string() };
+    /// Without a value, the setting kept for `pattern` is forgotten.
+    pub fn keep_param(&self, pattern: &str, value: Option<&str>) -> Result<Vec<(String, String)>, NetError> {
+        let call = MdsCall::KeepParam { pattern: pattern.to_string(), value: value.map(str::to_string) };
         match self.call(|r| Cmd::Mds(call, r))?? {
             MdsAnswer::Params(kept) => Ok(kept),
             MdsAnswer::Error(e) => Err(NetError::Mds(e)),

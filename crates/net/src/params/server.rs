@@ -74,33 +74,25 @@ pub fn sync_lock_cancel_name(policy: SyncLockCancel) -> &'static str {
     }
 }
 
-/// The OSTs a setting names (index and parameter name), and the policy.
-pub type SyncLockCancelTargets = (Vec<(u32, String)>, SyncLockCancel);
-
 /// The OSTs whose `sync_lock_cancel` `pattern` names (as
 /// `obdfilter.*.sync_lock_cancel` or Lustre's `ofd.*.sync_lock_cancel`),
-/// and the policy `value` asks for, or the error naming the value.
-pub fn sync_lock_cancel_targets(
-    osts: &[u32],
-    pattern: &str,
-    value: &str,
-) -> Option<Result<SyncLockCancelTargets, String>> {
-    let targets: Vec<(u32, String)> = osts
-        .iter()
+/// with the name it matched.
+pub fn sync_lock_cancel_targets(osts: &[u32], pattern: &str) -> Vec<(u32, String)> {
+    osts.iter()
         .flat_map(|&ost| {
             ["obdfilter", "ofd"].map(|kind| (ost, format!("{kind}.{}.sync_lock_cancel", obdfilter_name(ost))))
         })
         .filter(|(_, name)| matches(pattern, name))
-        .collect();
-    if targets.is_empty() {
-        return None;
-    }
-    let policy = SyncLockCancel::from_name(value.trim()).ok_or_else(|| {
+        .collect()
+}
+
+/// The policy `value` names, or the error naming the parameter `name`,
+/// the value and the policies.
+pub fn sync_lock_cancel_policy(name: &str, value: &str) -> Result<SyncLockCancel, String> {
+    SyncLockCancel::from_name(value.trim()).ok_or_else(|| {
         format!(
-            "{}={value}: {value:?} is not a sync_lock_cancel policy; give one of {}",
-            targets[0].1,
+            "{name}={value}: {value:?} is not a sync_lock_cancel policy; give one of {}",
             SyncLockCancel::NAMES.join(", ")
         )
-    });
-    Some(policy.map(|p| (targets, p)))
+    })
 }
