@@ -416,7 +416,7 @@ impl Driver {
                     stats_start: self.stats_start,
                     now: std::time::SystemTime::now(),
                 };
-                control::Reply::Nodes(params::client::tree(&view).select(&selection))
+                control::Reply::Nodes(params::client::tree(&view, &selection).select(&selection))
             }
             control::Request::Set { pattern, value } => {
                 let now = self.now();

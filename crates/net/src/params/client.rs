@@ -13,7 +13,8 @@
 //! the client's statistics, not that file's only.
 
 use super::format::{rpc_stats, stats_file, Counter, RpcStats};
-use super::{matches, Tree};
+use super::{could_reach, matches, Selection, Tree};
+use lanefs_core::client::osc_stats::OscStats;
 use lanefs_core::client::{Client as CoreClient, Tunable};
 use lanefs_core::{Instant, OstIndex, PAGE_SIZE};
 use serde::{Deserialize, Serialize};
@@ -55,70 +56,93 @@ pub struct ClientView<'a> {
     pub now: SystemTime,
 }
 
-/// Every parameter of the client.
-pub fn tree(v: &ClientView) -> Tree {
+/// The client's parameters `selection` could find (the directories no
+/// pattern reaches are left out, see [`could_reach`]).
+pub fn tree(v: &ClientView, selection: &Selection) -> Tree {
     let mut tree = Tree::default();
-    let core = v.core;
-    let config = core.config();
-    let stats = core.stats();
-    let start = Some(v.stats_start);
-    let empty = Default::default();
+    let empty = OscStats::default();
     for ost in 0..v.ost_count {
         let index = OstIndex(ost);
         let osc = osc_name(ost, v.instance);
-        let s = stats.osc.get(&index).unwrap_or(&empty);
-        let o = |file: &str| format!("osc.{osc}.{file}");
-        tree.insert(o("max_dirty_mb"), (config.dirty_bytes_max >> 20).to_string());
-        tree.insert(o("max_rpcs_in_flight"), config.rpcs_in_flight_max.to_string());
-        tree.insert(o("max_pages_per_rpc"), (config.rpc_bytes_max / PAGE_SIZE).to_string());
-        let dirty = core.cache().dirty_bytes_ost(index);
-        tree.insert(o("cur_dirty_bytes"), dirty.to_string());
-        let (reads, writes) = core.rpcs_in_flight(index);
-        let r = RpcStats {
-            read_in_flight_now: reads as u64,
-            write_in_flight_now: writes as u64,
-            pending_write_pages: dirty.div_ceil(PAGE_SIZE),
-            stats: s,
-        };
-        tree.insert(o("rpc_stats"), rpc_stats(v.now, v.stats_start, &r));
-        // Lustre's osc stats time each RPC ([usecs]); lanefs counts them
-        // ([reqs]) and keeps the sizes of reads and writes.
-        let counters = [
-            Counter::Values { name: "read_bytes", units: "bytes", samples: s.read_bytes },
-            Counter::Values { name: "write_bytes", units: "bytes", samples: s.write_bytes },
-            Counter::Events { name: "ost_read", units: "reqs", count: s.read_bytes.count },
-            Counter::Events { name: "ost_write", units: "reqs", count: s.write_bytes.count },
-            Counter::Events { name: "ost_punch", units: "reqs", count: s.punches },
-            Counter::Events { name: "ost_sync", units: "reqs", count: s.syncs },
-            Counter::Events { name: "ost_getattr", units: "reqs", count: s.getattrs },
-            Counter::Events { name: "ldlm_enqueue", units: "reqs", count: s.enqueues },
-            Counter::Events { name: "ldlm_cancel", units: "reqs", count: s.cancels },
-        ];
-        tree.insert(o("stats"), stats_file(v.now, start, &counters));
-        let n = |file: &str| format!("ldlm.namespaces.{osc}.{file}");
-        let locks = core.lock_cache().iter().filter(|(_, l)| l.key.ost == index);
-        let (mut count, mut unused, mut granted) = (0u64, 0u64, 0u64);
-        for (_, lock) in locks {
-            count += 1;
-            granted += u64::from(lock.is_granted());
-            unused += u64::from(lock.is_granted() && lock.users == 0);
+        let s = v.core.stats().osc.get(&index).unwrap_or(&empty);
+        let dir = format!("osc.{osc}");
+        if could_reach(selection, &dir) {
+            osc_files(&mut tree, v, index, &dir, s);
         }
-        tree.insert(n("lock_count"), count.to_string());
-        tree.insert(n("lock_unused_count"), unused.to_string());
-        tree.insert(n("lru_size"), config.lru_locks_max.to_string());
-        tree.insert(n("lru_max_age"), (config.lru_age_max.as_ns() / 1_000_000).to_string());
-        // Of Lustre's pool files, only `granted` is known to a client
-        // without lock-volume accounting (limit, rates, lock volume: omitted).
-        tree.insert(n("pool.granted"), granted.to_string());
-        let counters = [
-            Counter::Events { name: "ldlm_enqueue", units: "reqs", count: s.enqueues },
-            Counter::Events { name: "ldlm_cancel", units: "reqs", count: s.cancels },
-            Counter::Events { name: "ldlm_bl_callback", units: "reqs", count: s.blocking_callbacks },
-        ];
-        tree.insert(n("stats"), stats_file(v.now, start, &counters));
+        let namespace = format!("ldlm.namespaces.{osc}");
+        if could_reach(selection, &namespace) {
+            namespace_files(&mut tree, v, index, &namespace, s);
+        }
     }
-    let llite = llite_name(v.instance);
-    let l = |file: &str| format!("llite.{llite}.{file}");
+    let llite = format!("llite.{}", llite_name(v.instance));
+    if could_reach(selection, &llite) {
+        llite_files(&mut tree, v, &llite);
+    }
+    tree
+}
+
+/// An OSC's files, under `dir`.
+fn osc_files(tree: &mut Tree, v: &ClientView, index: OstIndex, dir: &str, s: &OscStats) {
+    let (core, config) = (v.core, v.core.config());
+    let o = |file: &str| format!("{dir}.{file}");
+    tree.insert(o("max_dirty_mb"), (config.dirty_bytes_max >> 20).to_string());
+    tree.insert(o("max_rpcs_in_flight"), config.rpcs_in_flight_max.to_string());
+    tree.insert(o("max_pages_per_rpc"), (config.rpc_bytes_max / PAGE_SIZE).to_string());
+    let dirty = core.cache().dirty_bytes_ost(index);
+    tree.insert(o("cur_dirty_bytes"), dirty.to_string());
+    let (reads, writes) = core.rpcs_in_flight(index);
+    let r = RpcStats {
+        read_in_flight_now: reads as u64,
+        write_in_flight_now: writes as u64,
+        pending_write_pages: dirty.div_ceil(PAGE_SIZE),
+        stats: s,
+    };
+    tree.insert(o("rpc_stats"), rpc_stats(v.now, v.stats_start, &r));
+    // Lustre's osc stats time each RPC ([usecs]); lanefs counts them
+    // ([reqs]) and keeps the sizes of reads and writes.
+    let counters = [
+        Counter::Values { name: "read_bytes", units: "bytes", samples: s.read_bytes },
+        Counter::Values { name: "write_bytes", units: "bytes", samples: s.write_bytes },
+        Counter::Events { name: "ost_read", units: "reqs", count: s.read_bytes.count },
+        Counter::Events { name: "ost_write", units: "reqs", count: s.write_bytes.count },
+        Counter::Events { name: "ost_punch", units: "reqs", count: s.punches },
+        Counter::Events { name: "ost_sync", units: "reqs", count: s.syncs },
+        Counter::Events { name: "ost_getattr", units: "reqs", count: s.getattrs },
+        Counter::Events { name: "ldlm_enqueue", units: "reqs", count: s.enqueues },
+        Counter::Events { name: "ldlm_cancel", units: "reqs", count: s.cancels },
+    ];
+    tree.insert(o("stats"), stats_file(v.now, Some(v.stats_start), &counters));
+}
+
+/// An OSC's lock namespace's files, under `dir`.
+fn namespace_files(tree: &mut Tree, v: &ClientView, index: OstIndex, dir: &str, s: &OscStats) {
+    let config = v.core.config();
+    let n = |file: &str| format!("{dir}.{file}");
+    let (mut count, mut unused, mut granted) = (0u64, 0u64, 0u64);
+    for (_, lock) in v.core.lock_cache().iter().filter(|(_, l)| l.key.ost == index) {
+        count += 1;
+        granted += u64::from(lock.is_granted());
+        unused += u64::from(lock.is_granted() && lock.users == 0);
+    }
+    tree.insert(n("lock_count"), count.to_string());
+    tree.insert(n("lock_unused_count"), unused.to_string());
+    tree.insert(n("lru_size"), config.lru_locks_max.to_string());
+    tree.insert(n("lru_max_age"), (config.lru_age_max.as_ns() / 1_000_000).to_string());
+    // Of Lustre's pool files, only `granted` is known to a client without
+    // lock-volume accounting (limit, rates, lock volume: omitted).
+    tree.insert(n("pool.granted"), granted.to_string());
+    let counters = [
+        Counter::Events { name: "ldlm_enqueue", units: "reqs", count: s.enqueues },
+        Counter::Events { name: "ldlm_cancel", units: "reqs", count: s.cancels },
+        Counter::Events { name: "ldlm_bl_callback", units: "reqs", count: s.blocking_callbacks },
+    ];
+    tree.insert(n("stats"), stats_file(v.now, Some(v.stats_start), &counters));
+}
+
+/// The mount's files, under `dir`.
+fn llite_files(tree: &mut Tree, v: &ClientView, dir: &str) {
+    let (core, config, stats, start) = (v.core, v.core.config(), v.core.stats(), Some(v.stats_start));
+    let l = |file: &str| format!("{dir}.{file}");
     let cached_mb = (core.cache().cached_pages() as u64 * PAGE_SIZE) >> 20;
     let max_mb = config.cached_bytes_max >> 20;
     // Lustre's file also shows `reclaim_count`, which lanefs does not keep.
@@ -142,7 +166,6 @@ pub fn tree(v: &ClientView) -> Tree {
         Counter::Events { name: "lockahead", units: "reqs", count: ll.lockaheads },
     ];
     tree.insert(l("stats"), stats_file(v.now, start, &counters));
-    tree
 }
 
 /// What a `set_param` did to one parameter.
@@ -312,7 +335,8 @@ mod tests {
             stats_start: SystemTime::now(),
             now: SystemTime::now(),
         };
-        let t = tree(&v);
+        let all = Selection { patterns: vec!["*".into()], recursive: true, values: true };
+        let t = tree(&v, &all);
         assert_eq!(t.files()["osc.lanefs-OST0001-osc-ffff000000000001.max_rpcs_in_flight"], "3");
         assert_eq!(t.files()["ldlm.namespaces.lanefs-OST0000-osc-ffff000000000001.lru_max_age"], "30000");
         assert!(t.files()["llite.lanefs-ffff000000000001.max_cached_mb"].contains("max_cached_mb: 8\n"));

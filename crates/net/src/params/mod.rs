@@ -135,6 +135,19 @@ impl Tree {
     }
 }
 
+/// Whether `selection` may find anything at or under directory `dir`: a
+/// pattern whose leading components match `dir`'s (or all of them, a
+/// shorter pattern's). Holders skip making the files of a directory no
+/// pattern reaches (a client of many OSTs makes one OSC's `rpc_stats`
+/// for `osc.*OST0001*.rpc_stats`, not every OSC's).
+pub fn could_reach(selection: &Selection, dir: &str) -> bool {
+    selection
+        .patterns
+        .iter()
+        .flat_map(|p| expand_braces(p))
+        .any(|p| p.split('.').zip(dir.split('.')).all(|(p, d)| glob(p.as_bytes(), d.as_bytes())))
+}
+
 /// Whether `name` matches `pattern` as lctl matches a parameter path:
 /// braces expanded first, then component by component.
 pub fn matches(pattern: &str, name: &str) -> bool {
@@ -319,5 +332,8 @@ mod tests {
         assert_eq!(names(tree.select(&get(&["osc.a"], true))), ["osc.a", "osc.a.max_dirty_mb", "osc.a.stats"]);
         assert!(tree.select(&get(&["llite.*"], false)).is_empty());
         assert_eq!(closest("osc.*.max_dirty", tree.files().keys()).unwrap(), "osc.a.max_dirty_mb");
+        let one = get(&["osc.b.*", "ldlm"], false);
+        assert!(could_reach(&one, "osc.b") && !could_reach(&one, "osc.a") && could_reach(&one, "ldlm.namespaces.a"));
+        assert!(!could_reach(&one, "llite.x"));
     }
 }
