@@ -164,6 +164,8 @@ struct Holders {
     clients: Vec<PathBuf>,
     servers: Option<lanefs_net::client::Client>,
     ost_stats: Vec<lanefs_net::proto::OstStats>,
+    /// Clients found stale or failing during this command: not asked again.
+    gone: std::cell::RefCell<Vec<PathBuf>>,
 }
 
 impl Holders {
@@ -186,7 +188,7 @@ impl Holders {
             },
             None => (None, Vec::new()),
         };
-        Holders { clients, servers, ost_stats }
+        Holders { clients, servers, ost_stats, gone: Default::default() }
     }
 
     fn server_tree(&self) -> params::Tree {
@@ -194,15 +196,25 @@ impl Holders {
     }
 
     /// Ask every live client; a stale one is skipped, a failing one
-    /// reported (and skipped).
+    /// reported and left out for the rest of the command (a wedged client
+    /// costs one timeout, not one per pattern).
     fn ask_clients(&self, request: &Request) -> Vec<Reply> {
         let mut replies = Vec::new();
+        let mut gone = self.gone.borrow_mut();
         for path in &self.clients {
+            if gone.contains(path) {
+                continue;
+            }
             match control::ask(path, request) {
                 Ok(Reply::Error(e)) => eprintln!("error: {}: {e}", path.display()),
                 Ok(reply) => replies.push(reply),
-                Err(ControlError::Stale(_)) => {}
-                Err(e) => eprintln!("error: {e}"),
+                Err(ControlError::Stale(_)) => {
+                    gone.push(path.clone());
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    gone.push(path.clone());
+                }
             }
         }
         replies
@@ -226,11 +238,8 @@ impl Holders {
 
     /// The names a hint may offer.
     fn all_names(&self) -> Vec<String> {
-        let names: Vec<String> = match self.select("*", true, false) {
-            Ok(nodes) => nodes.into_iter().filter(|n| n.value.is_some()).map(|n| n.name).collect(),
-            Err(_) => Vec::new(),
-        };
-        names
+        let nodes = self.select("*", true, false).unwrap_or_default();
+        nodes.into_iter().filter(|n| n.value.is_some()).map(|n| n.name).collect()
     }
 
     /// lctl's error for a pattern nothing matches, with a hint.
@@ -240,7 +249,7 @@ impl Holders {
         let names = self.all_names();
         match params::closest(pattern, names.iter()) {
             Some(name) => eprintln!("hint: a parameter that exists: {name}"),
-            None if self.servers.is_none() && self.clients.is_empty() => eprintln!(
+            None if self.servers.is_none() && self.clients.len() == self.gone.borrow().len() => eprintln!(
                 "hint: no client listens in {} and no MDS is given (--mds or LANEFS_MDS) for the OSTs",
                 control::run_dir().display()
             ),

@@ -227,6 +227,16 @@ fn get_list_dl_and_permanent_server_params() {
         assert!(std::time::Instant::now() < deadline, "the OSS did not come back: {out}");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+
+    // A wedged client (its socket accepts, nobody answers) costs one
+    // timeout for the whole command, named; the rest is printed.
+    let _wedged = std::os::unix::net::UnixListener::bind(run.path().join("lanefs-ffff00000000beef.sock")).unwrap();
+    let started = std::time::Instant::now();
+    let (success, out, err) =
+        lctl(&cluster, run.path(), &["get_param", "obdfilter.*.sync_lock_cancel", "obdfilter.*.kbytestotal"]);
+    assert!(success && out.lines().count() == 4, "{out}{err}");
+    assert_eq!(err.matches("did not answer within 5s").count(), 1, "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(9), "asked once: {:?}", started.elapsed());
 }
 
 /// The ranks of a running `lanefs ior -a LANEFS` are clients lctl sees and
