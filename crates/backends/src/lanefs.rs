@@ -212,9 +212,12 @@ impl LanefsBackend {
         }
     }
 
-    /// A rank's own client, with the run's tunables.
+    /// A rank's own client, with the run's tunables; it listens for
+    /// `lanefs lctl` (see `lanefs_net::control`), so that a running
+    /// benchmark's clients can be read and tuned as Lustre's are.
     pub(crate) fn rank_client(&self, p: &IorParams) -> Result<Client, IorError> {
-        let options = ClientOptions { key: self.credentials(), ..client_options(p)? };
+        let control_dir = Some(lanefs_net::control::run_dir());
+        let options = ClientOptions { key: self.credentials(), control_dir, ..client_options(p)? };
         Client::connect(&self.mds, options).map_err(backend_error)
     }
 

@@ -1,6 +1,7 @@
 //! Commands against a running file system, in the spirit of Lustre's `lfs`
-//! and `lctl`: setstripe, getstripe, ls, stat, mkdir, rm, chmod, chown,
-//! ladvise, df, OST pools (see [`crate::pool`]) and lock statistics. Each runs as the user who runs it (the
+//! setstripe, getstripe, find (see [`crate::find`]), ls, stat, mkdir, rm,
+//! chmod, chown, ladvise, df, osts, mdts and OST pools (see [`crate::pool`];
+//! `lanefs lctl` is in `lctl.rs`). Each runs as the user who runs it (the
 //! process's uid, gid and groups go with every namespace call), and new
 //! files and directories get the process's umask.
 
@@ -260,14 +261,6 @@ pub enum FsCommand {
     /// List the pools (`lanefs`, a path, or nothing), or one pool's OSTs (`lanefs.NAME`), as `lctl pool_list`.
     #[command(name = "pool_list")]
     PoolList { pool: Option<String> },
-    /// Lock statistics per OST namespace (`lctl get_param ldlm.namespaces.*`).
-    Lctl {
-        /// `get_param`.
-        verb: String,
-        /// Parameter pattern, e.g. `ldlm.namespaces.*.lock_count` (default: all).
-        #[arg(default_value = "ldlm.namespaces.*")]
-        pattern: String,
-    },
 }
 
 /// Octal permissions: `755`, `0644`, `1777`.
@@ -397,7 +390,6 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
             Ok(())
         }
         FsCommand::Ladvise { .. } => unreachable!("advice is given before connecting"),
-        FsCommand::Lctl { verb, pattern } => lctl(&cl, &verb, &pattern),
         FsCommand::Df { human, inodes, .. } => {
             let mounted_on = mount_point.unwrap_or_else(|| "lanefs".to_string());
             let MdsReply::Statfs(statfs) = cl.mds(MdsRequest::Statfs)? else { bail!("unexpected MDS answer") };
@@ -436,7 +428,6 @@ impl FsCommand {
             // pool_list PATH: the file system a path under a mount is of.
             FsCommand::PoolList { pool: Some(path) } if path.starts_with('/') => vec![path],
             FsCommand::Ladvise { .. }
-            | FsCommand::Lctl { .. }
             | FsCommand::PoolNew { .. }
             | FsCommand::PoolAdd { .. }
             | FsCommand::PoolRemove { .. }
@@ -958,56 +949,6 @@ fn format_df(
     out
 }
 
-fn lctl(cl: &Client, verb: &str, pattern: &str) -> Result<()> {
-    if verb != "get_param" {
-        bail!("lctl {verb}: only get_param is supported");
-    }
-    let stats = cl.ost_stats()?;
-    let mut printed = 0;
-    for s in stats {
-        let ns = format!("ldlm.namespaces.filter-lanefs-OST{:04x}_UUID", s.ost);
-        let values = [
-            ("lock_count", s.locks_granted + s.locks_waiting),
-            ("lock_granted_count", s.locks_granted),
-            ("lock_waiting_count", s.locks_waiting),
-            ("stats.ldlm_enqueue", s.locks.enqueues),
-            ("stats.ldlm_grant", s.locks.grants),
-            ("stats.ldlm_refused", s.locks.refusals),
-            ("stats.ldlm_bl_callback", s.locks.callbacks),
-            ("stats.ldlm_cancel", s.locks.cancels),
-            ("stats.ldlm_evict", s.locks.evictions),
-            ("stats.ldlm_conflict", s.locks.conflicts),
-            ("stats.ost_write", s.data.write_rpcs),
-            ("stats.ost_read", s.data.read_rpcs),
-            ("stats.ost_write_bytes", s.data.bytes_written),
-            ("stats.ost_write_bytes_shm", s.bulk_shared_bytes),
-            ("stats.ldlm_cancel_sync", s.data.cancel_syncs),
-        ];
-        for (name, value) in values {
-            let full = format!("{ns}.{name}");
-            if glob(pattern, &full) || glob(pattern, &ns) {
-                outln!("{full}={value}")?;
-                printed += 1;
-            }
-        }
-    }
-    if printed == 0 {
-        bail!("no parameter matches {pattern:?}; try ldlm.namespaces.*.lock_count");
-    }
-    Ok(())
-}
-
-/// Shell-style `*` matching, as lctl's parameter patterns.
-fn glob(pattern: &str, text: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == text,
-        Some((head, rest)) => {
-            let Some(tail) = text.strip_prefix(head) else { return false };
-            (0..=tail.len()).any(|i| tail.is_char_boundary(i) && glob(rest, &tail[i..]))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1042,6 +983,7 @@ mod tests {
                 free_inodes: 900,
             }),
             bulk_shared_bytes: 0,
+            sync_lock_cancel: Default::default(),
         };
         let stats = [ost(0, 7), ost(1, 7)];
         let mdt =
@@ -1130,13 +1072,10 @@ mod tests {
     }
 
     #[test]
-    fn sizes_and_globs() {
+    fn sizes() {
         assert_eq!(parse_size("4m").unwrap(), 4 << 20);
         assert_eq!(parse_size("64K").unwrap(), 64 << 10);
         assert!(parse_size("12x").unwrap_err().contains("unit"));
-        assert!(glob("ldlm.namespaces.*", "ldlm.namespaces.filter-lanefs-OST0000_UUID"));
-        assert!(glob("ldlm.namespaces.*.lock_count", "ldlm.namespaces.x.lock_count"));
-        assert!(!glob("ldlm.namespaces.*.lock_count", "ldlm.namespaces.x.stats.ldlm_cancel"));
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod demo;
 mod find;
 mod fs;
 mod ior;
+mod lctl;
 mod lockscript;
 mod mount;
 mod out;
@@ -194,6 +195,9 @@ enum Command {
     Umount(mount::UmountArgs),
     #[command(flatten)]
     Fs(fs::FsCommand),
+    /// Lustre's lctl: get_param, set_param [-P], list_param of live clients
+    /// (mounts, IOR ranks) and OSTs, and dl (devices).
+    Lctl(lctl::LctlArgs),
     /// Print the completion script for SHELL (`make install` installs bash's, zsh's and fish's).
     ///
     /// For example: `lanefs completions bash >
@@ -273,6 +277,8 @@ fn finish(result: Result<std::process::ExitCode>) -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(e) if out::reader_gone(&e) => std::process::ExitCode::SUCCESS,
+        // lctl has said what failed, in lctl's words.
+        Err(e) if e.is::<lctl::Reported>() => std::process::ExitCode::FAILURE,
         Err(e) => {
             eprintln!("lanefs: error: {}", describe(&e));
             std::process::ExitCode::FAILURE
@@ -354,6 +360,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Mount(args) => mount::mount(args, &cli.target),
         Command::Umount(args) => mount::umount(args),
         Command::Fs(command) => fs::run(command, &cli.target),
+        Command::Lctl(args) => lctl::run(args, &cli.target),
         Command::Completions { shell } => shell::completions(Cli::command(), shell),
         Command::Man { dir } => shell::man(Cli::command(), &dir),
         Command::Swarm(_) => unreachable!("the swarm runs from main, for its exit code"),

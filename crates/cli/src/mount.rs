@@ -53,7 +53,10 @@ pub fn mount(args: MountArgs, target: &Target) -> Result<()> {
     if !args.foreground {
         return start_in_background(&args, &mountpoint, target);
     }
-    let mut options = ClientOptions { key: load_key(target.key.as_deref())?, ..Default::default() };
+    // A mount listens for `lanefs lctl`, as a Lustre mount's parameters
+    // are there for lctl.
+    let control_dir = Some(lanefs_net::control::run_dir());
+    let mut options = ClientOptions { key: load_key(target.key.as_deref())?, control_dir, ..Default::default() };
     if let Some(seconds) = target.timeout {
         options = options.with_timeout(Duration::from_secs(seconds));
     }

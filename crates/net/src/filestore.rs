@@ -121,6 +121,11 @@ impl FileStore {
     }
 
     /// The last object id created: every id from 1 up to it was.
+    /// The OST's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     pub fn last_id(&self) -> ObjectId {
         self.last_id
     }

@@ -111,6 +111,9 @@ struct Shared {
     /// lock requests wait in `deferred` (at most `WAITERS_MAX`).
     grace_until: Option<tokio::time::Instant>,
     deferred: Mutex<Vec<(u32, u64, FlockCall)>>,
+    /// Where the clients' kept settings are (`set_param -P`): the data
+    /// directory's `client_params`; none without a data directory.
+    kept_params: Option<std::path::PathBuf>,
     _fence: Option<Fence>,
 }
 
@@ -204,6 +207,7 @@ pub async fn start_with(
         flock_ids: Mutex::new(HashMap::new()),
         grace_until,
         deferred: Mutex::new(Vec::new()),
+        kept_params: fence.as_ref().map(|f| f.dir().join("client_params")),
         _fence: fence,
     });
     if let Some(until) = grace_until {
@@ -229,6 +233,7 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     let outbox = Outbox::new(shared.limits.queue.clone());
     let _close = CloseOnDrop(outbox.clone());
     spawn_writer(w, outbox.clone(), None);
+    let admin = !matches!(accepted.peer, crate::auth::Peer::Key(crate::keys::KeyRole::Client));
     match handshake_within(&mut r, shared.limits.handshake_timeout, accepted.peer).await {
         Ok(Role::Client) => {}
         Ok(Role::Oss { address, osts }) => {
@@ -256,7 +261,7 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     let peer = shared.peer_next.fetch_add(1, Ordering::Relaxed);
     shared.peers.lock().expect("peers lock").insert(peer, outbox.clone());
     let _ = outbox.push(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
-    let ended = serve_requests(&mut r, &shared, &outbox, peer).await;
+    let ended = serve_requests(&mut r, &shared, &outbox, (peer, admin)).await;
     shared.peers.lock().expect("peers lock").remove(&peer);
     let granted = shared.flocks.lock().expect("flocks lock").release_client(u64::from(peer));
     shared.flock_ids.lock().expect("flock ids").retain(|ticket, _| ticket.0 != u64::from(peer));
@@ -276,7 +281,7 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
     r: &mut R,
     shared: &Arc<Shared>,
     outbox: &Outbox,
-    peer: u32,
+    (peer, admin): (u32, bool),
 ) -> Result<(), String> {
     let mut stop = shared.stop.subscribe();
     loop {
@@ -309,6 +314,13 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
                 }
                 (id, MdsAnswer::Opened)
             }
+            Wire::Mds { id, call: MdsCall::KeepParam { pattern, value } } => {
+                (id, keep_param(shared, admin, &pattern, value.as_deref()))
+            }
+            Wire::Mds { id, call: MdsCall::KeptParams } => {
+                let kept = shared.kept_params.as_deref().map(crate::kept_params::load).unwrap_or(Ok(Vec::new()));
+                (id, kept.map_or_else(|e| MdsAnswer::Error(e.to_string()), MdsAnswer::Params))
+            }
             Wire::Mds { id, call: MdsCall::Flock(call) } => match flock(shared, peer, id, call) {
                 Some(answer) => (id, MdsAnswer::Flock(answer)),
                 None => continue,
@@ -320,6 +332,41 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
             other => return Err(format!("an MDS does not take {} messages", variant(&other))),
         };
         let _ = outbox.push(Wire::MdsReply { id, answer });
+    }
+}
+
+/// `set_param -P` of a client parameter: checked as a client would take
+/// it (it must name a client parameter, with a value it accepts), then
+/// kept in the data directory.
+fn keep_param(shared: &Shared, admin: bool, pattern: &str, value: Option<&str>) -> MdsAnswer {
+    if !admin {
+        return MdsAnswer::Error(
+            "keeping a setting for every client needs the cluster's server key (server.pem), or the MDS's own \
+             user or root on a Unix socket"
+                .into(),
+        );
+    }
+    let Some(file) = &shared.kept_params else {
+        return MdsAnswer::Error("this MDS has no data directory to keep settings in".into());
+    };
+    let Some(value) = value else {
+        return match crate::kept_params::forget(file, pattern) {
+            Ok(true) => {
+                crate::kept_params::load(file).map_or_else(|e| MdsAnswer::Error(e.to_string()), MdsAnswer::Params)
+            }
+            Ok(false) => MdsAnswer::Error(format!(
+                "{pattern}: no setting of it is kept (the MDS keeps them by the \
+                                                   pattern they were set with)"
+            )),
+            Err(e) => MdsAnswer::Error(format!("{pattern}: {e}")),
+        };
+    };
+    if let Err(e) = crate::params::client::check(pattern, value, shared.ost_count) {
+        return MdsAnswer::Error(e);
+    }
+    match crate::kept_params::save(file, pattern, value).and_then(|()| crate::kept_params::load(file)) {
+        Ok(kept) => MdsAnswer::Params(kept),
+        Err(e) => MdsAnswer::Error(format!("{pattern}={value} not kept: {e}")),
     }
 }
 

@@ -130,6 +130,13 @@ enum OstInput {
         client: ClientId,
     },
     Stats(oneshot::Sender<OstStats>),
+    /// `lctl set_param` (see [`crate::ost_params`]).
+    SetParam {
+        name: String,
+        value: Option<String>,
+        permanent: bool,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
     /// From the OST's commit thread: the objects of a sync are durable,
     /// but for `failures`.
     Synced {
@@ -259,7 +266,8 @@ pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig
         let tx = Arc::new(tx);
         let input = Arc::downgrade(&tx);
         let now = Instant(clock.elapsed().as_nanos() as u64);
-        let ost = Ost::restart(OstIndex(index), config.ost.clone(), store, record, now);
+        let mut ost = Ost::restart(OstIndex(index), config.ost.clone(), store, record, now);
+        crate::ost_params::load(&mut ost)?;
         if ost.is_recovering() {
             info!(ost = index, clients = ost.known_clients().len(), "recovering: waiting for the clients to replay");
         }
@@ -430,7 +438,11 @@ fn serve_input(
                 data: ost.counters(),
                 space: ost.store().space(),
                 bulk_shared_bytes: *bulk_shared_bytes,
+                sync_lock_cancel: ost.config().sync_lock_cancel,
             });
+        }
+        Some(OstInput::SetParam { name, value, permanent, reply }) => {
+            let _ = reply.send(crate::ost_params::set(ost, &name, value.as_deref(), permanent));
         }
         // The commit thread recorded the commit point before it said so.
         Some(OstInput::Synced { token, failures }) => ost.handle_synced(now(), token, &failures),
@@ -478,6 +490,9 @@ fn refuse_input(index: u32, input: Option<OstInput>, peers: &Peers) {
         Some(OstInput::Precreate { reply, .. }) => {
             let _ = reply.send(Err(failed));
         }
+        Some(OstInput::SetParam { reply, .. }) => {
+            let _ = reply.send(Err(failed));
+        }
         Some(OstInput::Evict { .. } | OstInput::Stats(_) | OstInput::Synced { .. }) | None => {}
     }
 }
@@ -489,6 +504,7 @@ fn input_kind(input: &Option<OstInput>) -> &'static str {
         Some(OstInput::Precreate { .. }) => "Precreate",
         Some(OstInput::Evict { .. }) => "Evict",
         Some(OstInput::Stats(_)) => "Stats",
+        Some(OstInput::SetParam { .. }) => "SetParam",
         Some(OstInput::Synced { .. }) => "Synced",
         None => "timeout",
     }
@@ -724,7 +740,8 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     }
     let _ = outbox.push(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
     let mut stop = shared.stop.subscribe();
-    let mut session = Session { client: None, arena: None, fds: accepted.fds };
+    let admin = !matches!(accepted.peer, crate::auth::Peer::Key(crate::keys::KeyRole::Client));
+    let mut session = Session { client: None, arena: None, fds: accepted.fds, admin };
     let served = tokio::select! {
         biased;
         _ = stop.wait_for(|stopped| *stopped) => Err("the OSS is shutting down".to_string()),
@@ -760,6 +777,9 @@ struct Session {
     client: Option<ClientId>,
     arena: Option<Arc<MappedArena>>,
     fds: Option<FdInbox>,
+    /// The peer may set the OSTs' parameters: it holds the server key, or
+    /// is the server's own user or root (see [`crate::auth`]).
+    admin: bool,
 }
 
 impl Session {
@@ -982,6 +1002,22 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
                 }
                 let _ = outbox.push(Wire::StatsReply { id, osts });
             }
+            Wire::SetParam { id, ost, name, value, permanent } => {
+                let result = match shared.osts.get(&ost) {
+                    _ if !session.admin => {
+                        Err("setting an OST's parameters needs the cluster's server key (server.pem), or the \
+                         server's own user or root on a Unix socket"
+                            .to_string())
+                    }
+                    None => Err(format!("this OSS does not serve OST{ost:04x}")),
+                    Some(tx) => {
+                        let (reply, answer) = oneshot::channel();
+                        let _ = tx.send(OstInput::SetParam { name, value, permanent, reply });
+                        answer.await.unwrap_or_else(|_| Err(format!("OST{ost:04x} is stopping")))
+                    }
+                };
+                let _ = outbox.push(Wire::SetParamReply { id, result });
+            }
             other => return Err(format!("an OSS does not take {} messages", variant(&other))),
         }
     }
@@ -1002,6 +1038,8 @@ pub(crate) fn variant(w: &Wire) -> &'static str {
         Wire::MdsReply { .. } => "MdsReply",
         Wire::StatsRequest { .. } => "StatsRequest",
         Wire::StatsReply { .. } => "StatsReply",
+        Wire::SetParam { .. } => "SetParam",
+        Wire::SetParamReply { .. } => "SetParamReply",
         Wire::AttachArena { .. } => "AttachArena",
         Wire::ArenaAttached { .. } => "ArenaAttached",
         Wire::ArenaRefused { .. } => "ArenaRefused",

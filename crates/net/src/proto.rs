@@ -62,6 +62,9 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 /// 7: OST pools (`ChangePool`, `ListPools`, `Pools`, a pool in the stripe
 ///    settings and in `GetStripe`'s answer), `DeleteStripe`, the MDT's
 ///    space in `Statfs`.
+/// 7 (also): RPC sizes and page histograms in the OST counters, and the OST's
+///    `sync_lock_cancel`, in `OstStats`; `SetParam` to an OSS, and
+///    `KeepParam` and `KeptParams` to the MDS (`lanefs lctl`).
 pub const PROTOCOL_VERSION: u16 = 7;
 
 /// Who is connecting.
@@ -89,6 +92,8 @@ pub struct OstStats {
     /// Bytes of write RPCs taken from clients' shared memory rather than
     /// from the socket.
     pub bulk_shared_bytes: u64,
+    /// The OST's `sync_lock_cancel` now.
+    pub sync_lock_cancel: lanefs_core::ost::SyncLockCancel,
 }
 
 /// `statvfs` of an OST's backing file system; `fsid` tells OSTs that share
@@ -131,6 +136,18 @@ pub enum MdsCall {
     Closed {
         fid: lanefs_mds::Fid,
     },
+    /// Keep a client parameter setting for every client that starts from
+    /// now on (`lctl set_param -P`), as Lustre's MGS keeps it; from an
+    /// administrator only. Answered `Params` with every kept setting.
+    /// Without a value: forget the setting kept for `pattern`
+    /// (`set_param -P -d`).
+    KeepParam {
+        pattern: String,
+        value: Option<String>,
+    },
+    /// The kept client settings (answered `Params`): a client applies them
+    /// when it starts.
+    KeptParams,
 }
 
 /// A file-lock request. Owners are the caller's: the MDS puts the
@@ -161,6 +178,8 @@ pub enum MdsAnswer {
     Flock(lanefs_mds::flock::FlockAnswer),
     /// `MdsCall::Opened` or `Closed` is recorded.
     Opened,
+    /// The kept client settings, `(pattern, value)`, in the order kept.
+    Params(Vec<(String, String)>),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -227,6 +246,23 @@ pub enum Wire {
     StatsReply {
         id: u64,
         osts: Vec<OstStats>,
+    },
+    /// Client to OSS, from an administrator (a server key, or the server's
+    /// own user or root on a Unix socket): set one of `ost`'s parameters
+    /// (`lctl set_param obdfilter.*.NAME=VALUE`); with `permanent`, also
+    /// in the OST's directory, for its next start (`-P`). Answered by
+    /// `SetParamReply`. Without a value (with `permanent`): forget the
+    /// kept setting (`set_param -P -d`), leaving the current value.
+    SetParam {
+        id: u64,
+        ost: u32,
+        name: String,
+        value: Option<String>,
+        permanent: bool,
+    },
+    SetParamReply {
+        id: u64,
+        result: Result<(), String>,
     },
     /// Client to OSS, with the memfd of the client's page arena attached:
     /// map it, `frames` frames, named `arena` in bulk descriptors.

@@ -74,6 +74,7 @@ impl Client {
             let lock = self.locks.remove(l).expect("listed");
             let handle = lock.handle.expect("a granted lock has a server handle");
             self.counters.cancels += 1;
+            self.osc(key.ost).cancels += 1;
             self.send(key.ost, ToOst::Cancel { lock: handle });
             progressed = true;
         }
@@ -98,6 +99,7 @@ impl Client {
                 let len = run.data.len();
                 self.counters.write_rpcs += 1;
                 *self.writes_in_flight.entry(ost).or_default() += 1;
+                self.note_rpc_sent(ost, true, run.offset, len);
                 let pinned = match &run.data {
                     Payload::Pages(span) => Some(crate::pages::PageSpan::clone(span)),
                     _ => None,
@@ -154,7 +156,10 @@ impl Client {
             }
         }
         for (&key, dirty) in &self.dirty_keys {
-            if dirty.written_bytes >= self.config.rpc_bytes_max || pressed.contains(&key.ost) {
+            // An OST over its dirty limit (lowered by `set_tunable`) is
+            // written back even with no writer waiting on it.
+            let over = self.cache.dirty_bytes_ost(key.ost) > self.config.dirty_bytes_max;
+            if dirty.written_bytes >= self.config.rpc_bytes_max || pressed.contains(&key.ost) || over {
                 areas.push((key, Extent::WHOLE));
             }
         }
@@ -283,6 +288,7 @@ impl Client {
     pub(super) fn send_sync(&mut self, op: OpId, key: ObjectKey) {
         let xid = self.xid();
         self.rpcs.insert(xid, Rpc::Sync { op, key });
+        self.osc(key.ost).syncs += 1;
         self.send(key.ost, ToOst::Sync { xid, object: key.object });
     }
 }

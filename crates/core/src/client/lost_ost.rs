@@ -70,6 +70,7 @@ impl Client {
         });
         self.uncommitted.extend(unsynced);
         self.writes_in_flight.remove(&ost);
+        self.reads_in_flight.remove(&ost);
         for (id, op) in &self.ops {
             let on_ost = op.steps.get(op.index).is_some_and(|s| s.key.ost == ost);
             let waits_on_all = matches!(op.state, OpState::WaitFlush) && op.steps.iter().any(|s| s.key.ost == ost);

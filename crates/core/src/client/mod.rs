@@ -44,6 +44,7 @@
 pub mod imports;
 pub mod ladvise;
 pub mod locks;
+pub mod osc_stats;
 pub mod pagecache;
 pub mod replay;
 
@@ -65,6 +66,7 @@ use crate::units::{ClientId, Duration, Instant, ObjectKey, OstIndex, Xid};
 use ladvise::{Advice, LadviseError, LockaheadResult, Validated};
 use locks::{LocalLock, LockCache};
 use ops::{Op, OpKind, OpState};
+use osc_stats::{ClientStats, OscStats};
 use pagecache::PageCache;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
@@ -196,6 +198,23 @@ impl ClientConfig {
             None => Duration::ZERO,
         }
     }
+}
+
+/// A client setting `lctl set_param` may change while the client runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tunable {
+    /// `osc.*.max_rpcs_in_flight`.
+    RpcsInFlightMax(usize),
+    /// `osc.*.max_dirty_mb`.
+    DirtyBytesMax(u64),
+    /// `llite.*.max_cached_mb`.
+    CachedBytesMax(u64),
+    /// `ldlm.namespaces.*.lru_size`.
+    LruLocksMax(usize),
+    /// `ldlm.namespaces.*.lru_max_age`.
+    LruAgeMax(Duration),
+    /// `osc.*.max_pages_per_rpc`.
+    RpcBytesMax(u64),
 }
 
 /// A file opened on this client.
@@ -429,6 +448,8 @@ pub struct Client {
     copy_ends: BTreeSet<(Instant, OpId)>,
     rpcs: FxHashMap<Xid, Rpc>,
     writes_in_flight: FxHashMap<OstIndex, usize>,
+    /// Read RPCs in flight per OST (for `rpc_stats`; reads have no limit).
+    reads_in_flight: FxHashMap<OstIndex, usize>,
     /// Bytes written per object since it was last found fully written back:
     /// what the writeback pump looks at, so that it never scans the cache.
     dirty_keys: BTreeMap<ObjectKey, DirtyObject>,
@@ -441,6 +462,8 @@ pub struct Client {
     /// per call).
     flush_scratch: Vec<(ObjectKey, crate::Extent)>,
     counters: ClientCounters,
+    /// Histograms and counters per OST and per mount (see [`osc_stats`]).
+    stats: ClientStats,
     /// The kind of payload this client holds, once it has cached one.
     payload_kind: Option<PayloadKind>,
     /// Sessions with the OSTs (with `config.recovery`).
@@ -473,12 +496,14 @@ impl Client {
             copy_ends: BTreeSet::new(),
             rpcs: FxHashMap::default(),
             writes_in_flight: FxHashMap::default(),
+            reads_in_flight: FxHashMap::default(),
             dirty_keys: BTreeMap::new(),
             uncommitted: FxHashSet::default(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             flush_scratch: Vec::new(),
             counters: ClientCounters::default(),
+            stats: ClientStats::default(),
             payload_kind: None,
             imports: imports::Imports::default(),
             replay: replay::ReplayLog::default(),
@@ -509,6 +534,74 @@ impl Client {
     }
     pub fn cache(&self) -> &PageCache {
         &self.cache
+    }
+    /// Statistics since [`Client::reset_stats`] (or since the start).
+    pub fn stats(&self) -> &ClientStats {
+        &self.stats
+    }
+    /// Start the statistics again from zero (writing to a Lustre stats file).
+    pub fn reset_stats(&mut self, now: Instant) {
+        self.stats = ClientStats { since: now, ..ClientStats::default() };
+    }
+    /// Read and write RPCs in flight to `ost` now.
+    pub fn rpcs_in_flight(&self, ost: OstIndex) -> (usize, usize) {
+        let count = |map: &FxHashMap<OstIndex, usize>| map.get(&ost).copied().unwrap_or(0);
+        (count(&self.reads_in_flight), count(&self.writes_in_flight))
+    }
+    /// The statistics of `ost`'s OSC.
+    fn osc(&mut self, ost: OstIndex) -> &mut OscStats {
+        self.stats.osc.entry(ost).or_default()
+    }
+    /// RPCs of `kind` in flight to `ost`, counted when one is sent (the
+    /// in-flight histograms of `rpc_stats`).
+    fn note_rpc_sent(&mut self, ost: OstIndex, write: bool, offset: u64, len: u64) {
+        let page = crate::units::PAGE_SIZE;
+        let pages = (offset + len).div_ceil(page).saturating_sub(offset / page);
+        let (reads, writes) = self.rpcs_in_flight(ost);
+        let in_flight = if write { writes } else { reads };
+        let osc = self.osc(ost);
+        let (pages_hist, flight, offsets, bytes) = if write {
+            (&mut osc.write_pages, &mut osc.write_in_flight, &mut osc.write_offset, &mut osc.write_bytes)
+        } else {
+            (&mut osc.read_pages, &mut osc.read_in_flight, &mut osc.read_offset, &mut osc.read_bytes)
+        };
+        pages_hist.tally_log2(pages);
+        flight.tally(in_flight);
+        offsets.tally_log2(offset / page + 1);
+        bytes.sample(len);
+    }
+
+    /// Change one tunable of a running client (`lctl set_param`), keeping
+    /// every invariant: the new settings must pass
+    /// [`ClientConfig::validate`], and what a lower limit puts over it is
+    /// dealt with at once (a lower dirty limit starts writeback, a smaller
+    /// LRU or a shorter age cancels locks, a smaller cache drops clean
+    /// pages), never left to break [`Client::check_invariants`].
+    pub fn set_tunable(&mut self, now: Instant, tunable: Tunable) -> Result<(), ClientError> {
+        let mut config = self.config.clone();
+        match tunable {
+            Tunable::RpcsInFlightMax(n) => config.rpcs_in_flight_max = n,
+            Tunable::DirtyBytesMax(bytes) => config.dirty_bytes_max = bytes,
+            Tunable::CachedBytesMax(bytes) => config.cached_bytes_max = bytes,
+            Tunable::LruLocksMax(n) => config.lru_locks_max = n,
+            Tunable::LruAgeMax(age) => config.lru_age_max = age,
+            Tunable::RpcBytesMax(bytes) => config.rpc_bytes_max = bytes,
+        }
+        config.validate()?;
+        self.config = config;
+        if let Tunable::CachedBytesMax(bytes) = tunable {
+            let keys: BTreeSet<ObjectKey> = self.locks.iter().map(|(_, l)| l.key).collect();
+            for key in keys {
+                if self.cache.cached_pages() as u64 * crate::units::PAGE_SIZE <= bytes {
+                    break;
+                }
+                self.cache.drop_clean(key, crate::Extent::WHOLE);
+            }
+        }
+        // Ages the LRU with the new age, trims it to the new size and
+        // writes back what the new dirty limit puts over it.
+        self.handle_timeout(now);
+        Ok(())
     }
     /// Acknowledged bytes kept for replay until their OSTs commit them
     /// (Lustre's unstable pages).
@@ -543,6 +636,7 @@ impl Client {
                 }
             }
         }
+        self.stats.llite.opens += 1;
         self.files.insert(fh, OpenFile { layout, no_expand: false, group: None, write_error });
         fh
     }
@@ -715,6 +809,7 @@ impl Client {
     pub fn check_invariants(&self) {
         self.cache.check_invariants();
         self.locks.check_invariants();
+        self.stats.check_invariants();
         let copying: BTreeSet<(Instant, OpId)> = self
             .ops
             .iter()
@@ -772,6 +867,9 @@ impl Client {
         let writes: usize = self.writes_in_flight.values().sum();
         let listed = self.rpcs.values().filter(|r| matches!(r, Rpc::Write { .. })).count();
         assert_eq!(writes, listed, "write RPC accounting");
+        let reads: usize = self.reads_in_flight.values().sum();
+        let listed = self.rpcs.values().filter(|r| matches!(r, Rpc::Read { .. })).count();
+        assert_eq!(reads, listed, "read RPC accounting");
         self.replay.check_invariants();
         self.imports.check_invariants();
         assert!(self.unclaimed.len() <= UNCLAIMED_LOCKS_MAX, "{}: unclaimed handles past their bound", self.id);
@@ -805,7 +903,12 @@ impl Client {
     /// another OST's, another kind of RPC's) leaves the books as they are.
     fn take_rpc(&mut self, from: OstIndex, xid: Xid, answers: fn(&Rpc) -> bool) -> Option<Rpc> {
         match self.rpcs.get(&xid) {
-            Some(rpc) if rpc.ost() == from && answers(rpc) => self.rpcs.remove(&xid),
+            Some(rpc) if rpc.ost() == from && answers(rpc) => {
+                if matches!(rpc, Rpc::Read { .. }) {
+                    *self.reads_in_flight.get_mut(&from).expect("read was counted") -= 1;
+                }
+                self.rpcs.remove(&xid)
+            }
             _ => {
                 tracing::debug!(client = self.id.0, ost = %from, xid = xid.0, "stray reply ignored");
                 None
@@ -822,6 +925,17 @@ impl Client {
     fn start(&mut self, now: Instant, fh: FileHandle, kind: OpKind, offset: u64, len: u64) -> OpId {
         let id = OpId(self.op_next);
         self.op_next += 1;
+        let llite = &mut self.stats.llite;
+        match &kind {
+            OpKind::Write { .. } => llite.write_bytes.sample(len),
+            OpKind::Read { .. } => llite.read_bytes.sample(len),
+            OpKind::Fsync { .. } => llite.fsyncs += 1,
+            OpKind::Close { .. } => llite.closes += 1,
+            OpKind::Stat { .. } => llite.getattrs += 1,
+            OpKind::Truncate { .. } => llite.truncates += 1,
+            OpKind::Lockahead { .. } => llite.lockaheads += 1,
+            _ => {}
+        }
         match Op::plan(&self.files, fh, kind, offset, len) {
             Ok(op) => {
                 self.ops.insert(id, op);

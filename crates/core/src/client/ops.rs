@@ -497,6 +497,7 @@ impl Client {
     pub(super) fn enqueue(&mut self, key: ObjectKey, mode: LockMode, extent: Extent, flags: EnqueueFlags) -> LocalLock {
         let xid = self.xid();
         self.counters.enqueues += 1;
+        self.osc(key.ost).enqueues += 1;
         if flags.speculative {
             self.counters.lockahead_enqueues += 1;
         }
@@ -607,6 +608,8 @@ impl Client {
             let xid = self.xid();
             self.counters.read_rpcs += 1;
             self.rpcs.insert(xid, Rpc::Read { op: id, key: step.key, offset: span.start, len: span.len() });
+            *self.reads_in_flight.entry(step.key.ost).or_default() += 1;
+            self.note_rpc_sent(step.key.ost, false, span.start, span.len());
             self.send(step.key.ost, ToOst::Read { xid, object: step.key.object, offset: span.start, len: span.len() });
         }
         self.set_state(id, OpState::WaitRpcs { outstanding: spans.len(), failed: None });
@@ -648,6 +651,7 @@ impl Client {
                 for s in steps.iter() {
                     let xid = self.xid();
                     self.rpcs.insert(xid, Rpc::Getattr { op: id, stripe: s.stripe, ost: s.key.ost });
+                    self.osc(s.key.ost).getattrs += 1;
                     self.send(s.key.ost, ToOst::Getattr { xid, object: s.key.object });
                 }
                 self.set_state(id, OpState::WaitRpcs { outstanding: steps.len(), failed: None });
@@ -696,6 +700,7 @@ impl Client {
                 self.cache.truncate(step.key, object_size);
                 let xid = self.xid();
                 self.rpcs.insert(xid, Rpc::Punch { op: id, key: step.key, size: object_size, dropped });
+                self.osc(step.key.ost).punches += 1;
                 self.send(step.key.ost, ToOst::Punch { xid, object: step.key.object, size: object_size });
                 self.set_state(id, OpState::WaitRpcs { outstanding: 1, failed: None });
                 Ok(true)

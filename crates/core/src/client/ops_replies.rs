@@ -131,6 +131,7 @@ impl Client {
 
     pub(in crate::client) fn on_blocking(&mut self, ost: OstIndex, handle: LockHandle) {
         self.counters.blocking_callbacks += 1;
+        self.osc(ost).blocking_callbacks += 1;
         match self.locks.by_handle(ost, handle) {
             Some(l) => {
                 self.locks.get_mut(l).expect("listed").callback_pending = true;

@@ -53,6 +53,7 @@ pub mod commits;
 pub mod notices;
 pub mod recovery;
 
+use crate::client::osc_stats::{Histogram, Samples};
 use crate::ldlm::server::{LockServer, LockServerConfig};
 use crate::msg::{IoError, Payload, PayloadKind, ToClient, ToOst};
 use crate::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
@@ -86,6 +87,13 @@ pub struct OstCounters {
     pub cancel_syncs: u64,
     /// Sync RPCs (`OST_SYNC`, from clients' fsync).
     pub syncs: u64,
+    /// Bytes per write and read RPC done (`obdfilter.*.stats`).
+    pub write_bytes: Samples,
+    pub read_bytes: Samples,
+    /// Pages per write and read RPC done (`obdfilter.*.brw_stats`'s
+    /// "pages per bulk r/w").
+    pub write_pages: Histogram,
+    pub read_pages: Histogram,
 }
 
 impl std::ops::AddAssign for OstCounters {
@@ -100,7 +108,16 @@ impl std::ops::AddAssign for OstCounters {
         self.io_refused += o.io_refused;
         self.cancel_syncs += o.cancel_syncs;
         self.syncs += o.syncs;
+        self.write_bytes.merge(&o.write_bytes);
+        self.read_bytes.merge(&o.read_bytes);
+        self.write_pages.merge(&o.write_pages);
+        self.read_pages.merge(&o.read_pages);
     }
+}
+
+/// Pages an RPC of `len` bytes at `offset` touches.
+fn pages_of(offset: u64, len: u64) -> u64 {
+    (offset + len).div_ceil(crate::units::PAGE_SIZE).saturating_sub(offset / crate::units::PAGE_SIZE)
 }
 
 /// Which lock cancels wait for their object's data to be durable
@@ -386,6 +403,14 @@ impl<S: ObjectStore> Ost<S> {
     }
     pub fn counters(&self) -> OstCounters {
         self.counters
+    }
+    pub fn config(&self) -> &OstConfig {
+        &self.config
+    }
+    /// Change `sync_lock_cancel` while the OST runs (`lctl set_param
+    /// obdfilter.*.sync_lock_cancel`): it applies to the next cancel.
+    pub fn set_sync_lock_cancel(&mut self, policy: SyncLockCancel) {
+        self.config.sync_lock_cancel = policy;
     }
     pub fn is_recovering(&self) -> bool {
         self.recovering.is_some()
@@ -1009,6 +1034,8 @@ impl<S: ObjectStore> Ost<S> {
         self.store.write_payload(object, offset, data).map_err(store_error)?;
         self.counters.write_rpcs += 1;
         self.counters.bytes_written += data.len();
+        self.counters.write_bytes.sample(data.len());
+        self.counters.write_pages.tally_log2(pages_of(offset, data.len()));
         Ok(())
     }
 
@@ -1033,6 +1060,8 @@ impl<S: ObjectStore> Ost<S> {
         debug_assert_eq!(data.len(), len, "the store answered a read of {len} bytes with {}", data.len());
         self.counters.read_rpcs += 1;
         self.counters.bytes_read += len;
+        self.counters.read_bytes.sample(len);
+        self.counters.read_pages.tally_log2(pages_of(offset, len));
         Ok(data)
     }
 

@@ -19,6 +19,7 @@ use super::{ClientOptions, Cmd, LadviseReply, NetError, Reply, StatsReply};
 use crate::limits::QueueLimits;
 use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, OstStats, Wire};
 use crate::transport::Address;
+use crate::{control, params};
 use lanefs_core::client::ladvise::LockaheadResult;
 use lanefs_core::client::{Client as CoreClient, ClientError, ClientEvent, LadviseOutcome, OpId, OpOutput};
 use lanefs_core::pages::PagePool;
@@ -60,7 +61,19 @@ pub(super) struct Driver {
     mds_retry: Option<(tokio::time::Instant, StdDuration, tokio::time::Instant)>,
     /// Stats request id -> (OSSes still to answer, answers so far, caller).
     stats_calls: HashMap<u64, (BTreeSet<usize>, Vec<OstStats>, StatsReply)>,
+    /// Parameter settings sent to OSS `.0`, waiting for its answer.
+    param_calls: HashMap<u64, (usize, Reply<Result<(), NetError>>)>,
     call_next: u64,
+    /// `lanefs lctl`'s endpoint, if asked for (see [`crate::control`]), and
+    /// its requests; the sender is kept so that without an endpoint the
+    /// receiver waits instead of ending.
+    _control: Option<control::Listener>,
+    _control_tx: UnboundedSender<control::Incoming>,
+    control_rx: UnboundedReceiver<control::Incoming>,
+    /// This client's part of its device names (see `params::client`).
+    instance: String,
+    /// When the statistics started (the client's start, or their last clear).
+    stats_start: std::time::SystemTime,
 }
 
 impl Driver {
@@ -103,13 +116,40 @@ impl Driver {
         }
         // OSSes are connected to when first needed: commands that need only
         // the MDS (ls, mkdir, getstripe, rm) work while an OSS is down.
-        let core = CoreClient::new(ClientId(0), options.core.clone())?.with_page_pool(pool.clone());
+        let mut core = CoreClient::new(ClientId(0), options.core.clone())?.with_page_pool(pool.clone());
         let queue_limits = client_queue_limits(&options.core, info.ost_count);
+        let uuid = client_uuid();
+        let instance = params::client::instance(uuid);
+        if options.control_dir.is_some() {
+            // A client that lctl can see takes the settings kept for every
+            // client (`set_param -P`), as a Lustre client takes the MGS's.
+            mds.send(Wire::Mds { id: 0, call: MdsCall::KeptParams });
+            match net_rx.recv().await {
+                Some(NetIn::Frame(_, Wire::MdsReply { answer: MdsAnswer::Params(kept), .. })) => {
+                    params::client::apply_kept(&mut core, Instant::ZERO, (&instance, info.ost_count), &kept)
+                }
+                Some(NetIn::Frame(_, Wire::MdsReply { answer: MdsAnswer::Error(e), .. })) => {
+                    warn!("the settings kept for clients are not taken: {e}")
+                }
+                Some(NetIn::Frame(_, other)) => {
+                    return Err(NetError::Protocol(format!("unexpected MDS message {other:?}")))
+                }
+                Some(NetIn::Closed(_, reason)) => return Err(NetError::Mds(reason)),
+                _ => return Err(NetError::Closed),
+            }
+        }
+        let (control_tx, control_rx) = unbounded_channel();
+        let control = options.control_dir.as_ref().and_then(|dir| {
+            let name = params::client::llite_name(&instance);
+            control::listen(dir, &name, control_tx.clone())
+                .map_err(|e| warn!("no lctl endpoint in {}: {e}", dir.display()))
+                .ok()
+        });
         Ok(Driver {
             options,
             info,
             core,
-            uuid: client_uuid(),
+            uuid,
             pool,
             arena_file,
             clock: std::time::Instant::now(),
@@ -127,7 +167,13 @@ impl Driver {
             record: MdsRecord::default(),
             mds_retry: None,
             stats_calls: HashMap::new(),
+            param_calls: HashMap::new(),
             call_next: 1,
+            _control: control,
+            _control_tx: control_tx,
+            control_rx,
+            instance,
+            stats_start: std::time::SystemTime::now(),
         })
     }
 
@@ -156,6 +202,9 @@ impl Driver {
                     None => return self.unmount().await,
                 },
                 Some(input) = self.net_rx.recv() => self.network(input),
+                Some((request, reply)) = self.control_rx.recv() => {
+                    let _ = reply.send(self.control(request));
+                }
                 _ = sleep => {
                     let now = self.now();
                     self.core.handle_timeout(now);
@@ -325,12 +374,67 @@ impl Driver {
                 }
                 self.stats_calls.insert(id, (all, Vec::new(), reply));
             }
+            Cmd::SetOstParam(param, reply) => {
+                let Some(&i) = self.oss_of_ost.get(&param.ost) else {
+                    let _ = reply.send(Err(NetError::Protocol(format!("no OSS serves OST{:04x}", param.ost))));
+                    return;
+                };
+                let id = self.call_id();
+                let super::OstParam { ost, name, value, permanent } = param;
+                match self.oss[i].live() {
+                    Some(live) => live.send(Wire::SetParam { id, ost, name, value, permanent }),
+                    None => {
+                        self.want(i);
+                        let reason = format!("OST{ost:04x}'s OSS is not connected yet; try again");
+                        let _ = reply.send(Err(NetError::Protocol(reason)));
+                        return;
+                    }
+                }
+                self.param_calls.insert(id, (i, reply));
+            }
             Cmd::Counters(reply) => {
                 let _ = reply.send(self.core.counters());
             }
             Cmd::UnstableBytes(reply) => {
                 let _ = reply.send(self.core.unstable_bytes());
             }
+        }
+    }
+
+    /// A request from `lanefs lctl` (see [`crate::control`]).
+    fn control(&mut self, request: control::Request) -> control::Reply {
+        let ost_count = self.info.ost_count;
+        match request {
+            control::Request::Get(selection) => {
+                if let Err(e) = selection.validate() {
+                    return control::Reply::Error(e);
+                }
+                let view = params::client::ClientView {
+                    core: &self.core,
+                    instance: &self.instance,
+                    ost_count,
+                    stats_start: self.stats_start,
+                    now: std::time::SystemTime::now(),
+                };
+                control::Reply::Nodes(params::client::tree(&view, &selection).select(&selection))
+            }
+            control::Request::Set { pattern, value } => {
+                let now = self.now();
+                let who = (self.instance.as_str(), ost_count);
+                let (outcomes, cleared) = params::client::set(&mut self.core, now, who, &pattern, &value);
+                if cleared {
+                    self.stats_start = std::time::SystemTime::now();
+                }
+                if cfg!(debug_assertions) {
+                    self.core.check_invariants();
+                }
+                control::Reply::Set(outcomes)
+            }
+            control::Request::Devices => control::Reply::Devices {
+                instance: self.instance.clone(),
+                uuid: format!("{:016x}", self.uuid),
+                ost_count,
+            },
         }
     }
 
@@ -364,6 +468,16 @@ impl Driver {
                         left.remove(&i);
                         self.finish_stats();
                     }
+                    Wire::SetParamReply { id, result } => match self.param_calls.remove(&id) {
+                        Some((from, reply)) if from == i => {
+                            let _ = reply.send(result.map_err(NetError::Protocol));
+                        }
+                        Some(other) => {
+                            self.param_calls.insert(id, other);
+                            debug!(id, "parameter answer from another OSS ignored");
+                        }
+                        None => debug!(id, "parameter answer not asked for ignored"),
+                    },
                     Wire::Pong => {}
                     other => debug!("unexpected {} message from an OSS ignored", crate::oss::variant(&other)),
                 }
@@ -479,6 +593,13 @@ impl Driver {
         };
         live.outbox.close(reason);
         warn!(oss = %self.oss[i].address, "OSS connection lost: {reason}");
+        let lost: Vec<u64> = self.param_calls.iter().filter(|(_, (from, _))| *from == i).map(|(&id, _)| id).collect();
+        for id in lost {
+            if let Some((_, reply)) = self.param_calls.remove(&id) {
+                let reason = format!("the OSS connection was lost ({reason}); the setting may or may not be made");
+                let _ = reply.send(Err(NetError::Protocol(reason)));
+            }
+        }
         if let Some(arena) = self.pool.arena() {
             // The OSS may still be reading frames of writes this client
             // will send again: they must never be reused. A new arena.

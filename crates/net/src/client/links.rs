@@ -128,9 +128,14 @@ const CLIENT_QUEUE_MESSAGES_MAX: usize = 1 << 20;
 /// flight to every OST can hold, and room for every message's fixed size.
 /// Only a server that stops reading fills it; the client never waits on
 /// it (its reader pauses for nothing), so the soft limits are the hard.
+///
+/// Sized for the largest RPC count and size `lctl set_param` may set
+/// while the client runs (`max_rpcs_in_flight`, `max_pages_per_rpc`), so
+/// that raising them never makes a healthy connection overflow.
 pub(super) fn client_queue_limits(core: &ClientConfig, osts: u32) -> QueueLimits {
-    let rpcs =
-        (core.rpcs_in_flight_max as u64).saturating_mul(core.rpc_bytes_max).saturating_mul(u64::from(osts.max(1)));
+    let rpcs_max = (core.rpcs_in_flight_max as u64).max(crate::params::client::RPCS_IN_FLIGHT_MAX);
+    let rpc_bytes_max = core.rpc_bytes_max.max(lanefs_core::ost::RPC_BYTES_MAX);
+    let rpcs = rpcs_max.saturating_mul(rpc_bytes_max).saturating_mul(u64::from(osts.max(1)));
     let fixed = (CLIENT_QUEUE_MESSAGES_MAX * std::mem::size_of::<Wire>()) as u64;
     let bytes_max = rpcs.saturating_mul(2).saturating_add(fixed).min(usize::MAX as u64) as usize;
     QueueLimits {

@@ -162,6 +162,10 @@ pub struct ClientOptions {
     /// The cluster key for TCP servers (a client key, or a server key for
     /// tools on server hosts); unused on Unix sockets.
     pub key: Option<ClusterKey>,
+    /// Listen for `lanefs lctl` in this directory (see [`crate::control`];
+    /// [`crate::control::run_dir`] is where lctl looks): mounts and
+    /// benchmark ranks do, one-shot commands do not.
+    pub control_dir: Option<std::path::PathBuf>,
 }
 
 /// Lustre's default `obd_timeout`.
@@ -180,6 +184,7 @@ impl Default for ClientOptions {
             shared_memory: true,
             credentials: process_credentials(),
             key: None,
+            control_dir: None,
         }
     }
 }
@@ -293,7 +298,17 @@ pub(crate) enum Cmd {
     Ladvise(FileHandle, Vec<Advice>, Reply<Result<Vec<LockaheadResult>, ClientError>>),
     Stats(Reply<Result<Vec<OstStats>, NetError>>),
     Counters(Reply<ClientCounters>),
+    SetOstParam(OstParam, Reply<Result<(), NetError>>),
     UnstableBytes(Reply<u64>),
+}
+
+/// One OST parameter to set (see [`Client::set_ost_param`]).
+#[derive(Clone, Debug)]
+pub(crate) struct OstParam {
+    pub ost: u32,
+    pub name: String,
+    pub value: Option<String>,
+    pub permanent: bool,
 }
 
 /// One client node of a lanefs file system.
@@ -639,6 +654,30 @@ impl Client {
     /// Lock and data statistics of every OST.
     pub fn ost_stats(&self) -> Result<Vec<OstStats>, NetError> {
         self.call(Cmd::Stats)?
+    }
+
+    /// Set OST `ost`'s parameter `name` (`lctl set_param
+    /// obdfilter.*.NAME=VALUE`; with `permanent`, kept for its next start).
+    /// Only an administrator may (a server key, or the server's own user or
+    /// root on a Unix socket); the OSS answers why not otherwise.
+    /// Without a value (and with `permanent`), the kept setting is forgotten.
+    pub fn set_ost_param(&self, ost: u32, name: &str, value: Option<&str>, permanent: bool) -> Result<(), NetError> {
+        let param = OstParam { ost, name: name.to_string(), value: value.map(str::to_string), permanent };
+        self.call(|r| Cmd::SetOstParam(param, r))?
+    }
+
+    /// Keep `pattern=value` for every client that starts from now on
+    /// (`lctl set_param -P` of a client parameter), at the MDS, as Lustre
+    /// keeps it at the MGS; the MDS checks it as a client would take it.
+    /// Returns every kept setting. Only an administrator may.
+    /// Without a value, the setting kept for `pattern` is forgotten.
+    pub fn keep_param(&self, pattern: &str, value: Option<&str>) -> Result<Vec<(String, String)>, NetError> {
+        let call = MdsCall::KeepParam { pattern: pattern.to_string(), value: value.map(str::to_string) };
+        match self.call(|r| Cmd::Mds(call, r))?? {
+            MdsAnswer::Params(kept) => Ok(kept),
+            MdsAnswer::Error(e) => Err(NetError::Mds(e)),
+            other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
+        }
     }
 
     pub fn counters(&self) -> Result<ClientCounters, NetError> {
