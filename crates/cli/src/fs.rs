@@ -1,4 +1,4 @@
-//! Commands against a running file system, in the spirit of Lustre's `lfs`
+//! Commands against a running file system, in the spirit of Lustre's `lfs`:
 //! setstripe, getstripe, find (see [`crate::find`]), ls, stat, mkdir, rm,
 //! chmod, chown, ladvise, df, osts, mdts and OST pools (see [`crate::pool`];
 //! `lanefs lctl` is in `lctl.rs`). Each runs as the user who runs it (the
