@@ -7,14 +7,13 @@
 
 use crate::find::{FindTests, NumberTest};
 use crate::out::{self, outln};
+use crate::pool::PoolCommand;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use lanefs_core::client::ladvise::{Advice, AheadMode};
 use lanefs_core::layout::Layout;
 use lanefs_mds::perm::mode_string;
-use lanefs_mds::{
-    Access, Attr, CreateMode, DirEntry, FileKind, MdsReply, MdsRequest, MdtSpace, PoolChange, PoolName, StripeSpec,
-};
+use lanefs_mds::{Access, Attr, CreateMode, DirEntry, FileKind, MdsReply, MdsRequest, MdtSpace, PoolName, StripeSpec};
 use lanefs_net::auth::ClusterKey;
 use lanefs_net::client::{process_umask, Client, ClientOptions};
 use std::path::{Path, PathBuf};
@@ -235,32 +234,9 @@ pub enum FsCommand {
         /// its mount point in the last column).
         path: Option<String>,
     },
-    /// Make an empty OST pool (`lctl pool_new lanefs.NAME`; root only).
-    #[command(name = "pool_new")]
-    PoolNew {
-        /// NAME or lanefs.NAME: up to 15 of A-Z a-z 0-9 _ -.
-        pool: String,
-    },
-    /// Add OSTs to a pool (`lctl pool_add`; root only): lanefs-OST0001, OST0001, 1, OST[0-3], OST[0-6/2].
-    #[command(name = "pool_add")]
-    PoolAdd {
-        pool: String,
-        #[arg(required = true)]
-        osts: Vec<String>,
-    },
-    /// Remove OSTs from a pool (`lctl pool_remove`; root only); files keep their objects.
-    #[command(name = "pool_remove")]
-    PoolRemove {
-        pool: String,
-        #[arg(required = true)]
-        osts: Vec<String>,
-    },
-    /// Destroy an empty pool (`lctl pool_destroy`; root only).
-    #[command(name = "pool_destroy")]
-    PoolDestroy { pool: String },
-    /// List the pools (`lanefs`, a path, or nothing), or one pool's OSTs (`lanefs.NAME`), as `lctl pool_list`.
-    #[command(name = "pool_list")]
-    PoolList { pool: Option<String> },
+    /// OST pools: `pool_new`, `pool_add`, `pool_remove`, `pool_destroy`, `pool_list`.
+    #[command(flatten)]
+    Pool(crate::pool::PoolCommand),
 }
 
 /// Octal permissions: `755`, `0644`, `1777`.
@@ -397,15 +373,7 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
             out::stdout_write(&format_df(mdt, &cl.ost_stats()?, &mounted_on, human, inodes))?;
             Ok(())
         }
-        FsCommand::PoolNew { pool } => crate::pool::change(&cl, &pool, PoolChange::New),
-        FsCommand::PoolDestroy { pool } => crate::pool::change(&cl, &pool, PoolChange::Destroy),
-        FsCommand::PoolAdd { pool, osts } => {
-            crate::pool::change(&cl, &pool, PoolChange::Add(crate::pool::parse_osts(&osts)?))
-        }
-        FsCommand::PoolRemove { pool, osts } => {
-            crate::pool::change(&cl, &pool, PoolChange::Remove(crate::pool::parse_osts(&osts)?))
-        }
-        FsCommand::PoolList { pool } => crate::pool::list(&cl, pool.as_deref()),
+        FsCommand::Pool(command) => crate::pool::run(&cl, command),
     }
 }
 
@@ -426,13 +394,8 @@ impl FsCommand {
             }
             FsCommand::Find { paths, .. } => paths.iter_mut().collect(),
             // pool_list PATH: the file system a path under a mount is of.
-            FsCommand::PoolList { pool: Some(path) } if path.starts_with('/') => vec![path],
-            FsCommand::Ladvise { .. }
-            | FsCommand::PoolNew { .. }
-            | FsCommand::PoolAdd { .. }
-            | FsCommand::PoolRemove { .. }
-            | FsCommand::PoolDestroy { .. }
-            | FsCommand::PoolList { .. } => Vec::new(),
+            FsCommand::Pool(PoolCommand::List { pool: Some(path) }) if path.starts_with('/') => vec![path],
+            FsCommand::Ladvise { .. } | FsCommand::Pool(_) => Vec::new(),
         }
     }
 }

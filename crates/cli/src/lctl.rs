@@ -106,29 +106,9 @@ enum Verb {
     },
     /// List devices, as `lctl dl`: index, status, type, name, uuid, references.
     Dl,
-    /// Make an empty OST pool (as `lanefs pool_new`; root only).
-    #[command(name = "pool_new")]
-    PoolNew { pool: String },
-    /// Add OSTs to a pool (as `lanefs pool_add`; root only).
-    #[command(name = "pool_add")]
-    PoolAdd {
-        pool: String,
-        #[arg(required = true)]
-        osts: Vec<String>,
-    },
-    /// Remove OSTs from a pool (as `lanefs pool_remove`; root only).
-    #[command(name = "pool_remove")]
-    PoolRemove {
-        pool: String,
-        #[arg(required = true)]
-        osts: Vec<String>,
-    },
-    /// Destroy an empty pool (as `lanefs pool_destroy`; root only).
-    #[command(name = "pool_destroy")]
-    PoolDestroy { pool: String },
-    /// List the pools, or one pool's OSTs (as `lanefs pool_list`).
-    #[command(name = "pool_list")]
-    PoolList { pool: Option<String> },
+    /// lctl's pool commands, lanefs's own (`lanefs pool_new` ...).
+    #[command(flatten)]
+    Pool(crate::pool::PoolCommand),
 }
 
 /// An error already printed in lctl's own words: the command only fails.
@@ -145,17 +125,11 @@ impl std::error::Error for Reported {}
 
 pub fn run(args: LctlArgs, target: &Target) -> Result<()> {
     // lctl's pool commands are lanefs's own, which talk to the MDS.
-    let pool = |command| crate::fs::run(command, target);
-    let verb = match args.verb {
-        Verb::PoolNew { pool: name } => return pool(FsCommand::PoolNew { pool: name }),
-        Verb::PoolAdd { pool: name, osts } => return pool(FsCommand::PoolAdd { pool: name, osts }),
-        Verb::PoolRemove { pool: name, osts } => return pool(FsCommand::PoolRemove { pool: name, osts }),
-        Verb::PoolDestroy { pool: name } => return pool(FsCommand::PoolDestroy { pool: name }),
-        Verb::PoolList { pool: name } => return pool(FsCommand::PoolList { pool: name }),
-        other => other,
-    };
+    if let Verb::Pool(command) = args.verb {
+        return crate::fs::run(FsCommand::Pool(command), target);
+    }
     let holders = Holders::find(target);
-    let ok = match verb {
+    let ok = match args.verb {
         Verb::GetParam { no_name, only_name, recursive, params } => {
             get_param(&holders, &params, recursive, Show { name: !no_name, value: !only_name })?
         }
@@ -171,11 +145,7 @@ pub fn run(args: LctlArgs, target: &Target) -> Result<()> {
             set_param(&holders, &settings, !no_name, mode)?
         }
         Verb::Dl => dl(&holders)?,
-        Verb::PoolNew { .. }
-        | Verb::PoolAdd { .. }
-        | Verb::PoolRemove { .. }
-        | Verb::PoolDestroy { .. }
-        | Verb::PoolList { .. } => unreachable!("pool commands are run above"),
+        Verb::Pool(_) => unreachable!("pool commands are run above"),
     };
     if ok {
         Ok(())

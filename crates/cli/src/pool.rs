@@ -15,12 +15,55 @@
 //! its configuration log made them.
 
 use anyhow::{bail, Result};
+use clap::Subcommand;
 use lanefs_mds::pools::{ost_uuid, FSNAME};
 use lanefs_mds::{MdsReply, MdsRequest, PoolChange, PoolInfo, PoolName};
 use lanefs_net::client::Client;
 
+/// The pool commands, as `lanefs` and `lanefs lctl` both take them.
+#[derive(Subcommand, Debug)]
+pub enum PoolCommand {
+    /// Make an empty OST pool (`lctl pool_new lanefs.NAME`; root only).
+    #[command(name = "pool_new")]
+    New {
+        /// NAME or lanefs.NAME: up to 15 of A-Z a-z 0-9 _ -.
+        pool: String,
+    },
+    /// Add OSTs to a pool (`lctl pool_add`; root only): lanefs-OST0001, OST0001, 1, OST[0-3], OST[0-6/2].
+    #[command(name = "pool_add")]
+    Add {
+        pool: String,
+        #[arg(required = true)]
+        osts: Vec<String>,
+    },
+    /// Remove OSTs from a pool (`lctl pool_remove`; root only); files keep their objects.
+    #[command(name = "pool_remove")]
+    Remove {
+        pool: String,
+        #[arg(required = true)]
+        osts: Vec<String>,
+    },
+    /// Destroy an empty pool (`lctl pool_destroy`; root only).
+    #[command(name = "pool_destroy")]
+    Destroy { pool: String },
+    /// List the pools (`lanefs`, a path, or nothing), or one pool's OSTs (`lanefs.NAME`), as `lctl pool_list`.
+    #[command(name = "pool_list")]
+    List { pool: Option<String> },
+}
+
+/// Run a pool command against the MDS `cl` talks to.
+pub fn run(cl: &Client, command: PoolCommand) -> Result<()> {
+    match command {
+        PoolCommand::New { pool } => change(cl, &pool, PoolChange::New),
+        PoolCommand::Destroy { pool } => change(cl, &pool, PoolChange::Destroy),
+        PoolCommand::Add { pool, osts } => change(cl, &pool, PoolChange::Add(parse_osts(&osts)?)),
+        PoolCommand::Remove { pool, osts } => change(cl, &pool, PoolChange::Remove(parse_osts(&osts)?)),
+        PoolCommand::List { pool } => list(cl, pool.as_deref()),
+    }
+}
+
 /// A pool change: `pool_new`, `pool_destroy`, `pool_add`, `pool_remove`.
-pub fn change(cl: &Client, pool: &str, change: PoolChange) -> Result<()> {
+fn change(cl: &Client, pool: &str, change: PoolChange) -> Result<()> {
     let name = PoolName::parse(pool)?;
     let full = name.full();
     let told: Vec<String> = match &change {
@@ -41,7 +84,7 @@ pub fn change(cl: &Client, pool: &str, change: PoolChange) -> Result<()> {
 }
 
 /// `pool_list [lanefs | lanefs.POOL | PATH]`.
-pub fn list(cl: &Client, name: Option<&str>) -> Result<()> {
+fn list(cl: &Client, name: Option<&str>) -> Result<()> {
     let pool = match name {
         None => None,
         Some(name) if name == FSNAME || name.starts_with('/') => None,
