@@ -9,10 +9,13 @@
 //! aggregator owns and writes in which round, what every rank sends it,
 //! which stripes it locks ahead) as pure functions and small value types;
 //! the text of `MPICH_MPIIO_HINTS_DISPLAY`, `MPICH_MPIIO_STATS` and
-//! `MPICH_MPIIO_TIMERS`; and [`collective::CollectiveFile`], which runs
-//! those plans over a [`comm::Communicator`] (threads of one process, or
-//! real MPI with the `mpi` feature). The discrete-event simulator drives
-//! the plans with its own event loop.
+//! `MPICH_MPIIO_TIMERS`; and [`two_phase::TwoPhase`], the one
+//! implementation of two-phase I/O that carries those plans out, written
+//! `async` over a rank's communicator and file ([`two_phase::RankIo`]):
+//! [`collective::CollectiveFile`] runs it with blocking calls over a
+//! [`comm::Communicator`] (threads of one process, or real MPI with the
+//! `mpi` feature). The discrete-event simulator drives the same plans and
+//! call schedules with its own event loop.
 //!
 //! What it is not: a transport or a file system. Its callers give it a
 //! communicator and a [`collective::FileAccess`] (a lanefs client's file, a
@@ -28,15 +31,17 @@
 //! - [`plan`]: aggregator count and placement, the two-phase plan, the lockahead window.
 //! - [`report`]: the stats and timers blocks.
 //! - [`comm`]: the communicator interface, over threads and over MPI.
-//! - [`collective`]: two-phase I/O carried out.
+//! - [`two_phase`]: two-phase I/O carried out, over real or phantom data.
+//! - [`collective`]: its blocking driver, `MPI_File_*` on real MPI.
 
 pub mod collective;
 pub mod comm;
 pub mod hints;
 pub mod plan;
 pub mod report;
+pub mod two_phase;
 
-pub use collective::{CloseReport, CollectiveError, CollectiveFile, FileAccess, Striping};
+pub use collective::{CollectiveFile, FileAccess};
 pub use comm::{CommError, Communicator, ThreadComm};
 pub use hints::{
     display_environment, display_hints, hints_for_file, known_hints, parse_cli_hints, parse_hint_env, CbLockMode,
@@ -51,3 +56,4 @@ pub use report::{
     format_aggregator_placement, format_read_stats, format_write_stats, format_write_timers, AggregatorsActive,
     MpiioStats, MpiioTimers,
 };
+pub use two_phase::{CloseReport, CollectiveError, Phantom, RankIo, StripeBuffer, Striping, TwoPhase};

@@ -733,6 +733,26 @@ pub fn schedule_call(plan: &CollectivePlan, locks: &mut CollectiveLocks, writing
     rounds
 }
 
+/// Aggregator `aggregator`'s part of [`schedule_call`]: its stripes in round
+/// order, each with whether it is read first and the lock requests it sends
+/// before it, made without the other aggregators' steps. Each aggregator
+/// asks only for its own stripes (its own window of `locks`), so a rank
+/// makes its own part alone, in time proportional to it.
+pub fn schedule_aggregator(
+    plan: &CollectivePlan,
+    locks: &mut CollectiveLocks,
+    writing: bool,
+    aggregator: u32,
+) -> Vec<AggregatorStep> {
+    plan.aggregator_writes(aggregator)
+        .map(|stripe| AggregatorStep {
+            stripe: *stripe,
+            read_first: writing && stripe.has_holes(),
+            lock_ahead: locks.before_io(aggregator, stripe.start),
+        })
+        .collect()
+}
+
 /// Asynchronous lockahead advices for file extents, flags `flags | LF_ASYNC`.
 pub fn lockahead_advices(extents: &[Extent], mode: AheadMode, flags: u32) -> Vec<Advice> {
     extents
@@ -772,5 +792,39 @@ mod tests {
         assert_eq!(w.own_stripe_from(250), 2);
         assert_eq!(w.own_stripe_from(300), 6);
         assert_eq!(w.extents(u64::MAX / 100, 3), vec![]);
+    }
+
+    #[test]
+    fn each_aggregators_own_schedule_is_its_part_of_the_calls() {
+        // Calls of several shapes (interleaved, gappy, starting mid-stripe
+        // so that rounds wrap around the aggregators) one after the other:
+        // an aggregator scheduling itself alone sends the same lock
+        // requests at the same stripes as the whole call's schedule.
+        let mib = 1u64 << 20;
+        let calls: Vec<Vec<(u32, u64, u64)>> = vec![
+            (0..8).map(|r| (r, u64::from(r) * mib, mib)).collect(),
+            (0..8).map(|r| (r, 8 * mib + u64::from(r) * 3 * mib / 2, mib)).collect(),
+            (0..8).map(|r| (r, 30 * mib + mib / 2 + u64::from(r) * mib, if r == 3 { 0 } else { mib })).collect(),
+            (0..8).map(|r| (r, 40 * mib + u64::from(r) * mib / 4, mib / 4)).collect(),
+        ];
+        for mode in [CbLockMode::Default, CbLockMode::Lockahead { num_extents: 3, flags: 0 }] {
+            for avail in [1, 3, 4, 8] {
+                let mut whole = CollectiveLocks::new(mode, AheadMode::Write, avail, mib);
+                let mut own: Vec<CollectiveLocks> =
+                    (0..avail).map(|_| CollectiveLocks::new(mode, AheadMode::Write, avail, mib)).collect();
+                for requests in &calls {
+                    let plan = plan_collective(requests, mib, avail);
+                    whole.begin_call(&plan);
+                    let rounds = schedule_call(&plan, &mut whole, true);
+                    for (a, locks) in own.iter_mut().enumerate() {
+                        locks.begin_call(&plan);
+                        let mine = schedule_aggregator(&plan, locks, true, a as u32);
+                        let expected: Vec<AggregatorStep> =
+                            rounds.iter().filter_map(|r| r.step_of(a as u32).cloned()).collect();
+                        assert_eq!(mine, expected, "{mode:?}, aggregator {a} of {avail}");
+                    }
+                }
+            }
+        }
     }
 }

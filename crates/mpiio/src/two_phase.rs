@@ -1,0 +1,854 @@
+//! Two-phase collective I/O as one rank carries it out. [`TwoPhase`] holds
+//! a rank's state of a collectively opened file; its operations are
+//! `async` over a [`RankIo`]: the rank's communicator and its handle on the
+//! file, with data either real bytes or [`Phantom`] lengths.
+//!
+//! - On real MPI and a real file system ([`crate::CollectiveFile`]) every
+//!   operation of the `RankIo` blocks and is done when it returns, so the
+//!   futures finish in one poll.
+//! - A world whose operations take virtual time polls the futures as its
+//!   answers come, with phantom data. The discrete-event simulator does not
+//!   do so yet: it carries out the same plan and call schedule
+//!   ([`crate::plan::schedule_call`]) with its own event loop, because
+//!   here every rank takes part in every round's exchange, which its
+//!   largest runs (75,000 ranks) cannot afford one event at a time.
+//!
+//! A collective write (`MPI_File_write_at_all`) on every rank:
+//! 1. all-gathers every rank's `(offset, length)`, and builds the same
+//!    [`CollectivePlan`] on every rank (no rank tells another what to do);
+//! 2. for each round with data: every rank sends each aggregator the bytes
+//!    of its pieces in the stripe that aggregator writes this round (one
+//!    all-to-all), and each aggregator lays them into one stripe buffer and
+//!    writes it with one system write; a stripe with holes is read first
+//!    (read-modify-write), as ROMIO does;
+//! 3. with lockahead, each aggregator asks for its next window of stripes
+//!    before it writes outside the one it holds (early, at the low-water
+//!    mark), so its writes find their locks granted; a window reaches no
+//!    further than the current call's last byte (ROMIO asks for
+//!    `num_extents` stripes whatever the file's size).
+//!
+//! A collective read runs the other way: aggregators read their stripes and
+//! the all-to-all carries each rank its pieces.
+//!
+//! Lock modes of collective writes ([`CbLockMode`], Cray's
+//! `cray_cb_write_lock_mode`): 0 the file system's expanding locks; 1 a
+//! group lock that every aggregator takes at its first collective write and
+//! keeps until close; 2 lockahead: every rank sets lock-no-expand on its
+//! handle at open, aggregator 0 takes and drops a whole-file group lock
+//! before the first collective write (every cached lock of the file is
+//! called back; ROMIO does it at open), and aggregators lock ahead.
+//!
+//! Departure from ROMIO: `romio_cb_write=automatic` (the default) buffers
+//! every collective call, as `enable` does; ROMIO's Lustre driver would
+//! write a call whose ranks' ranges do not interleave independently. The
+//! simulator plans every collective call the same way, so that a real run
+//! and a simulated one can be compared call for call.
+//! `disable` writes each rank's request on its own.
+//!
+//! Every rank keeps the counters of `MPICH_MPIIO_STATS` (the plan is the
+//! same everywhere, so rank 0's counts are the job's) and its own phase
+//! times for `MPICH_MPIIO_TIMERS`; [`TwoPhase::close`] gathers them.
+
+use crate::comm::{decode_u64s, encode_u64s, CommError};
+use crate::hints::{CbLockMode, CbMode, MpiioHints};
+use crate::plan::{
+    aggregator_count, aggregator_ranks, plan_collective, read_aggregator_count, schedule_aggregator, AggregatorStep,
+    CollectiveLocks, CollectivePlan,
+};
+use crate::report::{MpiioStats, MpiioTimers};
+use lanefs_core::client::ladvise::{Advice, AheadMode};
+use lanefs_core::units::Duration;
+use std::ops::Range;
+use std::rc::Rc;
+use thiserror::Error;
+
+/// The group id of the whole-file group lock taken and dropped at open
+/// before lockahead (the simulator's too).
+pub const CLEARING_GROUP_ID: u64 = u64::MAX;
+
+/// The group id aggregators share in lock mode 1.
+pub const AGGREGATORS_GROUP_ID: u64 = 1;
+
+#[derive(Debug, Error)]
+pub enum CollectiveError {
+    #[error(transparent)]
+    Comm(#[from] CommError),
+    #[error("rank {rank}: {operation} failed: {reason}")]
+    Io { rank: u32, operation: &'static str, reason: String },
+    #[error("rank {rank}: a collective {direction} of {len} bytes at {offset} ends past the largest offset")]
+    TooFar { rank: u32, direction: &'static str, offset: u64, len: u64 },
+}
+
+/// The file's striping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Striping {
+    pub stripe_size: u64,
+    pub stripe_count: u32,
+}
+
+/// What [`TwoPhase::close`] gathers from every rank.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CloseReport {
+    pub write_stats: MpiioStats,
+    pub read_stats: MpiioStats,
+    /// The timers of every rank that wrote as an aggregator.
+    pub writers: Vec<MpiioTimers>,
+    /// Seconds from the first collective write's start to the last one's
+    /// end, on rank 0's clock.
+    pub write_elapsed_s: f64,
+    /// The hints as open resolved them (for the display).
+    pub hints: MpiioHints,
+}
+
+/// A run of bytes a rank contributes or receives: `[u8]` in the real
+/// world, [`Phantom`] in a world that moves no bytes.
+pub trait Bytes {
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Bytes for [u8] {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+}
+
+/// An aggregator's stripe buffer, kept from round to round and call to call
+/// (ROMIO's collective buffer).
+pub trait StripeBuffer: Default {
+    type Data: Bytes + ?Sized;
+    /// `len` bytes of zeros.
+    fn reset(&mut self, len: usize);
+    fn data(&self) -> &Self::Data;
+    fn data_mut(&mut self) -> &mut Self::Data;
+}
+
+impl StripeBuffer for Vec<u8> {
+    type Data = [u8];
+    fn reset(&mut self, len: usize) {
+        // Cleared and refilled rather than reallocated: a fresh buffer each
+        // round would cost the kernel a page fault per page.
+        self.clear();
+        self.resize(len, 0);
+    }
+    fn data(&self) -> &[u8] {
+        self
+    }
+    fn data_mut(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
+/// Bytes a world does not carry (a model of the machine): only how many.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Phantom(pub usize);
+
+impl Bytes for Phantom {
+    fn len(&self) -> usize {
+        self.0
+    }
+}
+
+impl StripeBuffer for Phantom {
+    type Data = Phantom;
+    fn reset(&mut self, len: usize) {
+        self.0 = len;
+    }
+    fn data(&self) -> &Phantom {
+        self
+    }
+    fn data_mut(&mut self) -> &mut Phantom {
+        self
+    }
+}
+
+/// The data type of a [`RankIo`].
+pub type DataOf<I> = <<I as RankIo>::Buffer as StripeBuffer>::Data;
+
+/// One rank's communicator and handle on the file, as two-phase I/O uses
+/// them (see the module docs). The operations mirror
+/// [`crate::Communicator`] and [`crate::FileAccess`].
+// The futures are polled on the thread that made them (once, in the real
+// world; by an event loop), so no `Send` bound is wanted.
+#[allow(async_fn_in_trait)]
+pub trait RankIo {
+    type Buffer: StripeBuffer;
+    fn rank(&self) -> u32;
+    fn size(&self) -> u32;
+    /// Ranks on each node, as they were placed. At least 1.
+    fn ranks_per_node(&self) -> u32;
+    /// Seconds on a clock every rank shares (`MPI_Wtime`).
+    fn wtime(&self) -> f64;
+    /// This rank cannot go on: end the collective for every rank.
+    fn abort(&self, reason: &str);
+    /// The plan of a call from every rank's request. Every rank makes the
+    /// same one; a world where ranks share memory may make it once.
+    fn plan(&mut self, requests: &[(u32, u64, u64)], stripe_size: u64, avail: u32) -> Rc<CollectivePlan> {
+        Rc::new(plan_collective(requests, stripe_size, avail))
+    }
+    async fn barrier(&mut self) -> Result<(), CommError>;
+    /// Every rank's `mine` (all of one length), in rank order. Shared: a
+    /// world where ranks share memory may hand every rank the same one.
+    async fn allgather_same(&mut self, mine: &[u8]) -> Result<Rc<Vec<Vec<u8>>>, CommError>;
+    /// [`crate::Communicator::alltoallv`].
+    async fn alltoallv(
+        &mut self,
+        send: &DataOf<Self>,
+        to: &[Range<usize>],
+        recv: &mut DataOf<Self>,
+        from: &[Range<usize>],
+    ) -> Result<(), CommError>;
+    async fn write_at(&mut self, offset: u64, data: &DataOf<Self>) -> Result<(), String>;
+    /// Fill `buf` from `offset`; bytes past the end of the file read as zeros.
+    async fn read_at(&mut self, offset: u64, buf: &mut DataOf<Self>) -> Result<(), String>;
+    /// Asynchronous lock requests; per-extent results are not waited for.
+    async fn lock_ahead(&mut self, advices: &[Advice]) -> Result<(), String>;
+    async fn no_expand(&mut self) -> Result<(), String>;
+    async fn group_lock(&mut self, gid: u64) -> Result<(), String>;
+    async fn group_unlock(&mut self, gid: u64) -> Result<(), String>;
+    async fn sync(&mut self) -> Result<(), String>;
+}
+
+/// The aggregators of one direction.
+struct Aggregators {
+    /// Rank of each aggregator index.
+    ranks: Vec<u32>,
+    /// This rank's index, if it is one.
+    mine: Option<u32>,
+    /// Their lock requests (this rank makes those of its own index).
+    locks: CollectiveLocks,
+}
+
+impl Aggregators {
+    fn new(rank: u32, size: u32, per_node: u32, avail: u32, lock: CbLockMode, ahead: AheadMode, stripe: u64) -> Self {
+        let ranks = aggregator_ranks(avail, size, per_node);
+        let mine = ranks.iter().position(|&r| r == rank).map(|i| i as u32);
+        Aggregators { ranks, mine, locks: CollectiveLocks::new(lock, ahead, avail, stripe) }
+    }
+
+    fn avail(&self) -> u32 {
+        self.ranks.len() as u32
+    }
+}
+
+/// One rank's state of a collectively opened file (see the module docs).
+pub struct TwoPhase<B: StripeBuffer> {
+    striping: Striping,
+    hints: MpiioHints,
+    write: Aggregators,
+    read: Aggregators,
+    /// Lock mode 1: the aggregators' group lock is held.
+    group_held: bool,
+    write_stats: MpiioStats,
+    read_stats: MpiioStats,
+    timers: MpiioTimers,
+    /// First collective write's start and last one's end (`wtime`).
+    write_span: Option<(f64, f64)>,
+    /// Whether this rank wrote as an aggregator.
+    wrote: bool,
+    buffer: B,
+}
+
+fn seconds(d: f64) -> Duration {
+    Duration::from_ns((d.max(0.0) * 1e9) as u64)
+}
+
+fn add(total: &mut Duration, more: Duration) {
+    *total = Duration::from_ns(total.as_ns().saturating_add(more.as_ns()));
+}
+
+fn io_error(rank: u32, operation: &'static str) -> impl Fn(String) -> CollectiveError {
+    move |reason| CollectiveError::Io { rank, operation, reason }
+}
+
+/// An error of this rank's own I/O inside a collective: the others are told
+/// (MPI abort), so none waits for it.
+fn fail<I: RankIo + ?Sized>(io: &I, e: CollectiveError) -> CollectiveError {
+    io.abort(&e.to_string());
+    e
+}
+
+impl<B: StripeBuffer> TwoPhase<B> {
+    /// Open on every rank (collective): decide the aggregators of both
+    /// directions from `hints` and the file's striping, and prepare for
+    /// lockahead if a direction uses it.
+    pub async fn open<I: RankIo<Buffer = B>>(
+        io: &mut I,
+        striping: Striping,
+        hints: &MpiioHints,
+    ) -> Result<Self, CollectiveError> {
+        let (rank, size, per_node) = (io.rank(), io.size(), io.ranks_per_node());
+        let nodes = size.div_ceil(per_node);
+        let write_avail = aggregator_count(size, nodes, striping.stripe_count, hints);
+        let read_avail = read_aggregator_count(size, nodes, striping.stripe_count, hints);
+        let aggregators =
+            |avail, lock, ahead| Aggregators::new(rank, size, per_node, avail, lock, ahead, striping.stripe_size);
+        let write = aggregators(write_avail, hints.write_lock_mode(), AheadMode::Write);
+        let read = aggregators(read_avail, hints.read_lock_mode(), AheadMode::Read);
+        if hints.lockahead_at_open() {
+            io.no_expand().await.map_err(io_error(rank, "lock-no-expand"))?;
+        }
+        let resolved = hints.resolved(striping.stripe_count, striping.stripe_size, write_avail);
+        Ok(TwoPhase {
+            striping,
+            hints: resolved,
+            write_stats: MpiioStats::new(write.avail(), striping.stripe_count, striping.stripe_size),
+            read_stats: MpiioStats::new(read.avail(), striping.stripe_count, striping.stripe_size),
+            write,
+            read,
+            group_held: false,
+            timers: MpiioTimers::default(),
+            write_span: None,
+            wrote: false,
+            buffer: B::default(),
+        })
+    }
+
+    /// The rank of each aggregator of collective writes, by aggregator index.
+    pub fn write_aggregators(&self) -> &[u32] {
+        &self.write.ranks
+    }
+
+    /// The rank of each aggregator of collective reads, by aggregator index.
+    pub fn read_aggregators(&self) -> &[u32] {
+        &self.read.ranks
+    }
+
+    /// The hints as open resolved them (for `MPICH_MPIIO_HINTS_DISPLAY`).
+    pub fn hints(&self) -> &MpiioHints {
+        &self.hints
+    }
+
+    /// Count an independent write (`MPI_File_write_at`) made by this rank.
+    pub fn record_independent_write(&mut self, offset: u64, len: u64) {
+        self.write_stats.record_independent(offset, len);
+    }
+
+    /// Count an independent read (`MPI_File_read_at`) made by this rank.
+    pub fn record_independent_read(&mut self, offset: u64, len: u64) {
+        self.read_stats.record_independent(offset, len);
+    }
+
+    /// Every rank's `(rank, offset, len)` of this call.
+    async fn gather_requests<I: RankIo<Buffer = B>>(
+        io: &mut I,
+        direction: &'static str,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<(u32, u64, u64)>, CollectiveError> {
+        if offset.checked_add(len).is_none() {
+            let e = CollectiveError::TooFar { rank: io.rank(), direction, offset, len };
+            return Err(fail(io, e));
+        }
+        let all = io.allgather_same(&encode_u64s(&[offset, len])).await?;
+        let mut requests = Vec::with_capacity(all.len());
+        for (rank, bytes) in all.iter().enumerate() {
+            let rank = rank as u32;
+            let malformed = || CommError::Malformed { rank, got: bytes.len(), expected: 16 };
+            let (offset, len) = bytes.split_at_checked(8).ok_or_else(malformed)?;
+            let word = |b: &[u8]| b.try_into().map(u64::from_le_bytes).map_err(|_| malformed());
+            let (offset, len) = (word(offset)?, word(len)?);
+            if offset.checked_add(len).is_none() {
+                return Err(malformed().into());
+            }
+            requests.push((rank, offset, len));
+        }
+        Ok(requests)
+    }
+
+    /// `MPI_File_write_at_all`: every rank calls it, each with its own
+    /// (possibly empty) `data` at `offset`.
+    pub async fn write_at_all<I: RankIo<Buffer = B>>(
+        &mut self,
+        io: &mut I,
+        offset: u64,
+        data: &B::Data,
+    ) -> Result<(), CollectiveError> {
+        let rank = io.rank();
+        let entered = io.wtime();
+        let requests = Self::gather_requests(io, "write", offset, data.len() as u64).await?;
+        let gathered = io.wtime();
+        if self.hints.romio_cb_write == CbMode::Disable {
+            if !data.is_empty() {
+                io.write_at(offset, data).await.map_err(io_error(rank, "write")).map_err(|e| fail(io, e))?;
+            }
+            self.write_stats.record_independent(offset, data.len() as u64);
+            return Ok(());
+        }
+        let plan = io.plan(&requests, self.striping.stripe_size, self.write.avail());
+        self.write_stats.record_collective_write(&plan, u64::from(io.size()));
+        if self.write.locks.begin_call(&plan) {
+            // Before the first lockahead, aggregator 0 takes and drops a
+            // whole-file group lock: every lock cached on the file is
+            // called back, so none stands in the way of the lockahead.
+            if self.write.mine == Some(0) {
+                let mut cleared = io.group_lock(CLEARING_GROUP_ID).await;
+                if cleared.is_ok() {
+                    cleared = io.group_unlock(CLEARING_GROUP_ID).await;
+                }
+                cleared
+                    .map_err(io_error(rank, "the whole-file group lock before lockahead"))
+                    .map_err(|e| fail(io, e))?;
+            }
+            io.barrier().await?;
+        }
+        if self.write.locks.mode() == CbLockMode::Group && self.write.mine.is_some() && !self.group_held {
+            io.group_lock(AGGREGATORS_GROUP_ID).await.map_err(io_error(rank, "group lock")).map_err(|e| fail(io, e))?;
+            self.group_held = true;
+        }
+        let planned = io.wtime();
+        let mut t = PhaseClock::new(planned);
+        let mine = my_pieces(&plan, offset, data.len() as u64);
+        let steps = my_steps(&plan, &mut self.write.locks, true, self.write.mine);
+        let (mut pieces, mut steps) = (mine.iter().peekable(), steps.iter().peekable());
+        let mut parts = Parts::new(io.size());
+        let mut buffer = std::mem::take(&mut self.buffer);
+        for round in plan.busy_rounds() {
+            // Exchange: my pieces of this round to their aggregators, each
+            // straight from my buffer into its stripe buffer.
+            parts.clear();
+            while let Some(piece) = pieces.next_if(|p| p.round == round) {
+                let at = (piece.offset - offset) as usize;
+                parts.send(self.write.ranks[piece.aggregator as usize], at..at + piece.len as usize);
+            }
+            let step = steps.next_if(|s| s.stripe.round == round);
+            buffer.reset(0);
+            if let Some(step) = step {
+                let write = &step.stripe;
+                buffer.reset((write.end - write.start) as usize);
+                if step.read_first {
+                    // Read-modify-write: the bytes no rank sends are the
+                    // file's (read before the exchange, as ROMIO does).
+                    t.lap(io.wtime(), Phase::Exchange);
+                    let read = io.read_at(write.start, buffer.data_mut()).await;
+                    read.map_err(io_error(rank, "read-modify-write read")).map_err(|e| fail(io, e))?;
+                    t.lap(io.wtime(), Phase::FileWrite);
+                }
+                for piece in plan.pieces_of(write) {
+                    let at = (piece.offset - write.start) as usize;
+                    parts.receive(piece.rank, at..at + piece.len as usize);
+                }
+            }
+            t.lap(io.wtime(), Phase::Exchange);
+            io.alltoallv(data, &parts.to, buffer.data_mut(), &parts.from).await?;
+            t.lap(io.wtime(), Phase::DataSend);
+            let Some(step) = step else { continue };
+            let write = &step.stripe;
+            if self.write.locks.uses_lockahead() {
+                if !step.lock_ahead.is_empty() {
+                    let sent = io.lock_ahead(&step.lock_ahead).await;
+                    sent.map_err(io_error(rank, "lockahead")).map_err(|e| fail(io, e))?;
+                }
+                t.lap(io.wtime(), Phase::LockMode);
+            }
+            io.write_at(write.start, buffer.data()).await.map_err(io_error(rank, "write")).map_err(|e| fail(io, e))?;
+            t.lap(io.wtime(), Phase::FileWrite);
+            self.timers.bytes += write.end - write.start;
+            self.wrote = true;
+        }
+        self.buffer = buffer;
+        let left = io.wtime();
+        let timers = &mut self.timers;
+        add(&mut timers.wait_for_coll, seconds(gathered - entered));
+        add(&mut timers.collective, seconds(planned - gathered));
+        add(&mut timers.exchange_write, t.exchange);
+        add(&mut timers.data_send, t.data_send);
+        add(&mut timers.file_write, t.file_write);
+        if self.write.locks.uses_lockahead() {
+            add(timers.lock_mode.get_or_insert(Duration::ZERO), t.lock_mode);
+        }
+        self.write_span = Some((self.write_span.map_or(entered, |(first, _)| first), left));
+        Ok(())
+    }
+
+    /// `MPI_File_read_at_all`: every rank calls it, each filling its own
+    /// (possibly empty) `buf` from `offset`.
+    pub async fn read_at_all<I: RankIo<Buffer = B>>(
+        &mut self,
+        io: &mut I,
+        offset: u64,
+        buf: &mut B::Data,
+    ) -> Result<(), CollectiveError> {
+        let rank = io.rank();
+        let requests = Self::gather_requests(io, "read", offset, buf.len() as u64).await?;
+        if self.hints.romio_cb_read == CbMode::Disable {
+            if !buf.is_empty() {
+                io.read_at(offset, buf).await.map_err(io_error(rank, "read")).map_err(|e| fail(io, e))?;
+            }
+            self.read_stats.record_independent(offset, buf.len() as u64);
+            return Ok(());
+        }
+        let plan = io.plan(&requests, self.striping.stripe_size, self.read.avail());
+        self.read_stats.record_collective_read(&plan, u64::from(io.size()));
+        self.read.locks.begin_call(&plan);
+        let mine = my_pieces(&plan, offset, buf.len() as u64);
+        let steps = my_steps(&plan, &mut self.read.locks, false, self.read.mine);
+        let (mut pieces, mut steps) = (mine.iter().peekable(), steps.iter().peekable());
+        let mut parts = Parts::new(io.size());
+        let mut buffer = std::mem::take(&mut self.buffer);
+        for round in plan.busy_rounds() {
+            // Each aggregator reads its stripe, and the exchange carries
+            // every rank its pieces straight into its buffer.
+            parts.clear();
+            buffer.reset(0);
+            if let Some(step) = steps.next_if(|s| s.stripe.round == round) {
+                let stripe = &step.stripe;
+                if !step.lock_ahead.is_empty() {
+                    let sent = io.lock_ahead(&step.lock_ahead).await;
+                    sent.map_err(io_error(rank, "lockahead")).map_err(|e| fail(io, e))?;
+                }
+                buffer.reset((stripe.end - stripe.start) as usize);
+                let read = io.read_at(stripe.start, buffer.data_mut()).await;
+                read.map_err(io_error(rank, "read")).map_err(|e| fail(io, e))?;
+                for piece in plan.pieces_of(stripe) {
+                    let at = (piece.offset - stripe.start) as usize;
+                    parts.send(piece.rank, at..at + piece.len as usize);
+                }
+            }
+            while let Some(piece) = pieces.next_if(|p| p.round == round) {
+                let at = (piece.offset - offset) as usize;
+                parts.receive(self.read.ranks[piece.aggregator as usize], at..at + piece.len as usize);
+            }
+            io.alltoallv(buffer.data(), &parts.to, buf, &parts.from).await?;
+        }
+        self.buffer = buffer;
+        Ok(())
+    }
+
+    /// `MPI_File_sync`: this rank's writes are durable (collective in MPI;
+    /// every rank syncs its own handle, then all meet).
+    pub async fn sync<I: RankIo<Buffer = B>>(&mut self, io: &mut I) -> Result<(), CollectiveError> {
+        io.sync().await.map_err(io_error(io.rank(), "sync")).map_err(|e| fail(io, e))?;
+        io.barrier().await?;
+        Ok(())
+    }
+
+    /// `MPI_File_close` (collective): the group lock goes, and every rank's
+    /// counters and timers are gathered into the report.
+    pub async fn close<I: RankIo<Buffer = B>>(self, io: &mut I) -> Result<CloseReport, CollectiveError> {
+        if self.group_held {
+            io.group_unlock(AGGREGATORS_GROUP_ID)
+                .await
+                .map_err(io_error(io.rank(), "group unlock"))
+                .map_err(|e| fail(io, e))?;
+        }
+        let independent = [
+            self.write_stats.independent_ops,
+            self.write_stats.independent_ranks,
+            self.read_stats.independent_ops,
+            self.read_stats.independent_ranks,
+        ];
+        let timers = self.timers;
+        let mine: Vec<u64> = [
+            u64::from(self.wrote),
+            timers.wait_for_coll.as_ns(),
+            timers.collective.as_ns(),
+            timers.exchange_write.as_ns(),
+            timers.data_send.as_ns(),
+            timers.lock_mode.map_or(u64::MAX, Duration::as_ns),
+            timers.file_write.as_ns(),
+            timers.bytes,
+            self.write_span.map_or(u64::MAX, |(first, _)| first.to_bits()),
+            self.write_span.map_or(u64::MAX, |(_, last)| last.to_bits()),
+        ]
+        .into_iter()
+        .chain(independent)
+        .collect();
+        let all = io.allgather_same(&encode_u64s(&mine)).await?;
+        let mut report = CloseReport {
+            write_stats: self.write_stats,
+            read_stats: self.read_stats,
+            hints: self.hints,
+            ..CloseReport::default()
+        };
+        report.write_stats.independent_ops = 0;
+        report.write_stats.independent_ranks = 0;
+        report.read_stats.independent_ops = 0;
+        report.read_stats.independent_ranks = 0;
+        let (mut first, mut last) = (f64::INFINITY, f64::NEG_INFINITY);
+        for (rank, bytes) in all.iter().enumerate() {
+            let v = decode_u64s(rank as u32, bytes)?;
+            let [wrote, wait, coll, exch, send, lock, write, bytes, from, to, w_ops, w_ranks, r_ops, r_ranks] = v[..]
+            else {
+                return Err(CommError::Malformed { rank: rank as u32, got: bytes.len(), expected: 14 * 8 }.into());
+            };
+            report.write_stats.independent_ops += w_ops;
+            report.write_stats.independent_ranks += w_ranks;
+            report.read_stats.independent_ops += r_ops;
+            report.read_stats.independent_ranks += r_ranks;
+            if from != u64::MAX {
+                first = first.min(f64::from_bits(from));
+                last = last.max(f64::from_bits(to));
+            }
+            if wrote == 1 {
+                report.writers.push(MpiioTimers {
+                    wait_for_coll: Duration::from_ns(wait),
+                    collective: Duration::from_ns(coll),
+                    exchange_write: Duration::from_ns(exch),
+                    data_send: Duration::from_ns(send),
+                    lock_mode: (lock != u64::MAX).then(|| Duration::from_ns(lock)),
+                    file_write: Duration::from_ns(write),
+                    other: Duration::ZERO,
+                    bytes,
+                });
+            }
+        }
+        report.write_elapsed_s = if first.is_finite() { last - first } else { 0.0 };
+        for w in &mut report.writers {
+            let phases = [w.wait_for_coll, w.collective, w.exchange_write, w.data_send, w.file_write];
+            let busy: u64 = phases.iter().chain(w.lock_mode.iter()).map(|d| d.as_ns()).sum();
+            w.other = Duration::from_ns(seconds(report.write_elapsed_s).as_ns().saturating_sub(busy));
+        }
+        Ok(report)
+    }
+}
+
+/// One of this rank's pieces: the part of its request in one stripe, with
+/// the round and aggregator of that stripe.
+struct MyPiece {
+    round: u64,
+    aggregator: u32,
+    offset: u64,
+    len: u64,
+}
+
+/// This rank's pieces of a call, `len` bytes at `offset`, in `(round,
+/// offset)` order: the order in which it sends them to (or receives them
+/// from) each round's aggregators, which lay out each stripe's pieces in
+/// offset order too. They are the plan's pieces of this rank: its request
+/// cut at stripe boundaries.
+fn my_pieces(plan: &CollectivePlan, offset: u64, len: u64) -> Vec<MyPiece> {
+    let (stripe_size, avail) = (plan.stripe_size(), u64::from(plan.aggregators()));
+    let end = offset + len;
+    let mut mine = Vec::new();
+    let mut at = offset;
+    while at < end {
+        let stripe = at / stripe_size;
+        let next = ((stripe + 1) * stripe_size).min(end);
+        let round = (stripe - plan.first_stripe()) / avail;
+        mine.push(MyPiece { round, aggregator: (stripe % avail) as u32, offset: at, len: next - at });
+        at = next;
+    }
+    mine.sort_by_key(|m| (m.round, m.offset));
+    mine
+}
+
+/// This rank's steps as aggregator `mine` of a call (none if it is not one).
+fn my_steps(
+    plan: &CollectivePlan,
+    locks: &mut CollectiveLocks,
+    writing: bool,
+    mine: Option<u32>,
+) -> Vec<AggregatorStep> {
+    mine.map_or_else(Vec::new, |a| schedule_aggregator(plan, locks, writing, a))
+}
+
+/// The ranges of one exchange, one per rank, kept from round to round: a
+/// round clears only the ranges it set.
+struct Parts {
+    to: Vec<Range<usize>>,
+    from: Vec<Range<usize>>,
+    set: Vec<(bool, u32)>,
+}
+
+impl Parts {
+    fn new(ranks: u32) -> Parts {
+        Parts { to: vec![0..0; ranks as usize], from: vec![0..0; ranks as usize], set: Vec::new() }
+    }
+
+    fn clear(&mut self) {
+        for (to, rank) in self.set.drain(..) {
+            let part = if to { &mut self.to } else { &mut self.from };
+            part[rank as usize] = 0..0;
+        }
+    }
+
+    /// `range` of this rank's buffer goes to `rank`.
+    fn send(&mut self, rank: u32, range: Range<usize>) {
+        join(&mut self.to[rank as usize], range);
+        self.set.push((true, rank));
+    }
+
+    /// `range` of this rank's buffer comes from `rank`.
+    fn receive(&mut self, rank: u32, range: Range<usize>) {
+        join(&mut self.from[rank as usize], range);
+        self.set.push((false, rank));
+    }
+}
+
+/// Adds `next` to the range `part` of an exchange. A rank's request is one
+/// range of the file, so what it has in one stripe is one range too, and
+/// pieces are joined in offset order: `next` starts where `part` ends.
+fn join(part: &mut Range<usize>, next: Range<usize>) {
+    if part.start == part.end {
+        *part = next;
+    } else {
+        assert_eq!(part.end, next.start, "a rank's pieces in one stripe are one range");
+        part.end = part.end.max(next.end);
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Phase {
+    Exchange,
+    DataSend,
+    LockMode,
+    FileWrite,
+}
+
+/// Splits a rank's time in a collective call into Cray's phases.
+struct PhaseClock {
+    last: f64,
+    exchange: Duration,
+    data_send: Duration,
+    lock_mode: Duration,
+    file_write: Duration,
+}
+
+impl PhaseClock {
+    fn new(now: f64) -> Self {
+        PhaseClock {
+            last: now,
+            exchange: Duration::ZERO,
+            data_send: Duration::ZERO,
+            lock_mode: Duration::ZERO,
+            file_write: Duration::ZERO,
+        }
+    }
+
+    /// The time from the last lap to `now` was spent in `phase`.
+    fn lap(&mut self, now: f64, phase: Phase) {
+        let spent = seconds(now - self.last);
+        self.last = now;
+        let slot = match phase {
+            Phase::Exchange => &mut self.exchange,
+            Phase::DataSend => &mut self.data_send,
+            Phase::LockMode => &mut self.lock_mode,
+            Phase::FileWrite => &mut self.file_write,
+        };
+        add(slot, spent);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    /// One rank alone, moving no bytes: what it asks of its file.
+    #[derive(Default)]
+    struct PhantomRank {
+        log: Vec<String>,
+    }
+
+    impl RankIo for PhantomRank {
+        type Buffer = Phantom;
+        fn rank(&self) -> u32 {
+            0
+        }
+        fn size(&self) -> u32 {
+            1
+        }
+        fn ranks_per_node(&self) -> u32 {
+            1
+        }
+        fn wtime(&self) -> f64 {
+            0.0
+        }
+        fn abort(&self, reason: &str) {
+            panic!("aborted: {reason}");
+        }
+        async fn barrier(&mut self) -> Result<(), CommError> {
+            Ok(())
+        }
+        async fn allgather_same(&mut self, mine: &[u8]) -> Result<Rc<Vec<Vec<u8>>>, CommError> {
+            Ok(Rc::new(vec![mine.to_vec()]))
+        }
+        async fn alltoallv(
+            &mut self,
+            send: &Phantom,
+            to: &[Range<usize>],
+            recv: &mut Phantom,
+            from: &[Range<usize>],
+        ) -> Result<(), CommError> {
+            assert!(to[0].end <= send.0 && from[0].end <= recv.0, "{to:?} of {send:?}, {from:?} of {recv:?}");
+            self.log.push(format!("exchange {}", to[0].len()));
+            Ok(())
+        }
+        async fn write_at(&mut self, offset: u64, data: &Phantom) -> Result<(), String> {
+            self.log.push(format!("write {offset}+{}", data.0));
+            Ok(())
+        }
+        async fn read_at(&mut self, offset: u64, buf: &mut Phantom) -> Result<(), String> {
+            self.log.push(format!("read {offset}+{}", buf.0));
+            Ok(())
+        }
+        async fn lock_ahead(&mut self, advices: &[Advice]) -> Result<(), String> {
+            self.log.push(format!("lockahead {}", advices.len()));
+            Ok(())
+        }
+        async fn no_expand(&mut self) -> Result<(), String> {
+            self.log.push("no-expand".into());
+            Ok(())
+        }
+        async fn group_lock(&mut self, gid: u64) -> Result<(), String> {
+            self.log.push(format!("group lock {gid}"));
+            Ok(())
+        }
+        async fn group_unlock(&mut self, gid: u64) -> Result<(), String> {
+            self.log.push(format!("group unlock {gid}"));
+            Ok(())
+        }
+        async fn sync(&mut self) -> Result<(), String> {
+            self.log.push("sync".into());
+            Ok(())
+        }
+    }
+
+    fn now<T>(future: impl Future<Output = T>) -> T {
+        match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(out) => out,
+            Poll::Pending => panic!("a phantom rank alone never waits"),
+        }
+    }
+
+    #[test]
+    fn phantom_data_takes_the_path_real_bytes_take() {
+        // Lockahead with one rank, the only aggregator: 2.5 MiB from 512
+        // KiB over 1 MiB stripes. The whole-file group lock clears the way,
+        // one lockahead request asks for the call's three stripes, and each
+        // stripe's data (no holes within it) is exchanged and written.
+        let mib = 1usize << 20;
+        let hints = MpiioHints::from_pairs(&[("cray_cb_write_lock_mode", "2")]).unwrap();
+        let striping = Striping { stripe_size: mib as u64, stripe_count: 2 };
+        let mut io = PhantomRank::default();
+        let mut file = now(TwoPhase::<Phantom>::open(&mut io, striping, &hints)).unwrap();
+        assert_eq!(file.write_aggregators(), &[0]);
+        now(file.write_at_all(&mut io, mib as u64 / 2, &Phantom(5 * mib / 2))).unwrap();
+        now(file.read_at_all(&mut io, 0, &mut Phantom(mib))).unwrap();
+        let report = now(file.close(&mut io)).unwrap();
+        let half = mib / 2;
+        let expected = [
+            "no-expand".to_string(),
+            format!("group lock {CLEARING_GROUP_ID}"),
+            format!("group unlock {CLEARING_GROUP_ID}"),
+            format!("exchange {half}"),
+            "lockahead 3".into(),
+            format!("write {half}+{half}"),
+            format!("exchange {mib}"),
+            format!("write {mib}+{mib}"),
+            format!("exchange {mib}"),
+            format!("write {}+{mib}", 2 * mib),
+            format!("read 0+{mib}"),
+            format!("exchange {mib}"),
+        ];
+        assert_eq!(io.log, expected);
+        assert_eq!(report.write_stats.total_bytes, 5 * mib as u64 / 2);
+        assert_eq!(report.writers.len(), 1);
+        assert_eq!(report.writers[0].bytes, 5 * mib as u64 / 2);
+    }
+}
