@@ -405,12 +405,11 @@ impl RankIo for MpiioRank<'_> {
     fn close(&mut self) -> Result<(), IorError> {
         let Some(open) = self.open.take() else { return Ok(()) };
         let (report, access, comm) = open.file.close().map_err(mpiio_error)?;
-        let first = comm.rank() == 0;
         if !matches!(comm, Comm::Alone(_)) {
             self.comm = Some(comm);
         }
         self.client.close(access.file).map_err(mpiio_error)?;
-        if first && (self.rank == 0) {
+        if let Some(report) = report.filter(|_| self.rank == 0) {
             let path = &open.name;
             if env_flag("MPIIO_STATS") {
                 let block = if open.writing {

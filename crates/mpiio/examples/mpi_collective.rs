@@ -128,7 +128,7 @@ fn main() {
     }
     let aggregators = f.write_aggregators().to_vec();
     let (report, _, _) = f.close().expect("collective close");
-    if rank == 0 {
+    if let Some(report) = report {
         print!("{}", format_write_stats(&path, &report.write_stats));
         print!("{}", format_read_stats(&path, &report.read_stats));
         let elapsed = lanefs_core::units::Duration::from_ns((report.write_elapsed_s * 1e9) as u64);

@@ -7,7 +7,7 @@
 use crate::comm::{CommError, Communicator};
 use crate::hints::MpiioHints;
 pub use crate::two_phase::{CloseReport, CollectiveError, Striping, AGGREGATORS_GROUP_ID, CLEARING_GROUP_ID};
-use crate::two_phase::{RankIo, TwoPhase};
+use crate::two_phase::{ExchangeId, Part, RankIo, TwoPhase};
 use lanefs_core::client::ladvise::Advice;
 use std::future::Future;
 use std::ops::Range;
@@ -35,6 +35,26 @@ pub trait FileAccess {
 struct Blocking<C, F> {
     comm: C,
     file: F,
+    /// One range per rank, empty between exchanges: `MPI_Alltoallv`'s
+    /// counts and displacements, kept from exchange to exchange.
+    to: Vec<Range<usize>>,
+    from: Vec<Range<usize>>,
+}
+
+/// Lays `parts` out as one range per rank in `dense`.
+fn spread(dense: &mut [Range<usize>], parts: &[Part]) {
+    for (rank, range) in parts {
+        let slot = &mut dense[*rank as usize];
+        assert!(slot.start == slot.end, "rank {rank} has one part in an exchange");
+        *slot = range.clone();
+    }
+}
+
+/// Empties what [`spread`] set.
+fn unspread(dense: &mut [Range<usize>], parts: &[Part]) {
+    for (rank, _) in parts {
+        dense[*rank as usize] = 0..0;
+    }
 }
 
 impl<C: Communicator, F: FileAccess> RankIo for Blocking<C, F> {
@@ -62,12 +82,21 @@ impl<C: Communicator, F: FileAccess> RankIo for Blocking<C, F> {
     }
     async fn alltoallv(
         &mut self,
+        _exchange: ExchangeId,
         send: &[u8],
-        to: &[Range<usize>],
+        to: &[Part],
         recv: &mut [u8],
-        from: &[Range<usize>],
+        from: &[Part],
     ) -> Result<(), CommError> {
-        self.comm.alltoallv(send, to, recv, from)
+        let ranks = self.comm.size() as usize;
+        self.to.resize(ranks, 0..0);
+        self.from.resize(ranks, 0..0);
+        spread(&mut self.to, to);
+        spread(&mut self.from, from);
+        let done = self.comm.alltoallv(send, &self.to, recv, &self.from);
+        unspread(&mut self.to, to);
+        unspread(&mut self.from, from);
+        done
     }
     async fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), String> {
         self.file.write_at(offset, data)
@@ -113,7 +142,7 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
     /// aggregators of both directions from `hints` and the file's
     /// striping, and prepare for lockahead if a direction uses it.
     pub fn open(comm: C, file: F, striping: Striping, hints: &MpiioHints) -> Result<Self, CollectiveError> {
-        let mut io = Blocking { comm, file };
+        let mut io = Blocking { comm, file, to: Vec::new(), from: Vec::new() };
         let state = ready(TwoPhase::open(&mut io, striping, hints))?;
         Ok(CollectiveFile { io, state })
     }
@@ -179,9 +208,9 @@ impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {
     }
 
     /// `MPI_File_close` (collective): the group lock goes, and every rank's
-    /// counters and timers are gathered into the report; the handle and the
-    /// communicator are given back.
-    pub fn close(self) -> Result<(CloseReport, F, C), CollectiveError> {
+    /// counters and timers are gathered into the job's report, on rank 0
+    /// (`None` elsewhere); the handle and the communicator are given back.
+    pub fn close(self) -> Result<(Option<CloseReport>, F, C), CollectiveError> {
         let CollectiveFile { mut io, state } = self;
         let report = ready(state.close(&mut io))?;
         Ok((report, io.file, io.comm))

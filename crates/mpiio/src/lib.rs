@@ -14,8 +14,8 @@
 //! `async` over a rank's communicator and file ([`two_phase::RankIo`]):
 //! [`collective::CollectiveFile`] runs it with blocking calls over a
 //! [`comm::Communicator`] (threads of one process, or real MPI with the
-//! `mpi` feature). The discrete-event simulator drives the same plans and
-//! call schedules with its own event loop.
+//! `mpi` feature), and the discrete-event simulator polls it in virtual
+//! time with phantom data.
 //!
 //! What it is not: a transport or a file system. Its callers give it a
 //! communicator and a [`collective::FileAccess`] (a lanefs client's file, a
@@ -31,7 +31,7 @@
 //! - [`plan`]: aggregator count and placement, the two-phase plan, the lockahead window.
 //! - [`report`]: the stats and timers blocks.
 //! - [`comm`]: the communicator interface, over threads and over MPI.
-//! - [`two_phase`]: two-phase I/O carried out, over real or phantom data.
+//! - [`two_phase`]: two-phase I/O carried out, for both worlds.
 //! - [`collective`]: its blocking driver, `MPI_File_*` on real MPI.
 
 pub mod collective;

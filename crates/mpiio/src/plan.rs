@@ -22,6 +22,7 @@ use super::hints::{CbLockMode, CrayLockMode, MpiioHints, LOCK_AHEAD_NUM_EXTENTS_
 use lanefs_core::client::ladvise::{Advice, AheadMode, LF_ASYNC};
 use lanefs_core::extent::Extent;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Which rule sets the aggregator count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -616,8 +617,14 @@ pub const REFILL_LOW_WATER_STRIPES: u32 = 1;
 pub struct CollectiveLocks {
     mode: CbLockMode,
     ahead: AheadMode,
-    /// One per aggregator index; empty unless the mode is lockahead.
-    windows: Vec<LockaheadWindow>,
+    avail: u32,
+    stripe_size: u64,
+    /// The windows of the aggregators asked about so far (a rank asks only
+    /// about its own), made at the first question; none unless the mode is
+    /// lockahead.
+    windows: BTreeMap<u32, LockaheadWindow>,
+    /// The current call's end ([`LockaheadWindow::limit_to`]).
+    limit: Option<u64>,
     /// The whole-file group lock before lockahead was taken and dropped.
     cleared: bool,
 }
@@ -629,18 +636,20 @@ impl CollectiveLocks {
     /// ahead (ROMIO refills only on a miss, which a window of one extent
     /// still does).
     pub fn new(mode: CbLockMode, ahead: AheadMode, avail: u32, stripe_size: u64) -> Self {
-        let windows = match mode {
-            CbLockMode::Lockahead { num_extents, .. } => {
-                let refill = if num_extents > 1 {
-                    RefillPolicy::LowWater { remaining_stripes: REFILL_LOW_WATER_STRIPES.min(num_extents - 1) }
-                } else {
-                    RefillPolicy::OnMiss
-                };
-                (0..avail).map(|a| LockaheadWindow::new(a, avail, stripe_size, num_extents, refill)).collect()
-            }
-            CbLockMode::Default | CbLockMode::Group => Vec::new(),
-        };
-        CollectiveLocks { mode, ahead, windows, cleared: false }
+        if let CbLockMode::Lockahead { num_extents, .. } = mode {
+            // The checks of a window, made now rather than at the first write.
+            let _checked =
+                LockaheadWindow::new(0, avail.max(1), stripe_size, num_extents, Self::refill_policy(num_extents));
+        }
+        CollectiveLocks { mode, ahead, avail, stripe_size, windows: BTreeMap::new(), limit: None, cleared: false }
+    }
+
+    fn refill_policy(num_extents: u32) -> RefillPolicy {
+        if num_extents > 1 {
+            RefillPolicy::LowWater { remaining_stripes: REFILL_LOW_WATER_STRIPES.min(num_extents - 1) }
+        } else {
+            RefillPolicy::OnMiss
+        }
     }
 
     pub fn mode(&self) -> CbLockMode {
@@ -648,7 +657,7 @@ impl CollectiveLocks {
     }
 
     pub fn uses_lockahead(&self) -> bool {
-        !self.windows.is_empty()
+        matches!(self.mode, CbLockMode::Lockahead { .. })
     }
 
     /// A call with `plan` begins: windows reach no further than its last
@@ -657,8 +666,10 @@ impl CollectiveLocks {
     /// lock, which calls back every lock cached on the file: before the
     /// first lockahead write (ROMIO does it at open).
     pub fn begin_call(&mut self, plan: &CollectivePlan) -> bool {
-        let end = plan.writes().iter().map(|w| w.end).max().unwrap_or(0);
-        for window in &mut self.windows {
+        // Writes are in stripe order: the last ends furthest.
+        let end = plan.writes().last().map_or(0, |w| w.end);
+        self.limit = Some(end);
+        for window in self.windows.values_mut() {
             window.limit_to(end);
         }
         let clear = self.uses_lockahead() && self.ahead == AheadMode::Write && !self.cleared;
@@ -670,11 +681,23 @@ impl CollectiveLocks {
     /// `offset`: the lockahead advices to send first (none in other modes,
     /// or while its window holds enough stripes ahead).
     pub fn before_io(&mut self, aggregator: u32, offset: u64) -> Vec<Advice> {
-        let CbLockMode::Lockahead { flags, .. } = self.mode else { return Vec::new() };
-        let ahead = self.ahead;
-        match self.windows.get_mut(aggregator as usize) {
-            Some(window) if window.needs_refill(offset) => window.refill_advices(offset, ahead, flags),
-            _ => Vec::new(),
+        let CbLockMode::Lockahead { flags, num_extents } = self.mode else { return Vec::new() };
+        if aggregator >= self.avail {
+            return Vec::new();
+        }
+        let (ahead, avail, stripe_size, limit) = (self.ahead, self.avail, self.stripe_size, self.limit);
+        let window = self.windows.entry(aggregator).or_insert_with(|| {
+            let mut window =
+                LockaheadWindow::new(aggregator, avail, stripe_size, num_extents, Self::refill_policy(num_extents));
+            if let Some(end) = limit {
+                window.limit_to(end);
+            }
+            window
+        });
+        if window.needs_refill(offset) {
+            window.refill_advices(offset, ahead, flags)
+        } else {
+            Vec::new()
         }
     }
 }

@@ -6,12 +6,18 @@
 //! - On real MPI and a real file system ([`crate::CollectiveFile`]) every
 //!   operation of the `RankIo` blocks and is done when it returns, so the
 //!   futures finish in one poll.
-//! - A world whose operations take virtual time polls the futures as its
-//!   answers come, with phantom data. The discrete-event simulator does not
-//!   do so yet: it carries out the same plan and call schedule
-//!   ([`crate::plan::schedule_call`]) with its own event loop, because
-//!   here every rank takes part in every round's exchange, which its
-//!   largest runs (75,000 ranks) cannot afford one event at a time.
+//! - The discrete-event simulator polls each rank's futures as its answers
+//!   come in virtual time, with [`Phantom`] data: an exchange waits until
+//!   every rank with a part in it has posted it and its messages have
+//!   crossed the simulated network, a write until the rank's client has
+//!   it. A rank leaves out the exchanges it has no part in
+//!   ([`RankIo::skips_empty_exchanges`]), and the ranks share the call's
+//!   requests, plan and aggregator list, so that a call costs each rank
+//!   its own part, not the job's (75,000 ranks).
+//!
+//! So the simulator and `mpirun` run the same rounds, the same lock
+//! requests at the same points, the same read-modify-write reads, and time
+//! Cray's phases with the same clock laps (`MPI_Wtime`, or virtual time).
 //!
 //! A collective write (`MPI_File_write_at_all`) on every rank:
 //! 1. all-gathers every rank's `(offset, length)`, and builds the same
@@ -60,6 +66,7 @@ use lanefs_core::client::ladvise::{Advice, AheadMode};
 use lanefs_core::units::Duration;
 use std::ops::Range;
 use std::rc::Rc;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// The group id of the whole-file group lock taken and dropped at open
@@ -167,6 +174,42 @@ impl StripeBuffer for Phantom {
 /// The data type of a [`RankIo`].
 pub type DataOf<I> = <<I as RankIo>::Buffer as StripeBuffer>::Data;
 
+/// Which exchange of a file an all-to-all is: its collective call (counted
+/// from open, both directions), its round, and whether it carries a
+/// write's pieces to the aggregators or a read's back. MPI matches
+/// collectives by order and needs none of it; a world that lets ranks
+/// leave out exchanges they have no part in matches by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExchangeId {
+    pub call: u64,
+    pub round: u64,
+    pub writing: bool,
+}
+
+/// A range of this rank's buffer that goes to (or comes from) one rank.
+pub type Part = (u32, Range<usize>);
+
+/// Every rank's `(rank, offset, len)` of a collective call, shared.
+pub type Requests = Rc<Vec<(u32, u64, u64)>>;
+
+/// Decodes an all-gather of every rank's `(offset, len)` as little-endian
+/// `u64`s into the call's requests.
+pub fn decode_requests(all: &[Vec<u8>]) -> Result<Vec<(u32, u64, u64)>, CommError> {
+    let mut requests = Vec::with_capacity(all.len());
+    for (rank, bytes) in all.iter().enumerate() {
+        let rank = rank as u32;
+        let malformed = || CommError::Malformed { rank, got: bytes.len(), expected: 16 };
+        let (offset, len) = bytes.split_at_checked(8).ok_or_else(malformed)?;
+        let word = |b: &[u8]| b.try_into().map(u64::from_le_bytes).map_err(|_| malformed());
+        let (offset, len) = (word(offset)?, word(len)?);
+        if offset.checked_add(len).is_none() {
+            return Err(malformed());
+        }
+        requests.push((rank, offset, len));
+    }
+    Ok(requests)
+}
+
 /// One rank's communicator and handle on the file, as two-phase I/O uses
 /// them (see the module docs). The operations mirror
 /// [`crate::Communicator`] and [`crate::FileAccess`].
@@ -185,20 +228,40 @@ pub trait RankIo {
     fn abort(&self, reason: &str);
     /// The plan of a call from every rank's request. Every rank makes the
     /// same one; a world where ranks share memory may make it once.
-    fn plan(&mut self, requests: &[(u32, u64, u64)], stripe_size: u64, avail: u32) -> Rc<CollectivePlan> {
+    fn plan(&mut self, requests: &Requests, stripe_size: u64, avail: u32) -> Rc<CollectivePlan> {
         Rc::new(plan_collective(requests, stripe_size, avail))
     }
+    /// The rank of each of `avail` aggregators ([`aggregator_ranks`]); the
+    /// same on every rank, so a world may share it.
+    fn aggregator_ranks(&mut self, avail: u32) -> Arc<[u32]> {
+        aggregator_ranks(avail, self.size(), self.ranks_per_node()).into()
+    }
+    /// Whether a rank may leave out an exchange it sends and receives
+    /// nothing in. MPI's collectives need every rank (false); a world that
+    /// matches exchanges by [`ExchangeId`] and knows who takes part in each
+    /// from the plan may let a rank go straight to its next one.
+    fn skips_empty_exchanges(&self) -> bool {
+        false
+    }
     async fn barrier(&mut self) -> Result<(), CommError>;
+    /// Every rank's `(rank, offset, len)` of a collective call: an
+    /// all-gather of this rank's `offset` and `len`.
+    async fn gather_requests(&mut self, offset: u64, len: u64) -> Result<Requests, CommError> {
+        let all = self.allgather_same(&encode_u64s(&[offset, len])).await?;
+        decode_requests(&all).map(Rc::new)
+    }
     /// Every rank's `mine` (all of one length), in rank order. Shared: a
     /// world where ranks share memory may hand every rank the same one.
     async fn allgather_same(&mut self, mine: &[u8]) -> Result<Rc<Vec<Vec<u8>>>, CommError>;
-    /// [`crate::Communicator::alltoallv`].
+    /// [`crate::Communicator::alltoallv`], given only the ranks this one
+    /// sends to (`to`) and receives from (`from`), each once, in rank order.
     async fn alltoallv(
         &mut self,
+        exchange: ExchangeId,
         send: &DataOf<Self>,
-        to: &[Range<usize>],
+        to: &[Part],
         recv: &mut DataOf<Self>,
-        from: &[Range<usize>],
+        from: &[Part],
     ) -> Result<(), CommError>;
     async fn write_at(&mut self, offset: u64, data: &DataOf<Self>) -> Result<(), String>;
     /// Fill `buf` from `offset`; bytes past the end of the file read as zeros.
@@ -214,7 +277,7 @@ pub trait RankIo {
 /// The aggregators of one direction.
 struct Aggregators {
     /// Rank of each aggregator index.
-    ranks: Vec<u32>,
+    ranks: Arc<[u32]>,
     /// This rank's index, if it is one.
     mine: Option<u32>,
     /// Their lock requests (this rank makes those of its own index).
@@ -222,8 +285,8 @@ struct Aggregators {
 }
 
 impl Aggregators {
-    fn new(rank: u32, size: u32, per_node: u32, avail: u32, lock: CbLockMode, ahead: AheadMode, stripe: u64) -> Self {
-        let ranks = aggregator_ranks(avail, size, per_node);
+    fn new(rank: u32, ranks: Arc<[u32]>, lock: CbLockMode, ahead: AheadMode, stripe: u64) -> Self {
+        let avail = ranks.len() as u32;
         let mine = ranks.iter().position(|&r| r == rank).map(|i| i as u32);
         Aggregators { ranks, mine, locks: CollectiveLocks::new(lock, ahead, avail, stripe) }
     }
@@ -248,6 +311,8 @@ pub struct TwoPhase<B: StripeBuffer> {
     write_span: Option<(f64, f64)>,
     /// Whether this rank wrote as an aggregator.
     wrote: bool,
+    /// Collective calls so far, both directions ([`ExchangeId::call`]).
+    calls: u64,
     buffer: B,
 }
 
@@ -279,14 +344,15 @@ impl<B: StripeBuffer> TwoPhase<B> {
         striping: Striping,
         hints: &MpiioHints,
     ) -> Result<Self, CollectiveError> {
-        let (rank, size, per_node) = (io.rank(), io.size(), io.ranks_per_node());
-        let nodes = size.div_ceil(per_node);
+        let (rank, size) = (io.rank(), io.size());
+        let nodes = size.div_ceil(io.ranks_per_node());
         let write_avail = aggregator_count(size, nodes, striping.stripe_count, hints);
         let read_avail = read_aggregator_count(size, nodes, striping.stripe_count, hints);
-        let aggregators =
-            |avail, lock, ahead| Aggregators::new(rank, size, per_node, avail, lock, ahead, striping.stripe_size);
-        let write = aggregators(write_avail, hints.write_lock_mode(), AheadMode::Write);
-        let read = aggregators(read_avail, hints.read_lock_mode(), AheadMode::Read);
+        let stripe = striping.stripe_size;
+        let write_ranks = io.aggregator_ranks(write_avail);
+        let write = Aggregators::new(rank, write_ranks, hints.write_lock_mode(), AheadMode::Write, stripe);
+        let read_ranks = io.aggregator_ranks(read_avail);
+        let read = Aggregators::new(rank, read_ranks, hints.read_lock_mode(), AheadMode::Read, stripe);
         if hints.lockahead_at_open() {
             io.no_expand().await.map_err(io_error(rank, "lock-no-expand"))?;
         }
@@ -302,6 +368,7 @@ impl<B: StripeBuffer> TwoPhase<B> {
             timers: MpiioTimers::default(),
             write_span: None,
             wrote: false,
+            calls: 0,
             buffer: B::default(),
         })
     }
@@ -337,25 +404,30 @@ impl<B: StripeBuffer> TwoPhase<B> {
         direction: &'static str,
         offset: u64,
         len: u64,
-    ) -> Result<Vec<(u32, u64, u64)>, CollectiveError> {
+    ) -> Result<Requests, CollectiveError> {
         if offset.checked_add(len).is_none() {
             let e = CollectiveError::TooFar { rank: io.rank(), direction, offset, len };
             return Err(fail(io, e));
         }
-        let all = io.allgather_same(&encode_u64s(&[offset, len])).await?;
-        let mut requests = Vec::with_capacity(all.len());
-        for (rank, bytes) in all.iter().enumerate() {
-            let rank = rank as u32;
-            let malformed = || CommError::Malformed { rank, got: bytes.len(), expected: 16 };
-            let (offset, len) = bytes.split_at_checked(8).ok_or_else(malformed)?;
-            let word = |b: &[u8]| b.try_into().map(u64::from_le_bytes).map_err(|_| malformed());
-            let (offset, len) = (word(offset)?, word(len)?);
-            if offset.checked_add(len).is_none() {
-                return Err(malformed().into());
-            }
-            requests.push((rank, offset, len));
+        Ok(io.gather_requests(offset, len).await?)
+    }
+
+    /// The rounds of a call this rank takes part in: every round with data,
+    /// or, where the world lets it leave out empty exchanges, those it
+    /// sends or receives in.
+    fn my_rounds<I: RankIo<Buffer = B>>(
+        io: &I,
+        plan: &CollectivePlan,
+        pieces: &[MyPiece],
+        steps: &[AggregatorStep],
+    ) -> Vec<u64> {
+        if !io.skips_empty_exchanges() {
+            return plan.busy_rounds().collect();
         }
-        Ok(requests)
+        let mut rounds: Vec<u64> = pieces.iter().map(|p| p.round).chain(steps.iter().map(|s| s.stripe.round)).collect();
+        rounds.sort_unstable();
+        rounds.dedup();
+        rounds
     }
 
     /// `MPI_File_write_at_all`: every rank calls it, each with its own
@@ -378,7 +450,12 @@ impl<B: StripeBuffer> TwoPhase<B> {
             return Ok(());
         }
         let plan = io.plan(&requests, self.striping.stripe_size, self.write.avail());
-        self.write_stats.record_collective_write(&plan, u64::from(io.size()));
+        let call = self.calls;
+        self.calls += 1;
+        if rank == 0 {
+            // The plan is the same everywhere: rank 0 counts for the job.
+            self.write_stats.record_collective_write(&plan, u64::from(io.size()));
+        }
         if self.write.locks.begin_call(&plan) {
             // Before the first lockahead, aggregator 0 takes and drops a
             // whole-file group lock: every lock cached on the file is
@@ -402,10 +479,11 @@ impl<B: StripeBuffer> TwoPhase<B> {
         let mut t = PhaseClock::new(planned);
         let mine = my_pieces(&plan, offset, data.len() as u64);
         let steps = my_steps(&plan, &mut self.write.locks, true, self.write.mine);
+        let rounds = Self::my_rounds(io, &plan, &mine, &steps);
         let (mut pieces, mut steps) = (mine.iter().peekable(), steps.iter().peekable());
-        let mut parts = Parts::new(io.size());
+        let mut parts = Parts::default();
         let mut buffer = std::mem::take(&mut self.buffer);
-        for round in plan.busy_rounds() {
+        for round in rounds {
             // Exchange: my pieces of this round to their aggregators, each
             // straight from my buffer into its stripe buffer.
             parts.clear();
@@ -432,7 +510,9 @@ impl<B: StripeBuffer> TwoPhase<B> {
                 }
             }
             t.lap(io.wtime(), Phase::Exchange);
-            io.alltoallv(data, &parts.to, buffer.data_mut(), &parts.from).await?;
+            parts.sort();
+            let exchange = ExchangeId { call, round, writing: true };
+            io.alltoallv(exchange, data, &parts.to, buffer.data_mut(), &parts.from).await?;
             t.lap(io.wtime(), Phase::DataSend);
             let Some(step) = step else { continue };
             let write = &step.stripe;
@@ -481,14 +561,19 @@ impl<B: StripeBuffer> TwoPhase<B> {
             return Ok(());
         }
         let plan = io.plan(&requests, self.striping.stripe_size, self.read.avail());
-        self.read_stats.record_collective_read(&plan, u64::from(io.size()));
+        let call = self.calls;
+        self.calls += 1;
+        if rank == 0 {
+            self.read_stats.record_collective_read(&plan, u64::from(io.size()));
+        }
         self.read.locks.begin_call(&plan);
         let mine = my_pieces(&plan, offset, buf.len() as u64);
         let steps = my_steps(&plan, &mut self.read.locks, false, self.read.mine);
+        let rounds = Self::my_rounds(io, &plan, &mine, &steps);
         let (mut pieces, mut steps) = (mine.iter().peekable(), steps.iter().peekable());
-        let mut parts = Parts::new(io.size());
+        let mut parts = Parts::default();
         let mut buffer = std::mem::take(&mut self.buffer);
-        for round in plan.busy_rounds() {
+        for round in rounds {
             // Each aggregator reads its stripe, and the exchange carries
             // every rank its pieces straight into its buffer.
             parts.clear();
@@ -511,7 +596,9 @@ impl<B: StripeBuffer> TwoPhase<B> {
                 let at = (piece.offset - offset) as usize;
                 parts.receive(self.read.ranks[piece.aggregator as usize], at..at + piece.len as usize);
             }
-            io.alltoallv(buffer.data(), &parts.to, buf, &parts.from).await?;
+            parts.sort();
+            let exchange = ExchangeId { call, round, writing: false };
+            io.alltoallv(exchange, buffer.data(), &parts.to, buf, &parts.from).await?;
         }
         self.buffer = buffer;
         Ok(())
@@ -526,8 +613,9 @@ impl<B: StripeBuffer> TwoPhase<B> {
     }
 
     /// `MPI_File_close` (collective): the group lock goes, and every rank's
-    /// counters and timers are gathered into the report.
-    pub async fn close<I: RankIo<Buffer = B>>(self, io: &mut I) -> Result<CloseReport, CollectiveError> {
+    /// counters and timers are gathered into the job's report, which rank 0
+    /// gets (`None` on the others, which need not read every rank's).
+    pub async fn close<I: RankIo<Buffer = B>>(self, io: &mut I) -> Result<Option<CloseReport>, CollectiveError> {
         if self.group_held {
             io.group_unlock(AGGREGATORS_GROUP_ID)
                 .await
@@ -557,6 +645,9 @@ impl<B: StripeBuffer> TwoPhase<B> {
         .chain(independent)
         .collect();
         let all = io.allgather_same(&encode_u64s(&mine)).await?;
+        if io.rank() != 0 {
+            return Ok(None);
+        }
         let mut report = CloseReport {
             write_stats: self.write_stats,
             read_stats: self.read_stats,
@@ -601,7 +692,7 @@ impl<B: StripeBuffer> TwoPhase<B> {
             let busy: u64 = phases.iter().chain(w.lock_mode.iter()).map(|d| d.as_ns()).sum();
             w.other = Duration::from_ns(seconds(report.write_elapsed_s).as_ns().saturating_sub(busy));
         }
-        Ok(report)
+        Ok(Some(report))
     }
 }
 
@@ -645,48 +736,36 @@ fn my_steps(
     mine.map_or_else(Vec::new, |a| schedule_aggregator(plan, locks, writing, a))
 }
 
-/// The ranges of one exchange, one per rank, kept from round to round: a
-/// round clears only the ranges it set.
+/// The parts of one exchange: the ranks this one sends to and receives
+/// from, each with its range of this rank's buffer. A rank's request is one
+/// range of the file, so it has one piece per stripe, and sends to (or
+/// receives from) each rank once a round.
+#[derive(Default)]
 struct Parts {
-    to: Vec<Range<usize>>,
-    from: Vec<Range<usize>>,
-    set: Vec<(bool, u32)>,
+    to: Vec<Part>,
+    from: Vec<Part>,
 }
 
 impl Parts {
-    fn new(ranks: u32) -> Parts {
-        Parts { to: vec![0..0; ranks as usize], from: vec![0..0; ranks as usize], set: Vec::new() }
-    }
-
     fn clear(&mut self) {
-        for (to, rank) in self.set.drain(..) {
-            let part = if to { &mut self.to } else { &mut self.from };
-            part[rank as usize] = 0..0;
-        }
+        self.to.clear();
+        self.from.clear();
     }
 
     /// `range` of this rank's buffer goes to `rank`.
     fn send(&mut self, rank: u32, range: Range<usize>) {
-        join(&mut self.to[rank as usize], range);
-        self.set.push((true, rank));
+        self.to.push((rank, range));
     }
 
     /// `range` of this rank's buffer comes from `rank`.
     fn receive(&mut self, rank: u32, range: Range<usize>) {
-        join(&mut self.from[rank as usize], range);
-        self.set.push((false, rank));
+        self.from.push((rank, range));
     }
-}
 
-/// Adds `next` to the range `part` of an exchange. A rank's request is one
-/// range of the file, so what it has in one stripe is one range too, and
-/// pieces are joined in offset order: `next` starts where `part` ends.
-fn join(part: &mut Range<usize>, next: Range<usize>) {
-    if part.start == part.end {
-        *part = next;
-    } else {
-        assert_eq!(part.end, next.start, "a rank's pieces in one stripe are one range");
-        part.end = part.end.max(next.end);
+    /// Both lists in rank order.
+    fn sort(&mut self) {
+        self.to.sort_unstable_by_key(|p| p.0);
+        self.from.sort_unstable_by_key(|p| p.0);
     }
 }
 
@@ -770,13 +849,15 @@ mod tests {
         }
         async fn alltoallv(
             &mut self,
+            _: ExchangeId,
             send: &Phantom,
-            to: &[Range<usize>],
+            to: &[Part],
             recv: &mut Phantom,
-            from: &[Range<usize>],
+            from: &[Part],
         ) -> Result<(), CommError> {
-            assert!(to[0].end <= send.0 && from[0].end <= recv.0, "{to:?} of {send:?}, {from:?} of {recv:?}");
-            self.log.push(format!("exchange {}", to[0].len()));
+            let (to, from) = (&to[0].1, &from[0].1);
+            assert!(to.end <= send.0 && from.end <= recv.0, "{to:?} of {send:?}, {from:?} of {recv:?}");
+            self.log.push(format!("exchange {}", to.len()));
             Ok(())
         }
         async fn write_at(&mut self, offset: u64, data: &Phantom) -> Result<(), String> {
@@ -830,7 +911,7 @@ mod tests {
         assert_eq!(file.write_aggregators(), &[0]);
         now(file.write_at_all(&mut io, mib as u64 / 2, &Phantom(5 * mib / 2))).unwrap();
         now(file.read_at_all(&mut io, 0, &mut Phantom(mib))).unwrap();
-        let report = now(file.close(&mut io)).unwrap();
+        let report = now(file.close(&mut io)).unwrap().expect("rank 0's report");
         let half = mib / 2;
         let expected = [
             "no-expand".to_string(),

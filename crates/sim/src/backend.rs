@@ -210,8 +210,7 @@ impl SimBackend {
                     mplan::read_aggregator_count(p.num_tasks, nodes, stripe_count, &h)
                 };
                 let aggregators = mplan::aggregator_ranks(avail, p.num_tasks, st.job.ranks_per_node);
-                let lock = if write { h.write_lock_mode() } else { h.read_lock_mode() };
-                Some(Collective { aggregators, lock, no_expand_at_open: h.lockahead_at_open() })
+                Some(Collective { aggregators, hints: h.clone() })
             } else {
                 None
             };
@@ -279,8 +278,9 @@ fn rank_phase(r: &RankResult) -> RankPhase {
 /// stderr (stdout carries IOR's report, which scripts parse).
 fn print_mpiio(job: &Job, spec: &PhaseSpec, file: &str, results: &[RankResult], stats: bool, timers: bool) {
     if stats {
-        let s = match &job.last_coll_stats {
-            Some(s) => s.clone(),
+        let s = match &job.last_report {
+            Some(report) if spec.write => report.write_stats.clone(),
+            Some(report) => report.read_stats.clone(),
             None => {
                 // Independent MPI-IO: every transfer is one independent call.
                 let aggregators = spec.collective.as_ref().map_or(0, |c| c.aggregators.len() as u32);
@@ -300,34 +300,11 @@ fn print_mpiio(job: &Job, spec: &PhaseSpec, file: &str, results: &[RankResult], 
         eprint!("{block}");
     }
     if timers && spec.write {
-        let Some(coll) = &spec.collective else { return };
-        let secs = |x: f64| Duration((x.max(0.0) * 1e9) as u64);
-        let start = results.iter().map(|r| r.xfer_start).min().unwrap_or_default();
-        let stop = results.iter().map(|r| r.xfer_stop).max().unwrap_or_default();
-        let elapsed = stop.saturating_since(start);
-        let writers: Vec<MpiioTimers> = coll
-            .aggregators
-            .iter()
-            .map(|&rank| {
-                let t = &job.last_timers[rank as usize];
-                let r = &results[rank as usize];
-                let total = r.xfer_stop.saturating_since(r.xfer_start).as_secs_f64();
-                let accounted =
-                    t.wait_for_coll_s + t.collective_s + t.exchange_s + t.data_send_s + t.lock_mode_s + t.file_write_s;
-                MpiioTimers {
-                    wait_for_coll: secs(t.wait_for_coll_s),
-                    collective: secs(t.collective_s),
-                    exchange_write: secs(t.exchange_s),
-                    data_send: secs(t.data_send_s),
-                    lock_mode: t.lock_mode_used.then(|| secs(t.lock_mode_s)),
-                    file_write: secs(t.file_write_s),
-                    other: secs(total - accounted),
-                    bytes: t.bytes,
-                }
-            })
-            .collect();
-        let bytes = MpiioTimers::total_bytes(&writers);
-        eprint!("{}", mreport::format_write_timers(file, &writers, bytes, elapsed));
+        // The aggregators' timers, as the ranks' two-phase code gathered them at close.
+        let Some(report) = job.last_report.as_ref().filter(|r| !r.writers.is_empty()) else { return };
+        let elapsed = Duration::from_ns((report.write_elapsed_s * 1e9) as u64);
+        let bytes = MpiioTimers::total_bytes(&report.writers);
+        eprint!("{}", mreport::format_write_timers(file, &report.writers, bytes, elapsed));
     }
 }
 

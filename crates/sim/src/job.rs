@@ -7,27 +7,19 @@
 //! the page cache at the copy bandwidth, made under the lock). `-e` fsyncs,
 //! then the rank closes.
 //!
-//! Collective I/O (`-a MPIIO -c` on a shared file) runs ROMIO's two-phase
-//! algorithm as planned by [`lanefs_mpiio`]: each IOR transfer is one
-//! collective call of all ranks; a call starts when the last rank arrives
-//! (plus an allgather of offsets), then runs its rounds with data one after
-//! the other (ROMIO's loop; as in lanefs's real run, no sizes are exchanged,
-//! every rank knows them from the plan): in round `r` each rank sends its
-//! pieces of the round to their aggregators over the MPI network, and each
-//! aggregator, once its pieces are in, writes its stripe through its node's
-//! client; a stripe with holes is read first, while the pieces travel
-//! (read-modify-write). The next round starts when every aggregator has
-//! written. Reads run the same rounds the other way.
+//! Collective I/O (`-a MPIIO -c` on a shared file) runs lanefs-mpiio's
+//! two-phase I/O, the code `mpirun` runs, on every rank (see
+//! [`collective`]): each IOR transfer is one collective call of all ranks,
+//! whose all-gather, all-to-alls, lock requests and stripe writes (or
+//! reads) take virtual time on the simulated network and clients. The
+//! statistics and timers it prints are the ones that code gathers at close.
 //!
 //! Lock modes: independent runs take `LockMode`; collective runs take the
 //! MPI-IO hints' mode (default expanding locks, a group lock held by the
-//! aggregators, or lockahead: after a whole-file group lock taken and dropped
-//! by aggregator 0, every rank sets lock-no-expand and each aggregator asks
-//! for its next `num_extents` stripes ahead, refilled early).
+//! aggregators, or lockahead), as lanefs-mpiio carries it out.
 
 mod collective;
 
-use crate::report::RankTimers;
 use crate::world::{transfer, Ev, Happening, World};
 use collective::CollState;
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode as LockMode};
@@ -36,8 +28,8 @@ use lanefs_core::layout::Layout;
 use lanefs_core::ldlm::GroupId;
 use lanefs_core::msg::Payload;
 use lanefs_core::units::{Duration, Instant, ObjectId, ObjectKey, OstIndex};
-use lanefs_mpiio::hints::CbLockMode;
-use lanefs_mpiio::report::MpiioStats;
+use lanefs_mpiio::hints::MpiioHints;
+use lanefs_mpiio::{CloseReport, CollectiveError};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rustc_hash::FxHashMap as HashMap;
@@ -45,14 +37,11 @@ use rustc_hash::FxHashMap as HashMap;
 /// The collective-buffering setup of a file for one phase, from the hints.
 #[derive(Clone, Debug)]
 pub struct Collective {
-    /// Aggregator `i` is rank `aggregators[i]`.
+    /// Aggregator `i` is rank `aggregators[i]` (as lanefs-mpiio places
+    /// them; for the placement display).
     pub aggregators: Vec<u32>,
-    /// How the aggregators lock in this phase's direction (its requests come
-    /// from `lanefs_mpiio::CollectiveLocks`, as in the real run).
-    pub lock: CbLockMode,
-    /// Every rank sets lock-no-expand at open (either direction uses
-    /// lockahead: `MpiioHints::lockahead_at_open`).
-    pub no_expand_at_open: bool,
+    /// The file's hints, which the ranks' two-phase code opens it with.
+    pub hints: MpiioHints,
 }
 
 /// One phase of one repetition.
@@ -118,6 +107,8 @@ pub enum SimError {
     Stalled { at: Instant, stuck: u32, ranks: u32 },
     #[error("{0}")]
     Setup(String),
+    #[error("collective MPI-IO, rank {rank}: {error}")]
+    Collective { rank: u32, error: CollectiveError },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,8 +142,6 @@ struct Rank {
     r: RankResult,
     /// Ops in flight for this rank.
     ops: u32,
-    timers: RankTimers,
-    op_started: Instant,
 }
 
 /// What a workload event is about.
@@ -160,16 +149,8 @@ struct Rank {
 pub enum WorkEv {
     /// A rank's local step is over (start skew, MDS round trip, copy).
     Resume { rank: u32 },
-    /// A collective call's offsets are exchanged: its first round starts.
-    CallStart,
-    /// A round with data begins: data moves.
-    RoundStart,
-    /// Aggregator `agg` has all its pieces of the current round.
-    AggReady { agg: u32 },
-    /// An aggregator's copy of a written stripe into the page cache is over.
-    AggCopied { agg: u32 },
-    /// A read round's pieces have reached their ranks.
-    ReadSent { agg: u32 },
+    /// The answer to a rank's collective operation is due: its program goes on.
+    Answer { rank: u32 },
 }
 
 /// The job: IOR's ranks on a simulated machine.
@@ -180,10 +161,9 @@ pub struct Job {
     rng: ChaCha8Rng,
     /// Start skew of each rank at a phase start: uniform in [0, skew).
     pub skew: Duration,
-    /// MPI-IO statistics of the last collective phase.
-    pub last_coll_stats: Option<MpiioStats>,
-    /// Per-rank MPI-IO timers of the last phase.
-    pub last_timers: Vec<RankTimers>,
+    /// What the last collective phase's close gathered: its MPI-IO
+    /// statistics and the aggregators' timers.
+    pub last_report: Option<CloseReport>,
     /// Show a progress bar on stderr when a phase runs longer than a second.
     pub progress: bool,
 }
@@ -193,7 +173,7 @@ type OpKey = (u32, u64);
 impl Job {
     pub fn new(world: World, ranks: u32, ranks_per_node: u32, rng: ChaCha8Rng) -> Job {
         let skew = world.model.latency;
-        Job { world, ranks, ranks_per_node, rng, skew, last_coll_stats: None, last_timers: Vec::new(), progress: false }
+        Job { world, ranks, ranks_per_node, rng, skew, last_report: None, progress: false }
     }
 
     pub fn node_of(&self, rank: u32) -> u32 {
@@ -227,15 +207,13 @@ impl Job {
                 ahead: 0,
                 r: RankResult::default(),
                 ops: 0,
-                timers: RankTimers::default(),
-                op_started: t0,
             })
             .collect();
         for r in 0..self.ranks {
             let skew = if self.skew.as_ns() == 0 { 0 } else { self.rng.gen_range(0..self.skew.as_ns()) };
             self.world.push(t0 + Duration(skew), Ev::Work(WorkEv::Resume { rank: r }));
         }
-        let mut coll = spec.collective.clone().map(|setup| CollState::new(setup, spec, t0));
+        let mut coll = spec.collective.clone().map(|setup| CollState::new(setup, self.ranks));
         let mut ops: HashMap<OpKey, u32> = HashMap::default();
         let mut done = 0u32;
         let total_bytes = u64::from(self.ranks) * spec.transfers_per_rank() * spec.transfer;
@@ -272,8 +250,7 @@ impl Job {
             }
         }
         bar.finish();
-        self.last_coll_stats = coll.map(|c| c.stats);
-        self.last_timers = ranks.iter().map(|r| r.timers).collect();
+        self.last_report = coll.and_then(|c| c.report);
         Ok(ranks.into_iter().map(|r| r.r).collect())
     }
 }
@@ -385,10 +362,7 @@ impl Run<'_> {
     fn work(&mut self, w: WorkEv) -> Result<(), SimError> {
         match w {
             WorkEv::Resume { rank } => self.resume(rank),
-            WorkEv::CallStart => self.call_start(),
-            WorkEv::RoundStart => self.round_start(),
-            WorkEv::AggReady { agg } => self.agg_ready(agg),
-            WorkEv::AggCopied { .. } | WorkEv::ReadSent { .. } => self.round_part_done(),
+            WorkEv::Answer { rank } => self.poll_rank(rank),
         }
     }
 
@@ -437,18 +411,11 @@ impl Run<'_> {
         let node = self.ranks[rank as usize].node;
         let fh = self.job.world.clients[node as usize].open(layout);
         self.ranks[rank as usize].fh = Some(fh);
-        if let Some(coll) = self.coll.as_deref() {
-            // Collective open: with lockahead every rank sets lock-no-expand
-            // (aggregator 0's whole-file group lock is taken at the first call).
-            let grouped =
-                coll.setup.lock == CbLockMode::Group && self.spec.write && coll.agg_of_rank.contains_key(&rank);
-            if coll.setup.no_expand_at_open {
-                self.advise(rank, &[Advice::lock_no_expand(true)])?;
-            }
-            if grouped {
-                return self.group_lock(rank, fh);
-            }
-            return self.open_done(rank);
+        if self.coll.is_some() {
+            let r = &mut self.ranks[rank as usize];
+            r.r.open_stop = self.job.world.now;
+            r.r.xfer_start = r.r.open_stop;
+            return self.start_collective(rank);
         }
         match spec.lock {
             LockMode::Default => {}
@@ -490,11 +457,6 @@ impl Run<'_> {
         r.r.open_stop = now;
         r.r.xfer_start = now;
         r.st = St::Idle;
-        if self.coll.is_some() {
-            self.arrive(rank);
-            return Ok(());
-        }
-        // Independent: start transferring at once.
         self.next_transfer(rank)
     }
 
@@ -529,9 +491,7 @@ impl Run<'_> {
             client.read(now, fh, off, spec.transfer)
         };
         self.track(rank, op);
-        let r = &mut self.ranks[rank as usize];
-        r.st = St::Op;
-        r.op_started = now;
+        self.ranks[rank as usize].st = St::Op;
         self.job.world.pump_client(node);
         Ok(())
     }
@@ -557,11 +517,8 @@ impl Run<'_> {
         if r.st != St::Ungrouping && r.st != St::Closing {
             r.r.close_start = now;
         }
-        let grouped = self.spec.write
-            && match self.coll.as_deref() {
-                Some(c) => c.setup.lock == CbLockMode::Group && c.agg_of_rank.contains_key(&rank),
-                None => self.spec.lock == LockMode::Group,
-            };
+        // A collective program lets its own group lock go at its close.
+        let grouped = self.spec.write && self.coll.is_none() && self.spec.lock == LockMode::Group;
         let client = &mut self.job.world.clients[node as usize];
         let op = if grouped && self.ranks[rank as usize].st != St::Ungrouping {
             self.ranks[rank as usize].st = St::Ungrouping;
@@ -585,7 +542,6 @@ impl Run<'_> {
                 r.r.bytes += n;
                 r.r.transfers += 1;
                 r.next += 1;
-                r.timers.file_write_s += now.saturating_since(r.op_started).as_secs_f64();
                 r.st = St::Copy;
                 // A write's copy into the page cache is the client's (under
                 // its lock); a read's copy out of it is the rank's.
@@ -599,27 +555,9 @@ impl Run<'_> {
                 r.st = St::Idle;
                 self.next_transfer(rank)?;
             }
-            (St::Coll, OpOutput::ReadPhantom(_)) if self.spec.write => {
-                let agg = self.coll.as_deref().expect("collective").agg_of_rank[&rank];
-                self.rmw_read_done(agg, rank);
-            }
-            (St::Coll, OpOutput::Written(_)) | (St::Coll, OpOutput::ReadPhantom(_)) => {
-                let agg = self.coll.as_deref().expect("collective").agg_of_rank[&rank];
-                self.agg_op_done(agg, rank)?;
-            }
-            (St::Coll, OpOutput::GroupLocked) => {
-                // Aggregator 0's whole-file group lock before lockahead: drop it at once.
-                let (node, fh) = (r.node, r.fh.expect("open"));
-                let op = self.job.world.clients[node as usize].group_unlock(now, fh, GroupId(u64::MAX));
-                self.track(rank, op);
-                self.job.world.pump_client(node);
-            }
-            (St::Coll, OpOutput::GroupUnlocked) => self.round_part_done()?,
-            (St::Coll, OpOutput::Synced) | (St::Fsync, OpOutput::Synced) => {
-                r.st = St::Fsync;
-                self.transfers_done(rank)?;
-            }
-            (St::Coll, OpOutput::LockaheadDone) | (_, OpOutput::LockaheadDone) => {}
+            (_, OpOutput::LockaheadDone) => {}
+            (St::Coll, output) => self.coll_op_done(rank, output)?,
+            (St::Fsync, OpOutput::Synced) => self.transfers_done(rank)?,
             (St::Ungrouping, OpOutput::GroupUnlocked) => self.close(rank)?,
             (St::Closing, OpOutput::Closed) => {
                 let r = &mut self.ranks[rank as usize];

@@ -1,33 +1,9 @@
-//! What a simulated run reports beyond IOR's rows: MPI-IO statistics and
-//! timers (kept per rank while the job runs, printed in Cray MPICH's format by
-//! `lanefs_mpiio::report`), and the bandwidth time series.
+//! What a simulated run reports beyond IOR's rows: the bandwidth time
+//! series. (MPI-IO statistics and timers are lanefs-mpiio's, gathered by
+//! the ranks' two-phase code at close.)
 
 use crate::world::Series;
-use lanefs_core::units::Instant;
 use std::io::Write;
-
-/// MPI-IO phase timers of one rank (seconds), as `MPICH_MPIIO_TIMERS` splits them.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct RankTimers {
-    /// When the rank entered the current collective call.
-    pub arrived: Instant,
-    /// Waiting in a collective call for the other ranks to arrive.
-    pub wait_for_coll_s: f64,
-    /// Collective communication of offsets (the allgather).
-    pub collective_s: f64,
-    /// An aggregator waiting for its round's pieces to arrive.
-    pub exchange_s: f64,
-    /// Sending pieces to aggregators (or, reading, receiving them).
-    pub data_send_s: f64,
-    /// Asking for lockahead locks.
-    pub lock_mode_s: f64,
-    /// This rank asked for lockahead locks.
-    pub lock_mode_used: bool,
-    /// In the file system: writes or reads through the client, copies included.
-    pub file_write_s: f64,
-    /// Bytes this rank wrote to (or read from) the file system as an aggregator.
-    pub bytes: u64,
-}
 
 /// Write the time series as CSV: one row per interval, aggregate and per-OST
 /// bandwidth in MiB/s (IOR's MiB), written and read.

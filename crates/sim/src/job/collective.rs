@@ -1,385 +1,565 @@
-//! Collective MPI-IO calls: ROMIO's two-phase rounds as lanefs-core's
-//! planner lays them out, moved over the simulated network and written
-//! through the aggregators' clients (see the parent module).
+//! Collective MPI-IO in virtual time: every rank runs lanefs-mpiio's
+//! two-phase I/O ([`TwoPhase`]), the code a job under `mpirun` runs, as a
+//! future this loop polls.
+//!
+//! A rank's [`SimIo`] posts each operation to the [`Hub`] and waits for its
+//! answer:
+//! - a barrier or all-gather (the call's requests, the close's counters)
+//!   completes `ceil(log2 n)` MPI latencies after every rank has posted it;
+//! - a round's all-to-all, once every rank with a part in it has posted it
+//!   (a rank with none goes on to its next: the plan says who takes part,
+//!   as Open MPI's linear all-to-all skips empty messages), when its
+//!   messages have crossed the simulated network
+//!   ([`crate::world::World::mpi_send`]: each node's links carry one
+//!   message at a time), for the ranks that send or receive them. A round
+//!   starts when all its ranks are in, as ROMIO's rounds do (each begins
+//!   with an all-to-all of sizes);
+//! - a file operation goes to the rank's node's client, and completes when
+//!   the client answers (a read's copy into the rank's buffer added);
+//! - lock requests (lockahead, lock-no-expand) are sent, not waited for.
+//!
+//! The loop polls a rank's future when an answer for it is due, then
+//! carries out what it posted, in order. Data is [`Phantom`]: lengths, no
+//! bytes.
 
-use super::{Collective, Ev, PhaseSpec, Run, SimError, St, WorkEv};
+use super::{Collective, Ev, Run, SimError, St, WorkEv};
 use crate::world::transfer;
-use lanefs_core::client::ladvise::{Advice, AheadMode};
-use lanefs_core::client::OpId;
+use lanefs_core::client::ladvise::Advice;
+use lanefs_core::client::OpOutput;
 use lanefs_core::ldlm::GroupId;
 use lanefs_core::msg::Payload;
 use lanefs_core::units::{Duration, Instant};
-use lanefs_mpiio::plan::{self as mplan, CollectiveLocks, CollectivePlan, RoundSchedule};
-use lanefs_mpiio::report::MpiioStats;
+use lanefs_mpiio::comm::CommError;
+use lanefs_mpiio::plan::aggregator_ranks;
+use lanefs_mpiio::plan::{plan_collective, CollectivePlan};
+use lanefs_mpiio::two_phase::{DataOf, ExchangeId, Part, Phantom, RankIo, Requests, Striping, TwoPhase};
+use lanefs_mpiio::{CloseReport, CollectiveError};
 use rand::Rng;
 use rustc_hash::FxHashMap as HashMap;
-use smallvec::SmallVec;
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
-/// One round of a collective call, in the form the loop moves.
-///
-/// An aggregator buffers one stripe a round, so it has a piece or two (a
-/// stripe's worth of transfers) and one extent in most calls: both are
-/// kept inline, since there is one of these per aggregator per round.
-#[derive(Clone, Debug, Default)]
-pub(super) struct AggRound {
-    /// File extents the aggregator writes (or reads) this round.
-    extents: SmallVec<[(u64, u64); 1]>,
-    /// (source or destination rank, bytes).
-    pieces: SmallVec<[(u32, u64); 2]>,
-    /// Lock requests before its I/O, from the call's schedule.
-    lock_ahead: Vec<Advice>,
-    /// A write over holes: the stripe's range is read first
-    /// (read-modify-write), while the pieces travel.
-    read_first: bool,
-    /// When the round's pieces are all in (writing).
-    pieces_in: Instant,
+/// What a rank's two-phase code asked of its world.
+#[derive(Debug)]
+enum Post {
+    Barrier,
+    Allgather(Vec<u8>),
+    /// This rank's request of a collective call, gathered from every rank.
+    Request {
+        offset: u64,
+        len: u64,
+    },
+    /// A round's all-to-all: `(rank, bytes)` of each message this rank
+    /// sends and receives.
+    Exchange {
+        id: ExchangeId,
+        sends: Vec<(u32, u64)>,
+        receives: Vec<(u32, u64)>,
+    },
+    Write {
+        offset: u64,
+        len: u64,
+    },
+    Read {
+        offset: u64,
+        len: u64,
+    },
+    /// Lock requests, sent without waiting.
+    Advise(Vec<Advice>),
+    GroupLock(u64),
+    GroupUnlock(u64),
+    Sync,
+    /// The rank's transfers (and its sync) are over: IOR's close begins.
+    TransfersDone,
 }
+
+impl Post {
+    /// Posted by every rank, and answered when all have.
+    fn is_global(&self) -> bool {
+        matches!(self, Post::Barrier | Post::Allgather(_) | Post::Request { .. })
+    }
+}
+
+#[derive(Debug)]
+enum Answer {
+    Done,
+    Gathered(Rc<Vec<Vec<u8>>>),
+    Requests(Requests),
+}
+
+/// Between the ranks' futures and the loop.
+pub(super) struct Hub {
+    now: Instant,
+    /// Operations posted since the loop last looked, in order.
+    posted: VecDeque<(u32, Post)>,
+    /// Each rank's answer, set when it is due (the rank is polled then).
+    answers: Vec<Option<Answer>>,
+    /// The current call's plan: every rank makes the same from the same
+    /// requests, so it is made once a call.
+    plan: Option<SharedPlan>,
+    /// The aggregators' ranks, by their count.
+    aggregators: HashMap<u32, Arc<[u32]>>,
+    aborted: Option<String>,
+}
+
+/// A call's plan with what it was made from (the requests every rank was
+/// handed, the stripe size and the aggregator count), and how many ranks
+/// take part in each round's exchange.
+struct SharedPlan {
+    requests: Requests,
+    stripe_size: u64,
+    avail: u32,
+    plan: Rc<CollectivePlan>,
+    participants: HashMap<u64, u32>,
+}
+
+type Task = Pin<Box<dyn Future<Output = Result<Option<CloseReport>, CollectiveError>>>>;
 
 pub(super) struct CollState {
     pub(super) setup: Collective,
-    pub(super) calls: u64,
-    pub(super) call: u64,
-    pub(super) arrived: u32,
-    /// `rounds[r]`: the aggregators with work in round `r`, sorted.
-    pub(super) rounds: Vec<Vec<(u32, AggRound)>>,
-    pub(super) round: usize,
-    /// False while the whole-file group lock before the first lockahead
-    /// call is being taken and dropped.
-    pub(super) started_rounds: bool,
-    /// Aggregators (or, reading, deliveries) the round still waits for.
-    pub(super) outstanding: u32,
-    /// Aggregator -> ops in flight.
-    pub(super) agg_ops: Vec<u32>,
-    /// The aggregators' lock requests: the real run's schedule.
-    pub(super) locks: CollectiveLocks,
-    pub(super) round_started: Instant,
-    pub(super) stats: MpiioStats,
-    pub(super) agg_of_rank: HashMap<u32, u32>,
+    hub: Rc<RefCell<Hub>>,
+    /// Each rank's call, while it runs.
+    tasks: Vec<Option<Task>>,
+    /// The barrier or all-gather being posted: each rank's post.
+    gathering: Vec<Option<Post>>,
+    gathered: u32,
+    /// The exchanges being posted: each participant's post so far.
+    exchanges: HashMap<ExchangeId, Vec<(u32, Post)>>,
+    /// Rank 0's close report.
+    pub(super) report: Option<CloseReport>,
 }
 
 impl CollState {
-    pub(super) fn new(setup: Collective, spec: &PhaseSpec, t0: Instant) -> CollState {
-        let aggs = setup.aggregators.len();
-        let ahead = if spec.write { AheadMode::Write } else { AheadMode::Read };
-        let locks = CollectiveLocks::new(setup.lock, ahead, aggs as u32, spec.stripe_size);
+    pub(super) fn new(setup: Collective, ranks: u32) -> CollState {
+        let hub = Hub {
+            now: Instant::default(),
+            posted: VecDeque::new(),
+            answers: (0..ranks).map(|_| None).collect(),
+            plan: None,
+            aggregators: HashMap::default(),
+            aborted: None,
+        };
         CollState {
-            agg_of_rank: setup.aggregators.iter().enumerate().map(|(i, &r)| (r, i as u32)).collect(),
-            stats: MpiioStats::new(aggs as u32, spec.stripe_count, spec.stripe_size),
             setup,
-            calls: spec.transfers_per_rank(),
-            call: 0,
-            arrived: 0,
-            rounds: Vec::new(),
-            round: 0,
-            started_rounds: true,
-            outstanding: 0,
-            agg_ops: vec![0; aggs],
-            locks,
-            round_started: t0,
+            hub: Rc::new(RefCell::new(hub)),
+            tasks: (0..ranks).map(|_| None).collect(),
+            gathering: (0..ranks).map(|_| None).collect(),
+            gathered: 0,
+            exchanges: HashMap::default(),
+            report: None,
         }
+    }
+}
+
+/// One rank's communicator and file in the simulated world.
+struct SimIo {
+    rank: u32,
+    size: u32,
+    per_node: u32,
+    hub: Rc<RefCell<Hub>>,
+}
+
+/// The answer to this rank's last post, once the loop has set it.
+struct Answered {
+    hub: Rc<RefCell<Hub>>,
+    rank: u32,
+}
+
+impl Future for Answered {
+    type Output = Answer;
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Answer> {
+        match self.hub.borrow_mut().answers[self.rank as usize].take() {
+            Some(answer) => Poll::Ready(answer),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl SimIo {
+    fn post(&self, post: Post) {
+        self.hub.borrow_mut().posted.push_back((self.rank, post));
+    }
+
+    async fn ask(&self, post: Post) -> Answer {
+        self.post(post);
+        Answered { hub: self.hub.clone(), rank: self.rank }.await
+    }
+}
+
+impl RankIo for SimIo {
+    type Buffer = Phantom;
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        self.size
+    }
+    fn ranks_per_node(&self) -> u32 {
+        self.per_node
+    }
+    fn wtime(&self) -> f64 {
+        self.hub.borrow().now.as_secs_f64()
+    }
+    fn abort(&self, reason: &str) {
+        self.hub.borrow_mut().aborted.get_or_insert_with(|| reason.to_string());
+    }
+    fn plan(&mut self, requests: &Requests, stripe_size: u64, avail: u32) -> Rc<CollectivePlan> {
+        if let Some(shared) = &self.hub.borrow().plan {
+            if Rc::ptr_eq(&shared.requests, requests) && shared.stripe_size == stripe_size && shared.avail == avail {
+                return shared.plan.clone();
+            }
+        }
+        let plan = Rc::new(plan_collective(requests, stripe_size, avail));
+        let ranks = self.aggregator_ranks(avail);
+        let participants = participants(&plan, &ranks, self.size);
+        let requests = requests.clone();
+        self.hub.borrow_mut().plan =
+            Some(SharedPlan { requests, stripe_size, avail, plan: plan.clone(), participants });
+        plan
+    }
+    fn aggregator_ranks(&mut self, avail: u32) -> Arc<[u32]> {
+        let (size, per_node) = (self.size, self.per_node);
+        let mut hub = self.hub.borrow_mut();
+        hub.aggregators.entry(avail).or_insert_with(|| aggregator_ranks(avail, size, per_node).into()).clone()
+    }
+    fn skips_empty_exchanges(&self) -> bool {
+        true
+    }
+    async fn gather_requests(&mut self, offset: u64, len: u64) -> Result<Requests, CommError> {
+        match self.ask(Post::Request { offset, len }).await {
+            Answer::Requests(all) => Ok(all),
+            other => unreachable!("a call's requests are answered with every rank's, not {other:?}"),
+        }
+    }
+    async fn barrier(&mut self) -> Result<(), CommError> {
+        self.ask(Post::Barrier).await;
+        Ok(())
+    }
+    async fn allgather_same(&mut self, mine: &[u8]) -> Result<Rc<Vec<Vec<u8>>>, CommError> {
+        match self.ask(Post::Allgather(mine.to_vec())).await {
+            Answer::Gathered(all) => Ok(all),
+            other => unreachable!("an all-gather is answered with what it gathered, not {other:?}"),
+        }
+    }
+    async fn alltoallv(
+        &mut self,
+        id: ExchangeId,
+        _send: &Phantom,
+        to: &[Part],
+        _recv: &mut Phantom,
+        from: &[Part],
+    ) -> Result<(), CommError> {
+        if to.is_empty() && from.is_empty() {
+            // No part in this round: nothing to wait for (the plan did not
+            // count this rank in).
+            return Ok(());
+        }
+        let sizes = |parts: &[Part]| parts.iter().map(|(rank, range)| (*rank, range.len() as u64)).collect();
+        self.ask(Post::Exchange { id, sends: sizes(to), receives: sizes(from) }).await;
+        Ok(())
+    }
+    async fn write_at(&mut self, offset: u64, data: &DataOf<Self>) -> Result<(), String> {
+        self.ask(Post::Write { offset, len: data.0 as u64 }).await;
+        Ok(())
+    }
+    async fn read_at(&mut self, offset: u64, buf: &mut DataOf<Self>) -> Result<(), String> {
+        self.ask(Post::Read { offset, len: buf.0 as u64 }).await;
+        Ok(())
+    }
+    async fn lock_ahead(&mut self, advices: &[Advice]) -> Result<(), String> {
+        self.post(Post::Advise(advices.to_vec()));
+        Ok(())
+    }
+    async fn no_expand(&mut self) -> Result<(), String> {
+        self.post(Post::Advise(vec![Advice::lock_no_expand(true)]));
+        Ok(())
+    }
+    async fn group_lock(&mut self, gid: u64) -> Result<(), String> {
+        self.ask(Post::GroupLock(gid)).await;
+        Ok(())
+    }
+    async fn group_unlock(&mut self, gid: u64) -> Result<(), String> {
+        self.ask(Post::GroupUnlock(gid)).await;
+        Ok(())
+    }
+    async fn sync(&mut self) -> Result<(), String> {
+        self.ask(Post::Sync).await;
+        Ok(())
     }
 }
 
 impl Run<'_> {
-    pub(super) fn coll(&mut self) -> &mut CollState {
+    fn coll(&mut self) -> &mut CollState {
         self.coll.as_deref_mut().expect("a collective phase")
     }
 
-    /// A rank enters the current collective call.
-    pub(super) fn arrive(&mut self, rank: u32) {
-        let now = self.now();
-        self.ranks[rank as usize].st = St::Coll;
-        self.ranks[rank as usize].timers.arrived = now;
-        let ranks = self.job.ranks;
+    /// A rank has opened the file: its collective program starts (IOR's
+    /// `MPI_File_open`, its transfers as collective calls, `-e`'s
+    /// `MPI_File_sync`, `MPI_File_close`).
+    pub(super) fn start_collective(&mut self, rank: u32) -> Result<(), SimError> {
+        let spec = self.spec.clone();
+        let (n, per_node, pretend) = (self.job.ranks, self.job.ranks_per_node, self.pretend(rank));
         let coll = self.coll();
-        coll.arrived += 1;
-        if coll.arrived == ranks {
-            coll.arrived = 0;
-            let cost = allgather_cost(ranks, self.job.world.model.mpi_latency);
-            self.job.world.push(now + cost, Ev::Work(WorkEv::CallStart));
+        let hints = coll.setup.hints.clone();
+        let mut io = SimIo { rank, size: n, per_node, hub: coll.hub.clone() };
+        let striping = Striping { stripe_size: spec.stripe_size, stripe_count: spec.stripe_count };
+        let task: Task = Box::pin(async move {
+            let mut file = TwoPhase::<Phantom>::open(&mut io, striping, &hints).await?;
+            let transfer = Phantom(spec.transfer as usize);
+            for k in 0..spec.transfers_per_rank() {
+                let offset = spec.offset(n, pretend, k);
+                if spec.write {
+                    file.write_at_all(&mut io, offset, &transfer).await?;
+                } else {
+                    file.read_at_all(&mut io, offset, &mut transfer.clone()).await?;
+                }
+            }
+            if spec.write && spec.fsync {
+                file.sync(&mut io).await?;
+            }
+            io.post(Post::TransfersDone);
+            file.close(&mut io).await
+        });
+        coll.tasks[rank as usize] = Some(task);
+        self.ranks[rank as usize].st = St::Coll;
+        self.poll_rank(rank)
+    }
+
+    /// Run rank `rank`'s program until it waits, then carry out what it posted.
+    pub(super) fn poll_rank(&mut self, rank: u32) -> Result<(), SimError> {
+        let now = self.now();
+        let coll = self.coll();
+        coll.hub.borrow_mut().now = now;
+        let mut task = coll.tasks[rank as usize].take().expect("a rank is polled while its program runs");
+        let polled = task.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+        match polled {
+            Poll::Pending => coll.tasks[rank as usize] = Some(task),
+            Poll::Ready(Err(error)) => {
+                let aborted = coll.hub.borrow_mut().aborted.take();
+                let error = match aborted {
+                    Some(reason) if !reason.contains(&error.to_string()) => {
+                        CollectiveError::Io { rank, operation: "collective", reason }
+                    }
+                    _ => error,
+                };
+                return Err(SimError::Collective { rank, error });
+            }
+            Poll::Ready(Ok(report)) => {
+                if report.is_some() {
+                    coll.report = report;
+                }
+                self.run_posts()?;
+                let spec = self.spec;
+                let r = &mut self.ranks[rank as usize];
+                r.r.transfers = spec.transfers_per_rank();
+                r.r.bytes = r.r.transfers * spec.transfer;
+                r.st = St::Closing;
+                return self.close(rank);
+            }
+        }
+        self.run_posts()
+    }
+
+    fn run_posts(&mut self) -> Result<(), SimError> {
+        loop {
+            let next = self.coll().hub.borrow_mut().posted.pop_front();
+            let Some((rank, post)) = next else { return Ok(()) };
+            self.run_post(rank, post)?;
         }
     }
 
-    /// All ranks are in and the offsets exchanged: plan the call, start its rounds.
-    pub(super) fn call_start(&mut self) -> Result<(), SimError> {
+    fn run_post(&mut self, rank: u32, post: Post) -> Result<(), SimError> {
         let now = self.now();
-        let spec = self.spec;
-        let n = self.job.ranks;
-        let gather = allgather_cost(n, self.job.world.model.mpi_latency).as_secs_f64();
-        for r in self.ranks.iter_mut() {
-            r.timers.wait_for_coll_s += now.saturating_since(r.timers.arrived).as_secs_f64() - gather;
-            r.timers.collective_s += gather;
-        }
-        let coll = self.coll();
-        let call = coll.call;
-        let requests: Vec<(u32, u64, u64)> =
-            (0..n).map(|r| (r, spec.offset(n, (r + spec.rank_offset) % n, call), spec.transfer)).collect();
-        let avail = coll.setup.aggregators.len() as u32;
-        let plan = mplan::plan_collective(&requests, spec.stripe_size, avail);
-        if spec.write {
-            coll.stats.record_collective_write(&plan, u64::from(n));
-        } else {
-            coll.stats.record_collective_read(&plan, u64::from(n));
-        }
-        coll.round = 0;
-        coll.started_rounds = !coll.locks.begin_call(&plan);
-        // The call's schedule, the real run's: which stripe each aggregator
-        // does in each round and the lock requests it sends first.
-        let schedule = mplan::schedule_call(&plan, &mut coll.locks, spec.write);
-        coll.rounds = plan_rounds(&plan, schedule);
-        if !coll.started_rounds {
-            // Aggregator 0 takes and drops a whole-file group lock, which
-            // calls back every cached lock on the file.
-            coll.outstanding = 1;
-            let agg0 = coll.setup.aggregators[0];
-            let (node, fh) = (self.ranks[agg0 as usize].node, self.ranks[agg0 as usize].fh.expect("open"));
-            let op = self.job.world.clients[node as usize].group_lock(now, fh, GroupId(u64::MAX));
-            self.track(agg0, op);
-            self.job.world.pump_client(node);
+        if post.is_global() {
+            let coll = self.coll();
+            debug_assert!(coll.gathering[rank as usize].is_none(), "rank {rank} posted two collectives at once");
+            coll.gathering[rank as usize] = Some(post);
+            coll.gathered += 1;
+            if coll.gathered == self.job.ranks {
+                return self.complete_collective();
+            }
             return Ok(());
         }
-        self.begin_round();
-        Ok(())
-    }
-
-    /// Start the current round, skipping the empty ones after it: the real
-    /// run exchanges nothing in a round without data, and no sizes in any
-    /// round (both sides know them from the plan), so a round costs only
-    /// its data's travel.
-    pub(super) fn begin_round(&mut self) {
-        let now = self.now();
-        let coll = self.coll();
-        while coll.round + 1 < coll.rounds.len() && coll.rounds[coll.round].is_empty() {
-            coll.round += 1;
-        }
-        self.job.world.push(now, Ev::Work(WorkEv::RoundStart));
-    }
-
-    pub(super) fn round_start(&mut self) -> Result<(), SimError> {
-        let now = self.now();
-        let write = self.spec.write;
-        let coll = self.coll.as_deref_mut().expect("collective");
-        coll.round_started = now;
-        let round = std::mem::take(&mut coll.rounds[coll.round]);
-        coll.outstanding = round.len() as u32;
-        let jitter = self.job.world.model.round_jitter.as_ns();
-        let mut rmw = Vec::new();
-        for (agg, work) in &round {
-            // OS noise and uneven exchange completion (zero unless asked for).
-            let delay = Duration(if jitter == 0 { 0 } else { self.job.rng.gen_range(0..jitter) });
-            if write {
-                let agg_rank = coll.setup.aggregators[*agg as usize];
-                let agg_node = self.ranks[agg_rank as usize].node;
-                let mut ready = now;
-                for &(src, bytes) in &work.pieces {
-                    let src_node = self.ranks[src as usize].node;
-                    let arrived = self.job.world.mpi_send(src_node, agg_node, bytes);
-                    self.ranks[src as usize].timers.data_send_s += arrived.saturating_since(now).as_secs_f64();
-                    ready = ready.max(arrived);
-                }
-                if work.read_first {
-                    // The stripe's bytes no rank sends are read first, as
-                    // the real run does before its exchange; the write
-                    // waits for both (`rmw_read_done`).
-                    rmw.push((*agg, agg_rank, ready + delay, work.extents[0]));
-                } else {
-                    self.job.world.push(ready + delay, Ev::Work(WorkEv::AggReady { agg: *agg }));
-                }
-            } else {
-                self.job.world.push(now + delay, Ev::Work(WorkEv::AggReady { agg: *agg }));
+        if let Post::Exchange { id, .. } = post {
+            let coll = self.coll();
+            let expected = {
+                let hub = coll.hub.borrow();
+                let shared = hub.plan.as_ref().expect("an exchange follows its call's plan");
+                shared.participants.get(&id.round).copied().unwrap_or(0)
+            };
+            let posts = coll.exchanges.entry(id).or_default();
+            posts.push((rank, post));
+            if posts.len() as u32 == expected {
+                let posts = coll.exchanges.remove(&id).expect("just filled");
+                return self.complete_exchange(id, posts);
             }
+            return Ok(());
         }
-        let empty = round.is_empty();
-        let coll = self.coll();
-        let r = coll.round;
-        coll.rounds[r] = round;
-        for (agg, rank, pieces_in, (offset, len)) in rmw {
-            self.agg_work_mut(agg).pieces_in = pieces_in;
-            let (node, fh) = (self.ranks[rank as usize].node, self.ranks[rank as usize].fh.expect("open"));
-            self.ranks[rank as usize].op_started = now;
-            let op = self.job.world.clients[node as usize].read(now, fh, offset, len);
-            self.track(rank, op);
-            self.job.world.pump_client(node);
-        }
-        if empty {
-            return self.round_done();
-        }
-        Ok(())
-    }
-
-    /// An aggregator's read-modify-write read is done: it writes once its
-    /// pieces are in too.
-    pub(super) fn rmw_read_done(&mut self, agg: u32, rank: u32) {
-        let now = self.now();
-        let r = &mut self.ranks[rank as usize];
-        r.timers.file_write_s += now.saturating_since(r.op_started).as_secs_f64();
-        let at = self.agg_work(agg).pieces_in.max(now);
-        self.job.world.push(at, Ev::Work(WorkEv::AggReady { agg }));
-    }
-
-    fn agg_work_mut(&mut self, agg: u32) -> &mut AggRound {
-        let coll = self.coll.as_deref_mut().expect("collective");
-        let round = &mut coll.rounds[coll.round];
-        let at = round.binary_search_by_key(&agg, |e| e.0).expect("the aggregator has work this round");
-        &mut round[at].1
-    }
-
-    pub(super) fn agg_work(&mut self, agg: u32) -> &AggRound {
-        let coll = self.coll.as_deref().expect("collective");
-        let round = &coll.rounds[coll.round];
-        let at = round.binary_search_by_key(&agg, |e| e.0).expect("the aggregator has work this round");
-        &round[at].1
-    }
-
-    /// Aggregator `agg` has its round's data (writing) or may read (reading).
-    pub(super) fn agg_ready(&mut self, agg: u32) -> Result<(), SimError> {
-        let now = self.now();
-        let spec = self.spec;
-        let extents = self.agg_work(agg).extents.clone();
-        let coll = self.coll.as_deref_mut().expect("collective");
-        let rank = coll.setup.aggregators[agg as usize];
         let (node, fh) = (self.ranks[rank as usize].node, self.ranks[rank as usize].fh.expect("open"));
-        self.ranks[rank as usize].timers.exchange_s += now.saturating_since(coll.round_started).as_secs_f64();
-        if coll.locks.uses_lockahead() {
-            self.ranks[rank as usize].timers.lock_mode_used = true;
-            let advices = std::mem::take(&mut self.agg_work_mut(agg).lock_ahead);
-            if !advices.is_empty() {
-                self.advise(rank, &advices)?;
-            }
-        }
-        self.coll().agg_ops[agg as usize] = extents.len() as u32;
-        self.ranks[rank as usize].op_started = now;
         let client = &mut self.job.world.clients[node as usize];
-        let ids: SmallVec<[OpId; 1]> = if spec.write {
-            // ROMIO writes the collective buffer's contiguous pieces one
-            // after the other, each copied into the page cache under its
-            // lock; the rest follow in `agg_op_done`.
-            smallvec::smallvec![client.write_payload(now, fh, extents[0].0, Payload::Phantom(extents[0].1))]
-        } else {
-            extents.iter().map(|&(off, len)| client.read(now, fh, off, len)).collect()
+        let op = match post {
+            Post::Write { offset, len } => client.write_payload(now, fh, offset, Payload::Phantom(len)),
+            Post::Read { offset, len } => client.read(now, fh, offset, len),
+            Post::GroupLock(gid) => client.group_lock(now, fh, GroupId(gid)),
+            Post::GroupUnlock(gid) => client.group_unlock(now, fh, GroupId(gid)),
+            Post::Sync => client.fsync(now, fh),
+            Post::Advise(advices) => return self.advise(rank, &advices),
+            Post::TransfersDone => {
+                let r = &mut self.ranks[rank as usize].r;
+                r.xfer_stop = now;
+                r.close_start = now;
+                return Ok(());
+            }
+            Post::Barrier | Post::Allgather(_) | Post::Request { .. } | Post::Exchange { .. } => {
+                unreachable!("collectives are gathered above")
+            }
         };
-        for op in ids {
-            self.track(rank, op);
-        }
+        self.track(rank, op);
         self.job.world.pump_client(node);
         Ok(())
     }
 
-    pub(super) fn agg_op_done(&mut self, agg: u32, rank: u32) -> Result<(), SimError> {
-        let coll = self.coll();
-        coll.agg_ops[agg as usize] -= 1;
-        let left = coll.agg_ops[agg as usize];
+    /// Every rank has posted the same barrier or all-gather: answer each
+    /// when it is done.
+    fn complete_collective(&mut self) -> Result<(), SimError> {
         let now = self.now();
-        if left > 0 && self.spec.write {
-            let extents = &self.agg_work(agg).extents;
-            let (off, len) = extents[extents.len() - left as usize];
-            let (node, fh) = (self.ranks[rank as usize].node, self.ranks[rank as usize].fh.expect("open"));
-            let op = self.job.world.clients[node as usize].write_payload(now, fh, off, Payload::Phantom(len));
-            self.track(rank, op);
-            self.job.world.pump_client(node);
-            return Ok(());
+        let n = self.job.ranks;
+        let at = now + allgather_cost(n, self.job.world.model.mpi_latency);
+        let coll = self.coll();
+        coll.gathered = 0;
+        let posts: Vec<Post> = coll.gathering.iter_mut().map(|p| p.take().expect("every rank posted")).collect();
+        let answer = match &posts[0] {
+            Post::Barrier => {
+                if let Some(other) = posts.iter().find(|p| !matches!(p, Post::Barrier)) {
+                    return Err(diverged("a barrier", other));
+                }
+                None
+            }
+            Post::Allgather(_) => {
+                let all = posts.iter().map(|p| match p {
+                    Post::Allgather(mine) => Ok(mine.clone()),
+                    other => Err(diverged("an all-gather", other)),
+                });
+                Some(Answer::Gathered(Rc::new(all.collect::<Result<_, _>>()?)))
+            }
+            Post::Request { .. } => {
+                let all = posts.iter().enumerate().map(|(rank, p)| match p {
+                    Post::Request { offset, len } => Ok((rank as u32, *offset, *len)),
+                    other => Err(diverged("a call's request", other)),
+                });
+                Some(Answer::Requests(Rc::new(all.collect::<Result<_, _>>()?)))
+            }
+            other => unreachable!("{other:?} is not posted by every rank"),
+        };
+        let hub = coll.hub.clone();
+        let mut hub = hub.borrow_mut();
+        for rank in 0..n {
+            hub.answers[rank as usize] = Some(match &answer {
+                None => Answer::Done,
+                Some(Answer::Gathered(all)) => Answer::Gathered(all.clone()),
+                Some(Answer::Requests(all)) => Answer::Requests(all.clone()),
+                Some(Answer::Done) => Answer::Done,
+            });
+            self.job.world.push(at, Ev::Work(WorkEv::Answer { rank }));
         }
-        if left > 0 {
-            return Ok(());
-        }
-        let work = self.agg_work(agg).clone();
-        let bytes: u64 = work.extents.iter().map(|e| e.1).sum();
-        let r = &mut self.ranks[rank as usize];
-        r.timers.bytes += bytes;
-        if self.spec.write {
-            // The client's time includes the copies into the page cache.
-            r.timers.file_write_s += now.saturating_since(r.op_started).as_secs_f64();
-            self.job.world.push(now, Ev::Work(WorkEv::AggCopied { agg }));
-            return Ok(());
-        }
-        // The client's time plus the copy from the page cache to the aggregator's buffer.
-        let copy = transfer(bytes, self.job.world.model.copy_bw);
-        r.timers.file_write_s += now.saturating_since(r.op_started).as_secs_f64() + copy.as_secs_f64();
-        let at = now + copy;
-        // Reading: send the pieces to their ranks.
-        let agg_node = self.ranks[rank as usize].node;
-        let mut delivered = at;
-        for (dst, b) in work.pieces {
-            let dst_node = self.ranks[dst as usize].node;
-            let arrived = self.job.world.mpi_send(agg_node, dst_node, b).max(at);
-            self.ranks[dst as usize].timers.data_send_s += arrived.saturating_since(at).as_secs_f64();
-            delivered = delivered.max(arrived);
-        }
-        self.job.world.push(delivered, Ev::Work(WorkEv::ReadSent { agg }));
         Ok(())
     }
 
-    /// One aggregator's part of the round (or the opening group lock) is over.
-    pub(super) fn round_part_done(&mut self) -> Result<(), SimError> {
-        let coll = self.coll();
-        coll.outstanding -= 1;
-        if coll.outstanding > 0 {
-            return Ok(());
+    /// Every rank with a part in exchange `id` has posted it: its messages
+    /// leave, the aggregators' side in rank order (a write's receivers, a
+    /// read's senders), each as its node's links allow; a rank is done when
+    /// what it sends and receives is across.
+    fn complete_exchange(&mut self, id: ExchangeId, mut posts: Vec<(u32, Post)>) -> Result<(), SimError> {
+        let now = self.now();
+        posts.sort_unstable_by_key(|(rank, _)| *rank);
+        let mut done: Vec<(u32, Instant)> = posts.iter().map(|(rank, _)| (*rank, now)).collect();
+        let index = |done: &[(u32, Instant)], rank: u32| {
+            done.binary_search_by_key(&rank, |d| d.0).expect("both ends of a message take part")
+        };
+        let jitter = self.job.world.model.round_jitter.as_ns();
+        for (i, (rank, post)) in posts.iter().enumerate() {
+            let Post::Exchange { sends, receives, .. } = post else { unreachable!("only exchanges are matched here") };
+            // The aggregator's side: a write's receiver or a read's sender.
+            let (aggregator_side, peers) =
+                if id.writing { (!receives.is_empty(), receives) } else { (!sends.is_empty(), sends) };
+            if !aggregator_side {
+                continue;
+            }
+            let node = self.ranks[*rank as usize].node;
+            for &(peer, bytes) in peers {
+                let peer_node = self.ranks[peer as usize].node;
+                let arrived = if id.writing {
+                    self.job.world.mpi_send(peer_node, node, bytes)
+                } else {
+                    self.job.world.mpi_send(node, peer_node, bytes)
+                };
+                let p = index(&done, peer);
+                done[p].1 = done[p].1.max(arrived);
+                done[i].1 = done[i].1.max(arrived);
+            }
+            // OS noise and uneven exchange completion (zero unless asked for).
+            if jitter > 0 {
+                done[i].1 = done[i].1 + Duration(self.job.rng.gen_range(0..jitter));
+            }
         }
-        if !coll.started_rounds {
-            // The whole-file group lock of the first lockahead call is done.
-            coll.started_rounds = true;
-            self.begin_round();
-            return Ok(());
+        let hub = self.coll().hub.clone();
+        let mut hub = hub.borrow_mut();
+        for (rank, at) in done {
+            hub.answers[rank as usize] = Some(Answer::Done);
+            self.job.world.push(at, Ev::Work(WorkEv::Answer { rank }));
         }
-        self.round_done()
+        Ok(())
     }
 
-    pub(super) fn round_done(&mut self) -> Result<(), SimError> {
+    /// A client answered one of rank `rank`'s file operations.
+    pub(super) fn coll_op_done(&mut self, rank: u32, output: OpOutput) -> Result<(), SimError> {
         let now = self.now();
-        let spec = self.spec;
-        let n = self.job.ranks;
-        let coll = self.coll();
-        coll.round += 1;
-        if coll.round < coll.rounds.len() {
-            self.begin_round();
-            return Ok(());
+        let at = match output {
+            // The copy from the page cache into the rank's buffer.
+            OpOutput::ReadPhantom(bytes) => now + transfer(bytes, self.job.world.model.copy_bw),
+            OpOutput::Written(_) | OpOutput::GroupLocked | OpOutput::GroupUnlocked | OpOutput::Synced => now,
+            other => unreachable!("rank {rank}'s collective program got {other:?}"),
+        };
+        self.coll().hub.borrow_mut().answers[rank as usize] = Some(Answer::Done);
+        if at == now {
+            return self.poll_rank(rank);
         }
-        // The call is over for every rank.
-        coll.call += 1;
-        let last = coll.call == coll.calls;
-        for rk in self.ranks.iter_mut() {
-            rk.r.bytes += spec.transfer;
-            rk.r.transfers += 1;
-            rk.next += 1;
-            rk.timers.arrived = now;
-        }
-        if !last {
-            let cost = allgather_cost(n, self.job.world.model.mpi_latency);
-            self.job.world.push(now + cost, Ev::Work(WorkEv::CallStart));
-            return Ok(());
-        }
-        for r in 0..n {
-            self.ranks[r as usize].st = St::Idle;
-            self.transfers_done(r)?;
-        }
+        self.job.world.push(at, Ev::Work(WorkEv::Answer { rank }));
         Ok(())
     }
 }
 
-/// An allgather or all-to-all of small messages: `ceil(log2 n)` latencies.
+/// How many ranks take part in each round's exchange of `plan`: those with
+/// a piece in it and the aggregators (at `ranks`) with a stripe in it.
+fn participants(plan: &CollectivePlan, ranks: &[u32], size: u32) -> HashMap<u64, u32> {
+    let mut counts: HashMap<u64, u32> = HashMap::default();
+    let mut seen = vec![u64::MAX; size as usize];
+    for write in plan.writes() {
+        let round = write.round;
+        let count = counts.entry(round).or_default();
+        let aggregator = ranks[write.aggregator as usize];
+        for rank in plan.pieces_of(write).iter().map(|p| p.rank).chain([aggregator]) {
+            if seen[rank as usize] != round {
+                seen[rank as usize] = round;
+                *count += 1;
+            }
+        }
+    }
+    counts
+}
+
+/// Ranks that reached different collectives: a lanefs bug, not a user's error.
+fn diverged(expected: &str, got: &Post) -> SimError {
+    SimError::Setup(format!("simulated ranks diverged: one posted {got:?} where another posted {expected}"))
+}
+
+/// An allgather or a barrier: `ceil(log2 n)` latencies.
 fn allgather_cost(n: u32, latency: Duration) -> Duration {
     let steps = u64::from(32 - n.max(1).saturating_sub(1).leading_zeros());
     Duration(steps * latency.as_ns())
-}
-
-/// The rounds of one collective call: for each round, the aggregators with
-/// work in it (sorted), each with its system writes, its incoming messages
-/// and the lock requests the call's `schedule` gives it.
-fn plan_rounds(plan: &CollectivePlan, schedule: Vec<RoundSchedule>) -> Vec<Vec<(u32, AggRound)>> {
-    let mut rounds: Vec<BTreeMap<u32, AggRound>> = vec![BTreeMap::new(); plan.round_count() as usize];
-    for round in schedule {
-        for step in round.steps {
-            let w = step.stripe;
-            let work = rounds[w.round as usize].entry(w.aggregator).or_default();
-            work.extents.push((w.start, w.end - w.start));
-            work.lock_ahead = step.lock_ahead;
-            work.read_first = step.read_first;
-        }
-    }
-    for m in plan.sends() {
-        rounds[m.round as usize].entry(m.aggregator).or_default().pieces.push((m.rank, m.bytes));
-    }
-    rounds.into_iter().map(|r| r.into_iter().collect()).collect()
 }
