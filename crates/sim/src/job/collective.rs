@@ -22,7 +22,7 @@
 //! carries out what it posted, in order. Data is [`Phantom`]: lengths, no
 //! bytes.
 
-use super::{Collective, Ev, Run, SimError, St, WorkEv};
+use super::{Collective, Ev, PhaseSpec, Run, SimError, St, WorkEv};
 use crate::world::transfer;
 use lanefs_core::client::ladvise::Advice;
 use lanefs_core::client::OpOutput;
@@ -104,7 +104,6 @@ pub(super) struct Hub {
     plan: Option<SharedPlan>,
     /// The aggregators' ranks, by their count.
     aggregators: HashMap<u32, Arc<[u32]>>,
-    aborted: Option<String>,
 }
 
 /// A call's plan with what it was made from (the requests every rank was
@@ -142,7 +141,6 @@ impl CollState {
             answers: (0..ranks).map(|_| None).collect(),
             plan: None,
             aggregators: HashMap::default(),
-            aborted: None,
         };
         CollState {
             setup,
@@ -205,8 +203,8 @@ impl RankIo for SimIo {
     fn wtime(&self) -> f64 {
         self.hub.borrow().now.as_secs_f64()
     }
-    fn abort(&self, reason: &str) {
-        self.hub.borrow_mut().aborted.get_or_insert_with(|| reason.to_string());
+    fn abort(&self, _reason: &str) {
+        // The rank's future ends with the error, which ends the whole run.
     }
     fn plan(&mut self, requests: &Requests, stripe_size: u64, avail: u32) -> Rc<CollectivePlan> {
         if let Some(shared) = &self.hub.borrow().plan {
@@ -302,7 +300,9 @@ impl Run<'_> {
     /// `MPI_File_open`, its transfers as collective calls, `-e`'s
     /// `MPI_File_sync`, `MPI_File_close`).
     pub(super) fn start_collective(&mut self, rank: u32) -> Result<(), SimError> {
-        let spec = self.spec.clone();
+        // The program keeps what it needs of the phase (not the aggregator
+        // list, which every rank would otherwise hold a copy of).
+        let spec = PhaseSpec { collective: None, ..self.spec.clone() };
         let (n, per_node, pretend) = (self.job.ranks, self.job.ranks_per_node, self.pretend(rank));
         let coll = self.coll();
         let hints = coll.setup.hints.clone();
@@ -339,16 +339,7 @@ impl Run<'_> {
         let polled = task.as_mut().poll(&mut Context::from_waker(Waker::noop()));
         match polled {
             Poll::Pending => coll.tasks[rank as usize] = Some(task),
-            Poll::Ready(Err(error)) => {
-                let aborted = coll.hub.borrow_mut().aborted.take();
-                let error = match aborted {
-                    Some(reason) if !reason.contains(&error.to_string()) => {
-                        CollectiveError::Io { rank, operation: "collective", reason }
-                    }
-                    _ => error,
-                };
-                return Err(SimError::Collective { rank, error });
-            }
+            Poll::Ready(Err(error)) => return Err(SimError::Collective { rank, error }),
             Poll::Ready(Ok(report)) => {
                 if report.is_some() {
                     coll.report = report;
