@@ -13,6 +13,12 @@
 //! on the way. The request lists of the all-gather are little-endian
 //! `u64`s ([`encode_u64s`]).
 //!
+//! Waiting: over MPI, a rank waits for a collective in MPI's own blocking
+//! call, which polls without pause, unless its node runs more ranks than
+//! it has cores; then it starts the non-blocking collective and tests it
+//! between growing sleeps, so that waiting ranks leave the cores to those
+//! at work (`LANEFS_MPI_WAIT=busy|sleep|auto`).
+//!
 //! Failure: a rank that fails inside a collective calls
 //! [`Communicator::abort`]. Under MPI that is `MPI_Abort`, which ends the
 //! job with a message; between threads the other ranks' pending and later
@@ -291,14 +297,66 @@ mod mpi_comm {
     use super::{check_parts, CommError, Communicator};
     use mpi::collective::CommunicatorCollectives;
     use mpi::datatype::{Partition, PartitionMut};
+    use mpi::request::{scope, Request, Scope};
     use mpi::topology::{Communicator as _, SimpleCommunicator};
     use mpi::Count;
     use std::ops::Range;
+    use std::time::Duration;
 
     /// The ranks of an MPI communicator (`MPI_COMM_WORLD` under `mpirun`).
     pub struct MpiComm {
         world: SimpleCommunicator,
         ranks_per_node: u32,
+        wait: Wait,
+    }
+
+    /// How a rank waits for a collective to finish.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Wait {
+        /// In the MPI library's own blocking call, which polls the network
+        /// without pause: the fastest answer where every rank has a core.
+        Busy,
+        /// A non-blocking collective, tested a few times and then between
+        /// sleeps that double from 20 us to 1 ms: where a node has more
+        /// ranks than cores, a rank that waits leaves the cores to the
+        /// ranks and servers that work (Open MPI's `mpi_yield_when_idle`,
+        /// its answer to oversubscription, still keeps every waiting rank
+        /// runnable).
+        Sleep,
+    }
+
+    impl Wait {
+        /// `setting` is `LANEFS_MPI_WAIT` (`busy`, `sleep` or `auto`, the
+        /// default): `auto` sleeps when this node runs more ranks than it
+        /// has cores.
+        fn choose(setting: Option<&str>, ranks_here: usize, cores: usize) -> Result<Wait, String> {
+            match setting {
+                Some("busy") => Ok(Wait::Busy),
+                Some("sleep") => Ok(Wait::Sleep),
+                Some("auto") | None => Ok(if ranks_here > cores { Wait::Sleep } else { Wait::Busy }),
+                Some(other) => Err(format!("LANEFS_MPI_WAIT={other:?}: use busy, sleep or auto")),
+            }
+        }
+
+        /// Waits for `request` as this mode does.
+        fn finish<'a, D: ?Sized, S: Scope<'a>>(self, mut request: Request<'a, D, S>) {
+            if self == Wait::Busy {
+                request.wait();
+                return;
+            }
+            let (mut tests, mut pause) = (0u32, Duration::from_micros(20));
+            loop {
+                match request.test() {
+                    Ok(_) => return,
+                    Err(pending) => request = pending,
+                }
+                tests += 1;
+                if tests > 64 {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(1));
+                }
+            }
+        }
     }
 
     // SAFETY: an `MpiComm` is made only by `MpiComm::init`, which refuses
@@ -320,19 +378,22 @@ mod mpi_comm {
                     "the MPI library grants {threading:?} threading, and lanefs needs MPI_THREAD_MULTIPLE"
                 ));
             }
-            let comm = MpiComm::new(universe.world());
+            let comm = MpiComm::new(universe.world())?;
             Ok((universe, comm))
         }
 
         /// Over `world`; the ranks per node are counted by splitting it by
         /// shared memory (`MPI_COMM_TYPE_SHARED`), and the largest node's
         /// count is taken.
-        fn new(world: SimpleCommunicator) -> MpiComm {
+        fn new(world: SimpleCommunicator) -> Result<MpiComm, String> {
             let node = world.split_shared(world.rank());
             let here = node.size();
             let mut largest = 0;
             world.all_reduce_into(&here, &mut largest, mpi::collective::SystemOperation::max());
-            MpiComm { world, ranks_per_node: largest.max(1) as u32 }
+            let setting = std::env::var("LANEFS_MPI_WAIT").ok();
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let wait = Wait::choose(setting.as_deref(), here.max(1) as usize, cores)?;
+            Ok(MpiComm { world, ranks_per_node: largest.max(1) as u32, wait })
         }
 
         pub fn world(&self) -> &SimpleCommunicator {
@@ -383,7 +444,10 @@ mod mpi_comm {
         }
 
         fn barrier(&self) -> Result<(), CommError> {
-            self.world.barrier();
+            match self.wait {
+                Wait::Busy => self.world.barrier(),
+                Wait::Sleep => self.wait.finish(self.world.immediate_barrier()),
+            }
             Ok(())
         }
 
@@ -391,13 +455,13 @@ mod mpi_comm {
             let n = self.world.size() as usize;
             let len = mine.len() as u64;
             let mut lens = vec![0u64; n];
-            self.world.all_gather_into(&len, &mut lens[..]);
+            scope(|s| self.wait.finish(self.world.immediate_all_gather_into(s, &len, &mut lens[..])));
             let (counts, displs) = Self::counts(lens.iter().map(|&l| l as usize))?;
             let total = lens.iter().sum::<u64>() as usize;
             let mut all = buffer(total);
             {
                 let mut partition = PartitionMut::new(&mut all[..total], &counts[..], &displs[..]);
-                self.world.all_gather_varcount_into(mine, &mut partition);
+                scope(|s| self.wait.finish(self.world.immediate_all_gather_varcount_into(s, mine, &mut partition)));
             }
             Ok(split(&all, &counts))
         }
@@ -406,7 +470,8 @@ mod mpi_comm {
             let n = self.world.size() as usize;
             let (counts, _) = Self::counts(std::iter::repeat_n(mine.len(), n))?;
             let mut all = buffer(mine.len() * n);
-            self.world.all_gather_into(mine, &mut all[..mine.len() * n]);
+            let into = &mut all[..mine.len() * n];
+            scope(|s| self.wait.finish(self.world.immediate_all_gather_into(s, mine, into)));
             Ok(split(&all, &counts))
         }
 
@@ -428,7 +493,7 @@ mod mpi_comm {
             let recv = if recv.is_empty() { &mut spare_recv[..] } else { recv };
             let sending = Partition::new(send, &send_counts[..], &send_displs[..]);
             let mut receiving = PartitionMut::new(recv, &recv_counts[..], &recv_displs[..]);
-            self.world.all_to_all_varcount_into(&sending, &mut receiving);
+            scope(|s| self.wait.finish(self.world.immediate_all_to_all_varcount_into(s, &sending, &mut receiving)));
             Ok(())
         }
 
@@ -447,6 +512,18 @@ mod mpi_comm {
     /// send buffer that is also the receive buffer (`MPI_ERR_ARG`).
     fn buffer(len: usize) -> Vec<u8> {
         vec![0u8; len.max(1)]
+    }
+
+    #[cfg(test)]
+    #[test]
+    fn ranks_sleep_while_waiting_only_where_they_outnumber_the_cores() {
+        assert_eq!(Wait::choose(None, 8, 2), Ok(Wait::Sleep));
+        assert_eq!(Wait::choose(None, 2, 2), Ok(Wait::Busy));
+        assert_eq!(Wait::choose(Some("auto"), 1, 64), Ok(Wait::Busy));
+        assert_eq!(Wait::choose(Some("busy"), 8, 2), Ok(Wait::Busy));
+        assert_eq!(Wait::choose(Some("sleep"), 1, 64), Ok(Wait::Sleep));
+        let e = Wait::choose(Some("spin"), 1, 1).unwrap_err();
+        assert!(e.contains("LANEFS_MPI_WAIT=\"spin\"") && e.contains("busy, sleep or auto"), "{e}");
     }
 
     #[cfg(test)]
