@@ -13,10 +13,12 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
+#define LANEFS_LADVISE_WILLREAD     1 /* LU_LADVISE_WILLREAD: OSSes read the range into their cache */
+#define LANEFS_LADVISE_DONTNEED     2 /* LU_LADVISE_DONTNEED: OSSes drop it from their cache */
 #define LANEFS_LADVISE_LOCKNOEXPAND 3 /* LU_LADVISE_LOCKNOEXPAND */
 #define LANEFS_LADVISE_LOCKAHEAD    4 /* LU_LADVISE_LOCKAHEAD */
 
-#define LANEFS_LF_ASYNC 0x1 /* LF_ASYNC: do not wait for the lock */
+#define LANEFS_LF_ASYNC 0x1 /* LF_ASYNC: do not wait for the lock or the OSSes' answers */
 #define LANEFS_LF_UNSET 0x2 /* LF_UNSET: clear lock-no-expand */
 
 #define LANEFS_MODE_READ_USER  1 /* MODE_READ_USER */
@@ -34,7 +36,7 @@ struct lanefs_ladvise {
 	__u32 lla_mode;   /* LANEFS_MODE_*, for lockahead */
 	__u32 lla_result; /* out: LANEFS_LLA_RESULT_*, for asynchronous lockahead */
 	__u64 lla_start;  /* first byte */
-	__u64 lla_end;    /* last byte, inclusive (the lock's extent) */
+	__u64 lla_end;    /* last byte, inclusive (a lock's extent) */
 };
 
 #define LANEFS_IOC_LADVISE      _IOWR('L', 1, struct lanefs_ladvise)

@@ -10,7 +10,7 @@ use crate::out::{self, outln};
 use crate::pool::PoolCommand;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use lanefs_core::client::ladvise::{Advice, AheadMode};
+use lanefs_core::client::ladvise::{Advice, AheadMode, CacheAdvice, LU_LADVISE_LOCKAHEAD};
 use lanefs_core::layout::Layout;
 use lanefs_mds::perm::mode_string;
 use lanefs_mds::{Access, Attr, CreateMode, DirEntry, FileKind, MdsReply, MdsRequest, MdtSpace, PoolName, StripeSpec};
@@ -186,20 +186,23 @@ pub enum FsCommand {
     },
     /// Change owner and group, by number: UID, UID:GID or :GID.
     Chown { owner: String, path: String },
-    /// Give lock advice on files (`lfs ladvise`): a lockahead lock on
-    /// `[start, end)` of each file. On a path under a lanefs mount the
-    /// advice goes to the mount's client, as Lustre's goes to the node's.
+    /// Give advice on `[start, end)` of files (`lfs ladvise`): `willread`
+    /// has the OSSes read those bytes into their cache, `dontneed` drop
+    /// them from it, `lockahead` takes a lock on them. On a path under a
+    /// lanefs mount the advice goes to the mount's client, as Lustre's goes
+    /// to the node's.
     Ladvise {
-        /// `lockahead` (the advice lanefs implements; Lustre's `willread`
-        /// and `dontneed` are refused by name, `locknoexpand` is a per-file-
-        /// descriptor advice that does nothing from a command, as lfs says).
+        /// `willread`, `dontneed` or `lockahead` (`locknoexpand` is a per-
+        /// file-descriptor advice that does nothing from a command, as lfs
+        /// says).
         #[arg(short = 'a', long = "advice")]
         advice: String,
-        /// Send the lockahead request and return at once (LF_ASYNC); without
-        /// it the command waits for the answer.
+        /// Send the advice and return at once (LF_ASYNC); without it the
+        /// command waits for the lock, or for every OST's answer.
         #[arg(short = 'b', long = "background")]
         background: bool,
-        /// Lockahead mode: READ or WRITE (required with lockahead, as in lfs).
+        /// Lockahead mode: READ or WRITE (required with lockahead, and only
+        /// valid with it, as in lfs).
         #[arg(short = 'm', long = "mode")]
         mode: Option<String>,
         /// First byte (k/m/g suffixes).
@@ -277,7 +280,7 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
         _ => Vec::new(),
     };
     if let FsCommand::Ladvise { advice, background, mode, start, end, length, unset, files } = command {
-        let advice = lock_advice(&advice, background, mode.as_deref(), start, end, length, unset)?;
+        let advice = parse_advice(&advice, background, mode.as_deref(), start, end, length, unset)?;
         return ladvise(target, &advice, &files);
     }
     let mut target = target.clone();
@@ -713,9 +716,11 @@ fn rm(cl: &Client, path: &str) -> Result<()> {
 
 /// `lfs ladvise`'s options as it checks them (`lfs_ladvise` in
 /// `lustre/utils/lfs.c`): the range is `[start, end)`, `-l` gives its
-/// length, and the end defaults to the end of the file; the advice's lock
-/// extent ends one byte before `end`.
-fn lock_advice(
+/// length, and the end defaults to the end of the file; the advice's range
+/// (a lock extent for lockahead) ends one byte before `end`. As lfs, `-u`
+/// with willread or dontneed changes nothing (lfs passes it in the call's
+/// flags, which those advices do not look at).
+fn parse_advice(
     advice: &str,
     background: bool,
     mode: Option<&str>,
@@ -724,20 +729,25 @@ fn lock_advice(
     length: Option<u64>,
     unset: bool,
 ) -> Result<Advice> {
-    match advice {
-        "lockahead" => {}
+    let cache = match advice {
+        "lockahead" => None,
+        "willread" => Some(CacheAdvice::WillRead),
+        "dontneed" => Some(CacheAdvice::DontNeed),
         "locknoexpand" => bail!(
             "locknoexpand is a per file descriptor advice, so when called from lanefs ladvise, it does nothing \
              (as lfs says); a program sets it on its own descriptor (LANEFS_IOC_LADVISE, liblanefsapi)"
         ),
-        "willread" | "dontneed" => bail!(
-            "advice {advice} (prefetch or drop an OST's cache) is not implemented in lanefs; lockahead is"
+        other => bail!(
+            "invalid advice type {other:?}; valid types: willread, dontneed, lockahead \
+             (and locknoexpand, which does nothing from a command)"
         ),
-        other => bail!("invalid advice type {other:?}; valid types: lockahead (willread, dontneed and locknoexpand are Lustre's too)"),
-    }
-    if unset {
-        bail!("-u/--unset clears locknoexpand; it does not apply to lockahead");
-    }
+    };
+    let mode = match mode.map(str::to_ascii_uppercase).as_deref() {
+        Some("READ") => Some(AheadMode::Read),
+        Some("WRITE") => Some(AheadMode::Write),
+        Some(other) => bail!("bad mode {other:?}, valid modes are READ or WRITE"),
+        None => None,
+    };
     let end = match (end, length) {
         (Some(end), Some(length)) if start.checked_add(length) != Some(end) => {
             bail!("conflicting arguments of -l and -e: give one")
@@ -749,13 +759,22 @@ fn lock_advice(
     if end <= start {
         bail!("range [{start}, {end}] is invalid: -e (exclusive) must be past -s");
     }
-    let mode = match mode.map(str::to_ascii_uppercase).as_deref() {
-        Some("READ") => AheadMode::Read,
-        Some("WRITE") => AheadMode::Write,
-        Some(other) => bail!("bad mode {other:?}, valid modes are READ or WRITE"),
-        None => bail!("mode is required with lockahead: add -m READ or -m WRITE"),
-    };
-    Ok(Advice::lockahead(mode, start, end - 1, background))
+    match (cache, mode) {
+        (Some(_), Some(_)) => bail!("mode is only valid with lockahead"),
+        (Some(cache), None) => Ok(Advice::cache(cache, start, end - 1, background)),
+        (None, None) => bail!("mode is required with lockahead: add -m READ or -m WRITE"),
+        (None, Some(_)) if unset => bail!("-u/--unset clears locknoexpand; it does not apply to lockahead"),
+        (None, Some(mode)) => Ok(Advice::lockahead(mode, start, end - 1, background)),
+    }
+}
+
+/// lfs's name of an advice, for its messages.
+fn advice_name(advice: &Advice) -> &'static str {
+    match advice.validate() {
+        Ok(lanefs_core::client::ladvise::Validated::Cache { advice, .. }) => advice.name(),
+        _ if advice.advice == LU_LADVISE_LOCKAHEAD => "lockahead",
+        _ => "locknoexpand",
+    }
 }
 
 /// Give `advice` on each of `files`: through the mount's client for a path
@@ -779,7 +798,7 @@ fn ladvise(target: &Target, advice: &Advice, files: &[String]) -> Result<()> {
             }
         };
         if let Err(e) = given {
-            eprintln!("lanefs ladvise: cannot give advice 'lockahead' to file '{file}': {e:#}");
+            eprintln!("lanefs ladvise: cannot give advice '{}' to file '{file}': {e:#}", advice_name(advice));
             failed += 1;
         }
     }
@@ -790,7 +809,10 @@ fn ladvise(target: &Target, advice: &Advice, files: &[String]) -> Result<()> {
 }
 
 fn ladvise_own(cl: &Client, advice: &Advice, file: &str) -> Result<()> {
-    let access = if advice.mode == lanefs_core::client::ladvise::MODE_READ_USER { Access::Read } else { Access::Write };
+    // Only a write lockahead needs the file open for writing (Lustre's
+    // lfs opens every file read-only, and its client takes any lock).
+    let write = advice.advice == LU_LADVISE_LOCKAHEAD && advice.mode == lanefs_core::client::ladvise::MODE_WRITE_USER;
+    let access = if write { Access::Write } else { Access::Read };
     let MdsReply::File(info) = cl.mds(MdsRequest::Open { path: file.into(), access })? else {
         bail!("unexpected MDS answer")
     };
@@ -918,15 +940,24 @@ mod tests {
 
     #[test]
     fn ladvise_takes_lfs_exclusive_end() {
-        let advice = |end, length| lock_advice("lockahead", true, Some("write"), 0, end, length, false);
+        let advice = |end, length| parse_advice("lockahead", true, Some("write"), 0, end, length, false);
         // -e 1m covers bytes 0 to 1m - 1: with 1 MiB stripes, the first OST only.
         assert_eq!(advice(Some(1 << 20), None).unwrap().end, (1 << 20) - 1);
         assert_eq!(advice(None, Some(4096)).unwrap().end, 4095);
         assert_eq!(advice(None, None).unwrap().end, u64::MAX - 1, "to the end of the file");
         assert!(advice(Some(10), Some(20)).unwrap_err().to_string().contains("conflicting arguments of -l and -e"));
         assert!(advice(Some(0), None).unwrap_err().to_string().contains("range [0, 0] is invalid"));
-        let e = lock_advice("willread", false, None, 0, None, None, false).unwrap_err().to_string();
-        assert!(e.contains("not implemented"), "{e}");
+        let willread = parse_advice("willread", false, None, 512 << 10, Some(2560 << 10), None, true).unwrap();
+        assert_eq!(willread, Advice::cache(CacheAdvice::WillRead, 512 << 10, (2560 << 10) - 1, false));
+        assert_eq!(advice_name(&willread), "willread");
+        let dontneed = parse_advice("dontneed", true, None, 0, None, Some(4096), false).unwrap();
+        assert_eq!(dontneed, Advice::cache(CacheAdvice::DontNeed, 0, 4095, true));
+        let e = parse_advice("willread", false, Some("READ"), 0, None, None, false).unwrap_err().to_string();
+        assert_eq!(e, "mode is only valid with lockahead");
+        let e = parse_advice("willread", false, Some("SOME"), 0, None, None, false).unwrap_err().to_string();
+        assert!(e.contains("bad mode \"SOME\""), "{e}");
+        let e = parse_advice("readahead", false, None, 0, None, None, false).unwrap_err().to_string();
+        assert!(e.contains("invalid advice type \"readahead\"") && e.contains("willread, dontneed, lockahead"), "{e}");
     }
 
     #[test]

@@ -159,6 +159,10 @@ fn lfs_style_commands_work_against_a_running_file_system() {
     let advice =
         ok(&up, &["ladvise", "-a", "lockahead", "-m", "WRITE", "-s", "0", "-e", "1m", "-b", "/d/one", "/d/ior"]);
     assert_eq!(advice, "");
+    // Cache advice goes to the OSTs that hold the range, and prints nothing either.
+    assert_eq!(ok(&up, &["ladvise", "-a", "willread", "-s", "0", "-e", "1m", "/d/ior"]), "");
+    assert_eq!(ok(&up, &["ladvise", "-a", "dontneed", "-b", "/d/ior", "/d/one"]), "");
+    assert_eq!(ok(&up, &["ladvise", "-a", "willread", "-s", "1m", "-l", "2m", "/d/ior"]), "");
     // lfs find: /d/one has 1 stripe on OST 1 and no data, /d/ior 2 stripes and 2 MiB.
     assert_eq!(ok(&up, &["find", "/d", "--type", "f"]), "/d/ior\n/d/one\n");
     assert_eq!(ok(&up, &["find", "/", "-t", "d"]), "/\n/d\n");
@@ -193,6 +197,13 @@ fn lfs_style_commands_work_against_a_running_file_system() {
     );
     fails(&up, &["ladvise", "-a", "lockahead", "-s", "0", "-e", "1m", "/d/ior"], "mode is required with lockahead");
     fails(&up, &["ladvise", "-a", "locknoexpand", "/d/ior"], "per file descriptor advice");
+    fails(&up, &["ladvise", "-a", "readahead", "/d/ior"], "invalid advice type \"readahead\"; valid types: willread");
+    fails(&up, &["ladvise", "-a", "willread", "-s", "1m", "-e", "1m", "/d/ior"], "range [1048576, 1048576] is invalid");
+    fails(&up, &["ladvise", "-a", "dontneed", "-s", "0", "-e", "4k", "-l", "8k", "/d/ior"], "conflicting arguments");
+    fails(&up, &["ladvise", "-a", "willread", "-m", "READ", "/d/ior"], "mode is only valid with lockahead");
+    let (success, _, err) = lanefs(&up, &["ladvise", "-a", "willread", "/d/ior", "/d/nope"]);
+    assert!(!success && err.contains("cannot give advice 'willread' to file '/d/nope'"), "{err}");
+    assert!(err.contains("1 of 2 files were not advised"), "{err}");
     // One file that cannot be advised fails the command, naming it; the others are advised.
     let (success, _, err) = lanefs(&up, &["ladvise", "-a", "lockahead", "-m", "READ", "-l", "4k", "/d/nope", "/d/ior"]);
     assert!(!success && err.contains("cannot give advice 'lockahead' to file '/d/nope'"), "{err}");
@@ -707,6 +718,10 @@ fn mount_serves_unmodified_programs_and_umount_waits_for_open_files() {
     // Advice on a path under the mount goes to the mount's client (its ioctl), as lfs's to the node's.
     let (ok, out, err) =
         lanefs(&up, &["ladvise", "-a", "lockahead", "-m", "WRITE", "-s", "0", "-e", "1m", &format!("{at}/striped/f")]);
+    assert!(ok && out.is_empty(), "{err}");
+    let (ok, out, err) = lanefs(&up, &["ladvise", "-a", "willread", "-s", "0", "-e", "4m", &format!("{at}/z")]);
+    assert!(ok && out.is_empty(), "{err}");
+    let (ok, out, err) = lanefs(&up, &["ladvise", "-a", "dontneed", "-b", &format!("{at}/z")]);
     assert!(ok && out.is_empty(), "{err}");
     let open = std::fs::File::open(dir.path().join("z")).unwrap();
     let (ok, _, err) = lanefs(&up, &["umount", at]);

@@ -174,6 +174,25 @@ impl fmt::Display for PayloadKind {
     }
 }
 
+/// What an OSS is advised to do with its cache of part of an object
+/// (Lustre's `LU_LADVISE_WILLREAD` and `LU_LADVISE_DONTNEED`): read it in
+/// ahead of reads to come, or let it go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CacheAdvice {
+    WillRead,
+    DontNeed,
+}
+
+impl CacheAdvice {
+    /// The name `lfs ladvise -a` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheAdvice::WillRead => "willread",
+            CacheAdvice::DontNeed => "dontneed",
+        }
+    }
+}
+
 /// From a client to an OST.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ToOst {
@@ -258,6 +277,16 @@ pub enum ToOst {
     Sync {
         xid: Xid,
         object: ObjectId,
+    },
+    /// Cache advice on the object's bytes `[start, end)` (Lustre's
+    /// `OST_LADVISE`, whose range is exclusive too): a hint to the OSS,
+    /// which changes no byte and is answered once the store has taken it.
+    Advise {
+        xid: Xid,
+        object: ObjectId,
+        advice: CacheAdvice,
+        start: u64,
+        end: u64,
     },
     /// Answer to [`ToClient::Glimpse`]: the size this client knows of.
     GlimpseReply {
@@ -394,6 +423,10 @@ pub enum ToClient {
         xid: Xid,
         result: Result<(), IoError>,
     },
+    AdviseReply {
+        xid: Xid,
+        result: Result<(), IoError>,
+    },
     /// Glimpse AST: report the object size this client's cache implies.
     Glimpse {
         xid: Xid,
@@ -456,6 +489,7 @@ impl ToOst {
             ToOst::Punch { .. } => "Punch",
             ToOst::Getattr { .. } => "Getattr",
             ToOst::Sync { .. } => "Sync",
+            ToOst::Advise { .. } => "Advise",
             ToOst::GlimpseReply { .. } => "GlimpseReply",
         }
     }
@@ -468,7 +502,8 @@ impl ToOst {
             | ToOst::Read { xid, .. }
             | ToOst::Punch { xid, .. }
             | ToOst::Getattr { xid, .. }
-            | ToOst::Sync { xid, .. } => Some(xid),
+            | ToOst::Sync { xid, .. }
+            | ToOst::Advise { xid, .. } => Some(xid),
             _ => None,
         }
     }
@@ -488,6 +523,7 @@ impl ToOst {
             ToOst::Punch { xid, .. } => ToClient::PunchReply { xid, result: failed, transno },
             ToOst::Getattr { xid, .. } => ToClient::GetattrReply { xid, result: Err(IoError::Failed) },
             ToOst::Sync { xid, .. } => ToClient::SyncReply { xid, result: failed },
+            ToOst::Advise { xid, .. } => ToClient::AdviseReply { xid, result: failed },
             ToOst::Connect { .. } | ToOst::Disconnect => ToClient::Failed,
             _ => return None,
         })
@@ -503,7 +539,8 @@ impl ToClient {
             | ToClient::ReadReply { xid, .. }
             | ToClient::PunchReply { xid, .. }
             | ToClient::GetattrReply { xid, .. }
-            | ToClient::SyncReply { xid, .. } => Some(xid),
+            | ToClient::SyncReply { xid, .. }
+            | ToClient::AdviseReply { xid, .. } => Some(xid),
             _ => None,
         }
     }

@@ -15,7 +15,7 @@
 //! since it would drop them.
 
 use crate::errno::Errno;
-use crate::msg::{Payload, PayloadKind};
+use crate::msg::{CacheAdvice, Payload, PayloadKind};
 use crate::units::ObjectId;
 use std::collections::BTreeMap;
 
@@ -63,6 +63,18 @@ pub trait ObjectStore {
     /// Set the object's size to `size`, dropping or zero-extending.
     fn punch(&mut self, object: ObjectId, size: u64) -> Result<(), StoreError>;
     fn size(&mut self, object: ObjectId) -> Result<u64, StoreError>;
+
+    /// Cache advice on `len` (> 0) bytes of `object` at `offset` (Lustre's
+    /// `OST_LADVISE`, `dt_ladvise`): read them into the cache the store
+    /// reads through, or drop them from it. A hint: it changes no byte and
+    /// no size, and the range may pass the object's end. The default does
+    /// nothing, for the stores that keep no cache in front of their bytes:
+    /// objects in memory are their own cache, and the simulator models no
+    /// OSS page cache (its reads cost disk time however often they come).
+    fn advise(&mut self, object: ObjectId, advice: CacheAdvice, offset: u64, len: u64) -> Result<(), StoreError> {
+        let _ = (object, advice, offset, len);
+        Ok(())
+    }
 
     /// The payloads this store keeps, and answers reads with.
     fn payload_kind(&self) -> PayloadKind {
@@ -335,6 +347,9 @@ impl ObjectStore for JournalStore {
 
 /// Object sizes and nothing else: the store of the simulator's OSTs, which
 /// are written with phantom payloads only.
+///
+/// Cache advice does nothing here (the trait's default): the simulator
+/// models no OSS page cache, so there is nothing to fill or drop.
 ///
 /// Phantom writes grow an object to their end, punches set its size, and
 /// phantom reads check bounds and answer with a phantom of the length asked

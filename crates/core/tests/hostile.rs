@@ -24,7 +24,7 @@ use lanefs_core::extent::Extent;
 use lanefs_core::layout::Layout;
 use lanefs_core::ldlm::server::{LockServerConfig, HANDLE_EPOCH_SHIFT};
 use lanefs_core::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};
-use lanefs_core::msg::{EnqueueReply, IoError, Payload, ToClient, ToOst};
+use lanefs_core::msg::{CacheAdvice, EnqueueReply, IoError, Payload, ToClient, ToOst};
 use lanefs_core::ost::{Ost, OstConfig, OstRecord, RecoveryConfig, SyncLockCancel, RPC_BYTES_MAX};
 use lanefs_core::store::{MemStore, OBJECT_BYTES_MAX};
 use lanefs_core::{ClientId, Duration, Epoch, Instant, LockHandle, ObjectId, ObjectKey, OstIndex, Transno, Xid};
@@ -101,7 +101,11 @@ fn to_ost() -> impl Strategy<Value = ToOst> {
             .prop_map(|(xid, object, offset, len)| ToOst::Read { xid, object, offset, len }),
         1 => (xid.clone(), object.clone(), offset()).prop_map(|(xid, object, size)| ToOst::Punch { xid, object, size }),
         2 => (xid.clone(), object.clone()).prop_map(|(xid, object)| ToOst::Getattr { xid, object }),
-        1 => (xid.clone(), object).prop_map(|(xid, object)| ToOst::Sync { xid, object }),
+        1 => (xid.clone(), object.clone()).prop_map(|(xid, object)| ToOst::Sync { xid, object }),
+        1 => (xid.clone(), object, any::<bool>(), offset(), offset()).prop_map(|(xid, object, willread, start, end)| {
+            let advice = if willread { CacheAdvice::WillRead } else { CacheAdvice::DontNeed };
+            ToOst::Advise { xid, object, advice, start, end }
+        }),
         2 => (xid, any::<u64>()).prop_map(|(xid, size)| ToOst::GlimpseReply { xid, size }),
     ]
 }
@@ -285,6 +289,7 @@ fn to_client() -> impl Strategy<Value = ToClient> {
         1 => (xid.clone(), prop_oneof![any::<u64>().prop_map(Ok), io_error().prop_map(Err)])
             .prop_map(|(xid, result)| ToClient::GetattrReply { xid, result }),
         1 => (xid.clone(), unit_result()).prop_map(|(xid, result)| ToClient::SyncReply { xid, result }),
+        1 => (xid.clone(), unit_result()).prop_map(|(xid, result)| ToClient::AdviseReply { xid, result }),
         1 => (xid, (0..3u64).prop_map(ObjectId), lock.clone()).prop_map(|(xid, object, lock)| ToClient::Glimpse { xid, object, lock }),
         1 => Just(ToClient::Evicted),
         1 => Just(ToClient::Failed),
@@ -308,6 +313,8 @@ enum Op {
     GroupLock(u64),
     GroupUnlock(u64),
     Lockahead(u64, u64),
+    /// Willread (or dontneed), waited for (or in the background).
+    CacheAdvice(bool, u64, u64, bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -320,7 +327,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => at.clone().prop_map(Op::Truncate),
         1 => (0..2u64).prop_map(Op::GroupLock),
         1 => (0..2u64).prop_map(Op::GroupUnlock),
-        1 => (at, 1..40_000u64).prop_map(|(o, l)| Op::Lockahead(o, l)),
+        1 => (at.clone(), 1..40_000u64).prop_map(|(o, l)| Op::Lockahead(o, l)),
+        1 => (any::<bool>(), at, 1..400_000u64, any::<bool>()).prop_map(|(w, o, l, b)| Op::CacheAdvice(w, o, l, b)),
     ]
 }
 
@@ -359,6 +367,11 @@ fn start(client: &mut Client, now: Instant, fh: FileHandle, op: Op) {
         Op::GroupUnlock(gid) => client.group_unlock(now, fh, GroupId(gid)),
         Op::Lockahead(offset, len) => {
             let _ = client.ladvise(now, fh, &[Advice::lockahead(AheadMode::Write, offset, offset + len, true)]);
+            return;
+        }
+        Op::CacheAdvice(willread, offset, len, background) => {
+            let advice = if willread { CacheAdvice::WillRead } else { CacheAdvice::DontNeed };
+            let _ = client.ladvise(now, fh, &[Advice::cache(advice, offset, offset + len - 1, background)]);
             return;
         }
     };

@@ -27,6 +27,13 @@
 //! above `LAST_ID` (never allocated). A directory without `LAST_ID` is a
 //! new OST, with no objects.
 //!
+//! Cache advice (`lfs ladvise -a willread|dontneed`) is `posix_fadvise` on
+//! the object's file: `POSIX_FADV_WILLNEED` starts reading the range into
+//! the OSS's page cache, `POSIX_FADV_DONTNEED` drops its clean pages (what
+//! Lustre's `osd-ldiskfs` does with `invalidate_mapping_pages`: dirty pages
+//! stay until written back). On tmpfs the page cache holds the objects
+//! themselves, and neither changes anything.
+//!
 //! A store on tmpfs or ramfs is durable on write
 //! ([`ObjectStore::durable_on_write`]): `fdatasync` does nothing there, a
 //! killed OSS leaves its written bytes in memory, and a machine crash
@@ -36,7 +43,7 @@
 //! failing syncs or object files cut back as a crash would).
 
 use crate::faults::StoreFaults;
-use lanefs_core::msg::Payload;
+use lanefs_core::msg::{CacheAdvice, Payload};
 use lanefs_core::ost::OstRecord;
 use lanefs_core::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
 use lanefs_core::{Errno, ObjectId};
@@ -587,6 +594,29 @@ impl ObjectStore for FileStore {
 
     fn size(&mut self, object: ObjectId) -> Result<u64, StoreError> {
         self.file(object)?.metadata().map(|m| m.len()).map_err(io)
+    }
+
+    /// `posix_fadvise` of the range. `WILLNEED` returns once the reads are
+    /// started (Lustre's OST answers once its prefetch has read the pages
+    /// in); a range past the file's end costs nothing.
+    fn advise(&mut self, object: ObjectId, advice: CacheAdvice, offset: u64, len: u64) -> Result<(), StoreError> {
+        use std::os::fd::AsRawFd;
+        bounds(object, offset, len)?;
+        debug_assert!(len > 0, "a length of 0 is to the end of the file for posix_fadvise");
+        let fd = self.file(object)?.as_raw_fd();
+        let how = match advice {
+            CacheAdvice::WillRead => libc::POSIX_FADV_WILLNEED,
+            CacheAdvice::DontNeed => libc::POSIX_FADV_DONTNEED,
+        };
+        // Both fit: the range ends within OBJECT_BYTES_MAX (2^60).
+        let (offset, len) = (offset as libc::off_t, len as libc::off_t);
+        // SAFETY: `fd` is the store's open descriptor of the object, alive
+        // for the call; posix_fadvise reads no memory of ours.
+        let rc = unsafe { libc::posix_fadvise(fd, offset, len, how) };
+        if rc != 0 {
+            return Err(os_error(std::io::Error::from_raw_os_error(rc), &format!("posix_fadvise({})", advice.name())));
+        }
+        Ok(())
     }
 }
 

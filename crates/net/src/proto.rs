@@ -65,7 +65,9 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 /// 7 (also): RPC sizes and page histograms in the OST counters, and the OST's
 ///    `sync_lock_cancel`, in `OstStats`; `SetParam` to an OSS, and
 ///    `KeepParam` and `KeptParams` to the MDS (`lanefs lctl`).
-pub const PROTOCOL_VERSION: u16 = 7;
+/// 8: cache advice (`ToOst::Advise`, `ToClient::AdviseReply`: `lanefs
+///    ladvise -a willread|dontneed`).
+pub const PROTOCOL_VERSION: u16 = 8;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,5 +1,8 @@
-//! Lock advice (`llapi_ladvise`): lockahead and lock-no-expand, validated as
-//! Lustre's `ll_ladvise_sanity` does.
+//! Advice on a file's range (`llapi_ladvise`), validated as Lustre's
+//! `ll_ladvise_sanity` does: lock advice (lockahead, lock-no-expand), which
+//! the client acts on with its locks, and cache advice (willread, dontneed),
+//! which it passes to the OSTs holding the range (Lustre's `OST_LADVISE`),
+//! whose OSS reads those bytes into its cache or drops them from it.
 //!
 //! The raw form ([`Advice`]) carries the numeric fields of Lustre's
 //! `struct llapi_lu_ladvise` so that tools and scripts can pass what users
@@ -7,13 +10,19 @@
 //! error that says what is wrong (Lustre answers `-EINVAL` for all of these).
 
 use crate::ldlm::LockMode;
+pub use crate::msg::CacheAdvice;
 use serde::{Deserialize, Serialize};
 
+/// `LU_LADVISE_WILLREAD`.
+pub const LU_LADVISE_WILLREAD: u32 = 1;
+/// `LU_LADVISE_DONTNEED`.
+pub const LU_LADVISE_DONTNEED: u32 = 2;
 /// `LU_LADVISE_LOCKNOEXPAND`.
 pub const LU_LADVISE_LOCKNOEXPAND: u32 = 3;
 /// `LU_LADVISE_LOCKAHEAD`.
 pub const LU_LADVISE_LOCKAHEAD: u32 = 4;
-/// `LF_ASYNC`: do not wait for the lock.
+/// `LF_ASYNC`: do not wait for the lock, or for the OSTs' answers to cache
+/// advice.
 pub const LF_ASYNC: u32 = 0x1;
 /// `LF_UNSET`: clear lock-no-expand.
 pub const LF_UNSET: u32 = 0x2;
@@ -25,7 +34,8 @@ pub const MODE_WRITE_USER: u32 = 2;
 pub const ADVICES_PER_CALL_MAX: usize = 1024;
 
 /// One advice as `llapi_ladvise` takes it. `end` is inclusive, as the lock
-/// extents it becomes.
+/// extents it becomes (cache advice too, for one rule in every advice:
+/// Lustre's `lla_end` is exclusive, and `lfs ladvise -e` takes it so).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Advice {
     pub advice: u32,
@@ -42,6 +52,15 @@ impl Advice {
             AheadMode::Write => MODE_WRITE_USER,
         };
         Advice { advice: LU_LADVISE_LOCKAHEAD, flags: if asynchronous { LF_ASYNC } else { 0 }, mode, start, end }
+    }
+
+    /// Willread or dontneed of the file's bytes `[start, end]`.
+    pub fn cache(advice: CacheAdvice, start: u64, end: u64, asynchronous: bool) -> Self {
+        let code = match advice {
+            CacheAdvice::WillRead => LU_LADVISE_WILLREAD,
+            CacheAdvice::DontNeed => LU_LADVISE_DONTNEED,
+        };
+        Advice { advice: code, flags: if asynchronous { LF_ASYNC } else { 0 }, mode: 0, start, end }
     }
 
     pub fn lock_no_expand(set: bool) -> Self {
@@ -83,6 +102,28 @@ impl Advice {
                 }
                 Ok(Validated::LockNoExpand { set: self.flags & LF_UNSET == 0 })
             }
+            LU_LADVISE_WILLREAD | LU_LADVISE_DONTNEED => {
+                let advice =
+                    if self.advice == LU_LADVISE_WILLREAD { CacheAdvice::WillRead } else { CacheAdvice::DontNeed };
+                // Lustre's LF_DEFAULT_MASK; the mode field is not looked
+                // at (`ll_ladvise_sanity` checks it for lockahead only).
+                if self.flags & !LF_ASYNC != 0 {
+                    return Err(LadviseError::Flags {
+                        advice: advice.name(),
+                        flags: self.flags,
+                        allowed: "LF_ASYNC (0x1)",
+                    });
+                }
+                if self.start > self.end {
+                    return Err(LadviseError::CacheRange { advice: advice.name(), start: self.start, end: self.end });
+                }
+                Ok(Validated::Cache {
+                    advice,
+                    start: self.start,
+                    end: self.end,
+                    asynchronous: self.flags & LF_ASYNC != 0,
+                })
+            }
             other => Err(LadviseError::Advice(other)),
         }
     }
@@ -105,8 +146,22 @@ impl AheadMode {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Validated {
-    Lockahead { mode: AheadMode, start: u64, end: u64, asynchronous: bool },
-    LockNoExpand { set: bool },
+    Lockahead {
+        mode: AheadMode,
+        start: u64,
+        end: u64,
+        asynchronous: bool,
+    },
+    LockNoExpand {
+        set: bool,
+    },
+    /// `[start, end]` of the file, inclusive.
+    Cache {
+        advice: CacheAdvice,
+        start: u64,
+        end: u64,
+        asynchronous: bool,
+    },
 }
 
 /// Per-advice result of an asynchronous lockahead (`lla_lockahead_result`).
@@ -141,7 +196,10 @@ impl LockaheadResult {
 pub enum LadviseError {
     #[error("ladvise: {0} advices given; between 1 and {max} are allowed per call", max = ADVICES_PER_CALL_MAX - 1)]
     Count(usize),
-    #[error("ladvise: unknown advice type {0}; use lockahead ({LU_LADVISE_LOCKAHEAD}) or locknoexpand ({LU_LADVISE_LOCKNOEXPAND})")]
+    #[error(
+        "ladvise: unknown advice type {0}; use willread ({LU_LADVISE_WILLREAD}), dontneed ({LU_LADVISE_DONTNEED}), \
+         locknoexpand ({LU_LADVISE_LOCKNOEXPAND}) or lockahead ({LU_LADVISE_LOCKAHEAD})"
+    )]
     Advice(u32),
     #[error("ladvise {advice}: flags {flags:#x} not allowed; only {allowed} is")]
     Flags { advice: &'static str, flags: u32, allowed: &'static str },
@@ -149,6 +207,8 @@ pub enum LadviseError {
     Mode(u32),
     #[error("ladvise lockahead: start {start} must be below end {end}")]
     Range { start: u64, end: u64 },
+    #[error("ladvise {advice}: start {start} is past the range's last byte {end}")]
+    CacheRange { advice: &'static str, start: u64, end: u64 },
     #[error("ladvise: no such open file")]
     BadFile,
 }
@@ -176,6 +236,153 @@ mod tests {
         assert!(n.validate().is_err());
         let bogus = Advice { advice: 9, ..n };
         assert_eq!(bogus.validate(), Err(LadviseError::Advice(9)));
+    }
+
+    #[test]
+    fn cache_advice_takes_one_byte_and_refuses_what_lustre_refuses() {
+        let w = Advice::cache(CacheAdvice::WillRead, 4096, 4096, false);
+        assert_eq!(
+            w.validate(),
+            Ok(Validated::Cache { advice: CacheAdvice::WillRead, start: 4096, end: 4096, asynchronous: false })
+        );
+        let d = Advice::cache(CacheAdvice::DontNeed, 0, 10, true);
+        assert!(matches!(d.validate(), Ok(Validated::Cache { advice: CacheAdvice::DontNeed, asynchronous: true, .. })));
+        // The mode is lockahead's; Lustre does not look at it here.
+        assert!(Advice { mode: 7, ..d }.validate().is_ok());
+        assert!(matches!(Advice { flags: LF_UNSET, ..d }.validate(), Err(LadviseError::Flags { .. })));
+        assert_eq!(
+            Advice { start: 11, ..d }.validate(),
+            Err(LadviseError::CacheRange { advice: "dontneed", start: 11, end: 10 })
+        );
+        assert_eq!(Advice { advice: 0, ..d }.validate(), Err(LadviseError::Advice(0)));
+    }
+}
+
+#[cfg(test)]
+mod cache_tests {
+    //! Cache advice through a client: which requests go to which OST, and
+    //! when the advice is done.
+
+    use super::*;
+    use crate::client::{Client, ClientConfig, ClientError, ClientEvent, LadviseOutcome, OpOutput};
+    use crate::layout::Layout;
+    use crate::msg::{IoError, ToClient, ToOst};
+    use crate::units::{ClientId, Instant, ObjectId, ObjectKey, OstIndex};
+
+    const KIB: u64 = 1 << 10;
+    const MIB: u64 = 1 << 20;
+
+    /// A client with a file of three 1 MiB stripes on OSTs 0, 1 and 2
+    /// (objects 100, 101, 102).
+    fn three_stripes() -> (Client, crate::client::FileHandle) {
+        let mut client = Client::new(ClientId(1), ClientConfig::default()).unwrap();
+        let objects = (0..3).map(|i| ObjectKey { ost: OstIndex(i), object: ObjectId(100 + u64::from(i)) }).collect();
+        let fh = client.open(Layout::new(MIB, objects).unwrap());
+        (client, fh)
+    }
+
+    /// The advice requests sent: `(OST, xid, object, advice, start, end)`.
+    fn advices_sent(client: &mut Client) -> Vec<(u32, crate::units::Xid, u64, CacheAdvice, u64, u64)> {
+        std::iter::from_fn(|| client.poll_transmit())
+            .map(|(ost, m)| match m {
+                ToOst::Advise { xid, object, advice, start, end } => (ost.0, xid, object.0, advice, start, end),
+                other => panic!("only advice is sent, not {other:?}"),
+            })
+            .collect()
+    }
+
+    fn done(client: &mut Client) -> Vec<(crate::client::OpId, Result<OpOutput, ClientError>)> {
+        std::iter::from_fn(|| client.poll_event())
+            .filter_map(|e| match e {
+                ClientEvent::OpDone { op, result } => Some((op, result)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `lfs ladvise -a willread -s 512k -e 2560k` on three 1 MiB stripes:
+    /// the second half of object 0's first MiB, all of object 1's, the
+    /// first half of object 2's; done when the last OST answers.
+    #[test]
+    fn willread_over_three_stripes_asks_each_object_for_its_part() {
+        let (mut client, fh) = three_stripes();
+        let t = Instant::ZERO;
+        let advice = Advice::cache(CacheAdvice::WillRead, 512 * KIB, 2560 * KIB - 1, false);
+        let LadviseOutcome::Pending { results, op } = client.ladvise(t, fh, &[advice]).unwrap() else {
+            panic!("a synchronous advice is an operation")
+        };
+        assert!(results.is_empty());
+        let sent = advices_sent(&mut client);
+        let ranges: Vec<_> =
+            sent.iter().map(|&(ost, _, object, advice, start, end)| (ost, object, advice, start, end)).collect();
+        let w = CacheAdvice::WillRead;
+        assert_eq!(ranges, vec![(0, 100, w, 512 * KIB, MIB), (1, 101, w, 0, MIB), (2, 102, w, 0, 512 * KIB)]);
+        for &(ost, xid, ..) in &sent[..2] {
+            client.handle_message(t, OstIndex(ost), ToClient::AdviseReply { xid, result: Ok(()) });
+        }
+        assert!(done(&mut client).is_empty(), "done before OST 2 answered");
+        // An answer from another OST than the one asked is not taken.
+        let last = sent[2].1;
+        client.handle_message(t, OstIndex(0), ToClient::AdviseReply { xid: last, result: Ok(()) });
+        assert!(done(&mut client).is_empty());
+        client.handle_message(t, OstIndex(2), ToClient::AdviseReply { xid: last, result: Ok(()) });
+        assert_eq!(done(&mut client), vec![(op, Ok(OpOutput::Advised))]);
+        client.check_invariants();
+    }
+
+    /// An OST's error fails the advice, naming that OST.
+    #[test]
+    fn an_error_from_one_ost_fails_the_advice_naming_it() {
+        let (mut client, fh) = three_stripes();
+        let t = Instant::ZERO;
+        let advice = Advice::cache(CacheAdvice::DontNeed, 0, 3 * MIB - 1, false);
+        let LadviseOutcome::Pending { op, .. } = client.ladvise(t, fh, &[advice]).unwrap() else { panic!() };
+        let sent = advices_sent(&mut client);
+        assert_eq!(sent.len(), 3);
+        for &(ost, xid, ..) in &sent {
+            let result = if ost == 1 { Err(IoError::NoSuchObject) } else { Ok(()) };
+            client.handle_message(t, OstIndex(ost), ToClient::AdviseReply { xid, result });
+        }
+        let error = ClientError::Io { ost: OstIndex(1), error: IoError::NoSuchObject };
+        assert_eq!(done(&mut client), vec![(op, Err(error))]);
+    }
+
+    /// `-b` (LF_ASYNC): the requests go out and the call is over; nobody
+    /// waits for their answers, which change nothing when they come.
+    #[test]
+    fn background_advice_is_sent_and_done_without_waiting() {
+        let (mut client, fh) = three_stripes();
+        let t = Instant::ZERO;
+        let advice = Advice::cache(CacheAdvice::DontNeed, 0, u64::MAX - 1, true);
+        assert_eq!(client.ladvise(t, fh, &[advice]).unwrap(), LadviseOutcome::Results(Vec::new()));
+        let sent = advices_sent(&mut client);
+        // To the end of the file: each whole object.
+        let ranges: Vec<_> = sent.iter().map(|&(ost, _, _, _, start, end)| (ost, start, end)).collect();
+        assert_eq!(ranges, vec![(0, 0, u64::MAX), (1, 0, u64::MAX), (2, 0, u64::MAX)]);
+        for &(ost, xid, ..) in &sent {
+            client.handle_message(t, OstIndex(ost), ToClient::AdviseReply { xid, result: Err(IoError::NoSpace) });
+        }
+        assert!(done(&mut client).is_empty());
+        client.check_invariants();
+    }
+
+    /// Synchronous lockahead and willread in one call: the locks first,
+    /// then the advice, through real OSTs.
+    #[test]
+    fn lockahead_then_willread_in_one_call() {
+        use crate::harness::{Harness, HarnessConfig};
+        let mut h = Harness::new(HarnessConfig { clients: 1, osts: 2, ..Default::default() }).unwrap();
+        let c = ClientId(0);
+        let layout = h.create_layout(MIB, 2, Some(0)).unwrap();
+        let fh = h.open(c, layout);
+        let advices = [
+            Advice::lockahead(AheadMode::Read, 0, 2 * MIB - 1, false),
+            Advice::cache(CacheAdvice::WillRead, 0, 2 * MIB - 1, false),
+        ];
+        let LadviseOutcome::Pending { op, .. } = h.ladvise(c, fh, &advices).unwrap() else { panic!() };
+        assert_eq!(h.wait_ok(c, op), OpOutput::Advised);
+        assert_eq!(h.lock_counters().grants, 2, "a read lock on each object");
+        h.check_invariants();
     }
 }
 

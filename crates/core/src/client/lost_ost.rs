@@ -60,6 +60,12 @@ impl Client {
                 key.ost != ost
             }
             Rpc::Commit { key } => key.ost != ost,
+            Rpc::Advise { op, key, .. } => {
+                if key.ost == ost {
+                    failed.extend(*op);
+                }
+                key.ost != ost
+            }
             Rpc::Punch { op, .. } | Rpc::Getattr { op, .. } => {
                 let touches = self.ops.get(op).is_some_and(|o| o.steps.iter().any(|s| s.key.ost == ost));
                 if touches {

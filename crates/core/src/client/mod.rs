@@ -253,6 +253,8 @@ pub enum OpOutput {
     GroupLocked,
     GroupUnlocked,
     LockaheadDone,
+    /// Synchronous cache advice answered by every OST it went to.
+    Advised,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -404,6 +406,15 @@ enum Rpc {
     Commit {
         key: ObjectKey,
     },
+    /// Cache advice on `[start, end)` of an object, for an operation
+    /// waiting on it, or for none (asynchronous advice).
+    Advise {
+        op: Option<OpId>,
+        key: ObjectKey,
+        advice: crate::msg::CacheAdvice,
+        start: u64,
+        end: u64,
+    },
 }
 
 impl Rpc {
@@ -414,7 +425,8 @@ impl Rpc {
             | Rpc::Read { key, .. }
             | Rpc::Sync { key, .. }
             | Rpc::Punch { key, .. }
-            | Rpc::Commit { key } => key.ost,
+            | Rpc::Commit { key }
+            | Rpc::Advise { key, .. } => key.ost,
             Rpc::Getattr { ost, .. } => *ost,
         }
     }
@@ -702,10 +714,13 @@ impl Client {
         self.start(now, fh, OpKind::GroupUnlock { gid }, 0, 0)
     }
 
-    /// `llapi_ladvise`: lockahead and lock-no-expand advice on an open file.
-    /// Asynchronous lockahead answers at once with one result per advice;
-    /// a synchronous one returns an operation that completes when the locks
-    /// are granted.
+    /// `llapi_ladvise`: lockahead, lock-no-expand and cache advice on an
+    /// open file. Asynchronous lockahead answers at once with one result per
+    /// advice, and asynchronous cache advice (`LF_ASYNC`, `lfs ladvise -b`)
+    /// is sent without anyone waiting for its answers. With synchronous
+    /// advice it returns an operation that completes when the locks are
+    /// granted, then when every OST the cache advice went to has answered
+    /// (the first error fails it, naming its OST).
     pub fn ladvise(&mut self, now: Instant, fh: FileHandle, advices: &[Advice]) -> Result<LadviseOutcome, ClientError> {
         if advices.is_empty() || advices.len() >= ladvise::ADVICES_PER_CALL_MAX {
             return Err(LadviseError::Count(advices.len()).into());
@@ -716,6 +731,7 @@ impl Client {
         }
         let mut results = Vec::new();
         let mut sync_ranges = Vec::new();
+        let mut cache = Vec::new();
         for advice in validated {
             match advice {
                 Validated::LockNoExpand { set } => self.files.get_mut(&fh).expect("checked").no_expand = set,
@@ -725,13 +741,19 @@ impl Client {
                 Validated::Lockahead { mode, start, end, asynchronous: false } => {
                     sync_ranges.push((mode.lock_mode(), start, end));
                 }
+                Validated::Cache { advice, start, end, asynchronous: true } => {
+                    self.advise_async(fh, advice, start, end);
+                }
+                Validated::Cache { advice, start, end, asynchronous: false } => cache.push((advice, start, end)),
             }
         }
         self.run(now);
-        if sync_ranges.is_empty() {
-            return Ok(LadviseOutcome::Results(results));
-        }
-        let op = self.start(now, fh, OpKind::Lockahead { ranges: sync_ranges }, 0, 0);
+        let kind = match (sync_ranges.is_empty(), cache.is_empty()) {
+            (true, true) => return Ok(LadviseOutcome::Results(results)),
+            (false, _) => OpKind::Lockahead { ranges: sync_ranges, then: cache },
+            (true, false) => OpKind::Advise { ranges: cache, hints: Vec::new(), failed_ost: None },
+        };
+        let op = self.start(now, fh, kind, 0, 0);
         Ok(LadviseOutcome::Pending { results, op })
     }
 
@@ -749,6 +771,7 @@ impl Client {
             ToClient::PunchReply { xid, result, transno } => self.on_punch_reply(from, xid, result, transno),
             ToClient::GetattrReply { xid, result } => self.on_getattr_reply(from, xid, result),
             ToClient::SyncReply { xid, result } => self.on_sync_reply(from, xid, result),
+            ToClient::AdviseReply { xid, result } => self.on_advise_reply(from, xid, result),
             ToClient::Glimpse { xid, object, .. } => {
                 let size = self.cache.object_cached_end(ObjectKey { ost: from, object });
                 self.send(from, ToOst::GlimpseReply { xid, size });
@@ -1043,8 +1066,9 @@ impl Client {
 /// What [`Client::ladvise`] answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LadviseOutcome {
-    /// Asynchronous lockahead results, one per lockahead advice, in order.
+    /// Asynchronous lockahead results, one per lockahead advice, in order
+    /// (asynchronous cache advice has none: it is sent, and that is all).
     Results(Vec<LockaheadResult>),
-    /// Synchronous lockahead: wait for `op`.
+    /// Synchronous lockahead or cache advice: wait for `op`.
     Pending { results: Vec<LockaheadResult>, op: OpId },
 }

@@ -13,7 +13,7 @@ use super::{Client, ClientError, FileHandle, OpId, OpOutput, OpenFile, Rpc};
 use crate::extent::{Extent, EOF};
 use crate::layout::ObjectChunk;
 use crate::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};
-use crate::msg::{IoError, Payload, PayloadKind, ToOst};
+use crate::msg::{CacheAdvice, IoError, Payload, PayloadKind, ToOst};
 use crate::units::{Duration, Instant, ObjectKey, OstIndex, PAGE_SIZE};
 use smallvec::SmallVec;
 use std::collections::BTreeMap;
@@ -57,9 +57,21 @@ pub(super) enum OpKind {
     GroupUnlock {
         gid: GroupId,
     },
-    /// Synchronous lockahead: `(mode, start, end)` file ranges, inclusive.
+    /// Synchronous lockahead: `(mode, start, end)` file ranges, inclusive;
+    /// `then` the synchronous cache advice given with it, which the
+    /// operation goes on to as [`OpKind::Advise`] once the locks are held.
     Lockahead {
         ranges: Vec<(LockMode, u64, u64)>,
+        then: Vec<(CacheAdvice, u64, u64)>,
+    },
+    /// Synchronous cache advice: `(advice, start, end)` file ranges,
+    /// inclusive, one step per object range they touch, all sent at once;
+    /// `hints[i]` is step `i`'s advice (made with the steps); `failed_ost`
+    /// names the OST whose answer was an error.
+    Advise {
+        ranges: Vec<(CacheAdvice, u64, u64)>,
+        hints: Vec<CacheAdvice>,
+        failed_ost: Option<OstIndex>,
     },
 }
 
@@ -199,6 +211,10 @@ impl Op {
     ) -> Result<Op, ClientError> {
         let file = files.get(&fh).ok_or(ClientError::BadFile)?;
         let layout = &file.layout;
+        let mut kind = kind;
+        if let OpKind::Advise { ranges, hints, .. } = &mut kind {
+            *hints = cache_ranges(layout, ranges).map(|(advice, _, _)| advice).collect();
+        }
         let whole = |mode: LockMode| Steps::EveryStripe { objects: layout.objects_shared(), mode };
         let io_mode = |write: bool| match (file.group, write) {
             (Some(gid), _) => LockMode::Group(gid),
@@ -236,13 +252,24 @@ impl Op {
                     }
                     whole(LockMode::Group(*gid))
                 }
-                OpKind::Lockahead { ranges } => Steps::List(
+                OpKind::Lockahead { ranges, .. } => Steps::List(
                     ranges
                         .iter()
                         .flat_map(|&(mode, start, end)| {
                             layout.object_extents(start, inclusive_len(start, end)).into_iter().map(move |(s, e)| {
                                 Step { key: layout.object(s), stripe: s, extent: e, buf_offset: 0, mode }
                             })
+                        })
+                        .collect(),
+                ),
+                OpKind::Advise { ranges, .. } => Steps::List(
+                    cache_ranges(layout, ranges)
+                        .map(|(_, stripe, extent)| Step {
+                            key: layout.object(stripe),
+                            stripe,
+                            extent,
+                            buf_offset: 0,
+                            mode: LockMode::ProtectedRead, // advice takes no lock
                         })
                         .collect(),
                 ),
@@ -273,6 +300,18 @@ impl Op {
         }
         interrupted
     }
+}
+
+/// The object ranges (inclusive) of cache advice on `ranges` of a file
+/// laid out as `layout`, in the order the advices were given: Lustre's
+/// `lov_io` splits a ladvise I/O into one sub-I/O per stripe it touches.
+fn cache_ranges<'a>(
+    layout: &'a crate::layout::Layout,
+    ranges: &'a [(CacheAdvice, u64, u64)],
+) -> impl Iterator<Item = (CacheAdvice, u32, Extent)> + 'a {
+    ranges.iter().flat_map(move |&(advice, start, end)| {
+        layout.object_extents(start, inclusive_len(start, end)).into_iter().map(move |(s, e)| (advice, s, e))
+    })
 }
 
 fn chunk_step(c: ObjectChunk, op_offset: u64, mode: LockMode) -> Step {
@@ -313,6 +352,23 @@ impl Client {
                     progressed = true;
                     continue;
                 }
+                if matches!(&op.kind, OpKind::Lockahead { then, .. } if !then.is_empty()) {
+                    // The locks are held: now the cache advice given with them.
+                    let op = self.ops.get_mut(&id).expect("live op");
+                    let OpKind::Lockahead { then, .. } = &mut op.kind else { unreachable!("checked") };
+                    let advise = OpKind::Advise { ranges: std::mem::take(then), hints: Vec::new(), failed_ost: None };
+                    match Op::plan(&self.files, op.fh, advise, 0, 0) {
+                        Ok(next) => {
+                            self.ops.insert(id, next);
+                            progressed = true;
+                            continue;
+                        }
+                        Err(error) => {
+                            self.finish(id, Err(error));
+                            return true;
+                        }
+                    }
+                }
                 if let OpKind::Fsync { .. } = op.kind {
                     match self.commit_fsync(id) {
                         Ok(Commit::Done) => {}
@@ -337,6 +393,7 @@ impl Client {
                 OpKind::Truncate { size } => self.step_truncate(now, id, size),
                 OpKind::GroupLock { .. } | OpKind::Lockahead { .. } => self.step_lock_only(now, id),
                 OpKind::GroupUnlock { .. } | OpKind::Close { unlocking: Some(_) } => self.step_group_unlock(id),
+                OpKind::Advise { .. } => self.step_advise(id),
             };
             match advanced {
                 Ok(true) => progressed = true,
@@ -371,7 +428,10 @@ impl Client {
             (OpState::WaitRpcs { outstanding, .. }, OpKind::Read { .. } | OpKind::Truncate { .. }) => {
                 outstanding > 0 && op.holding.is_some()
             }
-            (OpState::WaitRpcs { outstanding, .. }, OpKind::Stat { .. } | OpKind::Fsync { .. }) => outstanding > 0,
+            (
+                OpState::WaitRpcs { outstanding, .. },
+                OpKind::Stat { .. } | OpKind::Fsync { .. } | OpKind::Advise { .. },
+            ) => outstanding > 0,
             _ => false,
         }
     }
@@ -406,6 +466,7 @@ impl Client {
             }
             OpKind::GroupUnlock { .. } => OpOutput::GroupUnlocked,
             OpKind::Lockahead { .. } => OpOutput::LockaheadDone,
+            OpKind::Advise { .. } => OpOutput::Advised,
         })
     }
 
@@ -715,6 +776,56 @@ impl Client {
         }
         self.next_step(now, id);
         Ok(true)
+    }
+
+    /// Synchronous cache advice: one request per object range, all at once
+    /// (Lustre's `osc_io_ladvise_start` sends each stripe's and
+    /// `osc_io_ladvise_end` waits for them), then every answer.
+    fn step_advise(&mut self, id: OpId) -> Result<bool, ClientError> {
+        let (step, state, _) = self.current(id);
+        match state {
+            OpState::Ready => {
+                let op = &self.ops[&id];
+                let OpKind::Advise { hints, .. } = &op.kind else { unreachable!("an advice") };
+                let sends: Vec<(Step, CacheAdvice)> = op.steps.iter().zip(hints.iter().copied()).collect();
+                debug_assert_eq!(sends.len(), op.steps.len(), "one advice per step");
+                for &(s, advice) in &sends {
+                    self.send_advise(Some(id), s.key, advice, s.extent);
+                }
+                self.set_state(id, OpState::WaitRpcs { outstanding: sends.len(), failed: None });
+                Ok(true)
+            }
+            OpState::WaitRpcs { outstanding: 0, failed: Some(error) } => {
+                let OpKind::Advise { failed_ost, .. } = self.ops[&id].kind else { unreachable!("an advice") };
+                Err(ClientError::Io { ost: failed_ost.unwrap_or(step.key.ost), error })
+            }
+            OpState::WaitRpcs { outstanding: 0, failed: None } => {
+                let op = self.ops.get_mut(&id).expect("live op");
+                op.index = op.steps.len();
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Send cache advice on `extent` (inclusive) of `key`'s object, for
+    /// operation `op`, or for nobody (`LF_ASYNC`: its answer is only
+    /// logged). It is kept until answered, so that a lost connection sends
+    /// it again.
+    pub(super) fn send_advise(&mut self, op: Option<OpId>, key: ObjectKey, advice: CacheAdvice, extent: Extent) {
+        let xid = self.xid();
+        let (start, end) = (extent.start, extent.end.saturating_add(1));
+        self.rpcs.insert(xid, Rpc::Advise { op, key, advice, start, end });
+        self.send(key.ost, ToOst::Advise { xid, object: key.object, advice, start, end });
+    }
+
+    /// Asynchronous cache advice on the file's `[start, end]`: sent to
+    /// every object it touches, waited for by nobody.
+    pub(super) fn advise_async(&mut self, fh: FileHandle, advice: CacheAdvice, start: u64, end: u64) {
+        let layout = self.files[&fh].layout.clone();
+        for (_, stripe, extent) in cache_ranges(&layout, &[(advice, start, end)]) {
+            self.send_advise(None, layout.object(stripe), advice, extent);
+        }
     }
 
     fn step_group_unlock(&mut self, id: OpId) -> Result<bool, ClientError> {

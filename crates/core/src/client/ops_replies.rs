@@ -251,6 +251,33 @@ impl Client {
         }
     }
 
+    /// An OST's answer to cache advice: the operation waiting for it counts
+    /// it (an error fails it, naming the OST); advice refused because the
+    /// OST evicted this client is sent again, as the client has reconnected
+    /// by then; asynchronous advice's answer is only logged.
+    pub(in crate::client) fn on_advise_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<(), IoError>) {
+        let is_advise = |rpc: &Rpc| matches!(rpc, Rpc::Advise { .. });
+        let Some(Rpc::Advise { op, key, advice, start, end }) = self.take_rpc(ost, xid, is_advise) else { return };
+        let Some(op) = op else {
+            if let Err(error) = result {
+                tracing::debug!(client = self.id.0, %ost, advice = advice.name(), %error, "asynchronous advice failed");
+            }
+            return;
+        };
+        match result {
+            Ok(()) => self.rpc_answered(op, None),
+            Err(IoError::Evicted) if self.ops.contains_key(&op) => {
+                self.send_advise(Some(op), key, advice, Extent::new(start, end - 1));
+            }
+            Err(error) => {
+                if let Some(OpKind::Advise { failed_ost, .. }) = self.ops.get_mut(&op).map(|o| &mut o.kind) {
+                    *failed_ost = Some(ost);
+                }
+                self.rpc_answered(op, Some(error));
+            }
+        }
+    }
+
     fn rpc_answered(&mut self, op: OpId, failure: Option<IoError>) {
         let Some(op) = self.ops.get_mut(&op) else { return };
         if let OpState::WaitRpcs { outstanding, failed } = &mut op.state {

@@ -251,6 +251,9 @@ impl Client {
                 ToOst::Getattr { xid, object: key.object }
             }
             Rpc::Sync { key, .. } | Rpc::Commit { key } => ToOst::Sync { xid, object: key.object },
+            Rpc::Advise { key, advice, start, end, .. } => {
+                ToOst::Advise { xid, object: key.object, advice: *advice, start: *start, end: *end }
+            }
         })
     }
 

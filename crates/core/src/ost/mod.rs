@@ -1,9 +1,9 @@
 //! The OST service: one object storage target's data path and lock
 //! namespace, sans-IO.
 //!
-//! It answers clients' RPCs (enqueue, cancel, write, read, punch, getattr)
-//! from an [`ObjectStore`], runs the target's [`LockServer`], and gathers
-//! glimpse answers for size requests. Like every lanefs state machine it
+//! It answers clients' RPCs (enqueue, cancel, write, read, punch, getattr,
+//! cache advice) from an [`ObjectStore`], runs the target's [`LockServer`],
+//! and gathers glimpse answers for size requests. Like every lanefs state machine it
 //! takes `now` with each input and reports what to send through
 //! [`Ost::poll_transmit`].
 //!
@@ -42,7 +42,9 @@
 //! [`IoError::Invalid`]; one whose end passes [`OBJECT_BYTES_MAX`] gets
 //! [`IoError::TooLarge`] (`EFBIG`); a lock request that is inverted, off
 //! page boundaries or a GROUP lock on less than the whole object gets
-//! [`crate::msg::EnqueueReply::Invalid`] (see the lock server). A replayed
+//! [`crate::msg::EnqueueReply::Invalid`] (see the lock server); cache
+//! advice on an empty or inverted range gets [`IoError::Invalid`] (Lustre's
+//! `ofd_ladvise_hdl` answers `-EPROTO`). A replayed
 //! write or punch that would be refused so is ignored with a warning. A
 //! cancel of a lock the client does not hold, a glimpse answer for an
 //! unknown xid or from another client than the one asked are ignored with a
@@ -55,7 +57,7 @@ pub mod recovery;
 
 use crate::client::osc_stats::{Histogram, Samples};
 use crate::ldlm::server::{LockServer, LockServerConfig};
-use crate::msg::{IoError, Payload, PayloadKind, ToClient, ToOst};
+use crate::msg::{CacheAdvice, IoError, Payload, PayloadKind, ToClient, ToOst};
 use crate::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
 use crate::units::{ClientId, Duration, Epoch, Instant, LockHandle, ObjectId, OstIndex, Transno, Xid};
 use crate::Extent;
@@ -468,6 +470,10 @@ impl<S: ObjectStore> Ost<S> {
                 }
                 Err(e) => self.send(from, ToClient::SyncReply { xid, result: Err(e) }),
             },
+            ToOst::Advise { xid, object, advice, start, end } => {
+                let result = self.advise(from, object, advice, start, end);
+                self.send(from, ToClient::AdviseReply { xid, result });
+            }
             ToOst::GlimpseReply { xid, size } => self.glimpse_reply(xid, from, size),
             ToOst::FailuresSeen { seq } => self.failures_seen(from, seq),
             ToOst::ReplayLock { lock, object, request, extent }
@@ -1087,6 +1093,37 @@ impl<S: ObjectStore> Ost<S> {
             return Ok(Transno(0));
         }
         Ok(self.commits.as_mut().map_or(Transno(0), |c| c.record(now, from, object, 0)))
+    }
+
+    /// Cache advice on `[start, end)` of `object`, passed to the store
+    /// (Lustre's `ofd_ladvise_hdl`). An evicted client is refused as for
+    /// I/O. The range is cut at the largest object (a file range to its end
+    /// maps to object ranges past it); what is left past the object's end
+    /// the store passes over.
+    ///
+    /// Where lanefs departs from Lustre: Lustre's OST takes a PR lock on
+    /// the range before it prefetches (so that clients flush what they
+    /// hold dirty there first) and reads the pages in before it answers;
+    /// this OST takes no lock (bytes dirty in a client's cache are not
+    /// fetched) and answers once the store has started the reads.
+    fn advise(
+        &mut self,
+        from: ClientId,
+        object: ObjectId,
+        advice: CacheAdvice,
+        start: u64,
+        end: u64,
+    ) -> Result<(), IoError> {
+        self.admit(from)?;
+        if end <= start {
+            debug!(ost = self.index.0, %from, start, end, "advice on an empty range refused");
+            return Err(IoError::Invalid);
+        }
+        let end = end.min(OBJECT_BYTES_MAX);
+        if start >= end {
+            return Ok(());
+        }
+        self.store.advise(object, advice, start, end - start).map_err(store_error)
     }
 
     fn getattr(&mut self, now: Instant, from: ClientId, xid: Xid, object: ObjectId) {

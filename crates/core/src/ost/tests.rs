@@ -259,3 +259,63 @@ fn syncs_asked_while_a_commit_runs_share_the_next_commit() {
     assert_eq!(ost.poll_sync(), None);
     ost.check_invariants();
 }
+
+/// A store that records the cache advice it is given.
+#[derive(Default)]
+struct AdvisedStore {
+    bytes: MemStore,
+    advised: Vec<(ObjectId, CacheAdvice, u64, u64)>,
+}
+
+impl ObjectStore for AdvisedStore {
+    fn write(&mut self, object: ObjectId, offset: u64, data: &[u8]) -> Result<(), StoreError> {
+        self.bytes.write(object, offset, data)
+    }
+    fn read(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<Vec<u8>, StoreError> {
+        self.bytes.read(object, offset, len)
+    }
+    fn punch(&mut self, object: ObjectId, size: u64) -> Result<(), StoreError> {
+        self.bytes.punch(object, size)
+    }
+    fn size(&mut self, object: ObjectId) -> Result<u64, StoreError> {
+        self.bytes.size(object)
+    }
+    fn advise(&mut self, object: ObjectId, advice: CacheAdvice, offset: u64, len: u64) -> Result<(), StoreError> {
+        self.advised.push((object, advice, offset, len));
+        Ok(())
+    }
+}
+
+#[test]
+fn cache_advice_reaches_the_store_with_its_range_and_is_refused_when_it_must_be() {
+    let mut ost = Ost::new(OstIndex(0), OstConfig::default(), AdvisedStore::default());
+    let t = Instant::ZERO;
+    let advise = |ost: &mut Ost<AdvisedStore>, client: u32, advice, start, end| {
+        ost.handle_message(t, ClientId(client), ToOst::Advise { xid: Xid(9), object: OBJECT, advice, start, end });
+        match std::iter::from_fn(|| ost.poll_transmit()).collect::<Vec<_>>().as_slice() {
+            [(to, ToClient::AdviseReply { xid: Xid(9), result })] if *to == ClientId(client) => *result,
+            other => panic!("one answer expected, not {other:?}"),
+        }
+    };
+    assert_eq!(advise(&mut ost, 1, CacheAdvice::WillRead, 4096, 3 * MIB), Ok(()));
+    // To the end of the object space: cut at the largest object.
+    assert_eq!(advise(&mut ost, 1, CacheAdvice::DontNeed, MIB, u64::MAX), Ok(()));
+    assert_eq!(
+        ost.store().advised,
+        vec![
+            (OBJECT, CacheAdvice::WillRead, 4096, 3 * MIB - 4096),
+            (OBJECT, CacheAdvice::DontNeed, MIB, OBJECT_BYTES_MAX - MIB)
+        ]
+    );
+    // Empty and inverted ranges are malformed (Lustre's -EPROTO).
+    assert_eq!(advise(&mut ost, 1, CacheAdvice::WillRead, MIB, MIB), Err(IoError::Invalid));
+    assert_eq!(advise(&mut ost, 1, CacheAdvice::WillRead, MIB, 0), Err(IoError::Invalid));
+    // Past the largest object there is nothing to advise on.
+    assert_eq!(advise(&mut ost, 1, CacheAdvice::WillRead, OBJECT_BYTES_MAX, u64::MAX), Ok(()));
+    // An evicted client is refused, as for I/O.
+    ost.evict(t, ClientId(2));
+    let _ = std::iter::from_fn(|| ost.poll_transmit()).count();
+    assert_eq!(advise(&mut ost, 2, CacheAdvice::WillRead, 0, MIB), Err(IoError::Evicted));
+    assert_eq!(ost.store().advised.len(), 2, "refused advice reached the store");
+    ost.check_invariants();
+}

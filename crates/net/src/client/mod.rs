@@ -646,9 +646,11 @@ impl Client {
     }
 
     /// `llapi_ladvise`: lockahead results (asynchronous advice answers at
-    /// once; synchronous advice returns when its locks are granted).
+    /// once; synchronous advice returns when its locks are granted, and
+    /// cache advice when every OST it went to has answered: an object gone
+    /// from its OST is [`NetError::MissingObject`]).
     pub fn ladvise(&self, file: &File, advices: &[Advice]) -> Result<Vec<LockaheadResult>, NetError> {
-        Ok(self.call(|r| Cmd::Ladvise(file.handle, advices.to_vec(), r))??)
+        self.call(|r| Cmd::Ladvise(file.handle, advices.to_vec(), r))?.map_err(|e| missing_object(file, e.into()))
     }
 
     /// Lock and data statistics of every OST.
