@@ -5,8 +5,10 @@
 //! object. The cluster's directory must be on a disk file system (tmpfs
 //! keeps every page resident); the test says so and passes over it if not.
 
+mod common;
+
+use common::create;
 use lanefs_core::client::ladvise::{Advice, CacheAdvice};
-use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, File, NetError};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use std::os::fd::AsRawFd;
@@ -15,21 +17,6 @@ use std::time::{Duration, Instant};
 
 const MIB: u64 = 1 << 20;
 const PAGE: u64 = 4096;
-
-fn create(cl: &Client, path: &str, count: i64) -> File {
-    let stripe = StripeSpec { count: Some(count), size: Some(MIB), start_ost: None, pool: None };
-    let request = MdsRequest::Create {
-        path: path.into(),
-        stripe,
-        mode: CreateMode::Exclusive,
-        access: Access::ReadWrite,
-        permissions: 0o644,
-    };
-    match cl.mds(request).unwrap() {
-        MdsReply::File(info) => cl.open_layout(path, info.layout).unwrap(),
-        other => panic!("create answered {other:?}"),
-    }
-}
 
 /// The files on the OSTs that hold `file`'s objects, by stripe.
 fn object_files(c: &LocalCluster, file: &File) -> Vec<PathBuf> {
@@ -88,7 +75,7 @@ fn dontneed_drops_the_objects_pages_and_willread_reads_its_range_back_in() {
         return;
     }
     let cl = Client::connect(&c.mds_address(), c.client_options()).unwrap();
-    let f = create(&cl, "/advised", 2);
+    let f = create(&cl, "/advised", 2, MIB);
     // 2 MiB on each object, made durable so that its pages are clean.
     let data: Vec<u8> = (0..4 * MIB).map(|i| (i % 251) as u8).collect();
     cl.pwrite(&f, 0, &data).unwrap();
@@ -122,7 +109,7 @@ fn dontneed_drops_the_objects_pages_and_willread_reads_its_range_back_in() {
 fn advice_on_a_vanished_object_fails_naming_its_ost() {
     let c = LocalCluster::start(LocalClusterConfig { osts: 2, ..Default::default() }).expect("cluster starts");
     let cl = Client::connect(&c.mds_address(), c.client_options()).unwrap();
-    let f = create(&cl, "/gone", 2);
+    let f = create(&cl, "/gone", 2, MIB);
     let lost = f.layout.objects()[1];
     std::fs::remove_file(&object_files(&c, &f)[1]).unwrap();
     let error = cl.ladvise(&f, &[Advice::cache(CacheAdvice::WillRead, 0, 2 * MIB - 1, false)]).unwrap_err();
