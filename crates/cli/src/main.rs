@@ -258,9 +258,14 @@ fn main() -> std::process::ExitCode {
     // as Unix tools end in `lanefs ls | head -1` (out.rs says why SIGPIPE's
     // default disposition is not restored instead).
     let cli = Cli::parse();
-    // Diagnostics go to stderr, filtered by RUST_LOG (e.g. RUST_LOG=lanefs_core=debug).
+    // Diagnostics go to stderr (a background mount's stderr is its log),
+    // warnings and errors by default: a refused peer, a lost lock or a
+    // back-off is said without asking. RUST_LOG chooses otherwise (e.g.
+    // RUST_LOG=lanefs_core=debug, or RUST_LOG=error for quiet).
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();

@@ -82,8 +82,14 @@ fn mount_failed(mountpoint: &Path) -> String {
 /// Run `lanefs mount --foreground` as a detached server, and return once
 /// its mount is there (or say why it is not).
 fn start_in_background(args: &MountArgs, mountpoint: &Path, target: &Target) -> Result<()> {
-    let log = std::env::temp_dir().join(format!("lanefs-mount-{}.log", std::process::id()));
-    let log_file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    // The server's log, in a directory private to this user (never a
+    // name in a shared directory such as /tmp, where another user could
+    // plant a link): warnings and errors, each line with its time.
+    let log_dir = lanefs_net::runtime_files::log_dir();
+    lanefs_net::runtime_files::private_dir(&log_dir)
+        .with_context(|| format!("making the mount's log directory {}", log_dir.display()))?;
+    let log = log_dir.join(format!("mount-{}.log", std::process::id()));
+    let log_file = lanefs_net::runtime_files::append_private_file(&log).context("opening the mount's log")?;
     let mut command = Command::new(std::env::current_exe().context("finding the lanefs binary")?);
     command.arg("mount").arg("--foreground").arg("--threads").arg(args.threads.to_string()).arg(mountpoint);
     if let Some(mds) = &target.mds {

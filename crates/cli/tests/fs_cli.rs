@@ -784,3 +784,48 @@ fn a_mount_fails_clearly_without_an_mds_and_a_killed_one_is_cleaned_up() {
     assert!(ok, "umount of a dead mount: {out}{err}");
     assert!(!std::fs::read_to_string("/proc/self/mountinfo").unwrap().contains(at));
 }
+
+/// A background mount's log is in a directory private to its user, named
+/// when it starts, and links planted where mounts' logs once went (a
+/// shared temporary directory, by process id) are never followed.
+#[test]
+fn a_mounts_log_is_private_and_planted_links_are_left_alone() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/dev/fuse").exists() {
+        eprintln!("skipped: mounting needs root and /dev/fuse");
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let up = up();
+    let shared_tmp = tempfile::tempdir().unwrap();
+    let victim = shared_tmp.path().join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let next_pid: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .map_or(std::process::id(), |p| p.trim().parse().unwrap());
+    for pid in next_pid..next_pid + 400 {
+        std::os::unix::fs::symlink(&victim, shared_tmp.path().join(format!("lanefs-mount-{pid}.log"))).unwrap();
+    }
+    let logs = tempfile::tempdir().unwrap();
+    let log_dir = logs.path().join("lanefs");
+    let dir = tempfile::tempdir().unwrap();
+    let at = dir.path().to_str().unwrap();
+    let _unmount = LazyUnmount(at.to_string());
+    let out = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["mount", at])
+        .env("LANEFS_MDS", &up.mds)
+        .env("LANEFS_KEY", &up.key)
+        .env("TMPDIR", shared_tmp.path())
+        .env("LANEFS_LOG_DIR", &log_dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    let log = said.split("log ").nth(1).map(|l| l.trim().trim_end_matches(')')).unwrap_or_default().to_string();
+    assert!(log.starts_with(log_dir.to_str().unwrap()) && log.ends_with(".log"), "the log is named: {said}");
+    assert_eq!(std::fs::metadata(&log).unwrap().mode() & 0o777, 0o600, "{log}");
+    assert_eq!(std::fs::metadata(&log_dir).unwrap().mode() & 0o777, 0o700);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious", "no planted link was followed");
+    let (ok, _, err) = lanefs(&up, &["umount", at]);
+    assert!(ok, "{err}");
+}

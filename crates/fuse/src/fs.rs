@@ -9,7 +9,16 @@
 //! that returned in one mount is seen by a read started afterwards in any
 //! other. Attributes and entries are not cached by the kernel either (a
 //! time to live of zero): sizes come from the OSTs by glimpse each time.
+//!
+//! An operation on an inode the kernel holds (`getattr`, `setattr`,
+//! `open`, `opendir`, `readlink`, `access`, the attributes) names it to
+//! the MDS by fid, the inode number, never by the path this mount last
+//! saw it at: a name can be moved, and another file linked in its place,
+//! by another mount at any moment, and `fchown(fd)` must change the file
+//! `fd` holds. Only operations on names (`lookup`, `create`, `unlink`,
+//! `rename`, ...) go by path.
 
+use crate::listings::{self, Listings, Page};
 use crate::locks::{LockCall, MountLocks};
 use crate::nodes::{join, Nodes};
 use fuser::{
@@ -18,7 +27,7 @@ use fuser::{
     ReplyIoctl, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use lanefs_core::client::ladvise::Advice;
-use lanefs_mds::{Access, Attr, CreateMode, Credentials, DirEntry, Fid, FileKind, MdsReply, MdsRequest, StripeSpec};
+use lanefs_mds::{Access, Attr, CreateMode, Credentials, Fid, FileKind, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, File, NetError};
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -32,14 +41,19 @@ use tracing::warn;
 const TTL: Duration = Duration::ZERO;
 /// The largest read and write the kernel sends in one request.
 pub const REQUEST_BYTES_MAX: u32 = 1 << 20;
-/// Open files and directory listings a mount keeps at most (each open
-/// file holds a client file handle; each listing its entries).
+/// Open files a mount keeps at most (each holds a client file handle and
+/// a record at the MDS).
 pub const OPEN_MAX: usize = 65_536;
+/// Open files one uid keeps in one mount at most: a quarter of the
+/// table, so that one user's opens cannot leave others none.
+pub const OPEN_PER_UID_MAX: usize = OPEN_MAX / 4;
 
 /// One open file: the client's handle, and what `close` must report.
 struct Open {
     /// Its inode (the MDS's fid): the path it was opened by may change.
     ino: u64,
+    /// Who opened it (whose share of [`OPEN_PER_UID_MAX`] it takes).
+    uid: u32,
     file: File,
     append: bool,
     /// Written since the last flush: the next `close` writes it back and
@@ -57,8 +71,8 @@ pub struct LanefsFs {
     locks: Arc<MountLocks>,
     nodes: Mutex<Nodes>,
     files: Mutex<HashMap<u64, Arc<Open>>>,
-    /// Directory listings taken at `opendir`, served by `readdir`.
-    listings: Mutex<HashMap<u64, Arc<Vec<DirEntry>>>>,
+    /// Directory listings from `opendir` to `releasedir`, a page each.
+    listings: Mutex<Listings>,
     /// Files removed while open here: renamed to a hidden name in their
     /// directory instead (as NFS clients do), and removed by whoever asked,
     /// at their last close.
@@ -71,9 +85,19 @@ struct Orphan {
     credentials: Credentials,
 }
 
-/// The name an open file removed in this mount keeps until its last close.
+/// A name an open file removed in this mount keeps until its last close:
+/// its fid and 64 random bits, so that no one can tell it in advance and
+/// put something of their own there first.
 fn hidden_name(ino: u64) -> String {
-    format!(".lanefs-unlinked-{ino:x}")
+    let mut random = [0u8; 8];
+    // SAFETY: getrandom writes at most `random.len()` bytes into it.
+    let filled = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+    assert_eq!(
+        filled,
+        random.len() as isize,
+        "getrandom of 8 bytes (the kernel's random pool is always ready after boot)"
+    );
+    format!(".lanefs-unlinked-{ino:x}-{:016x}", u64::from_ne_bytes(random))
 }
 
 impl LanefsFs {
@@ -84,7 +108,7 @@ impl LanefsFs {
             client,
             nodes: Mutex::new(Nodes::default()),
             files: Mutex::new(HashMap::new()),
-            listings: Mutex::new(HashMap::new()),
+            listings: Mutex::new(Listings::default()),
             orphans: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
         }
@@ -114,23 +138,37 @@ impl LanefsFs {
         self.next_handle.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// The attributes of `path`: the MDS's, and for a file its size from
-    /// the OSTs (through `open`, if the caller has the file open).
-    fn attr(&self, req: &Request, path: &str, open: Option<&File>) -> Result<FileAttr, Errno> {
-        let MdsReply::Attr(attr) = self.mds(req, MdsRequest::Stat { path: path.to_string() })? else {
+    /// The attributes of inode `ino` (by fid, whatever its names are now),
+    /// and for a file its size from the OSTs (through `open`, if the
+    /// caller has the file open).
+    fn attr(&self, req: &Request, ino: u64, open: Option<&File>) -> Result<FileAttr, Errno> {
+        let MdsReply::Attr(attr) = self.mds(req, MdsRequest::StatFid { fid: Fid(ino) })? else {
             return Err(Errno::EIO);
         };
+        self.sized(attr, open)
+    }
+
+    /// `attr` with its size: a file's from the OSTs.
+    fn sized(&self, attr: Attr, open: Option<&File>) -> Result<FileAttr, Errno> {
         let size = match (&attr.layout, open) {
             // A symbolic link's size is its target's length, as lstat says.
             (None, _) => attr.target.as_ref().map_or(0, |t| t.len() as u64),
             (Some(_), Some(file)) => self.client.size(file).map_err(|e| errno(&e))?,
-            (Some(layout), None) => self.with_file(path, layout.clone(), |file| self.client.size(file))?,
+            (Some(layout), None) => {
+                self.with_file(&lanefs_mds::fid_name(attr.fid), layout.clone(), |file| self.client.size(file))?
+            }
         };
         Ok(file_attr(&attr, size))
     }
 
+    /// The inode at `path` (a lookup, by name), and the kernel learns it.
     fn entry(&self, req: &Request, path: &str, reply: ReplyEntry) {
-        match self.attr(req, path, None) {
+        let result = match self.mds(req, MdsRequest::Stat { path: path.to_string() }) {
+            Ok(MdsReply::Attr(attr)) => self.sized(attr, None),
+            Ok(_) => Err(Errno::EIO),
+            Err(e) => Err(e),
+        };
+        match result {
             Ok(attr) => {
                 self.nodes.lock().expect("nodes").learn(attr.ino.0, path);
                 reply.entry(&TTL, &attr, Generation(0));
@@ -168,11 +206,29 @@ impl LanefsFs {
         Ok(file)
     }
 
-    /// Keep `file` open as a new handle, if the mount's bound allows.
-    fn keep_open(&self, ino: u64, file: File, flags: i32) -> Result<u64, Errno> {
-        if self.files.lock().expect("files").len() >= OPEN_MAX {
+    /// Keep `file` open as a new handle for `uid`, if the mount's bounds
+    /// allow: `ENFILE` when the mount's table is full, `EMFILE` when the
+    /// uid's share of it is.
+    fn keep_open(&self, uid: u32, ino: u64, file: File, flags: i32) -> Result<u64, Errno> {
+        let full = {
+            let files = self.files.lock().expect("files");
+            if files.len() >= OPEN_MAX {
+                Some(Errno::ENFILE)
+            } else if files.values().filter(|o| o.uid == uid).count() >= OPEN_PER_UID_MAX {
+                Some(Errno::EMFILE)
+            } else {
+                None
+            }
+        };
+        if let Some(full) = full {
+            warn!(
+                uid,
+                open = OPEN_MAX,
+                per_uid = OPEN_PER_UID_MAX,
+                "refusing an open: the mount's open files are at their bound"
+            );
             let _ = self.client.close(file);
-            return Err(Errno::ENFILE);
+            return Err(full);
         }
         // Removed from another mount meanwhile, the file stays readable
         // here: the MDS keeps its objects until this handle's release.
@@ -184,7 +240,7 @@ impl LanefsFs {
             }
         };
         let fh = self.new_handle();
-        let open = Open { ino, file, append: flags & libc::O_APPEND != 0, written: Mutex::new(false), recorded };
+        let open = Open { ino, uid, file, append: flags & libc::O_APPEND != 0, written: Mutex::new(false), recorded };
         self.files.lock().expect("files").insert(fh, Arc::new(open));
         Ok(fh)
     }
@@ -205,15 +261,31 @@ impl LanefsFs {
     fn truncate(
         &self,
         open: Option<&File>,
-        path: &str,
+        ino: u64,
         layout: Option<lanefs_core::layout::Layout>,
         size: u64,
     ) -> Result<(), Errno> {
         match (open, layout) {
             (Some(file), _) => self.client.truncate(file, size).map_err(|e| errno(&e)),
-            (None, Some(layout)) => self.with_file(path, layout, |file| self.client.truncate(file, size)),
+            (None, Some(layout)) => {
+                self.with_file(&lanefs_mds::fid_name(Fid(ino)), layout, |file| self.client.truncate(file, size))
+            }
             (None, None) => Err(Errno::EISDIR),
         }
+    }
+}
+
+impl LanefsFs {
+    /// The page of directory `dir` after `cursor`, its first entry the
+    /// listing's `first`.
+    fn dir_page(&self, req: &Request, dir: Fid, after: Option<String>, first: u64) -> Result<Page, Errno> {
+        let request = MdsRequest::ReaddirFid { fid: dir, cursor: after.clone() };
+        let MdsReply::Entries(page) = self.mds(req, request)? else { return Err(Errno::EIO) };
+        let last = page.entries.last().map(|e| e.name.clone());
+        // A page that says more follow but holds nothing would never end.
+        let more = page.more && !page.entries.is_empty();
+        let len = page.entries.len() as u64;
+        Ok(Page { first, after, entries: Some(Arc::new(page.entries)), len, last, more })
     }
 }
 
@@ -250,13 +322,7 @@ impl Filesystem for LanefsFs {
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let open = fh.and_then(|fh| self.open_file(fh).ok());
-        let result = match (&open, self.path(ino)) {
-            (Some(open), Ok(path)) => self.attr(req, &path, Some(&open.file)),
-            (Some(_), Err(e)) => Err(e),
-            (None, Ok(path)) => self.attr(req, &path, None),
-            (None, Err(e)) => Err(e),
-        };
-        match result {
+        match self.attr(req, ino.0, open.as_ref().map(|o| &o.file)) {
             Ok(attr) => reply.attr(&TTL, &attr),
             Err(e) => reply.error(e),
         }
@@ -281,11 +347,10 @@ impl Filesystem for LanefsFs {
         reply: ReplyAttr,
     ) {
         let result = (|| {
-            let path = self.path(ino)?;
+            let fid = Fid(ino.0);
             let open = fh.and_then(|fh| self.open_file(fh).ok());
             if mode.is_some() || uid.is_some() || gid.is_some() {
-                let request =
-                    MdsRequest::SetAttr { path: path.clone(), permissions: mode.map(|m| m & 0o7777), uid, gid };
+                let request = MdsRequest::SetAttrFid { fid, permissions: mode.map(|m| m & 0o7777), uid, gid };
                 self.mds(req, request)?;
             }
             let at = |time: TimeOrNow| -> Result<Option<u64>, Errno> {
@@ -297,25 +362,25 @@ impl Filesystem for LanefsFs {
                 }
             };
             if let Some(atime) = atime {
-                self.mds(req, MdsRequest::SetAtime { path: path.clone(), at: at(atime)? })?;
+                self.mds(req, MdsRequest::SetAtimeFid { fid, at: at(atime)? })?;
             }
             if let Some(mtime) = mtime {
-                self.mds(req, MdsRequest::SetMtime { path: path.clone(), at: at(mtime)? })?;
+                self.mds(req, MdsRequest::SetMtimeFid { fid, at: at(mtime)? })?;
             }
             if let Some(size) = size {
-                // truncate(2) by path: the MDS checks that the caller may
-                // write the file, as an open for writing does (ftruncate's
-                // descriptor was checked when it was opened).
+                // truncate(2): the MDS checks that the caller may write the
+                // file, as an open for writing does (ftruncate's descriptor
+                // was checked when it was opened).
                 let layout = match &open {
                     Some(_) => None,
-                    None => match self.mds(req, MdsRequest::Open { path: path.clone(), access: Access::Write })? {
+                    None => match self.mds(req, MdsRequest::OpenFid { fid, access: Access::Write })? {
                         MdsReply::File(info) => Some(info.layout),
                         _ => return Err(Errno::EIO),
                     },
                 };
-                self.truncate(open.as_ref().map(|o| &o.file), &path, layout, size)?;
+                self.truncate(open.as_ref().map(|o| &o.file), ino.0, layout, size)?;
             }
-            self.attr(req, &path, open.as_ref().map(|o| &o.file))
+            self.attr(req, ino.0, open.as_ref().map(|o| &o.file))
         })();
         match result {
             Ok(attr) => reply.attr(&TTL, &attr),
@@ -347,10 +412,11 @@ impl Filesystem for LanefsFs {
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
-        let result = self.path(ino).and_then(|path| match self.mds(req, MdsRequest::Stat { path })? {
-            MdsReply::Attr(Attr { target: Some(target), .. }) => Ok(target),
-            _ => Err(Errno::EINVAL),
-        });
+        let result = match self.mds(req, MdsRequest::StatFid { fid: Fid(ino.0) }) {
+            Ok(MdsReply::Attr(Attr { target: Some(target), .. })) => Ok(target),
+            Ok(_) => Err(Errno::EINVAL),
+            Err(e) => Err(e),
+        };
         match result {
             Ok(target) => reply.data(target.as_bytes()),
             Err(e) => reply.error(e),
@@ -359,12 +425,18 @@ impl Filesystem for LanefsFs {
 
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         let result = (|| {
-            let (from, to) = (self.path(ino)?, self.child(newparent, newname)?);
-            self.mds(req, MdsRequest::Link { from, to: to.clone() })?;
-            Ok(to)
+            let to = self.child(newparent, newname)?;
+            // The inode the kernel holds, not whatever its old name is now.
+            let MdsReply::Attr(attr) = self.mds(req, MdsRequest::LinkFid { fid: Fid(ino.0), to: to.clone() })? else {
+                return Err(Errno::EIO);
+            };
+            Ok((self.sized(attr, None)?, to))
         })();
         match result {
-            Ok(path) => self.entry(req, &path, reply),
+            Ok((attr, to)) => {
+                self.nodes.lock().expect("nodes").learn(attr.ino.0, &to);
+                reply.entry(&TTL, &attr, Generation(0));
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -377,11 +449,22 @@ impl Filesystem for LanefsFs {
                 Some(ino) if open_here => {
                     // Still open here: it stays readable until its last
                     // close, under a hidden name.
+                    // Should that fail, the name goes as any other: the
+                    // MDS keeps the objects while the file is open, so
+                    // reads and writes here go on, only `fstat` fails.
                     let hidden = join(&self.path(parent)?, &hidden_name(ino));
-                    self.mds(req, MdsRequest::Rename { from: path.clone(), to: hidden.clone() })?;
-                    self.nodes.lock().expect("nodes").renamed(&path, &hidden);
-                    let orphan = Orphan { hidden, credentials: credentials(req) };
-                    self.orphans.lock().expect("orphans").insert(ino, orphan);
+                    match self.mds(req, MdsRequest::Rename { from: path.clone(), to: hidden.clone() }) {
+                        Ok(_) => {
+                            self.nodes.lock().expect("nodes").renamed(&path, &hidden);
+                            let orphan = Orphan { hidden, credentials: credentials(req) };
+                            self.orphans.lock().expect("orphans").insert(ino, orphan);
+                        }
+                        Err(e) => {
+                            warn!(?e, path, hidden, "keeping a removed open file under a hidden name; removing it");
+                            self.mds(req, MdsRequest::Unlink { path: path.clone() })?;
+                            self.nodes.lock().expect("nodes").removed(&path);
+                        }
+                    }
                 }
                 _ => {
                     self.mds(req, MdsRequest::Unlink { path: path.clone() })?;
@@ -435,14 +518,13 @@ impl Filesystem for LanefsFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let result = (|| {
-            let path = self.path(ino)?;
-            let MdsReply::File(info) =
-                self.mds(req, MdsRequest::Open { path: path.clone(), access: access(flags.0) })?
-            else {
+            let fid = Fid(ino.0);
+            let MdsReply::File(info) = self.mds(req, MdsRequest::OpenFid { fid, access: access(flags.0) })? else {
                 return Err(Errno::EIO);
             };
-            let file = self.open_handle(&path, info.layout, flags.0)?;
-            self.keep_open(ino.0, file, flags.0)
+            let label = self.path(ino).unwrap_or_else(|_| lanefs_mds::fid_name(fid));
+            let file = self.open_handle(&label, info.layout, flags.0)?;
+            self.keep_open(req.uid(), ino.0, file, flags.0)
         })();
         match result {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO),
@@ -472,14 +554,14 @@ impl Filesystem for LanefsFs {
             };
             let MdsReply::File(info) = self.mds(req, request)? else { return Err(Errno::EIO) };
             let file = self.open_handle(&path, info.layout, flags)?;
-            let attr = match self.attr(req, &path, Some(&file)) {
+            let attr = match self.attr(req, info.fid.0, Some(&file)) {
                 Ok(attr) => attr,
                 Err(e) => {
                     let _ = self.client.close(file);
                     return Err(e);
                 }
             };
-            let fh = self.keep_open(attr.ino.0, file, flags)?;
+            let fh = self.keep_open(req.uid(), attr.ino.0, file, flags)?;
             self.nodes.lock().expect("nodes").learn(attr.ino.0, &path);
             Ok((attr, fh))
         })();
@@ -549,10 +631,13 @@ impl Filesystem for LanefsFs {
                 self.client.fsync(&open.file).map_err(|e| errno(&e))?;
                 *written = false;
                 // The bytes are safe: a time the MDS refuses (the file's
-                // mode changed since it was opened) does not fail the close.
-                if let Ok(path) = self.path(ino) {
-                    if let Err(e) = self.mds(req, MdsRequest::SetMtime { path, at: None }) {
-                        warn!(?e, "setting the modification time of a file written through this mount");
+                // mode changed since it was opened) does not fail the close,
+                // nor does a file removed meanwhile (it has no times left).
+                match self.mds(req, MdsRequest::SetMtimeFid { fid: Fid(ino.0), at: None }) {
+                    Ok(_) => {}
+                    Err(e) if e == Errno::ENOENT => {}
+                    Err(e) => {
+                        warn!(?e, ino = ino.0, "setting the modification time of a file written through this mount")
                     }
                 }
             }
@@ -663,22 +748,23 @@ impl Filesystem for LanefsFs {
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let result = (|| {
-            let path = self.path(ino)?;
-            // Stat first: the listing is of a directory the caller may see.
-            match self.mds(req, MdsRequest::Stat { path: path.clone() })? {
-                MdsReply::Attr(attr) if attr.kind == FileKind::Dir => {}
-                _ => return Err(Errno::ENOTDIR),
-            }
-            let mut entries = Vec::new();
-            for page in self.client.readdir_pages_as(&credentials(req), &path) {
-                entries.extend(page.map_err(|e| errno(&e))?);
-            }
-            let mut listings = self.listings.lock().expect("listings");
-            if listings.len() >= OPEN_MAX {
-                return Err(Errno::ENFILE);
-            }
+            let dir = Fid(ino.0);
+            // The first page now: a directory the caller may not read, or
+            // a file, fails the opendir, as on a local file system.
+            let page = self.dir_page(req, dir, None, 0)?;
             let fh = self.new_handle();
-            listings.insert(fh, Arc::new(entries));
+            let mut listings = self.listings.lock().expect("listings");
+            match listings.open(fh, req.uid(), dir) {
+                Ok(()) => {}
+                Err(full) => {
+                    warn!(uid = req.uid(), ?full, "refusing an opendir: the mount's listings are at their bound");
+                    return Err(match full {
+                        listings::Full::Uid => Errno::EMFILE,
+                        listings::Full::Mount => Errno::ENFILE,
+                    });
+                }
+            }
+            listings.set_page(fh, page);
             Ok(fh)
         })();
         match result {
@@ -687,22 +773,64 @@ impl Filesystem for LanefsFs {
         }
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let Some(entries) = self.listings.lock().expect("listings").get(&fh.0).cloned() else {
-            return reply.error(Errno::EBADF);
-        };
-        let dots = [(ino.0, FileType::Directory, ".".to_string()), (ino.0, FileType::Directory, "..".to_string())];
-        let all = dots.into_iter().chain(entries.iter().map(|e| (e.fid.0, file_type(e.kind), e.name.clone())));
-        for (i, (entry_ino, kind, name)) in all.enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(entry_ino), i as u64 + 1, kind, name) {
-                break;
+    fn readdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        // Offsets: `.` is element 0, `..` 1, entry i element i + 2; each
+        // element is given the offset of the one after it.
+        let mut element = offset;
+        while element < 2 {
+            let name = if element == 0 { "." } else { ".." };
+            if reply.add(INodeNo(ino.0), element + 1, FileType::Directory, name) {
+                return reply.ok();
             }
+            element += 1;
         }
-        reply.ok();
+        loop {
+            let index = element - 2;
+            let Some((dir, page)) = self.listings.lock().expect("listings").page(fh.0) else {
+                return reply.error(Errno::EBADF);
+            };
+            let wanted = if index < page.first {
+                // Read again from before this page (rewinddir, seekdir).
+                Some((None, 0))
+            } else if index >= page.first + page.len {
+                if !page.more {
+                    return reply.ok();
+                }
+                Some((page.last.clone(), page.first + page.len))
+            } else if page.entries.is_none() {
+                // Not kept (the mount's bound on kept pages): again.
+                Some((page.after.clone(), page.first))
+            } else {
+                None
+            };
+            let page = match wanted {
+                None => page,
+                Some((after, first)) => match self.dir_page(req, dir, after, first) {
+                    Ok(fetched) => {
+                        self.listings.lock().expect("listings").set_page(fh.0, fetched.clone());
+                        fetched
+                    }
+                    Err(e) => return reply.error(e),
+                },
+            };
+            if index < page.first || (index >= page.first + page.len && !page.more) {
+                // The directory shrank under a reread: nothing more here.
+                return reply.ok();
+            }
+            let entries = page.entries.as_deref().expect("a page just fetched or kept holds its entries");
+            let skip = usize::try_from(index.saturating_sub(page.first)).unwrap_or(usize::MAX);
+            for entry in entries.iter().skip(skip) {
+                element += 1;
+                if reply.add(INodeNo(entry.fid.0), element, file_type(entry.kind), &entry.name) {
+                    return reply.ok();
+                }
+            }
+            element = element.max(page.first + page.len + 2);
+        }
     }
 
     fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
-        self.listings.lock().expect("listings").remove(&fh.0);
+        self.listings.lock().expect("listings").release(fh.0);
         reply.ok();
     }
 
@@ -761,10 +889,11 @@ impl Filesystem for LanefsFs {
     /// `access(2)`: the mode bits the MDS keeps, for the caller's uid,
     /// gid and groups, by the rule the MDS applies to opens.
     fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
-        let result = self.path(ino).and_then(|path| match self.mds(req, MdsRequest::Stat { path })? {
-            MdsReply::Attr(attr) => Ok(attr),
-            _ => Err(Errno::EIO),
-        });
+        let result = match self.mds(req, MdsRequest::StatFid { fid: Fid(ino.0) }) {
+            Ok(MdsReply::Attr(attr)) => Ok(attr),
+            Ok(_) => Err(Errno::EIO),
+            Err(e) => Err(e),
+        };
         match result {
             Ok(attr) if may(&credentials(req), &attr, mask.bits() & 0o7) => reply.ok(),
             Ok(_) => reply.error(Errno::EACCES),
@@ -777,8 +906,7 @@ impl Filesystem for LanefsFs {
             if name != LOV_XATTR {
                 return Err(Errno::ENODATA);
             }
-            let path = self.path(ino)?;
-            match self.mds(req, MdsRequest::Stat { path })? {
+            match self.mds(req, MdsRequest::StatFid { fid: Fid(ino.0) })? {
                 MdsReply::Attr(Attr { layout: Some(layout), fid, .. }) => Ok(lov_user_md(fid.0, &layout)),
                 _ => Err(Errno::ENODATA),
             }
@@ -790,10 +918,11 @@ impl Filesystem for LanefsFs {
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let result = self.path(ino).and_then(|path| match self.mds(req, MdsRequest::Stat { path })? {
-            MdsReply::Attr(attr) if attr.layout.is_some() => Ok(format!("{LOV_XATTR}\0").into_bytes()),
-            _ => Ok(Vec::new()),
-        });
+        let result = match self.mds(req, MdsRequest::StatFid { fid: Fid(ino.0) }) {
+            Ok(MdsReply::Attr(attr)) if attr.layout.is_some() => Ok(format!("{LOV_XATTR}\0").into_bytes()),
+            Ok(_) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        };
         match result {
             Ok(names) => xattr_reply(&names, size, reply),
             Err(e) => reply.error(e),

@@ -17,6 +17,7 @@
 //! locks are the MDS's ([`locks`]).
 
 pub mod fs;
+pub mod listings;
 pub mod locks;
 pub mod mounts;
 pub mod nodes;

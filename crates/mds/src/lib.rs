@@ -85,7 +85,7 @@ pub mod schema;
 
 pub use error::MdsError;
 pub use objects::Pool;
-pub use ops::Time;
+pub use ops::{fid_name, Target, Time};
 pub use pools::{PoolChange, PoolInfo, PoolName};
 pub use proto::*;
 
@@ -253,6 +253,21 @@ impl Mds {
             }
             MdsRequest::SetMtime { path, at } => self.set_time(who, &path, at, Time::Modified).map(MdsReply::Attr),
             MdsRequest::SetAtime { path, at } => self.set_time(who, &path, at, Time::Accessed).map(MdsReply::Attr),
+            MdsRequest::StatFid { fid } => self.stat_target(who, Target::Fid(fid)).map(MdsReply::Attr),
+            MdsRequest::LinkFid { fid, to } => self.link_target(who, Target::Fid(fid), &to).map(MdsReply::Attr),
+            MdsRequest::ReaddirFid { fid, cursor } => {
+                self.readdir_target(who, Target::Fid(fid), cursor.as_deref()).map(MdsReply::Entries)
+            }
+            MdsRequest::OpenFid { fid, access } => self.open_target(who, Target::Fid(fid), access).map(MdsReply::File),
+            MdsRequest::SetAttrFid { fid, permissions, uid, gid } => {
+                self.set_attr_target(who, Target::Fid(fid), permissions, (uid, gid)).map(MdsReply::Attr)
+            }
+            MdsRequest::SetMtimeFid { fid, at } => {
+                self.set_time_target(who, Target::Fid(fid), at, Time::Modified).map(MdsReply::Attr)
+            }
+            MdsRequest::SetAtimeFid { fid, at } => {
+                self.set_time_target(who, Target::Fid(fid), at, Time::Accessed).map(MdsReply::Attr)
+            }
             MdsRequest::Symlink { path, target } => self.symlink(who, &path, &target).map(MdsReply::Attr),
             MdsRequest::Link { from, to } => self.link(who, &from, &to).map(MdsReply::Attr),
             MdsRequest::SetStripe { path, stripe } => self.set_stripe(who, &path, &stripe).map(|()| MdsReply::Ok),

@@ -45,6 +45,42 @@ pub enum Time {
     Accessed,
 }
 
+/// How a request names the inode it acts on: by path, walked from the
+/// root with search permission on each directory on the way, or by fid:
+/// the inode a client already holds (an open file, an inode its kernel
+/// looked up), whatever names it has now, as Lustre's clients address the
+/// MDT by FID. A fid walks nothing, so it needs no search permission; the
+/// inode's own permissions are checked as for a path.
+#[derive(Clone, Copy, Debug)]
+pub enum Target<'a> {
+    Path(&'a str),
+    Fid(Fid),
+}
+
+/// The inode `target` names, and how errors name it (its path, or its fid
+/// as Lustre prints one: `[0x2a]`).
+fn resolve_target(conn: &Connection, caller: &Caller, target: Target<'_>) -> Result<(String, Inode), MdsError> {
+    match target {
+        Target::Path(path) => {
+            let path = MdsPath::parse(path)?;
+            let (_, inode) = resolve(conn, caller, &path)?;
+            Ok((path.to_string(), inode))
+        }
+        Target::Fid(fid) => {
+            let name = fid_name(fid);
+            match schema::inode_if_any(conn, fid)? {
+                Some(inode) => Ok((name, inode)),
+                None => Err(MdsError::NotFound { path: name.clone(), missing: name }),
+            }
+        }
+    }
+}
+
+/// A fid as errors name it, in Lustre's brackets.
+pub fn fid_name(fid: Fid) -> String {
+    format!("[{:#x}]", fid.0)
+}
+
 /// The directories from the root down to a path's parent: `dirs[i]` is the
 /// directory named by the path's first `i` names, so `dirs[0]` is the root
 /// and the last is the parent. The caller may search each of them.
@@ -270,34 +306,59 @@ impl Mds {
 
     /// Opens existing file `path` for I/O of kind `access`.
     pub fn open_file(&self, credentials: &Credentials, path: &str, access: Access) -> Result<FileInfo, MdsError> {
+        self.open_target(credentials, Target::Path(path), access)
+    }
+
+    /// Opens the file `target` names for I/O of kind `access`.
+    pub fn open_target(
+        &self,
+        credentials: &Credentials,
+        target: Target<'_>,
+        access: Access,
+    ) -> Result<FileInfo, MdsError> {
         let caller = self.caller(credentials)?;
-        let path = MdsPath::parse(path)?;
-        match resolve(&self.conn, &caller, &path)?.1 {
-            Inode { kind: FileKind::Dir, .. } => Err(is_a_directory(&path)),
-            Inode { kind: FileKind::Symlink, .. } => Err(MdsError::SymbolicLink { path: path.to_string() }),
+        let (name, inode) = resolve_target(&self.conn, &caller, target)?;
+        match inode {
+            Inode { kind: FileKind::Dir, .. } => Err(MdsError::IsADirectory { path: name }),
+            Inode { kind: FileKind::Symlink, .. } => Err(MdsError::SymbolicLink { path: name }),
             file => {
-                perm::check(&caller, &file, access_need(access), &path, &path)?;
+                perm::check(&caller, &file, access_need(access), &name, &name)?;
                 Ok(FileInfo { fid: file.fid, layout: schema::layout(&self.conn, file.fid)? })
             }
         }
     }
 
     pub fn stat(&self, credentials: &Credentials, path: &str) -> Result<Attr, MdsError> {
+        self.stat_target(credentials, Target::Path(path))
+    }
+
+    /// The attributes of the inode `target` names.
+    pub fn stat_target(&self, credentials: &Credentials, target: Target<'_>) -> Result<Attr, MdsError> {
         let caller = self.caller(credentials)?;
-        let path = MdsPath::parse(path)?;
-        let (_, inode) = resolve(&self.conn, &caller, &path)?;
+        let (_, inode) = resolve_target(&self.conn, &caller, target)?;
         schema::attr(&self.conn, inode)
     }
 
     /// One page of directory `path`'s entries, sorted by name, after
     /// `cursor` (the last name of the previous page).
     pub fn readdir(&self, credentials: &Credentials, path: &str, cursor: Option<&str>) -> Result<DirPage, MdsError> {
+        self.readdir_target(credentials, Target::Path(path), cursor)
+    }
+
+    /// [`Mds::readdir`] of the directory `target` names.
+    pub fn readdir_target(
+        &self,
+        credentials: &Credentials,
+        target: Target<'_>,
+        cursor: Option<&str>,
+    ) -> Result<DirPage, MdsError> {
         let caller = self.caller(credentials)?;
-        let path = MdsPath::parse(path)?;
-        match resolve(&self.conn, &caller, &path)?.1 {
-            Inode { kind: FileKind::File | FileKind::Symlink, .. } => Err(not_a_directory(&path)),
-            dir => {
-                perm::check(&caller, &dir, Need::Read, &path, &path)?;
+        match resolve_target(&self.conn, &caller, target)? {
+            (name, Inode { kind: FileKind::File | FileKind::Symlink, .. }) => {
+                Err(MdsError::NotADirectory { path: name.clone(), file: name })
+            }
+            (name, dir) => {
+                perm::check(&caller, &dir, Need::Read, &name, &name)?;
                 let (entries_max, bytes_max) = self.readdir_page;
                 schema::entries_page(&self.conn, dir.fid, cursor, entries_max, bytes_max)
             }
@@ -363,22 +424,30 @@ impl Mds {
     /// `link(2)`: the name `to` for the file or symbolic link at `from`
     /// (a directory gets no second name: `EPERM`).
     pub fn link(&mut self, credentials: &Credentials, from: &str, to: &str) -> Result<Attr, MdsError> {
+        self.link_target(credentials, Target::Path(from), to)
+    }
+
+    /// [`Mds::link`] of the inode `from` names.
+    pub fn link_target(&mut self, credentials: &Credentials, from: Target<'_>, to: &str) -> Result<Attr, MdsError> {
         let caller = self.caller(credentials)?;
-        let from = MdsPath::parse(from)?;
+        if let Target::Path(from) = from {
+            MdsPath::parse(from)?;
+        }
         let to = MdsPath::parse(to)?;
         let Some(to_name) = to.name() else { return Err(MdsError::Exists { path: to.to_string() }) };
         self.write(WriteKind::Grows, |tx, _| {
-            let (_, source) = resolve(tx, &caller, &from)?;
+            let (from, source) = resolve_target(tx, &caller, from)?;
             if source.kind == FileKind::Dir {
                 return Err(MdsError::NotPermitted {
-                    path: from.to_string(),
+                    path: from,
                     reason: "a directory has one name: it cannot be hard-linked".into(),
                 });
             }
+            check_hardlink_source(&caller, &source, &from)?;
             let parent = free_name(tx, &caller, &to, to_name)?.parent();
             let links = schema::name_count(tx, source.fid)?;
             if links >= crate::LINKS_MAX {
-                return Err(MdsError::TooManyLinks { path: from.to_string(), links });
+                return Err(MdsError::TooManyLinks { path: from, links });
             }
             let now_ns = now_ns();
             schema::link(tx, parent.fid, to_name, source.fid)?;
@@ -464,11 +533,24 @@ impl Mds {
         permissions: Option<u32>,
         owner: (Option<u32>, Option<u32>),
     ) -> Result<Attr, MdsError> {
+        self.set_attr_target(credentials, Target::Path(path), permissions, owner)
+    }
+
+    /// [`Mds::set_attr`] of the inode `target` names.
+    pub fn set_attr_target(
+        &mut self,
+        credentials: &Credentials,
+        target: Target<'_>,
+        permissions: Option<u32>,
+        owner: (Option<u32>, Option<u32>),
+    ) -> Result<Attr, MdsError> {
         let caller = self.caller(credentials)?;
-        let path = MdsPath::parse(path)?;
+        if let Target::Path(path) = target {
+            MdsPath::parse(path)?;
+        }
         self.write(WriteKind::Grows, |tx, _| {
-            let (_, inode) = resolve(tx, &caller, &path)?;
-            let (new_owner, new_permissions) = changed_owner(&caller, &inode, &path, permissions, owner)?;
+            let (name, inode) = resolve_target(tx, &caller, target)?;
+            let (new_owner, new_permissions) = changed_owner(&caller, &inode, &name, permissions, owner)?;
             schema::set_owner(tx, inode.fid, new_owner, new_permissions, now_ns())?;
             schema::attr(tx, schema::inode(tx, inode.fid)?)
         })
@@ -484,22 +566,35 @@ impl Mds {
         at: Option<u64>,
         which: Time,
     ) -> Result<Attr, MdsError> {
+        self.set_time_target(credentials, Target::Path(path), at, which)
+    }
+
+    /// [`Mds::set_time`] of the inode `target` names.
+    pub fn set_time_target(
+        &mut self,
+        credentials: &Credentials,
+        target: Target<'_>,
+        at: Option<u64>,
+        which: Time,
+    ) -> Result<Attr, MdsError> {
         let caller = self.caller(credentials)?;
-        let path = MdsPath::parse(path)?;
+        if let Target::Path(path) = target {
+            MdsPath::parse(path)?;
+        }
         self.write(WriteKind::Grows, |tx, _| {
-            let (_, inode) = resolve(tx, &caller, &path)?;
+            let (name, inode) = resolve_target(tx, &caller, target)?;
             let owns = caller.is_root() || caller.uid == inode.uid;
             match at {
                 Some(_) if !owns => {
                     return Err(MdsError::NotPermitted {
-                        path: path.to_string(),
+                        path: name,
                         reason: format!(
                             "only its owner (uid {}) or root may set its time to a given one, not uid {}",
                             inode.uid, caller.uid
                         ),
                     })
                 }
-                None if !owns => perm::check(&caller, &inode, perm::Need::Write, &path, &path)?,
+                None if !owns => perm::check(&caller, &inode, perm::Need::Write, &name, &name)?,
                 _ => {}
             }
             let now_ns = now_ns();
@@ -640,7 +735,7 @@ fn space_of(file: &std::path::Path) -> Option<MdtSpace> {
 fn changed_owner(
     caller: &Caller,
     inode: &Inode,
-    path: &MdsPath,
+    path: &str,
     permissions: Option<u32>,
     (uid, gid): (Option<u32>, Option<u32>),
 ) -> Result<(Owner, u32), MdsError> {
@@ -678,6 +773,34 @@ fn changed_owner(
         }
     }
     Ok((Owner { uid: new_uid, gid: new_gid }, new_permissions))
+}
+
+/// Linux's `protected_hardlinks` (on by default in every major
+/// distribution): a caller who does not own `source` (root aside) may link
+/// it only if it is a regular file, neither setuid nor executable setgid,
+/// that the caller may both read and write. Otherwise a user could pin
+/// another's file under a name of their own choosing, to keep it from
+/// being removed or to have a later privileged operation on that name act
+/// on it.
+fn check_hardlink_source(caller: &Caller, source: &Inode, from: &str) -> Result<(), MdsError> {
+    if caller.is_root() || caller.uid == source.uid {
+        return Ok(());
+    }
+    let safe = source.kind == FileKind::File
+        && source.permissions & perm::S_ISUID == 0
+        && source.permissions & (perm::S_ISGID | 0o010) != (perm::S_ISGID | 0o010)
+        && perm::allows(caller, source, Need::ReadWrite);
+    if safe {
+        return Ok(());
+    }
+    Err(MdsError::NotPermitted {
+        path: from.to_string(),
+        reason: format!(
+            "uid {} neither owns it (uid {}) nor may read and write it, so it may not link it \
+             (protected hard links, as Linux's fs.protected_hardlinks)",
+            caller.uid, source.uid
+        ),
+    })
 }
 
 /// Removes rename target `target` at `to` so that a `source_kind` can take

@@ -376,6 +376,27 @@ pub enum MdsRequest {
     ChangePool { pool: PoolName, change: PoolChange },
     /// `lctl pool_list`: every pool, or one. -> [`MdsReply::Pools`].
     ListPools { pool: Option<PoolName> },
+    /// [`MdsRequest::Stat`] of the inode `fid`, whatever its names are
+    /// now: `fstat` of an open file, `stat` of an inode a mount's kernel
+    /// holds. A fid walks no directory, so it needs no search permission
+    /// (see [`crate::ops::Target`]). -> [`MdsReply::Attr`].
+    StatFid { fid: Fid },
+    /// [`MdsRequest::Readdir`] of the directory `fid`.
+    /// -> [`MdsReply::Entries`].
+    ReaddirFid { fid: Fid, cursor: Option<String> },
+    /// [`MdsRequest::Link`] of the inode `fid`: `link(2)` of the file the
+    /// kernel holds. -> [`MdsReply::Attr`] of the inode.
+    LinkFid { fid: Fid, to: String },
+    /// [`MdsRequest::Open`] of the file `fid`. -> [`MdsReply::File`].
+    OpenFid { fid: Fid, access: Access },
+    /// [`MdsRequest::SetAttr`] of the inode `fid` (`fchmod`, `fchown`).
+    /// -> [`MdsReply::Attr`].
+    SetAttrFid { fid: Fid, permissions: Option<u32>, uid: Option<u32>, gid: Option<u32> },
+    /// [`MdsRequest::SetMtime`] of the inode `fid` (`futimens`).
+    /// -> [`MdsReply::Attr`].
+    SetMtimeFid { fid: Fid, at: Option<u64> },
+    /// [`MdsRequest::SetAtime`] of the inode `fid`. -> [`MdsReply::Attr`].
+    SetAtimeFid { fid: Fid, at: Option<u64> },
 }
 
 impl MdsRequest {
@@ -398,13 +419,20 @@ impl MdsRequest {
             | MdsRequest::GetStripe { .. }
             | MdsRequest::DeleteStripe { .. }
             | MdsRequest::ListPools { .. }
-            | MdsRequest::Statfs => true,
+            | MdsRequest::Statfs
+            | MdsRequest::StatFid { .. }
+            | MdsRequest::ReaddirFid { .. }
+            | MdsRequest::OpenFid { .. }
+            | MdsRequest::SetAttrFid { .. }
+            | MdsRequest::SetMtimeFid { .. }
+            | MdsRequest::SetAtimeFid { .. } => true,
             // Adding or removing an OST twice fails the second time, as
             // making or destroying a pool does.
             MdsRequest::ChangePool { .. } => false,
             MdsRequest::Mkdir { .. }
             | MdsRequest::Symlink { .. }
             | MdsRequest::Link { .. }
+            | MdsRequest::LinkFid { .. }
             | MdsRequest::Unlink { .. }
             | MdsRequest::Rmdir { .. }
             | MdsRequest::Rename { .. } => false,

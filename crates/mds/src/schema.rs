@@ -321,6 +321,17 @@ pub(crate) fn inode(conn: &Connection, fid: Fid) -> Result<Inode, MdsError> {
     inode_of(conn.prepare_cached(&sql)?.query_row([fid.0], |row| inode_of_row(row, 0))?)
 }
 
+/// The inode `fid`, if it exists (a fid a client names may be long gone).
+pub(crate) fn inode_if_any(conn: &Connection, fid: Fid) -> Result<Option<Inode>, MdsError> {
+    // Fids are SQLite integers: none is above i64::MAX.
+    if i64::try_from(fid.0).is_err() {
+        return Ok(None);
+    }
+    let sql = format!("SELECT {INODE_COLUMNS} FROM inodes i WHERE i.fid = ?1");
+    let found = conn.prepare_cached(&sql)?.query_row([fid.0], |row| inode_of_row(row, 0)).optional()?;
+    found.map(inode_of).transpose()
+}
+
 pub(crate) fn lookup(conn: &Connection, parent: Fid, name: &str) -> Result<Option<Inode>, MdsError> {
     let sql = format!(
         "SELECT {INODE_COLUMNS} FROM dentries d JOIN inodes i ON i.fid = d.fid WHERE d.parent = ?1 AND d.name = ?2"

@@ -94,7 +94,7 @@ impl Drop for Listener {
 /// each request to `to`.
 pub(crate) fn listen(dir: &Path, name: &str, to: mpsc::UnboundedSender<Incoming>) -> std::io::Result<Listener> {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(dir)?;
+    crate::runtime_files::private_dir(dir)?;
     let path = dir.join(format!("{name}.sock"));
     let _ = std::fs::remove_file(&path); // a dead client's, of the same name
     let listener = tokio::net::UnixListener::bind(&path)?;

@@ -5,6 +5,7 @@
 //! owner calls it per request, each request one transaction), so every run
 //! is a sequence of requests, and these tests are those sequences.
 
+mod by_fid;
 mod full_disk;
 mod hostile;
 mod lifecycle;

@@ -5,6 +5,8 @@
 //! Mounting needs root and /dev/fuse; without them each test says so and
 //! does nothing.
 
+mod descriptors;
+
 use lanefs_fuse::MountConfig;
 use lanefs_net::client::{Client, ClientOptions};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
