@@ -400,6 +400,43 @@ pub enum MdsRequest {
 }
 
 impl MdsRequest {
+    /// Whether the request names its inode by fid: an inode the caller
+    /// already reached, with no walk and so no search permission checked
+    /// on the way. Only nodes (a mount, acting for processes whose own
+    /// walks the MDS checked) send these; the network MDS refuses them
+    /// from a peer that is a user, as Linux keeps `open_by_handle_at` to
+    /// `CAP_DAC_READ_SEARCH`.
+    pub fn by_fid(&self) -> bool {
+        match self {
+            MdsRequest::StatFid { .. }
+            | MdsRequest::ReaddirFid { .. }
+            | MdsRequest::OpenFid { .. }
+            | MdsRequest::SetAttrFid { .. }
+            | MdsRequest::SetMtimeFid { .. }
+            | MdsRequest::SetAtimeFid { .. }
+            | MdsRequest::LinkFid { .. } => true,
+            MdsRequest::Mkdir { .. }
+            | MdsRequest::Create { .. }
+            | MdsRequest::Open { .. }
+            | MdsRequest::Stat { .. }
+            | MdsRequest::Readdir { .. }
+            | MdsRequest::Unlink { .. }
+            | MdsRequest::Rmdir { .. }
+            | MdsRequest::Rename { .. }
+            | MdsRequest::SetAttr { .. }
+            | MdsRequest::SetMtime { .. }
+            | MdsRequest::SetAtime { .. }
+            | MdsRequest::Symlink { .. }
+            | MdsRequest::Link { .. }
+            | MdsRequest::SetStripe { .. }
+            | MdsRequest::GetStripe { .. }
+            | MdsRequest::Statfs
+            | MdsRequest::DeleteStripe { .. }
+            | MdsRequest::ChangePool { .. }
+            | MdsRequest::ListPools { .. } => false,
+        }
+    }
+
     /// Whether doing the request twice does what doing it once does (a
     /// client may send it again after losing the MDS connection while it
     /// was in flight, not knowing whether it was done).

@@ -2,7 +2,9 @@
 //! error for a bad one), never panics, and keeps every invariant.
 
 use crate::mds;
-use lanefs_mds::{Access, CreateMode, Credentials, MdsReply, MdsRequest, PoolChange, PoolName, StripeSpec, GROUPS_MAX};
+use lanefs_mds::{
+    Access, CreateMode, Credentials, Fid, MdsReply, MdsRequest, PoolChange, PoolName, StripeSpec, GROUPS_MAX,
+};
 use proptest::prelude::*;
 
 fn path() -> impl Strategy<Value = String> {
@@ -83,7 +85,7 @@ fn request() -> impl Strategy<Value = MdsRequest> {
         (path(), access()).prop_map(|(path, access)| MdsRequest::Open { path, access }),
         path().prop_map(|path| MdsRequest::Stat { path }),
         (path(), prop::option::of(path())).prop_map(|(path, cursor)| MdsRequest::Readdir { path, cursor }),
-        (path(), prop::option::of(permissions()), id.clone(), id)
+        (path(), prop::option::of(permissions()), id.clone(), id.clone())
             .prop_map(|(path, permissions, uid, gid)| MdsRequest::SetAttr { path, permissions, uid, gid }),
         (path(), prop::option::of(any::<u64>())).prop_map(|(path, at)| MdsRequest::SetMtime { path, at }),
         path().prop_map(|path| MdsRequest::Unlink { path }),
@@ -95,7 +97,21 @@ fn request() -> impl Strategy<Value = MdsRequest> {
         path().prop_map(|path| MdsRequest::DeleteStripe { path }),
         (pool(), pool_change()).prop_map(|(pool, change)| MdsRequest::ChangePool { pool, change }),
         prop::option::of(pool()).prop_map(|pool| MdsRequest::ListPools { pool }),
+        fid().prop_map(|fid| MdsRequest::StatFid { fid }),
+        (fid(), prop::option::of(path())).prop_map(|(fid, cursor)| MdsRequest::ReaddirFid { fid, cursor }),
+        (fid(), access()).prop_map(|(fid, access)| MdsRequest::OpenFid { fid, access }),
+        (fid(), prop::option::of(permissions()), id.clone(), id.clone())
+            .prop_map(|(fid, permissions, uid, gid)| MdsRequest::SetAttrFid { fid, permissions, uid, gid }),
+        (fid(), prop::option::of(any::<u64>())).prop_map(|(fid, at)| MdsRequest::SetMtimeFid { fid, at }),
+        (fid(), prop::option::of(any::<u64>())).prop_map(|(fid, at)| MdsRequest::SetAtimeFid { fid, at }),
+        (fid(), path()).prop_map(|(fid, to)| MdsRequest::LinkFid { fid, to }),
+        (path(), path()).prop_map(|(from, to)| MdsRequest::Link { from, to }),
     ]
+}
+
+/// Fids of the first inodes a run makes, and ones no inode has.
+fn fid() -> impl Strategy<Value = Fid> {
+    prop_oneof![4 => (1..12u64).prop_map(Fid), 1 => Just(Fid(0)), 1 => any::<u64>().prop_map(Fid)]
 }
 
 proptest! {
