@@ -180,10 +180,17 @@ pub(crate) fn client_options(p: &IorParams) -> Result<ClientOptions, IorError> {
 
 impl LanefsBackend {
     pub fn new(mds: String, key: Option<(PathBuf, ClusterKey)>, ior_args: Vec<String>) -> Result<Self, NetError> {
-        let options =
+        let mut options =
             ClientOptions { shared_memory: false, key: key.as_ref().map(|k| k.1.clone()), ..Default::default() };
+        // The counters before the run are read under the run's own
+        // timeout: an OSS out of reach fails the run after
+        // `--lanefs.timeout`, not after Lustre's default 100 s.
+        let given = timeout_arg(&ior_args);
+        if let Some(timeout) = given {
+            options = options.with_timeout(timeout);
+        }
         let before = Client::connect(&mds, options)?.ost_stats()?;
-        let timeout = Mutex::new(None);
+        let timeout = Mutex::new(given);
         Ok(LanefsBackend { mds, key, ior_args, totals: Mutex::new(Totals::default()), before, timeout })
     }
 
@@ -230,6 +237,19 @@ impl LanefsBackend {
         }
         Client::connect(&self.mds, options).map_err(backend_error)
     }
+}
+
+/// `--lanefs.timeout=SECONDS` (or `--lanefs.timeout SECONDS`) among IOR's
+/// arguments, if given well formed (a bad one is refused, named, when
+/// IOR's options are parsed).
+fn timeout_arg(args: &[String]) -> Option<std::time::Duration> {
+    let value = args.iter().enumerate().find_map(|(i, arg)| match arg.strip_prefix("--lanefs.timeout") {
+        Some(rest) if rest.starts_with('=') => Some(rest[1..].to_string()),
+        Some("") => args.get(i + 1).cloned(),
+        _ => None,
+    })?;
+    let seconds: u64 = value.parse().ok().filter(|s| (1..=86_400).contains(s))?;
+    Some(std::time::Duration::from_secs(seconds))
 }
 
 /// IOR's default `-o testFile` is relative: lanefs paths start at its root.

@@ -262,3 +262,18 @@ fn a_stopped_oss_leaves_metadata_commands_working_and_fails_data_commands_within
     let (ok, text, _) = lanefs(&cluster, &["stat", "/f"]);
     assert!(ok && text.contains("67108864"), "stat after the OSS went on: {text}");
 }
+
+/// `--lanefs.timeout` holds from the first thing `lanefs ior` asks of the
+/// OSTs (their counters before the run), not only in the run.
+#[test]
+fn ior_with_an_oss_stopped_fails_within_its_lanefs_timeout() {
+    let cluster = Cluster::start(&["--recovery-window", &RECOVERY_WINDOW_S.to_string()]);
+    cluster.oss.signal(libc::SIGSTOP);
+    let (ok, text, took) =
+        lanefs(&cluster, &["ior", "-a", "LANEFS", "--lanefs.timeout=3", "-w", "-b", "1m", "-t", "1m", "-o", "/g"]);
+    cluster.oss.signal(libc::SIGCONT);
+    assert!(!ok, "ior ran with its OSS stopped: {text}");
+    assert!(text.contains("lanefs: error:") && text.contains("3s"), "the error says what timed out: {text}");
+    // A few calls in turn, each within the timeout (the default is 100 s).
+    assert!(took < Duration::from_secs(30), "ior failed after {took:?} with --lanefs.timeout=3");
+}
