@@ -8,7 +8,8 @@
 //! | file | role | its certificate | who holds it |
 //! | --- | --- | --- | --- |
 //! | `server.pem` | [`KeyRole::Server`] | names `server.lanefs`; TLS server and client use | MDS and OSS hosts (admin tools there may use it as a client) |
-//! | `client.pem` | [`KeyRole::Client`] | names `client.lanefs`; TLS client use only | users of the file system |
+//! | `client.pem` | [`KeyRole::Client`] | names `client.lanefs`; TLS client use only | users of the file system (their root is squashed by default) |
+//! | `admin.pem` | [`KeyRole::Admin`] | names `admin.lanefs`; TLS client use only | administrators' nodes: a client key whose root stays root |
 //! | `ca.pem` | none | the CA's certificate and private key | the administrator: only `lanefs key issue` reads it |
 //!
 //! The role is the name in the certificate (its subjectAltName), so the
@@ -45,6 +46,8 @@ use std::path::{Path, PathBuf};
 pub const SERVER_NAME: &str = "server.lanefs";
 /// The name a client certificate holds.
 pub const CLIENT_NAME: &str = "client.lanefs";
+/// The name an admin certificate holds.
+pub const ADMIN_NAME: &str = "admin.lanefs";
 /// Largest key file read (a bundle is about 2 KiB).
 pub const KEY_FILE_BYTES_MAX: u64 = 64 << 10;
 
@@ -53,8 +56,12 @@ pub const KEY_FILE_BYTES_MAX: u64 = 64 << 10;
 pub enum KeyRole {
     /// MDS and OSS: serves, and may connect as any role.
     Server,
-    /// A user's node or tool: connects as a client only.
+    /// A user's node or tool: connects as a client only, and its
+    /// requests as root are squashed unless the MDS is told otherwise.
     Client,
+    /// A client key whose requests as root are root's (Lustre: a node in
+    /// a nodemap with `admin=1`): an administrator's node or tool.
+    Admin,
 }
 
 impl KeyRole {
@@ -62,6 +69,7 @@ impl KeyRole {
         match self {
             KeyRole::Server => "server",
             KeyRole::Client => "client",
+            KeyRole::Admin => "admin",
         }
     }
 }
@@ -86,11 +94,17 @@ pub struct KeyFiles {
     pub ca: PathBuf,
     pub server: PathBuf,
     pub client: PathBuf,
+    pub admin: PathBuf,
 }
 
 impl KeyFiles {
     pub fn in_dir(dir: &Path) -> KeyFiles {
-        KeyFiles { ca: dir.join("ca.pem"), server: dir.join("server.pem"), client: dir.join("client.pem") }
+        KeyFiles {
+            ca: dir.join("ca.pem"),
+            server: dir.join("server.pem"),
+            client: dir.join("client.pem"),
+            admin: dir.join("admin.pem"),
+        }
     }
 }
 
@@ -180,6 +194,7 @@ fn issue_pem(
     let name = match role {
         KeyRole::Server => SERVER_NAME,
         KeyRole::Client => CLIENT_NAME,
+        KeyRole::Admin => ADMIN_NAME,
     };
     let mut params = CertificateParams::new(vec![name.to_string()]).map_err(|e| rcgen_error(path, e))?;
     params.distinguished_name.push(DnType::OrganizationName, "lanefs");
@@ -187,7 +202,7 @@ fn issue_pem(
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = match role {
         KeyRole::Server => vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth],
-        KeyRole::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
+        KeyRole::Client | KeyRole::Admin => vec![ExtendedKeyUsagePurpose::ClientAuth],
     };
     params.use_authority_key_identifier_extension = true;
     let key = KeyPair::generate().map_err(|e| rcgen_error(path, e))?;
@@ -215,7 +230,7 @@ fn write_secret(path: &Path, text: &str) -> Result<(), KeyError> {
 }
 
 /// Make a new cluster's keys in `dir` (which must not exist): a CA, a
-/// server key and a client key, owner-only. The directory appears whole
+/// server key, a client key and an admin key, owner-only. The directory appears whole
 /// or not at all.
 pub fn create_cluster_keys(dir: &Path) -> Result<KeyFiles, KeyError> {
     let failed = |e: std::io::Error| KeyError::Write { path: dir.to_path_buf(), reason: e.to_string() };
@@ -238,6 +253,7 @@ pub fn create_cluster_keys(dir: &Path) -> Result<KeyFiles, KeyError> {
     write_secret(&files.ca, &format!("{}{}", ca_cert.pem(), ca_key.serialize_pem()))?;
     write_secret(&files.server, &issue_pem(&ca_key, &ca_cert.pem(), KeyRole::Server, None, &files.server)?)?;
     write_secret(&files.client, &issue_pem(&ca_key, &ca_cert.pem(), KeyRole::Client, None, &files.client)?)?;
+    write_secret(&files.admin, &issue_pem(&ca_key, &ca_cert.pem(), KeyRole::Admin, None, &files.admin)?)?;
     std::fs::rename(staging.path(), dir).map_err(failed)?;
     let _ = staging.keep(); // renamed away: nothing left to remove
     Ok(KeyFiles::in_dir(dir))
@@ -257,6 +273,10 @@ pub fn ensure_cluster_keys(dir: &Path) -> Result<KeyFiles, KeyError> {
                 reason: format!("missing from {} (move the directory away to make new keys)", dir.display()),
             });
         }
+    }
+    // Keys made before admin keys existed: the CA signs one now.
+    if !files.admin.exists() && files.ca.is_file() {
+        issue_key(&files.ca, KeyRole::Admin, None, &files.admin)?;
     }
     Ok(files)
 }
