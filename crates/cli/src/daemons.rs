@@ -325,6 +325,6 @@ pub fn key_new(dir: &Path) -> Result<()> {
 /// `lanefs key issue --ca CA [--server|--admin] [--name NAME] OUT`: one more key.
 pub fn key_issue(ca: &Path, role: KeyRole, name: Option<&str>, out: &Path) -> Result<()> {
     issue_key(ca, role, name, out)?;
-    say!("lanefs: a {} key in {} (mode 600); give it with --key or LANEFS_KEY", role.name(), out.display());
+    say!("lanefs: {} key in {} (mode 600); give it with --key or LANEFS_KEY", role.with_article(), out.display());
     Ok(())
 }

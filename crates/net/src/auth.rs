@@ -152,10 +152,9 @@ pub fn claim_allowed(peer: &Peer, role: &Role) -> Result<(), String> {
         (_, Role::Client) => Ok(()),
         (Peer::Key(KeyRole::Server) | Peer::LocalNode { .. }, _) => Ok(()),
         (Peer::Key(key @ (KeyRole::Client | KeyRole::Admin)), role) => Err(format!(
-            "a{} {} key may connect only as a client, not as {role:?}: servers need the cluster's server key \
+            "{} key may connect only as a client, not as {role:?}: servers need the cluster's server key \
              (server.pem)",
-            if *key == KeyRole::Admin { "n" } else { "" },
-            key.name()
+            key.with_article()
         )),
         (Peer::LocalUser(user), role) => Err(format!(
             "uid {} may connect only as a client, not as {role:?}: servers run as the servers' own user or root",

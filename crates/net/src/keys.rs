@@ -65,6 +65,15 @@ pub enum KeyRole {
 }
 
 impl KeyRole {
+    /// "a server", "a client", "an admin": the role as a sentence names it.
+    pub fn with_article(self) -> &'static str {
+        match self {
+            KeyRole::Server => "a server",
+            KeyRole::Client => "a client",
+            KeyRole::Admin => "an admin",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             KeyRole::Server => "server",
@@ -82,7 +91,7 @@ pub enum KeyError {
     TooOpen { path: PathBuf, mode: u32 },
     #[error("key file {}: {reason}; give a key file made by lanefs up --tcp or lanefs key (PEM: certificate, CA certificate, private key)", path.display())]
     Malformed { path: PathBuf, reason: String },
-    #[error("key file {} is a {} key; {needed}", path.display(), found.name())]
+    #[error("key file {} is {} key; {needed}", path.display(), found.with_article())]
     WrongRole { path: PathBuf, found: KeyRole, needed: String },
     #[error("{}: {reason}", path.display())]
     Write { path: PathBuf, reason: String },
