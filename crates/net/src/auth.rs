@@ -85,8 +85,8 @@
 
 use crate::codec::encode;
 use crate::keys::{read_bundle, KeyError, KeyRole, ADMIN_NAME, CLIENT_NAME, SERVER_NAME};
-use lanefs_mds::{Credentials, MdsError, Owner, GROUPS_MAX};
 use crate::proto::{Role, Wire};
+use lanefs_mds::{Credentials, MdsError, Owner, GROUPS_MAX};
 use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::server::{ParsedCertificate, WebPkiClientVerifier};
