@@ -870,4 +870,22 @@ fn a_user_runs_commands_on_a_root_run_cluster_as_itself() {
     assert!(!success && err.contains("permission denied (EACCES): /not-mine: uid 4242 lacks"), "{err}");
     let (success, _, err) = lanefs_as(4242, &["chown", "4243", "/u/d"]).unwrap();
     assert!(!success && err.contains("EPERM"), "{err}");
+    // With paths under root's mount: the mount's file system, as itself.
+    if !std::path::Path::new("/dev/fuse").exists() {
+        eprintln!("skipped the part under a mount: no /dev/fuse");
+        return;
+    }
+    let point = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(point.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let at = point.path().to_str().unwrap();
+    let _unmount = LazyUnmount(at.to_string());
+    ok_as(0, &["mount", at]);
+    let layout = ok_as(4242, &["getstripe", &format!("{at}/u/d/f")]).unwrap();
+    assert!(layout.contains("lmm_stripe_count:  2"), "{layout}");
+    ok_as(4242, &["setstripe", "-c", "1", &format!("{at}/u/d/g")]);
+    let df = ok_as(4242, &["df", at]).unwrap();
+    assert!(df.contains(&format!("{at}[OST:1]")), "{df}");
+    let (success, _, err) = lanefs_as(4242, &["mkdir", &format!("{at}/not-mine")]).unwrap();
+    assert!(!success && err.contains("uid 4242 lacks"), "{err}");
+    ok_as(0, &["umount", at]);
 }
