@@ -321,11 +321,18 @@ mod tests {
         let files = create_cluster_keys(&keys).unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&keys), 0o700);
-        for f in [&files.ca, &files.server, &files.client] {
+        for f in [&files.ca, &files.server, &files.client, &files.admin] {
             assert_eq!(mode(f), 0o600, "{}", f.display());
         }
         assert!(create_cluster_keys(&keys).unwrap_err().to_string().contains("exists already"));
         assert_eq!(ensure_cluster_keys(&keys).unwrap(), files, "existing keys are kept");
+        // Keys made before admin keys: the CA signs one when they are used.
+        let client = std::fs::read(&files.client).unwrap();
+        std::fs::remove_file(&files.admin).unwrap();
+        assert_eq!(ensure_cluster_keys(&keys).unwrap(), files);
+        assert_eq!(crate::auth::ClusterKey::load(&files.admin).unwrap().role(), KeyRole::Admin);
+        assert_eq!(mode(&files.admin), 0o600);
+        assert_eq!(std::fs::read(&files.client).unwrap(), client, "the other keys are kept");
         std::fs::set_permissions(&files.client, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = read_bundle(&files.client).err().unwrap().to_string();
         assert!(e.contains("chmod 600") && e.contains("client.pem") && e.contains("644"), "{e}");

@@ -9,12 +9,12 @@
 //! server key (or, on a Unix socket, the MDS's own user) may register an
 //! OSS: see [`crate::auth`]. A node's requests are served as the
 //! credentials they carry (uid 0 of a client key squashed, as
-//! [`MdsOptions::key_root_squash`] says); a local user's only as itself,
-//! and a local user may not record open files nor take file locks, which
-//! are a mount's to do ([`crate::auth::served_credentials`]). A create that finds an OST's pool of
-//! precreated objects empty waits for it to be refilled, then runs again;
-//! creates and removals wake the workers that refill pools and destroy
-//! removed files' objects.
+//! [`MdsOptions::key_root_squash`] says); a local user's only as itself
+//! ([`crate::auth::served_credentials`]), and a local user may not record
+//! open files nor take file locks, which are a mount's to do. A create
+//! that finds an OST's pool of precreated objects empty waits for it to
+//! be refilled, then runs again; creates and removals wake the workers
+//! that refill pools and destroy removed files' objects.
 //!
 //! File locks (`fcntl`, `flock`) are granted here from a
 //! [`FlockTable`], as Lustre's MDT grants flock locks: a request that must
