@@ -328,3 +328,21 @@ pub fn key_issue(ca: &Path, role: KeyRole, name: Option<&str>, out: &Path) -> Re
     say!("lanefs: {} key in {} (mode 600); give it with --key or LANEFS_KEY", role.with_article(), out.display());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_keys_root_is_squashed_unless_told_otherwise() {
+        let nobody = lanefs_net::auth::SQUASH_OWNER_DEFAULT;
+        let squash = |root, key_root| Squash { root, key_root }.parse().unwrap();
+        assert_eq!(squash(None, None), (None, KeyRootSquash::Squash(nobody)));
+        let given = Owner { uid: 5, gid: 6 };
+        assert_eq!(squash(Some("5:6"), None), (Some(given), KeyRootSquash::Squash(given)), "--root-squash's user");
+        assert_eq!(squash(None, Some("7:8")).1, KeyRootSquash::Squash(Owner { uid: 7, gid: 8 }));
+        assert_eq!(squash(Some("5:6"), Some("off")), (Some(given), KeyRootSquash::Off));
+        let e = Squash { root: None, key_root: Some("7") }.parse().unwrap_err().to_string();
+        assert!(e.contains("--key-root-squash 7: give UID:GID") && e.contains("--admin"), "{e}");
+    }
+}

@@ -230,6 +230,11 @@ fn a_bad_server_setting_is_refused_before_anything_starts() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--root-squash nobody: give UID:GID"));
     let out = run(&["mds", "--osts", "1", "--data", data, "--root-squash", "1:x"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--root-squash 1:x"));
+    let out = run(&["up", "--osts", "1", "--data", data, "--key-root-squash", "nobody"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--key-root-squash nobody: give UID:GID") && err.contains("or off"), "{err}");
+    let out = run(&["mds", "--osts", "1", "--data", data, "--key-root-squash", "0"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--key-root-squash 0: give UID:GID"));
     assert!(!dir.path().join("fs").exists(), "nothing was started");
 }
 
