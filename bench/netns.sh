@@ -6,7 +6,7 @@
 # Every namespace has a veth pair to one bridge. Then it runs, across the
 # two rank hosts:
 #
-#   mpirun -np 4 lanefs ior -a MPIIO -c -w -r -W -R -C -e ... --cluster MDS --key client.pem
+#   mpirun -np 4 lanefs ior -a MPIIO -c -w -r -W -R -C -e ... --cluster MDS --key admin.pem
 #
 # (collective MPI-IO with lockahead; -C makes each rank read back data
 # another host wrote) and tears everything down, whatever happened.
@@ -72,4 +72,4 @@ mpirun --allow-run-as-root --oversubscribe --hostfile "$work/hosts" -np 4 \
     --mca oob_tcp_if_include "$net.0/24" --mca btl_tcp_if_include "$net.0/24" --mca btl self,vader,tcp \
     -x MPICH_MPIIO_HINTS -x MPICH_MPIIO_STATS -x MPICH_MPIIO_AGGREGATOR_PLACEMENT_DISPLAY \
     "$LANEFS" ior -a MPIIO -c -w -r -W -R -C -e -b 1m -t 256k -s 4 \
-    --cluster "$net.10:9400" --key "$work/keys/client.pem"
+    --cluster "$net.10:9400" --key "$work/keys/admin.pem"

@@ -10,7 +10,7 @@ use lanefs_core::ldlm::server::LockServerConfig;
 use lanefs_core::ost::{OstConfig, RecoveryConfig, SyncLockCancel};
 use lanefs_core::Duration;
 use lanefs_mds::{Mds, MdsConfig, Owner};
-use lanefs_net::auth::ClusterKey;
+use lanefs_net::auth::{ClusterKey, KeyRootSquash};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::fence::Fence;
 use lanefs_net::keys::{create_cluster_keys, issue_key, KeyRole};
@@ -115,6 +115,43 @@ pub fn parse_root_squash(value: Option<&str>) -> Result<Option<Owner>> {
     }
 }
 
+/// `--key-root-squash UID:GID|off`: what a client key's root is served
+/// as; by default `--root-squash`'s user, else 65534:65534.
+pub fn parse_key_root_squash(value: Option<&str>, root_squash: Option<Owner>) -> Result<KeyRootSquash> {
+    match value {
+        None => Ok(root_squash.map_or_else(KeyRootSquash::default, KeyRootSquash::Squash)),
+        Some("off") => Ok(KeyRootSquash::Off),
+        Some(value) => {
+            let parsed = value
+                .split_once(':')
+                .and_then(|(uid, gid)| Some(Owner { uid: uid.parse().ok()?, gid: gid.parse().ok()? }));
+            match parsed {
+                Some(owner) => Ok(KeyRootSquash::Squash(owner)),
+                None => anyhow::bail!(
+                    "--key-root-squash {value}: give UID:GID, numeric, e.g. 65534:65534, or off (to serve a client \
+                     key's root as root; an admin key, lanefs key issue --admin, lifts it for one key instead)"
+                ),
+            }
+        }
+    }
+}
+
+/// The squash options of `lanefs up` and `lanefs mds`, as given.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Squash<'a> {
+    /// `--root-squash`: every peer's root.
+    pub root: Option<&'a str>,
+    /// `--key-root-squash`: a client key's root.
+    pub key_root: Option<&'a str>,
+}
+
+impl Squash<'_> {
+    fn parse(self) -> Result<(Option<Owner>, KeyRootSquash)> {
+        let root = parse_root_squash(self.root)?;
+        Ok((root, parse_key_root_squash(self.key_root, root)?))
+    }
+}
+
 /// The user and group running this process: the owner of a new file
 /// system's root directory.
 fn process_owner() -> Owner {
@@ -145,16 +182,18 @@ pub fn up(
     data: PathBuf,
     tcp: bool,
     options: &OstOptions,
-    root_squash: Option<&str>,
+    squash: Squash<'_>,
     limits: &LimitArgs,
 ) -> Result<()> {
+    let (root_squash, key_root_squash) = squash.parse()?;
     let config = LocalClusterConfig {
         osts,
         data_dir: Some(data.clone()),
         unix_sockets: !tcp,
         ost: ost_config(options)?,
         export_timeout: export_timeout(options)?,
-        root_squash: parse_root_squash(root_squash)?,
+        root_squash,
+        key_root_squash,
         limits: server_limits(limits)?,
         faults: store_faults(options)?,
         ..Default::default()
@@ -163,8 +202,11 @@ pub fn up(
     say!("lanefs: MDS at {} with {osts} OSTs; data in {}", cluster.mds_address(), data.display());
     say!("export LANEFS_MDS={}", cluster.mds_address());
     if let Some(keys) = cluster.key_files() {
-        let client = std::path::absolute(&keys.client).unwrap_or_else(|_| keys.client.clone());
-        say!("export LANEFS_KEY={}", client.display());
+        // Whoever starts the cluster administers it: the admin key is
+        // theirs (their root stays root); other users get client keys.
+        let absolute = |path: &PathBuf| std::path::absolute(path).unwrap_or_else(|_| path.clone());
+        say!("export LANEFS_KEY={}", absolute(&keys.admin).display());
+        say!("(other users: {}, whose root is squashed)", absolute(&keys.client).display());
     }
     say!("(interrupt to stop)");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -207,11 +249,11 @@ pub fn mds(
     osts: u32,
     listen: &str,
     key: Option<&Path>,
-    root_squash: Option<&str>,
+    squash: Squash<'_>,
     limits: &LimitArgs,
 ) -> Result<()> {
     let listen = Address::parse(listen).map_err(anyhow::Error::msg)?;
-    let root_squash = parse_root_squash(root_squash)?;
+    let (root_squash, key_root_squash) = squash.parse()?;
     let limits = server_limits(limits)?;
     let key = server_key("lanefs mds", key, matches!(listen, Address::Tcp(_)))?;
     data_dir(&data)?;
@@ -219,8 +261,12 @@ pub fn mds(
     let config = MdsConfig { root_owner: process_owner(), root_squash, ..MdsConfig::new(osts) };
     let mds = Mds::open(&data.join("mds.db"), config).map_err(|e| anyhow::anyhow!("{e}"))?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let options =
-        MdsOptions { limits, fence: Some(fence), recovery_grace: lanefs_net::mds_server::RECOVERY_GRACE_DEFAULT };
+    let options = MdsOptions {
+        limits,
+        fence: Some(fence),
+        recovery_grace: lanefs_net::mds_server::RECOVERY_GRACE_DEFAULT,
+        key_root_squash,
+    };
     let handle = rt.block_on(lanefs_net::mds_server::start_with(&listen, key.as_ref(), mds, osts, options))?;
     say!(
         "lanefs: MDS at {} for {osts} OSTs; start OSSes with: lanefs oss --mds {} ...",
@@ -271,14 +317,32 @@ pub fn key_new(dir: &Path) -> Result<()> {
     say!("lanefs: a new cluster's keys in {}:", dir.display());
     say!("  {}  the CA: keep it safe; lanefs key issue signs more keys with it", files.ca.display());
     say!("  {}  for lanefs mds and lanefs oss (--key or LANEFS_KEY)", files.server.display());
-    say!("  {}  for users (--key or LANEFS_KEY)", files.client.display());
+    say!("  {}  for users (--key or LANEFS_KEY); their root is squashed", files.client.display());
+    say!("  {}  for administrators: a client key whose root stays root", files.admin.display());
     Ok(())
 }
 
-/// `lanefs key issue --ca CA [--server] [--name NAME] OUT`: one more key.
-pub fn key_issue(ca: &Path, server: bool, name: Option<&str>, out: &Path) -> Result<()> {
-    let role = if server { KeyRole::Server } else { KeyRole::Client };
+/// `lanefs key issue --ca CA [--server|--admin] [--name NAME] OUT`: one more key.
+pub fn key_issue(ca: &Path, role: KeyRole, name: Option<&str>, out: &Path) -> Result<()> {
     issue_key(ca, role, name, out)?;
-    say!("lanefs: a {} key in {} (mode 600); give it with --key or LANEFS_KEY", role.name(), out.display());
+    say!("lanefs: {} key in {} (mode 600); give it with --key or LANEFS_KEY", role.with_article(), out.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_keys_root_is_squashed_unless_told_otherwise() {
+        let nobody = lanefs_net::auth::SQUASH_OWNER_DEFAULT;
+        let squash = |root, key_root| Squash { root, key_root }.parse().unwrap();
+        assert_eq!(squash(None, None), (None, KeyRootSquash::Squash(nobody)));
+        let given = Owner { uid: 5, gid: 6 };
+        assert_eq!(squash(Some("5:6"), None), (Some(given), KeyRootSquash::Squash(given)), "--root-squash's user");
+        assert_eq!(squash(None, Some("7:8")).1, KeyRootSquash::Squash(Owner { uid: 7, gid: 8 }));
+        assert_eq!(squash(Some("5:6"), Some("off")), (Some(given), KeyRootSquash::Off));
+        let e = Squash { root: None, key_root: Some("7") }.parse().unwrap_err().to_string();
+        assert!(e.contains("--key-root-squash 7: give UID:GID") && e.contains("--admin"), "{e}");
+    }
 }

@@ -94,6 +94,11 @@ enum Command {
         /// (Lustre's root_squash; off by default).
         #[arg(long, value_name = "UID:GID")]
         root_squash: Option<String>,
+        /// What a client key's requests as uid 0 are served as, over TCP:
+        /// UID:GID, or off to serve them as root (an admin key's always
+        /// are). 65534:65534 by default, or --root-squash's if given.
+        #[arg(long, value_name = "UID:GID|off")]
+        key_root_squash: Option<String>,
         #[command(flatten)]
         limits: daemons::LimitArgs,
     },
@@ -112,6 +117,11 @@ enum Command {
         /// (Lustre's root_squash; off by default).
         #[arg(long, value_name = "UID:GID")]
         root_squash: Option<String>,
+        /// What a client key's requests as uid 0 are served as, over TCP:
+        /// UID:GID, or off to serve them as root (an admin key's always
+        /// are). 65534:65534 by default, or --root-squash's if given.
+        #[arg(long, value_name = "UID:GID|off")]
+        key_root_squash: Option<String>,
         #[command(flatten)]
         limits: daemons::LimitArgs,
     },
@@ -221,17 +231,23 @@ enum Command {
 #[derive(Subcommand)]
 enum KeyCommand {
     /// A new cluster's keys in DIR (a new directory): ca.pem (the cluster's
-    /// CA, to sign more keys), server.pem (MDS and OSS), client.pem (users).
+    /// CA, to sign more keys), server.pem (MDS and OSS), client.pem (users;
+    /// root squashed), admin.pem (administrators; root stays root).
     New { dir: PathBuf },
     /// Sign one more key with the cluster's CA and write it to OUT (a new
-    /// file): a client key, or with --server a server key.
+    /// file): a client key, with --admin an admin key, or with --server a
+    /// server key.
     Issue {
         /// The cluster's CA file (ca.pem).
         #[arg(long)]
         ca: PathBuf,
         /// A server key (for MDS and OSS hosts) instead of a client key.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "admin")]
         server: bool,
+        /// An admin key: a client key whose requests as root are served as
+        /// root (a client key's are squashed).
+        #[arg(long)]
+        admin: bool,
         /// Who holds it (written in its certificate).
         #[arg(long)]
         name: Option<String>,
@@ -318,6 +334,7 @@ fn run(cli: Cli) -> Result<()> {
             recovery_window,
             export_timeout,
             root_squash,
+            key_root_squash,
             limits,
         } => {
             let options = daemons::OstOptions {
@@ -327,10 +344,12 @@ fn run(cli: Cli) -> Result<()> {
                 recovery_window_s: recovery_window,
                 export_timeout_s: export_timeout,
             };
-            daemons::up(osts, data, tcp, &options, root_squash.as_deref(), &limits)
+            let squash = daemons::Squash { root: root_squash.as_deref(), key_root: key_root_squash.as_deref() };
+            daemons::up(osts, data, tcp, &options, squash, &limits)
         }
-        Command::Mds { data, osts, listen, root_squash, limits } => {
-            daemons::mds(data, osts, &listen, cli.target.key.as_deref(), root_squash.as_deref(), &limits)
+        Command::Mds { data, osts, listen, root_squash, key_root_squash, limits } => {
+            let squash = daemons::Squash { root: root_squash.as_deref(), key_root: key_root_squash.as_deref() };
+            daemons::mds(data, osts, &listen, cli.target.key.as_deref(), squash, &limits)
         }
         Command::Oss {
             mds,
@@ -354,8 +373,13 @@ fn run(cli: Cli) -> Result<()> {
             daemons::oss(&mds, data, ost, &listen, cli.target.key.as_deref(), &options, &limits)
         }
         Command::Key(KeyCommand::New { dir }) => daemons::key_new(&dir),
-        Command::Key(KeyCommand::Issue { ca, server, name, out }) => {
-            daemons::key_issue(&ca, server, name.as_deref(), &out)
+        Command::Key(KeyCommand::Issue { ca, server, admin, name, out }) => {
+            let role = match (server, admin) {
+                (true, _) => lanefs_net::keys::KeyRole::Server,
+                (false, true) => lanefs_net::keys::KeyRole::Admin,
+                (false, false) => lanefs_net::keys::KeyRole::Client,
+            };
+            daemons::key_issue(&ca, role, name.as_deref(), &out)
         }
         Command::Ior { args } => ior::main(args, cli.target.mds, cli.target.key),
         Command::IorRank { mds, rank, buffer, args } => {

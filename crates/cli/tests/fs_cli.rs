@@ -230,6 +230,11 @@ fn a_bad_server_setting_is_refused_before_anything_starts() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--root-squash nobody: give UID:GID"));
     let out = run(&["mds", "--osts", "1", "--data", data, "--root-squash", "1:x"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--root-squash 1:x"));
+    let out = run(&["up", "--osts", "1", "--data", data, "--key-root-squash", "nobody"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--key-root-squash nobody: give UID:GID") && err.contains("or off"), "{err}");
+    let out = run(&["mds", "--osts", "1", "--data", data, "--key-root-squash", "0"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--key-root-squash 0: give UID:GID"));
     assert!(!dir.path().join("fs").exists(), "nothing was started");
 }
 
@@ -654,12 +659,28 @@ fn a_tcp_file_system_takes_only_its_own_keys() {
         run(None, &["key", "issue", "--ca", ca.to_str().unwrap(), "--name", "alice", alice.to_str().unwrap()]);
     assert!(success, "{said}");
     assert_eq!(mode(&alice), 0o600);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        // A client key's root is squashed; an admin key's is root's.
+        let (success, said) = run(Some(&alice), &["mkdir", "/alice"]);
+        assert!(!success && said.contains("uid 65534 lacks write"), "{said}");
+        let root = dir.path().join("root.pem");
+        let (success, said) = run(
+            None,
+            &["key", "issue", "--ca", ca.to_str().unwrap(), "--admin", "--name", "root", root.to_str().unwrap()],
+        );
+        assert!(success && said.contains("an admin key"), "{said}");
+        assert!(run(Some(&root), &["mkdir", "/root-made"]).0);
+        assert!(run(Some(key), &["ls", "-l", "/"]).1.contains("     0      0"));
+        ok(&up, &["chmod", "1777", "/"]);
+    }
     let (success, said) = run(Some(&alice), &["mkdir", "/alice"]);
     assert!(success, "{said}");
     assert!(run(Some(key), &["ls", "/"]).1.contains("alice"));
     let data = dir.path().join("oss").display().to_string();
+    let client = keys.join("client.pem");
     let (success, said) =
-        run(Some(key), &["oss", "--mds", &up.mds, "--data", &data, "--ost", "0", "--listen", "127.0.0.1:0"]);
+        run(Some(&client), &["oss", "--mds", &up.mds, "--data", &data, "--ost", "0", "--listen", "127.0.0.1:0"]);
     assert!(!success && said.contains("is a client key") && said.contains("server key"), "{said}");
     let data = dir.path().join("mds").display().to_string();
     let (success, said) = run(None, &["mds", "--data", &data, "--osts", "1", "--listen", "127.0.0.1:0"]);
@@ -828,4 +849,93 @@ fn a_mounts_log_is_private_and_planted_links_are_left_alone() {
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious", "no planted link was followed");
     let (ok, _, err) = lanefs(&up, &["umount", at]);
     assert!(ok, "{err}");
+}
+
+/// A user who is neither root nor the cluster's own user runs the commands
+/// on a cluster root started on Unix sockets: as itself, in its own
+/// directory, and nowhere it may not go.
+#[test]
+fn a_user_runs_commands_on_a_root_run_cluster_as_itself() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to run the cluster and to run commands as another user");
+        return;
+    }
+    // The cluster makes its data directory passable to others (0711); the
+    // temporary directory above it must be too.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["up", "--osts", "2", "--data"])
+        .arg(dir.path().join("fs"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mds = loop {
+        let line = lines.next().expect("lanefs up prints its address").unwrap();
+        if let Some(a) = line.strip_prefix("export LANEFS_MDS=") {
+            break a.to_string();
+        }
+    };
+    let up = Up { child, mds, key: String::new(), dir, _stdout: lines };
+    let lanefs_as = |uid: u32, args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+            .args(args)
+            .env("LANEFS_MDS", &up.mds)
+            .env_remove("LANEFS_KEY")
+            .uid(uid)
+            .gid(uid)
+            .output();
+        let out = match out {
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return None,
+            out => out.unwrap(),
+        };
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        Some((out.status.success(), text(&out.stdout), text(&out.stderr)))
+    };
+    let ok_as = |uid: u32, args: &[&str]| match lanefs_as(uid, args) {
+        Some((true, out, _)) => Some(out),
+        Some((false, _, err)) => panic!("lanefs {args:?} as uid {uid} failed: {err}"),
+        None => None,
+    };
+    ok_as(0, &["mkdir", "-m", "0755", "/u"]).expect("root runs it");
+    ok_as(0, &["chown", "4242:4242", "/u"]).unwrap();
+    // A checkout in an owner-only directory holds a binary no other user may run.
+    let Some(_) = ok_as(4242, &["mkdir", "/u/d"]) else {
+        eprintln!("skipped the other user's part: uid 4242 cannot run {}", env!("CARGO_BIN_EXE_lanefs"));
+        return;
+    };
+    ok_as(4242, &["setstripe", "-c", "2", "/u/d/f"]);
+    let layout = ok_as(4242, &["getstripe", "/u/d/f"]).unwrap();
+    assert!(layout.contains("lmm_stripe_count:  2"), "{layout}");
+    let listing = ok_as(4242, &["ls", "-l", "/u"]).unwrap();
+    assert!(listing.contains("  4242   4242"), "its own directory: {listing}");
+    let df = ok_as(4242, &["df"]).unwrap();
+    assert!(df.contains("[OST:0]") && df.contains("[OST:1]") && df.contains("filesystem_summary:"), "{df}");
+    // Nowhere it may not go: its uid is the kernel's, not what it says.
+    let (success, _, err) = lanefs_as(4242, &["mkdir", "/not-mine"]).unwrap();
+    assert!(!success && err.contains("permission denied (EACCES): /not-mine: uid 4242 lacks"), "{err}");
+    let (success, _, err) = lanefs_as(4242, &["chown", "4243", "/u/d"]).unwrap();
+    assert!(!success && err.contains("EPERM"), "{err}");
+    // With paths under root's mount: the mount's file system, as itself.
+    if !std::path::Path::new("/dev/fuse").exists() {
+        eprintln!("skipped the part under a mount: no /dev/fuse");
+        return;
+    }
+    let point = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(point.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let at = point.path().to_str().unwrap();
+    let _unmount = LazyUnmount(at.to_string());
+    ok_as(0, &["mount", at]);
+    let layout = ok_as(4242, &["getstripe", &format!("{at}/u/d/f")]).unwrap();
+    assert!(layout.contains("lmm_stripe_count:  2"), "{layout}");
+    ok_as(4242, &["setstripe", "-c", "1", &format!("{at}/u/d/g")]);
+    let df = ok_as(4242, &["df", at]).unwrap();
+    assert!(df.contains(&format!("{at}[OST:1]")), "{df}");
+    let (success, _, err) = lanefs_as(4242, &["mkdir", &format!("{at}/not-mine")]).unwrap();
+    assert!(!success && err.contains("uid 4242 lacks"), "{err}");
+    ok_as(0, &["umount", at]);
 }

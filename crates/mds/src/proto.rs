@@ -97,12 +97,14 @@ impl Owner {
 
 /// Who asks: the effective uid and gid and the supplementary groups of the
 /// calling process, as its client node reports them. Every namespace
-/// request carries them. The MDS believes them, as Lustre's MDS believes
-/// what its client nodes report (without Kerberos or shared-key
-/// authentication Lustre trusts its clients' uids): whoever can reach the
-/// MDS can claim any uid. `root_squash` ([`MdsConfig::root_squash`]) takes
-/// root's privileges from every client alike; Lustre's `nosquash_nids`
-/// (clients exempt from the squash) has no counterpart.
+/// request carries them. This crate believes them, as Lustre's MDS
+/// believes what its client nodes report; who may report what is the MDS
+/// daemon's to decide before a request reaches it (`lanefs_net::auth`: a
+/// node reports any uid, a client key's root is squashed, a local user
+/// that is no node only ever reports itself). `root_squash`
+/// ([`MdsConfig::root_squash`]) takes root's privileges from every client
+/// alike; Lustre's `nosquash_nids` (clients exempt from the squash) has no
+/// counterpart (an admin key is exempt from the client keys' own squash).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Credentials {
     pub uid: u32,

@@ -1,12 +1,41 @@
 //! Authentication between nodes: who may connect as what, and where that
 //! is checked.
 //!
-//! | peer | how the server knows it | may claim in `Hello` |
-//! | --- | --- | --- |
-//! | a holder of the cluster's server key | TCP: its TLS certificate names `server.lanefs` | any role (`Client`, `Oss`, and roles servers take toward each other) |
-//! | a holder of a client key | TCP: its TLS certificate names `client.lanefs` | `Client` only |
-//! | the server's own user, or root | Unix socket: the kernel's `SO_PEERCRED` | any role |
-//! | anyone else | | nothing: refused before `Hello` |
+//! | peer | how the server knows it | may claim in `Hello` | acts as, toward the MDS |
+//! | --- | --- | --- | --- |
+//! | a holder of the cluster's server key | TCP: its TLS certificate names `server.lanefs` | any role (`Client`, `Oss`, and roles servers take toward each other) | any uid |
+//! | a holder of an admin key | TCP: its TLS certificate names `admin.lanefs` | `Client` only | any uid |
+//! | a holder of a client key | TCP: its TLS certificate names `client.lanefs` | `Client` only | any uid, uid 0 squashed ([`KeyRootSquash`], on by default) |
+//! | the servers' own user, or root | Unix socket: the kernel's `SO_PEERCRED` | any role | any uid |
+//! | any other local user | Unix socket: the kernel's `SO_PEERCRED` (groups from `/proc/PID/status`) | `Client` only | itself only ([`served_credentials`]) |
+//! | anyone else | | nothing: refused before `Hello` (TCP without a key of the cluster) | |
+//!
+//! Nodes and users. Every peer but a local user of another uid is a
+//! *node* ([`Peer::is_node`]): a mount, an OSS, an MDS, a tool holding a
+//! key. A node acts for its users, as a Lustre client node does: the MDS
+//! serves each namespace request as the credentials it carries. A local
+//! user is the process itself: the MDS serves it as the uid, gid and
+//! groups the kernel gives for it, and refuses (`EPERM`) a request that
+//! claims anyone else. A user is not a node either toward the OSS: it may
+//! read the OSTs' statistics (what `lanefs df` needs) but not read or
+//! write objects, take locks or give cache advice on them (a mount does
+//! that for it), and toward the MDS it may not record open files or take
+//! file locks (a mount's messages). Lustre has no such peer: every
+//! process reaches Lustre through its node's client, and only nodes talk
+//! to servers; lanefs lets a local user's commands (`lanefs mkdir`,
+//! `setstripe`, `getstripe`, `df`, `ls`) reach the servers directly, as
+//! itself.
+//!
+//! Root over TCP. What uids a key may act as is the cluster's policy,
+//! Lustre's nodemap reduced to two kinds of client keys: a client key's
+//! requests as uid 0 are served as the squash user and group (65534:65534
+//! unless the MDS is told otherwise, `--key-root-squash`), an admin key's
+//! are root's (Lustre: a node in a nodemap with `admin=1`). Lustre's
+//! nodemap maps by the client's network address (NID ranges) and can map
+//! every uid, not only root; lanefs maps by key, only root, and has no
+//! `trusted` property: any key may claim any other uid, as a Lustre node
+//! of a `trusted` nodemap can. The MDS's own `--root-squash` (Lustre's
+//! `root_squash`) squashes every peer's root, nodes included.
 //!
 //! The checks, in order:
 //!
@@ -17,7 +46,8 @@
 //!    server's is a *server* certificate of its cluster, whatever address
 //!    it dialled, so a client-key holder cannot pose as an MDS or OSS; on a
 //!    Unix socket, the peer's uid ([`local_peer_allowed`]), checked by the
-//!    server and by the client alike.
+//!    server and by the client alike (a server admits any local uid, see
+//!    [`local_peer`]; a client trusts only a server of its own uid or root).
 //! 2. In the handshake (`handshake` in [`crate::oss`], which the MDS uses
 //!    too): the role the peer claims against what its credentials allow,
 //!    [`claim_allowed`], the one place that decides it. A client key that
@@ -34,10 +64,11 @@
 //! Why no TLS on Unix sockets: a Unix socket's peer is a process on this
 //! host, and the kernel tells each end the other's uid (`SO_PEERCRED`, set
 //! at `connect` and `listen`, not forgeable by the peer). The socket file
-//! is owner-only in an owner-only directory, the server admits only its
-//! own uid and root, and the client trusts only a server running as itself
-//! or root: the two ends are then the same user (or root, who could read
-//! the data directory anyway), which is all a key could prove. Bulk data
+//! may be reached by any local user, and the kernel names each one to the
+//! server: the server's own user and root are nodes, anyone else acts as
+//! itself only; and the client trusts only a server running as itself or
+//! root (who could read the data directory anyway), which is all a key
+//! could prove. Bulk data
 //! there goes through shared memory ([`crate::shm`]); encrypting what the
 //! kernel already keeps between the two would only cost time.
 //!
@@ -47,15 +78,15 @@
 //! about 0.5 more (1.3 to 1.8): encryption, decryption and rustls's copies
 //! of each byte. Unix sockets pay nothing.
 //!
-//! What this is not: it authenticates nodes, not users. Lustre authenticates
-//! nodes with Kerberos or shared-secret keys (`lgss_sk`) and maps or squashes
-//! their users' uids (nodemap); lanefs uses certificates of a cluster CA
-//! over TLS instead, and its namespace has no owners or permissions to map
-//! uids onto.
+//! What this is not: over TCP it authenticates nodes, not users. Lustre
+//! authenticates nodes with Kerberos or shared-secret keys (`lgss_sk`);
+//! lanefs uses certificates of a cluster CA over TLS instead. Only on a
+//! Unix socket does the server know the user itself.
 
 use crate::codec::encode;
-use crate::keys::{read_bundle, KeyError, KeyRole, CLIENT_NAME, SERVER_NAME};
+use crate::keys::{read_bundle, KeyError, KeyRole, ADMIN_NAME, CLIENT_NAME, SERVER_NAME};
 use crate::proto::{Role, Wire};
+use lanefs_mds::{Credentials, MdsError, Owner, GROUPS_MAX};
 use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::server::{ParsedCertificate, WebPkiClientVerifier};
@@ -81,33 +112,153 @@ pub const KEY_REQUIRED: &str = "this lanefs server takes only TLS connections wi
     client key with --key FILE or set LANEFS_KEY=FILE (lanefs up --tcp prints it; it is DATA/keys/client.pem)";
 
 /// What a server knows of its peer before the peer says anything.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Peer {
     /// TLS: a certificate of this cluster, of this role.
     Key(KeyRole),
-    /// Unix socket: the kernel's word that the peer runs as `uid` (the
-    /// server's own user or root, or it would have been refused).
-    LocalUser { uid: u32 },
+    /// Unix socket: the kernel's word that the peer runs as `uid`, the
+    /// server's own user or root: a node.
+    LocalNode { uid: u32 },
+    /// Unix socket: any other user, as the kernel gives it (its uid and
+    /// gid at `connect`, its groups then): acts as itself only.
+    LocalUser(Credentials),
 }
+
+impl Peer {
+    /// Whether the peer is a node (acts for others, does object I/O); only
+    /// a local user of another uid is not.
+    pub fn is_node(&self) -> bool {
+        !matches!(self, Peer::LocalUser(_))
+    }
+
+    /// Whether the peer may set the servers' parameters (an OST's, or
+    /// those kept at the MDS for every client): the server key, or the
+    /// servers' own user or root on a Unix socket.
+    pub fn is_administrator(&self) -> bool {
+        matches!(self, Peer::Key(KeyRole::Server) | Peer::LocalNode { .. })
+    }
+}
+
+/// What the refusal of a local user's object I/O says.
+pub const USER_NOT_A_NODE: &str = "this connection is a local user's, not a node's: a user who is neither root nor \
+    the servers' own user may read the OSTs' statistics (lanefs df) but not read or write objects, lock them or give \
+    cache advice on them; do that through a lanefs mount (lanefs mount), which is a node";
 
 /// Which roles a peer may claim in its `Hello`. Only a client may be
 /// anyone's; every other role (an OSS registering its OSTs, a server
 /// connecting to another) needs a server key or the server's own user.
-pub fn claim_allowed(peer: Peer, role: &Role) -> Result<(), String> {
+pub fn claim_allowed(peer: &Peer, role: &Role) -> Result<(), String> {
     match (peer, role) {
         (_, Role::Client) => Ok(()),
-        (Peer::Key(KeyRole::Server) | Peer::LocalUser { .. }, _) => Ok(()),
-        (Peer::Key(KeyRole::Client), role) => Err(format!(
-            "a client key may connect only as a client, not as {role:?}: servers need the cluster's server key \
-             (server.pem)"
+        (Peer::Key(KeyRole::Server) | Peer::LocalNode { .. }, _) => Ok(()),
+        (Peer::Key(key @ (KeyRole::Client | KeyRole::Admin)), role) => Err(format!(
+            "{} key may connect only as a client, not as {role:?}: servers need the cluster's server key \
+             (server.pem)",
+            key.with_article()
+        )),
+        (Peer::LocalUser(user), role) => Err(format!(
+            "uid {} may connect only as a client, not as {role:?}: servers run as the servers' own user or root",
+            user.uid
         )),
     }
 }
 
 /// Whether a Unix-socket peer running as `peer_uid` may be trusted by a
-/// process running as `own_euid`: the same user, or root.
+/// process running as `own_euid`: the same user, or root. A client trusts
+/// such a server only; a server takes any peer, as [`local_peer`] says.
 pub fn local_peer_allowed(peer_uid: u32, own_euid: u32) -> bool {
     peer_uid == own_euid || peer_uid == 0
+}
+
+/// What a server running as `own_euid` takes a Unix-socket peer for, from
+/// the kernel's word on it (`SO_PEERCRED`: uid, gid and pid at `connect`):
+/// a node if it is the same user or root, else that user, with the
+/// supplementary groups [`peer_groups`] finds.
+pub fn local_peer(uid: u32, gid: u32, pid: Option<i32>, own_euid: u32) -> Peer {
+    if local_peer_allowed(uid, own_euid) {
+        return Peer::LocalNode { uid };
+    }
+    let groups = pid.map(|pid| peer_groups(pid, uid, gid)).unwrap_or_default();
+    Peer::LocalUser(Credentials { uid, gid, groups })
+}
+
+/// The supplementary groups of process `pid` (its `/proc/PID/status`),
+/// if it still runs as effective `uid`; none otherwise (a process gone, or
+/// its pid taken by another: fewer groups only ever grant less). At most
+/// [`GROUPS_MAX`], without `gid`.
+pub fn peer_groups(pid: i32, uid: u32, gid: u32) -> Vec<u32> {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return Vec::new() };
+    parse_status_groups(&status, uid, gid)
+}
+
+/// The `Groups:` of a `/proc/PID/status` text whose effective uid (the
+/// second of `Uid:`) is `uid`; none otherwise.
+fn parse_status_groups(status: &str, uid: u32, gid: u32) -> Vec<u32> {
+    let field = |name: &str| status.lines().find_map(|line| line.strip_prefix(name)).map(str::split_whitespace);
+    let effective = field("Uid:").and_then(|mut ids| ids.nth(1)).and_then(|id| id.parse::<u32>().ok());
+    if effective != Some(uid) {
+        return Vec::new();
+    }
+    let mut groups: Vec<u32> = field("Groups:")
+        .map(|ids| ids.filter_map(|id| id.parse().ok()).filter(|&group| group != gid).collect())
+        .unwrap_or_default();
+    groups.truncate(GROUPS_MAX);
+    groups
+}
+
+/// uid and gid 65534 (`nobody` and `nogroup` on most systems): Lustre's
+/// default squash ids, and lanefs's for a client key's root.
+pub const SQUASH_OWNER_DEFAULT: Owner = Owner { uid: 65534, gid: 65534 };
+
+/// What the MDS makes of uid 0 in a request a client key sends (an admin
+/// key's and a server key's are always served as root).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyRootSquash {
+    /// Served as this user and group, with no supplementary groups.
+    Squash(Owner),
+    /// Served as root: every client key is then an admin key.
+    Off,
+}
+
+impl Default for KeyRootSquash {
+    fn default() -> Self {
+        KeyRootSquash::Squash(SQUASH_OWNER_DEFAULT)
+    }
+}
+
+/// The credentials the MDS serves a namespace request of `peer` as, which
+/// claimed `claimed`: a node's as claimed (a client key's root squashed by
+/// `squash`); a local user's only if they are its own (its uid, its gid or
+/// one of its groups, groups among its own), else `EPERM` saying why.
+pub fn served_credentials(peer: &Peer, claimed: Credentials, squash: KeyRootSquash) -> Result<Credentials, MdsError> {
+    match (peer, squash) {
+        (Peer::Key(KeyRole::Client), KeyRootSquash::Squash(owner)) if claimed.uid == 0 => {
+            Ok(Credentials::user(owner.uid, owner.gid))
+        }
+        (Peer::LocalUser(own), _) => {
+            let member = |group: u32| group == own.gid || own.groups.contains(&group);
+            let refused = |what: String| MdsError::NotPermitted {
+                path: format!("a request as {what}"),
+                reason: format!(
+                    "this connection's process runs as uid {} gid {} (the kernel's word, SO_PEERCRED): a user who \
+                     is neither root nor the servers' own user acts only as itself; run the command as that user, \
+                     or through a lanefs mount",
+                    own.uid, own.gid
+                ),
+            };
+            if claimed.uid != own.uid {
+                return Err(refused(format!("uid {}", claimed.uid)));
+            }
+            if !member(claimed.gid) {
+                return Err(refused(format!("gid {}", claimed.gid)));
+            }
+            if let Some(group) = claimed.groups.iter().find(|&&group| !member(group)) {
+                return Err(refused(format!("supplementary group {group}")));
+            }
+            Ok(claimed)
+        }
+        _ => Ok(claimed),
+    }
 }
 
 pub(crate) fn euid() -> u32 {
@@ -146,6 +297,8 @@ fn role_of(cert: &CertificateDer<'_>) -> Option<KeyRole> {
     };
     if names(SERVER_NAME) {
         Some(KeyRole::Server)
+    } else if names(ADMIN_NAME) {
+        Some(KeyRole::Admin)
     } else if names(CLIENT_NAME) {
         Some(KeyRole::Client)
     } else {
@@ -191,7 +344,7 @@ impl ClusterKey {
             .with_client_auth_cert(vec![bundle.leaf.clone()], bundle.key.clone_key())
             .map_err(|e| malformed(format!("its private key: {e}")))?;
         let acceptor = match role {
-            KeyRole::Client => None,
+            KeyRole::Client | KeyRole::Admin => None,
             KeyRole::Server => {
                 // A server key must pass the check its clients will make.
                 let own = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
@@ -415,13 +568,25 @@ mod tests {
     #[test]
     fn only_servers_and_the_owner_may_claim_more_than_a_client() {
         let oss = Role::Oss { address: "127.0.0.1:1".into(), osts: vec![0] };
-        for peer in [Peer::Key(KeyRole::Server), Peer::Key(KeyRole::Client), Peer::LocalUser { uid: 0 }] {
+        let user = Peer::LocalUser(Credentials::user(1000, 1000));
+        let peers = [
+            Peer::Key(KeyRole::Server),
+            Peer::Key(KeyRole::Client),
+            Peer::Key(KeyRole::Admin),
+            Peer::LocalNode { uid: 0 },
+            user.clone(),
+        ];
+        for peer in &peers {
             assert_eq!(claim_allowed(peer, &Role::Client), Ok(()), "{peer:?}");
         }
-        assert_eq!(claim_allowed(Peer::Key(KeyRole::Server), &oss), Ok(()));
-        assert_eq!(claim_allowed(Peer::LocalUser { uid: 1000 }, &oss), Ok(()));
-        let e = claim_allowed(Peer::Key(KeyRole::Client), &oss).unwrap_err();
+        assert_eq!(claim_allowed(&Peer::Key(KeyRole::Server), &oss), Ok(()));
+        assert_eq!(claim_allowed(&Peer::LocalNode { uid: 1000 }, &oss), Ok(()));
+        let e = claim_allowed(&Peer::Key(KeyRole::Client), &oss).unwrap_err();
         assert!(e.contains("client key may connect only as a client") && e.contains("server.pem"), "{e}");
+        let e = claim_allowed(&Peer::Key(KeyRole::Admin), &oss).unwrap_err();
+        assert!(e.contains("an admin key may connect only as a client"), "{e}");
+        let e = claim_allowed(&user, &oss).unwrap_err();
+        assert!(e.contains("uid 1000 may connect only as a client"), "{e}");
     }
 
     #[test]
@@ -431,6 +596,63 @@ mod tests {
         assert!(local_peer_allowed(0, 0));
         assert!(!local_peer_allowed(65534, 1000));
         assert!(!local_peer_allowed(1000, 0), "a root server does not serve other users");
+    }
+
+    #[test]
+    fn a_server_takes_its_user_and_root_for_nodes_and_anyone_else_for_themselves() {
+        assert_eq!(local_peer(0, 0, None, 1000), Peer::LocalNode { uid: 0 });
+        assert_eq!(local_peer(1000, 100, None, 1000), Peer::LocalNode { uid: 1000 });
+        assert_eq!(local_peer(1001, 100, None, 0), Peer::LocalUser(Credentials::user(1001, 100)));
+        // The groups of a live process of that uid: this one's.
+        let me = crate::client::process_credentials();
+        let pid = std::process::id() as i32;
+        assert_eq!(peer_groups(pid, me.uid, me.gid), me.groups);
+        assert_eq!(peer_groups(pid, me.uid.wrapping_add(1), me.gid), Vec::<u32>::new(), "not that uid's process");
+    }
+
+    #[test]
+    fn groups_come_from_the_status_of_a_process_of_that_uid_only() {
+        let status = "Name:\tsh\nUid:\t1000\t1001\t1001\t1001\nGid:\t100\t100\t100\t100\nGroups:\t100 27 44 \n";
+        assert_eq!(parse_status_groups(status, 1001, 100), vec![27, 44], "the effective uid is the second");
+        assert_eq!(parse_status_groups(status, 1000, 100), Vec::<u32>::new(), "the pid went to another user");
+        assert_eq!(parse_status_groups("Uid:\t5\t5\t5\t5\nGroups:\n", 5, 5), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn a_local_user_acts_only_as_itself_and_a_client_keys_root_is_squashed() {
+        let me = Credentials::user(1000, 1000).with_groups(vec![27]);
+        let user = Peer::LocalUser(me.clone());
+        let squash = KeyRootSquash::default();
+        assert_eq!(served_credentials(&user, me.clone(), squash), Ok(me.clone()));
+        let fewer = Credentials::user(1000, 27);
+        assert_eq!(served_credentials(&user, fewer.clone(), squash), Ok(fewer), "a group of its own as primary");
+        for claimed in [
+            Credentials::ROOT,
+            Credentials::user(1001, 1000),
+            Credentials::user(1000, 0),
+            Credentials::user(1000, 1000).with_groups(vec![0]),
+        ] {
+            let e = served_credentials(&user, claimed.clone(), squash).unwrap_err();
+            assert!(matches!(e, MdsError::NotPermitted { .. }), "{claimed:?}: {e:?}");
+            let e = e.to_string();
+            assert!(e.contains("EPERM") && e.contains("runs as uid 1000 gid 1000") && e.contains("itself"), "{e}");
+        }
+        // Nodes act for anyone; a client key's root is squashed, an admin key's not.
+        let nobody = Credentials::user(65534, 65534);
+        assert_eq!(served_credentials(&Peer::Key(KeyRole::Client), Credentials::ROOT, squash), Ok(nobody));
+        let other = Credentials::user(1001, 1001);
+        assert_eq!(served_credentials(&Peer::Key(KeyRole::Client), other.clone(), squash), Ok(other));
+        let lifted = [
+            (Peer::Key(KeyRole::Admin), squash),
+            (Peer::Key(KeyRole::Server), squash),
+            (Peer::LocalNode { uid: 0 }, squash),
+            (Peer::Key(KeyRole::Client), KeyRootSquash::Off),
+        ];
+        for (peer, squash) in lifted {
+            assert_eq!(served_credentials(&peer, Credentials::ROOT, squash), Ok(Credentials::ROOT), "{peer:?}");
+        }
+        let to = KeyRootSquash::Squash(Owner { uid: 7, gid: 8 });
+        assert_eq!(served_credentials(&Peer::Key(KeyRole::Client), Credentials::ROOT, to), Ok(Credentials::user(7, 8)));
     }
 
     #[test]
@@ -451,6 +673,13 @@ mod tests {
         let more = dir.path().join("alice.pem");
         crate::keys::issue_key(&files.ca, KeyRole::Client, Some("alice"), &more).unwrap();
         assert_eq!(ClusterKey::load(&more).unwrap().role(), KeyRole::Client);
+        assert_eq!(ClusterKey::load(&files.admin).unwrap().role(), KeyRole::Admin);
+        let admin = dir.path().join("root.pem");
+        crate::keys::issue_key(&files.ca, KeyRole::Admin, Some("root"), &admin).unwrap();
+        let admin = ClusterKey::load(&admin).unwrap();
+        assert_eq!(admin.role(), KeyRole::Admin);
+        assert!(admin.acceptor().is_none(), "an admin key cannot serve");
+        assert!(admin.require_server("lanefs mds").is_err());
         let e = crate::keys::issue_key(&files.ca, KeyRole::Client, None, &more).unwrap_err().to_string();
         assert!(e.contains("alice.pem"), "never over an existing file: {e}");
     }

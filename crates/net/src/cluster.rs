@@ -6,10 +6,12 @@
 //!
 //! On TCP it authenticates as a cluster across hosts does: it makes the
 //! cluster's keys in `DATA/keys/` unless they are there, serves with the
-//! server key, and gives clients the client key ([`LocalCluster::client_options`]).
+//! server key, and gives clients the client key ([`LocalCluster::client_options`];
+//! [`LocalCluster::admin_options`] the admin key, whose root is not squashed).
 //! On Unix sockets no key is needed (see [`crate::auth`]). The data
-//! directory is made owner-only when the cluster creates it, and so is
-//! everything the servers write in it.
+//! directory is made [`DATA_DIR_MODE`] when the cluster creates it (others
+//! may pass through it to the sockets, and list or read nothing), and
+//! everything the servers write in it is owner-only.
 //!
 //! The data directory is fenced first ([`crate::fence`]): a second cluster
 //! on it stops before it touches a socket or a file there, and the first
@@ -17,7 +19,7 @@
 //! sizes its connections and object files from three quarters of them, the
 //! MDS from the rest.
 
-use crate::auth::ClusterKey;
+use crate::auth::{ClusterKey, KeyRootSquash};
 use crate::client::ClientOptions;
 use crate::faults::StoreFaults;
 use crate::fence::Fence;
@@ -31,6 +33,12 @@ use lanefs_core::ost::{OstConfig, RecoveryConfig, SyncLockCancel};
 use lanefs_mds::{Mds, MdsConfig, Owner};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+
+/// The mode of a data directory the cluster makes: its owner's, and others
+/// may only pass through to the sockets in it (whose peers act as
+/// themselves, see [`crate::auth`]); every file and directory in it is
+/// owner-only, so passing through reaches nothing else.
+pub const DATA_DIR_MODE: u32 = 0o711;
 
 /// How long starting a cluster waits for the OSTs' first precreated objects.
 pub const FIRST_OBJECTS_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -50,6 +58,8 @@ pub struct LocalClusterConfig {
     pub export_timeout: std::time::Duration,
     /// Lustre's `root_squash`: uid 0 served as this user and group (off by default).
     pub root_squash: Option<Owner>,
+    /// What a client key's root is served as (TCP; see [`crate::auth`]).
+    pub key_root_squash: KeyRootSquash,
     /// Connections, timeouts and queues of both servers; `descriptors`, if
     /// set, is the whole process's, shared as the module says.
     pub limits: ServerLimits,
@@ -79,6 +89,7 @@ impl Default for LocalClusterConfig {
             default_stripe_size: 1 << 20,
             export_timeout: oss::EXPORT_TIMEOUT_DEFAULT,
             root_squash: None,
+            key_root_squash: KeyRootSquash::default(),
             limits: ServerLimits::default(),
             faults: StoreFaults::default(),
             memory_stores: MemoryStores::default(),
@@ -107,6 +118,7 @@ struct ClusterKeys {
     files: KeyFiles,
     server: ClusterKey,
     client: ClusterKey,
+    admin: ClusterKey,
 }
 
 fn key_error(e: crate::keys::KeyError) -> std::io::Error {
@@ -123,12 +135,12 @@ impl LocalCluster {
         }
         let (dir, temp) = match &config.data_dir {
             Some(d) => {
-                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(d)?;
+                std::fs::DirBuilder::new().recursive(true).mode(DATA_DIR_MODE).create(d)?;
                 (d.clone(), None)
             }
             None => {
                 let t = tempfile::Builder::new().prefix("lanefs-").tempdir()?;
-                std::fs::set_permissions(t.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+                std::fs::set_permissions(t.path(), std::os::unix::fs::PermissionsExt::from_mode(DATA_DIR_MODE))?;
                 (t.path().to_path_buf(), Some(t))
             }
         };
@@ -139,7 +151,8 @@ impl LocalCluster {
                 let files = ensure_cluster_keys(&dir.join("keys")).map_err(key_error)?;
                 let server = ClusterKey::load(&files.server).map_err(key_error)?;
                 let client = ClusterKey::load(&files.client).map_err(key_error)?;
-                Some(ClusterKeys { files, server, client })
+                let admin = ClusterKey::load(&files.admin).map_err(key_error)?;
+                Some(ClusterKeys { files, server, client, admin })
             }
         };
         let descriptors = config.limits.descriptors_or_raise();
@@ -201,6 +214,11 @@ impl LocalCluster {
         ClientOptions { key: self.client_key().cloned(), ..ClientOptions::default() }
     }
 
+    /// Default client options with the admin key (TCP): root stays root.
+    pub fn admin_options(&self) -> ClientOptions {
+        ClientOptions { key: self.keys.as_ref().map(|k| k.admin.clone()), ..ClientOptions::default() }
+    }
+
     fn server_key(&self) -> Option<&ClusterKey> {
         self.keys.as_ref().map(|k| &k.server)
     }
@@ -224,6 +242,7 @@ impl LocalCluster {
             limits: self.limits(self.descriptors.1),
             fence: Some(self.fence.clone()),
             recovery_grace: self.config.mds_recovery_grace,
+            key_root_squash: self.config.key_root_squash,
         };
         let key = self.server_key();
         let handle = self.runtime.block_on(mds_server::start_with(&listen, key, mds, self.config.osts, options))?;

@@ -8,7 +8,8 @@
 //! | file | role | its certificate | who holds it |
 //! | --- | --- | --- | --- |
 //! | `server.pem` | [`KeyRole::Server`] | names `server.lanefs`; TLS server and client use | MDS and OSS hosts (admin tools there may use it as a client) |
-//! | `client.pem` | [`KeyRole::Client`] | names `client.lanefs`; TLS client use only | users of the file system |
+//! | `client.pem` | [`KeyRole::Client`] | names `client.lanefs`; TLS client use only | users of the file system (their root is squashed by default) |
+//! | `admin.pem` | [`KeyRole::Admin`] | names `admin.lanefs`; TLS client use only | administrators' nodes: a client key whose root stays root |
 //! | `ca.pem` | none | the CA's certificate and private key | the administrator: only `lanefs key issue` reads it |
 //!
 //! The role is the name in the certificate (its subjectAltName), so the
@@ -45,6 +46,8 @@ use std::path::{Path, PathBuf};
 pub const SERVER_NAME: &str = "server.lanefs";
 /// The name a client certificate holds.
 pub const CLIENT_NAME: &str = "client.lanefs";
+/// The name an admin certificate holds.
+pub const ADMIN_NAME: &str = "admin.lanefs";
 /// Largest key file read (a bundle is about 2 KiB).
 pub const KEY_FILE_BYTES_MAX: u64 = 64 << 10;
 
@@ -53,15 +56,29 @@ pub const KEY_FILE_BYTES_MAX: u64 = 64 << 10;
 pub enum KeyRole {
     /// MDS and OSS: serves, and may connect as any role.
     Server,
-    /// A user's node or tool: connects as a client only.
+    /// A user's node or tool: connects as a client only, and its
+    /// requests as root are squashed unless the MDS is told otherwise.
     Client,
+    /// A client key whose requests as root are root's (Lustre: a node in
+    /// a nodemap with `admin=1`): an administrator's node or tool.
+    Admin,
 }
 
 impl KeyRole {
+    /// "a server", "a client", "an admin": the role as a sentence names it.
+    pub fn with_article(self) -> &'static str {
+        match self {
+            KeyRole::Server => "a server",
+            KeyRole::Client => "a client",
+            KeyRole::Admin => "an admin",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             KeyRole::Server => "server",
             KeyRole::Client => "client",
+            KeyRole::Admin => "admin",
         }
     }
 }
@@ -74,7 +91,7 @@ pub enum KeyError {
     TooOpen { path: PathBuf, mode: u32 },
     #[error("key file {}: {reason}; give a key file made by lanefs up --tcp or lanefs key (PEM: certificate, CA certificate, private key)", path.display())]
     Malformed { path: PathBuf, reason: String },
-    #[error("key file {} is a {} key; {needed}", path.display(), found.name())]
+    #[error("key file {} is {} key; {needed}", path.display(), found.with_article())]
     WrongRole { path: PathBuf, found: KeyRole, needed: String },
     #[error("{}: {reason}", path.display())]
     Write { path: PathBuf, reason: String },
@@ -86,11 +103,17 @@ pub struct KeyFiles {
     pub ca: PathBuf,
     pub server: PathBuf,
     pub client: PathBuf,
+    pub admin: PathBuf,
 }
 
 impl KeyFiles {
     pub fn in_dir(dir: &Path) -> KeyFiles {
-        KeyFiles { ca: dir.join("ca.pem"), server: dir.join("server.pem"), client: dir.join("client.pem") }
+        KeyFiles {
+            ca: dir.join("ca.pem"),
+            server: dir.join("server.pem"),
+            client: dir.join("client.pem"),
+            admin: dir.join("admin.pem"),
+        }
     }
 }
 
@@ -180,6 +203,7 @@ fn issue_pem(
     let name = match role {
         KeyRole::Server => SERVER_NAME,
         KeyRole::Client => CLIENT_NAME,
+        KeyRole::Admin => ADMIN_NAME,
     };
     let mut params = CertificateParams::new(vec![name.to_string()]).map_err(|e| rcgen_error(path, e))?;
     params.distinguished_name.push(DnType::OrganizationName, "lanefs");
@@ -187,7 +211,7 @@ fn issue_pem(
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = match role {
         KeyRole::Server => vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth],
-        KeyRole::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
+        KeyRole::Client | KeyRole::Admin => vec![ExtendedKeyUsagePurpose::ClientAuth],
     };
     params.use_authority_key_identifier_extension = true;
     let key = KeyPair::generate().map_err(|e| rcgen_error(path, e))?;
@@ -215,7 +239,7 @@ fn write_secret(path: &Path, text: &str) -> Result<(), KeyError> {
 }
 
 /// Make a new cluster's keys in `dir` (which must not exist): a CA, a
-/// server key and a client key, owner-only. The directory appears whole
+/// server key, a client key and an admin key, owner-only. The directory appears whole
 /// or not at all.
 pub fn create_cluster_keys(dir: &Path) -> Result<KeyFiles, KeyError> {
     let failed = |e: std::io::Error| KeyError::Write { path: dir.to_path_buf(), reason: e.to_string() };
@@ -238,6 +262,7 @@ pub fn create_cluster_keys(dir: &Path) -> Result<KeyFiles, KeyError> {
     write_secret(&files.ca, &format!("{}{}", ca_cert.pem(), ca_key.serialize_pem()))?;
     write_secret(&files.server, &issue_pem(&ca_key, &ca_cert.pem(), KeyRole::Server, None, &files.server)?)?;
     write_secret(&files.client, &issue_pem(&ca_key, &ca_cert.pem(), KeyRole::Client, None, &files.client)?)?;
+    write_secret(&files.admin, &issue_pem(&ca_key, &ca_cert.pem(), KeyRole::Admin, None, &files.admin)?)?;
     std::fs::rename(staging.path(), dir).map_err(failed)?;
     let _ = staging.keep(); // renamed away: nothing left to remove
     Ok(KeyFiles::in_dir(dir))
@@ -257,6 +282,10 @@ pub fn ensure_cluster_keys(dir: &Path) -> Result<KeyFiles, KeyError> {
                 reason: format!("missing from {} (move the directory away to make new keys)", dir.display()),
             });
         }
+    }
+    // Keys made before admin keys existed: the CA signs one now.
+    if !files.admin.exists() && files.ca.is_file() {
+        issue_key(&files.ca, KeyRole::Admin, None, &files.admin)?;
     }
     Ok(files)
 }
@@ -292,11 +321,18 @@ mod tests {
         let files = create_cluster_keys(&keys).unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&keys), 0o700);
-        for f in [&files.ca, &files.server, &files.client] {
+        for f in [&files.ca, &files.server, &files.client, &files.admin] {
             assert_eq!(mode(f), 0o600, "{}", f.display());
         }
         assert!(create_cluster_keys(&keys).unwrap_err().to_string().contains("exists already"));
         assert_eq!(ensure_cluster_keys(&keys).unwrap(), files, "existing keys are kept");
+        // Keys made before admin keys: the CA signs one when they are used.
+        let client = std::fs::read(&files.client).unwrap();
+        std::fs::remove_file(&files.admin).unwrap();
+        assert_eq!(ensure_cluster_keys(&keys).unwrap(), files);
+        assert_eq!(crate::auth::ClusterKey::load(&files.admin).unwrap().role(), KeyRole::Admin);
+        assert_eq!(mode(&files.admin), 0o600);
+        assert_eq!(std::fs::read(&files.client).unwrap(), client, "the other keys are kept");
         std::fs::set_permissions(&files.client, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = read_bundle(&files.client).err().unwrap().to_string();
         assert!(e.contains("chmod 600") && e.contains("client.pem") && e.contains("644"), "{e}");

@@ -15,6 +15,7 @@
 //! | connections waiting to be accepted | [`LISTEN_BACKLOG`] = 1,024 | a crowd connecting at once is queued by the kernel, not dropped | `transport::Listener::bind` |
 //! | refusals in progress | [`REFUSALS_MAX`] = 32, each at most [`REFUSAL_LINGER`] = 200 ms | a refused connection holds a descriptor while it is told why; past them one is closed without a word | `transport::spawn_accept` |
 //! | accept back-off | [`ACCEPT_BACKOFF_MIN`] = 10 ms doubling to [`ACCEPT_BACKOFF_MAX`] = 1 s | `accept` failing with `EMFILE` would fail again at once: retrying at once spins a core | `transport::spawn_accept` |
+//! | connections of one local user | [`LOCAL_USER_CONNECTIONS_MAX`] = 64 per uid, on each server | any local user may connect to a Unix socket (as itself, see [`crate::auth`]): one must not take every connection from the others and the mounts; a command needs 1 to the MDS and 1 per OSS | `oss`, `mds_server` ([`UserConnections`]) |
 //! | handshake | [`HANDSHAKE_TIMEOUT_DEFAULT`] = 10 s | a peer that sends nothing, or half a `Hello`, holds a descriptor for nothing | `oss`, `mds_server` (`handshake_within`) |
 //! | idle | [`IDLE_TIMEOUT_DEFAULT`] = 150 s (`--idle-timeout`) | a connection silent that long has a dead or stuck peer (Lustre's ping evictor: 1.5 x `obd_timeout`); clients ping every [`PING_INTERVAL_DEFAULT`] = 25 s | `oss`, `mds_server` (each frame must arrive within it) |
 //! | bytes queued to one peer | soft [`QUEUE_BYTES_SOFT`] = 8 MiB, hard [`QUEUE_BYTES_MAX`] = 96 MiB | replies a peer does not read: over the soft limit the server stops reading that peer's requests; over the hard one it closes the connection | [`crate::outbox::Outbox`] |
@@ -42,7 +43,65 @@
 //! its descriptors, so that running out of them is a refusal with a
 //! reason rather than a failure somewhere else.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Connections one local user (not root, not the servers' own user) may
+/// hold to one server at once.
+pub const LOCAL_USER_CONNECTIONS_MAX: usize = 64;
+
+/// The connections each local user holds to one server, bounded by
+/// [`LOCAL_USER_CONNECTIONS_MAX`] per uid. Nodes are not counted here (the
+/// server's connection cap bounds them). The table holds one entry per uid
+/// with a connection open, so it is bounded by the connections.
+#[derive(Debug, Default)]
+pub struct UserConnections {
+    open: Mutex<HashMap<u32, usize>>,
+}
+
+/// One local user's connection, counted until dropped.
+#[derive(Debug)]
+pub struct UserConnection {
+    table: Arc<UserConnections>,
+    uid: u32,
+}
+
+impl UserConnections {
+    /// Count a connection of `peer`: `None` for a node, a slot for a local
+    /// user below its bound, else the refusal to tell it.
+    pub fn admit(self: &Arc<Self>, peer: &crate::auth::Peer) -> Result<Option<UserConnection>, String> {
+        let crate::auth::Peer::LocalUser(user) = peer else { return Ok(None) };
+        let mut open = self.open.lock().expect("user connections lock");
+        let count = open.entry(user.uid).or_insert(0);
+        if *count >= LOCAL_USER_CONNECTIONS_MAX {
+            return Err(format!(
+                "uid {} has {LOCAL_USER_CONNECTIONS_MAX} connections to this server already, the most one local \
+                 user may hold: close some (other lanefs commands of this user) and try again",
+                user.uid
+            ));
+        }
+        *count += 1;
+        Ok(Some(UserConnection { table: self.clone(), uid: user.uid }))
+    }
+
+    /// Connections `uid` holds now.
+    pub fn of(&self, uid: u32) -> usize {
+        self.open.lock().expect("user connections lock").get(&uid).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for UserConnection {
+    fn drop(&mut self) {
+        let mut open = self.table.open.lock().expect("user connections lock");
+        if let Some(count) = open.get_mut(&self.uid) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.uid);
+            }
+        }
+    }
+}
 
 /// A connection must finish its `Hello` within this. A lanefs client gives
 /// up after its own connect timeout (5 s by default), so a peer slower than

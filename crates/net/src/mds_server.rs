@@ -7,10 +7,14 @@
 //! credentials its call carries; OSS registrations are kept in memory, and
 //! an OSS registers again when it restarts. Only a peer with the cluster's
 //! server key (or, on a Unix socket, the MDS's own user) may register an
-//! OSS: see [`crate::auth`]. A create that finds an OST's pool of
-//! precreated objects empty waits for it to be refilled, then runs again;
-//! creates and removals wake the workers that refill pools and destroy
-//! removed files' objects.
+//! OSS: see [`crate::auth`]. A node's requests are served as the
+//! credentials they carry (uid 0 of a client key squashed, as
+//! [`MdsOptions::key_root_squash`] says); a local user's only as itself
+//! ([`crate::auth::served_credentials`]), and a local user may not record
+//! open files nor take file locks, which are a mount's to do. A create
+//! that finds an OST's pool of precreated objects empty waits for it to
+//! be refilled, then runs again; creates and removals wake the workers
+//! that refill pools and destroy removed files' objects.
 //!
 //! File locks (`fcntl`, `flock`) are granted here from a
 //! [`FlockTable`], as Lustre's MDT grants flock locks: a request that must
@@ -46,9 +50,9 @@
 //! on: the request's transaction was rolled back, and the `Mds` holds no
 //! other state.
 
-use crate::auth::ClusterKey;
+use crate::auth::{served_credentials, ClusterKey, KeyRootSquash, Peer, USER_NOT_A_NODE};
 use crate::fence::Fence;
-use crate::limits::{refusal_reason, DescriptorBudget, ServerLimits, ServerStats};
+use crate::limits::{refusal_reason, DescriptorBudget, ServerLimits, ServerStats, UserConnections};
 use crate::mds_objects::{Lifecycle, MdsCell, OBJECTS_WAIT};
 use crate::oss::{handshake_within, read_within, server_stats, variant, CloseOnDrop, SHUTDOWN_GRACE};
 use crate::outbox::Outbox;
@@ -81,6 +85,9 @@ pub struct MdsOptions {
     /// clients tell the MDS again of the locks they hold and the files they
     /// keep open ([`RECOVERY_GRACE_DEFAULT`] for the daemons; zero: none).
     pub recovery_grace: Duration,
+    /// What requests as uid 0 of a client key are served as (squashed to
+    /// 65534:65534 by default; an admin key's never are).
+    pub key_root_squash: KeyRootSquash,
 }
 
 /// The recovery grace of `lanefs mds` and `lanefs up`: clients that hold
@@ -99,6 +106,10 @@ struct Shared {
     objects: Arc<Lifecycle>,
     limits: ServerLimits,
     accept: Arc<AcceptStats>,
+    /// What a client key's root is served as.
+    key_root_squash: KeyRootSquash,
+    /// Connections of each local user (bounded per uid).
+    users: Arc<UserConnections>,
     /// Outgoing queue of every connection, by a number of its own.
     peers: Mutex<HashMap<u32, Arc<Outbox>>>,
     peer_next: AtomicU32,
@@ -170,7 +181,7 @@ pub async fn start_with(
     ost_count: u32,
     options: MdsOptions,
 ) -> std::io::Result<MdsHandle> {
-    let MdsOptions { limits, fence, recovery_grace } = options;
+    let MdsOptions { limits, fence, recovery_grace, key_root_squash } = options;
     let grace_until =
         (!mds.created() && !recovery_grace.is_zero()).then(|| tokio::time::Instant::now() + recovery_grace);
     limits.validate().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
@@ -201,6 +212,8 @@ pub async fn start_with(
         objects,
         limits,
         accept: accept_stats,
+        key_root_squash,
+        users: Arc::default(),
         peers: Mutex::new(HashMap::new()),
         peer_next: AtomicU32::new(1),
         flocks: Mutex::new(FlockTable::new()),
@@ -233,8 +246,11 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     let outbox = Outbox::new(shared.limits.queue.clone());
     let _close = CloseOnDrop(outbox.clone());
     spawn_writer(w, outbox.clone(), None);
-    let admin = !matches!(accepted.peer, crate::auth::Peer::Key(crate::keys::KeyRole::Client));
-    match handshake_within(&mut r, shared.limits.handshake_timeout, accepted.peer).await {
+    let _counted = match shared.users.admit(&accepted.peer) {
+        Ok(counted) => counted,
+        Err(reason) => return outbox.finish(Some(Wire::Refused { reason })),
+    };
+    match handshake_within(&mut r, shared.limits.handshake_timeout, &accepted.peer).await {
         Ok(Role::Client) => {}
         Ok(Role::Oss { address, osts }) => {
             if let Some(ost) = osts.iter().find(|&&ost| ost >= shared.ost_count) {
@@ -261,7 +277,7 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     let peer = shared.peer_next.fetch_add(1, Ordering::Relaxed);
     shared.peers.lock().expect("peers lock").insert(peer, outbox.clone());
     let _ = outbox.push(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
-    let ended = serve_requests(&mut r, &shared, &outbox, (peer, admin)).await;
+    let ended = serve_requests(&mut r, &shared, &outbox, (peer, &accepted.peer)).await;
     shared.peers.lock().expect("peers lock").remove(&peer);
     let granted = shared.flocks.lock().expect("flocks lock").release_client(u64::from(peer));
     shared.flock_ids.lock().expect("flock ids").retain(|ticket, _| ticket.0 != u64::from(peer));
@@ -281,7 +297,7 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
     r: &mut R,
     shared: &Arc<Shared>,
     outbox: &Outbox,
-    (peer, admin): (u32, bool),
+    (peer, who): (u32, &Peer),
 ) -> Result<(), String> {
     let mut stop = shared.stop.subscribe();
     loop {
@@ -297,8 +313,26 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
         };
         let Some(frame) = read? else { return Ok(()) };
         let (id, answer) = match frame {
+            Wire::Mds { id, call: MdsCall::Namespace { request, .. } } if request.by_fid() && !who.is_node() => {
+                let refused = MdsError::NotPermitted {
+                    path: "(an inode named by fid)".into(),
+                    reason: format!(
+                        "naming an inode by fid skips the search permission of the directories above it, so only \
+                         nodes (a mount, root) may: name it by path instead; {USER_NOT_A_NODE}"
+                    ),
+                };
+                (id, MdsAnswer::Namespace(MdsReply::Error(refused)))
+            }
             Wire::Mds { id, call: MdsCall::Namespace { credentials, request } } => {
-                (id, namespace(shared, credentials, request).await)
+                match served_credentials(who, credentials, shared.key_root_squash) {
+                    Ok(credentials) => (id, namespace(shared, credentials, request).await),
+                    Err(refused) => (id, MdsAnswer::Namespace(MdsReply::Error(refused))),
+                }
+            }
+            Wire::Mds { id, call: MdsCall::Opened { .. } | MdsCall::Closed { .. } | MdsCall::Flock(_) }
+                if !who.is_node() =>
+            {
+                (id, MdsAnswer::Error(format!("open files and file locks are a mount's: {USER_NOT_A_NODE}")))
             }
             Wire::Mds { id, call: MdsCall::ClusterInfo } => {
                 let osts = shared.objects.addresses();
@@ -315,7 +349,7 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
                 (id, MdsAnswer::Opened)
             }
             Wire::Mds { id, call: MdsCall::KeepParam { pattern, value } } => {
-                (id, keep_param(shared, admin, &pattern, value.as_deref()))
+                (id, keep_param(shared, who.is_administrator(), &pattern, value.as_deref()))
             }
             Wire::Mds { id, call: MdsCall::KeptParams } => {
                 let kept = shared.kept_params.as_deref().map(crate::kept_params::load).unwrap_or(Ok(Vec::new()));

@@ -29,6 +29,13 @@
 //! done on the OST's thread. Those messages are refused on a client's
 //! connection, and a `Role::Mds` connection takes nothing else.
 //!
+//! A local user's connection (a Unix-socket peer that is neither root nor
+//! the OSS's own user, see [`crate::auth`]) is no node's: it may read the
+//! OSTs' statistics, and nothing else; its `Session` is taken but names no
+//! export, and a message for an OST (I/O, locks, cache advice) closes the
+//! connection saying why. Each local user holds at most
+//! [`crate::limits::LOCAL_USER_CONNECTIONS_MAX`] connections.
+//!
 //! A client on the same host may hand over its page arena (`AttachArena`
 //! with the memfd attached, on a Unix socket): its write RPCs then name
 //! frames of it (`WriteShared`), which the connection checks against the
@@ -60,7 +67,7 @@
 //! the OSS's other OSTs serve on. Lustre has no such mode: an assertion
 //! failure there (LBUG) stops the whole server.
 
-use crate::auth::{claim_allowed, ClusterKey, Peer};
+use crate::auth::{claim_allowed, ClusterKey, Peer, USER_NOT_A_NODE};
 use crate::codec::{read_frame, CodecError, BULK_BYTES_MAX};
 use crate::commit_point::CommitPoint;
 use crate::exports::Exports;
@@ -171,6 +178,8 @@ struct Shared {
     stop: tokio::sync::watch::Sender<bool>,
     limits: ServerLimits,
     accept: Arc<AcceptStats>,
+    /// Connections of each local user (bounded per uid).
+    users: Arc<crate::limits::UserConnections>,
 }
 
 /// A running OSS; dropping it does not stop it, [`OssHandle::shutdown`] does.
@@ -300,6 +309,7 @@ pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig
         stop,
         limits: config.limits.clone(),
         accept: accept_stats,
+        users: Arc::default(),
     });
     let s = shared.clone();
     let accept = spawn_accept(listener, shared.stop.subscribe(), SHUTDOWN_GRACE, policy, move |stream| {
@@ -725,7 +735,11 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     let outbox = Outbox::new(shared.limits.queue.clone());
     let _close = CloseOnDrop(outbox.clone());
     spawn_writer(w, outbox.clone(), None);
-    match handshake_within(&mut r, shared.limits.handshake_timeout, accepted.peer).await {
+    let _counted = match shared.users.admit(&accepted.peer) {
+        Ok(counted) => counted,
+        Err(reason) => return outbox.finish(Some(Wire::Refused { reason })),
+    };
+    match handshake_within(&mut r, shared.limits.handshake_timeout, &accepted.peer).await {
         Ok(Role::Client) => {}
         Ok(Role::Mds) => return serve_mds(&mut r, &shared, &outbox).await,
         Ok(role) => {
@@ -740,8 +754,14 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     }
     let _ = outbox.push(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
     let mut stop = shared.stop.subscribe();
-    let admin = !matches!(accepted.peer, crate::auth::Peer::Key(crate::keys::KeyRole::Client));
-    let mut session = Session { client: None, arena: None, fds: accepted.fds, admin };
+    let standing = if accepted.peer.is_administrator() {
+        Standing::Administrator
+    } else if accepted.peer.is_node() {
+        Standing::Node
+    } else {
+        Standing::User
+    };
+    let mut session = Session { client: None, arena: None, fds: accepted.fds, standing };
     let served = tokio::select! {
         biased;
         _ = stop.wait_for(|stopped| *stopped) => Err("the OSS is shutting down".to_string()),
@@ -777,9 +797,20 @@ struct Session {
     client: Option<ClientId>,
     arena: Option<Arc<MappedArena>>,
     fds: Option<FdInbox>,
-    /// The peer may set the OSTs' parameters: it holds the server key, or
-    /// is the server's own user or root (see [`crate::auth`]).
-    admin: bool,
+    /// What the peer may do (see [`crate::auth`]).
+    standing: Standing,
+}
+
+/// What a connection's peer may do at the OSS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Standing {
+    /// A local user, not a node: statistics only.
+    User,
+    /// A node (a client key, a mount): I/O, locks, advice, statistics.
+    Node,
+    /// A node that may also set the OSTs' parameters: the server key, or
+    /// the server's own user or root.
+    Administrator,
 }
 
 impl Session {
@@ -849,7 +880,7 @@ async fn serve_mds_messages<R: tokio::io::AsyncRead + Unpin>(
 pub(crate) async fn handshake_within<R: tokio::io::AsyncRead + Unpin>(
     r: &mut R,
     timeout: StdDuration,
-    peer: Peer,
+    peer: &Peer,
 ) -> Result<Role, String> {
     match tokio::time::timeout(timeout, handshake(r, peer)).await {
         Ok(result) => result,
@@ -876,7 +907,7 @@ pub(crate) async fn read_within<R: tokio::io::AsyncRead + Unpin>(
 
 /// Read `Hello` and check it, and the role it claims against what the
 /// peer's key or uid allows; the error is the reason told to the peer.
-pub(crate) async fn handshake<R: tokio::io::AsyncRead + Unpin>(r: &mut R, peer: Peer) -> Result<Role, String> {
+pub(crate) async fn handshake<R: tokio::io::AsyncRead + Unpin>(r: &mut R, peer: &Peer) -> Result<Role, String> {
     match read_frame(r).await {
         Ok(Some(Wire::Hello { magic, version, role })) => {
             if magic != MAGIC {
@@ -926,6 +957,15 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
         match frame {
             Wire::Ping => {
                 let _ = outbox.push(Wire::Pong);
+            }
+            // A user's client names itself like any other, but is no
+            // node: it gets no export (nor a place in the exports table).
+            Wire::Session { .. } if session.standing == Standing::User => {}
+            Wire::ToOst { .. } | Wire::WriteShared { .. } if session.standing == Standing::User => {
+                return Err(USER_NOT_A_NODE.to_string());
+            }
+            Wire::AttachArena { arena, .. } if session.standing == Standing::User => {
+                let _ = outbox.push(Wire::ArenaRefused { arena, reason: USER_NOT_A_NODE.to_string() });
             }
             Wire::Session { uuid } => {
                 if session.client.is_some() {
@@ -1004,7 +1044,7 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
             }
             Wire::SetParam { id, ost, name, value, permanent } => {
                 let result = match shared.osts.get(&ost) {
-                    _ if !session.admin => {
+                    _ if session.standing != Standing::Administrator => {
                         Err("setting an OST's parameters needs the cluster's server key (server.pem), or the \
                          server's own user or root on a Unix socket"
                             .to_string())

@@ -2,8 +2,9 @@
 //! (`unix:/path/to/socket`), behind one boxed stream type; and the accept
 //! loop of a server. This is the one place where streams are made, so it
 //! is where they are authenticated (see [`crate::auth`]): TCP streams are
-//! TLS with the cluster key, both ways; Unix sockets are owner-only files
-//! whose peers the kernel names.
+//! TLS with the cluster key, both ways; Unix sockets are files any local
+//! user may connect to, whose peers the kernel names (each acts as itself
+//! unless it is root or the servers' own user).
 //!
 //! A Unix socket's file is put in place only where nothing is
 //! ([`Listener::bind`]), and a server that holds the fence of the data it
@@ -132,16 +133,21 @@ pub enum Incoming {
     Unix(UnixStream),
 }
 
-/// Bind a Unix socket at `path` that only its owner can reach: bound in a
-/// fresh 0700 directory beside `path`, made 0600 there, then linked into
-/// place, so it is never reachable by others, not even between the bind
-/// and the chmod. The link fails if anything is at `path` already: a
+/// A server's Unix socket may be connected to by every local user: a user
+/// who is not root nor the servers' own acts as itself only.
+pub const SOCKET_MODE: u32 = 0o666;
+
+/// Bind a Unix socket at `path`: bound in a fresh 0700 directory beside
+/// `path`, made [`SOCKET_MODE`] there, then linked into place, so nobody
+/// reaches it before its mode is set. Who may reach it then is up to the
+/// directories above `path`; whoever does is named by the kernel, and is a
+/// node or acts as itself alone ([`auth::local_peer`]). The link fails if anything is at `path` already: a
 /// socket is never put over another server's. With `replace_stale` (the
 /// caller holds the fence of the data and found a socket nobody answers
 /// on there), the new socket is renamed over the old one instead, so the
 /// address never goes missing while a server restarts: a client finds
 /// either the old socket, which refuses it, or the new one.
-fn bind_owner_only(path: &Path, replace_stale: bool) -> std::io::Result<UnixListener> {
+fn bind_socket(path: &Path, replace_stale: bool) -> std::io::Result<UnixListener> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -150,7 +156,7 @@ fn bind_owner_only(path: &Path, replace_stale: bool) -> std::io::Result<UnixList
     std::fs::set_permissions(staging.path(), std::fs::Permissions::from_mode(0o700))?;
     let staged = staging.path().join("s");
     let listener = UnixListener::bind(&staged)?;
-    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(SOCKET_MODE))?;
     if replace_stale {
         std::fs::rename(&staged, path)?;
         return Ok(listener);
@@ -188,7 +194,7 @@ impl Listener {
                 let acceptor = key.acceptor().expect("a server key has an acceptor").clone();
                 Listener::Tcp(bind_tcp(a).await?, acceptor)
             }
-            Address::Unix(p) => Listener::Unix(bind_owner_only(p, false)?, p.clone()),
+            Address::Unix(p) => Listener::Unix(bind_socket(p, false)?, p.clone()),
         })
     }
 
@@ -200,7 +206,7 @@ impl Listener {
         match address {
             Address::Unix(p) => {
                 let stale = stale_socket(p, fence).await?;
-                Ok(Listener::Unix(bind_owner_only(p, stale)?, p.clone()))
+                Ok(Listener::Unix(bind_socket(p, stale)?, p.clone()))
             }
             Address::Tcp(_) => Listener::bind(address, key).await,
         }
@@ -251,24 +257,15 @@ impl Incoming {
                 Some(Accepted { stream: Box::new(tls), fds: None, peer })
             }
             Incoming::Unix(s) => {
-                let uid = match s.peer_cred() {
-                    Ok(credentials) => credentials.uid(),
+                let peer = match s.peer_cred() {
+                    Ok(kernel) => auth::local_peer(kernel.uid(), kernel.gid(), kernel.pid(), auth::euid()),
                     Err(e) => {
                         warn!("refused a local connection whose peer is unknown: {e}");
                         return None;
                     }
                 };
-                let own = auth::euid();
-                if !auth::local_peer_allowed(uid, own) {
-                    warn!(uid, "refused a local connection of another user");
-                    let reason = format!(
-                        "uid {uid} may not connect: this lanefs server serves its owner (uid {own}) and root only"
-                    );
-                    auth::refuse(s, reason).await;
-                    return None;
-                }
                 let (stream, fds) = FdStream::new(s);
-                Some(Accepted { stream: Box::new(stream), fds: Some(fds), peer: Peer::LocalUser { uid } })
+                Some(Accepted { stream: Box::new(stream), fds: Some(fds), peer })
             }
         }
     }

@@ -11,8 +11,12 @@ use lanefs_net::transport::{connect, Address};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// A TCP cluster whose client keys' root is root's: these tests write in
+/// the root directory of whoever runs them (root, often), as a node would.
 fn tcp_cluster() -> LocalCluster {
-    LocalCluster::start(LocalClusterConfig { osts: 1, unix_sockets: false, ..Default::default() }).unwrap()
+    let key_root_squash = lanefs_net::auth::KeyRootSquash::Off;
+    LocalCluster::start(LocalClusterConfig { osts: 1, unix_sockets: false, key_root_squash, ..Default::default() })
+        .unwrap()
 }
 
 /// Send raw bytes (over TLS with the cluster's client key), then read

@@ -334,6 +334,9 @@ fn a_killed_holder_is_evicted_after_the_callback_timeout() {
             locks: LockServerConfig { callback_timeout: Duration::from_ms(1500), ..LockServerConfig::default() },
             ..OstConfig::default()
         },
+        // Both processes write as whoever runs the test (root, often) in
+        // its root directory: their client key's root stays root.
+        key_root_squash: lanefs_net::auth::KeyRootSquash::Off,
         ..Default::default()
     };
     let c = LocalCluster::start(config).unwrap();
