@@ -15,7 +15,9 @@
 //! | connections waiting to be accepted | [`LISTEN_BACKLOG`] = 1,024 | a crowd connecting at once is queued by the kernel, not dropped | `transport::Listener::bind` |
 //! | refusals in progress | [`REFUSALS_MAX`] = 32, each at most [`REFUSAL_LINGER`] = 200 ms | a refused connection holds a descriptor while it is told why; past them one is closed without a word | `transport::spawn_accept` |
 //! | accept back-off | [`ACCEPT_BACKOFF_MIN`] = 10 ms doubling to [`ACCEPT_BACKOFF_MAX`] = 1 s | `accept` failing with `EMFILE` would fail again at once: retrying at once spins a core | `transport::spawn_accept` |
-//! | handshake | [`HANDSHAKE_TIMEOUT_DEFAULT`] = 10 s | a peer that sends nothing, or half a `Hello`, holds a descriptor for nothing | `oss`, `mds_server` (`handshake_within`) |
+//! | handshake | [`HANDSHAKE_TIMEOUT_DEFAULT`] = 3 s, TLS and `Hello` together | a peer that sends nothing, or half a `Hello`, holds a descriptor for nothing; a lanefs peer is through in milliseconds | `transport::spawn_accept` ([`crate::hello`]) |
+//! | handshakes in flight | [`HANDSHAKES_MAX`] = 256, at most a quarter of the descriptors left after the reserve ([`DescriptorBudget`]); when full, a new connection displaces the oldest handshake of the busiest source | connections that have proved no key never take the places of those that have: they count against the connection cap only once through | `transport::spawn_accept` ([`crate::hello`]) |
+//! | handshakes from one IP address | [`HANDSHAKES_PER_SOURCE_MAX`] = 64; past it a new connection from that address is closed at once | one host cannot fill the pool for all; 64 is a large node's ranks connecting at once. Unix sockets have no such bound (only the server's user and root reach them) | `transport::spawn_accept` ([`crate::hello`]) |
 //! | idle | [`IDLE_TIMEOUT_DEFAULT`] = 150 s (`--idle-timeout`) | a connection silent that long has a dead or stuck peer (Lustre's ping evictor: 1.5 x `obd_timeout`); clients ping every [`PING_INTERVAL_DEFAULT`] = 25 s | `oss`, `mds_server` (each frame must arrive within it) |
 //! | bytes queued to one peer | soft [`QUEUE_BYTES_SOFT`] = 8 MiB, hard [`QUEUE_BYTES_MAX`] = 96 MiB | replies a peer does not read: over the soft limit the server stops reading that peer's requests; over the hard one it closes the connection | [`crate::outbox::Outbox`] |
 //! | messages queued to one peer | soft [`QUEUE_MESSAGES_SOFT`] = 1,024, hard [`QUEUE_MESSAGES_MAX`] = 16,384 | as bytes, for floods of small replies | [`crate::outbox::Outbox`] |
@@ -44,10 +46,17 @@
 
 use std::time::Duration;
 
-/// A connection must finish its `Hello` within this. A lanefs client gives
-/// up after its own connect timeout (5 s by default), so a peer slower than
-/// this is not a client doing its job.
-pub const HANDSHAKE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+/// A connection must finish its handshake (TLS, then `Hello`) within
+/// this. A lanefs peer is through in a few round trips; a peer that holds
+/// a handshake open this long is not a client doing its job, and the
+/// shorter it is, the fewer such peers a handshake pool must hold.
+pub const HANDSHAKE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(3);
+/// Connections in their handshake at once (see [`crate::hello`]): each
+/// holds a descriptor and a TLS state (tens of KiB) until it is through.
+pub const HANDSHAKES_MAX: usize = 256;
+/// Connections from one IP address in their handshake at once: the ranks
+/// of a large node connecting together fit.
+pub const HANDSHAKES_PER_SOURCE_MAX: usize = 64;
 /// A connection that sends nothing for longer is closed: Lustre's ping
 /// evictor allows `1.5 x obd_timeout` (`PING_EVICT_TIMEOUT`, 150 s with the
 /// default `obd_timeout` of 100 s).
@@ -223,8 +232,11 @@ pub fn raise_descriptor_limit() -> u64 {
 pub struct DescriptorBudget {
     /// The descriptors it was sized from.
     pub descriptors: u64,
-    /// Connections served at once (refusals in progress come on top).
+    /// Connections served at once (refusals in progress and handshakes
+    /// come on top).
     pub connections_max: usize,
+    /// Connections in their handshake at once.
+    pub handshakes_max: usize,
     /// Object files each OST keeps open (0 for an MDS).
     pub open_files_per_ost: usize,
 }
@@ -239,13 +251,15 @@ impl DescriptorBudget {
         let usable = descriptors.saturating_sub(DESCRIPTORS_RESERVED + osts as u64) as usize;
         let open_files_per_ost = (usable / 4 / osts).clamp(OPEN_FILES_MIN, crate::filestore::OPEN_FILES_MAX);
         let left = usable.saturating_sub(open_files_per_ost * osts);
-        DescriptorBudget { descriptors, connections_max: connections(left, per_connection), open_files_per_ost }
+        let (handshakes_max, connections_max) = connections(left, per_connection);
+        DescriptorBudget { descriptors, connections_max, handshakes_max, open_files_per_ost }
     }
 
     /// An MDS's budget: all but the reserve go to connections.
     pub fn mds(descriptors: u64, per_connection: usize) -> DescriptorBudget {
         let usable = descriptors.saturating_sub(DESCRIPTORS_RESERVED) as usize;
-        DescriptorBudget { descriptors, connections_max: connections(usable, per_connection), open_files_per_ost: 0 }
+        let (handshakes_max, connections_max) = connections(usable, per_connection);
+        DescriptorBudget { descriptors, connections_max, handshakes_max, open_files_per_ost: 0 }
     }
 
     /// The cap actually used: `explicit` if given (with a warning if the
@@ -271,9 +285,14 @@ impl DescriptorBudget {
 /// Object files an OST keeps open however few descriptors there are.
 pub const OPEN_FILES_MIN: usize = 4;
 
-fn connections(descriptors: usize, per_connection: usize) -> usize {
-    let cap = descriptors.saturating_sub(REFUSALS_MAX) / per_connection.max(1);
-    cap.clamp(1, CONNECTIONS_MAX_CEILING)
+/// Handshakes in flight and connections served that `descriptors` hold:
+/// handshakes take at most a quarter of them, connections the rest.
+fn connections(descriptors: usize, per_connection: usize) -> (usize, usize) {
+    let per_connection = per_connection.max(1);
+    let left = descriptors.saturating_sub(REFUSALS_MAX);
+    let handshakes = (left / 4 / per_connection).clamp(1, HANDSHAKES_MAX);
+    let cap = left.saturating_sub(handshakes * per_connection) / per_connection;
+    (handshakes, cap.clamp(1, CONNECTIONS_MAX_CEILING))
 }
 
 /// What a server says to a connection past its cap (`explicit`: the cap
@@ -294,8 +313,10 @@ pub fn refusal_reason(server: &str, cap: usize, explicit: bool, descriptors: u64
 /// Connection counts of a server, for monitoring and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ServerStats {
-    /// Connections being served (handshakes included).
+    /// Connections being served (through their handshake).
     pub connections: usize,
+    /// Connections in their handshake.
+    pub handshakes: usize,
     /// Connections refused for the cap since the server started.
     pub refused: u64,
     /// Bytes queued to peers, over all connections.
@@ -312,7 +333,12 @@ mod tests {
         // connections take the rest, and both fit.
         let b = DescriptorBudget::oss(1024, 4, 1);
         assert_eq!(b.open_files_per_ost, (1024 - 36) / 4 / 4);
-        let used = b.open_files_per_ost * 4 + b.connections_max + REFUSALS_MAX + DESCRIPTORS_RESERVED as usize + 4;
+        let used = b.open_files_per_ost * 4
+            + b.connections_max
+            + b.handshakes_max
+            + REFUSALS_MAX
+            + DESCRIPTORS_RESERVED as usize
+            + 4;
         assert!(used <= 1024, "{b:?} uses {used}");
         // Unix sockets may hold descriptors in passing: fewer connections.
         assert!(DescriptorBudget::oss(1024, 4, 3).connections_max < b.connections_max / 2);
@@ -324,7 +350,10 @@ mod tests {
         // Too few: still room for one connection and a few files.
         let tiny = DescriptorBudget::oss(16, 2, 3);
         assert_eq!((tiny.connections_max, tiny.open_files_per_ost), (1, OPEN_FILES_MIN));
-        assert_eq!(DescriptorBudget::mds(1024, 1).connections_max, 1024 - 32 - REFUSALS_MAX);
+        let mds = DescriptorBudget::mds(1024, 1);
+        assert_eq!(mds.handshakes_max, (1024 - 32 - REFUSALS_MAX) / 4);
+        assert_eq!(mds.connections_max + mds.handshakes_max, 1024 - 32 - REFUSALS_MAX);
+        assert_eq!(big.handshakes_max, HANDSHAKES_MAX);
     }
 
     #[test]

@@ -1,0 +1,44 @@
+//! Connections that have proved no key never take the places of those
+//! that have: a TCP server handshakes in a pool of its own, and counts a
+//! connection against its connection cap only once it is through (see
+//! `lanefs_net::hello`).
+
+mod common;
+
+use lanefs_net::client::Client;
+use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use lanefs_net::limits::ServerLimits;
+use std::time::Duration;
+
+/// More bare TCP connects than the servers' connection cap, held open
+/// and never sending a byte, beside a keyed client: the client connects,
+/// writes and reads.
+#[test]
+fn bare_connections_do_not_take_the_places_of_keyed_clients() {
+    let connections_max = 4;
+    let limits = ServerLimits { connections_max: Some(connections_max), ..Default::default() };
+    let config = LocalClusterConfig { osts: 1, unix_sockets: false, limits, ..Default::default() };
+    let cluster = LocalCluster::start(config).unwrap();
+    let flood_per_server = 10 * connections_max;
+    let mut flood = Vec::new();
+    for address in [cluster.mds_address(), cluster.oss_address().unwrap()] {
+        for _ in 0..flood_per_server {
+            flood.push(std::net::TcpStream::connect(&address).expect("the kernel takes the connection"));
+        }
+    }
+    // Let the servers accept them all.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while std::time::Instant::now() < deadline {
+        let (oss, mds) = cluster.server_stats();
+        if oss.handshakes + oss.connections >= flood_per_server && mds.handshakes >= flood_per_server {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let client = Client::connect(&cluster.mds_address(), cluster.client_options())
+        .expect("a keyed client connects beside the bare connections");
+    common::verified_write_read(&client, "/beside-the-flood", 1, 300_000);
+    let (oss, mds) = cluster.server_stats();
+    assert!(mds.connections <= connections_max && oss.connections <= connections_max, "{mds:?} {oss:?}");
+    drop(flood);
+}
