@@ -12,11 +12,14 @@
 //!
 //! The pool's rules ([`Handshakes`] keeps the books; the values are in
 //! [`crate::limits`]):
-//! - at most `in_flight_max` handshakes at once. When it is full, a new
-//!   connection displaces the oldest handshake of the source that has the
-//!   most in flight: a lanefs peer is through in milliseconds, so the
-//!   oldest handshakes of the busiest source are the likeliest to be peers
-//!   that send nothing, and a source with few connections keeps them;
+//! - at most `in_flight_max` handshakes at once. When it is full, the
+//!   server takes no new connection (they wait in the kernel's backlog)
+//!   until a handshake ends or one has run for `displace_age`; then a new
+//!   connection displaces the oldest such handshake of the source that has
+//!   the most in flight. A lanefs peer is through in milliseconds, so a
+//!   burst of them waits its turn and loses nothing, while peers that send
+//!   nothing grow old and make room; of those, the busiest source's go
+//!   first, so that a source with few connections keeps them;
 //! - at most `per_source_max` from one IP address: past it a new
 //!   connection from that address is closed at once (before TLS there is
 //!   no way to tell it why in words it could read). Unix sockets have no
@@ -37,6 +40,7 @@ use crate::codec::read_frame;
 use crate::proto::{variant, Role, Wire, MAGIC, PROTOCOL_VERSION};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
 /// Where a connection comes from, for the bound per source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -59,6 +63,10 @@ pub enum Admission {
     Admitted { id: HandshakeId, displaced: Option<HandshakeId> },
     /// Close it: its source has `per_source_max` handshakes in flight.
     SourceFull,
+    /// Close it: the pool is full and no handshake is old enough to be
+    /// displaced (a caller that asks [`Handshakes::room_at`] first never
+    /// sees this).
+    Full,
 }
 
 /// The books of a handshake pool: see the module docs.
@@ -66,16 +74,39 @@ pub enum Admission {
 pub struct Handshakes {
     in_flight_max: usize,
     per_source_max: usize,
+    /// How long a handshake runs before a newcomer to a full pool may
+    /// displace it.
+    displace_age: Duration,
     next: u64,
-    /// Handshakes in flight, oldest first.
-    in_flight: BTreeMap<HandshakeId, Source>,
+    /// Handshakes in flight, oldest first, with where they come from and
+    /// when they began.
+    in_flight: BTreeMap<HandshakeId, (Source, Instant)>,
     per_source: HashMap<Source, usize>,
 }
 
 impl Handshakes {
-    pub fn new(in_flight_max: usize, per_source_max: usize) -> Handshakes {
+    pub fn new(in_flight_max: usize, per_source_max: usize, displace_age: Duration) -> Handshakes {
         assert!(in_flight_max > 0 && per_source_max > 0, "a handshake pool needs room for one");
-        Handshakes { in_flight_max, per_source_max, next: 0, in_flight: BTreeMap::new(), per_source: HashMap::new() }
+        Handshakes {
+            in_flight_max,
+            per_source_max,
+            displace_age,
+            next: 0,
+            in_flight: BTreeMap::new(),
+            per_source: HashMap::new(),
+        }
+    }
+
+    /// When the pool can take a new connection: `None` now, else at the
+    /// returned time (when its oldest handshake may be displaced), or
+    /// before if a handshake ends.
+    #[must_use]
+    pub fn room_at(&self, now: Instant) -> Option<Instant> {
+        if self.in_flight.len() < self.in_flight_max {
+            return None;
+        }
+        let (_, &(_, began)) = self.in_flight.first_key_value().expect("a full pool has handshakes");
+        Some(began + self.displace_age).filter(|at| *at > now)
     }
 
     /// Handshakes in flight.
@@ -87,16 +118,22 @@ impl Handshakes {
         self.in_flight.is_empty()
     }
 
-    /// A connection from `source` came in.
-    pub fn admit(&mut self, source: Source) -> Admission {
+    /// A connection from `source` came in at `now`.
+    pub fn admit(&mut self, source: Source, now: Instant) -> Admission {
         let count = self.per_source.get(&source).copied().unwrap_or(0);
         if matches!(source, Source::Ip(_)) && count >= self.per_source_max {
             return Admission::SourceFull;
         }
-        let displaced = (self.in_flight.len() >= self.in_flight_max).then(|| self.displace());
+        let mut displaced = None;
+        if self.in_flight.len() >= self.in_flight_max {
+            match self.displace(now) {
+                Some(id) => displaced = Some(id),
+                None => return Admission::Full,
+            }
+        }
         let id = HandshakeId(self.next);
         self.next += 1;
-        self.in_flight.insert(id, source);
+        self.in_flight.insert(id, (source, now));
         *self.per_source.entry(source).or_insert(0) += 1;
         Admission::Admitted { id, displaced }
     }
@@ -104,7 +141,7 @@ impl Handshakes {
     /// The handshake `id` ended (through, failed, or displaced). Ending one
     /// that already left the books (a displaced one) does nothing.
     pub fn finish(&mut self, id: HandshakeId) {
-        let Some(source) = self.in_flight.remove(&id) else { return };
+        let Some((source, _)) = self.in_flight.remove(&id) else { return };
         let count = self.per_source.get_mut(&source).expect("a source in flight is counted");
         *count -= 1;
         if *count == 0 {
@@ -112,17 +149,19 @@ impl Handshakes {
         }
     }
 
-    /// Take the oldest handshake of the source with the most in flight
-    /// (of those with as many, the one whose oldest is oldest) off the books.
-    fn displace(&mut self) -> HandshakeId {
-        let most = self.per_source.values().copied().max().expect("a full pool has sources");
+    /// Take the oldest handshake that has run for `displace_age` of the
+    /// source with the most in flight (of those with as many, the one
+    /// whose is oldest) off the books; `None` if none has run that long.
+    fn displace(&mut self, now: Instant) -> Option<HandshakeId> {
+        let old = |began: &Instant| now.saturating_duration_since(*began) >= self.displace_age;
+        let most = self.in_flight.values().filter(|(_, began)| old(began)).map(|(s, _)| self.per_source[s]).max()?;
         let (&id, _) = self
             .in_flight
             .iter()
-            .find(|(_, source)| self.per_source[*source] == most)
-            .expect("the busiest source has a handshake");
+            .find(|(_, (source, began))| old(began) && self.per_source[source] == most)
+            .expect("the busiest source has an old handshake");
         self.finish(id);
-        id
+        Some(id)
     }
 
     pub fn check_invariants(&self) {
@@ -133,7 +172,7 @@ impl Handshakes {
             if matches!(source, Source::Ip(_)) {
                 assert!(count <= self.per_source_max, "{source:?} has {count} handshakes");
             }
-            assert_eq!(self.in_flight.values().filter(|s| *s == source).count(), count, "{source:?}");
+            assert_eq!(self.in_flight.values().filter(|(s, _)| s == source).count(), count, "{source:?}");
         }
     }
 }
@@ -168,36 +207,46 @@ mod tests {
         Source::Ip(IpAddr::from([10, 0, 0, last]))
     }
 
+    const AGE: Duration = Duration::from_millis(100);
+
     fn admitted(admission: Admission) -> (HandshakeId, Option<HandshakeId>) {
         match admission {
             Admission::Admitted { id, displaced } => (id, displaced),
-            Admission::SourceFull => panic!("refused"),
+            refused => panic!("refused: {refused:?}"),
         }
     }
 
     #[test]
     fn one_address_takes_at_most_its_share() {
-        let mut pool = Handshakes::new(8, 3);
+        let now = Instant::now();
+        let mut pool = Handshakes::new(8, 3, AGE);
         for _ in 0..3 {
-            admitted(pool.admit(ip(1)));
+            admitted(pool.admit(ip(1), now));
         }
-        assert_eq!(pool.admit(ip(1)), Admission::SourceFull);
-        admitted(pool.admit(ip(2)));
+        assert_eq!(pool.admit(ip(1), now), Admission::SourceFull);
+        admitted(pool.admit(ip(2), now));
         pool.check_invariants();
         // Unix sockets: only the server's own user and root; no share.
-        for _ in 0..5 {
-            admitted(pool.admit(Source::Local));
+        for _ in 0..4 {
+            admitted(pool.admit(Source::Local, now));
         }
         pool.check_invariants();
+        assert_eq!(pool.room_at(now), Some(now + AGE), "full: room once the oldest may be displaced");
     }
 
     #[test]
-    fn a_full_pool_displaces_the_oldest_of_the_busiest_source() {
-        let mut pool = Handshakes::new(4, 4);
-        let first = admitted(pool.admit(ip(1))).0;
-        let flood: Vec<_> = (0..3).map(|_| admitted(pool.admit(ip(9))).0).collect();
-        // Full: a newcomer displaces the flood's oldest, not the lone peer.
-        let (newcomer, displaced) = admitted(pool.admit(ip(2)));
+    fn a_full_pool_waits_for_young_handshakes_and_displaces_old_ones() {
+        let start = Instant::now();
+        let mut pool = Handshakes::new(4, 4, AGE);
+        let first = admitted(pool.admit(ip(1), start)).0;
+        let flood: Vec<_> = (0..3).map(|_| admitted(pool.admit(ip(9), start)).0).collect();
+        // Full of young handshakes: no room (a burst of peers waits).
+        assert_eq!(pool.room_at(start), Some(start + AGE));
+        assert_eq!(pool.admit(ip(2), start), Admission::Full);
+        let later = start + AGE;
+        assert_eq!(pool.room_at(later), None);
+        // A newcomer displaces the flood's oldest, not the lone peer.
+        let (newcomer, displaced) = admitted(pool.admit(ip(2), later));
         assert_eq!(displaced, Some(flood[0]));
         pool.check_invariants();
         // A displaced handshake that ends later is not counted twice.
@@ -205,13 +254,15 @@ mod tests {
         pool.check_invariants();
         assert_eq!(pool.len(), 4);
         // Sources tie (ip(9) has 2, the others 1 each): the busiest again.
-        assert_eq!(admitted(pool.admit(ip(3))).1, Some(flood[1]));
-        // Now every source has one: the oldest of all goes.
-        assert_eq!(admitted(pool.admit(ip(4))).1, Some(first));
-        for id in [newcomer, flood[2]] {
-            pool.finish(id);
-        }
+        assert_eq!(admitted(pool.admit(ip(3), later)).1, Some(flood[1]));
+        // Of the old ones, every source has one: the oldest of all goes;
+        // the young ones (the newcomers) are not displaced.
+        assert_eq!(admitted(pool.admit(ip(4), later)).1, Some(first));
+        assert_eq!(admitted(pool.admit(ip(5), later)).1, Some(flood[2]));
+        assert_eq!(pool.admit(ip(6), later), Admission::Full);
+        pool.finish(newcomer);
+        assert_eq!(pool.room_at(later), None, "a handshake that ends makes room");
         pool.check_invariants();
-        assert_eq!(pool.len(), 2);
+        assert_eq!(pool.len(), 3);
     }
 }

@@ -16,7 +16,7 @@
 //! | refusals in progress | [`REFUSALS_MAX`] = 32, each at most [`REFUSAL_LINGER`] = 200 ms | a refused connection holds a descriptor while it is told why; past them one is closed without a word | `transport::spawn_accept` |
 //! | accept back-off | [`ACCEPT_BACKOFF_MIN`] = 10 ms doubling to [`ACCEPT_BACKOFF_MAX`] = 1 s | `accept` failing with `EMFILE` would fail again at once: retrying at once spins a core | `transport::spawn_accept` |
 //! | handshake | [`HANDSHAKE_TIMEOUT_DEFAULT`] = 3 s, TLS and `Hello` together | a peer that sends nothing, or half a `Hello`, holds a descriptor for nothing; a lanefs peer is through in milliseconds | `transport::spawn_accept` ([`crate::hello`]) |
-//! | handshakes in flight | [`HANDSHAKES_MAX`] = 256, at most a quarter of the descriptors left after the reserve ([`DescriptorBudget`]); when full, a new connection displaces the oldest handshake of the busiest source | connections that have proved no key never take the places of those that have: they count against the connection cap only once through | `transport::spawn_accept` ([`crate::hello`]) |
+//! | handshakes in flight | [`HANDSHAKES_MAX`] = 256, at most a quarter of the descriptors left after the reserve ([`DescriptorBudget`]); when full, new connections wait in the backlog until a handshake ends or one has run [`HANDSHAKE_DISPLACE_AGE`] = 100 ms, which a newcomer then displaces (the busiest source's oldest) | connections that have proved no key never take the places of those that have: they count against the connection cap only once through; a burst of real peers (through in milliseconds) waits its turn instead of being closed | `transport::spawn_accept` ([`crate::hello`]) |
 //! | handshakes from one IP address | [`HANDSHAKES_PER_SOURCE_MAX`] = 64; past it a new connection from that address is closed at once | one host cannot fill the pool for all; 64 is a large node's ranks connecting at once. Unix sockets have no such bound (only the server's user and root reach them) | `transport::spawn_accept` ([`crate::hello`]) |
 //! | idle | [`IDLE_TIMEOUT_DEFAULT`] = 150 s (`--idle-timeout`) | a connection silent that long has a dead or stuck peer (Lustre's ping evictor: 1.5 x `obd_timeout`); clients ping every [`PING_INTERVAL_DEFAULT`] = 25 s | `oss`, `mds_server` (each frame must arrive within it) |
 //! | bytes queued to one peer | soft [`QUEUE_BYTES_SOFT`] = 8 MiB, hard [`QUEUE_BYTES_MAX`] = 96 MiB | replies a peer does not read: over the soft limit the server stops reading that peer's requests; over the hard one it closes the connection | [`crate::outbox::Outbox`] |
@@ -57,6 +57,13 @@ pub const HANDSHAKES_MAX: usize = 256;
 /// Connections from one IP address in their handshake at once: the ranks
 /// of a large node connecting together fit.
 pub const HANDSHAKES_PER_SOURCE_MAX: usize = 64;
+/// A handshake may be displaced from a full pool once it has run this
+/// long: a lanefs peer on a LAN is through in a few round trips (a few
+/// milliseconds, tens on a loaded server), so one this slow is likely a
+/// peer sending nothing; a younger one is left to finish. Short, because
+/// while the pool is full of younger ones no connection is accepted: a
+/// pool of N takes N new connections per this much time from a flood.
+pub const HANDSHAKE_DISPLACE_AGE: Duration = Duration::from_millis(100);
 /// A connection that sends nothing for longer is closed: Lustre's ping
 /// evictor allows `1.5 x obd_timeout` (`PING_EVICT_TIMEOUT`, 150 s with the
 /// default `obd_timeout` of 100 s).

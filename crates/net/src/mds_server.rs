@@ -7,7 +7,14 @@
 //! credentials its call carries; OSS registrations are kept in memory, and
 //! an OSS registers again when it restarts. Only a peer with the cluster's
 //! server key (or, on a Unix socket, the MDS's own user) may register an
-//! OSS: see [`crate::auth`]. A create that finds an OST's pool of
+//! OSS: see [`crate::auth`]. As Lustre's MGS, the MDS keeps one live OSS
+//! per OST index (`register`): an index whose holder's connection lives
+//! and answers a ping within [`REGISTRATION_PROBE_TIMEOUT`] is refused to
+//! a second OSS; a holder whose connection ended, or that does not answer,
+//! loses it to the next OSS that asks. An OSS's address is parsed as a
+//! client parses it before it is stored, so that no registration can hand
+//! clients an address they cannot use. The registry holds at most one
+//! entry per OST index (indices past the file system's count are refused). A create that finds an OST's pool of
 //! precreated objects empty waits for it to be refilled, then runs again;
 //! creates and removals wake the workers that refill pools and destroy
 //! removed files' objects.

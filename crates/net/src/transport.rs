@@ -9,15 +9,20 @@
 //! ([`Listener::bind`]), and a server that holds the fence of the data it
 //! serves first removes a socket there that nobody answers on
 //! ([`Listener::bind_fenced`]): a second server never cuts the first off
-//! by replacing its socket. The accept loop ([`spawn_accept`]) serves at
-//! most its cap of connections, tells the ones past it why
-//! ([`AcceptPolicy`]), and backs off when `accept` fails (out of file
-//! descriptors, mostly) instead of retrying at once; see [`crate::limits`].
+//! by replacing its socket. The accept loop ([`spawn_accept`]) runs each
+//! connection's handshake (authentication and `Hello`) in a bounded pool
+//! apart from the connections it serves ([`crate::hello`]), serves at
+//! most its cap of connections through their handshake, tells the ones
+//! past it why ([`AcceptPolicy`]), and backs off when `accept` fails (out
+//! of file descriptors, mostly) instead of retrying at once; see
+//! [`crate::limits`].
 
 use crate::auth::{self, ClusterKey, Peer};
 use crate::fence::Fence;
 use crate::hello::{hello, Admission, HandshakeId, Handshakes, Source};
-use crate::limits::{ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN, LISTEN_BACKLOG, REFUSALS_MAX, REFUSAL_LINGER};
+use crate::limits::{
+    ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN, HANDSHAKE_DISPLACE_AGE, LISTEN_BACKLOG, REFUSALS_MAX, REFUSAL_LINGER,
+};
 use crate::proto::Role;
 use crate::shm::{FdInbox, FdStream};
 use std::os::unix::fs::PermissionsExt;
@@ -460,6 +465,16 @@ where
                     None => std::future::pending().await,
                 }
             };
+            // A full pool takes no connection until a handshake ends or
+            // its oldest may be displaced: until then they wait in the
+            // kernel's backlog.
+            let room_at = pool.books.room_at(std::time::Instant::now());
+            let full = async move {
+                match room_at {
+                    Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+                    None => std::future::pending().await,
+                }
+            };
             // Biased: stop first, then reap ended tasks (so the counts are
             // right), then accept.
             tokio::select! {
@@ -484,7 +499,8 @@ where
                     }
                 }
                 _ = pause => paused_until = None,
-                accepted = listener.accept(), if paused_until.is_none() => match accepted {
+                _ = full => {}
+                accepted = listener.accept(), if paused_until.is_none() && room_at.is_none() => match accepted {
                     Ok(incoming) => {
                         backoff = None;
                         pool.start(incoming, &policy);
@@ -531,7 +547,11 @@ struct HandshakePool {
 impl HandshakePool {
     fn new(policy: &AcceptPolicy) -> HandshakePool {
         HandshakePool {
-            books: Handshakes::new(policy.handshakes_max.max(1), policy.handshakes_per_source_max.max(1)),
+            books: Handshakes::new(
+                policy.handshakes_max.max(1),
+                policy.handshakes_per_source_max.max(1),
+                HANDSHAKE_DISPLACE_AGE,
+            ),
             tasks: tokio::task::JoinSet::new(),
             tasks_by_id: std::collections::HashMap::new(),
             ids_by_task: std::collections::HashMap::new(),
@@ -540,8 +560,11 @@ impl HandshakePool {
 
     /// Start `incoming`'s handshake, or close it (see [`crate::hello`]).
     fn start(&mut self, incoming: Incoming, policy: &AcceptPolicy) {
-        let (id, displaced) = match self.books.admit(incoming.source()) {
+        let (id, displaced) = match self.books.admit(incoming.source(), std::time::Instant::now()) {
             Admission::Admitted { id, displaced } => (id, displaced),
+            // Not taken from the backlog while full: only a clock gone
+            // backwards gets here.
+            Admission::Full => return,
             Admission::SourceFull => {
                 let shed = policy.stats.handshakes_shed.fetch_add(1, Ordering::Relaxed) + 1;
                 if shed.is_power_of_two() {
@@ -559,7 +582,8 @@ impl HandshakePool {
             if shed.is_power_of_two() {
                 warn!(
                     shed,
-                    "the handshake pool is full ({}): closed the oldest handshake of its busiest source",
+                    "the handshake pool is full ({}): closed the oldest handshake of its busiest source, \
+                     older than {HANDSHAKE_DISPLACE_AGE:?}",
                     policy.handshakes_max
                 );
             }
