@@ -42,7 +42,10 @@
 //! Lustre has no cap on a server's connections (LNet bounds its peers'
 //! messages with credits); lanefs refuses connections past a cap sized from
 //! its descriptors, so that running out of them is a refusal with a
-//! reason rather than a failure somewhere else.
+//! reason rather than a failure somewhere else. LNet takes any connection
+//! from its networks and authenticates nothing by default; lanefs
+//! authenticates every connection, so it bounds the connections doing so
+//! (the handshake pool, see [`crate::hello`]) apart from those it serves.
 
 use std::time::Duration;
 
