@@ -389,7 +389,7 @@ async fn register(
         return Err(format!(
             "OST index {ost} is out of range: this file system has {} OSTs (0 to {})",
             shared.ost_count,
-            shared.ost_count - 1
+            shared.ost_count.saturating_sub(1)
         ));
     }
     if osts.is_empty() {
