@@ -277,14 +277,17 @@ pub fn mds(
     Ok(())
 }
 
-/// One OSS serving `osts`, registered with the MDS at `mds`. Its OST
+/// One OSS serving `osts`, registered with the MDS at `mds`: an MDS not
+/// up yet is waited for, up to `mds_timeout`, saying so on stderr. Its OST
 /// directories are fenced before anything in them is touched.
+#[allow(clippy::too_many_arguments)] // each is one option of `lanefs oss`
 pub fn oss(
     mds: &str,
     data: PathBuf,
     osts: Vec<u32>,
     listen: &str,
     key: Option<&Path>,
+    mds_timeout: std::time::Duration,
     options: &OstOptions,
     limits: &LimitArgs,
 ) -> Result<()> {
@@ -304,8 +307,21 @@ pub fn oss(
     data_dir(&config.data_dir)?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let handle = rt.block_on(lanefs_net::oss::start(&listen, key.as_ref(), config))?;
-    rt.block_on(lanefs_net::oss::register_with_mds(&mds, key.as_ref(), handle.address(), &osts))
-        .map_err(|reason| anyhow::anyhow!("registering with the MDS at {mds}: {reason}"))?;
+    let mut said = false;
+    let waiting = |reason: &str, wait: std::time::Duration| {
+        if !said {
+            eprintln!(
+                "lanefs: waiting for the MDS at {mds} ({reason}); trying again, for up to {}s",
+                mds_timeout.as_secs()
+            );
+            said = true;
+        } else {
+            tracing::debug!("the MDS at {mds}: {reason}; trying again in {wait:?}");
+        }
+    };
+    let registered =
+        lanefs_net::oss::register_with_mds(&mds, key.as_ref(), handle.address(), &osts, mds_timeout, waiting);
+    rt.block_on(registered).map_err(|e| anyhow::anyhow!("registering with the MDS at {mds}: {e}"))?;
     say!("lanefs: OSS at {} serving OSTs {osts:?}, registered with {mds}", handle.address());
     wait_for_interrupt(&rt);
     Ok(())

@@ -370,7 +370,12 @@ fn run(cli: Cli) -> Result<()> {
                 recovery_window_s: recovery_window,
                 export_timeout_s: export_timeout,
             };
-            daemons::oss(&mds, data, ost, &listen, cli.target.key.as_deref(), &options, &limits)
+            // As long as a client waits for its MDS (--timeout, Lustre's obd_timeout).
+            let mds_timeout = cli
+                .target
+                .timeout
+                .map_or(lanefs_net::client::RECONNECT_TIMEOUT_DEFAULT, std::time::Duration::from_secs);
+            daemons::oss(&mds, data, ost, &listen, cli.target.key.as_deref(), mds_timeout, &options, &limits)
         }
         Command::Key(KeyCommand::New { dir }) => daemons::key_new(&dir),
         Command::Key(KeyCommand::Issue { ca, server, admin, name, out }) => {

@@ -96,3 +96,57 @@ fn bad_limits_are_refused_before_any_server_starts() {
     );
     assert!(!dir.path().join("mds.db").exists(), "nothing was started");
 }
+
+/// `lanefs oss` started before its MDS waits for it, saying so, and
+/// registers once the MDS is up: a file can then be written and read.
+#[test]
+fn an_oss_started_before_its_mds_waits_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = |name: &str| format!("unix:{}", dir.path().join(name).display());
+    let data = |name: &str| dir.path().join(name).display().to_string();
+    let mut oss = lanefs()
+        .args(["oss", "--mds", &sock("mds.sock"), "--ost", "0,1", "--listen", &sock("oss.sock"), "--data"])
+        .arg(data("oss"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = BufReader::new(oss.stderr.take().unwrap()).lines();
+    let waiting = said.next().expect("the OSS says it waits").unwrap();
+    assert!(waiting.contains("waiting for the MDS at") && waiting.contains(&sock("mds.sock")), "{waiting}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(oss.try_wait().unwrap().is_none(), "the OSS waits for its MDS instead of exiting");
+    let mut mds = lanefs()
+        .args(["mds", "--osts", "2", "--listen", &sock("mds.sock"), "--data"])
+        .arg(data("mds"))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(oss.stdout.take().unwrap()).lines();
+    let registered = out.next().expect("the OSS says it registered").unwrap();
+    assert!(registered.contains("registered with"), "{registered}");
+    let written = lanefs()
+        .args(["ior", "-a", "LANEFS", "-w", "-r", "-W", "-b", "1m", "-t", "256k", "-N", "2", "--lanefs.stripe-count=2"])
+        .env("LANEFS_MDS", sock("mds.sock"))
+        .output()
+        .unwrap();
+    let _ = (mds.kill(), oss.kill(), mds.wait(), oss.wait());
+    assert!(written.status.success(), "{}", String::from_utf8_lossy(&written.stderr));
+}
+
+/// An MDS that never comes: `lanefs oss` gives up after its timeout and
+/// says what to do.
+#[test]
+fn an_oss_whose_mds_never_comes_gives_up_after_its_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = |name: &str| format!("unix:{}", dir.path().join(name).display());
+    let started = Instant::now();
+    refused(
+        lanefs()
+            .args(["oss", "--timeout", "1", "--mds", &sock("mds.sock"), "--ost", "0", "--listen", &sock("oss.sock")])
+            .arg("--data")
+            .arg(dir.path().join("oss")),
+        &["waiting for the MDS", "gave up after 1s", "start the MDS first"],
+    );
+    assert!(started.elapsed() < Duration::from_secs(10), "gave up after {:?}", started.elapsed());
+}

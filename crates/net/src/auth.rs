@@ -100,7 +100,8 @@ use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tracing::warn;
 
-/// How long a peer has to complete the TLS handshake.
+/// How long a client waits for a server's side of the TLS handshake (a
+/// server gives its peers its handshake timeout, see [`crate::hello`]).
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a refused peer has to take its refusal and hang up.
 pub const REFUSAL_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
@@ -429,13 +430,14 @@ async fn opens_with_tls(stream: &TcpStream) -> std::io::Result<bool> {
 }
 
 /// A TCP server's side of the handshake: TLS with a certificate of the
-/// cluster, or a plaintext refusal. `None`: the peer was refused.
+/// cluster by `deadline`, or a plaintext refusal. `None`: the peer was
+/// refused.
 pub(crate) async fn accept_tls(
     stream: TcpStream,
     from: SocketAddr,
     acceptor: &TlsAcceptor,
+    deadline: tokio::time::Instant,
 ) -> Option<(tokio_rustls::server::TlsStream<TcpStream>, Peer)> {
-    let deadline = tokio::time::Instant::now() + TLS_HANDSHAKE_TIMEOUT;
     match tokio::time::timeout_at(deadline, opens_with_tls(&stream)).await {
         Ok(Ok(true)) => {}
         Ok(Ok(false)) => {
@@ -452,7 +454,7 @@ pub(crate) async fn accept_tls(
             return None;
         }
         Err(_) => {
-            warn!(%from, "no TLS handshake within {TLS_HANDSHAKE_TIMEOUT:?}");
+            warn!(%from, "no TLS handshake within the handshake timeout");
             return None;
         }
     };

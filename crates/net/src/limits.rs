@@ -16,7 +16,10 @@
 //! | refusals in progress | [`REFUSALS_MAX`] = 32, each at most [`REFUSAL_LINGER`] = 200 ms | a refused connection holds a descriptor while it is told why; past them one is closed without a word | `transport::spawn_accept` |
 //! | accept back-off | [`ACCEPT_BACKOFF_MIN`] = 10 ms doubling to [`ACCEPT_BACKOFF_MAX`] = 1 s | `accept` failing with `EMFILE` would fail again at once: retrying at once spins a core | `transport::spawn_accept` |
 //! | connections of one local user | [`LOCAL_USER_CONNECTIONS_MAX`] = 64 per uid, on each server | any local user may connect to a Unix socket (as itself, see [`crate::auth`]): one must not take every connection from the others and the mounts; a command needs 1 to the MDS and 1 per OSS | `oss`, `mds_server` ([`UserConnections`]) |
-//! | handshake | [`HANDSHAKE_TIMEOUT_DEFAULT`] = 10 s | a peer that sends nothing, or half a `Hello`, holds a descriptor for nothing | `oss`, `mds_server` (`handshake_within`) |
+//! | handshake | [`HANDSHAKE_TIMEOUT_DEFAULT`] = 3 s, TLS and `Hello` together | a peer that sends nothing, or half a `Hello`, holds a descriptor for nothing; a lanefs peer is through in milliseconds | `transport::spawn_accept` ([`crate::hello`]) |
+//! | handshakes in flight | [`HANDSHAKES_MAX`] = 256, at most a quarter of the descriptors left after the reserve ([`DescriptorBudget`]); when full, new connections wait in the backlog until a handshake ends or one has run [`HANDSHAKE_DISPLACE_AGE`] = 100 ms, which a newcomer then displaces (the busiest source's oldest) | connections that have proved no key never take the places of those that have: they count against the connection cap only once through; a burst of real peers (through in milliseconds) waits its turn instead of being closed | `transport::spawn_accept` ([`crate::hello`]) |
+//! | handshakes from one IP address, or one local user | [`HANDSHAKES_PER_SOURCE_MAX`] = 64; past it a new connection from that source is closed at once | one host, or one user on a Unix socket (any may connect, as itself), cannot fill the pool for all; 64 is a large node's ranks connecting at once; nodes on a Unix socket (root, the servers' user) are not bounded per source | `transport::spawn_accept` ([`crate::hello`]) |
+//! | OST registrations at the MDS | one per OST index of the file system; decided one at a time, a live holder probed with a `Ping` answered within `mds_server::REGISTRATION_PROBE_TIMEOUT` = 2 s | a second OSS (or a registration naming a dead address) never takes over a live OSS's index, and a dead holder never keeps one: the registry is bounded by the OST count, and a probe holds a registration up at most 2 s per holder | `mds_server::register` |
 //! | idle | [`IDLE_TIMEOUT_DEFAULT`] = 150 s (`--idle-timeout`) | a connection silent that long has a dead or stuck peer (Lustre's ping evictor: 1.5 x `obd_timeout`); clients ping every [`PING_INTERVAL_DEFAULT`] = 25 s | `oss`, `mds_server` (each frame must arrive within it) |
 //! | bytes queued to one peer | soft [`QUEUE_BYTES_SOFT`] = 8 MiB, hard [`QUEUE_BYTES_MAX`] = 96 MiB | replies a peer does not read: over the soft limit the server stops reading that peer's requests; over the hard one it closes the connection | [`crate::outbox::Outbox`] |
 //! | messages queued to one peer | soft [`QUEUE_MESSAGES_SOFT`] = 1,024, hard [`QUEUE_MESSAGES_MAX`] = 16,384 | as bytes, for floods of small replies | [`crate::outbox::Outbox`] |
@@ -41,7 +44,10 @@
 //! Lustre has no cap on a server's connections (LNet bounds its peers'
 //! messages with credits); lanefs refuses connections past a cap sized from
 //! its descriptors, so that running out of them is a refusal with a
-//! reason rather than a failure somewhere else.
+//! reason rather than a failure somewhere else. LNet takes any connection
+//! from its networks and authenticates nothing by default; lanefs
+//! authenticates every connection, so it bounds the connections doing so
+//! (the handshake pool, see [`crate::hello`]) apart from those it serves.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -103,10 +109,25 @@ impl Drop for UserConnection {
     }
 }
 
-/// A connection must finish its `Hello` within this. A lanefs client gives
-/// up after its own connect timeout (5 s by default), so a peer slower than
-/// this is not a client doing its job.
-pub const HANDSHAKE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+/// A connection must finish its handshake (TLS, then `Hello`) within
+/// this. A lanefs peer is through in a few round trips; a peer that holds
+/// a handshake open this long is not a client doing its job, and the
+/// shorter it is, the fewer such peers a handshake pool must hold.
+pub const HANDSHAKE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(3);
+/// Connections in their handshake at once (see [`crate::hello`]): each
+/// holds a descriptor and a TLS state (tens of KiB) until it is through.
+pub const HANDSHAKES_MAX: usize = 256;
+/// Connections from one IP address (or one local user on a Unix socket)
+/// in their handshake at once: the ranks of a large node connecting
+/// together fit.
+pub const HANDSHAKES_PER_SOURCE_MAX: usize = 64;
+/// A handshake may be displaced from a full pool once it has run this
+/// long: a lanefs peer on a LAN is through in a few round trips (a few
+/// milliseconds, tens on a loaded server), so one this slow is likely a
+/// peer sending nothing; a younger one is left to finish. Short, because
+/// while the pool is full of younger ones no connection is accepted: a
+/// pool of N takes N new connections per this much time from a flood.
+pub const HANDSHAKE_DISPLACE_AGE: Duration = Duration::from_millis(100);
 /// A connection that sends nothing for longer is closed: Lustre's ping
 /// evictor allows `1.5 x obd_timeout` (`PING_EVICT_TIMEOUT`, 150 s with the
 /// default `obd_timeout` of 100 s).
@@ -282,8 +303,11 @@ pub fn raise_descriptor_limit() -> u64 {
 pub struct DescriptorBudget {
     /// The descriptors it was sized from.
     pub descriptors: u64,
-    /// Connections served at once (refusals in progress come on top).
+    /// Connections served at once (refusals in progress and handshakes
+    /// come on top).
     pub connections_max: usize,
+    /// Connections in their handshake at once.
+    pub handshakes_max: usize,
     /// Object files each OST keeps open (0 for an MDS).
     pub open_files_per_ost: usize,
 }
@@ -298,13 +322,15 @@ impl DescriptorBudget {
         let usable = descriptors.saturating_sub(DESCRIPTORS_RESERVED + osts as u64) as usize;
         let open_files_per_ost = (usable / 4 / osts).clamp(OPEN_FILES_MIN, crate::filestore::OPEN_FILES_MAX);
         let left = usable.saturating_sub(open_files_per_ost * osts);
-        DescriptorBudget { descriptors, connections_max: connections(left, per_connection), open_files_per_ost }
+        let (handshakes_max, connections_max) = connections(left, per_connection);
+        DescriptorBudget { descriptors, connections_max, handshakes_max, open_files_per_ost }
     }
 
     /// An MDS's budget: all but the reserve go to connections.
     pub fn mds(descriptors: u64, per_connection: usize) -> DescriptorBudget {
         let usable = descriptors.saturating_sub(DESCRIPTORS_RESERVED) as usize;
-        DescriptorBudget { descriptors, connections_max: connections(usable, per_connection), open_files_per_ost: 0 }
+        let (handshakes_max, connections_max) = connections(usable, per_connection);
+        DescriptorBudget { descriptors, connections_max, handshakes_max, open_files_per_ost: 0 }
     }
 
     /// The cap actually used: `explicit` if given (with a warning if the
@@ -330,9 +356,14 @@ impl DescriptorBudget {
 /// Object files an OST keeps open however few descriptors there are.
 pub const OPEN_FILES_MIN: usize = 4;
 
-fn connections(descriptors: usize, per_connection: usize) -> usize {
-    let cap = descriptors.saturating_sub(REFUSALS_MAX) / per_connection.max(1);
-    cap.clamp(1, CONNECTIONS_MAX_CEILING)
+/// Handshakes in flight and connections served that `descriptors` hold:
+/// handshakes take at most a quarter of them, connections the rest.
+fn connections(descriptors: usize, per_connection: usize) -> (usize, usize) {
+    let per_connection = per_connection.max(1);
+    let left = descriptors.saturating_sub(REFUSALS_MAX);
+    let handshakes = (left / 4 / per_connection).clamp(1, HANDSHAKES_MAX);
+    let cap = left.saturating_sub(handshakes * per_connection) / per_connection;
+    (handshakes, cap.clamp(1, CONNECTIONS_MAX_CEILING))
 }
 
 /// What a server says to a connection past its cap (`explicit`: the cap
@@ -353,8 +384,10 @@ pub fn refusal_reason(server: &str, cap: usize, explicit: bool, descriptors: u64
 /// Connection counts of a server, for monitoring and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ServerStats {
-    /// Connections being served (handshakes included).
+    /// Connections being served (through their handshake).
     pub connections: usize,
+    /// Connections in their handshake.
+    pub handshakes: usize,
     /// Connections refused for the cap since the server started.
     pub refused: u64,
     /// Bytes queued to peers, over all connections.
@@ -371,7 +404,12 @@ mod tests {
         // connections take the rest, and both fit.
         let b = DescriptorBudget::oss(1024, 4, 1);
         assert_eq!(b.open_files_per_ost, (1024 - 36) / 4 / 4);
-        let used = b.open_files_per_ost * 4 + b.connections_max + REFUSALS_MAX + DESCRIPTORS_RESERVED as usize + 4;
+        let used = b.open_files_per_ost * 4
+            + b.connections_max
+            + b.handshakes_max
+            + REFUSALS_MAX
+            + DESCRIPTORS_RESERVED as usize
+            + 4;
         assert!(used <= 1024, "{b:?} uses {used}");
         // Unix sockets may hold descriptors in passing: fewer connections.
         assert!(DescriptorBudget::oss(1024, 4, 3).connections_max < b.connections_max / 2);
@@ -383,7 +421,10 @@ mod tests {
         // Too few: still room for one connection and a few files.
         let tiny = DescriptorBudget::oss(16, 2, 3);
         assert_eq!((tiny.connections_max, tiny.open_files_per_ost), (1, OPEN_FILES_MIN));
-        assert_eq!(DescriptorBudget::mds(1024, 1).connections_max, 1024 - 32 - REFUSALS_MAX);
+        let mds = DescriptorBudget::mds(1024, 1);
+        assert_eq!(mds.handshakes_max, (1024 - 32 - REFUSALS_MAX) / 4);
+        assert_eq!(mds.connections_max + mds.handshakes_max, 1024 - 32 - REFUSALS_MAX);
+        assert_eq!(big.handshakes_max, HANDSHAKES_MAX);
     }
 
     #[test]

@@ -76,12 +76,28 @@ enum OssState {
     Down(String),
 }
 
+/// Who holds the registration of an OST index (see `mds_server`: one
+/// live OSS per index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Holder {
+    /// Registered by the MDS's own process (`MdsHandle::register_oss`):
+    /// held until it registers the index again.
+    Local,
+    /// Registered over the MDS connection of this number, held while that
+    /// connection lives and its OSS answers.
+    Connection(u32),
+    /// Its connection ended: any OSS may register the index; clients are
+    /// still sent the address meanwhile (the OSS may be restarting there).
+    Gone,
+}
+
 #[derive(Clone, Debug)]
 struct OstEntry {
     address: String,
     state: OssState,
     /// Objects a refill brings the pool up to.
     batch: u64,
+    holder: Holder,
 }
 
 /// The object lifecycle of one MDS: see the module docs.
@@ -143,13 +159,16 @@ impl Lifecycle {
         });
     }
 
-    /// Records that `address` serves `osts` and makes sure a worker serves it.
-    pub fn register(self: &Arc<Self>, address: &str, osts: &[u32]) {
+    /// Records that `address` serves `osts`, held by `holder`, and makes
+    /// sure a worker serves it. The caller has checked that no other live
+    /// OSS holds them.
+    pub fn register(self: &Arc<Self>, address: &str, osts: &[u32], holder: Holder) {
         {
             let mut map = self.osts.lock().expect("registry lock");
             for &ost in osts {
                 let batch = map.get(&ost).map_or(PRECREATE_BATCH_MIN, |entry| entry.batch);
-                map.insert(ost, OstEntry { address: address.to_string(), state: OssState::Connecting, batch });
+                let entry = OstEntry { address: address.to_string(), state: OssState::Connecting, batch, holder };
+                map.insert(ost, entry);
             }
         }
         info!(address, ?osts, "OSS registered");
@@ -161,6 +180,27 @@ impl Lifecycle {
         }
         bump(&self.registered);
         bump(&self.changed);
+    }
+
+    /// `(ost, address, holder)` of those of `osts` registered by someone
+    /// else than the connection `peer`, and not given up.
+    pub fn held(&self, osts: &[u32], peer: u32) -> Vec<(u32, String, Holder)> {
+        let map = self.osts.lock().expect("registry lock");
+        let held =
+            |entry: &&OstEntry| !matches!(entry.holder, Holder::Gone) && entry.holder != Holder::Connection(peer);
+        osts.iter()
+            .filter_map(|ost| map.get(ost).filter(held).map(|entry| (*ost, entry.address.clone(), entry.holder)))
+            .collect()
+    }
+
+    /// The connection `peer` ended: the OSTs it registered may be
+    /// registered again by any OSS.
+    pub fn expire(&self, peer: u32) {
+        let mut map = self.osts.lock().expect("registry lock");
+        for (ost, entry) in map.iter_mut().filter(|(_, entry)| entry.holder == Holder::Connection(peer)) {
+            info!(ost, address = %entry.address, "the OSS's registration ended with its connection");
+            entry.holder = Holder::Gone;
+        }
     }
 
     /// `(ost, address)` of every registered OST.

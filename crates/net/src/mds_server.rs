@@ -10,11 +10,20 @@
 //! OSS: see [`crate::auth`]. A node's requests are served as the
 //! credentials they carry (uid 0 of a client key squashed, as
 //! [`MdsOptions::key_root_squash`] says); a local user's only as itself
-//! ([`crate::auth::served_credentials`]), and a local user may not record
-//! open files nor take file locks, which are a mount's to do. A create
-//! that finds an OST's pool of precreated objects empty waits for it to
-//! be refilled, then runs again; creates and removals wake the workers
-//! that refill pools and destroy removed files' objects.
+//! ([`crate::auth::served_credentials`]), by path only (not naming an
+//! inode by fid), and a local user may not record open files nor take
+//! file locks, which are a mount's to do. As Lustre's MGS, the MDS keeps
+//! one live OSS per OST index (`register`): an index whose holder's
+//! connection lives and answers a ping within
+//! [`REGISTRATION_PROBE_TIMEOUT`] is refused to a second OSS; a holder
+//! whose connection ended, or that does not answer, loses it to the next
+//! OSS that asks. An OSS's address is parsed as a client parses it before
+//! it is stored, so that no registration can hand clients an address they
+//! cannot use. The registry holds at most one entry per OST index (indices
+//! past the file system's count are refused). A create that finds an OST's
+//! pool of precreated objects empty waits for it to be refilled, then runs
+//! again; creates and removals wake the workers that refill pools and
+//! destroy removed files' objects.
 //!
 //! File locks (`fcntl`, `flock`) are granted here from a
 //! [`FlockTable`], as Lustre's MDT grants flock locks: a request that must
@@ -52,12 +61,14 @@
 
 use crate::auth::{served_credentials, ClusterKey, KeyRootSquash, Peer, USER_NOT_A_NODE};
 use crate::fence::Fence;
-use crate::limits::{refusal_reason, DescriptorBudget, ServerLimits, ServerStats, UserConnections};
-use crate::mds_objects::{Lifecycle, MdsCell, OBJECTS_WAIT};
-use crate::oss::{handshake_within, read_within, server_stats, variant, CloseOnDrop, SHUTDOWN_GRACE};
+use crate::limits::{
+    refusal_reason, DescriptorBudget, ServerLimits, ServerStats, UserConnections, HANDSHAKES_PER_SOURCE_MAX,
+};
+use crate::mds_objects::{Holder, Lifecycle, MdsCell, OBJECTS_WAIT};
+use crate::oss::{read_within, server_stats, CloseOnDrop, SHUTDOWN_GRACE};
 use crate::outbox::Outbox;
 use crate::proto::FlockCall;
-use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, Role, Wire, PROTOCOL_VERSION};
+use crate::proto::{variant, ClusterInfo, MdsAnswer, MdsCall, Role, Wire, PROTOCOL_VERSION};
 use crate::transport::{spawn_accept, AcceptPolicy, AcceptStats, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
 use lanefs_mds::flock::{FlockAnswer, FlockTable, SetOutcome, Ticket};
@@ -67,7 +78,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::BufReader;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 /// What the MDS answers a request it did not do because it is stopping: a
 /// client may send it again once the MDS is back.
@@ -125,8 +136,28 @@ struct Shared {
     /// Where the clients' kept settings are (`set_param -P`): the data
     /// directory's `client_params`; none without a data directory.
     kept_params: Option<std::path::PathBuf>,
+    /// The connections that registered OSTs, by connection number (at
+    /// most one per OST index holds a registration).
+    oss_links: Mutex<HashMap<u32, OssRegistration>>,
+    /// Registrations are decided one at a time: a second OSS for an index
+    /// waits for the first one's probe to end.
+    registering: tokio::sync::Mutex<()>,
     _fence: Option<Fence>,
 }
+
+/// The MDS connection of an OSS that registered.
+#[derive(Clone)]
+struct OssRegistration {
+    outbox: Arc<Outbox>,
+    /// Bumped at every frame the OSS sends: its answer to a probe.
+    heard: tokio::sync::watch::Sender<u64>,
+}
+
+/// How long an OSS that holds a registration has to answer a `Ping`
+/// when a second OSS asks for one of its OST indices; one that does not
+/// is taken for gone, and its registration passes to the second. An OSS
+/// answers from its registration task, whatever its OSTs are doing.
+pub const REGISTRATION_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub struct MdsHandle {
     address: Address,
@@ -147,7 +178,7 @@ impl MdsHandle {
     /// Record that `address` serves `osts` (what an OSS's Hello does); the
     /// MDS connects to it to precreate objects and destroy removed ones.
     pub fn register_oss(&self, address: &str, osts: &[u32]) {
-        self.shared.objects.register(address, osts);
+        self.shared.objects.register(address, osts, Holder::Local);
     }
 
     /// Waits (at most `timeout`) until every registered OST has precreated
@@ -200,6 +231,9 @@ pub async fn start_with(
     let policy = AcceptPolicy {
         connections_max,
         refusal: refusal_reason("MDS", connections_max, limits.connections_max.is_some(), descriptors),
+        handshakes_max: budget.handshakes_max,
+        handshakes_per_source_max: HANDSHAKES_PER_SOURCE_MAX,
+        handshake_timeout: limits.handshake_timeout,
         stats: accept_stats.clone(),
     };
     let (stop, _) = tokio::sync::watch::channel(false);
@@ -221,6 +255,8 @@ pub async fn start_with(
         grace_until,
         deferred: Mutex::new(Vec::new()),
         kept_params: fence.as_ref().map(|f| f.dir().join("client_params")),
+        oss_links: Mutex::new(HashMap::new()),
+        registering: tokio::sync::Mutex::new(()),
         _fence: fence,
     });
     if let Some(until) = grace_until {
@@ -250,34 +286,30 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
         Ok(counted) => counted,
         Err(reason) => return outbox.finish(Some(Wire::Refused { reason })),
     };
-    match handshake_within(&mut r, shared.limits.handshake_timeout, &accepted.peer).await {
-        Ok(Role::Client) => {}
-        Ok(Role::Oss { address, osts }) => {
-            if let Some(ost) = osts.iter().find(|&&ost| ost >= shared.ost_count) {
-                let reason = format!(
-                    "OST index {ost} is out of range: this file system has {} OSTs (0 to {})",
-                    shared.ost_count,
-                    shared.ost_count - 1
-                );
+    let peer = shared.peer_next.fetch_add(1, Ordering::Relaxed);
+    let heard = match accepted.role {
+        Role::Client => None,
+        Role::Oss { address, osts } => match register(&shared, peer, &outbox, &address, &osts).await {
+            Ok(heard) => Some(heard),
+            Err(reason) => {
+                info!(%address, ?osts, "OSS registration refused: {reason}");
                 outbox.finish(Some(Wire::Refused { reason }));
                 return;
             }
-            shared.objects.register(&address, &osts)
-        }
-        Ok(Role::Mds) => {
+        },
+        Role::Mds => {
             let reason = "an MDS takes client and OSS connections, not another MDS".to_string();
             outbox.finish(Some(Wire::Refused { reason }));
             return;
         }
-        Err(reason) => {
-            outbox.finish(Some(Wire::Refused { reason }));
-            return;
-        }
-    }
-    let peer = shared.peer_next.fetch_add(1, Ordering::Relaxed);
+    };
     shared.peers.lock().expect("peers lock").insert(peer, outbox.clone());
     let _ = outbox.push(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
-    let ended = serve_requests(&mut r, &shared, &outbox, (peer, &accepted.peer)).await;
+    let ended = serve_requests(&mut r, &shared, &outbox, (peer, &accepted.peer), heard.as_ref()).await;
+    if heard.is_some() {
+        shared.oss_links.lock().expect("oss links lock").remove(&peer);
+        shared.objects.expire(peer);
+    }
     shared.peers.lock().expect("peers lock").remove(&peer);
     let granted = shared.flocks.lock().expect("flocks lock").release_client(u64::from(peer));
     shared.flock_ids.lock().expect("flock ids").retain(|ticket, _| ticket.0 != u64::from(peer));
@@ -298,6 +330,7 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
     shared: &Arc<Shared>,
     outbox: &Outbox,
     (peer, who): (u32, &Peer),
+    heard: Option<&tokio::sync::watch::Sender<u64>>,
 ) -> Result<(), String> {
     let mut stop = shared.stop.subscribe();
     loop {
@@ -312,6 +345,9 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
             read = read => read,
         };
         let Some(frame) = read? else { return Ok(()) };
+        if let Some(heard) = heard {
+            heard.send_modify(|n| *n = n.wrapping_add(1));
+        }
         let (id, answer) = match frame {
             Wire::Mds { id, call: MdsCall::Namespace { request, .. } } if request.by_fid() && !who.is_node() => {
                 let refused = MdsError::NotPermitted {
@@ -363,10 +399,77 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
                 let _ = outbox.push(Wire::Pong);
                 continue;
             }
+            // An OSS's answer to a probe (see `register`).
+            Wire::Pong if heard.is_some() => continue,
             other => return Err(format!("an MDS does not take {} messages", variant(&other))),
         };
         let _ = outbox.push(Wire::MdsReply { id, answer });
     }
+}
+
+/// Register the OSS of connection `peer` (whose replies go to `outbox`)
+/// as serving `osts` at `address`, as Lustre's MGS registers targets: its
+/// address must be one a client can use, and each index one this file
+/// system has and no other live OSS holds. An index held by another
+/// connection is probed (a `Ping` it must answer within
+/// [`REGISTRATION_PROBE_TIMEOUT`]): if it answers, this registration is
+/// refused; if not, that connection is closed and its registration
+/// passes to this one. `Ok`: what to bump at every frame of this
+/// connection, for probes of it.
+async fn register(
+    shared: &Shared,
+    peer: u32,
+    outbox: &Arc<Outbox>,
+    address: &str,
+    osts: &[u32],
+) -> Result<tokio::sync::watch::Sender<u64>, String> {
+    if let Some(ost) = osts.iter().find(|&&ost| ost >= shared.ost_count) {
+        return Err(format!(
+            "OST index {ost} is out of range: this file system has {} OSTs (0 to {})",
+            shared.ost_count,
+            shared.ost_count.saturating_sub(1)
+        ));
+    }
+    if osts.is_empty() {
+        return Err("an OSS registers at least one OST index".into());
+    }
+    Address::parse(address).map_err(|e| format!("the OSS's address is not one a client could use: {e}"))?;
+    let _turn = shared.registering.lock().await;
+    for (ost, holder_address, holder) in shared.objects.held(osts, peer) {
+        let Holder::Connection(holder) = holder else {
+            return Err(format!("OST index {ost} is served at {holder_address}, registered by the MDS itself"));
+        };
+        if answers(shared, holder).await {
+            return Err(format!(
+                "OST index {ost} is served by the OSS at {holder_address}, which is connected and answers: one OSS \
+                 serves an index at a time; stop that OSS first, or give this one other indices (--ost)"
+            ));
+        }
+        warn!(ost, %holder_address, %address, "the OSS holding the index did not answer: its registration passes on");
+        let gone = shared.oss_links.lock().expect("oss links lock").remove(&holder);
+        if let Some(gone) = gone {
+            let reason =
+                format!("did not answer within {REGISTRATION_PROBE_TIMEOUT:?}: another OSS registered OST {ost}");
+            gone.outbox.finish(Some(Wire::Refused { reason }));
+        }
+        shared.objects.expire(holder);
+    }
+    let heard = tokio::sync::watch::channel(0).0;
+    let registration = OssRegistration { outbox: outbox.clone(), heard: heard.clone() };
+    shared.oss_links.lock().expect("oss links lock").insert(peer, registration);
+    shared.objects.register(address, osts, Holder::Connection(peer));
+    Ok(heard)
+}
+
+/// Whether the OSS of connection `holder` answers a `Ping` in time.
+async fn answers(shared: &Shared, holder: u32) -> bool {
+    let Some(link) = shared.oss_links.lock().expect("oss links lock").get(&holder).cloned() else { return false };
+    let mut heard = link.heard.subscribe();
+    heard.borrow_and_update();
+    if link.outbox.push(Wire::Ping).is_err() {
+        return false;
+    }
+    matches!(tokio::time::timeout(REGISTRATION_PROBE_TIMEOUT, heard.changed()).await, Ok(Ok(())))
 }
 
 /// `set_param -P` of a client parameter: checked as a client would take

@@ -67,16 +67,19 @@
 //! the OSS's other OSTs serve on. Lustre has no such mode: an assertion
 //! failure there (LBUG) stops the whole server.
 
-use crate::auth::{claim_allowed, ClusterKey, Peer, USER_NOT_A_NODE};
+use crate::auth::{ClusterKey, USER_NOT_A_NODE};
 use crate::codec::{read_frame, CodecError, BULK_BYTES_MAX};
 use crate::commit_point::CommitPoint;
 use crate::exports::Exports;
 use crate::faults::StoreFaults;
 use crate::fence::Fence;
 use crate::filestore::{FileStore, MemoryStores, SyncTarget, Syncer};
-use crate::limits::{refusal_reason, DescriptorBudget, QueueLimits, ServerLimits, ServerStats, PING_INTERVAL_DEFAULT};
+use crate::limits::{
+    refusal_reason, DescriptorBudget, QueueLimits, ServerLimits, ServerStats, HANDSHAKES_PER_SOURCE_MAX,
+    PING_INTERVAL_DEFAULT,
+};
 use crate::outbox::{InFlight, Outbox, RequestBudget};
-use crate::proto::{OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
+use crate::proto::{variant, OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
 use crate::shm::{FdInbox, MappedArena};
 use crate::transport::{spawn_accept, AcceptPolicy, AcceptStats, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
@@ -226,6 +229,7 @@ pub(crate) fn server_stats(accept: &AcceptStats, peers: &Mutex<HashMap<u32, Arc<
     let queued_bytes = peers.lock().expect("peers lock").values().map(|o| o.queued_bytes() as u64).sum();
     ServerStats {
         connections: accept.open.load(Ordering::Relaxed),
+        handshakes: accept.handshakes.load(Ordering::Relaxed),
         refused: accept.refused.load(Ordering::Relaxed),
         queued_bytes,
     }
@@ -297,6 +301,9 @@ pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig
     let policy = AcceptPolicy {
         connections_max,
         refusal: refusal_reason("OSS", connections_max, config.limits.connections_max.is_some(), descriptors),
+        handshakes_max: budget.handshakes_max,
+        handshakes_per_source_max: HANDSHAKES_PER_SOURCE_MAX,
+        handshake_timeout: config.limits.handshake_timeout,
         stats: accept_stats.clone(),
     };
     let (stop, _) = tokio::sync::watch::channel(false);
@@ -739,15 +746,11 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
         Ok(counted) => counted,
         Err(reason) => return outbox.finish(Some(Wire::Refused { reason })),
     };
-    match handshake_within(&mut r, shared.limits.handshake_timeout, &accepted.peer).await {
-        Ok(Role::Client) => {}
-        Ok(Role::Mds) => return serve_mds(&mut r, &shared, &outbox).await,
-        Ok(role) => {
+    match accepted.role {
+        Role::Client => {}
+        Role::Mds => return serve_mds(&mut r, &shared, &outbox).await,
+        role => {
             let reason = format!("an OSS takes client and MDS connections, not {role:?}");
-            outbox.finish(Some(Wire::Refused { reason }));
-            return;
-        }
-        Err(reason) => {
             outbox.finish(Some(Wire::Refused { reason }));
             return;
         }
@@ -875,19 +878,6 @@ async fn serve_mds_messages<R: tokio::io::AsyncRead + Unpin>(
     }
 }
 
-/// [`handshake`] within `timeout`: a peer that sends nothing, or half a
-/// `Hello`, is told why and closed.
-pub(crate) async fn handshake_within<R: tokio::io::AsyncRead + Unpin>(
-    r: &mut R,
-    timeout: StdDuration,
-    peer: &Peer,
-) -> Result<Role, String> {
-    match tokio::time::timeout(timeout, handshake(r, peer)).await {
-        Ok(result) => result,
-        Err(_) => Err(format!("no Hello within {timeout:?} (handshake timeout)")),
-    }
-}
-
 /// The next frame, which must come within `idle` (the idle timeout);
 /// `Ok(None)` when the peer closed the connection.
 pub(crate) async fn read_within<R: tokio::io::AsyncRead + Unpin>(
@@ -902,28 +892,6 @@ pub(crate) async fn read_within<R: tokio::io::AsyncRead + Unpin>(
         Ok(Ok(frame)) => Ok(frame),
         Ok(Err(CodecError::Io(e))) if e.kind() == std::io::ErrorKind::ConnectionReset => Ok(None),
         Ok(Err(e)) => Err(e.to_string()),
-    }
-}
-
-/// Read `Hello` and check it, and the role it claims against what the
-/// peer's key or uid allows; the error is the reason told to the peer.
-pub(crate) async fn handshake<R: tokio::io::AsyncRead + Unpin>(r: &mut R, peer: &Peer) -> Result<Role, String> {
-    match read_frame(r).await {
-        Ok(Some(Wire::Hello { magic, version, role })) => {
-            if magic != MAGIC {
-                return Err(format!("bad magic {magic:#x}: not a lanefs peer"));
-            }
-            if version != PROTOCOL_VERSION {
-                return Err(format!(
-                    "protocol version {version} is not supported; this server speaks version {PROTOCOL_VERSION}: run the same lanefs release on every node"
-                ));
-            }
-            claim_allowed(peer, &role)?;
-            Ok(role)
-        }
-        Ok(Some(other)) => Err(format!("expected Hello first, got {}", variant(&other))),
-        Ok(None) => Err("connection closed before Hello".into()),
-        Err(e) => Err(format!("bad first frame: {e}")),
     }
 }
 
@@ -1063,39 +1031,29 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
     }
 }
 
-pub(crate) fn variant(w: &Wire) -> &'static str {
-    match w {
-        Wire::Hello { .. } => "Hello",
-        Wire::Welcome { .. } => "Welcome",
-        Wire::Refused { .. } => "Refused",
-        Wire::ToOst { .. } => "ToOst",
-        Wire::ToClient { .. } => "ToClient",
-        Wire::Destroy { .. } => "Destroy",
-        Wire::Destroyed { .. } => "Destroyed",
-        Wire::Precreate { .. } => "Precreate",
-        Wire::Precreated { .. } => "Precreated",
-        Wire::Mds { .. } => "Mds",
-        Wire::MdsReply { .. } => "MdsReply",
-        Wire::StatsRequest { .. } => "StatsRequest",
-        Wire::StatsReply { .. } => "StatsReply",
-        Wire::SetParam { .. } => "SetParam",
-        Wire::SetParamReply { .. } => "SetParamReply",
-        Wire::AttachArena { .. } => "AttachArena",
-        Wire::ArenaAttached { .. } => "ArenaAttached",
-        Wire::ArenaRefused { .. } => "ArenaRefused",
-        Wire::WriteShared { .. } => "WriteShared",
-        Wire::Session { .. } => "Session",
-        Wire::Ping => "Ping",
-        Wire::Pong => "Pong",
-    }
+/// Why a registration with the MDS failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    /// The MDS could not be reached, or did not answer (not started yet,
+    /// restarting): worth trying again.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The MDS answered and refused, saying why: trying again would not
+    /// help until what it names is fixed.
+    #[error("refused: {0}")]
+    Refused(String),
 }
 
 /// Tell the MDS at `mds` that `address` serves `osts` (what `lanefs oss`
 /// does at start), with the cluster's server key `key` if the MDS is on
-/// TCP. Fails if the first registration fails. The registration lives as
-/// long as this process: a task holds the connection open, pings it every
-/// [`PING_INTERVAL_DEFAULT`] (so that the MDS's idle timeout leaves it
-/// be), and when it is lost (the MDS restarted, or stopped answering)
+/// TCP. An MDS out of reach is tried again, with a growing wait, for up to
+/// `timeout` (an OSS may start before its MDS, as a client may), and
+/// `waiting` is told each time why and how long until the next try; a
+/// refusal fails at once. The registration then lives as long as this
+/// process: a task holds the connection open, answers the MDS's pings
+/// (which is how the MDS knows this OSS still holds its OSTs), pings it
+/// every [`PING_INTERVAL_DEFAULT`] (so that the MDS's idle timeout leaves
+/// it be), and when it is lost (the MDS restarted, or stopped answering)
 /// registers again, trying with a growing wait until the MDS is back (a
 /// restarted MDS keeps no registrations: OSSes tell it again, as Lustre's
 /// OSTs reconnect to their MGS).
@@ -1104,8 +1062,28 @@ pub async fn register_with_mds(
     key: Option<&ClusterKey>,
     address: &Address,
     osts: &[u32],
-) -> Result<(), String> {
-    let mut lost = register_once(mds, key, address, osts).await?;
+    timeout: StdDuration,
+    mut waiting: impl FnMut(&str, StdDuration),
+) -> Result<(), RegisterError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut wait = REGISTER_RETRY_FIRST;
+    let mut lost = loop {
+        match register_once(mds, key, address, osts).await {
+            Ok(lost) => break lost,
+            Err(RegisterError::Unreachable(reason)) if tokio::time::Instant::now() + wait < deadline => {
+                waiting(&reason, wait);
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(REGISTER_RETRY_MAX);
+            }
+            Err(RegisterError::Unreachable(reason)) => {
+                return Err(RegisterError::Unreachable(format!(
+                    "{reason}; gave up after {timeout:?}: start the MDS first, check the address, or give a \
+                     longer timeout (--timeout SECONDS)"
+                )))
+            }
+            Err(refused) => return Err(refused),
+        }
+    };
     let (mds, key, address, osts) = (mds.clone(), key.cloned(), address.clone(), osts.to_vec());
     tokio::spawn(async move {
         loop {
@@ -1133,6 +1111,13 @@ pub async fn register_with_mds(
 const REGISTER_RETRY_FIRST: StdDuration = StdDuration::from_millis(100);
 const REGISTER_RETRY_MAX: StdDuration = StdDuration::from_secs(5);
 
+/// Whether a failure to connect means the MDS is not there (yet): nothing
+/// listens, its socket file is not made yet, or the connection broke.
+fn mds_absent(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(e.kind(), ConnectionRefused | NotFound | ConnectionReset | ConnectionAborted | TimedOut | UnexpectedEof)
+}
+
 /// One registration: the task it returns ends, saying why, when the
 /// registration's connection is lost.
 async fn register_once(
@@ -1140,8 +1125,11 @@ async fn register_once(
     key: Option<&ClusterKey>,
     address: &Address,
     osts: &[u32],
-) -> Result<tokio::task::JoinHandle<String>, String> {
-    let stream = crate::transport::connect(mds, key).await.map_err(|e| crate::auth::describe(&e, key))?;
+) -> Result<tokio::task::JoinHandle<String>, RegisterError> {
+    let stream = crate::transport::connect(mds, key).await.map_err(|e| match mds_absent(&e) {
+        true => RegisterError::Unreachable(format!("the MDS at {mds} is not reachable: {e}")),
+        false => RegisterError::Refused(crate::auth::describe(&e, key)),
+    })?;
     let (r, w) = tokio::io::split(stream);
     let mut r = BufReader::new(r);
     let outbox = Outbox::new(QueueLimits::default());
@@ -1149,11 +1137,14 @@ async fn register_once(
     let role = Role::Oss { address: address.to_string(), osts: osts.to_vec() };
     let _ = outbox.push(Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role });
     let answer = tokio::time::timeout(REGISTER_ANSWER_TIMEOUT, read_frame(&mut r)).await;
-    match answer.map_err(|_| format!("no answer within {REGISTER_ANSWER_TIMEOUT:?}"))? {
+    let unreachable = |why: String| RegisterError::Unreachable(format!("the MDS at {mds}: {why}"));
+    match answer.map_err(|_| unreachable(format!("no answer within {REGISTER_ANSWER_TIMEOUT:?}")))? {
         Ok(Some(Wire::Welcome { .. })) => {}
-        Ok(Some(Wire::Refused { reason })) => return Err(reason),
-        Err(CodecError::Io(e)) => return Err(crate::auth::describe(&e, key)),
-        other => return Err(format!("unexpected answer {other:?}")),
+        Ok(Some(Wire::Refused { reason })) => return Err(RegisterError::Refused(reason)),
+        Ok(None) => return Err(unreachable("closed the connection before answering".into())),
+        Err(CodecError::Io(e)) if mds_absent(&e) => return Err(unreachable(e.to_string())),
+        Err(CodecError::Io(e)) => return Err(RegisterError::Refused(crate::auth::describe(&e, key))),
+        other => return Err(RegisterError::Refused(format!("unexpected answer {other:?}"))),
     }
     let pinged = outbox.clone();
     tokio::spawn(async move {
@@ -1176,6 +1167,10 @@ async fn register_once(
             reason = outbox.closed() => reason,
             read = async { loop {
                 match read_frame(&mut r).await {
+                    // The MDS asks whether this OSS still holds its OSTs.
+                    Ok(Some(Wire::Ping)) => {
+                        let _ = outbox.push(Wire::Pong);
+                    }
                     Ok(Some(_)) => continue,
                     Ok(None) => break "the MDS closed the connection".to_string(),
                     Err(e) => break e.to_string(),

@@ -394,3 +394,32 @@ impl Wire {
 pub struct PhantomOnWire {
     pub len: u64,
 }
+
+/// The name of a message's kind, for errors and logs (never its fields:
+/// a message may hold megabytes of bulk).
+pub(crate) fn variant(w: &Wire) -> &'static str {
+    match w {
+        Wire::Hello { .. } => "Hello",
+        Wire::Welcome { .. } => "Welcome",
+        Wire::Refused { .. } => "Refused",
+        Wire::ToOst { .. } => "ToOst",
+        Wire::ToClient { .. } => "ToClient",
+        Wire::Destroy { .. } => "Destroy",
+        Wire::Destroyed { .. } => "Destroyed",
+        Wire::Precreate { .. } => "Precreate",
+        Wire::Precreated { .. } => "Precreated",
+        Wire::Mds { .. } => "Mds",
+        Wire::MdsReply { .. } => "MdsReply",
+        Wire::StatsRequest { .. } => "StatsRequest",
+        Wire::StatsReply { .. } => "StatsReply",
+        Wire::SetParam { .. } => "SetParam",
+        Wire::SetParamReply { .. } => "SetParamReply",
+        Wire::AttachArena { .. } => "AttachArena",
+        Wire::ArenaAttached { .. } => "ArenaAttached",
+        Wire::ArenaRefused { .. } => "ArenaRefused",
+        Wire::WriteShared { .. } => "WriteShared",
+        Wire::Session { .. } => "Session",
+        Wire::Ping => "Ping",
+        Wire::Pong => "Pong",
+    }
+}

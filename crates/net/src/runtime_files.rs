@@ -10,7 +10,7 @@
 //!   `/tmp/lanefs-1000` another user made first is not, and is refused
 //!   with what to do, instead of used);
 //! - the directory itself must then be the user's, a real directory, and
-//!   private (no group or other bits);
+//!   writable by it alone (lanefs makes its own 0700);
 //! - a file in it is opened with `O_NOFOLLOW` and mode 0600, so a
 //!   symbolic link planted at its name is an error, never followed.
 
@@ -71,8 +71,8 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
         }
     }
     let meta = std::fs::symlink_metadata(&dir)?;
-    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
-        return Err(untrusted(&dir, &meta, &format!("not a directory private to uid {uid} (mode 0700)")));
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+        return Err(untrusted(&dir, &meta, &format!("not a directory of uid {uid} that only it may write")));
     }
     Ok(())
 }
@@ -157,8 +157,10 @@ mod tests {
         private_dir(&open.join("sub")).expect("below a sticky directory, as below /tmp");
         let shared = top.path().join("shared");
         std::fs::create_dir(&shared).unwrap();
-        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o750)).unwrap();
-        assert!(private_dir(&shared).unwrap_err().to_string().contains("private"), "group bits");
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o770)).unwrap();
+        assert!(private_dir(&shared).unwrap_err().to_string().contains("writable by others"), "group write");
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+        private_dir(&shared).expect("readable by others, writable by its owner alone");
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             let theirs = top.path().join("theirs");

@@ -10,14 +10,21 @@
 //! ([`Listener::bind`]), and a server that holds the fence of the data it
 //! serves first removes a socket there that nobody answers on
 //! ([`Listener::bind_fenced`]): a second server never cuts the first off
-//! by replacing its socket. The accept loop ([`spawn_accept`]) serves at
-//! most its cap of connections, tells the ones past it why
-//! ([`AcceptPolicy`]), and backs off when `accept` fails (out of file
-//! descriptors, mostly) instead of retrying at once; see [`crate::limits`].
+//! by replacing its socket. The accept loop ([`spawn_accept`]) runs each
+//! connection's handshake (authentication and `Hello`) in a bounded pool
+//! apart from the connections it serves ([`crate::hello`]), serves at
+//! most its cap of connections through their handshake, tells the ones
+//! past it why ([`AcceptPolicy`]), and backs off when `accept` fails (out
+//! of file descriptors, mostly) instead of retrying at once; see
+//! [`crate::limits`].
 
 use crate::auth::{self, ClusterKey, Peer};
 use crate::fence::Fence;
-use crate::limits::{ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN, LISTEN_BACKLOG, REFUSALS_MAX, REFUSAL_LINGER};
+use crate::hello::{hello, Admission, HandshakeId, Handshakes, Source};
+use crate::limits::{
+    ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN, HANDSHAKE_DISPLACE_AGE, LISTEN_BACKLOG, REFUSALS_MAX, REFUSAL_LINGER,
+};
+use crate::proto::Role;
 use crate::shm::{FdInbox, FdStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -113,13 +120,23 @@ pub async fn connect_raw(address: &Address, key: Option<&ClusterKey>) -> std::io
     })
 }
 
-/// An accepted, authenticated connection: on a Unix socket, reads also
-/// collect the file descriptors the peer attaches, into `fds`.
+/// An accepted connection through its handshake: authenticated, its
+/// `Hello` read and its role checked against its key. On a Unix socket,
+/// reads also collect the file descriptors the peer attaches, into `fds`.
 pub struct Accepted {
     pub stream: BoxStream,
     pub fds: Option<FdInbox>,
     /// Who the peer is, by its key or its uid: what it may claim to be.
     pub peer: Peer,
+    /// What its `Hello` claims, and its key allows.
+    pub role: Role,
+}
+
+/// An authenticated connection whose `Hello` is still to be read.
+struct Authenticated {
+    stream: BoxStream,
+    fds: Option<FdInbox>,
+    peer: Peer,
 }
 
 pub enum Listener {
@@ -246,15 +263,43 @@ impl Listener {
 }
 
 impl Incoming {
+    /// Where the connection comes from, for the handshake pool's bound
+    /// per source.
+    fn source(&self) -> Source {
+        match self {
+            Incoming::Tcp(_, from, _) => Source::Ip(from.ip()),
+            Incoming::Unix(s) => match s.peer_cred() {
+                Ok(kernel) if auth::local_peer_allowed(kernel.uid(), auth::euid()) => Source::LocalNode,
+                Ok(kernel) => Source::LocalUser(kernel.uid()),
+                // Unknown: refused when it authenticates; bounded meanwhile.
+                Err(_) => Source::LocalUser(u32::MAX),
+            },
+        }
+    }
+
+    /// The whole handshake, by `deadline`: authentication, then `Hello`.
+    /// A peer that fails either, or is too slow, is told why where it can
+    /// be, and dropped: `None`.
+    async fn handshake(self, deadline: tokio::time::Instant, timeout: Duration) -> Option<Accepted> {
+        let Authenticated { mut stream, fds, peer } = self.authenticate(deadline).await?;
+        let reason = match tokio::time::timeout_at(deadline, hello(&mut stream, &peer)).await {
+            Ok(Ok(role)) => return Some(Accepted { stream, fds, peer, role }),
+            Ok(Err(reason)) => reason,
+            Err(_) => format!("no Hello within {timeout:?} (handshake timeout)"),
+        };
+        refuse(stream, reason).await;
+        None
+    }
+
     /// Authenticate the peer (see [`crate::auth`]): TLS with a certificate
-    /// of the cluster on TCP, the kernel's word on its uid on a Unix
-    /// socket. A peer that fails is told why where it can be, and dropped:
-    /// `None`.
-    pub async fn authenticate(self) -> Option<Accepted> {
+    /// of the cluster on TCP, by `deadline`; the kernel's word on its uid
+    /// on a Unix socket. A peer that fails is told why where it can be,
+    /// and dropped: `None`.
+    async fn authenticate(self, deadline: tokio::time::Instant) -> Option<Authenticated> {
         match self {
             Incoming::Tcp(s, from, acceptor) => {
-                let (tls, peer) = auth::accept_tls(s, from, &acceptor).await?;
-                Some(Accepted { stream: Box::new(tls), fds: None, peer })
+                let (tls, peer) = auth::accept_tls(s, from, &acceptor, deadline).await?;
+                Some(Authenticated { stream: Box::new(tls), fds: None, peer })
             }
             Incoming::Unix(s) => {
                 let peer = match s.peer_cred() {
@@ -265,7 +310,7 @@ impl Incoming {
                     }
                 };
                 let (stream, fds) = FdStream::new(s);
-                Some(Accepted { stream: Box::new(stream), fds: Some(fds), peer })
+                Some(Authenticated { stream: Box::new(stream), fds: Some(fds), peer })
             }
         }
     }
@@ -315,9 +360,16 @@ async fn stale_socket(path: &std::path::Path, fence: &Fence) -> std::io::Result<
 /// How an accept loop bounds its connections.
 #[derive(Clone, Debug)]
 pub struct AcceptPolicy {
-    /// Connections served at once; one past it is told `refusal` and closed.
+    /// Connections served at once, counted once through their handshake;
+    /// one past it is told `refusal` and closed.
     pub connections_max: usize,
     pub refusal: String,
+    /// Handshakes in flight at once, and from one IP address (see
+    /// [`crate::hello`]).
+    pub handshakes_max: usize,
+    pub handshakes_per_source_max: usize,
+    /// Authentication and `Hello` together must take no longer.
+    pub handshake_timeout: Duration,
     pub stats: Arc<AcceptStats>,
 }
 
@@ -328,6 +380,11 @@ pub struct AcceptStats {
     pub open: AtomicUsize,
     /// Connections refused for the cap.
     pub refused: AtomicU64,
+    /// Connections in their handshake.
+    pub handshakes: AtomicUsize,
+    /// Connections closed before their handshake for their source's bound,
+    /// or displaced from a full pool.
+    pub handshakes_shed: AtomicU64,
 }
 
 /// Errors of one connection, after which the next `accept` may well
@@ -365,18 +422,21 @@ async fn refuse(stream: BoxStream, reason: String) {
 /// How long a refused connection is kept once its peer's bytes came.
 const REFUSAL_AFTER_HELLO: Duration = Duration::from_millis(10);
 
-/// Accept connections, each authenticated then served by `serve` on a task
-/// of its own, until
-/// `stop` turns true. Then the listener closes (nobody can connect to a
-/// stopped server), the connections get `grace` to end by themselves (they
-/// watch `stop` too, and tell their peer why they close), and whatever is
-/// left is aborted. The task ends only when no connection task remains, so
-/// awaiting it means the server is entirely gone.
+/// Accept connections, each handshaken in the pool (see [`crate::hello`])
+/// then served by `serve` on a task of its own, until `stop` turns true.
+/// Then the listener closes (nobody can connect to a stopped server), the
+/// connections get `grace` to end by themselves (they watch `stop` too,
+/// and tell their peer why they close), and whatever is left is aborted.
+/// The task ends only when no connection task remains, so awaiting it
+/// means the server is entirely gone.
 ///
-/// At most `policy.connections_max` connections are served at once; one
-/// past them is told `policy.refusal` and closed. When `accept` fails for
-/// another reason than the one connection (`EMFILE`, `ENFILE`, `ENOBUFS`:
-/// the error would come back at once), accepting pauses, from
+/// At most `policy.handshakes_max` connections are in their handshake at
+/// once, `policy.handshakes_per_source_max` from one IP address, each
+/// for at most `policy.handshake_timeout`; at most
+/// `policy.connections_max` connections through it are served at once,
+/// and one past them is told `policy.refusal` and closed. When `accept`
+/// fails for another reason than the one connection (`EMFILE`, `ENFILE`,
+/// `ENOBUFS`: the error would come back at once), accepting pauses, from
 /// `ACCEPT_BACKOFF_MIN` doubling to `ACCEPT_BACKOFF_MAX`, with a warning;
 /// the connections served meanwhile end (their idle timeouts, their
 /// peers) and give their descriptors back.
@@ -393,52 +453,59 @@ where
 {
     let serve = Arc::new(serve);
     tokio::spawn(async move {
+        let mut pool = HandshakePool::new(&policy);
         let mut connections = tokio::task::JoinSet::new();
         let mut refusals = tokio::task::JoinSet::new();
         let mut backoff: Option<Duration> = None;
         let mut paused_until: Option<tokio::time::Instant> = None;
         loop {
             policy.stats.open.store(connections.len(), Ordering::Relaxed);
+            policy.stats.handshakes.store(pool.books.len(), Ordering::Relaxed);
             let pause = async move {
                 match paused_until {
                     Some(until) => tokio::time::sleep_until(until).await,
                     None => std::future::pending().await,
                 }
             };
-            // Biased: stop first, then reap ended tasks (so the count is
+            // A full pool takes no connection until a handshake ends or
+            // its oldest may be displaced: until then they wait in the
+            // kernel's backlog.
+            let room_at = pool.books.room_at(std::time::Instant::now());
+            let full = async move {
+                match room_at {
+                    Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+                    None => std::future::pending().await,
+                }
+            };
+            // Biased: stop first, then reap ended tasks (so the counts are
             // right), then accept.
             tokio::select! {
                 biased;
                 _ = stop.wait_for(|stopped| *stopped) => break,
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 Some(_) = refusals.join_next(), if !refusals.is_empty() => {}
-                _ = pause => paused_until = None,
-                accepted = listener.accept(), if paused_until.is_none() => match accepted {
-                    Ok(incoming) if connections.len() < policy.connections_max => {
-                        backoff = None;
-                        let serve = serve.clone();
-                        connections.spawn(async move {
-                            if let Some(accepted) = incoming.authenticate().await {
-                                serve(accepted).await;
-                            }
-                        });
+                Some(done) = pool.tasks.join_next_with_id(), if !pool.tasks.is_empty() => {
+                    let Some(accepted) = pool.finished(done) else { continue };
+                    if connections.len() < policy.connections_max {
+                        connections.spawn(serve.as_ref()(accepted));
+                        continue;
                     }
+                    let refused = policy.stats.refused.fetch_add(1, Ordering::Relaxed) + 1;
+                    if refused.is_power_of_two() {
+                        warn!(refused, "connection refused: {}", policy.refusal);
+                    }
+                    // Told inside TLS on TCP (a refusal in plaintext
+                    // would read as garbage to a TLS client).
+                    if refusals.len() < REFUSALS_MAX {
+                        refusals.spawn(refuse(accepted.stream, policy.refusal.clone()));
+                    }
+                }
+                _ = pause => paused_until = None,
+                _ = full => {}
+                accepted = listener.accept(), if paused_until.is_none() && room_at.is_none() => match accepted {
                     Ok(incoming) => {
                         backoff = None;
-                        let refused = policy.stats.refused.fetch_add(1, Ordering::Relaxed) + 1;
-                        if refused.is_power_of_two() {
-                            warn!(refused, "connection refused: {}", policy.refusal);
-                        }
-                        // Told inside TLS on TCP (a refusal in plaintext
-                        // would read as garbage to a TLS client).
-                        if refusals.len() < REFUSALS_MAX {
-                            let reason = policy.refusal.clone();
-                            refusals.spawn(async move {
-                                if let Some(accepted) = incoming.authenticate().await {
-                                    refuse(accepted.stream, reason).await;
-                                }
-                            });
-                        }
+                        pool.start(incoming, &policy);
                     }
                     Err(e) if is_per_connection(&e) => debug!("accepting a connection: {e}"),
                     Err(e) => {
@@ -458,13 +525,96 @@ where
             }
         }
         drop(listener);
+        pool.tasks.shutdown().await;
         refusals.shutdown().await;
         let drained = tokio::time::timeout(grace, async { while connections.join_next().await.is_some() {} }).await;
         if drained.is_err() {
             connections.shutdown().await;
         }
         policy.stats.open.store(0, Ordering::Relaxed);
+        policy.stats.handshakes.store(0, Ordering::Relaxed);
     })
+}
+
+/// The handshakes of an accept loop: their books and their tasks.
+struct HandshakePool {
+    books: Handshakes,
+    tasks: tokio::task::JoinSet<Option<Accepted>>,
+    /// Each handshake's task, both ways: to end a displaced one, and to
+    /// take one that ended (however it did) off the books.
+    tasks_by_id: std::collections::HashMap<HandshakeId, tokio::task::AbortHandle>,
+    ids_by_task: std::collections::HashMap<tokio::task::Id, HandshakeId>,
+}
+
+impl HandshakePool {
+    fn new(policy: &AcceptPolicy) -> HandshakePool {
+        HandshakePool {
+            books: Handshakes::new(
+                policy.handshakes_max.max(1),
+                policy.handshakes_per_source_max.max(1),
+                HANDSHAKE_DISPLACE_AGE,
+            ),
+            tasks: tokio::task::JoinSet::new(),
+            tasks_by_id: std::collections::HashMap::new(),
+            ids_by_task: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Start `incoming`'s handshake, or close it (see [`crate::hello`]).
+    fn start(&mut self, incoming: Incoming, policy: &AcceptPolicy) {
+        let (id, displaced) = match self.books.admit(incoming.source(), std::time::Instant::now()) {
+            Admission::Admitted { id, displaced } => (id, displaced),
+            // Not taken from the backlog while full: only a clock gone
+            // backwards gets here.
+            Admission::Full => return,
+            Admission::SourceFull => {
+                let shed = policy.stats.handshakes_shed.fetch_add(1, Ordering::Relaxed) + 1;
+                if shed.is_power_of_two() {
+                    warn!(
+                        shed,
+                        "closed a connection before its handshake: its address has {} handshakes in flight",
+                        policy.handshakes_per_source_max
+                    );
+                }
+                return;
+            }
+        };
+        if let Some(task) = displaced.and_then(|old| self.tasks_by_id.remove(&old)) {
+            let shed = policy.stats.handshakes_shed.fetch_add(1, Ordering::Relaxed) + 1;
+            if shed.is_power_of_two() {
+                warn!(
+                    shed,
+                    "the handshake pool is full ({}): closed the oldest handshake of its busiest source, \
+                     older than {HANDSHAKE_DISPLACE_AGE:?}",
+                    policy.handshakes_max
+                );
+            }
+            task.abort();
+        }
+        let deadline = tokio::time::Instant::now() + policy.handshake_timeout;
+        let task = self.tasks.spawn(incoming.handshake(deadline, policy.handshake_timeout));
+        self.ids_by_task.insert(task.id(), id);
+        self.tasks_by_id.insert(id, task);
+        if cfg!(debug_assertions) {
+            self.books.check_invariants();
+        }
+    }
+
+    /// A handshake task ended: off the books; the connection, if through.
+    fn finished(
+        &mut self,
+        done: Result<(tokio::task::Id, Option<Accepted>), tokio::task::JoinError>,
+    ) -> Option<Accepted> {
+        let (task, accepted) = match done {
+            Ok((task, accepted)) => (task, accepted),
+            Err(e) => (e.id(), None),
+        };
+        if let Some(id) = self.ids_by_task.remove(&task) {
+            self.tasks_by_id.remove(&id);
+            self.books.finish(id);
+        }
+        accepted
+    }
 }
 
 #[cfg(test)]

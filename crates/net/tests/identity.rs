@@ -204,6 +204,8 @@ fn a_local_user_holds_a_bounded_number_of_connections() {
         let stream = connect_as_user(&c.mds_address());
         stream.set_nonblocking(true).unwrap();
         let mut s = UnixStream::from_std(stream).unwrap();
+        let hello = Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Client };
+        write_frame(&mut s, hello).await.unwrap();
         match next(&mut s).await {
             Some(Wire::Refused { reason }) => assert!(reason.contains("the most one local user may hold"), "{reason}"),
             other => panic!("refused past the bound, not {other:?}"),

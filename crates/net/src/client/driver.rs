@@ -479,7 +479,7 @@ impl Driver {
                         None => debug!(id, "parameter answer not asked for ignored"),
                     },
                     Wire::Pong => {}
-                    other => debug!("unexpected {} message from an OSS ignored", crate::oss::variant(&other)),
+                    other => debug!("unexpected {} message from an OSS ignored", crate::proto::variant(&other)),
                 }
             }
             NetIn::Frame(Peer::Mds, frame) => {
@@ -497,7 +497,7 @@ impl Driver {
                         }
                     }
                     Wire::Pong => {}
-                    other => debug!("unexpected {} message from the MDS ignored", crate::oss::variant(&other)),
+                    other => debug!("unexpected {} message from the MDS ignored", crate::proto::variant(&other)),
                 }
             }
             NetIn::Closed(Peer::Mds, reason) => self.mds_lost(&reason),

@@ -193,7 +193,12 @@ impl ServerChild {
             }
         };
         let n: Vec<u64> = line.split(' ').map(|v| v.parse().unwrap()).collect();
-        let stats = |i: usize| ServerStats { connections: n[i] as usize, refused: n[i + 1], queued_bytes: n[i + 2] };
+        let stats = |i: usize| ServerStats {
+            connections: n[i] as usize,
+            refused: n[i + 1],
+            queued_bytes: n[i + 2],
+            ..ServerStats::default()
+        };
         (stats(0), stats(3), n[6])
     }
 
