@@ -809,7 +809,8 @@ sys.stdin.readline()
     let mut hog = KillOnDrop(python(hog, &[&m.at(0, "held")]));
     let refused: usize = line_of(&mut hog.0).parse().unwrap();
     println!("uid 4242: {refused} of 1100 waits refused at once");
-    // What the parked waiters cost this process (the mount, the cluster).
+    // What the parked waiters cost this process (the mount, the cluster;
+    // and any test that runs beside this one: run it alone to measure).
     let cpu_ticks = || {
         let stat = fs::read_to_string("/proc/self/stat").unwrap();
         let fields: Vec<u64> =
