@@ -12,7 +12,10 @@
 //! with every grant. A replay is taken only with a seal that checks out
 //! and only for a range inside the sealed one (an owner's lock shrinks
 //! when part of it is unlocked, and each piece keeps its seal); any other
-//! replay is refused, and the MDS says so in its log at `warn`. Lustre
+//! replay is refused, and the MDS says so in its log at `warn`. A seal
+//! stays genuine after its lock is let go; so during the grace, of two
+//! replays that conflict, the one from the newer grant wins and the older
+//! gives way (`mds_server::displace_older`): the MDS never held both. Lustre
 //! keeps each client's state in its `last_rcvd` file instead; lanefs
 //! keeps the proof with the client, and nothing per lock on the MDS's disk.
 //!

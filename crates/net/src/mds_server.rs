@@ -61,7 +61,7 @@ use crate::proto::FlockCall;
 use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, Role, Wire, PROTOCOL_VERSION};
 use crate::transport::{spawn_accept, AcceptPolicy, AcceptStats, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
-use lanefs_mds::flock::{FlockAnswer, FlockRequest, FlockTable, SetOutcome, Ticket};
+use lanefs_mds::flock::{FlockAnswer, FlockOwner, FlockRequest, FlockTable, SetOutcome, Ticket};
 use lanefs_mds::{Credentials, Mds, MdsError, MdsReply, MdsRequest};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -120,6 +120,9 @@ struct Shared {
     /// lock table's shares of waiters per client and per uid).
     grace_until: Option<tokio::time::Instant>,
     deferred: Mutex<Vec<(u32, u64, FlockCall)>>,
+    /// The grant number of each lock replayed during the grace, by file and
+    /// owner (at most one per granted lock; emptied when the grace ends).
+    replayed: Mutex<HashMap<(lanefs_mds::Fid, FlockOwner), u64>>,
     /// Where the clients' kept settings are (`set_param -P`): the data
     /// directory's `client_params`; none without a data directory.
     kept_params: Option<std::path::PathBuf>,
@@ -221,6 +224,7 @@ pub async fn start_with(
         sealer,
         grace_until,
         deferred: Mutex::new(Vec::new()),
+        replayed: Mutex::new(HashMap::new()),
         kept_params: fence.as_ref().map(|f| f.dir().join("client_params")),
         _fence: fence,
     });
@@ -446,9 +450,16 @@ fn flock(shared: &Shared, peer: u32, id: u64, call: FlockCall) -> Option<MdsAnsw
                     return Some(MdsAnswer::Flock(FlockAnswer::NoLocks(reason)));
                 }
             }
+            let grant = seal.filter(|_| replay && in_grace).map(|seal| seal.grant);
+            if let Some(grant) = grant {
+                displace_older(&mut table, &shared.replayed.lock().expect("replayed"), &request, grant);
+            }
             let wait = wait && !replay;
             // The waiter is answered on its request's id: remember which.
             let (outcome, granted) = table.set((client, ticket), request, wait);
+            if let (Some(grant), SetOutcome::Done(FlockAnswer::Granted)) = (grant, &outcome) {
+                shared.replayed.lock().expect("replayed").insert((request.file, request.owner), grant);
+            }
             match outcome {
                 SetOutcome::Done(FlockAnswer::Granted) if request.kind.is_some() => {
                     (Some(sealed(shared, &table, &request)), granted)
@@ -473,7 +484,7 @@ fn flock(shared: &Shared, peer: u32, id: u64, call: FlockCall) -> Option<MdsAnsw
             (Some(MdsAnswer::Flock(FlockAnswer::Free)), granted)
         }
         FlockCall::UnlockOwner { file, owner } => {
-            let owner = lanefs_mds::flock::FlockOwner { client, owner };
+            let owner = FlockOwner { client, owner };
             (Some(MdsAnswer::Flock(FlockAnswer::Granted)), table.unlock_owner(file, owner))
         }
     };
@@ -484,6 +495,37 @@ fn flock(shared: &Shared, peer: u32, id: u64, call: FlockCall) -> Option<MdsAnsw
     drop(table);
     answer_waiters(shared, granted);
     answer
+}
+
+/// During the recovery grace, a replay whose bytes an earlier replay took
+/// with an older grant displaces it: the MDS never holds two conflicting
+/// locks at once, so of two conflicting grants the older one's owner had
+/// let go of those bytes before the newer was made, and replays a lock it
+/// no longer held. Its range of the older lock goes (said at `warn`).
+fn displace_older(
+    table: &mut FlockTable,
+    replayed: &HashMap<(lanefs_mds::Fid, FlockOwner), u64>,
+    request: &FlockRequest,
+    grant: u64,
+) {
+    while let FlockAnswer::Conflict(held) = table.get(request) {
+        match replayed.get(&(request.file, held.owner)) {
+            Some(&older) if older < grant => {
+                warn!(
+                    file = request.file.0,
+                    client = held.owner.client,
+                    owner = held.owner.owner,
+                    "a replayed file lock from an older grant gives way to one from a newer grant"
+                );
+                let unlock = FlockRequest { owner: held.owner, uid: held.uid, kind: None, ..*request };
+                let (outcome, _) = table.set((held.owner.client, 0), unlock, false);
+                if outcome != SetOutcome::Done(FlockAnswer::Granted) {
+                    return;
+                }
+            }
+            _ => return,
+        }
+    }
 }
 
 /// Whether `peer`, or the uid `call` names, has its share of the requests
@@ -534,6 +576,7 @@ fn seal_answers(
 /// in the order they came (each answered on its connection, now or when
 /// granted).
 fn end_grace(shared: &Shared) {
+    shared.replayed.lock().expect("replayed").clear();
     let deferred = std::mem::take(&mut *shared.deferred.lock().expect("deferred lock"));
     info!(deferred = deferred.len(), "recovery grace over: serving every lock request");
     for (peer, id, call) in deferred {

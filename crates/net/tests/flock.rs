@@ -294,3 +294,34 @@ fn a_forged_replay_after_an_mds_restart_is_refused_and_the_holder_keeps_its_lock
     a.flock_unlock_owner(FILE, 1).unwrap();
     assert_eq!(b.flock(lock(2, Some(FlockKind::Write), 50, 50), false, NEVER).unwrap(), FlockAnswer::Granted);
 }
+
+/// A client that held a lock, let it go, and replays it after an MDS
+/// restart anyway (its seal is genuine, but older than the grant of the
+/// client that took the lock next) gives way to that client's replay,
+/// even when it replays first.
+#[test]
+fn a_stale_replay_gives_way_to_the_newer_grant_of_the_same_bytes() {
+    use lanefs_net::proto::{FlockCall, MdsAnswer};
+    let grace = Duration::from_secs(3);
+    let config = LocalClusterConfig { osts: 1, mds_recovery_grace: grace, ..LocalClusterConfig::default() };
+    let mut c = LocalCluster::start(config).unwrap();
+    let stale = FlockRequest { pid: 666, ..lock(9, Some(FlockKind::Write), 0, 99) };
+    let mut old_holder = RawMds::connect(&c);
+    let set = |replay, seal| FlockCall::Set { request: stale, wait: false, ticket: 0, replay, seal };
+    let MdsAnswer::FlockGranted(seal) = old_holder.call(set(false, None)) else { panic!("granted with a seal") };
+    old_holder.call(FlockCall::UnlockOwner { file: FILE, owner: 9 });
+    let (a, b) = (client(&c), client(&c));
+    assert_eq!(a.flock(lock(1, Some(FlockKind::Write), 0, 99), false, NEVER).unwrap(), FlockAnswer::Granted);
+    drop(old_holder);
+
+    c.stop_mds();
+    c.start_mds().unwrap();
+    let mut old_holder = RawMds::connect(&c);
+    let first = old_holder.call(set(true, Some(seal)));
+    assert!(matches!(first, MdsAnswer::FlockGranted(_)), "a genuine seal, replayed first: {first:?}");
+    match b.flock(lock(2, Some(FlockKind::Write), 50, 50), false, NEVER).unwrap() {
+        FlockAnswer::Conflict(held) => assert_eq!(held.pid, 1, "a's lock, from the newer grant, holds"),
+        other => panic!("the lock held before the restart should hold after it: {other:?}"),
+    }
+    drop(old_holder);
+}
