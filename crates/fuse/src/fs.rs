@@ -56,6 +56,8 @@ struct Open {
     uid: u32,
     file: File,
     append: bool,
+    /// Opened for writing (`O_WRONLY`, `O_RDWR`): a group lock needs it.
+    writable: bool,
     /// Written since the last flush: the next `close` writes it back and
     /// reports a lost write, as `fsync` does.
     written: Mutex<bool>,
@@ -240,7 +242,9 @@ impl LanefsFs {
             }
         };
         let fh = self.new_handle();
-        let open = Open { ino, uid, file, append: flags & libc::O_APPEND != 0, written: Mutex::new(false), recorded };
+        let append = flags & libc::O_APPEND != 0;
+        let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let open = Open { ino, uid, file, append, writable, written: Mutex::new(false), recorded };
         self.files.lock().expect("files").insert(fh, Arc::new(open));
         Ok(fh)
     }
@@ -706,7 +710,7 @@ impl Filesystem for LanefsFs {
         pid: u32,
         reply: ReplyLock,
     ) {
-        let call = LockCall { ino: ino.0, owner: lock_owner.0, start, end, typ, pid, tid: req.pid() };
+        let call = LockCall { ino: ino.0, owner: lock_owner.0, start, end, typ, pid, tid: req.pid(), uid: req.uid() };
         match self.locks.get(call) {
             Ok((start, end, typ, pid)) => reply.locked(start, end, typ, pid),
             Err(e) => reply.error(e),
@@ -726,7 +730,7 @@ impl Filesystem for LanefsFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        let call = LockCall { ino: ino.0, owner: lock_owner.0, start, end, typ, pid, tid: req.pid() };
+        let call = LockCall { ino: ino.0, owner: lock_owner.0, start, end, typ, pid, tid: req.pid(), uid: req.uid() };
         self.locks.set(call, sleep, reply);
     }
 
@@ -836,7 +840,8 @@ impl Filesystem for LanefsFs {
 
     /// lanefs's ioctls (`include/lanefs_user.h`): one lock advice, and
     /// group locks, on an open file, taken by this mount's client, which
-    /// is the one that writes the file.
+    /// is the one that writes the file. A group lock needs the file open
+    /// for writing (`EBADF`) and a group id other than 0 (`EINVAL`).
     fn ioctl(
         &self,
         _req: &Request,
@@ -855,6 +860,12 @@ impl Filesystem for LanefsFs {
             match cmd {
                 LANEFS_IOC_GROUP_LOCK | LANEFS_IOC_GROUP_UNLOCK if in_data.len() == 8 => {
                     let gid = u64_at(0);
+                    // A group lock holds off every other writer: only a
+                    // descriptor open for writing may take one.
+                    if cmd == LANEFS_IOC_GROUP_LOCK && !open.writable {
+                        warn!(ino = open.ino, "a group lock asked on a file not open for writing: EBADF");
+                        return Err(Errno::EBADF);
+                    }
                     let done = if cmd == LANEFS_IOC_GROUP_LOCK {
                         self.client.group_lock(&open.file, gid)
                     } else {

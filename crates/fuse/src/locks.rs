@@ -11,27 +11,49 @@
 //! closed by the kernel, so its locks go too; a mount that dies loses its
 //! MDS connection, and the MDS drops all of its locks.
 //!
-//! A request that must wait (`F_SETLKW`, `flock` without `LOCK_NB`) waits
-//! on a thread of its own, never one of the mount's, and is withdrawn
-//! with `EINTR` when a signal reaches the waiting process. The kernel's
-//! way of saying so (`FUSE_INTERRUPT`) does not reach a `fuser` file
-//! system, so the waiter looks at the thread's pending and blocked signals
-//! in `/proc` instead, every few milliseconds while it waits.
+//! A request that may wait (`F_SETLKW`, `flock` without `LOCK_NB`) is
+//! first asked for without waiting, on the mount's thread: granted, it
+//! costs nothing more, and needs no waiter's place. Only one that finds
+//! the bytes held waits, on a thread of its own, never one of the mount's,
+//! and is withdrawn with `EINTR` when a signal reaches the waiting process.
+//! The kernel's way of saying so (`FUSE_INTERRUPT`) does not reach a
+//! `fuser` file system, so the waiter looks at the thread's pending and
+//! blocked signals in `/proc` instead: soon after it starts waiting, then
+//! less and less often, at least every [`SIGNAL_POLL_MAX`]
+//! (`Client::flock`); the MDS's answer wakes it at once.
 //!
-//! Bound: [`WAITERS_MAX`] requests wait at once per mount; one more is
-//! refused with `ENOLCK`.
+//! Bounds: [`WAITERS_MAX`] requests wait at once per mount, and
+//! [`WAITERS_PER_UID_MAX`] of one uid, so that one user's parked waiters
+//! leave the others room; one more is refused with `ENOLCK`. The MDS
+//! bounds locks and waiters per uid and per client again
+//! (`lanefs_mds::flock`), for every mount together.
+//!
+//! Ranges: the kernel says "to the end of the file" with `OFFSET_MAX`
+//! (`i64::MAX`), the MDS with `u64::MAX` (which a client library program
+//! may send). Requests to `OFFSET_MAX` go to the MDS as `u64::MAX`, and a
+//! lock `F_GETLK` reports is cut back to `OFFSET_MAX` (the kernel fails a
+//! reply past it with `EIO`), which the program reads as `l_len` 0.
 
 use fuser::{Errno, ReplyEmpty};
 use lanefs_mds::flock::{FlockAnswer, FlockKind, FlockOwner, FlockRequest};
 use lanefs_mds::Fid;
 use lanefs_net::client::Client;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tracing::warn;
 
-/// Lock requests one mount has waiting at once, at most.
+/// Lock requests one mount has waiting at once, at most (each is a
+/// thread).
 pub const WAITERS_MAX: usize = 1024;
+/// Lock requests of one uid waiting at once in one mount, at most.
+pub const WAITERS_PER_UID_MAX: usize = WAITERS_MAX / 8;
+/// The kernel's `OFFSET_MAX`: the largest offset a lock range may name,
+/// and what a range to the end of the file ends at.
+const OFFSET_MAX: u64 = i64::MAX as u64;
+/// How long a waiting request goes at most between two looks at its
+/// thread's signals: a signal ends its wait within this.
+pub use lanefs_net::client::FLOCK_SIGNAL_POLL_MAX as SIGNAL_POLL_MAX;
 /// Owners with locks on a file that one mount remembers, at most (past
 /// it, a close asks the MDS to drop locks whether or not there are any).
 const OWNERS_MAX: usize = 65_536;
@@ -49,6 +71,8 @@ pub struct LockCall {
     pub pid: u32,
     /// The thread that asked (whose signals withdraw a wait).
     pub tid: u32,
+    /// The uid it runs as (whose shares of waiters and locks it takes).
+    pub uid: u32,
 }
 
 /// A mount's side of file locking (see the module docs).
@@ -60,6 +84,8 @@ pub struct MountLocks {
     owners: Mutex<HashSet<(u64, u64)>>,
     overflowed: std::sync::atomic::AtomicBool,
     waiting: AtomicUsize,
+    /// Waiting requests by uid (entries only for uids with some).
+    waiting_by_uid: Mutex<HashMap<u32, usize>>,
 }
 
 impl MountLocks {
@@ -69,6 +95,7 @@ impl MountLocks {
             owners: Mutex::new(HashSet::new()),
             overflowed: std::sync::atomic::AtomicBool::new(false),
             waiting: AtomicUsize::new(0),
+            waiting_by_uid: Mutex::new(HashMap::new()),
         }
     }
 
@@ -77,31 +104,33 @@ impl MountLocks {
     pub fn get(&self, call: LockCall) -> Result<(u64, u64, i32, u32), Errno> {
         let request = request(&call)?;
         match self.client.flock_get(request).map_err(|e| net_failure(&e))? {
-            FlockAnswer::Conflict(held) => Ok((held.start, held.end, typ(held.kind), held.pid)),
+            FlockAnswer::Conflict(held) => {
+                let (start, end) = (held.start.min(OFFSET_MAX), held.end.min(OFFSET_MAX));
+                Ok((start, end, typ(held.kind), held.pid))
+            }
             FlockAnswer::Free => Ok((call.start, call.end, libc::F_UNLCK, 0)),
             other => Err(answer_errno(&other)),
         }
     }
 
     /// `F_SETLK` (`sleep` false) or `F_SETLKW`; answers `reply` now or,
-    /// for a request that waits, from a thread of its own.
+    /// for a request that must wait, from a thread of its own.
     pub fn set(self: &Arc<Self>, call: LockCall, sleep: bool, reply: ReplyEmpty) {
         let request = match request(&call) {
             Ok(request) => request,
             Err(e) => return reply.error(e),
         };
-        if !sleep || request.kind.is_none() {
-            return reply_empty(self.apply(&call, request, false), reply);
+        let now = self.apply(&call, request, false);
+        if !sleep || request.kind.is_none() || now != Err(Errno::EAGAIN) {
+            return reply_empty(now, reply);
         }
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= WAITERS_MAX {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
-            warn!("{WAITERS_MAX} lock requests wait in this mount already; refusing one more with ENOLCK");
-            return reply.error(Errno::ENOLCK);
+        if let Err(e) = self.take_waiter_place(call.uid) {
+            return reply.error(e);
         }
         let locks = self.clone();
         let spawned = std::thread::Builder::new().name("lanefs-flock-wait".into()).spawn(move || {
             let result = locks.apply(&call, request, true);
-            locks.waiting.fetch_sub(1, Ordering::AcqRel);
+            locks.give_waiter_place(call.uid);
             reply_empty(result, reply);
         });
         if cfg!(debug_assertions) {
@@ -110,9 +139,37 @@ impl MountLocks {
         if let Err(e) = spawned {
             // The reply went with the closure; the kernel's request fails
             // with it dropped (EIO), which is what a thread-less mount can do.
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            self.give_waiter_place(call.uid);
             warn!(%e, "no thread to wait for a lock on");
         }
+    }
+
+    /// A place for one more waiting request of `uid`, within
+    /// [`WAITERS_MAX`] and [`WAITERS_PER_UID_MAX`].
+    fn take_waiter_place(&self, uid: u32) -> Result<(), Errno> {
+        let mut by_uid = self.waiting_by_uid.lock().expect("waiters by uid");
+        let of_uid = by_uid.get(&uid).copied().unwrap_or(0);
+        if of_uid >= WAITERS_PER_UID_MAX {
+            warn!(uid, "uid {uid} has {of_uid} lock requests waiting in this mount, the most one user may; refusing one more with ENOLCK");
+            return Err(Errno::ENOLCK);
+        }
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= WAITERS_MAX {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            warn!("{WAITERS_MAX} lock requests wait in this mount already; refusing one more with ENOLCK");
+            return Err(Errno::ENOLCK);
+        }
+        *by_uid.entry(uid).or_default() += 1;
+        Ok(())
+    }
+
+    fn give_waiter_place(&self, uid: u32) {
+        let mut by_uid = self.waiting_by_uid.lock().expect("waiters by uid");
+        let count = by_uid.get_mut(&uid).expect("a waiter of this uid");
+        *count -= 1;
+        if *count == 0 {
+            by_uid.remove(&uid);
+        }
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
     }
 
     fn apply(&self, call: &LockCall, request: FlockRequest, wait: bool) -> Result<(), Errno> {
@@ -151,6 +208,8 @@ impl MountLocks {
 
     pub fn check_invariants(&self) {
         assert!(self.waiting.load(Ordering::Acquire) <= WAITERS_MAX, "waiters over their bound");
+        let by_uid = self.waiting_by_uid.lock().expect("waiters by uid");
+        assert!(by_uid.values().all(|&n| n > 0 && n <= WAITERS_PER_UID_MAX), "waiters of a uid over their bound");
         assert!(self.owners.lock().expect("owners").len() <= OWNERS_MAX, "owners over their bound");
     }
 }
@@ -166,7 +225,8 @@ fn request(call: &LockCall) -> Result<FlockRequest, Errno> {
         return Err(Errno::EINVAL);
     }
     let owner = FlockOwner { client: 0, owner: call.owner };
-    Ok(FlockRequest { file: Fid(call.ino), owner, pid: call.pid, kind, start: call.start, end: call.end })
+    let end = if call.end >= OFFSET_MAX { u64::MAX } else { call.end };
+    Ok(FlockRequest { file: Fid(call.ino), owner, pid: call.pid, uid: call.uid, kind, start: call.start, end })
 }
 
 fn typ(kind: FlockKind) -> i32 {

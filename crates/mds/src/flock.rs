@@ -33,7 +33,17 @@
 //! restarted MDS grants only such replays during its recovery grace.
 //!
 //! Bounds: [`LOCKS_MAX`] granted locks and [`WAITERS_MAX`] waiters over
-//! all files; a request past either is refused with `ENOLCK`.
+//! all files, and shares of each so that one user, or one client node,
+//! cannot take them all from everyone: [`LOCKS_PER_UID_MAX`] and
+//! [`WAITERS_PER_UID_MAX`] for the uid a request names (what the process
+//! that asked runs as), [`LOCKS_PER_CLIENT_MAX`] and
+//! [`WAITERS_PER_CLIENT_MAX`] for the client that sent it (a client node
+//! is trusted with the uids it reports, as for namespace calls; its share
+//! bounds what a node that lies can take). A request past any of them is
+//! refused with `ENOLCK`, naming the bound; an unlock that would split a
+//! lock past them too (Linux's `F_UNLCK` also fails with `ENOLCK` when the
+//! split finds no room). Where lanefs departs: Linux and Lustre bound file
+//! locks only by memory (Lustre by its LDLM pools), not per user.
 //!
 //! Invariants (checked by [`FlockTable::check_invariants`]): granted locks
 //! of different owners that overlap are both read locks; one owner's locks
@@ -48,6 +58,17 @@ use std::collections::{HashMap, HashSet, VecDeque};
 pub const LOCKS_MAX: usize = 1 << 16;
 /// Requests waiting for a lock over all files, at most.
 pub const WAITERS_MAX: usize = 4096;
+/// Granted locks of one uid, over all clients and files, at most: a
+/// sixteenth of [`LOCKS_MAX`], so that one user who takes all of theirs
+/// leaves the rest to everyone else.
+pub const LOCKS_PER_UID_MAX: usize = LOCKS_MAX / 16;
+/// Granted locks of one client (an MDS connection: a mount, a program on
+/// the client library), at most: a quarter of [`LOCKS_MAX`].
+pub const LOCKS_PER_CLIENT_MAX: usize = LOCKS_MAX / 4;
+/// Waiting requests of one uid, over all clients, at most.
+pub const WAITERS_PER_UID_MAX: usize = WAITERS_MAX / 16;
+/// Waiting requests of one client, at most.
+pub const WAITERS_PER_CLIENT_MAX: usize = WAITERS_MAX / 4;
 
 /// Who holds a lock: a client of the MDS (its connection) and the kernel's
 /// lock owner on that client.
@@ -71,6 +92,8 @@ pub struct Flock {
     /// The process that took it, as its node numbers it (what `F_GETLK`
     /// reports).
     pub pid: u32,
+    /// The user it counts against ([`LOCKS_PER_UID_MAX`]).
+    pub uid: u32,
     pub kind: FlockKind,
     pub start: u64,
     pub end: u64,
@@ -95,6 +118,9 @@ pub struct FlockRequest {
     pub file: Fid,
     pub owner: FlockOwner,
     pub pid: u32,
+    /// Who asks: the uid the requesting process runs as (its share of the
+    /// locks and waiters is [`LOCKS_PER_UID_MAX`], [`WAITERS_PER_UID_MAX`]).
+    pub uid: u32,
     pub kind: Option<FlockKind>,
     pub start: u64,
     pub end: u64,
@@ -113,7 +139,8 @@ pub enum FlockAnswer {
     Deadlock,
     /// The waiter was cancelled (a signal reached the process): `EINTR`.
     Interrupted,
-    /// Past [`LOCKS_MAX`] or [`WAITERS_MAX`] (`ENOLCK`); says which.
+    /// Past [`LOCKS_MAX`], [`WAITERS_MAX`] or a share of them (`ENOLCK`);
+    /// says which, and what to do.
     NoLocks(String),
 }
 
@@ -142,11 +169,46 @@ struct FileLocks {
     waiting: VecDeque<Waiter>,
 }
 
+/// How many locks or waiters each uid and each client has: entries only
+/// for nonzero counts, so at most as many entries as locks or waiters.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Shares {
+    by_uid: HashMap<u32, usize>,
+    by_client: HashMap<u64, usize>,
+}
+
+impl Shares {
+    fn add(&mut self, uid: u32, client: u64) {
+        *self.by_uid.entry(uid).or_default() += 1;
+        *self.by_client.entry(client).or_default() += 1;
+    }
+
+    fn remove(&mut self, uid: u32, client: u64) {
+        fn down<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: K) {
+            let count = map.get_mut(&key).expect("counted");
+            *count -= 1;
+            if *count == 0 {
+                map.remove(&key);
+            }
+        }
+        down(&mut self.by_uid, uid);
+        down(&mut self.by_client, client);
+    }
+
+    fn of(&self, uid: u32, client: u64) -> (usize, usize) {
+        (self.by_uid.get(&uid).copied().unwrap_or(0), self.by_client.get(&client).copied().unwrap_or(0))
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct FlockTable {
     files: HashMap<Fid, FileLocks>,
     granted: usize,
     waiting: usize,
+    /// Granted locks by uid and by client.
+    granted_shares: Shares,
+    /// Waiters by uid and by client.
+    waiting_shares: Shares,
 }
 
 impl FlockTable {
@@ -159,6 +221,12 @@ impl FlockTable {
         self.files.iter().flat_map(|(file, locks)| locks.granted.iter().map(move |l| (*file, l)))
     }
 
+    /// `owner`'s granted lock on `file` that holds byte `at`, if any.
+    pub fn held(&self, file: Fid, owner: FlockOwner, at: u64) -> Option<Flock> {
+        let locks = self.files.get(&file)?;
+        locks.granted.iter().find(|l| l.owner == owner && l.overlaps(at, at)).copied()
+    }
+
     /// Granted locks and waiters, over all files.
     pub fn counts(&self) -> (usize, usize) {
         (self.granted, self.waiting)
@@ -167,7 +235,7 @@ impl FlockTable {
     /// The first granted lock in the way of `request` (`F_GETLK`).
     pub fn get(&self, request: &FlockRequest) -> FlockAnswer {
         let Some(kind) = request.kind else { return FlockAnswer::Free };
-        let wanted = Flock { owner: request.owner, pid: request.pid, kind, start: request.start, end: request.end };
+        let wanted = wanted(request, kind);
         match self.files.get(&request.file).and_then(|f| f.granted.iter().find(|l| l.conflicts(&wanted))) {
             Some(l) => FlockAnswer::Conflict(*l),
             None => FlockAnswer::Free,
@@ -188,14 +256,18 @@ impl FlockTable {
             return (SetOutcome::Done(FlockAnswer::NoLocks(reason)), Vec::new());
         }
         let Some(kind) = request.kind else {
+            if self.splits(&request) {
+                if let Err(reason) = self.room_for_one(&request) {
+                    return (SetOutcome::Done(FlockAnswer::NoLocks(reason)), Vec::new());
+                }
+            }
             self.apply(&request);
             let granted = self.grant_waiters(request.file);
             return (SetOutcome::Done(FlockAnswer::Granted), granted);
         };
-        let wanted = Flock { owner: request.owner, pid: request.pid, kind, start: request.start, end: request.end };
-        let blockers = self.blockers(request.file, &wanted);
+        let blockers = self.blockers(request.file, &wanted(&request, kind));
         if blockers.is_empty() {
-            if let Err(reason) = self.room_for_one() {
+            if let Err(reason) = self.room_for_one(&request) {
                 return (SetOutcome::Done(FlockAnswer::NoLocks(reason)), Vec::new());
             }
             self.apply(&request);
@@ -210,12 +282,12 @@ impl FlockTable {
         if self.waits_for(&blockers, request.owner) {
             return (SetOutcome::Done(FlockAnswer::Deadlock), Vec::new());
         }
-        if self.waiting >= WAITERS_MAX {
-            let reason = format!("{WAITERS_MAX} lock requests wait already, the most the MDS keeps");
+        if let Err(reason) = self.room_to_wait(&request) {
             return (SetOutcome::Done(FlockAnswer::NoLocks(reason)), Vec::new());
         }
         self.files.entry(request.file).or_default().waiting.push_back(Waiter { ticket, request });
         self.waiting += 1;
+        self.waiting_shares.add(request.uid, request.owner.client);
         (SetOutcome::Queued, Vec::new())
     }
 
@@ -225,8 +297,9 @@ impl FlockTable {
     pub fn cancel(&mut self, ticket: Ticket) -> bool {
         for (&file, locks) in self.files.iter_mut() {
             if let Some(i) = locks.waiting.iter().position(|w| w.ticket == ticket) {
-                locks.waiting.remove(i);
+                let gone = locks.waiting.remove(i).expect("found");
                 self.waiting -= 1;
+                self.waiting_shares.remove(gone.request.uid, gone.request.owner.client);
                 self.forget_if_empty(file);
                 return true;
             }
@@ -237,7 +310,7 @@ impl FlockTable {
     /// Drop every lock `owner` holds on `file` (a close by that owner);
     /// returns the waiters this lets in.
     pub fn unlock_owner(&mut self, file: Fid, owner: FlockOwner) -> Vec<(Ticket, FlockAnswer)> {
-        let request = FlockRequest { file, owner, pid: 0, kind: None, start: 0, end: u64::MAX };
+        let request = FlockRequest { file, owner, pid: 0, uid: 0, kind: None, start: 0, end: u64::MAX };
         self.apply(&request);
         self.grant_waiters(file)
     }
@@ -250,11 +323,16 @@ impl FlockTable {
         let mut granted = Vec::new();
         for file in files {
             let locks = self.files.get_mut(&file).expect("listed");
-            let (held, waiting) = (locks.granted.len(), locks.waiting.len());
+            for l in locks.granted.iter().filter(|l| l.owner.client == client) {
+                self.granted -= 1;
+                self.granted_shares.remove(l.uid, client);
+            }
+            for w in locks.waiting.iter().filter(|w| w.request.owner.client == client) {
+                self.waiting -= 1;
+                self.waiting_shares.remove(w.request.uid, client);
+            }
             locks.granted.retain(|l| l.owner.client != client);
             locks.waiting.retain(|w| w.request.owner.client != client);
-            self.granted -= held - locks.granted.len();
-            self.waiting -= waiting - locks.waiting.len();
             granted.extend(self.grant_waiters(file));
         }
         granted
@@ -284,9 +362,7 @@ impl FlockTable {
             }
             for locks in self.files.values() {
                 for w in locks.waiting.iter().filter(|w| w.request.owner == o) {
-                    let kind = w.request.kind.expect("waiters lock");
-                    let wanted =
-                        Flock { owner: o, pid: w.request.pid, kind, start: w.request.start, end: w.request.end };
+                    let wanted = wanted(&w.request, w.request.kind.expect("waiters lock"));
                     todo.extend(locks.granted.iter().filter(|l| l.conflicts(&wanted)).map(|l| l.owner));
                 }
             }
@@ -294,38 +370,89 @@ impl FlockTable {
         false
     }
 
-    /// Whether granting a lock keeps the table within [`LOCKS_MAX`] (one
-    /// adds at most two locks: itself, and the split of the owner's lock
-    /// it falls inside).
-    fn room_for_one(&self) -> Result<(), String> {
+    /// Whether granting `request` keeps the table within [`LOCKS_MAX`] and
+    /// the shares of its uid and client (one request adds at most two
+    /// locks: itself, and the split of the owner's lock it falls inside).
+    fn room_for_one(&self, request: &FlockRequest) -> Result<(), String> {
+        let (uid, client) = (request.uid, request.owner.client);
+        let (of_uid, of_client) = self.granted_shares.of(uid, client);
         if self.granted + 2 > LOCKS_MAX {
-            return Err(format!("{LOCKS_MAX} locks are held already, the most the MDS keeps"));
+            return Err(format!(
+                "{LOCKS_MAX} file locks are held already, the most the MDS keeps; try again once some are released"
+            ));
+        }
+        if of_uid + 2 > LOCKS_PER_UID_MAX {
+            return Err(format!(
+                "uid {uid} holds {of_uid} file locks, the most one user may hold at the MDS \
+                 ({LOCKS_PER_UID_MAX}); unlock or close files, or merge adjacent ranges, and try again"
+            ));
+        }
+        if of_client + 2 > LOCKS_PER_CLIENT_MAX {
+            return Err(format!(
+                "this client holds {of_client} file locks, the most one client may hold at the MDS \
+                 ({LOCKS_PER_CLIENT_MAX}); unlock or close files and try again"
+            ));
         }
         Ok(())
     }
 
+    /// Whether `request` may wait: within [`WAITERS_MAX`] and the shares
+    /// of its uid and client.
+    fn room_to_wait(&self, request: &FlockRequest) -> Result<(), String> {
+        let (uid, client) = (request.uid, request.owner.client);
+        let (of_uid, of_client) = self.waiting_shares.of(uid, client);
+        if self.waiting >= WAITERS_MAX {
+            return Err(format!("{WAITERS_MAX} lock requests wait already, the most the MDS keeps"));
+        }
+        if of_uid >= WAITERS_PER_UID_MAX {
+            return Err(format!(
+                "uid {uid} has {of_uid} lock requests waiting, the most one user may have at the MDS \
+                 ({WAITERS_PER_UID_MAX}); let some be granted or interrupt them"
+            ));
+        }
+        if of_client >= WAITERS_PER_CLIENT_MAX {
+            return Err(format!(
+                "this client has {of_client} lock requests waiting, the most one client may have at the MDS \
+                 ({WAITERS_PER_CLIENT_MAX})"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether unlocking `request`'s range cuts one of its owner's locks in
+    /// two (one lock more).
+    fn splits(&self, request: &FlockRequest) -> bool {
+        self.files.get(&request.file).is_some_and(|locks| {
+            locks.granted.iter().any(|l| l.owner == request.owner && l.start < request.start && l.end > request.end)
+        })
+    }
+
     /// Set `request`'s range of its owner's locks to its kind (`None`:
-    /// unlocked), splitting and merging the owner's locks around it.
+    /// unlocked), splitting and merging the owner's locks around it. A
+    /// merged lock counts against the request's uid; the pieces of a split
+    /// one against the uid they had.
     fn apply(&mut self, request: &FlockRequest) {
         let locks = self.files.entry(request.file).or_default();
-        let before = locks.granted.len();
         let (start, end) = (request.start, request.end);
+        let (mut gone, mut added) = (Vec::new(), Vec::new());
         let mut kept = Vec::with_capacity(locks.granted.len() + 2);
         for l in locks.granted.drain(..) {
             if l.owner != request.owner || !l.overlaps(start, end) {
                 kept.push(l);
                 continue;
             }
+            gone.push(l);
             if l.start < start {
-                kept.push(Flock { end: start - 1, ..l });
+                added.push(Flock { end: start - 1, ..l });
             }
             if l.end > end {
-                kept.push(Flock { start: end + 1, ..l });
+                added.push(Flock { start: end + 1, ..l });
             }
         }
+        kept.extend_from_slice(&added);
         locks.granted = kept;
         if let Some(kind) = request.kind {
-            let mut new = Flock { owner: request.owner, pid: request.pid, kind, start, end };
+            let mut new = wanted(request, kind);
             // Merge with the owner's locks of this kind that touch it.
             let touches = |l: &Flock, new: &Flock| {
                 l.owner == new.owner
@@ -337,11 +464,21 @@ impl FlockTable {
                 let l = locks.granted.swap_remove(i);
                 new.start = new.start.min(l.start);
                 new.end = new.end.max(l.end);
+                gone.push(l);
             }
             locks.granted.push(new);
+            added.push(new);
         }
-        let after = locks.granted.len();
-        self.granted = self.granted + after - before;
+        // A piece split off and merged again is in both lists: it nets out
+        // (counted in before it is counted out).
+        for l in added {
+            self.granted += 1;
+            self.granted_shares.add(l.uid, l.owner.client);
+        }
+        for l in gone {
+            self.granted -= 1;
+            self.granted_shares.remove(l.uid, l.owner.client);
+        }
         self.forget_if_empty(request.file);
     }
 
@@ -351,15 +488,14 @@ impl FlockTable {
         let mut granted = Vec::new();
         while let Some(locks) = self.files.get(&file) {
             let free = locks.waiting.iter().position(|w| {
-                let kind = w.request.kind.expect("waiters lock");
-                let r = &w.request;
-                let wanted = Flock { owner: r.owner, pid: r.pid, kind, start: r.start, end: r.end };
+                let wanted = wanted(&w.request, w.request.kind.expect("waiters lock"));
                 !locks.granted.iter().any(|l| l.conflicts(&wanted))
             });
             let Some(i) = free else { break };
             let waiter = self.files.get_mut(&file).expect("present").waiting.remove(i).expect("found");
             self.waiting -= 1;
-            let answer = match self.room_for_one() {
+            self.waiting_shares.remove(waiter.request.uid, waiter.request.owner.client);
+            let answer = match self.room_for_one(&waiter.request) {
                 Ok(()) => {
                     self.apply(&waiter.request);
                     FlockAnswer::Granted
@@ -380,6 +516,7 @@ impl FlockTable {
 
     pub fn check_invariants(&self) {
         let (mut granted, mut waiting) = (0, 0);
+        let (mut granted_shares, mut waiting_shares) = (Shares::default(), Shares::default());
         for (file, locks) in &self.files {
             assert!(!locks.granted.is_empty() || !locks.waiting.is_empty(), "{file:?}: an empty entry is kept");
             for (i, a) in locks.granted.iter().enumerate() {
@@ -394,17 +531,28 @@ impl FlockTable {
                 }
             }
             for w in &locks.waiting {
-                let kind = w.request.kind.expect("a waiter asks for a lock");
-                let r = &w.request;
-                let wanted = Flock { owner: r.owner, pid: r.pid, kind, start: r.start, end: r.end };
+                let wanted = wanted(&w.request, w.request.kind.expect("a waiter asks for a lock"));
                 assert!(locks.granted.iter().any(|l| l.conflicts(&wanted)), "{file:?}: {w:?} waits for nothing");
             }
             granted += locks.granted.len();
             waiting += locks.waiting.len();
+            locks.granted.iter().for_each(|l| granted_shares.add(l.uid, l.owner.client));
+            locks.waiting.iter().for_each(|w| waiting_shares.add(w.request.uid, w.request.owner.client));
         }
         assert_eq!((granted, waiting), (self.granted, self.waiting), "counts");
+        assert_eq!(granted_shares, self.granted_shares, "locks by uid and client");
+        assert_eq!(waiting_shares, self.waiting_shares, "waiters by uid and client");
         assert!(self.granted <= LOCKS_MAX && self.waiting <= WAITERS_MAX, "bounds");
+        assert!(self.granted_shares.by_uid.values().all(|&n| n <= LOCKS_PER_UID_MAX), "locks per uid");
+        assert!(self.granted_shares.by_client.values().all(|&n| n <= LOCKS_PER_CLIENT_MAX), "locks per client");
+        assert!(self.waiting_shares.by_uid.values().all(|&n| n <= WAITERS_PER_UID_MAX), "waiters per uid");
+        assert!(self.waiting_shares.by_client.values().all(|&n| n <= WAITERS_PER_CLIENT_MAX), "waiters per client");
     }
+}
+
+/// The lock `request` asks for, as it would be granted.
+fn wanted(request: &FlockRequest, kind: FlockKind) -> Flock {
+    Flock { owner: request.owner, pid: request.pid, uid: request.uid, kind, start: request.start, end: request.end }
 }
 
 #[cfg(test)]
@@ -419,7 +567,7 @@ mod tests {
     }
 
     fn req(o: FlockOwner, kind: Option<FlockKind>, start: u64, end: u64) -> FlockRequest {
-        FlockRequest { file: F, owner: o, pid: o.owner as u32, kind, start, end }
+        FlockRequest { file: F, owner: o, pid: o.owner as u32, uid: 1000, kind, start, end }
     }
 
     use FlockKind::{Read, Write};
@@ -483,18 +631,72 @@ mod tests {
     #[test]
     fn bounds_refuse_with_enolck() {
         let mut t = FlockTable::new();
-        let a = owner(1, 1);
-        let on = |file: u64| FlockRequest { file: Fid(file), ..req(a, Some(Read), 0, 0) };
+        // Uids and clients take all of their shares (less the room a split
+        // needs), until the table is full.
+        let (per_uid, per_client) = (LOCKS_PER_UID_MAX as u64 - 1, LOCKS_PER_CLIENT_MAX as u64 - 4);
+        let on = |file: u64| {
+            let (uid, client) = ((file / per_uid) as u32, file / per_client);
+            FlockRequest { file: Fid(file), uid, ..req(owner(client, 1), Some(Read), 0, 0) }
+        };
         for file in 0..LOCKS_MAX as u64 - 1 {
-            assert_eq!(t.set((0, 0), on(file), false).0, SetOutcome::Done(FlockAnswer::Granted));
+            assert_eq!(t.set((0, 0), on(file), false).0, SetOutcome::Done(FlockAnswer::Granted), "file {file}");
         }
-        let refused = t.set((0, 0), on(u64::MAX), false).0;
+        let refused = t.set((0, 0), FlockRequest { uid: 99_999, ..on(u64::MAX) }, false).0;
         assert!(matches!(refused, SetOutcome::Done(FlockAnswer::NoLocks(ref r)) if r.contains("65536")), "{refused:?}");
         assert_eq!(
             t.set((0, 0), FlockRequest { kind: None, ..on(0) }, false).0,
             SetOutcome::Done(FlockAnswer::Granted)
         );
-        assert_eq!(t.set((0, 0), on(u64::MAX), false).0, SetOutcome::Done(FlockAnswer::Granted));
+        assert_eq!(
+            t.set((0, 0), FlockRequest { uid: 99_999, ..on(u64::MAX) }, false).0,
+            SetOutcome::Done(FlockAnswer::Granted)
+        );
+        t.check_invariants();
+    }
+
+    /// One uid that takes all the locks and waiters it may leaves another
+    /// uid, on the same client, free to lock and to wait.
+    #[test]
+    fn one_uid_fills_only_its_own_share() {
+        let mut t = FlockTable::new();
+        let (hog, other) = (owner(1, 1), owner(1, 2));
+        let of = |o: FlockOwner, uid: u32, file: u64, kind| FlockRequest {
+            file: Fid(file),
+            uid,
+            ..req(o, Some(kind), 0, 0)
+        };
+        let mut file = 0;
+        while t.set((0, 0), of(hog, 1000, file, Write), false).0 == SetOutcome::Done(FlockAnswer::Granted) {
+            file += 1;
+        }
+        assert_eq!(file as usize, LOCKS_PER_UID_MAX - 1, "the share less the room a split needs");
+        let refused = t.set((0, 0), of(hog, 1000, file, Write), false).0;
+        assert!(
+            matches!(refused, SetOutcome::Done(FlockAnswer::NoLocks(ref r)) if r.contains("uid 1000") && r.contains("4096")),
+            "{refused:?}"
+        );
+        assert_eq!(t.set((0, 0), of(other, 1001, file, Read), false).0, SetOutcome::Done(FlockAnswer::Granted));
+        // The hog's requests wait for a lock of another client's, up to its share.
+        let holder = owner(2, 1);
+        assert_eq!(t.set((2, 0), of(holder, 0, u64::MAX, Write), false).0, SetOutcome::Done(FlockAnswer::Granted));
+        t.set((0, 0), FlockRequest { kind: None, ..of(hog, 1000, 0, Write) }, false);
+        for i in 0..WAITERS_PER_UID_MAX as u64 {
+            let waiter = FlockOwner { client: 1, owner: 100 + i };
+            assert_eq!(t.set((1, i), of(waiter, 1000, u64::MAX, Write), true).0, SetOutcome::Queued);
+        }
+        let refused = t.set((1, 9999), of(owner(1, 99), 1000, u64::MAX, Write), true).0;
+        assert!(
+            matches!(refused, SetOutcome::Done(FlockAnswer::NoLocks(ref r)) if r.contains("waiting")),
+            "{refused:?}"
+        );
+        assert_eq!(t.set((1, 10_000), of(other, 1001, u64::MAX, Write), true).0, SetOutcome::Queued);
+        t.check_invariants();
+        // An unlock that cuts one of the hog's locks in two needs room for one lock more.
+        let ten = FlockRequest { start: 0, end: 9, ..of(hog, 1000, 0, Write) };
+        assert_eq!(t.set((0, 0), ten, false).0, SetOutcome::Done(FlockAnswer::Granted));
+        let cut = t.set((0, 0), FlockRequest { kind: None, start: 5, end: 5, ..ten }, false).0;
+        assert!(matches!(cut, SetOutcome::Done(FlockAnswer::NoLocks(_))), "{cut:?}");
+        assert_eq!(t.set((0, 0), FlockRequest { kind: None, ..ten }, false).0, SetOutcome::Done(FlockAnswer::Granted));
         t.check_invariants();
     }
 
@@ -508,7 +710,12 @@ mod tests {
             for (op, client, own, start, len, wait) in ops {
                 let o = owner(client, own);
                 match op {
-                    0 | 1 => { tickets += 1; t.set((client, tickets), req(o, Some(if op == 0 { Read } else { Write }), start, start + len), wait); }
+                    0 | 1 => {
+                        tickets += 1;
+                        // The uid varies within an owner too (a process that changed its uid).
+                        let r = FlockRequest { uid: (len % 2) as u32, ..req(o, Some(if op == 0 { Read } else { Write }), start, start + len) };
+                        t.set((client, tickets), r, wait);
+                    }
                     2 => { t.set((client, 0), req(o, None, start, start + len), false); }
                     3 => { t.unlock_owner(F, o); }
                     4 => { t.cancel((client, tickets)); }

@@ -22,6 +22,7 @@ pub mod exports;
 pub mod faults;
 pub mod fence;
 pub mod filestore;
+pub mod flock_seal;
 pub mod hello;
 pub mod kept_params;
 pub mod keys;

@@ -26,6 +26,8 @@
 //! | a stuck writer | [`WRITE_STALL_TIMEOUT_DEFAULT`] = 100 s | a peer that reads nothing for that long is disconnected and its queue freed | `writer` |
 //! | requests in flight per connection | [`REQUESTS_IN_FLIGHT_MAX`] = 64 messages, [`REQUEST_BYTES_IN_FLIGHT_MAX`] = 16 MiB | the reader waits before handing an OST thread more; a read counts the bytes of its reply | `oss` (`RequestBudget`) |
 //! | one read | `codec::BULK_BYTES_MAX` = 64 MiB | its reply could never be sent; the OST would allocate it | `oss` (answered `IoError::Invalid` at once) |
+//! | file locks at the MDS | `flock::LOCKS_MAX` = 65,536 granted, `WAITERS_MAX` = 4,096 waiting; per uid `LOCKS_PER_UID_MAX` = 4,096 and `WAITERS_PER_UID_MAX` = 256; per client `LOCKS_PER_CLIENT_MAX` = 16,384 and `WAITERS_PER_CLIENT_MAX` = 1,024 | one user, or one client node, fills only its own share; past one a request is answered `ENOLCK` naming it | `lanefs_mds::flock::FlockTable::set` |
+//! | lock requests deferred to the end of the MDS's recovery grace | `flock::WAITERS_MAX` = 4,096, and the waiters' shares per client and per uid | a client cannot fill the queue during a grace for everyone | `mds_server::flock` |
 //!
 //! Together: one connection costs an OSS at most about
 //! `QUEUE_BYTES_SOFT + REQUEST_BYTES_IN_FLIGHT_MAX` plus one maximal frame

@@ -37,7 +37,8 @@
 //! while it is over its soft limit. Requests in flight are bounded by
 //! construction: a connection's next request is read only once the last
 //! one is answered, but for waiting lock requests, which the lock table
-//! bounds ([`lanefs_mds::flock::WAITERS_MAX`]). The database's directory
+//! bounds ([`lanefs_mds::flock::WAITERS_MAX`], and per uid and per
+//! client). The database's directory
 //! is fenced by whoever opens the database (`lanefs mds`, `LocalCluster`),
 //! before it is opened; the fence comes in [`MdsOptions`] and is held as
 //! long as the MDS serves.
@@ -50,7 +51,10 @@
 //! recovery grace ([`MdsOptions::recovery_grace`]): only replayed locks
 //! are granted (other lock requests wait for its end) and nothing is
 //! destroyed, while clients reconnect and tell it again of the locks they
-//! hold and the files they keep open.
+//! hold and the files they keep open. A replayed lock is taken only with
+//! the seal the MDS gave with its grant ([`crate::flock_seal`]); one
+//! without is refused, and said at `warn`, so that no client can replay a
+//! lock it was never granted and take it from its holder.
 //!
 //! What a peer may send: any frame; a malformed one, or one an MDS does not
 //! take, closes the connection with the reason. `Mds::handle` checks every
@@ -61,6 +65,7 @@
 
 use crate::auth::{served_credentials, ClusterKey, KeyRootSquash, Peer, USER_NOT_A_NODE};
 use crate::fence::Fence;
+use crate::flock_seal::Sealer;
 use crate::limits::{
     refusal_reason, DescriptorBudget, ServerLimits, ServerStats, UserConnections, HANDSHAKES_PER_SOURCE_MAX,
 };
@@ -71,7 +76,7 @@ use crate::proto::FlockCall;
 use crate::proto::{variant, ClusterInfo, MdsAnswer, MdsCall, Role, Wire, PROTOCOL_VERSION};
 use crate::transport::{spawn_accept, AcceptPolicy, AcceptStats, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
-use lanefs_mds::flock::{FlockAnswer, FlockTable, SetOutcome, Ticket};
+use lanefs_mds::flock::{FlockAnswer, FlockOwner, FlockRequest, FlockTable, SetOutcome, Ticket};
 use lanefs_mds::{Credentials, Mds, MdsError, MdsReply, MdsRequest};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -127,12 +132,19 @@ struct Shared {
     /// File locks, by connection number and the kernel's lock owner; a
     /// waiter's ticket is its connection and the id of its request.
     flocks: Mutex<FlockTable>,
-    /// The request id each waiting lock request is answered on.
-    flock_ids: Mutex<HashMap<Ticket, u64>>,
+    /// The request id each waiting lock request is answered on, and what
+    /// it asked (its grant is sealed when it comes).
+    flock_ids: Mutex<HashMap<Ticket, (u64, FlockRequest)>>,
+    /// Seals each granted lock, and checks the seal of each replay.
+    sealer: Sealer,
     /// Until then (after a restart) only replayed locks are granted; other
-    /// lock requests wait in `deferred` (at most `WAITERS_MAX`).
+    /// lock requests wait in `deferred` (at most `WAITERS_MAX`, and the
+    /// lock table's shares of waiters per client and per uid).
     grace_until: Option<tokio::time::Instant>,
     deferred: Mutex<Vec<(u32, u64, FlockCall)>>,
+    /// The grant number of each lock replayed during the grace, by file and
+    /// owner (at most one per granted lock; emptied when the grace ends).
+    replayed: Mutex<HashMap<(lanefs_mds::Fid, FlockOwner), u64>>,
     /// Where the clients' kept settings are (`set_param -P`): the data
     /// directory's `client_params`; none without a data directory.
     kept_params: Option<std::path::PathBuf>,
@@ -216,6 +228,10 @@ pub async fn start_with(
     let grace_until =
         (!mds.created() && !recovery_grace.is_zero()).then(|| tokio::time::Instant::now() + recovery_grace);
     limits.validate().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let sealer = match &fence {
+        Some(fence) => Sealer::open(fence.dir())?,
+        None => Sealer::in_memory()?,
+    };
     let descriptors = limits.descriptors_or_raise();
     let listener = match &fence {
         Some(fence) => Listener::bind_fenced(listen, key, fence).await?,
@@ -252,8 +268,10 @@ pub async fn start_with(
         peer_next: AtomicU32::new(1),
         flocks: Mutex::new(FlockTable::new()),
         flock_ids: Mutex::new(HashMap::new()),
+        sealer,
         grace_until,
         deferred: Mutex::new(Vec::new()),
+        replayed: Mutex::new(HashMap::new()),
         kept_params: fence.as_ref().map(|f| f.dir().join("client_params")),
         oss_links: Mutex::new(HashMap::new()),
         registering: tokio::sync::Mutex::new(()),
@@ -311,8 +329,12 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
         shared.objects.expire(peer);
     }
     shared.peers.lock().expect("peers lock").remove(&peer);
-    let granted = shared.flocks.lock().expect("flocks lock").release_client(u64::from(peer));
-    shared.flock_ids.lock().expect("flock ids").retain(|ticket, _| ticket.0 != u64::from(peer));
+    let granted = {
+        let mut table = shared.flocks.lock().expect("flocks lock");
+        let granted = table.release_client(u64::from(peer));
+        shared.flock_ids.lock().expect("flock ids").retain(|ticket, _| ticket.0 != u64::from(peer));
+        seal_answers(&shared, &table, granted)
+    };
     shared.deferred.lock().expect("deferred lock").retain(|(p, _, _)| *p != peer);
     if shared.objects.opens.lock().expect("opens lock").client_gone(u64::from(peer)) > 0 {
         shared.objects.wake();
@@ -392,7 +414,7 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
                 (id, kept.map_or_else(|e| MdsAnswer::Error(e.to_string()), MdsAnswer::Params))
             }
             Wire::Mds { id, call: MdsCall::Flock(call) } => match flock(shared, peer, id, call) {
-                Some(answer) => (id, MdsAnswer::Flock(answer)),
+                Some(answer) => (id, answer),
                 None => continue,
             },
             Wire::Ping => {
@@ -510,9 +532,10 @@ fn keep_param(shared: &Shared, admin: bool, pattern: &str, value: Option<&str>) 
 /// One file-lock request of connection `peer`, sent as its request `id`:
 /// its answer now, or `None` for a request that waits (answered later by
 /// [`answer_waiters`]).
-fn flock(shared: &Shared, peer: u32, id: u64, call: FlockCall) -> Option<FlockAnswer> {
+fn flock(shared: &Shared, peer: u32, id: u64, call: FlockCall) -> Option<MdsAnswer> {
     let client = u64::from(peer);
-    if shared.grace_until.is_some_and(|until| tokio::time::Instant::now() < until) {
+    let in_grace = shared.grace_until.is_some_and(|until| tokio::time::Instant::now() < until);
+    if in_grace {
         let mut deferred = shared.deferred.lock().expect("deferred lock");
         match &call {
             FlockCall::Set { replay: true, .. } | FlockCall::UnlockOwner { .. } => {}
@@ -522,15 +545,23 @@ fn flock(shared: &Shared, peer: u32, id: u64, call: FlockCall) -> Option<FlockAn
                     .position(|(p, _, c)| *p == peer && matches!(c, FlockCall::Set { ticket: t, .. } if t == ticket));
                 if let Some(i) = found {
                     let (_, waiting_id, _) = deferred.remove(i);
-                    answer(shared, peer, waiting_id, FlockAnswer::Interrupted);
+                    answer(shared, peer, waiting_id, MdsAnswer::Flock(FlockAnswer::Interrupted));
                 }
-                return Some(FlockAnswer::Free);
+                return Some(MdsAnswer::Flock(FlockAnswer::Free));
             }
             _ if deferred.len() >= lanefs_mds::flock::WAITERS_MAX => {
-                return Some(FlockAnswer::NoLocks(format!(
+                return Some(MdsAnswer::Flock(FlockAnswer::NoLocks(format!(
                     "{} lock requests wait for the MDS's recovery to end already",
                     lanefs_mds::flock::WAITERS_MAX
-                )));
+                ))));
+            }
+            _ if deferred_share_full(&deferred, peer, &call) => {
+                return Some(MdsAnswer::Flock(FlockAnswer::NoLocks(format!(
+                    "this client, or its uid, has as many lock requests waiting for the MDS's recovery to end as \
+                     it may ({} per client, {} per uid)",
+                    lanefs_mds::flock::WAITERS_PER_CLIENT_MAX,
+                    lanefs_mds::flock::WAITERS_PER_UID_MAX
+                ))));
             }
             _ => {
                 deferred.push((peer, id, call));
@@ -540,22 +571,46 @@ fn flock(shared: &Shared, peer: u32, id: u64, call: FlockCall) -> Option<FlockAn
     }
     let mut table = shared.flocks.lock().expect("flocks lock");
     let (answer, granted) = match call {
-        FlockCall::Set { mut request, wait, ticket, replay } => {
+        FlockCall::Set { mut request, wait, ticket, replay, seal } => {
             request.owner.client = client;
+            if replay {
+                if let Err(why) = shared.sealer.check(&request, seal.as_ref(), in_grace) {
+                    warn!(
+                        peer,
+                        file = request.file.0,
+                        owner = request.owner.owner,
+                        start = request.start,
+                        end = request.end,
+                        "a replayed file lock is refused: {why}"
+                    );
+                    let reason = format!("the replayed lock is refused: {why}");
+                    return Some(MdsAnswer::Flock(FlockAnswer::NoLocks(reason)));
+                }
+            }
+            let grant = seal.filter(|_| replay && in_grace).map(|seal| seal.grant);
+            if let Some(grant) = grant {
+                displace_older(&mut table, &shared.replayed.lock().expect("replayed"), &request, grant);
+            }
             let wait = wait && !replay;
             // The waiter is answered on its request's id: remember which.
             let (outcome, granted) = table.set((client, ticket), request, wait);
+            if let (Some(grant), SetOutcome::Done(FlockAnswer::Granted)) = (grant, &outcome) {
+                shared.replayed.lock().expect("replayed").insert((request.file, request.owner), grant);
+            }
             match outcome {
-                SetOutcome::Done(answer) => (Some(answer), granted),
+                SetOutcome::Done(FlockAnswer::Granted) if request.kind.is_some() => {
+                    (Some(sealed(shared, &table, &request)), granted)
+                }
+                SetOutcome::Done(answer) => (Some(MdsAnswer::Flock(answer)), granted),
                 SetOutcome::Queued => {
-                    shared.flock_ids.lock().expect("flock ids").insert((client, ticket), id);
+                    shared.flock_ids.lock().expect("flock ids").insert((client, ticket), (id, request));
                     (None, granted)
                 }
             }
         }
         FlockCall::Get { mut request } => {
             request.owner.client = client;
-            (Some(table.get(&request)), Vec::new())
+            (Some(MdsAnswer::Flock(table.get(&request))), Vec::new())
         }
         FlockCall::Cancel { ticket } => {
             let granted = if table.cancel((client, ticket)) {
@@ -563,25 +618,102 @@ fn flock(shared: &Shared, peer: u32, id: u64, call: FlockCall) -> Option<FlockAn
             } else {
                 Vec::new()
             };
-            (Some(FlockAnswer::Free), granted)
+            (Some(MdsAnswer::Flock(FlockAnswer::Free)), granted)
         }
         FlockCall::UnlockOwner { file, owner } => {
-            let owner = lanefs_mds::flock::FlockOwner { client, owner };
-            (Some(FlockAnswer::Granted), table.unlock_owner(file, owner))
+            let owner = FlockOwner { client, owner };
+            (Some(MdsAnswer::Flock(FlockAnswer::Granted)), table.unlock_owner(file, owner))
         }
     };
     if cfg!(debug_assertions) {
         table.check_invariants();
     }
+    let granted = seal_answers(shared, &table, granted);
     drop(table);
     answer_waiters(shared, granted);
     answer
+}
+
+/// During the recovery grace, a replay whose bytes an earlier replay took
+/// with an older grant displaces it: the MDS never holds two conflicting
+/// locks at once, so of two conflicting grants the older one's owner had
+/// let go of those bytes before the newer was made, and replays a lock it
+/// no longer held. Its range of the older lock goes (said at `warn`).
+fn displace_older(
+    table: &mut FlockTable,
+    replayed: &HashMap<(lanefs_mds::Fid, FlockOwner), u64>,
+    request: &FlockRequest,
+    grant: u64,
+) {
+    while let FlockAnswer::Conflict(held) = table.get(request) {
+        match replayed.get(&(request.file, held.owner)) {
+            Some(&older) if older < grant => {
+                warn!(
+                    file = request.file.0,
+                    client = held.owner.client,
+                    owner = held.owner.owner,
+                    "a replayed file lock from an older grant gives way to one from a newer grant"
+                );
+                let unlock = FlockRequest { owner: held.owner, uid: held.uid, kind: None, ..*request };
+                let (outcome, _) = table.set((held.owner.client, 0), unlock, false);
+                if outcome != SetOutcome::Done(FlockAnswer::Granted) {
+                    return;
+                }
+            }
+            _ => return,
+        }
+    }
+}
+
+/// Whether `peer`, or the uid `call` names, has its share of the requests
+/// deferred to the end of the recovery grace (the lock table's shares of
+/// waiters).
+fn deferred_share_full(deferred: &[(u32, u64, FlockCall)], peer: u32, call: &FlockCall) -> bool {
+    let uid_of = |call: &FlockCall| match call {
+        FlockCall::Set { request, .. } | FlockCall::Get { request } => Some(request.uid),
+        _ => None,
+    };
+    let of_peer = deferred.iter().filter(|(p, _, _)| *p == peer).count();
+    let uid = uid_of(call);
+    let of_uid = deferred.iter().filter(|(_, _, c)| uid.is_some() && uid_of(c) == uid).count();
+    of_peer >= lanefs_mds::flock::WAITERS_PER_CLIENT_MAX || of_uid >= lanefs_mds::flock::WAITERS_PER_UID_MAX
+}
+
+/// The answer to `request`, just granted: the seal of its owner's lock
+/// that covers it now (merged with the owner's neighbours, if any).
+fn sealed(shared: &Shared, table: &FlockTable, request: &FlockRequest) -> MdsAnswer {
+    match table.held(request.file, request.owner, request.start) {
+        Some(lock) => MdsAnswer::FlockGranted(shared.sealer.seal(request.file, &lock)),
+        None => MdsAnswer::Flock(FlockAnswer::Granted),
+    }
+}
+
+/// Waiters' answers, each with the request id it goes on, and granted
+/// locks sealed.
+fn seal_answers(
+    shared: &Shared,
+    table: &FlockTable,
+    answers: Vec<(Ticket, FlockAnswer)>,
+) -> Vec<(Ticket, u64, MdsAnswer)> {
+    let mut ids = shared.flock_ids.lock().expect("flock ids");
+    answers
+        .into_iter()
+        .filter_map(|(ticket, answer)| {
+            let (id, request) = ids.remove(&ticket)?;
+            let answer = match answer {
+                FlockAnswer::Granted => sealed(shared, table, &request),
+                other => MdsAnswer::Flock(other),
+            };
+            Some((ticket, id, answer))
+        })
+        .collect()
 }
 
 /// The recovery grace is over: the lock requests it held back are served,
 /// in the order they came (each answered on its connection, now or when
 /// granted).
 fn end_grace(shared: &Shared) {
+    shared.replayed.lock().expect("replayed").clear();
     let deferred = std::mem::take(&mut *shared.deferred.lock().expect("deferred lock"));
     info!(deferred = deferred.len(), "recovery grace over: serving every lock request");
     for (peer, id, call) in deferred {
@@ -595,25 +727,23 @@ fn end_grace(shared: &Shared) {
 }
 
 /// Answer request `id` of connection `peer`, if it is still there.
-fn answer(shared: &Shared, peer: u32, id: u64, reply: FlockAnswer) {
+fn answer(shared: &Shared, peer: u32, id: u64, reply: MdsAnswer) {
     if let Some(outbox) = shared.peers.lock().expect("peers lock").get(&peer) {
-        let _ = outbox.push(Wire::MdsReply { id, answer: MdsAnswer::Flock(reply) });
+        let _ = outbox.push(Wire::MdsReply { id, answer: reply });
     }
 }
 
 /// Send waiters their answers, each on the connection that asked, as the
 /// reply to the request that waited.
-fn answer_waiters(shared: &Shared, answers: Vec<(Ticket, FlockAnswer)>) {
+fn answer_waiters(shared: &Shared, answers: Vec<(Ticket, u64, MdsAnswer)>) {
     if answers.is_empty() {
         return;
     }
     let peers = shared.peers.lock().expect("peers lock");
-    let mut ids = shared.flock_ids.lock().expect("flock ids");
-    for (ticket, answer) in answers {
-        let Some(id) = ids.remove(&ticket) else { continue };
+    for (ticket, id, answer) in answers {
         let Ok(peer) = u32::try_from(ticket.0) else { continue };
         if let Some(outbox) = peers.get(&peer) {
-            let _ = outbox.push(Wire::MdsReply { id, answer: MdsAnswer::Flock(answer) });
+            let _ = outbox.push(Wire::MdsReply { id, answer });
         }
     }
 }

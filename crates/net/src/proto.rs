@@ -67,7 +67,14 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    `KeepParam` and `KeptParams` to the MDS (`lanefs lctl`).
 /// 8: cache advice (`ToOst::Advise`, `ToClient::AdviseReply`: `lanefs
 ///    ladvise -a willread|dontneed`).
-pub const PROTOCOL_VERSION: u16 = 8;
+/// 9: a file-lock request and a granted lock name the uid they count
+///    against (`FlockRequest::uid`, `Flock::uid`); a granted lock comes
+///    with its seal (`MdsAnswer::FlockGranted`), which a replay carries;
+///    namespace requests that name an inode by fid (`MdsRequest::StatFid`,
+///    `OpenFid`, `ReaddirFid`, `SetAttrFid`, `SetMtimeFid`, `SetAtimeFid`,
+///    `LinkFid`); the handshake pool, registrations answered `Pong` to a
+///    probe.
+pub const PROTOCOL_VERSION: u16 = 9;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,8 +169,16 @@ pub enum FlockCall {
     ///
     /// `replay`: a lock this client held before the MDS restarted (or
     /// before its connection was lost), asked for again; during the MDS's
-    /// recovery grace only replays are granted.
-    Set { request: lanefs_mds::flock::FlockRequest, wait: bool, ticket: u64, replay: bool },
+    /// recovery grace only replays are granted. A replay is taken only
+    /// with the `seal` the MDS gave with the grant, and only for a range
+    /// inside the sealed one (see [`crate::flock_seal`]).
+    Set {
+        request: lanefs_mds::flock::FlockRequest,
+        wait: bool,
+        ticket: u64,
+        replay: bool,
+        seal: Option<crate::flock_seal::FlockSeal>,
+    },
     /// `F_GETLK`: the first lock in the way, or `Free`.
     Get { request: lanefs_mds::flock::FlockRequest },
     /// Withdraw the waiting `Set` of `ticket` (answered `Free`).
@@ -178,6 +193,10 @@ pub enum MdsAnswer {
     ClusterInfo(ClusterInfo),
     Error(String),
     Flock(lanefs_mds::flock::FlockAnswer),
+    /// A lock request granted (`FlockAnswer::Granted`), with the seal of
+    /// the owner's lock that now covers the request: what the client
+    /// replays it with.
+    FlockGranted(crate::flock_seal::FlockSeal),
     /// `MdsCall::Opened` or `Closed` is recorded.
     Opened,
     /// The kept client settings, `(pattern, value)`, in the order kept.

@@ -128,6 +128,17 @@ pub struct ClientConfig {
     /// With `recovery`: acknowledged, uncommitted bytes kept per OST before
     /// writes to it wait (Lustre's unstable pages).
     pub unstable_bytes_max: u64,
+    /// How long a lock request may wait at its OST behind conflicting
+    /// locks before it is withdrawn and the operations that needed it fail
+    /// with [`ClientError::LockWaitTimeout`] (`ETIMEDOUT`); `None`: as long
+    /// as it takes. A holder of a called-back lock must give it up within
+    /// the OST's callback timeout or be evicted, but a GROUP lock takes no
+    /// callback and holds until its holder lets go: without a bound, a
+    /// write behind it would wait for as long as that. The network client
+    /// sets its RPC timeout here; the simulator, whose waits always end,
+    /// none. Where lanefs departs: Lustre's clients wait for a group lock
+    /// for as long as it is held.
+    pub lock_wait_max: Option<Duration>,
 }
 
 impl Default for ClientConfig {
@@ -142,6 +153,7 @@ impl Default for ClientConfig {
             copy_bytes_per_s: None,
             recovery: false,
             unstable_bytes_max: UNSTABLE_BYTES_MAX_DEFAULT,
+            lock_wait_max: None,
         }
     }
 }
@@ -279,6 +291,11 @@ pub enum ClientError {
     Protocol(&'static str),
     #[error("invalid client configuration: {0}")]
     Config(String),
+    #[error(
+        "waited {waited_s} s for a {mode} lock on {ost}, held off by another client's lock (a GROUP lock \
+         holds until its holder releases it); try again later, or raise the client's timeout"
+    )]
+    LockWaitTimeout { ost: OstIndex, mode: &'static str, waited_s: u64 },
     #[error("this client holds {held} payloads and cannot take {offered} ones; use one client per kind")]
     MixedPayloads { held: PayloadKind, offered: PayloadKind },
 }
@@ -295,6 +312,7 @@ impl ClientError {
             ClientError::WriteLost { cause, .. } => cause.errno(),
             ClientError::Protocol(_) => Errno::EIO,
             ClientError::Config(_) | ClientError::MixedPayloads { .. } => Errno::EINVAL,
+            ClientError::LockWaitTimeout { .. } => Errno::ETIMEDOUT,
         }
     }
 }
@@ -458,6 +476,10 @@ pub struct Client {
     /// When each write step copying into the page cache ends: the ops in
     /// `OpState::Copying`, by end.
     copy_ends: BTreeSet<(Instant, OpId)>,
+    /// When each lock waiting at its OST is withdrawn (with
+    /// `lock_wait_max`). An entry whose lock stopped waiting is dropped
+    /// when its time comes; at most one per lock.
+    lock_wait_ends: BTreeSet<(Instant, LocalLock)>,
     rpcs: FxHashMap<Xid, Rpc>,
     writes_in_flight: FxHashMap<OstIndex, usize>,
     /// Read RPCs in flight per OST (for `rpc_stats`; reads have no limit).
@@ -506,6 +528,7 @@ impl Client {
             cache: PageCache::new(),
             ops: BTreeMap::new(),
             copy_ends: BTreeSet::new(),
+            lock_wait_ends: BTreeSet::new(),
             rpcs: FxHashMap::default(),
             writes_in_flight: FxHashMap::default(),
             reads_in_flight: FxHashMap::default(),
@@ -807,6 +830,7 @@ impl Client {
         for id in aged.map(|t| self.locks.unused_since(Instant(t))).unwrap_or_default() {
             self.begin_cancel(id);
         }
+        self.end_lock_waits(now);
         self.run(now);
     }
 
@@ -825,7 +849,8 @@ impl Client {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let lru = self.locks.oldest_unused().map(|t| t + self.config.lru_age_max);
-        self.copy_ends.first().map(|&(t, _)| t).into_iter().chain(lru).min()
+        let lock_wait = self.lock_wait_ends.first().map(|&(t, _)| t);
+        self.copy_ends.first().map(|&(t, _)| t).into_iter().chain(lru).chain(lock_wait).min()
     }
 
     /// Panics if a coherence invariant is broken.

@@ -46,6 +46,9 @@ impl Client {
                 self.locks.set_handle(l, lock);
                 self.unclaimed.remove(&(ost, lock));
                 self.locks.get_mut(l).expect("listed").state = ClientLockState::Waiting;
+                if let Some(max) = self.config.lock_wait_max {
+                    self.lock_wait_ends.insert((now + max, l));
+                }
             }
             EnqueueReply::Invalid => {
                 // Only a bug on this side can cause it: fail the operations
@@ -89,6 +92,28 @@ impl Client {
 
     /// Lock `l` cannot be used: it goes, and the operations waiting for it
     /// fail with `error` rather than ask again forever.
+    /// Withdraw the lock requests that have waited at their OSTs for
+    /// `lock_wait_max`: each is cancelled there (the OST takes it out of
+    /// its queue), and the operations that waited for it fail, naming it.
+    pub(in crate::client) fn end_lock_waits(&mut self, now: Instant) {
+        let Some(max) = self.config.lock_wait_max else { return };
+        while let Some(&(end, l)) = self.lock_wait_ends.first() {
+            if end > now {
+                break;
+            }
+            self.lock_wait_ends.pop_first();
+            let Some(lock) = self.locks.get(l).filter(|lock| lock.state == ClientLockState::Waiting) else {
+                continue; // granted or gone since
+            };
+            let (ost, mode) = (lock.key.ost, lock.mode.name());
+            let handle = lock.handle.expect("a waiting lock has its handle");
+            let waited_s = max.as_ns() / 1_000_000_000;
+            tracing::warn!(client = self.id.0, %ost, mode, waited_s, "a lock request waited too long: withdrawn");
+            self.send(ost, ToOst::Cancel { lock: handle });
+            self.fail_lock(l, ClientError::LockWaitTimeout { ost, mode, waited_s });
+        }
+    }
+
     fn fail_lock(&mut self, l: LocalLock, error: ClientError) {
         self.locks.remove(l);
         let waiters: Vec<OpId> =

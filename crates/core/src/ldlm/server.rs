@@ -27,7 +27,7 @@
 //! rule makes liveness independent of how a grant was expanded.
 //!
 //! What a peer may send: any request; one that is inverted, off page
-//! boundaries, or a GROUP lock on less than the whole object is answered
+//! boundaries, a GROUP lock on less than the whole object or of gid 0 is answered
 //! [`EnqueueReply::Invalid`] and leaves no lock behind (`check_request`). A
 //! cancel of a lock the client does not hold (unknown, another client's, or
 //! gone with an eviction) is ignored with a debug log.
@@ -978,6 +978,10 @@ fn check_request(request: &LockRequest) -> Result<(), &'static str> {
     }
     if request.mode.is_group() && e != Extent::WHOLE {
         return Err("GROUP locks cover the whole object");
+    }
+    if request.mode == LockMode::Group(super::GroupId(0)) {
+        // Lustre's `ll_get_grouplock` refuses gid 0 (EINVAL): it is no group.
+        return Err("a GROUP lock's gid is not 0");
     }
     Ok(())
 }

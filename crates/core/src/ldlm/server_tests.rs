@@ -30,6 +30,7 @@ fn malformed_requests_are_refused_not_fatal() {
         pw(100, 5000),
         pw(0, 4094),
         LockRequest::new(LockMode::Group(crate::ldlm::GroupId(1)), Extent::new(0, MIB - 1)),
+        LockRequest::new(LockMode::Group(crate::ldlm::GroupId(0)), Extent::WHOLE),
     ];
     for (i, request) in bad.into_iter().enumerate() {
         s.handle_enqueue(Instant(0), ClientId(1), Xid(i as u64), ObjectId(0), request);
@@ -38,11 +39,11 @@ fn malformed_requests_are_refused_not_fatal() {
     let inverted = LockRequest { extent: Extent { start: 8192, end: 0 }, ..pw(0, 4095) };
     s.handle_enqueue(Instant(0), ClientId(1), Xid(9), ObjectId(0), inverted);
     let (out, events) = drain(&mut s);
-    assert_eq!(out.len(), 4);
+    assert_eq!(out.len(), 5);
     assert!(out.iter().all(|(_, m)| matches!(m, ToClient::Enqueue { reply: EnqueueReply::Invalid, .. })));
-    assert_eq!(events.len(), 4);
+    assert_eq!(events.len(), 5);
     assert_eq!(s.lock_count(), 0);
-    assert_eq!(s.counters_total().refusals, 4);
+    assert_eq!(s.counters_total().refusals, 5);
     s.check_invariants();
 }
 

@@ -502,6 +502,34 @@ fn group_locks_and_lockahead_through_the_mounts_ioctls() {
     assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{err}");
 }
 
+/// A group lock needs a descriptor open for writing (`EBADF` otherwise)
+/// and a group id other than 0 (`EINVAL`); and a write through another
+/// mount, behind a group lock, fails with `ETIMEDOUT` once that mount's
+/// timeout has passed instead of hanging for as long as the lock is held.
+#[test]
+fn a_group_lock_needs_a_writer_and_a_gid_and_holds_a_write_off_only_until_the_timeout() {
+    let timeout = std::time::Duration::from_secs(2);
+    let Some(m) = mounted_with(2, ClientOptions::default().with_timeout(timeout)) else { return };
+    fs::write(m.at(0, "g"), vec![0u8; 4096]).unwrap();
+    let reader = fs::File::open(m.at(0, "g")).unwrap();
+    let mut gid = 7u64.to_ne_bytes();
+    let refused = ioctl(&reader, IOC_GROUP_LOCK, gid.as_mut_ptr()).unwrap_err();
+    assert_eq!(refused.raw_os_error(), Some(libc::EBADF), "read-only: {refused}");
+    let a = OpenOptions::new().read(true).write(true).open(m.at(0, "g")).unwrap();
+    let mut zero = 0u64.to_ne_bytes();
+    let refused = ioctl(&a, IOC_GROUP_LOCK, zero.as_mut_ptr()).unwrap_err();
+    assert_eq!(refused.raw_os_error(), Some(libc::EINVAL), "gid 0: {refused}");
+    ioctl(&a, IOC_GROUP_LOCK, gid.as_mut_ptr()).unwrap();
+    let b = OpenOptions::new().write(true).open(m.at(1, "g")).unwrap();
+    let started = std::time::Instant::now();
+    let failed = b.write_all_at(b"from b", 0).unwrap_err();
+    let waited = started.elapsed();
+    assert_eq!(failed.raw_os_error(), Some(libc::ETIMEDOUT), "{failed}");
+    assert!(waited >= timeout && waited < timeout * 5, "failed after {waited:?}");
+    ioctl(&a, IOC_GROUP_UNLOCK, gid.as_mut_ptr()).unwrap();
+    b.write_all_at(b"from b", 0).unwrap();
+}
+
 /// The C header's ioctl numbers and structure size are the ones the mount
 /// answers to.
 #[test]
@@ -712,6 +740,108 @@ except TimeoutError:
     a.stdin.take();
     a.wait().unwrap();
     w.wait().unwrap();
+}
+
+/// A lock whose range ends at `u64::MAX` (what a client library program
+/// may send for "to the end of the file") is reported by a mount's
+/// `F_GETLK` as `l_len` 0, and one that starts past the kernel's largest
+/// offset at that offset, never as an `EIO`.
+#[test]
+fn f_getlk_reports_a_lock_to_u64_max_as_one_to_the_end_of_the_file() {
+    use lanefs_mds::flock::{FlockAnswer, FlockKind, FlockOwner, FlockRequest};
+    use std::os::unix::fs::MetadataExt;
+    let Some(m) = mounted(1) else { return };
+    fs::write(m.at(0, "eof"), b"x").unwrap();
+    fs::write(m.at(0, "far"), b"x").unwrap();
+    let client = Client::connect(&m.cluster.mds_address(), ClientOptions::default()).unwrap();
+    let take = |name: &str, start: u64| {
+        let file = lanefs_mds::Fid(fs::metadata(m.at(0, name)).unwrap().ino());
+        let owner = FlockOwner { client: 0, owner: 1 };
+        let request = FlockRequest { file, owner, pid: 1, uid: 0, kind: Some(FlockKind::Write), start, end: u64::MAX };
+        assert_eq!(client.flock(request, false, &|| false).unwrap(), FlockAnswer::Granted);
+    };
+    take("eof", 10);
+    take("far", u64::MAX - 5);
+    let eof = fs::File::open(m.at(0, "eof")).unwrap();
+    let seen = fcntl_lock(&eof, libc::F_GETLK, libc::F_RDLCK, 0, 0).expect("F_GETLK answers");
+    assert_eq!((seen.l_type as i32, seen.l_start, seen.l_len), (libc::F_WRLCK, 10, 0));
+    let far = fs::File::open(m.at(0, "far")).unwrap();
+    let seen = fcntl_lock(&far, libc::F_GETLK, libc::F_RDLCK, 0, 0).expect("F_GETLK answers");
+    assert_eq!((seen.l_type as i32, seen.l_start, seen.l_len), (libc::F_WRLCK, i64::MAX, 0));
+}
+
+/// Processes of one uid that park as many `F_SETLKW` waiters in a mount
+/// as it lets them (the rest are refused `ENOLCK` at once) leave another
+/// uid's `F_SETLKW` free to lock at once and to wait.
+#[test]
+fn one_uids_parked_waiters_do_not_stop_another_uids_f_setlkw() {
+    let Some(m) = mounted(1) else { return };
+    for name in ["held", "free"] {
+        fs::write(m.at(0, name), b"0123456789").unwrap();
+        fs::set_permissions(m.at(0, name), fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    let holder = OpenOptions::new().read(true).write(true).open(m.at(0, "held")).unwrap();
+    fcntl_lock(&holder, libc::F_SETLK, libc::F_WRLCK, 0, 0).unwrap();
+    // uid 4242 asks for the held file from more threads than a mount
+    // parks for everyone together (1024).
+    let hog = r#"
+import fcntl, os, sys, threading, time
+f = open(sys.argv[1], "r+")
+os.setgid(4242); os.setuid(4242)
+refused = []
+def wait():
+    try:
+        fcntl.lockf(f, fcntl.LOCK_EX, 1, 0)
+    except OSError as e:
+        refused.append(e.errno)
+for _ in range(1100):
+    threading.Thread(target=wait, daemon=True).start()
+time.sleep(2)
+print(len(refused), flush=True)
+sys.stdin.readline()
+"#;
+    // Killed however the test ends: its waiting threads are this mount's.
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut hog = KillOnDrop(python(hog, &[&m.at(0, "held")]));
+    let refused: usize = line_of(&mut hog.0).parse().unwrap();
+    println!("uid 4242: {refused} of 1100 waits refused at once");
+    // What the parked waiters cost this process (the mount, the cluster;
+    // and any test that runs beside this one: run it alone to measure).
+    let cpu_ticks = || {
+        let stat = fs::read_to_string("/proc/self/stat").unwrap();
+        let fields: Vec<u64> =
+            stat.rsplit(')').next().unwrap().split_whitespace().skip(11).take(2).map(|f| f.parse().unwrap()).collect();
+        fields[0] + fields[1]
+    };
+    let (before, started) = (cpu_ticks(), std::time::Instant::now());
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: sysconf has no preconditions.
+    let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let cpu = (cpu_ticks() - before) as f64 / ticks_per_s / started.elapsed().as_secs_f64();
+    println!("with {} waiters parked, the mount's process used {:.1}% of a CPU", 1100 - refused, cpu * 100.0);
+    assert!(refused >= 1100 - lanefs_fuse::locks::WAITERS_PER_UID_MAX, "the mount parks at most its share of one uid");
+    let free = OpenOptions::new().read(true).write(true).open(m.at(0, "free")).unwrap();
+    fcntl_lock(&free, libc::F_SETLKW, libc::F_WRLCK, 0, 0).expect("an uncontended F_SETLKW takes no waiter's place");
+    // A root process waits for the holder's byte 5, and gets it once let go.
+    let root = r#"
+import fcntl, sys
+f = open(sys.argv[1], "r+")
+fcntl.lockf(f, fcntl.LOCK_EX, 1, 5)
+print("granted", flush=True)
+"#;
+    let mut waiting = python(root, &[&m.at(0, "held")]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(waiting.try_wait().unwrap().is_none(), "root's F_SETLKW waits for the holder");
+    fcntl_lock(&holder, libc::F_SETLK, libc::F_UNLCK, 5, 1).unwrap();
+    assert_eq!(line_of(&mut waiting), "granted");
+    waiting.wait().unwrap();
+    drop(hog);
 }
 
 /// SQLite (Python's `sqlite3`, rollback journal): two processes on two

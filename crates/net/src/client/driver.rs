@@ -116,7 +116,15 @@ impl Driver {
         }
         // OSSes are connected to when first needed: commands that need only
         // the MDS (ls, mkdir, getstripe, rm) work while an OSS is down.
-        let mut core = CoreClient::new(ClientId(0), options.core.clone())?.with_page_pool(pool.clone());
+        // A lock request waits at its OST at most the RPC timeout (a GROUP
+        // lock another client holds would otherwise hold a write for ever).
+        let rpc_timeout =
+            lanefs_core::Duration::from_ns(u64::try_from(options.rpc_timeout.as_nanos()).unwrap_or(u64::MAX));
+        let config = lanefs_core::client::ClientConfig {
+            lock_wait_max: options.core.lock_wait_max.or(Some(rpc_timeout)),
+            ..options.core.clone()
+        };
+        let mut core = CoreClient::new(ClientId(0), config)?.with_page_pool(pool.clone());
         let queue_limits = client_queue_limits(&options.core, info.ost_count);
         let uuid = client_uuid();
         let instance = params::client::instance(uuid);

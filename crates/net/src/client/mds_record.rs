@@ -12,12 +12,22 @@
 //! while this one was away) is lost: it is dropped from the record and
 //! said in the log, as Lustre reports a lock it could not replay.
 //!
-//! Bounds: as the MDS's (`lanefs_mds::flock::LOCKS_MAX` locks,
+//! Each granted lock comes with the MDS's seal of it (see
+//! `crate::flock_seal`), which its replay carries: the record keeps, per
+//! file, owner and kind, the seals of the locks it holds (a lock cut by an
+//! unlock keeps its seal, which covers every piece), and replays each lock
+//! with the newest seal that covers it. A replay without one is refused
+//! by the MDS, and the lock is lost (said in the log).
+//!
+//! Bounds: as the MDS's (`lanefs_mds::flock::LOCKS_PER_CLIENT_MAX` locks,
 //! `lanefs_mds::opens::OPENS_MAX` files), since the record only holds what
-//! the MDS granted.
+//! the MDS granted; seals only of locks held (those no held lock needs go
+//! when a seal is added for the same file, owner and kind, or when the
+//! owner's locks on the file go).
 
+use crate::flock_seal::FlockSeal;
 use crate::proto::{FlockCall, MdsAnswer, MdsCall};
-use lanefs_mds::flock::{FlockAnswer, FlockOwner, FlockRequest, FlockTable, SetOutcome};
+use lanefs_mds::flock::{FlockAnswer, FlockKind, FlockOwner, FlockRequest, FlockTable, SetOutcome};
 use lanefs_mds::Fid;
 use std::collections::HashMap;
 use tracing::warn;
@@ -34,6 +44,8 @@ enum Tracked {
 pub(super) struct MdsRecord {
     /// This client's granted locks (every owner's `client` is 0 here).
     locks: FlockTable,
+    /// The MDS's seals of the locks held, by file, lock owner and kind.
+    seals: HashMap<(Fid, u64, FlockKind), Vec<FlockSeal>>,
     /// Files kept open, with how many opens of each.
     opens: HashMap<Fid, u32>,
     in_flight: HashMap<u64, Tracked>,
@@ -55,6 +67,7 @@ impl MdsRecord {
             }
             MdsCall::Flock(FlockCall::UnlockOwner { file, owner }) => {
                 self.locks.unlock_owner(*file, FlockOwner { client: 0, owner: *owner });
+                self.seals.retain(|&(f, o, _), _| (f, o) != (*file, *owner));
             }
             MdsCall::Opened { fid } => {
                 self.in_flight.insert(id, Tracked::Opened(*fid));
@@ -75,7 +88,12 @@ impl MdsRecord {
     pub fn answered(&mut self, id: u64, answer: &MdsAnswer) {
         match (self.in_flight.remove(&id), answer) {
             (Some(Tracked::Set(request)), MdsAnswer::Flock(FlockAnswer::Granted)) => self.apply(request),
+            (Some(Tracked::Set(request)), MdsAnswer::FlockGranted(seal)) => {
+                self.apply(request);
+                self.keep_seal(&request, *seal);
+            }
             (Some(Tracked::Replay(_)), MdsAnswer::Flock(FlockAnswer::Granted)) => {}
+            (Some(Tracked::Replay(request)), MdsAnswer::FlockGranted(seal)) => self.keep_seal(&request, *seal),
             (Some(Tracked::Replay(request)), refused) => {
                 warn!(
                     file = request.file.0,
@@ -119,14 +137,38 @@ impl MdsRecord {
                 file,
                 owner: lock.owner,
                 pid: lock.pid,
+                uid: lock.uid,
                 kind: Some(lock.kind),
                 start: lock.start,
                 end: lock.end,
             };
-            MdsCall::Flock(FlockCall::Set { request, wait: false, ticket: 0, replay: true })
+            let seal = self.seals.get(&(file, lock.owner.owner, lock.kind)).and_then(|seals| {
+                seals.iter().filter(|s| s.start <= lock.start && lock.end <= s.end).max_by_key(|s| s.grant).copied()
+            });
+            MdsCall::Flock(FlockCall::Set { request, wait: false, ticket: 0, replay: true, seal })
         });
         let opens = self.opens.iter().flat_map(|(fid, n)| (0..*n).map(|_| MdsCall::Opened { fid: *fid }));
         locks.chain(opens).collect()
+    }
+
+    /// Keep `seal`, the MDS's proof of the lock that covers `request` now;
+    /// forget the seals of its file, owner and kind that no held lock needs.
+    fn keep_seal(&mut self, request: &FlockRequest, seal: FlockSeal) {
+        let Some(kind) = request.kind else { return };
+        let key = (request.file, request.owner.owner, kind);
+        let owner = FlockOwner { client: 0, owner: request.owner.owner };
+        let held: Vec<(u64, u64)> = self
+            .locks
+            .granted()
+            .filter(|(file, l)| *file == request.file && l.owner == owner && l.kind == kind)
+            .map(|(_, l)| (l.start, l.end))
+            .collect();
+        let seals = self.seals.entry(key).or_default();
+        seals.push(seal);
+        seals.retain(|s| held.iter().any(|&(start, end)| s.start <= start && end <= s.end));
+        if seals.is_empty() {
+            self.seals.remove(&key);
+        }
     }
 
     fn apply(&mut self, request: FlockRequest) {
@@ -150,8 +192,9 @@ mod tests {
     use lanefs_mds::flock::FlockKind;
 
     fn set(owner: u64, kind: Option<FlockKind>, start: u64, end: u64, replay: bool) -> MdsCall {
-        let request = FlockRequest { file: Fid(5), owner: FlockOwner { client: 9, owner }, pid: 1, kind, start, end };
-        MdsCall::Flock(FlockCall::Set { request, wait: true, ticket: owner, replay })
+        let request =
+            FlockRequest { file: Fid(5), owner: FlockOwner { client: 9, owner }, pid: 1, uid: 1000, kind, start, end };
+        MdsCall::Flock(FlockCall::Set { request, wait: true, ticket: owner, replay, seal: None })
     }
 
     #[test]

@@ -78,6 +78,7 @@ use lanefs_core::pages::{PagePool, PageSpan};
 use lanefs_core::{Instant, PAGE_SIZE};
 use lanefs_mds::flock::FlockAnswer;
 use lanefs_mds::{Credentials, DirEntry, DirPage, MdsError, MdsReply, MdsRequest};
+use std::future::Future;
 use std::time::Duration as StdDuration;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 use tokio::sync::oneshot;
@@ -107,6 +108,10 @@ pub enum NetError {
     Closed,
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// A caller's argument the library refuses before sending anything
+    /// (`EINVAL`); says which and why.
+    #[error("invalid argument: {0}")]
+    Invalid(String),
     /// An object of the file is gone from its OST (its file there was
     /// removed, or never made): that stripe's bytes are lost, not zeros.
     #[error(
@@ -131,6 +136,7 @@ impl NetError {
             | NetError::Closed
             | NetError::Protocol(_)
             | NetError::MissingObject { .. } => lanefs_core::Errno::EIO,
+            NetError::Invalid(_) => lanefs_core::Errno::EINVAL,
         }
     }
 }
@@ -148,7 +154,11 @@ pub struct ClientOptions {
     /// how long a namespace call keeps trying an MDS out of reach.
     pub reconnect_timeout: StdDuration,
     /// A connection that answers nothing for this long after something was
-    /// sent on it counts as lost (Lustre's `obd_timeout` for an RPC, 100 s).
+    /// sent on it counts as lost (Lustre's `obd_timeout` for an RPC, 100 s);
+    /// and a lock request that waits this long at its OST behind another
+    /// client's lock (a GROUP lock, which takes no callback) is withdrawn,
+    /// failing what needed it with `ETIMEDOUT` (unless `core.lock_wait_max`
+    /// says otherwise).
     pub rpc_timeout: StdDuration,
     /// Ping a server connection nothing was sent on for this long, so that
     /// the server's idle timeout (150 s by default) never closes it and a
@@ -325,12 +335,27 @@ pub struct Client {
     flock_tickets: std::sync::atomic::AtomicU64,
 }
 
-/// The longest pause between two looks at a waiting lock request.
-const FLOCK_POLL_MAX: StdDuration = StdDuration::from_millis(20);
+/// The longest pause between two looks at whether a waiting file-lock
+/// request's caller is interrupted ([`Client::flock`]): a signal ends a
+/// wait within this. The looks start 1 ms apart and double up to it, so
+/// that many parked waiters cost little CPU (each look reads `/proc` in a
+/// mount); the MDS's answer wakes the waiter at once, whenever it comes.
+pub const FLOCK_SIGNAL_POLL_MAX: StdDuration = StdDuration::from_millis(200);
+const FLOCK_SIGNAL_POLL_FIRST: StdDuration = StdDuration::from_millis(1);
+
+/// Wakes a thread parked on a reply ([`Client::flock`]).
+struct Unpark(std::thread::Thread);
+
+impl std::task::Wake for Unpark {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.unpark();
+    }
+}
 
 fn flock_answer(answer: Result<MdsAnswer, NetError>) -> Result<FlockAnswer, NetError> {
     match answer? {
         MdsAnswer::Flock(answer) => Ok(answer),
+        MdsAnswer::FlockGranted(_) => Ok(FlockAnswer::Granted),
         MdsAnswer::Error(e) => Err(NetError::Mds(e)),
         other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
     }
@@ -472,23 +497,34 @@ impl Client {
     ) -> Result<FlockAnswer, NetError> {
         let ticket = self.flock_tickets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (tx, mut rx) = oneshot::channel();
-        let call = MdsCall::Flock(FlockCall::Set { request, wait, ticket, replay: false });
+        let call = MdsCall::Flock(FlockCall::Set { request, wait, ticket, replay: false, seal: None });
         self.cmds.send(Cmd::Mds(call, tx)).map_err(|_| NetError::Closed)?;
-        let (mut pause, mut cancelled) = (StdDuration::from_micros(50), false);
+        // The driver's reply unparks this thread; between two looks at
+        // `interrupted` it sleeps, the pause doubling up to its bound.
+        let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+        let mut context = std::task::Context::from_waker(&waker);
+        let mut pause = FLOCK_SIGNAL_POLL_FIRST;
+        let mut look_at = std::time::Instant::now();
+        let mut cancelled = false;
         loop {
-            match rx.try_recv() {
-                Ok(answer) => return flock_answer(answer),
-                Err(oneshot::error::TryRecvError::Closed) => return Err(NetError::Closed),
-                Err(oneshot::error::TryRecvError::Empty) => {}
+            match std::pin::Pin::new(&mut rx).poll(&mut context) {
+                std::task::Poll::Ready(Ok(answer)) => return flock_answer(answer),
+                std::task::Poll::Ready(Err(_)) => return Err(NetError::Closed),
+                std::task::Poll::Pending => {}
             }
-            if wait && !cancelled && interrupted() {
-                cancelled = true;
-                // Its own answer says nothing; the waiter's comes on `rx`.
-                self.flock_call(FlockCall::Cancel { ticket })?;
-                continue;
+            let now = std::time::Instant::now();
+            if wait && !cancelled && now >= look_at {
+                if interrupted() {
+                    cancelled = true;
+                    // Its own answer says nothing; the waiter's comes on `rx`.
+                    self.flock_call(FlockCall::Cancel { ticket })?;
+                    continue;
+                }
+                look_at = now + pause;
+                pause = (pause * 2).min(FLOCK_SIGNAL_POLL_MAX);
             }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(FLOCK_POLL_MAX);
+            let until = if wait && !cancelled { look_at } else { now + FLOCK_SIGNAL_POLL_MAX };
+            std::thread::park_timeout(until.saturating_duration_since(now));
         }
     }
 
@@ -635,7 +671,18 @@ impl Client {
         self.file_op(file, move |c, now| c.truncate(now, fh, size)).map(|_| ())
     }
 
+    /// Take a GROUP lock of `gid` on every object of `file`
+    /// (`LL_IOC_GROUP_LOCK`): shared with the other holders of `gid`, it
+    /// holds off everyone else's I/O until released. `gid` 0 is no group:
+    /// refused with [`NetError::Invalid`] (`EINVAL`), as Lustre does. The
+    /// library does not know how `file` was opened: a mount refuses a
+    /// group lock on a file not open for writing.
     pub fn group_lock(&self, file: &File, gid: u64) -> Result<(), NetError> {
+        if gid == 0 {
+            return Err(NetError::Invalid(
+                "a group lock's group id is not 0 (0 is no group, as on Lustre); choose another".into(),
+            ));
+        }
         let fh = file.handle;
         self.op(move |c, now| c.group_lock(now, fh, GroupId(gid))).map(|_| ())
     }
