@@ -14,22 +14,31 @@
 //! they keep open meanwhile (Lustre keeps orphans on disk and its clients
 //! reopen them in recovery).
 //!
-//! Bound: [`OPENS_MAX`] open files over all clients; past it an open is
-//! not recorded, and the caller is told.
+//! Bounds: [`OPENS_MAX`] open files over all clients, and
+//! [`OPENS_PER_CLIENT_MAX`] for one client (a mount keeps at most 65,536
+//! open files itself), so that one client cannot fill the table for all;
+//! past either an open is not recorded, and the caller is told. The
+//! network MDS records only files that exist.
 //!
 //! Invariant ([`OpenFiles::check_invariants`]): every recorded count is
-//! positive, and the table within its bound.
+//! positive, each client's number of files is what the table holds for
+//! it, and all are within their bounds.
 
 use crate::Fid;
 use std::collections::HashMap;
 
 /// Distinct files recorded open, over all clients, at most.
 pub const OPENS_MAX: usize = 1 << 20;
+/// Distinct files recorded open by one client, at most: a mount's own
+/// bound on its open files.
+pub const OPENS_PER_CLIENT_MAX: usize = 1 << 16;
 
 #[derive(Debug, Default)]
 pub struct OpenFiles {
     /// For each open file, how many opens each client has of it.
     opens: HashMap<Fid, HashMap<u64, u32>>,
+    /// How many distinct files each client has open.
+    per_client: HashMap<u64, usize>,
 }
 
 impl OpenFiles {
@@ -42,20 +51,43 @@ impl OpenFiles {
         if !self.opens.contains_key(&fid) && self.opens.len() >= OPENS_MAX {
             return Err(format!("{OPENS_MAX} files are recorded open, the most the MDS keeps"));
         }
+        let new_here = !self.opens.get(&fid).is_some_and(|c| c.contains_key(&client));
+        if new_here && self.per_client.get(&client).copied().unwrap_or(0) >= OPENS_PER_CLIENT_MAX {
+            return Err(format!(
+                "this client has {OPENS_PER_CLIENT_MAX} files recorded open, the most the MDS keeps for one client"
+            ));
+        }
+        if new_here {
+            *self.per_client.entry(client).or_default() += 1;
+        }
         let count = self.opens.entry(fid).or_default().entry(client).or_default();
         *count = count.saturating_add(1);
         Ok(())
+    }
+
+    /// `client` holds one file less.
+    fn client_let_go(&mut self, client: u64) {
+        let files = self.per_client.get_mut(&client).expect("a client with an open is counted");
+        *files -= 1;
+        if *files == 0 {
+            self.per_client.remove(&client);
+        }
     }
 
     /// `client` closed `fid` (a close it never opened is passed over).
     /// Returns whether that was the file's last open anywhere.
     pub fn closed(&mut self, fid: Fid, client: u64) -> bool {
         let Some(clients) = self.opens.get_mut(&fid) else { return false };
+        let mut let_go = false;
         if let Some(count) = clients.get_mut(&client) {
             *count -= 1;
             if *count == 0 {
                 clients.remove(&client);
+                let_go = true;
             }
+        }
+        if let_go {
+            self.client_let_go(client);
         }
         self.forget_if_closed(fid)
     }
@@ -69,6 +101,7 @@ impl OpenFiles {
             self.opens.get_mut(&fid).expect("listed").remove(&client);
             closed += usize::from(self.forget_if_closed(fid));
         }
+        self.per_client.remove(&client);
         closed
     }
 
@@ -95,6 +128,14 @@ impl OpenFiles {
             assert!(clients.values().all(|&n| n > 0), "{fid:?}: a zero count is kept");
         }
         assert!(self.opens.len() <= OPENS_MAX, "bound");
+        let mut per_client: HashMap<u64, usize> = HashMap::new();
+        for clients in self.opens.values() {
+            for client in clients.keys() {
+                *per_client.entry(*client).or_default() += 1;
+            }
+        }
+        assert_eq!(per_client, self.per_client, "files open per client");
+        assert!(per_client.values().all(|&n| n <= OPENS_PER_CLIENT_MAX), "a client over its bound");
     }
 }
 
@@ -118,5 +159,23 @@ mod tests {
         assert!(!o.closed(f, 3), "a close never opened is passed over");
         o.check_invariants();
         assert_eq!(o.count(), 0);
+    }
+
+    #[test]
+    fn one_client_records_at_most_its_share() {
+        let mut o = OpenFiles::new();
+        for fid in 0..OPENS_PER_CLIENT_MAX as u64 {
+            o.opened(Fid(fid), 1).unwrap();
+        }
+        o.opened(Fid(0), 1).expect("another open of a file it has open takes no more room");
+        let refused = o.opened(Fid(u64::MAX), 1).unwrap_err();
+        assert!(refused.contains("for one client"), "{refused}");
+        o.opened(Fid(u64::MAX), 2).expect("another client still records");
+        o.check_invariants();
+        assert!(!o.closed(Fid(0), 1) && o.closed(Fid(0), 1));
+        o.opened(Fid(u64::MAX), 1).expect("a file closed frees its room");
+        o.check_invariants();
+        o.client_gone(1);
+        o.check_invariants();
     }
 }

@@ -397,7 +397,19 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
                 (id, MdsAnswer::ClusterInfo(ClusterInfo { ost_count: shared.ost_count, osts }))
             }
             Wire::Mds { id, call: MdsCall::Opened { fid } } => {
-                let recorded = shared.objects.opens.lock().expect("opens lock").opened(fid, u64::from(peer));
+                // Only a file that exists is recorded: an open of an id no
+                // file has would hold a table entry, and a removed file's
+                // objects, for nothing.
+                let recorded = match namespace(shared, Credentials::ROOT, MdsRequest::StatFid { fid }).await {
+                    MdsAnswer::Namespace(MdsReply::Attr(attr)) if attr.layout.is_some() => {
+                        shared.objects.opens.lock().expect("opens lock").opened(fid, u64::from(peer))
+                    }
+                    MdsAnswer::Namespace(MdsReply::Attr(_)) => {
+                        Err(format!("{} is not a file: only files are recorded open", lanefs_mds::fid_name(fid)))
+                    }
+                    MdsAnswer::Namespace(MdsReply::Error(e)) => Err(format!("not recorded open: {e}")),
+                    other => Err(format!("not recorded open: the MDS answered {other:?}")),
+                };
                 (id, recorded.map_or_else(MdsAnswer::Error, |()| MdsAnswer::Opened))
             }
             Wire::Mds { id, call: MdsCall::Closed { fid } } => {

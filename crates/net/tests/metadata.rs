@@ -248,3 +248,19 @@ fn a_listing_larger_than_a_frame_comes_in_pages() {
     drop(cl);
     runtime.block_on(server.shutdown());
 }
+
+/// The MDS records an open only of a file that exists: an id no file has
+/// (or a directory's) takes no room in its table of open files.
+#[test]
+fn only_files_that_exist_are_recorded_open() {
+    let c = cluster(1);
+    let cl = client(&c);
+    create(&cl, "/f", 1);
+    let MdsReply::Attr(file) = cl.mds(MdsRequest::Stat { path: "/f".into() }).unwrap() else { panic!("stat") };
+    cl.mds_opened(file.fid).expect("a file that exists is recorded open");
+    cl.mds_closed(file.fid).unwrap();
+    for (fid, why) in [(lanefs_mds::Fid(1 << 40), "no such"), (lanefs_mds::Fid::ROOT, "not a file")] {
+        let refused = cl.mds_opened(fid).unwrap_err().to_string();
+        assert!(refused.contains(why) && refused.contains(&lanefs_mds::fid_name(fid)), "{refused}");
+    }
+}
