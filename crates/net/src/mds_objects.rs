@@ -386,8 +386,22 @@ impl Lifecycle {
     }
 
     /// One round for the OSS at `address`: connect if need be, top up its
-    /// pools, drain its queue.
+    /// pools, drain its queue. A connection kept from an earlier round
+    /// that fails (the OSS closes one idle past its idle timeout) is
+    /// replaced once, at once, before the OSS counts as down.
     async fn round(&self, address: &str, link: &mut Option<OssLink>, osts: &[u32]) -> Result<(), String> {
+        let kept = link.is_some();
+        match self.round_on(address, link, osts).await {
+            Err(reason) if kept => {
+                debug!(address, %reason, "the kept connection to the OSS failed; connecting again");
+                *link = None;
+                self.round_on(address, link, osts).await
+            }
+            done => done,
+        }
+    }
+
+    async fn round_on(&self, address: &str, link: &mut Option<OssLink>, osts: &[u32]) -> Result<(), String> {
         if link.is_none() {
             *link = Some(OssLink::connect(address, self.key.as_ref()).await?);
             info!(address, "connected to OSS");

@@ -1,24 +1,16 @@
 //! GROUP locks through the client library: what it refuses, and how long a
 //! write waits behind another client's group lock.
 
+mod common;
+
 use lanefs_core::Errno;
-use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, ClientOptions, File};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use std::time::{Duration, Instant};
 
+/// A file of one stripe of 1 MiB (the default layout).
 fn create(cl: &Client, path: &str) -> File {
-    let request = MdsRequest::Create {
-        path: path.into(),
-        stripe: StripeSpec::default(),
-        mode: CreateMode::Exclusive,
-        access: Access::ReadWrite,
-        permissions: 0o644,
-    };
-    match cl.mds(request).unwrap() {
-        MdsReply::File(info) => cl.open_layout(path, info.layout).unwrap(),
-        other => panic!("create answered {other:?}"),
-    }
+    common::create(cl, path, 1, 1 << 20)
 }
 
 /// Group id 0 is no group: refused with `EINVAL` before anything is sent,

@@ -5,20 +5,17 @@
 
 mod common;
 
-use lanefs_net::client::Client;
-// The keyed client writes at / as root: these tests are about admission,
-// not squashing, so the client key's root is not squashed.
 use lanefs_net::auth::KeyRootSquash;
+use lanefs_net::client::Client;
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::limits::{ServerLimits, HANDSHAKES_PER_SOURCE_MAX};
 use std::time::Duration;
 
-/// More bare TCP connects than the servers' connection cap, held open
-/// and never sending a byte, beside a keyed client: the client connects,
-/// writes and reads.
-#[test]
-fn bare_connections_do_not_take_the_places_of_keyed_clients() {
-    let connections_max = 4;
+/// A cluster on TCP whose servers serve at most `connections_max`
+/// connections each. The keyed client writes at / as root: these tests
+/// are about admission, not squashing, so the client key's root is not
+/// squashed.
+fn tcp_cluster(connections_max: usize) -> LocalCluster {
     let limits = ServerLimits { connections_max: Some(connections_max), ..Default::default() };
     let config = LocalClusterConfig {
         osts: 1,
@@ -27,7 +24,16 @@ fn bare_connections_do_not_take_the_places_of_keyed_clients() {
         key_root_squash: KeyRootSquash::Off,
         ..Default::default()
     };
-    let cluster = LocalCluster::start(config).unwrap();
+    LocalCluster::start(config).unwrap()
+}
+
+/// More bare TCP connects than the servers' connection cap, held open
+/// and never sending a byte, beside a keyed client: the client connects,
+/// writes and reads.
+#[test]
+fn bare_connections_do_not_take_the_places_of_keyed_clients() {
+    let connections_max = 4;
+    let cluster = tcp_cluster(connections_max);
     let flood_per_server = 10 * connections_max;
     let mut flood = Vec::new();
     for address in [cluster.mds_address(), cluster.oss_address().unwrap()] {
@@ -57,15 +63,7 @@ fn bare_connections_do_not_take_the_places_of_keyed_clients() {
 /// for a keyed client from 127.0.0.1.
 #[test]
 fn one_address_cannot_fill_the_handshake_pool() {
-    let limits = ServerLimits { connections_max: Some(4), ..Default::default() };
-    let config = LocalClusterConfig {
-        osts: 1,
-        unix_sockets: false,
-        limits,
-        key_root_squash: KeyRootSquash::Off,
-        ..Default::default()
-    };
-    let cluster = LocalCluster::start(config).unwrap();
+    let cluster = tcp_cluster(4);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let flood_per_server = 3 * HANDSHAKES_PER_SOURCE_MAX;
     let flood = rt.block_on(async {
