@@ -4,6 +4,7 @@
 mod common;
 
 use lanefs_core::Errno;
+use lanefs_mds::{Access, MdsReply, MdsRequest};
 use lanefs_net::client::{Client, ClientOptions, File};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use std::time::{Duration, Instant};
