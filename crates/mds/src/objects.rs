@@ -88,6 +88,16 @@ impl Mds {
         schema::queued_destroys(&self.conn, ost, count_max.min(DESTROY_BATCH_MAX), open)
     }
 
+    /// Whether a client may keep `fid` open: it is a file, or a removed
+    /// file whose objects still wait to be destroyed (after an MDS restart
+    /// its clients tell it again of such files they keep open).
+    pub fn may_be_open(&self, fid: Fid) -> Result<bool, MdsError> {
+        if let Some(inode) = schema::inode_if_any(&self.conn, fid)? {
+            return Ok(inode.kind == crate::FileKind::File);
+        }
+        schema::awaits_destruction(&self.conn, fid)
+    }
+
     /// Forgets objects the OST has acknowledged destroying. Objects not
     /// queued (a repeated acknowledgement) are passed over.
     pub fn record_destroyed(&mut self, ost: OstIndex, objects: &[ObjectId]) -> Result<(), MdsError> {

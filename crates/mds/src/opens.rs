@@ -18,7 +18,8 @@
 //! [`OPENS_PER_CLIENT_MAX`] for one client (a mount keeps at most 65,536
 //! open files itself), so that one client cannot fill the table for all;
 //! past either an open is not recorded, and the caller is told. The
-//! network MDS records only files that exist.
+//! network MDS records only files, and removed files whose objects wait to
+//! be destroyed ([`crate::Mds::may_be_open`]).
 //!
 //! Invariant ([`OpenFiles::check_invariants`]): every recorded count is
 //! positive, each client's number of files is what the table holds for

@@ -332,6 +332,13 @@ pub(crate) fn inode_if_any(conn: &Connection, fid: Fid) -> Result<Option<Inode>,
     found.map(inode_of).transpose()
 }
 
+/// Whether objects of the removed file `fid` wait in the destroy queue.
+pub(crate) fn awaits_destruction(conn: &Connection, fid: Fid) -> Result<bool, MdsError> {
+    let Ok(fid) = i64::try_from(fid.0) else { return Ok(false) };
+    let sql = "SELECT 1 FROM destroy_queue WHERE fid = ?1 LIMIT 1";
+    Ok(conn.prepare_cached(sql)?.query_row([fid], |_| Ok(())).optional()?.is_some())
+}
+
 pub(crate) fn lookup(conn: &Connection, parent: Fid, name: &str) -> Result<Option<Inode>, MdsError> {
     let sql = format!(
         "SELECT {INODE_COLUMNS} FROM dentries d JOIN inodes i ON i.fid = d.fid WHERE d.parent = ?1 AND d.name = ?2"

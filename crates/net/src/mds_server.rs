@@ -397,18 +397,16 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
                 (id, MdsAnswer::ClusterInfo(ClusterInfo { ost_count: shared.ost_count, osts }))
             }
             Wire::Mds { id, call: MdsCall::Opened { fid } } => {
-                // Only a file that exists is recorded: an open of an id no
-                // file has would hold a table entry, and a removed file's
-                // objects, for nothing.
-                let recorded = match namespace(shared, Credentials::ROOT, MdsRequest::StatFid { fid }).await {
-                    MdsAnswer::Namespace(MdsReply::Attr(attr)) if attr.layout.is_some() => {
-                        shared.objects.opens.lock().expect("opens lock").opened(fid, u64::from(peer))
+                // Only a file is recorded (or a removed one whose objects
+                // wait to be destroyed, told again after a restart): an
+                // open of an id no file has would hold a table entry, and a
+                // removed file's objects, for nothing.
+                let recorded = match may_be_open(shared, fid).await {
+                    Ok(true) => shared.objects.opens.lock().expect("opens lock").opened(fid, u64::from(peer)),
+                    Ok(false) => {
+                        Err(format!("{} is not recorded open: no such file, or not a file", lanefs_mds::fid_name(fid)))
                     }
-                    MdsAnswer::Namespace(MdsReply::Attr(_)) => {
-                        Err(format!("{} is not a file: only files are recorded open", lanefs_mds::fid_name(fid)))
-                    }
-                    MdsAnswer::Namespace(MdsReply::Error(e)) => Err(format!("not recorded open: {e}")),
-                    other => Err(format!("not recorded open: the MDS answered {other:?}")),
+                    Err(e) => Err(format!("{} is not recorded open: {e}", lanefs_mds::fid_name(fid))),
                 };
                 (id, recorded.map_or_else(MdsAnswer::Error, |()| MdsAnswer::Opened))
             }
@@ -762,6 +760,21 @@ fn answer_waiters(shared: &Shared, answers: Vec<(Ticket, u64, MdsAnswer)>) {
 
 /// One namespace request. A create that finds a pool empty runs again once
 /// the pool is refilled, or fails saying why it was not.
+/// Whether `fid` is a file a client may keep open ([`Mds::may_be_open`]).
+async fn may_be_open(shared: &Shared, fid: lanefs_mds::Fid) -> Result<bool, String> {
+    let mds = shared.mds.clone();
+    let answer = tokio::task::spawn_blocking(move || {
+        let mds = mds.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        mds.as_ref().map(|mds| mds.may_be_open(fid))
+    })
+    .await;
+    match answer {
+        Ok(Some(found)) => found.map_err(|e| e.to_string()),
+        Ok(None) => Err(SHUTTING_DOWN.into()),
+        Err(e) => Err(format!("the MDS failed on this request ({e})")),
+    }
+}
+
 async fn namespace(shared: &Shared, credentials: Credentials, request: MdsRequest) -> MdsAnswer {
     let deadline = tokio::time::Instant::now() + OBJECTS_WAIT;
     let touches_objects =

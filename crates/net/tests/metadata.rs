@@ -259,8 +259,8 @@ fn only_files_that_exist_are_recorded_open() {
     let MdsReply::Attr(file) = cl.mds(MdsRequest::Stat { path: "/f".into() }).unwrap() else { panic!("stat") };
     cl.mds_opened(file.fid).expect("a file that exists is recorded open");
     cl.mds_closed(file.fid).unwrap();
-    for (fid, why) in [(lanefs_mds::Fid(1 << 40), "no such"), (lanefs_mds::Fid::ROOT, "not a file")] {
+    for fid in [lanefs_mds::Fid(1 << 40), lanefs_mds::Fid::ROOT] {
         let refused = cl.mds_opened(fid).unwrap_err().to_string();
-        assert!(refused.contains(why) && refused.contains(&lanefs_mds::fid_name(fid)), "{refused}");
+        assert!(refused.contains("not recorded open") && refused.contains(&lanefs_mds::fid_name(fid)), "{refused}");
     }
 }
