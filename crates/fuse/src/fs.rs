@@ -73,6 +73,9 @@ pub struct LanefsFs {
     locks: Arc<MountLocks>,
     nodes: Mutex<Nodes>,
     files: Mutex<HashMap<u64, Arc<Open>>>,
+    /// How many of `files` there are, in all and per uid: taken before a
+    /// handle is kept, given back at its release.
+    open_counts: Mutex<OpenCounts>,
     /// Directory listings from `opendir` to `releasedir`, a page each.
     listings: Mutex<Listings>,
     /// Files removed while open here: renamed to a hidden name in their
@@ -80,6 +83,40 @@ pub struct LanefsFs {
     /// at their last close.
     orphans: Mutex<HashMap<u64, Orphan>>,
     next_handle: AtomicU64,
+}
+
+/// Open files of a mount, in all and per uid, within [`OPEN_MAX`] and
+/// [`OPEN_PER_UID_MAX`].
+#[derive(Debug, Default)]
+struct OpenCounts {
+    total: usize,
+    per_uid: HashMap<u32, usize>,
+}
+
+impl OpenCounts {
+    /// One more open file for `uid`: `ENFILE` past the mount's bound,
+    /// `EMFILE` past the uid's share.
+    fn take(&mut self, uid: u32) -> Result<(), Errno> {
+        if self.total >= OPEN_MAX {
+            return Err(Errno::ENFILE);
+        }
+        let count = self.per_uid.entry(uid).or_default();
+        if *count >= OPEN_PER_UID_MAX {
+            return Err(Errno::EMFILE);
+        }
+        *count += 1;
+        self.total += 1;
+        Ok(())
+    }
+
+    fn give_back(&mut self, uid: u32) {
+        let count = self.per_uid.get_mut(&uid).expect("an open file's uid is counted");
+        *count -= 1;
+        if *count == 0 {
+            self.per_uid.remove(&uid);
+        }
+        self.total -= 1;
+    }
 }
 
 struct Orphan {
@@ -110,6 +147,7 @@ impl LanefsFs {
             client,
             nodes: Mutex::new(Nodes::default()),
             files: Mutex::new(HashMap::new()),
+            open_counts: Mutex::new(OpenCounts::default()),
             listings: Mutex::new(Listings::default()),
             orphans: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
@@ -212,17 +250,7 @@ impl LanefsFs {
     /// allow: `ENFILE` when the mount's table is full, `EMFILE` when the
     /// uid's share of it is.
     fn keep_open(&self, uid: u32, ino: u64, file: File, flags: i32) -> Result<u64, Errno> {
-        let full = {
-            let files = self.files.lock().expect("files");
-            if files.len() >= OPEN_MAX {
-                Some(Errno::ENFILE)
-            } else if files.values().filter(|o| o.uid == uid).count() >= OPEN_PER_UID_MAX {
-                Some(Errno::EMFILE)
-            } else {
-                None
-            }
-        };
-        if let Some(full) = full {
+        if let Err(full) = self.open_counts.lock().expect("open counts").take(uid) {
             warn!(
                 uid,
                 open = OPEN_MAX,
@@ -668,6 +696,7 @@ impl Filesystem for LanefsFs {
         let Some(open) = self.files.lock().expect("files").remove(&fh.0) else {
             return reply.error(Errno::EBADF);
         };
+        self.open_counts.lock().expect("open counts").give_back(open.uid);
         // The kernel releases a handle once every operation on it has been
         // answered, and each lets go of it before answering; so this waits
         // at most for that last moment.
@@ -1115,5 +1144,30 @@ fn file_attr(attr: &Attr, size: u64) -> FileAttr {
         rdev: 0,
         flags: 0,
         blksize: 1 << 20,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_uid_keeps_at_most_its_share_of_open_files() {
+        let mut counts = OpenCounts::default();
+        for _ in 0..OPEN_PER_UID_MAX {
+            counts.take(1000).unwrap();
+        }
+        assert_eq!(counts.take(1000), Err(Errno::EMFILE));
+        counts.take(0).expect("another uid still opens");
+        counts.give_back(1000);
+        counts.take(1000).expect("a release frees its uid's room");
+        for uid in 1..4 {
+            for _ in 0..OPEN_PER_UID_MAX - usize::from(uid == 1) {
+                counts.take(2000 + uid).unwrap();
+            }
+        }
+        // 1000's share, 0's one, and three more uids' shares less one.
+        assert_eq!(counts.total, OPEN_MAX);
+        assert_eq!(counts.take(4242), Err(Errno::ENFILE), "the mount's bound");
     }
 }

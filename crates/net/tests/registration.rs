@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::{open, pattern};
-use lanefs_mds::{Access, CreateMode, Mds, MdsConfig, MdsReply, MdsRequest, StripeSpec};
+use common::{create, open, pattern};
+use lanefs_mds::{Mds, MdsConfig};
 use lanefs_net::client::{Client, ClientOptions};
 use lanefs_net::cluster::LocalClusterConfig;
 use lanefs_net::codec::{encode, read_frame};
@@ -60,16 +60,8 @@ fn start_oss(
 /// Write a file striped over OSTs 0 and 1 and read it back.
 fn write_striped(mds: &str, path: &str) {
     let client = Client::connect(mds, ClientOptions::default()).unwrap();
-    let stripe = StripeSpec { count: Some(2), size: Some(64 << 10), start_ost: Some(0), pool: None };
-    let request = MdsRequest::Create {
-        path: path.into(),
-        stripe,
-        mode: CreateMode::Exclusive,
-        access: Access::ReadWrite,
-        permissions: 0o644,
-    };
-    let MdsReply::File(info) = client.mds(request).unwrap() else { panic!("{path} not created") };
-    let f = client.open_layout(path, info.layout).unwrap();
+    // Two stripes over the two OSTs there are: one on each.
+    let f = create(&client, path, 2, 64 << 10);
     client.pwrite(&f, 0, &pattern(7, 256 << 10)).unwrap();
     client.fsync(&f).unwrap();
     client.close(f).unwrap();

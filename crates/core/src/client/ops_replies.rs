@@ -90,8 +90,6 @@ impl Client {
         self.granted(now, l, extent, callback_pending);
     }
 
-    /// Lock `l` cannot be used: it goes, and the operations waiting for it
-    /// fail with `error` rather than ask again forever.
     /// Withdraw the lock requests that have waited at their OSTs for
     /// `lock_wait_max`: each is cancelled there (the OST takes it out of
     /// its queue), and the operations that waited for it fail, naming it.
@@ -114,6 +112,8 @@ impl Client {
         }
     }
 
+    /// Lock `l` cannot be used: it goes, and the operations waiting for it
+    /// fail with `error` rather than ask again forever.
     fn fail_lock(&mut self, l: LocalLock, error: ClientError) {
         self.locks.remove(l);
         let waiters: Vec<OpId> =
