@@ -16,10 +16,14 @@
 //!   server takes no new connection (they wait in the kernel's backlog)
 //!   until a handshake ends or one has run for `displace_age`; then a new
 //!   connection displaces the oldest such handshake of the source that has
-//!   the most in flight. A lanefs peer is through in milliseconds, so a
-//!   burst of them waits its turn and loses nothing, while peers that send
-//!   nothing grow old and make room; of those, the busiest source's go
-//!   first, so that a source with few connections keeps them;
+//!   the most in flight. Peers that have sent nothing yet go first; then
+//!   peers that spoke but are slow, from sources bounded per source; a
+//!   node (below) that has spoken is never displaced, only timed out. A
+//!   lanefs peer is through in milliseconds, so a burst of them waits its
+//!   turn and loses nothing, even on a machine too busy to finish each
+//!   within `displace_age`, while peers that send nothing grow old and
+//!   make room; of those, the busiest source's go first, so that a source
+//!   with few connections keeps them;
 //! - at most `per_source_max` from one IP address, or from one local user
 //!   on a Unix socket (by its uid, from `SO_PEERCRED`): past it a new
 //!   connection from that source is closed at once (before TLS there is
@@ -81,6 +85,24 @@ pub enum Admission {
     Full,
 }
 
+/// One handshake in the pool.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    source: Source,
+    began: Instant,
+    /// Whether the peer has sent anything yet.
+    spoken: bool,
+}
+
+impl InFlight {
+    /// Whether a newcomer may ever displace it: one that sent nothing, or
+    /// one from a source bounded per source (a node that spoke is slow
+    /// only because the machine is: it is left to its timeout).
+    fn displaceable(&self) -> bool {
+        !self.spoken || self.source.bounded()
+    }
+}
+
 /// The books of a handshake pool: see the module docs.
 #[derive(Debug)]
 pub struct Handshakes {
@@ -92,7 +114,7 @@ pub struct Handshakes {
     next: u64,
     /// Handshakes in flight, oldest first, with where they come from and
     /// when they began.
-    in_flight: BTreeMap<HandshakeId, (Source, Instant)>,
+    in_flight: BTreeMap<HandshakeId, InFlight>,
     per_source: HashMap<Source, usize>,
 }
 
@@ -110,15 +132,26 @@ impl Handshakes {
     }
 
     /// When the pool can take a new connection: `None` now, else at the
-    /// returned time (when its oldest handshake may be displaced), or
-    /// before if a handshake ends.
+    /// returned time (when its oldest displaceable handshake may be
+    /// displaced, or when to look again if none is), or before if a
+    /// handshake ends or a peer speaks.
     #[must_use]
     pub fn room_at(&self, now: Instant) -> Option<Instant> {
         if self.in_flight.len() < self.in_flight_max {
             return None;
         }
-        let (_, &(_, began)) = self.in_flight.first_key_value().expect("a full pool has handshakes");
-        Some(began + self.displace_age).filter(|at| *at > now)
+        match self.in_flight.values().find(|h| h.displaceable()) {
+            Some(oldest) => Some(oldest.began + self.displace_age).filter(|at| *at > now),
+            None => Some(now + self.displace_age),
+        }
+    }
+
+    /// The peer of handshake `id` has sent something (a handshake no
+    /// longer on the books is let be).
+    pub fn spoke(&mut self, id: HandshakeId) {
+        if let Some(h) = self.in_flight.get_mut(&id) {
+            h.spoken = true;
+        }
     }
 
     /// Handshakes in flight.
@@ -145,7 +178,7 @@ impl Handshakes {
         }
         let id = HandshakeId(self.next);
         self.next += 1;
-        self.in_flight.insert(id, (source, now));
+        self.in_flight.insert(id, InFlight { source, began: now, spoken: false });
         *self.per_source.entry(source).or_insert(0) += 1;
         Admission::Admitted { id, displaced }
     }
@@ -153,7 +186,7 @@ impl Handshakes {
     /// The handshake `id` ended (through, failed, or displaced). Ending one
     /// that already left the books (a displaced one) does nothing.
     pub fn finish(&mut self, id: HandshakeId) {
-        let Some((source, _)) = self.in_flight.remove(&id) else { return };
+        let Some(InFlight { source, .. }) = self.in_flight.remove(&id) else { return };
         let count = self.per_source.get_mut(&source).expect("a source in flight is counted");
         *count -= 1;
         if *count == 0 {
@@ -161,17 +194,21 @@ impl Handshakes {
         }
     }
 
-    /// Take the oldest handshake that has run for `displace_age` of the
-    /// source with the most in flight (of those with as many, the one
-    /// whose is oldest) off the books; `None` if none has run that long.
+    /// Take a handshake that has run for `displace_age` off the books:
+    /// of those whose peer sent nothing, else of the others that may be
+    /// displaced, the oldest of the source with the most in flight (of
+    /// sources with as many, the one whose is oldest); `None` if none has
+    /// run that long.
     fn displace(&mut self, now: Instant) -> Option<HandshakeId> {
-        let old = |began: &Instant| now.saturating_duration_since(*began) >= self.displace_age;
-        let most = self.in_flight.values().filter(|(_, began)| old(began)).map(|(s, _)| self.per_source[s]).max()?;
+        let old = |h: &InFlight| h.displaceable() && now.saturating_duration_since(h.began) >= self.displace_age;
+        let silent = self.in_flight.values().any(|h| old(h) && !h.spoken);
+        let candidate = |h: &InFlight| old(h) && (!silent || !h.spoken);
+        let most = self.in_flight.values().filter(|h| candidate(h)).map(|h| self.per_source[&h.source]).max()?;
         let (&id, _) = self
             .in_flight
             .iter()
-            .find(|(_, (source, began))| old(began) && self.per_source[source] == most)
-            .expect("the busiest source has an old handshake");
+            .find(|(_, h)| candidate(h) && self.per_source[&h.source] == most)
+            .expect("the busiest source has a candidate");
         self.finish(id);
         Some(id)
     }
@@ -184,7 +221,7 @@ impl Handshakes {
             if source.bounded() {
                 assert!(count <= self.per_source_max, "{source:?} has {count} handshakes");
             }
-            assert_eq!(self.in_flight.values().filter(|(s, _)| s == source).count(), count, "{source:?}");
+            assert_eq!(self.in_flight.values().filter(|h| h.source == *source).count(), count, "{source:?}");
         }
     }
 }
@@ -283,5 +320,42 @@ mod tests {
         assert_eq!(pool.room_at(later), None, "a handshake that ends makes room");
         pool.check_invariants();
         assert_eq!(pool.len(), 3);
+    }
+
+    #[test]
+    fn silent_peers_go_first_and_a_node_that_spoke_is_never_displaced() {
+        let start = Instant::now();
+        let mut pool = Handshakes::new(3, 3, AGE);
+        let node = admitted(pool.admit(Source::LocalNode, start)).0;
+        let user = admitted(pool.admit(Source::LocalUser(1000), start)).0;
+        let quiet_node = admitted(pool.admit(Source::LocalNode, start)).0;
+        pool.spoke(node);
+        pool.spoke(user);
+        let later = start + AGE;
+        // The one that sent nothing goes first, though its source (nodes:
+        // two in flight) ties with none busier and it is not the oldest.
+        let (newcomer, gone) = admitted(pool.admit(Source::LocalUser(1001), later));
+        assert_eq!(gone, Some(quiet_node));
+        pool.spoke(newcomer);
+        // Then a bounded source's slow speaker (the oldest of them); the
+        // node that spoke stays.
+        let much_later = later + AGE;
+        assert_eq!(admitted(pool.admit(Source::LocalUser(1002), much_later)).1, Some(user));
+        pool.check_invariants();
+        // Left: the node that spoke, the user that spoke and a young one:
+        // the user goes, the node stays.
+        assert_eq!(admitted(pool.admit(Source::LocalUser(1003), much_later)).1, Some(newcomer));
+        pool.check_invariants();
+        let last = much_later + AGE;
+        // A pool of nodes that all spoke has no room until one ends: look
+        // again a little later.
+        let mut nodes = Handshakes::new(2, 2, AGE);
+        for _ in 0..2 {
+            let id = admitted(nodes.admit(Source::LocalNode, start)).0;
+            nodes.spoke(id);
+        }
+        assert_eq!(nodes.room_at(last), Some(last + AGE));
+        assert_eq!(nodes.admit(Source::LocalNode, last), Admission::Full);
+        nodes.check_invariants();
     }
 }

@@ -17,7 +17,7 @@
 //! | accept back-off | [`ACCEPT_BACKOFF_MIN`] = 10 ms doubling to [`ACCEPT_BACKOFF_MAX`] = 1 s | `accept` failing with `EMFILE` would fail again at once: retrying at once spins a core | `transport::spawn_accept` |
 //! | connections of one local user | [`LOCAL_USER_CONNECTIONS_MAX`] = 64 per uid, on each server | any local user may connect to a Unix socket (as itself, see [`crate::auth`]): one must not take every connection from the others and the mounts; a command needs 1 to the MDS and 1 per OSS | `oss`, `mds_server` ([`UserConnections`]) |
 //! | handshake | [`HANDSHAKE_TIMEOUT_DEFAULT`] = 3 s, TLS and `Hello` together | a peer that sends nothing, or half a `Hello`, holds a descriptor for nothing; a lanefs peer is through in milliseconds | `transport::spawn_accept` ([`crate::hello`]) |
-//! | handshakes in flight | [`HANDSHAKES_MAX`] = 256, at most a quarter of the descriptors left after the reserve ([`DescriptorBudget`]); when full, new connections wait in the backlog until a handshake ends or one has run [`HANDSHAKE_DISPLACE_AGE`] = 100 ms, which a newcomer then displaces (the busiest source's oldest) | connections that have proved no key never take the places of those that have: they count against the connection cap only once through; a burst of real peers (through in milliseconds) waits its turn instead of being closed | `transport::spawn_accept` ([`crate::hello`]) |
+//! | handshakes in flight | [`HANDSHAKES_MAX`] = 256, at most a quarter of the descriptors left after the reserve ([`DescriptorBudget`]); when full, new connections wait in the backlog until a handshake ends or one has run [`HANDSHAKE_DISPLACE_AGE`] = 100 ms, which a newcomer then displaces (the busiest source's oldest, peers that sent nothing first; a node that spoke is never displaced, only timed out) | connections that have proved no key never take the places of those that have: they count against the connection cap only once through; a burst of real peers (through in milliseconds) waits its turn instead of being closed | `transport::spawn_accept` ([`crate::hello`]) |
 //! | handshakes from one IP address, or one local user | [`HANDSHAKES_PER_SOURCE_MAX`] = 64; past it a new connection from that source is closed at once | one host, or one user on a Unix socket (any may connect, as itself), cannot fill the pool for all; 64 is a large node's ranks connecting at once; nodes on a Unix socket (root, the servers' user) are not bounded per source | `transport::spawn_accept` ([`crate::hello`]) |
 //! | OST registrations at the MDS | one per OST index of the file system; decided one at a time, a live holder probed with a `Ping` answered within `mds_server::REGISTRATION_PROBE_TIMEOUT` = 2 s | a second OSS (or a registration naming a dead address) never takes over a live OSS's index, and a dead holder never keeps one: the registry is bounded by the OST count, and a probe holds a registration up at most 2 s per holder | `mds_server::register` |
 //! | idle | [`IDLE_TIMEOUT_DEFAULT`] = 150 s (`--idle-timeout`) | a connection silent that long has a dead or stuck peer (Lustre's ping evictor: 1.5 x `obd_timeout`); clients ping every [`PING_INTERVAL_DEFAULT`] = 25 s | `oss`, `mds_server` (each frame must arrive within it) |
@@ -124,11 +124,14 @@ pub const HANDSHAKES_MAX: usize = 256;
 /// together fit.
 pub const HANDSHAKES_PER_SOURCE_MAX: usize = 64;
 /// A handshake may be displaced from a full pool once it has run this
-/// long: a lanefs peer on a LAN is through in a few round trips (a few
-/// milliseconds, tens on a loaded server), so one this slow is likely a
-/// peer sending nothing; a younger one is left to finish. Short, because
-/// while the pool is full of younger ones no connection is accepted: a
-/// pool of N takes N new connections per this much time from a flood.
+/// long: a lanefs peer sends its first bytes as soon as it is connected
+/// and is through in a few round trips (a few milliseconds, tens on a
+/// loaded server), so one silent this long
+/// is likely a peer sending nothing; a younger one is left to finish.
+/// Short, because while the pool is full of younger ones no connection is
+/// accepted: a pool of N takes N new connections per this much time from
+/// a flood. Peers that sent something are displaced only after those that
+/// did not, and a node that spoke never is (see [`crate::hello`]).
 pub const HANDSHAKE_DISPLACE_AGE: Duration = Duration::from_millis(100);
 /// A connection that sends nothing for longer is closed: Lustre's ping
 /// evictor allows `1.5 x obd_timeout` (`PING_EVICT_TIMEOUT`, 150 s with the

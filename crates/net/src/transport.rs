@@ -26,6 +26,7 @@ use crate::limits::{
 };
 use crate::proto::Role;
 use crate::shm::{FdInbox, FdStream};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -280,7 +281,18 @@ impl Incoming {
     /// The whole handshake, by `deadline`: authentication, then `Hello`.
     /// A peer that fails either, or is too slow, is told why where it can
     /// be, and dropped: `None`.
-    async fn handshake(self, deadline: tokio::time::Instant, timeout: Duration) -> Option<Accepted> {
+    async fn handshake(
+        self,
+        id: HandshakeId,
+        spoke: tokio::sync::mpsc::Sender<HandshakeId>,
+        deadline: tokio::time::Instant,
+        timeout: Duration,
+    ) -> Option<Accepted> {
+        // The pool keeps a peer that has sent something (see
+        // `crate::hello`): tell it when the first bytes are in.
+        if let Ok(Ok(())) = tokio::time::timeout_at(deadline, self.first_bytes()).await {
+            let _ = spoke.try_send(id);
+        }
         let Authenticated { mut stream, fds, peer } = self.authenticate(deadline).await?;
         let reason = match tokio::time::timeout_at(deadline, hello(&mut stream, &peer)).await {
             Ok(Ok(role)) => return Some(Accepted { stream, fds, peer, role }),
@@ -289,6 +301,33 @@ impl Incoming {
         };
         refuse(stream, reason).await;
         None
+    }
+
+    /// Until the peer has sent something (or closed), without taking it:
+    /// readiness alone may come before any byte does.
+    async fn first_bytes(&self) -> std::io::Result<()> {
+        match self {
+            Incoming::Tcp(s, ..) => s.peek(&mut [0u8; 1]).await.map(|_| ()),
+            Incoming::Unix(s) => loop {
+                s.readable().await?;
+                let peek = || {
+                    let mut byte = 0u8;
+                    // SAFETY: a one-byte buffer that lives across the call.
+                    let n = unsafe {
+                        libc::recv(s.as_raw_fd(), (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT)
+                    };
+                    if n < 0 {
+                        Err(std::io::Error::last_os_error())
+                    } else {
+                        Ok(())
+                    }
+                };
+                match s.try_io(tokio::io::Interest::READABLE, peek) {
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    done => return done,
+                }
+            },
+        }
     }
 
     /// Authenticate the peer (see [`crate::auth`]): TLS with a certificate
@@ -500,6 +539,7 @@ where
                         refusals.spawn(refuse(accepted.stream, policy.refusal.clone()));
                     }
                 }
+                Some(id) = pool.spoken.recv() => pool.books.spoke(id),
                 _ = pause => paused_until = None,
                 _ = full => {}
                 accepted = listener.accept(), if paused_until.is_none() && room_at.is_none() => match accepted {
@@ -544,11 +584,17 @@ struct HandshakePool {
     /// take one that ended (however it did) off the books.
     tasks_by_id: std::collections::HashMap<HandshakeId, tokio::task::AbortHandle>,
     ids_by_task: std::collections::HashMap<tokio::task::Id, HandshakeId>,
+    /// Handshakes whose peer has sent something: each says so once.
+    spoke: tokio::sync::mpsc::Sender<HandshakeId>,
+    spoken: tokio::sync::mpsc::Receiver<HandshakeId>,
 }
 
 impl HandshakePool {
     fn new(policy: &AcceptPolicy) -> HandshakePool {
+        let (spoke, spoken) = tokio::sync::mpsc::channel(2 * policy.handshakes_max.max(1));
         HandshakePool {
+            spoke,
+            spoken,
             books: Handshakes::new(
                 policy.handshakes_max.max(1),
                 policy.handshakes_per_source_max.max(1),
@@ -592,7 +638,7 @@ impl HandshakePool {
             task.abort();
         }
         let deadline = tokio::time::Instant::now() + policy.handshake_timeout;
-        let task = self.tasks.spawn(incoming.handshake(deadline, policy.handshake_timeout));
+        let task = self.tasks.spawn(incoming.handshake(id, self.spoke.clone(), deadline, policy.handshake_timeout));
         self.ids_by_task.insert(task.id(), id);
         self.tasks_by_id.insert(id, task);
         if cfg!(debug_assertions) {
