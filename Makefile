@@ -86,10 +86,12 @@ test: deps test-tools
 # The servers under a longer load than make test's: as many connections as
 # the descriptor limit allows (up to 30,000) and ten times the requests;
 # then the others' bandwidth and latency before and during a flood of
-# handshakes that never finish and one user's flood of file locks.
+# handshakes that never finish and one user's flood of file locks. Built
+# as users run it (release): a debug build checks each table's invariants
+# at every change, which is what a load test would then measure.
 load: deps
-	$(CARGO) test --locked -p lanefs-net --test load -- --ignored --nocapture the_long_load
-	$(CARGO) test --locked -p lanefs-net --test fair_load -- --ignored --nocapture
+	$(CARGO) test --release --locked -p lanefs-net --test load -- --ignored --nocapture the_long_load
+	$(CARGO) test --release --locked -p lanefs-net --test fair_load -- --ignored --nocapture
 
 # Coverage-guided fuzzing (cargo afl) of the codec, the OST, the client and
 # the MDS: FUZZ_SECONDS per target (default 180); fails if a crash is found.

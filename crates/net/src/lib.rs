@@ -27,6 +27,7 @@ pub mod hello;
 pub mod kept_params;
 pub mod keys;
 pub mod limits;
+pub mod mds_clients;
 pub mod mds_objects;
 pub mod mds_server;
 pub mod oss;

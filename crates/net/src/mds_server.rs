@@ -54,7 +54,10 @@
 //! hold and the files they keep open. A replayed lock is taken only with
 //! the seal the MDS gave with its grant ([`crate::flock_seal`]); one
 //! without is refused, and said at `warn`, so that no client can replay a
-//! lock it was never granted and take it from its holder.
+//! lock it was never granted and take it from its holder. The grace ends
+//! early once every client that held something before the restart has
+//! replayed (`MdsCall::ReplayDone`), and is skipped when none did: the
+//! MDS keeps their list in its data directory ([`crate::mds_clients`]).
 //!
 //! What a peer may send: any frame; a malformed one, or one an MDS does not
 //! take, closes the connection with the reason. `Mds::handle` checks every
@@ -69,6 +72,7 @@ use crate::flock_seal::Sealer;
 use crate::limits::{
     refusal_reason, DescriptorBudget, ServerLimits, ServerStats, UserConnections, HANDSHAKES_PER_SOURCE_MAX,
 };
+use crate::mds_clients::{KnownClients, Replayed};
 use crate::mds_objects::{Holder, Lifecycle, MdsCell, OBJECTS_WAIT};
 use crate::oss::{read_within, server_stats, CloseOnDrop, SHUTDOWN_GRACE};
 use crate::outbox::Outbox;
@@ -141,6 +145,15 @@ struct Shared {
     /// lock requests wait in `deferred` (at most `WAITERS_MAX`, and the
     /// lock table's shares of waiters per client and per uid).
     grace_until: Option<tokio::time::Instant>,
+    /// The grace ended (at `grace_until`, or early: every client it waited
+    /// for has replayed).
+    grace_ended: std::sync::atomic::AtomicBool,
+    /// The clients a restart's grace waits for.
+    known: Mutex<KnownClients>,
+    /// Each connection's client (`Wire::Session`), and whether the
+    /// connection holds something (a lock, an open file) it has counted
+    /// with `known`.
+    sessions: Mutex<HashMap<u32, (u64, bool)>>,
     deferred: Mutex<Vec<(u32, u64, FlockCall)>>,
     /// The grant number of each lock replayed during the grace, by file and
     /// owner (at most one per granted lock; emptied when the grace ends).
@@ -225,8 +238,13 @@ pub async fn start_with(
     options: MdsOptions,
 ) -> std::io::Result<MdsHandle> {
     let MdsOptions { limits, fence, recovery_grace, key_root_squash } = options;
-    let grace_until =
-        (!mds.created() && !recovery_grace.is_zero()).then(|| tokio::time::Instant::now() + recovery_grace);
+    let known = KnownClients::open(fence.as_ref().map(|f| f.dir()))?;
+    let restarted = !mds.created() && !recovery_grace.is_zero();
+    if restarted && !known.waits() {
+        info!("restarted: no client held a lock or an open file here, so there is no recovery grace");
+    }
+    let grace_until = (restarted && known.waits()).then(|| tokio::time::Instant::now() + recovery_grace);
+    let waiting = known.waiting();
     limits.validate().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let sealer = match &fence {
         Some(fence) => Sealer::open(fence.dir())?,
@@ -270,6 +288,9 @@ pub async fn start_with(
         flock_ids: Mutex::new(HashMap::new()),
         sealer,
         grace_until,
+        grace_ended: std::sync::atomic::AtomicBool::new(false),
+        known: Mutex::new(known),
+        sessions: Mutex::new(HashMap::new()),
         deferred: Mutex::new(Vec::new()),
         replayed: Mutex::new(HashMap::new()),
         kept_params: fence.as_ref().map(|f| f.dir().join("client_params")),
@@ -278,7 +299,12 @@ pub async fn start_with(
         _fence: fence,
     });
     if let Some(until) = grace_until {
-        info!(grace = ?recovery_grace, "restarted: only replayed locks are granted, and nothing destroyed, until clients had time to reconnect");
+        info!(
+            grace = ?recovery_grace,
+            clients = waiting,
+            "restarted: only replayed locks are granted, and nothing destroyed, until the clients that held locks or \
+             open files here have replayed them, or the grace is over"
+        );
         shared.objects.hold_destroys_until(until);
         let s = shared.clone();
         tokio::spawn(async move {
@@ -329,6 +355,16 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
         shared.objects.expire(peer);
     }
     shared.peers.lock().expect("peers lock").remove(&peer);
+    let session = shared.sessions.lock().expect("sessions lock").remove(&peer);
+    // A client whose connection held something has nothing left here once
+    // it is gone; but a stopping MDS keeps its clients for the next life.
+    if let (Some((uuid, true)), false) = (session, *shared.stop.borrow()) {
+        let mut known = shared.known.lock().expect("known clients lock");
+        known.let_go(uuid);
+        if cfg!(debug_assertions) {
+            known.check_invariants();
+        }
+    }
     let granted = {
         let mut table = shared.flocks.lock().expect("flocks lock");
         let granted = table.release_client(u64::from(peer));
@@ -387,9 +423,10 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
                     Err(refused) => (id, MdsAnswer::Namespace(MdsReply::Error(refused))),
                 }
             }
-            Wire::Mds { id, call: MdsCall::Opened { .. } | MdsCall::Closed { .. } | MdsCall::Flock(_) }
-                if !who.is_node() =>
-            {
+            Wire::Mds {
+                id,
+                call: MdsCall::Opened { .. } | MdsCall::Closed { .. } | MdsCall::Flock(_) | MdsCall::ReplayDone,
+            } if !who.is_node() => {
                 (id, MdsAnswer::Error(format!("open files and file locks are a mount's: {USER_NOT_A_NODE}")))
             }
             Wire::Mds { id, call: MdsCall::ClusterInfo } => {
@@ -402,7 +439,13 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
                 // open of an id no file has would hold a table entry, and a
                 // removed file's objects, for nothing.
                 let recorded = match may_be_open(shared, fid).await {
-                    Ok(true) => shared.objects.opens.lock().expect("opens lock").opened(fid, u64::from(peer)),
+                    Ok(true) => {
+                        let opened = shared.objects.opens.lock().expect("opens lock").opened(fid, u64::from(peer));
+                        if opened.is_ok() {
+                            holds(shared, peer);
+                        }
+                        opened
+                    }
                     Ok(false) => {
                         Err(format!("{} is not recorded open: no such file, or not a file", lanefs_mds::fid_name(fid)))
                     }
@@ -423,6 +466,25 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
                 let kept = shared.kept_params.as_deref().map(crate::kept_params::load).unwrap_or(Ok(Vec::new()));
                 (id, kept.map_or_else(|e| MdsAnswer::Error(e.to_string()), MdsAnswer::Params))
             }
+            Wire::Mds { id, call: MdsCall::ReplayDone } => {
+                replay_done(shared, peer);
+                (id, MdsAnswer::Opened)
+            }
+            Wire::Session { uuid } if who.is_node() => {
+                let mut sessions = shared.sessions.lock().expect("sessions lock");
+                match sessions.get(&peer) {
+                    Some(&(named, _)) if named != uuid => {
+                        return Err("a connection names its client once (Session)".into());
+                    }
+                    Some(_) => {}
+                    None => {
+                        sessions.insert(peer, (uuid, false));
+                    }
+                }
+                continue;
+            }
+            // A user's client holds nothing here to recover.
+            Wire::Session { .. } => continue,
             Wire::Mds { id, call: MdsCall::Flock(call) } => match flock(shared, peer, id, call) {
                 Some(answer) => (id, answer),
                 None => continue,
@@ -544,7 +606,7 @@ fn keep_param(shared: &Shared, admin: bool, pattern: &str, value: Option<&str>) 
 /// [`answer_waiters`]).
 fn flock(shared: &Shared, peer: u32, id: u64, call: FlockCall) -> Option<MdsAnswer> {
     let client = u64::from(peer);
-    let in_grace = shared.grace_until.is_some_and(|until| tokio::time::Instant::now() < until);
+    let in_grace = in_grace(shared);
     if in_grace {
         let mut deferred = shared.deferred.lock().expect("deferred lock");
         match &call {
@@ -609,6 +671,7 @@ fn flock(shared: &Shared, peer: u32, id: u64, call: FlockCall) -> Option<MdsAnsw
             }
             match outcome {
                 SetOutcome::Done(FlockAnswer::Granted) if request.kind.is_some() => {
+                    holds(shared, peer);
                     (Some(sealed(shared, &table, &request)), granted)
                 }
                 SetOutcome::Done(answer) => (Some(MdsAnswer::Flock(answer)), granted),
@@ -711,7 +774,12 @@ fn seal_answers(
         .filter_map(|(ticket, answer)| {
             let (id, request) = ids.remove(&ticket)?;
             let answer = match answer {
-                FlockAnswer::Granted => sealed(shared, table, &request),
+                FlockAnswer::Granted => {
+                    if let Ok(peer) = u32::try_from(ticket.0) {
+                        holds(shared, peer);
+                    }
+                    sealed(shared, table, &request)
+                }
                 other => MdsAnswer::Flock(other),
             };
             Some((ticket, id, answer))
@@ -719,10 +787,58 @@ fn seal_answers(
         .collect()
 }
 
-/// The recovery grace is over: the lock requests it held back are served,
-/// in the order they came (each answered on its connection, now or when
-/// granted).
+/// Whether the recovery grace after a restart is on.
+fn in_grace(shared: &Shared) -> bool {
+    shared.grace_until.is_some_and(|until| tokio::time::Instant::now() < until)
+        && !shared.grace_ended.load(Ordering::Acquire)
+}
+
+/// Connection `peer` holds something (a granted lock, a file recorded
+/// open): the first time, its client is counted with those a restart's
+/// grace waits for.
+fn holds(shared: &Shared, peer: u32) {
+    let mut sessions = shared.sessions.lock().expect("sessions lock");
+    if let Some((uuid, holding)) = sessions.get_mut(&peer) {
+        if !*holding {
+            *holding = true;
+            let mut known = shared.known.lock().expect("known clients lock");
+            known.holds(*uuid);
+            if cfg!(debug_assertions) {
+                known.check_invariants();
+            }
+        }
+    }
+}
+
+/// Connection `peer`'s client has replayed what it held: when it was the
+/// last the grace waited for, the grace ends now.
+fn replay_done(shared: &Shared, peer: u32) {
+    let Some((uuid, _)) = shared.sessions.lock().expect("sessions lock").get(&peer).copied() else { return };
+    let replayed = shared.known.lock().expect("known clients lock").replayed(uuid);
+    if !in_grace(shared) {
+        return;
+    }
+    match replayed {
+        Replayed::AllDone => {
+            info!("every client that held locks or open files here has replayed them: the recovery grace ends early");
+            end_grace(shared);
+        }
+        Replayed::Waiting(left) => info!(client = %format!("{uuid:016x}"), left, "a client has replayed"),
+    }
+}
+
+/// The recovery grace is over (at its end, or early): the lock requests
+/// it held back are served, in the order they came (each answered on its
+/// connection, now or when granted), and queued objects may be destroyed.
 fn end_grace(shared: &Shared) {
+    if shared.grace_ended.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    shared.objects.hold_destroys_until(tokio::time::Instant::now());
+    let forgotten = shared.known.lock().expect("known clients lock").grace_over();
+    if forgotten > 0 {
+        warn!(clients = forgotten, "clients that held locks or open files did not come back within the recovery grace: what they held is forgotten");
+    }
     shared.replayed.lock().expect("replayed").clear();
     let deferred = std::mem::take(&mut *shared.deferred.lock().expect("deferred lock"));
     info!(deferred = deferred.len(), "recovery grace over: serving every lock request");

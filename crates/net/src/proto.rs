@@ -74,7 +74,9 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    `OpenFid`, `ReaddirFid`, `SetAttrFid`, `SetMtimeFid`, `SetAtimeFid`,
 ///    `LinkFid`); the handshake pool, registrations answered `Pong` to a
 ///    probe.
-pub const PROTOCOL_VERSION: u16 = 9;
+/// 10: a client names itself to the MDS too (`Session`), and says when it
+///    has replayed (`MdsCall::ReplayDone`).
+pub const PROTOCOL_VERSION: u16 = 10;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,6 +159,10 @@ pub enum MdsCall {
     /// The kept client settings (answered `Params`): a client applies them
     /// when it starts.
     KeptParams,
+    /// The caller has told a restarted MDS again of every lock it holds
+    /// and file it keeps open (answered `Opened`): once every client the
+    /// MDS knew has, its recovery grace ends (see `crate::mds_clients`).
+    ReplayDone,
 }
 
 /// A file-lock request. Owners are the caller's: the MDS puts the
@@ -302,6 +308,8 @@ pub enum Wire {
     /// Client to OSS, before its first request on every connection: the
     /// identity it keeps for its whole life, so that the OSS knows it again
     /// on a new connection and after a restart (see [`crate::exports`]).
+    /// Client to MDS likewise, so that a restarted MDS knows which clients
+    /// to wait for (see [`crate::mds_clients`]).
     Session {
         uuid: u64,
     },

@@ -106,12 +106,13 @@ fn an_interrupted_waiter_is_withdrawn() {
 /// A restarted MDS is told again, by clients that reconnect within its
 /// recovery grace, of the locks they hold and the files they keep open: a
 /// lock held before the restart still holds against another client after
-/// it (whose request waits for the grace to end), and a file removed while
-/// open keeps its objects.
+/// it (whose request waits until the one client that held something has
+/// replayed, well before the grace's end), and a file removed while open
+/// keeps its objects.
 #[test]
 fn a_restarted_mds_is_told_again_of_held_locks_and_open_files() {
     use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
-    let grace = Duration::from_secs(3);
+    let grace = Duration::from_secs(20);
     let config = LocalClusterConfig { osts: 1, mds_recovery_grace: grace, ..LocalClusterConfig::default() };
     let mut c = LocalCluster::start(config).unwrap();
     let (a, b) = (client(&c), client(&c));
@@ -138,16 +139,51 @@ fn a_restarted_mds_is_told_again_of_held_locks_and_open_files() {
         FlockAnswer::Conflict(held) => assert_eq!((held.pid, held.start, held.end), (1, 0, 99), "a's lock, replayed"),
         other => panic!("the lock held before the restart should hold after it: {other:?}"),
     }
-    assert!(restarted.elapsed() >= grace / 2, "a new request waits for the grace: {:?}", restarted.elapsed());
+    assert!(restarted.elapsed() < grace / 4, "the grace ends once a has replayed: {:?}", restarted.elapsed());
     // Past the grace the MDS destroys what is queued, but for the removed
     // file that a keeps open: another client still reads it from the OST.
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_millis(500));
     let d = client(&c);
     let reader = d.open_layout("/kept", info.layout.clone()).unwrap();
     assert_eq!(d.pread(&reader, 0, 4096).unwrap(), data);
     a.flock_unlock_owner(FILE, 1).unwrap();
     assert_eq!(b.flock(lock(2, Some(FlockKind::Write), 50, 50), false, NEVER).unwrap(), FlockAnswer::Granted);
     a.mds_closed(info.fid).unwrap();
+}
+
+/// The recovery grace waits for the clients that held something before
+/// the restart, and no longer: it ends as soon as each has replayed (even
+/// one that holds nothing now, having held a lock before), and there is
+/// none at all once every such client has gone.
+#[test]
+fn the_grace_ends_once_every_client_that_held_something_has_replayed() {
+    let grace = Duration::from_secs(30);
+    let config = LocalClusterConfig { osts: 1, mds_recovery_grace: grace, ..LocalClusterConfig::default() };
+    let mut c = LocalCluster::start(config).unwrap();
+    let (a, b) = (client(&c), client(&c));
+    assert_eq!(a.flock(lock(1, Some(FlockKind::Write), 0, 9), false, NEVER).unwrap(), FlockAnswer::Granted);
+    a.flock_unlock_owner(FILE, 1).unwrap();
+
+    c.stop_mds();
+    c.start_mds().unwrap();
+    let restarted = std::time::Instant::now();
+    // b held nothing, a held a lock once: b's request waits for a's word.
+    assert_eq!(b.flock(lock(2, Some(FlockKind::Write), 0, 9), false, NEVER).unwrap(), FlockAnswer::Granted);
+    let waited = restarted.elapsed();
+    assert!(waited < grace / 4, "the grace ends once a has said it replayed: {waited:?}");
+    b.flock_unlock_owner(FILE, 2).unwrap();
+
+    // Now b has held a lock too; once both have gone, nobody is owed.
+    drop(a);
+    drop(b);
+    std::thread::sleep(Duration::from_millis(300));
+    c.stop_mds();
+    c.start_mds().unwrap();
+    let restarted = std::time::Instant::now();
+    let d = client(&c);
+    assert_eq!(d.flock(lock(3, Some(FlockKind::Write), 0, 9), false, NEVER).unwrap(), FlockAnswer::Granted);
+    let waited = restarted.elapsed();
+    assert!(waited < Duration::from_secs(2), "no client held anything: no grace: {waited:?}");
 }
 
 /// One uid that takes every lock and waiter the MDS gives one user leaves
@@ -229,6 +265,12 @@ impl RawMds {
         let welcome = rt.block_on(lanefs_net::codec::read_frame(&mut stream)).unwrap();
         assert!(matches!(welcome, Some(Wire::Welcome { .. })), "{welcome:?}");
         RawMds { rt, stream, next_id: 1 }
+    }
+
+    /// Name the client, as a `Client` does on each connection.
+    fn session(&mut self, uuid: u64) {
+        let wire = lanefs_net::proto::Wire::Session { uuid };
+        self.rt.block_on(lanefs_net::codec::write_frame(&mut self.stream, wire)).unwrap();
     }
 
     fn call(&mut self, call: lanefs_net::proto::FlockCall) -> lanefs_net::proto::MdsAnswer {
@@ -313,6 +355,15 @@ fn a_stale_replay_gives_way_to_the_newer_grant_of_the_same_bytes() {
     let (a, b) = (client(&c), client(&c));
     assert_eq!(a.flock(lock(1, Some(FlockKind::Write), 0, 99), false, NEVER).unwrap(), FlockAnswer::Granted);
     drop(old_holder);
+    // A client that holds a lock and will not come back keeps the grace
+    // on to its end, so that the stale replay below comes within it.
+    let mut away = RawMds::connect(&c);
+    away.session(0xa7a7);
+    let elsewhere = FlockRequest { file: lanefs_mds::Fid(FILE.0 + 1), ..lock(3, Some(FlockKind::Read), 0, 0) };
+    assert!(matches!(
+        away.call(FlockCall::Set { request: elsewhere, wait: false, ticket: 0, replay: false, seal: None }),
+        MdsAnswer::FlockGranted(_)
+    ));
 
     c.stop_mds();
     c.start_mds().unwrap();

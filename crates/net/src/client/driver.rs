@@ -56,6 +56,9 @@ pub(super) struct Driver {
     /// The file locks this client holds and the files it keeps open at
     /// the MDS, told again to a new MDS connection.
     record: MdsRecord,
+    /// Whether this client has held something at the MDS (the record was
+    /// not empty): a restarted MDS waits for it to say it has replayed.
+    mds_held: bool,
     /// When to connect to the MDS again, to replay the record, and since
     /// when it has been out of reach (given up after the reconnect timeout).
     mds_retry: Option<(tokio::time::Instant, StdDuration, tokio::time::Instant)>,
@@ -83,7 +86,8 @@ impl Driver {
         // Until the MDS says how many OSTs there are, the queue is sized for one.
         let limits = client_queue_limits(&options.core, 1);
         let dial = Dial { address: &mds_address, key, timeout: options.connect_timeout, limits: &limits };
-        let session = open_session(dial, Peer::Mds, net_tx.clone(), None, None).await?;
+        let uuid = client_uuid();
+        let session = open_session(dial, Peer::Mds, net_tx.clone(), None, Some(uuid)).await?;
         let mut mds = Live::new(0, session);
         mds.send(Wire::Mds { id: 0, call: MdsCall::ClusterInfo });
         let info = match net_rx.recv().await {
@@ -126,7 +130,6 @@ impl Driver {
         };
         let mut core = CoreClient::new(ClientId(0), config)?.with_page_pool(pool.clone());
         let queue_limits = client_queue_limits(&options.core, info.ost_count);
-        let uuid = client_uuid();
         let instance = params::client::instance(uuid);
         if options.control_dir.is_some() {
             // A client that lctl can see takes the settings kept for every
@@ -173,6 +176,7 @@ impl Driver {
             ladvise: HashMap::new(),
             mds_calls: HashMap::new(),
             record: MdsRecord::default(),
+            mds_held: false,
             mds_retry: None,
             stats_calls: HashMap::new(),
             param_calls: HashMap::new(),
@@ -334,7 +338,7 @@ impl Driver {
                     let key = self.options.key.as_ref();
                     let limits = &self.queue_limits;
                     let dial = Dial { address, key, timeout, limits };
-                    match open_session(dial, Peer::Mds, self.net_tx.clone(), None, None).await {
+                    match open_session(dial, Peer::Mds, self.net_tx.clone(), None, Some(self.uuid)).await {
                         Ok(session) => self.mds_connected(Live::new(0, session)),
                         Err(e) => {
                             let _ = reply.send(Err(e));
@@ -497,6 +501,7 @@ impl Driver {
                 match frame {
                     Wire::MdsReply { id, answer } => {
                         self.record.answered(id, &answer);
+                        self.mds_held |= !self.record.is_empty();
                         if cfg!(debug_assertions) {
                             self.record.check_invariants();
                         }
@@ -524,9 +529,11 @@ impl Driver {
             let _ = reply.send(Err(NetError::MdsLost { reason: reason.to_string() }));
         }
         self.record.lost();
-        if !self.record.is_empty() {
+        if !self.record.is_empty() || self.mds_held {
             // Held locks and open files are told to the MDS again as soon
-            // as it answers, within its recovery grace.
+            // as it answers, within its recovery grace (which waits for
+            // every client that held something, even if it holds nothing
+            // now, to say it is done).
             let now = tokio::time::Instant::now();
             self.mds_retry = Some((now + RECONNECT_BACKOFF_FIRST, RECONNECT_BACKOFF_FIRST, now));
         }
@@ -543,6 +550,12 @@ impl Driver {
             let id = self.call_id();
             self.record.replayed(id, &call);
             live.send(Wire::Mds { id, call });
+        }
+        if self.mds_held {
+            // After the replays, on the same connection: the MDS has them
+            // all when it reads this. Its answer is not waited for.
+            let id = self.call_id();
+            live.send(Wire::Mds { id, call: MdsCall::ReplayDone });
         }
         self.mds = Some(live);
     }
@@ -562,11 +575,12 @@ impl Driver {
         }
         let (address, timeout) = (&self.mds_address, self.options.connect_timeout);
         let dial = Dial { address, key: self.options.key.as_ref(), timeout, limits: &self.queue_limits };
-        match open_session(dial, Peer::Mds, self.net_tx.clone(), None, None).await {
+        match open_session(dial, Peer::Mds, self.net_tx.clone(), None, Some(self.uuid)).await {
             Ok(session) => self.mds_connected(Live::new(0, session)),
             Err(e) if now.duration_since(since) >= self.options.reconnect_timeout => {
                 warn!(%e, "the MDS stayed out of reach: the file locks held here are lost");
                 self.record.clear();
+                self.mds_held = false;
                 self.mds_retry = None;
             }
             Err(e) => {

@@ -188,24 +188,25 @@ pub(super) async fn open_session(
 ) -> Result<Session, NetError> {
     let Dial { address, key, timeout, limits } = dial;
     let fail = |reason: String| NetError::Connect { address: address.to_string(), reason, refused: false };
+    let mut last_closed = None;
     let handshake = async {
-        let mut stream = connect_raw(address, key).await.map_err(|e| connect_failed(address, &e, key))?;
-        let hello = Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Client };
-        let mut frame = Vec::new();
-        encode(hello, &mut frame).map_err(|e| fail(e.to_string()))?;
-        let written = match &mut stream {
-            Connected::Tcp(s) => s.write_all(&frame).await,
-            Connected::Tls(s) => s.write_all(&frame).await.and(s.flush().await),
-            Connected::Unix(s) => s.write_all(&frame).await,
+        // A server whose handshake pool is full may close a connection
+        // that has not spoken yet (see `crate::hello`), and one that stops
+        // closes those in their handshake: connect again, backing off,
+        // within the timeout.
+        let mut backoff = HANDSHAKE_RETRY_FIRST;
+        let mut stream = loop {
+            match hello_welcome(address, key).await {
+                Ok(stream) => break stream,
+                Err(Attempt::Failed(e)) => return Err(e),
+                Err(Attempt::Closed(closed)) => {
+                    tracing::debug!(%address, %closed, ?backoff, "the server closed the connection in its handshake: connecting again");
+                    last_closed = Some(closed);
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(HANDSHAKE_RETRY_MAX);
+                }
+            }
         };
-        written.map_err(|e| connect_failed(address, &e, key))?;
-        match read_handshake_frame(&mut stream).await {
-            Ok(Some(Wire::Welcome { .. })) => {}
-            Ok(Some(Wire::Refused { reason })) => return Err(NetError::Refused { peer: address.to_string(), reason }),
-            Ok(other) => return Err(fail(format!("unexpected handshake answer {other:?}"))),
-            Err(crate::codec::CodecError::Io(e)) => return Err(connect_failed(address, &e, key)),
-            Err(e) => return Err(fail(e.to_string())),
-        }
         let shared = match (&stream, arena) {
             (Connected::Unix(s), Some(offer)) => {
                 let mut frame = Vec::new();
@@ -226,9 +227,11 @@ pub(super) async fn open_session(
         };
         Ok((stream, shared))
     };
-    let (stream, shared) = tokio::time::timeout(timeout, handshake)
-        .await
-        .map_err(|_| fail(format!("no handshake within {timeout:?}")))??;
+    let done = tokio::time::timeout(timeout, handshake).await;
+    let (stream, shared) = done.map_err(|_| match &last_closed {
+        Some(closed) => fail(format!("no handshake within {timeout:?}: the server closed each attempt ({closed})")),
+        None => fail(format!("no handshake within {timeout:?}")),
+    })??;
     let (r, w) = tokio::io::split(stream.into_box());
     let mut r = BufReader::with_capacity(1 << 18, r);
     let outbox = Outbox::new(limits.clone());
@@ -259,6 +262,55 @@ pub(super) async fn open_session(
         let _ = net_tx.send(NetIn::Closed(peer, reason));
     });
     Ok((session, writer))
+}
+
+/// How one attempt at a handshake failed.
+enum Attempt {
+    /// The server closed the connection: try again.
+    Closed(String),
+    Failed(NetError),
+}
+
+/// Connect (with TLS on TCP), send `Hello` and read `Welcome`.
+async fn hello_welcome(address: &Address, key: Option<&ClusterKey>) -> Result<Connected, Attempt> {
+    let fail =
+        |reason: String| Attempt::Failed(NetError::Connect { address: address.to_string(), reason, refused: false });
+    let io_failed = |e: std::io::Error| match closed_in_handshake(&e) {
+        true => Attempt::Closed(e.to_string()),
+        false => Attempt::Failed(connect_failed(address, &e, key)),
+    };
+    let mut stream = connect_raw(address, key).await.map_err(io_failed)?;
+    let hello = Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Client };
+    let mut frame = Vec::new();
+    encode(hello, &mut frame).map_err(|e| fail(e.to_string()))?;
+    let written = match &mut stream {
+        Connected::Tcp(s) => s.write_all(&frame).await,
+        Connected::Tls(s) => s.write_all(&frame).await.and(s.flush().await),
+        Connected::Unix(s) => s.write_all(&frame).await,
+    };
+    written.map_err(io_failed)?;
+    match read_handshake_frame(&mut stream).await {
+        Ok(Some(Wire::Welcome { .. })) => Ok(stream),
+        Ok(Some(Wire::Refused { reason })) => {
+            Err(Attempt::Failed(NetError::Refused { peer: address.to_string(), reason }))
+        }
+        Ok(None) => Err(Attempt::Closed("closed before Welcome".into())),
+        Ok(Some(other)) => Err(fail(format!("unexpected handshake answer {other:?}"))),
+        Err(crate::codec::CodecError::Io(e)) => Err(io_failed(e)),
+        Err(e) => Err(fail(e.to_string())),
+    }
+}
+
+/// First wait before connecting again after a server closed the
+/// connection in its handshake; it doubles up to [`HANDSHAKE_RETRY_MAX`].
+const HANDSHAKE_RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(10);
+const HANDSHAKE_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether `e` is the server closing the connection (what a full
+/// handshake pool does to a peer that has not spoken yet).
+fn closed_in_handshake(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+    matches!(e.kind(), BrokenPipe | ConnectionAborted | ConnectionReset | UnexpectedEof)
 }
 
 async fn read_handshake_frame(stream: &mut Connected) -> Result<Option<Wire>, crate::codec::CodecError> {
