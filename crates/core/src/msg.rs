@@ -24,7 +24,7 @@ use crate::errno::Errno;
 use crate::extent::Extent;
 use crate::ldlm::LockRequest;
 use crate::pages::{PageSpan, RemoteSpan};
-use crate::units::{Epoch, LockHandle, ObjectId, Transno, Xid};
+use crate::units::{Duration, Epoch, LockHandle, ObjectId, Transno, Xid};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -466,6 +466,14 @@ pub enum ToClient {
     /// Answer to [`ToOst::Disconnect`]: the OST has recorded that this
     /// client will not come back with state.
     Disconnected,
+    /// The OST restarted and is recovering: it keeps this client's
+    /// requests until the clients it knew have replayed (`clients_left`
+    /// of them have not), at most `remaining` more. Sent once per recovery
+    /// to each client it did not know, whose requests wait.
+    Recovering {
+        remaining: Duration,
+        clients_left: u32,
+    },
     /// The OST is out of service until its OSS restarts ([`IoError::Failed`]):
     /// whatever waits on it fails, as when it is unreachable.
     Failed,

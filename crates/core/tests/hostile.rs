@@ -300,6 +300,8 @@ fn to_client() -> impl Strategy<Value = ToClient> {
             .prop_map(|(object, error, seq)| ToClient::CommitFailed { object, error, seq }),
         1 => lock.prop_map(|lock| ToClient::LockLost { lock }),
         1 => Just(ToClient::Disconnected),
+        1 => (0..u64::MAX, any::<u32>())
+            .prop_map(|(ns, clients_left)| ToClient::Recovering { remaining: Duration(ns), clients_left }),
     ]
 }
 
@@ -567,6 +569,29 @@ fn recovering_ost() -> Ost<MemStore> {
     let connected = ost.poll_transmit();
     assert_eq!(connected, Some((ClientId(0), ToClient::Connected { epoch: Epoch(1), recovering: true })));
     ost
+}
+
+/// A client the recovering OST did not know is told, once, that its
+/// requests wait and for how long at most; the known client replaying is
+/// not (it was told `Connected { recovering }`).
+#[test]
+fn a_client_whose_requests_wait_for_a_recovery_is_told_why_once() {
+    let mut ost = recovering_ost();
+    let later = Instant(500_000_000);
+    ost.handle_message(later, ClientId(1), ToOst::Connect { resume: None });
+    let request = LockRequest::new(LockMode::ProtectedWrite, Extent::new(0, 4095));
+    ost.handle_message(later, ClientId(1), ToOst::Enqueue { xid: Xid(1), object: ObjectId(1), request });
+    ost.handle_message(later, ClientId(0), ToOst::Enqueue { xid: Xid(1), object: ObjectId(2), request });
+    ost.check_invariants();
+    let sent: Vec<_> = std::iter::from_fn(|| ost.poll_transmit()).collect();
+    let window = Duration::from_secs(2); // `ost_config`'s
+    let told = ToClient::Recovering { remaining: Duration(window.0 - later.0), clients_left: 1 };
+    assert_eq!(sent, vec![(ClientId(1), told)], "client 1 once; client 0, replaying, not at all");
+    // Once the known client is done, the kept requests are served.
+    ost.handle_message(later, ClientId(0), ToOst::ReplayDone);
+    assert!(!ost.is_recovering());
+    let answered: Vec<_> = std::iter::from_fn(|| ost.poll_transmit()).map(|(c, _)| c).collect();
+    assert!(answered.contains(&ClientId(1)) && answered.contains(&ClientId(0)), "{answered:?}");
 }
 
 /// A replayed lock naming a handle of the OST's new life is refused:

@@ -86,6 +86,7 @@ impl<S: ObjectStore> Mini<S> {
                         self.results.insert((client.id(), op), result);
                     }
                     ClientEvent::DataLost { bytes, .. } => self.lost_bytes += bytes,
+                    ClientEvent::OstRecovering { .. } => {}
                 }
             }
             client.check_invariants();

@@ -35,6 +35,7 @@ pub mod ost_params;
 pub mod outbox;
 pub mod params;
 pub mod proto;
+pub mod refusal_backoff;
 pub mod runtime_files;
 pub mod shm;
 pub mod transport;

@@ -78,6 +78,7 @@ use crate::oss::{read_within, server_stats, CloseOnDrop, SHUTDOWN_GRACE};
 use crate::outbox::Outbox;
 use crate::proto::FlockCall;
 use crate::proto::{variant, ClusterInfo, MdsAnswer, MdsCall, Role, Wire, PROTOCOL_VERSION};
+use crate::refusal_backoff::RefusalBackoff;
 use crate::transport::{spawn_accept, AcceptPolicy, AcceptStats, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
 use lanefs_mds::flock::{FlockAnswer, FlockOwner, FlockRequest, FlockTable, SetOutcome, Ticket};
@@ -154,6 +155,8 @@ struct Shared {
     /// connection holds something (a lock, an open file) it has counted
     /// with `known`.
     sessions: Mutex<HashMap<u32, (u64, bool)>>,
+    /// How long refusals of lock requests are held back, per uid.
+    backoff: Mutex<RefusalBackoff>,
     deferred: Mutex<Vec<(u32, u64, FlockCall)>>,
     /// The grant number of each lock replayed during the grace, by file and
     /// owner (at most one per granted lock; emptied when the grace ends).
@@ -291,6 +294,7 @@ pub async fn start_with(
         grace_ended: std::sync::atomic::AtomicBool::new(false),
         known: Mutex::new(known),
         sessions: Mutex::new(HashMap::new()),
+        backoff: Mutex::new(RefusalBackoff::default()),
         deferred: Mutex::new(Vec::new()),
         replayed: Mutex::new(HashMap::new()),
         kept_params: fence.as_ref().map(|f| f.dir().join("client_params")),
@@ -485,10 +489,27 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
             }
             // A user's client holds nothing here to recover.
             Wire::Session { .. } => continue,
-            Wire::Mds { id, call: MdsCall::Flock(call) } => match flock(shared, peer, id, call) {
-                Some(answer) => (id, answer),
-                None => continue,
-            },
+            Wire::Mds { id, call: MdsCall::Flock(call) } => {
+                let uid = match &call {
+                    FlockCall::Set { request, .. } => Some(request.uid),
+                    _ => None,
+                };
+                let reply = flock(shared, peer, id, call);
+                let wait = uid.and_then(|uid| held_back(shared, uid, reply.as_ref()).map(|wait| (uid, wait)));
+                match (reply, wait) {
+                    (Some(refused), Some((uid, wait))) => {
+                        let shared = shared.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(wait).await;
+                            answer(&shared, peer, id, refused);
+                            shared.backoff.lock().expect("backoff lock").answered(uid);
+                        });
+                        continue;
+                    }
+                    (Some(answer), None) => (id, answer),
+                    (None, _) => continue,
+                }
+            }
             Wire::Ping => {
                 let _ = outbox.push(Wire::Pong);
                 continue;
@@ -850,6 +871,25 @@ fn end_grace(shared: &Shared) {
             answer(shared, peer, id, reply);
         }
     }
+}
+
+/// How long to hold back `answer`, the answer to a lock request of `uid`
+/// (`None` for a request that waits): a refusal for a share, after others
+/// in a row, waits (see [`crate::refusal_backoff`]); anything else ends
+/// the row.
+fn held_back(shared: &Shared, uid: u32, answer: Option<&MdsAnswer>) -> Option<std::time::Duration> {
+    let mut backoff = shared.backoff.lock().expect("backoff lock");
+    let wait = match answer {
+        Some(MdsAnswer::Flock(FlockAnswer::NoLocks(_))) => Some(backoff.refused(uid)).filter(|w| !w.is_zero()),
+        _ => {
+            backoff.served(uid);
+            None
+        }
+    };
+    if cfg!(debug_assertions) {
+        backoff.check_invariants();
+    }
+    wait
 }
 
 /// Answer request `id` of connection `peer`, if it is still there.

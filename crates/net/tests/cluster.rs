@@ -215,6 +215,37 @@ fn an_oss_that_stays_down_fails_operations_after_the_reconnect_timeout() {
     assert_eq!(b.pread(&open(&b, "/r"), 8192, 100_000).unwrap(), bytes(2, 100_000));
 }
 
+/// A new client of an OST whose recovery waits for a client that will not
+/// come back is told why (a warning naming the OST, the clients and the
+/// window), and its operations fail after its own timeout, naming the
+/// recovery: never a silent wait of the whole window.
+#[test]
+fn a_client_waiting_for_an_osts_recovery_fails_after_its_timeout_saying_why() {
+    let mut c = cluster(1);
+    let quick = ClientOptions::default().with_timeout(std::time::Duration::from_secs(1));
+    let gone = Client::connect(&c.mds_address(), quick).unwrap();
+    let f = create(&gone, "/r", 1, MIB);
+    gone.pwrite(&f, 0, &bytes(1, 4096)).unwrap();
+    gone.fsync(&f).unwrap();
+    // The OSS restarts; the client it knew is gone meanwhile (it could
+    // not say so), so the OST's recovery waits for it, for 300 s.
+    c.stop_oss();
+    drop(gone);
+    c.start_oss().unwrap();
+    let timeout = std::time::Duration::from_secs(3);
+    let b = Client::connect(&c.mds_address(), ClientOptions::default().with_timeout(timeout)).unwrap();
+    let fb = open(&b, "/r");
+    let started = WallClock::now();
+    let err = b.pread(&fb, 0, 4096).expect_err("the OST keeps new requests for its recovery");
+    let waited = started.elapsed();
+    assert!(waited >= timeout, "failed before the timeout: {waited:?}");
+    assert!(waited < timeout * 4, "the client's timeout, not the recovery window: {waited:?}");
+    let said = err.to_string();
+    for part in ["recovering", "1 client(s)", "--recovery-window", "--timeout"] {
+        assert!(said.contains(part), "{said:?} lacks {part:?}");
+    }
+}
+
 /// An OSS restart loses nothing: the client keeps its locks and its cache
 /// while the OSS is away, writes on into its cache, and when the OSS is
 /// back it replays what the OSS had acknowledged but not committed. Here

@@ -287,6 +287,7 @@ impl World {
             match event {
                 ClientEvent::OpDone { op, result } => self.done.push_back(Happening::OpDone { node, op, result }),
                 ClientEvent::DataLost { bytes, .. } => self.bytes_lost += bytes,
+                ClientEvent::OstRecovering { .. } => {}
             }
         }
         if let Some(t) = self.clients[n].poll_timeout() {

@@ -357,6 +357,14 @@ pub enum ClientEvent {
         ost: OstIndex,
         bytes: u64,
     },
+    /// `ost` restarted and keeps this client's requests until the clients
+    /// it knew have replayed: at most `remaining` more, `clients_left` of
+    /// them still to come (see [`crate::msg::ToClient::Recovering`]).
+    OstRecovering {
+        ost: OstIndex,
+        remaining: Duration,
+        clients_left: u32,
+    },
 }
 
 /// What this client did, for statistics.
@@ -805,6 +813,9 @@ impl Client {
             ToClient::CommitFailed { object, error, seq } => self.on_commit_failed(from, object, error, seq),
             ToClient::LockLost { lock } => self.on_lock_lost(from, lock),
             ToClient::Disconnected => self.on_disconnected(from),
+            ToClient::Recovering { remaining, clients_left } => {
+                self.events.push_back(ClientEvent::OstRecovering { ost: from, remaining, clients_left });
+            }
             ToClient::Failed => {
                 tracing::warn!(client = self.id.0, ost = %from, "the OST is out of service");
                 self.handle_unreachable(now, from, &IoError::Failed.to_string());

@@ -669,6 +669,8 @@ impl Harness {
                             self.completed.insert((c, op), result);
                         }
                         ClientEvent::DataLost { ost, bytes } => self.lost.push((c, ost, bytes)),
+                        // Its requests wait for the recovery: nothing to do.
+                        ClientEvent::OstRecovering { .. } => {}
                     }
                 }
             }

@@ -549,6 +549,8 @@ impl<S: ObjectStore> Ost<S> {
                 debug_assert!(deferred, "a client's first request fits");
                 if recovery.is_over(now) {
                     self.finish_recovery(now);
+                } else {
+                    self.tell_recovering(now, from);
                 }
             }
             ToOst::FailuresSeen { seq } => self.failures_seen(from, seq),
@@ -557,8 +559,20 @@ impl<S: ObjectStore> Ost<S> {
                     warn!(ost = self.index.0, %from, "too many requests during recovery: evicting the client");
                     recovery.forget(from);
                     self.locks.evict(now, from);
+                } else {
+                    self.tell_recovering(now, from);
                 }
             }
+        }
+    }
+
+    /// `from`'s request waits for the recovery: tell it why, the first time.
+    fn tell_recovering(&mut self, now: Instant, from: ClientId) {
+        let recovery = self.recovering.as_mut().expect("recovering");
+        if recovery.tell(from) {
+            let remaining = Duration(recovery.deadline().0.saturating_sub(now.0));
+            let clients_left = u32::try_from(recovery.clients_left()).unwrap_or(u32::MAX);
+            self.send(from, ToClient::Recovering { remaining, clients_left });
         }
     }
 

@@ -68,6 +68,9 @@ pub struct Recovery {
     changes: BTreeMap<Transno, (ClientId, Change)>,
     /// Requests to handle once recovery is over, in arrival order.
     deferred: VecDeque<(ClientId, ToOst)>,
+    /// Clients it did not know (or that gave their state up) that were
+    /// told their requests wait ([`crate::msg::ToClient::Recovering`]).
+    told: BTreeSet<ClientId>,
 }
 
 /// What [`Recovery::finish`] leaves to do.
@@ -100,7 +103,20 @@ impl Recovery {
             replaying: BTreeSet::new(),
             changes: BTreeMap::new(),
             deferred: VecDeque::new(),
+            told: BTreeSet::new(),
         }
+    }
+
+    /// Known clients that have not finished replaying.
+    pub fn clients_left(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Whether `client`, whose request was just deferred, is to be told
+    /// why now: once per recovery, and only a client that has nothing to
+    /// replay (a known one is told `Connected { recovering }` instead).
+    pub fn tell(&mut self, client: ClientId) -> bool {
+        !self.pending.contains(&client) && self.told.insert(client)
     }
 
     pub fn deadline(&self) -> Instant {
@@ -162,6 +178,7 @@ impl Recovery {
 
     /// Drop what `client` sent (it is being evicted).
     pub fn forget(&mut self, client: ClientId) {
+        self.told.remove(&client);
         self.deferred.retain(|(c, _)| *c != client);
         self.changes.retain(|_, (c, _)| *c != client);
         self.replaying.remove(&client);
@@ -180,6 +197,8 @@ impl Recovery {
     pub fn check_invariants(&self) {
         assert!(self.replaying.is_subset(&self.pending), "a client replays that is not awaited");
         assert!(self.deferred.len() <= DEFERRED_MAX, "deferred requests past their bound");
+        assert!(self.told.is_disjoint(&self.pending), "a known client was told to wait as a new one");
+        assert!(self.told.len() <= DEFERRED_MAX, "told past the deferred requests' bound");
         for (transno, (client, _)) in &self.changes {
             assert!(transno.0 > 0, "{client} replayed a change without a transaction number");
         }

@@ -22,6 +22,7 @@ use crate::transport::Address;
 use crate::{control, params};
 use lanefs_core::client::ladvise::LockaheadResult;
 use lanefs_core::client::{Client as CoreClient, ClientError, ClientEvent, LadviseOutcome, OpId, OpOutput};
+use lanefs_core::msg::ToClient;
 use lanefs_core::pages::PagePool;
 use lanefs_core::{ClientId, Instant, OstIndex};
 use std::collections::{BTreeSet, HashMap};
@@ -56,6 +57,9 @@ pub(super) struct Driver {
     /// The file locks this client holds and the files it keeps open at
     /// the MDS, told again to a new MDS connection.
     record: MdsRecord,
+    /// OSTs whose recovery keeps this client's requests: until when they
+    /// may, and why (see `ost_recovering`).
+    recovering: HashMap<u32, (tokio::time::Instant, String)>,
     /// Whether this client has held something at the MDS (the record was
     /// not empty): a restarted MDS waits for it to say it has replayed.
     mds_held: bool,
@@ -177,6 +181,7 @@ impl Driver {
             mds_calls: HashMap::new(),
             record: MdsRecord::default(),
             mds_held: false,
+            recovering: HashMap::new(),
             mds_retry: None,
             stats_calls: HashMap::new(),
             param_calls: HashMap::new(),
@@ -200,8 +205,11 @@ impl Driver {
                 tokio::time::Instant::now() + wait
             });
             let mds_retry = self.mds_retry.map(|(at, _, _)| at);
-            let deadline =
-                [core, self.retry_due(), mds_retry, self.ping_due(), self.silence_due()].into_iter().flatten().min();
+            let recovering = self.recovering.values().map(|(until, _)| *until).min();
+            let deadline = [core, self.retry_due(), mds_retry, self.ping_due(), self.silence_due(), recovering]
+                .into_iter()
+                .flatten()
+                .min();
             let sleep = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d).await,
@@ -224,6 +232,7 @@ impl Driver {
                     self.retry_mds().await;
                     self.ping_idle();
                     self.drop_silent();
+                    self.recovery_waited();
                 }
             }
             self.pump();
@@ -465,6 +474,11 @@ impl Driver {
                 live.last_heard = tokio::time::Instant::now();
                 match frame {
                     Wire::ToClient { ost, message } if self.oss[i].osts.contains(&ost) => {
+                        if !matches!(message, ToClient::Recovering { .. }) {
+                            // Anything else: its recovery no longer holds
+                            // this client's requests.
+                            self.recovering.remove(&ost);
+                        }
                         self.core.handle_message(now, OstIndex(ost), message)
                     }
                     Wire::ToClient { ost, .. } => {
@@ -712,6 +726,36 @@ impl Driver {
         }
     }
 
+    /// `ost` keeps this client's requests for its recovery: say why once,
+    /// and give them up if it outlasts the RPC timeout (`--timeout`), as
+    /// for an OST out of reach.
+    fn ost_recovering(&mut self, ost: OstIndex, remaining: StdDuration, clients_left: u32) {
+        let timeout = self.options.rpc_timeout;
+        let why = format!(
+            "recovering after its OSS restarted: it serves no new request until the {clients_left} client(s) it \
+             knew have replayed their state, or for at most {:.0} s more (lanefs oss --recovery-window)",
+            remaining.as_secs_f64()
+        );
+        warn!(
+            "{ost} is {why}; this client waits up to its timeout ({:.0} s, --timeout SECONDS)",
+            timeout.as_secs_f64()
+        );
+        let until = tokio::time::Instant::now() + timeout;
+        self.recovering.insert(ost.0, (until, why));
+    }
+
+    /// Requests kept past the RPC timeout by an OST's recovery fail.
+    fn recovery_waited(&mut self) {
+        let now = tokio::time::Instant::now();
+        let over: Vec<u32> = self.recovering.iter().filter(|(_, (until, _))| *until <= now).map(|(o, _)| *o).collect();
+        for ost in over {
+            let (_, why) = self.recovering.remove(&ost).expect("listed");
+            let reason = format!("{why}; waited {:.0} s (--timeout)", self.options.rpc_timeout.as_secs_f64());
+            let at = self.now();
+            self.core.handle_unreachable(at, OstIndex(ost), &reason);
+        }
+    }
+
     /// When the next connection attempt is due.
     fn retry_due(&self) -> Option<tokio::time::Instant> {
         self.oss.iter().filter_map(|c| c.retry_at).min()
@@ -760,6 +804,9 @@ impl Driver {
                         }
                     }
                     ClientEvent::DataLost { ost, bytes } => warn!(%ost, bytes, "dirty data lost"),
+                    ClientEvent::OstRecovering { ost, remaining, clients_left } => {
+                        self.ost_recovering(ost, StdDuration::from_nanos(remaining.0), clients_left)
+                    }
                 }
             }
             if !moved {
