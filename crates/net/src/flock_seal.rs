@@ -34,7 +34,7 @@ use lanefs_mds::Fid;
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -187,22 +187,7 @@ fn read_secret(path: &Path) -> std::io::Result<[u8; SECRET_BYTES]> {
 /// Write `secret` to `dir`'s [`SECRET_FILE`]: to a new file (0600, made
 /// by this call, no link followed), synced, then renamed into place.
 fn write_secret(dir: &Path, secret: &[u8]) -> std::io::Result<()> {
-    let staged = dir.join(format!("{SECRET_FILE}.new"));
-    match std::fs::remove_file(&staged) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&staged)?;
-    file.write_all(secret)?;
-    file.sync_all()?;
-    std::fs::rename(&staged, dir.join(SECRET_FILE))?;
-    std::fs::File::open(dir)?.sync_all()
+    crate::runtime_files::replace_private_file(&dir.join(SECRET_FILE), secret, true)
 }
 
 #[cfg(test)]

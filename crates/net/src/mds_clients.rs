@@ -201,8 +201,6 @@ impl KnownClients {
     /// place, then append from there.
     fn rewrite(&mut self) -> std::io::Result<()> {
         let Some(path) = &self.path else { return Ok(()) };
-        let staged = path.with_extension(format!("new.{}", std::process::id()));
-        let _ = std::fs::remove_file(&staged);
         let mut text = String::new();
         if self.full {
             text.push_str("!\n");
@@ -210,14 +208,7 @@ impl KnownClients {
         for uuid in &self.named {
             text.push_str(&format!("+{uuid:016x}\n"));
         }
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&staged)?;
-        file.write_all(text.as_bytes())?;
-        std::fs::rename(&staged, path)?;
+        crate::runtime_files::replace_private_file(path, text.as_bytes(), false)?;
         let appender = std::fs::OpenOptions::new().append(true).custom_flags(libc::O_NOFOLLOW).open(path)?;
         self.file = Some(appender);
         self.lines = self.named.len() + usize::from(self.full);

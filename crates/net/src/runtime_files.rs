@@ -89,6 +89,38 @@ pub fn append_private_file(path: &Path) -> io::Result<File> {
         .map_err(|e| named(path, e))
 }
 
+/// Put `bytes` at `path` whole: written to a new file beside it (0600,
+/// made by this call, no link followed), synced if `durable`, then
+/// renamed into place (and the directory synced if `durable`). A reader
+/// finds the old file or the new one, never part of one.
+pub fn replace_private_file(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
+    use std::io::Write;
+    let mut staged = path.as_os_str().to_owned();
+    staged.push(".new");
+    let staged = PathBuf::from(staged);
+    match std::fs::remove_file(&staged) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(named(&staged, e)),
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&staged)
+        .map_err(|e| named(&staged, e))?;
+    file.write_all(bytes)?;
+    if durable {
+        file.sync_all()?;
+    }
+    std::fs::rename(&staged, path).map_err(|e| named(path, e))?;
+    match (durable, path.parent()) {
+        (true, Some(dir)) => File::open(if dir.as_os_str().is_empty() { Path::new(".") } else { dir })?.sync_all(),
+        _ => Ok(()),
+    }
+}
+
 fn named(path: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
