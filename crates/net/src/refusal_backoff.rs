@@ -34,7 +34,7 @@ pub const MOST: Duration = Duration::from_secs(1);
 /// Uids with a row of refusals kept at once.
 pub const UIDS_MAX: usize = 4096;
 /// Answers of one uid held back at once.
-pub const HELD_PER_UID_MAX: usize = 1024;
+pub const HELD_PER_UID_MAX: usize = 64;
 
 #[derive(Debug, Default)]
 struct Row {

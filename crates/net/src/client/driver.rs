@@ -627,6 +627,11 @@ impl Driver {
         let Link::Up(live) = std::mem::replace(&mut self.oss[i].link, Link::Down) else {
             unreachable!("checked above");
         };
+        // A recovery's hold on this client's requests ends with the link:
+        // they are sent again on the next one.
+        for ost in &self.oss[i].osts {
+            self.recovering.remove(ost);
+        }
         live.outbox.close(reason);
         warn!(oss = %self.oss[i].address, "OSS connection lost: {reason}");
         let lost: Vec<u64> = self.param_calls.iter().filter(|(_, (from, _))| *from == i).map(|(&id, _)| id).collect();
