@@ -22,6 +22,7 @@
 
 use crate::errno::Errno;
 use crate::extent::Extent;
+use crate::ldlm::proof::LockProof;
 use crate::ldlm::LockRequest;
 use crate::pages::{PageSpan, RemoteSpan};
 use crate::units::{Duration, Epoch, LockHandle, ObjectId, Transno, Xid};
@@ -214,6 +215,8 @@ pub enum ToOst {
         object: ObjectId,
         request: LockRequest,
         extent: Extent,
+        /// The proof the grant came with (see [`crate::ldlm::proof`]).
+        proof: LockProof,
     },
     /// During an OST's recovery: a write the OST acknowledged as `transno`
     /// but had not committed when it stopped.
@@ -301,11 +304,11 @@ pub enum EnqueueReply {
     Granted {
         lock: LockHandle,
         extent: Extent,
+        /// What a replay of this lock must carry (see [`crate::ldlm::proof`]).
+        proof: LockProof,
     },
     /// Queued behind conflicting locks; a [`ToClient::Completion`] follows.
-    Waiting {
-        lock: LockHandle,
-    },
+    Waiting { lock: LockHandle },
     /// Speculative request that met a conflict (`-EAGAIN`).
     Refused,
     /// The client is evicted and must reconnect.
@@ -394,6 +397,8 @@ pub enum ToClient {
         lock: LockHandle,
         extent: Extent,
         callback_pending: bool,
+        /// What a replay of this lock must carry (see [`crate::ldlm::proof`]).
+        proof: LockProof,
     },
     /// BL AST: give the lock back (flush what it covers, then cancel).
     Blocking {

@@ -22,6 +22,7 @@ use lanefs_core::client::{Client, ClientConfig, FileHandle};
 use lanefs_core::errno::Errno;
 use lanefs_core::extent::Extent;
 use lanefs_core::layout::Layout;
+use lanefs_core::ldlm::proof::{LockKey, LockProof};
 use lanefs_core::ldlm::server::{LockServerConfig, HANDLE_EPOCH_SHIFT};
 use lanefs_core::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};
 use lanefs_core::msg::{CacheAdvice, EnqueueReply, IoError, Payload, ToClient, ToOst};
@@ -86,7 +87,7 @@ fn to_ost() -> impl Strategy<Value = ToOst> {
     prop_oneof![
         1 => epoch.prop_map(|resume| ToOst::Connect { resume }),
         1 => ((0..24u64).prop_map(LockHandle), object.clone(), request(), extent())
-            .prop_map(|(lock, object, request, extent)| ToOst::ReplayLock { lock, object, request, extent }),
+            .prop_map(|(lock, object, request, extent)| ToOst::ReplayLock { lock, object, request, extent, proof: LockProof(lock.0) }),
         1 => (transno.clone(), object.clone(), offset(), payload())
             .prop_map(|(transno, object, offset, data)| ToOst::ReplayWrite { transno, object, offset, data }),
         1 => (transno, object.clone(), offset()).prop_map(|(transno, object, size)| ToOst::ReplayPunch { transno, object, size }),
@@ -264,7 +265,7 @@ fn to_client() -> impl Strategy<Value = ToClient> {
     let lock = (0..20u64).prop_map(LockHandle);
     let transno = (0..12u64).prop_map(Transno);
     let reply = prop_oneof![
-        3 => (lock.clone(), extent()).prop_map(|(lock, extent)| EnqueueReply::Granted { lock, extent }),
+        3 => (lock.clone(), extent()).prop_map(|(lock, extent)| EnqueueReply::Granted { lock, extent, proof: LockProof(7) }),
         1 => lock.clone().prop_map(|lock| EnqueueReply::Waiting { lock }),
         1 => Just(EnqueueReply::Refused),
         1 => Just(EnqueueReply::Evicted),
@@ -279,7 +280,7 @@ fn to_client() -> impl Strategy<Value = ToClient> {
     prop_oneof![
         4 => (xid.clone(), reply).prop_map(|(xid, reply)| ToClient::Enqueue { xid, reply }),
         2 => (lock.clone(), extent(), any::<bool>())
-            .prop_map(|(lock, extent, callback_pending)| ToClient::Completion { lock, extent, callback_pending }),
+            .prop_map(|(lock, extent, callback_pending)| ToClient::Completion { lock, extent, callback_pending, proof: LockProof(7) }),
         2 => lock.clone().prop_map(|lock| ToClient::Blocking { lock }),
         2 => (xid.clone(), unit_result(), transno.clone())
             .prop_map(|(xid, result, transno)| ToClient::WriteReply { xid, result, transno }),
@@ -483,7 +484,7 @@ fn waiting_writer() -> (Client, Xid) {
 fn a_grant_smaller_than_its_request_fails_the_operation() {
     let (mut client, xid) = waiting_writer();
     let extent = Extent::new(0, 4095);
-    let reply = EnqueueReply::Granted { lock: LockHandle(3), extent };
+    let reply = EnqueueReply::Granted { lock: LockHandle(3), extent, proof: LockProof(0) };
     client.handle_message(Instant::ZERO, OstIndex(0), ToClient::Enqueue { xid, reply });
     client.check_invariants();
     let sent: Vec<_> = std::iter::from_fn(|| client.poll_transmit()).collect();
@@ -499,7 +500,7 @@ fn a_grant_smaller_than_its_request_fails_the_operation() {
 #[test]
 fn replies_from_the_wrong_ost_or_of_the_wrong_kind_are_ignored() {
     let (mut client, xid) = waiting_writer();
-    let reply = EnqueueReply::Granted { lock: LockHandle(3), extent: Extent::WHOLE };
+    let reply = EnqueueReply::Granted { lock: LockHandle(3), extent: Extent::WHOLE, proof: LockProof(0) };
     client.handle_message(Instant::ZERO, OstIndex(1), ToClient::Enqueue { xid, reply });
     assert!(client.lock_cache().iter().all(|(_, l)| l.handle.is_none()), "a grant from another OST was taken");
     client.handle_message(Instant::ZERO, OstIndex(0), ToClient::Enqueue { xid, reply });
@@ -571,6 +572,51 @@ fn recovering_ost() -> Ost<MemStore> {
     ost
 }
 
+/// After a restart, a lock is taken back only from the client the OST
+/// granted it to, with the proof that came with the grant: another client
+/// the OST knew that replays the handle (with no proof, a made-up one, or
+/// the holder's own) is refused, even when it comes first, and the holder
+/// gets its lock back.
+#[test]
+fn a_forged_lock_replay_is_refused_and_the_holder_keeps_its_lock() {
+    let now = Instant::ZERO;
+    let config = ost_config(SyncLockCancel::Never, true);
+    let mut ost = Ost::new(OstIndex(0), config.clone(), MemStore::new());
+    let record = ost.poll_record().map(|r| OstRecord { lock_key: LockKey([11, 13]), ..r });
+    let store = std::mem::take(ost.store_mut());
+    let mut ost = Ost::restart(OstIndex(0), config.clone(), store, record.unwrap_or_default(), now);
+    for c in [ClientId(0), ClientId(1)] {
+        ost.handle_message(now, c, ToOst::Connect { resume: None });
+    }
+    let request = LockRequest::new(LockMode::ProtectedWrite, Extent::new(0, 4095));
+    ost.handle_message(now, ClientId(1), ToOst::Enqueue { xid: Xid(1), object: ObjectId(1), request });
+    let (lock, extent, proof) = std::iter::from_fn(|| ost.poll_transmit())
+        .find_map(|(_, m)| match m {
+            ToClient::Enqueue { reply: EnqueueReply::Granted { lock, extent, proof }, .. } => {
+                Some((lock, extent, proof))
+            }
+            _ => None,
+        })
+        .expect("granted");
+    let record = ost.poll_record().expect("the clients are recorded");
+    let store = std::mem::take(ost.store_mut());
+    let mut ost = Ost::restart(OstIndex(0), config, store, record, now);
+    for c in [ClientId(0), ClientId(1)] {
+        ost.handle_message(now, c, ToOst::Connect { resume: Some(Epoch(ost.epoch().0 - 1)) });
+    }
+    while ost.poll_transmit().is_some() {}
+    let replay = |proof| ToOst::ReplayLock { lock, object: ObjectId(1), request, extent, proof };
+    for forged in [LockProof::default(), LockProof(proof.0 ^ 1), proof] {
+        ost.handle_message(now, ClientId(0), replay(forged));
+        ost.check_invariants();
+        assert_eq!(ost.poll_transmit(), Some((ClientId(0), ToClient::LockLost { lock })), "{forged:?} from client 0");
+    }
+    ost.handle_message(now, ClientId(1), replay(proof));
+    ost.check_invariants();
+    assert_eq!(ost.poll_transmit(), None, "the holder's replay is taken");
+    assert!(ost.locks().granted_lock(ClientId(1), lock).is_some(), "client 1 holds its lock again");
+}
+
 /// A client the recovering OST did not know is told, once, that its
 /// requests wait and for how long at most; the known client replaying is
 /// not (it was told `Connected { recovering }`).
@@ -603,7 +649,8 @@ fn a_replayed_lock_with_a_handle_of_the_new_life_is_refused() {
     let mut ost = recovering_ost();
     let lock = LockHandle((1 << HANDLE_EPOCH_SHIFT) + 1);
     let request = LockRequest::new(LockMode::ProtectedWrite, Extent::new(0, 4095));
-    let replay = ToOst::ReplayLock { lock, object: ObjectId(1), request, extent: Extent::new(0, 4095) };
+    let replay =
+        ToOst::ReplayLock { lock, object: ObjectId(1), request, extent: Extent::new(0, 4095), proof: LockProof(0) };
     ost.handle_message(now, ClientId(0), replay);
     ost.check_invariants();
     assert_eq!(ost.poll_transmit(), Some((ClientId(0), ToClient::LockLost { lock })));

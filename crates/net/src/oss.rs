@@ -83,6 +83,7 @@ use crate::proto::{variant, OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
 use crate::shm::{FdInbox, MappedArena};
 use crate::transport::{spawn_accept, AcceptPolicy, AcceptStats, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
+use lanefs_core::ldlm::proof::LockKey;
 use lanefs_core::msg::{IoError, Payload, ToClient, ToOst};
 use lanefs_core::ost::{Ost, OstConfig, OstRecord, SyncToken};
 use lanefs_core::store::{ObjectStore, StoreError};
@@ -273,7 +274,12 @@ pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig
         if store.durable_on_write() {
             info!(ost = index, "in memory (tmpfs): writes are durable as made; clients keep no copies for replay");
         }
-        let record = store.load_record()?;
+        let mut record = store.load_record()?;
+        if record.lock_key == LockKey::default() {
+            // A new OST (or one recorded before its locks carried proofs):
+            // a key of its own, kept in its record from its first life on.
+            record.lock_key = random_lock_key()?;
+        }
         let syncer = store.syncer();
         let (tx, rx) = mpsc::channel();
         let tx = Arc::new(tx);
@@ -475,6 +481,7 @@ fn serve_input(
             last_committed: request.commit_to,
             clients: ost.known_clients().clone(),
             failures: ost.failures_record(),
+            lock_key: ost.lock_key(),
         };
         commits.submit(CommitJob::Sync { token: request.token, targets, record });
     }
@@ -1184,6 +1191,17 @@ async fn register_once(
 
 /// How long a registration waits for the MDS's answer to its `Hello`.
 const REGISTER_ANSWER_TIMEOUT: StdDuration = StdDuration::from_secs(10);
+
+/// 128 random bits from the system, for an OST's lock proofs.
+fn random_lock_key() -> std::io::Result<LockKey> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 16];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| std::io::Error::other("no randomness from the system for the OST's lock key"))?;
+    let word = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+    Ok(LockKey([word(0), word(8)]))
+}
 
 #[cfg(test)]
 mod tests {

@@ -75,7 +75,9 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    `LinkFid`); the handshake pool, registrations answered `Pong` to a
 ///    probe.
 /// 10: a client names itself to the MDS too (`Session`), and says when it
-///    has replayed (`MdsCall::ReplayDone`).
+///    has replayed (`MdsCall::ReplayDone`); an OST's lock grants carry a
+///    proof that a replay gives back (`LockProof`); an OST tells a client
+///    whose requests wait for its recovery (`ToClient::Recovering`).
 pub const PROTOCOL_VERSION: u16 = 10;
 
 /// Who is connecting.

@@ -92,7 +92,7 @@ fn frames() -> Vec<Vec<u8>> {
             ost: 0,
             message: ToClient::Enqueue {
                 xid: Xid(2),
-                reply: EnqueueReply::Granted { lock: LockHandle(4), extent: Extent::WHOLE },
+                reply: EnqueueReply::Granted { lock: LockHandle(4), extent: Extent::WHOLE, proof: Default::default() },
             },
         },
         Wire::ToClient {

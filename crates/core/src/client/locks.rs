@@ -12,6 +12,7 @@
 //! server's handle is unknown until the enqueue reply arrives.
 
 use crate::extent::Extent;
+use crate::ldlm::proof::LockProof;
 use crate::ldlm::{EnqueueFlags, LockMode};
 use crate::units::{Instant, LockHandle, ObjectKey, OstIndex, Xid};
 use rustc_hash::FxHashMap;
@@ -44,6 +45,9 @@ pub struct ClientLock {
     /// [`LockCache::set_extent`], which keeps the extent index.
     pub extent: Extent,
     pub handle: Option<LockHandle>,
+    /// The OST's proof of the grant, replayed with the lock after the OST
+    /// restarts (see [`crate::ldlm::proof`]).
+    pub proof: LockProof,
     pub state: ClientLockState,
     /// I/O operations currently using the lock (Lustre's reader/writer refs).
     pub users: u32,
@@ -419,6 +423,7 @@ mod tests {
             callback_pending: false,
             last_used: Instant::ZERO,
             in_lru: false,
+            proof: LockProof::default(),
         }
     }
 

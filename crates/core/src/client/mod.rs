@@ -793,8 +793,8 @@ impl Client {
     pub fn handle_message(&mut self, now: Instant, from: OstIndex, message: ToClient) {
         match message {
             ToClient::Enqueue { xid, reply } => self.on_enqueue_reply(now, from, xid, reply),
-            ToClient::Completion { lock, extent, callback_pending } => {
-                self.on_completion(now, from, lock, extent, callback_pending)
+            ToClient::Completion { lock, extent, callback_pending, proof } => {
+                self.on_completion(now, from, lock, extent, callback_pending, proof)
             }
             ToClient::Blocking { lock } => self.on_blocking(from, lock),
             ToClient::WriteReply { xid, result, transno } => self.on_write_reply(from, xid, result, transno),

@@ -574,6 +574,7 @@ impl Client {
             callback_pending: false,
             last_used: Instant::ZERO,
             in_lru: false,
+            proof: crate::ldlm::proof::LockProof::default(),
         };
         let l = self.locks.insert(lock);
         let request = LockRequest { mode, extent, flags };

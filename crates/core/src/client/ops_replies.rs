@@ -17,6 +17,7 @@ use crate::client::locks::{ClientLockState, LocalLock};
 use crate::client::replay::Change;
 use crate::client::{Client, ClientError, LossCause, OpId, Rpc};
 use crate::extent::Extent;
+use crate::ldlm::proof::LockProof;
 use crate::msg::ToOst;
 use crate::msg::{EnqueueReply, IoError, Payload};
 use crate::units::{Instant, LockHandle, OstIndex, Transno, Xid};
@@ -37,8 +38,9 @@ impl Client {
                 // Another lock of ours has that handle: the server is broken.
                 self.fail_lock(l, ClientError::Protocol("the OST named a new lock with a handle in use"));
             }
-            EnqueueReply::Granted { lock, extent } => {
+            EnqueueReply::Granted { lock, extent, proof } => {
                 self.locks.set_handle(l, lock);
+                self.locks.get_mut(l).expect("listed").proof = proof;
                 let called_back = self.unclaimed.remove(&(ost, lock)).unwrap_or(false);
                 self.granted(now, l, extent, called_back);
             }
@@ -74,6 +76,7 @@ impl Client {
         handle: LockHandle,
         extent: Extent,
         callback_pending: bool,
+        proof: LockProof,
     ) {
         let Some(l) = self.locks.by_handle(ost, handle) else {
             // A lock this client does not hold: a grant that overtook the
@@ -87,6 +90,7 @@ impl Client {
             tracing::debug!(client = self.id.0, %ost, lock = handle.0, "completion of no waiting lock ignored");
             return;
         }
+        self.locks.get_mut(l).expect("listed").proof = proof;
         self.granted(now, l, extent, callback_pending);
     }
 

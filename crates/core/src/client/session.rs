@@ -158,6 +158,7 @@ impl Client {
                         object: lock.key.object,
                         request,
                         extent: lock.extent,
+                        proof: lock.proof,
                     });
                 }
                 _ => pending.push(id),

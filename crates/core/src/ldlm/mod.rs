@@ -12,6 +12,7 @@
 //! lanefs differs it says so at the place it does.
 
 pub mod policy;
+pub mod proof;
 pub mod server;
 pub mod stats;
 

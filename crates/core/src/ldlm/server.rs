@@ -38,6 +38,7 @@
 //! well-formed request, and belongs to a client that is not evicted.
 
 use super::policy::{self, PolicyLock, PolicyRequest};
+use super::proof::{LockKey, LockProof};
 use super::stats::LockCounters;
 use super::{LockMode, LockRequest};
 use crate::extent::{Extent, EOF};
@@ -259,6 +260,9 @@ pub struct LockServer {
     /// The first handle of this life: a replayed lock names one below it.
     handle_first: u64,
     handle_next: u64,
+    /// The key of the proofs its grants carry and its replays must give
+    /// back (see [`super::proof`]).
+    key: LockKey,
     transmits: VecDeque<(ClientId, ToClient)>,
     events: Option<VecDeque<LockEvent>>,
 }
@@ -280,9 +284,22 @@ impl LockServer {
             by_xid: FxHashMap::default(),
             handle_first: (epoch.0 << HANDLE_EPOCH_SHIFT) + 1,
             handle_next: (epoch.0 << HANDLE_EPOCH_SHIFT) + 1,
+            key: LockKey::default(),
             transmits: VecDeque::new(),
             events: None,
         }
+    }
+
+    /// Prove grants, and check replays, with `key` (the OST's, from its
+    /// record; without one, the all-zero key: fine where nobody forges).
+    pub fn set_key(&mut self, key: LockKey) {
+        self.key = key;
+    }
+
+    /// The proof of granted lock `handle`, for its holder.
+    fn proof_of(&self, handle: LockHandle) -> LockProof {
+        let lock = &self.locks[&handle];
+        self.key.prove(lock.client, handle, lock.object, lock.request.mode, lock.extent)
     }
 
     /// Keep every decision for [`LockServer::poll_event`] (scripts, traces).
@@ -342,7 +359,11 @@ impl LockServer {
         let planted = crate::planted::active(crate::planted::Bug::ConflictingGrant) && blockers.conflicts == 1;
         if blockers.conflicts == 0 || blockers.same_group_granted || planted {
             let extent = self.grant(handle);
-            self.transmit(client, ToClient::Enqueue { xid, reply: EnqueueReply::Granted { lock: handle, extent } });
+            let proof = self.proof_of(handle);
+            self.transmit(
+                client,
+                ToClient::Enqueue { xid, reply: EnqueueReply::Granted { lock: handle, extent, proof } },
+            );
             return;
         }
         // A GROUP request that must wait goes right after the first waiter
@@ -416,7 +437,8 @@ impl LockServer {
         for handle in mine {
             let lock = &self.locks[&handle];
             let (extent, pending) = (lock.extent, lock.callback_pending);
-            self.transmit(client, ToClient::Completion { lock: handle, extent, callback_pending: false });
+            let proof = self.proof_of(handle);
+            self.transmit(client, ToClient::Completion { lock: handle, extent, callback_pending: false, proof });
             if pending {
                 self.transmit(client, ToClient::Blocking { lock: handle });
             }
@@ -435,9 +457,11 @@ impl LockServer {
         object: ObjectId,
         request: LockRequest,
         extent: Extent,
+        proof: LockProof,
     ) -> bool {
         let earlier_life = handle.0 > 0 && handle.0 < self.handle_first;
         if !earlier_life
+            || !self.key.proves(proof, client, handle, object, &request, extent)
             || self.locks.contains_key(&handle)
             || check_request(&request).is_err()
             || !extent.contains(&request.extent)
@@ -503,7 +527,11 @@ impl LockServer {
         let (state, extent, pending) = (lock.state, lock.extent, lock.callback_pending);
         match state {
             LockState::Granted => {
-                self.transmit(client, ToClient::Enqueue { xid, reply: EnqueueReply::Granted { lock: handle, extent } });
+                let proof = self.proof_of(handle);
+                self.transmit(
+                    client,
+                    ToClient::Enqueue { xid, reply: EnqueueReply::Granted { lock: handle, extent, proof } },
+                );
                 if pending {
                     self.transmit(client, ToClient::Blocking { lock: handle });
                 }
@@ -939,7 +967,8 @@ impl LockServer {
             let extent = self.grant(handle);
             let lock = &self.locks[&handle];
             let (client, pending, group) = (lock.client, lock.callback_pending, lock.request.mode.is_group());
-            self.transmit(client, ToClient::Completion { lock: handle, extent, callback_pending: pending });
+            let proof = self.proof_of(handle);
+            self.transmit(client, ToClient::Completion { lock: handle, extent, callback_pending: pending, proof });
             if pending && !group {
                 self.locks.get_mut(&handle).expect("lock exists").callback_pending = false;
                 self.send_blocking(now, handle);

@@ -56,6 +56,7 @@ pub mod notices;
 pub mod recovery;
 
 use crate::client::osc_stats::{Histogram, Samples};
+use crate::ldlm::proof::LockKey;
 use crate::ldlm::server::{LockServer, LockServerConfig};
 use crate::msg::{CacheAdvice, IoError, Payload, PayloadKind, ToClient, ToOst};
 use crate::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
@@ -243,6 +244,13 @@ pub struct OstRecord {
     /// [`notices`]): the only report of a failed commit must outlive a crash.
     #[serde(default)]
     pub failures: BTreeMap<ClientId, Vec<(ObjectId, IoError)>>,
+    /// The key of the proofs the OST's lock grants carry, so that after a
+    /// restart it takes back only locks it granted (see
+    /// [`crate::ldlm::proof`]). Made by the driver (random) when the OST
+    /// is new; the same in every life. Private: whoever reads it can forge
+    /// a replay.
+    #[serde(default)]
+    pub lock_key: LockKey,
 }
 
 /// Names one sync the OST is waiting for.
@@ -329,6 +337,8 @@ pub struct Ost<S: ObjectStore> {
     snapshots: BTreeMap<SyncToken, Snapshot>,
     /// With recovery on: the clients a recovery would wait for.
     known: BTreeSet<ClientId>,
+    /// See [`OstRecord::lock_key`].
+    lock_key: LockKey,
     /// `known` changed since the driver last recorded it.
     record_due: bool,
     notices: Notices,
@@ -360,6 +370,7 @@ impl<S: ObjectStore> Ost<S> {
             commits,
             snapshots: BTreeMap::new(),
             known: BTreeSet::new(),
+            lock_key: LockKey::default(),
             record_due: false,
             notices: Notices::default(),
             recovering: None,
@@ -373,6 +384,8 @@ impl<S: ObjectStore> Ost<S> {
         let mut ost = Ost::new(index, config, store);
         ost.epoch = Epoch(record.epoch.0 + 1);
         ost.locks = LockServer::with_epoch(ost.config.locks.clone(), ost.epoch);
+        ost.locks.set_key(record.lock_key);
+        ost.lock_key = record.lock_key;
         if let Some(recovery) = ost.config.recovery {
             ost.commits = Some(Commits::new(recovery.commit_interval, record.last_committed));
             if !record.clients.is_empty() {
@@ -476,10 +489,10 @@ impl<S: ObjectStore> Ost<S> {
             }
             ToOst::GlimpseReply { xid, size } => self.glimpse_reply(xid, from, size),
             ToOst::FailuresSeen { seq } => self.failures_seen(from, seq),
-            ToOst::ReplayLock { lock, object, request, extent }
+            ToOst::ReplayLock { lock, object, request, extent, proof }
                 if crate::planted::active(crate::planted::Bug::LateReplay) =>
             {
-                if !self.locks.replay(from, lock, object, request, extent) {
+                if !self.locks.replay(from, lock, object, request, extent, proof) {
                     self.send(from, ToClient::LockLost { lock });
                 }
             }
@@ -516,9 +529,14 @@ impl<S: ObjectStore> Ost<S> {
                 self.send(from, ToClient::Connected { epoch: self.epoch, recovering: true });
                 self.send_notices(from); // kept in the record across the crash
             }
-            ToOst::ReplayLock { lock, object, request, extent } if recovery.is_replaying(from) => {
-                if !self.locks.replay(from, lock, object, request, extent) {
-                    warn!(ost = self.index.0, %from, lock = lock.0, "a replayed lock conflicts or is invalid: refused");
+            ToOst::ReplayLock { lock, object, request, extent, proof } if recovery.is_replaying(from) => {
+                if !self.locks.replay(from, lock, object, request, extent, proof) {
+                    warn!(
+                        ost = self.index.0,
+                        %from,
+                        lock = lock.0,
+                        "a replayed lock conflicts, is invalid, or is not one this OST granted to that client: refused"
+                    );
                     self.send(from, ToClient::LockLost { lock });
                 }
             }
@@ -833,6 +851,7 @@ impl<S: ObjectStore> Ost<S> {
             last_committed: self.last_committed(),
             clients: self.known.clone(),
             failures: self.notices.to_record(),
+            lock_key: self.lock_key,
         })
     }
 
@@ -841,6 +860,12 @@ impl<S: ObjectStore> Ost<S> {
     /// its own (a commit point before [`Ost::handle_synced`]) keeps them in it.
     pub fn failures_record(&self) -> BTreeMap<ClientId, Vec<(ObjectId, IoError)>> {
         self.notices.to_record()
+    }
+
+    /// See [`OstRecord::lock_key`]: a driver that writes a record of its
+    /// own keeps it in it.
+    pub fn lock_key(&self) -> LockKey {
+        self.lock_key
     }
 
     /// Cancels and sync RPCs waiting for a sync.
