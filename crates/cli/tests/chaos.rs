@@ -11,7 +11,9 @@
 //! an OSS stopped for longer than the timeout fails it, within the timeout
 //! and a margin, saying what was out of reach; an MDS killed and restarted
 //! or stopped for a moment costs nothing either (namespace calls wait for
-//! it, and the OSS registers with it again).
+//! it, and the OSS registers with it again). A run that starts while an
+//! OST recovers (waiting for the clients of runs killed earlier) waits up
+//! to its timeout, then fails saying so.
 
 mod common;
 
@@ -40,7 +42,12 @@ struct Outcome {
 /// `chaos` (given the cluster) runs beside it; the run is killed, and the
 /// test fails, if it takes longer than [`RUN_BOUND`].
 fn ior(cluster: &mut Cluster, args: &[&str], chaos: impl FnOnce(&mut Cluster)) -> Outcome {
-    let timeout = format!("--lanefs.timeout={TIMEOUT_S}");
+    ior_within(cluster, TIMEOUT_S, args, chaos)
+}
+
+/// [`ior`] with a timeout of `timeout_s`.
+fn ior_within(cluster: &mut Cluster, timeout_s: u64, args: &[&str], chaos: impl FnOnce(&mut Cluster)) -> Outcome {
+    let timeout = format!("--lanefs.timeout={timeout_s}");
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
         .args(["ior", "-a", "LANEFS", "-b", "8m", "-t", "1m", "-s", "2", "-N", "4", "-G", "77"])
@@ -84,9 +91,12 @@ fn write_and_check(cluster: &mut Cluster, path: &str, chaos: impl FnOnce(&mut Cl
     ior(cluster, &["-w", "-r", "-W", "-R", "-e", "-C", "-k", "-i", "8", "-o", path], chaos)
 }
 
-/// Read `path` back as a run wrote it, checking every byte.
+/// Read `path` back as a run wrote it, checking every byte. A new client
+/// waits for an OST's recovery only as long as its timeout (runs killed
+/// earlier are clients the OST waits for, to the window's end): this one
+/// is given the recovery window besides.
 fn verify(cluster: &mut Cluster, path: &str) {
-    let outcome = ior(cluster, &["-r", "-R", "-k", "-o", path], |_| {});
+    let outcome = ior_within(cluster, RECOVERY_WINDOW_S + TIMEOUT_S, &["-r", "-R", "-k", "-o", path], |_| {});
     assert!(outcome.success, "{path}: what a completed run fsync'ed reads back wrong: {}", outcome.stderr);
 }
 

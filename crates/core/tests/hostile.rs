@@ -611,6 +611,11 @@ fn a_forged_lock_replay_is_refused_and_the_holder_keeps_its_lock() {
         ost.check_invariants();
         assert_eq!(ost.poll_transmit(), Some((ClientId(0), ToClient::LockLost { lock })), "{forged:?} from client 0");
     }
+    // Client 0, done replaying, waits for client 1 untold: what it holds
+    // is only safe with the OST, so it must not give up.
+    ost.handle_message(now, ClientId(0), ToOst::ReplayDone);
+    ost.handle_message(now, ClientId(0), ToOst::Enqueue { xid: Xid(9), object: ObjectId(2), request });
+    assert_eq!(ost.poll_transmit(), None, "a known client that replayed waits, and is not told to give up");
     ost.handle_message(now, ClientId(1), replay(proof));
     ost.check_invariants();
     assert_eq!(ost.poll_transmit(), None, "the holder's replay is taken");

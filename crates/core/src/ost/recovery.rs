@@ -71,6 +71,9 @@ pub struct Recovery {
     /// Clients it did not know (or that gave their state up) that were
     /// told their requests wait ([`crate::msg::ToClient::Recovering`]).
     told: BTreeSet<ClientId>,
+    /// Known clients that reconnected to replay, done or not: never told
+    /// (their state is here; they wait as long as the recovery does).
+    came_back: BTreeSet<ClientId>,
 }
 
 /// What [`Recovery::finish`] leaves to do.
@@ -104,6 +107,7 @@ impl Recovery {
             changes: BTreeMap::new(),
             deferred: VecDeque::new(),
             told: BTreeSet::new(),
+            came_back: BTreeSet::new(),
         }
     }
 
@@ -114,9 +118,11 @@ impl Recovery {
 
     /// Whether `client`, whose request was just deferred, is to be told
     /// why now: once per recovery, and only a client that has nothing to
-    /// replay (a known one is told `Connected { recovering }` instead).
+    /// replay (a known one is told `Connected { recovering }` instead, and
+    /// waits, done replaying or not, as long as the recovery does: what
+    /// it holds is only safe here).
     pub fn tell(&mut self, client: ClientId) -> bool {
-        !self.pending.contains(&client) && self.told.insert(client)
+        !self.pending.contains(&client) && !self.came_back.contains(&client) && self.told.insert(client)
     }
 
     pub fn deadline(&self) -> Instant {
@@ -131,6 +137,7 @@ impl Recovery {
     /// A known client reconnected to replay.
     pub fn reconnected(&mut self, client: ClientId) {
         debug_assert!(self.pending.contains(&client));
+        self.came_back.insert(client);
         self.replaying.insert(client);
     }
 
@@ -156,6 +163,7 @@ impl Recovery {
 
     /// A known client came back holding nothing to replay.
     pub fn gave_up(&mut self, client: ClientId) {
+        self.came_back.remove(&client);
         self.replaying.remove(&client);
         self.pending.remove(&client);
     }
@@ -179,6 +187,7 @@ impl Recovery {
     /// Drop what `client` sent (it is being evicted).
     pub fn forget(&mut self, client: ClientId) {
         self.told.remove(&client);
+        self.came_back.remove(&client);
         self.deferred.retain(|(c, _)| *c != client);
         self.changes.retain(|_, (c, _)| *c != client);
         self.replaying.remove(&client);
@@ -198,6 +207,7 @@ impl Recovery {
         assert!(self.replaying.is_subset(&self.pending), "a client replays that is not awaited");
         assert!(self.deferred.len() <= DEFERRED_MAX, "deferred requests past their bound");
         assert!(self.told.is_disjoint(&self.pending), "a known client was told to wait as a new one");
+        assert!(self.told.is_disjoint(&self.came_back), "a client that replayed was told to wait as a new one");
         assert!(self.told.len() <= DEFERRED_MAX, "told past the deferred requests' bound");
         for (transno, (client, _)) in &self.changes {
             assert!(transno.0 > 0, "{client} replayed a change without a transaction number");
