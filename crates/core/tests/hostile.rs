@@ -637,7 +637,10 @@ fn a_client_whose_requests_wait_for_a_recovery_is_told_why_once() {
     let sent: Vec<_> = std::iter::from_fn(|| ost.poll_transmit()).collect();
     let window = Duration::from_secs(2); // `ost_config`'s
     let told = ToClient::Recovering { remaining: Duration(window.0 - later.0), clients_left: 1 };
-    assert_eq!(sent, vec![(ClientId(1), told)], "client 1 once; client 0, replaying, not at all");
+    assert_eq!(sent, vec![(ClientId(1), told.clone())], "client 1 once; client 0, replaying, not at all");
+    // Client 1 gave up and connects again: it is told again.
+    ost.handle_message(later, ClientId(1), ToOst::Connect { resume: None });
+    assert_eq!(ost.poll_transmit(), Some((ClientId(1), told)), "told again after a new connect");
     // Once the known client is done, the kept requests are served.
     ost.handle_message(later, ClientId(0), ToOst::ReplayDone);
     assert!(!ost.is_recovering());

@@ -244,6 +244,11 @@ fn a_client_waiting_for_an_osts_recovery_fails_after_its_timeout_saying_why() {
     for part in ["recovering", "1 client(s)", "--recovery-window", "--timeout"] {
         assert!(said.contains(part), "{said:?} lacks {part:?}");
     }
+    // The next operation tries again, and gives up as the first did.
+    let started = WallClock::now();
+    let again = b.pread(&fb, 0, 4096).expect_err("still recovering");
+    assert!(started.elapsed() < timeout * 4, "the second wait is bounded too: {:?}", started.elapsed());
+    assert!(again.to_string().contains("recovering"), "{again}");
 }
 
 /// An OSS restart loses nothing: the client keeps its locks and its cache

@@ -573,6 +573,11 @@ impl<S: ObjectStore> Ost<S> {
             }
             ToOst::FailuresSeen { seq } => self.failures_seen(from, seq),
             other => {
+                if matches!(other, ToOst::Connect { .. }) {
+                    // A client that gave up waiting and tries again is
+                    // told again.
+                    recovery.untell(from);
+                }
                 if !recovery.defer(from, other) {
                     warn!(ost = self.index.0, %from, "too many requests during recovery: evicting the client");
                     recovery.forget(from);

@@ -111,6 +111,11 @@ impl Recovery {
         }
     }
 
+    /// `client` starts a new session: tell it again when it waits.
+    pub fn untell(&mut self, client: ClientId) {
+        self.told.remove(&client);
+    }
+
     /// Known clients that have not finished replaying.
     pub fn clients_left(&self) -> usize {
         self.pending.len()
