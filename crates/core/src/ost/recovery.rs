@@ -18,7 +18,15 @@
 //!    ([`crate::msg::ToOst::ReplayWrite`], `ReplayPunch`), and says it is
 //!    done (`ReplayDone`);
 //! 4. every other request, from anyone, waits: the OST grants nothing new
-//!    while recovering (Lustre queues them likewise).
+//!    while recovering (Lustre queues them likewise). A client it did not
+//!    know is told why, once per session
+//!    ([`crate::msg::ToClient::Recovering`]: how long at most, how many
+//!    clients still to come), so that it can say so and give up after its
+//!    own timeout; a known client that came back waits to the end.
+//!
+//! A replayed lock is taken back only with the proof its grant carried
+//! ([`crate::ldlm::proof`]), so no client can take back a lock it never
+//! held.
 //!
 //! Recovery ends when every known client is done, or when the window
 //! closes. Then the replayed changes are applied in transaction order (a
