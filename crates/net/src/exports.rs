@@ -104,28 +104,8 @@ impl Exports {
 
     fn save(&self) -> std::io::Result<()> {
         let bytes = serde_json::to_vec_pretty(&self.table).map_err(std::io::Error::other)?;
-        write_atomically(&self.path, &bytes)
+        crate::runtime_files::replace_private_file(&self.path, &bytes, true)
     }
-}
-
-/// Replace `path` with `bytes` so that a crash leaves the old content or
-/// the new, never a mix: write a temporary file, sync it, rename it over,
-/// sync the directory. The file is owner-only (0600), as everything a server
-/// keeps under its data directory.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -406,7 +406,7 @@ impl Syncer {
 
 fn write_record(dir: &Path, record: &OstRecord) -> std::io::Result<()> {
     let bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
-    crate::exports::write_atomically(&dir.join("last_rcvd.json"), &bytes)
+    crate::runtime_files::replace_private_file(&dir.join("last_rcvd.json"), &bytes, true)
 }
 
 /// How long a sync out of descriptors waits before it tries again.

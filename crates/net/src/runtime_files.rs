@@ -13,6 +13,11 @@
 //!   writable by it alone (lanefs makes its own 0700);
 //! - a file in it is opened with `O_NOFOLLOW` and mode 0600, so a
 //!   symbolic link planted at its name is an error, never followed.
+//!
+//! The servers' own files under their data directories (the OSS's
+//! `last_rcvd.json` and client exports, the MDS's `flock_secret` and
+//! `mds_clients`) are replaced whole the same way
+//! ([`replace_private_file`]).
 
 use std::fs::File;
 use std::io;
