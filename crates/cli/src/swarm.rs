@@ -139,6 +139,20 @@ fn print_summary(s: &Summary, replay: &str) -> io::Result<()> {
         s.correctness
     )?;
     outln!("faults injected: {}", fault_list(&s.faults.by_class))?;
+    if s.adversary_seeds > 0 {
+        let a = &s.adversary;
+        outln!(
+            "adversary in {} seeds: {} messages ({} forged lock replays, {} forged change replays, \
+             {} cancels of others' locks, {} floods); evicted {} times",
+            s.adversary_seeds,
+            a.sent,
+            a.forged_lock_replays,
+            a.forged_change_replays,
+            a.foreign_cancels,
+            a.floods,
+            a.evicted
+        )?;
+    }
     if let Some(&(seed, code)) = s.failures.first() {
         outln!("first failing seed: {seed} (exit {code}); replay: lanefs swarm --seed {seed}{replay}")?;
     }

@@ -22,7 +22,7 @@
 
 use crate::errno::Errno;
 use crate::extent::Extent;
-use crate::ldlm::proof::LockProof;
+use crate::ldlm::proof::{ChangeProof, LockProof};
 use crate::ldlm::LockRequest;
 use crate::pages::{PageSpan, RemoteSpan};
 use crate::units::{Duration, Epoch, LockHandle, ObjectId, Transno, Xid};
@@ -225,12 +225,15 @@ pub enum ToOst {
         object: ObjectId,
         offset: u64,
         data: Payload,
+        /// The proof the acknowledgement carried (see [`crate::ldlm::proof`]).
+        proof: ChangeProof,
     },
     /// During an OST's recovery: a punch it acknowledged and had not committed.
     ReplayPunch {
         transno: Transno,
         object: ObjectId,
         size: u64,
+        proof: ChangeProof,
     },
     /// This client has replayed everything it holds.
     ReplayDone,
@@ -405,11 +408,13 @@ pub enum ToClient {
         lock: LockHandle,
     },
     /// `transno` names the change for recovery (0 from an OST that keeps
-    /// no commit record, as the simulator's).
+    /// no commit record, as the simulator's), and `proof` is what its
+    /// replay must carry (see [`crate::ldlm::proof`]).
     WriteReply {
         xid: Xid,
         result: Result<(), IoError>,
         transno: Transno,
+        proof: ChangeProof,
     },
     ReadReply {
         xid: Xid,
@@ -419,6 +424,7 @@ pub enum ToClient {
         xid: Xid,
         result: Result<(), IoError>,
         transno: Transno,
+        proof: ChangeProof,
     },
     GetattrReply {
         xid: Xid,
@@ -528,12 +534,12 @@ impl ToOst {
     /// expect no answer.
     pub fn failed_reply(&self) -> Option<ToClient> {
         let failed = Err(IoError::Failed);
-        let transno = Transno(0);
+        let (transno, proof) = (Transno(0), ChangeProof::default());
         Some(match *self {
             ToOst::Enqueue { xid, .. } => ToClient::Enqueue { xid, reply: EnqueueReply::Failed },
-            ToOst::Write { xid, .. } => ToClient::WriteReply { xid, result: failed, transno },
+            ToOst::Write { xid, .. } => ToClient::WriteReply { xid, result: failed, transno, proof },
             ToOst::Read { xid, .. } => ToClient::ReadReply { xid, result: Err(IoError::Failed) },
-            ToOst::Punch { xid, .. } => ToClient::PunchReply { xid, result: failed, transno },
+            ToOst::Punch { xid, .. } => ToClient::PunchReply { xid, result: failed, transno, proof },
             ToOst::Getattr { xid, .. } => ToClient::GetattrReply { xid, result: Err(IoError::Failed) },
             ToOst::Sync { xid, .. } => ToClient::SyncReply { xid, result: failed },
             ToOst::Advise { xid, .. } => ToClient::AdviseReply { xid, result: failed },

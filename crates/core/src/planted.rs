@@ -57,10 +57,15 @@ pub enum Bug {
     /// so a client takes the answer to a retried unlink or exclusive create
     /// at face value: `ENOENT` for its own unlink, `EEXIST` for its own create.
     RetryUnsafe,
+    /// A recovering OST takes a replayed lock or change on the client's
+    /// word, without checking its proof (`LockServer::replay`,
+    /// `Ost::while_recovering`): a hostile node takes others' locks and
+    /// transaction numbers.
+    UnprovedReplay,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 13] = [
+    pub const ALL: [Bug; 14] = [
         Bug::ConflictingGrant,
         Bug::CancelBeforeAck,
         Bug::ForgetReplay,
@@ -74,6 +79,7 @@ impl Bug {
         Bug::ForgetDestroy,
         Bug::LoseDestroyQueue,
         Bug::RetryUnsafe,
+        Bug::UnprovedReplay,
     ];
 
     /// The name the swarm's switch takes (`LANEFS_PLANTED_BUG=...`).
@@ -92,6 +98,7 @@ impl Bug {
             Bug::ForgetDestroy => "forget-destroy",
             Bug::LoseDestroyQueue => "lose-destroy-queue",
             Bug::RetryUnsafe => "retry-unsafe",
+            Bug::UnprovedReplay => "unproved-replay",
         }
     }
 

@@ -22,12 +22,12 @@ use lanefs_core::client::{Client, ClientConfig, FileHandle};
 use lanefs_core::errno::Errno;
 use lanefs_core::extent::Extent;
 use lanefs_core::layout::Layout;
-use lanefs_core::ldlm::proof::{LockKey, LockProof};
+use lanefs_core::ldlm::proof::{ChangeProof, LockKey, LockProof};
 use lanefs_core::ldlm::server::{LockServerConfig, HANDLE_EPOCH_SHIFT};
 use lanefs_core::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};
 use lanefs_core::msg::{CacheAdvice, EnqueueReply, IoError, Payload, ToClient, ToOst};
 use lanefs_core::ost::{Ost, OstConfig, OstRecord, RecoveryConfig, SyncLockCancel, RPC_BYTES_MAX};
-use lanefs_core::store::{MemStore, OBJECT_BYTES_MAX};
+use lanefs_core::store::{JournalStore, MemStore, ObjectStore, OBJECT_BYTES_MAX};
 use lanefs_core::{ClientId, Duration, Epoch, Instant, LockHandle, ObjectId, ObjectKey, OstIndex, Transno, Xid};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -89,8 +89,8 @@ fn to_ost() -> impl Strategy<Value = ToOst> {
         1 => ((0..24u64).prop_map(LockHandle), object.clone(), request(), extent())
             .prop_map(|(lock, object, request, extent)| ToOst::ReplayLock { lock, object, request, extent, proof: LockProof(lock.0) }),
         1 => (transno.clone(), object.clone(), offset(), payload())
-            .prop_map(|(transno, object, offset, data)| ToOst::ReplayWrite { transno, object, offset, data }),
-        1 => (transno, object.clone(), offset()).prop_map(|(transno, object, size)| ToOst::ReplayPunch { transno, object, size }),
+            .prop_map(|(transno, object, offset, data)| ToOst::ReplayWrite { transno, object, offset, data, proof: ChangeProof(transno.0) }),
+        1 => (transno, object.clone(), offset()).prop_map(|(transno, object, size)| ToOst::ReplayPunch { transno, object, size, proof: ChangeProof(transno.0) }),
         1 => Just(ToOst::ReplayDone),
         1 => (0..4u64).prop_map(|seq| ToOst::FailuresSeen { seq }),
         1 => Just(ToOst::Disconnect),
@@ -283,10 +283,10 @@ fn to_client() -> impl Strategy<Value = ToClient> {
             .prop_map(|(lock, extent, callback_pending)| ToClient::Completion { lock, extent, callback_pending, proof: LockProof(7) }),
         2 => lock.clone().prop_map(|lock| ToClient::Blocking { lock }),
         2 => (xid.clone(), unit_result(), transno.clone())
-            .prop_map(|(xid, result, transno)| ToClient::WriteReply { xid, result, transno }),
+            .prop_map(|(xid, result, transno)| ToClient::WriteReply { xid, result, transno, proof: ChangeProof(transno.0) }),
         2 => (xid.clone(), data).prop_map(|(xid, result)| ToClient::ReadReply { xid, result }),
         1 => (xid.clone(), unit_result(), transno.clone())
-            .prop_map(|(xid, result, transno)| ToClient::PunchReply { xid, result, transno }),
+            .prop_map(|(xid, result, transno)| ToClient::PunchReply { xid, result, transno, proof: ChangeProof(transno.0) }),
         1 => (xid.clone(), prop_oneof![any::<u64>().prop_map(Ok), io_error().prop_map(Err)])
             .prop_map(|(xid, result)| ToClient::GetattrReply { xid, result }),
         1 => (xid.clone(), unit_result()).prop_map(|(xid, result)| ToClient::SyncReply { xid, result }),
@@ -517,19 +517,19 @@ fn replies_from_the_wrong_ost_or_of_the_wrong_kind_are_ignored() {
     client.handle_message(
         Instant::ZERO,
         OstIndex(1),
-        ToClient::WriteReply { xid: write, result: Ok(()), transno: Transno(0) },
+        ToClient::WriteReply { xid: write, result: Ok(()), transno: Transno(0), proof: ChangeProof(0) },
     );
     client.handle_message(
         Instant::ZERO,
         OstIndex(0),
-        ToClient::PunchReply { xid: write, result: Ok(()), transno: Transno(0) },
+        ToClient::PunchReply { xid: write, result: Ok(()), transno: Transno(0), proof: ChangeProof(0) },
     );
     client.check_invariants();
     assert_eq!(client.poll_event(), None, "the fsync finished on replies that were not its write's");
     client.handle_message(
         Instant::ZERO,
         OstIndex(0),
-        ToClient::WriteReply { xid: write, result: Ok(()), transno: Transno(0) },
+        ToClient::WriteReply { xid: write, result: Ok(()), transno: Transno(0), proof: ChangeProof(0) },
     );
     client.check_invariants();
     let sync = std::iter::from_fn(|| client.poll_transmit()).any(|(_, m)| matches!(m, ToOst::Sync { .. }));
@@ -622,6 +622,67 @@ fn a_forged_lock_replay_is_refused_and_the_holder_keeps_its_lock() {
     assert!(ost.locks().granted_lock(ClientId(1), lock).is_some(), "client 1 holds its lock again");
 }
 
+/// After a restart, a change is replayed only by the client the OST
+/// acknowledged it to, with the proof that came with the acknowledgement:
+/// another client the OST knew that replays the writer's transaction
+/// number first (with no proof, a made-up one, or the writer's own), or a
+/// write the OST never acknowledged, is refused; the writer's replay is
+/// taken and its bytes come back. Before, the first replay of a number
+/// won: the writer's own was dropped as a duplicate, and the forger's
+/// bytes took the place of its acknowledged write without a word.
+#[test]
+fn a_forged_change_replay_is_refused_and_the_writers_replay_is_applied() {
+    let now = Instant::ZERO;
+    let config = ost_config(SyncLockCancel::Never, true);
+    let mut ost = Ost::new(OstIndex(0), config.clone(), JournalStore::new());
+    ost.set_lock_key(LockKey([17, 19]));
+    for c in [ClientId(0), ClientId(1)] {
+        ost.handle_message(now, c, ToOst::Connect { resume: None });
+    }
+    let data = Payload::Bytes(vec![1; 4096]);
+    ost.handle_message(
+        now,
+        ClientId(1),
+        ToOst::Write { xid: Xid(1), object: ObjectId(1), offset: 0, data: data.clone() },
+    );
+    let (transno, proof) = std::iter::from_fn(|| ost.poll_transmit())
+        .find_map(|(_, m)| match m {
+            ToClient::WriteReply { result: Ok(()), transno, proof, .. } => Some((transno, proof)),
+            _ => None,
+        })
+        .expect("the write is acknowledged");
+    assert!(transno > Transno(0));
+    let record = ost.poll_record().expect("the clients are recorded");
+    assert_eq!(record.lock_key, LockKey([17, 19]), "the key is kept in the record");
+    let mut store = std::mem::take(ost.store_mut());
+    store.crash(); // the write was not committed
+    let mut ost = Ost::restart(OstIndex(0), config, store, record, now);
+    let zeros = |bytes: Vec<u8>| bytes.iter().all(|b| *b == 0);
+    assert!(zeros(ost.store_mut().read(ObjectId(1), 0, 4096).unwrap_or_default()), "lost in the crash");
+    for c in [ClientId(0), ClientId(1)] {
+        ost.handle_message(now, c, ToOst::Connect { resume: Some(Epoch(ost.epoch().0 - 1)) });
+    }
+    while ost.poll_transmit().is_some() {}
+    let forged = Payload::Bytes(vec![9; 4096]);
+    let replay =
+        |transno, object, proof| ToOst::ReplayWrite { transno, object, offset: 0, data: forged.clone(), proof };
+    for proof in [ChangeProof::default(), ChangeProof(proof.0 ^ 1), proof] {
+        ost.handle_message(now, ClientId(0), replay(transno, ObjectId(1), proof));
+        ost.handle_message(now, ClientId(0), replay(transno, ObjectId(2), proof));
+        ost.handle_message(now, ClientId(0), replay(Transno(transno.0 + 1), ObjectId(2), proof));
+        ost.check_invariants();
+    }
+    ost.handle_message(now, ClientId(0), ToOst::ReplayPunch { transno, object: ObjectId(1), size: 0, proof });
+    ost.handle_message(now, ClientId(0), ToOst::ReplayDone);
+    let theirs = ToOst::ReplayWrite { transno, object: ObjectId(1), offset: 0, data, proof };
+    ost.handle_message(now, ClientId(1), theirs);
+    ost.handle_message(now, ClientId(1), ToOst::ReplayDone);
+    ost.check_invariants();
+    assert!(!ost.is_recovering());
+    assert_eq!(ost.store_mut().read(ObjectId(1), 0, 4096).expect("replayed"), vec![1; 4096], "the writer's bytes");
+    assert!(zeros(ost.store_mut().read(ObjectId(2), 0, 4096).unwrap_or_default()), "nothing forged");
+}
+
 /// A client the recovering OST did not know is told, once, that its
 /// requests wait and for how long at most; the known client replaying is
 /// not (it was told `Connected { recovering }`).
@@ -684,9 +745,13 @@ fn a_replayed_change_without_a_transaction_number_is_ignored() {
     ost.handle_message(
         now,
         ClientId(0),
-        ToOst::ReplayWrite { transno: Transno(0), object: ObjectId(1), offset: 0, data },
+        ToOst::ReplayWrite { transno: Transno(0), object: ObjectId(1), offset: 0, data, proof: ChangeProof(0) },
     );
-    ost.handle_message(now, ClientId(0), ToOst::ReplayPunch { transno: Transno(0), object: ObjectId(2), size: 10 });
+    ost.handle_message(
+        now,
+        ClientId(0),
+        ToOst::ReplayPunch { transno: Transno(0), object: ObjectId(2), size: 10, proof: ChangeProof(0) },
+    );
     ost.check_invariants();
     ost.handle_message(now, ClientId(0), ToOst::ReplayDone);
     ost.check_invariants();

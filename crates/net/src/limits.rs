@@ -27,6 +27,7 @@
 //! | requests in flight per connection | [`REQUESTS_IN_FLIGHT_MAX`] = 64 messages, [`REQUEST_BYTES_IN_FLIGHT_MAX`] = 16 MiB | the reader waits before handing an OST thread more; a read counts the bytes of its reply | `oss` (`RequestBudget`) |
 //! | one read | `codec::BULK_BYTES_MAX` = 64 MiB | its reply could never be sent; the OST would allocate it | `oss` (answered `IoError::Invalid` at once) |
 //! | file locks at the MDS | `flock::LOCKS_MAX` = 65,536 granted, `WAITERS_MAX` = 4,096 waiting; per uid `LOCKS_PER_UID_MAX` = 4,096 and `WAITERS_PER_UID_MAX` = 256; per client `LOCKS_PER_CLIENT_MAX` = 16,384 and `WAITERS_PER_CLIENT_MAX` = 1,024 | one user, or one client node, fills only its own share; past one a request is answered `ENOLCK` naming it | `lanefs_mds::flock::FlockTable::set` |
+//! | requests kept during an OST's recovery | `lanefs_core::ost::recovery::DEFERRED_PER_CLIENT_MAX` = 4,096 per client, `DEFERRED_MAX` = 65,536 in all | a client past its share is evicted; with the whole queue full, the client holding most of it is: one client's flood never evicts another | `lanefs_core::ost::recovery::Recovery::hog` |
 //! | lock requests deferred to the end of the MDS's recovery grace | `flock::WAITERS_MAX` = 4,096, and the waiters' shares per client and per uid | a client cannot fill the queue during a grace for everyone | `mds_server::flock` |
 //!
 //! Together: one connection costs an OSS at most about

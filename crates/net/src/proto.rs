@@ -78,7 +78,9 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    has replayed (`MdsCall::ReplayDone`); an OST's lock grants carry a
 ///    proof that a replay gives back (`LockProof`); an OST tells a client
 ///    whose requests wait for its recovery (`ToClient::Recovering`).
-pub const PROTOCOL_VERSION: u16 = 10;
+/// 11: an OST's answers to writes and punches carry a proof that their
+///    replay gives back (`ChangeProof`).
+pub const PROTOCOL_VERSION: u16 = 11;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,6 +4,7 @@
 //! the frame does not hold). `fuzz/` runs the same, coverage-guided.
 
 use lanefs_core::extent::Extent;
+use lanefs_core::ldlm::proof::ChangeProof;
 use lanefs_core::ldlm::{LockMode, LockRequest};
 use lanefs_core::msg::{EnqueueReply, Payload, ToClient, ToOst};
 use lanefs_core::{Epoch, LockHandle, ObjectId, Transno, Xid};
@@ -116,6 +117,7 @@ fn frames() -> Vec<Vec<u8>> {
                 object: ObjectId(2),
                 offset: 4096,
                 data: Payload::Bytes(vec![7; 100]),
+                proof: ChangeProof(0x0123_4567_89ab_cdef),
             },
         },
         Wire::ToClient { ost: 1, message: ToClient::Committed { transno: Transno(9) } },

@@ -28,6 +28,10 @@
 //! 4. the oracle ([`oracle`]) judges the whole history per byte, and the
 //!    namespace oracle ([`mds::Namespace`]) every answer of the MDS.
 //!
+//! An adversary: in half the seeds a hostile node ([`adversary`]) joins
+//! the clients, with forged replays, others' handles, and floods within
+//! its share; the others' results must be as if it were not there.
+//!
 //! What it checks. After every step: every node's invariants (the
 //! harness's `check_invariants`, among them the lock server's "no two
 //! incompatible granted locks") and the swarm's own checkers
@@ -67,6 +71,7 @@
 //! (bench/RESULTS.md); [`sweep::SweepConfig::only`] draws only some fault
 //! classes, to show which class a finding needs.
 
+pub mod adversary;
 pub mod checkers;
 pub mod faults;
 pub mod history;

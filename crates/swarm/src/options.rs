@@ -9,6 +9,10 @@
 //! (`SEED=... options...`), so a failure is described and replayed from the
 //! seed alone.
 //!
+//! Adversary: half the seeds, drawn from a stream of their own (so the
+//! other draws are those of before it), add a hostile node
+//! ([`crate::adversary`]) to the clients.
+//!
 //! Fault mix: about one seed in five is quiet (no faults at all; any loss,
 //! error or eviction there is a bug); the others enable each fault class
 //! with even odds, at a rate drawn per class, so that some seeds see one
@@ -96,6 +100,8 @@ pub struct SwarmOptions {
     /// Actions in each client's program.
     pub actions_per_client: usize,
     pub faults: FaultMix,
+    /// A hostile node among the clients ([`crate::adversary`]).
+    pub adversary: bool,
 }
 
 impl SwarmOptions {
@@ -136,6 +142,7 @@ impl SwarmOptions {
         // for at most two commits.
         let commit_latency_us = [0, 0, 20, 200, 2_000][rng.gen_range(0..5)];
         let commit_pages = [u64::MAX, 4, 32][rng.gen_range(0..3)];
+        let adversary = ChaCha8Rng::seed_from_u64(seed ^ 0x686f_7374_696c_6521).gen_bool(0.5);
         SwarmOptions {
             seed,
             clients,
@@ -157,6 +164,7 @@ impl SwarmOptions {
             sync_lock_cancel,
             actions_per_client,
             faults,
+            adversary,
         }
     }
 
@@ -255,6 +263,7 @@ impl fmt::Display for SwarmOptions {
         )?;
         let slc = SyncLockCancel::NAMES[self.sync_lock_cancel as usize];
         write!(f, " sync_lock_cancel={slc} actions={}", self.actions_per_client)?;
+        write!(f, " adversary={}", if self.adversary { "yes" } else { "no" })?;
         if self.faults.is_quiet() {
             write!(f, " faults=none")
         } else {
@@ -293,6 +302,8 @@ mod tests {
             quiet += usize::from(a.faults.is_quiet());
         }
         assert!((50..200).contains(&quiet), "about one seed in five is quiet: {quiet} of 500");
+        let hostile = (0..500).filter(|&seed| SwarmOptions::from_seed(seed).adversary).count();
+        assert!((200..300).contains(&hostile), "about half the seeds have an adversary: {hostile} of 500");
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! ([`crate::checkers`]). Broken invariants panic; the sweep catches the
 //! panic and calls it a crash of the seed.
 
+use crate::adversary::{Adversary, AdversaryCounts};
 use crate::checkers;
 use crate::faults::{Fault, FaultClass, FaultPlan, Repair};
 use crate::history::{FsyncRecord, History, ReadRecord, Scope, Tick};
@@ -51,6 +52,8 @@ pub struct RunReport {
     pub trace_hash: u64,
     /// Operations completed, for the summary.
     pub ops: u64,
+    /// What the adversary did, if the seed had one.
+    pub adversary: Option<AdversaryCounts>,
 }
 
 /// What a client's operation in flight was.
@@ -134,6 +137,7 @@ pub struct Driver {
     ops: u64,
     /// When the liveness phase must be over ([`LIVENESS_TIME_MAX`]).
     liveness_deadline: Instant,
+    adversary: Option<Adversary>,
 }
 
 impl Driver {
@@ -164,6 +168,7 @@ impl Driver {
             latency_min: latency.0,
             latency_max: latency.1,
             client,
+            raw_peers: u32::from(o.adversary),
             ost,
             check_invariants: true,
             recovery: Some(RecoveryConfig {
@@ -212,6 +217,7 @@ impl Driver {
             failing_commits: BTreeSet::new(),
             ops: 0,
             liveness_deadline: Instant::ZERO,
+            adversary: o.adversary.then(|| Adversary::new(o.seed, ClientId(o.clients + 1), o.osts)),
             o,
         }
     }
@@ -251,6 +257,7 @@ impl Driver {
             steps: self.steps(),
             trace_hash: self.h.trace_hash(),
             ops: self.ops,
+            adversary: self.adversary.as_ref().map(|a| a.counts),
         }
     }
 
@@ -286,6 +293,16 @@ impl Driver {
     /// read every file back with a fresh client; all within the bound.
     fn liveness_phase(&mut self) -> Result<(), String> {
         self.heal_all();
+        if let Some(a) = self.adversary.as_mut() {
+            // Silent from now on, and so evicted by the OSTs, as the network
+            // servers' idle timeout evicts a node that says nothing (the
+            // harness has no pings), long after its last messages landed:
+            // its GROUP locks, which no callback takes back, go with it.
+            a.fall_silent();
+            let peer = a.peer();
+            while self.h.in_flight_from(peer) && self.step() {}
+            self.h.evict(peer);
+        }
         let budget_end = self.steps() + LIVENESS_STEPS_MAX;
         self.liveness_deadline = self.h.now() + LIVENESS_TIME_MAX;
         for r in &mut self.runners {
@@ -350,6 +367,10 @@ impl Driver {
 
     /// One harness step and the swarm's checks after it.
     fn step(&mut self) -> bool {
+        if let Some(a) = self.adversary.as_mut() {
+            let step = self.h.steps() + self.mds.events;
+            a.act(&mut self.h, step);
+        }
         if let Some(at) = self.mds.next_event_at() {
             if self.h.next_event_at().is_none_or(|next| at < next) {
                 self.h.set_clock(at);
@@ -362,6 +383,9 @@ impl Driver {
             return false;
         }
         checkers::check_granted_locks(&self.h, self.o.osts);
+        if let Some(a) = &self.adversary {
+            a.check(&self.h);
+        }
         true
     }
 

@@ -7,6 +7,7 @@
 //! over a planted bug does not print ten thousand backtraces), and the seed
 //! is reported as a crash.
 
+use crate::adversary::AdversaryCounts;
 use crate::faults::{FaultClass, FaultCounts};
 use crate::options::SwarmOptions;
 use crate::run::Driver;
@@ -66,6 +67,8 @@ pub struct SeedResult {
     pub steps: u64,
     pub trace_hash: u64,
     pub elapsed: Duration,
+    /// What the adversary did, if the seed had one.
+    pub adversary: Option<AdversaryCounts>,
 }
 
 /// A sweep's totals.
@@ -81,6 +84,9 @@ pub struct Summary {
     pub faults: FaultCounts,
     pub steps: u64,
     pub elapsed: Duration,
+    /// Seeds with an adversary, and what it did in them together.
+    pub adversary_seeds: u64,
+    pub adversary: AdversaryCounts,
 }
 
 impl Summary {
@@ -108,6 +114,10 @@ impl Summary {
         }
         self.faults += r.faults;
         self.steps += r.steps;
+        if let Some(a) = r.adversary {
+            self.adversary_seeds += 1;
+            self.adversary += a;
+        }
     }
 }
 
@@ -197,6 +207,7 @@ fn run_seed_with(
                 steps: report.steps,
                 trace_hash: report.trace_hash,
                 elapsed,
+                adversary: report.adversary,
             };
             (result, trace)
         }
@@ -210,6 +221,7 @@ fn run_seed_with(
                 steps: 0,
                 trace_hash: 0,
                 elapsed,
+                adversary: None,
             };
             (result, trace)
         }

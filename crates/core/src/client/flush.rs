@@ -21,6 +21,7 @@ use super::ops::{OpKind, OpState};
 use super::replay::Change;
 use super::{Client, ClientError, LossCause, OpId, Rpc};
 use crate::extent::Extent;
+use crate::ldlm::proof::ChangeProof;
 use crate::msg::{IoError, Payload, ToOst};
 use crate::units::{ObjectKey, OstIndex, Transno, Xid};
 use smallvec::SmallVec;
@@ -199,7 +200,14 @@ impl Client {
         }
     }
 
-    pub(super) fn on_write_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<(), IoError>, transno: Transno) {
+    pub(super) fn on_write_reply(
+        &mut self,
+        ost: OstIndex,
+        xid: Xid,
+        result: Result<(), IoError>,
+        transno: Transno,
+        proof: ChangeProof,
+    ) {
         let is_write = |rpc: &Rpc| matches!(rpc, Rpc::Write { .. });
         let Some(Rpc::Write { key, offset, len, orphaned, pinned }) = self.take_rpc(ost, xid, is_write) else {
             return;
@@ -218,7 +226,7 @@ impl Client {
                         Some(span) => Payload::Pages(Box::new(span)),
                         None => Payload::Phantom(len),
                     };
-                    self.replay.keep(ost, transno, Change::Write { key, offset, data });
+                    self.replay.keep(ost, transno, Change::Write { key, offset, data, proof });
                     self.ask_commit_if_due(ost);
                 }
                 self.cache.writeback_done(key, offset, len);

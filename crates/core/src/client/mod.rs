@@ -797,9 +797,13 @@ impl Client {
                 self.on_completion(now, from, lock, extent, callback_pending, proof)
             }
             ToClient::Blocking { lock } => self.on_blocking(from, lock),
-            ToClient::WriteReply { xid, result, transno } => self.on_write_reply(from, xid, result, transno),
+            ToClient::WriteReply { xid, result, transno, proof } => {
+                self.on_write_reply(from, xid, result, transno, proof)
+            }
             ToClient::ReadReply { xid, result } => self.on_read_reply(from, xid, result),
-            ToClient::PunchReply { xid, result, transno } => self.on_punch_reply(from, xid, result, transno),
+            ToClient::PunchReply { xid, result, transno, proof } => {
+                self.on_punch_reply(from, xid, result, transno, proof)
+            }
             ToClient::GetattrReply { xid, result } => self.on_getattr_reply(from, xid, result),
             ToClient::SyncReply { xid, result } => self.on_sync_reply(from, xid, result),
             ToClient::AdviseReply { xid, result } => self.on_advise_reply(from, xid, result),

@@ -17,7 +17,7 @@ use crate::client::locks::{ClientLockState, LocalLock};
 use crate::client::replay::Change;
 use crate::client::{Client, ClientError, LossCause, OpId, Rpc};
 use crate::extent::Extent;
-use crate::ldlm::proof::LockProof;
+use crate::ldlm::proof::{ChangeProof, LockProof};
 use crate::msg::ToOst;
 use crate::msg::{EnqueueReply, IoError, Payload};
 use crate::units::{Instant, LockHandle, OstIndex, Transno, Xid};
@@ -207,6 +207,7 @@ impl Client {
         xid: Xid,
         result: Result<(), IoError>,
         transno: Transno,
+        proof: ChangeProof,
     ) {
         let is_punch = |rpc: &Rpc| matches!(rpc, Rpc::Punch { .. });
         let Some(Rpc::Punch { op, key, size, dropped }) = self.take_rpc(ost, xid, is_punch) else { return };
@@ -224,7 +225,7 @@ impl Client {
             Err(_) => {}
         }
         if result.is_ok() && self.config.recovery && transno > Transno(0) {
-            self.replay.keep(ost, transno, Change::Punch { key, size });
+            self.replay.keep(ost, transno, Change::Punch { key, size, proof });
         }
         self.rpc_answered(op, result.err());
     }

@@ -20,6 +20,7 @@
 //! the sum of its entries' lengths; entries are above the last commit the
 //! OST announced.
 
+use crate::ldlm::proof::ChangeProof;
 use crate::msg::Payload;
 use crate::units::{ObjectKey, OstIndex, Transno};
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,8 +28,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// A change kept for replay.
 #[derive(Clone, Debug)]
 pub enum Change {
-    Write { key: ObjectKey, offset: u64, data: Payload },
-    Punch { key: ObjectKey, size: u64 },
+    Write { key: ObjectKey, offset: u64, data: Payload, proof: ChangeProof },
+    Punch { key: ObjectKey, size: u64, proof: ChangeProof },
 }
 
 impl Change {
@@ -190,7 +191,7 @@ mod tests {
 
     fn write(object: u64, len: usize) -> Change {
         let key = ObjectKey { ost: OstIndex(0), object: ObjectId(object) };
-        Change::Write { key, offset: 0, data: Payload::Bytes(vec![7; len]) }
+        Change::Write { key, offset: 0, data: Payload::Bytes(vec![7; len]), proof: ChangeProof::default() }
     }
 
     #[test]

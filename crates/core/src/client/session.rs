@@ -175,10 +175,16 @@ impl Client {
             .entries(ost)
             .filter(|_| !forget)
             .map(|(transno, change)| match change {
-                Change::Write { key, offset, data } => {
-                    ToOst::ReplayWrite { transno, object: key.object, offset: *offset, data: data.clone() }
+                Change::Write { key, offset, data, proof } => ToOst::ReplayWrite {
+                    transno,
+                    object: key.object,
+                    offset: *offset,
+                    data: data.clone(),
+                    proof: *proof,
+                },
+                Change::Punch { key, size, proof } => {
+                    ToOst::ReplayPunch { transno, object: key.object, size: *size, proof: *proof }
                 }
-                Change::Punch { key, size } => ToOst::ReplayPunch { transno, object: key.object, size: *size },
             })
             .collect();
         debug!(client = self.id.0, %ost, locks = granted.len(), changes = changes.len(), "replaying");

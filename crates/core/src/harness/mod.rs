@@ -22,6 +22,13 @@
 //! can slow down ([`Harness::set_latency`]). The harness
 //! plays the drivers' part: it tells a client when its connection to an OST
 //! is lost and when a new one is up, as a network driver would.
+//!
+//! Raw peers ([`HarnessConfig::raw_peers`]): client ids with no [`Client`]
+//! behind them, whose messages the driver writes itself
+//! ([`Harness::send_raw`]) and whose answers it reads
+//! ([`Harness::take_raw_inbox`]): a hostile or broken node speaking the
+//! protocol, for the fault swarm's adversary. Their messages travel as any
+//! client's (latency, order per link, partitions, OST crashes).
 
 pub mod demo;
 pub mod workload;
@@ -30,6 +37,7 @@ use crate::client::ladvise::Advice;
 use crate::client::{Client, ClientConfig, ClientError, ClientEvent, FileHandle, LadviseOutcome, OpId, OpOutput};
 use crate::errno::Errno;
 use crate::layout::{Layout, LayoutError};
+use crate::ldlm::proof::LockKey;
 use crate::ldlm::stats::LockCounters;
 use crate::ldlm::GroupId;
 use crate::msg::IoError;
@@ -50,6 +58,9 @@ pub struct HarnessConfig {
     pub latency_min: Duration,
     pub latency_max: Duration,
     pub client: ClientConfig,
+    /// Client ids after the clients' (`clients..clients + raw_peers`)
+    /// with no client behind them (see the module docs).
+    pub raw_peers: u32,
     pub ost: OstConfig,
     /// Check every node's invariants after every step (tests).
     pub check_invariants: bool,
@@ -72,6 +83,7 @@ impl Default for HarnessConfig {
             latency_min: Duration::from_us(5),
             latency_max: Duration::from_us(50),
             client: ClientConfig::default(),
+            raw_peers: 0,
             ost: OstConfig::default(),
             check_invariants: true,
             recovery: None,
@@ -133,6 +145,8 @@ pub struct Harness {
     completed: BTreeMap<(ClientId, OpId), Result<OpOutput, ClientError>>,
     lost: Vec<(ClientId, OstIndex, u64)>,
     crashed: BTreeSet<ClientId>,
+    /// What the OSTs sent the raw peers, not yet taken.
+    raw_inbox: Vec<(ClientId, OstIndex, ToClient)>,
     object_next: u64,
     start_ost_next: u32,
     trace_hash: u64,
@@ -150,10 +164,20 @@ impl Harness {
         }
         let clients =
             (0..config.clients).map(|c| Client::new(ClientId(c), config.client.clone())).collect::<Result<_, _>>()?;
-        let osts = (0..config.osts).map(|o| Ost::new(OstIndex(o), config.ost.clone(), JournalStore::new())).collect();
+        // Each OST's key for its proofs, drawn from the seed (a real OSS
+        // draws it from the system's random source).
+        let mut keys = ChaCha8Rng::seed_from_u64(config.seed ^ 0x6c61_6e65_6b65_7973);
+        let keys: Vec<LockKey> = (0..config.osts).map(|_| LockKey([keys.gen(), keys.gen()])).collect();
+        let osts = (0..config.osts)
+            .map(|o| {
+                let mut ost = Ost::new(OstIndex(o), config.ost.clone(), JournalStore::new());
+                ost.set_lock_key(keys[o as usize]);
+                ost
+            })
+            .collect();
         Ok(Harness {
             rng: ChaCha8Rng::seed_from_u64(config.seed),
-            records: vec![OstRecord::default(); config.osts as usize],
+            records: keys.iter().map(|&lock_key| OstRecord { lock_key, ..OstRecord::default() }).collect(),
             down: BTreeSet::new(),
             parted: BTreeSet::new(),
             config,
@@ -166,6 +190,7 @@ impl Harness {
             completed: BTreeMap::new(),
             lost: Vec::new(),
             crashed: BTreeSet::new(),
+            raw_inbox: Vec::new(),
             object_next: 1,
             start_ost_next: 0,
             trace_hash: FNV_OFFSET,
@@ -397,6 +422,51 @@ impl Harness {
         self.osts[o.0 as usize].store_mut().fail_commits = errno;
     }
 
+    /// Raw peer `i`'s client id (see [`HarnessConfig::raw_peers`]).
+    pub fn raw_peer(&self, i: u32) -> ClientId {
+        assert!(i < self.config.raw_peers, "raw peer {i} of {}", self.config.raw_peers);
+        ClientId(self.config.clients + i)
+    }
+
+    pub fn is_raw_peer(&self, c: ClientId) -> bool {
+        (self.config.clients..self.config.clients + self.config.raw_peers).contains(&c.0)
+    }
+
+    /// Raw peer `from` sends `message` to OST `to`, as a client's would
+    /// travel (nothing arrives across a partition or at a crashed OST).
+    pub fn send_raw(&mut self, from: ClientId, to: OstIndex, message: ToOst) {
+        assert!(self.is_raw_peer(from), "{from} is not a raw peer");
+        assert!(to.0 < self.config.osts, "no {to}");
+        if self.parted.contains(&(from, to)) || self.down.contains(&to) {
+            return;
+        }
+        let at = self.arrival(Node::Client(from), Node::Ost(to));
+        self.enqueue(at, Message::ToOst { from, to, message });
+    }
+
+    /// Every OST that is up evicts `c`, as the network servers' idle
+    /// timeout does a node that has fallen silent (Lustre's ping evictor).
+    pub fn evict(&mut self, c: ClientId) {
+        self.trace_line(format!("{} evict {c}", self.now));
+        let now = self.now;
+        let up: Vec<OstIndex> = (0..self.config.osts).map(OstIndex).filter(|o| !self.down.contains(o)).collect();
+        for o in up {
+            self.osts[o.0 as usize].evict(now, c);
+            self.collect(Node::Ost(o));
+        }
+    }
+
+    /// Whether a message of `c`'s is on its way to an OST.
+    pub fn in_flight_from(&self, c: ClientId) -> bool {
+        self.queue.values().any(|m| matches!(m, Message::ToOst { from, .. } if *from == c))
+    }
+
+    /// What the OSTs sent the raw peers since the last call: (peer, OST,
+    /// message), in the order delivered.
+    pub fn take_raw_inbox(&mut self) -> Vec<(ClientId, OstIndex, ToClient)> {
+        std::mem::take(&mut self.raw_inbox)
+    }
+
     fn live_clients(&self) -> Vec<ClientId> {
         (0..self.config.clients).map(ClientId).filter(|c| !self.crashed.contains(c)).collect()
     }
@@ -619,6 +689,10 @@ impl Harness {
                     return;
                 }
                 self.trace_line(format!("{now} {from}->{to} {}", summary_to_client(&message)));
+                if self.is_raw_peer(to) {
+                    self.raw_inbox.push((to, from, message));
+                    return;
+                }
                 self.clients[to.0 as usize].handle_message(now, from, message);
                 self.collect(Node::Client(to));
             }

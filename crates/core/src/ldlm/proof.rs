@@ -12,6 +12,15 @@
 //! handle, the object, the mode and the granted extent. A replay is taken
 //! only with the proof of exactly that lock for that client.
 //!
+//! The same key proves the changes an OST acknowledges but has not yet
+//! committed ([`ChangeProof`], of the client, the transaction number, the
+//! object, and the place and length of a write or the size of a punch):
+//! a client replays them after a restart with their transaction numbers,
+//! and the first replay of a number wins, so a number taken on a client's
+//! word would let a client the OST knew replay another's number before its
+//! holder did (the holder's acknowledged write then lost without a word),
+//! or replay changes the OST never acknowledged.
+//!
 //! A handle names the life of the OST that granted it (its high bits),
 //! so one key serves every life. Lustre trusts its clients' replays (it
 //! authenticates the node, with Kerberos or SSK where set up); lanefs
@@ -19,7 +28,7 @@
 
 use super::{LockMode, LockRequest};
 use crate::extent::Extent;
-use crate::units::{ClientId, LockHandle, ObjectId};
+use crate::units::{ClientId, LockHandle, ObjectId, Transno};
 use serde::{Deserialize, Serialize};
 use siphasher::sip::SipHasher24;
 use std::hash::Hasher;
@@ -31,6 +40,20 @@ pub struct LockKey(pub [u64; 2]);
 /// What a grant carries and a replay must give back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LockProof(pub u64);
+
+/// What the answer to a write or a punch carries with its transaction
+/// number, and the change's replay must give back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ChangeProof(pub u64);
+
+/// An acknowledged change, as its proof names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Changed {
+    /// `len` bytes written at `offset`.
+    Write { offset: u64, len: u64 },
+    /// The object truncated to `size`.
+    Punch { size: u64 },
+}
 
 impl LockKey {
     /// The proof that `client` holds lock `handle` of `object` in `mode`
@@ -67,6 +90,32 @@ impl LockKey {
     ) -> bool {
         self.prove(client, handle, object, request.mode, extent) == proof
     }
+
+    /// The proof that this OST acknowledged `change` of `object` to
+    /// `client` as transaction `transno`.
+    pub fn prove_change(&self, client: ClientId, transno: Transno, object: ObjectId, change: Changed) -> ChangeProof {
+        let mut h = SipHasher24::new_with_keys(self.0[0], self.0[1]);
+        let (tag, a, b) = match change {
+            Changed::Write { offset, len } => (4, offset, len),
+            Changed::Punch { size } => (5, size, 0),
+        };
+        for word in [tag, u64::from(client.0), transno.0, object.0, a, b] {
+            h.write_u64(word);
+        }
+        ChangeProof(h.finish())
+    }
+
+    /// Whether `proof` is this key's for the change a replay names.
+    pub fn proves_change(
+        &self,
+        proof: ChangeProof,
+        client: ClientId,
+        transno: Transno,
+        object: ObjectId,
+        change: Changed,
+    ) -> bool {
+        self.prove_change(client, transno, object, change) == proof
+    }
 }
 
 #[cfg(test)]
@@ -91,5 +140,23 @@ mod tests {
         let g1 = key.prove(ClientId(1), LockHandle(5), ObjectId(3), LockMode::Group(GroupId(1)), extent);
         assert!(!key.proves(g1, ClientId(1), LockHandle(5), ObjectId(3), &group(2), extent), "another gid");
         assert!(!LockKey([7, 10]).proves(proof, ClientId(1), LockHandle(5), ObjectId(3), &request, extent), "key");
+    }
+
+    #[test]
+    fn a_change_proof_names_one_change_of_one_client() {
+        let key = LockKey([7, 9]);
+        let write = Changed::Write { offset: 4096, len: 8192 };
+        let proof = key.prove_change(ClientId(1), Transno(12), ObjectId(3), write);
+        assert!(key.proves_change(proof, ClientId(1), Transno(12), ObjectId(3), write));
+        assert!(!key.proves_change(proof, ClientId(2), Transno(12), ObjectId(3), write), "another client");
+        assert!(!key.proves_change(proof, ClientId(1), Transno(13), ObjectId(3), write), "another number");
+        assert!(!key.proves_change(proof, ClientId(1), Transno(12), ObjectId(4), write), "another object");
+        let elsewhere = Changed::Write { offset: 0, len: 8192 };
+        assert!(!key.proves_change(proof, ClientId(1), Transno(12), ObjectId(3), elsewhere), "another place");
+        let longer = Changed::Write { offset: 4096, len: 16384 };
+        assert!(!key.proves_change(proof, ClientId(1), Transno(12), ObjectId(3), longer), "longer");
+        let punch = Changed::Punch { size: 4096 };
+        assert!(!key.proves_change(proof, ClientId(1), Transno(12), ObjectId(3), punch), "a punch");
+        assert!(!LockKey([7, 10]).proves_change(proof, ClientId(1), Transno(12), ObjectId(3), write), "key");
     }
 }

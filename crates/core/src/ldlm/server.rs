@@ -461,7 +461,8 @@ impl LockServer {
     ) -> bool {
         let earlier_life = handle.0 > 0 && handle.0 < self.handle_first;
         if !earlier_life
-            || !self.key.proves(proof, client, handle, object, &request, extent)
+            || !(self.key.proves(proof, client, handle, object, &request, extent)
+                || crate::planted::active(crate::planted::Bug::UnprovedReplay))
             || self.locks.contains_key(&handle)
             || check_request(&request).is_err()
             || !extent.contains(&request.extent)

@@ -56,7 +56,7 @@ pub mod notices;
 pub mod recovery;
 
 use crate::client::osc_stats::{Histogram, Samples};
-use crate::ldlm::proof::LockKey;
+use crate::ldlm::proof::{ChangeProof, Changed, LockKey};
 use crate::ldlm::server::{LockServer, LockServerConfig};
 use crate::msg::{CacheAdvice, IoError, Payload, PayloadKind, ToClient, ToOst};
 use crate::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
@@ -462,7 +462,8 @@ impl<S: ObjectStore> Ost<S> {
                     Ok(transno) => (Ok(()), transno),
                     Err(e) => (Err(e), Transno(0)),
                 };
-                self.send(from, ToClient::WriteReply { xid, result, transno });
+                let proof = self.prove_change(from, transno, object, Changed::Write { offset, len: data.len() });
+                self.send(from, ToClient::WriteReply { xid, result, transno, proof });
             }
             ToOst::Read { xid, object, offset, len } => {
                 let result = self.read(now, from, object, offset, len);
@@ -473,7 +474,8 @@ impl<S: ObjectStore> Ost<S> {
                     Ok(transno) => (Ok(()), transno),
                     Err(e) => (Err(e), Transno(0)),
                 };
-                self.send(from, ToClient::PunchReply { xid, result, transno });
+                let proof = self.prove_change(from, transno, object, Changed::Punch { size });
+                self.send(from, ToClient::PunchReply { xid, result, transno, proof });
             }
             ToOst::Getattr { xid, object } => self.getattr(now, from, xid, object),
             ToOst::Sync { xid, object } => match self.admit(from) {
@@ -540,14 +542,27 @@ impl<S: ObjectStore> Ost<S> {
                     self.send(from, ToClient::LockLost { lock });
                 }
             }
-            ToOst::ReplayWrite { transno, object, offset, data } if recovery.is_replaying(from) => {
-                let kept = recovery.replay(from, transno, Change::Write { object, offset, data });
+            ToOst::ReplayWrite { transno, object, offset, data, proof } if recovery.is_replaying(from) => {
+                let changed = Changed::Write { offset, len: data.len() };
+                let kept = if self.lock_key.proves_change(proof, from, transno, object, changed)
+                    || crate::planted::active(crate::planted::Bug::UnprovedReplay)
+                {
+                    recovery.replay(from, transno, Change::Write { object, offset, data })
+                } else {
+                    Replayed::Unproved
+                };
                 if kept != Replayed::Kept {
                     warn!(ost = self.index.0, %from, transno = transno.0, ?kept, "replayed write ignored");
                 }
             }
-            ToOst::ReplayPunch { transno, object, size } if recovery.is_replaying(from) => {
-                let kept = recovery.replay(from, transno, Change::Punch { object, size });
+            ToOst::ReplayPunch { transno, object, size, proof } if recovery.is_replaying(from) => {
+                let kept = if self.lock_key.proves_change(proof, from, transno, object, Changed::Punch { size })
+                    || crate::planted::active(crate::planted::Bug::UnprovedReplay)
+                {
+                    recovery.replay(from, transno, Change::Punch { object, size })
+                } else {
+                    Replayed::Unproved
+                };
                 if kept != Replayed::Kept {
                     warn!(ost = self.index.0, %from, transno = transno.0, ?kept, "replayed punch ignored");
                 }
@@ -563,11 +578,10 @@ impl<S: ObjectStore> Ost<S> {
             // it. Its connect is served after recovery, as a new client's.
             ToOst::Connect { resume: None } if recovery.may_replay(from) => {
                 recovery.gave_up(from);
-                let deferred = recovery.defer(from, ToOst::Connect { resume: None });
-                debug_assert!(deferred, "a client's first request fits");
-                if recovery.is_over(now) {
+                let kept = self.defer(now, from, ToOst::Connect { resume: None });
+                if self.recovering.as_ref().is_some_and(|r| r.is_over(now)) {
                     self.finish_recovery(now);
-                } else {
+                } else if kept {
                     self.tell_recovering(now, from);
                 }
             }
@@ -578,15 +592,32 @@ impl<S: ObjectStore> Ost<S> {
                     // told again.
                     recovery.untell(from);
                 }
-                if !recovery.defer(from, other) {
-                    warn!(ost = self.index.0, %from, "too many requests during recovery: evicting the client");
-                    recovery.forget(from);
-                    self.locks.evict(now, from);
-                } else {
+                if self.defer(now, from, other) {
                     self.tell_recovering(now, from);
                 }
             }
         }
+    }
+
+    /// Keep `from`'s request for after the recovery, evicting first the
+    /// client past its share of the queue (see [`recovery::Recovery::hog`]);
+    /// false if that was `from` (its request is dropped with the rest).
+    fn defer(&mut self, now: Instant, from: ClientId, message: ToOst) -> bool {
+        let recovery = self.recovering.as_mut().expect("recovering");
+        while let Some(hog) = recovery.hog(from) {
+            warn!(
+                ost = self.index.0,
+                client = %hog,
+                "too many requests during recovery (recovery::DEFERRED_PER_CLIENT_MAX per client): evicting the client"
+            );
+            recovery.forget(hog);
+            self.locks.evict(now, hog);
+            if hog == from {
+                return false;
+            }
+        }
+        recovery.defer(from, message);
+        true
     }
 
     /// `from`'s request waits for the recovery: tell it why, the first time.
@@ -670,8 +701,15 @@ impl<S: ObjectStore> Ost<S> {
 
     /// Evict `client` (its driver lost track of it: no connection and no
     /// word for longer than the driver allows, as Lustre's ping evictor).
+    /// A recovery no longer waits for it: what it held is gone.
     pub fn evict(&mut self, now: Instant, client: ClientId) {
         self.locks.evict(now, client);
+        if let Some(recovery) = self.recovering.as_mut() {
+            recovery.forget(client);
+            if recovery.is_over(now) {
+                self.finish_recovery(now);
+            }
+        }
         self.collect_lock_transmits();
     }
 
@@ -871,6 +909,23 @@ impl<S: ObjectStore> Ost<S> {
     /// own keeps it in it.
     pub fn lock_key(&self) -> LockKey {
         self.lock_key
+    }
+
+    /// Give a new OST its key (see [`OstRecord::lock_key`]), before it
+    /// serves anyone; a restarted one takes it from its record.
+    pub fn set_lock_key(&mut self, key: LockKey) {
+        assert!(self.locks.lock_count() == 0 && self.known.is_empty(), "an OST's key is set before it serves");
+        self.locks.set_key(key);
+        self.lock_key = key;
+    }
+
+    /// The proof that comes with a change's transaction number (none
+    /// without one: nothing to replay).
+    fn prove_change(&self, client: ClientId, transno: Transno, object: ObjectId, change: Changed) -> ChangeProof {
+        if transno == Transno(0) {
+            return ChangeProof::default();
+        }
+        self.lock_key.prove_change(client, transno, object, change)
     }
 
     /// Cancels and sync RPCs waiting for a sync.

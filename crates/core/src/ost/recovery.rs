@@ -24,9 +24,11 @@
 //!    clients still to come), so that it can say so and give up after its
 //!    own timeout; a known client that came back waits to the end.
 //!
-//! A replayed lock is taken back only with the proof its grant carried
+//! A replayed lock is taken back only with the proof its grant carried,
+//! and a replayed change only with the proof its acknowledgement carried
 //! ([`crate::ldlm::proof`]), so no client can take back a lock it never
-//! held.
+//! held, nor take another's transaction number or replay a change the OST
+//! never acknowledged to it.
 //!
 //! Recovery ends when every known client is done, or when the window
 //! closes. Then the replayed changes are applied in transaction order (a
@@ -45,17 +47,25 @@
 //! in transaction order gives each byte its last acknowledged value.
 //!
 //! Bounds: requests that arrive during recovery are kept up to
-//! [`DEFERRED_MAX`] (a correct client has a bounded number in flight, and
-//! the network servers bound connections and requests per connection); a
-//! client that sends more is evicted rather than let the OST grow. Replays
-//! are bounded by what clients may keep uncommitted.
+//! [`DEFERRED_PER_CLIENT_MAX`] per client (a correct client has a bounded
+//! number in flight, and the network servers bound connections and
+//! requests per connection) and [`DEFERRED_MAX`] in all; a client that
+//! sends past its share is evicted rather than let the OST grow, and when
+//! the whole queue is full the client holding most of it is (so that one
+//! client's flood costs the others nothing: a client within its share is
+//! never evicted for another's). Replays are bounded by what clients may
+//! keep uncommitted.
 
 use crate::msg::{Payload, ToOst};
 use crate::units::{ClientId, Instant, ObjectId, Transno};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-/// Requests kept while recovering, beyond which their sender is evicted.
+/// Requests kept while recovering, in all.
 pub const DEFERRED_MAX: usize = 1 << 16;
+/// Requests kept while recovering per client, beyond which it is evicted:
+/// far above what a client keeps in flight (its RPCs in flight per OST
+/// and its lock requests), and a sixteenth of the whole.
+pub const DEFERRED_PER_CLIENT_MAX: usize = 1 << 12;
 
 /// A change a client replayed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,6 +86,8 @@ pub struct Recovery {
     changes: BTreeMap<Transno, (ClientId, Change)>,
     /// Requests to handle once recovery is over, in arrival order.
     deferred: VecDeque<(ClientId, ToOst)>,
+    /// How many of `deferred` each client sent.
+    deferred_by: BTreeMap<ClientId, usize>,
     /// Clients it did not know (or that gave their state up) that were
     /// told their requests wait ([`crate::msg::ToClient::Recovering`]).
     told: BTreeSet<ClientId>,
@@ -104,6 +116,9 @@ pub enum Replayed {
     /// Transaction number 0 names no transaction: a change the OST never
     /// acknowledged has nothing to replay.
     NoTransno,
+    /// The replay's proof is not the one this OST gave that client with
+    /// that number for that change (see [`crate::ldlm::proof`]).
+    Unproved,
 }
 
 impl Recovery {
@@ -114,6 +129,7 @@ impl Recovery {
             replaying: BTreeSet::new(),
             changes: BTreeMap::new(),
             deferred: VecDeque::new(),
+            deferred_by: BTreeMap::new(),
             told: BTreeSet::new(),
             came_back: BTreeSet::new(),
         }
@@ -188,13 +204,26 @@ impl Recovery {
         }
     }
 
-    /// Keep a request for after recovery; false if the queue is full.
-    pub fn defer(&mut self, client: ClientId, message: ToOst) -> bool {
-        if self.deferred.len() >= DEFERRED_MAX {
-            return false;
+    /// Who must be evicted (see [`Recovery::forget`]) before a request of
+    /// `client` can be kept: `client` itself if it is past its share, the
+    /// client holding most of the queue if the whole queue is full, or
+    /// nobody.
+    pub fn hog(&self, client: ClientId) -> Option<ClientId> {
+        if self.deferred_by.get(&client).copied().unwrap_or(0) >= DEFERRED_PER_CLIENT_MAX {
+            return Some(client);
         }
+        if self.deferred.len() >= DEFERRED_MAX {
+            return self.deferred_by.iter().max_by_key(|(c, n)| (**n, **c)).map(|(c, _)| *c);
+        }
+        None
+    }
+
+    /// Keep a request for after recovery (there must be room: see
+    /// [`Recovery::hog`]).
+    pub fn defer(&mut self, client: ClientId, message: ToOst) {
+        assert_eq!(self.hog(client), None, "{client}'s request deferred past a bound");
+        *self.deferred_by.entry(client).or_insert(0) += 1;
         self.deferred.push_back((client, message));
-        true
     }
 
     /// Drop what `client` sent (it is being evicted).
@@ -202,6 +231,7 @@ impl Recovery {
         self.told.remove(&client);
         self.came_back.remove(&client);
         self.deferred.retain(|(c, _)| *c != client);
+        self.deferred_by.remove(&client);
         self.changes.retain(|_, (c, _)| *c != client);
         self.replaying.remove(&client);
         self.pending.remove(&client);
@@ -219,6 +249,12 @@ impl Recovery {
     pub fn check_invariants(&self) {
         assert!(self.replaying.is_subset(&self.pending), "a client replays that is not awaited");
         assert!(self.deferred.len() <= DEFERRED_MAX, "deferred requests past their bound");
+        let mut by = BTreeMap::new();
+        for (c, _) in &self.deferred {
+            *by.entry(*c).or_insert(0usize) += 1;
+        }
+        assert_eq!(by, self.deferred_by, "deferred requests miscounted per client");
+        assert!(by.values().all(|n| *n <= DEFERRED_PER_CLIENT_MAX), "a client's deferred requests past its share");
         assert!(self.told.is_disjoint(&self.pending), "a known client was told to wait as a new one");
         assert!(self.told.is_disjoint(&self.came_back), "a client that replayed was told to wait as a new one");
         assert!(self.told.len() <= DEFERRED_MAX, "told past the deferred requests' bound");
@@ -256,12 +292,45 @@ mod tests {
         assert_eq!(outcome.changes.len(), 1);
     }
 
+    /// One client's flood of requests during recovery costs the others
+    /// nothing: past its share it is the one to go, and when many fill the
+    /// whole queue, the one holding most of it goes, never a client within
+    /// its share that asks next.
+    #[test]
+    fn a_flood_of_deferred_requests_evicts_the_flooder_only() {
+        let mut r = Recovery::new([A].into(), Instant(100));
+        let client = |c: u32| ClientId(10 + c);
+        for _ in 0..DEFERRED_PER_CLIENT_MAX {
+            r.defer(B, ToOst::ReplayDone);
+        }
+        assert_eq!(r.hog(B), Some(B), "past its share");
+        assert_eq!(r.hog(A), None, "another is not");
+        r.forget(B);
+        // Fifteen clients at their share, one just below it.
+        let senders = (DEFERRED_MAX / DEFERRED_PER_CLIENT_MAX) as u32;
+        for c in 0..senders {
+            let n = if c == 3 { DEFERRED_PER_CLIENT_MAX - 1 } else { DEFERRED_PER_CLIENT_MAX };
+            for _ in 0..n {
+                r.defer(client(c), ToOst::ReplayDone);
+            }
+        }
+        r.check_invariants();
+        assert_eq!(r.hog(client(3)), None, "one more for the client below its share");
+        r.defer(client(3), ToOst::ReplayDone);
+        let hog = r.hog(A).expect("the queue is full");
+        assert!(hog != A && hog != client(3), "a client that holds a whole share goes, not {hog}");
+        r.forget(hog);
+        assert_eq!(r.hog(A), None);
+        r.defer(A, ToOst::ReplayDone);
+        r.check_invariants();
+    }
+
     #[test]
     fn an_evicted_client_leaves_nothing_behind() {
         let mut r = Recovery::new([A, B].into(), Instant(100));
         r.reconnected(B);
         r.replay(B, Transno(1), write(1));
-        assert!(r.defer(B, ToOst::ReplayDone));
+        r.defer(B, ToOst::ReplayDone);
         r.forget(B);
         r.check_invariants();
         let outcome = r.finish();
