@@ -35,6 +35,7 @@ impl Errno {
     pub const EROFS: Errno = Errno(30);
     pub const EMLINK: Errno = Errno(31);
     pub const ENAMETOOLONG: Errno = Errno(36);
+    pub const ENOLCK: Errno = Errno(37);
     pub const ENOTEMPTY: Errno = Errno(39);
     pub const ELOOP: Errno = Errno(40);
     pub const ENOTCONN: Errno = Errno(107);
@@ -62,6 +63,7 @@ impl Errno {
             Errno::ENOSPC => "ENOSPC",
             Errno::EROFS => "EROFS",
             Errno::ENAMETOOLONG => "ENAMETOOLONG",
+            Errno::ENOLCK => "ENOLCK",
             Errno::ENOTEMPTY => "ENOTEMPTY",
             Errno::ENOTCONN => "ENOTCONN",
             Errno::ETIMEDOUT => "ETIMEDOUT",
@@ -92,6 +94,7 @@ impl Errno {
             Errno::ENOSPC => "no space left on device",
             Errno::EROFS => "read-only file system",
             Errno::ENAMETOOLONG => "file name too long",
+            Errno::ENOLCK => "no locks available",
             Errno::ENOTEMPTY => "directory not empty",
             Errno::ENOTCONN => "transport endpoint is not connected",
             Errno::ETIMEDOUT => "connection timed out",

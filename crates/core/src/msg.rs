@@ -319,6 +319,9 @@ pub enum EnqueueReply {
     /// The request was malformed (an inverted extent, or edges not on page
     /// boundaries); a correct client never sends one.
     Invalid,
+    /// The client already holds its most locks on this OST
+    /// ([`crate::ldlm::server::LOCKS_PER_CLIENT_MAX`]).
+    TooMany,
     /// The OST is out of service (see [`IoError::Failed`]).
     Failed,
 }
@@ -338,6 +341,11 @@ pub enum IoError {
     NoSpace,
     #[error("the OSS ran out of file descriptors (EMFILE): raise its limit (ulimit -n) or lower its load")]
     TooManyFiles,
+    #[error(
+        "this client holds the most locks an OST gives one client (ENOLCK, LOCKS_PER_CLIENT_MAX = 65,536): \
+         close files, lower lru_size or ask for fewer lockahead locks"
+    )]
+    TooManyLocks,
     /// Any other failure of the OST's disk or file system (`EIO` mostly).
     #[error("the OST's disk failed: {0}")]
     Disk(Errno),
@@ -370,6 +378,7 @@ impl IoError {
             IoError::TooLarge => Errno::EFBIG,
             IoError::NoSpace => Errno::ENOSPC,
             IoError::TooManyFiles => Errno::EMFILE,
+            IoError::TooManyLocks => Errno::ENOLCK,
             IoError::Disk(errno) => errno,
             IoError::Invalid | IoError::PayloadKind => Errno::EINVAL,
             IoError::Failed | IoError::BadReply => Errno::EIO,

@@ -271,6 +271,7 @@ fn to_client() -> impl Strategy<Value = ToClient> {
         1 => Just(EnqueueReply::Evicted),
         1 => Just(EnqueueReply::Invalid),
         1 => Just(EnqueueReply::Failed),
+        1 => Just(EnqueueReply::TooMany),
     ];
     let data = prop_oneof![
         3 => prop::collection::vec(any::<u8>(), 0..20_000).prop_map(|b| Ok(Payload::Bytes(b))),

@@ -79,7 +79,8 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    proof that a replay gives back (`LockProof`); an OST tells a client
 ///    whose requests wait for its recovery (`ToClient::Recovering`).
 /// 11: an OST's answers to writes and punches carry a proof that their
-///    replay gives back (`ChangeProof`).
+///    replay gives back (`ChangeProof`); an OST refuses a client's lock
+///    request past its share (`EnqueueReply::TooMany`, `IoError::TooManyLocks`).
 pub const PROTOCOL_VERSION: u16 = 11;
 
 /// Who is connecting.

@@ -58,6 +58,7 @@ impl Client {
                 self.fail_lock(l, ClientError::Protocol("the OST refused a malformed lock request"));
             }
             EnqueueReply::Failed => self.fail_lock(l, ClientError::Io { ost, error: IoError::Failed }),
+            EnqueueReply::TooMany => self.fail_lock(l, ClientError::Io { ost, error: IoError::TooManyLocks }),
             EnqueueReply::Refused | EnqueueReply::Evicted => {
                 let lock = self.locks.remove(l).expect("listed");
                 if lock.flags.speculative && reply == EnqueueReply::Refused {

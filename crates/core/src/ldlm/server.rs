@@ -30,12 +30,19 @@
 //! boundaries, a GROUP lock on less than the whole object or of gid 0 is answered
 //! [`EnqueueReply::Invalid`] and leaves no lock behind (`check_request`). A
 //! cancel of a lock the client does not hold (unknown, another client's, or
-//! gone with an eviction) is ignored with a debug log.
+//! gone with an eviction) is ignored with a debug log. A client holds at
+//! most [`LOCKS_PER_CLIENT_MAX`] locks, granted and waiting, on one OST:
+//! past it a request is answered [`EnqueueReply::TooMany`] (a lockahead
+//! request [`EnqueueReply::Refused`], as on a conflict), and a replay is
+//! refused, so that one client fills only its own share of the lock table.
+//! (Lustre has no such bound: its lock pools ask clients to shrink their
+//! LRUs as the server's memory fills; lanefs bounds each client instead.)
 //!
 //! Invariant ([`LockServer::check_invariants`]): no two overlapping granted
 //! locks have incompatible modes; a speculative lock's extent is its request
 //! after alignment only; every lock is in exactly one queue, came from a
-//! well-formed request, and belongs to a client that is not evicted.
+//! well-formed request, and belongs to a client that is not evicted; no
+//! client holds more than [`LOCKS_PER_CLIENT_MAX`].
 
 use super::policy::{self, PolicyLock, PolicyRequest};
 use super::proof::{LockKey, LockProof};
@@ -74,6 +81,11 @@ impl Default for LockServerConfig {
 /// so that a lock replayed from an earlier life (which keeps its handle)
 /// never meets a new lock with the same one.
 pub const HANDLE_EPOCH_SHIFT: u32 = 40;
+
+/// Locks, granted and waiting, one client may hold on one OST: far above
+/// what a client keeps (its LRU, 400 by default, and the locks its
+/// operations and lockahead requests in flight hold).
+pub const LOCKS_PER_CLIENT_MAX: usize = 1 << 16;
 
 /// A decision of the server, in the order it was taken.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -251,6 +263,10 @@ pub struct LockServer {
     locks: FxHashMap<LockHandle, Lock>,
     resources: FxHashMap<ObjectId, Resource>,
     evicted: BTreeSet<ClientId>,
+    /// Locks, granted and waiting, of each client that holds any.
+    per_client: FxHashMap<ClientId, usize>,
+    /// Clients told of their bound and not yet back under it (one warning each).
+    at_bound: BTreeSet<ClientId>,
     /// Locks with a callback deadline (called back, not yet cancelled).
     called_back: BTreeSet<LockHandle>,
     /// The next [`Lock::deadline_seq`].
@@ -279,6 +295,8 @@ impl LockServer {
             locks: FxHashMap::default(),
             resources: FxHashMap::default(),
             evicted: BTreeSet::new(),
+            per_client: FxHashMap::default(),
+            at_bound: BTreeSet::new(),
             called_back: BTreeSet::new(),
             deadline_seq_next: 0,
             by_xid: FxHashMap::default(),
@@ -330,6 +348,11 @@ impl LockServer {
                 return;
             }
         }
+        if self.is_at_bound(client) {
+            let reply = if request.flags.speculative { EnqueueReply::Refused } else { EnqueueReply::TooMany };
+            self.refuse(client, xid, object, request.extent, reply);
+            return;
+        }
         self.resource(object).counters.enqueues += 1;
         let handle = LockHandle(self.handle_next);
         self.handle_next += 1;
@@ -351,7 +374,7 @@ impl LockServer {
             self.refuse(client, xid, object, request.extent, EnqueueReply::Refused);
             return;
         }
-        self.locks.insert(handle, lock);
+        self.insert_lock(handle, lock);
         if self.config.resend {
             self.by_xid.insert((client, xid), handle);
         }
@@ -481,7 +504,7 @@ impl LockServer {
                 .overlapping_unordered(&extent)
                 .any(|(_, h)| self.locks[&h].conflicts_with(request.mode, &extent))
         });
-        if conflicts {
+        if conflicts || self.is_at_bound(client) {
             return false;
         }
         let lock = Lock {
@@ -496,7 +519,7 @@ impl LockServer {
             granted_seq: 0,
             xid: Xid(0),
         };
-        self.locks.insert(handle, lock);
+        self.insert_lock(handle, lock);
         let res = self.resource(object);
         res.group_locks += usize::from(request.mode.is_group());
         let seq = res.granted.insert(handle, extent, request.mode);
@@ -758,6 +781,12 @@ impl LockServer {
             assert_eq!(groups, res.group_locks, "group lock count of {object:?}");
         }
         assert_eq!(queued, self.locks.len(), "a lock is in no queue or in two");
+        let mut per_client: FxHashMap<ClientId, usize> = FxHashMap::default();
+        for lock in self.locks.values() {
+            *per_client.entry(lock.client).or_insert(0) += 1;
+        }
+        assert_eq!(per_client, self.per_client, "locks miscounted per client");
+        assert!(per_client.values().all(|n| *n <= LOCKS_PER_CLIENT_MAX), "a client's locks past its bound");
         for (handle, lock) in &self.locks {
             assert!(handle.0 > 0 && handle.0 < self.handle_next, "lock {handle:?} not from this server's handles");
             assert_eq!(check_request(&lock.request), Ok(()), "lock {handle:?} from a malformed request");
@@ -938,8 +967,37 @@ impl LockServer {
         self.transmit(client, ToClient::Blocking { lock: handle });
     }
 
+    /// Whether `client` holds its most locks (warned once, until it gives
+    /// some back).
+    fn is_at_bound(&mut self, client: ClientId) -> bool {
+        if self.per_client.get(&client).copied().unwrap_or(0) < LOCKS_PER_CLIENT_MAX {
+            return false;
+        }
+        if self.at_bound.insert(client) {
+            tracing::warn!(
+                %client,
+                "a client holds {LOCKS_PER_CLIENT_MAX} locks on this OST (LOCKS_PER_CLIENT_MAX): its further requests \
+                 are refused until it gives some back"
+            );
+        }
+        true
+    }
+
+    fn insert_lock(&mut self, handle: LockHandle, lock: Lock) {
+        *self.per_client.entry(lock.client).or_insert(0) += 1;
+        self.locks.insert(handle, lock);
+    }
+
     fn remove_lock(&mut self, handle: LockHandle) -> ObjectId {
         let lock = self.locks.remove(&handle).expect("lock exists");
+        let held = self.per_client.get_mut(&lock.client).expect("counted");
+        *held -= 1;
+        if *held == 0 {
+            self.per_client.remove(&lock.client);
+        }
+        if *self.per_client.get(&lock.client).unwrap_or(&0) < LOCKS_PER_CLIENT_MAX {
+            self.at_bound.remove(&lock.client);
+        }
         if self.config.resend {
             self.by_xid.remove(&(lock.client, lock.xid));
         }

@@ -171,3 +171,49 @@ fn a_waiter_is_not_overtaken_by_one_behind_it() {
     assert_eq!(s.waiting_count(), 0);
     s.check_invariants();
 }
+
+/// One client fills only its own share of the lock table: past
+/// [`LOCKS_PER_CLIENT_MAX`] its requests are refused (`TooMany`, or
+/// `Refused` for lockahead) while another client's are granted, and once
+/// it gives a lock back it may take one again.
+#[test]
+fn a_client_past_its_share_of_locks_is_refused_and_the_others_are_not() {
+    let mut s = LockServer::new(LockServerConfig::default());
+    let read = |page: u64| {
+        let mut r = LockRequest::new(LockMode::ProtectedRead, Extent::new(page * 4096, page * 4096 + 4095));
+        r.flags.no_expand = true;
+        r
+    };
+    for i in 0..LOCKS_PER_CLIENT_MAX as u64 {
+        s.handle_enqueue(Instant(0), ClientId(1), Xid(i), ObjectId(i % 64), read(i));
+    }
+    let granted: Vec<LockHandle> = std::iter::from_fn(|| s.poll_transmit())
+        .filter_map(|(_, m)| match m {
+            ToClient::Enqueue { reply: EnqueueReply::Granted { lock, .. }, .. } => Some(lock),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(granted.len(), LOCKS_PER_CLIENT_MAX);
+    s.check_invariants();
+    let ahead = LockRequest { flags: EnqueueFlags { speculative: true, no_expand: false }, ..read(0) };
+    s.handle_enqueue(Instant(0), ClientId(1), Xid(1 << 40), ObjectId(99), read(0));
+    s.handle_enqueue(Instant(0), ClientId(1), Xid((1 << 40) + 1), ObjectId(99), ahead);
+    s.handle_enqueue(Instant(0), ClientId(2), Xid(1), ObjectId(99), read(0));
+    let (out, _) = drain(&mut s);
+    let replies: Vec<(ClientId, EnqueueReply)> = out
+        .into_iter()
+        .filter_map(|(c, m)| match m {
+            ToClient::Enqueue { reply, .. } => Some((c, reply)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replies[0], (ClientId(1), EnqueueReply::TooMany));
+    assert_eq!(replies[1], (ClientId(1), EnqueueReply::Refused));
+    assert!(matches!(replies[2], (ClientId(2), EnqueueReply::Granted { .. })), "{:?}", replies[2]);
+    assert_eq!(s.lock_count(), LOCKS_PER_CLIENT_MAX + 1);
+    s.handle_cancel(Instant(0), ClientId(1), granted[0]);
+    s.handle_enqueue(Instant(0), ClientId(1), Xid((1 << 40) + 2), ObjectId(99), read(1));
+    let (out, _) = drain(&mut s);
+    assert!(out.iter().any(|(_, m)| matches!(m, ToClient::Enqueue { reply: EnqueueReply::Granted { .. }, .. })));
+    s.check_invariants();
+}
