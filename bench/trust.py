@@ -19,6 +19,10 @@ lock mode and direction:
                   keep their unstable pages the same way)
   now / before    all of it
 
+and, per lock mode, the median CPU time of a whole job (the embedded
+servers and the ranks, user and system, from getrusage): the work the
+checks cost, which this machine's noise moves far less than bandwidth.
+
   bench/trust.py [LANEFS_NOW LANEFS_BEFORE [LANEFS_BARE]]
 
 Without arguments it builds "before" itself, from BASE_COMMIT in a
@@ -30,7 +34,7 @@ disk under the system's temporary directory (what users deploy: every
 fsync and lock handover pays its fdatasync there). ROUNDS sets the
 repetitions (default 4).
 """
-import json, os, statistics, subprocess, sys, tempfile
+import json, os, resource, statistics, subprocess, sys, tempfile
 
 # The last commit before the trust work: no keys, no limits on queues and
 # requests, no extent checks at the OST, no commits or replay copies.
@@ -66,25 +70,38 @@ def build_bare(root):
     return os.path.join(target, "release", "lanefs")
 
 
+def cpu_seconds():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run(binary, mode, data_dir):
     with tempfile.TemporaryDirectory(prefix="lanefs-trust-", dir=data_dir) as d:
         args = [binary, "ior"] + GEOMETRY + STRIPES + [f"--lanefs.lock-mode={mode}"]
         env = dict(os.environ, TMPDIR=d)  # the embedded cluster's data directory
+        before = cpu_seconds()
         out = subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
+        cpu = cpu_seconds() - before
     summary = json.loads(out)["summary"]
-    return {s["operation"]: s["bwMeanMIB"] for s in summary}
+    result = {s["operation"]: s["bwMeanMIB"] for s in summary}
+    # The CPU time of the whole job (the embedded servers and the ranks,
+    # user and system): what the checks cost in work, which the machine's
+    # noise moves far less than it moves a 2-core machine's bandwidth.
+    result["cpu"] = cpu
+    return result
 
 
 def measure(binaries, data_dir, where):
-    results = {(who, mode, op): [] for who in BUILDS for mode in MODES for op in ("write", "read")}
+    results = {(who, mode, op): [] for who in BUILDS for mode in MODES for op in ("write", "read", "cpu")}
     for r in range(ROUNDS):
         for mode in MODES:
             order = BUILDS[r % len(BUILDS):] + BUILDS[:r % len(BUILDS)]
             for who in order:
                 bw = run(binaries[who], mode, data_dir)
-                for op in ("write", "read"):
+                for op in ("write", "read", "cpu"):
                     results[(who, mode, op)].append(bw[op])
-                print(f"{where} round {r + 1}: {mode:<10} {who:<6} write {bw['write']:8.1f}  read {bw['read']:8.1f} MiB/s", file=sys.stderr)
+                print(f"{where} round {r + 1}: {mode:<10} {who:<6} write {bw['write']:8.1f}  read {bw['read']:8.1f} MiB/s"
+                      f"  cpu {bw['cpu']:6.2f} s", file=sys.stderr)
     print(f"{where}: lanefs ior {' '.join(GEOMETRY + STRIPES)}, {ROUNDS} rounds, median MiB/s ({BASE_COMMIT} before)")
     worst = None
     for mode in MODES:
@@ -97,6 +114,12 @@ def measure(binaries, data_dir, where):
             print(f"  {mode:<10} {op:<5} before {m['before']:7.1f}  bare {m['bare']:7.1f}  now {m['now']:7.1f}"
                   f"  bare/before {ratio:5.3f}x (target >= {TARGET}: {verdict})"
                   f"  now/bare {m['now'] / m['bare']:5.3f}x  now/before {m['now'] / m['before']:5.3f}x   ({runs})")
+    print(f"{where}: CPU seconds of a whole job (servers and ranks, user and system), median")
+    for mode in MODES:
+        c = {who: statistics.median(results[(who, mode, "cpu")]) for who in BUILDS}
+        runs = "; ".join(f"{who}: " + " ".join(f"{x:.2f}" for x in results[(who, mode, "cpu")]) for who in BUILDS)
+        print(f"  {mode:<10} cpu   before {c['before']:6.2f}  bare {c['bare']:6.2f}  now {c['now']:6.2f}"
+              f"  now/before {c['now'] / c['before']:5.3f}x  now/bare {c['now'] / c['bare']:5.3f}x   ({runs})")
     return worst
 
 

@@ -66,6 +66,7 @@ fn seeds_that_found_bugs_pass() {
         (451, "a failed commit's notice was lost in a crash of the OST"),
         (10122, "a GROUP lock that lost a stripe kept the others forever"),
         (16978, "the answer to an fsync's failed sync was lost with its connection"),
+        (6494, "an eviction before a truncate's punch landed lost the dirty bytes it dropped without a word"),
     ];
     for (seed, bug) in found {
         let result = run_seed(seed, None);

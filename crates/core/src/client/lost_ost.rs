@@ -17,14 +17,26 @@ impl Client {
                 self.copy_ends.remove(&(until, id));
             }
         }
+        let mut truncated_away: Vec<(ObjectKey, u64)> = Vec::new();
         for rpc in self.rpcs.values_mut() {
-            if let Rpc::Write { key, orphaned, .. } = rpc {
-                if key.ost == ost {
-                    *orphaned = true;
+            match rpc {
+                Rpc::Write { key, orphaned, .. } if key.ost == ost => *orphaned = true,
+                // Dirty bytes a truncate in flight dropped past the new size
+                // were the file's until the OST applies the punch: the
+                // eviction took away the lock that hid the older bytes
+                // beneath them from the other clients, who may read those
+                // now. They are lost as the cached ones are.
+                Rpc::Punch { key, dropped, .. } if key.ost == ost && *dropped > 0 => {
+                    truncated_away.push((*key, std::mem::take(dropped)));
                 }
+                _ => {}
             }
         }
         let events_before = self.events.len();
+        for (key, bytes) in truncated_away {
+            self.record_write_error(&[key].into(), ost, &LossCause::Evicted);
+            self.report_loss(ost, bytes);
+        }
         self.forget_ost_data(ost, LossCause::Evicted);
         if self.config.recovery {
             self.drop_replay(ost, &LossCause::Evicted);
