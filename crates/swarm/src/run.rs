@@ -179,6 +179,7 @@ impl Driver {
             commit_latency: Duration::from_us(o.commit_latency_us),
         };
         let h = Harness::new(config).expect("drawn options make a valid client configuration");
+        let adversary = o.adversary.then(|| Adversary::new(o.seed, h.raw_peer(0), o.osts));
         let mds = MdsWorld::new(o.seed, o.osts, latency);
         // Round robin from the drawn start, as the MDS's allocator lays out
         // a file whose start OST is given (the namespace oracle checks it).
@@ -217,7 +218,7 @@ impl Driver {
             failing_commits: BTreeSet::new(),
             ops: 0,
             liveness_deadline: Instant::ZERO,
-            adversary: o.adversary.then(|| Adversary::new(o.seed, ClientId(o.clients + 1), o.osts)),
+            adversary,
             o,
         }
     }

@@ -262,6 +262,10 @@ pub struct LockServer {
     /// handle order sort first).
     locks: FxHashMap<LockHandle, Lock>,
     resources: FxHashMap<ObjectId, Resource>,
+    /// Refusals of requests for objects that had no resource: counted here,
+    /// since making one for each would let a peer that names ever new
+    /// objects grow the table with nothing in it.
+    refused_elsewhere: u64,
     evicted: BTreeSet<ClientId>,
     /// Locks, granted and waiting, of each client that holds any.
     per_client: FxHashMap<ClientId, usize>,
@@ -294,6 +298,7 @@ impl LockServer {
             config,
             locks: FxHashMap::default(),
             resources: FxHashMap::default(),
+            refused_elsewhere: 0,
             evicted: BTreeSet::new(),
             per_client: FxHashMap::default(),
             at_bound: BTreeSet::new(),
@@ -312,6 +317,12 @@ impl LockServer {
     /// record; without one, the all-zero key: fine where nobody forges).
     pub fn set_key(&mut self, key: LockKey) {
         self.key = key;
+    }
+
+    /// The key of its proofs (the OST proves its acknowledged changes with
+    /// it too).
+    pub fn key(&self) -> LockKey {
+        self.key
     }
 
     /// The proof of granted lock `handle`, for its holder.
@@ -667,7 +678,7 @@ impl LockServer {
 
     /// Counters summed over the namespace.
     pub fn counters_total(&self) -> LockCounters {
-        let mut total = LockCounters::default();
+        let mut total = LockCounters { refusals: self.refused_elsewhere, ..LockCounters::default() };
         for res in self.resources.values() {
             total += res.counters;
         }
@@ -787,6 +798,9 @@ impl LockServer {
         }
         assert_eq!(per_client, self.per_client, "locks miscounted per client");
         assert!(per_client.values().all(|n| *n <= LOCKS_PER_CLIENT_MAX), "a client's locks past its bound");
+        for client in &self.at_bound {
+            assert_eq!(per_client.get(client), Some(&LOCKS_PER_CLIENT_MAX), "{client} warned of a bound it is under");
+        }
         for (handle, lock) in &self.locks {
             assert!(handle.0 > 0 && handle.0 < self.handle_next, "lock {handle:?} not from this server's handles");
             assert_eq!(check_request(&lock.request), Ok(()), "lock {handle:?} from a malformed request");
@@ -842,7 +856,10 @@ impl LockServer {
     }
 
     fn refuse(&mut self, client: ClientId, xid: Xid, object: ObjectId, extent: Extent, reply: EnqueueReply) {
-        self.resource(object).counters.refusals += 1;
+        match self.resources.get_mut(&object) {
+            Some(res) => res.counters.refusals += 1,
+            None => self.refused_elsewhere += 1,
+        }
         self.event(LockEvent::Refused { client, object, extent });
         self.transmit(client, ToClient::Enqueue { xid, reply });
     }
@@ -992,10 +1009,11 @@ impl LockServer {
         let lock = self.locks.remove(&handle).expect("lock exists");
         let held = self.per_client.get_mut(&lock.client).expect("counted");
         *held -= 1;
-        if *held == 0 {
+        let left = *held;
+        if left == 0 {
             self.per_client.remove(&lock.client);
         }
-        if *self.per_client.get(&lock.client).unwrap_or(&0) < LOCKS_PER_CLIENT_MAX {
+        if left < LOCKS_PER_CLIENT_MAX {
             self.at_bound.remove(&lock.client);
         }
         if self.config.resend {

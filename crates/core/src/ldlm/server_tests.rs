@@ -44,6 +44,7 @@ fn malformed_requests_are_refused_not_fatal() {
     assert_eq!(events.len(), 5);
     assert_eq!(s.lock_count(), 0);
     assert_eq!(s.counters_total().refusals, 5);
+    assert!(s.resources.is_empty(), "a refused request leaves no resource behind");
     s.check_invariants();
 }
 

@@ -337,8 +337,6 @@ pub struct Ost<S: ObjectStore> {
     snapshots: BTreeMap<SyncToken, Snapshot>,
     /// With recovery on: the clients a recovery would wait for.
     known: BTreeSet<ClientId>,
-    /// See [`OstRecord::lock_key`].
-    lock_key: LockKey,
     /// `known` changed since the driver last recorded it.
     record_due: bool,
     notices: Notices,
@@ -370,7 +368,6 @@ impl<S: ObjectStore> Ost<S> {
             commits,
             snapshots: BTreeMap::new(),
             known: BTreeSet::new(),
-            lock_key: LockKey::default(),
             record_due: false,
             notices: Notices::default(),
             recovering: None,
@@ -385,7 +382,6 @@ impl<S: ObjectStore> Ost<S> {
         ost.epoch = Epoch(record.epoch.0 + 1);
         ost.locks = LockServer::with_epoch(ost.config.locks.clone(), ost.epoch);
         ost.locks.set_key(record.lock_key);
-        ost.lock_key = record.lock_key;
         if let Some(recovery) = ost.config.recovery {
             ost.commits = Some(Commits::new(recovery.commit_interval, record.last_committed));
             if !record.clients.is_empty() {
@@ -544,7 +540,7 @@ impl<S: ObjectStore> Ost<S> {
             }
             ToOst::ReplayWrite { transno, object, offset, data, proof } if recovery.is_replaying(from) => {
                 let changed = Changed::Write { offset, len: data.len() };
-                let kept = if self.lock_key.proves_change(proof, from, transno, object, changed)
+                let kept = if self.locks.key().proves_change(proof, from, transno, object, changed)
                     || crate::planted::active(crate::planted::Bug::UnprovedReplay)
                 {
                     recovery.replay(from, transno, Change::Write { object, offset, data })
@@ -556,7 +552,7 @@ impl<S: ObjectStore> Ost<S> {
                 }
             }
             ToOst::ReplayPunch { transno, object, size, proof } if recovery.is_replaying(from) => {
-                let kept = if self.lock_key.proves_change(proof, from, transno, object, Changed::Punch { size })
+                let kept = if self.locks.key().proves_change(proof, from, transno, object, Changed::Punch { size })
                     || crate::planted::active(crate::planted::Bug::UnprovedReplay)
                 {
                     recovery.replay(from, transno, Change::Punch { object, size })
@@ -894,7 +890,7 @@ impl<S: ObjectStore> Ost<S> {
             last_committed: self.last_committed(),
             clients: self.known.clone(),
             failures: self.notices.to_record(),
-            lock_key: self.lock_key,
+            lock_key: self.locks.key(),
         })
     }
 
@@ -908,7 +904,7 @@ impl<S: ObjectStore> Ost<S> {
     /// See [`OstRecord::lock_key`]: a driver that writes a record of its
     /// own keeps it in it.
     pub fn lock_key(&self) -> LockKey {
-        self.lock_key
+        self.locks.key()
     }
 
     /// Give a new OST its key (see [`OstRecord::lock_key`]), before it
@@ -916,7 +912,6 @@ impl<S: ObjectStore> Ost<S> {
     pub fn set_lock_key(&mut self, key: LockKey) {
         assert!(self.locks.lock_count() == 0 && self.known.is_empty(), "an OST's key is set before it serves");
         self.locks.set_key(key);
-        self.lock_key = key;
     }
 
     /// The proof that comes with a change's transaction number (none
@@ -925,7 +920,7 @@ impl<S: ObjectStore> Ost<S> {
         if transno == Transno(0) {
             return ChangeProof::default();
         }
-        self.lock_key.prove_change(client, transno, object, change)
+        self.locks.key().prove_change(client, transno, object, change)
     }
 
     /// Cancels and sync RPCs waiting for a sync.
