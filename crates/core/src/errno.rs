@@ -19,6 +19,7 @@ impl Errno {
     pub const EPERM: Errno = Errno(1);
     pub const ENOENT: Errno = Errno(2);
     pub const EIO: Errno = Errno(5);
+    pub const E2BIG: Errno = Errno(7);
     pub const EBADF: Errno = Errno(9);
     pub const EAGAIN: Errno = Errno(11);
     pub const ENOMEM: Errno = Errno(12);
@@ -34,10 +35,13 @@ impl Errno {
     pub const ENOSPC: Errno = Errno(28);
     pub const EROFS: Errno = Errno(30);
     pub const EMLINK: Errno = Errno(31);
+    pub const ERANGE: Errno = Errno(34);
     pub const ENAMETOOLONG: Errno = Errno(36);
     pub const ENOLCK: Errno = Errno(37);
     pub const ENOTEMPTY: Errno = Errno(39);
     pub const ELOOP: Errno = Errno(40);
+    pub const ENODATA: Errno = Errno(61);
+    pub const EOPNOTSUPP: Errno = Errno(95);
     pub const ENOTCONN: Errno = Errno(107);
     pub const ETIMEDOUT: Errno = Errno(110);
     pub const EDQUOT: Errno = Errno(122);
@@ -48,6 +52,7 @@ impl Errno {
             Errno::EPERM => "EPERM",
             Errno::ENOENT => "ENOENT",
             Errno::EIO => "EIO",
+            Errno::E2BIG => "E2BIG",
             Errno::EBADF => "EBADF",
             Errno::EAGAIN => "EAGAIN",
             Errno::ENOMEM => "ENOMEM",
@@ -62,9 +67,14 @@ impl Errno {
             Errno::EFBIG => "EFBIG",
             Errno::ENOSPC => "ENOSPC",
             Errno::EROFS => "EROFS",
+            Errno::EMLINK => "EMLINK",
+            Errno::ERANGE => "ERANGE",
             Errno::ENAMETOOLONG => "ENAMETOOLONG",
             Errno::ENOLCK => "ENOLCK",
             Errno::ENOTEMPTY => "ENOTEMPTY",
+            Errno::ELOOP => "ELOOP",
+            Errno::ENODATA => "ENODATA",
+            Errno::EOPNOTSUPP => "EOPNOTSUPP",
             Errno::ENOTCONN => "ENOTCONN",
             Errno::ETIMEDOUT => "ETIMEDOUT",
             Errno::EDQUOT => "EDQUOT",
@@ -79,6 +89,7 @@ impl Errno {
             Errno::EPERM => "operation not permitted",
             Errno::ENOENT => "no such file or directory",
             Errno::EIO => "input/output error",
+            Errno::E2BIG => "argument list too long",
             Errno::EBADF => "bad file descriptor",
             Errno::EAGAIN => "resource temporarily unavailable",
             Errno::ENOMEM => "cannot allocate memory",
@@ -93,9 +104,14 @@ impl Errno {
             Errno::EFBIG => "file too large",
             Errno::ENOSPC => "no space left on device",
             Errno::EROFS => "read-only file system",
+            Errno::EMLINK => "too many links",
+            Errno::ERANGE => "numerical result out of range",
             Errno::ENAMETOOLONG => "file name too long",
             Errno::ENOLCK => "no locks available",
             Errno::ENOTEMPTY => "directory not empty",
+            Errno::ELOOP => "too many levels of symbolic links",
+            Errno::ENODATA => "no data available",
+            Errno::EOPNOTSUPP => "operation not supported",
             Errno::ENOTCONN => "transport endpoint is not connected",
             Errno::ETIMEDOUT => "connection timed out",
             Errno::EDQUOT => "disk quota exceeded",

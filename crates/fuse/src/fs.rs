@@ -27,7 +27,9 @@ use fuser::{
     ReplyIoctl, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use lanefs_core::client::ladvise::Advice;
-use lanefs_mds::{Access, Attr, CreateMode, Credentials, Fid, FileKind, MdsReply, MdsRequest, StripeSpec};
+use lanefs_mds::{
+    Access, Attr, CreateMode, Credentials, Fid, FileKind, MdsReply, MdsRequest, Node, StripeSpec, XattrHow,
+};
 use lanefs_net::client::{Client, File, NetError};
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -941,12 +943,19 @@ impl Filesystem for LanefsFs {
         }
     }
 
+    /// `getxattr`: `lustre.lov` is made from the layout, as Lustre's client
+    /// makes it; every other name is the MDS's (see `lanefs_mds::xattr`).
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let result = (|| {
+            let fid = Fid(ino.0);
+            let Some(name) = name.to_str() else { return Err(Errno::ENODATA) };
             if name != LOV_XATTR {
-                return Err(Errno::ENODATA);
+                return match self.mds(req, MdsRequest::GetXattr { node: Node::Fid(fid), name: name.to_string() })? {
+                    MdsReply::Xattr(value) => Ok(value),
+                    _ => Err(Errno::EIO),
+                };
             }
-            match self.mds(req, MdsRequest::StatFid { fid: Fid(ino.0) })? {
+            match self.mds(req, MdsRequest::StatFid { fid })? {
                 MdsReply::Attr(Attr { layout: Some(layout), fid, .. }) => Ok(lov_user_md(fid.0, &layout)),
                 _ => Err(Errno::ENODATA),
             }
@@ -958,15 +967,78 @@ impl Filesystem for LanefsFs {
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let result = match self.mds(req, MdsRequest::StatFid { fid: Fid(ino.0) }) {
-            Ok(MdsReply::Attr(attr)) if attr.layout.is_some() => Ok(format!("{LOV_XATTR}\0").into_bytes()),
-            Ok(_) => Ok(Vec::new()),
-            Err(e) => Err(e),
-        };
+        let result = (|| {
+            let fid = Fid(ino.0);
+            let MdsReply::XattrNames(names) = self.mds(req, MdsRequest::ListXattrs { node: Node::Fid(fid) })? else {
+                return Err(Errno::EIO);
+            };
+            let mut list = Vec::new();
+            if let MdsReply::Attr(Attr { layout: Some(_), .. }) = self.mds(req, MdsRequest::StatFid { fid })? {
+                list.extend_from_slice(LOV_XATTR.as_bytes());
+                list.push(0);
+            }
+            for name in names {
+                list.extend_from_slice(name.as_bytes());
+                list.push(0);
+            }
+            Ok(list)
+        })();
         match result {
             Ok(names) => xattr_reply(&names, size, reply),
             Err(e) => reply.error(e),
         }
+    }
+
+    /// `setxattr`: stored by the MDS, on the inode the kernel holds. Setting
+    /// `lustre.lov` on a file is accepted and changes nothing, as Lustre's
+    /// client does so that `tar` and `rsync` can restore the attributes
+    /// they saved (a layout is fixed at create; `lfs setstripe` makes new
+    /// files); anything but a layout there is `EINVAL`.
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let result = (|| {
+            let fid = Fid(ino.0);
+            let how = match flags {
+                0 => XattrHow::Either,
+                libc::XATTR_CREATE => XattrHow::Create,
+                libc::XATTR_REPLACE => XattrHow::Replace,
+                _ => return Err(Errno::EINVAL),
+            };
+            let Some(name) = name.to_str() else { return Err(Errno::EOPNOTSUPP) };
+            if name == LOV_XATTR {
+                return match self.mds(req, MdsRequest::StatFid { fid })? {
+                    MdsReply::Attr(Attr { layout: Some(_), .. }) if how != XattrHow::Create && is_lov(value) => Ok(()),
+                    MdsReply::Attr(Attr { layout: Some(_), .. }) if how == XattrHow::Create => Err(Errno::EEXIST),
+                    MdsReply::Attr(Attr { layout: Some(_), .. }) => Err(Errno::EINVAL),
+                    _ => Err(Errno::EOPNOTSUPP),
+                };
+            }
+            let request =
+                MdsRequest::SetXattr { node: Node::Fid(fid), name: name.to_string(), value: value.to_vec(), how };
+            self.mds(req, request).map(|_| ())
+        })();
+        reply_empty(result, reply)
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let result = (|| {
+            let Some(name) = name.to_str() else { return Err(Errno::ENODATA) };
+            if name == LOV_XATTR {
+                // A file's layout lives as long as the file.
+                return Err(Errno::EOPNOTSUPP);
+            }
+            let request = MdsRequest::RemoveXattr { node: Node::Fid(Fid(ino.0)), name: name.to_string() };
+            self.mds(req, request).map(|_| ())
+        })();
+        reply_empty(result, reply)
     }
 
     fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
@@ -1053,6 +1125,10 @@ const LANEFS_IOC_GROUP_UNLOCK: u32 = (1 << 30) | (8 << 16) | ((b'L' as u32) << 8
 const LOV_XATTR: &str = "lustre.lov";
 /// `LOV_USER_MAGIC_V1` and `LOV_PATTERN_RAID0` (lustre_user.h).
 const LOV_USER_MAGIC_V1: u32 = 0x0BD1_0BD0;
+/// `LOV_USER_MAGIC_V3` (with a pool name) and `LOV_USER_MAGIC_COMP_V1`
+/// (a composite layout), the other layouts `lustre.lov` may hold.
+const LOV_USER_MAGIC_V3: u32 = 0x0BD3_0BD0;
+const LOV_USER_MAGIC_COMP_V1: u32 = 0x0BD6_0BD0;
 const LOV_PATTERN_RAID0: u32 = 1;
 
 /// `layout` as Lustre's `struct lov_user_md_v1` (host-endian, packed): a
@@ -1074,6 +1150,18 @@ fn lov_user_md(fid: u64, layout: &lanefs_core::layout::Layout) -> Vec<u8> {
         out.extend_from_slice(&key.ost.0.to_ne_bytes());
     }
     out
+}
+
+/// Whether `value` is a layout as `lustre.lov` holds one: a header with
+/// one of Lustre's layout magics, in either byte order.
+fn is_lov(value: &[u8]) -> bool {
+    let Some(magic) = value.get(..4) else { return false };
+    let magic = [
+        u32::from_le_bytes(magic.try_into().expect("4 bytes")),
+        u32::from_be_bytes(magic.try_into().expect("4 bytes")),
+    ];
+    value.len() >= 32
+        && magic.iter().any(|m| [LOV_USER_MAGIC_V1, LOV_USER_MAGIC_V3, LOV_USER_MAGIC_COMP_V1].contains(m))
 }
 
 /// An extended attribute's value, or its size when asked with size 0.

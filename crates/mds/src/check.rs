@@ -8,6 +8,7 @@
 
 use crate::alloc;
 use crate::schema::{self, Counter, SCHEMA_VERSION};
+use crate::xattr;
 use crate::{Fid, Mds};
 use rusqlite::Connection;
 use std::collections::BTreeMap;
@@ -42,7 +43,9 @@ impl Mds {
     /// - every directory default is valid for the current OST count;
     /// - OST pools: at most `POOLS_MAX`, valid names, members that are
     ///   OSTs of the file system; a pool name only on files (`pool`) and
-    ///   directories (`default_pool`), and valid.
+    ///   directories (`default_pool`), and valid;
+    /// - every extended attribute belongs to an inode, is in a namespace
+    ///   lanefs keeps, and each inode's are within the per-inode bounds.
     pub fn check_invariants(&self) {
         let conn = &self.conn;
         let ost_count = self.config.ost_count;
@@ -154,6 +157,22 @@ impl Mds {
             let name = name.expect("stored pool");
             assert!(crate::PoolName::parse(&name).is_ok(), "invalid stored pool name {name:?}");
         }
+
+        let orphan_xattrs =
+            count(conn, "SELECT count(*) FROM xattrs x WHERE NOT EXISTS (SELECT 1 FROM inodes i WHERE i.fid = x.fid)");
+        assert_eq!(orphan_xattrs, 0, "every extended attribute belongs to an inode");
+        for (fid, held) in column(conn, "SELECT fid, count(*) FROM xattrs GROUP BY fid") {
+            assert!(held as usize <= xattr::XATTRS_PER_INODE_MAX, "inode {fid} holds {held} extended attributes");
+        }
+        for (fid, bytes) in column(conn, "SELECT fid, sum(length(name) + length(value)) FROM xattrs GROUP BY fid") {
+            assert!(bytes as usize <= xattr::XATTR_INODE_BYTES_MAX, "inode {fid} holds {bytes} bytes of attributes");
+        }
+        let unkept = count(
+            conn,
+            "SELECT count(*) FROM xattrs WHERE name NOT GLOB 'user.?*' AND name NOT GLOB 'trusted.?*' \
+             AND name NOT GLOB 'security.?*'",
+        );
+        assert_eq!(unkept, 0, "extended attributes are in the namespaces lanefs keeps");
 
         for (fid, _) in column(conn, "SELECT fid, kind FROM inodes WHERE kind = 2") {
             let own = schema::dir_default(conn, Fid(fid as u64)).expect("directory default");

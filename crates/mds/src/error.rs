@@ -82,6 +82,41 @@ pub enum MdsError {
     #[error("OST pool: {reason}")]
     InvalidPool { reason: String },
 
+    /// `ENODATA`: the inode has no extended attribute `name` (or none the
+    /// caller may see).
+    #[error("no extended attribute {name} on {path} (ENODATA): list them with getfattr -d -m - {path}")]
+    NoXattr { path: String, name: String },
+
+    /// `EEXIST`: `setxattr` with `XATTR_CREATE` of an attribute that exists.
+    #[error("extended attribute {name} already exists on {path} (EEXIST): set it without XATTR_CREATE to replace it")]
+    XattrExists { path: String, name: String },
+
+    /// `EOPNOTSUPP`: a namespace lanefs keeps no attributes in.
+    #[error("extended attribute {name} is not supported (EOPNOTSUPP): {reason}")]
+    XattrNotSupported { name: String, reason: String },
+
+    /// `EINVAL`: a malformed attribute name.
+    #[error("invalid extended attribute name {name:?}: {reason}")]
+    InvalidXattr { name: String, reason: String },
+
+    /// `ERANGE`: a name longer than `max` bytes.
+    #[error("extended attribute name of {bytes} bytes is over the limit of {max} (ERANGE): use a shorter name")]
+    XattrNameTooLong { name: String, bytes: usize, max: usize },
+
+    /// `E2BIG`: a value larger than `max` bytes.
+    #[error(
+        "value of extended attribute {name} is {bytes} bytes, over the limit of {max} (E2BIG): \
+         keep large data in a file"
+    )]
+    XattrTooBig { name: String, bytes: usize, max: usize },
+
+    /// `ENOSPC`: the change would take the inode past its attribute bounds.
+    #[error(
+        "no room for extended attributes on {path} (ENOSPC): it would hold {count} attributes of {bytes} bytes, \
+         over the limits of {count_max} and {bytes_max}: remove some with setfattr -x"
+    )]
+    XattrsFull { path: String, count: usize, bytes: usize, count_max: usize, bytes_max: usize },
+
     #[error("invalid credentials: {reason}")]
     InvalidCredentials { reason: String },
 
@@ -157,7 +192,12 @@ impl MdsError {
         use lanefs_core::Errno;
         match self {
             MdsError::NotFound { .. } => Errno::ENOENT,
-            MdsError::Exists { .. } => Errno::EEXIST,
+            MdsError::Exists { .. } | MdsError::XattrExists { .. } => Errno::EEXIST,
+            MdsError::NoXattr { .. } => Errno::ENODATA,
+            MdsError::XattrNotSupported { .. } => Errno::EOPNOTSUPP,
+            MdsError::XattrNameTooLong { .. } => Errno::ERANGE,
+            MdsError::XattrTooBig { .. } => Errno::E2BIG,
+            MdsError::XattrsFull { .. } => Errno::ENOSPC,
             MdsError::NotADirectory { .. } => Errno::ENOTDIR,
             MdsError::IsADirectory { .. } => Errno::EISDIR,
             MdsError::NotEmpty { .. } => Errno::ENOTEMPTY,
@@ -167,6 +207,7 @@ impl MdsError {
             | MdsError::InvalidPool { .. }
             | MdsError::LayoutAlreadySet { .. }
             | MdsError::RenameIntoItself { .. }
+            | MdsError::InvalidXattr { .. }
             | MdsError::InvalidCredentials { .. } => Errno::EINVAL,
             MdsError::RootDirectory { .. } => Errno::EBUSY,
             MdsError::PermissionDenied { .. } => Errno::EACCES,

@@ -33,9 +33,10 @@
 //!   namespace needs none (see above); the MDS grants file locks (`fcntl`,
 //!   `flock`) from an in-memory [`flock::FlockTable`], as Lustre's MDT
 //!   grants flock locks;
-//! - no ACLs or extended attributes (hard and symbolic links are kept; the
-//!   MDS does not follow symbolic links inside the paths it is given: a
-//!   mount's kernel resolves them).
+//! - no POSIX ACLs (extended attributes of the `user.`, `trusted.` and
+//!   `security.` namespaces are kept, see [`xattr`]; hard and symbolic
+//!   links are kept; the MDS does not follow symbolic links inside the
+//!   paths it is given: a mount's kernel resolves them).
 //!
 //! Invariants (checked by [`Mds::check_invariants`]):
 //! - the directories are a tree rooted at `/` ([`Fid::ROOT`]), which
@@ -82,6 +83,7 @@ pub mod pools;
 mod proto;
 pub mod reserve;
 pub mod schema;
+pub mod xattr;
 
 pub use error::MdsError;
 pub use objects::Pool;
@@ -276,11 +278,27 @@ impl Mds {
             MdsRequest::DeleteStripe { path } => self.delete_stripe(who, &path).map(|()| MdsReply::Ok),
             MdsRequest::ChangePool { pool, change } => self.change_pool(who, &pool, &change).map(|()| MdsReply::Ok),
             MdsRequest::ListPools { pool } => self.list_pools(pool.as_ref()).map(MdsReply::Pools),
+            MdsRequest::GetXattr { node, name } => self.get_xattr(who, target(&node), &name).map(MdsReply::Xattr),
+            MdsRequest::ListXattrs { node } => self.list_xattrs(who, target(&node)).map(MdsReply::XattrNames),
+            MdsRequest::SetXattr { node, name, value, how } => {
+                self.set_xattr(who, target(&node), &name, &value, how).map(|()| MdsReply::Ok)
+            }
+            MdsRequest::RemoveXattr { node, name } => {
+                self.remove_xattr(who, target(&node), &name).map(|()| MdsReply::Ok)
+            }
         };
         reply.unwrap_or_else(|error| {
             tracing::debug!(%error, "request failed");
             MdsReply::Error(error)
         })
+    }
+}
+
+/// The inode `node` names, as the operations take it.
+fn target(node: &Node) -> Target<'_> {
+    match node {
+        Node::Path(path) => Target::Path(path),
+        Node::Fid(fid) => Target::Fid(*fid),
     }
 }
 

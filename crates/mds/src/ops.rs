@@ -23,17 +23,19 @@
 //!   permissions, only root the owner, the owner or root the group (the
 //!   owner only to a group it is in).
 //!
-//! `Stat`, `GetStripe` and `Statfs` need only the walk; `ListPools`
-//! nothing.
+//! `Stat`, `GetStripe`, `ListXattrs` and `Statfs` need only the walk;
+//! `ListPools` nothing; extended attributes follow Linux's rules per
+//! namespace (see [`crate::xattr`]).
 
 use crate::alloc::{self, PoolMembers};
 use crate::path::MdsPath;
 use crate::perm::{self, Caller, Need};
 use crate::pools;
 use crate::schema::{self, Counter, Inode};
+use crate::xattr;
 use crate::{
     Access, Attr, CreateMode, Credentials, DirPage, Fid, FileInfo, FileKind, Mds, MdsError, MdtSpace, Owner, Statfs,
-    StripeDefault, StripeInfo, StripeSpec, PERMISSION_BITS,
+    StripeDefault, StripeInfo, StripeSpec, XattrHow, PERMISSION_BITS,
 };
 use lanefs_core::layout::Layout;
 use rusqlite::{Connection, TransactionBehavior};
@@ -603,6 +605,54 @@ impl Mds {
                 Time::Accessed => schema::set_atime(tx, inode.fid, at.unwrap_or(now_ns), now_ns)?,
             }
             schema::attr(tx, schema::inode(tx, inode.fid)?)
+        })
+    }
+
+    /// The value of the extended attribute `name` of the inode `target`
+    /// names (see [`crate::xattr`] for who may read what).
+    pub fn get_xattr(&self, credentials: &Credentials, target: Target<'_>, name: &str) -> Result<Vec<u8>, MdsError> {
+        let caller = self.caller(credentials)?;
+        let (path, inode) = resolve_target(&self.conn, &caller, target)?;
+        xattr::check(&caller, &inode, &path, name, xattr::Use::Read)?;
+        xattr::get(&self.conn, inode.fid, &path, name)
+    }
+
+    /// The names of `target`'s extended attributes the caller may see,
+    /// sorted. Listing needs no permission on the inode, as in Linux.
+    pub fn list_xattrs(&self, credentials: &Credentials, target: Target<'_>) -> Result<Vec<String>, MdsError> {
+        let caller = self.caller(credentials)?;
+        let (_, inode) = resolve_target(&self.conn, &caller, target)?;
+        xattr::list(&self.conn, &caller, inode.fid)
+    }
+
+    /// Sets `target`'s extended attribute `name` to `value`, as `how`
+    /// allows; the inode's change time becomes now.
+    pub fn set_xattr(
+        &mut self,
+        credentials: &Credentials,
+        target: Target<'_>,
+        name: &str,
+        value: &[u8],
+        how: XattrHow,
+    ) -> Result<(), MdsError> {
+        let caller = self.caller(credentials)?;
+        self.write(WriteKind::Grows, |tx, _| {
+            let (path, inode) = resolve_target(tx, &caller, target)?;
+            xattr::check(&caller, &inode, &path, name, xattr::Use::Write)?;
+            xattr::set(tx, inode.fid, &path, name, value, how)?;
+            schema::set_ctime(tx, inode.fid, now_ns())
+        })
+    }
+
+    /// Removes `target`'s extended attribute `name`; the inode's change
+    /// time becomes now.
+    pub fn remove_xattr(&mut self, credentials: &Credentials, target: Target<'_>, name: &str) -> Result<(), MdsError> {
+        let caller = self.caller(credentials)?;
+        self.write(WriteKind::Removes, |tx, _| {
+            let (path, inode) = resolve_target(tx, &caller, target)?;
+            xattr::check(&caller, &inode, &path, name, xattr::Use::Write)?;
+            xattr::remove(tx, inode.fid, &path, name)?;
+            schema::set_ctime(tx, inode.fid, now_ns())
         })
     }
 

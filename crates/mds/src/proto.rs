@@ -399,6 +399,44 @@ pub enum MdsRequest {
     SetMtimeFid { fid: Fid, at: Option<u64> },
     /// [`MdsRequest::SetAtime`] of the inode `fid`. -> [`MdsReply::Attr`].
     SetAtimeFid { fid: Fid, at: Option<u64> },
+    /// `getxattr(2)`: the value of `node`'s extended attribute `name` (see
+    /// [`crate::xattr`] for the namespaces and who may read them).
+    /// -> [`MdsReply::Xattr`].
+    GetXattr { node: Node, name: String },
+    /// `listxattr(2)`: the names of `node`'s extended attributes the
+    /// caller may see, sorted. -> [`MdsReply::XattrNames`].
+    ListXattrs { node: Node },
+    /// `setxattr(2)`: sets `node`'s extended attribute `name` to `value`,
+    /// as `how` (its flags) allows. -> [`MdsReply::Ok`].
+    SetXattr { node: Node, name: String, value: Vec<u8>, how: XattrHow },
+    /// `removexattr(2)`. -> [`MdsReply::Ok`].
+    RemoveXattr { node: Node, name: String },
+}
+
+/// How a request that may name its inode either way names it: by path
+/// (walked, see [`MdsRequest::Stat`]) or by fid (see
+/// [`MdsRequest::StatFid`], with the same rule for who may send it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Node {
+    Path(String),
+    Fid(Fid),
+}
+
+/// How `setxattr(2)` treats an attribute that exists or not (its flags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum XattrHow {
+    /// No flag: creates it or replaces its value.
+    Either,
+    /// `XATTR_CREATE`: fails with `EEXIST` if it exists.
+    Create,
+    /// `XATTR_REPLACE`: fails with `ENODATA` if it does not.
+    Replace,
+}
+
+impl Node {
+    fn is_fid(&self) -> bool {
+        matches!(self, Node::Fid(_))
+    }
 }
 
 impl MdsRequest {
@@ -417,6 +455,10 @@ impl MdsRequest {
             | MdsRequest::SetMtimeFid { .. }
             | MdsRequest::SetAtimeFid { .. }
             | MdsRequest::LinkFid { .. } => true,
+            MdsRequest::GetXattr { node, .. }
+            | MdsRequest::ListXattrs { node }
+            | MdsRequest::SetXattr { node, .. }
+            | MdsRequest::RemoveXattr { node, .. } => node.is_fid(),
             MdsRequest::Mkdir { .. }
             | MdsRequest::Create { .. }
             | MdsRequest::Open { .. }
@@ -448,6 +490,11 @@ impl MdsRequest {
         }
         match self {
             MdsRequest::Create { mode, .. } => *mode == CreateMode::OpenOrCreate,
+            // Creating an attribute that must not exist fails the second
+            // time, as replacing one that must exist does after a remove.
+            MdsRequest::SetXattr { how, .. } => *how == XattrHow::Either,
+            MdsRequest::GetXattr { .. } | MdsRequest::ListXattrs { .. } => true,
+            MdsRequest::RemoveXattr { .. } => false,
             MdsRequest::Open { .. }
             | MdsRequest::Stat { .. }
             | MdsRequest::Readdir { .. }
@@ -490,4 +537,8 @@ pub enum MdsReply {
     Statfs(Statfs),
     Error(MdsError),
     Pools(Vec<PoolInfo>),
+    /// An extended attribute's value.
+    Xattr(Vec<u8>),
+    /// Extended attribute names.
+    XattrNames(Vec<String>),
 }

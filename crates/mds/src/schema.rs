@@ -1,11 +1,12 @@
 //! The SQLite schema, its version check, and every row the MDS reads or writes.
 //!
-//! Schema version 4 (`PRAGMA user_version = 4`). Version 3 had no OST
-//! pools; a version 3 database gains the pool tables and columns (no pool
-//! defined, no file or directory in one) when an MDS opens it. Version 2
-//! had no symbolic links, hard links, access or change times either; a
-//! version 2 database is rebuilt as version 4 when an MDS opens it (its
-//! times start as the modification time). Version 1 had no owners, permissions,
+//! Schema version 5 (`PRAGMA user_version = 5`). Version 4 had no
+//! extended attributes; a version 4 database gains their table, empty,
+//! when an MDS opens it. Version 3 had no OST pools either; a version 3
+//! database gains the pool tables and columns (no pool defined, no file or
+//! directory in one). Version 2 had no symbolic links, hard links, access
+//! or change times either; a version 2 database is rebuilt as version 5
+//! when an MDS opens it (its times start as the modification time). Version 1 had no owners, permissions,
 //! precreated objects or destroy queue, and is refused with
 //! [`MdsError::SchemaVersion`]:
 //!
@@ -26,7 +27,7 @@ use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 /// The schema this crate reads and writes, stored as `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The permissions of a new file system's root directory.
 pub const ROOT_PERMISSIONS: u32 = 0o755;
@@ -122,6 +123,15 @@ pub(crate) fn prepare(
             tx.execute("DELETE FROM destroy_queue", [])?;
         }
         SCHEMA_VERSION => {}
+        4 => {
+            add_xattr_table(&tx)?;
+            tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            tracing::info!(
+                path = path_label,
+                version = SCHEMA_VERSION,
+                "added extended attributes to an MDS database of schema version 4"
+            );
+        }
         3 => {
             migrate_from_3(&tx)?;
             tracing::info!(
@@ -155,14 +165,15 @@ fn table_sql(table: &str, as_name: &str) -> String {
     SCHEMA_SQL[start..end].replacen(&format!("CREATE TABLE {table} ("), &format!("CREATE TABLE {as_name} ("), 1)
 }
 
-/// Version 3 to 4: `inodes` gains the pool columns (NULL: no pool), and
-/// the pool tables are made, empty. Nothing is rebuilt.
+/// Version 3 to 5: `inodes` gains the pool columns (NULL: no pool), and
+/// the pool and attribute tables are made, empty. Nothing is rebuilt.
 fn migrate_from_3(tx: &Connection) -> Result<(), MdsError> {
     for column in ["pool", "default_pool"] {
         let definition = column_sql("inodes", column);
         tx.execute_batch(&format!("ALTER TABLE inodes ADD COLUMN {definition}"))?;
     }
     add_pool_tables(tx)?;
+    add_xattr_table(tx)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     Ok(())
 }
@@ -174,15 +185,20 @@ fn column_sql(table: &str, column: &str) -> String {
     line.trim_end_matches(',').to_string()
 }
 
+fn add_xattr_table(tx: &Connection) -> Result<(), MdsError> {
+    tx.execute_batch(&table_sql("xattrs", "xattrs"))?;
+    Ok(())
+}
+
 fn add_pool_tables(tx: &Connection) -> Result<(), MdsError> {
     tx.execute_batch(&table_sql("ost_pools", "ost_pools"))?;
     tx.execute_batch(&table_sql("ost_pool_members", "ost_pool_members"))?;
     Ok(())
 }
 
-/// Version 2 to 4: `inodes` gains symbolic links, two times and the pool
-/// columns, `dentries`
-/// gives up one name per inode, `destroy_queue` gains the removed file, and the pool tables are made. Both tables are rebuilt (SQLite cannot
+/// Version 2 to 5: `inodes` gains symbolic links, two times and the pool
+/// columns, `dentries` gives up one name per inode, `destroy_queue` gains
+/// the removed file, and the pool and attribute tables are made. Both tables are rebuilt (SQLite cannot
 /// change a CHECK or drop a UNIQUE in place), with foreign keys off, which
 /// [`Mds::start`](crate::Mds) arranges; they are checked before the
 /// transaction commits.
@@ -205,6 +221,7 @@ fn migrate_from_2(tx: &Connection) -> Result<(), MdsError> {
          ALTER TABLE destroy_queue ADD COLUMN fid INTEGER;",
     )?;
     add_pool_tables(tx)?;
+    add_xattr_table(tx)?;
     let broken: i64 = tx.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |row| row.get(0))?;
     if broken > 0 {
         return Err(MdsError::Database(format!(
@@ -399,8 +416,8 @@ pub(crate) fn name_count(conn: &Connection, fid: Fid) -> Result<u64, MdsError> {
     Ok(conn.prepare_cached("SELECT count(*) FROM dentries WHERE fid = ?1")?.query_row([fid.0], |row| row.get(0))?)
 }
 
-/// Deletes an inode and its objects' rows (its entry must be gone
-/// already), queueing a file's objects for destruction on their OSTs.
+/// Deletes an inode, its objects' rows and its extended attributes (its
+/// entry must be gone already), queueing a file's objects for destruction on their OSTs.
 /// Returns a file's layout.
 pub(crate) fn delete_inode(conn: &Connection, inode: Inode) -> Result<Option<Layout>, MdsError> {
     let layout = match inode.kind {
@@ -410,6 +427,7 @@ pub(crate) fn delete_inode(conn: &Connection, inode: Inode) -> Result<Option<Lay
     let queue = "INSERT INTO destroy_queue (ost, object, fid) SELECT ost, object, fid FROM objects WHERE fid = ?1";
     conn.prepare_cached(queue)?.execute([inode.fid.0])?;
     conn.prepare_cached("DELETE FROM objects WHERE fid = ?1")?.execute([inode.fid.0])?;
+    conn.prepare_cached("DELETE FROM xattrs WHERE fid = ?1")?.execute([inode.fid.0])?;
     let deleted = conn.prepare_cached("DELETE FROM inodes WHERE fid = ?1")?.execute([inode.fid.0])?;
     assert_eq!(deleted, 1, "deleting {:?}, which has no inode row", inode.fid);
     Ok(layout)
@@ -467,6 +485,13 @@ pub(crate) fn move_entry(conn: &Connection, from: (Fid, &str), to: (Fid, &str)) 
 /// now (`mtime_ns` too, unless a caller sets a time of its own).
 pub(crate) fn touch(conn: &Connection, fid: Fid, mtime_ns: u64) -> Result<(), MdsError> {
     touch_at(conn, fid, mtime_ns, mtime_ns)
+}
+
+/// Sets an inode's change time alone (one of its extended attributes
+/// changed).
+pub(crate) fn set_ctime(conn: &Connection, fid: Fid, now_ns: u64) -> Result<(), MdsError> {
+    conn.prepare_cached("UPDATE inodes SET ctime_ns = ?2 WHERE fid = ?1")?.execute(params![fid.0, now_ns])?;
+    Ok(())
 }
 
 pub(crate) fn touch_at(conn: &Connection, fid: Fid, mtime_ns: u64, now_ns: u64) -> Result<(), MdsError> {

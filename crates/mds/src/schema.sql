@@ -92,3 +92,12 @@ CREATE TABLE ost_pool_members (
     ost  INTEGER NOT NULL REFERENCES ost_counters (ost),
     PRIMARY KEY (pool, ost)
 ) WITHOUT ROWID;
+
+-- Extended attributes (see the xattr module for the namespaces and
+-- bounds): removed with their inode.
+CREATE TABLE xattrs (
+    fid   INTEGER NOT NULL REFERENCES inodes (fid),
+    name  TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 255),
+    value BLOB NOT NULL CHECK (length(value) <= 65536),
+    PRIMARY KEY (fid, name)
+) WITHOUT ROWID;

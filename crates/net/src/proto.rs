@@ -81,7 +81,9 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 /// 11: an OST's answers to writes and punches carry a proof that their
 ///    replay gives back (`ChangeProof`); an OST refuses a client's lock
 ///    request past its share (`EnqueueReply::TooMany`, `IoError::TooManyLocks`).
-pub const PROTOCOL_VERSION: u16 = 11;
+/// 12: extended attributes (`MdsRequest::GetXattr`, `ListXattrs`,
+///    `SetXattr`, `RemoveXattr`, by path or by fid).
+pub const PROTOCOL_VERSION: u16 = 12;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

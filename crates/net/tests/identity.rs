@@ -128,12 +128,29 @@ fn a_local_user_claiming_another_uid_is_refused_and_acts_as_itself() {
             panic!("its directory's attributes")
         };
         assert_eq!((attr.uid, attr.gid), (USER, USER));
+        let node = lanefs_mds::Node::Path("/u/mine".into());
+        let set = MdsRequest::SetXattr {
+            node: node.clone(),
+            name: "user.a".into(),
+            value: b"mine".to_vec(),
+            how: lanefs_mds::XattrHow::Either,
+        };
+        assert_eq!(namespace(&mut s, me.clone(), set).await, MdsReply::Ok, "its own attribute, by path");
+        let trusted = MdsRequest::SetXattr {
+            node,
+            name: "trusted.a".into(),
+            value: b"root's?".to_vec(),
+            how: lanefs_mds::XattrHow::Either,
+        };
+        let e = eperm(namespace(&mut s, me.clone(), trusted).await);
+        assert!(e.contains("trusted. attributes are root's"), "{e}");
         // Naming an inode by fid skips the walk's search permissions: for
         // nodes only, even of the user's own inode.
         for request in [
             MdsRequest::StatFid { fid: attr.fid },
             MdsRequest::ReaddirFid { fid: lanefs_mds::Fid::ROOT, cursor: None },
             MdsRequest::LinkFid { fid: attr.fid, to: "/u/again".into() },
+            MdsRequest::GetXattr { node: lanefs_mds::Node::Fid(attr.fid), name: "user.a".into() },
         ] {
             let e = eperm(namespace(&mut s, me.clone(), request).await);
             assert!(e.contains("by fid") && e.contains("by path instead"), "{e}");

@@ -46,12 +46,35 @@ fn lov_fid(file: &fs::File) -> u64 {
     u64::from_ne_bytes(value[8..16].try_into().unwrap())
 }
 
+/// `fsetxattr(2)` of `name` on `file`.
+fn fsetxattr(file: &fs::File, name: &std::ffi::CStr, value: &[u8]) -> std::io::Result<()> {
+    // SAFETY: a NUL-terminated name and a value of the length given.
+    let rc = unsafe { libc::fsetxattr(file.as_raw_fd(), name.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `getxattr(2)` of `name` on `path`.
+fn getxattr(path: &std::path::Path, name: &std::ffi::CStr) -> std::io::Result<Vec<u8>> {
+    let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let mut value = vec![0u8; 65_536];
+    // SAFETY: NUL-terminated names and a buffer of the length given.
+    let n = unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), value.as_mut_ptr().cast(), value.len()) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    value.truncate(n as usize);
+    Ok(value)
+}
+
 /// Root has its file open in a directory anyone may write; through the
 /// other mount, another user moves its name away, tries to link root's
 /// secret in its place (refused: protected hard links) and puts a file of
 /// its own there. Every call on root's descriptor still acts on root's
-/// file: `fstat`, `fchmod`, `fchown`, `futimens`, `ftruncate` and
-/// `fgetxattr`.
+/// file: `fstat`, `fchmod`, `fchown`, `futimens`, `ftruncate`,
+/// `fgetxattr` and `fsetxattr`.
 #[test]
 fn calls_on_a_descriptor_act_on_its_file_whatever_another_mount_does_to_its_name() {
     let Some(m) = mounted(2) else { return };
@@ -83,6 +106,8 @@ fn calls_on_a_descriptor_act_on_its_file_whatever_another_mount_does_to_its_name
     let held = mine.metadata().unwrap();
     assert_eq!((held.ino(), held.uid(), held.len()), (ino, 0, 4), "fstat: the descriptor's file");
     assert_eq!(lov_fid(&mine), ino, "fgetxattr: the descriptor's file's layout");
+    fsetxattr(&mine, c"user.owner", b"root").unwrap();
+    fsetxattr(&mine, c"trusted.tag", b"root's").unwrap();
     mine.set_permissions(fs::Permissions::from_mode(0o640)).unwrap();
     std::os::unix::fs::fchown(&mine, Some(4242), Some(4242)).unwrap();
     let at = UNIX_EPOCH + Duration::from_secs(1_000_000_000);
@@ -96,6 +121,12 @@ fn calls_on_a_descriptor_act_on_its_file_whatever_another_mount_does_to_its_name
         (0o640, 4242, 4242, 1_000_000_000, 1_000_000_000, 2),
         "fchmod, fchown, futimens and ftruncate changed the descriptor's file"
     );
+    assert_eq!(getxattr(&m.at(0, "shared/moved"), c"user.owner").unwrap(), b"root", "fsetxattr: its file");
+    assert_eq!(getxattr(&m.at(0, "shared/moved"), c"trusted.tag").unwrap(), b"root's");
+    for name in [c"user.owner", c"trusted.tag"] {
+        let error = getxattr(&m.at(0, "shared/mine"), name).unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::ENODATA), "the file at the old name has no {name:?}");
+    }
     let theirs = fs::metadata(m.at(1, "shared/mine")).unwrap();
     assert_eq!(
         (theirs.mode() & 0o7777, theirs.uid(), theirs.len()),

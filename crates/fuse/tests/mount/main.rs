@@ -6,6 +6,7 @@
 //! does nothing.
 
 mod descriptors;
+mod xattrs;
 
 use lanefs_fuse::MountConfig;
 use lanefs_net::client::{Client, ClientOptions};

@@ -3,7 +3,8 @@
 
 use crate::mds;
 use lanefs_mds::{
-    Access, CreateMode, Credentials, Fid, MdsReply, MdsRequest, PoolChange, PoolName, StripeSpec, GROUPS_MAX,
+    Access, CreateMode, Credentials, Fid, MdsReply, MdsRequest, Node, PoolChange, PoolName, StripeSpec, XattrHow,
+    GROUPS_MAX,
 };
 use proptest::prelude::*;
 
@@ -106,7 +107,43 @@ fn request() -> impl Strategy<Value = MdsRequest> {
         (fid(), prop::option::of(any::<u64>())).prop_map(|(fid, at)| MdsRequest::SetAtimeFid { fid, at }),
         (fid(), path()).prop_map(|(fid, to)| MdsRequest::LinkFid { fid, to }),
         (path(), path()).prop_map(|(from, to)| MdsRequest::Link { from, to }),
+        (node(), xattr_name()).prop_map(|(node, name)| MdsRequest::GetXattr { node, name }),
+        node().prop_map(|node| MdsRequest::ListXattrs { node }),
+        (node(), xattr_name(), xattr_value(), xattr_how()).prop_map(|(node, name, value, how)| MdsRequest::SetXattr {
+            node,
+            name,
+            value,
+            how
+        }),
+        (node(), xattr_name()).prop_map(|(node, name)| MdsRequest::RemoveXattr { node, name }),
     ]
+}
+
+fn node() -> impl Strategy<Value = Node> {
+    prop_oneof![path().prop_map(Node::Path), fid().prop_map(Node::Fid)]
+}
+
+/// Names in every namespace, malformed ones and ones over the bound.
+fn xattr_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => prop::sample::select(vec!["user.a", "user.b", "trusted.t", "security.s", "system.posix_acl_access"])
+            .prop_map(String::from),
+        1 => Just("user.".to_string()),
+        1 => Just(format!("user.{}", "n".repeat(300))),
+        1 => "[a-z.\\x00]{0,12}",
+    ]
+}
+
+/// Values up to past the bound of one.
+fn xattr_value() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        4 => prop::collection::vec(any::<u8>(), 0..16),
+        1 => (60_000..66_000usize).prop_map(|len| vec![7u8; len]),
+    ]
+}
+
+fn xattr_how() -> impl Strategy<Value = XattrHow> {
+    prop_oneof![Just(XattrHow::Either), Just(XattrHow::Create), Just(XattrHow::Replace)]
 }
 
 /// Fids of the first inodes a run makes, and ones no inode has.

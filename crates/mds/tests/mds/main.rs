@@ -18,6 +18,7 @@ mod readdir;
 mod rename;
 mod striping;
 mod wire;
+mod xattrs;
 
 use lanefs_core::layout::Layout;
 use lanefs_core::units::{ObjectId, OstIndex};
