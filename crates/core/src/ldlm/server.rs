@@ -261,11 +261,14 @@ pub struct LockServer {
     /// Every lock by handle (hashed: looked up at every request; walks in
     /// handle order sort first).
     locks: FxHashMap<LockHandle, Lock>,
+    /// The resources of objects with locks, granted or waiting: a resource
+    /// goes when its last lock does (see [`LockServer::prune`]), so that
+    /// the table is bounded by the locks, not by every object ever locked.
     resources: FxHashMap<ObjectId, Resource>,
-    /// Refusals of requests for objects that had no resource: counted here,
-    /// since making one for each would let a peer that names ever new
-    /// objects grow the table with nothing in it.
-    refused_elsewhere: u64,
+    /// The counters of resources that went, and the refusals of requests
+    /// for objects that had no resource (making one for each would let a
+    /// peer that names ever new objects grow the table with nothing in it).
+    retired: LockCounters,
     evicted: BTreeSet<ClientId>,
     /// Locks, granted and waiting, of each client that holds any.
     per_client: FxHashMap<ClientId, usize>,
@@ -298,7 +301,7 @@ impl LockServer {
             config,
             locks: FxHashMap::default(),
             resources: FxHashMap::default(),
-            refused_elsewhere: 0,
+            retired: LockCounters::default(),
             evicted: BTreeSet::new(),
             per_client: FxHashMap::default(),
             at_bound: BTreeSet::new(),
@@ -383,6 +386,7 @@ impl LockServer {
         self.resource(object).counters.conflicts += blockers.conflicts as u64;
         if request.flags.speculative && (blockers.conflicts > 0 || self.has_group_lock(object)) {
             self.refuse(client, xid, object, request.extent, EnqueueReply::Refused);
+            self.prune(object);
             return;
         }
         self.insert_lock(handle, lock);
@@ -448,6 +452,7 @@ impl LockServer {
         self.resource(object).counters.cancels += 1;
         self.event(LockEvent::Cancelled { client, lock: handle });
         self.reprocess(now, object);
+        self.prune(object);
     }
 
     /// A client (re)connects; an evicted client is accepted again.
@@ -553,6 +558,7 @@ impl LockServer {
         }
         for object in objects {
             self.reprocess(now, object);
+            self.prune(object);
         }
     }
 
@@ -644,6 +650,7 @@ impl LockServer {
         self.transmit(client, ToClient::Evicted);
         for object in objects {
             self.reprocess(now, object);
+            self.prune(object);
         }
     }
 
@@ -671,14 +678,9 @@ impl LockServer {
         self.evicted.contains(&client)
     }
 
-    /// Counters of one object's resource.
-    pub fn counters(&self, object: ObjectId) -> LockCounters {
-        self.resources.get(&object).map(|r| r.counters).unwrap_or_default()
-    }
-
-    /// Counters summed over the namespace.
+    /// Counters summed over the namespace, since the server started.
     pub fn counters_total(&self) -> LockCounters {
-        let mut total = LockCounters { refusals: self.refused_elsewhere, ..LockCounters::default() };
+        let mut total = self.retired;
         for res in self.resources.values() {
             total += res.counters;
         }
@@ -748,6 +750,7 @@ impl LockServer {
     pub fn check_invariants(&self) {
         let mut queued = 0;
         for (object, res) in &self.resources {
+            assert!(res.granted.len() + res.waiting.len() > 0, "resource of {object:?} left with no lock");
             let granted = res.granted.in_order();
             for (i, a) in granted.iter().enumerate() {
                 let la = &self.locks[a];
@@ -840,6 +843,15 @@ impl LockServer {
         self.resources.entry(object).or_default()
     }
 
+    /// Drops `object`'s resource if no lock, granted or waiting, is left
+    /// in it, keeping its counters in the totals.
+    fn prune(&mut self, object: ObjectId) {
+        if self.resources.get(&object).is_some_and(|res| res.granted.len() == 0 && res.waiting.is_empty()) {
+            let res = self.resources.remove(&object).expect("present");
+            self.retired += res.counters;
+        }
+    }
+
     fn transmit(&mut self, client: ClientId, message: ToClient) {
         trace!(%client, ?message, "send");
         self.transmits.push_back((client, message));
@@ -858,7 +870,7 @@ impl LockServer {
     fn refuse(&mut self, client: ClientId, xid: Xid, object: ObjectId, extent: Extent, reply: EnqueueReply) {
         match self.resources.get_mut(&object) {
             Some(res) => res.counters.refusals += 1,
-            None => self.refused_elsewhere += 1,
+            None => self.retired.refusals += 1,
         }
         self.event(LockEvent::Refused { client, object, extent });
         self.transmit(client, ToClient::Enqueue { xid, reply });

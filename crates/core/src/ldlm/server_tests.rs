@@ -218,3 +218,38 @@ fn a_client_past_its_share_of_locks_is_refused_and_the_others_are_not() {
     assert!(out.iter().any(|(_, m)| matches!(m, ToClient::Enqueue { reply: EnqueueReply::Granted { .. }, .. })));
     s.check_invariants();
 }
+
+/// A node that locks ever new objects, one after another, leaves no
+/// resource behind once it gives each lock back, is evicted or goes: the
+/// table is bounded by the locks held, and the counters are kept.
+#[test]
+fn a_resource_goes_with_its_last_lock_and_its_counters_stay() {
+    let mut s = LockServer::new(LockServerConfig::default());
+    let objects = 10_000u64;
+    for o in 0..objects {
+        s.handle_enqueue(Instant(0), ClientId(1), Xid(o), ObjectId(o), pw(0, MIB - 1));
+        let Some((_, ToClient::Enqueue { reply: EnqueueReply::Granted { lock, .. }, .. })) = s.poll_transmit() else {
+            panic!("granted")
+        };
+        s.handle_cancel(Instant(0), ClientId(1), lock);
+        assert!(s.resources.len() <= 1);
+    }
+    assert!(s.resources.is_empty(), "{} resources left", s.resources.len());
+    let total = s.counters_total();
+    assert_eq!((total.enqueues, total.grants, total.cancels), (objects, objects, objects));
+
+    // A refused lockahead request, an eviction and a departure leave none either.
+    s.handle_enqueue(Instant(0), ClientId(1), Xid(1), ObjectId(1), pw(0, MIB - 1));
+    let mut ahead = pw(0, 4095);
+    ahead.flags = EnqueueFlags { speculative: true, ..EnqueueFlags::default() };
+    s.handle_enqueue(Instant(0), ClientId(2), Xid(2), ObjectId(1), ahead);
+    s.handle_enqueue(Instant(0), ClientId(2), Xid(3), ObjectId(2), pw(0, MIB - 1));
+    s.handle_enqueue(Instant(0), ClientId(3), Xid(4), ObjectId(3), pw(0, MIB - 1));
+    assert_eq!(s.resources.len(), 3);
+    s.evict(Instant(0), ClientId(1));
+    s.forget_client(Instant(0), ClientId(2));
+    s.handle_timeout(Instant(0));
+    assert_eq!(s.resources.keys().copied().collect::<Vec<_>>(), [ObjectId(3)]);
+    s.check_invariants();
+    assert_eq!(s.counters_total().evictions, 1);
+}
