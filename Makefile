@@ -108,6 +108,8 @@ bench: build
 	./target/release/lanefs demo --json
 	python3 bench/fs.py
 	python3 bench/trust.py
+	command -v valgrind >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind; }
+	INSTRUCTIONS=1 ROUNDS=3 BENCH_DIR=/dev/shm python3 bench/trust.py
 	python3 bench/mount.py
 	python3 bench/mpiio.py
 	$(CARGO) bench --locked -p lanefs-sim --bench queue

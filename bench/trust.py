@@ -23,6 +23,15 @@ and, per lock mode, the median CPU time of a whole job (the embedded
 servers and the ranks, user and system, from getrusage): the work the
 checks cost, which this machine's noise moves far less than bandwidth.
 
+With INSTRUCTIONS=1 every job runs under valgrind's callgrind instead,
+which counts the instructions it executes in user space (the servers'
+and the ranks'): a count this machine's noise barely moves (one binary
+against itself: about 2%), where its bandwidth moves by 10 to 20%. The
+jobs are then a quarter of the size (-s 8: callgrind runs them about 20
+times slower), and the medians, spreads and ratios of the counts are
+printed instead of bandwidth. Kernel work (system calls, copies in the
+kernel) is not counted: the CPU time of the normal runs covers it.
+
   bench/trust.py [LANEFS_NOW LANEFS_BEFORE [LANEFS_BARE]]
 
 Without arguments it builds "before" itself, from BASE_COMMIT in a
@@ -45,6 +54,11 @@ STRIPES = ["-a", "LANEFS", "--lanefs.osts=4", "--lanefs.stripe-count=4", "--lane
 MODES = ["default", "noexpand", "lockahead", "group"]
 BUILDS = ["before", "bare", "now"]
 TARGET = 0.95
+# What "before" is, for the headings: BASE_COMMIT, or the binary given.
+before_label = BASE_COMMIT
+INSTRUCTIONS = os.environ.get("INSTRUCTIONS") == "1"
+if INSTRUCTIONS:
+    GEOMETRY = [g if g != "32" else "8" for g in GEOMETRY]
 
 
 def build_base(root):
@@ -78,12 +92,18 @@ def cpu_seconds():
 def run(binary, mode, data_dir):
     with tempfile.TemporaryDirectory(prefix="lanefs-trust-", dir=data_dir) as d:
         args = [binary, "ior"] + GEOMETRY + STRIPES + [f"--lanefs.lock-mode={mode}"]
+        if INSTRUCTIONS:
+            args = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"] + args
         env = dict(os.environ, TMPDIR=d)  # the embedded cluster's data directory
         before = cpu_seconds()
-        out = subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
+        done = subprocess.run(args, check=True, capture_output=True, text=True, env=env)
         cpu = cpu_seconds() - before
-    summary = json.loads(out)["summary"]
+    summary = json.loads(done.stdout)["summary"]
     result = {s["operation"]: s["bwMeanMIB"] for s in summary}
+    if INSTRUCTIONS:
+        # callgrind's summary: "==pid== Collected : N".
+        counts = [line.split(":")[-1] for line in done.stderr.splitlines() if "Collected :" in line]
+        result["instructions"] = int(counts[-1])
     # The CPU time of the whole job (the embedded servers and the ranks,
     # user and system): what the checks cost in work, which the machine's
     # noise moves far less than it moves a 2-core machine's bandwidth.
@@ -91,7 +111,33 @@ def run(binary, mode, data_dir):
     return result
 
 
+def measure_instructions(binaries, data_dir, where):
+    """Instructions per job under callgrind, each build's runs rotating."""
+    results = {(who, mode): [] for who in BUILDS for mode in MODES}
+    for r in range(ROUNDS):
+        for mode in MODES:
+            order = BUILDS[r % len(BUILDS):] + BUILDS[:r % len(BUILDS)]
+            for who in order:
+                count = run(binaries[who], mode, data_dir)["instructions"]
+                results[(who, mode)].append(count)
+                print(f"{where} round {r + 1}: {mode:<10} {who:<6} {count / 1e6:9.1f} M instructions", file=sys.stderr)
+    print(f"{where}: lanefs ior {' '.join(GEOMETRY + STRIPES)} under callgrind, {ROUNDS} rounds,"
+          f" millions of instructions per job (before: {before_label}): median [min, max]")
+    worst = None
+    for mode in MODES:
+        m = {who: statistics.median(results[(who, mode)]) for who in BUILDS}
+        spread = {who: f"{m[who] / 1e6:7.1f} [{min(results[(who, mode)]) / 1e6:.1f}, {max(results[(who, mode)]) / 1e6:.1f}]"
+                  for who in BUILDS}
+        ratio = m["before"] / m["now"]
+        worst = ratio if worst is None else min(worst, ratio)
+        print(f"  {mode:<10} before {spread['before']}  bare {spread['bare']}  now {spread['now']}"
+              f"  now/before {m['now'] / m['before']:5.3f}x  bare/before {m['bare'] / m['before']:5.3f}x")
+    return worst
+
+
 def measure(binaries, data_dir, where):
+    if INSTRUCTIONS:
+        return measure_instructions(binaries, data_dir, where)
     results = {(who, mode, op): [] for who in BUILDS for mode in MODES for op in ("write", "read", "cpu")}
     for r in range(ROUNDS):
         for mode in MODES:
@@ -102,7 +148,7 @@ def measure(binaries, data_dir, where):
                     results[(who, mode, op)].append(bw[op])
                 print(f"{where} round {r + 1}: {mode:<10} {who:<6} write {bw['write']:8.1f}  read {bw['read']:8.1f} MiB/s"
                       f"  cpu {bw['cpu']:6.2f} s", file=sys.stderr)
-    print(f"{where}: lanefs ior {' '.join(GEOMETRY + STRIPES)}, {ROUNDS} rounds, median MiB/s ({BASE_COMMIT} before)")
+    print(f"{where}: lanefs ior {' '.join(GEOMETRY + STRIPES)}, {ROUNDS} rounds, median MiB/s (before: {before_label})")
     worst = None
     for mode in MODES:
         for op in ("write", "read"):
@@ -125,8 +171,10 @@ def measure(binaries, data_dir, where):
 
 def main():
     root = subprocess.run(["git", "rev-parse", "--show-toplevel"], check=True, capture_output=True, text=True).stdout.strip()
+    global before_label
     if len(sys.argv) in (3, 4):
         now, before = sys.argv[1], sys.argv[2]
+        before_label = before
     else:
         now, before = os.path.join(root, "target", "release", "lanefs"), build_base(root)
     bare = sys.argv[3] if len(sys.argv) == 4 else build_bare(root)
@@ -134,7 +182,10 @@ def main():
     places = [(os.environ["BENCH_DIR"], os.environ["BENCH_DIR"])] if "BENCH_DIR" in os.environ else [
         ("/dev/shm", "tmpfs (/dev/shm)"), (tempfile.gettempdir(), f"disk ({tempfile.gettempdir()})")]
     worst = min(measure(binaries, d, where) for d, where in places if os.path.isdir(d))
-    print(f"  worst bare / before: {worst:.3f}x")
+    if INSTRUCTIONS:
+        print(f"  most instructions of now against before: {1 / worst:.3f}x")
+    else:
+        print(f"  worst bare / before: {worst:.3f}x")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@
 
 use crate::listings::{self, Listings, Page};
 use crate::locks::{LockCall, MountLocks};
-use crate::nodes::{join, Nodes};
+use crate::nodes::{child_path, Nodes};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
     LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
@@ -165,7 +165,7 @@ impl LanefsFs {
 
     fn child(&self, parent: INodeNo, name: &OsStr) -> Result<String, Errno> {
         let name = name.to_str().ok_or(Errno::EINVAL)?;
-        Ok(join(&self.path(parent)?, name))
+        Ok(child_path(parent.0, name))
     }
 
     fn mds(&self, req: &Request, request: MdsRequest) -> Result<MdsReply, Errno> {
@@ -486,7 +486,7 @@ impl Filesystem for LanefsFs {
                     // Should that fail, the name goes as any other: the
                     // MDS keeps the objects while the file is open, so
                     // reads and writes here go on, only `fstat` fails.
-                    let hidden = join(&self.path(parent)?, &hidden_name(ino));
+                    let hidden = child_path(parent.0, &hidden_name(ino));
                     match self.mds(req, MdsRequest::Rename { from: path.clone(), to: hidden.clone() }) {
                         Ok(_) => {
                             self.nodes.lock().expect("nodes").renamed(&path, &hidden);

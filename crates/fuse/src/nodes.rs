@@ -2,10 +2,14 @@
 //!
 //! lanefs's MDS names inodes by [`Fid`], never reused, and the root is
 //! `Fid(1)`, FUSE's root inode number; so a mount's inode numbers are the
-//! MDS's fids, and all it must remember is the path it last saw each one
-//! at: the MDS is asked by path. Lookups, creates and readdir fill the
-//! table, a rename moves a node and everything under it, an unlink or
-//! rmdir takes it out, and `forget` drops what the kernel no longer holds.
+//! MDS's fids. The kernel names an entry by its directory's inode and its
+//! name, and the mount asks the MDS by the same: the directory's fid and
+//! the name ([`child_path`]), never by a path of names another mount can
+//! change. What this table keeps is the path each inode was last seen at
+//! (by that form), to label it in logs and to know which inode a name
+//! held here is. Lookups and creates fill the table, a rename moves a
+//! node, an unlink or rmdir takes it out, and `forget` drops what the
+//! kernel no longer holds.
 //!
 //! Invariant ([`Nodes::check_invariants`]): the two maps are each other's
 //! inverse, and the root is always there.
@@ -120,12 +124,16 @@ impl Nodes {
     }
 }
 
-/// `name` in directory `parent`.
-pub fn join(parent: &str, name: &str) -> String {
-    if parent == "/" {
+/// The MDS path of `name` in the directory whose fid is `parent`:
+/// anchored at the directory (`/.lustre/fid/[0x2a]/name`, see
+/// `lanefs_mds::path`), so that the MDS looks the name up, and changes it,
+/// in the directory the kernel holds, whatever another mount has done to
+/// that directory's names meanwhile; under the root, `/name`.
+pub fn child_path(parent: u64, name: &str) -> String {
+    if parent == Fid::ROOT.0 {
         format!("/{name}")
     } else {
-        format!("{parent}/{name}")
+        format!("{}[{parent:#x}]/{name}", lanefs_mds::path::FID_DIR)
     }
 }
 

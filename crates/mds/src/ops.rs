@@ -64,7 +64,7 @@ pub enum Target<'a> {
 fn resolve_target(conn: &Connection, caller: &Caller, target: Target<'_>) -> Result<(String, Inode), MdsError> {
     match target {
         Target::Path(path) => {
-            let path = MdsPath::parse(path)?;
+            let path = absolute(conn, &MdsPath::parse(path)?)?;
             let (_, inode) = resolve(conn, caller, &path)?;
             Ok((path.to_string(), inode))
         }
@@ -76,6 +76,32 @@ fn resolve_target(conn: &Connection, caller: &Caller, target: Target<'_>) -> Res
             }
         }
     }
+}
+
+/// `path` from the root as the namespace is now: an anchored path
+/// (`/.lustre/fid/[0x2a]/name`, see [`crate::path`]) becomes its anchor's
+/// current path followed by its names, the walk checking no search
+/// permission above the anchor. Inside a request's transaction, so the
+/// request acts in the directory the fid names.
+pub(crate) fn absolute(conn: &Connection, path: &MdsPath) -> Result<MdsPath, MdsError> {
+    let Some(anchor) = path.anchor() else { return Ok(path.clone()) };
+    let missing = || MdsError::NotFound { path: path.to_string(), missing: fid_name(Fid(anchor)) };
+    schema::inode_if_any(conn, Fid(anchor))?.ok_or_else(missing)?;
+    let mut above = Vec::new();
+    let mut fid = Fid(anchor);
+    while fid != Fid::ROOT {
+        let Some((parent, name)) = schema::entry_of(conn, fid)? else { return Err(missing()) };
+        above.push(name);
+        fid = parent;
+        if above.len() > crate::path::PATH_BYTES_MAX {
+            return Err(MdsError::Database(format!(
+                "{} has no way up to /: the database was edited by hand",
+                fid_name(Fid(anchor))
+            )));
+        }
+    }
+    above.reverse();
+    Ok(path.from_root(above))
 }
 
 /// A fid as errors name it, in Lustre's brackets.
@@ -109,7 +135,9 @@ fn ancestors(conn: &Connection, caller: &Caller, path: &MdsPath) -> Result<Ances
     dirs.push(schema::inode(conn, Fid::ROOT)?);
     for (depth, name) in names[..names.len() - 1].iter().enumerate() {
         let prefix = || path.prefix(depth + 1).to_string();
-        perm::check(caller, &dirs[depth], Need::Search, path, &path.prefix(depth))?;
+        if depth >= path.reached() {
+            perm::check(caller, &dirs[depth], Need::Search, path, &path.prefix(depth))?;
+        }
         match schema::lookup(conn, dirs[depth].fid, name)? {
             None => return Err(MdsError::NotFound { path: path.to_string(), missing: prefix() }),
             Some(Inode { kind: FileKind::File, .. }) => {
@@ -120,7 +148,9 @@ fn ancestors(conn: &Connection, caller: &Caller, path: &MdsPath) -> Result<Ances
         }
     }
     let parent = dirs.last().expect("the root at least");
-    perm::check(caller, parent, Need::Search, path, &path.parent().expect("not the root"))?;
+    if names.len() > path.reached() {
+        perm::check(caller, parent, Need::Search, path, &path.parent().expect("not the root"))?;
+    }
     Ok(Ancestors { dirs })
 }
 
@@ -245,6 +275,7 @@ impl Mds {
         let path = MdsPath::parse(path)?;
         let Some(name) = path.name() else { return Err(MdsError::Exists { path: path.to_string() }) };
         self.write(WriteKind::Grows, |tx, _| {
+            let path = absolute(tx, &path)?;
             let parent = free_name(tx, &caller, &path, name)?.parent();
             let owner = perm::new_owner(&caller, &parent, FileKind::Dir, permissions);
             let fid = add_inode(tx, parent.fid, name, schema::NewInode::Dir, owner)?;
@@ -275,6 +306,7 @@ impl Mds {
         };
         let config = self.config;
         self.write(WriteKind::Grows, |tx, ost_count| {
+            let path = absolute(tx, &path)?;
             let ancestors = ancestors(tx, &caller, &path)?;
             let parent = ancestors.parent();
             match (schema::lookup(tx, parent.fid, name)?, mode) {
@@ -375,6 +407,7 @@ impl Mds {
         let path = MdsPath::parse(path)?;
         let Some(name) = path.name() else { return Err(is_a_directory(&path)) };
         self.write(WriteKind::Removes, |tx, _| {
+            let path = absolute(tx, &path)?;
             let (ancestors, file) = resolve(tx, &caller, &path)?;
             if file.kind == FileKind::Dir {
                 return Err(is_a_directory(&path));
@@ -416,6 +449,7 @@ impl Mds {
             return Err(MdsError::invalid_path(&path.to_string(), reason));
         }
         self.write(WriteKind::Grows, |tx, _| {
+            let path = absolute(tx, &path)?;
             let parent = free_name(tx, &caller, &path, name)?.parent();
             let (owner, _) = perm::new_owner(&caller, &parent, FileKind::Symlink, 0o777);
             let fid = add_inode(tx, parent.fid, name, schema::NewInode::Symlink(target), (owner, 0o777))?;
@@ -446,6 +480,7 @@ impl Mds {
                 });
             }
             check_hardlink_source(&caller, &source, &from)?;
+            let to = absolute(tx, &to)?;
             let parent = free_name(tx, &caller, &to, to_name)?.parent();
             let links = schema::name_count(tx, source.fid)?;
             if links >= crate::LINKS_MAX {
@@ -465,6 +500,7 @@ impl Mds {
         let path = MdsPath::parse(path)?;
         let Some(name) = path.name() else { return Err(MdsError::RootDirectory { action: "remove".into() }) };
         self.write(WriteKind::Removes, |tx, _| {
+            let path = absolute(tx, &path)?;
             let (ancestors, dir) = resolve(tx, &caller, &path)?;
             if dir.kind != FileKind::Dir {
                 return Err(not_a_directory(&path));
@@ -492,6 +528,7 @@ impl Mds {
         let Some(from_name) = from.name() else { return Err(MdsError::RootDirectory { action: "rename".into() }) };
         let Some(to_name) = to.name() else { return Err(MdsError::RootDirectory { action: "replace".into() }) };
         self.write(WriteKind::Removes, |tx, _| {
+            let (from, to) = (absolute(tx, &from)?, absolute(tx, &to)?);
             let (from_ancestors, source) = resolve(tx, &caller, &from)?;
             let to_ancestors = ancestors(tx, &caller, &to)?;
             let (from_parent, to_parent) = (from_ancestors.parent(), to_ancestors.parent());
@@ -685,7 +722,7 @@ impl Mds {
     /// (for a file: in its parent) with where each field comes from.
     pub fn get_stripe(&self, credentials: &Credentials, path: &str) -> Result<StripeInfo, MdsError> {
         let caller = self.caller(credentials)?;
-        let path = MdsPath::parse(path)?;
+        let path = absolute(&self.conn, &MdsPath::parse(path)?)?;
         let (ancestors, inode) = resolve(&self.conn, &caller, &path)?;
         let mut dirs = ancestors.fids();
         let (layout, pool, dir_path) = match inode.kind {
@@ -743,6 +780,7 @@ fn check_pool_default(
 
 /// Replaces directory `path`'s own default with `stripe`, as its owner or root.
 fn set_dir_default(tx: &Connection, caller: &Caller, path: &MdsPath, stripe: &StripeSpec) -> Result<(), MdsError> {
+    let path = &absolute(tx, path)?;
     match resolve(tx, caller, path)?.1 {
         Inode { kind: FileKind::File, .. } => Err(MdsError::LayoutAlreadySet { path: path.to_string() }),
         Inode { kind: FileKind::Symlink, .. } => Err(MdsError::SymbolicLink { path: path.to_string() }),

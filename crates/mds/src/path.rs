@@ -12,6 +12,18 @@
 //! NUL byte, names over [`NAME_BYTES_MAX`] bytes and paths over
 //! [`PATH_BYTES_MAX`] bytes (which also bounds the depth of any walk to 2048
 //! names).
+//!
+//! A path may start at a directory named by fid instead of at the root, as
+//! Lustre's `.lustre/fid` directory lets one: `/.lustre/fid/[0x2a]/name`
+//! is `name` in the directory whose fid is `0x2a`, wherever that directory
+//! is now. A mount sends such paths, so that a name it looks up or
+//! changes is in the directory the kernel holds, never in whatever
+//! directory another mount has since put at its old path. The MDS
+//! resolves the anchor to the directory's current path inside the
+//! request's transaction ([`crate::ops`]); the walk above the anchor needs
+//! no search permission (the client already reached the directory), so
+//! only nodes may send anchored paths, as with every request by fid. The
+//! name `.lustre` in `/` is reserved for them, as on Lustre.
 
 use crate::MdsError;
 use std::fmt;
@@ -22,16 +34,24 @@ pub const NAME_BYTES_MAX: usize = 255;
 /// The longest path a request may carry, in bytes (POSIX `PATH_MAX`).
 pub const PATH_BYTES_MAX: usize = 4096;
 
-/// A normalised absolute path: the names from the root down. The root is the
-/// empty list.
+/// Where anchored paths start: Lustre's directory of inodes by fid.
+pub const FID_DIR: &str = "/.lustre/fid/";
+
+/// A normalised absolute path: the names from the root (or from an anchor
+/// directory named by fid) down. The root is the empty list.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct MdsPath {
+    /// The fid of the directory the names start at, if not the root.
+    anchor: Option<u64>,
     names: Vec<String>,
+    /// The first `reached` names lead to a directory the client reached
+    /// by fid: the walk checks no search permission on the way there.
+    reached: usize,
 }
 
 impl MdsPath {
     pub fn root() -> MdsPath {
-        MdsPath { names: Vec::new() }
+        MdsPath { anchor: None, names: Vec::new(), reached: 0 }
     }
 
     /// Parses and normalises `path`, or says what is wrong with it.
@@ -51,7 +71,27 @@ impl MdsPath {
             return Err(MdsError::invalid_path(path, "the path contains a NUL byte, which no name may hold"));
         }
         let mut names = Vec::new();
-        for name in path.split('/').filter(|name| !name.is_empty() && *name != ".") {
+        let mut anchor = None;
+        let mut parts = path.split('/').filter(|name| !name.is_empty() && *name != ".").peekable();
+        if parts.peek() == Some(&".lustre") {
+            parts.next();
+            let reserved = || {
+                let reason = format!(
+                    "the name .lustre in / is reserved: {FID_DIR}[FID]/NAME names NAME in the directory of fid FID \
+                     (as on Lustre); choose another name"
+                );
+                MdsError::invalid_path(path, reason)
+            };
+            if parts.next() != Some("fid") {
+                return Err(reserved());
+            }
+            let fid = parts.next().and_then(|fid| fid.strip_prefix("[0x")?.strip_suffix(']'));
+            match fid.and_then(|hex| u64::from_str_radix(hex, 16).ok()) {
+                Some(fid) if fid > 0 => anchor = Some(fid),
+                _ => return Err(reserved()),
+            }
+        }
+        for name in parts {
             if name == ".." {
                 let reason = "'..' is not supported (the MDS has no current directory): give the path without it";
                 return Err(MdsError::invalid_path(path, reason));
@@ -66,11 +106,38 @@ impl MdsPath {
             }
             names.push(name.to_string());
         }
-        Ok(MdsPath { names })
+        Ok(MdsPath { anchor, names, reached: 0 })
+    }
+
+    /// `names` below the directory of fid `anchor` (see [`FID_DIR`]).
+    pub fn anchored(anchor: u64, names: Vec<String>) -> MdsPath {
+        MdsPath { anchor: Some(anchor), names, reached: 0 }
+    }
+
+    /// The fid of the directory the path starts at, if not the root.
+    pub fn anchor(&self) -> Option<u64> {
+        self.anchor
+    }
+
+    /// This path's names below `above`, the names from the root to its
+    /// anchor as they are now: the absolute path, whose walk checks no
+    /// search permission before the anchor.
+    pub fn from_root(&self, above: Vec<String>) -> MdsPath {
+        assert!(self.anchor.is_some(), "{self} is absolute already");
+        let reached = above.len();
+        let mut names = above;
+        names.extend(self.names.iter().cloned());
+        MdsPath { anchor: None, names, reached }
+    }
+
+    /// How many names lead to a directory reached by fid (no search
+    /// permission checked on the way).
+    pub fn reached(&self) -> usize {
+        self.reached
     }
 
     pub fn is_root(&self) -> bool {
-        self.names.is_empty()
+        self.anchor.is_none() && self.names.is_empty()
     }
 
     /// The names from the root down.
@@ -86,23 +153,25 @@ impl MdsPath {
     /// The path of the first `name_count` names (`prefix(0)` is the root).
     pub fn prefix(&self, name_count: usize) -> MdsPath {
         assert!(name_count <= self.names.len(), "prefix of {name_count} names of {self}");
-        MdsPath { names: self.names[..name_count].to_vec() }
+        MdsPath { anchor: self.anchor, names: self.names[..name_count].to_vec(), reached: self.reached.min(name_count) }
     }
 
     /// The parent directory's path, `None` for the root.
     pub fn parent(&self) -> Option<MdsPath> {
-        (!self.is_root()).then(|| self.prefix(self.names.len() - 1))
+        (!self.names.is_empty()).then(|| self.prefix(self.names.len() - 1))
     }
 
     /// Whether `ancestor` is this path or a directory above it.
     pub fn starts_with(&self, ancestor: &MdsPath) -> bool {
-        self.names.starts_with(&ancestor.names)
+        self.anchor == ancestor.anchor && self.names.starts_with(&ancestor.names)
     }
 }
 
 impl fmt::Display for MdsPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_root() {
+        if let Some(anchor) = self.anchor {
+            write!(f, "{FID_DIR}[{anchor:#x}]")?;
+        } else if self.is_root() {
             return f.write_str("/");
         }
         for name in &self.names {
@@ -160,6 +229,22 @@ mod tests {
         assert_eq!(MdsPath::parse(&longest_name).unwrap().names()[0].len(), NAME_BYTES_MAX);
         let longest_path = "/".repeat(PATH_BYTES_MAX);
         assert!(MdsPath::parse(&longest_path).unwrap().is_root());
+    }
+
+    #[test]
+    fn a_path_may_start_at_a_directory_named_by_fid() {
+        let path = MdsPath::parse("/.lustre/fid/[0x2a]/a/b").unwrap();
+        assert_eq!((path.anchor(), path.names()), (Some(0x2a), &["a".to_string(), "b".to_string()][..]));
+        assert_eq!(path.to_string(), "/.lustre/fid/[0x2a]/a/b");
+        assert_eq!(path.parent().unwrap().to_string(), "/.lustre/fid/[0x2a]/a");
+        assert_eq!(normal("//.lustre/./fid/[0x2a]/"), "/.lustre/fid/[0x2a]");
+        let absolute = path.from_root(vec!["d".into()]);
+        assert_eq!((absolute.to_string(), absolute.reached()), ("/d/a/b".to_string(), 1));
+        assert_eq!(absolute.prefix(0).reached(), 0);
+        for reserved in ["/.lustre", "/.lustre/x", "/.lustre/fid", "/.lustre/fid/42/a", "/.lustre/fid/[0x0]/a"] {
+            assert!(reason(reserved).contains("reserved"), "{reserved}");
+        }
+        assert_eq!(normal("/d/.lustre/fid"), "/d/.lustre/fid", "reserved in / only");
     }
 
     #[test]

@@ -433,10 +433,9 @@ pub enum XattrHow {
     Replace,
 }
 
-impl Node {
-    fn is_fid(&self) -> bool {
-        matches!(self, Node::Fid(_))
-    }
+/// Whether `path` starts at a directory named by fid (`/.lustre/fid/...`).
+fn anchored(path: &str) -> bool {
+    crate::path::MdsPath::parse(path).is_ok_and(|path| path.anchor().is_some())
 }
 
 impl MdsRequest {
@@ -458,26 +457,28 @@ impl MdsRequest {
             MdsRequest::GetXattr { node, .. }
             | MdsRequest::ListXattrs { node }
             | MdsRequest::SetXattr { node, .. }
-            | MdsRequest::RemoveXattr { node, .. } => node.is_fid(),
-            MdsRequest::Mkdir { .. }
-            | MdsRequest::Create { .. }
-            | MdsRequest::Open { .. }
-            | MdsRequest::Stat { .. }
-            | MdsRequest::Readdir { .. }
-            | MdsRequest::Unlink { .. }
-            | MdsRequest::Rmdir { .. }
-            | MdsRequest::Rename { .. }
-            | MdsRequest::SetAttr { .. }
-            | MdsRequest::SetMtime { .. }
-            | MdsRequest::SetAtime { .. }
-            | MdsRequest::Symlink { .. }
-            | MdsRequest::Link { .. }
-            | MdsRequest::SetStripe { .. }
-            | MdsRequest::GetStripe { .. }
-            | MdsRequest::Statfs
-            | MdsRequest::DeleteStripe { .. }
-            | MdsRequest::ChangePool { .. }
-            | MdsRequest::ListPools { .. } => false,
+            | MdsRequest::RemoveXattr { node, .. } => match node {
+                Node::Fid(_) => true,
+                Node::Path(path) => anchored(path),
+            },
+            // A path that starts at a directory named by fid (see
+            // `crate::path`) walks nothing above it either.
+            MdsRequest::Rename { from, to } | MdsRequest::Link { from, to } => anchored(from) || anchored(to),
+            MdsRequest::Mkdir { path, .. }
+            | MdsRequest::Create { path, .. }
+            | MdsRequest::Open { path, .. }
+            | MdsRequest::Stat { path }
+            | MdsRequest::Readdir { path, .. }
+            | MdsRequest::Unlink { path }
+            | MdsRequest::Rmdir { path }
+            | MdsRequest::SetAttr { path, .. }
+            | MdsRequest::SetMtime { path, .. }
+            | MdsRequest::SetAtime { path, .. }
+            | MdsRequest::Symlink { path, .. }
+            | MdsRequest::SetStripe { path, .. }
+            | MdsRequest::GetStripe { path }
+            | MdsRequest::DeleteStripe { path } => anchored(path),
+            MdsRequest::Statfs | MdsRequest::ChangePool { .. } | MdsRequest::ListPools { .. } => false,
         }
     }
 

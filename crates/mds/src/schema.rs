@@ -411,6 +411,14 @@ pub(crate) fn insert_inode(
     Ok(())
 }
 
+/// One name of `fid`: its parent and the name there (a directory's only
+/// one; the first of a file's), or `None` for the root and unknown fids.
+pub(crate) fn entry_of(conn: &Connection, fid: Fid) -> Result<Option<(Fid, String)>, MdsError> {
+    let sql = "SELECT parent, name FROM dentries WHERE fid = ?1 ORDER BY parent, name LIMIT 1";
+    let entry = conn.prepare_cached(sql)?.query_row([fid.0], |row| Ok((Fid(row.get(0)?), row.get(1)?))).optional()?;
+    Ok(entry)
+}
+
 /// How many names `fid` has.
 pub(crate) fn name_count(conn: &Connection, fid: Fid) -> Result<u64, MdsError> {
     Ok(conn.prepare_cached("SELECT count(*) FROM dentries WHERE fid = ?1")?.query_row([fid.0], |row| row.get(0))?)

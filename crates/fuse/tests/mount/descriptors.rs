@@ -138,6 +138,47 @@ fn calls_on_a_descriptor_act_on_its_file_whatever_another_mount_does_to_its_name
     assert!(!read && !said.contains("root's secret"), "nobody still reads nothing of root's: {said}");
 }
 
+/// A process works in a directory (its current directory) while another
+/// user, through the other mount, moves that directory away and puts one
+/// of its own at the old name, with a symbolic link to a file outside the
+/// mount and a file of its own where the process will look and write. The
+/// process still finds its own file and writes into its own directory:
+/// the mount names a directory's entries by the directory's fid, not by
+/// the path it last saw it at.
+#[test]
+fn names_looked_up_in_a_directory_are_in_that_directory_whatever_another_mount_moves() {
+    let Some(m) = mounted(2) else { return };
+    fs::create_dir(m.at(0, "shared")).unwrap();
+    fs::set_permissions(m.at(0, "shared"), fs::Permissions::from_mode(0o777)).unwrap();
+    fs::create_dir(m.at(0, "shared/work")).unwrap();
+    fs::write(m.at(0, "shared/work/cfg"), b"root's cfg").unwrap();
+    let mut worker = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("read go; cat cfg; printf secret > out; echo; ls")
+        .current_dir(m.at(0, "shared/work"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    let (done, said) = sh_as_nobody(
+        &m,
+        r#"mv $B/shared/work $B/shared/old && mkdir $B/shared/work && ln -s /etc/hostname $B/shared/work/cfg &&
+           : > $B/shared/work/out && chmod 666 $B/shared/work/out && echo planted"#,
+    );
+    assert!(done && said.contains("planted"), "{said}");
+    worker.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let out = worker.wait_with_output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.starts_with("root's cfg\n"), "its own file, not the planted link: {stdout}{stderr}");
+    assert_eq!(fs::read(m.at(0, "shared/old/out")).unwrap(), b"secret", "written in its own directory");
+    assert_eq!(fs::read(m.at(1, "shared/work/out")).unwrap(), b"", "nothing in the other user's file");
+    let (_, listed) = sh_as_nobody(&m, "ls $B/shared/work");
+    assert_eq!(listed.split_whitespace().collect::<Vec<_>>(), ["cfg", "out"], "{listed}");
+}
+
 /// The name a file removed while open keeps cannot be guessed: a
 /// directory another user made at the name such files once had does not
 /// make root's `rm` fail, and the open file still answers `fstat`.

@@ -157,3 +157,63 @@ fn hard_links_to_another_users_files_need_read_and_write() {
     assert_eq!(mds.stat(&ROOT, "/tmp/roots").unwrap().kind, FileKind::File);
     mds.check_invariants();
 }
+
+/// A path anchored at a directory's fid (`/.lustre/fid/[FID]/name`)
+/// names `name` in that directory wherever it is now: a directory moved
+/// away and replaced by another user's, with a symbolic link planted at
+/// the name, leaves a lookup, a create, an unlink and a rename through the
+/// anchor in the first directory.
+#[test]
+fn a_path_anchored_at_a_fid_stays_in_its_directory_when_names_move() {
+    let mut mds = mds(2);
+    mkdir(&mut mds, "/shared");
+    mds.set_attr(&ROOT, "/shared", Some(0o777), (None, None)).unwrap();
+    mkdir(&mut mds, "/shared/work");
+    mds.set_stripe(&ROOT, "/shared", &spec(Some(2), None, None)).unwrap();
+    let work = mds.stat(&ROOT, "/shared/work").unwrap().fid;
+    create(&mut mds, "/shared/work/cfg");
+    let at = |name: &str| format!("/.lustre/fid/[{:#x}]/{name}", work.0);
+
+    // Another user moves the directory away (its own parent is 0777) and
+    // puts its own in its place, with a link where root's file was.
+    let intruder = user(1000);
+    mds.rename(&ROOT, "/shared/work", "/shared/old").unwrap();
+    mds.mkdir(&intruder, "/shared/work", 0o755).unwrap();
+    mds.symlink(&intruder, "/shared/work/cfg", "/etc/shadow").unwrap();
+
+    let cfg = attr(mds.handle(&ROOT, MdsRequest::Stat { path: at("cfg") }));
+    assert_eq!((cfg.kind, cfg.uid), (FileKind::File, 0), "root's file, not the planted link");
+    let new = mds.create(&ROOT, &at("new"), &StripeSpec::default(), CreateMode::Exclusive, Access::Write, 0o600);
+    assert_eq!(new.unwrap().layout.stripe_count(), 2, "in root's directory, inheriting from above the anchor");
+    assert!(mds.stat(&ROOT, "/shared/old/new").is_ok() && mds.stat(&ROOT, "/shared/work/new").is_err());
+    mds.rename(&ROOT, &at("new"), &at("renamed")).unwrap();
+    mds.unlink(&ROOT, &at("renamed")).unwrap();
+    assert!(mds.stat(&ROOT, "/shared/work/cfg").unwrap().target.is_some(), "the intruder's link is untouched");
+    mds.mkdir(&ROOT, &at("sub"), 0o755).unwrap();
+    assert_eq!(
+        mds.rename(&ROOT, "/shared/old", &format!("{}/inside", at("sub"))).unwrap_err(),
+        MdsError::RenameIntoItself { from: "/shared/old".into(), to: "/shared/old/sub/inside".into() }
+    );
+
+    // The walk above the anchor needs no search permission; the anchor's
+    // own permissions still count.
+    mds.set_attr(&ROOT, "/shared", Some(0o700), (None, None)).unwrap();
+    assert_eq!(errno(mds.handle(&intruder, MdsRequest::Stat { path: "/shared/old/cfg".into() })), Errno::EACCES);
+    assert_eq!(attr(mds.handle(&intruder, MdsRequest::Stat { path: at("cfg") })).fid, cfg.fid);
+    mds.set_attr(&ROOT, "/shared/old", Some(0o700), (None, None)).unwrap();
+    assert_eq!(errno(mds.handle(&intruder, MdsRequest::Stat { path: at("cfg") })), Errno::EACCES);
+    let anchor_itself = MdsRequest::Stat { path: format!("/.lustre/fid/[{:#x}]", work.0) };
+    assert_eq!(attr(mds.handle(&intruder, anchor_itself)).fid, work);
+
+    // Only nodes send them; a fid that names nothing is ENOENT; the name
+    // .lustre in / is reserved.
+    assert!(MdsRequest::Stat { path: at("cfg") }.by_fid());
+    assert!(MdsRequest::Rename { from: "/a".into(), to: at("b") }.by_fid());
+    assert!(!MdsRequest::Stat { path: "/shared/.lustre/fid/[0x2]/x".into() }.by_fid());
+    assert_eq!(errno(mds.handle(&ROOT, MdsRequest::Stat { path: "/.lustre/fid/[0x999]/x".into() })), Errno::ENOENT);
+    assert_eq!(
+        errno(mds.handle(&ROOT, MdsRequest::Mkdir { path: "/.lustre".into(), permissions: 0o755 })),
+        Errno::EINVAL
+    );
+    mds.check_invariants();
+}

@@ -15,8 +15,14 @@ fn path() -> impl Strategy<Value = String> {
         1 => (250..260usize).prop_map(|n| "n".repeat(n)),
     ];
     prop_oneof![
-        8 => (any::<bool>(), prop::collection::vec(name, 0..4))
+        8 => (any::<bool>(), prop::collection::vec(name.clone(), 0..4))
             .prop_map(|(absolute, names)| format!("{}{}", if absolute { "/" } else { "" }, names.join("/"))),
+        // Anchored at a directory's fid (or at none, or a file), and the
+        // reserved name malformed.
+        2 => (prop_oneof![1..8u64, Just(0), any::<u64>()], prop::collection::vec(name, 0..3))
+            .prop_map(|(fid, names)| format!("/.lustre/fid/[{fid:#x}]/{}", names.join("/"))),
+        1 => prop::sample::select(vec!["/.lustre", "/.lustre/fid", "/.lustre/fid/[0x]/a", "/.lustre/fid/0x2/a"])
+            .prop_map(str::to_string),
         1 => any::<String>(),
         1 => (4090..4100usize).prop_map(|n| format!("/{}", "p/".repeat(n / 2))),
     ]
