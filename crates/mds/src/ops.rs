@@ -532,7 +532,7 @@ impl Mds {
             let (from_ancestors, source) = resolve(tx, &caller, &from)?;
             let to_ancestors = ancestors(tx, &caller, &to)?;
             let (from_parent, to_parent) = (from_ancestors.parent(), to_ancestors.parent());
-            if from == to {
+            if from.names() == to.names() {
                 return Ok(None);
             }
             if source.kind == FileKind::Dir && to.starts_with(&from) {

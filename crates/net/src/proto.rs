@@ -82,7 +82,8 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    replay gives back (`ChangeProof`); an OST refuses a client's lock
 ///    request past its share (`EnqueueReply::TooMany`, `IoError::TooManyLocks`).
 /// 12: extended attributes (`MdsRequest::GetXattr`, `ListXattrs`,
-///    `SetXattr`, `RemoveXattr`, by path or by fid).
+///    `SetXattr`, `RemoveXattr`, by path or by fid); paths anchored at a
+///    directory's fid (`/.lustre/fid/[FID]/NAME`), from nodes only.
 pub const PROTOCOL_VERSION: u16 = 12;
 
 /// Who is connecting.
