@@ -279,6 +279,40 @@ impl LanefsFs {
         Ok(fh)
     }
 
+    /// Closes handle `fh`: its client file, its record at the MDS, and a
+    /// removed file's hidden name if it was the last open here.
+    fn drop_open(&self, fh: u64) -> Result<(), Errno> {
+        let Some(open) = self.files.lock().expect("files").remove(&fh) else {
+            return Err(Errno::EBADF);
+        };
+        self.open_counts.lock().expect("open counts").give_back(open.uid);
+        // The kernel releases a handle once every operation on it has been
+        // answered, and each lets go of it before answering; so this waits
+        // at most for that last moment.
+        let mut open = open;
+        let open = loop {
+            match Arc::try_unwrap(open) {
+                Ok(open) => break open,
+                Err(shared) => {
+                    open = shared;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        };
+        let ino = open.ino;
+        let closed = self.client.close(open.file);
+        if open.recorded {
+            if let Err(e) = self.client.mds_closed(Fid(ino)) {
+                warn!(%e, ino, "telling the MDS of a close");
+            }
+        }
+        self.remove_orphan_if_closed(ino);
+        closed.map_err(|e| {
+            warn!(%e, "closing a file after its last close(2)");
+            errno(&e)
+        })
+    }
+
     /// A file removed while open here is removed for good once no handle
     /// of this mount has it open.
     fn remove_orphan_if_closed(&self, ino: u64) {
@@ -588,14 +622,18 @@ impl Filesystem for LanefsFs {
             };
             let MdsReply::File(info) = self.mds(req, request)? else { return Err(Errno::EIO) };
             let file = self.open_handle(&path, info.layout, flags)?;
-            let attr = match self.attr(req, info.fid.0, Some(&file)) {
-                Ok(attr) => attr,
-                Err(e) => {
-                    let _ = self.client.close(file);
-                    return Err(e);
-                }
-            };
-            let fh = self.keep_open(req.uid(), attr.ino.0, file, flags)?;
+            // Kept open (and told to the MDS) before anything else, so
+            // that a removal from another mount finds it open as soon as
+            // it can.
+            let fh = self.keep_open(req.uid(), info.fid.0, file, flags)?;
+            let attr =
+                match self.open_file(FileHandle(fh)).and_then(|open| self.attr(req, info.fid.0, Some(&open.file))) {
+                    Ok(attr) => attr,
+                    Err(e) => {
+                        let _ = self.drop_open(fh);
+                        return Err(e);
+                    }
+                };
             self.nodes.lock().expect("nodes").learn(attr.ino.0, &path);
             Ok((attr, fh))
         })();
@@ -695,37 +733,9 @@ impl Filesystem for LanefsFs {
         if let Some(owner) = lock_owner {
             self.locks.closed(ino.0, owner.0);
         }
-        let Some(open) = self.files.lock().expect("files").remove(&fh.0) else {
-            return reply.error(Errno::EBADF);
-        };
-        self.open_counts.lock().expect("open counts").give_back(open.uid);
-        // The kernel releases a handle once every operation on it has been
-        // answered, and each lets go of it before answering; so this waits
-        // at most for that last moment.
-        let mut open = open;
-        let open = loop {
-            match Arc::try_unwrap(open) {
-                Ok(open) => break open,
-                Err(shared) => {
-                    open = shared;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-        };
-        let ino = open.ino;
-        let closed = self.client.close(open.file);
-        if open.recorded {
-            if let Err(e) = self.client.mds_closed(Fid(ino)) {
-                warn!(%e, ino, "telling the MDS of a close");
-            }
-        }
-        self.remove_orphan_if_closed(ino);
-        match closed {
+        match self.drop_open(fh.0) {
             Ok(()) => reply.ok(),
-            Err(e) => {
-                warn!(%e, "closing a file after its last close(2)");
-                reply.error(errno(&e))
-            }
+            Err(e) => reply.error(e),
         }
     }
 
