@@ -172,6 +172,21 @@ impl LanefsFs {
         self.client.mds_as(&credentials(req), request).map_err(|e| errno(&e))
     }
 
+    /// A request that opens a file this mount keeps open, recorded open
+    /// at the MDS in the same step; and whether it was.
+    fn open_at_mds(&self, req: &Request, request: MdsRequest) -> Result<(MdsReply, bool), Errno> {
+        self.client.mds_open_as(&credentials(req), request).map_err(|e| errno(&e))
+    }
+
+    /// An open [`LanefsFs::open_at_mds`] recorded is given up.
+    fn closed_at_mds(&self, fid: Fid, recorded: bool) {
+        if recorded {
+            if let Err(e) = self.client.mds_closed(fid) {
+                warn!(%e, fid = fid.0, "telling the MDS of a close");
+            }
+        }
+    }
+
     fn open_file(&self, fh: FileHandle) -> Result<Arc<Open>, Errno> {
         self.files.lock().expect("files").get(&fh.0).cloned().ok_or(Errno::EBADF)
     }
@@ -251,7 +266,7 @@ impl LanefsFs {
     /// Keep `file` open as a new handle for `uid`, if the mount's bounds
     /// allow: `ENFILE` when the mount's table is full, `EMFILE` when the
     /// uid's share of it is.
-    fn keep_open(&self, uid: u32, ino: u64, file: File, flags: i32) -> Result<u64, Errno> {
+    fn keep_open(&self, uid: u32, ino: u64, file: File, flags: i32, recorded: bool) -> Result<u64, Errno> {
         if let Err(full) = self.open_counts.lock().expect("open counts").take(uid) {
             warn!(
                 uid,
@@ -260,17 +275,12 @@ impl LanefsFs {
                 "refusing an open: the mount's open files are at their bound"
             );
             let _ = self.client.close(file);
+            self.closed_at_mds(Fid(ino), recorded);
             return Err(full);
         }
-        // Removed from another mount meanwhile, the file stays readable
-        // here: the MDS keeps its objects until this handle's release.
-        let recorded = match self.client.mds_opened(Fid(ino)) {
-            Ok(()) => true,
-            Err(e) => {
-                warn!(%e, ino, "the MDS did not record an open: a removal elsewhere would end its reads");
-                false
-            }
-        };
+        if !recorded {
+            warn!(ino, "the MDS did not record an open: a removal elsewhere would end its reads");
+        }
         let fh = self.new_handle();
         let append = flags & libc::O_APPEND != 0;
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
@@ -587,12 +597,15 @@ impl Filesystem for LanefsFs {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let result = (|| {
             let fid = Fid(ino.0);
-            let MdsReply::File(info) = self.mds(req, MdsRequest::OpenFid { fid, access: access(flags.0) })? else {
-                return Err(Errno::EIO);
-            };
+            // Recorded open at the MDS in the same step: removed from
+            // another mount from then on, the file stays readable here
+            // until this handle's release.
+            let (reply, recorded) = self.open_at_mds(req, MdsRequest::OpenFid { fid, access: access(flags.0) })?;
+            let MdsReply::File(info) = reply else { return Err(Errno::EIO) };
             let label = self.path(ino).unwrap_or_else(|_| lanefs_mds::fid_name(fid));
-            let file = self.open_handle(&label, info.layout, flags.0)?;
-            self.keep_open(req.uid(), ino.0, file, flags.0)
+            let file =
+                self.open_handle(&label, info.layout, flags.0).inspect_err(|_| self.closed_at_mds(fid, recorded))?;
+            self.keep_open(req.uid(), ino.0, file, flags.0, recorded)
         })();
         match result {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO),
@@ -620,12 +633,11 @@ impl Filesystem for LanefsFs {
                 access: access(flags),
                 permissions: mode & !umask & 0o7777,
             };
-            let MdsReply::File(info) = self.mds(req, request)? else { return Err(Errno::EIO) };
-            let file = self.open_handle(&path, info.layout, flags)?;
-            // Kept open (and told to the MDS) before anything else, so
-            // that a removal from another mount finds it open as soon as
-            // it can.
-            let fh = self.keep_open(req.uid(), info.fid.0, file, flags)?;
+            let (reply, recorded) = self.open_at_mds(req, request)?;
+            let MdsReply::File(info) = reply else { return Err(Errno::EIO) };
+            let file =
+                self.open_handle(&path, info.layout, flags).inspect_err(|_| self.closed_at_mds(info.fid, recorded))?;
+            let fh = self.keep_open(req.uid(), info.fid.0, file, flags, recorded)?;
             let attr =
                 match self.open_file(FileHandle(fh)).and_then(|open| self.attr(req, info.fid.0, Some(&open.file))) {
                     Ok(attr) => attr,

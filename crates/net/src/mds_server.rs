@@ -429,9 +429,28 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
             }
             Wire::Mds {
                 id,
-                call: MdsCall::Opened { .. } | MdsCall::Closed { .. } | MdsCall::Flock(_) | MdsCall::ReplayDone,
+                call:
+                    MdsCall::Opened { .. }
+                    | MdsCall::Closed { .. }
+                    | MdsCall::Flock(_)
+                    | MdsCall::ReplayDone
+                    | MdsCall::NamespaceOpen { .. },
             } if !who.is_node() => {
                 (id, MdsAnswer::Error(format!("open files and file locks are a mount's: {USER_NOT_A_NODE}")))
+            }
+            Wire::Mds { id, call: MdsCall::NamespaceOpen { credentials, request } } => {
+                match served_credentials(who, credentials, shared.key_root_squash) {
+                    Ok(credentials) => {
+                        let answer = namespace_kept(shared, credentials, request, Some(u64::from(peer))).await;
+                        if matches!(answer, MdsAnswer::NamespaceOpened { recorded: true, .. }) {
+                            holds(shared, peer);
+                        }
+                        (id, answer)
+                    }
+                    Err(refused) => {
+                        (id, MdsAnswer::NamespaceOpened { reply: MdsReply::Error(refused), recorded: false })
+                    }
+                }
             }
             Wire::Mds { id, call: MdsCall::ClusterInfo } => {
                 let osts = shared.objects.addresses();
@@ -932,19 +951,43 @@ async fn may_be_open(shared: &Shared, fid: lanefs_mds::Fid) -> Result<bool, Stri
 }
 
 async fn namespace(shared: &Shared, credentials: Credentials, request: MdsRequest) -> MdsAnswer {
+    namespace_kept(shared, credentials, request, None).await
+}
+
+/// A namespace request; with `kept_by`, a file it opens is recorded open
+/// for that peer while the MDS is still held, before any other request
+/// (a removal) or the destroy queue's drain can see it.
+async fn namespace_kept(
+    shared: &Shared,
+    credentials: Credentials,
+    request: MdsRequest,
+    kept_by: Option<u64>,
+) -> MdsAnswer {
     let deadline = tokio::time::Instant::now() + OBJECTS_WAIT;
     let touches_objects =
         matches!(request, MdsRequest::Create { .. } | MdsRequest::Unlink { .. } | MdsRequest::Rename { .. });
     loop {
         let mds = shared.mds.clone();
         let (credentials, request) = (credentials.clone(), request.clone());
+        let opens = shared.objects.opens.clone();
         let reply = tokio::task::spawn_blocking(move || {
             let mut mds = mds.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            mds.as_mut().map(|mds| mds.handle(&credentials, request))
+            let reply = mds.as_mut().map(|mds| mds.handle(&credentials, request))?;
+            let recorded = match (&reply, kept_by) {
+                (MdsReply::File(info), Some(peer)) => {
+                    let opened = opens.lock().expect("opens lock").opened(info.fid, peer);
+                    if let Err(e) = &opened {
+                        warn!(fid = info.fid.0, "an open not recorded: {e}");
+                    }
+                    opened.is_ok()
+                }
+                _ => false,
+            };
+            Some((reply, recorded))
         })
         .await;
-        let reply = match reply {
-            Ok(Some(reply)) => reply,
+        let (reply, recorded) = match reply {
+            Ok(Some(answer)) => answer,
             Ok(None) => return MdsAnswer::Error(SHUTTING_DOWN.into()),
             Err(e) => {
                 error!("an MDS request failed: {e}");
@@ -956,11 +999,15 @@ async fn namespace(shared: &Shared, credentials: Credentials, request: MdsReques
         if touches_objects {
             shared.objects.wake();
         }
+        let answer = |reply| match kept_by {
+            Some(_) => MdsAnswer::NamespaceOpened { reply, recorded },
+            None => MdsAnswer::Namespace(reply),
+        };
         let MdsReply::Error(MdsError::NoObjects { ost, .. }) = reply else {
-            return MdsAnswer::Namespace(reply);
+            return answer(reply);
         };
         if let Err(reason) = shared.objects.wait_for_objects(ost, deadline).await {
-            return MdsAnswer::Namespace(MdsReply::Error(MdsError::NoObjects { ost, reason }));
+            return answer(MdsReply::Error(MdsError::NoObjects { ost, reason }));
         }
     }
 }

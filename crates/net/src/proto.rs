@@ -83,7 +83,9 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    request past its share (`EnqueueReply::TooMany`, `IoError::TooManyLocks`).
 /// 12: extended attributes (`MdsRequest::GetXattr`, `ListXattrs`,
 ///    `SetXattr`, `RemoveXattr`, by path or by fid); paths anchored at a
-///    directory's fid (`/.lustre/fid/[FID]/NAME`), from nodes only.
+///    directory's fid (`/.lustre/fid/[FID]/NAME`), from nodes only; an
+///    open recorded in the same step as the request that opens the file
+///    (`MdsCall::NamespaceOpen`).
 pub const PROTOCOL_VERSION: u16 = 12;
 
 /// Who is connecting.
@@ -143,6 +145,15 @@ pub enum MdsCall {
         request: lanefs_mds::MdsRequest,
     },
     ClusterInfo,
+    /// A namespace request that opens a file the caller keeps open
+    /// (`Create`, `Open`, `OpenFid`), from a node: answered
+    /// `NamespaceOpened`; when it opened a file, the MDS recorded the open
+    /// in the same step, as `Opened` would, so that no removal elsewhere
+    /// comes between the open and its record.
+    NamespaceOpen {
+        credentials: lanefs_mds::Credentials,
+        request: lanefs_mds::MdsRequest,
+    },
     /// A file lock (`fcntl`, `flock`): see `lanefs_mds::flock`.
     Flock(FlockCall),
     /// The caller keeps `fid` open (answered `Opened`, or `Error` past the
@@ -213,6 +224,12 @@ pub enum MdsAnswer {
     FlockGranted(crate::flock_seal::FlockSeal),
     /// `MdsCall::Opened` or `Closed` is recorded.
     Opened,
+    /// The answer to `MdsCall::NamespaceOpen`, and whether the file it
+    /// opened is recorded open (not past the MDS's bound).
+    NamespaceOpened {
+        reply: lanefs_mds::MdsReply,
+        recorded: bool,
+    },
     /// The kept client settings, `(pattern, value)`, in the order kept.
     Params(Vec<(String, String)>),
 }

@@ -123,13 +123,18 @@ fn a_restarted_mds_is_told_again_of_held_locks_and_open_files() {
         access: Access::ReadWrite,
         permissions: 0o644,
     };
-    let MdsReply::File(info) = a.mds(create).unwrap() else { panic!("create answered something else") };
+    // Recorded open in the same step as the create, as a mount opens.
+    let (reply, recorded) = a.mds_open_as(&lanefs_mds::Credentials::ROOT, create).unwrap();
+    assert!(recorded, "the open is recorded with the create");
+    let MdsReply::File(info) = reply else { panic!("create answered something else") };
     let file = a.open_layout("/kept", info.layout.clone()).unwrap();
     let data = vec![7u8; 4096];
     a.pwrite(&file, 0, &data).unwrap();
     a.fsync(&file).unwrap();
-    a.mds_opened(info.fid).unwrap();
     b.mds(MdsRequest::Unlink { path: "/kept".into() }).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let reader = b.open_layout("/kept", info.layout.clone()).unwrap();
+    assert_eq!(b.pread(&reader, 0, 4096).unwrap(), data, "removed while open: its objects are kept");
     assert_eq!(a.flock(lock(1, Some(FlockKind::Write), 0, 99), false, NEVER).unwrap(), FlockAnswer::Granted);
 
     c.stop_mds();

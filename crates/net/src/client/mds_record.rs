@@ -38,6 +38,8 @@ enum Tracked {
     Set(FlockRequest),
     Replay(FlockRequest),
     Opened(Fid),
+    /// A `NamespaceOpen`: the file it opens is known from its answer.
+    OpenedBy,
 }
 
 #[derive(Debug, Default)]
@@ -72,6 +74,9 @@ impl MdsRecord {
             MdsCall::Opened { fid } => {
                 self.in_flight.insert(id, Tracked::Opened(*fid));
             }
+            MdsCall::NamespaceOpen { .. } => {
+                self.in_flight.insert(id, Tracked::OpenedBy);
+            }
             MdsCall::Closed { fid } => {
                 if let Some(count) = self.opens.get_mut(fid) {
                     *count -= 1;
@@ -104,12 +109,18 @@ impl MdsRecord {
                 );
                 self.apply(FlockRequest { kind: None, ..request });
             }
-            (Some(Tracked::Opened(fid)), MdsAnswer::Opened) => {
-                let count = self.opens.entry(fid).or_default();
-                *count = count.saturating_add(1);
-            }
+            (Some(Tracked::Opened(fid)), MdsAnswer::Opened) => self.opened(fid),
+            (
+                Some(Tracked::OpenedBy),
+                MdsAnswer::NamespaceOpened { reply: lanefs_mds::MdsReply::File(info), recorded: true },
+            ) => self.opened(info.fid),
             _ => {}
         }
+    }
+
+    fn opened(&mut self, fid: Fid) {
+        let count = self.opens.entry(fid).or_default();
+        *count = count.saturating_add(1);
     }
 
     /// A call of [`MdsRecord::replay`] is being sent as request `id`: what

@@ -456,10 +456,23 @@ impl Client {
     /// [`Client::mds`] made with `credentials` (a mount serves many users
     /// through one client, and sends each request with its caller's).
     pub fn mds_as(&self, credentials: &Credentials, request: MdsRequest) -> Result<MdsReply, NetError> {
+        let call = || MdsCall::Namespace { credentials: credentials.clone(), request: request.clone() };
+        match self.mds_retrying(&request, call)? {
+            MdsAnswer::Namespace(MdsReply::Error(e)) => Err(NetError::Namespace(e)),
+            MdsAnswer::Namespace(reply) => Ok(reply),
+            MdsAnswer::Error(e) => Err(NetError::Mds(e)),
+            other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
+        }
+    }
+
+    /// The MDS's answer to the namespace call `call` makes for `request`,
+    /// sent again while the MDS is out of reach (within `mds_wait`) when
+    /// doing `request` twice is safe.
+    fn mds_retrying(&self, request: &MdsRequest, call: impl Fn() -> MdsCall) -> Result<MdsAnswer, NetError> {
         let deadline = std::time::Instant::now() + self.mds_wait;
         let mut wait = MDS_RETRY_FIRST;
         loop {
-            let call = MdsCall::Namespace { credentials: credentials.clone(), request: request.clone() };
+            let call = call();
             let answer = self.call(|r| Cmd::Mds(call, r))?;
             let again = match &answer {
                 Err(NetError::Connect { .. }) => true,
@@ -473,12 +486,7 @@ impl Client {
                 wait = (wait * 2).min(MDS_RETRY_MAX);
                 continue;
             }
-            return match answer? {
-                MdsAnswer::Namespace(MdsReply::Error(e)) => Err(NetError::Namespace(e)),
-                MdsAnswer::Namespace(reply) => Ok(reply),
-                MdsAnswer::Error(e) => Err(NetError::Mds(e)),
-                other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
-            };
+            return answer;
         }
     }
 
@@ -539,6 +547,22 @@ impl Client {
         match self.flock_call(FlockCall::UnlockOwner { file, owner }) {
             Ok(_) | Err(NetError::MdsLost { .. }) => Ok(()),
             Err(e) => Err(e),
+        }
+    }
+
+    /// [`Client::mds_as`] of a request that opens a file (`Create`, `Open`,
+    /// `OpenFid`) this client keeps open: the MDS records the open in the
+    /// same step (see [`Client::mds_opened`]), so that no removal elsewhere
+    /// comes between. Also whether it recorded it (not, past its bound:
+    /// the file still works, but a removal elsewhere would end its reads);
+    /// a recorded open ends with [`Client::mds_closed`].
+    pub fn mds_open_as(&self, credentials: &Credentials, request: MdsRequest) -> Result<(MdsReply, bool), NetError> {
+        let call = || MdsCall::NamespaceOpen { credentials: credentials.clone(), request: request.clone() };
+        match self.mds_retrying(&request, call)? {
+            MdsAnswer::NamespaceOpened { reply: MdsReply::Error(e), .. } => Err(NetError::Namespace(e)),
+            MdsAnswer::NamespaceOpened { reply, recorded } => Ok((reply, recorded)),
+            MdsAnswer::Error(e) => Err(NetError::Mds(e)),
+            other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
         }
     }
 
