@@ -26,7 +26,8 @@ checks cost, which this machine's noise moves far less than bandwidth.
 With INSTRUCTIONS=1 every job runs under valgrind's callgrind instead,
 which counts the instructions it executes in user space (the servers'
 and the ranks'): a count this machine's noise barely moves (one binary
-against itself: about 2%), where its bandwidth moves by 10 to 20%. The
+against itself: single runs within 4%, medians of 5 within 1%), where
+its bandwidth moves by 10 to 20%. The
 jobs are then a quarter of the size (-s 8: callgrind runs them about 20
 times slower), and the medians, spreads and ratios of the counts are
 printed instead of bandwidth. Kernel work (system calls, copies in the

@@ -109,11 +109,6 @@ impl MdsPath {
         Ok(MdsPath { anchor, names, reached: 0 })
     }
 
-    /// `names` below the directory of fid `anchor` (see [`FID_DIR`]).
-    pub fn anchored(anchor: u64, names: Vec<String>) -> MdsPath {
-        MdsPath { anchor: Some(anchor), names, reached: 0 }
-    }
-
     /// The fid of the directory the path starts at, if not the root.
     pub fn anchor(&self) -> Option<u64> {
         self.anchor

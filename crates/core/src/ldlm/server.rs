@@ -385,8 +385,8 @@ impl LockServer {
         let blockers = self.blockers(object, &lock);
         self.resource(object).counters.conflicts += blockers.conflicts as u64;
         if request.flags.speculative && (blockers.conflicts > 0 || self.has_group_lock(object)) {
+            // A conflict means a lock is there: the resource stays.
             self.refuse(client, xid, object, request.extent, EnqueueReply::Refused);
-            self.prune(object);
             return;
         }
         self.insert_lock(handle, lock);

@@ -238,7 +238,8 @@ fn a_resource_goes_with_its_last_lock_and_its_counters_stay() {
     let total = s.counters_total();
     assert_eq!((total.enqueues, total.grants, total.cancels), (objects, objects, objects));
 
-    // A refused lockahead request, an eviction and a departure leave none either.
+    // An eviction and a departure leave none either; a lockahead request
+    // refused beside another's lock adds none.
     s.handle_enqueue(Instant(0), ClientId(1), Xid(1), ObjectId(1), pw(0, MIB - 1));
     let mut ahead = pw(0, 4095);
     ahead.flags = EnqueueFlags { speculative: true, ..EnqueueFlags::default() };
