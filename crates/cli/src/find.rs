@@ -71,13 +71,20 @@ pub struct FindTests {
     pub print0: bool,
 }
 
-/// `f`, `d` or `l`.
+/// `find -type`'s letters: `f`, `d`, `l`, `p`, `s`, `c` or `b`.
 pub fn parse_kind(text: &str) -> Result<FileKind, String> {
     match text {
         "f" => Ok(FileKind::File),
         "d" => Ok(FileKind::Dir),
         "l" => Ok(FileKind::Symlink),
-        other => Err(format!("type {other:?}: lanefs has f (files), d (directories) and l (symbolic links)")),
+        "p" => Ok(FileKind::Fifo),
+        "s" => Ok(FileKind::Socket),
+        "c" => Ok(FileKind::CharDevice),
+        "b" => Ok(FileKind::BlockDevice),
+        other => Err(format!(
+            "type {other:?}: give f (file), d (directory), l (symbolic link), p (named pipe), s (socket), \
+             c (character device) or b (block device)"
+        )),
     }
 }
 

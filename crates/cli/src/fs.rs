@@ -641,6 +641,11 @@ fn long_line(cl: &Client, dir: &str, entry: &DirEntry) -> Result<String> {
             let (size, layout) = file_size(cl, &full)?;
             (size.to_string(), format!("{}x{}", layout.stripe_count(), human(layout.stripe_size())))
         }
+        FileKind::CharDevice | FileKind::BlockDevice => {
+            let rdev = attr(cl, &full)?.rdev;
+            (format!("{}, {}", libc::major(rdev), libc::minor(rdev)), "-".to_string())
+        }
+        FileKind::Fifo | FileKind::Socket => ("0".to_string(), "-".to_string()),
     };
     Ok(format!("{} {uid:>6} {gid:>6} {size:>14} {layout:>8} {name}", mode_string(*kind, *permissions)))
 }
@@ -691,6 +696,11 @@ fn stat(cl: &Client, path: &str) -> Result<()> {
                 layout.stripe_offset().0
             )?;
         }
+        kind if kind.is_device() => {
+            let (major, minor) = (libc::major(attr.rdev), libc::minor(attr.rdev));
+            outln!("  Size: 0\tType: {}\tDevice type: {major},{minor}", kind.name())?;
+        }
+        kind => outln!("  Size: 0\tType: {}", kind.name())?,
     }
     outln!(
         "Access: ({:04o}/{})  Uid: ({:>5})  Gid: ({:>5})",
@@ -709,7 +719,7 @@ fn stat(cl: &Client, path: &str) -> Result<()> {
 fn rm(cl: &Client, path: &str) -> Result<()> {
     match attr(cl, path)?.kind {
         FileKind::Dir => cl.mds(MdsRequest::Rmdir { path: path.into() })?,
-        FileKind::File | FileKind::Symlink => cl.mds(MdsRequest::Unlink { path: path.into() })?,
+        _ => cl.mds(MdsRequest::Unlink { path: path.into() })?,
     };
     Ok(())
 }

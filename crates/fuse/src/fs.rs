@@ -336,6 +336,22 @@ impl LanefsFs {
         }
     }
 
+    /// Every handle of this mount on inode `ino` with writes not yet
+    /// flushed is flushed now (a lost write reported here), so that what
+    /// comes next (a modification time set) is ordered after them.
+    fn settle_writes(&self, ino: u64) -> Result<(), Errno> {
+        let opens: Vec<Arc<Open>> =
+            self.files.lock().expect("files").values().filter(|o| o.ino == ino).cloned().collect();
+        for open in opens {
+            let mut written = open.written.lock().expect("written");
+            if *written {
+                self.client.fsync(&open.file).map_err(|e| errno(&e))?;
+                *written = false;
+            }
+        }
+        Ok(())
+    }
+
     fn truncate(
         &self,
         open: Option<&File>,
@@ -443,6 +459,10 @@ impl Filesystem for LanefsFs {
                 self.mds(req, MdsRequest::SetAtimeFid { fid, at: at(atime)? })?;
             }
             if let Some(mtime) = mtime {
+                // The time set covers what was written before it: that data
+                // is made durable now, and no later close of those handles
+                // moves the time again (`cp -p`, `tar -x`, `futimens`).
+                self.settle_writes(ino.0)?;
                 self.mds(req, MdsRequest::SetMtimeFid { fid, at: at(mtime)? })?;
             }
             if let Some(size) = size {
@@ -469,6 +489,38 @@ impl Filesystem for LanefsFs {
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         let result = self.child(parent, name).and_then(|path| {
             self.mds(req, MdsRequest::Mkdir { path: path.clone(), permissions: mode & !umask & 0o7777 })?;
+            Ok(path)
+        });
+        match result {
+            Ok(path) => self.entry(req, &path, reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// `mknod(2)`, `mkfifo` and a Unix socket's `bind`: the inode is kept
+    /// by the MDS, and this node's kernel serves what is opened through
+    /// it (a pipe joins processes of this mount). A regular file made so
+    /// (`mknod` with `S_IFREG`) gets its objects as a `create` does.
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+        let result = self.child(parent, name).and_then(|path| {
+            let permissions = mode & !umask & 0o7777;
+            match FileKind::of_mode(mode) {
+                Some(FileKind::File) => {
+                    let request = MdsRequest::Create {
+                        path: path.clone(),
+                        stripe: StripeSpec::default(),
+                        mode: CreateMode::Exclusive,
+                        access: Access::Read,
+                        permissions,
+                    };
+                    self.mds(req, request)?;
+                }
+                Some(kind) if kind.is_special() => {
+                    let rdev = if kind.is_device() { dev_of_kernel(rdev) } else { 0 };
+                    self.mds(req, MdsRequest::Mknod { path: path.clone(), kind, permissions, rdev })?;
+                }
+                _ => return Err(Errno::EINVAL),
+            }
             Ok(path)
         });
         match result {
@@ -1233,7 +1285,26 @@ fn file_type(kind: FileKind) -> FileType {
         FileKind::Dir => FileType::Directory,
         FileKind::File => FileType::RegularFile,
         FileKind::Symlink => FileType::Symlink,
+        FileKind::Fifo => FileType::NamedPipe,
+        FileKind::Socket => FileType::Socket,
+        FileKind::CharDevice => FileType::CharDevice,
+        FileKind::BlockDevice => FileType::BlockDevice,
     }
+}
+
+/// A device number as the kernel gives it to FUSE (`new_encode_dev`:
+/// minor's low byte, major, minor's high bits) as `makedev` makes it,
+/// which the MDS keeps.
+fn dev_of_kernel(rdev: u32) -> u64 {
+    let major = (rdev & 0xfff00) >> 8;
+    let minor = (rdev & 0xff) | ((rdev >> 12) & 0xfff00);
+    libc::makedev(major, minor)
+}
+
+/// A device number the MDS keeps, as the kernel takes it from FUSE.
+fn dev_to_kernel(rdev: u64) -> u32 {
+    let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+    (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)
 }
 
 fn file_attr(attr: &Attr, size: u64) -> FileAttr {
@@ -1251,7 +1322,7 @@ fn file_attr(attr: &Attr, size: u64) -> FileAttr {
         nlink: u32::try_from(attr.nlink).unwrap_or(u32::MAX),
         uid: attr.uid,
         gid: attr.gid,
-        rdev: 0,
+        rdev: dev_to_kernel(attr.rdev),
         flags: 0,
         blksize: 1 << 20,
     }
@@ -1260,6 +1331,16 @@ fn file_attr(attr: &Attr, size: u64) -> FileAttr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_numbers_cross_the_kernel_and_back() {
+        for (major, minor) in [(1, 3), (8, 1), (259, 70000), (4095, 0xfffff)] {
+            let kernel = dev_to_kernel(libc::makedev(major, minor));
+            assert_eq!(dev_of_kernel(kernel), libc::makedev(major, minor), "{major}:{minor}");
+        }
+        // The kernel's encoding of 8:1 (`new_encode_dev`) is 0x801.
+        assert_eq!(dev_to_kernel(libc::makedev(8, 1)), 0x801);
+    }
 
     #[test]
     fn one_uid_keeps_at_most_its_share_of_open_files() {

@@ -9,8 +9,12 @@
 //! with direct I/O, so the kernel caches no file data (coherence without
 //! page-cache invalidation; a mapping is filled at `mmap` and not kept
 //! coherent with other mounts' later writes); a `close(2)` after writes
-//! moves the modification time to now, and reads never move the access
-//! time (`noatime`); `close(2)` after a write makes it durable (`fsync`),
+//! moves the modification time to now (unless a time was set through the
+//! file after its last write: `futimens`, `cp -p` and `tar -x` keep theirs),
+//! and reads never move the access time (`noatime`); named pipes, sockets
+//! and devices are the MDS's inodes and the opening node's kernel's to
+//! serve, and the mount is `nodev` (a device in it does not open) and
+//! `nosuid`; `close(2)` after a write makes it durable (`fsync`),
 //! so that a lost write is reported there; a file removed while open keeps
 //! its objects until its last close anywhere (the MDS is told of opens),
 //! and in the mount that removed it a hidden name, as NFS clients do. File

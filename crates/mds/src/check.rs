@@ -97,7 +97,7 @@ impl Mds {
             conn,
             "SELECT count(*) FROM inodes i WHERE i.kind != 2 AND NOT EXISTS (SELECT 1 FROM dentries d WHERE d.fid = i.fid)",
         );
-        assert_eq!(unnamed, 0, "every file and symbolic link has at least one entry");
+        assert_eq!(unnamed, 0, "every inode but a directory has at least one entry");
         let misparented =
             count(conn, "SELECT count(*) FROM dentries d JOIN inodes p ON p.fid = d.parent WHERE p.kind != 2");
         assert_eq!(misparented, 0, "entries are only in directories");
@@ -112,8 +112,11 @@ impl Mds {
         let fid_max = count(conn, "SELECT max(fid) FROM inodes");
         assert!(fid_max < next_fid as i64, "fid {fid_max} at or above the fid counter {next_fid}");
 
-        let dir_objects = count(conn, "SELECT count(*) FROM objects o JOIN inodes i ON i.fid = o.fid WHERE i.kind = 2");
-        assert_eq!(dir_objects, 0, "directories have no objects");
+        let other_objects =
+            count(conn, "SELECT count(*) FROM objects o JOIN inodes i ON i.fid = o.fid WHERE i.kind != 1");
+        assert_eq!(other_objects, 0, "only files have objects");
+        let stray_rdev = count(conn, "SELECT count(*) FROM inodes WHERE rdev != 0 AND kind NOT IN (6, 7)");
+        assert_eq!(stray_rdev, 0, "only devices have device numbers");
         let mut object_total = 0;
         for (fid, _) in column(conn, "SELECT fid, kind FROM inodes WHERE kind = 1") {
             let layout = schema::layout(conn, Fid(fid as u64)).unwrap_or_else(|error| panic!("file {fid}: {error}"));

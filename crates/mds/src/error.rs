@@ -34,6 +34,13 @@ pub enum MdsError {
     )]
     IsADirectory { path: String },
 
+    /// A named pipe, socket or device (`kind`, as `stat` names it) where
+    /// a file with data is needed: its data is the opening node's kernel's.
+    #[error(
+        "{path} is a {kind}, which holds no data in lanefs: open it through a mount, where the node's kernel serves it"
+    )]
+    NotAFile { path: String, kind: String },
+
     #[error("directory not empty: {path} holds {entry_count} entries (remove them first)")]
     NotEmpty { path: String, entry_count: u64 },
 
@@ -207,6 +214,7 @@ impl MdsError {
             | MdsError::InvalidPool { .. }
             | MdsError::LayoutAlreadySet { .. }
             | MdsError::RenameIntoItself { .. }
+            | MdsError::NotAFile { .. }
             | MdsError::InvalidXattr { .. }
             | MdsError::InvalidCredentials { .. } => Errno::EINVAL,
             MdsError::RootDirectory { .. } => Errno::EBUSY,

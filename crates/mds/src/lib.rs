@@ -271,6 +271,9 @@ impl Mds {
                 self.set_time_target(who, Target::Fid(fid), at, Time::Accessed).map(MdsReply::Attr)
             }
             MdsRequest::Symlink { path, target } => self.symlink(who, &path, &target).map(MdsReply::Attr),
+            MdsRequest::Mknod { path, kind, permissions, rdev } => {
+                self.mknod(who, &path, kind, permissions, rdev).map(MdsReply::Attr)
+            }
             MdsRequest::Link { from, to } => self.link(who, &from, &to).map(MdsReply::Attr),
             MdsRequest::SetStripe { path, stripe } => self.set_stripe(who, &path, &stripe).map(|()| MdsReply::Ok),
             MdsRequest::GetStripe { path } => self.get_stripe(who, &path).map(MdsReply::Stripe),

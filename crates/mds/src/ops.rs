@@ -140,11 +140,9 @@ fn ancestors(conn: &Connection, caller: &Caller, path: &MdsPath) -> Result<Ances
         }
         match schema::lookup(conn, dirs[depth].fid, name)? {
             None => return Err(MdsError::NotFound { path: path.to_string(), missing: prefix() }),
-            Some(Inode { kind: FileKind::File, .. }) => {
-                return Err(MdsError::NotADirectory { path: path.to_string(), file: prefix() })
-            }
             Some(Inode { kind: FileKind::Symlink, .. }) => return Err(MdsError::SymbolicLink { path: prefix() }),
-            Some(dir) => dirs.push(dir),
+            Some(dir) if dir.kind == FileKind::Dir => dirs.push(dir),
+            Some(_) => return Err(MdsError::NotADirectory { path: path.to_string(), file: prefix() }),
         }
     }
     let parent = dirs.last().expect("the root at least");
@@ -222,6 +220,11 @@ pub(crate) fn now_ns() -> u64 {
 
 fn is_a_directory(path: &MdsPath) -> MdsError {
     MdsError::IsADirectory { path: path.to_string() }
+}
+
+/// A named pipe, socket or device where a file with data is needed.
+fn not_a_file(path: &str, kind: FileKind) -> MdsError {
+    MdsError::NotAFile { path: path.to_string(), kind: kind.name().to_string() }
 }
 
 fn not_a_directory(path: &MdsPath) -> MdsError {
@@ -316,6 +319,9 @@ impl Mds {
                 (Some(Inode { kind: FileKind::Symlink, .. }), _) => {
                     return Err(MdsError::SymbolicLink { path: path.to_string() })
                 }
+                (Some(special), _) if special.kind.is_special() => {
+                    return Err(not_a_file(&path.to_string(), special.kind))
+                }
                 (Some(file), _) => {
                     perm::check(&caller, &file, access_need(access), &path, &path)?;
                     return Ok(FileInfo { fid: file.fid, layout: schema::layout(tx, file.fid)? });
@@ -355,6 +361,7 @@ impl Mds {
         match inode {
             Inode { kind: FileKind::Dir, .. } => Err(MdsError::IsADirectory { path: name }),
             Inode { kind: FileKind::Symlink, .. } => Err(MdsError::SymbolicLink { path: name }),
+            special if special.kind.is_special() => Err(not_a_file(&name, special.kind)),
             file => {
                 perm::check(&caller, &file, access_need(access), &name, &name)?;
                 Ok(FileInfo { fid: file.fid, layout: schema::layout(&self.conn, file.fid)? })
@@ -388,7 +395,7 @@ impl Mds {
     ) -> Result<DirPage, MdsError> {
         let caller = self.caller(credentials)?;
         match resolve_target(&self.conn, &caller, target)? {
-            (name, Inode { kind: FileKind::File | FileKind::Symlink, .. }) => {
+            (name, inode) if inode.kind != FileKind::Dir => {
                 Err(MdsError::NotADirectory { path: name.clone(), file: name })
             }
             (name, dir) => {
@@ -453,6 +460,43 @@ impl Mds {
             let parent = free_name(tx, &caller, &path, name)?.parent();
             let (owner, _) = perm::new_owner(&caller, &parent, FileKind::Symlink, 0o777);
             let fid = add_inode(tx, parent.fid, name, schema::NewInode::Symlink(target), (owner, 0o777))?;
+            schema::attr(tx, schema::inode(tx, fid)?)
+        })
+    }
+
+    /// `mknod(2)`: a named pipe, socket or device at `path`, owned by the
+    /// caller. Only root makes devices (Linux's `CAP_MKNOD`); anyone who
+    /// may add a name to the directory makes a pipe or a socket.
+    pub fn mknod(
+        &mut self,
+        credentials: &Credentials,
+        path: &str,
+        kind: FileKind,
+        permissions: u32,
+        rdev: u64,
+    ) -> Result<Attr, MdsError> {
+        let caller = self.caller(credentials)?;
+        let path = MdsPath::parse(path)?;
+        let Some(name) = path.name() else { return Err(MdsError::Exists { path: path.to_string() }) };
+        if !kind.is_special() {
+            let reason = format!(
+                "mknod makes named pipes, sockets and devices, not a {}: use create, mkdir or symlink",
+                kind.name()
+            );
+            return Err(MdsError::invalid_path(&path.to_string(), reason));
+        }
+        if kind.is_device() && !caller.is_root() {
+            return Err(MdsError::NotPermitted {
+                path: path.to_string(),
+                reason: format!("only root may make a device (CAP_MKNOD), not uid {}", caller.uid),
+            });
+        }
+        self.write(WriteKind::Grows, |tx, _| {
+            let path = absolute(tx, &path)?;
+            let parent = free_name(tx, &caller, &path, name)?.parent();
+            let owner = perm::new_owner(&caller, &parent, kind, permissions);
+            let fid = add_inode(tx, parent.fid, name, schema::NewInode::Special(kind, rdev), owner)?;
+            tracing::debug!(%path, fid = fid.0, ?kind, rdev, "made a special file");
             schema::attr(tx, schema::inode(tx, fid)?)
         })
     }
@@ -736,6 +780,7 @@ impl Mds {
                 (None, None, path)
             }
             FileKind::Symlink => return Err(MdsError::SymbolicLink { path: path.to_string() }),
+            kind => return Err(not_a_file(&path.to_string(), kind)),
         };
         let defaults = dir_defaults(&self.conn, &dir_path, &dirs)?;
         let (default, inherited_from) = alloc::inherit(&defaults, &self.config);
@@ -747,7 +792,7 @@ impl Mds {
     pub fn statfs(&self) -> Result<Statfs, MdsError> {
         Ok(Statfs {
             ost_count: self.config.ost_count,
-            file_count: schema::inode_count(&self.conn, FileKind::File)?,
+            file_count: schema::inode_total(&self.conn)? - schema::inode_count(&self.conn, FileKind::Dir)?,
             dir_count: schema::inode_count(&self.conn, FileKind::Dir)?,
             space: self.database.as_deref().and_then(space_of),
         })
@@ -784,6 +829,7 @@ fn set_dir_default(tx: &Connection, caller: &Caller, path: &MdsPath, stripe: &St
     match resolve(tx, caller, path)?.1 {
         Inode { kind: FileKind::File, .. } => Err(MdsError::LayoutAlreadySet { path: path.to_string() }),
         Inode { kind: FileKind::Symlink, .. } => Err(MdsError::SymbolicLink { path: path.to_string() }),
+        special if special.kind.is_special() => Err(not_a_file(&path.to_string(), special.kind)),
         dir if !caller.is_root() && caller.uid != dir.uid => Err(MdsError::NotPermitted {
             path: path.to_string(),
             reason: format!(

@@ -165,7 +165,9 @@ pub(crate) fn new_owner(caller: &Caller, parent: &Inode, kind: FileKind, permiss
     let gid = if inherits_group { parent.gid } else { caller.gid };
     match kind {
         FileKind::Dir if inherits_group => permissions |= S_ISGID,
-        FileKind::File if !caller.is_root() && !caller.in_group(gid) => permissions &= !S_ISGID,
+        kind if (kind == FileKind::File || kind.is_special()) && !caller.is_root() && !caller.in_group(gid) => {
+            permissions &= !S_ISGID
+        }
         _ => {}
     }
     (Owner { uid: caller.uid, gid }, permissions)
@@ -179,6 +181,10 @@ pub fn mode_string(kind: FileKind, permissions: u32) -> String {
         FileKind::Dir => 'd',
         FileKind::File => '-',
         FileKind::Symlink => 'l',
+        FileKind::Fifo => 'p',
+        FileKind::Socket => 's',
+        FileKind::CharDevice => 'c',
+        FileKind::BlockDevice => 'b',
     });
     let specials = [(S_ISUID, 's'), (S_ISGID, 's'), (S_ISVTX, 't')];
     for (class, (special, letter)) in specials.into_iter().enumerate() {

@@ -146,11 +146,77 @@ impl Fid {
     pub const ROOT: Fid = Fid(1);
 }
 
+/// What an inode is. Files have objects on the OSTs; every other kind
+/// lives at the MDS alone. A named pipe, a socket or a device is an inode
+/// with a name and a mode, as on Lustre's MDT: the kernel of the node that
+/// opens it serves its data (a pipe joins processes of one mount, a device
+/// is that node's own), never lanefs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum FileKind {
     File,
     Dir,
     Symlink,
+    /// `S_IFIFO`: a named pipe (`mkfifo`).
+    Fifo,
+    /// `S_IFSOCK`: a Unix socket's name (`bind`).
+    Socket,
+    /// `S_IFCHR`: a character device, its number in [`Attr::rdev`].
+    CharDevice,
+    /// `S_IFBLK`: a block device, its number in [`Attr::rdev`].
+    BlockDevice,
+}
+
+impl FileKind {
+    /// A named pipe, socket or device: what `mknod(2)` makes.
+    pub fn is_special(self) -> bool {
+        matches!(self, FileKind::Fifo | FileKind::Socket | FileKind::CharDevice | FileKind::BlockDevice)
+    }
+
+    /// A device, which has a device number and only root may make.
+    pub fn is_device(self) -> bool {
+        matches!(self, FileKind::CharDevice | FileKind::BlockDevice)
+    }
+
+    /// The file type bits of a mode (`S_IFMT`), as `stat(2)` gives them.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            FileKind::File => 0o100000,
+            FileKind::Dir => 0o040000,
+            FileKind::Symlink => 0o120000,
+            FileKind::Fifo => 0o010000,
+            FileKind::Socket => 0o140000,
+            FileKind::CharDevice => 0o020000,
+            FileKind::BlockDevice => 0o060000,
+        }
+    }
+
+    /// The kind whose type bits `mode` has, if any.
+    pub fn of_mode(mode: u32) -> Option<FileKind> {
+        [
+            FileKind::File,
+            FileKind::Dir,
+            FileKind::Symlink,
+            FileKind::Fifo,
+            FileKind::Socket,
+            FileKind::CharDevice,
+            FileKind::BlockDevice,
+        ]
+        .into_iter()
+        .find(|kind| kind.mode_bits() == mode & 0o170000)
+    }
+
+    /// As `stat -c %F` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileKind::File => "regular file",
+            FileKind::Dir => "directory",
+            FileKind::Symlink => "symbolic link",
+            FileKind::Fifo => "fifo",
+            FileKind::Socket => "socket",
+            FileKind::CharDevice => "character special file",
+            FileKind::BlockDevice => "block special file",
+        }
+    }
 }
 
 /// What `Create` does when the name already exists.
@@ -214,6 +280,9 @@ pub struct Attr {
     pub nlink: u64,
     /// A symbolic link's target, as given.
     pub target: Option<String>,
+    /// A device's number (`st_rdev`, as `makedev` encodes it); 0 for
+    /// every other kind.
+    pub rdev: u64,
     pub uid: u32,
     pub gid: u32,
     /// `mode & 07777` (the kind is [`Attr::kind`]); [`crate::perm::mode_string`]
@@ -290,6 +359,8 @@ pub struct StripeInfo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Statfs {
     pub ost_count: u32,
+    /// Inodes that are not directories: files, symbolic links, named
+    /// pipes, sockets and devices.
     pub file_count: u64,
     /// Includes the root directory.
     pub dir_count: u64,
@@ -358,6 +429,10 @@ pub enum MdsRequest {
     /// [`crate::SYMLINK_TARGET_MAX`] bytes, kept as given).
     /// -> [`MdsReply::Attr`] of the link.
     Symlink { path: String, target: String },
+    /// `mknod(2)`: a named pipe, socket or device at `path` (`kind` one of
+    /// those; `rdev` a device's number, 0 for the others). Only root makes
+    /// devices, as only `CAP_MKNOD` may. -> [`MdsReply::Attr`] of the new inode.
+    Mknod { path: String, kind: FileKind, permissions: u32, rdev: u64 },
     /// `link(2)`: a new name `to` for the file or symbolic link `from`
     /// (not a directory). -> [`MdsReply::Attr`] of the inode.
     Link { from: String, to: String },
@@ -475,6 +550,7 @@ impl MdsRequest {
             | MdsRequest::SetMtime { path, .. }
             | MdsRequest::SetAtime { path, .. }
             | MdsRequest::Symlink { path, .. }
+            | MdsRequest::Mknod { path, .. }
             | MdsRequest::SetStripe { path, .. }
             | MdsRequest::GetStripe { path }
             | MdsRequest::DeleteStripe { path } => anchored(path),
@@ -518,6 +594,7 @@ impl MdsRequest {
             MdsRequest::ChangePool { .. } => false,
             MdsRequest::Mkdir { .. }
             | MdsRequest::Symlink { .. }
+            | MdsRequest::Mknod { .. }
             | MdsRequest::Link { .. }
             | MdsRequest::LinkFid { .. }
             | MdsRequest::Unlink { .. }

@@ -1,12 +1,14 @@
 //! The SQLite schema, its version check, and every row the MDS reads or writes.
 //!
-//! Schema version 5 (`PRAGMA user_version = 5`). Version 4 had no
-//! extended attributes; a version 4 database gains their table, empty,
-//! when an MDS opens it. Version 3 had no OST pools either; a version 3
-//! database gains the pool tables and columns (no pool defined, no file or
-//! directory in one). Version 2 had no symbolic links, hard links, access
-//! or change times either; a version 2 database is rebuilt as version 5
-//! when an MDS opens it (its times start as the modification time). Version 1 had no owners, permissions,
+//! Schema version 6 (`PRAGMA user_version = 6`). Version 5 had no named
+//! pipes, sockets or devices; its `inodes` table is rebuilt with the new
+//! kinds and the device number when an MDS opens it. Version 4 had no
+//! extended attributes either; a version 4 database gains their table,
+//! empty. Version 3 had no OST pools either; a version 3 database gains the
+//! pool tables and columns (no pool defined, no file or directory in one).
+//! Version 2 had no symbolic links, hard links, access or change times
+//! either; a version 2 database is rebuilt as version 6 when an MDS opens
+//! it (its times start as the modification time). Version 1 had no owners, permissions,
 //! precreated objects or destroy queue, and is refused with
 //! [`MdsError::SchemaVersion`]:
 //!
@@ -27,7 +29,7 @@ use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 /// The schema this crate reads and writes, stored as `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The permissions of a new file system's root directory.
 pub const ROOT_PERMISSIONS: u32 = 0o755;
@@ -37,6 +39,10 @@ const SCHEMA_SQL: &str = include_str!("schema.sql");
 const KIND_FILE: i64 = 1;
 const KIND_DIR: i64 = 2;
 const KIND_SYMLINK: i64 = 3;
+const KIND_FIFO: i64 = 4;
+const KIND_SOCKET: i64 = 5;
+const KIND_CHAR_DEVICE: i64 = 6;
+const KIND_BLOCK_DEVICE: i64 = 7;
 
 /// The persisted counters in the `meta` table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +92,10 @@ fn kind_of(code: i64) -> Result<FileKind, MdsError> {
         KIND_FILE => Ok(FileKind::File),
         KIND_DIR => Ok(FileKind::Dir),
         KIND_SYMLINK => Ok(FileKind::Symlink),
+        KIND_FIFO => Ok(FileKind::Fifo),
+        KIND_SOCKET => Ok(FileKind::Socket),
+        KIND_CHAR_DEVICE => Ok(FileKind::CharDevice),
+        KIND_BLOCK_DEVICE => Ok(FileKind::BlockDevice),
         _ => Err(MdsError::Database(format!("corrupt inode kind {code}: the database was edited by hand"))),
     }
 }
@@ -95,6 +105,10 @@ fn code_of(kind: FileKind) -> i64 {
         FileKind::File => KIND_FILE,
         FileKind::Dir => KIND_DIR,
         FileKind::Symlink => KIND_SYMLINK,
+        FileKind::Fifo => KIND_FIFO,
+        FileKind::Socket => KIND_SOCKET,
+        FileKind::CharDevice => KIND_CHAR_DEVICE,
+        FileKind::BlockDevice => KIND_BLOCK_DEVICE,
     }
 }
 
@@ -123,8 +137,18 @@ pub(crate) fn prepare(
             tx.execute("DELETE FROM destroy_queue", [])?;
         }
         SCHEMA_VERSION => {}
+        5 => {
+            rebuild_inodes(&tx)?;
+            tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            tracing::info!(
+                path = path_label,
+                version = SCHEMA_VERSION,
+                "added named pipes, sockets and devices to an MDS database of schema version 5"
+            );
+        }
         4 => {
             add_xattr_table(&tx)?;
+            rebuild_inodes(&tx)?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             tracing::info!(
                 path = path_label,
@@ -165,8 +189,9 @@ fn table_sql(table: &str, as_name: &str) -> String {
     SCHEMA_SQL[start..end].replacen(&format!("CREATE TABLE {table} ("), &format!("CREATE TABLE {as_name} ("), 1)
 }
 
-/// Version 3 to 5: `inodes` gains the pool columns (NULL: no pool), and
-/// the pool and attribute tables are made, empty. Nothing is rebuilt.
+/// Version 3 to 6: `inodes` gains the pool columns (NULL: no pool), the
+/// pool and attribute tables are made, empty, and `inodes` is rebuilt
+/// for the kinds of version 6.
 fn migrate_from_3(tx: &Connection) -> Result<(), MdsError> {
     for column in ["pool", "default_pool"] {
         let definition = column_sql("inodes", column);
@@ -174,7 +199,36 @@ fn migrate_from_3(tx: &Connection) -> Result<(), MdsError> {
     }
     add_pool_tables(tx)?;
     add_xattr_table(tx)?;
+    rebuild_inodes(tx)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    Ok(())
+}
+
+/// Version 5's `inodes` (and a version 3 or 4 table brought to its
+/// columns) rebuilt as version 6's: SQLite cannot widen a CHECK in place,
+/// so the rows are copied into a new table (every device number 0), with
+/// foreign keys off, which [`Mds::start`](crate::Mds) arranges; they are
+/// checked before the transaction commits.
+fn rebuild_inodes(tx: &Connection) -> Result<(), MdsError> {
+    const COLUMNS: &str = "fid, kind, mtime_ns, atime_ns, ctime_ns, uid, gid, permissions, stripe_size, target, \
+                           default_count, default_size, default_start, pool, default_pool";
+    tx.execute_batch(&table_sql("inodes", "inodes_v6"))?;
+    tx.execute_batch(&format!(
+        "INSERT INTO inodes_v6 ({COLUMNS}) SELECT {COLUMNS} FROM inodes; \
+         DROP TABLE inodes; \
+         ALTER TABLE inodes_v6 RENAME TO inodes;"
+    ))?;
+    check_foreign_keys(tx)
+}
+
+/// Every row that names another names one that exists.
+fn check_foreign_keys(tx: &Connection) -> Result<(), MdsError> {
+    let broken: i64 = tx.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |row| row.get(0))?;
+    if broken > 0 {
+        return Err(MdsError::Database(format!(
+            "rebuilding the schema left {broken} rows naming missing ones: the database was edited by hand"
+        )));
+    }
     Ok(())
 }
 
@@ -196,7 +250,7 @@ fn add_pool_tables(tx: &Connection) -> Result<(), MdsError> {
     Ok(())
 }
 
-/// Version 2 to 5: `inodes` gains symbolic links, two times and the pool
+/// Version 2 to 6: `inodes` gains symbolic links, two times and the pool
 /// columns, `dentries` gives up one name per inode, `destroy_queue` gains
 /// the removed file, and the pool and attribute tables are made. Both tables are rebuilt (SQLite cannot
 /// change a CHECK or drop a UNIQUE in place), with foreign keys off, which
@@ -222,12 +276,7 @@ fn migrate_from_2(tx: &Connection) -> Result<(), MdsError> {
     )?;
     add_pool_tables(tx)?;
     add_xattr_table(tx)?;
-    let broken: i64 = tx.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |row| row.get(0))?;
-    if broken > 0 {
-        return Err(MdsError::Database(format!(
-            "rebuilding the schema left {broken} rows naming missing ones: the database was edited by hand"
-        )));
-    }
+    check_foreign_keys(tx)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     Ok(())
 }
@@ -371,10 +420,13 @@ pub(crate) enum NewInode<'a> {
     File(&'a Layout, Option<PoolName>),
     Dir,
     Symlink(&'a str),
+    /// A named pipe, socket or device, and a device's number.
+    Special(FileKind, u64),
 }
 
 /// Inserts an inode owned by `owner`, with all three times `now_ns`: a
-/// file with its layout's objects, a directory, or a symbolic link.
+/// file with its layout's objects, a directory, a symbolic link, or a
+/// special file.
 pub(crate) fn insert_inode(
     conn: &Connection,
     fid: Fid,
@@ -382,16 +434,22 @@ pub(crate) fn insert_inode(
     now_ns: u64,
     (owner, permissions): (Owner, u32),
 ) -> Result<(), MdsError> {
-    let (kind, layout, target, pool) = match new {
-        NewInode::File(layout, pool) => (KIND_FILE, Some(layout), None, pool),
-        NewInode::Dir => (KIND_DIR, None, None, None),
-        NewInode::Symlink(target) => (KIND_SYMLINK, None, Some(target), None),
+    let (kind, layout, target, pool, rdev) = match new {
+        NewInode::File(layout, pool) => (KIND_FILE, Some(layout), None, pool, 0),
+        NewInode::Dir => (KIND_DIR, None, None, None, 0),
+        NewInode::Symlink(target) => (KIND_SYMLINK, None, Some(target), None, 0),
+        NewInode::Special(kind, rdev) => {
+            assert!(kind.is_special(), "a special inode of kind {kind:?}");
+            (code_of(kind), None, None, None, if kind.is_device() { rdev } else { 0 })
+        }
     };
+    // Device numbers are 64 bits; SQLite keeps them as signed.
+    let rdev = rdev as i64;
     let stripe_size = layout.map(Layout::stripe_size);
     let pool = pool.map(|pool| pool.as_str().to_string());
     let sql = "INSERT INTO inodes (fid, kind, mtime_ns, atime_ns, ctime_ns, uid, gid, permissions, stripe_size, \
-                                   target, pool) \
-               VALUES (?1, ?2, ?3, ?3, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+                                   target, pool, rdev) \
+               VALUES (?1, ?2, ?3, ?3, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
     conn.prepare_cached(sql)?.execute(params![
         fid.0,
         kind,
@@ -401,7 +459,8 @@ pub(crate) fn insert_inode(
         permissions,
         stripe_size,
         target,
-        pool
+        pool,
+        rdev
     ])?;
     let Some(layout) = layout else { return Ok(()) };
     let mut insert = conn.prepare_cached("INSERT INTO objects (fid, stripe, ost, object) VALUES (?1, ?2, ?3, ?4)")?;
@@ -430,7 +489,7 @@ pub(crate) fn name_count(conn: &Connection, fid: Fid) -> Result<u64, MdsError> {
 pub(crate) fn delete_inode(conn: &Connection, inode: Inode) -> Result<Option<Layout>, MdsError> {
     let layout = match inode.kind {
         FileKind::File => Some(layout(conn, inode.fid)?),
-        FileKind::Dir | FileKind::Symlink => None,
+        _ => None,
     };
     let queue = "INSERT INTO destroy_queue (ost, object, fid) SELECT ost, object, fid FROM objects WHERE fid = ?1";
     conn.prepare_cached(queue)?.execute([inode.fid.0])?;
@@ -533,13 +592,15 @@ fn corrupt_layout(fid: Fid, reason: String) -> MdsError {
 }
 
 pub(crate) fn attr(conn: &Connection, inode: Inode) -> Result<Attr, MdsError> {
-    let sql = "SELECT mtime_ns, atime_ns, ctime_ns, target FROM inodes WHERE fid = ?1";
-    let (mtime_ns, atime_ns, ctime_ns, target) = conn
-        .prepare_cached(sql)?
-        .query_row([inode.fid.0], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?;
+    let sql = "SELECT mtime_ns, atime_ns, ctime_ns, target, rdev FROM inodes WHERE fid = ?1";
+    let (mtime_ns, atime_ns, ctime_ns, target, rdev) = conn.prepare_cached(sql)?.query_row([inode.fid.0], |row| {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get::<_, i64>(4)? as u64))
+    })?;
     let (layout, nlink) = match inode.kind {
         FileKind::File => (Some(layout(conn, inode.fid)?), name_count(conn, inode.fid)?),
-        FileKind::Symlink => (None, name_count(conn, inode.fid)?),
+        FileKind::Symlink | FileKind::Fifo | FileKind::Socket | FileKind::CharDevice | FileKind::BlockDevice => {
+            (None, name_count(conn, inode.fid)?)
+        }
         FileKind::Dir => {
             let sql =
                 "SELECT count(*) FROM dentries d JOIN inodes i ON i.fid = d.fid WHERE d.parent = ?1 AND i.kind = ?2";
@@ -548,7 +609,7 @@ pub(crate) fn attr(conn: &Connection, inode: Inode) -> Result<Attr, MdsError> {
         }
     };
     let Inode { fid, kind, uid, gid, permissions } = inode;
-    Ok(Attr { fid, kind, layout, mtime_ns, atime_ns, ctime_ns, nlink, target, uid, gid, permissions })
+    Ok(Attr { fid, kind, layout, mtime_ns, atime_ns, ctime_ns, nlink, target, rdev, uid, gid, permissions })
 }
 
 /// A page of a directory's entries in name (byte) order after `cursor`:
@@ -626,4 +687,9 @@ fn stored_pool(name: &str) -> Result<PoolName, MdsError> {
 pub(crate) fn inode_count(conn: &Connection, kind: FileKind) -> Result<u64, MdsError> {
     let sql = "SELECT count(*) FROM inodes WHERE kind = ?1";
     Ok(conn.prepare_cached(sql)?.query_row([code_of(kind)], |row| row.get(0))?)
+}
+
+/// How many inodes there are, of every kind.
+pub(crate) fn inode_total(conn: &Connection) -> Result<u64, MdsError> {
+    Ok(conn.prepare_cached("SELECT count(*) FROM inodes")?.query_row([], |row| row.get(0))?)
 }

@@ -21,14 +21,16 @@ CREATE TABLE ost_counters (
 -- (mode & 07777) and three times (nanoseconds since the epoch: last
 -- modification, last access as set by utimensat, last change of the inode).
 -- Files have a stripe size and rows in `objects`; symbolic links their
--- target; directories may have a default striping for new files below
+-- target; devices their number (`rdev`, 0 for every other kind); named
+-- pipes and sockets nothing more; directories may have a default striping for new files below
 -- them, each field NULL when inherited (count -1 = all OSTs, start -1 = MDS
 -- chooses). A file's `pool` is the OST pool it was created in, as named
 -- then (the pool may since have gone); a directory's `default_pool` the
 -- pool of its default striping.
 CREATE TABLE inodes (
     fid           INTEGER PRIMARY KEY,
-    kind          INTEGER NOT NULL CHECK (kind IN (1, 2, 3)),  -- 1 file, 2 directory, 3 symbolic link
+    -- 1 file, 2 directory, 3 symbolic link, 4 named pipe, 5 socket, 6 character device, 7 block device
+    kind          INTEGER NOT NULL CHECK (kind BETWEEN 1 AND 7),
     mtime_ns      INTEGER NOT NULL,
     atime_ns      INTEGER NOT NULL,
     ctime_ns      INTEGER NOT NULL,
@@ -41,7 +43,8 @@ CREATE TABLE inodes (
     default_size  INTEGER CHECK (default_size IS NULL OR (kind = 2 AND default_size > 0)),
     default_start INTEGER CHECK (default_start IS NULL OR (kind = 2 AND default_start >= -1)),
     pool          TEXT CHECK (pool IS NULL OR (kind = 1 AND length(pool) BETWEEN 1 AND 15)),
-    default_pool  TEXT CHECK (default_pool IS NULL OR (kind = 2 AND length(default_pool) BETWEEN 1 AND 15))
+    default_pool  TEXT CHECK (default_pool IS NULL OR (kind = 2 AND length(default_pool) BETWEEN 1 AND 15)),
+    rdev          INTEGER NOT NULL DEFAULT 0 CHECK (rdev = 0 OR kind IN (6, 7))
 );
 
 -- The namespace: the root has no entry, a directory exactly one, a file or

@@ -103,9 +103,12 @@ pub(crate) fn check(caller: &Caller, inode: &Inode, path: &str, name: &str, what
         (Namespace::Security, Use::Write) => {
             Err(not_permitted(format!("only root may change security. attributes, not uid {}", caller.uid)))
         }
-        (Namespace::User, _) if inode.kind == FileKind::Symlink => match what {
+        (Namespace::User, _) if !matches!(inode.kind, FileKind::File | FileKind::Dir) => match what {
             Use::Read => Err(absent()),
-            Use::Write => Err(not_permitted("a symbolic link has no user. attributes (Linux's rule)".to_string())),
+            Use::Write => Err(not_permitted(format!(
+                "a {} has no user. attributes: only files and directories do (Linux's rule)",
+                inode.kind.name()
+            ))),
         },
         (Namespace::User, Use::Read) => perm::check(caller, inode, Need::Read, &path, &path),
         (Namespace::User, Use::Write) => {

@@ -86,7 +86,9 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    directory's fid (`/.lustre/fid/[FID]/NAME`), from nodes only; an
 ///    open recorded in the same step as the request that opens the file
 ///    (`MdsCall::NamespaceOpen`).
-pub const PROTOCOL_VERSION: u16 = 12;
+/// 13: named pipes, sockets and devices (`MdsRequest::Mknod`, the new
+///    `FileKind`s, `Attr::rdev`).
+pub const PROTOCOL_VERSION: u16 = 13;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,6 +5,7 @@
 //! Mounting needs root and /dev/fuse; without them each test says so and
 //! does nothing.
 
+mod conformance;
 mod descriptors;
 mod xattrs;
 

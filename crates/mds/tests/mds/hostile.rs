@@ -3,8 +3,8 @@
 
 use crate::mds;
 use lanefs_mds::{
-    Access, CreateMode, Credentials, Fid, MdsReply, MdsRequest, Node, PoolChange, PoolName, StripeSpec, XattrHow,
-    GROUPS_MAX,
+    Access, CreateMode, Credentials, Fid, FileKind, MdsReply, MdsRequest, Node, PoolChange, PoolName, StripeSpec,
+    XattrHow, GROUPS_MAX,
 };
 use proptest::prelude::*;
 
@@ -122,7 +122,26 @@ fn request() -> impl Strategy<Value = MdsRequest> {
             how
         }),
         (node(), xattr_name()).prop_map(|(node, name)| MdsRequest::RemoveXattr { node, name }),
+        (path(), kind(), permissions(), any::<u64>()).prop_map(|(path, kind, permissions, rdev)| MdsRequest::Mknod {
+            path,
+            kind,
+            permissions,
+            rdev
+        }),
     ]
+}
+
+/// Every kind, those mknod makes and those it refuses.
+fn kind() -> impl Strategy<Value = FileKind> {
+    prop::sample::select(vec![
+        FileKind::Fifo,
+        FileKind::Socket,
+        FileKind::CharDevice,
+        FileKind::BlockDevice,
+        FileKind::File,
+        FileKind::Dir,
+        FileKind::Symlink,
+    ])
 }
 
 fn node() -> impl Strategy<Value = Node> {

@@ -16,6 +16,7 @@ mod persistence;
 mod pools;
 mod readdir;
 mod rename;
+mod special;
 mod striping;
 mod wire;
 mod xattrs;
