@@ -175,6 +175,40 @@ impl fmt::Display for PayloadKind {
     }
 }
 
+/// A change of an object's bytes that sends none (Lustre's `OST_PUNCH`
+/// and `OST_FALLOCATE`): a truncate, a hole punched, or space reserved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Cut {
+    /// The object to `size` bytes: dropped past it, or zero-extended.
+    Size(u64),
+    /// `[offset, offset + len)` reads as zeros and holds no space; the
+    /// size stays (`fallocate` with `FALLOC_FL_PUNCH_HOLE`).
+    Hole { offset: u64, len: u64 },
+    /// Space for `[offset, offset + len)`, with the bytes already there
+    /// kept; the object grows to end there at least, unless `keep_size`
+    /// (`fallocate` mode 0, or with `FALLOC_FL_KEEP_SIZE`).
+    Reserve { offset: u64, len: u64, keep_size: bool },
+}
+
+impl Cut {
+    /// The offset and length the cut reaches, for bounds checks.
+    pub fn span(self) -> (u64, u64) {
+        match self {
+            Cut::Size(size) => (size, 0),
+            Cut::Hole { offset, len } | Cut::Reserve { offset, len, .. } => (offset, len),
+        }
+    }
+}
+
+/// An object's attributes as its OST knows them: its size (with what
+/// clients' caches hold, by glimpse) and the bytes of space it holds on
+/// the OST's disk (what `st_blocks` counts).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectAttr {
+    pub size: u64,
+    pub allocated: u64,
+}
+
 /// What an OSS is advised to do with its cache of part of an object
 /// (Lustre's `LU_LADVISE_WILLREAD` and `LU_LADVISE_DONTNEED`): read it in
 /// ahead of reads to come, or let it go.
@@ -232,7 +266,7 @@ pub enum ToOst {
     ReplayPunch {
         transno: Transno,
         object: ObjectId,
-        size: u64,
+        cut: Cut,
         proof: ChangeProof,
     },
     /// This client has replayed everything it holds.
@@ -267,13 +301,14 @@ pub enum ToOst {
         offset: u64,
         len: u64,
     },
-    /// Truncate the object to `size` bytes.
+    /// Truncate the object, punch a hole in it or reserve space (`cut`).
     Punch {
         xid: Xid,
         object: ObjectId,
-        size: u64,
+        cut: Cut,
     },
-    /// Object size, including data still dirty in other clients' caches.
+    /// Object size, including data still dirty in other clients' caches,
+    /// and the space it holds.
     Getattr {
         xid: Xid,
         object: ObjectId,
@@ -437,7 +472,7 @@ pub enum ToClient {
     },
     GetattrReply {
         xid: Xid,
-        result: Result<u64, IoError>,
+        result: Result<ObjectAttr, IoError>,
     },
     SyncReply {
         xid: Xid,

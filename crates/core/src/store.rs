@@ -15,7 +15,7 @@
 //! since it would drop them.
 
 use crate::errno::Errno;
-use crate::msg::{CacheAdvice, Payload, PayloadKind};
+use crate::msg::{CacheAdvice, Cut, Payload, PayloadKind};
 use crate::units::ObjectId;
 use std::collections::BTreeMap;
 
@@ -62,7 +62,26 @@ pub trait ObjectStore {
     fn read(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<Vec<u8>, StoreError>;
     /// Set the object's size to `size`, dropping or zero-extending.
     fn punch(&mut self, object: ObjectId, size: u64) -> Result<(), StoreError>;
+    /// `[offset, offset + len)` reads as zeros and holds no space (as far
+    /// as the store can free it); the size stays.
+    fn punch_hole(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError>;
+    /// Space for `[offset, offset + len)`, so that writes there will not
+    /// find the disk full (`ENOSPC` now if it is); the bytes already there
+    /// stay; the object grows to end there at least unless `keep_size`.
+    fn reserve(&mut self, object: ObjectId, offset: u64, len: u64, keep_size: bool) -> Result<(), StoreError>;
     fn size(&mut self, object: ObjectId) -> Result<u64, StoreError>;
+    /// Bytes of space the object holds (holes hold none, reserved space
+    /// does), what `st_blocks` counts; 0 for an object never written.
+    fn allocated(&mut self, object: ObjectId) -> Result<u64, StoreError>;
+
+    /// A change that sends no bytes (see [`Cut`]).
+    fn cut(&mut self, object: ObjectId, cut: Cut) -> Result<(), StoreError> {
+        match cut {
+            Cut::Size(size) => self.punch(object, size),
+            Cut::Hole { offset, len } => self.punch_hole(object, offset, len),
+            Cut::Reserve { offset, len, keep_size } => self.reserve(object, offset, len, keep_size),
+        }
+    }
 
     /// Cache advice on `len` (> 0) bytes of `object` at `offset` (Lustre's
     /// `OST_LADVISE`, `dt_ladvise`): read them into the cache the store
@@ -221,8 +240,47 @@ impl ObjectStore for MemStore {
         Ok(())
     }
 
+    fn punch_hole(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {
+        check_bounds(object, offset, len)?;
+        let Some(obj) = self.objects.get_mut(&object) else { return Ok(()) };
+        let end = offset + len;
+        // Whole chunks go; the ends of partial ones are zeroed.
+        let first_whole = offset.div_ceil(CHUNK_BYTES);
+        let past_whole = end / CHUNK_BYTES;
+        obj.chunks.retain(|c, _| *c < first_whole || *c >= past_whole);
+        for chunk in [offset / CHUNK_BYTES, end.saturating_sub(1) / CHUNK_BYTES] {
+            if let Some(buf) = obj.chunks.get_mut(&chunk) {
+                let base = chunk * CHUNK_BYTES;
+                let from = offset.max(base) - base;
+                let to = end.min(base + CHUNK_BYTES) - base;
+                if from < to {
+                    buf[from as usize..to as usize].fill(0);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn reserve(&mut self, object: ObjectId, offset: u64, len: u64, keep_size: bool) -> Result<(), StoreError> {
+        check_bounds(object, offset, len)?;
+        let obj = self.objects.entry(object).or_default();
+        if len > 0 {
+            for chunk in offset / CHUNK_BYTES..=(offset + len - 1) / CHUNK_BYTES {
+                obj.chunks.entry(chunk).or_insert_with(|| vec![0; CHUNK_BYTES as usize].into_boxed_slice());
+            }
+        }
+        if !keep_size {
+            obj.size = obj.size.max(offset + len);
+        }
+        Ok(())
+    }
+
     fn size(&mut self, object: ObjectId) -> Result<u64, StoreError> {
         Ok(self.objects.get(&object).map_or(0, |o| o.size))
+    }
+
+    fn allocated(&mut self, object: ObjectId) -> Result<u64, StoreError> {
+        Ok(self.objects.get(&object).map_or(0, |o| o.chunks.len() as u64 * CHUNK_BYTES))
     }
 }
 
@@ -252,7 +310,7 @@ pub struct JournalStore {
 #[derive(Debug)]
 enum JournalChange {
     Write { offset: u64, data: Vec<u8> },
-    Punch { size: u64 },
+    Cut(Cut),
 }
 
 impl JournalStore {
@@ -280,7 +338,7 @@ impl JournalStore {
             }
             let applied = match change {
                 JournalChange::Write { offset, data } => self.committed.write(object, offset, &data),
-                JournalChange::Punch { size } => self.committed.punch(object, size),
+                JournalChange::Cut(cut) => self.committed.cut(object, cut),
             };
             applied.expect("a change that applied once applies again");
         }
@@ -308,7 +366,7 @@ impl JournalStore {
             .iter()
             .map(|(_, c)| match c {
                 JournalChange::Write { data, .. } => data.len() as u64,
-                JournalChange::Punch { .. } => 0,
+                JournalChange::Cut(_) => 0,
             })
             .sum()
     }
@@ -336,12 +394,30 @@ impl ObjectStore for JournalStore {
     fn punch(&mut self, object: ObjectId, size: u64) -> Result<(), StoreError> {
         self.injected(object, "truncating")?;
         self.current.punch(object, size)?;
-        self.pending.push((object, JournalChange::Punch { size }));
+        self.pending.push((object, JournalChange::Cut(Cut::Size(size))));
+        Ok(())
+    }
+
+    fn punch_hole(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {
+        self.injected(object, "punching a hole in")?;
+        self.current.punch_hole(object, offset, len)?;
+        self.pending.push((object, JournalChange::Cut(Cut::Hole { offset, len })));
+        Ok(())
+    }
+
+    fn reserve(&mut self, object: ObjectId, offset: u64, len: u64, keep_size: bool) -> Result<(), StoreError> {
+        self.injected(object, "reserving space for")?;
+        self.current.reserve(object, offset, len, keep_size)?;
+        self.pending.push((object, JournalChange::Cut(Cut::Reserve { offset, len, keep_size })));
         Ok(())
     }
 
     fn size(&mut self, object: ObjectId) -> Result<u64, StoreError> {
         self.current.size(object)
+    }
+
+    fn allocated(&mut self, object: ObjectId) -> Result<u64, StoreError> {
+        self.current.allocated(object)
     }
 }
 
@@ -395,8 +471,27 @@ impl ObjectStore for SizeStore {
         Ok(())
     }
 
+    /// Sizes only: the hole's bytes were never kept.
+    fn punch_hole(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {
+        check_bounds(object, offset, len)
+    }
+
+    fn reserve(&mut self, object: ObjectId, offset: u64, len: u64, keep_size: bool) -> Result<(), StoreError> {
+        check_bounds(object, offset, len)?;
+        let size = self.sizes.entry(object).or_default();
+        if !keep_size {
+            *size = (*size).max(offset + len);
+        }
+        Ok(())
+    }
+
     fn size(&mut self, object: ObjectId) -> Result<u64, StoreError> {
         Ok(self.sizes.get(&object).copied().unwrap_or(0))
+    }
+
+    /// No holes are modelled: an object holds its size.
+    fn allocated(&mut self, object: ObjectId) -> Result<u64, StoreError> {
+        self.size(object)
     }
 
     fn payload_kind(&self) -> PayloadKind {
@@ -428,6 +523,29 @@ mod tests {
         let r = s.read(o, 69_999, 6).unwrap();
         assert_eq!(r, vec![0, b'a', b'b', b'c', 0, 0]);
         assert_eq!(s.read(ObjectId(9), 0, 3).unwrap(), vec![0, 0, 0]);
+    }
+
+    #[test]
+    fn a_hole_reads_as_zeros_and_frees_whole_chunks_and_a_reserve_keeps_bytes() {
+        let mut s = MemStore::new();
+        let o = ObjectId(1);
+        let c = CHUNK_BYTES;
+        s.write(o, 0, &vec![7u8; 4 * c as usize]).unwrap();
+        assert_eq!(s.allocated(o).unwrap(), 4 * c);
+        s.punch_hole(o, c / 2, 2 * c).unwrap();
+        assert_eq!(s.size(o).unwrap(), 4 * c, "a hole keeps the size");
+        assert_eq!(s.allocated(o).unwrap(), 3 * c, "the one whole chunk inside goes");
+        let bytes = s.read(o, 0, 4 * c).unwrap();
+        assert!(bytes[..(c / 2) as usize].iter().all(|b| *b == 7));
+        assert!(bytes[(c / 2) as usize..(c / 2 + 2 * c) as usize].iter().all(|b| *b == 0));
+        assert!(bytes[(c / 2 + 2 * c) as usize..].iter().all(|b| *b == 7));
+        s.reserve(o, 0, 8 * c, true).unwrap();
+        assert_eq!((s.size(o).unwrap(), s.allocated(o).unwrap()), (4 * c, 8 * c), "KEEP_SIZE");
+        assert_eq!(s.read(o, 0, 1).unwrap(), [7], "reserving keeps what is there");
+        s.reserve(o, 8 * c, 10, false).unwrap();
+        assert_eq!(s.size(o).unwrap(), 8 * c + 10, "mode 0 grows the object");
+        s.punch_hole(ObjectId(9), 0, 10).unwrap();
+        assert_eq!(s.allocated(ObjectId(9)).unwrap(), 0, "a hole in nothing is nothing");
     }
 
     #[test]

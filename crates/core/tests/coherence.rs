@@ -43,7 +43,7 @@ fn write(h: &mut Harness, c: ClientId, fh: FileHandle, offset: u64, data: Vec<u8
 fn stat(h: &mut Harness, c: ClientId, fh: FileHandle) -> u64 {
     let op = h.stat(c, fh);
     match h.wait_ok(c, op) {
-        OpOutput::Size(size) => size,
+        OpOutput::Size { size, .. } => size,
         other => panic!("{c}: stat answered {other:?}"),
     }
 }
@@ -774,4 +774,41 @@ fn truncate_while_writeback_is_in_flight() {
     assert_eq!(read(&mut h, B, fb, 0, 2 * MIB), expected);
     assert_eq!(read(&mut h, A, fa, 0, 2 * MIB), expected);
     h.drive().unwrap();
+}
+
+/// A hole B punches across three stripes reads as zeros everywhere: A's
+/// cached pages there go with A's locks, A's dirty bytes in the range
+/// reach the OSTs before the hole does (so the hole is the last word), and
+/// the bytes around it stay.
+#[test]
+fn a_hole_punched_by_one_client_reads_as_zeros_in_another() {
+    use lanefs_core::msg::Cut;
+    let stripe = 64 * KIB;
+    for seed in 0..4 {
+        let mut h = harness(2, 3, seed);
+        let layout = h.create_layout(stripe, 3, Some(0)).unwrap();
+        let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+        let len = 6 * stripe;
+        let mut data = pattern(len, seed as u8);
+        write(&mut h, A, fa, 0, data.clone());
+        assert_eq!(read(&mut h, A, fa, 0, len), data, "A caches the file");
+        let (offset, hole) = (stripe / 2 + 100, 3 * stripe);
+        let op = h.fallocate(B, fb, Cut::Hole { offset, len: hole });
+        assert_eq!(h.wait_ok(B, op), OpOutput::Allocated);
+        data[offset as usize..(offset + hole) as usize].fill(0);
+        assert_eq!(read(&mut h, A, fa, 0, len), data, "seed {seed}: A reads the hole");
+        assert_eq!(read(&mut h, B, fb, 0, len), data, "seed {seed}: B too");
+        assert_eq!(stored(&mut h, &layout, 0, len), data, "seed {seed}: and the OSTs hold it");
+        assert_eq!(stat(&mut h, A, fa), len, "a hole keeps the size");
+
+        // A reservation past the end grows the file unless it keeps the size.
+        let op = h.fallocate(A, fa, Cut::Reserve { offset: len, len: stripe, keep_size: true });
+        assert_eq!(h.wait_ok(A, op), OpOutput::Allocated);
+        assert_eq!(stat(&mut h, B, fb), len);
+        let op = h.fallocate(A, fa, Cut::Reserve { offset: len, len: stripe + 10, keep_size: false });
+        assert_eq!(h.wait_ok(A, op), OpOutput::Allocated);
+        assert_eq!(stat(&mut h, B, fb), len + stripe + 10);
+        let op = h.fallocate(A, fa, Cut::Size(0));
+        assert!(matches!(h.wait(A, op), Ok(Err(ClientError::InvalidCut(_)))), "a truncate is not a fallocate");
+    }
 }

@@ -25,7 +25,7 @@ use lanefs_core::layout::Layout;
 use lanefs_core::ldlm::proof::{ChangeProof, LockKey, LockProof};
 use lanefs_core::ldlm::server::{LockServerConfig, HANDLE_EPOCH_SHIFT};
 use lanefs_core::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};
-use lanefs_core::msg::{CacheAdvice, EnqueueReply, IoError, Payload, ToClient, ToOst};
+use lanefs_core::msg::{CacheAdvice, Cut, EnqueueReply, IoError, ObjectAttr, Payload, ToClient, ToOst};
 use lanefs_core::ost::{Ost, OstConfig, OstRecord, RecoveryConfig, SyncLockCancel, RPC_BYTES_MAX};
 use lanefs_core::store::{JournalStore, MemStore, ObjectStore, OBJECT_BYTES_MAX};
 use lanefs_core::{ClientId, Duration, Epoch, Instant, LockHandle, ObjectId, ObjectKey, OstIndex, Transno, Xid};
@@ -38,6 +38,15 @@ fn offset() -> impl Strategy<Value = u64> {
         1 => (u64::MAX - 70_000)..=u64::MAX,
         1 => (OBJECT_BYTES_MAX - 70_000)..(OBJECT_BYTES_MAX + 70_000),
         1 => any::<u64>(),
+    ]
+}
+
+/// Truncates, holes and reservations, in and out of bounds.
+fn cut() -> impl Strategy<Value = Cut> {
+    prop_oneof![
+        2 => offset().prop_map(Cut::Size),
+        1 => (offset(), len()).prop_map(|(offset, len)| Cut::Hole { offset, len }),
+        1 => (offset(), len(), any::<bool>()).prop_map(|(offset, len, keep_size)| Cut::Reserve { offset, len, keep_size }),
     ]
 }
 
@@ -90,7 +99,7 @@ fn to_ost() -> impl Strategy<Value = ToOst> {
             .prop_map(|(lock, object, request, extent)| ToOst::ReplayLock { lock, object, request, extent, proof: LockProof(lock.0) }),
         1 => (transno.clone(), object.clone(), offset(), payload())
             .prop_map(|(transno, object, offset, data)| ToOst::ReplayWrite { transno, object, offset, data, proof: ChangeProof(transno.0) }),
-        1 => (transno, object.clone(), offset()).prop_map(|(transno, object, size)| ToOst::ReplayPunch { transno, object, size, proof: ChangeProof(transno.0) }),
+        1 => (transno, object.clone(), cut()).prop_map(|(transno, object, cut)| ToOst::ReplayPunch { transno, object, cut, proof: ChangeProof(transno.0) }),
         1 => Just(ToOst::ReplayDone),
         1 => (0..4u64).prop_map(|seq| ToOst::FailuresSeen { seq }),
         1 => Just(ToOst::Disconnect),
@@ -100,7 +109,7 @@ fn to_ost() -> impl Strategy<Value = ToOst> {
             .prop_map(|(xid, object, offset, data)| ToOst::Write { xid, object, offset, data }),
         3 => (xid.clone(), object.clone(), offset(), len())
             .prop_map(|(xid, object, offset, len)| ToOst::Read { xid, object, offset, len }),
-        1 => (xid.clone(), object.clone(), offset()).prop_map(|(xid, object, size)| ToOst::Punch { xid, object, size }),
+        1 => (xid.clone(), object.clone(), cut()).prop_map(|(xid, object, cut)| ToOst::Punch { xid, object, cut }),
         2 => (xid.clone(), object.clone()).prop_map(|(xid, object)| ToOst::Getattr { xid, object }),
         1 => (xid.clone(), object.clone()).prop_map(|(xid, object)| ToOst::Sync { xid, object }),
         1 => (xid.clone(), object, any::<bool>(), offset(), offset()).prop_map(|(xid, object, willread, start, end)| {
@@ -288,7 +297,7 @@ fn to_client() -> impl Strategy<Value = ToClient> {
         2 => (xid.clone(), data).prop_map(|(xid, result)| ToClient::ReadReply { xid, result }),
         1 => (xid.clone(), unit_result(), transno.clone())
             .prop_map(|(xid, result, transno)| ToClient::PunchReply { xid, result, transno, proof: ChangeProof(transno.0) }),
-        1 => (xid.clone(), prop_oneof![any::<u64>().prop_map(Ok), io_error().prop_map(Err)])
+        1 => (xid.clone(), prop_oneof![(any::<u64>(), any::<u64>()).prop_map(|(size, allocated)| Ok(ObjectAttr { size, allocated })), io_error().prop_map(Err)])
             .prop_map(|(xid, result)| ToClient::GetattrReply { xid, result }),
         1 => (xid.clone(), unit_result()).prop_map(|(xid, result)| ToClient::SyncReply { xid, result }),
         1 => (xid.clone(), unit_result()).prop_map(|(xid, result)| ToClient::AdviseReply { xid, result }),
@@ -673,7 +682,7 @@ fn a_forged_change_replay_is_refused_and_the_writers_replay_is_applied() {
         ost.handle_message(now, ClientId(0), replay(Transno(transno.0 + 1), ObjectId(2), proof));
         ost.check_invariants();
     }
-    ost.handle_message(now, ClientId(0), ToOst::ReplayPunch { transno, object: ObjectId(1), size: 0, proof });
+    ost.handle_message(now, ClientId(0), ToOst::ReplayPunch { transno, object: ObjectId(1), cut: Cut::Size(0), proof });
     ost.handle_message(now, ClientId(0), ToOst::ReplayDone);
     let theirs = ToOst::ReplayWrite { transno, object: ObjectId(1), offset: 0, data, proof };
     ost.handle_message(now, ClientId(1), theirs);
@@ -751,7 +760,7 @@ fn a_replayed_change_without_a_transaction_number_is_ignored() {
     ost.handle_message(
         now,
         ClientId(0),
-        ToOst::ReplayPunch { transno: Transno(0), object: ObjectId(2), size: 10, proof: ChangeProof(0) },
+        ToOst::ReplayPunch { transno: Transno(0), object: ObjectId(2), cut: Cut::Size(10), proof: ChangeProof(0) },
     );
     ost.check_invariants();
     ost.handle_message(now, ClientId(0), ToOst::ReplayDone);

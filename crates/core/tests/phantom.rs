@@ -303,7 +303,7 @@ fn scenario<S: ObjectStore>(kind: PayloadKind, stores: Vec<S>) -> (Outcome, Mini
     assert_eq!(m.ok(A, op), OpOutput::Closed);
     assert_eq!(m.client(A).cache().dirty_bytes(), 0, "close wrote everything back");
     let op = m.on(B, |cl, now| cl.stat(now, fb));
-    assert_eq!(m.ok(B, op), OpOutput::Size(30 * MIB + PAGE));
+    assert!(matches!(m.ok(B, op), OpOutput::Size { size, .. } if size == 30 * MIB + PAGE));
     let objects = layout.objects().to_vec();
     let sizes_before_truncate = objects.iter().map(|k| m.object_size(k.ost, k.object)).collect();
     let op = m.on(B, |cl, now| cl.truncate(now, fb, 20 * MIB + 500));
@@ -315,7 +315,9 @@ fn scenario<S: ObjectStore>(kind: PayloadKind, stores: Vec<S>) -> (Outcome, Mini
     let sizes_after_truncate = objects.iter().map(|k| m.object_size(k.ost, k.object)).collect();
     assert_eq!(m.lost_bytes, 0);
     let outcome = Outcome {
-        log: m.log.clone(),
+        // A size store models no holes: its objects hold their sizes in
+        // space, where bytes in memory hold whole chunks. Only that differs.
+        log: m.log.iter().map(|line| without_space(line)).collect(),
         outputs,
         sizes_before_truncate,
         sizes_after_truncate,
@@ -324,6 +326,20 @@ fn scenario<S: ObjectStore>(kind: PayloadKind, stores: Vec<S>) -> (Outcome, Mini
         cached_pages_max: m.cached_pages_max,
     };
     (outcome, m)
+}
+
+/// `line` with every `allocated: N` of a getattr's answer made `allocated: _`.
+fn without_space(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find("allocated: ") {
+        let (head, tail) = rest.split_at(at + "allocated: ".len());
+        out.push_str(head);
+        out.push('_');
+        rest = tail.trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    out.push_str(rest);
+    out
 }
 
 #[test]

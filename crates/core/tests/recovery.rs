@@ -677,3 +677,28 @@ fn a_write_made_while_a_failing_commit_runs_is_reported_lost() {
         other => panic!("B's write went with the failed commit; its fsync must say so: {other:?}"),
     }
 }
+
+/// A hole acknowledged and lost in an OST's crash is replayed with its
+/// proof, after the write it was made over.
+#[test]
+fn an_acknowledged_hole_lost_in_a_crash_is_replayed_after_its_write() {
+    use lanefs_core::msg::Cut;
+    for seed in 0..4 {
+        let mut h = harness(2, seed);
+        let layout = one_stripe(&mut h);
+        let fa = h.open(A, layout.clone());
+        let mut data = pattern(40 * KIB, 5);
+        write(&mut h, A, fa, 0, data.clone());
+        let op = h.fallocate(A, fa, Cut::Hole { offset: 4096, len: 8192 });
+        h.wait_ok(A, op);
+        data[4096..4096 + 8192].fill(0);
+        assert_eq!(stored(&mut h, &layout, 0, data.len() as u64), data);
+        assert!(h.ost(OST0).store().uncommitted_bytes() > 0, "neither is committed yet");
+        h.crash_ost(OST0);
+        assert_eq!(stored(&mut h, &layout, 0, 4096), vec![0; 4096], "the crash lost both");
+        h.restart_ost(OST0);
+        let fb = h.open(B, layout.clone());
+        assert_eq!(read(&mut h, B, fb, 0, data.len() as u64), data, "seed {seed}: the write, then the hole");
+        assert!(h.lost().is_empty(), "nothing lost: {:?}", h.lost());
+    }
+}

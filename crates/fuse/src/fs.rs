@@ -27,6 +27,7 @@ use fuser::{
     ReplyIoctl, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use lanefs_core::client::ladvise::Advice;
+use lanefs_core::msg::Cut;
 use lanefs_mds::{
     Access, Attr, CreateMode, Credentials, Fid, FileKind, MdsReply, MdsRequest, Node, StripeSpec, XattrHow,
 };
@@ -205,17 +206,18 @@ impl LanefsFs {
         self.sized(attr, open)
     }
 
-    /// `attr` with its size: a file's from the OSTs.
+    /// `attr` with its size and space: a file's from the OSTs (the
+    /// space its objects hold on their disks, which is what `st_blocks`
+    /// counts: a sparse file's holes hold none).
     fn sized(&self, attr: Attr, open: Option<&File>) -> Result<FileAttr, Errno> {
-        let size = match (&attr.layout, open) {
+        let (size, space) = match (&attr.layout, open) {
             // A symbolic link's size is its target's length, as lstat says.
-            (None, _) => attr.target.as_ref().map_or(0, |t| t.len() as u64),
-            (Some(_), Some(file)) => self.client.size(file).map_err(|e| errno(&e))?,
-            (Some(layout), None) => {
-                self.with_file(&lanefs_mds::fid_name(attr.fid), layout.clone(), |file| self.client.size(file))?
-            }
+            (None, _) => (attr.target.as_ref().map_or(0, |t| t.len() as u64), 0),
+            (Some(_), Some(file)) => self.client.size_and_space(file).map_err(|e| errno(&e))?,
+            (Some(layout), None) => self
+                .with_file(&lanefs_mds::fid_name(attr.fid), layout.clone(), |file| self.client.size_and_space(file))?,
         };
-        Ok(file_attr(&attr, size))
+        Ok(file_attr(&attr, size, space))
     }
 
     /// The inode at `path` (a lookup, by name), and the kernel learns it.
@@ -855,6 +857,37 @@ impl Filesystem for LanefsFs {
         reply_empty(result, reply)
     }
 
+    /// `fallocate(2)` on the OSTs, as Lustre's client sends it: mode 0 and
+    /// `FALLOC_FL_KEEP_SIZE` reserve space (`ENOSPC` now if an OST has
+    /// none), `FALLOC_FL_PUNCH_HOLE` frees a range, which then reads as
+    /// zeros. The other modes (`ZERO_RANGE`, `COLLAPSE_RANGE`,
+    /// `INSERT_RANGE`, `UNSHARE_RANGE`) are `EOPNOTSUPP`, as on Lustre.
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let result = (|| {
+            let open = self.open_file(fh)?;
+            let cut = match mode {
+                0 => Cut::Reserve { offset, len: length, keep_size: false },
+                libc::FALLOC_FL_KEEP_SIZE => Cut::Reserve { offset, len: length, keep_size: true },
+                m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => Cut::Hole { offset, len: length },
+                _ => return Err(Errno::EOPNOTSUPP),
+            };
+            self.client.fallocate(&open.file, cut).map_err(|e| errno(&e))?;
+            // The change is made durable, and the times moved, at close.
+            *open.written.lock().expect("written") = true;
+            Ok(())
+        })();
+        reply_empty(result, reply)
+    }
+
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let result = (|| {
             let dir = Fid(ino.0);
@@ -1307,12 +1340,12 @@ fn dev_to_kernel(rdev: u64) -> u32 {
     (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)
 }
 
-fn file_attr(attr: &Attr, size: u64) -> FileAttr {
+fn file_attr(attr: &Attr, size: u64, space: u64) -> FileAttr {
     let time = |ns: u64| UNIX_EPOCH + Duration::from_nanos(ns);
     FileAttr {
         ino: INodeNo(attr.fid.0),
         size,
-        blocks: size.div_ceil(512),
+        blocks: space.div_ceil(512),
         atime: time(attr.atime_ns),
         mtime: time(attr.mtime_ns),
         ctime: time(attr.ctime_ns),

@@ -534,6 +534,25 @@ fn in_memory(dir: &Path) -> std::io::Result<bool> {
     Ok(kind == libc::TMPFS_MAGIC || kind == RAMFS_MAGIC)
 }
 
+/// `fallocate(2)` of `len` bytes at `offset` of `file`; `doing` names it
+/// in the error.
+fn fallocate(file: &std::fs::File, mode: libc::c_int, offset: u64, len: u64, doing: &str) -> Result<(), StoreError> {
+    use std::os::fd::AsRawFd;
+    // Both fit: `bounds` keeps the range below OBJECT_BYTES_MAX (2^60).
+    let (offset, len) = (offset as libc::off_t, len as libc::off_t);
+    loop {
+        // SAFETY: `file` is open for the call; fallocate reads no memory of ours.
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), mode, offset, len) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(os_error(error, &format!("fallocate ({doing})")));
+        }
+    }
+}
+
 impl ObjectStore for FileStore {
     fn durable_on_write(&self) -> bool {
         self.durable_on_write
@@ -592,8 +611,38 @@ impl ObjectStore for FileStore {
         self.file(object)?.set_len(size).map_err(io)
     }
 
+    /// `fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)`: the file
+    /// system frees the range's blocks (one that cannot says
+    /// `EOPNOTSUPP`, which reaches the program).
+    fn punch_hole(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {
+        bounds(object, offset, len)?;
+        if let Some(errno) = self.faults.write() {
+            return Err(injected(errno, "fallocate"));
+        }
+        let file = self.file(object)?;
+        fallocate(file, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, offset, len, "punching a hole")
+    }
+
+    /// `fallocate` mode 0 or `FALLOC_FL_KEEP_SIZE`: the file system
+    /// allocates the blocks now (`ENOSPC` if it cannot).
+    fn reserve(&mut self, object: ObjectId, offset: u64, len: u64, keep_size: bool) -> Result<(), StoreError> {
+        bounds(object, offset, len)?;
+        if let Some(errno) = self.faults.write() {
+            return Err(injected(errno, "fallocate"));
+        }
+        let file = self.file(object)?;
+        let mode = if keep_size { libc::FALLOC_FL_KEEP_SIZE } else { 0 };
+        fallocate(file, mode, offset, len, "reserving space")
+    }
+
     fn size(&mut self, object: ObjectId) -> Result<u64, StoreError> {
         self.file(object)?.metadata().map(|m| m.len()).map_err(io)
+    }
+
+    /// The object file's blocks (`st_blocks`, in 512-byte units).
+    fn allocated(&mut self, object: ObjectId) -> Result<u64, StoreError> {
+        use std::os::unix::fs::MetadataExt;
+        self.file(object)?.metadata().map(|m| m.blocks() * 512).map_err(io)
     }
 
     /// `posix_fadvise` of the range. `WILLNEED` returns once the reads are
@@ -638,6 +687,33 @@ mod tests {
         assert_eq!(s.read(o, 700, bytes.len() as u64).unwrap(), bytes);
         assert_eq!(s.size(o).unwrap(), 700 + bytes.len() as u64);
         assert!(matches!(s.write_payload(o, 0, &Payload::Phantom(5)), Err(StoreError::PayloadKind { .. })));
+    }
+
+    #[test]
+    fn holes_free_blocks_reservations_take_them_and_a_failing_disk_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = FileStore::open(dir.path()).unwrap();
+        s.precreate(ObjectId(1)).unwrap();
+        let o = ObjectId(1);
+        let mib = 1u64 << 20;
+        s.write(o, 0, &vec![9u8; 3 * mib as usize]).unwrap();
+        assert!(s.allocated(o).unwrap() >= 3 * mib);
+        s.punch_hole(o, mib, mib).unwrap();
+        assert_eq!(s.size(o).unwrap(), 3 * mib, "a hole keeps the size");
+        assert!(s.allocated(o).unwrap() < 3 * mib, "and frees the blocks");
+        assert_eq!(s.read(o, mib, 4).unwrap(), [0; 4]);
+        assert_eq!(s.read(o, 2 * mib, 1).unwrap(), [9]);
+        s.reserve(o, 3 * mib, mib, true).unwrap();
+        assert_eq!(s.size(o).unwrap(), 3 * mib, "KEEP_SIZE");
+        s.reserve(o, 3 * mib, mib, false).unwrap();
+        assert_eq!(s.size(o).unwrap(), 4 * mib);
+        assert_eq!(s.read(o, 2 * mib, 1).unwrap(), [9], "reserving keeps the bytes there");
+        let faults = StoreFaults::default();
+        faults.fail_writes(Some(Errno::ENOSPC));
+        let mut s = s.with_faults(faults);
+        for failed in [s.reserve(o, 0, mib, false), s.punch_hole(o, 0, mib)] {
+            assert!(matches!(failed, Err(StoreError::Os { errno: Errno::ENOSPC, .. })), "{failed:?}");
+        }
     }
 
     #[test]

@@ -87,7 +87,9 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    open recorded in the same step as the request that opens the file
 ///    (`MdsCall::NamespaceOpen`).
 /// 13: named pipes, sockets and devices (`MdsRequest::Mknod`, the new
-///    `FileKind`s, `Attr::rdev`).
+///    `FileKind`s, `Attr::rdev`); a punch carries a `Cut` (a size, a hole
+///    or a reservation: `fallocate`), a getattr answers an `ObjectAttr`
+///    (size and space held).
 pub const PROTOCOL_VERSION: u16 = 13;
 
 /// Who is connecting.

@@ -45,7 +45,7 @@ use lanefs_core::harness::Harness;
 use lanefs_core::ldlm::proof::{ChangeProof, LockProof};
 use lanefs_core::ldlm::server::HANDLE_EPOCH_SHIFT;
 use lanefs_core::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};
-use lanefs_core::msg::{EnqueueReply, Payload, ToClient, ToOst};
+use lanefs_core::msg::{Cut, EnqueueReply, Payload, ToClient, ToOst};
 use lanefs_core::ost::recovery::DEFERRED_PER_CLIENT_MAX;
 use lanefs_core::units::{ClientId, Epoch, LockHandle, ObjectId, OstIndex, Transno, Xid, PAGE_SIZE};
 use rand::{Rng, SeedableRng};
@@ -422,7 +422,11 @@ impl Adversary {
                 let data = Payload::Bytes(vec![FORGED_BYTE; PAGE_SIZE as usize]);
                 ToOst::ReplayWrite { transno, object, offset, data, proof }
             } else {
-                ToOst::ReplayPunch { transno, object, size: 0, proof }
+                let cut = match self.rng.gen_bool(0.5) {
+                    true => Cut::Size(0),
+                    false => Cut::Hole { offset: 0, len: 16 * PAGE_SIZE },
+                };
+                ToOst::ReplayPunch { transno, object, cut, proof }
             };
             self.send(h, o, message);
         }
@@ -434,8 +438,16 @@ impl Adversary {
         let object = self.own_object();
         for _ in 0..self.rng.gen_range(1..=4) {
             let xid = self.xid();
-            let message = match self.rng.gen_range(0..4) {
-                0 => ToOst::Punch { xid, object, size: self.rng.gen_range(0..8) * PAGE_SIZE },
+            let message = match self.rng.gen_range(0..5) {
+                0 => ToOst::Punch { xid, object, cut: Cut::Size(self.rng.gen_range(0..8) * PAGE_SIZE) },
+                4 => {
+                    let (offset, len) = (self.rng.gen_range(0..8) * PAGE_SIZE, self.rng.gen_range(1..4) * PAGE_SIZE);
+                    let cut = match self.rng.gen_bool(0.5) {
+                        true => Cut::Hole { offset, len },
+                        false => Cut::Reserve { offset, len, keep_size: self.rng.gen_bool(0.5) },
+                    };
+                    ToOst::Punch { xid, object, cut }
+                }
                 1 => ToOst::Sync { xid, object },
                 _ => {
                     let offset = self.rng.gen_range(0..8) * PAGE_SIZE;

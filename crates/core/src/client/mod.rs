@@ -60,7 +60,7 @@ mod session;
 use crate::errno::Errno;
 use crate::layout::Layout;
 use crate::ldlm::GroupId;
-use crate::msg::{IoError, Payload, PayloadKind, ToClient, ToOst};
+use crate::msg::{Cut, IoError, Payload, PayloadKind, ToClient, ToOst};
 use crate::pages::{PagePool, PageSpan};
 use crate::units::{ClientId, Duration, Instant, ObjectKey, OstIndex, Xid};
 use ladvise::{Advice, LadviseError, LockaheadResult, Validated};
@@ -260,8 +260,14 @@ pub enum OpOutput {
     ReadPhantom(u64),
     Synced,
     Closed,
-    Size(u64),
+    /// A file's size, and the bytes of space its objects hold.
+    Size {
+        size: u64,
+        allocated: u64,
+    },
     Truncated,
+    /// A hole punched or space reserved (`fallocate`).
+    Allocated,
     GroupLocked,
     GroupUnlocked,
     LockaheadDone,
@@ -298,6 +304,8 @@ pub enum ClientError {
     LockWaitTimeout { ost: OstIndex, mode: &'static str, waited_s: u64 },
     #[error("this client holds {held} payloads and cannot take {offered} ones; use one client per kind")]
     MixedPayloads { held: PayloadKind, offered: PayloadKind },
+    #[error("fallocate of {0:?}: a hole or a reservation of at least one byte (a truncate sets a size)")]
+    InvalidCut(Cut),
 }
 
 impl ClientError {
@@ -311,7 +319,7 @@ impl ClientError {
             ClientError::Unreachable { .. } => Errno::EIO,
             ClientError::WriteLost { cause, .. } => cause.errno(),
             ClientError::Protocol(_) => Errno::EIO,
-            ClientError::Config(_) | ClientError::MixedPayloads { .. } => Errno::EINVAL,
+            ClientError::Config(_) | ClientError::MixedPayloads { .. } | ClientError::InvalidCut(_) => Errno::EINVAL,
             ClientError::LockWaitTimeout { .. } => Errno::ETIMEDOUT,
         }
     }
@@ -410,12 +418,12 @@ enum Rpc {
         offset: u64,
         len: u64,
     },
-    /// `dropped`: dirty bytes past `size` the truncate took out of the
+    /// `dropped`: dirty bytes past a truncate's size it took out of the
     /// cache, lost if the punch fails.
     Punch {
         op: OpId,
         key: ObjectKey,
-        size: u64,
+        cut: Cut,
         dropped: u64,
     },
     Getattr {
@@ -728,7 +736,17 @@ impl Client {
 
     /// File size, including other clients' cached writes (glimpse).
     pub fn stat(&mut self, now: Instant, fh: FileHandle) -> OpId {
-        self.start(now, fh, OpKind::Stat { sizes: Vec::new(), failed_ost: None }, 0, 0)
+        self.start(now, fh, OpKind::Stat { sizes: Vec::new(), allocated: Vec::new(), failed_ost: None }, 0, 0)
+    }
+
+    /// `fallocate(2)`: a hole punched in the file (`Cut::Hole`), or space
+    /// reserved for it (`Cut::Reserve`), at file offsets, under a PW lock on
+    /// each object's range, with this client's dirty bytes there written
+    /// first and its cached pages there dropped (Lustre's `ll_fallocate`).
+    /// A truncate is [`Client::truncate`].
+    pub fn fallocate(&mut self, now: Instant, fh: FileHandle, cut: Cut) -> OpId {
+        let (offset, len) = cut.span();
+        self.start(now, fh, OpKind::Fallocate { cut }, offset, len)
     }
 
     pub fn truncate(&mut self, now: Instant, fh: FileHandle, size: u64) -> OpId {
@@ -996,6 +1014,7 @@ impl Client {
             OpKind::Close { .. } => llite.closes += 1,
             OpKind::Stat { .. } => llite.getattrs += 1,
             OpKind::Truncate { .. } => llite.truncates += 1,
+            OpKind::Fallocate { .. } => llite.fallocates += 1,
             OpKind::Lockahead { .. } => llite.lockaheads += 1,
             _ => {}
         }

@@ -13,7 +13,7 @@ use super::{Client, ClientError, FileHandle, OpId, OpOutput, OpenFile, Rpc};
 use crate::extent::{Extent, EOF};
 use crate::layout::ObjectChunk;
 use crate::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};
-use crate::msg::{CacheAdvice, IoError, Payload, PayloadKind, ToOst};
+use crate::msg::{CacheAdvice, Cut, IoError, Payload, PayloadKind, ToOst};
 use crate::units::{Duration, Instant, ObjectKey, OstIndex, PAGE_SIZE};
 use smallvec::SmallVec;
 use std::collections::BTreeMap;
@@ -46,10 +46,17 @@ pub(super) enum OpKind {
     /// failed.
     Stat {
         sizes: Vec<u64>,
+        /// Each object's space, by stripe.
+        allocated: Vec<u64>,
         failed_ost: Option<OstIndex>,
     },
     Truncate {
         size: u64,
+    },
+    /// A hole or a reservation (never a [`Cut::Size`]: that is a
+    /// truncate), at file offsets; each step cuts its object's range.
+    Fallocate {
+        cut: Cut,
     },
     GroupLock {
         gid: GroupId,
@@ -240,6 +247,28 @@ impl Op {
                         })
                         .collect(),
                 ),
+                OpKind::Fallocate { cut } => {
+                    let (offset, len) = cut.span();
+                    if matches!(cut, Cut::Size(_)) || len == 0 {
+                        return Err(ClientError::InvalidCut(*cut));
+                    }
+                    if offset.checked_add(len).is_none_or(|end| end > crate::store::OBJECT_BYTES_MAX) {
+                        return Err(ClientError::TooLarge { offset, len });
+                    }
+                    Steps::List(
+                        layout
+                            .object_extents(offset, len)
+                            .into_iter()
+                            .map(|(stripe, extent)| Step {
+                                key: layout.object(stripe),
+                                stripe,
+                                extent: page_rounded(extent),
+                                buf_offset: 0,
+                                mode: io_mode(true),
+                            })
+                            .collect(),
+                    )
+                }
                 OpKind::GroupLock { gid } => {
                     if file.group.is_some() {
                         return Err(ClientError::GroupLockHeld);
@@ -312,6 +341,12 @@ fn cache_ranges<'a>(
     ranges.iter().flat_map(move |&(advice, start, end)| {
         layout.object_extents(start, inclusive_len(start, end)).into_iter().map(move |(s, e)| (advice, s, e))
     })
+}
+
+/// `extent` widened to whole pages: what a lock and the page cache cover.
+fn page_rounded(extent: Extent) -> Extent {
+    let end = if extent.end == EOF { EOF } else { (extent.end / PAGE_SIZE + 1) * PAGE_SIZE - 1 };
+    Extent::new(extent.start - extent.start % PAGE_SIZE, end)
 }
 
 fn chunk_step(c: ObjectChunk, op_offset: u64, mode: LockMode) -> Step {
@@ -391,6 +426,7 @@ impl Client {
                 OpKind::Fsync { .. } | OpKind::Close { unlocking: None } => self.step_flush(id),
                 OpKind::Stat { .. } => self.step_stat(id),
                 OpKind::Truncate { size } => self.step_truncate(now, id, size),
+                OpKind::Fallocate { cut } => self.step_fallocate(now, id, cut),
                 OpKind::GroupLock { .. } | OpKind::Lockahead { .. } => self.step_lock_only(now, id),
                 OpKind::GroupUnlock { .. } | OpKind::Close { unlocking: Some(_) } => self.step_group_unlock(id),
                 OpKind::Advise { .. } => self.step_advise(id),
@@ -420,14 +456,17 @@ impl Client {
             // Granting the lock hands the op its reference.
             (OpState::WaitLock(l), kind) if op.holding.is_none() && self.locks.get(l).is_some() => match kind {
                 OpKind::Write { data } => payload_ok(data),
-                OpKind::Read { .. } | OpKind::Truncate { .. } | OpKind::GroupLock { .. } | OpKind::Lockahead { .. } => {
-                    true
-                }
+                OpKind::Read { .. }
+                | OpKind::Truncate { .. }
+                | OpKind::Fallocate { .. }
+                | OpKind::GroupLock { .. }
+                | OpKind::Lockahead { .. } => true,
                 _ => false,
             },
-            (OpState::WaitRpcs { outstanding, .. }, OpKind::Read { .. } | OpKind::Truncate { .. }) => {
-                outstanding > 0 && op.holding.is_some()
-            }
+            (
+                OpState::WaitRpcs { outstanding, .. },
+                OpKind::Read { .. } | OpKind::Truncate { .. } | OpKind::Fallocate { .. },
+            ) => outstanding > 0 && op.holding.is_some(),
             (
                 OpState::WaitRpcs { outstanding, .. },
                 OpKind::Stat { .. } | OpKind::Fsync { .. } | OpKind::Advise { .. },
@@ -454,11 +493,12 @@ impl Client {
                 Some(error) => return Err(error),
                 None => OpOutput::Closed,
             },
-            OpKind::Stat { sizes, .. } => {
+            OpKind::Stat { sizes, allocated, .. } => {
                 let layout = &self.files.get(&fh).ok_or(ClientError::BadFile)?.layout;
-                OpOutput::Size(layout.file_size(sizes))
+                OpOutput::Size { size: layout.file_size(sizes), allocated: allocated.iter().sum() }
             }
             OpKind::Truncate { .. } => OpOutput::Truncated,
+            OpKind::Fallocate { .. } => OpOutput::Allocated,
             OpKind::GroupLock { gid } => {
                 let gid = *gid;
                 self.files.get_mut(&fh).ok_or(ClientError::BadFile)?.group = Some(gid);
@@ -706,10 +746,11 @@ impl Client {
             OpState::Ready => {
                 // Ask every object at once; the replies fill `sizes`.
                 let steps = self.ops[&id].steps.clone();
-                let OpKind::Stat { sizes, .. } = &mut self.ops.get_mut(&id).expect("live op").kind else {
+                let OpKind::Stat { sizes, allocated, .. } = &mut self.ops.get_mut(&id).expect("live op").kind else {
                     unreachable!()
                 };
                 *sizes = vec![0; steps.len()];
+                *allocated = vec![0; steps.len()];
                 for s in steps.iter() {
                     let xid = self.xid();
                     self.rpcs.insert(xid, Rpc::Getattr { op: id, stripe: s.stripe, ost: s.key.ost });
@@ -761,9 +802,60 @@ impl Client {
                     .sum();
                 self.cache.truncate(step.key, object_size);
                 let xid = self.xid();
-                self.rpcs.insert(xid, Rpc::Punch { op: id, key: step.key, size: object_size, dropped });
+                let cut = Cut::Size(object_size);
+                self.rpcs.insert(xid, Rpc::Punch { op: id, key: step.key, cut, dropped });
                 self.osc(step.key.ost).punches += 1;
-                self.send(step.key.ost, ToOst::Punch { xid, object: step.key.object, size: object_size });
+                self.send(step.key.ost, ToOst::Punch { xid, object: step.key.object, cut });
+                self.set_state(id, OpState::WaitRpcs { outstanding: 1, failed: None });
+                Ok(true)
+            }
+        }
+    }
+
+    /// One object's part of a hole or a reservation, under its PW lock:
+    /// this client's dirty bytes there are written first (the cut is
+    /// ordered after them), then its cached pages there dropped (a hole's
+    /// bytes read as zeros from the OST), then the cut sent.
+    fn step_fallocate(&mut self, now: Instant, id: OpId, file_cut: Cut) -> Result<bool, ClientError> {
+        if !self.acquired(id)? {
+            return Ok(false);
+        }
+        let (step, state, _) = self.current(id);
+        match state {
+            OpState::WaitRpcs { outstanding: 0, failed: None } => {
+                self.next_step(now, id);
+                Ok(true)
+            }
+            OpState::WaitRpcs { outstanding: 0, failed: Some(error) } => {
+                Err(ClientError::Io { ost: step.key.ost, error })
+            }
+            OpState::WaitRpcs { .. } => Ok(false),
+            _ => {
+                if self.cache.has_dirty(step.key, step.extent) || self.cache.has_writeback(step.key, step.extent) {
+                    // Written back by the flush pump, which serves ops
+                    // waiting in this state; this step looks again after.
+                    let moved = state != OpState::WaitFlush;
+                    self.set_state(id, OpState::WaitFlush);
+                    return Ok(moved);
+                }
+                let layout = &self.files.get(&self.ops[&id].fh).ok_or(ClientError::BadFile)?.layout;
+                let (offset, len) = file_cut.span();
+                let (start, end) = (
+                    layout.file_size_to_object_size(step.stripe, offset),
+                    layout.file_size_to_object_size(step.stripe, offset + len),
+                );
+                let cut = match file_cut {
+                    Cut::Hole { .. } => Cut::Hole { offset: start, len: end - start },
+                    Cut::Reserve { keep_size, .. } => Cut::Reserve { offset: start, len: end - start, keep_size },
+                    Cut::Size(_) => unreachable!("a truncate is planned as one"),
+                };
+                if matches!(cut, Cut::Hole { .. }) {
+                    self.cache.drop_clean(step.key, step.extent);
+                }
+                let xid = self.xid();
+                self.rpcs.insert(xid, Rpc::Punch { op: id, key: step.key, cut, dropped: 0 });
+                self.osc(step.key.ost).punches += 1;
+                self.send(step.key.ost, ToOst::Punch { xid, object: step.key.object, cut });
                 self.set_state(id, OpState::WaitRpcs { outstanding: 1, failed: None });
                 Ok(true)
             }

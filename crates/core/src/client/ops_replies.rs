@@ -19,7 +19,7 @@ use crate::client::{Client, ClientError, LossCause, OpId, Rpc};
 use crate::extent::Extent;
 use crate::ldlm::proof::{ChangeProof, LockProof};
 use crate::msg::ToOst;
-use crate::msg::{EnqueueReply, IoError, Payload};
+use crate::msg::{EnqueueReply, IoError, ObjectAttr, Payload};
 use crate::units::{Instant, LockHandle, OstIndex, Transno, Xid};
 use smallvec::SmallVec;
 
@@ -211,7 +211,7 @@ impl Client {
         proof: ChangeProof,
     ) {
         let is_punch = |rpc: &Rpc| matches!(rpc, Rpc::Punch { .. });
-        let Some(Rpc::Punch { op, key, size, dropped }) = self.take_rpc(ost, xid, is_punch) else { return };
+        let Some(Rpc::Punch { op, key, cut, dropped }) = self.take_rpc(ost, xid, is_punch) else { return };
         match result {
             // A punch is a change an fsync must make durable, as a write is.
             Ok(()) => {
@@ -226,22 +226,23 @@ impl Client {
             Err(_) => {}
         }
         if result.is_ok() && self.config.recovery && transno > Transno(0) {
-            self.replay.keep(ost, transno, Change::Punch { key, size, proof });
+            self.replay.keep(ost, transno, Change::Punch { key, cut, proof });
         }
         self.rpc_answered(op, result.err());
     }
 
-    pub(in crate::client) fn on_getattr_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<u64, IoError>) {
+    pub(in crate::client) fn on_getattr_reply(&mut self, ost: OstIndex, xid: Xid, result: Result<ObjectAttr, IoError>) {
         let is_getattr = |rpc: &Rpc| matches!(rpc, Rpc::Getattr { .. });
         let Some(Rpc::Getattr { op, stripe, .. }) = self.take_rpc(ost, xid, is_getattr) else { return };
         let failure = match result {
-            Ok(size) => {
+            Ok(ObjectAttr { size, allocated: space }) => {
                 let Some(key) = self.ops.get(&op).and_then(|o| o.steps.get(stripe as usize)).map(|s| s.key) else {
                     return;
                 };
                 let local = self.cache.object_cached_end(key);
-                if let Some(OpKind::Stat { sizes, .. }) = self.ops.get_mut(&op).map(|o| &mut o.kind) {
+                if let Some(OpKind::Stat { sizes, allocated, .. }) = self.ops.get_mut(&op).map(|o| &mut o.kind) {
                     sizes[stripe as usize] = size.max(local);
+                    allocated[stripe as usize] = space;
                 }
                 None
             }

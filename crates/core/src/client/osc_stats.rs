@@ -137,6 +137,8 @@ pub struct LliteStats {
     pub fsyncs: u64,
     pub getattrs: u64,
     pub truncates: u64,
+    /// `fallocate` calls (Lustre's `fallocate` counter).
+    pub fallocates: u64,
     pub lockaheads: u64,
 }
 

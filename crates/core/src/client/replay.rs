@@ -21,7 +21,7 @@
 //! OST announced.
 
 use crate::ldlm::proof::ChangeProof;
-use crate::msg::Payload;
+use crate::msg::{Cut, Payload};
 use crate::units::{ObjectKey, OstIndex, Transno};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 #[derive(Clone, Debug)]
 pub enum Change {
     Write { key: ObjectKey, offset: u64, data: Payload, proof: ChangeProof },
-    Punch { key: ObjectKey, size: u64, proof: ChangeProof },
+    Punch { key: ObjectKey, cut: Cut, proof: ChangeProof },
 }
 
 impl Change {

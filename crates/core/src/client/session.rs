@@ -182,8 +182,8 @@ impl Client {
                     data: data.clone(),
                     proof: *proof,
                 },
-                Change::Punch { key, size, proof } => {
-                    ToOst::ReplayPunch { transno, object: key.object, size: *size, proof: *proof }
+                Change::Punch { key, cut, proof } => {
+                    ToOst::ReplayPunch { transno, object: key.object, cut: *cut, proof: *proof }
                 }
             })
             .collect();
@@ -252,7 +252,7 @@ impl Client {
                 ToOst::Write { xid, object: key.object, offset: *offset, data }
             }
             Rpc::Read { key, offset, len, .. } => ToOst::Read { xid, object: key.object, offset: *offset, len: *len },
-            Rpc::Punch { key, size, .. } => ToOst::Punch { xid, object: key.object, size: *size },
+            Rpc::Punch { key, cut, .. } => ToOst::Punch { xid, object: key.object, cut: *cut },
             Rpc::Getattr { op, stripe, .. } => {
                 let key = self.ops.get(op)?.steps.get(*stripe as usize)?.key;
                 ToOst::Getattr { xid, object: key.object }

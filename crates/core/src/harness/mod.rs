@@ -307,6 +307,9 @@ impl Harness {
     pub fn truncate(&mut self, c: ClientId, fh: FileHandle, size: u64) -> OpId {
         self.with_client(c, |cl, now| cl.truncate(now, fh, size))
     }
+    pub fn fallocate(&mut self, c: ClientId, fh: FileHandle, cut: crate::msg::Cut) -> OpId {
+        self.with_client(c, |cl, now| cl.fallocate(now, fh, cut))
+    }
     pub fn group_lock(&mut self, c: ClientId, fh: FileHandle, gid: u64) -> OpId {
         self.with_client(c, |cl, now| cl.group_lock(now, fh, GroupId(gid)))
     }

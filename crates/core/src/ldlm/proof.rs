@@ -51,8 +51,8 @@ pub struct ChangeProof(pub u64);
 pub enum Changed {
     /// `len` bytes written at `offset`.
     Write { offset: u64, len: u64 },
-    /// The object truncated to `size`.
-    Punch { size: u64 },
+    /// The object truncated, a hole punched or space reserved.
+    Punch { cut: crate::msg::Cut },
 }
 
 impl LockKey {
@@ -95,9 +95,12 @@ impl LockKey {
     /// `client` as transaction `transno`.
     pub fn prove_change(&self, client: ClientId, transno: Transno, object: ObjectId, change: Changed) -> ChangeProof {
         let mut h = SipHasher24::new_with_keys(self.0[0], self.0[1]);
+        use crate::msg::Cut;
         let (tag, a, b) = match change {
             Changed::Write { offset, len } => (4, offset, len),
-            Changed::Punch { size } => (5, size, 0),
+            Changed::Punch { cut: Cut::Size(size) } => (5, size, 0),
+            Changed::Punch { cut: Cut::Hole { offset, len } } => (6, offset, len),
+            Changed::Punch { cut: Cut::Reserve { offset, len, keep_size } } => (7 + u64::from(keep_size), offset, len),
         };
         for word in [tag, u64::from(client.0), transno.0, object.0, a, b] {
             h.write_u64(word);
@@ -122,6 +125,7 @@ impl LockKey {
 mod tests {
     use super::*;
     use crate::ldlm::GroupId;
+    use crate::msg::Cut;
 
     #[test]
     fn a_proof_names_one_lock_of_one_client_under_one_key() {
@@ -155,8 +159,23 @@ mod tests {
         assert!(!key.proves_change(proof, ClientId(1), Transno(12), ObjectId(3), elsewhere), "another place");
         let longer = Changed::Write { offset: 4096, len: 16384 };
         assert!(!key.proves_change(proof, ClientId(1), Transno(12), ObjectId(3), longer), "longer");
-        let punch = Changed::Punch { size: 4096 };
+        let punch = Changed::Punch { cut: Cut::Size(4096) };
         assert!(!key.proves_change(proof, ClientId(1), Transno(12), ObjectId(3), punch), "a punch");
+        // Each kind of cut proves itself only.
+        let cuts = [
+            Cut::Size(4096),
+            Cut::Hole { offset: 4096, len: 8192 },
+            Cut::Reserve { offset: 4096, len: 8192, keep_size: false },
+            Cut::Reserve { offset: 4096, len: 8192, keep_size: true },
+        ];
+        for (i, a) in cuts.iter().enumerate() {
+            let proof = key.prove_change(ClientId(1), Transno(12), ObjectId(3), Changed::Punch { cut: *a });
+            for (j, b) in cuts.iter().enumerate() {
+                let proved =
+                    key.proves_change(proof, ClientId(1), Transno(12), ObjectId(3), Changed::Punch { cut: *b });
+                assert_eq!(proved, i == j, "{a:?} against {b:?}");
+            }
+        }
         assert!(!LockKey([7, 10]).proves_change(proof, ClientId(1), Transno(12), ObjectId(3), write), "key");
     }
 }

@@ -58,7 +58,7 @@ pub mod recovery;
 use crate::client::osc_stats::{Histogram, Samples};
 use crate::ldlm::proof::{ChangeProof, Changed, LockKey};
 use crate::ldlm::server::{LockServer, LockServerConfig};
-use crate::msg::{CacheAdvice, IoError, Payload, PayloadKind, ToClient, ToOst};
+use crate::msg::{CacheAdvice, Cut, IoError, ObjectAttr, Payload, PayloadKind, ToClient, ToOst};
 use crate::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
 use crate::units::{ClientId, Duration, Epoch, Instant, LockHandle, ObjectId, OstIndex, Transno, Xid};
 use crate::Extent;
@@ -281,6 +281,8 @@ struct PendingGetattr {
     client: ClientId,
     xid: Xid,
     size: u64,
+    /// The space the object holds, as the store said at the getattr.
+    allocated: u64,
     outstanding: usize,
     deadline: Instant,
 }
@@ -465,12 +467,12 @@ impl<S: ObjectStore> Ost<S> {
                 let result = self.read(now, from, object, offset, len);
                 self.send(from, ToClient::ReadReply { xid, result });
             }
-            ToOst::Punch { xid, object, size } => {
-                let (result, transno) = match self.punch(now, from, object, size) {
+            ToOst::Punch { xid, object, cut } => {
+                let (result, transno) = match self.punch(now, from, object, cut) {
                     Ok(transno) => (Ok(()), transno),
                     Err(e) => (Err(e), Transno(0)),
                 };
-                let proof = self.prove_change(from, transno, object, Changed::Punch { size });
+                let proof = self.prove_change(from, transno, object, Changed::Punch { cut });
                 self.send(from, ToClient::PunchReply { xid, result, transno, proof });
             }
             ToOst::Getattr { xid, object } => self.getattr(now, from, xid, object),
@@ -513,7 +515,7 @@ impl<S: ObjectStore> Ost<S> {
     fn while_recovering(&mut self, now: Instant, from: ClientId, message: ToOst) {
         let malformed = match &message {
             ToOst::ReplayWrite { offset, data, .. } => self.check_io(from, *offset, data.len()).err(),
-            ToOst::ReplayPunch { size, .. } => self.check_io(from, *size, 0).err(),
+            ToOst::ReplayPunch { cut, .. } => self.check_cut(from, *cut).err(),
             _ => None,
         };
         if let Some(error) = malformed {
@@ -551,11 +553,11 @@ impl<S: ObjectStore> Ost<S> {
                     warn!(ost = self.index.0, %from, transno = transno.0, ?kept, "replayed write ignored");
                 }
             }
-            ToOst::ReplayPunch { transno, object, size, proof } if recovery.is_replaying(from) => {
-                let kept = if self.locks.key().proves_change(proof, from, transno, object, Changed::Punch { size })
+            ToOst::ReplayPunch { transno, object, cut, proof } if recovery.is_replaying(from) => {
+                let kept = if self.locks.key().proves_change(proof, from, transno, object, Changed::Punch { cut })
                     || crate::planted::active(crate::planted::Bug::UnprovedReplay)
                 {
-                    recovery.replay(from, transno, Change::Punch { object, size })
+                    recovery.replay(from, transno, Change::Punch { object, cut })
                 } else {
                     Replayed::Unproved
                 };
@@ -635,7 +637,7 @@ impl<S: ObjectStore> Ost<S> {
         for (transno, (client, change)) in outcome.changes.into_iter().filter(|(t, _)| *t > last_committed) {
             let (object, result) = match change {
                 Change::Write { object, offset, data } => (object, self.apply_write(object, offset, &data)),
-                Change::Punch { object, size } => (object, self.store.punch(object, size).map_err(store_error)),
+                Change::Punch { object, cut } => (object, self.store.cut(object, cut).map_err(store_error)),
             };
             // A replay that failed still used its transaction number: later
             // changes number after it (else the client would hold two
@@ -1178,10 +1180,25 @@ impl<S: ObjectStore> Ost<S> {
         Err(refused)
     }
 
-    fn punch(&mut self, now: Instant, from: ClientId, object: ObjectId, size: u64) -> Result<Transno, IoError> {
+    /// A cut's range must fit an object; a hole or a reservation of
+    /// nothing is refused, as `fallocate` refuses a length of 0.
+    fn check_cut(&self, from: ClientId, cut: Cut) -> Result<(), IoError> {
+        let (offset, len) = cut.span();
+        if len == 0 && !matches!(cut, Cut::Size(_)) {
+            debug!(ost = self.index.0, %from, ?cut, "a cut of no bytes refused");
+            return Err(IoError::Invalid);
+        }
+        match offset.checked_add(len) {
+            Some(end) if end <= OBJECT_BYTES_MAX => Ok(()),
+            Some(_) => Err(IoError::TooLarge),
+            None => Err(IoError::Invalid),
+        }
+    }
+
+    fn punch(&mut self, now: Instant, from: ClientId, object: ObjectId, cut: Cut) -> Result<Transno, IoError> {
         self.admit(from)?;
-        self.check_io(from, size, 0)?;
-        self.store.punch(object, size).map_err(store_error)?;
+        self.check_cut(from, cut)?;
+        self.store.cut(object, cut).map_err(store_error)?;
         self.counters.punches += 1;
         if self.store.durable_on_write() {
             return Ok(Transno(0));
@@ -1226,8 +1243,9 @@ impl<S: ObjectStore> Ost<S> {
             return;
         }
         self.counters.getattrs += 1;
-        let size = match self.store.size(object) {
-            Ok(size) => size,
+        let (size, allocated) = match self.store.size(object).and_then(|size| Ok((size, self.store.allocated(object)?)))
+        {
+            Ok(attr) => attr,
             Err(e) => {
                 self.send(from, ToClient::GetattrReply { xid, result: Err(store_error(e)) });
                 return;
@@ -1237,7 +1255,8 @@ impl<S: ObjectStore> Ost<S> {
         let id = self.getattr_next;
         self.getattr_next += 1;
         let deadline = now + self.config.glimpse_timeout;
-        self.getattrs.insert(id, PendingGetattr { client: from, xid, size, outstanding: targets.len(), deadline });
+        let pending = PendingGetattr { client: from, xid, size, allocated, outstanding: targets.len(), deadline };
+        self.getattrs.insert(id, pending);
         for (holder, lock) in targets {
             let gxid = Xid(self.xid_next);
             self.xid_next += 1;
@@ -1283,7 +1302,8 @@ impl<S: ObjectStore> Ost<S> {
     fn finish_getattr(&mut self, id: u64) {
         let g = self.getattrs.remove(&id).expect("pending getattr");
         self.glimpses.retain(|_, glimpse| glimpse.getattr != id);
-        self.send(g.client, ToClient::GetattrReply { xid: g.xid, result: Ok(g.size) });
+        let attr = ObjectAttr { size: g.size, allocated: g.allocated };
+        self.send(g.client, ToClient::GetattrReply { xid: g.xid, result: Ok(attr) });
     }
 }
 

@@ -71,7 +71,7 @@ pub const DEFERRED_PER_CLIENT_MAX: usize = 1 << 12;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Change {
     Write { object: ObjectId, offset: u64, data: Payload },
-    Punch { object: ObjectId, size: u64 },
+    Punch { object: ObjectId, cut: crate::msg::Cut },
 }
 
 /// The state of an OST while it recovers (see the module docs).

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::ldlm::{LockMode, LockRequest};
-use crate::msg::EnqueueReply;
+use crate::msg::{Cut, EnqueueReply};
 use crate::store::MemStore;
 
 const OBJECT: ObjectId = ObjectId(7);
@@ -156,6 +156,7 @@ fn malformed_io_is_answered_with_an_error() {
     let bytes = |len: usize| Payload::Bytes(vec![1; len]);
     let write = |offset, data| ToOst::Write { xid: Xid(9), object: OBJECT, offset, data };
     let read = |offset, len| ToOst::Read { xid: Xid(9), object: OBJECT, offset, len };
+    let punch = |cut| ToOst::Punch { xid: Xid(9), object: OBJECT, cut };
     let cases = [
         (write(u64::MAX - 10, bytes(4096)), IoError::Invalid),
         (write(u64::MAX, bytes(0)), IoError::TooLarge),
@@ -164,7 +165,11 @@ fn malformed_io_is_answered_with_an_error() {
         (read(u64::MAX - 10, 4096), IoError::Invalid),
         (read(0, 1 << 40), IoError::Invalid),
         (read(OBJECT_BYTES_MAX, 1), IoError::TooLarge),
-        (ToOst::Punch { xid: Xid(9), object: OBJECT, size: u64::MAX }, IoError::TooLarge),
+        (punch(Cut::Size(u64::MAX)), IoError::TooLarge),
+        (punch(Cut::Hole { offset: u64::MAX, len: 2 }), IoError::Invalid),
+        (punch(Cut::Hole { offset: 0, len: 0 }), IoError::Invalid),
+        (punch(Cut::Reserve { offset: OBJECT_BYTES_MAX, len: 1, keep_size: false }), IoError::TooLarge),
+        (punch(Cut::Reserve { offset: 0, len: 0, keep_size: true }), IoError::Invalid),
     ];
     for (message, error) in cases {
         let case = format!("{message:?}");
@@ -277,8 +282,17 @@ impl ObjectStore for AdvisedStore {
     fn punch(&mut self, object: ObjectId, size: u64) -> Result<(), StoreError> {
         self.bytes.punch(object, size)
     }
+    fn punch_hole(&mut self, object: ObjectId, offset: u64, len: u64) -> Result<(), StoreError> {
+        self.bytes.punch_hole(object, offset, len)
+    }
+    fn reserve(&mut self, object: ObjectId, offset: u64, len: u64, keep_size: bool) -> Result<(), StoreError> {
+        self.bytes.reserve(object, offset, len, keep_size)
+    }
     fn size(&mut self, object: ObjectId) -> Result<u64, StoreError> {
         self.bytes.size(object)
+    }
+    fn allocated(&mut self, object: ObjectId) -> Result<u64, StoreError> {
+        self.bytes.allocated(object)
     }
     fn advise(&mut self, object: ObjectId, advice: CacheAdvice, offset: u64, len: u64) -> Result<(), StoreError> {
         self.advised.push((object, advice, offset, len));

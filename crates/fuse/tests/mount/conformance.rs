@@ -380,3 +380,75 @@ fn a_device_on_the_mount_does_not_open() {
     let opened = std::fs::OpenOptions::new().write(true).open(m.at(0, "null"));
     assert_eq!(opened.unwrap_err().raw_os_error(), Some(libc::EACCES));
 }
+
+fn fallocate(path: &Path, mode: i32, offset: i64, len: i64) -> Result<String> {
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    // SAFETY: an open descriptor; fallocate reads no memory of ours.
+    rc(unsafe { libc::fallocate(std::os::fd::AsRawFd::as_raw_fd(&file), mode, offset, len) }, "done")
+}
+
+/// Size, and space held in KiB (`st_blocks / 2`), as `du` counts it.
+fn space(path: &Path) -> Result<String> {
+    let meta = std::fs::metadata(path)?;
+    Ok(format!("size {} space {}K", meta.len(), meta.blocks() / 2))
+}
+
+const MIB: usize = 1 << 20;
+
+#[test]
+fn fallocate_and_sparse_files_hold_the_space_a_local_file_system_says() {
+    conforms(&[
+        ("a sparse file", |d| {
+            std::fs::File::create(d.join("sparse"))?.set_len(10 << 30)?;
+            space(&d.join("sparse"))
+        }),
+        ("reserve 1 MiB", |d| {
+            std::fs::File::create(d.join("r"))?;
+            fallocate(&d.join("r"), 0, 0, MIB as i64)?;
+            space(&d.join("r"))
+        }),
+        ("reserve past the end, keeping the size", |d| {
+            fallocate(&d.join("r"), libc::FALLOC_FL_KEEP_SIZE, MIB as i64, MIB as i64)?;
+            space(&d.join("r"))
+        }),
+        ("reserved bytes read as zeros", |d| {
+            Ok(std::fs::read(d.join("r"))?.iter().filter(|b| **b != 0).count().to_string())
+        }),
+        ("punch a hole", |d| {
+            std::fs::write(d.join("h"), vec![7u8; 3 * MIB])?;
+            fallocate(&d.join("h"), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, MIB as i64, MIB as i64)?;
+            space(&d.join("h"))
+        }),
+        ("the hole reads as zeros and the rest as written", |d| {
+            let bytes = std::fs::read(d.join("h"))?;
+            let zeros = bytes.iter().filter(|b| **b == 0).count();
+            let sevens = bytes.iter().filter(|b| **b == 7).count();
+            Ok(format!("{zeros} zeros {sevens} sevens"))
+        }),
+        ("a hole of part of a page", |d| {
+            fallocate(&d.join("h"), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, 100, 200)?;
+            let bytes = std::fs::read(d.join("h"))?;
+            Ok(format!("{:?} {:?} {:?}", &bytes[99..101], &bytes[299..301], bytes.len()))
+        }),
+        ("a hole without KEEP_SIZE", |d| fallocate(&d.join("h"), libc::FALLOC_FL_PUNCH_HOLE, 0, 10)),
+        ("a length of 0", |d| fallocate(&d.join("h"), 0, 0, 0)),
+        ("a file open for reading only", |d| {
+            let file = std::fs::File::open(d.join("h"))?;
+            // SAFETY: an open descriptor.
+            rc(unsafe { libc::fallocate(std::os::fd::AsRawFd::as_raw_fd(&file), 0, 0, 10) }, "done")
+        }),
+    ]);
+}
+
+/// `fallocate` modes that lanefs does not have are refused by name, as on
+/// Lustre; the bytes stay as they were.
+#[test]
+fn fallocate_modes_lanefs_lacks_are_eopnotsupp() {
+    let Some(m) = mounted(1) else { return };
+    std::fs::write(m.at(0, "f"), vec![7u8; 8192]).unwrap();
+    for mode in [libc::FALLOC_FL_ZERO_RANGE, libc::FALLOC_FL_COLLAPSE_RANGE, libc::FALLOC_FL_INSERT_RANGE] {
+        let refused = fallocate(&m.at(0, "f"), mode, 0, 4096).unwrap_err();
+        assert_eq!(refused.raw_os_error(), Some(libc::EOPNOTSUPP), "mode {mode:#x}");
+    }
+    assert_eq!(std::fs::read(m.at(0, "f")).unwrap(), vec![7u8; 8192]);
+}

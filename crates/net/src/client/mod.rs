@@ -663,7 +663,7 @@ impl Client {
         let size = size_rx.blocking_recv().map_err(|_| NetError::Closed)?.map_err(|e| missing_object(file, e.into()));
         let data = read_rx.blocking_recv().map_err(|_| NetError::Closed)?.map_err(|e| missing_object(file, e.into()));
         let (size, mut data) = match (size?, data?) {
-            (OpOutput::Size(size), OpOutput::Read(data)) => (size, data),
+            (OpOutput::Size { size, .. }, OpOutput::Read(data)) => (size, data),
             other => return Err(NetError::Protocol(format!("stat and read answered {other:?}"))),
         };
         data.truncate(usize::try_from(size.saturating_sub(offset)).unwrap_or(usize::MAX));
@@ -683,9 +683,15 @@ impl Client {
 
     /// The file's size, including data still dirty in other clients' caches.
     pub fn size(&self, file: &File) -> Result<u64, NetError> {
+        self.size_and_space(file).map(|(size, _)| size)
+    }
+
+    /// The file's size, and the bytes of space its objects hold on the
+    /// OSTs' disks (what `st_blocks` counts: holes hold none).
+    pub fn size_and_space(&self, file: &File) -> Result<(u64, u64), NetError> {
         let fh = file.handle;
         match self.file_op(file, move |c, now| c.stat(now, fh))? {
-            OpOutput::Size(size) => Ok(size),
+            OpOutput::Size { size, allocated } => Ok((size, allocated)),
             other => Err(NetError::Protocol(format!("stat answered {other:?}"))),
         }
     }
@@ -693,6 +699,14 @@ impl Client {
     pub fn truncate(&self, file: &File, size: u64) -> Result<(), NetError> {
         let fh = file.handle;
         self.file_op(file, move |c, now| c.truncate(now, fh, size)).map(|_| ())
+    }
+
+    /// `fallocate(2)`: `Cut::Hole` punches a hole (reads as zeros, holds
+    /// no space), `Cut::Reserve` reserves space on the OSTs (`ENOSPC` now
+    /// rather than at a later write), growing the file unless `keep_size`.
+    pub fn fallocate(&self, file: &File, cut: lanefs_core::msg::Cut) -> Result<(), NetError> {
+        let fh = file.handle;
+        self.file_op(file, move |c, now| c.fallocate(now, fh, cut)).map(|_| ())
     }
 
     /// Take a GROUP lock of `gid` on every object of `file`

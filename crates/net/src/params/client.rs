@@ -163,6 +163,7 @@ fn llite_files(tree: &mut Tree, v: &ClientView, dir: &str) {
         Counter::Events { name: "fsync", units: "reqs", count: ll.fsyncs },
         Counter::Events { name: "getattr", units: "reqs", count: ll.getattrs },
         Counter::Events { name: "truncate", units: "reqs", count: ll.truncates },
+        Counter::Events { name: "fallocate", units: "reqs", count: ll.fallocates },
         Counter::Events { name: "lockahead", units: "reqs", count: ll.lockaheads },
     ];
     tree.insert(l("stats"), stats_file(v.now, start, &counters));
