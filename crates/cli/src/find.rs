@@ -1,7 +1,9 @@
 //! `lanefs find`, as `lfs find`: walk directories through the MDS and
 //! print the paths that match every test given (`--name`, `--type`,
-//! `--size`, `--stripe-count`, `--stripe-size`, `--ost`, `--pool`,
-//! `--maxdepth`).
+//! `--size`, `--mtime`, `--atime`, `--ctime`, `--user`, `--group`,
+//! `--stripe-count`, `--stripe-size`, `--ost`, `--pool`), each negated by
+//! a `!` before it, below `--maxdepth` levels. As lfs (getopt_long_only),
+//! a long option takes one dash or two.
 //!
 //! Numbers take find(1)'s signs, as lfs's do: `+N` more than N, `-N` less
 //! than N, `N` exactly N; a size with a unit (`k`, `M`, `G`, `T`, base 2)
@@ -54,21 +56,240 @@ impl NumberTest {
     }
 }
 
-/// What `lanefs find` looks for.
+/// One test of `lanefs find`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Test {
+    /// The entry's name matches a shell pattern (`--name`).
+    Name(String),
+    Kind(FileKind),
+    /// A file's size from the OSTs.
+    Size(NumberTest),
+    /// A file's layout (files only: lanefs departs from lfs, which also
+    /// matches directories by their default layout).
+    StripeCount(NumberTest),
+    StripeSize(NumberTest),
+    /// Files with an object on any of these OSTs.
+    Osts(Vec<u32>),
+    /// Files in this OST pool.
+    Pool(lanefs_mds::PoolName),
+    /// A time's age, as find(1)'s `-mtime`, `-atime` and `-ctime` count it.
+    Time(TimeField, AgeTest),
+    User(u32),
+    Group(u32),
+}
+
+/// Which of an inode's times a test reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeField {
+    Modified,
+    Accessed,
+    Changed,
+}
+
+/// An age test: `+N`, `-N` or `N` whole units (days unless a unit
+/// follows: `s`, `m`, `h`, `d`, `w`, `y`), the age rounded down, as
+/// find(1) and lfs count it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AgeTest {
+    sign: std::cmp::Ordering,
+    value: u64,
+    unit_s: u64,
+}
+
+impl AgeTest {
+    pub fn parse(text: &str) -> Result<AgeTest, String> {
+        let (sign, rest) = match text.as_bytes().first() {
+            Some(b'+') => (std::cmp::Ordering::Greater, &text[1..]),
+            Some(b'-') => (std::cmp::Ordering::Less, &text[1..]),
+            _ => (std::cmp::Ordering::Equal, text),
+        };
+        let digits_end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let (digits, suffix) = rest.split_at(digits_end);
+        let value: u64 = digits.parse().map_err(|_| format!("{text:?} is not an age: give N, +N or -N (days)"))?;
+        let unit_s = match suffix {
+            "s" => 1,
+            "m" => 60,
+            "h" => 3600,
+            "" | "d" => 86_400,
+            "w" => 7 * 86_400,
+            "y" => 365 * 86_400,
+            other => return Err(format!("{text:?}: unknown unit {other:?}; use s, m, h, d, w or y")),
+        };
+        Ok(AgeTest { sign, value, unit_s })
+    }
+
+    /// Whether a time `at_ns` passes, `now_ns` being now.
+    pub fn matches(&self, at_ns: u64, now_ns: u64) -> bool {
+        let age_s = now_ns.saturating_sub(at_ns) / 1_000_000_000;
+        (age_s / self.unit_s).cmp(&self.value) == self.sign
+    }
+}
+
+/// What `lanefs find` looks for: every test must pass (a negated one
+/// must fail).
 #[derive(Clone, Debug, Default)]
 pub struct FindTests {
-    pub name: Option<String>,
-    pub kind: Option<FileKind>,
-    pub size: Option<NumberTest>,
-    pub stripe_count: Option<NumberTest>,
-    pub stripe_size: Option<NumberTest>,
-    /// Files with an object on any of these OSTs.
-    pub osts: Vec<u32>,
-    /// Files in this OST pool.
-    pub pool: Option<lanefs_mds::PoolName>,
+    /// Each test, and whether `!` negated it.
+    pub tests: Vec<(Test, bool)>,
     pub max_depth: Option<u32>,
     /// End each path with NUL rather than a newline.
     pub print0: bool,
+}
+
+/// The help of `lanefs find`'s expression.
+pub const EXPRESSION_HELP: &str = "\
+Paths come first, then the expression, as lfs find takes it: every test
+must pass; `!` before a test negates it. Long options take one dash or two
+(-name or --name).
+  --name, -n PATTERN       names matching a shell pattern (*, ?, [...])
+  --type, -t f|d|l|p|s|c|b file, directory, symbolic link, named pipe,
+                           socket, character or block device
+  --size, -s [+-]N[kMGTP]  size (find's rounding: up to whole units)
+  --mtime, -M [+-]N[smhdwy] modified N days (or units) ago
+  --atime, -A [+-]N        accessed N days ago
+  --ctime, -C [+-]N        changed N days ago
+  --user, -u, --uid, -U NAME|UID    owned by that user
+  --group, -G, --gid, -g NAME|GID   in that group
+  --stripe-count, -c [+-]N files with that many stripes
+  --stripe-size, -S [+-]N[kMG]      files with that stripe size
+  --ost, -O OST[,OST...]   files with an object on one of them
+  --pool POOL              files in that OST pool
+  --maxdepth, -D N         descend at most N levels below each path
+  --print0, -0             end each path with a NUL (for xargs -0)";
+
+/// The tests `lanefs find` knows, by every name lfs gives them, and
+/// whether they take a value.
+const OPTIONS: &[(&[&str], &str)] = &[
+    (&["--name", "-n"], "name"),
+    (&["--type", "-t"], "type"),
+    (&["--size", "-s"], "size"),
+    (&["--mtime", "-M"], "mtime"),
+    (&["--atime", "-A"], "atime"),
+    (&["--ctime", "-C"], "ctime"),
+    (&["--user", "-u", "--uid", "-U"], "user"),
+    (&["--group", "-G", "--gid", "-g"], "group"),
+    (&["--stripe-count", "--stripe_count", "-c"], "stripe-count"),
+    (&["--stripe-size", "--stripe_size", "-S"], "stripe-size"),
+    (&["--ost", "--obd", "-O"], "ost"),
+    (&["--pool"], "pool"),
+    (&["--maxdepth", "-D"], "maxdepth"),
+    (&["--print0", "-0"], "print0"),
+];
+
+/// `lanefs find`'s arguments, as `lfs find` reads them (getopt_long_only:
+/// `-name` is `--name`): the paths, then the expression.
+pub fn parse(args: &[String]) -> Result<(Vec<String>, FindTests), String> {
+    let mut paths = Vec::new();
+    let mut tests = FindTests::default();
+    let mut negate = false;
+    let mut i = 0;
+    while i < args.len() {
+        let arg = &args[i];
+        i += 1;
+        if arg == "!" || arg == "--not" {
+            if negate {
+                return Err("`!` twice in a row: give it once, before the test it negates".into());
+            }
+            negate = true;
+            continue;
+        }
+        if !arg.starts_with('-') || arg == "-" {
+            if !tests.tests.is_empty() || negate {
+                return Err(format!(
+                    "{arg:?} after the expression: give the paths first (lanefs find PATH... [EXPRESSION])"
+                ));
+            }
+            paths.push(arg.clone());
+            continue;
+        }
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => (flag.to_string(), Some(value.to_string())),
+            _ => (arg.clone(), None),
+        };
+        // getopt_long_only: a single dash before a long name.
+        let long = if !flag.starts_with("--") && flag.len() > 2 { format!("-{flag}") } else { flag.clone() };
+        let Some((_, option)) = OPTIONS.iter().find(|(names, _)| names.contains(&long.as_str())) else {
+            return Err(format!("unknown test {arg:?}; lanefs find knows:\n{EXPRESSION_HELP}"));
+        };
+        if *option == "print0" {
+            if negate {
+                return Err("`!` negates a test, not --print0".into());
+            }
+            tests.print0 = true;
+            continue;
+        }
+        let value = match inline {
+            Some(value) => value,
+            None => {
+                let Some(value) = args.get(i) else { return Err(format!("{arg} needs a value")) };
+                i += 1;
+                value.clone()
+            }
+        };
+        let bad = |e: String| format!("{arg} {value}: {e}");
+        let test = match *option {
+            "maxdepth" => {
+                if negate {
+                    return Err("`!` negates a test, not --maxdepth".into());
+                }
+                tests.max_depth = Some(value.parse().map_err(|_| bad("give a number of levels".into()))?);
+                continue;
+            }
+            "name" => Test::Name(value.clone()),
+            "type" => Test::Kind(parse_kind(&value).map_err(bad)?),
+            "size" => Test::Size(NumberTest::parse(&value, true).map_err(bad)?),
+            "stripe-count" => Test::StripeCount(NumberTest::parse(&value, false).map_err(bad)?),
+            "stripe-size" => Test::StripeSize(NumberTest::parse(&value, true).map_err(bad)?),
+            "ost" => Test::Osts(parse_osts(&value).map_err(bad)?),
+            "pool" => Test::Pool(lanefs_mds::PoolName::parse(&value).map_err(|e| bad(e.to_string()))?),
+            "mtime" => Test::Time(TimeField::Modified, AgeTest::parse(&value).map_err(bad)?),
+            "atime" => Test::Time(TimeField::Accessed, AgeTest::parse(&value).map_err(bad)?),
+            "ctime" => Test::Time(TimeField::Changed, AgeTest::parse(&value).map_err(bad)?),
+            "user" => Test::User(user_id(&value).map_err(bad)?),
+            "group" => Test::Group(group_id(&value).map_err(bad)?),
+            other => unreachable!("option {other} is listed"),
+        };
+        tests.tests.push((test, negate));
+        negate = false;
+    }
+    if negate {
+        return Err("`!` at the end: put it before the test it negates".into());
+    }
+    if paths.is_empty() {
+        return Err("no path: give where to start (lanefs find PATH... [EXPRESSION])".into());
+    }
+    Ok((paths, tests))
+}
+
+/// A user by name (the password database) or number.
+fn user_id(text: &str) -> Result<u32, String> {
+    if let Ok(uid) = text.parse() {
+        return Ok(uid);
+    }
+    let name = std::ffi::CString::new(text).map_err(|_| "a user name has no NUL byte".to_string())?;
+    // SAFETY: a valid C string; getpwnam's result is read at once, before
+    // any other call that could reuse its buffer.
+    let entry = unsafe { libc::getpwnam(name.as_ptr()) };
+    if entry.is_null() {
+        return Err(format!("no user {text:?}: give a user name or a uid"));
+    }
+    // SAFETY: getpwnam returned a valid entry.
+    Ok(unsafe { (*entry).pw_uid })
+}
+
+/// A group by name (the group database) or number.
+fn group_id(text: &str) -> Result<u32, String> {
+    if let Ok(gid) = text.parse() {
+        return Ok(gid);
+    }
+    let name = std::ffi::CString::new(text).map_err(|_| "a group name has no NUL byte".to_string())?;
+    // SAFETY: as for getpwnam above.
+    let entry = unsafe { libc::getgrnam(name.as_ptr()) };
+    if entry.is_null() {
+        return Err(format!("no group {text:?}: give a group name or a gid"));
+    }
+    // SAFETY: getgrnam returned a valid entry.
+    Ok(unsafe { (*entry).gr_gid })
 }
 
 /// `find -type`'s letters: `f`, `d`, `l`, `p`, `s`, `c` or `b`.
@@ -187,50 +408,61 @@ fn visit(
 }
 
 /// Whether the entry passes every test; the MDS and the OSTs are asked
-/// only for what the tests need.
+/// only for what the tests need, once each.
 fn matches(cl: &Client, inner: &str, name: &str, kind: FileKind, tests: &FindTests) -> Result<bool> {
-    if tests.name.as_deref().is_some_and(|pattern| !name_matches(pattern, name)) {
-        return Ok(false);
-    }
-    if tests.kind.is_some_and(|wanted| wanted != kind) {
-        return Ok(false);
-    }
-    let layout_tests =
-        tests.stripe_count.is_some() || tests.stripe_size.is_some() || !tests.osts.is_empty() || tests.pool.is_some();
-    if !layout_tests && tests.size.is_none() {
-        return Ok(true);
-    }
-    if kind != FileKind::File {
-        return Ok(false);
-    }
-    let attr = match cl.mds(MdsRequest::Stat { path: inner.into() })? {
-        MdsReply::Attr(attr) => attr,
-        other => bail!("unexpected MDS answer {other:?}"),
-    };
-    let Some(layout) = attr.layout else { return Ok(false) };
-    if tests.stripe_count.is_some_and(|t| !t.matches(u64::from(layout.stripe_count()))) {
-        return Ok(false);
-    }
-    if tests.stripe_size.is_some_and(|t| !t.matches(layout.stripe_size())) {
-        return Ok(false);
-    }
-    if !tests.osts.is_empty() && !layout.objects().iter().any(|o| tests.osts.contains(&o.ost.0)) {
-        return Ok(false);
-    }
-    if let Some(wanted) = &tests.pool {
-        let MdsReply::Stripe(info) = cl.mds(MdsRequest::GetStripe { path: inner.into() })? else {
-            bail!("unexpected MDS answer for {inner}")
+    let mut attr: Option<lanefs_mds::Attr> = None;
+    let mut size: Option<u64> = None;
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    for (test, negated) in &tests.tests {
+        let mut attr = |cl: &Client| -> Result<lanefs_mds::Attr> {
+            if attr.is_none() {
+                attr = Some(match cl.mds(MdsRequest::Stat { path: inner.into() })? {
+                    MdsReply::Attr(attr) => attr,
+                    other => bail!("unexpected MDS answer {other:?}"),
+                });
+            }
+            Ok(attr.clone().expect("just fetched"))
         };
-        if info.pool.as_ref() != Some(wanted) {
-            return Ok(false);
-        }
-    }
-    if let Some(size_test) = tests.size {
-        // The size is the OSTs' (a glimpse of the file's objects).
-        let f = cl.open_layout(inner, layout)?;
-        let size = cl.size(&f);
-        cl.close(f)?;
-        if !size_test.matches(size?) {
+        let passed = match test {
+            Test::Name(pattern) => name_matches(pattern, name),
+            Test::Kind(wanted) => *wanted == kind,
+            Test::User(uid) => attr(cl)?.uid == *uid,
+            Test::Group(gid) => attr(cl)?.gid == *gid,
+            Test::Time(field, age) => {
+                let a = attr(cl)?;
+                let at = match field {
+                    TimeField::Modified => a.mtime_ns,
+                    TimeField::Accessed => a.atime_ns,
+                    TimeField::Changed => a.ctime_ns,
+                };
+                age.matches(at, now_ns)
+            }
+            // Layouts and sizes are files' only.
+            _ if kind != FileKind::File => false,
+            Test::StripeCount(t) => attr(cl)?.layout.is_some_and(|l| t.matches(u64::from(l.stripe_count()))),
+            Test::StripeSize(t) => attr(cl)?.layout.is_some_and(|l| t.matches(l.stripe_size())),
+            Test::Osts(osts) => attr(cl)?.layout.is_some_and(|l| l.objects().iter().any(|o| osts.contains(&o.ost.0))),
+            Test::Pool(wanted) => {
+                let MdsReply::Stripe(info) = cl.mds(MdsRequest::GetStripe { path: inner.into() })? else {
+                    bail!("unexpected MDS answer for {inner}")
+                };
+                info.pool.as_ref() == Some(wanted)
+            }
+            Test::Size(t) => {
+                if size.is_none() {
+                    // The size is the OSTs' (a glimpse of the file's objects).
+                    let Some(layout) = attr(cl)?.layout else { return Ok(*negated) };
+                    let f = cl.open_layout(inner, layout)?;
+                    let got = cl.size(&f);
+                    cl.close(f)?;
+                    size = Some(got?);
+                }
+                t.matches(size.expect("just asked"))
+            }
+        };
+        if passed == *negated {
             return Ok(false);
         }
     }
@@ -258,6 +490,52 @@ mod tests {
         assert!(name_matches("f?[0-9]", "fx7") && !name_matches("f?[0-9]", "fxy"));
         assert!(name_matches("[!a]*", "bcd") && !name_matches("[!a]*", "abc"));
         assert!(name_matches("[", "[") && name_matches("*", ""));
+    }
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn the_expression_reads_as_lfs_find_reads_it() {
+        let (paths, tests) = parse(&args("/mnt/a /mnt/b -type f ! -name *.o --size +1M -mtime -2 -print0")).unwrap();
+        assert_eq!(paths, ["/mnt/a", "/mnt/b"]);
+        assert!(tests.print0);
+        assert_eq!(tests.tests.len(), 4);
+        assert_eq!(tests.tests[0], (Test::Kind(FileKind::File), false));
+        assert_eq!(tests.tests[1], (Test::Name("*.o".into()), true));
+        assert!(matches!(tests.tests[3], (Test::Time(TimeField::Modified, _), false)));
+        let (_, tests) = parse(&args("/ --user=0 -G 0 -D 1 --not --type d")).unwrap();
+        assert_eq!(tests.tests, [(Test::User(0), false), (Test::Group(0), false), (Test::Kind(FileKind::Dir), true)]);
+        assert_eq!(tests.max_depth, Some(1));
+        assert_eq!(parse(&args("/ -user root")).unwrap().1.tests, [(Test::User(0), false)]);
+        for (line, said) in [
+            ("/ -type f /b", "give the paths first"),
+            ("/ !", "`!` at the end"),
+            ("/ ! ! -type f", "`!` twice"),
+            ("/ -frobnicate 1", "unknown test \"-frobnicate\""),
+            ("/ -name", "-name needs a value"),
+            ("-type f", "no path"),
+            ("/ -user nosuchuserhere", "no user"),
+            ("/ ! -maxdepth 1", "not --maxdepth"),
+            ("/ -mtime 2x", "unknown unit"),
+        ] {
+            let error = parse(&args(line)).unwrap_err();
+            assert!(error.contains(said), "{line}: {error}");
+        }
+    }
+
+    #[test]
+    fn ages_round_down_as_find_rounds_them() {
+        let day = 86_400 * 1_000_000_000u64;
+        let now = 100 * day;
+        let t = |text: &str| AgeTest::parse(text).unwrap();
+        assert!(t("0").matches(now - day / 2, now), "half a day is 0 days");
+        assert!(t("1").matches(now - day - 1, now) && !t("1").matches(now - 2 * day, now));
+        assert!(t("+1").matches(now - 2 * day, now) && !t("+1").matches(now - day - 5, now));
+        assert!(t("-1").matches(now - day / 2, now) && !t("-1").matches(now - day, now));
+        assert!(t("-2h").matches(now - 3_600 * 1_000_000_000, now));
+        assert!(t("+0").matches(now - day, now) && !t("+0").matches(now, now));
     }
 
     #[test]

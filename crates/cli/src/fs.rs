@@ -5,7 +5,6 @@
 //! process's uid, gid and groups go with every namespace call), and new
 //! files and directories get the process's umask.
 
-use crate::find::{FindTests, NumberTest};
 use crate::out::{self, outln};
 use crate::pool::PoolCommand;
 use anyhow::{bail, Context, Result};
@@ -13,7 +12,7 @@ use clap::{Args, Subcommand};
 use lanefs_core::client::ladvise::{Advice, AheadMode, CacheAdvice, LU_LADVISE_LOCKAHEAD};
 use lanefs_core::layout::Layout;
 use lanefs_mds::perm::mode_string;
-use lanefs_mds::{Access, Attr, CreateMode, DirEntry, FileKind, MdsReply, MdsRequest, MdtSpace, PoolName, StripeSpec};
+use lanefs_mds::{Access, Attr, CreateMode, DirEntry, FileKind, MdsReply, MdsRequest, PoolName, StripeSpec};
 use lanefs_net::auth::ClusterKey;
 use lanefs_net::client::{process_umask, Client, ClientOptions};
 use std::path::{Path, PathBuf};
@@ -117,37 +116,11 @@ pub enum FsCommand {
     },
     /// Find files and directories below paths (`lfs find`): those that pass
     /// every test given, one path per line.
+    #[command(after_help = crate::find::EXPRESSION_HELP)]
     Find {
-        /// Names matching a shell pattern (`*`, `?`, `[...]`).
-        #[arg(long = "name", short = 'n')]
-        name: Option<String>,
-        /// f (files), d (directories) or l (symbolic links).
-        #[arg(long = "type", short = 't', value_parser = crate::find::parse_kind)]
-        kind: Option<FileKind>,
-        /// Size: N, +N (more) or -N (less), with k/M/G/T units rounded up as find(1).
-        #[arg(long = "size", short = 's', allow_hyphen_values = true)]
-        size: Option<String>,
-        /// Stripe count of files: N, +N or -N.
-        #[arg(long = "stripe-count", short = 'c', allow_hyphen_values = true)]
-        stripe_count: Option<String>,
-        /// Stripe size of files: N, +N or -N, with units.
-        #[arg(long = "stripe-size", short = 'S', allow_hyphen_values = true)]
-        stripe_size: Option<String>,
-        /// Files with an object on one of these OSTs: 1, OST0001 or lanefs-OST0001_UUID, comma-separated.
-        #[arg(long = "ost", short = 'O')]
-        ost: Option<String>,
-        /// Files in this OST pool (NAME or lanefs.NAME).
-        #[arg(long = "pool")]
-        pool: Option<String>,
-        /// Descend at most this many levels below each path.
-        #[arg(long = "maxdepth", short = 'D')]
-        max_depth: Option<u32>,
-        /// End each path with a NUL (for xargs -0).
-        #[arg(long = "print0", short = '0')]
-        print0: bool,
-        /// Where to start.
-        #[arg(required = true)]
-        paths: Vec<String>,
+        /// PATH... [EXPRESSION]: where to start, then the tests (see below).
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "PATH|TEST")]
+        expression: Vec<String>,
     },
     /// The OSTs and whether each answers (`lfs osts`).
     Osts {
@@ -274,9 +247,15 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
-    // find prints paths as they were given (under a mount, the mount's).
+    // find and getstripe print paths as they were given (under a mount,
+    // the mount's), as lfs does.
+    let (mut find_paths, find_tests) = match &command {
+        FsCommand::Find { expression } => crate::find::parse(expression).map_err(|e| anyhow::anyhow!("find: {e}"))?,
+        _ => (Vec::new(), Default::default()),
+    };
     let given: Vec<String> = match &command {
-        FsCommand::Find { paths, .. } => paths.clone(),
+        FsCommand::Find { .. } => find_paths.clone(),
+        FsCommand::Getstripe { paths, .. } => paths.clone(),
         _ => Vec::new(),
     };
     if let FsCommand::Ladvise { advice, background, mode, start, end, length, unset, files } = command {
@@ -291,7 +270,9 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
         _ => None,
     };
     let mut mount_mds: Option<String> = None;
-    for path in command.paths_mut() {
+    let mut paths = command.paths_mut();
+    paths.extend(find_paths.iter_mut());
+    for path in paths {
         let Some((mds, inner)) = lanefs_fuse::mounts::lanefs_path(Path::new(path.as_str()))? else {
             if mount_mds.is_some() {
                 bail!("{path} is not under the lanefs mount the other paths are under: give one file system's paths");
@@ -322,28 +303,12 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
                 (false, true) => Depth::Itself,
                 (false, false) => Depth::Entries,
             };
-            paths.iter().try_for_each(|path| getstripe(&cl, path, fields, max_depth))
+            paths.iter().zip(&given).try_for_each(|(inner, shown)| getstripe(&cl, inner, shown, fields, max_depth))
         }
-        FsCommand::Find { name, kind, size, stripe_count, stripe_size, ost, pool, max_depth, print0, paths } => {
-            let number = |text: Option<String>, sizes: bool, option: &str| -> Result<Option<NumberTest>> {
-                text.map(|t| NumberTest::parse(&t, sizes).map_err(|e| anyhow::anyhow!("--{option}: {e}"))).transpose()
-            };
-            let tests = FindTests {
-                name,
-                kind,
-                size: number(size, true, "size")?,
-                stripe_count: number(stripe_count, false, "stripe-count")?,
-                stripe_size: number(stripe_size, true, "stripe-size")?,
-                osts: match ost {
-                    Some(text) => crate::find::parse_osts(&text).map_err(|e| anyhow::anyhow!("--ost: {e}"))?,
-                    None => Vec::new(),
-                },
-                pool: pool.map(|p| lanefs_mds::PoolName::parse(&p)).transpose()?,
-                max_depth,
-                print0,
-            };
-            paths.iter().zip(&given).try_for_each(|(inner, shown)| crate::find::find(&cl, inner, shown, &tests))
-        }
+        FsCommand::Find { .. } => find_paths
+            .iter()
+            .zip(&given)
+            .try_for_each(|(inner, shown)| crate::find::find(&cl, inner, shown, &find_tests)),
         FsCommand::Osts { .. } => {
             out::stdout_write(&format_osts(&cl.ost_stats()?))?;
             Ok(())
@@ -372,8 +337,7 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
         FsCommand::Df { human, inodes, .. } => {
             let mounted_on = mount_point.unwrap_or_else(|| "lanefs".to_string());
             let MdsReply::Statfs(statfs) = cl.mds(MdsRequest::Statfs)? else { bail!("unexpected MDS answer") };
-            let mdt = statfs.space.as_ref();
-            out::stdout_write(&format_df(mdt, &cl.ost_stats()?, &mounted_on, human, inodes))?;
+            out::stdout_write(&format_df(&statfs, &cl.ost_stats()?, &mounted_on, human, inodes))?;
             Ok(())
         }
         FsCommand::Pool(command) => crate::pool::run(&cl, command),
@@ -395,7 +359,8 @@ impl FsCommand {
             FsCommand::Df { path, .. } | FsCommand::Osts { path } | FsCommand::Mdts { path } => {
                 path.iter_mut().collect()
             }
-            FsCommand::Find { paths, .. } => paths.iter_mut().collect(),
+            // find's paths are in its expression, read before.
+            FsCommand::Find { .. } => Vec::new(),
             // pool_list PATH: the file system a path under a mount is of.
             FsCommand::Pool(PoolCommand::List { pool: Some(path) }) if path.starts_with('/') => vec![path],
             FsCommand::Ladvise { .. } | FsCommand::Pool(_) => Vec::new(),
@@ -479,40 +444,45 @@ enum Depth {
 
 /// One path, then, by `depth`, what lies below it; each entry is printed as
 /// soon as the MDS answers, so a directory of any size takes bounded memory.
-fn getstripe(cl: &Client, path: &str, fields: StripeFields, depth: Depth) -> Result<()> {
-    let dir = show_stripe(cl, path, fields, depth)?;
+/// `lfs getstripe` of `path` (within lanefs), printed as `shown` (the
+/// path as given: under a mount, the mount's) joined with what lies below.
+fn getstripe(cl: &Client, path: &str, shown: &str, fields: StripeFields, depth: Depth) -> Result<()> {
+    let dir = show_stripe(cl, path, shown, fields, depth)?;
     if dir && depth != Depth::Itself {
-        getstripe_below(cl, path, fields, depth)?;
+        getstripe_below(cl, path, shown, fields, depth)?;
     }
     Ok(())
 }
 
-fn getstripe_below(cl: &Client, dir: &str, fields: StripeFields, depth: Depth) -> Result<()> {
+fn getstripe_below(cl: &Client, dir: &str, shown: &str, fields: StripeFields, depth: Depth) -> Result<()> {
+    let join =
+        |dir: &str, name: &str| if dir.ends_with('/') { format!("{dir}{name}") } else { format!("{dir}/{name}") };
     for page in cl.readdir_pages(dir) {
         for entry in page? {
-            if entry.kind == FileKind::Symlink {
+            // Only files and directories have layouts.
+            if !matches!(entry.kind, FileKind::File | FileKind::Dir) {
                 continue;
             }
-            let full =
-                if dir.ends_with('/') { format!("{dir}{}", entry.name) } else { format!("{dir}/{}", entry.name) };
-            let is_dir = show_stripe(cl, &full, fields, depth)?;
+            let (full, shown_full) = (join(dir, &entry.name), join(shown, &entry.name));
+            let is_dir = show_stripe(cl, &full, &shown_full, fields, depth)?;
             if is_dir && depth == Depth::All {
-                getstripe_below(cl, &full, fields, depth)?;
+                getstripe_below(cl, &full, &shown_full, fields, depth)?;
             }
         }
     }
     Ok(())
 }
 
-/// Print `path`'s layout or default; whether it is a directory.
-fn show_stripe(cl: &Client, path: &str, fields: StripeFields, depth: Depth) -> Result<bool> {
+/// Print `path`'s layout or default, naming it `shown`; whether it is a
+/// directory.
+fn show_stripe(cl: &Client, path: &str, shown: &str, fields: StripeFields, depth: Depth) -> Result<bool> {
     let MdsReply::Stripe(info) = cl.mds(MdsRequest::GetStripe { path: path.into() })? else {
         bail!("unexpected MDS answer for {path}")
     };
     let dir = info.layout.is_none();
     // lfs prints the path when it may descend, never in YAML, and not for
     // a directory whose objects alone were asked for.
-    let shown_path = (!fields.yaml && depth != Depth::Itself && !(fields.quiet && dir)).then_some(path);
+    let shown_path = (!fields.yaml && depth != Depth::Itself && !(fields.quiet && dir)).then_some(shown);
     let text = match &info.layout {
         Some(layout) => {
             let values = [
@@ -867,7 +837,7 @@ fn mount_point_of(path: &str) -> Result<Option<String>> {
 /// database is in memory prints none. OSTs that share one backing file
 /// system count once in the summary.
 fn format_df(
-    mdt: Option<&MdtSpace>,
+    statfs: &lanefs_mds::Statfs,
     stats: &[lanefs_net::proto::OstStats],
     mounted_on: &str,
     human: bool,
@@ -882,8 +852,9 @@ fn format_df(
             (total_bytes >> shift, used >> shift, free_bytes >> shift)
         }
     };
+    // lfs cooks inode counts as it cooks bytes (`COOK` in showdf).
     let cell = |value: u64| -> String {
-        if !human || inodes {
+        if !human {
             return format!("{value:11}");
         }
         let (mut cooked, mut radix) = (value as f64, 0);
@@ -909,37 +880,28 @@ fn format_df(
     };
     let mut out =
         format!("{:<20} {:>11} {:>11} {:>11} {:>4} Mounted on\n", "UUID", header[0], header[1], header[2], header[3]);
-    let mdt_figures = mdt.map(|m| figures((m.total_bytes, m.free_bytes, m.total_inodes, m.free_inodes)));
-    if let Some(f) = mdt_figures {
+    // The MDT's inodes are lanefs's (rows of its database), the free ones
+    // its file system's; its bytes are its file system's.
+    let mdt_used = statfs.file_count + statfs.dir_count;
+    if let Some(m) = &statfs.space {
+        let f = figures((m.total_bytes, m.free_bytes, mdt_used + m.free_inodes, m.free_inodes));
         out += &line("lanefs-MDT0000_UUID", f, &format!("{mounted_on}[MDT:0]"));
     }
-    let (mut sum, mut seen) = ((0u64, 0u64, 0u64), std::collections::BTreeSet::new());
     for s in stats {
         let uuid = format!("lanefs-OST{:04x}_UUID", s.ost);
         match &s.space {
             Some(space) => {
                 let f = figures((space.total_bytes, space.free_bytes, space.total_inodes, space.free_inodes));
                 out += &line(&uuid, f, &format!("{mounted_on}[OST:{}]", s.ost));
-                if seen.insert(space.fsid) {
-                    sum = (sum.0 + f.0, sum.1 + f.1, sum.2 + f.2);
-                }
             }
             None => out += &format!("{uuid:<20}: inactive device\n"),
         }
     }
-    if inodes {
-        // mntdf: the MDT's inodes, with as many free as the OSTs have free
-        // objects if those are fewer.
-        let ost_free = sum.2;
-        let (mdt_total, mdt_used, mdt_free) = mdt_figures.unwrap_or_default();
-        sum = if sum.0 > 0 && ost_free < mdt_free {
-            (mdt_used + ost_free, mdt_used, ost_free)
-        } else {
-            (mdt_total, mdt_used, mdt_free)
-        };
-    }
+    // What the mount's statfs says too (`lanefs_net::space`).
+    let s = lanefs_net::space::summary(statfs, stats);
     out += "\n";
-    out += &line("filesystem_summary:", sum, mounted_on);
+    out +=
+        &line("filesystem_summary:", figures((s.total_bytes, s.free_bytes, s.total_inodes, s.free_inodes)), mounted_on);
     out += "\n";
     out
 }
@@ -947,6 +909,7 @@ fn format_df(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lanefs_mds::MdtSpace;
 
     #[test]
     fn ladvise_takes_lfs_exclusive_end() {
@@ -992,11 +955,15 @@ mod tests {
         let stats = [ost(0, 7), ost(1, 7)];
         let mdt =
             MdtSpace { fsid: 7, total_bytes: 1 << 30, free_bytes: 768 << 20, total_inodes: 2000, free_inodes: 1500 };
+        // 500 lanefs inodes.
+        let with =
+            |space: Option<MdtSpace>| lanefs_mds::Statfs { ost_count: 2, file_count: 300, dir_count: 200, space };
+        let mdt_statfs = with(Some(mdt));
         // lfs df's own text: the MDT first (its space left out of the
         // summary, lfs.c mntdf: "If we have OSTs then don't report MDT
         // block counts"), then the OSTs.
         assert_eq!(
-            format_df(Some(&mdt), &stats, "/mnt/lanefs", false, false),
+            format_df(&mdt_statfs, &stats, "/mnt/lanefs", false, false),
             "UUID                   1K-blocks        Used   Available Use% Mounted on\n\
              lanefs-MDT0000_UUID      1048576      262144      786432  25% /mnt/lanefs[MDT:0]\n\
              lanefs-OST0000_UUID      4194304     1048576     3145728  25% /mnt/lanefs[OST:0]\n\
@@ -1004,15 +971,16 @@ mod tests {
              filesystem_summary:      4194304     1048576     3145728  25% /mnt/lanefs\n\n"
         );
         // A database in memory has no MDT line.
-        assert!(!format_df(None, &stats, "/m", false, false).contains("MDT"));
-        let human = format_df(Some(&mdt), &stats[..1], "/m", true, false);
+        assert!(!format_df(&with(None), &stats, "/m", false, false).contains("MDT"));
+        let human = format_df(&mdt_statfs, &stats[..1], "/m", true, false);
         // lfs divides while the value is above 1024: 1 GiB shows as 1024.0M.
         assert!(human.contains("lanefs-OST0000_UUID         4.0G     1024.0M        3.0G  25% /m[OST:0]"), "{human}");
         assert!(human.contains("lanefs-MDT0000_UUID      1024.0M      256.0M      768.0M  25% /m[MDT:0]"), "{human}");
-        // -i: the summary's inodes are the MDT's (mntdf sums the MDTs'
+        // -i: the MDT's inodes in use are lanefs's, its free ones its file
+        // system's; the summary's are the MDT's (mntdf sums the MDTs'
         // os_files and os_ffree) ...
         assert_eq!(
-            format_df(Some(&mdt), &stats[..1], "/m", false, true),
+            format_df(&mdt_statfs, &stats[..1], "/m", false, true),
             "UUID                      Inodes       IUsed       IFree IUse% Mounted on\n\
              lanefs-MDT0000_UUID         2000         500        1500  25% /m[MDT:0]\n\
              lanefs-OST0000_UUID         1000         100         900  10% /m[OST:0]\n\n\
@@ -1020,8 +988,11 @@ mod tests {
         );
         // ... lowered to the OSTs' free objects only when those are fewer.
         let roomy = MdtSpace { total_inodes: 1000, free_inodes: 800, ..mdt };
-        let summary = format_df(Some(&roomy), &stats[..1], "/m", false, true);
-        assert!(summary.contains("filesystem_summary:         1000         200         800  20% /m\n"), "{summary}");
+        let summary = format_df(&with(Some(roomy)), &stats[..1], "/m", false, true);
+        assert!(summary.contains("filesystem_summary:         1300         500         800  38% /m\n"), "{summary}");
+        // -i -h: inodes cooked as bytes are (lfs's COOK).
+        let cooked = format_df(&mdt_statfs, &stats[..1], "/m", true, true);
+        assert!(cooked.contains("lanefs-MDT0000_UUID         2.0K         500        1.5K  25% /m[MDT:0]"), "{cooked}");
     }
 
     #[test]

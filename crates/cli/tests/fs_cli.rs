@@ -174,6 +174,14 @@ fn lfs_style_commands_work_against_a_running_file_system() {
     assert_eq!(ok(&up, &["find", "/", "--maxdepth", "0"]), "/\n");
     assert_eq!(ok(&up, &["find", "/d", "-n", "ior", "--print0"]), "/d/ior\0");
     fails(&up, &["find", "/d", "--size", "+1x"], "unknown unit");
+    // lfs find's own forms: one dash, `!`, times and owners.
+    assert_eq!(ok(&up, &["find", "/d", "-type", "f", "!", "-name", "o*"]), "/d/ior\n");
+    // SAFETY: getuid and getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid().to_string(), libc::getgid().to_string()) };
+    assert_eq!(ok(&up, &["find", "/d", "-mtime", "-1", "-type", "f", "-user", &uid]), "/d/ior\n/d/one\n");
+    assert_eq!(ok(&up, &["find", "/d", "-mtime", "+0", "-type", "f"]), "", "nothing is a day old");
+    assert_eq!(ok(&up, &["find", "/d", &format!("--group={gid}"), "!", "--type", "d"]), "/d/ior\n/d/one\n");
+    fails(&up, &["find", "/d", "-type", "f", "/other"], "give the paths first");
     fails(&up, &["find", "/d", "--type", "x"], "give f (file), d (directory)");
     assert_eq!(ok(&up, &["find", "/d", "--type", "p"]), "", "no named pipes here");
     // lfs osts and mdts.
@@ -737,6 +745,25 @@ fn mount_serves_unmodified_programs_and_umount_waits_for_open_files() {
     std::fs::write(dir.path().join("striped/f"), b"data").unwrap();
     let (ok, out, err) = lanefs(&up, &["getstripe", &format!("{at}/striped/f")]);
     assert!(ok && out.contains("lmm_stripe_count:  2") && out.contains("lmm_stripe_size:   2097152"), "{out}{err}");
+    // Paths print as given, the mount's (as lfs prints them).
+    let (ok, out, err) = lanefs(&up, &["getstripe", &format!("{at}/striped")]);
+    assert!(ok && out.contains(&format!("\n{at}/striped/f\nlmm_stripe_count:  2")), "{out}{err}");
+    let (ok, out, err) = lanefs(&up, &["find", at, "-type", "f", "!", "-name", "z*"]);
+    assert!(ok && out == format!("{at}/striped/f\n"), "{out}{err}");
+    // lanefs df -i sums the inodes up as df -i on the mount does.
+    let (ok, out, err) = lanefs(&up, &["df", "-i", at]);
+    assert!(ok, "{err}");
+    let numbers = |line: &str| -> Vec<u64> { line.split_whitespace().filter_map(|n| n.parse().ok()).collect() };
+    let summary = numbers(out.lines().find(|l| l.starts_with("filesystem_summary:")).expect("a summary"));
+    let df = Command::new("df").args(["--output=itotal,iused,iavail", at]).output().unwrap();
+    let df = format!("{}{}", String::from_utf8_lossy(&df.stdout), String::from_utf8_lossy(&df.stderr));
+    let on_mount = numbers(df.lines().nth(1).unwrap_or_else(|| panic!("df: {df}")));
+    // In use: the same count; free: the backing file system's, which other
+    // programs on this machine change between the two calls.
+    assert_eq!(summary[1], on_mount[1], "lanefs df -i:\n{out}\ndf -i:\n{df}");
+    assert!(summary[2].abs_diff(on_mount[2]) < 10_000, "lanefs df -i:\n{out}\ndf -i:\n{df}");
+    let (ok, out, _) = lanefs(&up, &["df", "-i", "-h", at]);
+    assert!(ok && out.contains("IUse%"), "{out}");
     // Advice on a path under the mount goes to the mount's client (its ioctl), as lfs's to the node's.
     let (ok, out, err) =
         lanefs(&up, &["ladvise", "-a", "lockahead", "-m", "WRITE", "-s", "0", "-e", "1m", &format!("{at}/striped/f")]);

@@ -32,7 +32,7 @@ use lanefs_mds::{
     Access, Attr, CreateMode, Credentials, Fid, FileKind, MdsReply, MdsRequest, Node, StripeSpec, XattrHow,
 };
 use lanefs_net::client::{Client, File, NetError};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -1149,25 +1149,17 @@ impl Filesystem for LanefsFs {
     }
 
     fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        // As `lanefs df` sums it up (`lanefs_net::space`), so the two agree.
         let result = (|| {
             let MdsReply::Statfs(counts) = self.mds(req, MdsRequest::Statfs)? else { return Err(Errno::EIO) };
             let osts = self.client.ost_stats().map_err(|e| errno(&e))?;
-            // OSTs that share a file system count it once.
-            let mut seen = BTreeSet::new();
-            let (mut total, mut free, mut free_inodes) = (0u64, 0u64, 0u64);
-            for space in osts.iter().filter_map(|s| s.space) {
-                if seen.insert(space.fsid) {
-                    total += space.total_bytes;
-                    free += space.free_bytes;
-                    free_inodes += space.free_inodes;
-                }
-            }
-            Ok((total, free, counts.file_count + counts.dir_count, free_inodes))
+            Ok(lanefs_net::space::summary(&counts, &osts))
         })();
         match result {
-            Ok((total, free, files, free_files)) => {
+            Ok(s) => {
                 let block = 4096u64;
-                reply.statfs(total / block, free / block, free / block, files + free_files, free_files, 4096, 255, 4096)
+                let (blocks, free) = (s.total_bytes / block, s.free_bytes / block);
+                reply.statfs(blocks, free, free, s.total_inodes, s.free_inodes, 4096, 255, 4096)
             }
             Err(e) => reply.error(e),
         }

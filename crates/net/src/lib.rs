@@ -38,5 +38,6 @@ pub mod proto;
 pub mod refusal_backoff;
 pub mod runtime_files;
 pub mod shm;
+pub mod space;
 pub mod transport;
 mod writer;

@@ -104,7 +104,7 @@ pub enum Role {
 }
 
 /// Lock and data statistics of one OST (`lctl get_param ldlm.namespaces.*`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OstStats {
     pub ost: u32,
     pub locks_granted: u64,
