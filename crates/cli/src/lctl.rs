@@ -20,8 +20,10 @@ use std::path::PathBuf;
 const AFTER_HELP: &str = "\
 Parameters (INSTANCE: a client's ffff... id; N: an OST index in hex):
   osc.lanefs-OSTNNNN-osc-INSTANCE.{max_dirty_mb,max_rpcs_in_flight,max_pages_per_rpc,
-      cur_dirty_bytes,rpc_stats,stats}
+      cur_dirty_bytes,rpc_stats,stats,import}
+  mdc.lanefs-MDT0000-mdc-INSTANCE.stats
   llite.lanefs-INSTANCE.{max_cached_mb,stats}
+  version, health_check (this node's)
   ldlm.namespaces.lanefs-OSTNNNN-osc-INSTANCE.{lock_count,lock_unused_count,lru_size,
       lru_max_age,pool.granted,stats}
   obdfilter.lanefs-OSTNNNN.{stats,brw_stats,sync_lock_cancel,kbytestotal,kbytesfree,...}
@@ -43,7 +45,11 @@ and every OST of the file system (Lustre's sees its own node's devices); a
 client keeps one dirty limit, RPC limit and lock LRU for all its OSTs, so
 setting one OSC's or namespace's value sets them all for that client;
 writing to a stats file clears all of that client's statistics;
-lru_size=0 (dynamic LRU) is refused; stats files count requests
+lru_size=0 (dynamic LRU) is refused; parameters lanefs does not have
+(grants, checksums, client readahead, statahead, pings) are refused with
+the reason; `import` shows the session's state, server address and RPCs
+in flight (no connect flags, NIDs or time estimates); `dl -t` shows the
+address a client device connects to where Lustre shows a NID; stats files count requests
 ([reqs]) where Lustre times them ([usecs]), and leave out what lanefs
 does not measure (RPC latencies, pool rates, disk-side brw_stats).";
 
@@ -105,7 +111,11 @@ enum Verb {
         patterns: Vec<String>,
     },
     /// List devices, as `lctl dl`: index, status, type, name, uuid, references.
-    Dl,
+    Dl {
+        /// Add where each client device connects (its server's address).
+        #[arg(short = 't')]
+        targets: bool,
+    },
     /// lctl's pool commands, lanefs's own (`lanefs pool_new` ...).
     #[command(flatten)]
     Pool(crate::pool::PoolCommand),
@@ -144,7 +154,7 @@ pub fn run(args: LctlArgs, target: &Target) -> Result<()> {
             };
             set_param(&holders, &settings, !no_name, mode)?
         }
-        Verb::Dl => dl(&holders)?,
+        Verb::Dl { targets } => dl(&holders, targets)?,
         Verb::Pool(_) => unreachable!("pool commands are run above"),
     };
     if ok {
@@ -239,9 +249,53 @@ impl Holders {
             }
         }
         nodes.extend(self.server_tree().select(&selection));
+        nodes.extend(self.node_tree(pattern).select(&selection));
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         nodes.dedup_by(|a, b| a.name == b.name); // a directory both sides have
         Ok(nodes)
+    }
+
+    /// The node's own files, which lctl answers: `version`, and
+    /// `health_check` when the pattern reaches it (it asks every holder).
+    fn node_tree(&self, pattern: &str) -> params::Tree {
+        let mut tree = params::Tree::default();
+        tree.insert("version".into(), format!("lanefs {}", env!("CARGO_PKG_VERSION")));
+        if params::matches(pattern, "health_check") {
+            tree.insert("health_check".into(), self.health());
+        }
+        tree
+    }
+
+    /// Lustre's `health_check`: `healthy`, or the devices that are not and
+    /// `NOT HEALTHY`: a client's OSC whose session is down, an OST that
+    /// does not answer through the MDS.
+    fn health(&self) -> String {
+        let mut sick = Vec::new();
+        let selection = Selection { patterns: vec!["osc.*.import".into()], recursive: false, values: true };
+        for reply in self.ask_clients(&Request::Get(selection)) {
+            let Reply::Nodes(nodes) = reply else { continue };
+            for node in nodes {
+                let state = node.value.as_deref().unwrap_or_default();
+                if state.contains("state: DISCONN") || state.contains("state: CLOSED") {
+                    sick.push(node.name.trim_end_matches(".import").trim_start_matches("osc.").to_string());
+                }
+            }
+        }
+        if let Some(client) = &self.servers {
+            let count = client.cluster().ost_count;
+            for ost in 0..count {
+                let answered = self.ost_stats.iter().any(|s| s.ost == ost && s.space.is_some());
+                if !answered {
+                    sick.push(params::server::obdfilter_name(ost));
+                }
+            }
+        }
+        if sick.is_empty() {
+            return "healthy".into();
+        }
+        let mut text: String = sick.iter().map(|name| format!("device {name} reported unhealthy\n")).collect();
+        text += "NOT HEALTHY";
+        text
     }
 
     /// The names a hint may offer.
@@ -254,6 +308,11 @@ impl Holders {
     fn no_such(&self, verb: &str, pattern: &str) {
         // lctl shows the pattern as the path it globbed ('.' as '/').
         eprintln!("error: {verb}: param_path '{}': No such file or directory", pattern.replace('.', "/"));
+        let last = pattern.rsplit('.').next().unwrap_or(pattern);
+        if let Some((_, reason)) = LACKED.iter().find(|(names, _)| names.contains(&last)) {
+            eprintln!("hint: lanefs has no {last}: {reason}");
+            return;
+        }
         let names = self.all_names();
         match params::closest(pattern, names.iter()) {
             Some(name) => eprintln!("hint: a parameter that exists: {name}"),
@@ -265,6 +324,29 @@ impl Holders {
         }
     }
 }
+
+/// Lustre parameters lanefs does not have, and why.
+const LACKED: &[(&[&str], &str)] = &[
+    (
+        &["cur_grant_bytes", "cur_lost_grant_bytes", "grant_shrink", "grant_shrink_interval"],
+        "it grants no space to clients: an OST out of space fails the write itself, and the \
+         error reaches the program at fsync or close",
+    ),
+    (
+        &["checksums", "checksum_type", "checksum_dump", "resend_count"],
+        "it checksums nothing itself: TLS on TCP, or the kernel on Unix sockets, keeps the bytes whole",
+    ),
+    (
+        &["max_read_ahead_mb", "max_read_ahead_per_file_mb", "max_read_ahead_whole_mb", "read_ahead_stats"],
+        "a client reads ahead nothing on its own (a read fetches what it asks for); \
+         lanefs ladvise -a willread asks the OSTs to read ahead",
+    ),
+    (&["statahead_max", "statahead_agl", "statahead_stats"], "a client does no statahead"),
+    (
+        &["ping", "pinger_recov", "timeouts"],
+        "a client's connections are kept alive by the transport, with the timeout of --timeout",
+    ),
+];
 
 #[derive(Clone, Copy)]
 struct Show {
@@ -295,8 +377,11 @@ fn get_param(holders: &Holders, patterns: &[String], recursive: bool, show: Show
         }
         let mut text = String::new();
         for node in &nodes {
-            if let Some(value) = &node.value {
-                text += &format_param(&node.name, value, show);
+            match &node.value {
+                Some(value) => text += &format_param(&node.name, value, show),
+                // -N lists the directories a pattern matches too, as lctl's.
+                None if !show.value && show.name => text += &format!("{}\n", node.name),
+                None => {}
             }
         }
         out::stdout_write(&text)?;
@@ -426,27 +511,45 @@ fn set_servers(
 /// `lctl dl` (obd_device_list_seq_show, lustre/obdclass/obd_sysfs.c):
 /// "%3d %s %s %s %s %d": index, status, type, name, uuid, references.
 /// lanefs keeps no reference counts: the last column is 1.
-fn dl(holders: &Holders) -> Result<bool> {
-    let mut devices: Vec<(&str, String, String)> = Vec::new();
+fn dl(holders: &Holders, targets: bool) -> Result<bool> {
+    let mut devices: Vec<Device> = Vec::new();
     for reply in holders.ask_clients(&Request::Devices) {
-        if let Reply::Devices { instance, uuid, ost_count } = reply {
-            devices.push(("lov", format!("lanefs-clilov-{instance}"), uuid.clone()));
-            devices.push(("mdc", format!("lanefs-MDT0000-mdc-{instance}"), uuid.clone()));
+        if let Reply::Devices { instance, uuid, ost_count, mds, osts } = reply {
+            let device = |kind, name, target| Device { kind, name, uuid: uuid.clone(), target };
+            devices.push(device("lov", format!("lanefs-clilov-{instance}"), None));
+            devices.push(device("mdc", params::client::mdc_name(&instance), Some(mds.clone())));
             for ost in 0..ost_count {
-                devices.push(("osc", params::client::osc_name(ost, &instance), uuid.clone()));
+                let oss = osts.iter().find(|(o, _)| *o == ost).map_or_else(|| "none".into(), |(_, a)| a.clone());
+                devices.push(device("osc", params::client::osc_name(ost, &instance), Some(oss)));
             }
         }
     }
     for s in &holders.ost_stats {
         let name = params::server::obdfilter_name(s.ost);
-        devices.push(("obdfilter", name.clone(), format!("{name}_UUID")));
+        devices.push(Device { kind: "obdfilter", name: name.clone(), uuid: format!("{name}_UUID"), target: None });
     }
-    out::stdout_write(&format_devices(&devices))?;
+    out::stdout_write(&format_devices(&devices, targets))?;
     Ok(true)
 }
 
-fn format_devices(devices: &[(&str, String, String)]) -> String {
-    devices.iter().enumerate().map(|(i, (kind, name, uuid))| format!("{i:3} UP {kind} {name} {uuid} 1\n")).collect()
+/// One line of `lctl dl`.
+struct Device {
+    kind: &'static str,
+    name: String,
+    uuid: String,
+    /// Where a client device connects (`-t` shows it; Lustre shows a NID).
+    target: Option<String>,
+}
+
+fn format_devices(devices: &[Device], targets: bool) -> String {
+    let line = |(i, d): (usize, &Device)| {
+        let target = match (&d.target, targets) {
+            (Some(target), true) => format!(" {target}"),
+            _ => String::new(),
+        };
+        format!("{i:3} UP {} {} {} 1{target}\n", d.kind, d.name, d.uuid)
+    };
+    devices.iter().enumerate().map(line).collect()
 }
 
 #[cfg(test)]
@@ -470,13 +573,26 @@ mod tests {
     #[test]
     fn devices_print_as_lctl_dl() {
         let devices = [
-            ("osc", "lanefs-OST0000-osc-ffff00000000002a".to_string(), "000000000000002a".to_string()),
-            ("obdfilter", "lanefs-OST0000".to_string(), "lanefs-OST0000_UUID".to_string()),
+            Device {
+                kind: "osc",
+                name: "lanefs-OST0000-osc-ffff00000000002a".into(),
+                uuid: "000000000000002a".into(),
+                target: Some("unix:/run/oss.sock".into()),
+            },
+            Device {
+                kind: "obdfilter",
+                name: "lanefs-OST0000".into(),
+                uuid: "lanefs-OST0000_UUID".into(),
+                target: None,
+            },
         ];
         assert_eq!(
-            format_devices(&devices),
+            format_devices(&devices, false),
             "  0 UP osc lanefs-OST0000-osc-ffff00000000002a 000000000000002a 1\n\
              \x20 1 UP obdfilter lanefs-OST0000 lanefs-OST0000_UUID 1\n"
         );
+        // -t: where a client device connects, last.
+        assert!(format_devices(&devices, true)
+            .starts_with("  0 UP osc lanefs-OST0000-osc-ffff00000000002a 000000000000002a 1 unix:/run/oss.sock\n"));
     }
 }

@@ -118,6 +118,24 @@ fn set_param_changes_a_running_clients_rpcs() {
     }
     let stats = ok(&cluster, run.path(), &["get_param", "osc.*OST0001*.stats"]);
     assert!(stats.contains(".stats=\nsnapshot_time "), "{stats}");
+
+    // -N names what matches, directories too; the node's own files; the
+    // session with each OST; the MDC's requests; where devices connect.
+    let names = ok(&cluster, run.path(), &["get_param", "-N", "osc.*"]);
+    assert_eq!(names.lines().count(), 2, "one directory per OSC: {names}");
+    assert!(names.lines().all(|l| l.starts_with("osc.lanefs-OST000") && !l.contains('=')), "{names}");
+    let node = ok(&cluster, run.path(), &["get_param", "version", "health_check"]);
+    assert_eq!(node, format!("version=lanefs {}\nhealth_check=healthy\n", env!("CARGO_PKG_VERSION")));
+    let import = ok(&cluster, run.path(), &["get_param", "-n", "osc.*OST0001*.import"]);
+    assert!(import.starts_with("import:\n    name: lanefs-OST0001-osc-ffff"), "{import}");
+    assert!(import.contains("\n    state: FULL\n"), "{import}");
+    let mdc = ok(&cluster, run.path(), &["get_param", "-n", "mdc.*.stats"]);
+    assert!(mdc.contains("\nldlm_enqueue                        2 samples [reqs]"), "/a and /b since the clear: {mdc}");
+    let devices = ok(&cluster, run.path(), &["dl", "-t"]);
+    let mdc_line = devices.lines().find(|l| l.contains(" UP mdc ")).expect("an mdc");
+    assert!(mdc_line.ends_with(&format!(" 1 {}", cluster.mds_address())), "{devices}");
+    let (found, _, err) = lctl(&cluster, run.path(), &["get_param", "osc.*.cur_grant_bytes"]);
+    assert!(!found && err.contains("hint: lanefs has no cur_grant_bytes: it grants no space"), "{err}");
     assert!(
         stats.contains("\nwrite_bytes                         1 samples [bytes] 786432 786432 786432\n"),
         "{stats}"

@@ -51,7 +51,15 @@ pub enum Request {
 pub enum Reply {
     Nodes(Vec<Node>),
     Set(Vec<SetOutcome>),
-    Devices { instance: String, uuid: String, ost_count: u32 },
+    /// A client's devices; `mds` and `osts` (`(index, OSS address)`)
+    /// are where they connect (`lctl dl -t`).
+    Devices {
+        instance: String,
+        uuid: String,
+        ost_count: u32,
+        mds: String,
+        osts: Vec<(u32, String)>,
+    },
     Error(String),
 }
 
@@ -251,13 +259,19 @@ mod tests {
         let listener = rt.block_on(async { listen(dir.path(), "lanefs-ffff000000000003", tx) }).unwrap();
         rt.spawn(async move {
             while let Some((_, reply)) = rx.recv().await {
-                let _ = reply.send(Reply::Devices { instance: "i".into(), uuid: "u".into(), ost_count: 2 });
+                let _ = reply.send(Reply::Devices {
+                    instance: "i".into(),
+                    uuid: "u".into(),
+                    ost_count: 2,
+                    mds: "m".into(),
+                    osts: Vec::new(),
+                });
             }
         });
         let path = dir.path().join("lanefs-ffff000000000003.sock");
         assert_eq!(
             ask(&path, &Request::Devices).unwrap(),
-            Reply::Devices { instance: "i".into(), uuid: "u".into(), ost_count: 2 }
+            Reply::Devices { instance: "i".into(), uuid: "u".into(), ost_count: 2, mds: "m".into(), osts: Vec::new() }
         );
         // A frame past the bound, then garbage: no answer, no panic.
         let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();

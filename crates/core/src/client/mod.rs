@@ -659,6 +659,11 @@ impl Client {
     pub fn unstable_bytes(&self) -> u64 {
         self.replay.total_bytes()
     }
+    /// The session with `ost` (Lustre's import), as `osc.*.import` shows it.
+    pub fn import(&self, ost: OstIndex) -> imports::Import {
+        self.imports.get(ost)
+    }
+
     pub fn lock_cache(&self) -> &LockCache {
         &self.locks
     }

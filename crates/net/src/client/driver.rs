@@ -81,6 +81,8 @@ pub(super) struct Driver {
     instance: String,
     /// When the statistics started (the client's start, or their last clear).
     stats_start: std::time::SystemTime,
+    /// Requests to the MDS, by Lustre's RPC names (`mdc.*.stats`).
+    mdc: params::mdc::MdcStats,
 }
 
 impl Driver {
@@ -191,6 +193,7 @@ impl Driver {
             control_rx,
             instance,
             stats_start: std::time::SystemTime::now(),
+            mdc: params::mdc::MdcStats::default(),
         })
     }
 
@@ -358,6 +361,7 @@ impl Driver {
                 let id = self.call_id();
                 self.mds_calls.insert(id, reply);
                 self.record.sent(id, &call);
+                self.mdc.count(&call);
                 self.mds.as_mut().expect("connected").send(Wire::Mds { id, call });
             }
             Cmd::Open(layout, reply) => {
@@ -436,6 +440,8 @@ impl Driver {
                     ost_count,
                     stats_start: self.stats_start,
                     now: std::time::SystemTime::now(),
+                    mdc: &self.mdc,
+                    ost_addresses: &self.info.osts,
                 };
                 control::Reply::Nodes(params::client::tree(&view, &selection).select(&selection))
             }
@@ -445,6 +451,7 @@ impl Driver {
                 let (outcomes, cleared) = params::client::set(&mut self.core, now, who, &pattern, &value);
                 if cleared {
                     self.stats_start = std::time::SystemTime::now();
+                    self.mdc = params::mdc::MdcStats::default();
                 }
                 if cfg!(debug_assertions) {
                     self.core.check_invariants();
@@ -455,6 +462,8 @@ impl Driver {
                 instance: self.instance.clone(),
                 uuid: format!("{:016x}", self.uuid),
                 ost_count,
+                mds: self.mds_address.to_string(),
+                osts: self.info.osts.clone(),
             },
         }
     }

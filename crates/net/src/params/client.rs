@@ -54,6 +54,10 @@ pub struct ClientView<'a> {
     /// When the statistics were last cleared (or the client started).
     pub stats_start: SystemTime,
     pub now: SystemTime,
+    /// Its requests to the MDS.
+    pub mdc: &'a super::mdc::MdcStats,
+    /// Where each OST is served (`(index, OSS address)`), as the MDS said.
+    pub ost_addresses: &'a [(u32, String)],
 }
 
 /// The client's parameters `selection` could find (the directories no
@@ -68,6 +72,7 @@ pub fn tree(v: &ClientView, selection: &Selection) -> Tree {
         let dir = format!("osc.{osc}");
         if could_reach(selection, &dir) {
             osc_files(&mut tree, v, index, &dir, s);
+            tree.insert(format!("{dir}.import"), import_file(v, index, &osc));
         }
         let namespace = format!("ldlm.namespaces.{osc}");
         if could_reach(selection, &namespace) {
@@ -78,7 +83,42 @@ pub fn tree(v: &ClientView, selection: &Selection) -> Tree {
     if could_reach(selection, &llite) {
         llite_files(&mut tree, v, &llite);
     }
+    let mdc = format!("mdc.{}", mdc_name(v.instance));
+    if could_reach(selection, &mdc) {
+        tree.insert(format!("{mdc}.stats"), stats_file(v.now, Some(v.stats_start), &v.mdc.counters()));
+    }
     tree
+}
+
+pub fn mdc_name(instance: &str) -> String {
+    format!("{FSNAME}-MDT0000-mdc-{instance}")
+}
+
+/// `osc.*.import` as Lustre's `ptlrpc_import_show` writes it (YAML), with
+/// what lanefs knows: the session's state in Lustre's names, the OSS's
+/// address, the RPCs in flight; connect flags, NIDs and time estimates,
+/// which lanefs does not have, are left out.
+fn import_file(v: &ClientView, index: OstIndex, osc: &str) -> String {
+    use lanefs_core::client::imports::ImportState;
+    let import = v.core.import(index);
+    let state = match import.state {
+        ImportState::New => "NEW",
+        ImportState::Connecting { resume: false } => "CONNECTING",
+        ImportState::Connecting { resume: true } => "REPLAY",
+        ImportState::Connected => "FULL",
+        ImportState::Disconnected => "DISCONN",
+        ImportState::Leaving => "CLOSED",
+    };
+    let address = v.ost_addresses.iter().find(|(ost, _)| *ost == index.0).map_or("none", |(_, a)| a.as_str());
+    let (reads, writes) = v.core.rpcs_in_flight(index);
+    let epoch = import.epoch.map_or(0, |e| e.0);
+    format!(
+        "import:\n    name: {osc}\n    target: {FSNAME}-OST{:04x}_UUID\n    state: {state}\n    \
+         connection:\n       current_connection: {address}\n       generation: {epoch}\n    \
+         rpcs:\n       inflight: {}",
+        index.0,
+        reads + writes
+    )
 }
 
 /// An OSC's files, under `dir`.
@@ -203,6 +243,7 @@ pub fn set(core: &mut CoreClient, now: Instant, v: (&str, u32), pattern: &str, v
     let llite = llite_name(instance);
     names.push(format!("llite.{llite}.max_cached_mb"));
     names.push(format!("llite.{llite}.stats"));
+    names.push(format!("mdc.{}.stats", mdc_name(instance)));
     let mut outcomes = Vec::new();
     let mut cleared = false;
     for name in names.into_iter().filter(|name| matches(pattern, name)) {
@@ -335,11 +376,17 @@ mod tests {
             ost_count: 2,
             stats_start: SystemTime::now(),
             now: SystemTime::now(),
+            mdc: &super::super::mdc::MdcStats { reint: 2, ..Default::default() },
+            ost_addresses: &[(1, "unix:/x/oss.sock".to_string())],
         };
         let all = Selection { patterns: vec!["*".into()], recursive: true, values: true };
         let t = tree(&v, &all);
         assert_eq!(t.files()["osc.lanefs-OST0001-osc-ffff000000000001.max_rpcs_in_flight"], "3");
         assert_eq!(t.files()["ldlm.namespaces.lanefs-OST0000-osc-ffff000000000001.lru_max_age"], "30000");
         assert!(t.files()["llite.lanefs-ffff000000000001.max_cached_mb"].contains("max_cached_mb: 8\n"));
+        let import = &t.files()["osc.lanefs-OST0001-osc-ffff000000000001.import"];
+        assert!(import.starts_with("import:\n    name: lanefs-OST0001-osc-ffff000000000001\n"), "{import}");
+        assert!(import.contains("    state: NEW\n") && import.contains("current_connection: unix:/x/oss.sock\n"));
+        assert!(t.files()["mdc.lanefs-MDT0000-mdc-ffff000000000001.stats"].contains("mds_reint"));
     }
 }

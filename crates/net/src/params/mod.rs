@@ -18,6 +18,7 @@
 
 pub mod client;
 pub mod format;
+pub mod mdc;
 pub mod server;
 
 use serde::{Deserialize, Serialize};
