@@ -62,6 +62,7 @@ fn rank_run(
     use crate::mpiio::MpiioBackend;
     use anyhow::{anyhow, bail};
     use lanefs_ior::PosixBackend;
+    use lanefs_mpiio::comm::MpiComm;
     use lanefs_mpiio::Communicator;
     use lanefs_net::auth::ClusterKey;
     use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
@@ -71,6 +72,29 @@ fn rank_run(
     if !gives_n {
         params.num_tasks = comm.size();
     }
+    if params.num_tasks > comm.size() {
+        bail!(
+            "-N {}: the job has {} ranks; start mpirun with -np {} or more",
+            params.num_tasks,
+            comm.size(),
+            params.num_tasks
+        );
+    }
+    // IOR's testComm: -N fewer than the job's ranks runs on the first N,
+    // and the others wait for them (IOR prints "Participating tasks: N").
+    let team =
+        if params.num_tasks < comm.size() { comm.first(params.num_tasks).map_err(|e| anyhow!("{e}"))? } else { None };
+    let comm_world = comm;
+    let comm: &MpiComm = match &team {
+        Some(team) => team,
+        None if params.num_tasks < comm_world.size() => {
+            // Not in the test: wait for it, as IOR's idle ranks do (rank 0
+            // of the job is always in it, and holds any embedded cluster).
+            comm_world.barrier().map_err(|e| anyhow!("{e}"))?;
+            return Ok(lanefs_ior::IorSummary::default());
+        }
+        None => comm_world,
+    };
     params.tasks_per_node.get_or_insert(comm.ranks_per_node());
     let api = params.api.to_ascii_uppercase();
     let mut stdout = std::io::stdout();
@@ -122,5 +146,8 @@ fn rank_run(
         drop(embedded);
         summary
     };
+    if params.num_tasks < comm_world.size() {
+        comm_world.barrier().map_err(|e| anyhow!("{e}"))?;
+    }
     summary.map_err(|e| anyhow!("{e}"))
 }

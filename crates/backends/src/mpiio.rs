@@ -281,6 +281,15 @@ impl Drop for MpiioRank<'_> {
     }
 }
 
+/// IOR's `ShowHints` block: a title, then `\tkey = value` lines in braces.
+fn show_hints(title: &str, hints: &[(String, String)]) -> String {
+    let mut text = format!("\n{title} {{\n");
+    for (key, value) in hints {
+        text += &format!("\t{key} = {value}\n");
+    }
+    text + "}\n"
+}
+
 fn mpiio_error(e: impl std::fmt::Display) -> IorError {
     IorError::Backend { backend: NAME, message: e.to_string() }
 }
@@ -341,6 +350,15 @@ impl<'w> MpiioRank<'w> {
         };
         let access = LanefsFile { client: self.client.clone(), file };
         let file = CollectiveFile::open(comm, access, striping, &self.hints).map_err(mpiio_error)?;
+        // IOR's --mpiio.showHints (aiori-MPIIO.c): the hints given, then
+        // those the open file keeps, on rank 0's standard output.
+        if self.rank == 0 && p.show_hints {
+            let passed = hint_pairs(p)?;
+            let kept: Vec<(String, String)> =
+                file.hints().entries().into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            print!("{}", show_hints("hints passed to MPI_File_open()", &passed));
+            print!("{}", show_hints("hints returned from opened file", &kept));
+        }
         // Reports name the file as the program opened it, as Cray's do.
         if self.rank == 0 && env_flag("MPIIO_HINTS_DISPLAY") {
             if !self.environment_shown.swap(true, Ordering::Relaxed) {

@@ -38,13 +38,60 @@ pub fn usage() -> String {
     lanefs_ior::usage(&[&PosixBackend, &lanefs, &mpiio])
 }
 
-fn uses_lanefs(args: &[String]) -> bool {
-    ["LANEFS", "MPIIO"].iter().any(|name| {
-        args.windows(2).any(|w| w[0] == "-a" && w[1].eq_ignore_ascii_case(name))
-            || args.iter().any(|a| {
-                a.eq_ignore_ascii_case(&format!("-a{name}")) || a.eq_ignore_ascii_case(&format!("--api={name}"))
-            })
-    })
+/// The APIs `lanefs ior` has.
+const APIS: [&str; 3] = ["POSIX", "LANEFS", "MPIIO"];
+
+/// The APIs `args` name: `-a`/`--api` on the command line, and the `api=`
+/// lines of a script given with `-f` (a script that cannot be read is
+/// IOR's to report).
+fn apis_named(args: &[String]) -> Vec<String> {
+    let mut apis = Vec::new();
+    let mut script = None;
+    for (i, arg) in args.iter().enumerate() {
+        let next = || args.get(i + 1).cloned();
+        match arg.as_str() {
+            "-a" | "--api" => apis.extend(next()),
+            "-f" | "--scriptFile" => script = next(),
+            _ => {
+                if let Some(api) = arg.strip_prefix("--api=").or_else(|| arg.strip_prefix("-a")) {
+                    apis.push(api.to_string());
+                } else if let Some(path) = arg.strip_prefix("--scriptFile=").or_else(|| arg.strip_prefix("-f")) {
+                    script = Some(path.to_string());
+                }
+            }
+        }
+    }
+    if let Some(text) = script.and_then(|path| std::fs::read_to_string(path).ok()) {
+        for line in text.lines() {
+            let line = line.split('#').next().unwrap_or_default();
+            if let Some((key, value)) = line.split_once('=') {
+                if key.trim().eq_ignore_ascii_case("api") {
+                    apis.push(value.trim().to_string());
+                }
+            }
+        }
+    }
+    apis
+}
+
+/// Whether the run needs lanefs (a cluster); an API lanefs ior does not
+/// have is refused by name, with what to use instead.
+fn uses_lanefs(args: &[String]) -> Result<bool> {
+    let named = apis_named(args);
+    if let Some(other) = named.iter().find(|api| !APIS.iter().any(|known| known.eq_ignore_ascii_case(api))) {
+        let instead = match other.to_ascii_uppercase().as_str() {
+            "HDF5" | "NCMPI" | "PNETCDF" | "ADIOS" => {
+                " (run the HDF5 or PnetCDF program itself, or IOR's own ior, on a lanefs mount: \
+                 `lanefs mount DIR`, then IOR's `-a HDF5 -o DIR/file`)"
+            }
+            "MMAP" | "AIO" | "DUMMY" | "RADOS" | "S3" | "DAOS" | "DFS" | "CEPHFS" | "GFARM" => {
+                " (IOR's own ior runs it on a lanefs mount: `lanefs mount DIR`)"
+            }
+            _ => "",
+        };
+        bail!("invalid option -a {other}: lanefs ior has {}{instead}", APIS.join(", "));
+    }
+    Ok(named.iter().any(|api| ["LANEFS", "MPIIO"].iter().any(|name| api.eq_ignore_ascii_case(name))))
 }
 
 /// `lanefs ior ARGS`: exit code as IOR's (1 when data checks failed).
@@ -59,7 +106,7 @@ pub fn main(mut args: Vec<String>, mds: Option<String>, key: Option<PathBuf>) ->
     if job::under_mpirun() {
         return job::run(args, cluster, key);
     }
-    let code = if uses_lanefs(&args) {
+    let code = if uses_lanefs(&args)? {
         let mut credentials = None;
         let place = match cluster {
             Some(a) => {
@@ -85,4 +132,28 @@ pub fn main(mut args: Vec<String>, mds: Option<String>, key: Option<PathBuf>) ->
         bail!("IOR found incorrect data (exit code {code})");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn the_apis_of_the_command_line_and_of_a_script_are_seen() {
+        assert!(uses_lanefs(&args("-a LANEFS -w")).unwrap());
+        assert!(uses_lanefs(&args("-w --api=mpiio")).unwrap());
+        assert!(!uses_lanefs(&args("-w -aPOSIX")).unwrap());
+        let script = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(script.path(), "IOR START\n  api = LANEFS # lanefs's own\n  RUN\nIOR STOP\n").unwrap();
+        let path = script.path().to_str().unwrap();
+        assert!(uses_lanefs(&args(&format!("-f {path}"))).unwrap());
+        assert!(uses_lanefs(&args(&format!("--scriptFile={path}"))).unwrap());
+        let refused = uses_lanefs(&args("-a HDF5")).unwrap_err().to_string();
+        assert!(refused.starts_with("invalid option -a HDF5: lanefs ior has POSIX, LANEFS, MPIIO (run the HDF5"));
+        assert!(uses_lanefs(&args("-a NOSUCH")).unwrap_err().to_string().ends_with("has POSIX, LANEFS, MPIIO"));
+    }
 }

@@ -163,3 +163,32 @@ fn the_real_run_plans_and_locks_as_the_simulator() {
         assert_eq!(real_locks, sim_locks, "{hints}");
     }
 }
+
+/// IOR's `--mpiio.showHints` (`-H`): the hints given, then the file's.
+#[test]
+fn show_hints_prints_the_hints_given_and_those_in_use() {
+    for flag in ["-H", "--mpiio.showHints"] {
+        let out = ior("*:striping_factor=2", &["-c", flag]);
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        assert!(stdout.contains("\nhints passed to MPI_File_open() {\n\tstriping_factor = 2\n}\n"), "{stdout}");
+        assert!(stdout.contains("\nhints returned from opened file {\n\tcb_buffer_size = "), "{stdout}");
+    }
+}
+
+/// A script's `api=LANEFS` starts the cluster it needs; an API lanefs ior
+/// does not have is refused by name, with the others listed.
+#[test]
+fn a_scripts_api_is_served_and_an_unknown_one_refused_by_name() {
+    let script = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(script.path(), "IOR START\n  api=LANEFS\n  blockSize=64k\n  transferSize=64k\n  RUN\nIOR STOP\n")
+        .unwrap();
+    let lanefs = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_lanefs")).arg("ior").args(args).output().unwrap();
+    let out = lanefs(&["-a", "LANEFS", "-f", script.path().to_str().unwrap()]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("api                 : LANEFS"), "{stdout}");
+    let out = lanefs(&["-a", "HDF5", "-w"]);
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success() && stderr.contains("-a HDF5: lanefs ior has POSIX, LANEFS, MPIIO"), "{stderr}");
+}

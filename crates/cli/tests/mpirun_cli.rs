@@ -82,7 +82,44 @@ fn independent_backends_under_mpirun() {
     }
     let (out, _, stderr) = run(2, &[], &["-a", "LANEFS", "-w", "-N", "3"]);
     assert!(!out.status.success());
-    assert!(stderr.contains("the job has 2 ranks"), "{stderr}");
+    assert!(stderr.contains("-N 3: the job has 2 ranks"), "{stderr}");
+    // Fewer tasks than ranks: IOR's testComm, the first N run the test.
+    let mut args = vec!["-a", "LANEFS", "-N", "2"];
+    args.extend(VERIFIED);
+    let (out, stdout, stderr) = run(4, &[], &args);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("tasks               : 2"), "{stdout}");
+}
+
+/// A job aborted by one of its ranks leaves no cluster directory behind:
+/// the next embedded cluster removes the ones whose process is gone.
+#[test]
+fn an_aborted_jobs_cluster_directory_is_swept_by_the_next() {
+    let marked = || -> Vec<std::path::PathBuf> {
+        let mut found: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.join("lanefs-temporary").exists())
+            .collect();
+        found.sort();
+        found
+    };
+    let before = marked();
+    // A rank fails at once (a missing directory) and the job aborts.
+    let (out, _, _) = run(2, &[], &["-a", "LANEFS", "-w", "-o", "/no/such/dir/f"]);
+    assert!(!out.status.success());
+    // Its directory, and no other test's: one no process fences any more.
+    let left: Vec<_> = marked()
+        .into_iter()
+        .filter(|p| !before.contains(p) && lanefs_net::fence::Fence::acquire(p, "test").is_ok())
+        .collect();
+    assert!(!left.is_empty(), "the aborted job left its directory");
+    let (out, stdout, stderr) = run(2, &[], &["-a", "LANEFS", "-w", "-b", "64k", "-t", "64k"]);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for dir in left {
+        assert!(!dir.exists(), "{} outlived its aborted job", dir.display());
+    }
 }
 
 /// Stonewalling under mpirun: the ranks compare their counts through MPI

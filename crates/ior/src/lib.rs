@@ -24,9 +24,9 @@
 //! the reduction going through a `lanefs_mpiio::Communicator` (IOR's MPI), and rank 0
 //! printing.
 //!
-//! Not here: IOR's random offsets (`-z`), random task
-//! reordering (`-Z`), stonewalling (`-D`), scripts (`-f`) and the MPIIO/HDF5 backends
-//! (the front end carries `-c` and the MPI-IO hint options for a backend that uses them).
+//! Not here: the MPIIO backend (the front end carries `-c` and the MPI-IO hint options
+//! for a backend that uses them, which prints `--mpiio.showHints`), IOR's HDF5, NCMPI and
+//! other backends, and the features `-h` lists as refused.
 
 mod backend;
 mod dry_run;

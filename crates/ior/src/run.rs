@@ -48,7 +48,7 @@ pub struct IterationResult {
 }
 
 /// The outcome of a test.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct IorSummary {
     /// Backend name.
     pub api: &'static str,

@@ -400,6 +400,20 @@ mod mpi_comm {
             &self.world
         }
 
+        /// The first `count` ranks, as IOR's `testComm` of a test run on
+        /// fewer tasks than the job has: `Some` on those ranks, `None` on
+        /// the others. Collective over this communicator.
+        pub fn first(&self, count: u32) -> Result<Option<MpiComm>, String> {
+            use mpi::topology::Color;
+            let inside = self.rank() < count;
+            let color = if inside { Color::with_value(0) } else { Color::undefined() };
+            match self.world.split_by_color(color) {
+                Some(sub) => MpiComm::new(sub).map(Some),
+                None if !inside => Ok(None),
+                None => Err(format!("MPI made no communicator of the first {count} ranks")),
+            }
+        }
+
         /// MPI's counts and displacements of messages of `lens` bytes, laid
         /// end to end; all of it must fit MPI's `int` counts.
         fn counts(lens: impl Iterator<Item = usize>) -> Result<(Vec<Count>, Vec<Count>), CommError> {

@@ -31,7 +31,7 @@ use crate::oss::{self, OssConfig, OssHandle};
 use crate::transport::Address;
 use lanefs_core::ost::{OstConfig, RecoveryConfig, SyncLockCancel};
 use lanefs_mds::{Mds, MdsConfig, Owner};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The mode of a data directory the cluster makes: its owner's, and others
@@ -125,6 +125,40 @@ fn key_error(e: crate::keys::KeyError) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
 
+/// The prefix of a cluster's directory in the temporary directory.
+const TEMP_PREFIX: &str = "lanefs-";
+/// The file that marks such a directory as a cluster's own, fenced.
+const TEMP_MARK: &str = "lanefs-temporary";
+
+/// Removes the temporary directories of clusters whose process is gone
+/// without removing them (a process killed, as `mpirun` kills the ranks
+/// of an aborted job): this user's own directories, marked as a
+/// cluster's, whose fence no process holds. One another process still
+/// holds is left alone, as is anything else in `tmp`.
+fn sweep_abandoned(tmp: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(tmp) else { return };
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let ours = entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX)
+            && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == uid)
+            && std::fs::symlink_metadata(path.join(TEMP_MARK)).is_ok_and(|m| m.is_file());
+        if !ours {
+            continue;
+        }
+        // Held: its cluster runs. Free: its process is gone.
+        if let Ok(fence) = Fence::acquire(&path, "sweep") {
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => tracing::info!(dir = %path.display(), "removed a cluster directory its process left"),
+                Err(e) => tracing::warn!(dir = %path.display(), %e, "removing a cluster directory its process left"),
+            }
+            drop(fence);
+        }
+    }
+}
+
 impl LocalCluster {
     pub fn start(config: LocalClusterConfig) -> std::io::Result<LocalCluster> {
         if config.osts == 0 {
@@ -139,12 +173,18 @@ impl LocalCluster {
                 (d.clone(), None)
             }
             None => {
-                let t = tempfile::Builder::new().prefix("lanefs-").tempdir()?;
+                sweep_abandoned(&std::env::temp_dir());
+                let t = tempfile::Builder::new().prefix(TEMP_PREFIX).tempdir()?;
                 std::fs::set_permissions(t.path(), std::os::unix::fs::PermissionsExt::from_mode(DATA_DIR_MODE))?;
                 (t.path().to_path_buf(), Some(t))
             }
         };
         let fence = Fence::acquire(&dir, "MDS")?;
+        if temp.is_some() {
+            // Marked once fenced: a sweep takes only marked directories
+            // whose fence no process holds.
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(dir.join(TEMP_MARK))?;
+        }
         let keys = match config.unix_sockets {
             true => None,
             false => {
@@ -297,5 +337,37 @@ impl Drop for LocalCluster {
     fn drop(&mut self) {
         self.stop_oss();
         self.stop_mds();
+    }
+}
+
+#[cfg(test)]
+mod sweep_tests {
+    use super::*;
+
+    /// A marked directory whose fence no one holds goes; one held, one
+    /// unmarked, and a link to a directory stay.
+    #[test]
+    fn a_sweep_takes_only_abandoned_cluster_directories() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = |name: &str, marked: bool| {
+            let path = tmp.path().join(name);
+            std::fs::create_dir(&path).unwrap();
+            if marked {
+                std::fs::write(path.join(TEMP_MARK), b"").unwrap();
+            }
+            path
+        };
+        let abandoned = dir("lanefs-abandoned", true);
+        std::fs::create_dir(abandoned.join("OST0000")).unwrap();
+        let live = dir("lanefs-live", true);
+        let _held = Fence::acquire(&live, "MDS").unwrap();
+        let unmarked = dir("lanefs-unmarked", false);
+        let other = dir("someone-else", true);
+        let target = dir("target", true);
+        std::os::unix::fs::symlink(&target, tmp.path().join("lanefs-link")).unwrap();
+        sweep_abandoned(tmp.path());
+        assert!(!abandoned.exists(), "its process is gone");
+        assert!(live.exists() && unmarked.exists() && other.exists() && target.exists());
+        assert!(tmp.path().join("lanefs-link").exists(), "a link is not followed nor taken");
     }
 }
