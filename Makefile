@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test test-tools mpi-deps bench build install pgo deps fmt clippy clean load fuzz swarm planted
+.PHONY: demo test test-tools mpi-deps bench build install uninstall pgo deps fmt clippy clean load fuzz swarm planted
 
 deps:
 	@command -v cargo >/dev/null 2>&1 || { \
@@ -33,7 +33,11 @@ build: deps mpi-deps
 # bin/lanefs, its man pages (lanefs.1 and one per command) and its bash, zsh
 # and fish completions, all made by the binary from its own definitions.
 PREFIX ?= /usr/local
-install: build
+# Installs no packages: lanefs is built with Open MPI where it is there
+# already (`make build` installs it, as root). `make uninstall` removes
+# what this put there.
+install: deps
+	$(CARGO) build --release --locked --bin lanefs $(MPI_FEATURE)
 	@set -e; stage=$$(mktemp -d); trap 'rm -rf "$$stage"' EXIT; \
 	  ./target/release/lanefs man "$$stage/man1"; \
 	  for shell in bash zsh fish; do ./target/release/lanefs completions $$shell > "$$stage/lanefs.$$shell"; done; \
@@ -46,6 +50,14 @@ install: build
 	  install -m 644 "$$stage/lanefs.zsh" "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_lanefs"; \
 	  install -m 644 "$$stage/lanefs.fish" "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/lanefs.fish"; \
 	  echo "installed lanefs, its man pages and completions under $(DESTDIR)$(PREFIX)"
+
+uninstall:
+	rm -f "$(DESTDIR)$(PREFIX)/bin/lanefs" "$(DESTDIR)$(PREFIX)/share/man/man1/lanefs.1" \
+	  "$(DESTDIR)$(PREFIX)/share/man/man1/"lanefs-*.1 \
+	  "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/lanefs" \
+	  "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_lanefs" \
+	  "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/lanefs.fish"
+	@echo "removed lanefs, its man pages and completions from $(DESTDIR)$(PREFIX)"
 
 # The demo's last part: collective MPI-IO under mpirun, one shared file
 # written by 4 MPI processes through 4 aggregators, with default locking

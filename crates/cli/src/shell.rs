@@ -29,8 +29,100 @@ fn documented(cli: Command) -> Command {
                     .disable_help_flag(true)
                     .arg(trailing("IOR's options and the simulator's, in any order")),
             )
-            .subcommand(Command::new("presets").about("List the shipped cluster descriptions"))
+            .subcommand(Command::new("presets").about("List the shipped cluster descriptions, or print one (NAME)"))
     })
+}
+
+/// What completion offers besides [`documented`]: IOR's options after
+/// `lanefs ior` and `lanefs sim ior` (from IOR's own `-h`), and the
+/// shipped cluster names after `--cluster` and `lanefs sim presets`.
+fn completable(cli: Command) -> Command {
+    let presets: Vec<&'static str> = lanefs_sim::config::presets().iter().map(|(name, _)| *name).collect();
+    let ior_options = ior_option_args();
+    let cluster = Arg::new("cluster")
+        .long("cluster")
+        .help("A shipped cluster (lanefs sim presets) or a TOML file")
+        .value_parser(clap::builder::PossibleValuesParser::new(presets.clone()));
+    documented(cli).mut_subcommand("ior", |ior| ior.args(ior_options.clone())).mut_subcommand("sim", |sim| {
+        sim.mut_subcommand("ior", |ior| ior.arg(cluster).args(ior_options.clone())).mut_subcommand("presets", |p| {
+            p.arg(Arg::new("name").value_parser(clap::builder::PossibleValuesParser::new(presets.clone())))
+        })
+    })
+}
+
+/// IOR's options as `lanefs ior -h` lists them (`-a, --api=S`,
+/// `--dryRun`, `-O key=val`, `--lanefs.lock-mode=V`), for completion only.
+fn ior_option_args() -> Vec<Arg> {
+    // clap keeps names as `&'static str`: the text lives as long as the
+    // one command that prints completions.
+    let usage: &'static str = Box::leak(crate::ior::usage().into_boxed_str());
+    let mut args: Vec<Arg> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for line in usage.lines() {
+        let mut words = line.split_whitespace();
+        let Some(first) = words.next() else { continue };
+        let second = words.next().unwrap_or_default();
+        let short_of =
+            |word: &'static str| (word.len() == 2 && word.starts_with('-') && word != "--").then(|| &word[1..]);
+        let (short, long) = match (first.strip_prefix("--"), first.strip_suffix(',').and_then(short_of)) {
+            (Some(long), _) => (None, Some(long)),
+            (None, Some(short)) => (Some(short), second.strip_prefix("--")),
+            (None, None) => match short_of(first) {
+                Some(short) => (Some(short), None),
+                None => continue,
+            },
+        };
+        let takes_value =
+            long.is_some_and(|l| l.contains('=')) || (long.is_none() && short.is_some() && !second.is_empty());
+        let long = long.map(|l| l.split('=').next().unwrap_or(l));
+        let Some(id) = long.or(short) else { continue };
+        let Some(short_char) = short.map(|s| s.chars().next().expect("one letter")).or(Some('\0')) else { continue };
+        if !seen.insert(id) || (short.is_some() && !short_char.is_ascii_alphanumeric()) {
+            continue;
+        }
+        let mut arg = Arg::new(id).num_args(usize::from(takes_value));
+        if let Some(long) = long {
+            arg = arg.long(long);
+        }
+        if short.is_some() {
+            arg = arg.short(short_char);
+        }
+        if !takes_value {
+            arg = arg.action(clap::ArgAction::SetTrue);
+        }
+        args.push(arg);
+    }
+    args
+}
+
+/// Commands completion must not offer: hidden ones (a rank's process),
+/// which clap_complete's generators list all the same.
+const HIDDEN: [&str; 1] = ["ior-rank"];
+
+/// `script` without the words that offer a hidden command: bash's word
+/// lists, zsh's, fish's, elvish's and PowerShell's candidate lines.
+fn without_hidden(script: &str) -> String {
+    let mut out = String::with_capacity(script.len());
+    for line in script.lines() {
+        let offers = HIDDEN.iter().any(|h| {
+            line.contains(&format!("'{h}:"))
+                || line.contains(&format!("-a \"{h}\""))
+                || line.contains(&format!("cand {h} "))
+                || line.contains(&format!("::new('{h}',"))
+        });
+        if offers {
+            continue;
+        }
+        let mut line = line.to_string();
+        if line.trim_start().starts_with("opts=\"") {
+            for h in HIDDEN {
+                line = line.replace(&format!(" {h} "), " ");
+            }
+        }
+        out += &line;
+        out.push('\n');
+    }
+    out
 }
 
 /// Print the completion script for `shell` to stdout.
@@ -38,8 +130,8 @@ pub fn completions(cli: Command, shell: Shell) -> Result<()> {
     // Made in memory first: the generators panic on a failed write, and a
     // closed stdout is no reason to.
     let mut script = Vec::new();
-    clap_complete::generate(shell, &mut documented(cli), "lanefs", &mut script);
-    io::stdout().write_all(&script)?;
+    clap_complete::generate(shell, &mut completable(cli), "lanefs", &mut script);
+    io::stdout().write_all(without_hidden(&String::from_utf8_lossy(&script)).as_bytes())?;
     Ok(())
 }
 

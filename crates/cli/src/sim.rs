@@ -22,7 +22,7 @@ use std::path::PathBuf;
 
 pub const USAGE: &str = "\
 usage: lanefs sim ior --cluster PRESET_OR_FILE [IOR options] [simulator options]
-       lanefs sim presets
+       lanefs sim presets [NAME]     (the list; or one's description, to copy and change)
 
 IOR options: as `lanefs ior` (-a POSIX or -a MPIIO, -b -t -s -F -w -r -e -c -i -N -C
   --tasks-per-node N, -O summaryFormat=JSON, ...). Data checks (-W, -R) are not
@@ -55,13 +55,21 @@ pub fn main(mut args: Vec<String>) -> Result<()> {
     };
     match what.as_str() {
         "ior" => ior(args),
-        "presets" => {
-            for (name, text) in presets() {
-                let c = ClusterConfig::from_toml_str(text, name).map_err(|e| anyhow!("{e}"))?;
-                outln!("{name:<18} {}", c.cluster.description)?;
+        // The list; or one, whole, to copy and change (`--cluster FILE`).
+        "presets" => match args.as_slice() {
+            [] => {
+                for (name, text) in presets() {
+                    let c = ClusterConfig::from_toml_str(text, name).map_err(|e| anyhow!("{e}"))?;
+                    outln!("{name:<18} {}", c.cluster.description)?;
+                }
+                Ok(())
             }
-            Ok(())
-        }
+            [name] => match presets().iter().find(|(n, _)| n == name) {
+                Some((_, text)) => Ok(write!(std::io::stdout(), "{text}")?),
+                None => bail!("no preset {name:?}: the shipped ones are {}", preset_names()),
+            },
+            _ => bail!("lanefs sim presets [NAME]: one name at most"),
+        },
         "-h" | "--help" | "help" => Ok(write!(std::io::stdout(), "{USAGE}")?),
         other => bail!("unknown simulation {other:?}: use `lanefs sim ior` or `lanefs sim presets`"),
     }

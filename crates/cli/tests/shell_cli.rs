@@ -56,6 +56,49 @@ fn bash_completions_offer_every_command() {
     assert!(!lanefs(&["completions", "tcsh"]).status.success());
 }
 
+/// What bash offers for a line typed so far (the completion function run
+/// as bash runs it on TAB).
+fn bash_offers(script: &str, line: &[&str]) -> Vec<String> {
+    let words = line.iter().map(|w| format!("'{w}'")).collect::<Vec<_>>().join(" ");
+    let (cur, prev) = (line[line.len() - 1], line[line.len() - 2]);
+    let driver = format!(
+        "{script}\nCOMP_WORDS=({words}); COMP_CWORD={}; COMP_LINE='{}'; _lanefs lanefs '{cur}' '{prev}'; \
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        line.len() - 1,
+        line.join(" ")
+    );
+    let out = Command::new("bash").arg("-c").arg(driver).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect()
+}
+
+/// bash completes IOR's options after `lanefs ior`, the shipped clusters
+/// after `lanefs sim ior --cluster`, and never offers a rank's process.
+#[test]
+fn bash_completes_ior_options_and_cluster_names_and_no_hidden_command() {
+    let script = ok(&lanefs(&["completions", "bash"]));
+    let offered = bash_offers(&script, &["lanefs", "ior", "--block"]);
+    assert_eq!(offered, ["--blockSize"], "{offered:?}");
+    let offered = bash_offers(&script, &["lanefs", "ior", "--lanefs.lock"]);
+    assert_eq!(offered, ["--lanefs.lock-mode"], "{offered:?}");
+    let offered = bash_offers(&script, &["lanefs", "sim", "ior", "--cluster", "lap"]);
+    assert_eq!(offered, ["laptop"], "{offered:?}");
+    let offered = bash_offers(&script, &["lanefs", "io"]);
+    assert_eq!(offered, ["ior"], "no ior-rank: {offered:?}");
+}
+
+/// `lanefs sim presets NAME` prints that cluster's description, to copy
+/// and change; an unknown name is refused with the names there are.
+#[test]
+fn a_preset_prints_whole_and_an_unknown_one_is_refused() {
+    let text = ok(&lanefs(&["sim", "presets", "laptop"]));
+    assert!(text.contains("[cluster]") && text.contains("laptop"), "{text}");
+    let list = ok(&lanefs(&["sim", "presets"]));
+    assert!(list.lines().count() > 1 && list.starts_with(|c: char| c.is_ascii_lowercase()), "{list}");
+    let out = lanefs(&["sim", "presets", "nosuch"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("no preset \"nosuch\"") && said.contains("laptop"), "{said}");
+}
+
 #[test]
 fn man_pages_are_roff_with_a_page_per_command() {
     let dir = tempfile::tempdir().unwrap();
