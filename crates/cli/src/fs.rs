@@ -60,14 +60,14 @@ pub enum FsCommand {
     /// Set a directory's default striping, or create an empty file with a layout (`lfs setstripe`).
     Setstripe {
         /// Stripe count: number of OSTs (-1 = all, 0 = inherit).
-        #[arg(short = 'c', long = "stripe-count", allow_hyphen_values = true)]
-        count: Option<i64>,
+        #[arg(short = 'c', long = "stripe-count", allow_hyphen_values = true, action = clap::ArgAction::Append)]
+        count: Vec<i64>,
         /// Stripe size, a multiple of 64 KiB, with k/m/g suffixes (0 = inherit).
-        #[arg(short = 'S', long = "stripe-size", value_parser = parse_size)]
-        size: Option<u64>,
+        #[arg(short = 'S', long = "stripe-size", value_parser = parse_size, action = clap::ArgAction::Append)]
+        size: Vec<u64>,
         /// Index of the first OST (-1 = any).
-        #[arg(short = 'i', long = "stripe-index", allow_hyphen_values = true)]
-        index: Option<i64>,
+        #[arg(short = 'i', long = "stripe-index", allow_hyphen_values = true, action = clap::ArgAction::Append)]
+        index: Vec<i64>,
         /// OST pool (NAME or lanefs.NAME) the objects come from; '', none
         /// or inherit: the inherited pool.
         #[arg(short = 'p', long = "pool")]
@@ -76,6 +76,9 @@ pub enum FsCommand {
         /// again (`lfs setstripe -d`).
         #[arg(short = 'd', long = "delete", conflicts_with_all = ["count", "size", "index", "pool"])]
         delete: bool,
+        /// lfs's layout options lanefs does not have, refused by name.
+        #[command(flatten)]
+        lacked: LackedStripe,
         path: String,
     },
     /// Show files' layouts or directories' defaults (`lfs getstripe`); a
@@ -290,10 +293,25 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
     }
     let cl = target.connect()?;
     match command {
+        FsCommand::Setstripe { lacked, .. } if lacked.given().is_some() => {
+            let (option, reason) = lacked.given().expect("checked");
+            bail!("setstripe {option}: {reason}")
+        }
         FsCommand::Setstripe { delete: true, path, .. } => delete_stripe(&cl, &path),
         FsCommand::Setstripe { count, size, index, pool, path, .. } => {
+            // Each once (several belong to the components of a composite
+            // layout, refused above).
+            if count.len() > 1 || size.len() > 1 || index.len() > 1 {
+                bail!("setstripe: give -c, -S and -i once each (one plain layout)");
+            }
             let pool = stripe_pool(pool.as_deref())?;
-            setstripe(&cl, StripeSpec { count, size, start_ost: index, pool }, &path)
+            let spec = StripeSpec {
+                count: count.first().copied(),
+                size: size.first().copied(),
+                start_ost: index.first().copied(),
+                pool,
+            };
+            setstripe(&cl, spec, &path)
         }
         FsCommand::Getstripe { count, size, index, generation, pool, directory, recursive, quiet, yaml, paths } => {
             let fields = StripeFields { count, size, index, generation, pool, quiet, yaml };
@@ -365,6 +383,49 @@ impl FsCommand {
             FsCommand::Pool(PoolCommand::List { pool: Some(path) }) if path.starts_with('/') => vec![path],
             FsCommand::Ladvise { .. } | FsCommand::Pool(_) => Vec::new(),
         }
+    }
+}
+
+/// `lfs setstripe`'s options for layouts lanefs does not have (yet): taken
+/// so that each is refused by name, with the reason and what to use,
+/// rather than misread.
+#[derive(Args, Clone, Debug, Default)]
+pub struct LackedStripe {
+    #[arg(short = 'E', long = "component-end", hide = true, allow_hyphen_values = true)]
+    component_end: Vec<String>,
+    #[arg(short = 'C', long = "overstripe-count", hide = true, allow_hyphen_values = true)]
+    overstripe_count: Option<String>,
+    #[arg(short = 'o', long = "ost", visible_alias = "ost-list", hide = true)]
+    ost_list: Option<String>,
+    #[arg(short = 'L', long = "layout", hide = true)]
+    layout: Option<String>,
+    #[arg(short = 'N', long = "mirror-count", hide = true, num_args = 0..=1)]
+    mirror_count: Option<Option<String>>,
+    #[arg(short = 'z', long = "extension-size", hide = true)]
+    extension_size: Option<String>,
+    #[arg(long = "copy", hide = true)]
+    copy: Option<String>,
+    #[arg(long = "foreign", hide = true, num_args = 0..=1)]
+    foreign: Option<Option<String>>,
+}
+
+impl LackedStripe {
+    /// The first option given, and why lanefs refuses it.
+    fn given(&self) -> Option<(&'static str, String)> {
+        let one_layout = "a lanefs file has one plain (RAID0) layout; give -c, -S, -i and -p";
+        [
+            (!self.component_end.is_empty(), "-E", "composite layouts (PFL) are not in lanefs yet: "),
+            (self.overstripe_count.is_some(), "-C", "overstriping (several objects per OST) is not in lanefs yet: "),
+            (self.ost_list.is_some(), "-o", "OST lists are not in lanefs yet (an OST pool, -p, chooses OSTs): "),
+            (self.layout.is_some(), "-L", "data on the MDT and other layouts are not in lanefs: "),
+            (self.mirror_count.is_some(), "-N", "mirrored files (FLR) are not in lanefs: "),
+            (self.extension_size.is_some(), "-z", "self-extending layouts (SEL) are not in lanefs: "),
+            (self.copy.is_some(), "--copy", "copying a layout is not in lanefs yet: "),
+            (self.foreign.is_some(), "--foreign", "foreign layouts are not in lanefs: "),
+        ]
+        .into_iter()
+        .find(|(given, _, _)| *given)
+        .map(|(_, option, why)| (option, format!("{why}{one_layout}")))
     }
 }
 

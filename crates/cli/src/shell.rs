@@ -95,16 +95,14 @@ fn ior_option_args() -> Vec<Arg> {
     args
 }
 
-/// Commands completion must not offer: hidden ones (a rank's process),
-/// which clap_complete's generators list all the same.
-const HIDDEN: [&str; 1] = ["ior-rank"];
-
-/// `script` without the words that offer a hidden command: bash's word
-/// lists, zsh's, fish's, elvish's and PowerShell's candidate lines.
-fn without_hidden(script: &str) -> String {
+/// `script` without the words that offer a `hidden` command (a rank's
+/// process, a refusal by name), which clap_complete's generators list all
+/// the same: bash's word lists, zsh's, fish's, elvish's and PowerShell's
+/// candidate lines.
+fn without_hidden(script: &str, hidden: &[String]) -> String {
     let mut out = String::with_capacity(script.len());
     for line in script.lines() {
-        let offers = HIDDEN.iter().any(|h| {
+        let offers = hidden.iter().any(|h| {
             line.contains(&format!("'{h}:"))
                 || line.contains(&format!("-a \"{h}\""))
                 || line.contains(&format!("cand {h} "))
@@ -115,7 +113,7 @@ fn without_hidden(script: &str) -> String {
         }
         let mut line = line.to_string();
         if line.trim_start().starts_with("opts=\"") {
-            for h in HIDDEN {
+            for h in hidden {
                 line = line.replace(&format!(" {h} "), " ");
             }
         }
@@ -129,9 +127,11 @@ fn without_hidden(script: &str) -> String {
 pub fn completions(cli: Command, shell: Shell) -> Result<()> {
     // Made in memory first: the generators panic on a failed write, and a
     // closed stdout is no reason to.
+    let hidden: Vec<String> =
+        cli.get_subcommands().filter(|s| s.is_hide_set()).map(|s| s.get_name().to_string()).collect();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut completable(cli), "lanefs", &mut script);
-    io::stdout().write_all(without_hidden(&String::from_utf8_lossy(&script)).as_bytes())?;
+    io::stdout().write_all(without_hidden(&String::from_utf8_lossy(&script), &hidden).as_bytes())?;
     Ok(())
 }
 

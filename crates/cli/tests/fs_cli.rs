@@ -182,6 +182,16 @@ fn lfs_style_commands_work_against_a_running_file_system() {
     assert_eq!(ok(&up, &["find", "/d", "-mtime", "+0", "-type", "f"]), "", "nothing is a day old");
     assert_eq!(ok(&up, &["find", "/d", &format!("--group={gid}"), "!", "--type", "d"]), "/d/ior\n/d/one\n");
     fails(&up, &["find", "/d", "-type", "f", "/other"], "give the paths first");
+    // Lustre's layouts lanefs lacks are refused by name, not misread.
+    fails(
+        &up,
+        &["setstripe", "-E", "64M", "-c", "1", "-E", "-1", "-c", "4", "/pfl"],
+        "setstripe -E: composite layouts",
+    );
+    fails(&up, &["setstripe", "-C", "4", "/over"], "setstripe -C: overstriping");
+    fails(&up, &["setstripe", "-o", "0,1", "/list"], "setstripe -o: OST lists");
+    fails(&up, &["setstripe", "-c", "1", "-c", "2", "/twice"], "give -c, -S and -i once each");
+    fails(&up, &["migrate", "-c", "2", "/d/one"], "lanefs migrate (lfs migrate) is not in lanefs yet");
     fails(&up, &["find", "/d", "--type", "x"], "give f (file), d (directory)");
     assert_eq!(ok(&up, &["find", "/d", "--type", "p"]), "", "no named pipes here");
     // lfs osts and mdts.
