@@ -49,14 +49,22 @@ install: deps
 	  install -m 644 "$$stage/lanefs.bash" "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/lanefs"; \
 	  install -m 644 "$$stage/lanefs.zsh" "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_lanefs"; \
 	  install -m 644 "$$stage/lanefs.fish" "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/lanefs.fish"; \
-	  echo "installed lanefs, its man pages and completions under $(DESTDIR)$(PREFIX)"
+	  install -d "$(DESTDIR)$(PREFIX)/include"; \
+	  install -m 644 include/lanefs_user.h "$(DESTDIR)$(PREFIX)/include/lanefs_user.h"; \
+	  if command -v mpicc >/dev/null 2>&1; then \
+	    mpicc -shared -fPIC -O2 -Wall -Iinclude c/lanefs_mpiio_striping.c -o "$$stage/liblanefs-mpiio-striping.so"; \
+	    install -d "$(DESTDIR)$(PREFIX)/lib/lanefs"; \
+	    install -m 755 "$$stage/liblanefs-mpiio-striping.so" "$(DESTDIR)$(PREFIX)/lib/lanefs/"; fi; \
+	  echo "installed lanefs, its man pages, completions and header under $(DESTDIR)$(PREFIX)"
 
 uninstall:
 	rm -f "$(DESTDIR)$(PREFIX)/bin/lanefs" "$(DESTDIR)$(PREFIX)/share/man/man1/lanefs.1" \
 	  "$(DESTDIR)$(PREFIX)/share/man/man1/"lanefs-*.1 \
 	  "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/lanefs" \
 	  "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_lanefs" \
-	  "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/lanefs.fish"
+	  "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/lanefs.fish" \
+	  "$(DESTDIR)$(PREFIX)/include/lanefs_user.h" "$(DESTDIR)$(PREFIX)/lib/lanefs/liblanefs-mpiio-striping.so"
+	-rmdir "$(DESTDIR)$(PREFIX)/lib/lanefs" 2>/dev/null
 	@echo "removed lanefs, its man pages and completions from $(DESTDIR)$(PREFIX)"
 
 # The demo's last part: collective MPI-IO under mpirun, one shared file

@@ -44,4 +44,23 @@ struct lanefs_ladvise {
 #define LANEFS_IOC_GROUP_LOCK   _IOW('L', 2, __u64)
 #define LANEFS_IOC_GROUP_UNLOCK _IOW('L', 3, __u64)
 
+/*
+ * On a directory (opened O_RDONLY | O_DIRECTORY): create the file lcf_name
+ * in it with this striping, as `lfs setstripe` creates one (Lustre's
+ * LL_IOC_LOV_SETSTRIPE on a new file, which FUSE cannot carry). Fields at
+ * 0 (a count or size) or -1 (the first OST) are inherited from the
+ * directory. EEXIST if the name is taken (the file keeps its layout).
+ * 280 bytes, in the host's byte order.
+ */
+struct lanefs_create {
+	__u64 lcf_stripe_size;   /* bytes, a multiple of 64 KiB; 0: inherited */
+	__s32 lcf_stripe_count;  /* -1: every OST; 0: inherited */
+	__s32 lcf_stripe_offset; /* the first OST; -1: the MDS chooses */
+	__u32 lcf_mode;          /* permission bits, before the umask is applied by the caller */
+	__u32 lcf_padding;
+	char lcf_name[256];      /* NUL-terminated */
+};
+
+#define LANEFS_IOC_CREATE_STRIPED _IOW('L', 4, struct lanefs_create)
+
 #endif

@@ -372,6 +372,43 @@ impl LanefsFs {
 }
 
 impl LanefsFs {
+    /// `LANEFS_IOC_CREATE_STRIPED` on directory `dir` (open as `fh`): the
+    /// file it names, created with its striping by the caller, whom the
+    /// MDS checks as for any create (`EEXIST` if the name is taken).
+    fn create_striped(&self, req: &Request, dir: INodeNo, fh: FileHandle, data: &[u8]) -> Result<(), Errno> {
+        if data.len() != CREATE_BYTES {
+            return Err(Errno::EINVAL);
+        }
+        if self.listings.lock().expect("listings").page(fh.0).is_none() {
+            return Err(Errno::ENOTDIR);
+        }
+        let size = u64::from_ne_bytes(data[0..8].try_into().expect("8 bytes"));
+        let count = i32::from_ne_bytes(data[8..12].try_into().expect("4 bytes"));
+        let offset = i32::from_ne_bytes(data[12..16].try_into().expect("4 bytes"));
+        let mode = u32::from_ne_bytes(data[16..20].try_into().expect("4 bytes"));
+        let name = &data[24..];
+        let name = &name[..name.iter().position(|b| *b == 0).ok_or(Errno::ENAMETOOLONG)?];
+        let name = std::str::from_utf8(name).map_err(|_| Errno::EINVAL)?;
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(Errno::EINVAL);
+        }
+        let stripe = StripeSpec {
+            count: (count != 0).then_some(i64::from(count)),
+            size: (size != 0).then_some(size),
+            start_ost: (offset != -1).then_some(i64::from(offset)),
+            pool: None,
+        };
+        let path = child_path(dir.0, name);
+        let request = MdsRequest::Create {
+            path,
+            stripe,
+            mode: CreateMode::Exclusive,
+            access: Access::Read,
+            permissions: mode & 0o7777,
+        };
+        self.mds(req, request).map(|_| ())
+    }
+
     /// The page of directory `dir` after `cursor`, its first entry the
     /// listing's `first`.
     fn dir_page(&self, req: &Request, dir: Fid, after: Option<String>, first: u64) -> Result<Page, Errno> {
@@ -979,7 +1016,9 @@ impl Filesystem for LanefsFs {
     /// lanefs's ioctls (`include/lanefs_user.h`): one lock advice, and
     /// group locks, on an open file, taken by this mount's client, which
     /// is the one that writes the file. A group lock needs the file open
-    /// for writing (`EBADF`) and a group id other than 0 (`EINVAL`).
+    /// for writing (`EBADF`) and a group id other than 0 (`EINVAL`). On a
+    /// directory, a file created with a striping (what MPI-IO's striping
+    /// hints ask for, through `c/lanefs_mpiio_striping.c`).
     fn ioctl(
         &self,
         _req: &Request,
@@ -992,6 +1031,9 @@ impl Filesystem for LanefsFs {
         reply: ReplyIoctl,
     ) {
         let result = (|| {
+            if cmd == LANEFS_IOC_CREATE_STRIPED {
+                return self.create_striped(_req, _ino, fh, in_data).map(|()| Vec::new());
+            }
             let open = self.open_file(fh)?;
             let u32_at = |i: usize| u32::from_ne_bytes(in_data[i..i + 4].try_into().expect("4 bytes"));
             let u64_at = |i: usize| u64::from_ne_bytes(in_data[i..i + 8].try_into().expect("8 bytes"));
@@ -1219,6 +1261,10 @@ pub fn ladvise_through_mount(file: &std::fs::File, advice: &Advice) -> std::io::
 const LANEFS_IOC_LADVISE: u32 = (3 << 30) | ((LADVISE_BYTES as u32) << 16) | ((b'L' as u32) << 8) | 1;
 const LANEFS_IOC_GROUP_LOCK: u32 = (1 << 30) | (8 << 16) | ((b'L' as u32) << 8) | 2;
 const LANEFS_IOC_GROUP_UNLOCK: u32 = (1 << 30) | (8 << 16) | ((b'L' as u32) << 8) | 3;
+/// `struct lanefs_create` (`include/lanefs_user.h`): 280 bytes.
+const CREATE_BYTES: usize = 280;
+/// `_IOW('L', 4, struct lanefs_create)`.
+const LANEFS_IOC_CREATE_STRIPED: u32 = (1 << 30) | ((CREATE_BYTES as u32) << 16) | ((b'L' as u32) << 8) | 4;
 
 /// The extended attribute that holds a file's layout, as Lustre's does.
 const LOV_XATTR: &str = "lustre.lov";

@@ -7,6 +7,7 @@
 
 mod conformance;
 mod descriptors;
+mod mpiio_striping;
 mod xattrs;
 
 use lanefs_fuse::MountConfig;
@@ -454,6 +455,7 @@ fn the_layout_reads_as_lustres_lov_extended_attribute() {
 const IOC_LADVISE: libc::c_ulong = (3 << 30) | (32 << 16) | ((b'L' as libc::c_ulong) << 8) | 1;
 const IOC_GROUP_LOCK: libc::c_ulong = (1 << 30) | (8 << 16) | ((b'L' as libc::c_ulong) << 8) | 2;
 const IOC_GROUP_UNLOCK: libc::c_ulong = (1 << 30) | (8 << 16) | ((b'L' as libc::c_ulong) << 8) | 3;
+const IOC_CREATE_STRIPED: libc::c_ulong = (1 << 30) | (280 << 16) | ((b'L' as libc::c_ulong) << 8) | 4;
 
 fn ioctl(file: &fs::File, request: libc::c_ulong, arg: *mut u8) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
@@ -541,16 +543,17 @@ fn the_c_header_names_the_ioctls_the_mount_answers() {
     let program = dir.path().join("n.c");
     fs::write(
         &program,
-        "#include <stdio.h>\n#include \"lanefs_user.h\"\nint main(void) { printf(\"%lu %lu %lu %zu\", \
+        "#include <stdio.h>\n#include \"lanefs_user.h\"\nint main(void) { printf(\"%lu %lu %lu %zu %lu %zu\", \
          (unsigned long)LANEFS_IOC_LADVISE, (unsigned long)LANEFS_IOC_GROUP_LOCK, \
-         (unsigned long)LANEFS_IOC_GROUP_UNLOCK, sizeof(struct lanefs_ladvise)); return 0; }\n",
+         (unsigned long)LANEFS_IOC_GROUP_UNLOCK, sizeof(struct lanefs_ladvise), \
+         (unsigned long)LANEFS_IOC_CREATE_STRIPED, sizeof(struct lanefs_create)); return 0; }\n",
     )
     .unwrap();
     let binary = dir.path().join("n");
     let built = std::process::Command::new("cc").arg("-I").arg(include).arg(&program).arg("-o").arg(&binary).status();
     assert!(built.is_ok_and(|s| s.success()), "cc compiles a program with include/lanefs_user.h");
     let out = std::process::Command::new(&binary).output().unwrap();
-    let expected = format!("{IOC_LADVISE} {IOC_GROUP_LOCK} {IOC_GROUP_UNLOCK} 32");
+    let expected = format!("{IOC_LADVISE} {IOC_GROUP_LOCK} {IOC_GROUP_UNLOCK} 32 {IOC_CREATE_STRIPED} 280");
     assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
 }
 
