@@ -18,6 +18,7 @@
 //! advice), [`ost`] and [`layout`].
 
 pub mod client;
+pub mod cut;
 pub mod errno;
 pub mod extent;
 pub mod harness;

@@ -52,7 +52,7 @@ pub enum Changed {
     /// `len` bytes written at `offset`.
     Write { offset: u64, len: u64 },
     /// The object truncated, a hole punched or space reserved.
-    Punch { cut: crate::msg::Cut },
+    Punch { cut: crate::cut::Cut },
 }
 
 impl LockKey {
@@ -95,7 +95,7 @@ impl LockKey {
     /// `client` as transaction `transno`.
     pub fn prove_change(&self, client: ClientId, transno: Transno, object: ObjectId, change: Changed) -> ChangeProof {
         let mut h = SipHasher24::new_with_keys(self.0[0], self.0[1]);
-        use crate::msg::Cut;
+        use crate::cut::Cut;
         let (tag, a, b) = match change {
             Changed::Write { offset, len } => (4, offset, len),
             Changed::Punch { cut: Cut::Size(size) } => (5, size, 0),
@@ -124,8 +124,8 @@ impl LockKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cut::Cut;
     use crate::ldlm::GroupId;
-    use crate::msg::Cut;
 
     #[test]
     fn a_proof_names_one_lock_of_one_client_under_one_key() {
