@@ -263,33 +263,26 @@ pub fn parse(args: &[String]) -> Result<(Vec<String>, FindTests), String> {
 
 /// A user by name (the password database) or number.
 fn user_id(text: &str) -> Result<u32, String> {
-    if let Ok(uid) = text.parse() {
-        return Ok(uid);
-    }
-    let name = std::ffi::CString::new(text).map_err(|_| "a user name has no NUL byte".to_string())?;
-    // SAFETY: a valid C string; getpwnam's result is read at once, before
+    // SAFETY: a valid C string; getpwnam's entry is read at once, before
     // any other call that could reuse its buffer.
-    let entry = unsafe { libc::getpwnam(name.as_ptr()) };
-    if entry.is_null() {
-        return Err(format!("no user {text:?}: give a user name or a uid"));
-    }
-    // SAFETY: getpwnam returned a valid entry.
-    Ok(unsafe { (*entry).pw_uid })
+    id_of(text, "user name or a uid", |name| unsafe { libc::getpwnam(name).as_ref().map(|e| e.pw_uid) })
 }
 
 /// A group by name (the group database) or number.
 fn group_id(text: &str) -> Result<u32, String> {
-    if let Ok(gid) = text.parse() {
-        return Ok(gid);
-    }
-    let name = std::ffi::CString::new(text).map_err(|_| "a group name has no NUL byte".to_string())?;
     // SAFETY: as for getpwnam above.
-    let entry = unsafe { libc::getgrnam(name.as_ptr()) };
-    if entry.is_null() {
-        return Err(format!("no group {text:?}: give a group name or a gid"));
+    id_of(text, "group name or a gid", |name| unsafe { libc::getgrnam(name).as_ref().map(|e| e.gr_gid) })
+}
+
+/// `text` as a number, or the id `lookup` finds for it as a name; `what`
+/// names what to give instead.
+fn id_of(text: &str, what: &str, lookup: impl Fn(*const libc::c_char) -> Option<u32>) -> Result<u32, String> {
+    if let Ok(id) = text.parse() {
+        return Ok(id);
     }
-    // SAFETY: getgrnam returned a valid entry.
-    Ok(unsafe { (*entry).gr_gid })
+    let name = std::ffi::CString::new(text).map_err(|_| format!("{text:?}: give a {what}"))?;
+    lookup(name.as_ptr())
+        .ok_or_else(|| format!("no {} {text:?}: give a {what}", what.split(' ').next().unwrap_or(what)))
 }
 
 /// `find -type`'s letters: `f`, `d`, `l`, `p`, `s`, `c` or `b`.

@@ -773,43 +773,56 @@ impl Client {
         }
     }
 
-    fn step_truncate(&mut self, now: Instant, id: OpId, size: u64) -> Result<bool, ClientError> {
-        if !self.acquired(id)? {
-            return Ok(false);
-        }
+    /// Where a step that sends one punch stands once its lock is held:
+    /// `Some` of what the step returns while the punch is out or answered
+    /// (the next step after a success), `None` when it is to be sent.
+    fn punch_answered(&mut self, now: Instant, id: OpId) -> Option<Result<bool, ClientError>> {
         let (step, state, _) = self.current(id);
         match state {
             OpState::WaitRpcs { outstanding: 0, failed: None } => {
                 self.next_step(now, id);
-                Ok(true)
+                Some(Ok(true))
             }
             OpState::WaitRpcs { outstanding: 0, failed: Some(error) } => {
-                Err(ClientError::Io { ost: step.key.ost, error })
+                Some(Err(ClientError::Io { ost: step.key.ost, error }))
             }
-            OpState::WaitRpcs { .. } => Ok(false),
-            _ => {
-                let layout = &self.files.get(&self.ops[&id].fh).ok_or(ClientError::BadFile)?.layout;
-                let object_size = layout.file_size_to_object_size(step.stripe, size);
-                if self.cache.has_writeback(step.key, Extent::new(object_size - object_size % PAGE_SIZE, EOF)) {
-                    return Ok(false); // let writes in flight past the new end land first
-                }
-                let dropped: u64 = self
-                    .cache
-                    .dirty_ranges(step.key)
-                    .iter()
-                    .filter(|r| r.end >= object_size)
-                    .map(|r| r.end + 1 - r.start.max(object_size))
-                    .sum();
-                self.cache.truncate(step.key, object_size);
-                let xid = self.xid();
-                let cut = Cut::Size(object_size);
-                self.rpcs.insert(xid, Rpc::Punch { op: id, key: step.key, cut, dropped });
-                self.osc(step.key.ost).punches += 1;
-                self.send(step.key.ost, ToOst::Punch { xid, object: step.key.object, cut });
-                self.set_state(id, OpState::WaitRpcs { outstanding: 1, failed: None });
-                Ok(true)
-            }
+            OpState::WaitRpcs { .. } => Some(Ok(false)),
+            _ => None,
         }
+    }
+
+    /// Sends `cut` of the current step's object and waits for its answer.
+    fn send_cut(&mut self, id: OpId, key: ObjectKey, cut: Cut, dropped: u64) {
+        let xid = self.xid();
+        self.rpcs.insert(xid, Rpc::Punch { op: id, key, cut, dropped });
+        self.osc(key.ost).punches += 1;
+        self.send(key.ost, ToOst::Punch { xid, object: key.object, cut });
+        self.set_state(id, OpState::WaitRpcs { outstanding: 1, failed: None });
+    }
+
+    fn step_truncate(&mut self, now: Instant, id: OpId, size: u64) -> Result<bool, ClientError> {
+        if !self.acquired(id)? {
+            return Ok(false);
+        }
+        if let Some(done) = self.punch_answered(now, id) {
+            return done;
+        }
+        let (step, _, _) = self.current(id);
+        let layout = &self.files.get(&self.ops[&id].fh).ok_or(ClientError::BadFile)?.layout;
+        let object_size = layout.file_size_to_object_size(step.stripe, size);
+        if self.cache.has_writeback(step.key, Extent::new(object_size - object_size % PAGE_SIZE, EOF)) {
+            return Ok(false); // let writes in flight past the new end land first
+        }
+        let dropped: u64 = self
+            .cache
+            .dirty_ranges(step.key)
+            .iter()
+            .filter(|r| r.end >= object_size)
+            .map(|r| r.end + 1 - r.start.max(object_size))
+            .sum();
+        self.cache.truncate(step.key, object_size);
+        self.send_cut(id, step.key, Cut::Size(object_size), dropped);
+        Ok(true)
     }
 
     /// One object's part of a hole or a reservation, under its PW lock:
@@ -820,46 +833,33 @@ impl Client {
         if !self.acquired(id)? {
             return Ok(false);
         }
-        let (step, state, _) = self.current(id);
-        match state {
-            OpState::WaitRpcs { outstanding: 0, failed: None } => {
-                self.next_step(now, id);
-                Ok(true)
-            }
-            OpState::WaitRpcs { outstanding: 0, failed: Some(error) } => {
-                Err(ClientError::Io { ost: step.key.ost, error })
-            }
-            OpState::WaitRpcs { .. } => Ok(false),
-            _ => {
-                if self.cache.has_dirty(step.key, step.extent) || self.cache.has_writeback(step.key, step.extent) {
-                    // Written back by the flush pump, which serves ops
-                    // waiting in this state; this step looks again after.
-                    let moved = state != OpState::WaitFlush;
-                    self.set_state(id, OpState::WaitFlush);
-                    return Ok(moved);
-                }
-                let layout = &self.files.get(&self.ops[&id].fh).ok_or(ClientError::BadFile)?.layout;
-                let (offset, len) = file_cut.span();
-                let (start, end) = (
-                    layout.file_size_to_object_size(step.stripe, offset),
-                    layout.file_size_to_object_size(step.stripe, offset + len),
-                );
-                let cut = match file_cut {
-                    Cut::Hole { .. } => Cut::Hole { offset: start, len: end - start },
-                    Cut::Reserve { keep_size, .. } => Cut::Reserve { offset: start, len: end - start, keep_size },
-                    Cut::Size(_) => unreachable!("a truncate is planned as one"),
-                };
-                if matches!(cut, Cut::Hole { .. }) {
-                    self.cache.drop_clean(step.key, step.extent);
-                }
-                let xid = self.xid();
-                self.rpcs.insert(xid, Rpc::Punch { op: id, key: step.key, cut, dropped: 0 });
-                self.osc(step.key.ost).punches += 1;
-                self.send(step.key.ost, ToOst::Punch { xid, object: step.key.object, cut });
-                self.set_state(id, OpState::WaitRpcs { outstanding: 1, failed: None });
-                Ok(true)
-            }
+        if let Some(done) = self.punch_answered(now, id) {
+            return done;
         }
+        let (step, state, _) = self.current(id);
+        if self.cache.has_dirty(step.key, step.extent) || self.cache.has_writeback(step.key, step.extent) {
+            // Written back by the flush pump, which serves ops
+            // waiting in this state; this step looks again after.
+            let moved = state != OpState::WaitFlush;
+            self.set_state(id, OpState::WaitFlush);
+            return Ok(moved);
+        }
+        let layout = &self.files.get(&self.ops[&id].fh).ok_or(ClientError::BadFile)?.layout;
+        let (offset, len) = file_cut.span();
+        let (start, end) = (
+            layout.file_size_to_object_size(step.stripe, offset),
+            layout.file_size_to_object_size(step.stripe, offset + len),
+        );
+        let cut = match file_cut {
+            Cut::Hole { .. } => Cut::Hole { offset: start, len: end - start },
+            Cut::Reserve { keep_size, .. } => Cut::Reserve { offset: start, len: end - start, keep_size },
+            Cut::Size(_) => unreachable!("a truncate is planned as one"),
+        };
+        if matches!(cut, Cut::Hole { .. }) {
+            self.cache.drop_clean(step.key, step.extent);
+        }
+        self.send_cut(id, step.key, cut, 0);
+        Ok(true)
     }
 
     /// Group lock and synchronous lockahead: get the lock, use it for nothing.

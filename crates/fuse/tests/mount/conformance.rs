@@ -35,25 +35,30 @@ fn mknod(path: &Path, mode: u32, dev: u64) -> Result<String> {
     rc(unsafe { libc::mknod(c(path).as_ptr(), mode, dev) }, "made")
 }
 
+/// A file type's name and `ls`'s letter.
+fn kind_of(kind: std::fs::FileType) -> (&'static str, char) {
+    if kind.is_fifo() {
+        ("fifo", 'p')
+    } else if kind.is_socket() {
+        ("socket", 's')
+    } else if kind.is_char_device() {
+        ("char", 'c')
+    } else if kind.is_block_device() {
+        ("block", 'b')
+    } else if kind.is_symlink() {
+        ("symlink", 'l')
+    } else if kind.is_dir() {
+        ("dir", 'd')
+    } else {
+        ("file", 'f')
+    }
+}
+
 /// What `stat -c '%F %a %h %u:%g %t:%T %s'` would say.
 fn stat(path: &Path) -> Result<String> {
     let meta = std::fs::symlink_metadata(path)?;
     let kind = meta.file_type();
-    let name = if kind.is_fifo() {
-        "fifo"
-    } else if kind.is_socket() {
-        "socket"
-    } else if kind.is_char_device() {
-        "char"
-    } else if kind.is_block_device() {
-        "block"
-    } else if kind.is_symlink() {
-        "symlink"
-    } else if kind.is_dir() {
-        "dir"
-    } else {
-        "file"
-    };
+    let (name, _) = kind_of(kind);
     let (major, minor) = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
     let size = if kind.is_dir() { 0 } else { meta.len() };
     Ok(format!(
@@ -70,22 +75,7 @@ fn listing(dir: &Path) -> Result<String> {
     let mut names = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
-        let kind = entry.file_type()?;
-        let letter = if kind.is_fifo() {
-            'p'
-        } else if kind.is_socket() {
-            's'
-        } else if kind.is_char_device() {
-            'c'
-        } else if kind.is_block_device() {
-            'b'
-        } else if kind.is_dir() {
-            'd'
-        } else if kind.is_symlink() {
-            'l'
-        } else {
-            'f'
-        };
+        let (_, letter) = kind_of(entry.file_type()?);
         names.push(format!("{letter}:{}", entry.file_name().to_string_lossy()));
     }
     names.sort();
