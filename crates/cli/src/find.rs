@@ -25,18 +25,25 @@ pub struct NumberTest {
     unit: u64,
 }
 
+/// find(1)'s `+N`, `-N` or `N` and what follows the digits: the sign
+/// as the comparison it asks for, the number, the unit.
+fn signed(text: &str) -> Option<(std::cmp::Ordering, u64, &str)> {
+    let (sign, rest) = match text.as_bytes().first() {
+        Some(b'+') => (std::cmp::Ordering::Greater, &text[1..]),
+        Some(b'-') => (std::cmp::Ordering::Less, &text[1..]),
+        _ => (std::cmp::Ordering::Equal, text),
+    };
+    let digits_end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    let (digits, suffix) = rest.split_at(digits_end);
+    Some((sign, digits.parse().ok()?, suffix))
+}
+
 impl NumberTest {
     /// `+N`, `-N` or `N`, with a unit letter when `sizes` (`k`, `M`, `G`,
     /// `T`, `P`, base 2; `c` or none: bytes).
     pub fn parse(text: &str, sizes: bool) -> Result<NumberTest, String> {
-        let (sign, rest) = match text.as_bytes().first() {
-            Some(b'+') => (std::cmp::Ordering::Greater, &text[1..]),
-            Some(b'-') => (std::cmp::Ordering::Less, &text[1..]),
-            _ => (std::cmp::Ordering::Equal, text),
-        };
-        let digits_end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
-        let (digits, suffix) = rest.split_at(digits_end);
-        let value: u64 = digits.parse().map_err(|_| format!("{text:?} is not a number: give N, +N or -N"))?;
+        let (sign, value, suffix) =
+            signed(text).ok_or_else(|| format!("{text:?} is not a number: give N, +N or -N"))?;
         let unit = match (sizes, suffix.to_ascii_lowercase().as_str()) {
             (_, "") => 1,
             (true, "c") => 1,
@@ -98,14 +105,8 @@ pub struct AgeTest {
 
 impl AgeTest {
     pub fn parse(text: &str) -> Result<AgeTest, String> {
-        let (sign, rest) = match text.as_bytes().first() {
-            Some(b'+') => (std::cmp::Ordering::Greater, &text[1..]),
-            Some(b'-') => (std::cmp::Ordering::Less, &text[1..]),
-            _ => (std::cmp::Ordering::Equal, text),
-        };
-        let digits_end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
-        let (digits, suffix) = rest.split_at(digits_end);
-        let value: u64 = digits.parse().map_err(|_| format!("{text:?} is not an age: give N, +N or -N (days)"))?;
+        let (sign, value, suffix) =
+            signed(text).ok_or_else(|| format!("{text:?} is not an age: give N, +N or -N (days)"))?;
         let unit_s = match suffix {
             "s" => 1,
             "m" => 60,
