@@ -56,7 +56,7 @@ struct lanefs_create {
 	__u64 lcf_stripe_size;   /* bytes, a multiple of 64 KiB; 0: inherited */
 	__s32 lcf_stripe_count;  /* -1: every OST; 0: inherited */
 	__s32 lcf_stripe_offset; /* the first OST; -1: the MDS chooses */
-	__u32 lcf_mode;          /* permission bits, before the umask is applied by the caller */
+	__u32 lcf_mode;          /* permission bits, the caller's umask applied already */
 	__u32 lcf_padding;
 	char lcf_name[256];      /* NUL-terminated */
 };

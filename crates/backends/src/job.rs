@@ -81,7 +81,7 @@ fn rank_run(
         );
     }
     // IOR's testComm: -N fewer than the job's ranks runs on the first N,
-    // and the others wait for them (IOR prints "Participating tasks: N").
+    // and the others wait for them.
     let team =
         if params.num_tasks < comm.size() { comm.first(params.num_tasks).map_err(|e| anyhow!("{e}"))? } else { None };
     let comm_world = comm;

@@ -1021,8 +1021,8 @@ impl Filesystem for LanefsFs {
     /// hints ask for, through `c/lanefs_mpiio_striping.c`).
     fn ioctl(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: fuser::IoctlFlags,
         cmd: u32,
@@ -1032,7 +1032,7 @@ impl Filesystem for LanefsFs {
     ) {
         let result = (|| {
             if cmd == LANEFS_IOC_CREATE_STRIPED {
-                return self.create_striped(_req, _ino, fh, in_data).map(|()| Vec::new());
+                return self.create_striped(req, ino, fh, in_data).map(|()| Vec::new());
             }
             let open = self.open_file(fh)?;
             let u32_at = |i: usize| u32::from_ne_bytes(in_data[i..i + 4].try_into().expect("4 bytes"));
