@@ -333,7 +333,7 @@ const LACKED: &[(&[&str], &str)] = &[
          error reaches the program at fsync or close",
     ),
     (
-        &["checksums", "checksum_type", "checksum_dump", "resend_count"],
+        &["checksums", "checksum_type", "checksum_dump"],
         "it checksums nothing itself: TLS on TCP, or the kernel on Unix sockets, keeps the bytes whole",
     ),
     (
