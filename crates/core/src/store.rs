@@ -74,6 +74,12 @@ pub trait ObjectStore {
     /// does), what `st_blocks` counts; 0 for an object never written.
     fn allocated(&mut self, object: ObjectId) -> Result<u64, StoreError>;
 
+    /// [`ObjectStore::size`] and [`ObjectStore::allocated`] at once (a
+    /// getattr's answer): a store that reads both in one call overrides it.
+    fn size_and_allocated(&mut self, object: ObjectId) -> Result<(u64, u64), StoreError> {
+        Ok((self.size(object)?, self.allocated(object)?))
+    }
+
     /// A change that sends no bytes (see [`Cut`]).
     fn cut(&mut self, object: ObjectId, cut: Cut) -> Result<(), StoreError> {
         match cut {
@@ -161,6 +167,8 @@ pub struct MemStore {
 }
 
 const CHUNK_BYTES: u64 = 64 * 1024;
+/// The most chunks one reservation makes in memory (1 GiB).
+pub const RESERVE_CHUNKS_MAX: u64 = 1 << 14;
 
 #[derive(Clone, Debug, Default)]
 struct MemObject {
@@ -261,8 +269,15 @@ impl ObjectStore for MemStore {
         Ok(())
     }
 
+    /// Chunks are made for the range (a reservation holds memory), at most
+    /// [`RESERVE_CHUNKS_MAX`] at a time: past that, `ENOSPC`, as a disk
+    /// without the room says.
     fn reserve(&mut self, object: ObjectId, offset: u64, len: u64, keep_size: bool) -> Result<(), StoreError> {
         check_bounds(object, offset, len)?;
+        if len.div_ceil(CHUNK_BYTES) >= RESERVE_CHUNKS_MAX {
+            let detail = format!("reserving {len} bytes of object {} in memory", object.0);
+            return Err(StoreError::Os { errno: Errno::ENOSPC, detail });
+        }
         let obj = self.objects.entry(object).or_default();
         if len > 0 {
             for chunk in offset / CHUNK_BYTES..=(offset + len - 1) / CHUNK_BYTES {
@@ -544,6 +559,9 @@ mod tests {
         assert_eq!(s.read(o, 0, 1).unwrap(), [7], "reserving keeps what is there");
         s.reserve(o, 8 * c, 10, false).unwrap();
         assert_eq!(s.size(o).unwrap(), 8 * c + 10, "mode 0 grows the object");
+        let refused = s.reserve(ObjectId(9), 0, RESERVE_CHUNKS_MAX * c, false).unwrap_err();
+        assert!(matches!(refused, StoreError::Os { errno: Errno::ENOSPC, .. }), "a bounded reservation: {refused}");
+        assert_eq!(s.size(ObjectId(9)).unwrap(), 0, "nothing done");
         s.punch_hole(ObjectId(9), 0, 10).unwrap();
         assert_eq!(s.allocated(ObjectId(9)).unwrap(), 0, "a hole in nothing is nothing");
     }

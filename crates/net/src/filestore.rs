@@ -641,8 +641,13 @@ impl ObjectStore for FileStore {
 
     /// The object file's blocks (`st_blocks`, in 512-byte units).
     fn allocated(&mut self, object: ObjectId) -> Result<u64, StoreError> {
+        self.size_and_allocated(object).map(|(_, allocated)| allocated)
+    }
+
+    /// One `fstat` for a getattr's size and blocks.
+    fn size_and_allocated(&mut self, object: ObjectId) -> Result<(u64, u64), StoreError> {
         use std::os::unix::fs::MetadataExt;
-        self.file(object)?.metadata().map(|m| m.blocks() * 512).map_err(io)
+        self.file(object)?.metadata().map(|m| (m.len(), m.blocks() * 512)).map_err(io)
     }
 
     /// `posix_fadvise` of the range. `WILLNEED` returns once the reads are

@@ -1243,8 +1243,7 @@ impl<S: ObjectStore> Ost<S> {
             return;
         }
         self.counters.getattrs += 1;
-        let (size, allocated) = match self.store.size(object).and_then(|size| Ok((size, self.store.allocated(object)?)))
-        {
+        let (size, allocated) = match self.store.size_and_allocated(object) {
             Ok(attr) => attr,
             Err(e) => {
                 self.send(from, ToClient::GetattrReply { xid, result: Err(store_error(e)) });
