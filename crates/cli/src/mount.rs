@@ -20,6 +20,13 @@ pub struct MountArgs {
     /// Threads serving the kernel's requests.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: u16,
+    /// Let programs map files shared and writable (MAP_SHARED of a file
+    /// open for writing; refused with ENODEV by default). Such a mapping
+    /// is coherent within this mount alone: use it only where no other
+    /// mount maps or writes the files mapped here (SQLite's WAL mode on
+    /// two mounts loses rows with it).
+    #[arg(long)]
+    shared_mmap: bool,
     /// Where to mount: an existing, empty directory.
     mountpoint: PathBuf,
 }
@@ -62,8 +69,12 @@ pub fn mount(args: MountArgs, target: &Target) -> Result<()> {
     }
     // No MDS to be had is an error now, not a wait.
     let client = Client::connect_once(&mds, options).with_context(|| format!("connecting to the MDS at {mds}"))?;
-    let config =
-        lanefs_fuse::MountConfig { threads: args.threads.into(), source: format!("lanefs:{mds}"), allow_other: true };
+    let config = lanefs_fuse::MountConfig {
+        threads: args.threads.into(),
+        source: format!("lanefs:{mds}"),
+        allow_other: true,
+        shared_mmap: args.shared_mmap,
+    };
     lanefs_fuse::mount(client, &mountpoint, &config).with_context(|| mount_failed(&mountpoint))
 }
 
@@ -91,7 +102,11 @@ fn start_in_background(args: &MountArgs, mountpoint: &Path, target: &Target) -> 
     let log = log_dir.join(format!("mount-{}.log", std::process::id()));
     let log_file = lanefs_net::runtime_files::append_private_file(&log).context("opening the mount's log")?;
     let mut command = Command::new(std::env::current_exe().context("finding the lanefs binary")?);
-    command.arg("mount").arg("--foreground").arg("--threads").arg(args.threads.to_string()).arg(mountpoint);
+    command.arg("mount").arg("--foreground").arg("--threads").arg(args.threads.to_string());
+    if args.shared_mmap {
+        command.arg("--shared-mmap");
+    }
+    command.arg(mountpoint);
     if let Some(mds) = &target.mds {
         command.arg("--mds").arg(mds);
     }

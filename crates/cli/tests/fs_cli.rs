@@ -789,6 +789,18 @@ fn mount_serves_unmodified_programs_and_umount_waits_for_open_files() {
     let (ok, out, err) = lanefs(&up, &["umount", at]);
     assert!(ok, "umount: {out}{err}");
     assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "unmounted: the directory is empty again");
+    // A shared mapping is refused unless the mount is told to allow them.
+    let map = format!("import mmap; f = open('{at}/z', 'r+b'); mmap.mmap(f.fileno(), 0)[0] = 1");
+    for (flags, works) in [(&[][..], false), (&["--shared-mmap"][..], true)] {
+        let (ok, out, err) = lanefs(&up, &[&["mount"][..], flags, &[at]].concat());
+        assert!(ok, "mount: {out}{err}");
+        let mapped = Command::new("python3").args(["-c", &map]).output().unwrap();
+        let said = String::from_utf8_lossy(&mapped.stderr);
+        assert_eq!(mapped.status.success(), works, "{flags:?}: {said}");
+        assert!(works || said.contains("No such device"), "{said}");
+        let (ok, out, err) = lanefs(&up, &["umount", at]);
+        assert!(ok, "umount: {out}{err}");
+    }
 }
 
 /// A mount whose MDS cannot be reached fails at once, saying so; a mount

@@ -86,6 +86,9 @@ pub struct LanefsFs {
     /// at their last close.
     orphans: Mutex<HashMap<u64, Orphan>>,
     next_handle: AtomicU64,
+    /// Whether the kernel lets a program map a file shared and writable
+    /// (see [`LanefsFs::allowing_shared_mmap`]).
+    shared_mmap: bool,
 }
 
 /// Open files of a mount, in all and per uid, within [`OPEN_MAX`] and
@@ -154,7 +157,27 @@ impl LanefsFs {
             listings: Mutex::new(Listings::default()),
             orphans: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
+            shared_mmap: false,
         }
+    }
+
+    /// Let programs map files shared and writable (`MAP_SHARED` of a
+    /// file open for writing), which a mount refuses by default (`mmap`
+    /// fails with `ENODEV`).
+    ///
+    /// Such a mapping is coherent among the processes of this mount (they
+    /// share the kernel's pages), and its stores reach lanefs, and every
+    /// other mount, at `msync`, `munmap` or the kernel's writeback. It is
+    /// not kept coherent with another mount's writes, nor another mount's
+    /// mapping with its stores: FUSE tells a mount neither of a store to a
+    /// mapped page (there is no `page_mkwrite` for it to take a lock in, as
+    /// a Lustre client does) nor of the mapping itself. Two mounts that map
+    /// one file and both store to it (SQLite's write-ahead log does, in its
+    /// `-shm` file) lose stores with no error, so this is for mounts that
+    /// alone map the files they write.
+    pub fn allowing_shared_mmap(mut self, allow: bool) -> LanefsFs {
+        self.shared_mmap = allow;
+        self
     }
 
     fn path(&self, ino: INodeNo) -> Result<String, Errno> {
@@ -433,11 +456,17 @@ impl Filesystem for LanefsFs {
         if let Err(missing) = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS | InitFlags::FUSE_FLOCK_LOCKS) {
             warn!(?missing, "this kernel keeps file locks to this node: they will not hold between mounts");
         }
-        // A program may map a file (direct I/O files refuse shared
-        // mappings without this): the kernel drops the file's cached pages
-        // at each mmap, so a mapping starts from what lanefs holds then.
-        if let Err(missing) = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
-            warn!(?missing, "this kernel (before Linux 6.6) refuses shared mappings of lanefs files");
+        // Without this the kernel refuses a shared writable mapping of a
+        // direct I/O file (ENODEV), which is what a mount wants unless
+        // told otherwise: such a mapping cannot be kept coherent with
+        // other mounts (see `allowing_shared_mmap`). Private and read-only
+        // mappings are served either way; the kernel drops the file's
+        // cached pages at each mmap, so a mapping starts from what lanefs
+        // holds then.
+        if self.shared_mmap {
+            if let Err(missing) = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
+                warn!(?missing, "this kernel (before Linux 6.6) refuses shared writable mappings of lanefs files");
+            }
         }
         Ok(())
     }

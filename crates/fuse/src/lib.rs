@@ -7,8 +7,11 @@
 //!
 //! Where it departs from Lustre (and from POSIX) for now: files are opened
 //! with direct I/O, so the kernel caches no file data (coherence without
-//! page-cache invalidation; a mapping is filled at `mmap` and not kept
-//! coherent with other mounts' later writes); a `close(2)` after writes
+//! page-cache invalidation); a shared writable mapping is refused
+//! (`ENODEV`) unless the mount allows it, and then it is coherent within
+//! the mount alone ([`LanefsFs::allowing_shared_mmap`]); a private or
+//! read-only mapping is filled as it is touched and not kept coherent
+//! with other mounts' later writes; a `close(2)` after writes
 //! moves the modification time to now (unless a time was set through the
 //! file after its last write: `futimens`, `cp -p` and `tar -x` keep theirs),
 //! and reads never move the access time (`noatime`); named pipes, sockets
@@ -41,11 +44,14 @@ pub struct MountConfig {
     /// Let other users than the one who mounted use the mount (FUSE's
     /// `allow_other`); the MDS then checks each caller's permissions.
     pub allow_other: bool,
+    /// Let programs map files shared and writable (refused by default):
+    /// see [`LanefsFs::allowing_shared_mmap`].
+    pub shared_mmap: bool,
 }
 
 impl Default for MountConfig {
     fn default() -> Self {
-        MountConfig { threads: 4, source: "lanefs".into(), allow_other: true }
+        MountConfig { threads: 4, source: "lanefs".into(), allow_other: true, shared_mmap: false }
     }
 }
 
@@ -69,11 +75,11 @@ fn config(mount: &MountConfig) -> Config {
 /// Mount `client`'s file system at `mountpoint` and serve it until it is
 /// unmounted.
 pub fn mount(client: Client, mountpoint: &Path, mount: &MountConfig) -> std::io::Result<()> {
-    fuser::mount(LanefsFs::new(client), mountpoint, &config(mount))
+    fuser::mount(LanefsFs::new(client).allowing_shared_mmap(mount.shared_mmap), mountpoint, &config(mount))
 }
 
 /// Mount in the background: unmounted when the session is dropped (or
 /// with [`BackgroundSession::umount_and_join`]).
 pub fn spawn(client: Client, mountpoint: &Path, mount: &MountConfig) -> std::io::Result<BackgroundSession> {
-    fuser::spawn_mount(LanefsFs::new(client), mountpoint, &config(mount))
+    fuser::spawn_mount(LanefsFs::new(client).allowing_shared_mmap(mount.shared_mmap), mountpoint, &config(mount))
 }

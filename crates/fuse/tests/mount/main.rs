@@ -7,6 +7,7 @@
 
 mod conformance;
 mod descriptors;
+mod mappings;
 mod mpiio_striping;
 mod xattrs;
 
@@ -37,6 +38,12 @@ fn mounted(mounts: usize) -> Option<Mounted> {
 }
 
 fn mounted_with(mounts: usize, options: ClientOptions) -> Option<Mounted> {
+    let config = MountConfig { threads: 2, ..MountConfig::default() };
+    mounted_as(&vec![config; mounts], options)
+}
+
+/// A cluster of two OSTs with one mount per config given, or `None`.
+fn mounted_as(configs: &[MountConfig], options: ClientOptions) -> Option<Mounted> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 || !Path::new("/dev/fuse").exists() {
         eprintln!("skipped: mounting needs root and /dev/fuse");
@@ -45,11 +52,10 @@ fn mounted_with(mounts: usize, options: ClientOptions) -> Option<Mounted> {
     let cluster = LocalCluster::start(LocalClusterConfig { osts: 2, ..Default::default() }).expect("cluster");
     let mut sessions = Vec::new();
     let mut dirs = Vec::new();
-    for _ in 0..mounts {
+    for config in configs {
         let dir = tempfile::tempdir().unwrap();
         let client = Client::connect(&cluster.mds_address(), options.clone()).unwrap();
-        let config = MountConfig { threads: 2, ..MountConfig::default() };
-        sessions.push(lanefs_fuse::spawn(client, dir.path(), &config).expect("mounts"));
+        sessions.push(lanefs_fuse::spawn(client, dir.path(), config).expect("mounts"));
         dirs.push(dir);
     }
     Some(Mounted { cluster, _sessions: sessions, dirs })
@@ -847,83 +853,6 @@ print("granted", flush=True)
     assert_eq!(line_of(&mut waiting), "granted");
     waiting.wait().unwrap();
     drop(hog);
-}
-
-/// SQLite (Python's `sqlite3`, rollback journal): two processes on two
-/// mounts insert into one database at once; every row is there after, and
-/// the database is intact.
-#[test]
-fn sqlite_on_two_mounts_keeps_every_row() {
-    let Some(m) = mounted(2) else { return };
-    let writer = r#"
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1], timeout=60)
-db.execute("PRAGMA journal_mode=DELETE")
-db.execute("CREATE TABLE IF NOT EXISTS t (who TEXT, n INTEGER)")
-db.commit()
-for n in range(150):
-    db.execute("INSERT INTO t VALUES (?, ?)", (sys.argv[2], n))
-    db.commit()
-print("done", flush=True)
-"#;
-    let run = |i: usize, who: &str| {
-        std::process::Command::new(PYTHON)
-            .args(["-c", writer])
-            .arg(m.at(i, "rows.db"))
-            .arg(who)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let (a, b) = (run(0, "a"), run(1, "b"));
-    for p in [a, b] {
-        let out = p.wait_with_output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    }
-    let check = r#"
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-print(db.execute("PRAGMA integrity_check").fetchone()[0])
-print(db.execute("SELECT who, count(*), count(DISTINCT n) FROM t GROUP BY who ORDER BY who").fetchall())
-"#;
-    let out = std::process::Command::new(PYTHON).args(["-c", check]).arg(m.at(1, "rows.db")).output().unwrap();
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(said, "ok\n[('a', 150, 150), ('b', 150, 150)]\n", "{}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// A program that maps a file works: a read-only shared mapping and a
-/// private one read the file; a shared writable mapping, once synced, is
-/// read by the other mount.
-#[test]
-fn mapped_files_read_and_a_synced_shared_mapping_reaches_the_other_mount() {
-    let Some(m) = mounted(2) else { return };
-    let data = pattern(100_000, 3);
-    fs::write(m.at(0, "mapped"), &data).unwrap();
-    let script = r#"
-import mmap, sys
-a, b = sys.argv[1], sys.argv[2]
-f = open(b, "rb")
-shared = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-private = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-private[0] = 255
-whole = open(a, "rb").read()
-assert shared[:] == whole and private[1:] == whole[1:] and whole[0] != 255, "mappings read the file"
-g = open(b, "r+b")
-w = mmap.mmap(g.fileno(), 0)
-w[10:14] = b"abcd"
-w.flush()
-w.close()
-g.close()
-with open(a, "rb") as h:
-    h.seek(10)
-    print(h.read(4).decode())
-"#;
-    let out =
-        std::process::Command::new(PYTHON).args(["-c", script]).arg(m.at(0, "mapped")).arg(m.at(1, "mapped")).output();
-    let out = out.unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "abcd\n");
 }
 
 /// A file another mount has open stays readable there when this mount
