@@ -282,7 +282,7 @@ fn stripe(p: &IorParams) -> Result<StripeSpec, IorError> {
         None => None,
         Some(v) => Some(lanefs_ior::parse_size(v).map_err(|m| option_error("stripe-size", m))?),
     };
-    Ok(StripeSpec { count, size, start_ost: None, pool: None })
+    Ok(StripeSpec { count, size, ..StripeSpec::default() })
 }
 
 impl Backend for LanefsBackend {
@@ -461,7 +461,7 @@ impl RankIo for LanefsRank<'_> {
         let path = &absolute(path);
         let request = MdsRequest::Create {
             path: path.clone(),
-            stripe: self.stripe,
+            stripe: self.stripe.clone(),
             mode: CreateMode::OpenOrCreate,
             access: Access::Write,
             permissions: 0o666 & !process_umask(),

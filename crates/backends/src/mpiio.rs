@@ -311,7 +311,7 @@ impl<'w> MpiioRank<'w> {
             count: self.hints.striping_factor.map(i64::from),
             size: self.hints.striping_unit,
             start_ost: None,
-            pool: None,
+            ..StripeSpec::default()
         };
         let request = if writing && comm.rank() == 0 {
             MdsRequest::Create {

@@ -68,13 +68,22 @@ pub enum FsCommand {
         /// Index of the first OST (-1 = any).
         #[arg(short = 'i', long = "stripe-index", allow_hyphen_values = true, action = clap::ArgAction::Append)]
         index: Vec<i64>,
+        /// Overstripe count: stripes, more than one per OST where they
+        /// outnumber the OSTs (-N = N per OST, up to -32; 0 = inherit).
+        #[arg(short = 'C', long = "overstripe-count", allow_hyphen_values = true, action = clap::ArgAction::Append)]
+        overstripe_count: Vec<i64>,
+        /// The OSTs of a new file's stripes, in order: indices and ranges,
+        /// e.g. 1,2-4,7 (repeat -o for more; an OST listed twice holds two
+        /// stripes).
+        #[arg(short = 'o', long = "ost", visible_alias = "ost-list", action = clap::ArgAction::Append)]
+        ost: Vec<String>,
         /// OST pool (NAME or lanefs.NAME) the objects come from; '', none
         /// or inherit: the inherited pool.
         #[arg(short = 'p', long = "pool")]
         pool: Option<String>,
         /// Remove the directory's own default striping, so that it inherits
         /// again (`lfs setstripe -d`).
-        #[arg(short = 'd', long = "delete", conflicts_with_all = ["count", "size", "index", "pool"])]
+        #[arg(short = 'd', long = "delete", conflicts_with_all = ["count", "size", "index", "pool", "overstripe_count", "ost"])]
         delete: bool,
         /// lfs's layout options lanefs does not have, refused by name.
         #[command(flatten)]
@@ -298,18 +307,24 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
             bail!("setstripe {option}: {reason}")
         }
         FsCommand::Setstripe { delete: true, path, .. } => delete_stripe(&cl, &path),
-        FsCommand::Setstripe { count, size, index, pool, path, .. } => {
+        FsCommand::Setstripe { count, size, index, overstripe_count, ost, pool, path, .. } => {
             // Each once (several belong to the components of a composite
             // layout, refused above).
-            if count.len() > 1 || size.len() > 1 || index.len() > 1 {
-                bail!("setstripe: give -c, -S and -i once each (one plain layout)");
+            if count.len() + overstripe_count.len() > 1 || size.len() > 1 || index.len() > 1 {
+                bail!("setstripe: give one of -c and -C, and -S and -i, once each (one plain layout)");
             }
             let pool = stripe_pool(pool.as_deref())?;
+            let osts = match ost.is_empty() {
+                true => None,
+                false => Some(ost.iter().map(|list| parse_ost_list(list)).collect::<Result<Vec<_>>>()?.concat()),
+            };
             let spec = StripeSpec {
-                count: count.first().copied(),
+                count: count.first().or(overstripe_count.first()).copied(),
+                overstripe: !overstripe_count.is_empty(),
                 size: size.first().copied(),
                 start_ost: index.first().copied(),
                 pool,
+                osts,
             };
             setstripe(&cl, spec, &path)
         }
@@ -393,10 +408,6 @@ impl FsCommand {
 pub struct LackedStripe {
     #[arg(short = 'E', long = "component-end", hide = true, allow_hyphen_values = true)]
     component_end: Vec<String>,
-    #[arg(short = 'C', long = "overstripe-count", hide = true, allow_hyphen_values = true)]
-    overstripe_count: Option<String>,
-    #[arg(short = 'o', long = "ost", visible_alias = "ost-list", hide = true)]
-    ost_list: Option<String>,
     #[arg(short = 'L', long = "layout", hide = true)]
     layout: Option<String>,
     #[arg(short = 'N', long = "mirror-count", hide = true, num_args = 0..=1)]
@@ -412,11 +423,9 @@ pub struct LackedStripe {
 impl LackedStripe {
     /// The first option given, and why lanefs refuses it.
     fn given(&self) -> Option<(&'static str, String)> {
-        let one_layout = "a lanefs file has one plain (RAID0) layout; give -c, -S, -i and -p";
+        let one_layout = "a lanefs file has one plain (RAID0) layout; give -c or -C, -S, -i, -o and -p";
         [
             (!self.component_end.is_empty(), "-E", "composite layouts (PFL) are not in lanefs yet: "),
-            (self.overstripe_count.is_some(), "-C", "overstriping (several objects per OST) is not in lanefs yet: "),
-            (self.ost_list.is_some(), "-o", "OST lists are not in lanefs yet (an OST pool, -p, chooses OSTs): "),
             (self.layout.is_some(), "-L", "data on the MDT and other layouts are not in lanefs: "),
             (self.mirror_count.is_some(), "-N", "mirrored files (FLR) are not in lanefs: "),
             (self.extension_size.is_some(), "-z", "self-extending layouts (SEL) are not in lanefs: "),
@@ -427,6 +436,37 @@ impl LackedStripe {
         .find(|(given, _, _)| *given)
         .map(|(_, option, why)| (option, format!("{why}{one_layout}")))
     }
+}
+
+/// `-o`'s OST list, as `lfs setstripe` reads it: indices (decimal, or hex
+/// with `0x`) and ranges `A-B`, separated by commas, in order.
+pub fn parse_ost_list(list: &str) -> Result<Vec<u32>> {
+    let index = |text: &str| -> Result<u32> {
+        let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+            Some(hex) => u32::from_str_radix(hex, 16),
+            None => text.parse(),
+        };
+        parsed.map_err(|_| {
+            anyhow::anyhow!("-o {list}: {text:?} is not an OST index: give indices and ranges, e.g. -o 1,2-4,7")
+        })
+    };
+    let mut osts = Vec::new();
+    for item in list.split(',') {
+        match item.split_once('-') {
+            None => osts.push(index(item)?),
+            Some((first, last)) => {
+                let (first, last) = (index(first)?, index(last)?);
+                if first > last {
+                    bail!("-o {list}: the range {item} runs backwards: write it {last}-{first}");
+                }
+                if osts.len() + (last - first) as usize >= lanefs_core::layout::STRIPE_COUNT_MAX as usize {
+                    bail!("-o {list}: more than {} OSTs", lanefs_core::layout::STRIPE_COUNT_MAX);
+                }
+                osts.extend(first..=last);
+            }
+        }
+    }
+    Ok(osts)
 }
 
 /// `-p`'s pool, as `lfs setstripe` reads it: `''`, `none` and `inherit`
@@ -553,16 +593,29 @@ fn show_stripe(cl: &Client, path: &str, shown: &str, fields: StripeFields, depth
             ];
             let objects: Vec<(u32, u64)> = layout.objects().iter().map(|k| (k.ost.0, k.object.0)).collect();
             let pool = info.pool.as_ref().map(|p| p.as_str());
-            format_stripe(shown_path, false, &values, pool, &objects, fields)
+            let pattern = pattern(layout.is_overstriped());
+            format_stripe(shown_path, false, &values, pattern, pool, &objects, fields)
         }
         None => {
             let d = &info.default;
             let values = [d.count.to_string(), d.size.to_string(), d.start_ost.to_string()];
-            format_stripe(shown_path, true, &values, d.pool.as_ref().map(|p| p.as_str()), &[], fields)
+            let pool = d.pool.as_ref().map(|p| p.as_str());
+            format_stripe(shown_path, true, &values, pattern(d.overstripe), pool, &[], fields)
         }
     };
     out::stdout_write(&text)?;
     Ok(dir)
+}
+
+/// A layout's pattern, as `llapi_lov_pattern_string` names it. lanefs
+/// calls a file overstriped when two of its stripes share an OST (Lustre
+/// keeps the flag `-C` set even where they do not).
+fn pattern(overstriped: bool) -> &'static str {
+    if overstriped {
+        "raid0,overstriped"
+    } else {
+        "raid0"
+    }
 }
 
 /// `lfs getstripe`'s text for one path, as liblustreapi prints it
@@ -578,6 +631,7 @@ fn format_stripe(
     path: Option<&str>,
     dir: bool,
     values: &[String; 3],
+    pattern: &str,
     pool: Option<&str>,
     objects: &[(u32, u64)],
     f: StripeFields,
@@ -587,7 +641,7 @@ fn format_stripe(
     let mut fields: Vec<(&str, String, bool)> = vec![
         ("stripe_count:  ", values[0].clone(), all || f.count),
         ("stripe_size:   ", values[1].clone(), all || f.size),
-        ("pattern:       ", "raid0".to_string(), all),
+        ("pattern:       ", pattern.to_string(), all),
         ("layout_gen:    ", "0".to_string(), !dir && (all || f.generation)),
         ("stripe_offset: ", values[2].clone(), all || f.index),
         (
@@ -1062,49 +1116,88 @@ mod tests {
         let values = ["2".to_string(), "1048576".to_string(), "3".to_string()];
         let all = StripeFields::default();
         assert_eq!(
-            format_stripe(Some("/f"), false, &values, None, &[(3, 7), (0, 7)], all),
+            format_stripe(Some("/f"), false, &values, "raid0", None, &[(3, 7), (0, 7)], all),
             "/f\nlmm_stripe_count:  2\nlmm_stripe_size:   1048576\nlmm_pattern:       raid0\nlmm_layout_gen:    0\n\
              lmm_stripe_offset: 3\n\tobdidx\t\t objid\t\t objid\t\t group\n\
              \t     3\t             7\t          0x7\t             0\n\t     0\t             7\t          0x7\t             0\n\n"
         );
         let count = StripeFields { count: true, ..all };
-        assert_eq!(format_stripe(None, false, &values, None, &[], count), "2\n\n");
+        assert_eq!(format_stripe(None, false, &values, "raid0", None, &[], count), "2\n\n");
         let two = StripeFields { count: true, size: true, ..all };
         assert_eq!(
-            format_stripe(None, false, &values, None, &[], two),
+            format_stripe(None, false, &values, "raid0", None, &[], two),
             "lmm_stripe_count:  2\nlmm_stripe_size:   1048576\n\n"
         );
         let dir = ["4".to_string(), "2097152".to_string(), "-1".to_string()];
         assert_eq!(
-            format_stripe(Some("/d"), true, &dir, None, &[], all),
+            format_stripe(Some("/d"), true, &dir, "raid0", None, &[], all),
             "/d\nstripe_count:  4 stripe_size:   2097152 pattern:       raid0 stripe_offset: -1\n\n"
         );
-        assert_eq!(format_stripe(None, true, &dir, None, &[], StripeFields { size: true, ..all }), "2097152\n\n");
-        assert_eq!(format_stripe(None, true, &dir, None, &[], StripeFields { generation: true, ..all }), "\n");
+        assert_eq!(
+            format_stripe(None, true, &dir, "raid0", None, &[], StripeFields { size: true, ..all }),
+            "2097152\n\n"
+        );
+        assert_eq!(format_stripe(None, true, &dir, "raid0", None, &[], StripeFields { generation: true, ..all }), "\n");
         // A pool, when the layout has one, follows the first OST.
-        assert!(format_stripe(Some("/f"), false, &values, Some("fast"), &[], all)
+        assert!(format_stripe(Some("/f"), false, &values, "raid0", Some("fast"), &[], all)
             .contains("lmm_stripe_offset: 3\nlmm_pool:          fast\n"));
         assert_eq!(
-            format_stripe(None, false, &values, Some("fast"), &[], StripeFields { pool: true, ..all }),
+            format_stripe(None, false, &values, "raid0", Some("fast"), &[], StripeFields { pool: true, ..all }),
             "fast\n\n"
         );
         // -q: the objects alone.
         let quiet = StripeFields { quiet: true, ..all };
         assert_eq!(
-            format_stripe(Some("/f"), false, &values, None, &[(1, 2)], quiet),
+            format_stripe(Some("/f"), false, &values, "raid0", None, &[(1, 2)], quiet),
             "/f\n\tobdidx\t\t objid\t\t objid\t\t group\n\t     1\t             2\t          0x2\t             0\n\n"
         );
         // -y: YAML, objects by their IDIF FIDs, no path and no empty line.
         let yaml = StripeFields { yaml: true, ..all };
         assert_eq!(
-            format_stripe(None, false, &values, None, &[(1, 2)], yaml),
+            format_stripe(None, false, &values, "raid0", None, &[(1, 2)], yaml),
             "lmm_stripe_count:  2\nlmm_stripe_size:   1048576\nlmm_pattern:       raid0\nlmm_layout_gen:    0\n\
              lmm_stripe_offset: 3\nlmm_objects:\n      - l_ost_idx: 1\n        l_fid:     0x100010000:0x2:0x0\n"
         );
         assert_eq!(
-            format_stripe(None, true, &dir, None, &[], yaml),
+            format_stripe(None, true, &dir, "raid0", None, &[], yaml),
             "stripe_count:  4\nstripe_size:   2097152\npattern:       raid0\nstripe_offset: -1\n"
         );
+    }
+
+    /// An overstriped file: four stripes, two on each of OSTs 1 and 0, as
+    /// lfs prints one (`llapi_lov_pattern_string`: "raid0,overstriped").
+    #[test]
+    fn getstripe_prints_an_overstriped_file_as_lfs_getstripe() {
+        let values = ["4".to_string(), "1048576".to_string(), "1".to_string()];
+        let objects = [(1, 2), (0, 2), (1, 3), (0, 3)];
+        assert_eq!(
+            format_stripe(Some("/o"), false, &values, pattern(true), None, &objects, StripeFields::default()),
+            "/o\nlmm_stripe_count:  4\nlmm_stripe_size:   1048576\nlmm_pattern:       raid0,overstriped\n\
+             lmm_layout_gen:    0\nlmm_stripe_offset: 1\n\tobdidx\t\t objid\t\t objid\t\t group\n\
+             \t     1\t             2\t          0x2\t             0\n\t     0\t             2\t          0x2\t             0\n\
+             \t     1\t             3\t          0x3\t             0\n\t     0\t             3\t          0x3\t             0\n\n"
+        );
+        let dir = ["-2".to_string(), "1048576".to_string(), "-1".to_string()];
+        assert_eq!(
+            format_stripe(Some("/d"), true, &dir, pattern(true), None, &[], StripeFields::default()),
+            "/d\nstripe_count:  -2 stripe_size:   1048576 pattern:       raid0,overstriped stripe_offset: -1\n\n"
+        );
+    }
+
+    #[test]
+    fn ost_lists_read_as_lfs_reads_them() {
+        assert_eq!(parse_ost_list("1,2-4,7").unwrap(), [1, 2, 3, 4, 7]);
+        assert_eq!(parse_ost_list("0x3,1,1").unwrap(), [3, 1, 1], "order kept, repeats overstripe");
+        for (bad, says) in [
+            ("1,x", "\"x\" is not an OST index"),
+            ("4-2", "runs backwards"),
+            ("", "\"\" is not"),
+            ("-1", "\"\" is not"),
+        ] {
+            let error = parse_ost_list(bad).unwrap_err().to_string();
+            assert!(error.contains(says), "{bad}: {error}");
+        }
+        assert!(parse_ost_list("0-4000").unwrap_err().to_string().contains("more than 2000 OSTs"));
     }
 
     #[test]

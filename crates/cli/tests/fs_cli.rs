@@ -188,9 +188,22 @@ fn lfs_style_commands_work_against_a_running_file_system() {
         &["setstripe", "-E", "64M", "-c", "1", "-E", "-1", "-c", "4", "/pfl"],
         "setstripe -E: composite layouts",
     );
-    fails(&up, &["setstripe", "-C", "4", "/over"], "setstripe -C: overstriping");
-    fails(&up, &["setstripe", "-o", "0,1", "/list"], "setstripe -o: OST lists");
-    fails(&up, &["setstripe", "-c", "1", "-c", "2", "/twice"], "give -c, -S and -i once each");
+    fails(&up, &["setstripe", "-c", "1", "-c", "2", "/twice"], "give one of -c and -C, and -S and -i, once each");
+    fails(&up, &["setstripe", "-c", "1", "-C", "2", "/both"], "give one of -c and -C");
+    // Overstriping: four stripes on the two OSTs; an OST list, in its order.
+    ok(&up, &["setstripe", "-C", "4", "/over"]);
+    let over = ok(&up, &["getstripe", "/over"]);
+    assert!(
+        over.contains("lmm_stripe_count:  4\n") && over.contains("lmm_pattern:       raid0,overstriped\n"),
+        "{over}"
+    );
+    let mut on: Vec<u32> = objects_of(&up, "/over").iter().map(|(ost, _)| *ost).collect();
+    on.sort_unstable();
+    assert_eq!(on, [0, 0, 1, 1]);
+    ok(&up, &["setstripe", "-o", "1,0", "/list"]);
+    assert_eq!(objects_of(&up, "/list").iter().map(|(ost, _)| *ost).collect::<Vec<_>>(), [1, 0]);
+    fails(&up, &["setstripe", "-o", "0,x", "/bad"], "\"x\" is not an OST index");
+    fails(&up, &["setstripe", "-o", "0", "/d"], "an OST list (-o) is kept for files only");
     fails(&up, &["migrate", "-c", "2", "/d/one"], "lanefs migrate (lfs migrate) is not in lanefs yet");
     fails(&up, &["find", "/d", "--type", "x"], "give f (file), d (directory)");
     assert_eq!(ok(&up, &["find", "/d", "--type", "p"]), "", "no named pipes here");

@@ -35,7 +35,7 @@ fn ok(cluster: &Cluster, run_dir: &Path, args: &[&str]) -> String {
 
 /// A file of one stripe, on OST `ost`.
 fn create(client: &Client, path: &str, ost: i64) -> File {
-    let stripe = StripeSpec { count: Some(1), size: None, start_ost: Some(ost), pool: None };
+    let stripe = StripeSpec { count: Some(1), start_ost: Some(ost), ..StripeSpec::default() };
     let request = MdsRequest::Create {
         path: path.into(),
         stripe,

@@ -21,9 +21,11 @@
 //!   are) never reaches into another stripe unit.
 //! - `1 <= stripe_count <= STRIPE_COUNT_MAX`: a file has data somewhere, and
 //!   the layout fits Lustre's on-disk layout EA.
-//! - No two stripes share an OST: striping exists to add OST bandwidth, and
-//!   two stripes on one OST would get its bandwidth once while doubling its
-//!   lock traffic. Lustre never does it.
+//! - No two stripes share an object. Two may share an OST: Lustre's
+//!   *overstriping* (`lfs setstripe -C`), which puts several objects of a
+//!   file on one OST so that more clients, each on its own stripe's locks,
+//!   can write to it at once. A layout is overstriped when an OST repeats
+//!   ([`Layout::is_overstriped`]).
 //! - `stripe_size * stripe_count` (one stripe row) fits in a `u64`: otherwise
 //!   the last stripes would start past the largest file offset and their
 //!   objects could never hold a byte.
@@ -37,7 +39,6 @@ use crate::extent::{Extent, EOF};
 use crate::units::{ObjectId, ObjectKey, OstIndex};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -68,8 +69,11 @@ pub enum LayoutError {
     StripeCountExceedsOsts { stripe_count: u32, ost_count: u32 },
     #[error("starting OST index {} is out of range for {ost_count} OSTs: use -i 0 to -i {}", .start_ost.0, .ost_count - 1)]
     StartOstOutOfRange { start_ost: OstIndex, ost_count: u32 },
-    #[error("stripes {first_stripe} and {second_stripe} are both on {ost}: give each stripe a different OST")]
-    DuplicateOst { ost: OstIndex, first_stripe: u32, second_stripe: u32 },
+    #[error(
+        "stripes {first_stripe} and {second_stripe} are both object {} on {}: the layout is corrupt, recreate it",
+        .key.object.0, .key.ost
+    )]
+    DuplicateObject { key: ObjectKey, first_stripe: u32, second_stripe: u32 },
     #[error("stripe size {stripe_size} times stripe count {stripe_count} overflows 64 bits: use a smaller -S or -c")]
     StripeWidthOverflow { stripe_size: u64, stripe_count: u32 },
     #[error(
@@ -88,11 +92,10 @@ pub struct Layout {
     /// One object per stripe, in stripe order; shared, since every client
     /// that opens a file holds its layout (thousands in the simulator).
     objects: Arc<[ObjectKey]>,
-    /// `(OST, stripe)` of every stripe, by OST (each OST holds one stripe at
-    /// most): which stripe an object is, without a walk. Derived from
-    /// `objects`, so not sent.
+    /// `(object, stripe)` of every stripe, by object: which stripe an
+    /// object is, without a walk. Derived from `objects`, so not sent.
     #[serde(skip_serializing)]
-    by_ost: Arc<[(OstIndex, u32)]>,
+    by_key: Arc<[(ObjectKey, u32)]>,
 }
 
 /// The wire form of [`Layout`], validated into one by `TryFrom`.
@@ -144,15 +147,16 @@ fn check_stripe_count(stripe_count: u64) -> Result<(), LayoutError> {
     }
 }
 
-fn check_distinct_osts(objects: &[ObjectKey]) -> Result<(), LayoutError> {
-    let mut stripe_of_ost = BTreeMap::new();
-    for (stripe, key) in (0u32..).zip(objects) {
-        if let Some(&first_stripe) = stripe_of_ost.get(&key.ost) {
-            return Err(LayoutError::DuplicateOst { ost: key.ost, first_stripe, second_stripe: stripe });
-        }
-        stripe_of_ost.insert(key.ost, stripe);
+/// `(object, stripe)` of every stripe, sorted by object, or the first two
+/// stripes that name one object.
+fn by_key(objects: &[ObjectKey]) -> Result<Vec<(ObjectKey, u32)>, LayoutError> {
+    let mut by_key: Vec<(ObjectKey, u32)> = objects.iter().zip(0..).map(|(&key, stripe)| (key, stripe)).collect();
+    by_key.sort_unstable();
+    if let Some(pair) = by_key.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+        let (key, first_stripe, second_stripe) = (pair[0].0, pair[0].1, pair[1].1);
+        return Err(LayoutError::DuplicateObject { key, first_stripe, second_stripe });
     }
-    Ok(())
+    Ok(by_key)
 }
 
 /// The exclusive end of `[file_offset, file_offset + len)`; panics past `u64::MAX`.
@@ -172,11 +176,9 @@ impl Layout {
         if stripe_size.checked_mul(u64::from(stripe_count)).is_none() {
             return Err(LayoutError::StripeWidthOverflow { stripe_size, stripe_count });
         }
-        check_distinct_osts(&objects)?;
+        let by_key = by_key(&objects)?;
         let stripe_offset = objects[0].ost;
-        let mut by_ost: Vec<(OstIndex, u32)> = objects.iter().zip(0..).map(|(key, stripe)| (key.ost, stripe)).collect();
-        by_ost.sort_unstable();
-        Ok(Layout { stripe_size, stripe_offset, objects: objects.into(), by_ost: by_ost.into() })
+        Ok(Layout { stripe_size, stripe_offset, objects: objects.into(), by_key: by_key.into() })
     }
 
     /// Stripe `i` on OST `(start_ost + i) % ost_count`, its object named by
@@ -238,9 +240,16 @@ impl Layout {
 
     /// The stripe `key` holds, if it is one of this layout's objects.
     pub fn stripe_of(&self, key: ObjectKey) -> Option<u32> {
-        let at = self.by_ost.binary_search_by_key(&key.ost, |&(ost, _)| ost).ok()?;
-        let stripe = self.by_ost[at].1;
-        (self.objects[stripe as usize] == key).then_some(stripe)
+        let at = self.by_key.binary_search_by_key(&key, |&(key, _)| key).ok()?;
+        Some(self.by_key[at].1)
+    }
+
+    /// Whether two stripes share an OST (Lustre's overstriping,
+    /// `lmm_pattern: raid0,overstriped`).
+    pub fn is_overstriped(&self) -> bool {
+        let mut osts: Vec<OstIndex> = self.objects.iter().map(|key| key.ost).collect();
+        osts.sort_unstable();
+        osts.windows(2).any(|pair| pair[0] == pair[1])
     }
 
     fn check_stripe(&self, stripe: u32) {
@@ -404,6 +413,23 @@ mod tests {
         assert_eq!(decoded, layout);
     }
 
+    /// Overstriping: stripes 0 and 2 on OST 1, stripes 1 and 3 on OST 2,
+    /// each its own object.
+    #[test]
+    fn an_overstriped_layout_maps_each_stripe_to_its_own_object() {
+        let object = |ost, id| ObjectKey { ost: OstIndex(ost), object: ObjectId(id) };
+        let objects = vec![object(1, 10), object(2, 20), object(1, 11), object(2, 21)];
+        let layout = Layout::new(MIB, objects.clone()).unwrap();
+        assert!(layout.is_overstriped() && !four_by_1m().is_overstriped());
+        for (stripe, key) in (0..).zip(&objects) {
+            assert_eq!(layout.stripe_of(*key), Some(stripe));
+        }
+        assert_eq!(layout.stripe_of(object(1, 12)), None);
+        assert_eq!(layout.file_to_object(2 * MIB + 5), (2, 5), "stripe 2: OST 1's second object");
+        let decoded: Layout = serde_json::from_str(&serde_json::to_string(&layout).unwrap()).unwrap();
+        assert_eq!(decoded, layout);
+    }
+
     #[test]
     fn worked_example_chunks_3m_at_512k() {
         let layout = four_by_1m();
@@ -496,7 +522,7 @@ mod tests {
             "NoOsts",
             "StripeCountExceedsOsts { stripe_count: 5, ost_count: 4 }",
             "StartOstOutOfRange { start_ost: OstIndex(4), ost_count: 4 }",
-            "DuplicateOst { ost: OstIndex(1), first_stripe: 0, second_stripe: 2 }",
+            "DuplicateObject { key: ObjectKey { ost: OstIndex(1), object: ObjectId(1001) }, first_stripe: 0, second_stripe: 2 }",
             "StripeWidthOverflow { stripe_size: 4611686018427387904, stripe_count: 4 }",
             "ZeroStripeCount",
         ];
@@ -508,7 +534,7 @@ mod tests {
             "there are no OSTs to stripe over: add at least one OST first",
             "stripe count 5 exceeds the 4 OSTs available: use -c 4 or fewer, or add OSTs",
             "starting OST index 4 is out of range for 4 OSTs: use -i 0 to -i 3",
-            "stripes 0 and 2 are both on OST0001: give each stripe a different OST",
+            "stripes 0 and 2 are both object 1001 on OST0001: the layout is corrupt, recreate it",
             "stripe size 4611686018427387904 times stripe count 4 overflows 64 bits: use a smaller -S or -c",
             "stripe count is 0: a file needs at least one stripe, use -c 1 or more",
         ];
@@ -528,6 +554,18 @@ mod tests {
     }
 
     fn arb_layout() -> impl Strategy<Value = Layout> {
+        prop_oneof![3 => arb_striped(), 1 => arb_overstriped()]
+    }
+
+    /// Up to 64 stripes over 1 to 8 OSTs, OSTs repeating at random.
+    fn arb_overstriped() -> impl Strategy<Value = Layout> {
+        (1u64..=16, proptest::collection::vec(0u32..8, 1..=64)).prop_map(|(units, osts)| {
+            let objects = (1..).zip(osts).map(|(id, ost)| ObjectKey { ost: OstIndex(ost), object: ObjectId(id) });
+            Layout::new(units * STRIPE_SIZE_UNIT, objects.collect()).unwrap()
+        })
+    }
+
+    fn arb_striped() -> impl Strategy<Value = Layout> {
         let small = (1u64..=16, 1u32..=8);
         let wide = (1u64..=1 << 30, 1u32..=STRIPE_COUNT_MAX);
         (prop_oneof![3 => small, 1 => wide], 0u32..4, any::<u32>()).prop_map(|((units, count), spare, start)| {

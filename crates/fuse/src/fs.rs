@@ -419,7 +419,7 @@ impl LanefsFs {
             count: (count != 0).then_some(i64::from(count)),
             size: (size != 0).then_some(size),
             start_ost: (offset != -1).then_some(i64::from(offset)),
-            pool: None,
+            ..StripeSpec::default()
         };
         let path = child_path(dir.0, name);
         let request = MdsRequest::Create {
@@ -1304,6 +1304,8 @@ const LOV_USER_MAGIC_V1: u32 = 0x0BD1_0BD0;
 const LOV_USER_MAGIC_V3: u32 = 0x0BD3_0BD0;
 const LOV_USER_MAGIC_COMP_V1: u32 = 0x0BD6_0BD0;
 const LOV_PATTERN_RAID0: u32 = 1;
+/// `LOV_PATTERN_OVERSTRIPING`: stripes share OSTs.
+const LOV_PATTERN_OVERSTRIPING: u32 = 0x200;
 
 /// `layout` as Lustre's `struct lov_user_md_v1` (host-endian, packed): a
 /// 32-byte header, then 24 bytes per object (object id, sequence 0,
@@ -1311,7 +1313,8 @@ const LOV_PATTERN_RAID0: u32 = 1;
 fn lov_user_md(fid: u64, layout: &lanefs_core::layout::Layout) -> Vec<u8> {
     let mut out = Vec::with_capacity(32 + 24 * layout.objects().len());
     out.extend_from_slice(&LOV_USER_MAGIC_V1.to_ne_bytes());
-    out.extend_from_slice(&LOV_PATTERN_RAID0.to_ne_bytes());
+    let overstriped = if layout.is_overstriped() { LOV_PATTERN_OVERSTRIPING } else { 0 };
+    out.extend_from_slice(&(LOV_PATTERN_RAID0 | overstriped).to_ne_bytes());
     out.extend_from_slice(&fid.to_ne_bytes()); // lmm_oi: the file's fid, sequence 0
     out.extend_from_slice(&0u64.to_ne_bytes());
     out.extend_from_slice(&(layout.stripe_size() as u32).to_ne_bytes());

@@ -32,7 +32,15 @@
 //! that needs every OST, gets no substitute: the create fails with
 //! [`MdsError::NoObjects`] naming the OST.
 //!
+//! Overstriping (`lfs setstripe -C`) lets the count exceed the OSTs: the
+//! same rotation goes round them as often as the count needs (an OST whose
+//! pool of objects is empty drops out of the rotation when the start was
+//! the MDS's choice), and a count of -N gives N stripes on each OST. An
+//! OST list (`-o`) names each stripe's OST, in order; nothing is skipped.
+//!
 //! Decisions that differ from Lustre, on purpose:
+//! - An OST list is a file's alone: a directory default with one is
+//!   refused (a pool of those OSTs does the same for files below it).
 //! - A stripe count above the OST count is refused with a message naming
 //!   both, where Lustre silently caps: someone asking for 8 stripes on 4 OSTs
 //!   expects 8 OSTs' bandwidth and should learn they will not get it. Count
@@ -65,8 +73,15 @@ pub(crate) struct LayoutPlan {
     pub start_ost: Option<OstIndex>,
     /// The pool the file is created in, whose members `osts` are.
     pub pool: Option<PoolName>,
-    /// The OSTs the file may use, in index order: all, or its pool's.
+    /// The OSTs the file may use, in index order: all, or its pool's;
+    /// with `listed`, its stripes' OSTs, in stripe order.
     pub osts: Vec<OstIndex>,
+    /// Stripes may share an OST: allocation goes round `osts` as often as
+    /// the count needs.
+    pub overstripe: bool,
+    /// `osts` is the file's own OST list (`-o`): stripe `i` on `osts[i]`,
+    /// none skipped.
+    pub listed: bool,
 }
 
 /// A pool a file is created in: its name and members (in index order, at
@@ -85,9 +100,19 @@ pub(crate) fn normalize(spec: &StripeSpec, ost_count: u32) -> Result<StripeSpec,
         size: spec.size.filter(|&size| size != 0),
         start_ost: spec.start_ost,
         pool: spec.pool,
+        overstripe: spec.overstripe,
+        osts: spec.osts.clone(),
     };
+    if spec.overstripe && spec.count.is_none() && spec.osts.is_none() {
+        return Err(MdsError::invalid_stripe(
+            "overstriping needs a stripe count: -C 1 to -C 2000, or -C -1 to -C -32 for that many stripes on each OST",
+        ));
+    }
     if let Some(count) = spec.count {
-        stripe_count_of(count, ost_count)?;
+        stripe_count_of(count, ost_count, spec.overstripe)?;
+    }
+    if let Some(osts) = &spec.osts {
+        check_ost_list(osts, ost_count)?;
     }
     if let Some(size) = spec.size {
         check_stripe_size(size)?;
@@ -107,6 +132,7 @@ pub(crate) fn check_config(config: &MdsConfig) -> Result<(), MdsError> {
     }
     let default = StripeDefault {
         count: i64::from(config.default_stripe_count),
+        overstripe: false,
         size: config.default_stripe_size,
         start_ost: -1,
         pool: None,
@@ -129,25 +155,33 @@ pub(crate) fn plan(
     ost_count: u32,
     pool: Option<&PoolMembers>,
 ) -> Result<LayoutPlan, MdsError> {
-    let count = spec.count.unwrap_or(inherited.count);
+    let (count, overstripe) = match spec.count {
+        Some(count) => (count, spec.overstripe),
+        None => (inherited.count, inherited.overstripe),
+    };
     let stripe_size = spec.size.unwrap_or(inherited.size);
-    let start_ost = spec.start_ost.unwrap_or(inherited.start_ost);
-    let mut stripe_count = stripe_count_of(count, ost_count)?;
     check_stripe_size(stripe_size)?;
+    if let Some(list) = &spec.osts {
+        return plan_listed(list, spec, stripe_size, ost_count, pool);
+    }
+    let start_ost = spec.start_ost.unwrap_or(inherited.start_ost);
+    let mut stripe_count = stripe_count_of(count, ost_count, overstripe)?;
     let start_ost = start_ost_of(start_ost, ost_count)?;
     // Whatever else the core's layout rules refuse, with its own message.
     let probe_start = start_ost.unwrap_or(OstIndex(0));
-    Layout::round_robin(stripe_size, stripe_count, probe_start, ost_count, |_| ObjectId(1))
+    let probe_count = if overstripe { stripe_count.min(ost_count) } else { stripe_count };
+    Layout::round_robin(stripe_size, probe_count, probe_start, ost_count, |_| ObjectId(1))
         .map_err(MdsError::invalid_stripe)?;
     let Some(pool) = pool else {
         let osts = (0..ost_count).map(OstIndex).collect();
-        return Ok(LayoutPlan { stripe_count, stripe_size, start_ost, pool: None, osts });
+        return Ok(LayoutPlan { stripe_count, stripe_size, start_ost, pool: None, osts, overstripe, listed: false });
     };
     assert!(!pool.osts.is_empty() && pool.osts.iter().all(|ost| ost.0 < ost_count), "unchecked pool {pool:?}");
     let (full, size) = (pool.name.full(), pool.osts.len() as u32);
-    if count == -1 {
-        stripe_count = size.min(STRIPE_COUNT_MAX);
-    } else if stripe_count > size {
+    if count < 0 {
+        // All the pool's OSTs, or -count stripes on each when overstriping.
+        stripe_count = (size * count.unsigned_abs() as u32).min(STRIPE_COUNT_MAX);
+    } else if stripe_count > size && !overstripe {
         return Err(MdsError::invalid_stripe(format!(
             "stripe count {stripe_count} exceeds the {size} OSTs of pool {full} ({}): use -c {size} or fewer, \
              or add OSTs to the pool (lanefs pool_add {full} OST...)",
@@ -161,10 +195,95 @@ pub(crate) fn plan(
             pools::list_osts(&pool.osts)
         )));
     }
-    Ok(LayoutPlan { stripe_count, stripe_size, start_ost, pool: Some(pool.name), osts: pool.osts.clone() })
+    let osts = pool.osts.clone();
+    Ok(LayoutPlan { stripe_count, stripe_size, start_ost, pool: Some(pool.name), osts, overstripe, listed: false })
 }
 
-fn stripe_count_of(count: i64, ost_count: u32) -> Result<u32, MdsError> {
+/// The plan of a file given its OSTs (`-o`): the list's order, from the
+/// starting OST if one is given; every OST in the pool if there is one.
+fn plan_listed(
+    list: &[u32],
+    spec: &StripeSpec,
+    stripe_size: u64,
+    ost_count: u32,
+    pool: Option<&PoolMembers>,
+) -> Result<LayoutPlan, MdsError> {
+    check_ost_list(list, ost_count)?;
+    let mut osts: Vec<OstIndex> = list.iter().copied().map(OstIndex).collect();
+    let listed = list.iter().map(|ost| ost.to_string()).collect::<Vec<_>>().join(",");
+    if let Some(count) = spec.count.filter(|&count| count != osts.len() as i64) {
+        return Err(MdsError::invalid_stripe(format!(
+            "stripe count {count} does not agree with the {} OSTs listed ({listed}): leave out -c, or list {count} OSTs",
+            osts.len()
+        )));
+    }
+    if let Some(start) = start_ost_of(spec.start_ost.unwrap_or(-1), ost_count)? {
+        let Some(at) = osts.iter().position(|&ost| ost == start) else {
+            return Err(MdsError::invalid_stripe(format!(
+                "starting OST index {} is not in the OST list ({listed}): use -i with one of them, or leave it out",
+                start.0
+            )));
+        };
+        osts.rotate_left(at);
+    }
+    if let Some(pool) = pool {
+        if let Some(outside) = osts.iter().find(|ost| !pool.osts.contains(ost)) {
+            return Err(MdsError::invalid_stripe(format!(
+                "OST index {} is not in pool {} ({}): list only its OSTs, or leave out -p",
+                outside.0,
+                pool.name.full(),
+                pools::list_osts(&pool.osts)
+            )));
+        }
+    }
+    let mut sorted = osts.clone();
+    sorted.sort_unstable();
+    let overstripe = sorted.windows(2).any(|pair| pair[0] == pair[1]);
+    Ok(LayoutPlan {
+        stripe_count: osts.len() as u32,
+        stripe_size,
+        start_ost: Some(osts[0]),
+        pool: pool.map(|pool| pool.name),
+        osts,
+        overstripe,
+        listed: true,
+    })
+}
+
+/// An OST list's length and indices.
+fn check_ost_list(list: &[u32], ost_count: u32) -> Result<(), MdsError> {
+    if list.is_empty() {
+        return Err(MdsError::invalid_stripe("the OST list is empty: give OST indices, e.g. -o 0,2-3"));
+    }
+    if list.len() > STRIPE_COUNT_MAX as usize {
+        return Err(MdsError::invalid_stripe(LayoutError::TooManyStripes { stripe_count: list.len() as u64 }));
+    }
+    if let Some(&ost) = list.iter().find(|&&ost| ost >= ost_count) {
+        return Err(MdsError::invalid_stripe(format!(
+            "OST index {ost} in the OST list is out of range for {ost_count} OSTs: use 0 to {}",
+            ost_count - 1
+        )));
+    }
+    Ok(())
+}
+
+/// Overstriping puts at most this many stripes on each OST with a count
+/// of -N (Lustre's `LLAPI_OVERSTRIPE_COUNT_MAX`).
+pub const OVERSTRIPE_PER_OST_MAX: i64 = 32;
+
+fn stripe_count_of(count: i64, ost_count: u32, overstripe: bool) -> Result<u32, MdsError> {
+    if overstripe {
+        return match count {
+            _ if (1..=i64::from(STRIPE_COUNT_MAX)).contains(&count) => Ok(count as u32),
+            _ if (-OVERSTRIPE_PER_OST_MAX..=-1).contains(&count) => {
+                Ok((u64::from(ost_count) * count.unsigned_abs()).min(u64::from(STRIPE_COUNT_MAX)) as u32)
+            }
+            _ => Err(MdsError::invalid_stripe(format!(
+                "overstripe count {count} is not valid: use -C 1 to -C {STRIPE_COUNT_MAX}, or -C -1 to -C \
+                 -{OVERSTRIPE_PER_OST_MAX} for that many stripes on each OST"
+            ))),
+        };
+    }
     match count {
         -1 => Ok(ost_count.min(STRIPE_COUNT_MAX)),
         0 => Err(MdsError::invalid_stripe(LayoutError::ZeroStripeCount)),
@@ -213,18 +332,20 @@ pub(crate) fn inherit(dirs: &[(String, StripeSpec)], config: &MdsConfig) -> (Str
     let nearest = |field: fn(&StripeSpec) -> Option<i64>| {
         dirs.iter().rev().find_map(|(path, spec)| field(spec).map(|value| (value, path.clone())))
     };
-    let count = nearest(|spec| spec.count);
+    let count =
+        dirs.iter().rev().find_map(|(path, spec)| spec.count.map(|count| (count, spec.overstripe, path.clone())));
     let size = nearest(|spec| spec.size.map(|size| size as i64));
     let start_ost = nearest(|spec| spec.start_ost);
     let pool = dirs.iter().rev().find_map(|(path, spec)| spec.pool.map(|pool| (pool, path.clone())));
     let default = StripeDefault {
-        count: count.as_ref().map_or(i64::from(config.default_stripe_count), |(count, _)| *count),
+        count: count.as_ref().map_or(i64::from(config.default_stripe_count), |(count, _, _)| *count),
+        overstripe: count.as_ref().is_some_and(|(_, overstripe, _)| *overstripe),
         size: size.as_ref().map_or(config.default_stripe_size, |(size, _)| *size as u64),
         start_ost: start_ost.as_ref().map_or(-1, |(start, _)| *start),
         pool: pool.as_ref().map(|(pool, _)| *pool),
     };
     let origin = StripeOrigin {
-        count: count.map(|(_, path)| path),
+        count: count.map(|(_, _, path)| path),
         size: size.map(|(_, path)| path),
         start_ost: start_ost.map(|(_, path)| path),
         pool: pool.map(|(_, path)| path),
@@ -239,7 +360,11 @@ pub(crate) fn inherit(dirs: &[(String, StripeSpec)], config: &MdsConfig) -> (Str
 /// do without.
 pub(crate) fn allocate(conn: &Connection, plan: &LayoutPlan) -> Result<Layout, MdsError> {
     let osts = &plan.osts;
-    assert!(plan.stripe_count >= 1 && plan.stripe_count as usize <= osts.len(), "unchecked plan {plan:?}");
+    assert!(plan.stripe_count >= 1, "unchecked plan {plan:?}");
+    if plan.listed {
+        return allocate_listed(conn, plan);
+    }
+    assert!(plan.overstripe || plan.stripe_count as usize <= osts.len(), "unchecked plan {plan:?}");
     let candidates = osts.len() as u64;
     let (start_position, may_skip) = match plan.start_ost {
         Some(start_ost) => {
@@ -258,15 +383,23 @@ pub(crate) fn allocate(conn: &Connection, plan: &LayoutPlan) -> Result<Layout, M
     let stripe_count = plan.stripe_count as usize;
     let mut objects = Vec::with_capacity(stripe_count);
     let mut first_empty = None;
-    for step in 0..candidates {
-        if objects.len() == stripe_count {
+    // OSTs found without objects: skipped on later rounds (overstriping).
+    let mut empty = std::collections::BTreeSet::new();
+    let mut step = 0;
+    while objects.len() < stripe_count && empty.len() < osts.len() {
+        if !plan.overstripe && step == candidates {
             break;
         }
         let ost = osts[((start_position + step) % candidates) as usize];
+        step += 1;
+        if empty.contains(&ost) {
+            continue;
+        }
         match schema::take_object_id(conn, ost)? {
             Some(object) => objects.push(ObjectKey { ost, object }),
             None => {
                 first_empty.get_or_insert(ost);
+                empty.insert(ost);
                 if !may_skip {
                     break;
                 }
@@ -283,6 +416,20 @@ pub(crate) fn allocate(conn: &Connection, plan: &LayoutPlan) -> Result<Layout, M
     Ok(layout)
 }
 
+/// A file's objects on the OSTs of its list, in order; an OST without
+/// objects fails the create (the list names it, so no other will do).
+fn allocate_listed(conn: &Connection, plan: &LayoutPlan) -> Result<Layout, MdsError> {
+    let mut objects = Vec::with_capacity(plan.osts.len());
+    for &ost in &plan.osts {
+        let Some(object) = schema::take_object_id(conn, ost)? else {
+            let reason = "its pool of precreated objects is empty (the MDS refills it from the OST's OSS)".to_string();
+            return Err(MdsError::NoObjects { ost: ost.0, reason });
+        };
+        objects.push(ObjectKey { ost, object });
+    }
+    Ok(Layout::new(plan.stripe_size, objects).expect("a checked plan gives a valid layout"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,7 +437,7 @@ mod tests {
     const MIB: u64 = 1 << 20;
 
     fn spec(count: Option<i64>, size: Option<u64>, start_ost: Option<i64>) -> StripeSpec {
-        StripeSpec { count, size, start_ost, pool: None }
+        StripeSpec { count, size, start_ost, ..StripeSpec::default() }
     }
 
     fn all(ost_count: u32) -> Vec<OstIndex> {
@@ -343,7 +490,7 @@ mod tests {
 
     #[test]
     fn plan_merges_request_over_inherited() {
-        let inherited = StripeDefault { count: 2, size: 4 * MIB, start_ost: 1, pool: None };
+        let inherited = StripeDefault { count: 2, overstripe: false, size: 4 * MIB, start_ost: 1, pool: None };
         let own = plan(&spec(None, None, None), &inherited, 4, None).unwrap();
         let expected = LayoutPlan {
             stripe_count: 2,
@@ -351,11 +498,13 @@ mod tests {
             start_ost: Some(OstIndex(1)),
             pool: None,
             osts: all(4),
+            overstripe: false,
+            listed: false,
         };
         assert_eq!(own, expected);
         let mixed = plan(&spec(Some(-1), None, Some(-1)), &inherited, 4, None).unwrap();
         assert_eq!(mixed, LayoutPlan { stripe_count: 4, start_ost: None, ..expected });
-        let wide = StripeDefault { count: -1, size: MIB, start_ost: -1, pool: None };
+        let wide = StripeDefault { count: -1, overstripe: false, size: MIB, start_ost: -1, pool: None };
         assert_eq!(plan(&StripeSpec::default(), &wide, 3000, None).unwrap().stripe_count, STRIPE_COUNT_MAX);
     }
 
@@ -363,7 +512,7 @@ mod tests {
     fn a_pool_bounds_count_and_start() {
         let name = PoolName::parse("fast").unwrap();
         let pool = PoolMembers { name, osts: vec![OstIndex(1), OstIndex(3)] };
-        let inherited = StripeDefault { count: 1, size: MIB, start_ost: -1, pool: Some(name) };
+        let inherited = StripeDefault { count: 1, overstripe: false, size: MIB, start_ost: -1, pool: Some(name) };
         let all_of_it = plan(&spec(Some(-1), None, None), &inherited, 4, Some(&pool)).unwrap();
         assert_eq!((all_of_it.stripe_count, all_of_it.pool, all_of_it.osts), (2, Some(name), pool.osts.clone()));
         let started = plan(&spec(None, None, Some(3)), &inherited, 4, Some(&pool)).unwrap();
@@ -392,13 +541,16 @@ mod tests {
             ("/a/b".to_string(), StripeSpec::default()),
         ];
         let (default, origin) = inherit(&dirs, &config);
-        assert_eq!(default, StripeDefault { count: 2, size: 8 * MIB, start_ost: -1, pool: Some(fast) });
+        assert_eq!(
+            default,
+            StripeDefault { count: 2, overstripe: false, size: 8 * MIB, start_ost: -1, pool: Some(fast) }
+        );
         assert_eq!(origin.count.as_deref(), Some("/a"));
         assert_eq!(origin.size.as_deref(), Some("/"));
         assert_eq!(origin.pool.as_deref(), Some("/a"));
         assert_eq!(origin.start_ost, None);
         let (fs_default, fs_origin) = inherit(&[], &config);
-        assert_eq!(fs_default, StripeDefault { count: 1, size: MIB, start_ost: -1, pool: None });
+        assert_eq!(fs_default, StripeDefault { count: 1, overstripe: false, size: MIB, start_ost: -1, pool: None });
         assert_eq!(fs_origin, StripeOrigin::default());
     }
 

@@ -745,6 +745,13 @@ impl Mds {
         let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
         let stripe = alloc::normalize(stripe, self.config.ost_count)?;
+        if stripe.osts.is_some() {
+            return Err(MdsError::invalid_stripe(
+                "an OST list (-o) is kept for files only in lanefs, not as a directory's default: give it when \
+                 creating each file (lanefs setstripe -o LIST FILE), or put those OSTs in a pool and set the pool \
+                 here (-p)",
+            ));
+        }
         self.write(WriteKind::Grows, |tx, ost_count| {
             if let Some(name) = stripe.pool {
                 check_pool_default(tx, &stripe, name, ost_count)?;
@@ -819,7 +826,13 @@ fn check_pool_default(
     if osts.is_empty() {
         return Ok(());
     }
-    let own_fields_only = StripeDefault { count: 1, size: crate::DEFAULT_STRIPE_SIZE, start_ost: -1, pool: Some(name) };
+    let own_fields_only = StripeDefault {
+        count: 1,
+        overstripe: false,
+        size: crate::DEFAULT_STRIPE_SIZE,
+        start_ost: -1,
+        pool: Some(name),
+    };
     alloc::plan(stripe, &own_fields_only, ost_count, Some(&PoolMembers { name, osts })).map(|_| ())
 }
 

@@ -234,11 +234,26 @@ pub enum CreateMode {
 /// field left `None` is inherited. The Lustre spellings of "inherit" are
 /// accepted too: `count: Some(0)` and `size: Some(0)` mean `None` (and a
 /// client turns `-p ''`, `-p none` and `-p inherit` into `pool: None`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct StripeSpec {
     /// Number of stripes (objects on distinct OSTs); -1 means all OSTs
-    /// (up to `STRIPE_COUNT_MAX`). More than the OST count is refused.
+    /// (up to `STRIPE_COUNT_MAX`). More than the OST count is refused,
+    /// unless `overstripe`.
     pub count: Option<i64>,
+    /// Lustre's overstriping (`lfs setstripe -C`): `count` may exceed the
+    /// OSTs, which then hold several stripes each, round robin; a count of
+    /// -N (-1 to -32) means N stripes on each OST. It goes with `count`:
+    /// set without a count it is refused.
+    #[serde(default)]
+    pub overstripe: bool,
+    /// The OSTs of a new file's stripes, in stripe order (`lfs setstripe
+    /// -o`): the stripe count is their number (a count given too must
+    /// agree), an OST listed twice overstripes, a starting OST given must
+    /// be one of them (striping starts there, in the list's order), and
+    /// each must be in the file's pool if it has one. A file's alone: a
+    /// directory default with an OST list is refused.
+    #[serde(default)]
+    pub osts: Option<Vec<u32>>,
     /// Bytes per stripe unit: a positive multiple of 64 KiB below 4 GiB.
     pub size: Option<u64>,
     /// OST of stripe 0; -1 means the MDS chooses (round robin).
@@ -318,6 +333,9 @@ pub struct DirPage {
 pub struct StripeDefault {
     /// -1 means all OSTs, as stored (resolved to a number at create time).
     pub count: i64,
+    /// The count overstripes (see [`StripeSpec::overstripe`]).
+    #[serde(default)]
+    pub overstripe: bool,
     pub size: u64,
     /// -1 means the MDS chooses.
     pub start_ost: i64,

@@ -1,13 +1,17 @@
 //! The SQLite schema, its version check, and every row the MDS reads or writes.
 //!
-//! Schema version 6 (`PRAGMA user_version = 6`). Version 5 had no named
+//! Schema version 7 (`PRAGMA user_version = 7`). Version 6 had no
+//! overstriping: a file's objects were on distinct OSTs, and a directory
+//! default could not overstripe; its `objects` and `inodes` tables are
+//! rebuilt when an MDS opens it, as are those of every older version.
+//! Version 5 had no named
 //! pipes, sockets or devices; its `inodes` table is rebuilt with the new
 //! kinds and the device number when an MDS opens it. Version 4 had no
 //! extended attributes either; a version 4 database gains their table,
 //! empty. Version 3 had no OST pools either; a version 3 database gains the
 //! pool tables and columns (no pool defined, no file or directory in one).
 //! Version 2 had no symbolic links, hard links, access or change times
-//! either; a version 2 database is rebuilt as version 6 when an MDS opens
+//! either; a version 2 database is rebuilt as version 7 when an MDS opens
 //! it (its times start as the modification time). Version 1 had no owners, permissions,
 //! precreated objects or destroy queue, and is refused with
 //! [`MdsError::SchemaVersion`]:
@@ -29,7 +33,7 @@ use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 /// The schema this crate reads and writes, stored as `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// The permissions of a new file system's root directory.
 pub const ROOT_PERMISSIONS: u32 = 0o755;
@@ -137,8 +141,19 @@ pub(crate) fn prepare(
             tx.execute("DELETE FROM destroy_queue", [])?;
         }
         SCHEMA_VERSION => {}
+        6 => {
+            rebuild_inodes(&tx)?;
+            rebuild_objects(&tx)?;
+            tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            tracing::info!(
+                path = path_label,
+                version = SCHEMA_VERSION,
+                "added overstriping to an MDS database of schema version 6"
+            );
+        }
         5 => {
             rebuild_inodes(&tx)?;
+            rebuild_objects(&tx)?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             tracing::info!(
                 path = path_label,
@@ -149,6 +164,7 @@ pub(crate) fn prepare(
         4 => {
             add_xattr_table(&tx)?;
             rebuild_inodes(&tx)?;
+            rebuild_objects(&tx)?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             tracing::info!(
                 path = path_label,
@@ -200,12 +216,13 @@ fn migrate_from_3(tx: &Connection) -> Result<(), MdsError> {
     add_pool_tables(tx)?;
     add_xattr_table(tx)?;
     rebuild_inodes(tx)?;
+    rebuild_objects(tx)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     Ok(())
 }
 
 /// Version 5's `inodes` (and a version 3 or 4 table brought to its
-/// columns) rebuilt as version 6's: SQLite cannot widen a CHECK in place,
+/// columns) rebuilt as version 7's: SQLite cannot widen a CHECK in place,
 /// so the rows are copied into a new table (every device number 0), with
 /// foreign keys off, which [`Mds::start`](crate::Mds) arranges; they are
 /// checked before the transaction commits.
@@ -218,6 +235,19 @@ fn rebuild_inodes(tx: &Connection) -> Result<(), MdsError> {
          DROP TABLE inodes; \
          ALTER TABLE inodes_v6 RENAME TO inodes;"
     ))?;
+    check_foreign_keys(tx)
+}
+
+/// `objects` rebuilt as version 7's, without version 6's one object per
+/// file on each OST (SQLite cannot drop a UNIQUE in place), with foreign
+/// keys off, which [`Mds::start`](crate::Mds) arranges.
+fn rebuild_objects(tx: &Connection) -> Result<(), MdsError> {
+    tx.execute_batch(&table_sql("objects", "objects_v7"))?;
+    tx.execute_batch(
+        "INSERT INTO objects_v7 (fid, stripe, ost, object) SELECT fid, stripe, ost, object FROM objects; \
+         DROP TABLE objects; \
+         ALTER TABLE objects_v7 RENAME TO objects;",
+    )?;
     check_foreign_keys(tx)
 }
 
@@ -276,6 +306,7 @@ fn migrate_from_2(tx: &Connection) -> Result<(), MdsError> {
     )?;
     add_pool_tables(tx)?;
     add_xattr_table(tx)?;
+    rebuild_objects(tx)?;
     check_foreign_keys(tx)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     Ok(())
@@ -655,19 +686,22 @@ pub(crate) fn entry_count(conn: &Connection, dir: Fid) -> Result<u64, MdsError> 
 
 /// A directory's own default striping (fields it does not set are `None`).
 pub(crate) fn dir_default(conn: &Connection, dir: Fid) -> Result<StripeSpec, MdsError> {
-    let sql = "SELECT default_count, default_size, default_start, default_pool FROM inodes WHERE fid = ?1";
-    let (count, size, start_ost, pool) = conn
-        .prepare_cached(sql)?
-        .query_row([dir.0], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get::<_, Option<String>>(3)?)))?;
+    let sql = "SELECT default_count, default_size, default_start, default_pool, default_overstripe \
+               FROM inodes WHERE fid = ?1";
+    let (count, size, start_ost, pool, overstripe) = conn.prepare_cached(sql)?.query_row([dir.0], |row| {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get::<_, Option<String>>(3)?, row.get::<_, bool>(4)?))
+    })?;
     let pool = pool.map(|name| stored_pool(&name)).transpose()?;
-    Ok(StripeSpec { count, size, start_ost, pool })
+    Ok(StripeSpec { count, size, start_ost, pool, overstripe, osts: None })
 }
 
 pub(crate) fn set_dir_default(conn: &Connection, dir: Fid, spec: &StripeSpec) -> Result<(), MdsError> {
-    let sql = "UPDATE inodes SET default_count = ?2, default_size = ?3, default_start = ?4, default_pool = ?5 \
-               WHERE fid = ?1";
+    assert!(spec.osts.is_none(), "a directory default has no OST list");
+    let sql = "UPDATE inodes SET default_count = ?2, default_size = ?3, default_start = ?4, default_pool = ?5, \
+               default_overstripe = ?6 WHERE fid = ?1";
     let pool = spec.pool.map(|pool| pool.as_str().to_string());
-    conn.prepare_cached(sql)?.execute(params![dir.0, spec.count, spec.size, spec.start_ost, pool])?;
+    let overstripe = spec.overstripe && spec.count.is_some();
+    conn.prepare_cached(sql)?.execute(params![dir.0, spec.count, spec.size, spec.start_ost, pool, overstripe])?;
     Ok(())
 }
 

@@ -39,12 +39,16 @@ CREATE TABLE inodes (
     permissions   INTEGER NOT NULL CHECK (permissions BETWEEN 0 AND 4095),
     stripe_size   INTEGER CHECK ((kind = 1) = (stripe_size IS NOT NULL)),
     target        TEXT CHECK ((kind = 3) = (target IS NOT NULL)),
-    default_count INTEGER CHECK (default_count IS NULL OR (kind = 2 AND default_count >= -1 AND default_count != 0)),
+    default_count INTEGER CHECK (default_count IS NULL OR (kind = 2 AND default_count != 0
+                                 AND default_count >= (CASE default_overstripe WHEN 1 THEN -32 ELSE -1 END))),
     default_size  INTEGER CHECK (default_size IS NULL OR (kind = 2 AND default_size > 0)),
     default_start INTEGER CHECK (default_start IS NULL OR (kind = 2 AND default_start >= -1)),
     pool          TEXT CHECK (pool IS NULL OR (kind = 1 AND length(pool) BETWEEN 1 AND 15)),
     default_pool  TEXT CHECK (default_pool IS NULL OR (kind = 2 AND length(default_pool) BETWEEN 1 AND 15)),
-    rdev          INTEGER NOT NULL DEFAULT 0 CHECK (rdev = 0 OR kind IN (6, 7))
+    rdev          INTEGER NOT NULL DEFAULT 0 CHECK (rdev = 0 OR kind IN (6, 7)),
+    -- 1: the default count overstripes (lfs setstripe -C, where -N is N stripes per OST)
+    default_overstripe INTEGER NOT NULL DEFAULT 0
+                  CHECK (default_overstripe = 0 OR (default_overstripe = 1 AND default_count IS NOT NULL))
 );
 
 -- The namespace: the root has no entry, a directory exactly one, a file or
@@ -58,14 +62,14 @@ CREATE TABLE dentries (
 
 CREATE INDEX dentries_by_fid ON dentries (fid);
 
--- A file's objects, one per stripe, on distinct OSTs.
+-- A file's objects, one per stripe; an overstriped file has several on
+-- one OST.
 CREATE TABLE objects (
     fid    INTEGER NOT NULL REFERENCES inodes (fid),
     stripe INTEGER NOT NULL CHECK (stripe >= 0),
     ost    INTEGER NOT NULL REFERENCES ost_counters (ost),
     object INTEGER NOT NULL CHECK (object >= 1),
     PRIMARY KEY (fid, stripe),
-    UNIQUE (fid, ost),
     UNIQUE (ost, object)
 ) WITHOUT ROWID;
 

@@ -1225,7 +1225,7 @@ mod tests {
     fn file(client: &Client, path: &str, ost: u32) -> crate::client::File {
         let create = MdsRequest::Create {
             path: path.into(),
-            stripe: StripeSpec { count: Some(1), size: None, start_ost: Some(i64::from(ost)), pool: None },
+            stripe: StripeSpec { count: Some(1), size: None, start_ost: Some(i64::from(ost)), ..StripeSpec::default() },
             mode: CreateMode::OpenOrCreate,
             access: Access::ReadWrite,
             permissions: 0o644,

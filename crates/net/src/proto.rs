@@ -90,7 +90,9 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    `FileKind`s, `Attr::rdev`); a punch carries a `Cut` (a size, a hole
 ///    or a reservation: `fallocate`), a getattr answers an `ObjectAttr`
 ///    (size and space held).
-pub const PROTOCOL_VERSION: u16 = 13;
+/// 14: overstriping and OST lists (`StripeSpec::overstripe` and `osts`,
+///    `StripeDefault::overstripe`).
+pub const PROTOCOL_VERSION: u16 = 14;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

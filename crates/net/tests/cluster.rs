@@ -22,7 +22,7 @@ fn client(c: &LocalCluster) -> Client {
 }
 
 fn create(cl: &Client, path: &str, count: i64, size: u64) -> File {
-    let stripe = StripeSpec { count: Some(count), size: Some(size), start_ost: None, pool: None };
+    let stripe = StripeSpec { count: Some(count), size: Some(size), start_ost: None, ..StripeSpec::default() };
     let request = MdsRequest::Create {
         path: path.into(),
         stripe,
@@ -333,10 +333,10 @@ fn bad_stripe_settings_and_missing_paths_are_clear_errors() {
         access: Access::ReadWrite,
         permissions: 0o644,
     };
-    let stripe = StripeSpec { count: Some(1), size: Some(100_000), start_ost: None, pool: None };
+    let stripe = StripeSpec { count: Some(1), size: Some(100_000), start_ost: None, ..StripeSpec::default() };
     let e = a.mds(create("/x", stripe)).unwrap_err();
     assert!(e.to_string().contains("65536") || e.to_string().contains("64 KiB"), "{e}");
-    let stripe = StripeSpec { count: Some(5), size: None, start_ost: None, pool: None };
+    let stripe = StripeSpec { count: Some(5), size: None, start_ost: None, ..StripeSpec::default() };
     let e = a.mds(create("/y", stripe)).unwrap_err();
     assert!(e.to_string().contains('5'), "{e}");
     let e = a.mds(MdsRequest::Open { path: "/nope/file".into(), access: Access::Read }).unwrap_err();
@@ -451,4 +451,57 @@ fn writes_on_one_host_go_through_shared_memory_and_elsewhere_on_the_socket() {
     }
     shm.fsync(&f).unwrap();
     assert_eq!(socket.pread(&open(&socket, "/shm"), off, 64 * 1024).unwrap(), bytes(29, 64 * 1024));
+}
+
+/// An overstriped file (`lfs setstripe -C`: six stripes of 64 KiB on two
+/// OSTs) and one on an OST list with an OST twice: two clients write
+/// alternate stripes at once; every byte reads back in either, the size is
+/// the end of the last write, and a truncate into the middle cuts every
+/// stripe's object as the layout says.
+#[test]
+fn overstriped_files_hold_each_stripe_in_its_own_object() {
+    let c = cluster(2);
+    let (a, b) = (client(&c), client(&c));
+    let unit = 64 * 1024u64;
+    let specs = [
+        ("/over", StripeSpec { count: Some(6), overstripe: true, size: Some(unit), ..StripeSpec::default() }),
+        ("/listed", StripeSpec { osts: Some(vec![1, 0, 1]), size: Some(unit), ..StripeSpec::default() }),
+    ];
+    for (path, stripe) in specs {
+        let request = MdsRequest::Create {
+            path: path.into(),
+            stripe,
+            mode: CreateMode::Exclusive,
+            access: Access::ReadWrite,
+            permissions: 0o644,
+        };
+        let MdsReply::File(info) = a.mds(request).unwrap() else { panic!("create {path}") };
+        assert!(info.layout.is_overstriped(), "{path}: {:?}", info.layout);
+        let count = u64::from(info.layout.stripe_count());
+        let (fa, fb) = (a.open_layout(path, info.layout).unwrap(), open(&b, path));
+        // Each client writes every other stripe unit, 4 rows deep.
+        let data = bytes(7, (4 * count * unit) as usize);
+        std::thread::scope(|s| {
+            for (who, (cl, f)) in [(&a, &fa), (&b, &fb)].into_iter().enumerate() {
+                let data = &data;
+                s.spawn(move || {
+                    for u in (who as u64..4 * count).step_by(2) {
+                        let at = (u * unit) as usize;
+                        cl.pwrite(f, u * unit, &data[at..at + unit as usize]).unwrap();
+                    }
+                });
+            }
+        });
+        assert!(a.pread(&fa, 0, data.len() as u64).unwrap() == data, "{path}: a reads both clients' stripes");
+        assert!(b.pread(&fb, 0, data.len() as u64).unwrap() == data, "{path}: so does b");
+        assert_eq!(b.size(&fb).unwrap(), data.len() as u64);
+        let cut = 2 * count * unit + unit / 2;
+        a.truncate(&fa, cut).unwrap();
+        assert_eq!(b.size(&fb).unwrap(), cut, "{path}");
+        // (pread fills what lies past the end with zeros.)
+        let after = b.pread(&fb, 0, data.len() as u64).unwrap();
+        let (below, past) = after.split_at(cut as usize);
+        assert!(below == &data[..cut as usize], "{path}: the bytes below the cut stay");
+        assert!(past.iter().all(|&b| b == 0), "{path}: the objects were cut where the layout says");
+    }
 }

@@ -28,7 +28,7 @@ fn client_as(c: &LocalCluster, credentials: Credentials) -> Client {
 fn create_request(path: &str, count: i64, start_ost: Option<i64>) -> MdsRequest {
     MdsRequest::Create {
         path: path.into(),
-        stripe: StripeSpec { count: Some(count), size: Some(64 * KIB), start_ost, pool: None },
+        stripe: StripeSpec { count: Some(count), size: Some(64 * KIB), start_ost, ..StripeSpec::default() },
         mode: CreateMode::Exclusive,
         access: Access::ReadWrite,
         permissions: 0o644,

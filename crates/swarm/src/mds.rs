@@ -385,7 +385,7 @@ pub fn open_request(file: usize, stripe_bytes: u64, stripe_count: u32, start_ost
             count: Some(i64::from(stripe_count)),
             size: Some(stripe_bytes),
             start_ost: Some(i64::from(start_ost)),
-            pool: None,
+            ..StripeSpec::default()
         },
         mode: CreateMode::OpenOrCreate,
         access: Access::ReadWrite,

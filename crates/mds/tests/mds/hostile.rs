@@ -40,12 +40,17 @@ fn stripe() -> impl Strategy<Value = StripeSpec> {
         any::<u64>()
     ]);
     let start_ost = prop::option::of(prop_oneof![-3..6i64, Just(i64::MIN), Just(i64::MAX)]);
-    (count, size, start_ost, prop::option::of(pool())).prop_map(|(count, size, start_ost, pool)| StripeSpec {
-        count,
-        size,
-        start_ost,
-        pool,
-    })
+    let osts = prop::option::of(prop::collection::vec(prop_oneof![0..6u32, Just(u32::MAX)], 0..5));
+    (count, size, start_ost, prop::option::of(pool()), any::<bool>(), osts).prop_map(
+        |(count, size, start_ost, pool, overstripe, osts)| StripeSpec {
+            count,
+            size,
+            start_ost,
+            pool,
+            overstripe,
+            osts,
+        },
+    )
 }
 
 /// Two pool names, so that requests meet the pools others made.

@@ -11,6 +11,7 @@ mod hostile;
 mod lifecycle;
 mod links;
 mod namespace;
+mod overstriping;
 mod permissions;
 mod persistence;
 mod pools;
@@ -55,7 +56,7 @@ pub fn try_create(mds: &mut Mds, path: &str, stripe: &StripeSpec, mode: CreateMo
 }
 
 pub fn spec(count: Option<i64>, size: Option<u64>, start_ost: Option<i64>) -> StripeSpec {
-    StripeSpec { count, size, start_ost, pool: None }
+    StripeSpec { count, size, start_ost, ..StripeSpec::default() }
 }
 
 /// Creates `path` exclusively with inherited striping.

@@ -67,13 +67,19 @@ fn the_pool_is_inherited_field_by_field() {
     mds.set_stripe(&ROOT, "/a", &in_pool("fast")).unwrap();
     mds.set_stripe(&ROOT, "/a/b", &spec(Some(2), None, None)).unwrap();
     let info = mds.get_stripe(&ROOT, "/a/b").unwrap();
-    assert_eq!(info.default, StripeDefault { count: 2, size: MIB, start_ost: -1, pool: Some(pool("fast")) });
+    assert_eq!(
+        info.default,
+        StripeDefault { count: 2, overstripe: false, size: MIB, start_ost: -1, pool: Some(pool("fast")) }
+    );
     assert_eq!((info.inherited_from.count.as_deref(), info.inherited_from.pool.as_deref()), (Some("/a/b"), Some("/a")));
     assert_eq!(osts(&create(&mut mds, "/a/b/f").layout), [1, 3]);
     // setstripe -d: /a/b inherits everything from /a again.
     mds.delete_stripe(&ROOT, "/a/b").unwrap();
     let info = mds.get_stripe(&ROOT, "/a/b").unwrap();
-    assert_eq!(info.default, StripeDefault { count: 1, size: MIB, start_ost: -1, pool: Some(pool("fast")) });
+    assert_eq!(
+        info.default,
+        StripeDefault { count: 1, overstripe: false, size: MIB, start_ost: -1, pool: Some(pool("fast")) }
+    );
     assert_eq!(info.inherited_from.count, None);
     mds.delete_stripe(&ROOT, "/a").unwrap();
     assert_eq!(mds.get_stripe(&ROOT, "/a/b").unwrap().default.pool, None);
@@ -211,5 +217,5 @@ fn a_version_3_database_gains_pools() {
     mds.check_invariants();
     drop(mds);
     let mds = Mds::open(&db, MdsConfig::new(2)).unwrap();
-    assert_eq!(mds.get_stripe(&ROOT, "/g").unwrap().pool, Some(pool("fast")), "and it opens again as version 6");
+    assert_eq!(mds.get_stripe(&ROOT, "/g").unwrap().pool, Some(pool("fast")), "and it opens again as version 7");
 }

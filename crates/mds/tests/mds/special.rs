@@ -172,5 +172,5 @@ fn a_version_5_database_gains_special_files() {
     mds.check_invariants();
     drop(mds);
     let mds = Mds::open(&db, MdsConfig::new(1)).unwrap();
-    assert_eq!(mds.stat(&ROOT, "/d/c").unwrap().rdev, libc::makedev(1, 3), "and it opens again as version 6");
+    assert_eq!(mds.stat(&ROOT, "/d/c").unwrap().rdev, libc::makedev(1, 3), "and it opens again as version 7");
 }

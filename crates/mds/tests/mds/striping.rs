@@ -154,7 +154,7 @@ fn nearer_directories_override_field_by_field() {
     assert_eq!((osts(&layout), layout.stripe_size()), (vec![5, 6], 2 * MIB));
     let info = mds.get_stripe(&ROOT, "/a/b").unwrap();
     assert_eq!(info.layout, None);
-    assert_eq!(info.default, StripeDefault { count: 2, size: 2 * MIB, start_ost: 5, pool: None });
+    assert_eq!(info.default, StripeDefault { count: 2, size: 2 * MIB, start_ost: 5, overstripe: false, pool: None });
     let origin = StripeOrigin {
         count: Some("/a/b".into()),
         size: Some("/a".into()),
@@ -163,13 +163,13 @@ fn nearer_directories_override_field_by_field() {
     };
     assert_eq!(info.inherited_from, origin);
     let top = mds.get_stripe(&ROOT, "/").unwrap();
-    assert_eq!(top.default, StripeDefault { count: 1, size: 8 * MIB, start_ost: -1, pool: None });
+    assert_eq!(top.default, StripeDefault { count: 1, size: 8 * MIB, start_ost: -1, overstripe: false, pool: None });
     assert_eq!(top.inherited_from, StripeOrigin { count: None, size: Some("/".into()), start_ost: None, pool: None });
     // Clearing /a/b's default (all fields unset) falls back to /a and /.
     mds.set_stripe(&ROOT, "/a/b", &StripeSpec::default()).unwrap();
     assert_eq!(
         mds.get_stripe(&ROOT, "/a/b").unwrap().default,
-        StripeDefault { count: 4, size: 2 * MIB, start_ost: -1, pool: None }
+        StripeDefault { count: 4, size: 2 * MIB, start_ost: -1, overstripe: false, pool: None }
     );
     mds.check_invariants();
 }
@@ -182,7 +182,7 @@ fn get_stripe_on_a_file_shows_its_layout_and_its_directory_default() {
     let made = create_with(&mut mds, "/d/f", spec(Some(2), None, None));
     let info = mds.get_stripe(&ROOT, "/d/f").unwrap();
     assert_eq!(info.layout, Some(made.layout));
-    assert_eq!(info.default, StripeDefault { count: -1, size: MIB, start_ost: -1, pool: None });
+    assert_eq!(info.default, StripeDefault { count: -1, size: MIB, start_ost: -1, overstripe: false, pool: None });
     assert_eq!(info.inherited_from.count.as_deref(), Some("/d"));
     assert_eq!(create(&mut mds, "/d/g").layout.stripe_count(), 4);
     assert_eq!(mds.get_stripe(&ROOT, "/d/nope").unwrap_err(), not_found("/d/nope", "/d/nope"));

@@ -182,5 +182,5 @@ fn a_version_4_database_gains_extended_attributes() {
     mds.set_xattr(&ROOT, path("/f"), "user.a", b"kept", XattrHow::Either).unwrap();
     drop(mds);
     let mds = Mds::open(&db, MdsConfig::new(1)).unwrap();
-    assert_eq!(mds.get_xattr(&ROOT, path("/f"), "user.a").unwrap(), b"kept", "and it opens again as version 6");
+    assert_eq!(mds.get_xattr(&ROOT, path("/f"), "user.a").unwrap(), b"kept", "and it opens again as version 7");
 }

@@ -234,7 +234,7 @@ impl Drop for ServerChild {
 
 /// Create `path` with `count` stripes of `size` bytes.
 pub fn create(client: &Client, path: &str, count: i64, size: u64) -> File {
-    let stripe = StripeSpec { count: Some(count), size: Some(size), start_ost: None, pool: None };
+    let stripe = StripeSpec { count: Some(count), size: Some(size), start_ost: None, ..StripeSpec::default() };
     let request = MdsRequest::Create {
         path: path.into(),
         stripe,
