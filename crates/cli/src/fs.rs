@@ -79,11 +79,20 @@ pub enum FsCommand {
         ost: Vec<String>,
         /// OST pool (NAME or lanefs.NAME) the objects come from; '', none
         /// or inherit: the inherited pool.
-        #[arg(short = 'p', long = "pool")]
-        pool: Option<String>,
+        #[arg(short = 'p', long = "pool", action = clap::ArgAction::Append)]
+        pool: Vec<String>,
+        /// A composite layout (PFL): each -E END (a size, or -1 for the end
+        /// of the file) starts a component, whose -c, -C, -S, -i, -o and -p
+        /// follow it; the last ends at -1.
+        #[arg(short = 'E', long = "component-end", allow_hyphen_values = true, action = clap::ArgAction::Append)]
+        component_end: Vec<String>,
         /// Remove the directory's own default striping, so that it inherits
         /// again (`lfs setstripe -d`).
-        #[arg(short = 'd', long = "delete", conflicts_with_all = ["count", "size", "index", "pool", "overstripe_count", "ost"])]
+        #[arg(
+            short = 'd',
+            long = "delete",
+            conflicts_with_all = ["count", "size", "index", "pool", "overstripe_count", "ost", "component_end"]
+        )]
         delete: bool,
         /// lfs's layout options lanefs does not have, refused by name.
         #[command(flatten)]
@@ -307,13 +316,18 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
             bail!("setstripe {option}: {reason}")
         }
         FsCommand::Setstripe { delete: true, path, .. } => delete_stripe(&cl, &path),
+        FsCommand::Setstripe { component_end, path, .. } if !component_end.is_empty() => {
+            let args: Vec<String> = std::env::args().collect();
+            let components = crate::components::component_specs(&args)?;
+            setstripe(&cl, StripeSpec { components: Some(components), ..StripeSpec::default() }, &path)
+        }
         FsCommand::Setstripe { count, size, index, overstripe_count, ost, pool, path, .. } => {
             // Each once (several belong to the components of a composite
-            // layout, refused above).
-            if count.len() + overstripe_count.len() > 1 || size.len() > 1 || index.len() > 1 {
-                bail!("setstripe: give one of -c and -C, and -S and -i, once each (one plain layout)");
+            // layout, handled above).
+            if count.len() + overstripe_count.len() > 1 || size.len() > 1 || index.len() > 1 || pool.len() > 1 {
+                bail!("setstripe: give one of -c and -C, and -S, -i and -p, once each (one plain layout)");
             }
-            let pool = stripe_pool(pool.as_deref())?;
+            let pool = stripe_pool(pool.first().map(String::as_str))?;
             let osts = match ost.is_empty() {
                 true => None,
                 false => Some(ost.iter().map(|list| parse_ost_list(list)).collect::<Result<Vec<_>>>()?.concat()),
@@ -325,6 +339,7 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
                 start_ost: index.first().copied(),
                 pool,
                 osts,
+                components: None,
             };
             setstripe(&cl, spec, &path)
         }
@@ -406,8 +421,6 @@ impl FsCommand {
 /// rather than misread.
 #[derive(Args, Clone, Debug, Default)]
 pub struct LackedStripe {
-    #[arg(short = 'E', long = "component-end", hide = true, allow_hyphen_values = true)]
-    component_end: Vec<String>,
     #[arg(short = 'L', long = "layout", hide = true)]
     layout: Option<String>,
     #[arg(short = 'N', long = "mirror-count", hide = true, num_args = 0..=1)]
@@ -423,9 +436,9 @@ pub struct LackedStripe {
 impl LackedStripe {
     /// The first option given, and why lanefs refuses it.
     fn given(&self) -> Option<(&'static str, String)> {
-        let one_layout = "a lanefs file has one plain (RAID0) layout; give -c or -C, -S, -i, -o and -p";
+        let one_layout = "lanefs has plain (RAID0) layouts and composite ones of them (-E); give -c or -C, -S, -i, -o \
+                          and -p";
         [
-            (!self.component_end.is_empty(), "-E", "composite layouts (PFL) are not in lanefs yet: "),
             (self.layout.is_some(), "-L", "data on the MDT and other layouts are not in lanefs: "),
             (self.mirror_count.is_some(), "-N", "mirrored files (FLR) are not in lanefs: "),
             (self.extension_size.is_some(), "-z", "self-extending layouts (SEL) are not in lanefs: "),
@@ -473,7 +486,7 @@ pub fn parse_ost_list(list: &str) -> Result<Vec<u32>> {
 /// ask for the inherited pool (no pool of its own); `ignore` (Lustre's
 /// "no pool, whatever is inherited") is refused: lanefs has no way to opt
 /// out of an inherited pool but `-p` with another one.
-fn stripe_pool(pool: Option<&str>) -> Result<Option<PoolName>> {
+pub(crate) fn stripe_pool(pool: Option<&str>) -> Result<Option<PoolName>> {
     match pool {
         None | Some("" | "none" | "inherit") => Ok(None),
         Some("ignore") => bail!(
@@ -585,6 +598,9 @@ fn show_stripe(cl: &Client, path: &str, shown: &str, fields: StripeFields, depth
     // a directory whose objects alone were asked for.
     let shown_path = (!fields.yaml && depth != Depth::Itself && !(fields.quiet && dir)).then_some(shown);
     let text = match &info.layout {
+        Some(layout) if layout.is_composite() && !fields.any() && !fields.quiet && !fields.yaml => {
+            format_composite(shown_path, layout, &info.component_pools)
+        }
         Some(layout) => {
             let values = [
                 layout.stripe_count().to_string(),
@@ -605,6 +621,53 @@ fn show_stripe(cl: &Client, path: &str, shown: &str, fields: StripeFields, depth
     };
     out::stdout_write(&text)?;
     Ok(dir)
+}
+
+/// `lfs getstripe`'s text for a composite (PFL) file, as liblustreapi
+/// prints one (`lov_dump_comp_v1_header`, `lov_dump_comp_v1_entry`, and
+/// each component's `lov_dump_user_lmm_v1v3` indented, its objects as
+/// `- N: { l_ost_idx: I, l_fid: [IDIF FID] }`). lanefs makes every
+/// component's objects when it creates the file, so each is `init`, and
+/// it never changes a layout: its generations are 0.
+pub(crate) fn format_composite(path: Option<&str>, layout: &Layout, pools: &[Option<PoolName>]) -> String {
+    let mut out = String::new();
+    if let Some(path) = path {
+        out += &format!("{path}\n");
+    }
+    let components = layout.components();
+    out += &format!("  lcm_layout_gen:    0\n  lcm_mirror_count:  1\n  lcm_entry_count:   {}\n", components.len());
+    for (index, component) in components.iter().enumerate() {
+        let end = if component.is_last() { "EOF".to_string() } else { component.end.to_string() };
+        out += &format!(
+            "    lcme_id:             {}\n    lcme_mirror_id:      0\n    lcme_flags:          init\n\
+             \x20   lcme_extent.e_start: {}\n    lcme_extent.e_end:   {end}\n",
+            index + 1,
+            component.start
+        );
+        let objects = layout.component_objects(index);
+        out += &format!(
+            "      lmm_stripe_count:  {}\n      lmm_stripe_size:   {}\n      lmm_pattern:       {}\n\
+             \x20     lmm_layout_gen:    0\n      lmm_stripe_offset: {}\n",
+            component.count,
+            component.stripe_size,
+            pattern(layout.component_is_overstriped(index)),
+            objects[0].ost.0
+        );
+        if let Some(pool) = pools.get(index).copied().flatten() {
+            out += &format!("      lmm_pool:          {}\n", pool.as_str());
+        }
+        out += "      lmm_objects:\n";
+        for (i, key) in objects.iter().enumerate() {
+            let (ost, object) = (key.ost.0, key.object.0);
+            let seq = 0x1_0000_0000u64 | (u64::from(ost) << 16) | ((object >> 32) & 0xffff);
+            out += &format!(
+                "      - {i:3}: {{ l_ost_idx: {ost:3}, l_fid: [{seq:#x}:{:#x}:0x0] }}\n",
+                object & 0xffff_ffff
+            );
+        }
+        out += "\n";
+    }
+    out
 }
 
 /// A layout's pattern, as `llapi_lov_pattern_string` names it. lanefs
@@ -1181,6 +1244,58 @@ mod tests {
         assert_eq!(
             format_stripe(Some("/d"), true, &dir, pattern(true), None, &[], StripeFields::default()),
             "/d\nstripe_count:  -2 stripe_size:   1048576 pattern:       raid0,overstriped stripe_offset: -1\n\n"
+        );
+    }
+
+    /// A composite file as `lfs setstripe -E 64M -c 1 -E -1 -c 2` makes
+    /// one, printed as liblustreapi prints it (`lov_dump_comp_v1_header`,
+    /// `lov_dump_comp_v1_entry`, the components' layouts indented with
+    /// their objects' IDIF FIDs).
+    #[test]
+    fn getstripe_prints_a_composite_file_as_lfs_getstripe() {
+        use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
+        let object = |ost, id| ObjectKey { ost: OstIndex(ost), object: ObjectId(id) };
+        let layout = Layout::composite(vec![
+            (64 << 20, 1 << 20, vec![object(0, 2)]),
+            (u64::MAX, 1 << 20, vec![object(1, 3), object(0, 4)]),
+        ])
+        .unwrap();
+        let fast = PoolName::parse("fast").unwrap();
+        assert_eq!(
+            format_composite(Some("/pfl"), &layout, &[None, Some(fast)]),
+            "/pfl
+  lcm_layout_gen:    0
+  lcm_mirror_count:  1
+  lcm_entry_count:   2
+    lcme_id:             1
+    lcme_mirror_id:      0
+    lcme_flags:          init
+    lcme_extent.e_start: 0
+    lcme_extent.e_end:   67108864
+      lmm_stripe_count:  1
+      lmm_stripe_size:   1048576
+      lmm_pattern:       raid0
+      lmm_layout_gen:    0
+      lmm_stripe_offset: 0
+      lmm_objects:
+      -   0: { l_ost_idx:   0, l_fid: [0x100000000:0x2:0x0] }
+
+    lcme_id:             2
+    lcme_mirror_id:      0
+    lcme_flags:          init
+    lcme_extent.e_start: 67108864
+    lcme_extent.e_end:   EOF
+      lmm_stripe_count:  2
+      lmm_stripe_size:   1048576
+      lmm_pattern:       raid0
+      lmm_layout_gen:    0
+      lmm_stripe_offset: 1
+      lmm_pool:          fast
+      lmm_objects:
+      -   0: { l_ost_idx:   1, l_fid: [0x100010000:0x3:0x0] }
+      -   1: { l_ost_idx:   0, l_fid: [0x100000000:0x4:0x0] }
+
+"
         );
     }
 

@@ -3,6 +3,7 @@
 //! results into text or JSON.
 
 mod args;
+mod components;
 mod daemons;
 mod demo;
 mod find;

@@ -38,6 +38,9 @@ simulator options:
   --lanefs.lock-mode=MODE       independent I/O: default | noexpand | lockahead | group
   --lanefs.stripe-count=N       stripes of the test file (-1: every OST; default 1)
   --lanefs.stripe-size=SIZE     stripe size (default 1m)
+  --lanefs.pfl=END:COUNT[:SIZE],...
+                                a composite (PFL) test file, as lfs setstripe -E END
+                                -c COUNT -S SIZE ... makes one; the last END is -1
   --timeseries FILE.csv         write bandwidth per interval, aggregate and per OST
   --timeseries-interval SECONDS interval of the time series (default 0.1)
   --quiet                       no progress bar
@@ -129,6 +132,10 @@ fn ior(mut args: Vec<String>) -> Result<()> {
         .transpose()?;
     let stripe_size =
         params.module_value("lanefs.stripe-size").map(|s| parse_size(s, "--lanefs.stripe-size")).transpose()?;
+    let pfl = match params.module_value("lanefs.pfl") {
+        Some(spec) => lanefs_sim::backend::parse_pfl(spec).map_err(|e| anyhow!("--lanefs.pfl={spec}: {e}"))?,
+        None => Vec::new(),
+    };
     // Ranks sit on the cluster's nodes as its description says unless
     // --tasks-per-node says otherwise, and IOR's report says so too.
     params.tasks_per_node.get_or_insert(cluster.compute.ranks_per_node);
@@ -152,6 +159,7 @@ fn ior(mut args: Vec<String>) -> Result<()> {
         lock_mode,
         stripe_count,
         stripe_size,
+        pfl,
         hints,
         timeseries: timeseries.map(|p| (p, interval)),
         stats: env_flag("MPIIO_STATS"),

@@ -182,13 +182,18 @@ fn lfs_style_commands_work_against_a_running_file_system() {
     assert_eq!(ok(&up, &["find", "/d", "-mtime", "+0", "-type", "f"]), "", "nothing is a day old");
     assert_eq!(ok(&up, &["find", "/d", &format!("--group={gid}"), "!", "--type", "d"]), "/d/ior\n/d/one\n");
     fails(&up, &["find", "/d", "-type", "f", "/other"], "give the paths first");
-    // Lustre's layouts lanefs lacks are refused by name, not misread.
-    fails(
-        &up,
-        &["setstripe", "-E", "64M", "-c", "1", "-E", "-1", "-c", "4", "/pfl"],
-        "setstripe -E: composite layouts",
+    // A composite layout (PFL), shown as lfs shows one.
+    ok(&up, &["setstripe", "-E", "64M", "-c", "1", "-S", "1m", "-E", "-1", "-c", "2", "/pfl"]);
+    let pfl = ok(&up, &["getstripe", "/pfl"]);
+    assert!(pfl.starts_with("/pfl\n  lcm_layout_gen:    0\n  lcm_mirror_count:  1\n  lcm_entry_count:   2\n"), "{pfl}");
+    assert!(
+        pfl.contains("    lcme_extent.e_start: 67108864\n    lcme_extent.e_end:   EOF\n      lmm_stripe_count:  2\n")
     );
-    fails(&up, &["setstripe", "-c", "1", "-c", "2", "/twice"], "give one of -c and -C, and -S and -i, once each");
+    fails(&up, &["setstripe", "-E", "64M", "-c", "1", "/pfl2"], "the last component must reach the end of the file");
+    fails(&up, &["setstripe", "-E", "-1", "-c", "1", "/d"], "kept for files only in lanefs");
+    // Lustre's layouts lanefs lacks are refused by name, not misread.
+    fails(&up, &["setstripe", "-L", "mdt", "/dom"], "setstripe -L: data on the MDT");
+    fails(&up, &["setstripe", "-c", "1", "-c", "2", "/twice"], "give one of -c and -C, and -S, -i and -p, once each");
     fails(&up, &["setstripe", "-c", "1", "-C", "2", "/both"], "give one of -c and -C");
     // Overstriping: four stripes on the two OSTs; an OST list, in its order.
     ok(&up, &["setstripe", "-C", "4", "/over"]);

@@ -1,5 +1,11 @@
-//! RAID-0 striped file layouts, as Lustre's LOV (`lov_stripe_offset`,
-//! `lov_stripe_size`, `lov_stripe_intersects`).
+//! RAID-0 striped file layouts, plain or composite, as Lustre's LOV
+//! (`lov_stripe_offset`, `lov_stripe_size`, `lov_stripe_intersects`) and
+//! its composite layouts (PFL: `lov_comp_md_v1`).
+//!
+//! A composite layout is a list of components, each RAID-0 over its own
+//! objects for one range of the file ([`Component`]): the first from 0,
+//! each from the previous one's end, the last to `EOF`. The arithmetic
+//! below is a component's, applied to the component holding the offset.
 //!
 //! A file's bytes are dealt out round-robin, `stripe_size` bytes (one *stripe
 //! unit*) at a time, over `stripe_count` objects, each on a different OST.
@@ -29,7 +35,10 @@
 //! - `stripe_size * stripe_count` (one stripe row) fits in a `u64`: otherwise
 //!   the last stripes would start past the largest file offset and their
 //!   objects could never hold a byte.
-//! - `stripe_offset == objects[0].ost`.
+//! - A component's stripe offset is its first object's OST.
+//! - Components cover the file in order, each ending past its start at a
+//!   multiple of its stripe size (so at a page boundary), the last at
+//!   `EOF`; at most [`COMPONENT_COUNT_MAX`] of them.
 //!
 //! File offsets range over all of `u64`; a byte range `(offset, len)` must
 //! end at or below `u64::MAX`, so the largest file size is `u64::MAX`. All
@@ -80,44 +89,157 @@ pub enum LayoutError {
         "layout says stripe offset {stripe_offset} but stripe 0 is on {first_ost}: the layout is corrupt, recreate it"
     )]
     StripeOffsetMismatch { stripe_offset: OstIndex, first_ost: OstIndex },
+    #[error(
+        "component {component} starts at {start} and ends at {}: each component must end past its start, at a \
+         multiple of its stripe size ({stripe_size}), and the last at EOF (-E -1 or -E eof)",
+        if *.end == u64::MAX { "EOF".to_string() } else { .end.to_string() }
+    )]
+    ComponentEnd { component: u32, start: u64, end: u64, stripe_size: u64 },
+    #[error("a layout has at most {COMPONENT_COUNT_MAX} components, not {count}: give fewer -E")]
+    TooManyComponents { count: usize },
 }
 
-/// A validated RAID-0 layout: which object holds each stripe, and how wide a stripe unit is.
+/// The most components one composite layout may have.
+pub const COMPONENT_COUNT_MAX: usize = 64;
+
+/// One component of a layout: RAID-0 striping of the file bytes in
+/// `[start, end)` over its own objects.
+///
+/// An object of a component holds the bytes the component's striping
+/// gives it, at the object offsets that striping would give them if it
+/// began at file offset 0 (as Lustre's `lov_stripe_offset` maps them): so
+/// a component's objects are sparse below its start, and the offsets of a
+/// file byte do not depend on where its component begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Component {
+    /// The first file byte of the component.
+    pub start: u64,
+    /// The file offset just past its last byte; `u64::MAX` is `EOF`.
+    pub end: u64,
+    pub stripe_size: u64,
+    /// Its stripes' objects are the layout's objects `first..first + count`.
+    pub first: u32,
+    pub count: u32,
+}
+
+impl Component {
+    fn count_u64(&self) -> u64 {
+        u64::from(self.count)
+    }
+
+    /// `(stripe within the component, object offset)` of a file offset.
+    fn file_to_object(&self, file_offset: u64) -> (u32, u64) {
+        let (size, count) = (self.stripe_size, self.count_u64());
+        let unit = file_offset / size;
+        ((unit % count) as u32, (unit / count) * size + file_offset % size)
+    }
+
+    /// The inverse of `file_to_object`, saturating at `u64::MAX`.
+    fn object_to_file(&self, stripe: u32, object_offset: u64) -> u64 {
+        let (size, count) = (self.stripe_size, self.count_u64());
+        (object_offset / size)
+            .checked_mul(count)
+            .and_then(|unit| unit.checked_add(u64::from(stripe)))
+            .and_then(|unit| unit.checked_mul(size))
+            .and_then(|unit_start| unit_start.checked_add(object_offset % size))
+            .unwrap_or(u64::MAX)
+    }
+
+    /// The object offset of `stripe`'s first byte at or after file offset
+    /// `file_size`, in this component's striping from file offset 0.
+    fn object_size_at(&self, stripe: u32, file_size: u64) -> u64 {
+        let Some(last) = file_size.checked_sub(1) else {
+            return 0;
+        };
+        let (last_stripe, last_object_offset) = self.file_to_object(last);
+        let row_start = last_object_offset - last_object_offset % self.stripe_size;
+        match stripe.cmp(&last_stripe) {
+            // Stripes before the last byte's have a full unit in its row; no
+            // overflow, as that unit ends below `last` in object space too.
+            Ordering::Less => row_start + self.stripe_size,
+            Ordering::Equal => last_object_offset + 1,
+            Ordering::Greater => row_start,
+        }
+    }
+
+    /// Whether the component is the one that runs to the end of file space.
+    pub fn is_last(&self) -> bool {
+        self.end == u64::MAX
+    }
+}
+
+/// A validated layout: one RAID-0 component over the whole file (a plain
+/// layout, `lfs setstripe -c -S`), or several over consecutive ranges of
+/// it (a composite layout, Lustre's PFL, `lfs setstripe -E`), each with
+/// its own objects; which object holds each stripe, and how wide a stripe
+/// unit is.
+///
+/// A *stripe* here is one of the layout's objects, numbered across all
+/// components in order (a component's stripes follow the previous one's).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "LayoutFields")]
+#[serde(try_from = "LayoutFields", into = "LayoutFields")]
 pub struct Layout {
-    stripe_size: u64,
-    /// Starting OST index (`lfs setstripe -i`): the OST of `objects[0]`.
-    stripe_offset: OstIndex,
+    /// In file order; the first starts at 0, each where the previous ends,
+    /// the last at `EOF`.
+    components: Arc<[Component]>,
     /// One object per stripe, in stripe order; shared, since every client
     /// that opens a file holds its layout (thousands in the simulator).
     objects: Arc<[ObjectKey]>,
     /// `(object, stripe)` of every stripe, by object: which stripe an
-    /// object is, without a walk. Derived from `objects`, so not sent.
-    #[serde(skip_serializing)]
+    /// object is, without a walk. Derived from `objects`.
     by_key: Arc<[(ObjectKey, u32)]>,
 }
 
-/// The wire form of [`Layout`], validated into one by `TryFrom`.
-#[derive(Deserialize)]
-struct LayoutFields {
+/// The wire form of one component of a [`Layout`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct ComponentFields {
+    start: u64,
+    end: u64,
     stripe_size: u64,
     stripe_offset: OstIndex,
     objects: Vec<ObjectKey>,
+}
+
+/// The wire form of [`Layout`], validated into one by `TryFrom`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct LayoutFields {
+    components: Vec<ComponentFields>,
 }
 
 impl TryFrom<LayoutFields> for Layout {
     type Error = LayoutError;
 
     fn try_from(fields: LayoutFields) -> Result<Self, Self::Error> {
-        let layout = Layout::new(fields.stripe_size, fields.objects)?;
-        if layout.stripe_offset != fields.stripe_offset {
-            return Err(LayoutError::StripeOffsetMismatch {
-                stripe_offset: fields.stripe_offset,
-                first_ost: layout.stripe_offset,
-            });
+        let offsets: Vec<OstIndex> = fields.components.iter().map(|c| c.stripe_offset).collect();
+        let parts = fields.components.into_iter().map(|c| (c.end, c.stripe_size, c.objects)).collect();
+        let layout = Layout::composite(parts)?;
+        for (component, stripe_offset) in layout.components.iter().zip(offsets) {
+            let first_ost = layout.objects[component.first as usize].ost;
+            if first_ost != stripe_offset {
+                return Err(LayoutError::StripeOffsetMismatch { stripe_offset, first_ost });
+            }
         }
         Ok(layout)
+    }
+}
+
+impl From<Layout> for LayoutFields {
+    fn from(layout: Layout) -> LayoutFields {
+        let components = layout
+            .components
+            .iter()
+            .map(|c| {
+                let objects = layout.objects[c.first as usize..(c.first + c.count) as usize].to_vec();
+                ComponentFields {
+                    start: c.start,
+                    end: c.end,
+                    stripe_size: c.stripe_size,
+                    stripe_offset: objects[0].ost,
+                    objects,
+                }
+            })
+            .collect();
+        LayoutFields { components }
     }
 }
 
@@ -168,17 +290,44 @@ fn range_end(file_offset: u64, len: u64) -> u64 {
 }
 
 impl Layout {
-    /// A layout over `objects` (stripe `i` on `objects[i]`), validated.
+    /// A plain layout over `objects` (stripe `i` on `objects[i]`), validated.
     pub fn new(stripe_size: u64, objects: Vec<ObjectKey>) -> Result<Layout, LayoutError> {
-        check_stripe_size(stripe_size)?;
-        check_stripe_count(objects.len() as u64)?;
-        let stripe_count = objects.len() as u32;
-        if stripe_size.checked_mul(u64::from(stripe_count)).is_none() {
-            return Err(LayoutError::StripeWidthOverflow { stripe_size, stripe_count });
+        Layout::composite(vec![(u64::MAX, stripe_size, objects)])
+    }
+
+    /// A composite layout: `(end, stripe size, objects)` of each component
+    /// in file order, the first starting at 0 and each where the previous
+    /// ends; the last must end at `u64::MAX` (`EOF`), each other at a
+    /// multiple of its stripe size, past its start.
+    pub fn composite(parts: Vec<(u64, u64, Vec<ObjectKey>)>) -> Result<Layout, LayoutError> {
+        if parts.is_empty() {
+            return Err(LayoutError::ZeroStripeCount);
+        }
+        if parts.len() > COMPONENT_COUNT_MAX {
+            return Err(LayoutError::TooManyComponents { count: parts.len() });
+        }
+        let mut components = Vec::with_capacity(parts.len());
+        let mut objects = Vec::new();
+        let mut start = 0u64;
+        let last = parts.len() - 1;
+        for (index, (end, stripe_size, keys)) in parts.into_iter().enumerate() {
+            check_stripe_size(stripe_size)?;
+            check_stripe_count(keys.len() as u64)?;
+            let count = keys.len() as u32;
+            if stripe_size.checked_mul(u64::from(count)).is_none() {
+                return Err(LayoutError::StripeWidthOverflow { stripe_size, stripe_count: count });
+            }
+            let bad_end = if index == last { end != u64::MAX } else { end <= start || end == u64::MAX };
+            if bad_end || (end != u64::MAX && end % stripe_size != 0) {
+                return Err(LayoutError::ComponentEnd { component: index as u32, start, end, stripe_size });
+            }
+            let first = objects.len() as u32;
+            components.push(Component { start, end, stripe_size, first, count });
+            objects.extend(keys);
+            start = end;
         }
         let by_key = by_key(&objects)?;
-        let stripe_offset = objects[0].ost;
-        Ok(Layout { stripe_size, stripe_offset, objects: objects.into(), by_key: by_key.into() })
+        Ok(Layout { components: components.into(), objects: objects.into(), by_key: by_key.into() })
     }
 
     /// Stripe `i` on OST `(start_ost + i) % ost_count`, its object named by
@@ -210,21 +359,52 @@ impl Layout {
         Layout::new(stripe_size, objects)
     }
 
-    pub fn stripe_size(&self) -> u64 {
-        self.stripe_size
+    /// The components, in file order (one for a plain layout).
+    pub fn components(&self) -> &[Component] {
+        &self.components
     }
 
+    /// Whether the layout has more than one component (Lustre's PFL).
+    pub fn is_composite(&self) -> bool {
+        self.components.len() > 1
+    }
+
+    /// The component that runs to the end of the file: a plain layout's
+    /// only one, where a composite layout puts a large file's bytes.
+    fn last_component(&self) -> &Component {
+        self.components.last().expect("a layout has a component")
+    }
+
+    /// The stripe size of the last component (the only one of a plain
+    /// layout; of a composite one, the striping its large files' bytes
+    /// take, which MPI-IO aligns to, as ROMIO's Lustre driver does).
+    pub fn stripe_size(&self) -> u64 {
+        self.last_component().stripe_size
+    }
+
+    /// The stripe count of the last component (see [`Self::stripe_size`]).
     pub fn stripe_count(&self) -> u32 {
+        self.last_component().count
+    }
+
+    /// How many objects the layout has, in all components.
+    pub fn object_count(&self) -> u32 {
         self.objects.len() as u32
     }
 
-    /// The OST of stripe 0 (`lfs setstripe -i`).
+    /// The OST of the first component's first stripe (`lfs setstripe -i`).
     pub fn stripe_offset(&self) -> OstIndex {
-        self.stripe_offset
+        self.objects[0].ost
     }
 
     pub fn objects(&self) -> &[ObjectKey] {
         &self.objects
+    }
+
+    /// The objects of component `index`.
+    pub fn component_objects(&self, index: usize) -> &[ObjectKey] {
+        let c = &self.components[index];
+        &self.objects[c.first as usize..(c.first + c.count) as usize]
     }
 
     /// The objects, shared (a reference count, not a copy).
@@ -232,7 +412,7 @@ impl Layout {
         Arc::clone(&self.objects)
     }
 
-    /// The object holding `stripe`; panics if `stripe >= stripe_count()`.
+    /// The object holding `stripe`; panics if `stripe >= object_count()`.
     pub fn object(&self, stripe: u32) -> ObjectKey {
         self.check_stripe(stripe);
         self.objects[stripe as usize]
@@ -244,30 +424,41 @@ impl Layout {
         Some(self.by_key[at].1)
     }
 
-    /// Whether two stripes share an OST (Lustre's overstriping,
-    /// `lmm_pattern: raid0,overstriped`).
+    /// Whether two stripes of a component share an OST (Lustre's
+    /// overstriping, `lmm_pattern: raid0,overstriped`).
     pub fn is_overstriped(&self) -> bool {
-        let mut osts: Vec<OstIndex> = self.objects.iter().map(|key| key.ost).collect();
+        (0..self.components.len()).any(|index| self.component_is_overstriped(index))
+    }
+
+    /// Whether two stripes of component `index` share an OST.
+    pub fn component_is_overstriped(&self, index: usize) -> bool {
+        let mut osts: Vec<OstIndex> = self.component_objects(index).iter().map(|key| key.ost).collect();
         osts.sort_unstable();
         osts.windows(2).any(|pair| pair[0] == pair[1])
     }
 
     fn check_stripe(&self, stripe: u32) {
-        let count = self.stripe_count();
+        let count = self.object_count();
         assert!(stripe < count, "stripe {stripe} out of range for a {count}-stripe layout");
     }
 
-    fn stripe_count_u64(&self) -> u64 {
-        u64::from(self.stripe_count())
+    /// The component holding file offset `file_offset`.
+    fn component_at(&self, file_offset: u64) -> &Component {
+        let at = self.components.partition_point(|c| c.end <= file_offset);
+        &self.components[at.min(self.components.len() - 1)]
+    }
+
+    /// The component of `stripe` (which must be in range).
+    fn component_of(&self, stripe: u32) -> &Component {
+        let at = self.components.partition_point(|c| c.first + c.count <= stripe);
+        &self.components[at]
     }
 
     /// `(stripe index, object offset)` of a file offset.
     pub fn file_to_object(&self, file_offset: u64) -> (u32, u64) {
-        let (size, count) = (self.stripe_size, self.stripe_count_u64());
-        let unit = file_offset / size;
-        let stripe = (unit % count) as u32;
-        let object_offset = (unit / count) * size + file_offset % size;
-        (stripe, object_offset)
+        let c = self.component_at(file_offset);
+        let (stripe, object_offset) = c.file_to_object(file_offset);
+        (c.first + stripe, object_offset)
     }
 
     /// The file offset of byte `object_offset` of `stripe`'s object: the
@@ -276,22 +467,18 @@ impl Layout {
     /// file `EOF` and the map stays monotonic. Panics if `stripe` is out of range.
     pub fn object_to_file(&self, stripe: u32, object_offset: u64) -> u64 {
         self.check_stripe(stripe);
-        let (size, count) = (self.stripe_size, self.stripe_count_u64());
-        (object_offset / size)
-            .checked_mul(count)
-            .and_then(|unit| unit.checked_add(u64::from(stripe)))
-            .and_then(|unit| unit.checked_mul(size))
-            .and_then(|unit_start| unit_start.checked_add(object_offset % size))
-            .unwrap_or(u64::MAX)
+        let c = self.component_of(stripe);
+        c.object_to_file(stripe - c.first, object_offset)
     }
 
     /// The file size implied by `stripe`'s object being `object_size` bytes
-    /// (saturating at `u64::MAX`).
+    /// (saturating at `u64::MAX`; never past its component's end).
     pub fn object_size_to_file_size(&self, stripe: u32, object_size: u64) -> u64 {
         self.check_stripe(stripe);
+        let c = self.component_of(stripe);
         match object_size.checked_sub(1) {
             None => 0,
-            Some(last) => self.object_to_file(stripe, last).saturating_add(1),
+            Some(last) => c.object_to_file(stripe - c.first, last).saturating_add(1).min(c.end),
         }
     }
 
@@ -303,22 +490,17 @@ impl Layout {
     }
 
     /// The size `stripe`'s object has in a file of `file_size` bytes: the
-    /// number of its bytes below `file_size` (used by truncate). Equivalently,
-    /// the object offset of the first byte of `stripe` at or after `file_size`.
+    /// object offset of its first byte at or after `file_size` in its
+    /// component's striping (used by truncate): 0 for a component that
+    /// starts at or after `file_size`, and at most what the component's
+    /// end gives.
     pub fn file_size_to_object_size(&self, stripe: u32, file_size: u64) -> u64 {
         self.check_stripe(stripe);
-        let Some(last) = file_size.checked_sub(1) else {
+        let c = self.component_of(stripe);
+        if file_size <= c.start {
             return 0;
-        };
-        let (last_stripe, last_object_offset) = self.file_to_object(last);
-        let row_start = last_object_offset - last_object_offset % self.stripe_size;
-        match stripe.cmp(&last_stripe) {
-            // Stripes before the last byte's have a full unit in its row; no
-            // overflow, as that unit ends below `last` in object space too.
-            Ordering::Less => row_start + self.stripe_size,
-            Ordering::Equal => last_object_offset + 1,
-            Ordering::Greater => row_start,
         }
+        c.object_size_at(stripe - c.first, file_size.min(c.end))
     }
 
     /// Splits `[file_offset, file_offset + len)` into pieces in file order,
@@ -336,9 +518,11 @@ impl Layout {
             if pos >= end {
                 return None;
             }
-            let (stripe, object_offset) = self.file_to_object(pos);
-            let len = (self.stripe_size - pos % self.stripe_size).min(end - pos);
-            debug_assert!(len > 0 && pos / self.stripe_size == (pos + len - 1) / self.stripe_size);
+            let c = self.component_at(pos);
+            let (local, object_offset) = c.file_to_object(pos);
+            let len = (c.stripe_size - pos % c.stripe_size).min(end - pos).min(c.end - pos);
+            debug_assert!(len > 0 && pos / c.stripe_size == (pos + len - 1) / c.stripe_size);
+            let stripe = c.first + local;
             let key = self.objects[stripe as usize];
             let chunk = ObjectChunk { stripe, key, object_offset, file_offset: pos, len };
             pos += len;
@@ -350,26 +534,34 @@ impl Layout {
     /// smallest object extent covering all its bytes there (what a lock on
     /// the range needs, as Lustre's `lov_lock_sub_init`), by stripe index.
     /// A range reaching the end of file space (`file_offset + len == u64::MAX`)
-    /// gets extents ending at [`EOF`], as Lustre maps a lock to file EOF.
-    /// Costs O(stripe count), whatever `len`. Panics as [`Self::chunks`] does.
+    /// gets extents ending at [`EOF`] in the last component, as Lustre maps
+    /// a lock to file EOF. Costs O(stripe count of the components touched),
+    /// whatever `len`. Panics as [`Self::chunks`] does.
     pub fn object_extents(&self, file_offset: u64, len: u64) -> Vec<(u32, Extent)> {
         let end = range_end(file_offset, len);
-        if len > 0 && end != u64::MAX && file_offset / self.stripe_size == (end - 1) / self.stripe_size {
-            // Within one stripe unit (a lockahead of one stripe): one extent.
-            let (stripe, start) = self.file_to_object(file_offset);
-            return vec![(stripe, Extent::new(start, start + len - 1))];
+        let mut extents = Vec::new();
+        if len == 0 {
+            return extents;
         }
-        (0..self.stripe_count())
-            .filter_map(|stripe| {
-                let start = self.file_size_to_object_size(stripe, file_offset);
-                let end_exclusive = self.file_size_to_object_size(stripe, end);
+        for c in self.components.iter().filter(|c| c.start < end && file_offset < c.end) {
+            let (from, to) = (file_offset.max(c.start), end.min(c.end));
+            if to != u64::MAX && from / c.stripe_size == (to - 1) / c.stripe_size {
+                // Within one stripe unit (a lockahead of one stripe): one extent.
+                let (stripe, start) = c.file_to_object(from);
+                extents.push((c.first + stripe, Extent::new(start, start + (to - from) - 1)));
+                continue;
+            }
+            for stripe in 0..c.count {
+                let start = c.object_size_at(stripe, from);
+                let end_exclusive = c.object_size_at(stripe, to);
                 debug_assert!(start <= end_exclusive);
-                (end_exclusive > start).then(|| {
-                    let last = if end == u64::MAX { EOF } else { end_exclusive - 1 };
-                    (stripe, Extent::new(start, last))
-                })
-            })
-            .collect()
+                if end_exclusive > start {
+                    let last = if to == u64::MAX { EOF } else { end_exclusive - 1 };
+                    extents.push((c.first + stripe, Extent::new(start, last)));
+                }
+            }
+        }
+        extents
     }
 }
 
@@ -397,6 +589,7 @@ mod tests {
         assert_eq!(layout.object_to_file(1, MIB + 10), 5 * MIB + 10);
         assert_eq!(layout.object(1), key(1));
         assert_eq!(layout.stripe_count(), 4);
+        assert_eq!(layout.object_count(), 4);
         assert_eq!(layout.stripe_offset(), OstIndex(0));
     }
 
@@ -428,6 +621,53 @@ mod tests {
         assert_eq!(layout.file_to_object(2 * MIB + 5), (2, 5), "stripe 2: OST 1's second object");
         let decoded: Layout = serde_json::from_str(&serde_json::to_string(&layout).unwrap()).unwrap();
         assert_eq!(decoded, layout);
+    }
+
+    /// PFL as `lfs setstripe -E 4M -c 1 -S 1M -E -1 -c 2 -S 1M`: the first
+    /// 4 MiB on one object, the rest on two more, at the object offsets the
+    /// second component's striping gives from file offset 0.
+    #[test]
+    fn a_composite_layout_maps_each_range_to_its_component() {
+        let object = |ost, id| ObjectKey { ost: OstIndex(ost), object: ObjectId(id) };
+        let layout = Layout::composite(vec![
+            (4 * MIB, MIB, vec![object(0, 1)]),
+            (u64::MAX, MIB, vec![object(1, 2), object(0, 3)]),
+        ])
+        .unwrap();
+        assert!(layout.is_composite() && !layout.is_overstriped());
+        assert_eq!((layout.stripe_count(), layout.stripe_size(), layout.object_count()), (2, MIB, 3));
+        assert_eq!(layout.file_to_object(3 * MIB + 5), (0, 3 * MIB + 5));
+        assert_eq!(layout.file_to_object(4 * MIB + 5), (1, 2 * MIB + 5), "unit 4 of two stripes: stripe 0, row 2");
+        assert_eq!(layout.file_to_object(5 * MIB), (2, 2 * MIB));
+        let chunks: Vec<(u32, u64, u64)> =
+            layout.chunks(3 * MIB, 2 * MIB + 10).iter().map(|c| (c.stripe, c.object_offset, c.len)).collect();
+        assert_eq!(chunks, [(0, 3 * MIB, MIB), (1, 2 * MIB, MIB), (2, 2 * MIB, 10)]);
+        // A whole-file lock: the first object up to the component's end, the others to EOF.
+        let extents = layout.object_extents(0, u64::MAX);
+        assert_eq!(
+            extents,
+            [(0, Extent::new(0, 4 * MIB - 1)), (1, Extent::new(2 * MIB, EOF)), (2, Extent::new(2 * MIB, EOF))]
+        );
+        // Sizes: a file of 4.5 MiB; truncating to 1 MiB empties the second component's objects.
+        assert_eq!(layout.file_size(&[4 * MIB, 2 * MIB + MIB / 2, 0]), 4 * MIB + MIB / 2);
+        assert_eq!((0..3).map(|s| layout.file_size_to_object_size(s, MIB)).collect::<Vec<_>>(), [MIB, 0, 0]);
+        let decoded: Layout = serde_json::from_str(&serde_json::to_string(&layout).unwrap()).unwrap();
+        assert_eq!(decoded, layout);
+        for bad in [
+            vec![(4 * MIB, MIB, vec![object(0, 1)])],
+            vec![(4 * MIB + 1, MIB, vec![object(0, 1)]), (u64::MAX, MIB, vec![object(1, 2)])],
+            vec![(0, MIB, vec![object(0, 1)]), (u64::MAX, MIB, vec![object(1, 2)])],
+            vec![(4 * MIB, MIB, vec![object(0, 1)]), (u64::MAX, MIB, vec![object(0, 1)])],
+        ] {
+            assert!(Layout::composite(bad).is_err());
+        }
+        let error =
+            Layout::composite(vec![(3 * MIB, 2 * MIB, vec![object(0, 1)]), (u64::MAX, MIB, vec![object(1, 2)])]);
+        assert_eq!(
+            error.unwrap_err().to_string(),
+            "component 0 starts at 0 and ends at 3145728: each component must end past its start, at a multiple of \
+             its stripe size (2097152), and the last at EOF (-E -1 or -E eof)"
+        );
     }
 
     #[test]
@@ -554,7 +794,40 @@ mod tests {
     }
 
     fn arb_layout() -> impl Strategy<Value = Layout> {
-        prop_oneof![3 => arb_striped(), 1 => arb_overstriped()]
+        prop_oneof![3 => arb_striped(), 1 => arb_overstriped(), 2 => arb_composite()]
+    }
+
+    /// 2 to 4 components of 1 to 6 stripes of 64 KiB to 1 MiB, each ending
+    /// a few stripe units past the previous one, or far out in file space.
+    fn arb_composite() -> impl Strategy<Value = Layout> {
+        let component = (1u64..=16, 1usize..=6, 1u64..=8, prop_oneof![3 => Just(false), 1 => Just(true)]);
+        proptest::collection::vec(component, 2..=4).prop_map(|parts| {
+            let mut start = 0u64;
+            let mut id = 0;
+            let last = parts.len() - 1;
+            let parts = parts
+                .into_iter()
+                .enumerate()
+                .map(|(index, (units, count, rows, far))| {
+                    let size = units * STRIPE_SIZE_UNIT;
+                    let end = if index == last {
+                        u64::MAX
+                    } else {
+                        let from = if far { start.max(1 << 62) } else { start };
+                        (from / size + rows) * size
+                    };
+                    start = end;
+                    let objects = (0..count)
+                        .map(|stripe| {
+                            id += 1;
+                            ObjectKey { ost: OstIndex(stripe as u32 % 3), object: ObjectId(id) }
+                        })
+                        .collect();
+                    (end, size, objects)
+                })
+                .collect();
+            Layout::composite(parts).unwrap()
+        })
     }
 
     /// Up to 64 stripes over 1 to 8 OSTs, OSTs repeating at random.
@@ -586,7 +859,7 @@ mod tests {
         #[test]
         fn file_object_round_trip(layout in arb_layout(), file_offset in any::<u64>()) {
             let (stripe, object_offset) = layout.file_to_object(file_offset);
-            prop_assert!(stripe < layout.stripe_count());
+            prop_assert!(stripe < layout.object_count());
             prop_assert_eq!(layout.object_to_file(stripe, object_offset), file_offset);
             prop_assert!(object_offset <= file_offset);
         }
@@ -601,10 +874,13 @@ mod tests {
                 prop_assert_eq!(layout.file_to_object(pos), (chunk.stripe, chunk.object_offset));
                 prop_assert_eq!(chunk.key, layout.object(chunk.stripe));
                 let last = pos + (chunk.len - 1);
-                prop_assert_eq!(pos / layout.stripe_size(), last / layout.stripe_size());
+                let component = *layout.component_at(pos);
+                prop_assert_eq!(pos / component.stripe_size, last / component.stripe_size);
+                prop_assert!(last < component.end, "a chunk stays in its component");
                 pos += chunk.len;
-                // Maximal: only the last piece may end inside a stripe unit.
-                prop_assert!(pos == offset + len || pos % layout.stripe_size() == 0);
+                // Maximal: only the last piece may end inside a stripe unit
+                // (or at a component's end).
+                prop_assert!(pos == offset + len || pos % component.stripe_size == 0 || pos == component.end);
             }
             prop_assert_eq!(pos, offset + len);
         }
@@ -622,14 +898,15 @@ mod tests {
                     .map(|c| Extent::from_offset_len(c.object_offset, c.len)).collect();
                 prop_assert!(mine.iter().all(|e| extent.contains(e)));
                 prop_assert_eq!(extent.start, mine[0].start);
-                let expected_end = if offset + len == u64::MAX { EOF } else { mine[mine.len() - 1].end };
+                let reaches_eof = offset + len == u64::MAX && layout.component_of(stripe).is_last();
+                let expected_end = if reaches_eof { EOF } else { mine[mine.len() - 1].end };
                 prop_assert_eq!(extent.end, expected_end);
             }
         }
 
         #[test]
         fn file_size_matches_largest_write((layout, (offset, len)) in (arb_layout(), arb_range())) {
-            let mut sizes = vec![0u64; layout.stripe_count() as usize];
+            let mut sizes = vec![0u64; layout.object_count() as usize];
             for chunk in layout.chunks(offset, len) {
                 let size = &mut sizes[chunk.stripe as usize];
                 *size = (*size).max(chunk.object_offset + chunk.len);
@@ -645,7 +922,7 @@ mod tests {
 
         #[test]
         fn truncate_sizes_imply_file_size(layout in arb_layout(), file_size in any::<u64>()) {
-            let sizes: Vec<u64> = (0..layout.stripe_count())
+            let sizes: Vec<u64> = (0..layout.object_count())
                 .map(|stripe| layout.file_size_to_object_size(stripe, file_size)).collect();
             prop_assert_eq!(layout.file_size(&sizes), file_size);
         }

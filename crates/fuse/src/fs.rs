@@ -1307,20 +1307,70 @@ const LOV_PATTERN_RAID0: u32 = 1;
 /// `LOV_PATTERN_OVERSTRIPING`: stripes share OSTs.
 const LOV_PATTERN_OVERSTRIPING: u32 = 0x200;
 
-/// `layout` as Lustre's `struct lov_user_md_v1` (host-endian, packed): a
-/// 32-byte header, then 24 bytes per object (object id, sequence 0,
-/// generation 0, OST index), so that tools that read `lustre.lov` read it.
+/// `LCME_FL_INIT`: a component whose objects exist.
+const LCME_FL_INIT: u32 = 0x10;
+
+/// `layout` as Lustre's `lustre.lov` holds it (host-endian, packed): a
+/// plain layout as a `struct lov_user_md_v1`, a composite one as a
+/// `struct lov_comp_md_v1` whose entries point at one `lov_user_md_v1`
+/// per component, so that tools that read `lustre.lov` read it.
 fn lov_user_md(fid: u64, layout: &lanefs_core::layout::Layout) -> Vec<u8> {
-    let mut out = Vec::with_capacity(32 + 24 * layout.objects().len());
+    if !layout.is_composite() {
+        return lov_user_md_v1(fid, layout.stripe_size(), layout.objects(), layout.is_overstriped());
+    }
+    let components = layout.components();
+    const HEADER: usize = 32;
+    const ENTRY: usize = 48;
+    let blobs: Vec<Vec<u8>> = (0..components.len())
+        .map(|i| {
+            let c = &components[i];
+            lov_user_md_v1(fid, c.stripe_size, layout.component_objects(i), layout.component_is_overstriped(i))
+        })
+        .collect();
+    let size = HEADER + ENTRY * components.len() + blobs.iter().map(Vec::len).sum::<usize>();
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(&LOV_USER_MAGIC_COMP_V1.to_ne_bytes());
+    out.extend_from_slice(&(size as u32).to_ne_bytes()); // lcm_size
+    out.extend_from_slice(&0u32.to_ne_bytes()); // lcm_layout_gen
+    out.extend_from_slice(&0u16.to_ne_bytes()); // lcm_flags
+    out.extend_from_slice(&(components.len() as u16).to_ne_bytes()); // lcm_entry_count
+    out.extend_from_slice(&0u16.to_ne_bytes()); // lcm_mirror_count: one mirror
+    out.extend_from_slice(&[0u8; 2]); // lcm_ec_count, padding
+    out.extend_from_slice(&[0u8; 12]); // lcm_padding1, lcm_padding2
+    let mut offset = HEADER + ENTRY * components.len();
+    for (i, (c, blob)) in components.iter().zip(&blobs).enumerate() {
+        out.extend_from_slice(&(i as u32 + 1).to_ne_bytes()); // lcme_id
+        out.extend_from_slice(&LCME_FL_INIT.to_ne_bytes());
+        out.extend_from_slice(&c.start.to_ne_bytes());
+        out.extend_from_slice(&c.end.to_ne_bytes()); // LUSTRE_EOF is u64::MAX, as lanefs's
+        out.extend_from_slice(&(offset as u32).to_ne_bytes());
+        out.extend_from_slice(&(blob.len() as u32).to_ne_bytes());
+        out.extend_from_slice(&0u32.to_ne_bytes()); // lcme_layout_gen
+        out.extend_from_slice(&0u64.to_ne_bytes()); // lcme_time_and_id
+        out.extend_from_slice(&[0u8; 4]); // stripe counts of erasure coding, compression
+        offset += blob.len();
+    }
+    for blob in blobs {
+        out.extend_from_slice(&blob);
+    }
+    debug_assert_eq!(out.len(), size);
+    out
+}
+
+/// One RAID-0 layout as Lustre's `struct lov_user_md_v1`: a 32-byte
+/// header, then 24 bytes per object (object id, sequence 0, generation 0,
+/// OST index).
+fn lov_user_md_v1(fid: u64, stripe_size: u64, objects: &[lanefs_core::units::ObjectKey], overstriped: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(32 + 24 * objects.len());
     out.extend_from_slice(&LOV_USER_MAGIC_V1.to_ne_bytes());
-    let overstriped = if layout.is_overstriped() { LOV_PATTERN_OVERSTRIPING } else { 0 };
+    let overstriped = if overstriped { LOV_PATTERN_OVERSTRIPING } else { 0 };
     out.extend_from_slice(&(LOV_PATTERN_RAID0 | overstriped).to_ne_bytes());
     out.extend_from_slice(&fid.to_ne_bytes()); // lmm_oi: the file's fid, sequence 0
     out.extend_from_slice(&0u64.to_ne_bytes());
-    out.extend_from_slice(&(layout.stripe_size() as u32).to_ne_bytes());
-    out.extend_from_slice(&(layout.stripe_count() as u16).to_ne_bytes());
+    out.extend_from_slice(&(stripe_size as u32).to_ne_bytes());
+    out.extend_from_slice(&(objects.len() as u16).to_ne_bytes());
     out.extend_from_slice(&0u16.to_ne_bytes()); // lmm_layout_gen: layouts never change
-    for key in layout.objects() {
+    for key in objects {
         out.extend_from_slice(&key.object.0.to_ne_bytes());
         out.extend_from_slice(&0u64.to_ne_bytes());
         out.extend_from_slice(&0u32.to_ne_bytes());

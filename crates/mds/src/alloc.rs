@@ -55,8 +55,8 @@
 
 use crate::pools;
 use crate::schema::{self, Counter};
-use crate::{MdsConfig, MdsError, PoolName, StripeDefault, StripeOrigin, StripeSpec};
-use lanefs_core::layout::{Layout, LayoutError, STRIPE_COUNT_MAX, STRIPE_SIZE_UNIT};
+use crate::{ComponentSpec, MdsConfig, MdsError, PoolName, StripeDefault, StripeOrigin, StripeSpec};
+use lanefs_core::layout::{Layout, LayoutError, COMPONENT_COUNT_MAX, STRIPE_COUNT_MAX, STRIPE_SIZE_UNIT};
 use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
 use rusqlite::Connection;
 
@@ -95,6 +95,9 @@ pub(crate) struct PoolMembers {
 /// `spec` with Lustre's zero spellings of "inherit" turned into `None`, each
 /// set field checked on its own against `ost_count`.
 pub(crate) fn normalize(spec: &StripeSpec, ost_count: u32) -> Result<StripeSpec, MdsError> {
+    if let Some(parts) = &spec.components {
+        return normalize_components(spec, parts, ost_count);
+    }
     let spec = StripeSpec {
         count: spec.count.filter(|&count| count != 0),
         size: spec.size.filter(|&size| size != 0),
@@ -102,6 +105,7 @@ pub(crate) fn normalize(spec: &StripeSpec, ost_count: u32) -> Result<StripeSpec,
         pool: spec.pool,
         overstripe: spec.overstripe,
         osts: spec.osts.clone(),
+        components: None,
     };
     if spec.overstripe && spec.count.is_none() && spec.osts.is_none() {
         return Err(MdsError::invalid_stripe(
@@ -121,6 +125,116 @@ pub(crate) fn normalize(spec: &StripeSpec, ost_count: u32) -> Result<StripeSpec,
         start_ost_of(start_ost, ost_count)?;
     }
     Ok(spec)
+}
+
+/// Composite layouts may not end a component past this (SQLite's signed
+/// integers; Lustre's largest file is far smaller).
+pub const COMPONENT_END_MAX: u64 = i64::MAX as u64;
+
+/// A composite spec: components alone (no plain field beside them), each
+/// normalized, ends rising in 64 KiB units to the last at EOF.
+fn normalize_components(spec: &StripeSpec, parts: &[ComponentSpec], ost_count: u32) -> Result<StripeSpec, MdsError> {
+    let plain = StripeSpec { components: None, ..spec.clone() };
+    if plain != StripeSpec::default() {
+        return Err(MdsError::invalid_stripe(
+            "a composite layout's striping is given per component: put -c, -C, -S, -i, -o and -p after each -E",
+        ));
+    }
+    if parts.is_empty() || parts.len() > COMPONENT_COUNT_MAX {
+        return Err(MdsError::invalid_stripe(format!(
+            "a composite layout has 1 to {COMPONENT_COUNT_MAX} components (-E), not {}",
+            parts.len()
+        )));
+    }
+    let mut start = 0u64;
+    let mut normalized = Vec::with_capacity(parts.len());
+    for (index, part) in parts.iter().enumerate() {
+        if part.stripe.components.is_some() {
+            return Err(MdsError::invalid_stripe("a component cannot have components of its own"));
+        }
+        let last = index == parts.len() - 1;
+        let end = part.end;
+        let reason = if last && end != u64::MAX {
+            Some("the last component must reach the end of the file: end it with -E -1 (or -E eof)".to_string())
+        } else if !last && end == u64::MAX {
+            Some(format!("component {} reaches the end of the file, but more follow: give it an end", index + 1))
+        } else if !last && (end <= start || end % STRIPE_SIZE_UNIT != 0 || end > COMPONENT_END_MAX) {
+            Some(format!(
+                "component {} ends at {end}: each -E must be past the one before ({start}), a multiple of 64 KiB, \
+                 and below 2^63",
+                index + 1
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(MdsError::invalid_stripe(reason));
+        }
+        let stripe = normalize(&part.stripe, ost_count).map_err(|error| in_component(index, error))?;
+        normalized.push(ComponentSpec { end, stripe });
+        start = end;
+    }
+    Ok(StripeSpec { components: Some(normalized), ..StripeSpec::default() })
+}
+
+/// Each component's plan, in file order, with its end: a component's
+/// unset stripe size and pool are the previous one's, the rest inherited
+/// as a plain file's; `members` gives a named pool's OSTs.
+pub(crate) fn plan_components(
+    parts: &[ComponentSpec],
+    inherited: &StripeDefault,
+    ost_count: u32,
+    mut members: impl FnMut(&PoolName) -> Result<Vec<OstIndex>, MdsError>,
+) -> Result<Vec<(u64, LayoutPlan)>, MdsError> {
+    let mut plans: Vec<(u64, LayoutPlan)> = Vec::with_capacity(parts.len());
+    for (index, part) in parts.iter().enumerate() {
+        let mut spec = part.stripe.clone();
+        if let Some((_, previous)) = plans.last() {
+            spec.size = spec.size.or(Some(previous.stripe_size));
+            spec.pool = spec.pool.or(previous.pool);
+        }
+        let pool = match pool_of(&spec, inherited) {
+            Some(name) => Some(PoolMembers { name, osts: members(&name)? }),
+            None => None,
+        };
+        let plan = plan(&spec, inherited, ost_count, pool.as_ref()).map_err(|error| in_component(index, error))?;
+        if part.end != u64::MAX && part.end % plan.stripe_size != 0 {
+            return Err(MdsError::invalid_stripe(format!(
+                "component {} ends at {}, not a multiple of its stripe size {}: end it at a multiple (Lustre's rule \
+                 too), or give it a smaller -S",
+                index + 1,
+                part.end,
+                plan.stripe_size
+            )));
+        }
+        plans.push((part.end, plan));
+    }
+    Ok(plans)
+}
+
+/// A striping error of component `index` (from 0), named so.
+fn in_component(index: usize, error: MdsError) -> MdsError {
+    match error {
+        MdsError::InvalidStripe { reason } => {
+            MdsError::InvalidStripe { reason: format!("component {}: {reason}", index + 1) }
+        }
+        other => other,
+    }
+}
+
+/// Allocates each component's objects (see [`allocate`]) and returns the
+/// composite layout, with each component's pool.
+pub(crate) fn allocate_components(
+    conn: &Connection,
+    plans: &[(u64, LayoutPlan)],
+) -> Result<(Layout, Vec<Option<PoolName>>), MdsError> {
+    let mut parts = Vec::with_capacity(plans.len());
+    for (end, plan) in plans {
+        let layout = allocate(conn, plan)?;
+        parts.push((*end, plan.stripe_size, layout.objects().to_vec()));
+    }
+    let layout = Layout::composite(parts).map_err(MdsError::invalid_stripe)?;
+    Ok((layout, plans.iter().map(|(_, plan)| plan.pool).collect()))
 }
 
 /// Checks a configuration before it touches the database.

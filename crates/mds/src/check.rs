@@ -127,7 +127,7 @@ impl Mds {
                 let precreated = precreated_of[&i64::from(key.ost.0)];
                 assert!((key.object.0 as i64) <= precreated, "file {fid}: {key:?} above LAST_ID {precreated}");
             }
-            object_total += i64::from(layout.stripe_count());
+            object_total += i64::from(layout.object_count());
         }
         assert_eq!(count(conn, "SELECT count(*) FROM objects"), object_total, "every object row is in a layout");
 

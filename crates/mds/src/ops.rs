@@ -331,14 +331,22 @@ impl Mds {
             let parent_path = path.parent().expect("a file has a parent");
             let dirs = dir_defaults(tx, &parent_path, &ancestors.fids())?;
             let (inherited, _) = alloc::inherit(&dirs, &config);
-            let pool = match alloc::pool_of(&stripe, &inherited) {
-                Some(name) => Some(PoolMembers { name, osts: pools::usable(tx, &name)? }),
-                None => None,
+            let (layout, pools) = match &stripe.components {
+                Some(parts) => {
+                    let plans = alloc::plan_components(parts, &inherited, ost_count, |name| pools::usable(tx, name))?;
+                    alloc::allocate_components(tx, &plans)?
+                }
+                None => {
+                    let pool = match alloc::pool_of(&stripe, &inherited) {
+                        Some(name) => Some(PoolMembers { name, osts: pools::usable(tx, &name)? }),
+                        None => None,
+                    };
+                    let plan = alloc::plan(&stripe, &inherited, ost_count, pool.as_ref())?;
+                    (alloc::allocate(tx, &plan)?, vec![plan.pool])
+                }
             };
-            let plan = alloc::plan(&stripe, &inherited, ost_count, pool.as_ref())?;
-            let layout = alloc::allocate(tx, &plan)?;
             let owner = perm::new_owner(&caller, &parent, FileKind::File, permissions);
-            let fid = add_inode(tx, parent.fid, name, schema::NewInode::File(&layout, plan.pool), owner)?;
+            let fid = add_inode(tx, parent.fid, name, schema::NewInode::File(&layout, &pools), owner)?;
             tracing::debug!(%path, fid = fid.0, ?layout, "created file");
             Ok(FileInfo { fid, layout })
         })
@@ -745,6 +753,12 @@ impl Mds {
         let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
         let stripe = alloc::normalize(stripe, self.config.ost_count)?;
+        if stripe.components.is_some() {
+            return Err(MdsError::invalid_stripe(
+                "a composite layout (-E) is kept for files only in lanefs, not as a directory's default yet: give it \
+                 when creating each file (lanefs setstripe -E ... FILE)",
+            ));
+        }
         if stripe.osts.is_some() {
             return Err(MdsError::invalid_stripe(
                 "an OST list (-o) is kept for files only in lanefs, not as a directory's default: give it when \
@@ -776,22 +790,23 @@ impl Mds {
         let path = absolute(&self.conn, &MdsPath::parse(path)?)?;
         let (ancestors, inode) = resolve(&self.conn, &caller, &path)?;
         let mut dirs = ancestors.fids();
-        let (layout, pool, dir_path) = match inode.kind {
+        let (layout, pool, component_pools, dir_path) = match inode.kind {
             FileKind::File => {
                 let layout = schema::layout(&self.conn, inode.fid)?;
                 let pool = schema::file_pool(&self.conn, inode.fid)?;
-                (Some(layout), pool, path.parent().expect("files have parents"))
+                let component_pools = schema::component_pools(&self.conn, inode.fid)?;
+                (Some(layout), pool, component_pools, path.parent().expect("files have parents"))
             }
             FileKind::Dir => {
                 dirs.push(inode.fid);
-                (None, None, path)
+                (None, None, Vec::new(), path)
             }
             FileKind::Symlink => return Err(MdsError::SymbolicLink { path: path.to_string() }),
             kind => return Err(not_a_file(&path.to_string(), kind)),
         };
         let defaults = dir_defaults(&self.conn, &dir_path, &dirs)?;
         let (default, inherited_from) = alloc::inherit(&defaults, &self.config);
-        Ok(StripeInfo { layout, default, inherited_from, pool })
+        Ok(StripeInfo { layout, default, inherited_from, pool, component_pools })
     }
 
     /// The counts of files and directories, and the space of the file

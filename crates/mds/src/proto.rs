@@ -262,6 +262,24 @@ pub struct StripeSpec {
     /// it must be defined; a file's also non-empty.
     #[serde(default)]
     pub pool: Option<PoolName>,
+    /// A composite layout (Lustre's PFL, `lfs setstripe -E END ... -E -1
+    /// ...`): its components in file order, each with its own striping
+    /// for the bytes up to its end; the other fields of this spec are then
+    /// unused. A component's unset stripe size and pool are the previous
+    /// component's, its other unset fields inherited as a plain file's. A
+    /// file's alone: a directory default with components is refused.
+    #[serde(default)]
+    pub components: Option<Vec<ComponentSpec>>,
+}
+
+/// One component of a composite layout asked for: the file bytes below
+/// `end` (`u64::MAX`: to the end of the file, which the last must be) not
+/// in an earlier component, striped as `stripe` says (its `components`
+/// unset).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ComponentSpec {
+    pub end: u64,
+    pub stripe: StripeSpec,
 }
 
 /// An open file: what a client needs to do I/O (the size comes from the
@@ -370,6 +388,10 @@ pub struct StripeInfo {
     /// in no pool and for a directory (its default pool is `default.pool`).
     #[serde(default)]
     pub pool: Option<PoolName>,
+    /// Each component's pool, for a composite layout (`lmm_pool` of each;
+    /// `pool` is the first's); empty for a plain one.
+    #[serde(default)]
+    pub component_pools: Vec<Option<PoolName>>,
 }
 
 /// The MDS's counts, and the space of the file system its database lives

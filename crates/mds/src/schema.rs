@@ -2,8 +2,9 @@
 //!
 //! Schema version 7 (`PRAGMA user_version = 7`). Version 6 had no
 //! overstriping: a file's objects were on distinct OSTs, and a directory
-//! default could not overstripe; its `objects` and `inodes` tables are
-//! rebuilt when an MDS opens it, as are those of every older version.
+//! default could not overstripe; nor composite layouts. Its `objects` and
+//! `inodes` tables are rebuilt, and the `components` table made, when an
+//! MDS opens it, as for every older version.
 //! Version 5 had no named
 //! pipes, sockets or devices; its `inodes` table is rebuilt with the new
 //! kinds and the device number when an MDS opens it. Version 4 had no
@@ -240,8 +241,10 @@ fn rebuild_inodes(tx: &Connection) -> Result<(), MdsError> {
 
 /// `objects` rebuilt as version 7's, without version 6's one object per
 /// file on each OST (SQLite cannot drop a UNIQUE in place), with foreign
-/// keys off, which [`Mds::start`](crate::Mds) arranges.
+/// keys off, which [`Mds::start`](crate::Mds) arranges; and the table of
+/// composite layouts' components made, empty (every file plain).
 fn rebuild_objects(tx: &Connection) -> Result<(), MdsError> {
+    tx.execute_batch(&table_sql("components", "components"))?;
     tx.execute_batch(&table_sql("objects", "objects_v7"))?;
     tx.execute_batch(
         "INSERT INTO objects_v7 (fid, stripe, ost, object) SELECT fid, stripe, ost, object FROM objects; \
@@ -447,8 +450,9 @@ pub(crate) fn lookup(conn: &Connection, parent: Fid, name: &str) -> Result<Optio
 /// What a new inode is.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum NewInode<'a> {
-    /// A file, and the OST pool its objects came from.
-    File(&'a Layout, Option<PoolName>),
+    /// A file, and the OST pool its objects came from (of each
+    /// component, for a composite layout).
+    File(&'a Layout, &'a [Option<PoolName>]),
     Dir,
     Symlink(&'a str),
     /// A named pipe, socket or device, and a device's number.
@@ -465,8 +469,12 @@ pub(crate) fn insert_inode(
     now_ns: u64,
     (owner, permissions): (Owner, u32),
 ) -> Result<(), MdsError> {
+    let component_pools: &[Option<PoolName>] = match new {
+        NewInode::File(_, pools) => pools,
+        _ => &[],
+    };
     let (kind, layout, target, pool, rdev) = match new {
-        NewInode::File(layout, pool) => (KIND_FILE, Some(layout), None, pool, 0),
+        NewInode::File(layout, pools) => (KIND_FILE, Some(layout), None, pools.first().copied().flatten(), 0),
         NewInode::Dir => (KIND_DIR, None, None, None, 0),
         NewInode::Symlink(target) => (KIND_SYMLINK, None, Some(target), None, 0),
         NewInode::Special(kind, rdev) => {
@@ -498,7 +506,30 @@ pub(crate) fn insert_inode(
     for (stripe, key) in (0u32..).zip(layout.objects()) {
         insert.execute(params![fid.0, stripe, key.ost.0, key.object.0])?;
     }
+    if layout.is_composite() {
+        let sql = "INSERT INTO components (fid, component, end_offset, stripe_size, stripes, pool) \
+                   VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+        let mut insert = conn.prepare_cached(sql)?;
+        for (index, component) in layout.components().iter().enumerate() {
+            let end = (!component.is_last()).then(|| i64::try_from(component.end)).transpose().map_err(|_| {
+                MdsError::invalid_stripe(format!("component end {} is past the largest file size", component.end))
+            })?;
+            let pool = component_pools.get(index).copied().flatten().map(|pool| pool.as_str().to_string());
+            insert.execute(params![fid.0, index, end, component.stripe_size, component.count, pool])?;
+        }
+    }
     Ok(())
+}
+
+/// Each component's pool, for a composite file (empty for a plain one).
+pub(crate) fn component_pools(conn: &Connection, fid: Fid) -> Result<Vec<Option<PoolName>>, MdsError> {
+    let mut select = conn.prepare_cached("SELECT pool FROM components WHERE fid = ?1 ORDER BY component")?;
+    let pools = select.query_map([fid.0], |row| row.get::<_, Option<String>>(0))?;
+    let mut out = Vec::new();
+    for pool in pools {
+        out.push(pool?.map(|name| stored_pool(&name)).transpose()?);
+    }
+    Ok(out)
 }
 
 /// One name of `fid`: its parent and the name there (a directory's only
@@ -525,6 +556,7 @@ pub(crate) fn delete_inode(conn: &Connection, inode: Inode) -> Result<Option<Lay
     let queue = "INSERT INTO destroy_queue (ost, object, fid) SELECT ost, object, fid FROM objects WHERE fid = ?1";
     conn.prepare_cached(queue)?.execute([inode.fid.0])?;
     conn.prepare_cached("DELETE FROM objects WHERE fid = ?1")?.execute([inode.fid.0])?;
+    conn.prepare_cached("DELETE FROM components WHERE fid = ?1")?.execute([inode.fid.0])?;
     conn.prepare_cached("DELETE FROM xattrs WHERE fid = ?1")?.execute([inode.fid.0])?;
     let deleted = conn.prepare_cached("DELETE FROM inodes WHERE fid = ?1")?.execute([inode.fid.0])?;
     assert_eq!(deleted, 1, "deleting {:?}, which has no inode row", inode.fid);
@@ -615,7 +647,29 @@ pub(crate) fn layout(conn: &Connection, fid: Fid) -> Result<Layout, MdsError> {
         }
         objects.push(key);
     }
-    Layout::new(stripe_size, objects).map_err(|error| corrupt_layout(fid, error.to_string()))
+    let sql = "SELECT end_offset, stripe_size, stripes FROM components WHERE fid = ?1 ORDER BY component";
+    let mut select = conn.prepare_cached(sql)?;
+    let rows = select.query_map([fid.0], |row| {
+        Ok((row.get::<_, Option<u64>>(0)?.unwrap_or(u64::MAX), row.get::<_, u64>(1)?, row.get::<_, usize>(2)?))
+    })?;
+    let mut parts = Vec::new();
+    let mut rest = objects.as_slice();
+    for row in rows {
+        let (end, size, stripes) = row?;
+        if stripes > rest.len() {
+            return Err(corrupt_layout(fid, format!("a component has {stripes} stripes, more than are left")));
+        }
+        let (these, after) = rest.split_at(stripes);
+        parts.push((end, size, these.to_vec()));
+        rest = after;
+    }
+    if parts.is_empty() {
+        return Layout::new(stripe_size, objects).map_err(|error| corrupt_layout(fid, error.to_string()));
+    }
+    if !rest.is_empty() {
+        return Err(corrupt_layout(fid, format!("{} stripes belong to no component", rest.len())));
+    }
+    Layout::composite(parts).map_err(|error| corrupt_layout(fid, error.to_string()))
 }
 
 fn corrupt_layout(fid: Fid, reason: String) -> MdsError {
@@ -692,7 +746,7 @@ pub(crate) fn dir_default(conn: &Connection, dir: Fid) -> Result<StripeSpec, Mds
         Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get::<_, Option<String>>(3)?, row.get::<_, bool>(4)?))
     })?;
     let pool = pool.map(|name| stored_pool(&name)).transpose()?;
-    Ok(StripeSpec { count, size, start_ost, pool, overstripe, osts: None })
+    Ok(StripeSpec { count, size, start_ost, pool, overstripe, osts: None, components: None })
 }
 
 pub(crate) fn set_dir_default(conn: &Connection, dir: Fid, spec: &StripeSpec) -> Result<(), MdsError> {

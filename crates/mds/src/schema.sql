@@ -73,6 +73,21 @@ CREATE TABLE objects (
     UNIQUE (ost, object)
 ) WITHOUT ROWID;
 
+-- The components of a composite (PFL) file's layout, in file order: each
+-- holds the bytes below its end (NULL: to the end of the file, the last)
+-- on its own `stripes` stripes of `objects`, which follow the previous
+-- component's, with its stripe size and the OST pool its objects came
+-- from. A plain file has none: its stripe size is the inode's.
+CREATE TABLE components (
+    fid         INTEGER NOT NULL REFERENCES inodes (fid),
+    component   INTEGER NOT NULL CHECK (component >= 0),
+    end_offset  INTEGER CHECK (end_offset IS NULL OR end_offset > 0),
+    stripe_size INTEGER NOT NULL CHECK (stripe_size > 0),
+    stripes     INTEGER NOT NULL CHECK (stripes > 0),
+    pool        TEXT CHECK (pool IS NULL OR length(pool) BETWEEN 1 AND 15),
+    PRIMARY KEY (fid, component)
+) WITHOUT ROWID;
+
 -- Objects of removed files, to destroy on their OSTs (Lustre's unlink
 -- llog): written in the transaction that removes the file, deleted when the
 -- OST has acknowledged the destroy. `fid` is the removed file's (NULL for

@@ -505,3 +505,55 @@ fn overstriped_files_hold_each_stripe_in_its_own_object() {
         assert!(past.iter().all(|&b| b == 0), "{path}: the objects were cut where the layout says");
     }
 }
+
+/// A composite (PFL) file: its first 256 KiB on one stripe, the rest on
+/// two; two clients write across the boundary at once, each reads all of
+/// it back, the size is the end of the last write, and truncating into
+/// the first component empties the second's objects.
+#[test]
+fn a_composite_file_reads_back_across_its_components() {
+    use lanefs_mds::ComponentSpec;
+    let c = cluster(2);
+    let (a, b) = (client(&c), client(&c));
+    let unit = 64 * 1024u64;
+    let first = ComponentSpec {
+        end: 4 * unit,
+        stripe: StripeSpec { count: Some(1), size: Some(unit), ..StripeSpec::default() },
+    };
+    let rest = ComponentSpec { end: u64::MAX, stripe: StripeSpec { count: Some(2), ..StripeSpec::default() } };
+    let request = MdsRequest::Create {
+        path: "/pfl".into(),
+        stripe: StripeSpec { components: Some(vec![first, rest]), ..StripeSpec::default() },
+        mode: CreateMode::Exclusive,
+        access: Access::ReadWrite,
+        permissions: 0o644,
+    };
+    let MdsReply::File(info) = a.mds(request).unwrap() else { panic!("create") };
+    assert_eq!((info.layout.components().len(), info.layout.object_count()), (2, 3));
+    let (fa, fb) = (a.open_layout("/pfl", info.layout).unwrap(), open(&b, "/pfl"));
+    let data = bytes(3, (12 * unit) as usize);
+    std::thread::scope(|s| {
+        for (who, (cl, f)) in [(&a, &fa), (&b, &fb)].into_iter().enumerate() {
+            let data = &data;
+            s.spawn(move || {
+                // Units 0..12, each client every other one, in pieces that
+                // straddle the boundary at 4 units.
+                for u in (who as u64..12).step_by(2) {
+                    let at = (u * unit) as usize;
+                    cl.pwrite(f, u * unit, &data[at..at + unit as usize]).unwrap();
+                }
+            });
+        }
+    });
+    a.pwrite(&fa, 4 * unit - 100, &data[(4 * unit - 100) as usize..(4 * unit + 100) as usize]).unwrap();
+    assert!(a.pread(&fa, 0, data.len() as u64).unwrap() == data, "a reads both components");
+    assert!(b.pread(&fb, 0, data.len() as u64).unwrap() == data, "so does b");
+    assert_eq!(b.size(&fb).unwrap(), data.len() as u64);
+    a.truncate(&fa, 3 * unit).unwrap();
+    assert_eq!(b.size(&fb).unwrap(), 3 * unit);
+    let after = b.pread(&fb, 0, data.len() as u64).unwrap();
+    assert!(after[..(3 * unit) as usize] == data[..(3 * unit) as usize], "the first component's bytes stay");
+    assert!(after[(3 * unit) as usize..].iter().all(|&byte| byte == 0), "the rest is gone");
+    b.pwrite(&fb, 10 * unit, b"again").unwrap();
+    assert_eq!(a.size(&fa).unwrap(), 10 * unit + 5, "the second component grows the file again");
+}

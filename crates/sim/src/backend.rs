@@ -20,12 +20,14 @@
 //! application), then `--hints` (the command line has the last word).
 
 use crate::config::ClusterConfig;
-use crate::job::{Collective, Job, PhaseSpec, RankResult, SimError};
+use crate::job::{Collective, Job, PhaseSpec, RankResult, SimComponent, SimError};
 use crate::model::Model;
 use crate::report::write_series;
 use crate::world::{Series, World};
 use lanefs_core::client::ladvise::IoLockMode as LockMode;
+use lanefs_core::layout::Layout;
 use lanefs_core::units::Duration;
+use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
 use lanefs_ior::{Backend, BackendReport, IorError, IorParams, PhaseModel, RankPhase, RankTimes};
 use lanefs_mpiio::hints::MpiioHints;
 use lanefs_mpiio::report::{MpiioStats, MpiioTimers};
@@ -49,7 +51,35 @@ pub const LANEFS_OPTIONS: &[lanefs_ior::ModuleOption] = &[
         help: "stripes of the test file (-1: every OST; default 1)",
     },
     lanefs_ior::ModuleOption { name: "stripe-size", takes_value: true, help: "stripe size (default 1m)" },
+    lanefs_ior::ModuleOption {
+        name: "pfl",
+        takes_value: true,
+        help: "a composite (PFL) test file: END:COUNT[:SIZE],... ending at -1, e.g. 64m:1,-1:4",
+    },
 ];
+
+/// `--lanefs.pfl`'s components: `END:COUNT[:SIZE]` each (END a size with
+/// k/m/g, or -1 for the end of the file; SIZE default 1m), comma
+/// separated, as `lfs setstripe -E END -c COUNT -S SIZE ...` gives them.
+pub fn parse_pfl(spec: &str) -> Result<Vec<SimComponent>, String> {
+    let mut components = Vec::new();
+    for part in spec.split(',') {
+        let fields: Vec<&str> = part.split(':').collect();
+        let (end, count, size) = match fields[..] {
+            [end, count] => (end, count, "1m"),
+            [end, count, size] => (end, count, size),
+            _ => return Err(format!("{part:?}: give END:COUNT or END:COUNT:SIZE, e.g. 64m:1,-1:4")),
+        };
+        let end = match end {
+            "-1" | "eof" | "EOF" => u64::MAX,
+            _ => lanefs_ior::parse_size(end).map_err(|e| format!("{part:?}: end {end}: {e}"))?,
+        };
+        let count = count.parse::<u32>().map_err(|_| format!("{part:?}: stripe count {count:?} is not a number"))?;
+        let size = lanefs_ior::parse_size(size).map_err(|e| format!("{part:?}: stripe size {size}: {e}"))?;
+        components.push(SimComponent { end, count, size });
+    }
+    Ok(components)
+}
 
 /// What `lanefs sim ior` adds to IOR's options.
 #[derive(Clone, Debug)]
@@ -61,6 +91,8 @@ pub struct SimOptions {
     /// `--lanefs.stripe-count` (-1: all OSTs) and `--lanefs.stripe-size`.
     pub stripe_count: Option<i64>,
     pub stripe_size: Option<u64>,
+    /// `--lanefs.pfl`: a composite test file (instead of the two above).
+    pub pfl: Vec<SimComponent>,
     /// MPI-IO hints in precedence order (later wins), already matched to the file.
     pub hints: Vec<(String, String)>,
     /// `--timeseries FILE` and its interval ([`SimBackend::write_timeseries`]).
@@ -133,6 +165,34 @@ impl SimBackend {
 
     fn striping(&self, h: &MpiioHints) -> Result<(u32, u64), IorError> {
         let osts = self.opts.cluster.ost_count();
+        if let Some(last) = self.opts.pfl.last() {
+            if self.opts.stripe_count.is_some() || self.opts.stripe_size.is_some() || h.striping_factor.is_some() {
+                return Err(IorError::option(
+                    "--lanefs.pfl",
+                    "a composite file's components give its striping: leave out --lanefs.stripe-count, \
+                     --lanefs.stripe-size and the striping_factor hint",
+                ));
+            }
+            // The core's rules for a composite layout, on stand-in objects.
+            let mut id = 0;
+            let mut probe = |count: u32| -> Vec<ObjectKey> {
+                (0..count)
+                    .map(|_| {
+                        id += 1;
+                        ObjectKey { ost: OstIndex(0), object: ObjectId(id) }
+                    })
+                    .collect()
+            };
+            let parts = self.opts.pfl.iter().map(|c| (c.end, c.size, probe(c.count))).collect();
+            Layout::composite(parts).map_err(|e| IorError::option("--lanefs.pfl", e.to_string()))?;
+            if let Some(c) = self.opts.pfl.iter().find(|c| c.count > osts) {
+                return Err(IorError::option(
+                    "--lanefs.pfl",
+                    format!("a component of {} stripes: the cluster has {osts} OSTs", c.count),
+                ));
+            }
+            return Ok((last.count, last.size));
+        }
         let count = match (h.striping_factor, self.opts.stripe_count) {
             (Some(f), _) => i64::from(f),
             (None, Some(c)) => c,
@@ -243,6 +303,7 @@ impl SimBackend {
                 collective: coll,
                 stripe_count,
                 stripe_size,
+                components: self.opts.pfl.clone(),
                 file_id: st.file_id,
             };
             let results = st.job.run_phase(&spec).map_err(sim_err)?;

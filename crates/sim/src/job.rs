@@ -44,6 +44,15 @@ pub struct Collective {
     pub hints: MpiioHints,
 }
 
+/// One component of a composite test file: the bytes below `end`
+/// (`u64::MAX`: the end of the file) on `count` stripes of `size`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimComponent {
+    pub end: u64,
+    pub count: u32,
+    pub size: u64,
+}
+
 /// One phase of one repetition.
 #[derive(Clone, Debug)]
 pub struct PhaseSpec {
@@ -62,6 +71,10 @@ pub struct PhaseSpec {
     pub collective: Option<Collective>,
     pub stripe_count: u32,
     pub stripe_size: u64,
+    /// A composite (PFL) test file's components, in file order; empty for
+    /// a plain one (`stripe_count` and `stripe_size` are then the last
+    /// component's, which MPI-IO plans with).
+    pub components: Vec<SimComponent>,
     /// The file (or, with `-F`, the first of the files) this phase uses.
     pub file_id: u64,
 }
@@ -184,6 +197,28 @@ impl Job {
     /// allocated round robin from OST `(id * count) mod osts`, as the MDS does.
     pub fn layout(&self, spec: &PhaseSpec, file: u64) -> Layout {
         let osts = self.world.model.ost_count();
+        if !spec.components.is_empty() {
+            // Each component's stripes follow the previous one's round the
+            // OSTs; object ids apart from every plain file's.
+            let total: u64 = spec.components.iter().map(|c| u64::from(c.count)).sum();
+            let start = (file * total) % u64::from(osts);
+            let mut next = 0u64;
+            let parts = spec
+                .components
+                .iter()
+                .map(|c| {
+                    let objects = (0..c.count)
+                        .map(|_| {
+                            let ost = OstIndex(((start + next) % u64::from(osts)) as u32);
+                            next += 1;
+                            ObjectKey { ost, object: ObjectId((1 << 48) | (file << 12) | next) }
+                        })
+                        .collect();
+                    (c.end, c.size, objects)
+                })
+                .collect();
+            return Layout::composite(parts).expect("components are checked before the run");
+        }
         let start = ((file * u64::from(spec.stripe_count)) % u64::from(osts)) as u32;
         let objects = (0..spec.stripe_count)
             .map(|i| ObjectKey { ost: OstIndex((start + i) % osts), object: ObjectId(file) })

@@ -15,6 +15,7 @@ fn opts(cluster: &str) -> SimOptions {
         lock_mode: None,
         stripe_count: None,
         stripe_size: None,
+        pfl: Vec::new(),
         hints: Vec::new(),
         timeseries: None,
         stats: false,
@@ -344,4 +345,30 @@ fn fsync_waits_for_the_journal_commit_of_what_was_written() {
     assert!(added >= 0.020 - 1e-6, "the fsync waited for a 20 ms commit: added {added} s");
     let unsynced = run_with("", &commit);
     assert_eq!(counter(&unsynced, "journal_commits"), 0, "no fsync, no commit: {}", unsynced["lanefs"]);
+}
+
+/// A composite (PFL) test file, as `lfs setstripe -E 1m -c 1 -E -1 -c 2`
+/// makes one: its first MiB on one OST, the rest on two more, at the
+/// offsets the second component's striping gives (units 1, 3, 5, 7 on one
+/// object, 2, 4, 6 on the other).
+#[test]
+fn a_composite_file_puts_each_range_on_its_components_osts() {
+    let mut o = opts("laptop");
+    o.pfl = lanefs_sim::backend::parse_pfl("1m:1,-1:2").unwrap();
+    let j = json_run("-a POSIX -w -b 8m -t 1m -N 1", o.clone());
+    let mut written: Vec<u64> = j["lanefs"]["ost_bytes_written_per_ost"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .filter(|&b| b > 0)
+        .collect();
+    written.sort_unstable();
+    assert_eq!(written, [1 << 20, 3 << 20, 4 << 20], "{}", j["lanefs"]);
+    o.stripe_count = Some(2);
+    assert!(run_err("-a POSIX -w -b 8m -t 1m -N 1", o.clone()).contains("leave out --lanefs.stripe-count"));
+    o.stripe_count = None;
+    o.pfl = lanefs_sim::backend::parse_pfl("1m:1,2m:2").unwrap();
+    assert!(run_err("-a POSIX -w -b 8m -t 1m -N 1", o).contains("the last at EOF"));
+    assert!(lanefs_sim::backend::parse_pfl("1m").unwrap_err().contains("give END:COUNT"));
 }

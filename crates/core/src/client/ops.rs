@@ -238,7 +238,7 @@ impl Op {
                     Steps::List(layout.chunks_iter(offset, len).map(|c| chunk_step(c, offset, mode)).collect())
                 }
                 OpKind::Truncate { size } => Steps::List(
-                    (0..layout.stripe_count())
+                    (0..layout.object_count())
                         .map(|s| {
                             let object_size = layout.file_size_to_object_size(s, *size);
                             let start = object_size - object_size % PAGE_SIZE;

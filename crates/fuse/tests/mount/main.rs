@@ -426,7 +426,8 @@ fn the_modification_time_follows_touch_and_writes() {
 }
 
 /// A file's layout reads as Lustre's `lustre.lov` extended attribute: a
-/// `lov_user_md_v1` naming the file's objects.
+/// `lov_user_md_v1` naming the file's objects, or for a composite file a
+/// `lov_comp_md_v1` with one per component.
 #[test]
 fn the_layout_reads_as_lustres_lov_extended_attribute() {
     let Some(m) = mounted(1) else { return };
@@ -454,6 +455,45 @@ fn the_layout_reads_as_lustres_lov_extended_attribute() {
     for (i, key) in layout.objects().iter().enumerate() {
         let at = 32 + 24 * i;
         assert_eq!((u64_at(at), u32_at(at + 20)), (key.object.0, key.ost.0), "object {i}");
+    }
+    // A composite (PFL) file: a lov_comp_md_v1 whose entries point at each
+    // component's lov_user_md_v1.
+    let pfl = lanefs_mds::StripeSpec {
+        components: Some(vec![
+            lanefs_mds::ComponentSpec { end: 1 << 20, stripe: lanefs_mds::StripeSpec::default() },
+            lanefs_mds::ComponentSpec {
+                end: u64::MAX,
+                stripe: lanefs_mds::StripeSpec { count: Some(2), ..Default::default() },
+            },
+        ]),
+        ..Default::default()
+    };
+    let create = lanefs_mds::MdsRequest::Create {
+        path: "/pfl".into(),
+        stripe: pfl,
+        mode: lanefs_mds::CreateMode::Exclusive,
+        access: lanefs_mds::Access::ReadWrite,
+        permissions: 0o644,
+    };
+    let lanefs_mds::MdsReply::File(info) = client.mds(create).unwrap() else { panic!("create answers a file") };
+    let path = std::ffi::CString::new(m.at(0, "pfl").into_os_string().into_encoded_bytes()).unwrap();
+    // SAFETY: as above.
+    let n = unsafe { libc::getxattr(path.as_ptr(), c"lustre.lov".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    assert!(n > 0, "{}", std::io::Error::last_os_error());
+    let lov = &buf[..n as usize];
+    let u32_at = |i: usize| u32::from_ne_bytes(lov[i..i + 4].try_into().unwrap());
+    let u16_at = |i: usize| u16::from_ne_bytes(lov[i..i + 2].try_into().unwrap());
+    let u64_at = |i: usize| u64::from_ne_bytes(lov[i..i + 8].try_into().unwrap());
+    assert_eq!((u32_at(0), u32_at(4) as usize, u16_at(14)), (0x0BD6_0BD0, lov.len(), 2), "LOV_USER_MAGIC_COMP_V1");
+    for (i, (component, stripes)) in info.layout.components().iter().zip([1usize, 2]).enumerate() {
+        let entry = 32 + 48 * i;
+        assert_eq!(
+            (u32_at(entry), u64_at(entry + 8), u64_at(entry + 16)),
+            (i as u32 + 1, component.start, component.end)
+        );
+        let (offset, size) = (u32_at(entry + 24) as usize, u32_at(entry + 28) as usize);
+        assert_eq!((u32_at(offset), size), (0x0BD1_0BD0, 32 + 24 * stripes), "component {i}'s lov_user_md_v1");
+        assert_eq!(u16_at(offset + 28) as usize, stripes);
     }
 }
 

@@ -3,8 +3,8 @@
 
 use crate::mds;
 use lanefs_mds::{
-    Access, CreateMode, Credentials, Fid, FileKind, MdsReply, MdsRequest, Node, PoolChange, PoolName, StripeSpec,
-    XattrHow, GROUPS_MAX,
+    Access, ComponentSpec, CreateMode, Credentials, Fid, FileKind, MdsReply, MdsRequest, Node, PoolChange, PoolName,
+    StripeSpec, XattrHow, GROUPS_MAX,
 };
 use proptest::prelude::*;
 
@@ -28,7 +28,17 @@ fn path() -> impl Strategy<Value = String> {
     ]
 }
 
+/// A plain spec, or now and then a composite one of plain specs, with
+/// ends good and bad.
 fn stripe() -> impl Strategy<Value = StripeSpec> {
+    let end = prop_oneof![Just(u64::MAX), Just(0u64), Just(1 << 20), Just(64 << 20), Just(1 << 63), any::<u64>()];
+    let component = (end, plain_stripe()).prop_map(|(end, stripe)| ComponentSpec { end, stripe });
+    let composite = prop::collection::vec(component, 0..4)
+        .prop_map(|parts| StripeSpec { components: Some(parts), ..StripeSpec::default() });
+    prop_oneof![4 => plain_stripe(), 1 => composite]
+}
+
+fn plain_stripe() -> impl Strategy<Value = StripeSpec> {
     let count = prop::option::of(prop_oneof![-3..6i64, Just(i64::MIN), Just(i64::MAX), Just(2000), Just(2001)]);
     let size = prop::option::of(prop_oneof![
         Just(0u64),
@@ -49,6 +59,7 @@ fn stripe() -> impl Strategy<Value = StripeSpec> {
             pool,
             overstripe,
             osts,
+            components: None,
         },
     )
 }

@@ -6,6 +6,7 @@
 //! is a sequence of requests, and these tests are those sequences.
 
 mod by_fid;
+mod composite;
 mod full_disk;
 mod hostile;
 mod lifecycle;
