@@ -19,9 +19,17 @@ Before every run the disk is synced and the page cache dropped (`sync`,
 /proc/sys/vm/drop_caches), so that one run's dirty pages are not the next
 one's work. Needs root (to mount) and /dev/fuse; builds c/ with `make`.
 
-  bench/mount.py [LANEFS]        ROUNDS (default 3), BENCH_DIR (one place)
+With several builds (`bench/mount.py OLD NEW`), each gets its own file
+system, mounted, and each round runs every build's cases in turn (the
+order reversed every other round), so that the machine's noise falls on
+all alike; medians are printed per build, with each build's ratio to the
+first's.
+
+  bench/mount.py [LANEFS...]     ROUNDS (default 3), BENCH_DIR (one place)
 """
-import json, os, statistics, subprocess, sys, tempfile, time
+import contextlib, json, os, statistics, subprocess, sys, tempfile, time
+
+from lanefs_up import mounted, settle
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 IOR = ["-w", "-r", "-e", "-b", "16m", "-t", "1m", "-N", "8", "-O", "summaryFormat=JSON"]
@@ -36,40 +44,56 @@ def bandwidth(args, env=None):
     return {s["operation"]: s["bwMeanMIB"] for s in json.loads(out)["summary"]}
 
 
-def measure(lanefs, place, label):
-    results = {}
-    with mounted(lanefs, place, "lanefs-mount-bench-") as (_, mountpoint, env):
+def one_round(lanefs, place, mountpoint, env, results, label):
+    """One round of every case of one build, into `results[(case, op, who)]`."""
+    for shared in (False, True):
+        case = "shared file" if shared else "file per process"
+        layout = ["-c", "4", "-S", "1m"] if shared else ["-c", "1"]
+        subprocess.run([lanefs, "setstripe", *layout, "/"], check=True, env=env)
+        flags = [] if shared else ["-F"]
+        runs = [("mount", [lanefs, "ior", "-a", "POSIX", *flags, *IOR, "-o", f"{mountpoint}/ior"], env)]
+        with tempfile.TemporaryDirectory(dir=place) as d:
+            stripes = ["--lanefs.osts=4", f"--lanefs.stripe-count={4 if shared else 1}", "--lanefs.stripe-size=1m"]
+            runs.append(("library", [lanefs, "ior", "-a", "LANEFS", *flags, *IOR, *stripes],
+                         dict(os.environ, TMPDIR=d)))
+            runs.append(("local", [lanefs, "ior", "-a", "POSIX", *flags, *IOR, "-o", f"{d}/ior"], None))
+            done = len(results.get((case, "write", "mount"), []))
+            for who, args, run_env in (runs if done % 2 == 0 else runs[::-1]):
+                bw = bandwidth(args, run_env)
+                for op in ("write", "read"):
+                    results.setdefault((case, op, who), []).append(bw[op])
+                print(f"{label}: {case:16} {who:7} write {bw['write']:7.0f} read {bw['read']:7.0f} MiB/s",
+                      file=sys.stderr)
+
+
+def measure(builds, place, label):
+    """Every build's cases, round by round, each build on its own mounted
+    file system; then each build's shared file through MOUNTS mounts."""
+    results = {lanefs: {} for lanefs in builds}
+    shared = {}
+    with contextlib.ExitStack() as stack:
+        mounts = {lanefs: stack.enter_context(mounted(lanefs, place, "lanefs-mount-bench-")) for lanefs in builds}
         for r in range(ROUNDS):
-            for shared in (False, True):
-                case = "shared file" if shared else "file per process"
-                layout = ["-c", "4", "-S", "1m"] if shared else ["-c", "1"]
-                subprocess.run([lanefs, "setstripe", *layout, "/"], check=True, env=env)
-                flags = [] if shared else ["-F"]
-                runs = [("mount", [lanefs, "ior", "-a", "POSIX", *flags, *IOR, "-o", f"{mountpoint}/ior"], env)]
-                with tempfile.TemporaryDirectory(dir=place) as d:
-                    stripes = ["--lanefs.osts=4", f"--lanefs.stripe-count={4 if shared else 1}", "--lanefs.stripe-size=1m"]
-                    runs.append(("library", [lanefs, "ior", "-a", "LANEFS", *flags, *IOR, *stripes],
-                                 dict(os.environ, TMPDIR=d)))
-                    runs.append(("local", [lanefs, "ior", "-a", "POSIX", *flags, *IOR, "-o", f"{d}/ior"], None))
-                    for who, args, run_env in (runs if r % 2 == 0 else runs[::-1]):
-                        bw = bandwidth(args, run_env)
-                        for op in ("write", "read"):
-                            results.setdefault((case, op, who), []).append(bw[op])
-                        print(f"{label} round {r + 1}: {case:16} {who:7} write {bw['write']:7.0f} read {bw['read']:7.0f} MiB/s",
-                              file=sys.stderr)
-        shared = shared_locking(lanefs, env)
-    print(f"{label}: lanefs ior {' '.join(IOR)}, {ROUNDS} rounds, median MiB/s")
-    for case in ("file per process", "shared file"):
-        for op in ("write", "read"):
-            m = statistics.median(results[(case, op, "mount")])
-            lib = statistics.median(results[(case, op, "library")])
-            local = statistics.median(results[(case, op, "local")])
-            print(f"  {case:16} {op:5} mount {m:7.0f}  library {lib:7.0f}  local {local:7.0f}  "
-                  f"mount/library {m / lib:5.2f}x")
-    default, ahead = (statistics.median(shared[mode]) for mode in ("default", "lockahead"))
-    print(f"  shared file through {MOUNTS} mounts (c/shared_write, {MOUNTS * PER_MOUNT} processes, "
-          f"{ROUNDS_OF_BLOCKS} MiB each): default {default:7.0f}  lockahead {ahead:7.0f}  "
-          f"lockahead/default {ahead / default:5.2f}x")
+            for lanefs in (builds if r % 2 == 0 else builds[::-1]):
+                _, mountpoint, env = mounts[lanefs]
+                one_round(lanefs, place, mountpoint, env, results[lanefs], f"{label} round {r + 1} {lanefs}")
+        for lanefs in builds:
+            shared[lanefs] = shared_locking(lanefs, mounts[lanefs][2])
+    print(f"{label}: lanefs ior {' '.join(IOR)}, {ROUNDS} rounds, median MiB/s (each round's in parentheses)")
+    first = builds[0]
+    for lanefs in builds:
+        print(f"  build {lanefs}")
+        for case in ("file per process", "shared file"):
+            for op in ("write", "read"):
+                m, lib, local = (statistics.median(results[lanefs][(case, op, who)]) for who in ("mount", "library", "local"))
+                runs = " ".join(f"{v:.0f}" for v in results[lanefs][(case, op, "mount")])
+                vs_first = m / statistics.median(results[first][(case, op, "mount")])
+                print(f"    {case:16} {op:5} mount {m:6.0f} ({runs})  library {lib:6.0f}  local {local:6.0f}  "
+                      f"mount/library {m / lib:4.2f}x  mount/first build's {vs_first:4.2f}x")
+        default, ahead = (statistics.median(shared[lanefs][mode]) for mode in ("default", "lockahead"))
+        print(f"    shared file through {MOUNTS} mounts (c/shared_write, {MOUNTS * PER_MOUNT} processes, "
+              f"{ROUNDS_OF_BLOCKS} MiB each): default {default:6.0f}  lockahead {ahead:6.0f}  "
+              f"lockahead/default {ahead / default:4.2f}x")
 
 
 MOUNTS, PER_MOUNT, ROUNDS_OF_BLOCKS = 4, 2, 64
@@ -111,11 +135,11 @@ def main():
         print("bench/mount.py: skipped (mounting needs root and /dev/fuse)")
         return
     root = subprocess.run(["git", "rev-parse", "--show-toplevel"], check=True, capture_output=True, text=True).stdout.strip()
-    lanefs = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "target", "release", "lanefs")
+    builds = sys.argv[1:] or [os.path.join(root, "target", "release", "lanefs")]
     places = [(os.environ["BENCH_DIR"], os.environ["BENCH_DIR"])] if "BENCH_DIR" in os.environ else [
         ("/dev/shm", "tmpfs (/dev/shm)"), (tempfile.gettempdir(), f"disk ({tempfile.gettempdir()})")]
     for place, label in places:
-        measure(lanefs, place, label)
+        measure(builds, place, label)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@
 //! results into text or JSON.
 
 mod args;
-mod components;
 mod daemons;
 mod demo;
 mod find;
@@ -14,6 +13,7 @@ mod lockscript;
 mod mount;
 mod out;
 mod pool;
+mod setstripe_args;
 mod shell;
 mod sim;
 mod swarm;

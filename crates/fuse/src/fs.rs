@@ -947,7 +947,8 @@ impl Filesystem for LanefsFs {
                 _ => return Err(Errno::EOPNOTSUPP),
             };
             self.client.fallocate(&open.file, cut).map_err(|e| errno(&e))?;
-            // The change is made durable, and the times moved, at close.
+            // The change is made durable, and the modification time moved
+            // (by every mode, as on ext4), at close.
             *open.written.lock().expect("written") = true;
             Ok(())
         })();

@@ -422,6 +422,21 @@ fn fallocate_and_sparse_files_hold_the_space_a_local_file_system_says() {
         }),
         ("a hole without KEEP_SIZE", |d| fallocate(&d.join("h"), libc::FALLOC_FL_PUNCH_HOLE, 0, 10)),
         ("a length of 0", |d| fallocate(&d.join("h"), 0, 0, 0)),
+        ("a reservation, even one keeping the size, and a hole move the modification time", |d| {
+            let set = |path: &Path| -> Result<()> {
+                let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+                std::fs::File::options().write(true).open(path)?.set_modified(old)
+            };
+            let moved = |path: &Path| -> Result<bool> {
+                Ok(std::fs::metadata(path)?.modified()?
+                    != std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000))
+            };
+            set(&d.join("r"))?;
+            fallocate(&d.join("r"), libc::FALLOC_FL_KEEP_SIZE, 4 * MIB as i64, MIB as i64)?;
+            set(&d.join("h"))?;
+            fallocate(&d.join("h"), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, 0, 4096)?;
+            Ok(format!("reserved: moved {}, punched: moved {}", moved(&d.join("r"))?, moved(&d.join("h"))?))
+        }),
         ("a file open for reading only", |d| {
             let file = std::fs::File::open(d.join("h"))?;
             // SAFETY: an open descriptor.

@@ -1,13 +1,60 @@
-//! `lfs setstripe -E END [OPTIONS] -E END [OPTIONS] ...`: the striping
-//! options of a composite layout, grouped by the `-E` before them.
+//! `lfs setstripe`'s option values: OST lists (`-o`), pools (`-p`), and a
+//! composite layout's options (`-E END [OPTIONS] -E END [OPTIONS] ...`),
+//! grouped by the `-E` before them.
 //!
 //! clap checks every option's value; it cannot say which `-E` an option
 //! followed, so the command line is walked again here, in order, for
 //! setstripe's own options alone.
 
-use crate::fs::{parse_ost_list, parse_size, stripe_pool};
 use anyhow::{bail, Context, Result};
-use lanefs_mds::{ComponentSpec, StripeSpec};
+use lanefs_ior::parse_size;
+use lanefs_mds::{ComponentSpec, PoolName, StripeSpec};
+
+/// `-o`'s OST list, as `lfs setstripe` reads it: indices (decimal, or hex
+/// with `0x`) and ranges `A-B`, separated by commas, in order.
+pub fn parse_ost_list(list: &str) -> Result<Vec<u32>> {
+    let index = |text: &str| -> Result<u32> {
+        let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+            Some(hex) => u32::from_str_radix(hex, 16),
+            None => text.parse(),
+        };
+        parsed.map_err(|_| {
+            anyhow::anyhow!("-o {list}: {text:?} is not an OST index: give indices and ranges, e.g. -o 1,2-4,7")
+        })
+    };
+    let mut osts = Vec::new();
+    for item in list.split(',') {
+        match item.split_once('-') {
+            None => osts.push(index(item)?),
+            Some((first, last)) => {
+                let (first, last) = (index(first)?, index(last)?);
+                if first > last {
+                    bail!("-o {list}: the range {item} runs backwards: write it {last}-{first}");
+                }
+                if osts.len() + (last - first) as usize >= lanefs_core::layout::STRIPE_COUNT_MAX as usize {
+                    bail!("-o {list}: more than {} OSTs", lanefs_core::layout::STRIPE_COUNT_MAX);
+                }
+                osts.extend(first..=last);
+            }
+        }
+    }
+    Ok(osts)
+}
+
+/// `-p`'s pool, as `lfs setstripe` reads it: `''`, `none` and `inherit`
+/// ask for the inherited pool (no pool of its own); `ignore` (Lustre's
+/// "no pool, whatever is inherited") is refused: lanefs has no way to opt
+/// out of an inherited pool but `-p` with another one.
+pub fn stripe_pool(pool: Option<&str>) -> Result<Option<PoolName>> {
+    match pool {
+        None | Some("" | "none" | "inherit") => Ok(None),
+        Some("ignore") => bail!(
+            "-p ignore is not supported: lanefs has no way to opt out of an inherited pool; \
+             give another pool, or remove the directory's pool (lanefs setstripe -d, or -p none)"
+        ),
+        Some(name) => Ok(Some(PoolName::parse(name)?)),
+    }
+}
 
 /// setstripe's options that take a value: `(short, long, what)`.
 const VALUED: [(char, &str); 7] = [
@@ -110,6 +157,22 @@ mod tests {
 
     fn args(line: &str) -> Vec<String> {
         line.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn ost_lists_read_as_lfs_reads_them() {
+        assert_eq!(parse_ost_list("1,2-4,7").unwrap(), [1, 2, 3, 4, 7]);
+        assert_eq!(parse_ost_list("0x3,1,1").unwrap(), [3, 1, 1], "order kept, repeats overstripe");
+        for (bad, says) in [
+            ("1,x", "\"x\" is not an OST index"),
+            ("4-2", "runs backwards"),
+            ("", "\"\" is not"),
+            ("-1", "\"\" is not"),
+        ] {
+            let error = parse_ost_list(bad).unwrap_err().to_string();
+            assert!(error.contains(says), "{bad}: {error}");
+        }
+        assert!(parse_ost_list("0-4000").unwrap_err().to_string().contains("more than 2000 OSTs"));
     }
 
     #[test]
