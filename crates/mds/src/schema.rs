@@ -142,24 +142,15 @@ pub(crate) fn prepare(
             tx.execute("DELETE FROM destroy_queue", [])?;
         }
         SCHEMA_VERSION => {}
-        6 => {
+        5 | 6 => {
             rebuild_inodes(&tx)?;
             rebuild_objects(&tx)?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            let added = if found_version == 5 { "named pipes, sockets, devices, " } else { "" };
             tracing::info!(
                 path = path_label,
                 version = SCHEMA_VERSION,
-                "added overstriping to an MDS database of schema version 6"
-            );
-        }
-        5 => {
-            rebuild_inodes(&tx)?;
-            rebuild_objects(&tx)?;
-            tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-            tracing::info!(
-                path = path_label,
-                version = SCHEMA_VERSION,
-                "added named pipes, sockets and devices to an MDS database of schema version 5"
+                "added {added}overstriping and composite layouts to an MDS database of schema version {found_version}"
             );
         }
         4 => {
