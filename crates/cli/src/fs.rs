@@ -13,7 +13,10 @@ use clap::{Args, Subcommand};
 use lanefs_core::client::ladvise::{Advice, AheadMode, CacheAdvice, LU_LADVISE_LOCKAHEAD};
 use lanefs_core::layout::Layout;
 use lanefs_mds::perm::mode_string;
-use lanefs_mds::{Access, Attr, CreateMode, DirEntry, FileKind, MdsReply, MdsRequest, PoolName, StripeSpec};
+use lanefs_mds::{
+    Access, Attr, ComponentSpec, CreateMode, DirEntry, FileKind, MdsReply, MdsRequest, PoolName, StripeDefault,
+    StripeSpec,
+};
 use lanefs_net::auth::ClusterKey;
 use lanefs_net::client::{process_umask, Client, ClientOptions};
 use std::path::{Path, PathBuf};
@@ -567,6 +570,10 @@ fn show_stripe(cl: &Client, path: &str, shown: &str, fields: StripeFields, depth
             let pattern = pattern(layout.is_overstriped());
             format_stripe(shown_path, false, &values, pattern, pool, &objects, fields)
         }
+        None if info.default_components.is_some() && !fields.any() && !fields.quiet && !fields.yaml => {
+            let parts = info.default_components.as_deref().expect("checked");
+            format_composite_default(shown_path, parts, &info.default)
+        }
         None => {
             let d = &info.default;
             let values = [d.count.to_string(), d.size.to_string(), d.start_ost.to_string()];
@@ -621,6 +628,45 @@ pub(crate) fn format_composite(path: Option<&str>, layout: &Layout, pools: &[Opt
             );
         }
         out += "\n";
+    }
+    out
+}
+
+/// `lfs getstripe`'s text for a directory's composite default, as
+/// liblustreapi prints a template (`lov_dump_comp_v1` with `LDF_IS_DIR`):
+/// no component ids (`N/A`), flags 0, and each component's striping on one
+/// indented line, unset values shown as they resolve (a stripe size or
+/// pool unset is the previous component's, the rest `default`'s).
+pub(crate) fn format_composite_default(path: Option<&str>, parts: &[ComponentSpec], default: &StripeDefault) -> String {
+    let mut out = String::new();
+    if let Some(path) = path {
+        out += &format!("{path}\n");
+    }
+    out += &format!("  lcm_layout_gen:    0\n  lcm_mirror_count:  1\n  lcm_entry_count:   {}\n", parts.len());
+    let (mut start, mut size, mut pool) = (0u64, default.size, default.pool);
+    for part in parts {
+        let s = &part.stripe;
+        let (count, overstripe) = match s.count {
+            Some(count) => (count, s.overstripe),
+            None => (default.count, default.overstripe),
+        };
+        size = s.size.unwrap_or(size);
+        pool = s.pool.or(pool);
+        let end = if part.end == u64::MAX { "EOF".to_string() } else { part.end.to_string() };
+        out += &format!(
+            "    lcme_id:             N/A\n    lcme_mirror_id:      N/A\n    lcme_flags:          0\n\
+             \x20   lcme_extent.e_start: {start}\n    lcme_extent.e_end:   {end}\n"
+        );
+        out += &format!(
+            "      stripe_count:  {count}       stripe_size:   {size}       pattern:       {}       stripe_offset: {}",
+            pattern(overstripe),
+            s.start_ost.unwrap_or(default.start_ost)
+        );
+        if let Some(pool) = pool {
+            out += &format!("       pool:          {}", pool.as_str());
+        }
+        out += "\n\n";
+        start = part.end;
     }
     out
 }
@@ -1249,6 +1295,40 @@ mod tests {
       lmm_objects:
       -   0: { l_ost_idx:   1, l_fid: [0x100010000:0x3:0x0] }
       -   1: { l_ost_idx:   0, l_fid: [0x100000000:0x4:0x0] }
+
+"
+        );
+    }
+
+    /// A directory's composite default as `lfs setstripe -E 64M -c 1 -E -1
+    /// -c 4 -S 4M DIR` makes one, as liblustreapi prints a template.
+    #[test]
+    fn getstripe_prints_a_composite_default_as_lfs_getstripe() {
+        let component = |end, count, size| ComponentSpec {
+            end,
+            stripe: StripeSpec { count: Some(count), size, ..StripeSpec::default() },
+        };
+        let parts = [component(64 << 20, 1, None), component(u64::MAX, 4, Some(4 << 20))];
+        let default = StripeDefault { count: 1, overstripe: false, size: 1 << 20, start_ost: -1, pool: None };
+        assert_eq!(
+            format_composite_default(Some("/d"), &parts, &default),
+            "/d
+  lcm_layout_gen:    0
+  lcm_mirror_count:  1
+  lcm_entry_count:   2
+    lcme_id:             N/A
+    lcme_mirror_id:      N/A
+    lcme_flags:          0
+    lcme_extent.e_start: 0
+    lcme_extent.e_end:   67108864
+      stripe_count:  1       stripe_size:   1048576       pattern:       raid0       stripe_offset: -1
+
+    lcme_id:             N/A
+    lcme_mirror_id:      N/A
+    lcme_flags:          0
+    lcme_extent.e_start: 67108864
+    lcme_extent.e_end:   EOF
+      stripe_count:  4       stripe_size:   4194304       pattern:       raid0       stripe_offset: -1
 
 "
         );

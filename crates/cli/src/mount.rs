@@ -20,11 +20,10 @@ pub struct MountArgs {
     /// Threads serving the kernel's requests.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: u16,
-    /// Let programs map files shared and writable (MAP_SHARED of a file
-    /// open for writing; refused with ENODEV by default). Such a mapping
-    /// is coherent within this mount alone: use it only where no other
-    /// mount maps or writes the files mapped here (SQLite's WAL mode on
-    /// two mounts loses rows with it).
+    /// Let programs map files shared (MAP_SHARED; refused with ENODEV by
+    /// default). Such a mapping is coherent within this mount alone: use
+    /// it only where no other mount maps or writes the files mapped here
+    /// (SQLite's WAL mode on two mounts loses rows with it).
     #[arg(long)]
     shared_mmap: bool,
     /// Where to mount: an existing, empty directory.

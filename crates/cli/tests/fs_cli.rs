@@ -190,7 +190,20 @@ fn lfs_style_commands_work_against_a_running_file_system() {
         pfl.contains("    lcme_extent.e_start: 67108864\n    lcme_extent.e_end:   EOF\n      lmm_stripe_count:  2\n")
     );
     fails(&up, &["setstripe", "-E", "64M", "-c", "1", "/pfl2"], "the last component must reach the end of the file");
-    fails(&up, &["setstripe", "-E", "-1", "-c", "1", "/d"], "kept for files only in lanefs");
+    // ... and as a directory's default, which a new file below takes.
+    ok(&up, &["mkdir", "/pfldir"]);
+    ok(&up, &["setstripe", "-E", "1m", "-c", "1", "-E", "-1", "-c", "2", "/pfldir"]);
+    let template = ok(&up, &["getstripe", "-d", "/pfldir"]);
+    assert!(
+        template.contains("    lcme_id:             N/A\n") && template.contains("stripe_count:  2       "),
+        "{template}"
+    );
+    ok(&up, &["setstripe", "-c", "1", "/pfldir/sub"]);
+    ok(&up, &["setstripe", "/pfldir/file"]);
+    let file = ok(&up, &["getstripe", "/pfldir/file"]);
+    assert!(file.contains("  lcm_entry_count:   2\n"), "a new file takes the composite default: {file}");
+    let below = ok(&up, &["getstripe", "/pfldir/sub"]);
+    assert!(below.starts_with("/pfldir/sub\nlmm_stripe_count:  1\n"), "its own striping wins: {below}");
     // Lustre's layouts lanefs lacks are refused by name, not misread.
     fails(&up, &["setstripe", "-L", "mdt", "/dom"], "setstripe -L: data on the MDT");
     fails(&up, &["setstripe", "-c", "1", "-c", "2", "/twice"], "give one of -c and -C, and -S, -i and -p, once each");

@@ -90,11 +90,18 @@ pub enum LayoutError {
     )]
     StripeOffsetMismatch { stripe_offset: OstIndex, first_ost: OstIndex },
     #[error(
-        "component {component} starts at {start} and ends at {}: each component must end past its start, at a \
+        "component {} starts at {start} and ends at {}: each component must end past its start, at a \
          multiple of its stripe size ({stripe_size}), and the last at EOF (-E -1 or -E eof)",
+        .component + 1,
         if *.end == u64::MAX { "EOF".to_string() } else { .end.to_string() }
     )]
-    ComponentEnd { component: u32, start: u64, end: u64, stripe_size: u64 },
+    ComponentEnd {
+        /// Which, counted from 0 (the message counts from 1, as lfs does).
+        component: u32,
+        start: u64,
+        end: u64,
+        stripe_size: u64,
+    },
     #[error("a layout has at most {COMPONENT_COUNT_MAX} components, not {count}: give fewer -E")]
     TooManyComponents { count: usize },
 }
@@ -665,7 +672,7 @@ mod tests {
             Layout::composite(vec![(3 * MIB, 2 * MIB, vec![object(0, 1)]), (u64::MAX, MIB, vec![object(1, 2)])]);
         assert_eq!(
             error.unwrap_err().to_string(),
-            "component 0 starts at 0 and ends at 3145728: each component must end past its start, at a multiple of \
+            "component 1 starts at 0 and ends at 3145728: each component must end past its start, at a multiple of \
              its stripe size (2097152), and the last at EOF (-E -1 or -E eof)"
         );
     }

@@ -86,8 +86,8 @@ pub struct LanefsFs {
     /// at their last close.
     orphans: Mutex<HashMap<u64, Orphan>>,
     next_handle: AtomicU64,
-    /// Whether the kernel lets a program map a file shared and writable
-    /// (see [`LanefsFs::allowing_shared_mmap`]).
+    /// Whether the kernel lets a program map a file shared (see
+    /// [`LanefsFs::allowing_shared_mmap`]).
     shared_mmap: bool,
 }
 
@@ -161,11 +161,12 @@ impl LanefsFs {
         }
     }
 
-    /// Let programs map files shared and writable (`MAP_SHARED` of a
-    /// file open for writing), which a mount refuses by default (`mmap`
-    /// fails with `ENODEV`).
+    /// Let programs map files shared (`MAP_SHARED`), which a mount refuses
+    /// by default (`mmap` fails with `ENODEV`): FUSE refuses every shared
+    /// mapping of a direct I/O file, read-only ones too, unless the mount
+    /// asks for `FUSE_DIRECT_IO_ALLOW_MMAP`, and then allows them all.
     ///
-    /// Such a mapping is coherent among the processes of this mount (they
+    /// A shared mapping is coherent among the processes of this mount (they
     /// share the kernel's pages), and its stores reach lanefs, and every
     /// other mount, at `msync`, `munmap` or the kernel's writeback. It is
     /// not kept coherent with another mount's writes, nor another mount's
@@ -456,16 +457,15 @@ impl Filesystem for LanefsFs {
         if let Err(missing) = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS | InitFlags::FUSE_FLOCK_LOCKS) {
             warn!(?missing, "this kernel keeps file locks to this node: they will not hold between mounts");
         }
-        // Without this the kernel refuses a shared writable mapping of a
-        // direct I/O file (ENODEV), which is what a mount wants unless
-        // told otherwise: such a mapping cannot be kept coherent with
-        // other mounts (see `allowing_shared_mmap`). Private and read-only
-        // mappings are served either way; the kernel drops the file's
-        // cached pages at each mmap, so a mapping starts from what lanefs
-        // holds then.
+        // Without this the kernel refuses a shared mapping of a direct I/O
+        // file (ENODEV), which is what a mount wants unless told
+        // otherwise: such a mapping cannot be kept coherent with other
+        // mounts (see `allowing_shared_mmap`). Private mappings are served
+        // either way; the kernel drops the file's cached pages at each
+        // mmap, so a mapping starts from what lanefs holds then.
         if self.shared_mmap {
             if let Err(missing) = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
-                warn!(?missing, "this kernel (before Linux 6.6) refuses shared writable mappings of lanefs files");
+                warn!(?missing, "this kernel (before Linux 6.6) refuses shared mappings of lanefs files");
             }
         }
         Ok(())

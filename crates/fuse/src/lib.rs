@@ -7,10 +7,10 @@
 //!
 //! Where it departs from Lustre (and from POSIX) for now: files are opened
 //! with direct I/O, so the kernel caches no file data (coherence without
-//! page-cache invalidation); a shared writable mapping is refused
-//! (`ENODEV`) unless the mount allows it, and then it is coherent within
-//! the mount alone ([`LanefsFs::allowing_shared_mmap`]); a private or
-//! read-only mapping is filled as it is touched and not kept coherent
+//! page-cache invalidation); a shared mapping (`MAP_SHARED`, read-only
+//! too) is refused (`ENODEV`) unless the mount allows them, and then it is
+//! coherent within the mount alone ([`LanefsFs::allowing_shared_mmap`]);
+//! a private mapping is filled as it is touched and not kept coherent
 //! with other mounts' later writes; a `close(2)` after writes
 //! moves the modification time to now (unless a time was set through the
 //! file after its last write: `futimens`, `cp -p` and `tar -x` keep theirs),
@@ -44,8 +44,8 @@ pub struct MountConfig {
     /// Let other users than the one who mounted use the mount (FUSE's
     /// `allow_other`); the MDS then checks each caller's permissions.
     pub allow_other: bool,
-    /// Let programs map files shared and writable (refused by default):
-    /// see [`LanefsFs::allowing_shared_mmap`].
+    /// Let programs map files shared (refused by default): see
+    /// [`LanefsFs::allowing_shared_mmap`].
     pub shared_mmap: bool,
 }
 

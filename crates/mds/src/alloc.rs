@@ -440,6 +440,15 @@ fn start_ost_of(start_ost: i64, ost_count: u32) -> Result<Option<OstIndex>, MdsE
     }
 }
 
+/// The composite default a file created below `dirs` (as for
+/// [`inherit`]) gets, if the nearest directory with a default of its own
+/// has a composite one; its components' unset fields come from
+/// [`inherit`]'s plain default.
+pub(crate) fn inherited_components(dirs: &[(String, StripeSpec)]) -> Option<Vec<ComponentSpec>> {
+    let nearest = dirs.iter().rev().find(|(_, spec)| *spec != StripeSpec::default())?;
+    nearest.1.components.clone()
+}
+
 /// The default a file created below `dirs` gets: `dirs` are `(path, own
 /// default)` from the root down; the deepest one that sets a field wins.
 pub(crate) fn inherit(dirs: &[(String, StripeSpec)], config: &MdsConfig) -> (StripeDefault, StripeOrigin) {

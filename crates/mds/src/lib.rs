@@ -276,7 +276,7 @@ impl Mds {
             }
             MdsRequest::Link { from, to } => self.link(who, &from, &to).map(MdsReply::Attr),
             MdsRequest::SetStripe { path, stripe } => self.set_stripe(who, &path, &stripe).map(|()| MdsReply::Ok),
-            MdsRequest::GetStripe { path } => self.get_stripe(who, &path).map(MdsReply::Stripe),
+            MdsRequest::GetStripe { path } => self.get_stripe(who, &path).map(|info| MdsReply::Stripe(Box::new(info))),
             MdsRequest::Statfs => self.statfs().map(MdsReply::Statfs),
             MdsRequest::DeleteStripe { path } => self.delete_stripe(who, &path).map(|()| MdsReply::Ok),
             MdsRequest::ChangePool { pool, change } => self.change_pool(who, &pool, &change).map(|()| MdsReply::Ok),

@@ -331,7 +331,8 @@ impl Mds {
             let parent_path = path.parent().expect("a file has a parent");
             let dirs = dir_defaults(tx, &parent_path, &ancestors.fids())?;
             let (inherited, _) = alloc::inherit(&dirs, &config);
-            let (layout, pools) = match &stripe.components {
+            let template = (stripe == StripeSpec::default()).then(|| alloc::inherited_components(&dirs)).flatten();
+            let (layout, pools) = match stripe.components.as_ref().or(template.as_ref()) {
                 Some(parts) => {
                     let plans = alloc::plan_components(parts, &inherited, ost_count, |name| pools::usable(tx, name))?;
                     alloc::allocate_components(tx, &plans)?
@@ -753,13 +754,8 @@ impl Mds {
         let caller = self.caller(credentials)?;
         let path = MdsPath::parse(path)?;
         let stripe = alloc::normalize(stripe, self.config.ost_count)?;
-        if stripe.components.is_some() {
-            return Err(MdsError::invalid_stripe(
-                "a composite layout (-E) is kept for files only in lanefs, not as a directory's default yet: give it \
-                 when creating each file (lanefs setstripe -E ... FILE)",
-            ));
-        }
-        if stripe.osts.is_some() {
+        let component_osts = stripe.components.iter().flatten().any(|part| part.stripe.osts.is_some());
+        if stripe.osts.is_some() || component_osts {
             return Err(MdsError::invalid_stripe(
                 "an OST list (-o) is kept for files only in lanefs, not as a directory's default: give it when \
                  creating each file (lanefs setstripe -o LIST FILE), or put those OSTs in a pool and set the pool \
@@ -769,6 +765,11 @@ impl Mds {
         self.write(WriteKind::Grows, |tx, ost_count| {
             if let Some(name) = stripe.pool {
                 check_pool_default(tx, &stripe, name, ost_count)?;
+            }
+            for part in stripe.components.iter().flatten() {
+                if let Some(name) = part.stripe.pool {
+                    check_pool_default(tx, &part.stripe, name, ost_count)?;
+                }
             }
             set_dir_default(tx, &caller, &path, &stripe)
         })
@@ -806,7 +807,8 @@ impl Mds {
         };
         let defaults = dir_defaults(&self.conn, &dir_path, &dirs)?;
         let (default, inherited_from) = alloc::inherit(&defaults, &self.config);
-        Ok(StripeInfo { layout, default, inherited_from, pool, component_pools })
+        let default_components = alloc::inherited_components(&defaults);
+        Ok(StripeInfo { layout, default, inherited_from, pool, component_pools, default_components })
     }
 
     /// The counts of files and directories, and the space of the file

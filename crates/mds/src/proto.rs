@@ -267,7 +267,9 @@ pub struct StripeSpec {
     /// for the bytes up to its end; the other fields of this spec are then
     /// unused. A component's unset stripe size and pool are the previous
     /// component's, its other unset fields inherited as a plain file's. A
-    /// file's alone: a directory default with components is refused.
+    /// directory default may be composite (its components without OST
+    /// lists): the files below it that ask for no striping of their own
+    /// get it, until a nearer directory has a default.
     #[serde(default)]
     pub components: Option<Vec<ComponentSpec>>,
 }
@@ -392,6 +394,11 @@ pub struct StripeInfo {
     /// `pool` is the first's); empty for a plain one.
     #[serde(default)]
     pub component_pools: Vec<Option<PoolName>>,
+    /// The composite default a new file in the directory (for a file: in
+    /// its parent) would get, if the nearest directory with a default has
+    /// a composite one; its unset fields are `default`'s.
+    #[serde(default)]
+    pub default_components: Option<Vec<ComponentSpec>>,
 }
 
 /// The MDS's counts, and the space of the file system its database lives
@@ -651,7 +658,7 @@ pub enum MdsReply {
     File(FileInfo),
     Attr(Attr),
     Entries(DirPage),
-    Stripe(StripeInfo),
+    Stripe(Box<StripeInfo>),
     Statfs(Statfs),
     Error(MdsError),
     Pools(Vec<PoolInfo>),

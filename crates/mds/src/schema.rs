@@ -28,7 +28,7 @@
 //! Every function here runs on the connection it is given, which for writes
 //! is the caller's transaction: a request commits all its rows or none.
 
-use crate::{Attr, DirEntry, DirPage, Fid, FileKind, MdsConfig, MdsError, Owner, PoolName, StripeSpec};
+use crate::{Attr, ComponentSpec, DirEntry, DirPage, Fid, FileKind, MdsConfig, MdsError, Owner, PoolName, StripeSpec};
 use lanefs_core::layout::Layout;
 use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
@@ -232,10 +232,12 @@ fn rebuild_inodes(tx: &Connection) -> Result<(), MdsError> {
 
 /// `objects` rebuilt as version 7's, without version 6's one object per
 /// file on each OST (SQLite cannot drop a UNIQUE in place), with foreign
-/// keys off, which [`Mds::start`](crate::Mds) arranges; and the table of
-/// composite layouts' components made, empty (every file plain).
+/// keys off, which [`Mds::start`](crate::Mds) arranges; and the tables of
+/// composite layouts' components and of directories' composite defaults
+/// made, empty (every file and default plain).
 fn rebuild_objects(tx: &Connection) -> Result<(), MdsError> {
     tx.execute_batch(&table_sql("components", "components"))?;
+    tx.execute_batch(&table_sql("default_components", "default_components"))?;
     tx.execute_batch(&table_sql("objects", "objects_v7"))?;
     tx.execute_batch(
         "INSERT INTO objects_v7 (fid, stripe, ost, object) SELECT fid, stripe, ost, object FROM objects; \
@@ -548,6 +550,7 @@ pub(crate) fn delete_inode(conn: &Connection, inode: Inode) -> Result<Option<Lay
     conn.prepare_cached(queue)?.execute([inode.fid.0])?;
     conn.prepare_cached("DELETE FROM objects WHERE fid = ?1")?.execute([inode.fid.0])?;
     conn.prepare_cached("DELETE FROM components WHERE fid = ?1")?.execute([inode.fid.0])?;
+    conn.prepare_cached("DELETE FROM default_components WHERE fid = ?1")?.execute([inode.fid.0])?;
     conn.prepare_cached("DELETE FROM xattrs WHERE fid = ?1")?.execute([inode.fid.0])?;
     let deleted = conn.prepare_cached("DELETE FROM inodes WHERE fid = ?1")?.execute([inode.fid.0])?;
     assert_eq!(deleted, 1, "deleting {:?}, which has no inode row", inode.fid);
@@ -737,16 +740,49 @@ pub(crate) fn dir_default(conn: &Connection, dir: Fid) -> Result<StripeSpec, Mds
         Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get::<_, Option<String>>(3)?, row.get::<_, bool>(4)?))
     })?;
     let pool = pool.map(|name| stored_pool(&name)).transpose()?;
+    let sql = "SELECT end_offset, count, overstripe, stripe_size, start_ost, pool FROM default_components \
+               WHERE fid = ?1 ORDER BY component";
+    let mut select = conn.prepare_cached(sql)?;
+    let rows = select.query_map([dir.0], |row| {
+        let end = row.get::<_, Option<u64>>(0)?.unwrap_or(u64::MAX);
+        let pool: Option<String> = row.get(5)?;
+        Ok((end, row.get(1)?, row.get::<_, bool>(2)?, row.get(3)?, row.get(4)?, pool))
+    })?;
+    let mut components = Vec::new();
+    for row in rows {
+        let (end, count, overstripe, size, start_ost, pool) = row?;
+        let pool = pool.map(|name| stored_pool(&name)).transpose()?;
+        let stripe = StripeSpec { count, size, start_ost, pool, overstripe, ..StripeSpec::default() };
+        components.push(ComponentSpec { end, stripe });
+    }
+    if !components.is_empty() {
+        return Ok(StripeSpec { components: Some(components), ..StripeSpec::default() });
+    }
     Ok(StripeSpec { count, size, start_ost, pool, overstripe, osts: None, components: None })
 }
 
 pub(crate) fn set_dir_default(conn: &Connection, dir: Fid, spec: &StripeSpec) -> Result<(), MdsError> {
     assert!(spec.osts.is_none(), "a directory default has no OST list");
+    // A composite default's plain fields are all unset, so this clears
+    // the plain default; the components replace any earlier ones.
     let sql = "UPDATE inodes SET default_count = ?2, default_size = ?3, default_start = ?4, default_pool = ?5, \
                default_overstripe = ?6 WHERE fid = ?1";
     let pool = spec.pool.map(|pool| pool.as_str().to_string());
     let overstripe = spec.overstripe && spec.count.is_some();
     conn.prepare_cached(sql)?.execute(params![dir.0, spec.count, spec.size, spec.start_ost, pool, overstripe])?;
+    conn.prepare_cached("DELETE FROM default_components WHERE fid = ?1")?.execute([dir.0])?;
+    let sql = "INSERT INTO default_components (fid, component, end_offset, count, overstripe, stripe_size, \
+               start_ost, pool) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+    let mut insert = conn.prepare_cached(sql)?;
+    for (index, part) in spec.components.iter().flatten().enumerate() {
+        let s = &part.stripe;
+        assert!(s.osts.is_none() && s.components.is_none(), "a default's component has no OST list");
+        // Ends are checked below 2^63 before they get here.
+        let end = (part.end != u64::MAX).then_some(part.end as i64);
+        let pool = s.pool.map(|pool| pool.as_str().to_string());
+        let overstripe = s.overstripe && s.count.is_some();
+        insert.execute(params![dir.0, index, end, s.count, overstripe, s.size, s.start_ost, pool])?;
+    }
     Ok(())
 }
 

@@ -88,6 +88,23 @@ CREATE TABLE components (
     PRIMARY KEY (fid, component)
 ) WITHOUT ROWID;
 
+-- A directory's default composite (PFL) layout for new files below it, in
+-- file order: each component's end (NULL: to the end of the file, the
+-- last) and striping, a field NULL when inherited as a plain default's
+-- is. A directory has these or a plain default (`inodes.default_*`), not
+-- both.
+CREATE TABLE default_components (
+    fid         INTEGER NOT NULL REFERENCES inodes (fid),
+    component   INTEGER NOT NULL CHECK (component >= 0),
+    end_offset  INTEGER CHECK (end_offset IS NULL OR end_offset > 0),
+    count       INTEGER CHECK (count IS NULL OR count != 0),
+    overstripe  INTEGER NOT NULL DEFAULT 0 CHECK (overstripe IN (0, 1)),
+    stripe_size INTEGER CHECK (stripe_size IS NULL OR stripe_size > 0),
+    start_ost   INTEGER CHECK (start_ost IS NULL OR start_ost >= -1),
+    pool        TEXT CHECK (pool IS NULL OR length(pool) BETWEEN 1 AND 15),
+    PRIMARY KEY (fid, component)
+) WITHOUT ROWID;
+
 -- Objects of removed files, to destroy on their OSTs (Lustre's unlink
 -- llog): written in the transaction that removes the file, deleted when the
 -- OST has acknowledged the destroy. `fid` is the removed file's (NULL for

@@ -1,6 +1,6 @@
 //! Mapped files and SQLite through mounts.
 //!
-//! A mount refuses a shared writable mapping (`mmap` fails with `ENODEV`)
+//! A mount refuses shared mappings (`mmap` fails with `ENODEV`)
 //! unless it allows them (`MountConfig::shared_mmap`), because FUSE tells
 //! a mount neither of the mapping nor of a store to a mapped page, so no
 //! lock can keep two mounts' mappings coherent. What a program is told
@@ -92,19 +92,18 @@ with open(a, "rb") as h:
 }
 
 /// Inserts `ROWS` rows into table `t` of the database `argv[1]` as
-/// `argv[2]`, one commit each, in the journal mode `argv[3]`; prints
-/// `done`, or the error's class and message.
+/// `argv[2]`, one transaction each, taking the write lock first (`BEGIN
+/// IMMEDIATE`, so that a busy database is waited for, as applications that
+/// share a database between processes do); prints `done`, or the error's
+/// class and message.
 const WRITER: &str = r#"
 import sqlite3, sys
 try:
-    db = sqlite3.connect(sys.argv[1], timeout=120)
-    mode = db.execute("PRAGMA journal_mode=" + sys.argv[3]).fetchone()[0]
-    assert mode == sys.argv[3].lower(), f"journal mode {mode}"
-    db.execute("CREATE TABLE IF NOT EXISTS t (who TEXT, n INTEGER)")
-    db.commit()
+    db = sqlite3.connect(sys.argv[1], timeout=120, isolation_level=None)
     for n in range(ROWS):
+        db.execute("BEGIN IMMEDIATE")
         db.execute("INSERT INTO t VALUES (?, ?)", (sys.argv[2], n))
-        db.commit()
+        db.execute("COMMIT")
     print("done", flush=True)
 except sqlite3.Error as e:
     print(type(e).__name__, e, flush=True)
@@ -112,13 +111,27 @@ except sqlite3.Error as e:
 
 const ROWS: usize = 1000;
 
-fn writer(db: &Path, who: &str, mode: &str) -> std::process::Child {
+/// Makes the database `db` in journal mode `mode`, with its table, before
+/// any writer starts.
+fn prepare(db: &Path, mode: &str) {
+    let script = r#"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+mode = db.execute("PRAGMA journal_mode=" + sys.argv[2]).fetchone()[0]
+assert mode == sys.argv[2].lower(), f"journal mode {mode}"
+db.execute("CREATE TABLE t (who TEXT, n INTEGER)")
+db.commit()
+"#;
+    let out = Command::new(PYTHON).arg("-c").arg(script).arg(db).arg(mode).output().unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+}
+
+fn writer(db: &Path, who: &str) -> std::process::Child {
     Command::new(PYTHON)
         .arg("-c")
         .arg(WRITER.replace("ROWS", &ROWS.to_string()))
         .arg(db)
         .arg(who)
-        .arg(mode)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -145,7 +158,8 @@ print(db.execute("SELECT who, count(*), count(DISTINCT n) FROM t GROUP BY who OR
 #[test]
 fn sqlite_on_two_mounts_keeps_every_row() {
     let Some(m) = mounted(2) else { return };
-    let (a, b) = (writer(&m.at(0, "rows.db"), "a", "DELETE"), writer(&m.at(1, "rows.db"), "b", "DELETE"));
+    prepare(&m.at(0, "rows.db"), "DELETE");
+    let (a, b) = (writer(&m.at(0, "rows.db"), "a"), writer(&m.at(1, "rows.db"), "b"));
     for p in [a, b] {
         let out = p.wait_with_output().unwrap();
         assert!(out.status.success() && out.stdout == b"done\n", "{}", said(&out));
@@ -156,12 +170,13 @@ fn sqlite_on_two_mounts_keeps_every_row() {
 /// SQLite in write-ahead-log mode on two mounts, which would need its
 /// `-shm` mapping shared between them: each writer is told (SQLite's
 /// "disk I/O error", from the refused mapping) instead of losing rows,
-/// and the database stays intact (checked where shared mappings are
-/// allowed, as a file in WAL mode needs).
+/// and the database stays intact (made and checked where shared mappings
+/// are allowed, as a file in WAL mode needs).
 #[test]
 fn sqlite_in_wal_mode_on_two_mounts_fails_with_an_error() {
     let Some(m) = mounts_refusing_and_allowing_shared_mappings(2, 1) else { return };
-    let (a, b) = (writer(&m.at(0, "wal.db"), "a", "WAL"), writer(&m.at(1, "wal.db"), "b", "WAL"));
+    prepare(&m.at(2, "wal.db"), "WAL");
+    let (a, b) = (writer(&m.at(0, "wal.db"), "a"), writer(&m.at(1, "wal.db"), "b"));
     for p in [a, b] {
         let out = p.wait_with_output().unwrap();
         assert!(out.status.success(), "{}", said(&out));
@@ -182,7 +197,8 @@ fn sqlite_in_wal_mode_on_two_mounts_fails_with_an_error() {
 fn sqlite_in_wal_mode_in_one_mount_allowing_shared_mappings_keeps_every_row() {
     let Some(m) = mounts_refusing_and_allowing_shared_mappings(0, 1) else { return };
     let db = m.at(0, "wal.db");
-    let (a, b) = (writer(&db, "a", "WAL"), writer(&db, "b", "WAL"));
+    prepare(&db, "WAL");
+    let (a, b) = (writer(&db, "a"), writer(&db, "b"));
     for p in [a, b] {
         let out = p.wait_with_output().unwrap();
         assert!(out.status.success() && out.stdout == b"done\n", "{}", said(&out));

@@ -3,6 +3,7 @@
 //! destroyed with the file; what is refused, and why.
 
 use crate::*;
+use lanefs_core::layout::Layout;
 use lanefs_mds::{ComponentSpec, PoolChange, PoolName};
 
 fn component(end: u64, count: i64) -> ComponentSpec {
@@ -69,7 +70,45 @@ fn composite_layouts_lanefs_refuses_name_the_fix() {
     let mixed = StripeSpec { count: Some(2), ..composite(vec![component(u64::MAX, 1)]) };
     assert!(refused(&mut mds, mixed).contains("put -c, -C, -S, -i, -o and -p after each -E"));
     mkdir(&mut mds, "/d");
-    let dir = mds.set_stripe(&ROOT, "/d", &composite(vec![component(u64::MAX, 1)])).unwrap_err();
-    assert!(invalid_stripe_reason(dir).contains("kept for files only in lanefs"));
+    let mut listed = component(u64::MAX, 1);
+    listed.stripe.osts = Some(vec![0]);
+    let dir = mds.set_stripe(&ROOT, "/d", &composite(vec![listed])).unwrap_err();
+    assert!(invalid_stripe_reason(dir).contains("an OST list (-o) is kept for files only in lanefs"));
+    mds.check_invariants();
+}
+
+/// A directory's composite default goes to the files below it that ask
+/// for no striping of their own, until a nearer directory has a default;
+/// it is kept across a restart, and a plain default replaces it.
+#[test]
+fn a_directory_default_may_be_composite() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("mds.db");
+    let mut mds = Mds::open(&db, MdsConfig::new(4)).unwrap();
+    fill_pools(&mut mds);
+    mkdir(&mut mds, "/d");
+    mkdir(&mut mds, "/d/plain");
+    mds.set_stripe(&ROOT, "/d/plain", &spec(Some(3), None, None)).unwrap();
+    let template = vec![component(64 * MIB, 1), component(u64::MAX, 2)];
+    mds.set_stripe(&ROOT, "/d", &composite(template.clone())).unwrap();
+    assert_eq!(mds.get_stripe(&ROOT, "/d").unwrap().default_components, Some(template.clone()));
+    let counts = |layout: &Layout| layout.components().iter().map(|c| c.count).collect::<Vec<_>>();
+    assert_eq!(counts(&create(&mut mds, "/d/f").layout), [1, 2], "a file asking for nothing gets the template");
+    assert_eq!(counts(&create_with(&mut mds, "/d/g", spec(Some(4), None, None)).layout), [4], "its own striping wins");
+    assert_eq!(counts(&create(&mut mds, "/d/plain/f").layout), [3], "a nearer default wins");
+    drop(mds);
+    let mut mds = Mds::open(&db, MdsConfig::new(4)).unwrap();
+    assert_eq!(mds.get_stripe(&ROOT, "/d/f").unwrap().default_components, Some(template), "kept across a restart");
+    mds.set_stripe(&ROOT, "/d", &spec(Some(2), None, None)).unwrap();
+    assert_eq!(mds.get_stripe(&ROOT, "/d").unwrap().default_components, None, "a plain default replaces it");
+    assert_eq!(counts(&create(&mut mds, "/d/h").layout), [2]);
+    mds.set_stripe(&ROOT, "/d", &composite(vec![component(MIB, 1), component(u64::MAX, 4)])).unwrap();
+    mds.delete_stripe(&ROOT, "/d").unwrap();
+    assert_eq!(mds.get_stripe(&ROOT, "/d").unwrap().default_components, None, "setstripe -d removes it");
+    mds.set_stripe(&ROOT, "/d/plain", &composite(vec![component(MIB, 1), component(u64::MAX, 4)])).unwrap();
+    for name in ["/d/plain/f", "/d/f", "/d/g", "/d/h"] {
+        mds.unlink(&ROOT, name).unwrap();
+    }
+    mds.rmdir(&ROOT, "/d/plain").unwrap();
     mds.check_invariants();
 }

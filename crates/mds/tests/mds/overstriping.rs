@@ -134,7 +134,7 @@ fn a_version_6_database_gains_overstriping() {
                     target, default_count, default_size, default_start, pool, default_pool, rdev FROM inodes; \
              DROP TABLE inodes; ALTER TABLE inodes_v6 RENAME TO inodes; \
              INSERT INTO objects_v6 SELECT * FROM objects; \
-             DROP TABLE objects; ALTER TABLE objects_v6 RENAME TO objects; DROP TABLE components; PRAGMA user_version = 6;",
+             DROP TABLE objects; ALTER TABLE objects_v6 RENAME TO objects; DROP TABLE components; DROP TABLE default_components; PRAGMA user_version = 6;",
         )
         .unwrap();
         let refused =

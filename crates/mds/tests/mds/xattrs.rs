@@ -174,7 +174,10 @@ fn a_version_4_database_gains_extended_attributes() {
     }
     {
         let conn = rusqlite::Connection::open(&db).unwrap();
-        conn.execute_batch("DROP TABLE xattrs; DROP TABLE components; PRAGMA user_version = 4;").unwrap();
+        conn.execute_batch(
+            "DROP TABLE xattrs; DROP TABLE components; DROP TABLE default_components; PRAGMA user_version = 4;",
+        )
+        .unwrap();
     }
     let mut mds = Mds::open(&db, MdsConfig::new(1)).unwrap();
     mds.check_invariants();
