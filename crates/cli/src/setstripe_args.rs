@@ -56,7 +56,7 @@ pub fn stripe_pool(pool: Option<&str>) -> Result<Option<PoolName>> {
     }
 }
 
-/// setstripe's options that take a value: `(short, long, what)`.
+/// setstripe's options that take a value: `(short, long)`.
 const VALUED: [(char, &str); 7] = [
     ('E', "component-end"),
     ('c', "stripe-count"),
