@@ -1392,14 +1392,30 @@ fn is_lov(value: &[u8]) -> bool {
         && magic.iter().any(|m| [LOV_USER_MAGIC_V1, LOV_USER_MAGIC_V3, LOV_USER_MAGIC_COMP_V1].contains(m))
 }
 
-/// An extended attribute's value, or its size when asked with size 0.
+/// The largest extended attribute value or name list the kernel passes
+/// (Linux's `XATTR_SIZE_MAX`); a larger one is `E2BIG`, as on Linux.
+const XATTR_BYTES_MAX: usize = 65536;
+
+/// What a request for a `len`-byte value with a buffer of `size` bytes
+/// gets: its size when asked with size 0, the value if it fits, `ERANGE`
+/// if it does not, and `E2BIG` for a value no buffer can hold (a
+/// composite layout of many components as `lustre.lov`).
+fn xattr_answer(len: usize, size: u32) -> Result<Option<u32>, Errno> {
+    match (len, size) {
+        (len, _) if len > XATTR_BYTES_MAX => Err(Errno::E2BIG),
+        (len, 0) => Ok(Some(len as u32)),
+        (len, size) if len <= size as usize => Ok(None),
+        _ => Err(Errno::ERANGE),
+    }
+}
+
+/// An extended attribute's value, or its size when asked with size 0
+/// (see [`xattr_answer`]).
 fn xattr_reply(value: &[u8], size: u32, reply: ReplyXattr) {
-    if size == 0 {
-        reply.size(value.len() as u32);
-    } else if value.len() <= size as usize {
-        reply.data(value);
-    } else {
-        reply.error(Errno::ERANGE);
+    match xattr_answer(value.len(), size) {
+        Ok(Some(len)) => reply.size(len),
+        Ok(None) => reply.data(value),
+        Err(e) => reply.error(e),
     }
 }
 
@@ -1485,6 +1501,16 @@ fn file_attr(attr: &Attr, size: u64, space: u64) -> FileAttr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_attribute_no_buffer_can_hold_is_e2big() {
+        assert_eq!(xattr_answer(100, 0), Ok(Some(100)), "size 0 asks for the size");
+        assert_eq!(xattr_answer(100, 100), Ok(None));
+        assert_eq!(xattr_answer(100, 99), Err(Errno::ERANGE));
+        assert_eq!(xattr_answer(XATTR_BYTES_MAX, 0), Ok(Some(XATTR_BYTES_MAX as u32)));
+        assert_eq!(xattr_answer(XATTR_BYTES_MAX + 1, 0), Err(Errno::E2BIG));
+        assert_eq!(xattr_answer(XATTR_BYTES_MAX + 1, u32::MAX), Err(Errno::E2BIG));
+    }
 
     #[test]
     fn device_numbers_cross_the_kernel_and_back() {

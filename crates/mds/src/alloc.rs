@@ -77,7 +77,8 @@ pub(crate) struct LayoutPlan {
     /// with `listed`, its stripes' OSTs, in stripe order.
     pub osts: Vec<OstIndex>,
     /// Stripes may share an OST: allocation goes round `osts` as often as
-    /// the count needs.
+    /// the count needs (not read for a `listed` plan, whose list says
+    /// where each stripe goes, repeats and all).
     pub overstripe: bool,
     /// `osts` is the file's own OST list (`-o`): stripe `i` on `osts[i]`,
     /// none skipped.
@@ -112,7 +113,9 @@ pub(crate) fn normalize(spec: &StripeSpec, ost_count: u32) -> Result<StripeSpec,
             "overstriping needs a stripe count: -C 1 to -C 2000, or -C -1 to -C -32 for that many stripes on each OST",
         ));
     }
-    if let Some(count) = spec.count {
+    // With an OST list the count must agree with the list (checked with
+    // it): an OST listed twice may make it exceed the OSTs without -C.
+    if let Some(count) = spec.count.filter(|_| spec.osts.is_none()) {
         stripe_count_of(count, ost_count, spec.overstripe)?;
     }
     if let Some(osts) = &spec.osts {
@@ -350,16 +353,13 @@ fn plan_listed(
             )));
         }
     }
-    let mut sorted = osts.clone();
-    sorted.sort_unstable();
-    let overstripe = sorted.windows(2).any(|pair| pair[0] == pair[1]);
     Ok(LayoutPlan {
         stripe_count: osts.len() as u32,
         stripe_size,
         start_ost: Some(osts[0]),
         pool: pool.map(|pool| pool.name),
         osts,
-        overstripe,
+        overstripe: false,
         listed: true,
     })
 }

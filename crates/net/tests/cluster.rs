@@ -22,7 +22,10 @@ fn client(c: &LocalCluster) -> Client {
 }
 
 fn create(cl: &Client, path: &str, count: i64, size: u64) -> File {
-    let stripe = StripeSpec { count: Some(count), size: Some(size), start_ost: None, ..StripeSpec::default() };
+    create_striped(cl, path, StripeSpec { count: Some(count), size: Some(size), ..StripeSpec::default() })
+}
+
+fn create_striped(cl: &Client, path: &str, stripe: StripeSpec) -> File {
     let request = MdsRequest::Create {
         path: path.into(),
         stripe,
@@ -468,17 +471,10 @@ fn overstriped_files_hold_each_stripe_in_its_own_object() {
         ("/listed", StripeSpec { osts: Some(vec![1, 0, 1]), size: Some(unit), ..StripeSpec::default() }),
     ];
     for (path, stripe) in specs {
-        let request = MdsRequest::Create {
-            path: path.into(),
-            stripe,
-            mode: CreateMode::Exclusive,
-            access: Access::ReadWrite,
-            permissions: 0o644,
-        };
-        let MdsReply::File(info) = a.mds(request).unwrap() else { panic!("create {path}") };
-        assert!(info.layout.is_overstriped(), "{path}: {:?}", info.layout);
-        let count = u64::from(info.layout.stripe_count());
-        let (fa, fb) = (a.open_layout(path, info.layout).unwrap(), open(&b, path));
+        let fa = create_striped(&a, path, stripe);
+        assert!(fa.layout.is_overstriped(), "{path}: {:?}", fa.layout);
+        let count = u64::from(fa.layout.stripe_count());
+        let fb = open(&b, path);
         // Each client writes every other stripe unit, 4 rows deep.
         let data = bytes(7, (4 * count * unit) as usize);
         std::thread::scope(|s| {
@@ -521,16 +517,9 @@ fn a_composite_file_reads_back_across_its_components() {
         stripe: StripeSpec { count: Some(1), size: Some(unit), ..StripeSpec::default() },
     };
     let rest = ComponentSpec { end: u64::MAX, stripe: StripeSpec { count: Some(2), ..StripeSpec::default() } };
-    let request = MdsRequest::Create {
-        path: "/pfl".into(),
-        stripe: StripeSpec { components: Some(vec![first, rest]), ..StripeSpec::default() },
-        mode: CreateMode::Exclusive,
-        access: Access::ReadWrite,
-        permissions: 0o644,
-    };
-    let MdsReply::File(info) = a.mds(request).unwrap() else { panic!("create") };
-    assert_eq!((info.layout.components().len(), info.layout.object_count()), (2, 3));
-    let (fa, fb) = (a.open_layout("/pfl", info.layout).unwrap(), open(&b, "/pfl"));
+    let fa = create_striped(&a, "/pfl", StripeSpec { components: Some(vec![first, rest]), ..StripeSpec::default() });
+    assert_eq!((fa.layout.components().len(), fa.layout.object_count()), (2, 3));
+    let fb = open(&b, "/pfl");
     let data = bytes(3, (12 * unit) as usize);
     std::thread::scope(|s| {
         for (who, (cl, f)) in [(&a, &fa), (&b, &fb)].into_iter().enumerate() {

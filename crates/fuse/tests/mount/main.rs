@@ -425,6 +425,33 @@ fn the_modification_time_follows_touch_and_writes() {
     assert!(mtime(0) > before, "a write and its close set the time to now");
 }
 
+/// A file's `lustre.lov` extended attribute, read with `getxattr(2)`.
+struct Lov(Vec<u8>);
+
+impl Lov {
+    fn of(path: &Path) -> Lov {
+        let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        let mut buf = vec![0u8; 65536];
+        // SAFETY: NUL-terminated strings and a buffer of the length given.
+        let n = unsafe { libc::getxattr(path.as_ptr(), c"lustre.lov".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        assert!(n > 0, "{}", std::io::Error::last_os_error());
+        buf.truncate(n as usize);
+        Lov(buf)
+    }
+
+    fn u16_at(&self, i: usize) -> u16 {
+        u16::from_ne_bytes(self.0[i..i + 2].try_into().unwrap())
+    }
+
+    fn u32_at(&self, i: usize) -> u32 {
+        u32::from_ne_bytes(self.0[i..i + 4].try_into().unwrap())
+    }
+
+    fn u64_at(&self, i: usize) -> u64 {
+        u64::from_ne_bytes(self.0[i..i + 8].try_into().unwrap())
+    }
+}
+
 /// A file's layout reads as Lustre's `lustre.lov` extended attribute: a
 /// `lov_user_md_v1` naming the file's objects, or for a composite file a
 /// `lov_comp_md_v1` with one per component.
@@ -432,15 +459,8 @@ fn the_modification_time_follows_touch_and_writes() {
 fn the_layout_reads_as_lustres_lov_extended_attribute() {
     let Some(m) = mounted(1) else { return };
     fs::write(m.at(0, "f"), b"x").unwrap();
-    let path = std::ffi::CString::new(m.at(0, "f").into_os_string().into_encoded_bytes()).unwrap();
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: NUL-terminated strings and a buffer of the length given.
-    let n = unsafe { libc::getxattr(path.as_ptr(), c"lustre.lov".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    assert!(n > 0, "{}", std::io::Error::last_os_error());
-    let lov = &buf[..n as usize];
-    let u32_at = |i: usize| u32::from_ne_bytes(lov[i..i + 4].try_into().unwrap());
-    let u16_at = |i: usize| u16::from_ne_bytes(lov[i..i + 2].try_into().unwrap());
-    let u64_at = |i: usize| u64::from_ne_bytes(lov[i..i + 8].try_into().unwrap());
+    let lov = Lov::of(&m.at(0, "f"));
+    let (u16_at, u32_at, u64_at) = (|i| lov.u16_at(i), |i| lov.u32_at(i), |i| lov.u64_at(i));
     assert_eq!(u32_at(0), 0x0BD1_0BD0, "LOV_USER_MAGIC_V1");
     let client = Client::connect(&m.cluster.mds_address(), ClientOptions::default()).unwrap();
     let lanefs_mds::MdsReply::Stripe(info) =
@@ -451,7 +471,7 @@ fn the_layout_reads_as_lustres_lov_extended_attribute() {
     let layout = info.layout.expect("a file's layout");
     assert_eq!(u32_at(24) as u64, layout.stripe_size());
     assert_eq!(u16_at(28) as u32, layout.stripe_count());
-    assert_eq!(lov.len(), 32 + 24 * layout.objects().len());
+    assert_eq!(lov.0.len(), 32 + 24 * layout.objects().len());
     for (i, key) in layout.objects().iter().enumerate() {
         let at = 32 + 24 * i;
         assert_eq!((u64_at(at), u32_at(at + 20)), (key.object.0, key.ost.0), "object {i}");
@@ -476,15 +496,9 @@ fn the_layout_reads_as_lustres_lov_extended_attribute() {
         permissions: 0o644,
     };
     let lanefs_mds::MdsReply::File(info) = client.mds(create).unwrap() else { panic!("create answers a file") };
-    let path = std::ffi::CString::new(m.at(0, "pfl").into_os_string().into_encoded_bytes()).unwrap();
-    // SAFETY: as above.
-    let n = unsafe { libc::getxattr(path.as_ptr(), c"lustre.lov".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    assert!(n > 0, "{}", std::io::Error::last_os_error());
-    let lov = &buf[..n as usize];
-    let u32_at = |i: usize| u32::from_ne_bytes(lov[i..i + 4].try_into().unwrap());
-    let u16_at = |i: usize| u16::from_ne_bytes(lov[i..i + 2].try_into().unwrap());
-    let u64_at = |i: usize| u64::from_ne_bytes(lov[i..i + 8].try_into().unwrap());
-    assert_eq!((u32_at(0), u32_at(4) as usize, u16_at(14)), (0x0BD6_0BD0, lov.len(), 2), "LOV_USER_MAGIC_COMP_V1");
+    let lov = Lov::of(&m.at(0, "pfl"));
+    let (u16_at, u32_at, u64_at) = (|i| lov.u16_at(i), |i| lov.u32_at(i), |i| lov.u64_at(i));
+    assert_eq!((u32_at(0), u32_at(4) as usize, u16_at(14)), (0x0BD6_0BD0, lov.0.len(), 2), "LOV_USER_MAGIC_COMP_V1");
     for (i, (component, stripes)) in info.layout.components().iter().zip([1usize, 2]).enumerate() {
         let entry = 32 + 48 * i;
         assert_eq!(

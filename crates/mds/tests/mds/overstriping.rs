@@ -74,6 +74,9 @@ fn an_ost_list_places_each_stripe_in_order() {
     let twice = create_with(&mut mds, "/c", agreed).layout;
     assert_eq!(osts(&twice), [1, 1]);
     assert!(twice.is_overstriped());
+    // More stripes than OSTs, from the list alone (no -C), as lfs allows.
+    let five = StripeSpec { count: Some(5), ..listed(&[0, 1, 2, 3, 0]) };
+    assert_eq!(osts(&create_with(&mut mds, "/d", five).layout), [0, 1, 2, 3, 0]);
     mds.check_invariants();
 }
 
