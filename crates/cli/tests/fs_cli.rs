@@ -832,6 +832,38 @@ fn mount_serves_unmodified_programs_and_umount_waits_for_open_files() {
         let (ok, out, err) = lanefs(&up, &["umount", at]);
         assert!(ok, "umount: {out}{err}");
     }
+    // A mount made where another was just unmounted outlives the old
+    // server's exit, however late that exit comes (here: held stopped
+    // until the new mount serves).
+    let server_pid = |out: &str| -> i32 {
+        let pid = out.split("server pid ").nth(1).and_then(|rest| rest.split(',').next());
+        pid.and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no server pid in: {out}"))
+    };
+    let (ok, out, err) = lanefs(&up, &["mount", at]);
+    assert!(ok, "mount: {out}{err}");
+    let old = server_pid(&out);
+    // SAFETY: kill has no memory preconditions; the result is checked.
+    assert_eq!(unsafe { libc::kill(old, libc::SIGSTOP) }, 0);
+    let (ok, out, err) = lanefs(&up, &["umount", at]);
+    assert!(ok, "umount: {out}{err}");
+    let (ok, out, err) = lanefs(&up, &["mount", at]);
+    assert!(ok, "mount: {out}{err}");
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(old, libc::SIGCONT) }, 0);
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{old}/stat"))
+            .map_or(true, |stat| stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+    };
+    let waited = std::time::Instant::now();
+    while !gone() {
+        assert!(waited.elapsed() < std::time::Duration::from_secs(30), "the old mount's server {old} did not exit");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::fs::write(dir.path().join("after"), b"served").unwrap();
+    let (ok, out, err) = lanefs(&up, &["ls", "/"]);
+    assert!(ok && out.contains("after"), "the new mount still serves: {out}{err}");
+    let (ok, out, err) = lanefs(&up, &["umount", at]);
+    assert!(ok, "umount: {out}{err}");
 }
 
 /// A mount whose MDS cannot be reached fails at once, saying so; a mount

@@ -75,7 +75,25 @@ fn config(mount: &MountConfig) -> Config {
 /// Mount `client`'s file system at `mountpoint` and serve it until it is
 /// unmounted.
 pub fn mount(client: Client, mountpoint: &Path, mount: &MountConfig) -> std::io::Result<()> {
-    fuser::mount(LanefsFs::new(client).allowing_shared_mmap(mount.shared_mmap), mountpoint, &config(mount))
+    let fs = LanefsFs::new(client).allowing_shared_mmap(mount.shared_mmap);
+    let session = fuser::Session::new(fs, mountpoint, &config(mount))?.spawn()?;
+    // The session ends when the kernel has unmounted the file system
+    // (`umount`, `lanefs umount`). Dropping fuser's handle would then
+    // unmount the path once more (fuser 0.18's check that the connection
+    // still lives is inverted), taking down whatever was mounted there in
+    // the meantime: a new mount made at the same path as soon as this one
+    // was unmounted. So the handle is never dropped.
+    let session = std::mem::ManuallyDrop::new(session);
+    // SAFETY: the join handle is read out of the handle once, and the
+    // handle is never used or dropped afterwards, so it has one owner.
+    let serving = unsafe { std::ptr::read(&session.guard) };
+    let ended = serving.join().unwrap_or_else(|_| Err(std::io::Error::other("the mount's serving thread panicked")));
+    if ended.is_err() {
+        // The kernel's connection still lives (an unmount ends the
+        // session without an error): detach the mount this server made.
+        let _ = mounts::unmount(mountpoint, true);
+    }
+    ended
 }
 
 /// Mount in the background: unmounted when the session is dropped (or
