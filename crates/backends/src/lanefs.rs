@@ -469,7 +469,7 @@ impl RankIo for LanefsRank<'_> {
         let MdsReply::File(info) = self.client().mds(request).map_err(backend_error)? else {
             return Err(backend_error("unexpected MDS answer to create"));
         };
-        self.file = Some(self.client().open_layout(path, info.layout).map_err(backend_error)?);
+        self.file = Some(self.client().open_file(path, info).map_err(backend_error)?);
         self.advise(p, true)
     }
 
@@ -479,7 +479,7 @@ impl RankIo for LanefsRank<'_> {
         let MdsReply::File(info) = self.client().mds(open).map_err(backend_error)? else {
             return Err(backend_error("unexpected MDS answer to open"));
         };
-        self.file = Some(self.client().open_layout(path, info.layout).map_err(backend_error)?);
+        self.file = Some(self.client().open_file(path, info).map_err(backend_error)?);
         self.advise(p, false)
     }
 

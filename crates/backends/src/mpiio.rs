@@ -335,7 +335,7 @@ impl<'w> MpiioRank<'w> {
             MdsReply::File(info) => {
                 let striping =
                     Striping { stripe_size: info.layout.stripe_size(), stripe_count: info.layout.stripe_count() };
-                let file = self.client.open_layout(&path, info.layout).map_err(mpiio_error)?;
+                let file = self.client.open_file(&path, info).map_err(mpiio_error)?;
                 Ok((striping, file))
             }
             _ => Err(mpiio_error("unexpected MDS answer to open")),

@@ -447,8 +447,9 @@ fn matches(cl: &Client, inner: &str, name: &str, kind: FileKind, tests: &FindTes
             Test::Size(t) => {
                 if size.is_none() {
                     // The size is the OSTs' (a glimpse of the file's objects).
-                    let Some(layout) = attr(cl)?.layout else { return Ok(*negated) };
-                    let f = cl.open_layout(inner, layout)?;
+                    let attr = attr(cl)?;
+                    let Some(layout) = attr.layout.clone() else { return Ok(*negated) };
+                    let f = cl.open_file(inner, lanefs_mds::FileInfo { fid: attr.fid, layout })?;
                     let got = cl.size(&f);
                     cl.close(f)?;
                     size = Some(got?);

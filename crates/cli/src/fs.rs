@@ -7,7 +7,7 @@
 
 use crate::out::{self, outln};
 use crate::pool::PoolCommand;
-use crate::setstripe_args::{parse_ost_list, stripe_pool};
+use crate::setstripe_args::StripeArgs;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use lanefs_core::client::ladvise::{Advice, AheadMode, CacheAdvice, LU_LADVISE_LOCKAHEAD};
@@ -63,33 +63,8 @@ impl Target {
 pub enum FsCommand {
     /// Set a directory's default striping, or create an empty file with a layout (`lfs setstripe`).
     Setstripe {
-        /// Stripe count: number of OSTs (-1 = all, 0 = inherit).
-        #[arg(short = 'c', long = "stripe-count", allow_hyphen_values = true, action = clap::ArgAction::Append)]
-        count: Vec<i64>,
-        /// Stripe size, a multiple of 64 KiB, with k/m/g suffixes (0 = inherit).
-        #[arg(short = 'S', long = "stripe-size", value_parser = parse_size, action = clap::ArgAction::Append)]
-        size: Vec<u64>,
-        /// Index of the first OST (-1 = any).
-        #[arg(short = 'i', long = "stripe-index", allow_hyphen_values = true, action = clap::ArgAction::Append)]
-        index: Vec<i64>,
-        /// Overstripe count: stripes, more than one per OST where they
-        /// outnumber the OSTs (-N = N per OST, up to -32; 0 = inherit).
-        #[arg(short = 'C', long = "overstripe-count", allow_hyphen_values = true, action = clap::ArgAction::Append)]
-        overstripe_count: Vec<i64>,
-        /// The OSTs of a new file's stripes, in order: indices and ranges,
-        /// e.g. 1,2-4,7 (repeat -o for more; an OST listed twice holds two
-        /// stripes).
-        #[arg(short = 'o', long = "ost", visible_alias = "ost-list", action = clap::ArgAction::Append)]
-        ost: Vec<String>,
-        /// OST pool (NAME or lanefs.NAME) the objects come from; '', none
-        /// or inherit: the inherited pool.
-        #[arg(short = 'p', long = "pool", action = clap::ArgAction::Append)]
-        pool: Vec<String>,
-        /// A composite layout (PFL): each -E END (a size, or -1 for the end
-        /// of the file) starts a component, whose -c, -C, -S, -i, -o and -p
-        /// follow it; the last ends at -1.
-        #[arg(short = 'E', long = "component-end", allow_hyphen_values = true, action = clap::ArgAction::Append)]
-        component_end: Vec<String>,
+        #[command(flatten)]
+        stripe: StripeArgs,
         /// Remove the directory's own default striping, so that it inherits
         /// again (`lfs setstripe -d`).
         #[arg(
@@ -102,6 +77,29 @@ pub enum FsCommand {
         #[command(flatten)]
         lacked: LackedStripe,
         path: String,
+    },
+    /// Restripe files in place, while they stay open (`lfs migrate`): with
+    /// no striping options a file keeps its own (count, size, pool) on OSTs
+    /// chosen afresh; with some, it gets them as a new file in its
+    /// directory would. Others' I/O to the file waits during the copy.
+    Migrate {
+        #[command(flatten)]
+        stripe: StripeArgs,
+        /// Block others' I/O to the file during the copy (a group lock):
+        /// the only mode lanefs has, as Lustre's default.
+        #[arg(short = 'b', long = "block")]
+        block: bool,
+        /// Print each file's name once it is migrated.
+        #[arg(short = 'v', long = "verbose")]
+        verbose: bool,
+        /// lfs migrate's options lanefs does not have, refused by name.
+        #[command(flatten)]
+        lacked: LackedMigrate,
+        /// lfs setstripe's layout options lanefs does not have.
+        #[command(flatten)]
+        lacked_layout: LackedStripe,
+        #[arg(required = true)]
+        files: Vec<String>,
     },
     /// Show files' layouts or directories' defaults (`lfs getstripe`); a
     /// directory's entries too (`-r`: all below it). With field options,
@@ -280,7 +278,7 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
     };
     let given: Vec<String> = match &command {
         FsCommand::Find { .. } => find_paths.clone(),
-        FsCommand::Getstripe { paths, .. } => paths.clone(),
+        FsCommand::Getstripe { paths, .. } | FsCommand::Migrate { files: paths, .. } => paths.clone(),
         _ => Vec::new(),
     };
     if let FsCommand::Ladvise { advice, background, mode, start, end, length, unset, files } = command {
@@ -320,32 +318,19 @@ pub fn run(mut command: FsCommand, target: &Target) -> Result<()> {
             bail!("setstripe {option}: {reason}")
         }
         FsCommand::Setstripe { delete: true, path, .. } => delete_stripe(&cl, &path),
-        FsCommand::Setstripe { component_end, path, .. } if !component_end.is_empty() => {
-            let args: Vec<String> = std::env::args().collect();
-            let components = crate::setstripe_args::component_specs(&args)?;
-            setstripe(&cl, StripeSpec { components: Some(components), ..StripeSpec::default() }, &path)
+        FsCommand::Setstripe { stripe, path, .. } => setstripe(&cl, stripe.spec("setstripe")?, &path),
+        FsCommand::Migrate { lacked, .. } if lacked.given().is_some() => {
+            let (option, reason) = lacked.given().expect("checked");
+            bail!("migrate {option}: {reason}")
         }
-        FsCommand::Setstripe { count, size, index, overstripe_count, ost, pool, path, .. } => {
-            // Each once (several belong to the components of a composite
-            // layout, handled above).
-            if count.len() + overstripe_count.len() > 1 || size.len() > 1 || index.len() > 1 || pool.len() > 1 {
-                bail!("setstripe: give one of -c and -C, and -S, -i and -p, once each (one plain layout)");
-            }
-            let pool = stripe_pool(pool.first().map(String::as_str))?;
-            let osts = match ost.is_empty() {
-                true => None,
-                false => Some(ost.iter().map(|list| parse_ost_list(list)).collect::<Result<Vec<_>>>()?.concat()),
-            };
-            let spec = StripeSpec {
-                count: count.first().or(overstripe_count.first()).copied(),
-                overstripe: !overstripe_count.is_empty(),
-                size: size.first().copied(),
-                start_ost: index.first().copied(),
-                pool,
-                osts,
-                components: None,
-            };
-            setstripe(&cl, spec, &path)
+        FsCommand::Migrate { lacked_layout, .. } if lacked_layout.given().is_some() => {
+            let (option, reason) = lacked_layout.given().expect("checked");
+            bail!("migrate {option}: {reason}")
+        }
+        FsCommand::Migrate { stripe, verbose, files, .. } => {
+            let spec = stripe.spec("migrate")?;
+            let spec = (spec != StripeSpec::default()).then_some(spec);
+            migrate(&cl, spec, &files, &given, verbose)
         }
         FsCommand::Getstripe { count, size, index, generation, pool, directory, recursive, quiet, yaml, paths } => {
             let fields = StripeFields { count, size, index, generation, pool, quiet, yaml };
@@ -400,7 +385,9 @@ impl FsCommand {
     /// The paths a namespace command acts on.
     fn paths_mut(&mut self) -> Vec<&mut String> {
         match self {
-            FsCommand::Getstripe { paths, .. } => paths.iter_mut().collect(),
+            FsCommand::Getstripe { paths, .. } | FsCommand::Migrate { files: paths, .. } => {
+                paths.iter_mut().collect()
+            }
             FsCommand::Setstripe { path, .. }
             | FsCommand::Ls { path, .. }
             | FsCommand::Stat { path }
@@ -452,6 +439,76 @@ impl LackedStripe {
         .into_iter()
         .find(|(given, _, _)| *given)
         .map(|(_, option, why)| (option, format!("{why}{one_layout}")))
+    }
+}
+
+/// lfs migrate's options lanefs does not have (hidden: refused by name).
+#[derive(Args, Debug)]
+pub struct LackedMigrate {
+    #[arg(short = 'n', long = "non-block", hide = true)]
+    non_block: bool,
+    #[arg(short = 'W', long = "bandwidth", hide = true)]
+    bandwidth: Option<String>,
+    #[arg(long = "stats", hide = true)]
+    stats: bool,
+    #[arg(long = "stats-interval", hide = true)]
+    stats_interval: Option<String>,
+    #[arg(short = 'A', long = "auto-stripe", visible_alias = "auto", hide = true)]
+    auto_stripe: bool,
+    #[arg(long = "restripe", hide = true)]
+    restripe: bool,
+    #[arg(short = 'm', long = "mdt-index", hide = true)]
+    mdt_index: Option<String>,
+}
+
+impl LackedMigrate {
+    /// The first option given, and why lanefs refuses it.
+    fn given(&self) -> Option<(&'static str, String)> {
+        [
+            (
+                self.non_block,
+                "-n",
+                "lanefs migrates in blocking mode only (-b, Lustre's default): others' I/O to the file waits \
+                 during the copy; drop -n",
+            ),
+            (self.bandwidth.is_some(), "-W", "lanefs does not limit a migration's bandwidth: drop -W"),
+            (self.stats || self.stats_interval.is_some(), "--stats", "lanefs prints no copy statistics: use -v"),
+            (
+                self.auto_stripe,
+                "-A",
+                "lanefs does not choose a stripe count from the file's size: give -c (or none, to keep the file's)",
+            ),
+            (self.restripe, "--restripe", "give the new striping (-c, -S, ...) instead: it need not repeat"),
+            (
+                self.mdt_index.is_some(),
+                "-m",
+                "lanefs has one MDT: directories are not migrated between MDTs; migrate files",
+            ),
+        ]
+        .into_iter()
+        .find(|(given, _, _)| *given)
+        .map(|(_, option, why)| (option, why.to_string()))
+    }
+}
+
+/// `lfs migrate FILE...`: each file restriped in turn; a failure is said
+/// and the next file tried, and the command fails at the end, as lfs
+/// does. `shown` are the paths as given (under a mount, the mount's).
+fn migrate(cl: &Client, stripe: Option<StripeSpec>, files: &[String], shown: &[String], verbose: bool) -> Result<()> {
+    let mut failed = 0;
+    for (file, shown) in files.iter().zip(shown) {
+        match lanefs_net::client::migrate::migrate(cl, file, stripe.clone()) {
+            Ok(_) if verbose => outln!("{shown}")?,
+            Ok(_) => {}
+            Err(error) => {
+                failed += 1;
+                eprintln!("lanefs migrate: {shown}: {error}");
+            }
+        }
+    }
+    match failed {
+        0 => Ok(()),
+        n => bail!("{n} of {} files were not migrated", files.len()),
     }
 }
 
@@ -819,8 +876,9 @@ fn attr(cl: &Client, path: &str) -> Result<Attr> {
 /// needs no permission on the file itself: the layout comes with its
 /// attributes.
 fn file_size(cl: &Client, path: &str) -> Result<(u64, Layout)> {
-    let Some(layout) = attr(cl, path)?.layout else { bail!("{path} is a directory") };
-    let f = cl.open_layout(path, layout.clone())?;
+    let attr = attr(cl, path)?;
+    let Some(layout) = attr.layout else { bail!("{path} is a directory") };
+    let f = cl.open_file(path, lanefs_mds::FileInfo { fid: attr.fid, layout: layout.clone() })?;
     let size = cl.size(&f)?;
     cl.close(f)?;
     Ok((size, layout))
@@ -975,7 +1033,7 @@ fn ladvise_own(cl: &Client, advice: &Advice, file: &str) -> Result<()> {
     let MdsReply::File(info) = cl.mds(MdsRequest::Open { path: file.into(), access })? else {
         bail!("unexpected MDS answer")
     };
-    let f = cl.open_layout(file, info.layout)?;
+    let f = cl.open_file(file, info)?;
     let advised = cl.ladvise(&f, &[*advice]);
     cl.close(f)?;
     advised?;

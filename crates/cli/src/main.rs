@@ -18,7 +18,7 @@ mod shell;
 mod sim;
 mod swarm;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -170,12 +170,6 @@ enum Command {
     #[command(disable_help_flag = true)]
     Ior {
         /// IOR's options, as IOR takes them.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
-    /// `lfs migrate`, refused by name until lanefs restripes files.
-    #[command(hide = true)]
-    Migrate {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
@@ -398,10 +392,6 @@ fn run(cli: Cli) -> Result<()> {
             lanefs_backends::ranks::serve_rank(&mds, cli.target.key.as_deref(), rank, &buffer, &args)
         }
         Command::Sim { args } => sim::main(args),
-        Command::Migrate { .. } => bail!(
-            "lanefs migrate (lfs migrate) is not in lanefs yet: a file's layout is fixed when it is created; \
-             copy the file into one made with `lanefs setstripe -c N -S SIZE NEWFILE`, then rename it over the old"
-        ),
         Command::Mount(args) => mount::mount(args, &cli.target),
         Command::Umount(args) => mount::umount(args),
         Command::Fs(command) => fs::run(command, &cli.target),

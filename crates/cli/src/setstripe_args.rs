@@ -1,14 +1,79 @@
-//! `lfs setstripe`'s option values: OST lists (`-o`), pools (`-p`), and a
-//! composite layout's options (`-E END [OPTIONS] -E END [OPTIONS] ...`),
-//! grouped by the `-E` before them.
+//! `lfs setstripe`'s striping options (which `lfs migrate` takes too) and
+//! their values: OST lists (`-o`), pools (`-p`), and a composite layout's
+//! options (`-E END [OPTIONS] -E END [OPTIONS] ...`), grouped by the `-E`
+//! before them.
 //!
 //! clap checks every option's value; it cannot say which `-E` an option
 //! followed, so the command line is walked again here, in order, for
 //! setstripe's own options alone.
 
 use anyhow::{bail, Context, Result};
+use clap::Args;
 use lanefs_ior::parse_size;
 use lanefs_mds::{ComponentSpec, PoolName, StripeSpec};
+
+/// `lfs setstripe`'s striping options, which `lfs migrate` takes too.
+#[derive(Args, Debug)]
+pub struct StripeArgs {
+    /// Stripe count: number of OSTs (-1 = all, 0 = inherit).
+    #[arg(short = 'c', long = "stripe-count", allow_hyphen_values = true, action = clap::ArgAction::Append)]
+    count: Vec<i64>,
+    /// Stripe size, a multiple of 64 KiB, with k/m/g suffixes (0 = inherit).
+    #[arg(short = 'S', long = "stripe-size", value_parser = parse_size, action = clap::ArgAction::Append)]
+    size: Vec<u64>,
+    /// Index of the first OST (-1 = any).
+    #[arg(short = 'i', long = "stripe-index", allow_hyphen_values = true, action = clap::ArgAction::Append)]
+    index: Vec<i64>,
+    /// Overstripe count: stripes, more than one per OST where they
+    /// outnumber the OSTs (-N = N per OST, up to -32; 0 = inherit).
+    #[arg(short = 'C', long = "overstripe-count", allow_hyphen_values = true, action = clap::ArgAction::Append)]
+    overstripe_count: Vec<i64>,
+    /// The OSTs of a new file's stripes, in order: indices and ranges,
+    /// e.g. 1,2-4,7 (repeat -o for more; an OST listed twice holds two
+    /// stripes).
+    #[arg(short = 'o', long = "ost", visible_alias = "ost-list", action = clap::ArgAction::Append)]
+    ost: Vec<String>,
+    /// OST pool (NAME or lanefs.NAME) the objects come from; '', none
+    /// or inherit: the inherited pool.
+    #[arg(short = 'p', long = "pool", action = clap::ArgAction::Append)]
+    pool: Vec<String>,
+    /// A composite layout (PFL): each -E END (a size, or -1 for the end
+    /// of the file) starts a component, whose -c, -C, -S, -i, -o and -p
+    /// follow it; the last ends at -1.
+    #[arg(short = 'E', long = "component-end", allow_hyphen_values = true, action = clap::ArgAction::Append)]
+    component_end: Vec<String>,
+}
+
+impl StripeArgs {
+    /// The striping asked for (every field unset if none), by the
+    /// `command` (setstripe, migrate) on this program's command line.
+    pub fn spec(&self, command: &str) -> Result<StripeSpec> {
+        if !self.component_end.is_empty() {
+            let args: Vec<String> = std::env::args().collect();
+            let components = component_specs(&args, command)?;
+            return Ok(StripeSpec { components: Some(components), ..StripeSpec::default() });
+        }
+        let StripeArgs { count, size, index, overstripe_count, ost, pool, .. } = self;
+        // Each once (several belong to the components of a composite
+        // layout, handled above).
+        if count.len() + overstripe_count.len() > 1 || size.len() > 1 || index.len() > 1 || pool.len() > 1 {
+            bail!("{command}: give one of -c and -C, and -S, -i and -p, once each (one plain layout)");
+        }
+        let osts = match ost.is_empty() {
+            true => None,
+            false => Some(ost.iter().map(|list| parse_ost_list(list)).collect::<Result<Vec<_>>>()?.concat()),
+        };
+        Ok(StripeSpec {
+            count: count.first().or(overstripe_count.first()).copied(),
+            overstripe: !overstripe_count.is_empty(),
+            size: size.first().copied(),
+            start_ost: index.first().copied(),
+            pool: stripe_pool(pool.first().map(String::as_str))?,
+            osts,
+            components: None,
+        })
+    }
+}
 
 /// `-o`'s OST list, as `lfs setstripe` reads it: indices (decimal, or hex
 /// with `0x`) and ranges `A-B`, separated by commas, in order.
@@ -67,24 +132,25 @@ const VALUED: [(char, &str); 7] = [
     ('o', "ost"),
 ];
 
-/// The components of the setstripe command in `args` (a program's whole
-/// command line: the options after its `setstripe`), in order.
-pub fn component_specs(args: &[String]) -> Result<Vec<ComponentSpec>> {
-    let at = args.iter().position(|arg| arg == "setstripe").context("no setstripe on the command line")?;
+/// The components of the `command` (setstripe, migrate) in `args` (a
+/// program's whole command line: the options after its `command`), in
+/// order.
+pub fn component_specs(args: &[String], command: &str) -> Result<Vec<ComponentSpec>> {
+    let at = args.iter().position(|arg| arg == command).with_context(|| format!("no {command} on the command line"))?;
     let mut components: Vec<ComponentSpec> = Vec::new();
     let mut tokens = args[at + 1..].iter();
     while let Some(token) = tokens.next() {
         let Some((option, attached)) = option_of(token) else { continue };
         let value = match attached {
             Some(value) => value.to_string(),
-            None => tokens.next().with_context(|| format!("setstripe {token}: give it a value"))?.clone(),
+            None => tokens.next().with_context(|| format!("{command} {token}: give it a value"))?.clone(),
         };
         if option == 'E' {
             components.push(ComponentSpec { end: component_end(&value)?, stripe: StripeSpec::default() });
             continue;
         }
         let Some(component) = components.last_mut() else {
-            bail!("setstripe -{option} before the first -E: give each component's options after its -E");
+            bail!("{command} -{option} before the first -E: give each component's options after its -E");
         };
         set(&mut component.stripe, option, &value)?;
     }
@@ -178,7 +244,7 @@ mod tests {
     #[test]
     fn options_go_to_the_component_of_the_e_before_them() {
         let line = "lanefs --mds x setstripe -E 64M -c 1 -S1m -E 1G --stripe-count=2 -p fast -E -1 -C -2 -o 0,2 /pfl";
-        let parts = component_specs(&args(line)).unwrap();
+        let parts = component_specs(&args(line), "setstripe").unwrap();
         let ends: Vec<u64> = parts.iter().map(|p| p.end).collect();
         assert_eq!(ends, [64 << 20, 1 << 30, u64::MAX]);
         assert_eq!((parts[0].stripe.count, parts[0].stripe.size), (Some(1), Some(1 << 20)));
@@ -186,16 +252,16 @@ mod tests {
         assert_eq!(parts[1].stripe.pool.map(|p| p.as_str().to_string()).as_deref(), Some("fast"));
         assert_eq!((parts[2].stripe.count, parts[2].stripe.overstripe), (Some(-2), true));
         assert_eq!(parts[2].stripe.osts.as_deref(), Some(&[0, 2][..]));
-        assert_eq!(component_specs(&args("lanefs setstripe --component-end=eof -c 4 f")).unwrap()[0].end, u64::MAX);
+        assert_eq!(component_specs(&args("lanefs setstripe --component-end=eof -c 4 f"), "setstripe").unwrap()[0].end, u64::MAX);
     }
 
     #[test]
     fn what_cannot_be_grouped_is_refused_by_name() {
-        let early = component_specs(&args("lanefs setstripe -c 2 -E -1 f")).unwrap_err().to_string();
+        let early = component_specs(&args("lanefs setstripe -c 2 -E -1 f"), "setstripe").unwrap_err().to_string();
         assert!(early.contains("-c before the first -E"), "{early}");
-        let twice = component_specs(&args("lanefs setstripe -E -1 -c 2 -c 3 f")).unwrap_err().to_string();
+        let twice = component_specs(&args("lanefs setstripe -E -1 -c 2 -c 3 f"), "setstripe").unwrap_err().to_string();
         assert!(twice.contains("-c given twice for one component"), "{twice}");
-        let end = component_specs(&args("lanefs setstripe -E 1x f")).unwrap_err().to_string();
+        let end = component_specs(&args("lanefs setstripe -E 1x f"), "setstripe").unwrap_err().to_string();
         assert!(end.contains("-E 1x"), "{end}");
     }
 }

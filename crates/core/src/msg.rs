@@ -335,6 +335,9 @@ pub enum EnqueueReply {
     TooMany,
     /// The OST is out of service (see [`IoError::Failed`]).
     Failed,
+    /// The object is gone from the OST (destroyed: its file was removed,
+    /// or restriped onto other objects, see [`IoError::NoSuchObject`]).
+    NoSuchObject,
 }
 
 /// Why an I/O RPC failed. Each names its cause as the OST's operating

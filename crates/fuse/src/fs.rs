@@ -239,7 +239,7 @@ impl LanefsFs {
             (None, _) => (attr.target.as_ref().map_or(0, |t| t.len() as u64), 0),
             (Some(_), Some(file)) => self.client.size_and_space(file).map_err(|e| errno(&e))?,
             (Some(layout), None) => self
-                .with_file(&lanefs_mds::fid_name(attr.fid), layout.clone(), |file| self.client.size_and_space(file))?,
+                .with_file(attr.fid, layout.clone(), |file| self.client.size_and_space(file))?,
         };
         Ok(file_attr(&attr, size, space))
     }
@@ -260,15 +260,16 @@ impl LanefsFs {
         }
     }
 
-    /// `f` on `path`'s file through a handle of its own, closed after
+    /// `f` on the file `fid` through a handle of its own, closed after
     /// (the first error of the two is the one returned).
     fn with_file<T>(
         &self,
-        path: &str,
+        fid: Fid,
         layout: lanefs_core::layout::Layout,
         f: impl FnOnce(&File) -> Result<T, NetError>,
     ) -> Result<T, Errno> {
-        let file = self.client.open_layout(path, layout).map_err(|e| errno(&e))?;
+        let info = lanefs_mds::FileInfo { fid, layout };
+        let file = self.client.open_file(&lanefs_mds::fid_name(fid), info).map_err(|e| errno(&e))?;
         let done = f(&file);
         let closed = self.client.close(file);
         let value = done.map_err(|e| errno(&e))?;
@@ -278,8 +279,8 @@ impl LanefsFs {
 
     /// A client handle on `path`'s file, emptied first if `flags` say
     /// `O_TRUNC`.
-    fn open_handle(&self, path: &str, layout: lanefs_core::layout::Layout, flags: i32) -> Result<File, Errno> {
-        let file = self.client.open_layout(path, layout).map_err(|e| errno(&e))?;
+    fn open_handle(&self, path: &str, info: lanefs_mds::FileInfo, flags: i32) -> Result<File, Errno> {
+        let file = self.client.open_file(path, info).map_err(|e| errno(&e))?;
         if flags & libc::O_TRUNC != 0 {
             if let Err(e) = self.client.truncate(&file, 0) {
                 let _ = self.client.close(file);
@@ -388,7 +389,7 @@ impl LanefsFs {
         match (open, layout) {
             (Some(file), _) => self.client.truncate(file, size).map_err(|e| errno(&e)),
             (None, Some(layout)) => {
-                self.with_file(&lanefs_mds::fid_name(Fid(ino)), layout, |file| self.client.truncate(file, size))
+                self.with_file(Fid(ino), layout, |file| self.client.truncate(file, size))
             }
             (None, None) => Err(Errno::EISDIR),
         }
@@ -724,7 +725,7 @@ impl Filesystem for LanefsFs {
             let MdsReply::File(info) = reply else { return Err(Errno::EIO) };
             let label = self.path(ino).unwrap_or_else(|_| lanefs_mds::fid_name(fid));
             let file =
-                self.open_handle(&label, info.layout, flags.0).inspect_err(|_| self.closed_at_mds(fid, recorded))?;
+                self.open_handle(&label, info, flags.0).inspect_err(|_| self.closed_at_mds(fid, recorded))?;
             self.keep_open(req.uid(), ino.0, file, flags.0, recorded)
         })();
         match result {
@@ -755,11 +756,10 @@ impl Filesystem for LanefsFs {
             };
             let (reply, recorded) = self.open_at_mds(req, request)?;
             let MdsReply::File(info) = reply else { return Err(Errno::EIO) };
-            let file =
-                self.open_handle(&path, info.layout, flags).inspect_err(|_| self.closed_at_mds(info.fid, recorded))?;
-            let fh = self.keep_open(req.uid(), info.fid.0, file, flags, recorded)?;
-            let attr =
-                match self.open_file(FileHandle(fh)).and_then(|open| self.attr(req, info.fid.0, Some(&open.file))) {
+            let fid = info.fid;
+            let file = self.open_handle(&path, info, flags).inspect_err(|_| self.closed_at_mds(fid, recorded))?;
+            let fh = self.keep_open(req.uid(), fid.0, file, flags, recorded)?;
+            let attr = match self.open_file(FileHandle(fh)).and_then(|open| self.attr(req, fid.0, Some(&open.file))) {
                     Ok(attr) => attr,
                     Err(e) => {
                         let _ = self.drop_open(fh);

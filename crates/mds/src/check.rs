@@ -30,7 +30,8 @@ impl Mds {
     /// - the root is a directory with no entry; every other directory has
     ///   exactly one entry, every file and symbolic link at least one (its
     ///   hard links), all in directories, and every inode is reachable from
-    ///   the root (the directories form a tree);
+    ///   the root (the directories form a tree), but for the volatile files
+    ///   of migrations, which have no name and pair with a named file each;
     /// - every file has a valid layout: stripe-count objects, numbered from
     ///   stripe 0, on distinct OSTs that exist; directories have no objects;
     /// - every object id is below its OST's counter (so never handed out
@@ -95,9 +96,19 @@ impl Mds {
         assert_eq!(dirs_misnamed, 0, "every directory but the root has exactly one entry");
         let unnamed = count(
             conn,
-            "SELECT count(*) FROM inodes i WHERE i.kind != 2 AND NOT EXISTS (SELECT 1 FROM dentries d WHERE d.fid = i.fid)",
+            "SELECT count(*) FROM inodes i WHERE i.kind != 2 AND NOT EXISTS (SELECT 1 FROM dentries d WHERE d.fid = i.fid) \
+             AND NOT EXISTS (SELECT 1 FROM migrations m WHERE m.volatile = i.fid)",
         );
-        assert_eq!(unnamed, 0, "every inode but a directory has at least one entry");
+        assert_eq!(unnamed, 0, "every inode but a directory and a migration's volatile file has at least one entry");
+        let volatile_count = count(conn, "SELECT count(*) FROM migrations");
+        let bad_migrations = count(
+            conn,
+            "SELECT count(*) FROM migrations m JOIN inodes f ON f.fid = m.fid JOIN inodes v ON v.fid = m.volatile \
+             WHERE f.kind != 1 OR v.kind != 1 OR NOT EXISTS (SELECT 1 FROM dentries d WHERE d.fid = m.fid) \
+             OR EXISTS (SELECT 1 FROM dentries d WHERE d.fid = m.volatile) \
+             OR EXISTS (SELECT 1 FROM migrations o WHERE o.fid = m.volatile)",
+        );
+        assert_eq!(bad_migrations, 0, "every migration pairs a named file with a file without a name");
         let misparented =
             count(conn, "SELECT count(*) FROM dentries d JOIN inodes p ON p.fid = d.parent WHERE p.kind != 2");
         assert_eq!(misparented, 0, "entries are only in directories");
@@ -106,7 +117,7 @@ impl Mds {
             "WITH RECURSIVE reach(fid) AS (SELECT 1 UNION SELECT d.fid FROM dentries d JOIN reach r ON d.parent = r.fid) \
              SELECT count(*) FROM reach",
         );
-        assert_eq!(reachable, inode_count, "every inode is reachable from the root");
+        assert_eq!(reachable + volatile_count, inode_count, "every inode but the volatile ones is reachable from the root");
 
         let next_fid = schema::read_counter(conn, Counter::NextFid).expect("next_fid");
         let fid_max = count(conn, "SELECT max(fid) FROM inodes");

@@ -161,6 +161,12 @@ pub enum MdsError {
     #[error("metadata database {path} is in use by another MDS: stop it first (one MDS owns a database at a time)")]
     DatabaseBusy { path: String },
 
+    #[error(
+        "the migration of {path} is no longer under way (EAGAIN): another lanefs migrate of it started since, \
+         or it was removed or renamed; run lanefs migrate again"
+    )]
+    MigrationGone { path: String },
+
     #[error("metadata database error: {0}")]
     Database(String),
 }
@@ -218,6 +224,7 @@ impl MdsError {
             | MdsError::InvalidXattr { .. }
             | MdsError::InvalidCredentials { .. } => Errno::EINVAL,
             MdsError::RootDirectory { .. } => Errno::EBUSY,
+            MdsError::MigrationGone { .. } => Errno::EAGAIN,
             MdsError::PermissionDenied { .. } => Errno::EACCES,
             MdsError::NotPermitted { .. } => Errno::EPERM,
             MdsError::SymbolicLink { .. } => Errno::ELOOP,

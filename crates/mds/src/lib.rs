@@ -74,6 +74,7 @@ pub mod alloc;
 mod check;
 mod error;
 pub mod flock;
+mod migrate;
 pub mod objects;
 pub mod opens;
 pub mod ops;
@@ -288,6 +289,16 @@ impl Mds {
             }
             MdsRequest::RemoveXattr { node, name } => {
                 self.remove_xattr(who, target(&node), &name).map(|()| MdsReply::Ok)
+            }
+            MdsRequest::LayoutFid { fid } => self.layout_of(fid).map(MdsReply::File),
+            MdsRequest::MigrateStart { path, stripe } => self
+                .migrate_start(who, &path, stripe.as_ref())
+                .map(|(file, volatile)| MdsReply::Migration { file, volatile }),
+            MdsRequest::MigrateCommit { path, fid, volatile } => {
+                self.migrate_commit(who, &path, fid, volatile).map(MdsReply::File)
+            }
+            MdsRequest::MigrateAbort { path, fid, volatile } => {
+                self.migrate_abort(who, &path, fid, volatile).map(|()| MdsReply::Ok)
             }
         };
         reply.unwrap_or_else(|error| {

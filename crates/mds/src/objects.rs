@@ -98,6 +98,13 @@ impl Mds {
         schema::awaits_destruction(&self.conn, fid)
     }
 
+    /// Whether objects queued under `fid` (a removed file's, or the old
+    /// objects of a migrated one, queued under its volatile file's fid)
+    /// still wait to be destroyed.
+    pub fn destroys_pending(&self, fid: Fid) -> Result<bool, MdsError> {
+        schema::awaits_destruction(&self.conn, fid)
+    }
+
     /// Forgets objects the OST has acknowledged destroying. Objects not
     /// queued (a repeated acknowledgement) are passed over.
     pub fn record_destroyed(&mut self, ost: OstIndex, objects: &[ObjectId]) -> Result<(), MdsError> {

@@ -28,14 +28,15 @@
 //! namespace (see [`crate::xattr`]).
 
 use crate::alloc::{self, PoolMembers};
+use crate::migrate;
 use crate::path::MdsPath;
 use crate::perm::{self, Caller, Need};
 use crate::pools;
 use crate::schema::{self, Counter, Inode};
 use crate::xattr;
 use crate::{
-    Access, Attr, CreateMode, Credentials, DirPage, Fid, FileInfo, FileKind, Mds, MdsError, MdtSpace, Owner, Statfs,
-    StripeDefault, StripeInfo, StripeSpec, XattrHow, PERMISSION_BITS,
+    Access, Attr, CreateMode, Credentials, DirPage, Fid, FileInfo, FileKind, Mds, MdsConfig, MdsError, MdtSpace, Owner,
+    PoolName, Statfs, StripeDefault, StripeInfo, StripeSpec, XattrHow, PERMISSION_BITS,
 };
 use lanefs_core::layout::Layout;
 use rusqlite::{Connection, TransactionBehavior};
@@ -330,22 +331,7 @@ impl Mds {
             check_parent_writable(&caller, &ancestors, &path)?;
             let parent_path = path.parent().expect("a file has a parent");
             let dirs = dir_defaults(tx, &parent_path, &ancestors.fids())?;
-            let (inherited, _) = alloc::inherit(&dirs, &config);
-            let template = (stripe == StripeSpec::default()).then(|| alloc::inherited_components(&dirs)).flatten();
-            let (layout, pools) = match stripe.components.as_ref().or(template.as_ref()) {
-                Some(parts) => {
-                    let plans = alloc::plan_components(parts, &inherited, ost_count, |name| pools::usable(tx, name))?;
-                    alloc::allocate_components(tx, &plans)?
-                }
-                None => {
-                    let pool = match alloc::pool_of(&stripe, &inherited) {
-                        Some(name) => Some(PoolMembers { name, osts: pools::usable(tx, &name)? }),
-                        None => None,
-                    };
-                    let plan = alloc::plan(&stripe, &inherited, ost_count, pool.as_ref())?;
-                    (alloc::allocate(tx, &plan)?, vec![plan.pool])
-                }
-            };
+            let (layout, pools) = new_layout(tx, &stripe, &dirs, &config, ost_count)?;
             let owner = perm::new_owner(&caller, &parent, FileKind::File, permissions);
             let fid = add_inode(tx, parent.fid, name, schema::NewInode::File(&layout, &pools), owner)?;
             tracing::debug!(%path, fid = fid.0, ?layout, "created file");
@@ -775,6 +761,98 @@ impl Mds {
         })
     }
 
+    /// The current layout of the file `fid` ([`crate::MdsRequest::LayoutFid`]).
+    pub fn layout_of(&self, fid: Fid) -> Result<FileInfo, MdsError> {
+        let name = fid_name(fid);
+        match schema::inode_if_any(&self.conn, fid)? {
+            Some(inode) if inode.kind == FileKind::File => {
+                Ok(FileInfo { fid, layout: schema::layout(&self.conn, fid)? })
+            }
+            Some(inode) => Err(not_a_file(&name, inode.kind)),
+            None => Err(MdsError::NotFound { path: name.clone(), missing: name }),
+        }
+    }
+
+    /// Starts restriping the file at `path` (see
+    /// [`crate::MdsRequest::MigrateStart`]): the file with its layout now,
+    /// and the volatile file with the new layout, owned as the file is.
+    pub fn migrate_start(
+        &mut self,
+        credentials: &Credentials,
+        path: &str,
+        stripe: Option<&StripeSpec>,
+    ) -> Result<(FileInfo, FileInfo), MdsError> {
+        let caller = self.caller(credentials)?;
+        let path = MdsPath::parse(path)?;
+        let stripe = stripe.map(|stripe| alloc::normalize(stripe, self.config.ost_count)).transpose()?;
+        let config = self.config;
+        self.write(WriteKind::Grows, |tx, ost_count| {
+            let path = absolute(tx, &path)?;
+            let (ancestors, file) = resolve(tx, &caller, &path)?;
+            match file.kind {
+                FileKind::File => {}
+                FileKind::Dir => return Err(is_a_directory(&path)),
+                FileKind::Symlink => return Err(MdsError::SymbolicLink { path: path.to_string() }),
+                kind => return Err(not_a_file(&path.to_string(), kind)),
+            }
+            perm::check(&caller, &file, Need::Write, &path, &path)?;
+            let old = schema::layout(tx, file.fid)?;
+            let stripe = match &stripe {
+                Some(stripe) => stripe.clone(),
+                None => {
+                    let pool = schema::file_pool(tx, file.fid)?;
+                    migrate::own_striping(&old, pool, &schema::component_pools(tx, file.fid)?)
+                }
+            };
+            let parent_path = path.parent().expect("a file has a parent");
+            let dirs = dir_defaults(tx, &parent_path, &ancestors.fids())?;
+            let (layout, pools) = new_layout(tx, &stripe, &dirs, &config, ost_count)?;
+            let volatile = Fid(schema::take_counter(tx, Counter::NextFid)?);
+            let owner = (Owner { uid: file.uid, gid: file.gid }, file.permissions);
+            schema::insert_inode(tx, volatile, schema::NewInode::File(&layout, &pools), now_ns(), owner)?;
+            migrate::start(tx, file.fid, volatile)?;
+            tracing::debug!(%path, fid = file.fid.0, volatile = volatile.0, ?layout, "migration started");
+            Ok((FileInfo { fid: file.fid, layout: old }, FileInfo { fid: volatile, layout }))
+        })
+    }
+
+    /// Ends the migration of `fid` (at `path`) into `volatile`: the file
+    /// takes the new layout, its old objects are queued for destruction.
+    /// Returns the file with its new layout.
+    pub fn migrate_commit(
+        &mut self,
+        credentials: &Credentials,
+        path: &str,
+        fid: Fid,
+        volatile: Fid,
+    ) -> Result<FileInfo, MdsError> {
+        let caller = self.caller(credentials)?;
+        let path = MdsPath::parse(path)?;
+        self.write(WriteKind::Removes, |tx, _| {
+            migrating(tx, &caller, &path, fid, volatile)?;
+            let old = migrate::swap(tx, fid, volatile, now_ns())?;
+            let layout = schema::layout(tx, fid)?;
+            tracing::debug!(%path, fid = fid.0, ?old, ?layout, "migrated");
+            Ok(FileInfo { fid, layout })
+        })
+    }
+
+    /// Abandons the migration of `fid` (at `path`) into `volatile`.
+    pub fn migrate_abort(
+        &mut self,
+        credentials: &Credentials,
+        path: &str,
+        fid: Fid,
+        volatile: Fid,
+    ) -> Result<(), MdsError> {
+        let caller = self.caller(credentials)?;
+        let path = MdsPath::parse(path)?;
+        self.write(WriteKind::Removes, |tx, _| {
+            migrating(tx, &caller, &path, fid, volatile)?;
+            migrate::abandon(tx, fid).map(|_| ())
+        })
+    }
+
     /// `lfs setstripe -d`: removes directory `path`'s own default striping
     /// (its pool too), so that new files below it inherit every field from
     /// the directories above. Only the directory's owner or root may.
@@ -995,6 +1073,46 @@ fn replace(
     }
 }
 
+/// A new file's layout, of `stripe` with its unset fields inherited from
+/// `dirs`' defaults (a composite default, when `stripe` sets nothing), its
+/// objects taken from their OSTs' pools; and each component's pool.
+fn new_layout(
+    tx: &Connection,
+    stripe: &StripeSpec,
+    dirs: &[(String, StripeSpec)],
+    config: &MdsConfig,
+    ost_count: u32,
+) -> Result<(Layout, Vec<Option<PoolName>>), MdsError> {
+    let (inherited, _) = alloc::inherit(dirs, config);
+    let template = (*stripe == StripeSpec::default()).then(|| alloc::inherited_components(dirs)).flatten();
+    match stripe.components.as_ref().or(template.as_ref()) {
+        Some(parts) => {
+            let plans = alloc::plan_components(parts, &inherited, ost_count, |name| pools::usable(tx, name))?;
+            alloc::allocate_components(tx, &plans)
+        }
+        None => {
+            let pool = match alloc::pool_of(stripe, &inherited) {
+                Some(name) => Some(PoolMembers { name, osts: pools::usable(tx, &name)? }),
+                None => None,
+            };
+            let plan = alloc::plan(stripe, &inherited, ost_count, pool.as_ref())?;
+            Ok((alloc::allocate(tx, &plan)?, vec![plan.pool]))
+        }
+    }
+}
+
+/// The file `fid`, still at `path`, whose migration into `volatile` is
+/// under way, for a caller who may write it.
+fn migrating(tx: &Connection, caller: &Caller, path: &MdsPath, fid: Fid, volatile: Fid) -> Result<Inode, MdsError> {
+    let path = absolute(tx, path)?;
+    let (_, file) = resolve(tx, caller, &path)?;
+    if file.fid != fid || migrate::volatile_of(tx, fid)? != Some(volatile) {
+        return Err(MdsError::MigrationGone { path: path.to_string() });
+    }
+    perm::check(caller, &file, Need::Write, &path, &path)?;
+    Ok(file)
+}
+
 /// A file or symbolic link that lost a name: gone with its last (a file's
 /// objects queued for destruction, its layout returned), else changed.
 fn remove_if_unnamed(tx: &Connection, inode: Inode, now_ns: u64) -> Result<Option<Layout>, MdsError> {
@@ -1002,6 +1120,8 @@ fn remove_if_unnamed(tx: &Connection, inode: Inode, now_ns: u64) -> Result<Optio
         schema::changed(tx, inode.fid, now_ns)?;
         return Ok(None);
     }
+    // A migration under way goes with the file.
+    migrate::abandon(tx, inode.fid)?;
     schema::delete_inode(tx, inode)
 }
 

@@ -533,6 +533,27 @@ pub enum MdsRequest {
     SetXattr { node: Node, name: String, value: Vec<u8>, how: XattrHow },
     /// `removexattr(2)`. -> [`MdsReply::Ok`].
     RemoveXattr { node: Node, name: String },
+    /// The current layout of the file `fid`: a client whose I/O found an
+    /// object gone (the file was restriped, see
+    /// [`MdsRequest::MigrateStart`]) fetches it again. Needs no permission
+    /// beyond naming the inode by fid. -> [`MdsReply::File`].
+    LayoutFid { fid: Fid },
+    /// Starts restriping the file at `path` (`lanefs migrate`, `lfs
+    /// migrate`): a volatile file (one without a name) with the new
+    /// layout, made of `stripe` as for a new file in the same directory,
+    /// or, with `None`, of the file's own stripe count, stripe size,
+    /// overstriping and pool, on OSTs chosen afresh. The caller copies the
+    /// file's bytes into it, then commits. Needs write permission on the
+    /// file; replaces a migration of it under way.
+    /// -> [`MdsReply::Migration`].
+    MigrateStart { path: String, stripe: Option<StripeSpec> },
+    /// Ends the migration [`MdsRequest::MigrateStart`] began: `fid`, still
+    /// at `path`, takes the layout of `volatile`, and its old objects are
+    /// destroyed. -> [`MdsReply::File`] (the file, with its new layout).
+    MigrateCommit { path: String, fid: Fid, volatile: Fid },
+    /// Abandons that migration: the volatile file and its objects go.
+    /// -> [`MdsReply::Ok`].
+    MigrateAbort { path: String, fid: Fid, volatile: Fid },
 }
 
 /// How a request that may name its inode either way names it: by path
@@ -575,7 +596,8 @@ impl MdsRequest {
             | MdsRequest::SetAttrFid { .. }
             | MdsRequest::SetMtimeFid { .. }
             | MdsRequest::SetAtimeFid { .. }
-            | MdsRequest::LinkFid { .. } => true,
+            | MdsRequest::LinkFid { .. }
+            | MdsRequest::LayoutFid { .. } => true,
             MdsRequest::GetXattr { node, .. }
             | MdsRequest::ListXattrs { node }
             | MdsRequest::SetXattr { node, .. }
@@ -600,7 +622,10 @@ impl MdsRequest {
             | MdsRequest::Mknod { path, .. }
             | MdsRequest::SetStripe { path, .. }
             | MdsRequest::GetStripe { path }
-            | MdsRequest::DeleteStripe { path } => anchored(path),
+            | MdsRequest::DeleteStripe { path }
+            | MdsRequest::MigrateStart { path, .. }
+            | MdsRequest::MigrateCommit { path, .. }
+            | MdsRequest::MigrateAbort { path, .. } => anchored(path),
             MdsRequest::Statfs | MdsRequest::ChangePool { .. } | MdsRequest::ListPools { .. } => false,
         }
     }
@@ -635,7 +660,13 @@ impl MdsRequest {
             | MdsRequest::OpenFid { .. }
             | MdsRequest::SetAttrFid { .. }
             | MdsRequest::SetMtimeFid { .. }
-            | MdsRequest::SetAtimeFid { .. } => true,
+            | MdsRequest::SetAtimeFid { .. }
+            | MdsRequest::LayoutFid { .. } => true,
+            // A second start abandons the first's copy; a second commit
+            // finds no migration; an abort after a commit would say so.
+            MdsRequest::MigrateStart { .. } | MdsRequest::MigrateCommit { .. } | MdsRequest::MigrateAbort { .. } => {
+                false
+            }
             // Adding or removing an OST twice fails the second time, as
             // making or destroying a pool does.
             MdsRequest::ChangePool { .. } => false,
@@ -666,4 +697,7 @@ pub enum MdsReply {
     Xattr(Vec<u8>),
     /// Extended attribute names.
     XattrNames(Vec<String>),
+    /// A migration started: the file, with its layout now, and the
+    /// volatile file with the new one.
+    Migration { file: FileInfo, volatile: FileInfo },
 }

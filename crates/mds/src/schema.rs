@@ -1,6 +1,8 @@
 //! The SQLite schema, its version check, and every row the MDS reads or writes.
 //!
-//! Schema version 7 (`PRAGMA user_version = 7`). Version 6 had no
+//! Schema version 8 (`PRAGMA user_version = 8`). Version 7 had no
+//! migrations (`lanefs migrate`); a version 7 database gains their table,
+//! empty. Version 6 had no
 //! overstriping: a file's objects were on distinct OSTs, and a directory
 //! default could not overstripe; nor composite layouts. Its `objects` and
 //! `inodes` tables are rebuilt, and the `components` table made, when an
@@ -12,7 +14,7 @@
 //! empty. Version 3 had no OST pools either; a version 3 database gains the
 //! pool tables and columns (no pool defined, no file or directory in one).
 //! Version 2 had no symbolic links, hard links, access or change times
-//! either; a version 2 database is rebuilt as version 7 when an MDS opens
+//! either; a version 2 database is rebuilt as version 8 when an MDS opens
 //! it (its times start as the modification time). Version 1 had no owners, permissions,
 //! precreated objects or destroy queue, and is refused with
 //! [`MdsError::SchemaVersion`]:
@@ -34,7 +36,7 @@ use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 /// The schema this crate reads and writes, stored as `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// The permissions of a new file system's root directory.
 pub const ROOT_PERMISSIONS: u32 = 0o755;
@@ -142,6 +144,11 @@ pub(crate) fn prepare(
             tx.execute("DELETE FROM destroy_queue", [])?;
         }
         SCHEMA_VERSION => {}
+        7 => {
+            add_migrations_table(&tx)?;
+            tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            tracing::info!(path = path_label, version = SCHEMA_VERSION, "added migrations to an MDS database of schema version 7");
+        }
         5 | 6 => {
             rebuild_inodes(&tx)?;
             rebuild_objects(&tx)?;
@@ -233,11 +240,13 @@ fn rebuild_inodes(tx: &Connection) -> Result<(), MdsError> {
 /// `objects` rebuilt as version 7's, without version 6's one object per
 /// file on each OST (SQLite cannot drop a UNIQUE in place), with foreign
 /// keys off, which [`Mds::start`](crate::Mds) arranges; and the tables of
-/// composite layouts' components and of directories' composite defaults
-/// made, empty (every file and default plain).
+/// composite layouts' components, of directories' composite defaults and
+/// of migrations made, empty (every file and default plain, none
+/// migrating).
 fn rebuild_objects(tx: &Connection) -> Result<(), MdsError> {
     tx.execute_batch(&table_sql("components", "components"))?;
     tx.execute_batch(&table_sql("default_components", "default_components"))?;
+    add_migrations_table(tx)?;
     tx.execute_batch(&table_sql("objects", "objects_v7"))?;
     tx.execute_batch(
         "INSERT INTO objects_v7 (fid, stripe, ost, object) SELECT fid, stripe, ost, object FROM objects; \
@@ -263,6 +272,11 @@ fn column_sql(table: &str, column: &str) -> String {
     let sql = table_sql(table, table);
     let line = sql.lines().map(str::trim).find(|line| line.starts_with(&format!("{column} "))).expect("the column");
     line.trim_end_matches(',').to_string()
+}
+
+fn add_migrations_table(tx: &Connection) -> Result<(), MdsError> {
+    tx.execute_batch(&table_sql("migrations", "migrations"))?;
+    Ok(())
 }
 
 fn add_xattr_table(tx: &Connection) -> Result<(), MdsError> {

@@ -105,6 +105,15 @@ CREATE TABLE default_components (
     PRIMARY KEY (fid, component)
 ) WITHOUT ROWID;
 
+-- Files being restriped (lanefs migrate): each file's volatile inode, a
+-- file with no name holding the new layout's objects until the copy into
+-- them is done and the layouts are swapped (see the migrate module).
+CREATE TABLE migrations (
+    fid      INTEGER PRIMARY KEY REFERENCES inodes (fid),
+    volatile INTEGER NOT NULL UNIQUE REFERENCES inodes (fid),
+    CHECK (volatile != fid)
+);
+
 -- Objects of removed files, to destroy on their OSTs (Lustre's unlink
 -- llog): written in the transaction that removes the file, deleted when the
 -- OST has acknowledged the destroy. `fid` is the removed file's (NULL for

@@ -243,6 +243,39 @@ impl Lifecycle {
         }
     }
 
+    /// Waits until no object queued under `fid` waits to be destroyed (a
+    /// migrated file's old objects, queued under its volatile file's
+    /// fid); `Err` says why they are not gone by `deadline`.
+    pub async fn wait_destroyed(&self, fid: lanefs_mds::Fid, deadline: tokio::time::Instant) -> Result<(), String> {
+        let mut changed = self.changed.subscribe();
+        self.wake();
+        loop {
+            changed.borrow_and_update();
+            if !self.with_mds(move |mds| mds.destroys_pending(fid)).await? {
+                return Ok(());
+            }
+            let down: Vec<String> = {
+                let map = self.osts.lock().expect("registry lock");
+                map.values()
+                    .filter_map(|entry| match &entry.state {
+                        OssState::Down(reason) => Some(format!("{} ({reason})", entry.address)),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            tokio::select! {
+                _ = changed.changed() => {}
+                _ = tokio::time::sleep_until(deadline) => {
+                    let why = match down.is_empty() {
+                        true => "the OSSes did not destroy them in time".to_string(),
+                        false => format!("OSSes are down: {}", down.join(", ")),
+                    };
+                    return Err(why);
+                }
+            }
+        }
+    }
+
     /// Waits (at most `timeout`) until every registered OST has objects or
     /// its OSS is known to be down: a new cluster's first creates then need
     /// not wait.
@@ -375,6 +408,7 @@ impl Lifecycle {
                 Wire::Destroyed { ost: answered, result: Ok(()), .. } if answered == ost => {
                     self.with_mds(move |mds| mds.record_destroyed(OstIndex(ost), &batch)).await?;
                     debug!(ost, count, "objects destroyed");
+                    bump(&self.changed);
                 }
                 Wire::Destroyed { result: Err(reason), .. } => {
                     warn!(ost, %reason, "destroy failed; the objects stay queued");

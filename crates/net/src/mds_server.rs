@@ -964,8 +964,22 @@ async fn namespace_kept(
     kept_by: Option<u64>,
 ) -> MdsAnswer {
     let deadline = tokio::time::Instant::now() + OBJECTS_WAIT;
-    let touches_objects =
-        matches!(request, MdsRequest::Create { .. } | MdsRequest::Unlink { .. } | MdsRequest::Rename { .. });
+    let touches_objects = matches!(
+        request,
+        MdsRequest::Create { .. }
+            | MdsRequest::Unlink { .. }
+            | MdsRequest::Rename { .. }
+            | MdsRequest::MigrateStart { .. }
+            | MdsRequest::MigrateCommit { .. }
+            | MdsRequest::MigrateAbort { .. }
+    );
+    // A migration's commit is answered once the file's old objects are
+    // gone: the migrating client then lets the others' I/O go on, and it
+    // must find them gone (and fetch the new layout), never write there.
+    let migrated = match &request {
+        MdsRequest::MigrateCommit { volatile, .. } => Some(*volatile),
+        _ => None,
+    };
     loop {
         let mds = shared.mds.clone();
         let (credentials, request) = (credentials.clone(), request.clone());
@@ -1003,6 +1017,15 @@ async fn namespace_kept(
             Some(_) => MdsAnswer::NamespaceOpened { reply, recorded },
             None => MdsAnswer::Namespace(reply),
         };
+        if let (Some(volatile), MdsReply::File(_)) = (migrated, &reply) {
+            let deadline = tokio::time::Instant::now() + crate::mds_objects::OSS_CALL_TIMEOUT;
+            if let Err(reason) = shared.objects.wait_destroyed(volatile, deadline).await {
+                return MdsAnswer::Error(format!(
+                    "the file was migrated, but its old objects are not destroyed yet ({reason}): until they are, a \
+                     client that opened it before may still write there; check that every OSS is up"
+                ));
+            }
+        }
         let MdsReply::Error(MdsError::NoObjects { ost, .. }) = reply else {
             return answer(reply);
         };

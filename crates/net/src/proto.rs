@@ -92,7 +92,11 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    (size and space held).
 /// 14: overstriping and OST lists (`StripeSpec::overstripe` and `osts`,
 ///    `StripeDefault::overstripe`).
-pub const PROTOCOL_VERSION: u16 = 14;
+/// 15: restriping files (`MdsRequest::MigrateStart`, `MigrateCommit`,
+///    `MigrateAbort`, `LayoutFid`, `MdsReply::Migration`,
+///    `MdsError::MigrationGone`); an enqueue on an object that is gone is
+///    refused (`EnqueueReply::NoSuchObject`).
+pub const PROTOCOL_VERSION: u16 = 15;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -697,6 +697,21 @@ impl Client {
         fh
     }
 
+    /// Gives the open file `fh` another layout: its file was restriped
+    /// (`lanefs migrate`) and its old objects are gone. Whether it
+    /// changed (an unknown handle changes nothing). Nothing of the old
+    /// objects is dirty here: the migration's group lock called back every
+    /// lock on them, and this client flushed what they covered.
+    pub fn relayout(&mut self, fh: FileHandle, layout: Layout) -> bool {
+        match self.files.get_mut(&fh) {
+            Some(file) if file.layout != layout => {
+                file.layout = layout;
+                true
+            }
+            _ => false,
+        }
+    }
+
     pub fn layout(&self, fh: FileHandle) -> Option<&Layout> {
         self.files.get(&fh).map(|f| &f.layout)
     }

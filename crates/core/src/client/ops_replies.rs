@@ -59,6 +59,7 @@ impl Client {
             }
             EnqueueReply::Failed => self.fail_lock(l, ClientError::Io { ost, error: IoError::Failed }),
             EnqueueReply::TooMany => self.fail_lock(l, ClientError::Io { ost, error: IoError::TooManyLocks }),
+            EnqueueReply::NoSuchObject => self.fail_lock(l, ClientError::Io { ost, error: IoError::NoSuchObject }),
             EnqueueReply::Refused | EnqueueReply::Evicted => {
                 let lock = self.locks.remove(l).expect("listed");
                 if lock.flags.speculative && reply == EnqueueReply::Refused {

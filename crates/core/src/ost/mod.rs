@@ -58,7 +58,7 @@ pub mod recovery;
 use crate::client::osc_stats::{Histogram, Samples};
 use crate::ldlm::proof::{ChangeProof, Changed, LockKey};
 use crate::ldlm::server::{LockServer, LockServerConfig};
-use crate::msg::{CacheAdvice, Cut, IoError, ObjectAttr, Payload, PayloadKind, ToClient, ToOst};
+use crate::msg::{CacheAdvice, Cut, EnqueueReply, IoError, ObjectAttr, Payload, PayloadKind, ToClient, ToOst};
 use crate::store::{ObjectStore, StoreError, OBJECT_BYTES_MAX};
 use crate::units::{ClientId, Duration, Epoch, Instant, LockHandle, ObjectId, OstIndex, Transno, Xid};
 use crate::Extent;
@@ -453,6 +453,12 @@ impl<S: ObjectStore> Ost<S> {
         match message {
             ToOst::Connect { resume } => self.connect(now, from, resume),
             ToOst::Disconnect => self.disconnect(now, from),
+            // No lock on an object that is gone (a migrated file's old
+            // objects): the client fetches the file's layout again rather
+            // than cache writes no OST will take.
+            ToOst::Enqueue { xid, object, .. } if self.is_gone(object) => {
+                self.send(from, ToClient::Enqueue { xid, reply: EnqueueReply::NoSuchObject });
+            }
             ToOst::Enqueue { xid, object, request } => self.locks.handle_enqueue(now, from, xid, object, request),
             ToOst::Cancel { lock } => self.cancel(now, from, lock),
             ToOst::Write { xid, object, offset, data } => {
@@ -1091,6 +1097,12 @@ impl<S: ObjectStore> Ost<S> {
             return None;
         }
         self.commits.as_ref().and_then(Commits::commit_due)
+    }
+
+    /// Whether `object` is missing from the store (destroyed, or never
+    /// created); a store that cannot tell says it is there.
+    fn is_gone(&mut self, object: ObjectId) -> bool {
+        matches!(self.store.size(object), Err(StoreError::NoSuchObject { .. }))
     }
 
     fn admit(&mut self, from: ClientId) -> Result<(), IoError> {

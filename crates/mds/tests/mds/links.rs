@@ -89,7 +89,7 @@ fn access_and_change_times_are_kept_apart_from_the_modification_time() {
 }
 
 /// A database of schema version 2 (no links, one time per inode) is
-/// rebuilt as version 7 when opened: every inode and name kept, the new
+/// rebuilt as version 8 when opened: every inode and name kept, the new
 /// times starting at the modification time.
 #[test]
 fn a_version_2_database_is_rebuilt_and_keeps_everything() {
@@ -121,5 +121,5 @@ fn a_version_2_database_is_rebuilt_and_keeps_everything() {
     mds.check_invariants();
     drop(mds);
     let mds = Mds::open(&db, MdsConfig::new(1)).unwrap();
-    assert_eq!(stat(&mds, "/g").nlink, 2, "and it opens again as version 7");
+    assert_eq!(stat(&mds, "/g").nlink, 2, "and it opens again as version 8");
 }

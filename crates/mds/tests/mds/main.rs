@@ -11,6 +11,7 @@ mod full_disk;
 mod hostile;
 mod lifecycle;
 mod links;
+mod migrate;
 mod namespace;
 mod overstriping;
 mod permissions;

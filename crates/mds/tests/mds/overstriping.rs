@@ -137,7 +137,7 @@ fn a_version_6_database_gains_overstriping() {
                     target, default_count, default_size, default_start, pool, default_pool, rdev FROM inodes; \
              DROP TABLE inodes; ALTER TABLE inodes_v6 RENAME TO inodes; \
              INSERT INTO objects_v6 SELECT * FROM objects; \
-             DROP TABLE objects; ALTER TABLE objects_v6 RENAME TO objects; DROP TABLE components; DROP TABLE default_components; PRAGMA user_version = 6;",
+             DROP TABLE objects; ALTER TABLE objects_v6 RENAME TO objects; DROP TABLE components; DROP TABLE default_components; DROP TABLE migrations; PRAGMA user_version = 6;",
         )
         .unwrap();
         let refused =
@@ -156,6 +156,6 @@ fn a_version_6_database_gains_overstriping() {
     default.overstripe = true;
     drop(mds);
     let mds = Mds::open(&db, MdsConfig::new(2)).unwrap();
-    assert_eq!(mds.get_stripe(&ROOT, "/d").unwrap().default, default, "and it opens again as version 7");
+    assert_eq!(mds.get_stripe(&ROOT, "/d").unwrap().default, default, "and it opens again as version 8");
     mds.check_invariants();
 }

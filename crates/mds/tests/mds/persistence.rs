@@ -126,11 +126,11 @@ fn another_schema_version_is_refused() {
     let error = open(&db, 2).unwrap_err();
     let path = db.display().to_string();
     assert_eq!(error, MdsError::SchemaVersion { path, found_version: 99, expected_version: SCHEMA_VERSION });
-    assert!(error.to_string().contains("has schema version 99, but this lanefs-mds uses version 7"));
+    assert!(error.to_string().contains("has schema version 99, but this lanefs-mds uses version 8"));
     // A database of the release before owners, permissions and precreation.
     rusqlite::Connection::open(&db).unwrap().pragma_update(None, "user_version", 1).unwrap();
     let error = open(&db, 2).unwrap_err();
-    assert!(error.to_string().contains("has schema version 1, but this lanefs-mds uses version 7"), "{error}");
+    assert!(error.to_string().contains("has schema version 1, but this lanefs-mds uses version 8"), "{error}");
     assert!(error.to_string().contains("open it with the lanefs release that wrote it"), "{error}");
 }
 

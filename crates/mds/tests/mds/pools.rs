@@ -217,5 +217,5 @@ fn a_version_3_database_gains_pools() {
     mds.check_invariants();
     drop(mds);
     let mds = Mds::open(&db, MdsConfig::new(2)).unwrap();
-    assert_eq!(mds.get_stripe(&ROOT, "/g").unwrap().pool, Some(pool("fast")), "and it opens again as version 7");
+    assert_eq!(mds.get_stripe(&ROOT, "/g").unwrap().pool, Some(pool("fast")), "and it opens again as version 8");
 }

@@ -154,7 +154,7 @@ fn a_version_5_database_gains_special_files() {
         conn.execute_batch(
             "INSERT INTO inodes_v5 SELECT fid, kind, mtime_ns, atime_ns, ctime_ns, uid, gid, permissions, stripe_size, \
                     target, default_count, default_size, default_start, pool, default_pool FROM inodes; \
-             DROP TABLE inodes; ALTER TABLE inodes_v5 RENAME TO inodes; DROP TABLE components; DROP TABLE default_components; PRAGMA user_version = 5;",
+             DROP TABLE inodes; ALTER TABLE inodes_v5 RENAME TO inodes; DROP TABLE components; DROP TABLE default_components; DROP TABLE migrations; PRAGMA user_version = 5;",
         )
         .unwrap();
         let refused = conn.execute(
@@ -172,5 +172,5 @@ fn a_version_5_database_gains_special_files() {
     mds.check_invariants();
     drop(mds);
     let mds = Mds::open(&db, MdsConfig::new(1)).unwrap();
-    assert_eq!(mds.stat(&ROOT, "/d/c").unwrap().rdev, libc::makedev(1, 3), "and it opens again as version 7");
+    assert_eq!(mds.stat(&ROOT, "/d/c").unwrap().rdev, libc::makedev(1, 3), "and it opens again as version 8");
 }

@@ -175,7 +175,7 @@ fn a_version_4_database_gains_extended_attributes() {
     {
         let conn = rusqlite::Connection::open(&db).unwrap();
         conn.execute_batch(
-            "DROP TABLE xattrs; DROP TABLE components; DROP TABLE default_components; PRAGMA user_version = 4;",
+            "DROP TABLE xattrs; DROP TABLE components; DROP TABLE default_components; DROP TABLE migrations; PRAGMA user_version = 4;",
         )
         .unwrap();
     }
@@ -185,5 +185,5 @@ fn a_version_4_database_gains_extended_attributes() {
     mds.set_xattr(&ROOT, path("/f"), "user.a", b"kept", XattrHow::Either).unwrap();
     drop(mds);
     let mds = Mds::open(&db, MdsConfig::new(1)).unwrap();
-    assert_eq!(mds.get_xattr(&ROOT, path("/f"), "user.a").unwrap(), b"kept", "and it opens again as version 7");
+    assert_eq!(mds.get_xattr(&ROOT, path("/f"), "user.a").unwrap(), b"kept", "and it opens again as version 8");
 }

@@ -367,6 +367,9 @@ impl Driver {
             Cmd::Open(layout, reply) => {
                 let _ = reply.send(self.core.open(layout));
             }
+            Cmd::Relayout(fh, layout, reply) => {
+                let _ = reply.send(self.core.relayout(fh, layout));
+            }
             Cmd::Op(start, reply) => {
                 let op = start(&mut self.core, now);
                 self.pending.insert(op, reply);

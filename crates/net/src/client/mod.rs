@@ -60,6 +60,7 @@
 mod driver;
 mod links;
 mod mds_record;
+pub mod migrate;
 
 use crate::auth::{describe, tls_failure, ClusterKey, TlsFailure};
 use crate::limits::PING_INTERVAL_DEFAULT;
@@ -292,7 +293,11 @@ pub fn process_umask() -> u32 {
 #[derive(Clone, Debug)]
 pub struct File {
     pub path: String,
+    /// The layout it was opened with (an I/O that finds the file
+    /// restriped since goes to its new layout, see [`Client::open_file`]).
     pub layout: Layout,
+    /// The file's fid, when opened by it ([`Client::open_file`]).
+    pub fid: Option<lanefs_mds::Fid>,
     handle: FileHandle,
 }
 
@@ -304,6 +309,9 @@ pub(crate) type OpStart = Box<dyn FnOnce(&mut CoreClient, Instant) -> OpId + Sen
 pub(crate) enum Cmd {
     Mds(MdsCall, Reply<Result<MdsAnswer, NetError>>),
     Open(Layout, Reply<FileHandle>),
+    /// Give an open file another layout (its file was restriped); whether
+    /// it changed.
+    Relayout(FileHandle, Layout, Reply<bool>),
     Op(OpStart, Reply<Result<OpOutput, ClientError>>),
     Ladvise(FileHandle, Vec<Advice>, Reply<Result<Vec<LockaheadResult>, ClientError>>),
     Stats(Reply<Result<Vec<OstStats>, NetError>>),
@@ -616,29 +624,75 @@ impl Client {
     /// Open a file whose layout is known (from create or open on the MDS).
     pub fn open_layout(&self, path: &str, layout: Layout) -> Result<File, NetError> {
         let handle = self.call(|r| Cmd::Open(layout.clone(), r))?;
-        Ok(File { path: path.to_string(), layout, handle })
+        Ok(File { path: path.to_string(), layout, fid: None, handle })
+    }
+
+    /// Open the file the MDS described (create or open): its I/O follows
+    /// the file if it is restriped while open (`lanefs migrate`): an I/O
+    /// that finds an object gone fetches the file's layout again, by fid,
+    /// and is done again on the new layout, as a Lustre client refreshes
+    /// its layout when its layout lock is called back.
+    pub fn open_file(&self, path: &str, info: lanefs_mds::FileInfo) -> Result<File, NetError> {
+        let handle = self.call(|r| Cmd::Open(info.layout.clone(), r))?;
+        Ok(File { path: path.to_string(), layout: info.layout, fid: Some(info.fid), handle })
     }
 
     fn op(&self, start: impl FnOnce(&mut CoreClient, Instant) -> OpId + Send + 'static) -> Result<OpOutput, NetError> {
         Ok(self.call(|r| Cmd::Op(Box::new(start), r))??)
     }
 
-    /// An operation on `file`: a missing object is named.
-    fn file_op(
-        &self,
-        file: &File,
-        start: impl FnOnce(&mut CoreClient, Instant) -> OpId + Send + 'static,
-    ) -> Result<OpOutput, NetError> {
-        self.op(start).map_err(|error| missing_object(file, error))
+    /// An operation on `file`: see [`Client::file_op_with`].
+    fn file_op<F>(&self, file: &File, start: F) -> Result<OpOutput, NetError>
+    where
+        F: FnOnce(&mut CoreClient, Instant) -> OpId + Send + Clone + 'static,
+    {
+        self.file_op_with(file, || start.clone())
+    }
+
+    /// The operation `start()` makes on `file`: one that finds an object
+    /// gone because the file was restriped is made again on its new
+    /// layout, once; a missing object is named.
+    fn file_op_with<F>(&self, file: &File, start: impl Fn() -> F) -> Result<OpOutput, NetError>
+    where
+        F: FnOnce(&mut CoreClient, Instant) -> OpId + Send + 'static,
+    {
+        match self.op(start()) {
+            Err(error) if object_gone(&error) => match self.relayout(file)? {
+                Some(layout) => self.op(start()).map_err(|error| missing_object(&file.path, &layout, error)),
+                None => Err(missing_object(&file.path, &file.layout, error)),
+            },
+            result => result.map_err(|error| missing_object(&file.path, &file.layout, error)),
+        }
+    }
+
+    /// After an I/O of `file` found an object gone: the file's layout now,
+    /// if it is another than the open file had (the file was restriped),
+    /// given to the open file so that its I/O goes to the new objects.
+    fn relayout(&self, file: &File) -> Result<Option<Layout>, NetError> {
+        let Some(fid) = file.fid else { return Ok(None) };
+        // By fid, as only nodes may ask: a local user's process, which may
+        // not, does no object I/O either.
+        let Ok(MdsReply::File(info)) = self.mds(MdsRequest::LayoutFid { fid }) else { return Ok(None) };
+        let fh = file.handle;
+        let changed = self.call(|r| Cmd::Relayout(fh, info.layout.clone(), r))?;
+        if changed {
+            tracing::debug!(path = %file.path, fid = fid.0, "the file was restriped: its new layout fetched");
+        }
+        Ok(changed.then_some(info.layout))
     }
 
     /// Buffered write: returns once the bytes are in this client's page
     /// cache under a write lock. They are copied once, here, into frames
-    /// the cache takes over.
+    /// the cache takes over (again if the write is made again on a
+    /// restriped file's new layout).
     pub fn pwrite(&self, file: &File, offset: u64, data: &[u8]) -> Result<(), NetError> {
         let fh = file.handle;
-        let span = PageSpan::copy_from(&self.pool, (offset % PAGE_SIZE) as u16, data);
-        self.file_op(file, move |c, now| c.write_payload(now, fh, offset, Payload::Pages(Box::new(span)))).map(|_| ())
+        let pool = &self.pool;
+        let start = || {
+            let span = PageSpan::copy_from(pool, (offset % PAGE_SIZE) as u16, data);
+            move |c: &mut CoreClient, now| c.write_payload(now, fh, offset, Payload::Pages(Box::new(span)))
+        };
+        self.file_op_with(file, start).map(|_| ())
     }
 
     pub fn pread(&self, file: &File, offset: u64, len: u64) -> Result<Vec<u8>, NetError> {
@@ -654,14 +708,24 @@ impl Client {
     /// The size is asked for (a glimpse) at the same time as the bytes, so
     /// the two round trips overlap instead of adding up.
     pub fn pread_to_end(&self, file: &File, offset: u64, len: u64) -> Result<Vec<u8>, NetError> {
+        match self.pread_to_end_once(file, offset, len) {
+            Err(error) if object_gone(&error) && self.relayout(file)?.is_some() => {
+                self.pread_to_end_once(file, offset, len)
+            }
+            result => result,
+        }
+    }
+
+    fn pread_to_end_once(&self, file: &File, offset: u64, len: u64) -> Result<Vec<u8>, NetError> {
         let fh = file.handle;
         let (size_tx, size_rx) = oneshot::channel();
         let (read_tx, read_rx) = oneshot::channel();
         self.cmds.send(Cmd::Op(Box::new(move |c, now| c.stat(now, fh)), size_tx)).map_err(|_| NetError::Closed)?;
         let read: OpStart = Box::new(move |c, now| c.read(now, fh, offset, len));
         self.cmds.send(Cmd::Op(read, read_tx)).map_err(|_| NetError::Closed)?;
-        let size = size_rx.blocking_recv().map_err(|_| NetError::Closed)?.map_err(|e| missing_object(file, e.into()));
-        let data = read_rx.blocking_recv().map_err(|_| NetError::Closed)?.map_err(|e| missing_object(file, e.into()));
+        let named = |e: ClientError| missing_object(&file.path, &file.layout, e.into());
+        let size = size_rx.blocking_recv().map_err(|_| NetError::Closed)?.map_err(named);
+        let data = read_rx.blocking_recv().map_err(|_| NetError::Closed)?.map_err(named);
         let (size, mut data) = match (size?, data?) {
             (OpOutput::Size { size, .. }, OpOutput::Read(data)) => (size, data),
             other => return Err(NetError::Protocol(format!("stat and read answered {other:?}"))),
@@ -722,7 +786,7 @@ impl Client {
             ));
         }
         let fh = file.handle;
-        self.op(move |c, now| c.group_lock(now, fh, GroupId(gid))).map(|_| ())
+        self.file_op(file, move |c, now| c.group_lock(now, fh, GroupId(gid))).map(|_| ())
     }
 
     pub fn group_unlock(&self, file: &File, gid: u64) -> Result<(), NetError> {
@@ -735,7 +799,8 @@ impl Client {
     /// cache advice when every OST it went to has answered: an object gone
     /// from its OST is [`NetError::MissingObject`]).
     pub fn ladvise(&self, file: &File, advices: &[Advice]) -> Result<Vec<LockaheadResult>, NetError> {
-        self.call(|r| Cmd::Ladvise(file.handle, advices.to_vec(), r))?.map_err(|e| missing_object(file, e.into()))
+        self.call(|r| Cmd::Ladvise(file.handle, advices.to_vec(), r))?
+            .map_err(|e| missing_object(&file.path, &file.layout, e.into()))
     }
 
     /// Lock and data statistics of every OST.
@@ -817,16 +882,23 @@ impl Iterator for ReaddirPages<'_> {
     }
 }
 
-/// A failed operation on `file` whose OST said an object is missing, as
-/// [`NetError::MissingObject`] naming it; any other error as it is.
-fn missing_object(file: &File, error: NetError) -> NetError {
+/// A failed operation on the file at `path` with `layout` whose OST said
+/// an object is missing, as [`NetError::MissingObject`] naming it; any
+/// other error as it is.
+fn missing_object(path: &str, layout: &Layout, error: NetError) -> NetError {
     let NetError::Client(ClientError::Io { ost, error: IoError::NoSuchObject }) = error else { return error };
-    match file.layout.objects().iter().zip(0u32..).find(|(key, _)| key.ost == ost) {
-        Some((key, stripe)) => {
-            NetError::MissingObject { path: file.path.clone(), stripe, ost: ost.0, object: key.object.0 }
-        }
+    match layout.objects().iter().zip(0u32..).find(|(key, _)| key.ost == ost) {
+        Some((key, stripe)) => NetError::MissingObject { path: path.to_string(), stripe, ost: ost.0, object: key.object.0 },
         None => error,
     }
+}
+
+/// Whether an operation failed because an object of its file is gone.
+fn object_gone(error: &NetError) -> bool {
+    matches!(
+        error,
+        NetError::MissingObject { .. } | NetError::Client(ClientError::Io { error: IoError::NoSuchObject, .. })
+    )
 }
 
 impl Drop for Client {

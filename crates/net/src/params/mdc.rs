@@ -49,7 +49,11 @@ impl MdcStats {
         match request {
             MdsRequest::Stat { .. } | MdsRequest::StatFid { .. } => &mut self.getattr,
             MdsRequest::Readdir { .. } | MdsRequest::ReaddirFid { .. } => &mut self.readpage,
-            MdsRequest::Create { .. } | MdsRequest::Open { .. } | MdsRequest::OpenFid { .. } => &mut self.enqueue,
+            // A layout fetched again is a layout lock's enqueue on Lustre.
+            MdsRequest::Create { .. }
+            | MdsRequest::Open { .. }
+            | MdsRequest::OpenFid { .. }
+            | MdsRequest::LayoutFid { .. } => &mut self.enqueue,
             MdsRequest::GetXattr { .. } | MdsRequest::ListXattrs { .. } | MdsRequest::GetStripe { .. } => {
                 &mut self.getxattr
             }
@@ -72,7 +76,10 @@ impl MdcStats {
             | MdsRequest::SetMtimeFid { .. }
             | MdsRequest::SetAtimeFid { .. }
             | MdsRequest::SetXattr { .. }
-            | MdsRequest::RemoveXattr { .. } => &mut self.reint,
+            | MdsRequest::RemoveXattr { .. }
+            | MdsRequest::MigrateStart { .. }
+            | MdsRequest::MigrateCommit { .. }
+            | MdsRequest::MigrateAbort { .. } => &mut self.reint,
         }
     }
 
