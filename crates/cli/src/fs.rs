@@ -385,9 +385,7 @@ impl FsCommand {
     /// The paths a namespace command acts on.
     fn paths_mut(&mut self) -> Vec<&mut String> {
         match self {
-            FsCommand::Getstripe { paths, .. } | FsCommand::Migrate { files: paths, .. } => {
-                paths.iter_mut().collect()
-            }
+            FsCommand::Getstripe { paths, .. } | FsCommand::Migrate { files: paths, .. } => paths.iter_mut().collect(),
             FsCommand::Setstripe { path, .. }
             | FsCommand::Ls { path, .. }
             | FsCommand::Stat { path }

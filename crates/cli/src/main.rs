@@ -205,7 +205,7 @@ enum Command {
     /// Unmount a lanefs mount (refused while files are open, unless --lazy).
     Umount(mount::UmountArgs),
     #[command(flatten)]
-    Fs(fs::FsCommand),
+    Fs(Box<fs::FsCommand>),
     /// Lustre's lctl: get_param, set_param [-P], list_param of live clients
     /// (mounts, IOR ranks) and OSTs, and dl (devices).
     Lctl(lctl::LctlArgs),
@@ -394,7 +394,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Sim { args } => sim::main(args),
         Command::Mount(args) => mount::mount(args, &cli.target),
         Command::Umount(args) => mount::umount(args),
-        Command::Fs(command) => fs::run(command, &cli.target),
+        Command::Fs(command) => fs::run(*command, &cli.target),
         Command::Lctl(args) => lctl::run(args, &cli.target),
         Command::Completions { shell } => shell::completions(Cli::command(), shell),
         Command::Man { dir } => shell::man(Cli::command(), &dir),

@@ -252,7 +252,10 @@ mod tests {
         assert_eq!(parts[1].stripe.pool.map(|p| p.as_str().to_string()).as_deref(), Some("fast"));
         assert_eq!((parts[2].stripe.count, parts[2].stripe.overstripe), (Some(-2), true));
         assert_eq!(parts[2].stripe.osts.as_deref(), Some(&[0, 2][..]));
-        assert_eq!(component_specs(&args("lanefs setstripe --component-end=eof -c 4 f"), "setstripe").unwrap()[0].end, u64::MAX);
+        assert_eq!(
+            component_specs(&args("lanefs setstripe --component-end=eof -c 4 f"), "setstripe").unwrap()[0].end,
+            u64::MAX
+        );
     }
 
     #[test]

@@ -749,6 +749,38 @@ impl Drop for LazyUnmount {
     }
 }
 
+/// `lanefs migrate` restripes a file as `lfs migrate` does: to the
+/// striping given, or its own on other objects; what lanefs lacks is
+/// refused by name, and each file that fails is named.
+#[test]
+fn migrate_restripes_files_and_refuses_what_it_lacks_by_name() {
+    let up = up();
+    ok(&up, &["setstripe", "-c", "1", "/m"]);
+    let before = objects_of(&up, "/m");
+    assert_eq!(ok(&up, &["migrate", "-v", "-c", "2", "/m"]), "/m\n");
+    assert_eq!(ok(&up, &["getstripe", "-c", "/m"]), "2\n\n");
+    let after = objects_of(&up, "/m");
+    assert!(after.iter().all(|object| !before.contains(object)), "{before:?} then {after:?}");
+    // No striping given: the file keeps its own, on other objects.
+    assert_eq!(ok(&up, &["migrate", "/m"]), "");
+    assert_eq!(ok(&up, &["getstripe", "-c", "/m"]), "2\n\n");
+    assert!(objects_of(&up, "/m").iter().all(|object| !after.contains(object)));
+    ok(&up, &["migrate", "-E", "1m", "-c", "1", "-E", "-1", "-c", "2", "/m"]);
+    assert!(ok(&up, &["getstripe", "/m"]).contains("lcm_entry_count:   2"));
+    for (args, says) in [
+        (&["migrate", "-n", "/m"][..], "migrate -n: lanefs migrates in blocking mode only"),
+        (&["migrate", "-W", "100", "/m"][..], "migrate -W"),
+        (&["migrate", "-L", "mdt", "/m"][..], "migrate -L: data on the MDT and other layouts are not in lanefs"),
+        (&["migrate", "/"][..], "is a directory"),
+        (&["migrate", "/m", "/none"][..], "/none: MDS: no such file or directory"),
+    ] {
+        let (ok, _, err) = lanefs(&up, args);
+        assert!(!ok && err.contains(says), "{args:?}: {err}");
+    }
+    let (_, _, err) = lanefs(&up, &["migrate", "/m", "/none"]);
+    assert!(err.contains("1 of 2 files were not migrated"), "{err}");
+}
+
 /// `lanefs mount` returns once the file system is mounted (over TCP, with
 /// the key), unmodified programs use it, and `lanefs umount` refuses while
 /// a file is open and unmounts once it is closed.
@@ -813,6 +845,28 @@ fn mount_serves_unmodified_programs_and_umount_waits_for_open_files() {
     assert!(ok && out.is_empty(), "{err}");
     let (ok, out, err) = lanefs(&up, &["ladvise", "-a", "dontneed", "-b", &format!("{at}/z")]);
     assert!(ok && out.is_empty(), "{err}");
+    // A file restriped while a program holds it open: the program's reads
+    // and writes go on, on the new layout; the times stay.
+    let bytes: Vec<u8> = (0..3u32 << 20).map(|i| (i % 251) as u8).collect();
+    std::fs::write(dir.path().join("m"), &bytes).unwrap();
+    let held = std::fs::OpenOptions::new().read(true).write(true).open(dir.path().join("m")).unwrap();
+    let (ok, out, err) = lanefs(&up, &["migrate", "-v", "-c", "2", "-S", "1m", &format!("{at}/m")]);
+    assert!(ok && out == format!("{at}/m\n"), "{out}{err}");
+    let (ok, out, err) = lanefs(&up, &["getstripe", "-c", &format!("{at}/m")]);
+    assert!(ok && out.starts_with("2\n"), "{out}{err}");
+    let mut read = vec![0; bytes.len()];
+    std::os::unix::fs::FileExt::read_exact_at(&held, &mut read, 0).unwrap();
+    assert!(read == bytes, "the open file reads its bytes after the migration");
+    std::os::unix::fs::FileExt::write_all_at(&held, b"after", 1 << 20).unwrap();
+    drop(held);
+    let now = std::fs::read(dir.path().join("m")).unwrap();
+    assert_eq!(&now[1 << 20..(1 << 20) + 5], b"after");
+    assert_eq!(now.len(), bytes.len());
+    let mtime = std::fs::metadata(dir.path().join("m")).unwrap().modified().unwrap();
+    let (ok, _, err) = lanefs(&up, &["migrate", &format!("{at}/m")]);
+    assert!(ok, "{err}");
+    assert_eq!(std::fs::read(dir.path().join("m")).unwrap(), now);
+    assert_eq!(std::fs::metadata(dir.path().join("m")).unwrap().modified().unwrap(), mtime, "the time stays");
     let open = std::fs::File::open(dir.path().join("z")).unwrap();
     let (ok, _, err) = lanefs(&up, &["umount", at]);
     assert!(!ok && err.contains("busy") && err.contains("--lazy"), "{err}");

@@ -430,6 +430,13 @@ pub enum ToClient {
     Blocking {
         lock: LockHandle,
     },
+    /// A waiting lock will never be granted: its object is gone (destroyed
+    /// while the lock waited, as a migrated file's old objects are). The
+    /// operations waiting for it fail with `error`.
+    WaitFailed {
+        lock: LockHandle,
+        error: IoError,
+    },
     /// `transno` names the change for recovery (0 from an OST that keeps
     /// no commit record, as the simulator's), and `proof` is what its
     /// replay must carry (see [`crate::ldlm::proof`]).

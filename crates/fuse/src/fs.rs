@@ -238,8 +238,9 @@ impl LanefsFs {
             // A symbolic link's size is its target's length, as lstat says.
             (None, _) => (attr.target.as_ref().map_or(0, |t| t.len() as u64), 0),
             (Some(_), Some(file)) => self.client.size_and_space(file).map_err(|e| errno(&e))?,
-            (Some(layout), None) => self
-                .with_file(attr.fid, layout.clone(), |file| self.client.size_and_space(file))?,
+            (Some(layout), None) => {
+                self.with_file(attr.fid, layout.clone(), |file| self.client.size_and_space(file))?
+            }
         };
         Ok(file_attr(&attr, size, space))
     }
@@ -388,9 +389,7 @@ impl LanefsFs {
     ) -> Result<(), Errno> {
         match (open, layout) {
             (Some(file), _) => self.client.truncate(file, size).map_err(|e| errno(&e)),
-            (None, Some(layout)) => {
-                self.with_file(Fid(ino), layout, |file| self.client.truncate(file, size))
-            }
+            (None, Some(layout)) => self.with_file(Fid(ino), layout, |file| self.client.truncate(file, size)),
             (None, None) => Err(Errno::EISDIR),
         }
     }
@@ -724,8 +723,7 @@ impl Filesystem for LanefsFs {
             let (reply, recorded) = self.open_at_mds(req, MdsRequest::OpenFid { fid, access: access(flags.0) })?;
             let MdsReply::File(info) = reply else { return Err(Errno::EIO) };
             let label = self.path(ino).unwrap_or_else(|_| lanefs_mds::fid_name(fid));
-            let file =
-                self.open_handle(&label, info, flags.0).inspect_err(|_| self.closed_at_mds(fid, recorded))?;
+            let file = self.open_handle(&label, info, flags.0).inspect_err(|_| self.closed_at_mds(fid, recorded))?;
             self.keep_open(req.uid(), ino.0, file, flags.0, recorded)
         })();
         match result {
@@ -760,12 +758,12 @@ impl Filesystem for LanefsFs {
             let file = self.open_handle(&path, info, flags).inspect_err(|_| self.closed_at_mds(fid, recorded))?;
             let fh = self.keep_open(req.uid(), fid.0, file, flags, recorded)?;
             let attr = match self.open_file(FileHandle(fh)).and_then(|open| self.attr(req, fid.0, Some(&open.file))) {
-                    Ok(attr) => attr,
-                    Err(e) => {
-                        let _ = self.drop_open(fh);
-                        return Err(e);
-                    }
-                };
+                Ok(attr) => attr,
+                Err(e) => {
+                    let _ = self.drop_open(fh);
+                    return Err(e);
+                }
+            };
             self.nodes.lock().expect("nodes").learn(attr.ino.0, &path);
             Ok((attr, fh))
         })();

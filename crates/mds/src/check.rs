@@ -117,7 +117,11 @@ impl Mds {
             "WITH RECURSIVE reach(fid) AS (SELECT 1 UNION SELECT d.fid FROM dentries d JOIN reach r ON d.parent = r.fid) \
              SELECT count(*) FROM reach",
         );
-        assert_eq!(reachable + volatile_count, inode_count, "every inode but the volatile ones is reachable from the root");
+        assert_eq!(
+            reachable + volatile_count,
+            inode_count,
+            "every inode but the volatile ones is reachable from the root"
+        );
 
         let next_fid = schema::read_counter(conn, Counter::NextFid).expect("next_fid");
         let fid_max = count(conn, "SELECT max(fid) FROM inodes");

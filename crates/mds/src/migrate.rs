@@ -65,7 +65,8 @@ pub(crate) fn volatile_of(conn: &Connection, file: Fid) -> Result<Option<Fid>, M
 /// layout) as `file`'s migration, abandoning any migration before it.
 pub(crate) fn start(conn: &Connection, file: Fid, volatile: Fid) -> Result<(), MdsError> {
     abandon(conn, file)?;
-    conn.prepare_cached("INSERT INTO migrations (fid, volatile) VALUES (?1, ?2)")?.execute(params![file.0, volatile.0])?;
+    conn.prepare_cached("INSERT INTO migrations (fid, volatile) VALUES (?1, ?2)")?
+        .execute(params![file.0, volatile.0])?;
     Ok(())
 }
 

@@ -699,5 +699,8 @@ pub enum MdsReply {
     XattrNames(Vec<String>),
     /// A migration started: the file, with its layout now, and the
     /// volatile file with the new one.
-    Migration { file: FileInfo, volatile: FileInfo },
+    Migration {
+        file: FileInfo,
+        volatile: FileInfo,
+    },
 }

@@ -147,7 +147,11 @@ pub(crate) fn prepare(
         7 => {
             add_migrations_table(&tx)?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-            tracing::info!(path = path_label, version = SCHEMA_VERSION, "added migrations to an MDS database of schema version 7");
+            tracing::info!(
+                path = path_label,
+                version = SCHEMA_VERSION,
+                "added migrations to an MDS database of schema version 7"
+            );
         }
         5 | 6 => {
             rebuild_inodes(&tx)?;

@@ -436,9 +436,12 @@ fn serve_input(
         Some(OstInput::Destroy { objects, reply }) => {
             let mut result = Ok(());
             for object in objects {
-                if let Err(e) = ost.store_mut().destroy(object) {
-                    warn!(ost = index, "destroying object {}: {e}", object.0);
-                    result = Err(format!("destroying object {} of OST{index:04x}: {e}", object.0));
+                match ost.store_mut().destroy(object) {
+                    Ok(()) => ost.object_destroyed(object),
+                    Err(e) => {
+                        warn!(ost = index, "destroying object {}: {e}", object.0);
+                        result = Err(format!("destroying object {} of OST{index:04x}: {e}", object.0));
+                    }
                 }
             }
             let _ = reply.send(result);

@@ -835,6 +835,7 @@ impl Client {
                 self.on_completion(now, from, lock, extent, callback_pending, proof)
             }
             ToClient::Blocking { lock } => self.on_blocking(from, lock),
+            ToClient::WaitFailed { lock, error } => self.on_wait_failed(from, lock, error),
             ToClient::WriteReply { xid, result, transno, proof } => {
                 self.on_write_reply(from, xid, result, transno, proof)
             }

@@ -96,6 +96,15 @@ impl Client {
         self.granted(now, l, extent, callback_pending);
     }
 
+    /// A waiting lock will never be granted (its object is gone): the
+    /// operations that waited for it fail with `error`.
+    pub(in crate::client) fn on_wait_failed(&mut self, ost: OstIndex, handle: LockHandle, error: IoError) {
+        let Some(l) = self.locks.by_handle(ost, handle) else { return };
+        if self.locks.get(l).is_some_and(|lock| lock.state == ClientLockState::Waiting) {
+            self.fail_lock(l, ClientError::Io { ost, error });
+        }
+    }
+
     /// Withdraw the lock requests that have waited at their OSTs for
     /// `lock_wait_max`: each is cancelled there (the OST takes it out of
     /// its queue), and the operations that waited for it fail, naming it.

@@ -49,7 +49,7 @@ use super::proof::{LockKey, LockProof};
 use super::stats::LockCounters;
 use super::{LockMode, LockRequest};
 use crate::extent::{Extent, EOF};
-use crate::msg::{EnqueueReply, ToClient};
+use crate::msg::{EnqueueReply, IoError, ToClient};
 use crate::units::{ClientId, Duration, Epoch, Instant, LockHandle, ObjectId, Xid, PAGE_SIZE};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
@@ -453,6 +453,23 @@ impl LockServer {
         self.event(LockEvent::Cancelled { client, lock: handle });
         self.reprocess(now, object);
         self.prune(object);
+    }
+
+    /// `object` is gone from the store (destroyed): every lock waiting on
+    /// it is taken out and its client told ([`ToClient::WaitFailed`]), so
+    /// that none is granted on it when the locks ahead go. Granted locks
+    /// stay until their holders cancel them. Returns how many went.
+    pub fn object_gone(&mut self, object: ObjectId) -> usize {
+        let Some(res) = self.resources.get(&object) else { return 0 };
+        let waiting = res.waiting.clone();
+        for &handle in &waiting {
+            let client = self.locks[&handle].client;
+            self.remove_lock(handle);
+            self.event(LockEvent::Cancelled { client, lock: handle });
+            self.transmit(client, ToClient::WaitFailed { lock: handle, error: IoError::NoSuchObject });
+        }
+        self.prune(object);
+        waiting.len()
     }
 
     /// A client (re)connects; an evicted client is accepted again.

@@ -254,3 +254,28 @@ fn a_resource_goes_with_its_last_lock_and_its_counters_stay() {
     s.check_invariants();
     assert_eq!(s.counters_total().evictions, 1);
 }
+
+/// A destroyed object's waiting locks fail (their clients are told) rather
+/// than be granted once the lock ahead goes; the holder keeps its lock
+/// until it cancels, and nothing is granted then.
+#[test]
+fn the_locks_waiting_on_a_destroyed_object_fail() {
+    let mut s = LockServer::new(LockServerConfig::default());
+    let group = LockRequest::new(LockMode::Group(crate::ldlm::GroupId(5)), Extent::WHOLE);
+    s.handle_enqueue(Instant(0), ClientId(1), Xid(1), ObjectId(7), group);
+    s.handle_enqueue(Instant(1), ClientId(2), Xid(2), ObjectId(7), pw(0, MIB - 1));
+    s.handle_enqueue(Instant(1), ClientId(3), Xid(3), ObjectId(8), pw(0, MIB - 1));
+    drain(&mut s);
+    assert_eq!(s.waiting_count(), 1);
+    assert_eq!(s.object_gone(ObjectId(7)), 1);
+    let (out, _) = drain(&mut s);
+    let failed = ToClient::WaitFailed { lock: LockHandle(2), error: IoError::NoSuchObject };
+    assert_eq!(out, vec![(ClientId(2), failed)]);
+    s.check_invariants();
+    s.handle_cancel(Instant(2), ClientId(1), LockHandle(1));
+    let (out, _) = drain(&mut s);
+    assert!(out.is_empty(), "nothing left to grant: {out:?}");
+    assert_eq!(s.lock_count(), 1, "the other object's lock stays");
+    assert_eq!(s.object_gone(ObjectId(99)), 0, "an object with no locks");
+    s.check_invariants();
+}

@@ -1099,6 +1099,17 @@ impl<S: ObjectStore> Ost<S> {
         self.commits.as_ref().and_then(Commits::commit_due)
     }
 
+    /// `object` was destroyed in the store (by the MDS's request): the
+    /// locks waiting on it fail rather than be granted on an object that
+    /// is gone.
+    pub fn object_destroyed(&mut self, object: ObjectId) {
+        let failed = self.locks.object_gone(object);
+        if failed > 0 {
+            debug!(ost = %self.index, object = object.0, failed, "locks waiting on a destroyed object failed");
+        }
+        self.collect_lock_transmits();
+    }
+
     /// Whether `object` is missing from the store (destroyed, or never
     /// created); a store that cannot tell says it is there.
     fn is_gone(&mut self, object: ObjectId) -> bool {

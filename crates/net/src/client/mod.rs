@@ -329,6 +329,10 @@ pub(crate) struct OstParam {
     pub permanent: bool,
 }
 
+/// How many times one I/O is made again on the new layout of a file
+/// restriped while it ran (`lanefs migrate`), before its error is returned.
+pub const RELAYOUTS_MAX: usize = 8;
+
 /// One client node of a lanefs file system.
 pub struct Client {
     cmds: UnboundedSender<Cmd>,
@@ -651,18 +655,26 @@ impl Client {
 
     /// The operation `start()` makes on `file`: one that finds an object
     /// gone because the file was restriped is made again on its new
-    /// layout, once; a missing object is named.
+    /// layout (each time it was restriped meanwhile, up to
+    /// [`RELAYOUTS_MAX`] times); a missing object is named.
     fn file_op_with<F>(&self, file: &File, start: impl Fn() -> F) -> Result<OpOutput, NetError>
     where
         F: FnOnce(&mut CoreClient, Instant) -> OpId + Send + 'static,
     {
-        match self.op(start()) {
-            Err(error) if object_gone(&error) => match self.relayout(file)? {
-                Some(layout) => self.op(start()).map_err(|error| missing_object(&file.path, &layout, error)),
-                None => Err(missing_object(&file.path, &file.layout, error)),
-            },
-            result => result.map_err(|error| missing_object(&file.path, &file.layout, error)),
+        let mut layout = None;
+        for _ in 0..RELAYOUTS_MAX {
+            let named = |error, layout: &Option<Layout>| {
+                missing_object(&file.path, layout.as_ref().unwrap_or(&file.layout), error)
+            };
+            match self.op(start()) {
+                Err(error) if object_gone(&error) => match self.relayout(file)? {
+                    Some(new) => layout = Some(new),
+                    None => return Err(named(error, &layout)),
+                },
+                result => return result.map_err(|error| named(error, &layout)),
+            }
         }
+        self.op(start()).map_err(|error| missing_object(&file.path, layout.as_ref().unwrap_or(&file.layout), error))
     }
 
     /// After an I/O of `file` found an object gone: the file's layout now,
@@ -708,12 +720,13 @@ impl Client {
     /// The size is asked for (a glimpse) at the same time as the bytes, so
     /// the two round trips overlap instead of adding up.
     pub fn pread_to_end(&self, file: &File, offset: u64, len: u64) -> Result<Vec<u8>, NetError> {
-        match self.pread_to_end_once(file, offset, len) {
-            Err(error) if object_gone(&error) && self.relayout(file)?.is_some() => {
-                self.pread_to_end_once(file, offset, len)
+        for _ in 0..RELAYOUTS_MAX {
+            match self.pread_to_end_once(file, offset, len) {
+                Err(error) if object_gone(&error) && self.relayout(file)?.is_some() => continue,
+                result => return result,
             }
-            result => result,
         }
+        self.pread_to_end_once(file, offset, len)
     }
 
     fn pread_to_end_once(&self, file: &File, offset: u64, len: u64) -> Result<Vec<u8>, NetError> {
@@ -888,7 +901,9 @@ impl Iterator for ReaddirPages<'_> {
 fn missing_object(path: &str, layout: &Layout, error: NetError) -> NetError {
     let NetError::Client(ClientError::Io { ost, error: IoError::NoSuchObject }) = error else { return error };
     match layout.objects().iter().zip(0u32..).find(|(key, _)| key.ost == ost) {
-        Some((key, stripe)) => NetError::MissingObject { path: path.to_string(), stripe, ost: ost.0, object: key.object.0 },
+        Some((key, stripe)) => {
+            NetError::MissingObject { path: path.to_string(), stripe, ost: ost.0, object: key.object.0 }
+        }
         None => error,
     }
 }

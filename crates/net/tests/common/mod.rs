@@ -243,7 +243,7 @@ pub fn create(client: &Client, path: &str, count: i64, size: u64) -> File {
         permissions: 0o644,
     };
     match client.mds(request).unwrap() {
-        MdsReply::File(info) => client.open_layout(path, info.layout).unwrap(),
+        MdsReply::File(info) => client.open_file(path, info).unwrap(),
         other => panic!("create answered {other:?}"),
     }
 }
@@ -251,7 +251,7 @@ pub fn create(client: &Client, path: &str, count: i64, size: u64) -> File {
 /// Open the existing file `path`.
 pub fn open(client: &Client, path: &str) -> File {
     match client.mds(MdsRequest::Open { path: path.into(), access: Access::ReadWrite }).unwrap() {
-        MdsReply::File(info) => client.open_layout(path, info.layout).unwrap(),
+        MdsReply::File(info) => client.open_file(path, info).unwrap(),
         other => panic!("open answered {other:?}"),
     }
 }
