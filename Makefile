@@ -93,15 +93,19 @@ test-tools: mpi-deps
 	  echo "installing fio, python3-h5py and python3-h5py-mpi for the mount's tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio python3-h5py python3-h5py-mpi; fi
 
+# Where Open MPI's headers are (test-tools installs them as root), the
+# tests are built once, with MPI, and the tests under mpirun run among the
+# others; clippy checks the build without MPI too.
 test: deps test-tools
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
-	$(CARGO) test --locked --workspace
 	@if [ -n "$(MPI_FEATURE)" ]; then \
 	  $(CARGO) clippy --locked -p lanefs -p lanefs-mpiio --features lanefs/mpi,lanefs-mpiio/mpi --all-targets -- -D warnings && \
-	  $(CARGO) test --locked -p lanefs-mpiio --features mpi && \
-	  $(CARGO) test --locked -p lanefs --features mpi --test mpirun_cli; \
-	else echo "skipped: the tests under mpirun need Open MPI's headers and libclang (apt-get install libopenmpi-dev libclang-dev)"; fi
+	  $(CARGO) test --locked --workspace --features lanefs/mpi,lanefs-mpiio/mpi; \
+	else \
+	  echo "skipped: the tests under mpirun need Open MPI's headers and libclang (apt-get install libopenmpi-dev libclang-dev)"; \
+	  $(CARGO) test --locked --workspace; \
+	fi
 
 # The servers under a longer load than make test's: as many connections as
 # the descriptor limit allows (up to 30,000) and ten times the requests;

@@ -115,7 +115,7 @@ pub enum FsCommand {
         /// The index of the first OST.
         #[arg(short = 'i', long = "stripe-index")]
         index: bool,
-        /// The layout's generation (lanefs never changes a layout: 0).
+        /// The layout's generation (lanefs keeps none: 0, also after a migrate).
         #[arg(short = 'g', long = "layout-gen")]
         generation: bool,
         /// The OST pool (printed when the layout has one).
@@ -645,7 +645,7 @@ fn show_stripe(cl: &Client, path: &str, shown: &str, fields: StripeFields, depth
 /// each component's `lov_dump_user_lmm_v1v3` indented, its objects as
 /// `- N: { l_ost_idx: I, l_fid: [IDIF FID] }`). lanefs makes every
 /// component's objects when it creates the file, so each is `init`, and
-/// it never changes a layout: its generations are 0.
+/// it keeps no layout generation: 0, also after a migrate.
 pub(crate) fn format_composite(path: Option<&str>, layout: &Layout, pools: &[Option<PoolName>]) -> String {
     let mut out = String::new();
     if let Some(path) = path {

@@ -222,7 +222,6 @@ fn lfs_style_commands_work_against_a_running_file_system() {
     assert_eq!(objects_of(&up, "/list").iter().map(|(ost, _)| *ost).collect::<Vec<_>>(), [1, 0]);
     fails(&up, &["setstripe", "-o", "0,x", "/bad"], "\"x\" is not an OST index");
     fails(&up, &["setstripe", "-o", "0", "/d"], "an OST list (-o) is kept for files only");
-    fails(&up, &["migrate", "-c", "2", "/d/one"], "lanefs migrate (lfs migrate) is not in lanefs yet");
     fails(&up, &["find", "/d", "--type", "x"], "give f (file), d (directory)");
     assert_eq!(ok(&up, &["find", "/d", "--type", "p"]), "", "no named pipes here");
     // lfs osts and mdts.
