@@ -11,6 +11,15 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// Every test's jobs start embedded clusters, and each sweeps the
+/// directories of aborted jobs: the test of that sweep runs alone (it
+/// takes this for writing, the others for reading).
+static CLUSTERS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    CLUSTERS.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn mpirun(ranks: u32, env: &[(&str, &str)], args: &[&str]) -> Command {
     let mut c = Command::new("mpirun");
     c.args(["--allow-run-as-root", "--oversubscribe", "-np", &ranks.to_string()])
@@ -35,6 +44,7 @@ const VERIFIED: [&str; 12] = ["-w", "-r", "-W", "-R", "-C", "-e", "-b", "1m", "-
 
 #[test]
 fn collective_mpiio_under_mpirun_in_every_lock_mode() {
+    let _clusters = shared();
     for (mode, aggregators) in [("0", 1), ("1", 4), ("2", 4)] {
         let hints = format!("*:striping_factor=4:striping_unit=262144:cray_cb_write_lock_mode={mode}");
         let env = [("MPICH_MPIIO_HINTS", hints.as_str()), ("MPICH_MPIIO_STATS", "1"), ("MPICH_MPIIO_TIMERS", "1")];
@@ -71,6 +81,7 @@ fn collective_mpiio_under_mpirun_in_every_lock_mode() {
 
 #[test]
 fn independent_backends_under_mpirun() {
+    let _clusters = shared();
     let dir = tempfile::tempdir().unwrap();
     let posix_file = dir.path().join("posix").to_string_lossy().into_owned();
     for args in [vec!["-a", "LANEFS"], vec!["-a", "MPIIO"], vec!["-a", "POSIX", "-o", posix_file.as_str()]] {
@@ -95,6 +106,7 @@ fn independent_backends_under_mpirun() {
 /// the next embedded cluster removes the ones whose process is gone.
 #[test]
 fn an_aborted_jobs_cluster_directory_is_swept_by_the_next() {
+    let _alone = CLUSTERS.write().unwrap_or_else(std::sync::PoisonError::into_inner);
     let marked = || -> Vec<std::path::PathBuf> {
         let mut found: Vec<_> = std::fs::read_dir(std::env::temp_dir())
             .unwrap()
@@ -128,6 +140,7 @@ fn an_aborted_jobs_cluster_directory_is_swept_by_the_next() {
 /// there and checks what it reads.
 #[test]
 fn stonewalled_phases_under_mpirun() {
+    let _clusters = shared();
     let dir = tempfile::tempdir().unwrap();
     let status = dir.path().join("stonewall").to_string_lossy().into_owned();
     let status_option = format!("stoneWallingStatusFile={status}");
@@ -158,6 +171,7 @@ fn stonewalled_phases_under_mpirun() {
 
 #[test]
 fn a_rank_killed_mid_run_fails_the_job_without_a_hang() {
+    let _clusters = shared();
     let mut args = vec!["-a", "MPIIO", "-c", "-w", "-r", "-b", "1m", "-t", "64k", "-s", "400", "-i", "3"];
     args.push("-e");
     let mut child = mpirun(4, &[], &args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
@@ -188,6 +202,7 @@ fn a_rank_killed_mid_run_fails_the_job_without_a_hang() {
 /// namespaces); elsewhere it says so and passes.
 #[test]
 fn ranks_on_two_hosts_and_the_servers_on_a_third() {
+    let _clusters = shared();
     // SAFETY: geteuid has no preconditions and touches no memory.
     if unsafe { libc::geteuid() } != 0 || Command::new("ip").arg("-V").output().is_err() {
         eprintln!("skipped: network namespaces as hosts need root and iproute2");
