@@ -500,7 +500,12 @@ fn migrate(cl: &Client, stripe: Option<StripeSpec>, files: &[String], shown: &[S
             Ok(_) => {}
             Err(error) => {
                 failed += 1;
-                eprintln!("lanefs migrate: {shown}: {error}");
+                // A mount has no way to migrate for its users.
+                let hint = match error.to_string().contains("not a node's") {
+                    true => " (lanefs migrate runs as root or as the servers' own user)",
+                    false => "",
+                };
+                eprintln!("lanefs migrate: {shown}: {error}{hint}");
             }
         }
     }

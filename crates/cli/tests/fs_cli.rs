@@ -1081,6 +1081,13 @@ fn a_user_runs_commands_on_a_root_run_cluster_as_itself() {
     assert!(listing.contains("  4242   4242"), "its own directory: {listing}");
     let df = ok_as(4242, &["df"]).unwrap();
     assert!(df.contains("[OST:0]") && df.contains("[OST:1]") && df.contains("filesystem_summary:"), "{df}");
+    // A migrate copies objects, which a user's own process may not: it
+    // fails at once, saying why, and the file keeps its layout.
+    let started = std::time::Instant::now();
+    let (success, _, err) = lanefs_as(4242, &["migrate", "-c", "1", "/u/d/f"]).unwrap();
+    assert!(!success && err.contains("not a node's") && err.contains("runs as root"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "failed after {:?}", started.elapsed());
+    assert!(ok_as(4242, &["getstripe", "/u/d/f"]).unwrap().contains("lmm_stripe_count:  2"));
     // Nowhere it may not go: its uid is the kernel's, not what it says.
     let (success, _, err) = lanefs_as(4242, &["mkdir", "/not-mine"]).unwrap();
     assert!(!success && err.contains("permission denied (EACCES): /not-mine: uid 4242 lacks"), "{err}");

@@ -663,6 +663,14 @@ impl Driver {
         for ost in self.oss[i].osts.clone() {
             self.core.handle_disconnected(now, OstIndex(ost));
         }
+        // A local user's connection is refused object I/O for good: what
+        // needs this OSS fails now, saying why, rather than after
+        // `reconnect_timeout` of attempts refused the same way.
+        if reason.contains(crate::auth::USER_NOT_A_NODE) {
+            for ost in self.oss[i].osts.clone() {
+                self.core.handle_unreachable(now, OstIndex(ost), reason);
+            }
+        }
         self.oss[i].outage_since.get_or_insert_with(tokio::time::Instant::now);
         self.oss[i].backoff = RECONNECT_BACKOFF_FIRST;
         self.open_link(i);
