@@ -224,10 +224,19 @@ impl LanefsFs {
     /// and for a file its size from the OSTs (through `open`, if the
     /// caller has the file open).
     fn attr(&self, req: &Request, ino: u64, open: Option<&File>) -> Result<FileAttr, Errno> {
-        let MdsReply::Attr(attr) = self.mds(req, MdsRequest::StatFid { fid: Fid(ino) })? else {
+        let MdsReply::Attr(attr) = self.mds(req, MdsRequest::StatFid { fid: Fid(ino) }).map_err(stale)? else {
             return Err(Errno::EIO);
         };
         self.sized(attr, open)
+    }
+
+    /// Whether the inode `fid` is gone (removed, or replaced by a rename,
+    /// from another mount).
+    fn is_gone(&self, fid: Fid) -> bool {
+        matches!(
+            self.client.mds(MdsRequest::StatFid { fid }),
+            Err(NetError::Namespace(lanefs_mds::MdsError::NotFound { .. }))
+        )
     }
 
     /// `attr` with its size and space: a file's from the OSTs (the
@@ -238,20 +247,36 @@ impl LanefsFs {
             // A symbolic link's size is its target's length, as lstat says.
             (None, _) => (attr.target.as_ref().map_or(0, |t| t.len() as u64), 0),
             (Some(_), Some(file)) => self.client.size_and_space(file).map_err(|e| errno(&e))?,
-            (Some(layout), None) => {
-                self.with_file(attr.fid, layout.clone(), |file| self.client.size_and_space(file))?
-            }
+            (Some(layout), None) => match self.with_file(attr.fid, layout.clone(), |f| self.client.size_and_space(f)) {
+                Ok(sized) => sized,
+                // Removed from another mount since its attributes came,
+                // and its objects with it: stale, so that the kernel
+                // looks the name up again, as it does for NFS.
+                Err(error @ NetError::MissingObject { .. }) => {
+                    return Err(if self.is_gone(attr.fid) { Errno::ESTALE } else { errno(&error) })
+                }
+                Err(error) => return Err(errno(&error)),
+            },
         };
         Ok(file_attr(&attr, size, space))
     }
 
     /// The inode at `path` (a lookup, by name), and the kernel learns it.
+    /// A file removed from another mount between its attributes and its
+    /// size is looked up again: the name may hold another file by now.
     fn entry(&self, req: &Request, path: &str, reply: ReplyEntry) {
-        let result = match self.mds(req, MdsRequest::Stat { path: path.to_string() }) {
+        let lookup = || match self.mds(req, MdsRequest::Stat { path: path.to_string() }) {
             Ok(MdsReply::Attr(attr)) => self.sized(attr, None),
             Ok(_) => Err(Errno::EIO),
             Err(e) => Err(e),
         };
+        let mut result = lookup();
+        for _ in 0..LOOKUPS_AGAIN_MAX {
+            if result != Err(Errno::ESTALE) {
+                break;
+            }
+            result = lookup();
+        }
         match result {
             Ok(attr) => {
                 self.nodes.lock().expect("nodes").learn(attr.ino.0, path);
@@ -268,13 +293,13 @@ impl LanefsFs {
         fid: Fid,
         layout: lanefs_core::layout::Layout,
         f: impl FnOnce(&File) -> Result<T, NetError>,
-    ) -> Result<T, Errno> {
+    ) -> Result<T, NetError> {
         let info = lanefs_mds::FileInfo { fid, layout };
-        let file = self.client.open_file(&lanefs_mds::fid_name(fid), info).map_err(|e| errno(&e))?;
+        let file = self.client.open_file(&lanefs_mds::fid_name(fid), info)?;
         let done = f(&file);
         let closed = self.client.close(file);
-        let value = done.map_err(|e| errno(&e))?;
-        closed.map_err(|e| errno(&e))?;
+        let value = done?;
+        closed?;
         Ok(value)
     }
 
@@ -389,7 +414,9 @@ impl LanefsFs {
     ) -> Result<(), Errno> {
         match (open, layout) {
             (Some(file), _) => self.client.truncate(file, size).map_err(|e| errno(&e)),
-            (None, Some(layout)) => self.with_file(Fid(ino), layout, |file| self.client.truncate(file, size)),
+            (None, Some(layout)) => {
+                self.with_file(Fid(ino), layout, |file| self.client.truncate(file, size)).map_err(|e| errno(&e))
+            }
             (None, None) => Err(Errno::EISDIR),
         }
     }
@@ -720,7 +747,8 @@ impl Filesystem for LanefsFs {
             // Recorded open at the MDS in the same step: removed from
             // another mount from then on, the file stays readable here
             // until this handle's release.
-            let (reply, recorded) = self.open_at_mds(req, MdsRequest::OpenFid { fid, access: access(flags.0) })?;
+            let (reply, recorded) =
+                self.open_at_mds(req, MdsRequest::OpenFid { fid, access: access(flags.0) }).map_err(stale)?;
             let MdsReply::File(info) = reply else { return Err(Errno::EIO) };
             let label = self.path(ino).unwrap_or_else(|_| lanefs_mds::fid_name(fid));
             let file = self.open_handle(&label, info, flags.0).inspect_err(|_| self.closed_at_mds(fid, recorded))?;
@@ -1446,6 +1474,23 @@ fn access(flags: i32) -> Access {
 /// The error number for `e`, as the program sees it.
 fn errno(e: &NetError) -> Errno {
     Errno::from_i32(e.errno().0)
+}
+
+/// How many times a lookup is made again when the file it found was
+/// removed from another mount before its size came.
+const LOOKUPS_AGAIN_MAX: usize = 3;
+
+/// A request by inode (the kernel's fid) that finds no such inode: it was
+/// removed, or replaced by a rename, from another mount. `ESTALE`, as an
+/// NFS client answers for a stale handle, so that the kernel looks the
+/// name up again (`open` and `stat` retry with `LOOKUP_REVAL`) rather
+/// than fail with `ENOENT` a name that holds another file by now.
+fn stale(error: Errno) -> Errno {
+    if error == Errno::ENOENT {
+        Errno::ESTALE
+    } else {
+        error
+    }
 }
 
 fn file_type(kind: FileKind) -> FileType {

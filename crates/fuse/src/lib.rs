@@ -20,8 +20,12 @@
 //! `nosuid`; `close(2)` after a write makes it durable (`fsync`),
 //! so that a lost write is reported there; a file removed while open keeps
 //! its objects until its last close anywhere (the MDS is told of opens),
-//! and in the mount that removed it a hidden name, as NFS clients do. File
-//! locks are the MDS's ([`locks`]).
+//! and in the mount that removed it a hidden name, as NFS clients do; a
+//! request for an inode another mount has removed (or replaced by a
+//! rename) since this one looked it up is `ESTALE`, as an NFS client
+//! answers, so that the kernel looks the name up again (an `open` or
+//! `stat` of the name then finds the file there now). File locks are the
+//! MDS's ([`locks`]).
 
 pub mod fs;
 pub mod listings;
