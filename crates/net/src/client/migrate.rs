@@ -45,6 +45,8 @@ pub struct Migrated {
 /// Restripes the file at `path` as `stripe` says (`None`: its own striping,
 /// on OSTs the MDS chooses afresh), while it stays open for others.
 pub fn migrate(client: &Client, path: &str, stripe: Option<StripeSpec>) -> Result<Migrated, NetError> {
+    // Before anything is started that a failure would have to undo.
+    let gid = group_id()?;
     let (file, volatile) = match client.mds(MdsRequest::MigrateStart { path: path.to_string(), stripe })? {
         MdsReply::Migration { file, volatile } => (file, volatile),
         other => return Err(NetError::Protocol(format!("a migration's start answered {other:?}"))),
@@ -66,7 +68,6 @@ pub fn migrate(client: &Client, path: &str, stripe: Option<StripeSpec>) -> Resul
             return Err(abandon(error));
         }
     };
-    let gid = group_id()?;
     let copied = client.group_lock(&source, gid).and_then(|()| {
         let copied = copy(client, &source, &target).and_then(|size| {
             let request = MdsRequest::MigrateCommit { path: path.to_string(), fid, volatile: volatile_fid };
