@@ -3,7 +3,8 @@
 
 Every figure is one `lanefs sim ior` run (deterministic for its seed); the
 commands are printed with the results. Run by `make bench`; `QUICK=1` runs
-only scenario (a).
+only scenario (a); `SIM_RECORD=DIR` keeps every run's JSON there, without
+the clock's fields, to compare two builds' simulations with `diff -r`.
 
 (a) IOR collective MPI-IO write, 192 nodes x 4 ranks, 1 MiB transfers,
     24 stripes, 8 aggregators per OST: lockahead vs default locking, plus the
@@ -36,6 +37,12 @@ LANEFS_PGO = os.environ.get("LANEFS_PGO", "./target/pgo/release/lanefs")
 PRESET = "cray-xc40-24ost"
 SEGMENTS = os.environ.get("SEGMENTS", "16")
 SPEED_RUNS = max(1, int(os.environ.get("SPEED_RUNS", "9")))
+# When set, every run's JSON is also written there, numbered in run order,
+# with the fields that depend on the clock (dates, wall time, events per
+# second) blanked: two builds that simulate alike leave identical files
+# (`diff -r`), whatever the machine did meanwhile.
+RECORD = os.environ.get("SIM_RECORD")
+CLOCK_FIELDS = ("Began", "StartTime", "Finished", "events_per_s", "wall_s")
 COLL = ["-a", "MPIIO", "-c", "-w", "-e", "-b", "1m", "-t", "1m", "-s", SEGMENTS, "-N", "768", "--tasks-per-node", "4"]
 
 
@@ -49,6 +56,8 @@ def run(args, lanefs=LANEFS):
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     wall = time.monotonic() - t
     j = json.loads(out)
+    if RECORD:
+        record(cmd, j)
     return {
         "bw": j["summary"][0]["bwMeanMIB"],
         "callbacks": j["lanefs"]["blocking_callbacks"],
@@ -60,6 +69,25 @@ def run(args, lanefs=LANEFS):
         "wall": wall,
         "cmd": " ".join(["lanefs"] + cmd[1:-2]),
     }
+
+
+RECORDED = [0]
+
+
+def record(cmd, j):
+    def blank(v):
+        if isinstance(v, dict):
+            return {k: ("-" if k in CLOCK_FIELDS else blank(x)) for k, x in v.items()}
+        if isinstance(v, list):
+            return [blank(x) for x in v]
+        return v
+    os.makedirs(RECORD, exist_ok=True)
+    j = blank(j)
+    j["Command line"] = " ".join(["lanefs"] + cmd[1:])
+    with open(os.path.join(RECORD, f"{RECORDED[0]:03d}.json"), "w") as f:
+        json.dump(j, f, indent=1, sort_keys=True)
+        f.write("\n")
+    RECORDED[0] += 1
 
 
 def show(label, r):

@@ -27,17 +27,17 @@
 //!   its own client; with `processes` each client lives in a process of its
 //!   own (see `crate::ranks`), as under `mpirun`.
 
+use crate::rank::{
+    absolute, backend_error, client_options, lock_mode, option_error, stripe, LanefsRank, Totals, CLIENT_OPTIONS, NAME,
+};
 use crate::ranks::ProcessRank;
-use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode, ADVICES_PER_CALL_MAX};
 use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, ModuleOption, RankIo};
-use lanefs_mds::{Access, CreateMode, FileKind, MdsReply, MdsRequest, StripeSpec};
+use lanefs_mds::{FileKind, MdsReply, MdsRequest};
 use lanefs_net::auth::ClusterKey;
-use lanefs_net::client::{process_umask, Client, ClientOptions, File, NetError};
+use lanefs_net::client::{process_umask, Client, ClientOptions, NetError};
 use lanefs_net::proto::OstStats;
 use std::path::PathBuf;
 use std::sync::Mutex;
-
-const NAME: &str = "LANEFS";
 
 /// How the LANEFS backend lays out and locks its files, and runs its ranks.
 const LAYOUT_OPTIONS: &[ModuleOption] = &[
@@ -45,34 +45,6 @@ const LAYOUT_OPTIONS: &[ModuleOption] = &[
     ModuleOption { name: "stripe-count", takes_value: true, help: "stripes of new files (-1 = all OSTs)" },
     ModuleOption { name: "stripe-size", takes_value: true, help: "stripe size of new files (k/m/g)" },
     ModuleOption { name: "ranks", takes_value: true, help: "threads | processes: how -N ranks run (default threads)" },
-];
-
-/// Each rank's client and the embedded cluster: taken by every backend that
-/// runs on lanefs (`-a LANEFS`, and `-a MPIIO` as `--lanefs.*`).
-pub const CLIENT_OPTIONS: &[ModuleOption] = &[
-    ModuleOption { name: "osts", takes_value: true, help: "OSTs of the embedded cluster (default 4)" },
-    ModuleOption {
-        name: "max-dirty-mb",
-        takes_value: true,
-        help: "dirty MiB per OST before a rank's writes wait (default: 32 per node, shared by its ranks)",
-    },
-    ModuleOption {
-        name: "max-cached-mb",
-        takes_value: true,
-        help: "clean cached MiB per rank (default: 64 per node, shared by its ranks)",
-    },
-    ModuleOption {
-        name: "max-unstable-mb",
-        takes_value: true,
-        help: "uncommitted MiB per OST a rank keeps to replay (default: 128 per node, shared by its ranks)",
-    },
-    ModuleOption { name: "max-rpcs-in-flight", takes_value: true, help: "write RPCs in flight per OST (default 8)" },
-    ModuleOption {
-        name: "timeout",
-        takes_value: true,
-        help:
-            "seconds an RPC may go unanswered or a server be out of reach before the operation fails (obd_timeout, 100)",
-    },
 ];
 
 /// Every option of the LANEFS module.
@@ -92,17 +64,6 @@ pub struct LanefsBackend {
     timeout: Mutex<Option<std::time::Duration>>,
 }
 
-/// Lockahead figures that only the clients know, summed over the ranks.
-#[derive(Default)]
-pub(crate) struct Totals {
-    pub lockahead_sent: u64,
-    pub lockahead_refused: u64,
-}
-
-pub(crate) fn backend_error(e: impl std::fmt::Display) -> IorError {
-    IorError::Backend { backend: NAME, message: e.to_string() }
-}
-
 /// How `-N` ranks run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ranks {
@@ -118,64 +79,6 @@ fn ranks(p: &IorParams) -> Result<Ranks, IorError> {
             Err(option_error("ranks", format!("{other:?} is not a way to run ranks; give threads or processes")))
         }
     }
-}
-
-/// Each rank's client settings, from the `max-*` module options; what they
-/// leave unset is the rank's share of one node's allowance (Lustre's
-/// defaults), among the ranks of its node (`tasksPerNode`): every rank here
-/// is a client of its own, so that ranks contend for locks as the nodes of
-/// a cluster do, but the ranks of one node share that node's memory, as
-/// they share its one Lustre client.
-pub(crate) fn client_options(p: &IorParams) -> Result<ClientOptions, IorError> {
-    let mut options = ClientOptions::default();
-    let ranks = u64::from(p.tasks_on_node0().max(1));
-    let page = lanefs_core::PAGE_SIZE;
-    let core = &mut options.core;
-    core.dirty_bytes_max = (core.dirty_bytes_max / ranks / page * page).max(core.rpc_bytes_max);
-    core.cached_bytes_max = core.cached_bytes_max / ranks / page * page;
-    // What the OSTs acknowledged and have not yet committed is kept in the
-    // same memory (Lustre's unstable pages count against the node's cache).
-    core.unstable_bytes_max = (core.unstable_bytes_max / ranks / page * page).max(core.rpc_bytes_max);
-    let number = |name: &str| -> Result<Option<u64>, IorError> {
-        match p.module_value(&format!("lanefs.{name}")) {
-            None => Ok(None),
-            Some(v) => v
-                .parse::<u64>()
-                .map(Some)
-                .map_err(|_| option_error(name, format!("{v:?} is not a whole number; e.g. --lanefs.{name}=16"))),
-        }
-    };
-    if let Some(mb) = number("max-dirty-mb")? {
-        if mb.saturating_mul(1 << 20) < core.rpc_bytes_max {
-            return Err(option_error("max-dirty-mb", format!("{mb} is below one 1 MiB write RPC; give 1 or more")));
-        }
-        core.dirty_bytes_max = mb.saturating_mul(1 << 20);
-    }
-    if let Some(mb) = number("max-cached-mb")? {
-        core.cached_bytes_max = mb.saturating_mul(1 << 20);
-    }
-    if let Some(mb) = number("max-unstable-mb")? {
-        if mb.saturating_mul(1 << 20) < core.rpc_bytes_max {
-            return Err(option_error("max-unstable-mb", format!("{mb} is below one 1 MiB write RPC; give 1 or more")));
-        }
-        core.unstable_bytes_max = mb.saturating_mul(1 << 20);
-    }
-    if let Some(n) = number("max-rpcs-in-flight")? {
-        if !(1..=256).contains(&n) {
-            return Err(option_error("max-rpcs-in-flight", format!("{n} is outside 1..=256 (Lustre's limits)")));
-        }
-        core.rpcs_in_flight_max = n as usize;
-    }
-    if let Some(seconds) = number("timeout")? {
-        if !(1..=86_400).contains(&seconds) {
-            return Err(option_error(
-                "timeout",
-                format!("{seconds} is outside 1..=86400 seconds; Lustre's default is 100"),
-            ));
-        }
-        options = options.with_timeout(std::time::Duration::from_secs(seconds));
-    }
-    Ok(options)
 }
 
 impl LanefsBackend {
@@ -250,39 +153,6 @@ fn timeout_arg(args: &[String]) -> Option<std::time::Duration> {
     })?;
     let seconds: u64 = value.parse().ok().filter(|s| (1..=86_400).contains(s))?;
     Some(std::time::Duration::from_secs(seconds))
-}
-
-/// IOR's default `-o testFile` is relative: lanefs paths start at its root.
-pub fn absolute(path: &str) -> String {
-    if path.starts_with('/') {
-        path.to_string()
-    } else {
-        format!("/{path}")
-    }
-}
-
-fn option_error(option: &str, message: String) -> IorError {
-    IorError::Option { option: format!("--lanefs.{option}"), message }
-}
-
-fn lock_mode(p: &IorParams) -> Result<IoLockMode, IorError> {
-    p.module_value("lanefs.lock-mode")
-        .map_or(Ok(IoLockMode::Default), |v| IoLockMode::parse(v).map_err(|m| option_error("lock-mode", m)))
-}
-
-fn stripe(p: &IorParams) -> Result<StripeSpec, IorError> {
-    let count =
-        match p.module_value("lanefs.stripe-count") {
-            None => None,
-            Some(v) => Some(v.parse::<i64>().map_err(|_| {
-                option_error("stripe-count", format!("{v:?} is not a number; e.g. 4, or -1 for all OSTs"))
-            })?),
-        };
-    let size = match p.module_value("lanefs.stripe-size") {
-        None => None,
-        Some(v) => Some(lanefs_ior::parse_size(v).map_err(|m| option_error("stripe-size", m))?),
-    };
-    Ok(StripeSpec { count, size, ..StripeSpec::default() })
 }
 
 impl Backend for LanefsBackend {
@@ -394,126 +264,6 @@ impl Backend for LanefsBackend {
         put("ost_bytes_written_shm", delta(&|s| s.bulk_shared_bytes));
         put("ost_bytes_read", delta(&|s| s.data.bytes_read));
         Some(BackendReport::from_json("lanefs", json))
-    }
-}
-
-/// One rank: its own client, one file open at a time.
-pub(crate) struct LanefsRank<'a> {
-    totals: &'a Mutex<Totals>,
-    rank: u32,
-    client: Option<Client>,
-    file: Option<File>,
-    mode: IoLockMode,
-    stripe: StripeSpec,
-    /// The open file is under this rank's group lock.
-    grouped: bool,
-}
-
-impl<'a> LanefsRank<'a> {
-    pub(crate) fn new(totals: &'a Mutex<Totals>, rank: u32, client: Client, p: &IorParams) -> Result<Self, IorError> {
-        Ok(LanefsRank {
-            totals,
-            rank,
-            client: Some(client),
-            file: None,
-            mode: lock_mode(p)?,
-            stripe: stripe(p)?,
-            grouped: false,
-        })
-    }
-
-    fn client(&self) -> &Client {
-        self.client.as_ref().expect("client lives as long as the rank")
-    }
-
-    fn file(&self) -> Result<&File, IorError> {
-        self.file.as_ref().ok_or_else(|| backend_error("no file open"))
-    }
-
-    fn advise(&mut self, p: &IorParams, writing: bool) -> Result<(), IorError> {
-        let (cl, f) = (self.client(), self.file()?);
-        if self.mode == IoLockMode::Default {
-            return Ok(());
-        }
-        if self.mode == IoLockMode::Group {
-            if writing {
-                cl.group_lock(f, 1).map_err(backend_error)?;
-                self.grouped = true;
-            }
-            return Ok(());
-        }
-        cl.ladvise(f, &[Advice::lock_no_expand(true)]).map_err(backend_error)?;
-        if self.mode == IoLockMode::Lockahead && writing {
-            let t = p.transfer_size_bytes;
-            let offsets: Vec<u64> = lanefs_ior::offsets(p, self.rank).collect();
-            for batch in offsets.chunks(ADVICES_PER_CALL_MAX - 1) {
-                let advices: Vec<Advice> =
-                    batch.iter().map(|&o| Advice::lockahead(AheadMode::Write, o, o + t - 1, true)).collect();
-                cl.ladvise(f, &advices).map_err(backend_error)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl RankIo for LanefsRank<'_> {
-    fn create(&mut self, path: &str, p: &IorParams) -> Result<(), IorError> {
-        let path = &absolute(path);
-        let request = MdsRequest::Create {
-            path: path.clone(),
-            stripe: self.stripe.clone(),
-            mode: CreateMode::OpenOrCreate,
-            access: Access::Write,
-            permissions: 0o666 & !process_umask(),
-        };
-        let MdsReply::File(info) = self.client().mds(request).map_err(backend_error)? else {
-            return Err(backend_error("unexpected MDS answer to create"));
-        };
-        self.file = Some(self.client().open_file(path, info).map_err(backend_error)?);
-        self.advise(p, true)
-    }
-
-    fn open(&mut self, path: &str, p: &IorParams) -> Result<(), IorError> {
-        let path = &absolute(path);
-        let open = MdsRequest::Open { path: path.clone(), access: Access::Read };
-        let MdsReply::File(info) = self.client().mds(open).map_err(backend_error)? else {
-            return Err(backend_error("unexpected MDS answer to open"));
-        };
-        self.file = Some(self.client().open_file(path, info).map_err(backend_error)?);
-        self.advise(p, false)
-    }
-
-    fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), IorError> {
-        self.client().pwrite(self.file()?, offset, buf).map_err(backend_error)
-    }
-
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IorError> {
-        let data = self.client().pread(self.file()?, offset, buf.len() as u64).map_err(backend_error)?;
-        buf.copy_from_slice(&data);
-        Ok(())
-    }
-
-    fn fsync(&mut self) -> Result<(), IorError> {
-        self.client().fsync(self.file()?).map_err(backend_error)
-    }
-
-    fn close(&mut self) -> Result<(), IorError> {
-        let Some(f) = self.file.take() else { return Ok(()) };
-        if std::mem::take(&mut self.grouped) {
-            self.client().group_unlock(&f, 1).map_err(backend_error)?;
-        }
-        self.client().close(f).map_err(backend_error)
-    }
-}
-
-impl Drop for LanefsRank<'_> {
-    fn drop(&mut self) {
-        if let Some(cl) = self.client.take() {
-            if let (Ok(c), Ok(mut t)) = (cl.counters(), self.totals.lock()) {
-                t.lockahead_sent += c.lockahead_enqueues;
-                t.lockahead_refused += c.lockahead_refused;
-            }
-        }
     }
 }
 

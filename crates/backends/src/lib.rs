@@ -7,6 +7,8 @@
 //! - [`mpiio`]: `-a MPIIO`, IOR's MPI-IO on lanefs: independent transfers,
 //!   and with `-c` two-phase collective I/O through `lanefs_mpiio`, with
 //!   the hints of IOR and `MPICH_MPIIO_HINTS` and Cray's report blocks.
+//! - [`rank`]: one rank on a lanefs client of its own, as both backends
+//!   run it.
 //! - [`ranks`]: ranks as processes of their own (`--lanefs.ranks=processes`),
 //!   driven over a pipe by the front end.
 //! - [`job`]: IOR as the processes of an `mpirun` job (the `mpi` feature
@@ -17,4 +19,5 @@
 pub mod job;
 pub mod lanefs;
 pub mod mpiio;
+pub mod rank;
 pub mod ranks;

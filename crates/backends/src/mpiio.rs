@@ -16,7 +16,8 @@
 //! Under `mpirun` (`job`), each process is one rank and the job's
 //! communicator (`MpiComm`, Open MPI) carries the collective exchange.
 
-use crate::lanefs::{absolute, backend_error, client_options, LanefsBackend, CLIENT_OPTIONS};
+use crate::lanefs::LanefsBackend;
+use crate::rank::{absolute, backend_error, client_options, CLIENT_OPTIONS};
 use lanefs_core::client::ladvise::Advice;
 use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, Module, RankIo};
 use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};

@@ -15,7 +15,7 @@
 //! operation with an error that names the rank; the front end then stops
 //! every rank, as for any I/O error.
 
-use crate::lanefs::{backend_error, client_options, LanefsRank, Totals};
+use crate::rank::{backend_error, client_options, LanefsRank, Totals};
 use anyhow::{bail, Context, Result};
 use bincode::Options;
 use lanefs_ior::{IorError, IorParams, RankIo};

@@ -92,7 +92,7 @@ pub use ops::{fid_name, Target, Time};
 pub use pools::{PoolChange, PoolInfo, PoolName};
 pub use proto::*;
 
-use rusqlite::{Connection, ErrorCode};
+use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 use std::path::Path;
 
 /// The metadata server: one database, one owner. See the crate docs.
@@ -223,6 +223,34 @@ impl Mds {
         named(&self.label, error)
     }
 
+    /// Runs `body` in one write transaction, committed only if it
+    /// succeeds. A transaction that finds the disk full fails with
+    /// [`MdsError::NoSpace`], unless it `Removes`: then the reserve is
+    /// given back to the file system and the transaction runs again.
+    pub(crate) fn write<T>(
+        &mut self,
+        kind: WriteKind,
+        body: impl Fn(&Connection, u32) -> Result<T, MdsError>,
+    ) -> Result<T, MdsError> {
+        if kind == WriteKind::Grows && !self.reserve_kept() {
+            return Err(self.no_space());
+        }
+        match self.try_write(&body) {
+            Err(MdsError::NoSpace { .. }) if kind == WriteKind::Removes && self.release_reserve() => {
+                self.try_write(&body).map_err(|error| self.named(error))
+            }
+            result => result.map_err(|error| self.named(error)),
+        }
+    }
+
+    fn try_write<T>(&mut self, body: &impl Fn(&Connection, u32) -> Result<T, MdsError>) -> Result<T, MdsError> {
+        let ost_count = self.config.ost_count;
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let value = body(&tx, ost_count)?;
+        tx.commit()?;
+        Ok(value)
+    }
+
     /// Whether the database was made when this `Mds` opened it: an MDS
     /// that opens one an earlier MDS served restarts, and its clients may
     /// hold locks and open files to tell it of again.
@@ -321,6 +349,14 @@ const _: fn() = || {
     fn owned_by_one_thread<T: Send>() {}
     owned_by_one_thread::<Mds>();
 };
+
+/// Whether a write transaction may grow the database, or removes things
+/// (and may then use the MDS's disk reserve, see [`crate::reserve`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WriteKind {
+    Grows,
+    Removes,
+}
 
 /// `error` with the database's path where it names the database (a full
 /// disk is found deep inside SQLite, which does not know the path).

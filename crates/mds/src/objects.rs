@@ -19,8 +19,8 @@
 //! what is queued, and records their answers here. Objects of an OST whose
 //! OSS is down stay queued until it is back.
 
-use crate::ops::WriteKind;
 use crate::schema;
+use crate::WriteKind;
 use crate::{Fid, Mds, MdsError};
 use lanefs_core::units::{ObjectId, OstIndex};
 

@@ -36,10 +36,10 @@ use crate::schema::{self, Counter, Inode};
 use crate::xattr;
 use crate::{
     Access, Attr, CreateMode, Credentials, DirPage, Fid, FileInfo, FileKind, Mds, MdsConfig, MdsError, MdtSpace, Owner,
-    PoolName, Statfs, StripeDefault, StripeInfo, StripeSpec, XattrHow, PERMISSION_BITS,
+    PoolName, Statfs, StripeDefault, StripeInfo, StripeSpec, WriteKind, XattrHow, PERMISSION_BITS,
 };
 use lanefs_core::layout::Layout;
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::Connection;
 
 /// Which time of an inode [`Mds::set_time`] sets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -232,45 +232,9 @@ fn not_a_directory(path: &MdsPath) -> MdsError {
     MdsError::NotADirectory { path: path.to_string(), file: path.to_string() }
 }
 
-/// Whether a write transaction may grow the database, or removes things
-/// (and may then use the MDS's disk reserve, see [`crate::reserve`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WriteKind {
-    Grows,
-    Removes,
-}
-
 impl Mds {
     pub(crate) fn caller(&self, credentials: &Credentials) -> Result<Caller, MdsError> {
         Caller::new(credentials, self.config.root_squash)
-    }
-
-    /// Runs `body` in one write transaction, committed only if it
-    /// succeeds. A transaction that finds the disk full fails with
-    /// [`MdsError::NoSpace`], unless it `Removes`: then the reserve is
-    /// given back to the file system and the transaction runs again.
-    pub(crate) fn write<T>(
-        &mut self,
-        kind: WriteKind,
-        body: impl Fn(&Connection, u32) -> Result<T, MdsError>,
-    ) -> Result<T, MdsError> {
-        if kind == WriteKind::Grows && !self.reserve_kept() {
-            return Err(self.no_space());
-        }
-        match self.try_write(&body) {
-            Err(MdsError::NoSpace { .. }) if kind == WriteKind::Removes && self.release_reserve() => {
-                self.try_write(&body).map_err(|error| self.named(error))
-            }
-            result => result.map_err(|error| self.named(error)),
-        }
-    }
-
-    fn try_write<T>(&mut self, body: &impl Fn(&Connection, u32) -> Result<T, MdsError>) -> Result<T, MdsError> {
-        let ost_count = self.config.ost_count;
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let value = body(&tx, ost_count)?;
-        tx.commit()?;
-        Ok(value)
     }
 
     /// Creates directory `path` in an existing directory.

@@ -27,7 +27,7 @@
 //! falls back to all OSTs; a stripe count above the pool's size is refused
 //! (as lanefs refuses one above the OST count) where Lustre caps it.
 
-use crate::ops::WriteKind;
+use crate::WriteKind;
 use crate::{Credentials, Mds, MdsError};
 use lanefs_core::units::OstIndex;
 use rusqlite::{params, Connection, OptionalExtension};

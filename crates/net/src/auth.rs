@@ -84,7 +84,9 @@
 //! Unix socket does the server know the user itself.
 
 use crate::codec::encode;
-use crate::keys::{read_bundle, KeyError, KeyRole, ADMIN_NAME, CLIENT_NAME, SERVER_NAME};
+use crate::keys::{
+    self, create_cluster_keys, read_bundle, KeyError, KeyFiles, KeyRole, ADMIN_NAME, CLIENT_NAME, SERVER_NAME,
+};
 use crate::proto::{Role, Wire};
 use lanefs_mds::{Credentials, MdsError, Owner, GROUPS_MAX};
 use rustls::client::danger::ServerCertVerifier;
@@ -563,6 +565,45 @@ pub fn tls_failure(e: &std::io::Error, key: &Path) -> Option<TlsFailure> {
     })
 }
 
+/// The keys in `dir`, made first if `dir` does not exist (what `lanefs up
+/// --tcp` and the embedded TCP cluster do).
+pub fn ensure_cluster_keys(dir: &Path) -> Result<KeyFiles, KeyError> {
+    if !dir.exists() {
+        return create_cluster_keys(dir);
+    }
+    let files = KeyFiles::in_dir(dir);
+    for path in [&files.server, &files.client] {
+        if !path.is_file() {
+            return Err(KeyError::Unreadable {
+                path: path.clone(),
+                reason: format!("missing from {} (move the directory away to make new keys)", dir.display()),
+            });
+        }
+    }
+    // Keys made before admin keys existed: the CA signs one now.
+    if !files.admin.exists() && files.ca.is_file() {
+        issue_key(&files.ca, KeyRole::Admin, None, &files.admin)?;
+    }
+    Ok(files)
+}
+
+/// Sign a new key of `role` with the CA in `ca_path` and write it to `out`
+/// (a new file, 0600). `holder` names its holder in the certificate. The
+/// new key must chain to the CA certificate of the file: if the file's
+/// certificate and key do not belong together, it says so, and leaves no
+/// key behind.
+pub fn issue_key(ca_path: &Path, role: KeyRole, holder: Option<&str>, out: &Path) -> Result<(), KeyError> {
+    keys::issue_unchecked(ca_path, role, holder, out)?;
+    if let Err(e) = ClusterKey::load(out) {
+        let _ = std::fs::remove_file(out);
+        return Err(KeyError::Malformed {
+            path: ca_path.to_path_buf(),
+            reason: format!("its certificate and private key do not belong together ({e})"),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -673,16 +714,16 @@ mod tests {
         );
         // More keys from the CA file.
         let more = dir.path().join("alice.pem");
-        crate::keys::issue_key(&files.ca, KeyRole::Client, Some("alice"), &more).unwrap();
+        issue_key(&files.ca, KeyRole::Client, Some("alice"), &more).unwrap();
         assert_eq!(ClusterKey::load(&more).unwrap().role(), KeyRole::Client);
         assert_eq!(ClusterKey::load(&files.admin).unwrap().role(), KeyRole::Admin);
         let admin = dir.path().join("root.pem");
-        crate::keys::issue_key(&files.ca, KeyRole::Admin, Some("root"), &admin).unwrap();
+        issue_key(&files.ca, KeyRole::Admin, Some("root"), &admin).unwrap();
         let admin = ClusterKey::load(&admin).unwrap();
         assert_eq!(admin.role(), KeyRole::Admin);
         assert!(admin.acceptor().is_none(), "an admin key cannot serve");
         assert!(admin.require_server("lanefs mds").is_err());
-        let e = crate::keys::issue_key(&files.ca, KeyRole::Client, None, &more).unwrap_err().to_string();
+        let e = issue_key(&files.ca, KeyRole::Client, None, &more).unwrap_err().to_string();
         assert!(e.contains("alice.pem"), "never over an existing file: {e}");
     }
 }

@@ -19,12 +19,13 @@
 //! sizes its connections and object files from three quarters of them, the
 //! MDS from the rest.
 
+use crate::auth::ensure_cluster_keys;
 use crate::auth::{ClusterKey, KeyRootSquash};
 use crate::client::ClientOptions;
 use crate::faults::StoreFaults;
 use crate::fence::Fence;
 use crate::filestore::MemoryStores;
-use crate::keys::{ensure_cluster_keys, KeyFiles};
+use crate::keys::KeyFiles;
 use crate::limits::ServerLimits;
 use crate::mds_server::{self, MdsHandle, MdsOptions};
 use crate::oss::{self, OssConfig, OssHandle};

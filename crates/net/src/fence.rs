@@ -22,7 +22,7 @@
 //! `flock` is honoured across hosts); lanefs keeps an OST's objects on a
 //! local file system, where that is all there is to fence.
 
-use crate::transport::Address;
+use crate::address::Address;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;

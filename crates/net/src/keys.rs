@@ -268,31 +268,11 @@ pub fn create_cluster_keys(dir: &Path) -> Result<KeyFiles, KeyError> {
     Ok(KeyFiles::in_dir(dir))
 }
 
-/// The keys in `dir`, made first if `dir` does not exist (what `lanefs up
-/// --tcp` and the embedded TCP cluster do).
-pub fn ensure_cluster_keys(dir: &Path) -> Result<KeyFiles, KeyError> {
-    if !dir.exists() {
-        return create_cluster_keys(dir);
-    }
-    let files = KeyFiles::in_dir(dir);
-    for path in [&files.server, &files.client] {
-        if !path.is_file() {
-            return Err(KeyError::Unreadable {
-                path: path.clone(),
-                reason: format!("missing from {} (move the directory away to make new keys)", dir.display()),
-            });
-        }
-    }
-    // Keys made before admin keys existed: the CA signs one now.
-    if !files.admin.exists() && files.ca.is_file() {
-        issue_key(&files.ca, KeyRole::Admin, None, &files.admin)?;
-    }
-    Ok(files)
-}
-
 /// Sign a new key of `role` with the CA in `ca_path` and write it to `out`
-/// (a new file, 0600). `holder` names its holder in the certificate.
-pub fn issue_key(ca_path: &Path, role: KeyRole, holder: Option<&str>, out: &Path) -> Result<(), KeyError> {
+/// (a new file, 0600). `holder` names its holder in the certificate. The
+/// key is not checked here: [`crate::auth::issue_key`] issues a key and
+/// checks that it chains to its CA.
+pub(crate) fn issue_unchecked(ca_path: &Path, role: KeyRole, holder: Option<&str>, out: &Path) -> Result<(), KeyError> {
     let bytes = read_secret(ca_path)?;
     let (certs, key) = parse_pem(ca_path, &bytes)?;
     if certs.len() != 1 {
@@ -300,19 +280,13 @@ pub fn issue_key(ca_path: &Path, role: KeyRole, holder: Option<&str>, out: &Path
     }
     let ca_key = KeyPair::try_from(&key).map_err(|e| malformed(ca_path, format!("unusable private key: {e}")))?;
     let ca_pem = certificate_block(&bytes).ok_or_else(|| malformed(ca_path, "no PEM certificate block"))?;
-    write_secret(out, &issue_pem(&ca_key, &ca_pem, role, holder, out)?)?;
-    // The new key must chain to the CA certificate of the file: if the
-    // file's certificate and key do not belong together, say so now.
-    if let Err(e) = crate::auth::ClusterKey::load(out) {
-        let _ = std::fs::remove_file(out);
-        return Err(malformed(ca_path, format!("its certificate and private key do not belong together ({e})")));
-    }
-    Ok(())
+    write_secret(out, &issue_pem(&ca_key, &ca_pem, role, holder, out)?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::ensure_cluster_keys;
 
     #[test]
     fn cluster_keys_are_owner_only_and_open_ones_are_refused() {

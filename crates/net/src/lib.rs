@@ -12,6 +12,7 @@
 //! make it spend ([`limits`], [`outbox`]) and fences the data it serves
 //! against a second server ([`fence`]).
 
+pub mod address;
 pub mod auth;
 pub mod client;
 pub mod cluster;

@@ -60,7 +60,7 @@ fn a_second_oss_on_an_ost_directory_in_use_is_refused() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let any_port = Address::Tcp("127.0.0.1:0".into());
     let keys = tempfile::tempdir().unwrap();
-    let files = lanefs_net::keys::ensure_cluster_keys(&keys.path().join("keys")).unwrap();
+    let files = lanefs_net::auth::ensure_cluster_keys(&keys.path().join("keys")).unwrap();
     let key = lanefs_net::auth::ClusterKey::load(&files.server).unwrap();
     let client_key = lanefs_net::auth::ClusterKey::load(&files.client).unwrap();
     let key = Some(&key);

@@ -168,7 +168,7 @@ pub enum WorkEv {
 
 /// The job: IOR's ranks on a simulated machine.
 pub struct Job {
-    pub world: World,
+    pub world: World<WorkEv>,
     pub ranks: u32,
     pub ranks_per_node: u32,
     rng: ChaCha8Rng,
@@ -184,7 +184,7 @@ pub struct Job {
 type OpKey = (u32, u64);
 
 impl Job {
-    pub fn new(world: World, ranks: u32, ranks_per_node: u32, rng: ChaCha8Rng) -> Job {
+    pub fn new(world: World<WorkEv>, ranks: u32, ranks_per_node: u32, rng: ChaCha8Rng) -> Job {
         let skew = world.model.latency;
         Job { world, ranks, ranks_per_node, rng, skew, last_report: None, progress: false }
     }

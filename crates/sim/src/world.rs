@@ -50,9 +50,10 @@ use lanefs_core::store::SizeStore;
 use lanefs_core::units::{ClientId, Duration, Instant, OstIndex};
 use std::collections::VecDeque;
 
-/// Something that happens at an instant.
+/// Something that happens at an instant; `W` is the workload's own kind of
+/// event, which the world keeps in order and hands back untouched.
 #[derive(Debug)]
-pub enum Ev {
+pub enum Ev<W> {
     /// A client's message reaches the OSS of `ost`.
     AtOss {
         ost: u32,
@@ -83,13 +84,13 @@ pub enum Ev {
         ost: u32,
     },
     /// An event of the workload (rank programs, MPI messages).
-    Work(crate::job::WorkEv),
+    Work(W),
 }
 
 /// What the world hands back to the workload.
 #[derive(Debug)]
-pub enum Happening {
-    Work(crate::job::WorkEv),
+pub enum Happening<W> {
+    Work(W),
     OpDone { node: u32, op: OpId, result: Result<OpOutput, ClientError> },
 }
 
@@ -111,10 +112,10 @@ impl Series {
     }
 }
 
-pub struct World {
+pub struct World<W> {
     pub model: Model,
     pub now: Instant,
-    queue: EventQueue<Ev>,
+    queue: EventQueue<Ev<W>>,
     pub clients: Vec<Client>,
     client_timer: Vec<Option<Instant>>,
     pub osts: Vec<Ost<SizeStore>>,
@@ -136,7 +137,7 @@ pub struct World {
     /// earliest free) is always the front and its new free time is never
     /// earlier than any other: the queue stays sorted by pushing at the back.
     lock_threads: Vec<VecDeque<Instant>>,
-    done: VecDeque<Happening>,
+    done: VecDeque<Happening<W>>,
     /// Events popped so far.
     pub events: u64,
     /// Dirty bytes lost to evictions.
@@ -160,8 +161,8 @@ fn later(a: Instant, b: Instant) -> Instant {
     a.max(b)
 }
 
-impl World {
-    pub fn new(model: Model) -> Result<World, ClientError> {
+impl<W> World<W> {
+    pub fn new(model: Model) -> Result<World<W>, ClientError> {
         let nodes = model.nodes as usize;
         let osts = model.ost_count() as usize;
         let oss = model.oss_count as usize;
@@ -200,7 +201,7 @@ impl World {
         })
     }
 
-    pub fn push(&mut self, at: Instant, ev: Ev) {
+    pub fn push(&mut self, at: Instant, ev: Ev<W>) {
         self.queue.push(at.max(self.now), ev);
     }
 
@@ -210,7 +211,7 @@ impl World {
 
     /// The next thing the workload must see, running the world up to it;
     /// `None` when nothing is left to happen.
-    pub fn next_happening(&mut self) -> Option<Happening> {
+    pub fn next_happening(&mut self) -> Option<Happening<W>> {
         loop {
             if let Some(h) = self.done.pop_front() {
                 return Some(h);
@@ -224,7 +225,7 @@ impl World {
         }
     }
 
-    fn handle(&mut self, ev: Ev) -> Option<Happening> {
+    fn handle(&mut self, ev: Ev<W>) -> Option<Happening<W>> {
         match ev {
             Ev::AtOss { ost, node, msg } => self.at_oss(ost, node, msg),
             Ev::OstInput { ost, node, msg, io } => {

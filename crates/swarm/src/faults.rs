@@ -18,7 +18,6 @@
 //! later; a cluster that has nothing left to do gets its next repair at
 //! once, so a run never waits on a fault forever.
 
-use crate::options::FaultMix;
 use lanefs_core::Errno;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -75,8 +74,34 @@ impl FaultClass {
         match self {
             FaultClass::ClientCrash => 0.3,
             FaultClass::OstCrash | FaultClass::MdsCrash => 0.5,
-            _ => 1.0,
+            FaultClass::Drop
+            | FaultClass::Delay
+            | FaultClass::Partition
+            | FaultClass::WriteFailure
+            | FaultClass::CommitFailure
+            | FaultClass::MdsDrop => 1.0,
         }
+    }
+}
+
+/// The rate of each fault class: expected faults per thousand harness
+/// steps (0: the class is off).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FaultMix {
+    pub per_kilostep: [f64; FaultClass::COUNT],
+}
+
+impl FaultMix {
+    pub fn is_quiet(&self) -> bool {
+        self.per_kilostep.iter().all(|r| *r == 0.0)
+    }
+
+    pub fn rate(&self, class: FaultClass) -> f64 {
+        self.per_kilostep[class as usize]
+    }
+
+    pub fn total_per_kilostep(&self) -> f64 {
+        self.per_kilostep.iter().sum()
     }
 }
 

@@ -18,7 +18,7 @@
 //! with even odds, at a rate drawn per class, so that some seeds see one
 //! kind of fault now and then and others a storm of all of them.
 
-use crate::faults::FaultClass;
+use crate::faults::{FaultClass, FaultMix};
 use lanefs_core::layout::STRIPE_SIZE_UNIT;
 use lanefs_core::ost::SyncLockCancel;
 use rand::{Rng, SeedableRng};
@@ -52,27 +52,6 @@ pub struct FileSpec {
     pub bytes: u64,
     /// `None` for a shared file; `Some(c)` for client `c`'s own file.
     pub owner: Option<u32>,
-}
-
-/// The rate of each fault class: expected faults per thousand harness
-/// steps (0: the class is off).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct FaultMix {
-    pub per_kilostep: [f64; FaultClass::COUNT],
-}
-
-impl FaultMix {
-    pub fn is_quiet(&self) -> bool {
-        self.per_kilostep.iter().all(|r| *r == 0.0)
-    }
-
-    pub fn rate(&self, class: FaultClass) -> f64 {
-        self.per_kilostep[class as usize]
-    }
-
-    pub fn total_per_kilostep(&self) -> f64 {
-        self.per_kilostep.iter().sum()
-    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
