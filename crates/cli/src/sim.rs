@@ -44,6 +44,8 @@ simulator options:
   --timeseries FILE.csv         write bandwidth per interval, aggregate and per OST
   --timeseries-interval SECONDS interval of the time series (default 0.1)
   --quiet                       no progress bar
+  --check                       check every client's and OST's invariants after each
+                                event (always on in debug builds; slower)
 
 environment:
   LANEFS_MPIIO_HINTS (or MPICH_MPIIO_HINTS)  hints by file pattern
@@ -117,6 +119,7 @@ fn ior(mut args: Vec<String>) -> Result<()> {
         None => Duration::from_ms(100),
     };
     let quiet = take_flag(&mut args, "--quiet");
+    let check = take_flag(&mut args, "--check");
 
     let mut params = lanefs_ior::parse_args(&args).map_err(|e| anyhow!("{e}"))?;
     params.command_line = invocation;
@@ -167,6 +170,7 @@ fn ior(mut args: Vec<String>) -> Result<()> {
         hints_display: env_flag("MPIIO_HINTS_DISPLAY"),
         aggregator_placement_display: env_flag("MPIIO_AGGREGATOR_PLACEMENT_DISPLAY"),
         progress: !quiet && !json,
+        check,
     };
     let posix = SimBackend::new("POSIX", opts.clone());
     let mpiio = SimBackend::new("MPIIO", opts);

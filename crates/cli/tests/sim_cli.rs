@@ -64,6 +64,21 @@ fn json_report_with_hints_from_the_environment() {
 }
 
 #[test]
+fn a_checked_run_simulates_the_same_run() {
+    let mut args = COLL.to_vec();
+    args.extend(["-N", "8", "-O", "summaryFormat=JSON", "--seed", "7"]);
+    let plain: Value = serde_json::from_str(&ok(&lanefs(&args, &[])).0).unwrap();
+    args.push("--check");
+    let checked: Value = serde_json::from_str(&ok(&lanefs(&args, &[])).0).unwrap();
+    for key in ["events", "simulated_s"] {
+        assert!(plain["sim"][key].is_number(), "{key}: {}", plain["sim"]);
+        assert_eq!(plain["sim"][key], checked["sim"][key], "{key}");
+    }
+    assert_eq!(plain["lanefs"], checked["lanefs"]);
+    assert_eq!(plain["summary"][0]["bwMeanMIB"], checked["summary"][0]["bwMeanMIB"]);
+}
+
+#[test]
 fn cray_stats_and_timers_on_stderr() {
     let mut args = COLL.to_vec();
     args.extend(["-N", "8", "--hints", "striping_factor=2:cray_cb_write_lock_mode=2"]);

@@ -14,11 +14,13 @@ use rusqlite::Connection;
 use std::collections::BTreeMap;
 
 fn count(conn: &Connection, sql: &str) -> i64 {
-    conn.query_row(sql, [], |row| row.get(0)).unwrap_or_else(|error| panic!("invariant query {sql:?}: {error}"))
+    conn.prepare_cached(sql)
+        .and_then(|mut select| select.query_row([], |row| row.get(0)))
+        .unwrap_or_else(|error| panic!("invariant query {sql:?}: {error}"))
 }
 
 fn column(conn: &Connection, sql: &str) -> Vec<(i64, i64)> {
-    let mut select = conn.prepare(sql).unwrap_or_else(|error| panic!("invariant query {sql:?}: {error}"));
+    let mut select = conn.prepare_cached(sql).unwrap_or_else(|error| panic!("invariant query {sql:?}: {error}"));
     let rows = select.query_map([], |row| Ok((row.get(0)?, row.get(1)?))).expect("invariant query");
     rows.collect::<Result<_, _>>().expect("invariant rows")
 }
@@ -148,7 +150,7 @@ impl Mds {
 
         let pool_count = count(conn, "SELECT count(*) FROM ost_pools");
         assert!(pool_count as usize <= crate::pools::POOLS_MAX, "{pool_count} pools");
-        let mut names = conn.prepare("SELECT name FROM ost_pools").expect("pool names");
+        let mut names = conn.prepare_cached("SELECT name FROM ost_pools").expect("pool names");
         for name in names.query_map([], |row| row.get::<_, String>(0)).expect("pool names") {
             let name = name.expect("pool name");
             assert!(crate::PoolName::parse(&name).is_ok(), "invalid pool name {name:?}");
@@ -169,7 +171,7 @@ impl Mds {
         );
         assert_eq!(misplaced, 0, "files have pools, directories default pools");
         let mut stored = conn
-            .prepare("SELECT pool FROM inodes WHERE pool IS NOT NULL UNION SELECT default_pool FROM inodes WHERE default_pool IS NOT NULL")
+            .prepare_cached("SELECT pool FROM inodes WHERE pool IS NOT NULL UNION SELECT default_pool FROM inodes WHERE default_pool IS NOT NULL")
             .expect("stored pools");
         for name in stored.query_map([], |row| row.get::<_, String>(0)).expect("stored pools") {
             let name = name.expect("stored pool");

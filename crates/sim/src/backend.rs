@@ -105,6 +105,9 @@ pub struct SimOptions {
     pub aggregator_placement_display: bool,
     /// Show a progress bar on stderr (runs longer than a second).
     pub progress: bool,
+    /// `--check`: every client's and OST's invariants checked after each
+    /// input, as debug builds always do ([`World::check`]).
+    pub check: bool,
 }
 
 pub struct SimBackend {
@@ -222,6 +225,7 @@ impl SimBackend {
             let mut model = Model::from_config(&self.opts.cluster);
             model.nodes = nodes;
             let mut world = World::new(model).map_err(err)?;
+            world.check |= self.opts.check;
             if let Some((_, interval)) = &self.opts.timeseries {
                 let osts = world.model.ost_count() as usize;
                 world.series =

@@ -146,6 +146,12 @@ pub struct World<W> {
     pub rmw_writes: u64,
     pub rmw_bytes: u64,
     pub series: Option<Series>,
+    /// Check each client's and OST's invariants after every input it takes
+    /// (`check_invariants`): on in debug builds, and with `lanefs sim
+    /// --check` in release builds. A client or an OST that took no input
+    /// has not changed, so every part of the world holds its invariants
+    /// after every event.
+    pub check: bool,
 }
 
 /// Time to move `bytes` at `bytes_per_s`, rounded up to a nanosecond.
@@ -197,6 +203,7 @@ impl<W> World<W> {
             rmw_writes: 0,
             rmw_bytes: 0,
             series: None,
+            check: cfg!(debug_assertions),
             model,
         })
     }
@@ -291,6 +298,9 @@ impl<W> World<W> {
                 ClientEvent::OstRecovering { .. } => {}
             }
         }
+        if self.check {
+            self.clients[n].check_invariants();
+        }
         if let Some(t) = self.clients[n].poll_timeout() {
             let t = t.max(self.now);
             if self.client_timer[n].is_none_or(|s| t < s) {
@@ -306,6 +316,9 @@ impl<W> World<W> {
         self.pump_syncs(o);
         while let Some((client, msg)) = self.osts[o].poll_transmit() {
             self.queue.push(self.now + latency, Ev::AtClient { node: client.0, ost, msg });
+        }
+        if self.check {
+            self.osts[o].check_invariants();
         }
         if let Some(t) = self.osts[o].poll_timeout() {
             let t = t.max(self.now);

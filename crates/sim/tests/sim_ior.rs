@@ -23,6 +23,7 @@ fn opts(cluster: &str) -> SimOptions {
         hints_display: false,
         aggregator_placement_display: false,
         progress: false,
+        check: false,
     }
 }
 
@@ -371,4 +372,22 @@ fn a_composite_file_puts_each_range_on_its_components_osts() {
     o.pfl = lanefs_sim::backend::parse_pfl("1m:1,2m:2").unwrap();
     assert!(run_err("-a POSIX -w -b 8m -t 1m -N 1", o).contains("the last at EOF"));
     assert!(lanefs_sim::backend::parse_pfl("1m").unwrap_err().contains("give END:COUNT"));
+}
+
+/// The lockahead talk's scenario (bench/sim.py (a): 192 nodes x 4 ranks on
+/// the 24-OST Cray, 24 stripes, 8 aggregators per OST, 16 segments), with
+/// every client's and OST's invariants checked after every input it
+/// takes (`--check`; debug builds always check).
+#[test]
+fn the_seed_scenario_keeps_every_invariant_after_every_event() {
+    let line = "-a MPIIO -c -w -e -b 1m -t 1m -s 16 -N 768 --tasks-per-node 4";
+    for mode in [0, 2] {
+        let mut o = opts("cray-xc40-24ost");
+        o.check = true;
+        o.hints = hints(&format!("striping_factor=24:cray_cb_nodes_multiplier=8:cray_cb_write_lock_mode={mode}"));
+        let report = json_run(line, o);
+        assert_eq!(counter(&report, "ost_bytes_written"), 16 * 768 << 20, "mode {mode}");
+        let callbacks = counter(&report, "blocking_callbacks");
+        assert_eq!(callbacks == 0, mode == 2, "mode {mode}: {callbacks} callbacks");
+    }
 }

@@ -35,7 +35,9 @@
 //! What it checks. After every step: every node's invariants (the
 //! harness's `check_invariants`, among them the lock server's "no two
 //! incompatible granted locks") and the swarm's own checkers
-//! ([`checkers`]), kept apart from the protocol code. At the end: every
+//! ([`checkers`]), kept apart from the protocol code; after every change
+//! of the MDS (a request served, destroys recorded, a restart), the MDS's
+//! own `Mds::check_invariants` over its database. At the end: every
 //! completed read returned, per byte, the last write completed before it
 //! began or one concurrent with it, unless the newer writes were lost and
 //! the loss reported; no fsynced byte was lost; every lost byte was

@@ -227,6 +227,7 @@ impl MdsWorld {
             return;
         }
         let mds = Mds::open(&self.path(), self.config).expect("the MDS database opens again after a crash");
+        mds.check_invariants();
         self.mds = Some(mds);
         self.pump_destroys(now);
     }
@@ -303,6 +304,7 @@ impl MdsWorld {
             Event::ToMds { client, xid, attempt, request } => {
                 let Some(mds) = self.mds.as_mut() else { return }; // refused: the client retries
                 let reply = mds.handle(&Credentials::ROOT, request);
+                mds.check_invariants();
                 self.enqueue(now, Event::ToClient { client, xid, attempt, reply });
                 self.pump_destroys(now);
             }
@@ -326,6 +328,7 @@ impl MdsWorld {
             Event::Destroyed { ost, objects } => {
                 let Some(mds) = self.mds.as_mut() else { return };
                 mds.record_destroyed(OstIndex(ost), &objects).expect("the MDS records destroyed objects");
+                mds.check_invariants();
                 self.destroying.remove(&ost);
                 self.pump_destroys(now);
             }
