@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test test-tools mpi-deps bench build install uninstall pgo deps fmt clippy clean load fuzz swarm planted
+.PHONY: tidy demo test test-tools mpi-deps bench build install uninstall pgo deps fmt clippy clean load fuzz swarm planted
 
 deps:
 	@command -v cargo >/dev/null 2>&1 || { \
@@ -93,10 +93,15 @@ test-tools: mpi-deps
 	  echo "installing fio, python3-h5py and python3-h5py-mpi for the mount's tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio python3-h5py python3-h5py-mpi; fi
 
+# The workspace's shape (tools/tidy.py): no import circles, no client crate
+# on server code past its list, no function past 70 lines past its list.
+tidy: deps
+	python3 tools/tidy.py
+
 # Where Open MPI's headers are (test-tools installs them as root), the
 # tests are built once, with MPI, and the tests under mpirun run among the
 # others; clippy checks the build without MPI too.
-test: deps test-tools
+test: deps test-tools tidy
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 	@if [ -n "$(MPI_FEATURE)" ]; then \

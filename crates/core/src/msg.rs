@@ -19,6 +19,9 @@
 //! [`crate::client`]. An OST that fails anyway answers every request with
 //! [`IoError::Failed`] ([`ToOst::failed_reply`]) and tells its clients
 //! once with [`ToClient::Failed`].
+// A match over lock modes or message kinds names every one, so that a new
+// one is placed by hand wherever it matters.
+#![deny(clippy::wildcard_enum_match_arm, clippy::match_wildcard_for_single_variants)]
 
 pub use crate::cut::Cut;
 use crate::errno::Errno;
@@ -86,7 +89,7 @@ impl Payload {
     pub fn as_bytes(&self) -> Option<&[u8]> {
         match self {
             Payload::Bytes(bytes) => Some(bytes),
-            _ => None,
+            Payload::Phantom(_) | Payload::Pages(_) | Payload::Remote(_) => None,
         }
     }
 
@@ -131,7 +134,7 @@ impl Serialize for Payload {
         match self {
             Payload::Bytes(bytes) => serializer.serialize_newtype_variant("Payload", 0, "Bytes", bytes),
             Payload::Phantom(len) => serializer.serialize_newtype_variant("Payload", 1, "Phantom", len),
-            other => {
+            other @ (Payload::Pages(_) | Payload::Remote(_)) => {
                 let bytes = other.clone().into_bytes().expect("real bytes");
                 serializer.serialize_newtype_variant("Payload", 0, "Bytes", &bytes)
             }
@@ -553,7 +556,15 @@ impl ToOst {
             | ToOst::Getattr { xid, .. }
             | ToOst::Sync { xid, .. }
             | ToOst::Advise { xid, .. } => Some(xid),
-            _ => None,
+            ToOst::Connect { .. }
+            | ToOst::ReplayLock { .. }
+            | ToOst::ReplayWrite { .. }
+            | ToOst::ReplayPunch { .. }
+            | ToOst::ReplayDone
+            | ToOst::FailuresSeen { .. }
+            | ToOst::Disconnect
+            | ToOst::Cancel { .. }
+            | ToOst::GlimpseReply { .. } => None,
         }
     }
 
@@ -574,7 +585,13 @@ impl ToOst {
             ToOst::Sync { xid, .. } => ToClient::SyncReply { xid, result: failed },
             ToOst::Advise { xid, .. } => ToClient::AdviseReply { xid, result: failed },
             ToOst::Connect { .. } | ToOst::Disconnect => ToClient::Failed,
-            _ => return None,
+            ToOst::ReplayLock { .. }
+            | ToOst::ReplayWrite { .. }
+            | ToOst::ReplayPunch { .. }
+            | ToOst::ReplayDone
+            | ToOst::FailuresSeen { .. }
+            | ToOst::Cancel { .. }
+            | ToOst::GlimpseReply { .. } => return None,
         })
     }
 }
@@ -590,7 +607,18 @@ impl ToClient {
             | ToClient::GetattrReply { xid, .. }
             | ToClient::SyncReply { xid, .. }
             | ToClient::AdviseReply { xid, .. } => Some(xid),
-            _ => None,
+            ToClient::Completion { .. }
+            | ToClient::Blocking { .. }
+            | ToClient::WaitFailed { .. }
+            | ToClient::Glimpse { .. }
+            | ToClient::Evicted
+            | ToClient::Connected { .. }
+            | ToClient::Committed { .. }
+            | ToClient::CommitFailed { .. }
+            | ToClient::LockLost { .. }
+            | ToClient::Disconnected
+            | ToClient::Recovering { .. }
+            | ToClient::Failed => None,
         }
     }
 }

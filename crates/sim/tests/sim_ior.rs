@@ -386,7 +386,7 @@ fn the_seed_scenario_keeps_every_invariant_after_every_event() {
         o.check = true;
         o.hints = hints(&format!("striping_factor=24:cray_cb_nodes_multiplier=8:cray_cb_write_lock_mode={mode}"));
         let report = json_run(line, o);
-        assert_eq!(counter(&report, "ost_bytes_written"), 16 * 768 << 20, "mode {mode}");
+        assert_eq!(counter(&report, "ost_bytes_written"), (16 * 768) << 20, "mode {mode}");
         let callbacks = counter(&report, "blocking_callbacks");
         assert_eq!(callbacks == 0, mode == 2, "mode {mode}: {callbacks} callbacks");
     }

@@ -19,7 +19,7 @@
 use super::locks::{ClientLockState, LocalLock};
 use super::ops::{OpKind, OpState};
 use super::replay::Change;
-use super::{Client, ClientError, LossCause, OpId, Rpc};
+use super::{Client, ClientError, Commit, LossCause, OpId, Rpc};
 use crate::extent::Extent;
 use crate::ldlm::proof::ChangeProof;
 use crate::msg::{IoError, Payload, ToOst};
@@ -299,13 +299,4 @@ impl Client {
         self.osc(key.ost).syncs += 1;
         self.send(key.ost, ToOst::Sync { xid, object: key.object });
     }
-}
-
-/// Where an fsync's sync RPCs stand.
-pub(super) enum Commit {
-    /// Just sent.
-    Sent,
-    Waiting,
-    /// All answered (or none needed).
-    Done,
 }

@@ -400,6 +400,15 @@ struct DirtyObject {
     cursor: u64,
 }
 
+/// Where an fsync's sync RPCs stand.
+enum Commit {
+    /// Just sent.
+    Sent,
+    Waiting,
+    /// All answered (or none needed).
+    Done,
+}
+
 /// An RPC waiting for its reply.
 #[derive(Clone, Debug)]
 enum Rpc {

@@ -6,10 +6,9 @@
 //! a lock either matches a cached one or enqueues a request and waits; it
 //! keeps a reference on the lock only while it copies or fetches bytes.
 
-use super::flush::Commit;
 use super::ladvise::LockaheadResult;
 use super::locks::{ClientLock, ClientLockState, LocalLock};
-use super::{Client, ClientError, FileHandle, OpId, OpOutput, OpenFile, Rpc};
+use super::{Client, ClientError, Commit, FileHandle, OpId, OpOutput, OpenFile, Rpc};
 use crate::extent::{Extent, EOF};
 use crate::layout::ObjectChunk;
 use crate::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};

@@ -10,6 +10,9 @@
 //!
 //! Behaviour follows `ldlm_extent.c` and the lockahead design (LU-6179); where
 //! lanefs differs it says so at the place it does.
+// A match over lock modes or message kinds names every one, so that a new
+// one is placed by hand wherever it matters.
+#![deny(clippy::wildcard_enum_match_arm, clippy::match_wildcard_for_single_variants)]
 
 pub mod policy;
 pub mod proof;
@@ -39,10 +42,13 @@ impl LockMode {
     /// Lustre's `lockmode_compat` extended with the gid rule for GROUP.
     pub fn compatible(self, other: LockMode) -> bool {
         use LockMode::*;
+        // Every pair of modes named: a new mode must be placed in it.
         match (self, other) {
             (ProtectedRead, ProtectedRead) => true,
             (Group(a), Group(b)) => a == b,
-            _ => false,
+            (ProtectedRead, ProtectedWrite | Group(_))
+            | (ProtectedWrite, ProtectedRead | ProtectedWrite | Group(_))
+            | (Group(_), ProtectedRead | ProtectedWrite) => false,
         }
     }
 
@@ -54,17 +60,25 @@ impl LockMode {
             (ProtectedWrite, ProtectedRead | ProtectedWrite) => true,
             (ProtectedRead, ProtectedRead) => true,
             (Group(a), Group(b)) => a == b,
-            _ => false,
+            (ProtectedRead, ProtectedWrite | Group(_))
+            | (ProtectedWrite, Group(_))
+            | (Group(_), ProtectedRead | ProtectedWrite) => false,
         }
     }
 
     /// Whether the mode allows dirtying pages (PW and GROUP).
     pub fn is_write(self) -> bool {
-        !matches!(self, LockMode::ProtectedRead)
+        match self {
+            LockMode::ProtectedRead => false,
+            LockMode::ProtectedWrite | LockMode::Group(_) => true,
+        }
     }
 
     pub fn is_group(self) -> bool {
-        matches!(self, LockMode::Group(_))
+        match self {
+            LockMode::Group(_) => true,
+            LockMode::ProtectedRead | LockMode::ProtectedWrite => false,
+        }
     }
 
     /// Lustre's short name: `PR`, `PW`, `GROUP`.
@@ -81,7 +95,7 @@ impl fmt::Display for LockMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LockMode::Group(gid) => write!(f, "GROUP({})", gid.0),
-            other => f.write_str(other.name()),
+            other @ (LockMode::ProtectedRead | LockMode::ProtectedWrite) => f.write_str(other.name()),
         }
     }
 }

@@ -415,9 +415,9 @@ impl LockServer {
             LockMode::Group(_) => queue.iter().enumerate().find_map(|(i, h)| match self.locks[h].request.mode {
                 mode if mode == request.mode => Some(i + 1),
                 LockMode::Group(_) => None,
-                _ => Some(i),
+                LockMode::ProtectedRead | LockMode::ProtectedWrite => Some(i),
             }),
-            _ => None,
+            LockMode::ProtectedRead | LockMode::ProtectedWrite => None,
         };
         let queue = &mut self.resource(object).waiting;
         queue.insert(at.unwrap_or(queue.len()), handle);
