@@ -376,6 +376,9 @@ impl PageCache {
         let mut out = Vec::new();
         for (&start, run) in self.objects.get(&key).into_iter().flatten() {
             let dirty = &run.page.dirty.0;
+            if dirty.is_empty() {
+                continue; // a clean run: no page of it to walk
+            }
             if dirty.as_slice() == [(0, PAGE_END)] {
                 push_merged(&mut out, Extent::from_offset_len(start * PAGE_SIZE, run.pages * PAGE_SIZE), u64::MAX);
                 continue;
