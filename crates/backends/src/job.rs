@@ -61,7 +61,7 @@ fn rank_run(
     use crate::lanefs::{embedded_osts, LanefsBackend};
     use crate::mpiio::MpiioBackend;
     use anyhow::{anyhow, bail};
-    use lanefs_ior::PosixBackend;
+    use lanefs_ior::{Api, PosixBackend};
     use lanefs_mpiio::comm::MpiComm;
     use lanefs_mpiio::Communicator;
     use lanefs_net::auth::ClusterKey;
@@ -96,9 +96,10 @@ fn rank_run(
         None => comm_world,
     };
     params.tasks_per_node.get_or_insert(comm.ranks_per_node());
-    let api = params.api.to_ascii_uppercase();
+    let api = Api::parse(&params.api)
+        .ok_or_else(|| anyhow!("-a {}: under mpirun lanefs ior runs -a {}", params.api, Api::names()))?;
     let mut stdout = std::io::stdout();
-    let summary = if api == "POSIX" {
+    let summary = if !api.needs_cluster() {
         lanefs_ior::run_as_rank(&params, &PosixBackend, &mut stdout, comm)
     } else {
         // The file system: the one named, or rank 0's embedded one.
@@ -126,19 +127,13 @@ fn rank_run(
                     .map_err(|_| anyhow!("rank 0 sent a cluster address that is not text"))?
             }
         };
-        let credentials = match key {
-            Some(path) => {
-                let loaded = ClusterKey::load(&path)?;
-                Some((path, loaded))
-            }
-            None => None,
-        };
+        let credentials = key.map(|path| ClusterKey::load(&path).map(|loaded| (path, loaded))).transpose()?;
         let lanefs = LanefsBackend::new(mds, credentials, args.clone())?;
         let mpiio = MpiioBackend::for_job(&lanefs, comm);
-        let backend: &dyn lanefs_ior::Backend = match api.as_str() {
-            "LANEFS" => &lanefs,
-            "MPIIO" => &mpiio,
-            other => bail!("-a {other}: under mpirun lanefs ior runs -a POSIX, LANEFS or MPIIO"),
+        let backend: &dyn lanefs_ior::Backend = match api {
+            Api::Lanefs => &lanefs,
+            Api::Mpiio => &mpiio,
+            Api::Posix => bail!("-a POSIX runs without a cluster"),
         };
         let summary = lanefs_ior::run_as_rank(&params, backend, &mut stdout, comm);
         // Rank 0's embedded cluster serves until every rank is done.

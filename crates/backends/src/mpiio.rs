@@ -27,7 +27,7 @@ use lanefs_net::client::{process_umask, Client, File};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-const NAME: &str = "MPIIO";
+const NAME: &str = lanefs_ior::Api::Mpiio.name();
 
 /// `LANEFS_<name>` or `MPICH_<name>` set to anything but `0`.
 pub fn env_flag(name: &str) -> bool {

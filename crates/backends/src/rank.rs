@@ -12,7 +12,7 @@ use lanefs_net::client::{process_umask, Client, ClientOptions, File};
 use std::sync::Mutex;
 
 /// The backend's name in IOR's `-a` and in its errors.
-pub(crate) const NAME: &str = "LANEFS";
+pub(crate) const NAME: &str = lanefs_ior::Api::Lanefs.name();
 
 /// Each rank's client and the embedded cluster: taken by every backend that
 /// runs on lanefs (`-a LANEFS`, and `-a MPIIO` as `--lanefs.*`).

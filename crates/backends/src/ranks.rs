@@ -77,6 +77,36 @@ pub(crate) struct ProcessRank<'a> {
     _buffer_file: tempfile::NamedTempFile,
 }
 
+/// What a rank process is started with: the command line the launcher
+/// writes (`lanefs ior-rank ...`, [`RankLaunch::args`]) and the CLI parses
+/// back into this, one type on both sides of the re-exec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RankLaunch {
+    /// The MDS of the run's cluster.
+    pub mds: String,
+    /// The key file, for a cluster on TCP.
+    pub key: Option<PathBuf>,
+    pub rank: u32,
+    /// The transfer buffer the launcher and the rank share.
+    pub buffer: PathBuf,
+    /// The run's IOR options, as the launcher was given them.
+    pub ior_args: Vec<String>,
+}
+
+impl RankLaunch {
+    /// The arguments of `lanefs` that start this rank.
+    pub fn args(&self) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = vec!["ior-rank".into(), "--mds".into(), self.mds.clone().into()];
+        args.extend(["--rank".into(), self.rank.to_string().into(), "--buffer".into(), self.buffer.clone().into()]);
+        if let Some(key) = &self.key {
+            args.extend(["--key".into(), key.clone().into()]);
+        }
+        args.push("--".into());
+        args.extend(self.ior_args.iter().map(Into::into));
+        args
+    }
+}
+
 /// Where the shared buffers live: memory-backed when the system has it.
 fn buffer_dir() -> PathBuf {
     let shm = Path::new("/dev/shm");
@@ -111,14 +141,15 @@ impl<'a> ProcessRank<'a> {
         let buffer =
             unsafe { MmapMut::map_mut(file.as_file()) }.map_err(|e| setup("mapping its transfer buffer", e))?;
         let exe = std::env::current_exe().map_err(|e| setup("finding the lanefs executable", e))?;
-        let mut command = Command::new(exe);
-        command.arg("ior-rank").args(["--mds", mds, "--rank", &rank.to_string(), "--buffer"]).arg(file.path());
-        if let Some(key) = key {
-            command.arg("--key").arg(key);
-        }
-        let mut child = command
-            .arg("--")
-            .args(ior_args)
+        let launch = RankLaunch {
+            mds: mds.to_string(),
+            key: key.map(Path::to_path_buf),
+            rank,
+            buffer: file.path().to_path_buf(),
+            ior_args: ior_args.to_vec(),
+        };
+        let mut child = Command::new(exe)
+            .args(launch.args())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -222,7 +253,9 @@ impl Drop for ProcessRank<'_> {
 
 /// `lanefs ior-rank`: one rank's process. Serves the launcher's requests
 /// on stdin/stdout until `Finish` or end of input.
-pub fn serve_rank(mds: &str, key: Option<&Path>, rank: u32, buffer: &Path, ior_args: &[String]) -> Result<()> {
+pub fn serve_rank(launch: &RankLaunch) -> Result<()> {
+    let RankLaunch { mds, key, rank, buffer, ior_args } = launch;
+    let (rank, key) = (*rank, key.as_deref());
     let p = lanefs_ior::parse_args(ior_args).context("the IOR options given to a rank process")?;
     let file = std::fs::OpenOptions::new()
         .read(true)

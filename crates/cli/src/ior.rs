@@ -10,7 +10,7 @@ use anyhow::{bail, Result};
 use lanefs_backends::job;
 use lanefs_backends::lanefs::{embedded_osts, LanefsBackend};
 use lanefs_backends::mpiio::MpiioBackend;
-use lanefs_ior::PosixBackend;
+use lanefs_ior::{Api, PosixBackend};
 use lanefs_net::auth::ClusterKey;
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use std::io::Write;
@@ -37,9 +37,6 @@ pub fn usage() -> String {
     let mpiio = MpiioBackend::new(&lanefs);
     lanefs_ior::usage(&[&PosixBackend, &lanefs, &mpiio])
 }
-
-/// The APIs `lanefs ior` has.
-const APIS: [&str; 3] = ["POSIX", "LANEFS", "MPIIO"];
 
 /// The APIs `args` name: `-a`/`--api` on the command line, and the `api=`
 /// lines of a script given with `-f` (a script that cannot be read is
@@ -78,7 +75,7 @@ fn apis_named(args: &[String]) -> Vec<String> {
 /// have is refused by name, with what to use instead.
 fn uses_lanefs(args: &[String]) -> Result<bool> {
     let named = apis_named(args);
-    if let Some(other) = named.iter().find(|api| !APIS.iter().any(|known| known.eq_ignore_ascii_case(api))) {
+    if let Some(other) = named.iter().find(|api| Api::parse(api).is_none()) {
         let instead = match other.to_ascii_uppercase().as_str() {
             "HDF5" | "NCMPI" | "PNETCDF" | "ADIOS" => {
                 " (run the HDF5 or PnetCDF program itself, or IOR's own ior, on a lanefs mount: \
@@ -89,9 +86,9 @@ fn uses_lanefs(args: &[String]) -> Result<bool> {
             }
             _ => "",
         };
-        bail!("invalid option -a {other}: lanefs ior has {}{instead}", APIS.join(", "));
+        bail!("invalid option -a {other}: lanefs ior has {}{instead}", Api::names());
     }
-    Ok(named.iter().any(|api| ["LANEFS", "MPIIO"].iter().any(|name| api.eq_ignore_ascii_case(name))))
+    Ok(named.iter().filter_map(|api| Api::parse(api)).any(Api::needs_cluster))
 }
 
 /// `lanefs ior ARGS`: exit code as IOR's (1 when data checks failed).

@@ -20,6 +20,7 @@ mod swarm;
 
 use anyhow::Result;
 use clap::{CommandFactory, Parser, Subcommand};
+use lanefs_backends::ranks::RankLaunch;
 use std::path::PathBuf;
 
 /// The simulator allocates and frees small objects at every event (messages,
@@ -173,7 +174,8 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// One IOR rank's process (started by `lanefs ior --lanefs.ranks=processes`).
+    /// One IOR rank's process (started by `lanefs ior --lanefs.ranks=processes`
+    /// with the arguments of `lanefs_backends::ranks::RankLaunch::args`).
     #[command(hide = true)]
     IorRank {
         #[arg(long)]
@@ -184,7 +186,7 @@ enum Command {
         #[arg(long)]
         buffer: PathBuf,
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
+        ior_args: Vec<String>,
     },
     /// Simulate: `lanefs sim ior --cluster PRESET [IOR options]` runs IOR on a
     /// modelled cluster (`lanefs sim presets` lists them; `lanefs sim ior -h`).
@@ -388,8 +390,8 @@ fn run(cli: Cli) -> Result<()> {
             daemons::key_issue(&ca, role, name.as_deref(), &out)
         }
         Command::Ior { args } => ior::main(args, cli.target.mds, cli.target.key),
-        Command::IorRank { mds, rank, buffer, args } => {
-            lanefs_backends::ranks::serve_rank(&mds, cli.target.key.as_deref(), rank, &buffer, &args)
+        Command::IorRank { mds, rank, buffer, ior_args } => {
+            lanefs_backends::ranks::serve_rank(&RankLaunch { mds, key: cli.target.key, rank, buffer, ior_args })
         }
         Command::Sim { args } => sim::main(args),
         Command::Mount(args) => mount::mount(args, &cli.target),
@@ -399,5 +401,27 @@ fn run(cli: Cli) -> Result<()> {
         Command::Completions { shell } => shell::completions(Cli::command(), shell),
         Command::Man { dir } => shell::man(Cli::command(), &dir),
         Command::Swarm(_) => unreachable!("the swarm runs from main, for its exit code"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the launcher writes is what the rank process reads back.
+    #[test]
+    fn a_rank_launch_parses_back_into_itself() {
+        for key in [None, Some(PathBuf::from("/keys/client.pem"))] {
+            let launch = RankLaunch {
+                mds: "unix:/tmp/x/mds.sock".into(),
+                key,
+                rank: 7,
+                buffer: PathBuf::from("/dev/shm/lanefs-rank-abc"),
+                ior_args: ["-a", "LANEFS", "-w", "--lanefs.ranks=processes", "--", "-x"].map(String::from).to_vec(),
+            };
+            let cli = Cli::try_parse_from(std::iter::once("lanefs".into()).chain(launch.args())).unwrap();
+            let Command::IorRank { mds, rank, buffer, ior_args } = cli.command else { panic!("not ior-rank") };
+            assert_eq!(RankLaunch { mds, key: cli.target.key, rank, buffer, ior_args }, launch);
+        }
     }
 }

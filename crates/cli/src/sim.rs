@@ -14,6 +14,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use lanefs_backends::mpiio::env_flag;
 use lanefs_core::client::ladvise::IoLockMode as LockMode;
 use lanefs_core::units::Duration;
+use lanefs_ior::Api;
 use lanefs_mpiio::hints as mhints;
 use lanefs_sim::backend::{SimBackend, SimOptions};
 use lanefs_sim::config::{presets, ClusterConfig};
@@ -144,7 +145,7 @@ fn ior(mut args: Vec<String>) -> Result<()> {
     params.tasks_per_node.get_or_insert(cluster.compute.ranks_per_node);
     let mut hints = lanefs_backends::mpiio::hint_pairs(&params).map_err(|e| anyhow!("{e}"))?;
     if let Some(spec) = &cli_hints {
-        if !params.api.eq_ignore_ascii_case("MPIIO") {
+        if Api::parse(&params.api) != Some(Api::Mpiio) {
             bail!("--hints are MPI-IO hints: they need -a MPIIO (this run is -a {})", params.api);
         }
         let rules = mhints::parse_cli_hints(spec).map_err(|e| anyhow!("--hints: {e}"))?;
@@ -172,12 +173,12 @@ fn ior(mut args: Vec<String>) -> Result<()> {
         progress: !quiet && !json,
         check,
     };
-    let posix = SimBackend::new("POSIX", opts.clone());
-    let mpiio = SimBackend::new("MPIIO", opts);
+    let posix = SimBackend::new(Api::Posix, opts.clone());
+    let mpiio = SimBackend::new(Api::Mpiio, opts);
     let mut out = std::io::stdout();
     let backend = lanefs_ior::select_backend(&params.api, &[&posix, &mpiio]).map_err(|e| anyhow!("{e}"))?;
     lanefs_ior::run(&params, backend, &mut out).context("simulated IOR run failed")?;
-    let used = if backend.name() == "MPIIO" { &mpiio } else { &posix };
+    let used = if Api::parse(backend.name()) == Some(Api::Mpiio) { &mpiio } else { &posix };
     if let Some(path) = &timeseries_path {
         used.write_timeseries().with_context(|| format!("cannot write the time series to {}", path.display()))?;
     }

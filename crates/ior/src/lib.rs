@@ -28,6 +28,7 @@
 //! for a backend that uses them, which prints `--mpiio.showHints`), IOR's HDF5, NCMPI and
 //! other backends, and the features `-h` lists as refused.
 
+mod api;
 mod backend;
 mod dry_run;
 mod error;
@@ -45,6 +46,7 @@ mod timing;
 
 use std::io::Write;
 
+pub use api::Api;
 pub use backend::{check_module_options, check_modules, Backend, BackendReport, FsInfo, Module, ModuleOption, RankIo};
 pub use error::IorError;
 pub use hints::mpi_hints;

@@ -18,7 +18,7 @@ use crate::backend::{check_module_options, Backend, FsInfo, ModuleOption, RankIo
 use crate::error::IorError;
 use crate::params::IorParams;
 
-const NAME: &str = "POSIX";
+const NAME: &str = crate::Api::Posix.name();
 /// Alignment `--posix.odirect` asks of `-t` (a conservative logical block size).
 pub const ODIRECT_ALIGN_BYTES: u64 = 512;
 /// IOR's file mode: `S_IRUSR | S_IWUSR | S_IRGRP | S_IWGRP`.

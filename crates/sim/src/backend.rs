@@ -28,7 +28,7 @@ use lanefs_core::client::ladvise::IoLockMode as LockMode;
 use lanefs_core::layout::Layout;
 use lanefs_core::units::Duration;
 use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
-use lanefs_ior::{Backend, BackendReport, IorError, IorParams, PhaseModel, RankPhase, RankTimes};
+use lanefs_ior::{Api, Backend, BackendReport, IorError, IorParams, PhaseModel, RankPhase, RankTimes};
 use lanefs_mpiio::hints::MpiioHints;
 use lanefs_mpiio::report::{MpiioStats, MpiioTimers};
 use lanefs_mpiio::{plan as mplan, report as mreport};
@@ -111,7 +111,7 @@ pub struct SimOptions {
 }
 
 pub struct SimBackend {
-    api: &'static str,
+    api: Api,
     opts: SimOptions,
     state: Mutex<Option<State>>,
 }
@@ -132,12 +132,17 @@ fn err(e: impl std::fmt::Display) -> IorError {
 }
 
 impl SimBackend {
-    pub fn new(api: &'static str, opts: SimOptions) -> SimBackend {
+    /// The simulator's backend for `api`, one it models ([`Api::simulated`]).
+    pub fn new(api: Api, opts: SimOptions) -> SimBackend {
+        assert!(api.simulated(), "the simulator has no -a {}", api.name());
         SimBackend { api, opts, state: Mutex::new(None) }
     }
 
     fn mpiio(&self) -> bool {
-        self.api == "MPIIO"
+        match self.api {
+            Api::Mpiio => true,
+            Api::Posix | Api::Lanefs => false,
+        }
     }
 
     fn hints(&self) -> Result<MpiioHints, IorError> {
@@ -403,7 +408,7 @@ impl PhaseModel for SimBackend {
 
 impl Backend for SimBackend {
     fn name(&self) -> &'static str {
-        self.api
+        self.api.name()
     }
 
     fn version(&self) -> String {
@@ -415,8 +420,8 @@ impl Backend for SimBackend {
     }
 
     fn check_params(&self, p: &IorParams) -> Result<(), IorError> {
-        lanefs_ior::check_modules(self.api, &[], self.other_modules(), p)?;
-        lanefs_ior::model_check_params(self.api, p)?;
+        lanefs_ior::check_modules(self.api.name(), &[], self.other_modules(), p)?;
+        lanefs_ior::model_check_params(self.api.name(), p)?;
         self.nodes_for(p)?;
         let h = self.hints()?;
         self.striping(&h)?;

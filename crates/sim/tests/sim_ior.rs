@@ -3,7 +3,7 @@
 //! errors for what cannot run.
 
 use lanefs_core::client::ladvise::IoLockMode as LockMode;
-use lanefs_ior::{parse_args, run, IorParams};
+use lanefs_ior::{parse_args, run, Api, IorParams};
 use lanefs_sim::backend::{SimBackend, SimOptions};
 use lanefs_sim::config::ClusterConfig;
 use serde_json::Value;
@@ -44,7 +44,7 @@ fn params(line: &str) -> IorParams {
 /// Run and return IOR's JSON report.
 fn json_run(line: &str, o: SimOptions) -> Value {
     let p = params(&format!("{line} -O summaryFormat=JSON"));
-    let api = if p.api.eq_ignore_ascii_case("MPIIO") { "MPIIO" } else { "POSIX" };
+    let api = if Api::parse(&p.api) == Some(Api::Mpiio) { Api::Mpiio } else { Api::Posix };
     let backend = SimBackend::new(api, o);
     let mut out = Vec::new();
     run(&p, &backend, &mut out).expect("the simulated run succeeds");
@@ -53,7 +53,7 @@ fn json_run(line: &str, o: SimOptions) -> Value {
 
 fn run_err(line: &str, o: SimOptions) -> String {
     let p = params(line);
-    let api = if p.api.eq_ignore_ascii_case("MPIIO") { "MPIIO" } else { "POSIX" };
+    let api = if Api::parse(&p.api) == Some(Api::Mpiio) { Api::Mpiio } else { Api::Posix };
     let backend = SimBackend::new(api, o);
     let mut out = Vec::new();
     run(&p, &backend, &mut out).expect_err("the run must be refused").to_string()
