@@ -5,7 +5,7 @@
 //! wherever it matters.
 //!
 //! IOR keeps its backends in one table too (`aiori.c`'s `available_aiori`);
-//! lanefs has three of IOR's (`POSIX`, `MPIIO`) and one of its own
+//! lanefs has two of IOR's (`POSIX`, `MPIIO`) and one of its own
 //! (`LANEFS`, the client library called directly).
 
 /// An API of `lanefs ior` (`-a`).
