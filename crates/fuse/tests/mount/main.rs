@@ -210,9 +210,12 @@ fn a_file_removed_while_open_stays_readable_until_its_last_close() {
     }
 }
 
-/// Runs `script` with `sh -e`, `$A` and `$B` set to the two mounts.
+/// Runs `script` with `sh -e`, `$A` and `$B` set to the two mounts, in a
+/// scratch directory of its own (fio leaves its verify state there).
 fn sh(m: &Mounted, script: &str) -> String {
+    let scratch = tempfile::tempdir().unwrap();
     let out = std::process::Command::new("sh")
+        .current_dir(scratch.path())
         .arg("-ec")
         .arg(script)
         .env("A", m.dirs[0].path())
