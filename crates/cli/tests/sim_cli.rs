@@ -63,6 +63,9 @@ fn json_report_with_hints_from_the_environment() {
     assert_eq!(j["lanefs"]["lockahead_sent"], 0);
 }
 
+/// `--check` is taken and changes nothing in the report. (This binary is a
+/// debug build, which checks either way; bench/RESULTS.md compares a
+/// release build's run with and without it.)
 #[test]
 fn a_checked_run_simulates_the_same_run() {
     let mut args = COLL.to_vec();
