@@ -2,8 +2,8 @@
 //! (`codec::decode`) and as a stream of frames (`codec::read_frame`).
 //! Every message decoded must encode and decode to itself.
 
-use lanefs_net::codec::{decode, encode, read_frame};
-use lanefs_net::proto::Wire;
+use lanefs_proto::codec::{decode, encode, read_frame};
+use lanefs_proto::wire::Wire;
 
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();

@@ -9,7 +9,8 @@
 
 use crate::decode_all;
 use lanefs_core::{ObjectId, OstIndex};
-use lanefs_mds::{Credentials, Mds, MdsConfig, MdsReply, MdsRequest, GROUPS_MAX};
+use lanefs_mds::Mds;
+use lanefs_proto::{Credentials, MdsConfig, MdsReply, MdsRequest, GROUPS_MAX};
 
 /// OSTs of the target's MDS.
 pub const OSTS: u32 = 4;

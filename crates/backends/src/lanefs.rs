@@ -32,10 +32,10 @@ use crate::rank::{
 };
 use crate::ranks::ProcessRank;
 use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, ModuleOption, RankIo};
-use lanefs_mds::{FileKind, MdsReply, MdsRequest};
 use lanefs_net::auth::ClusterKey;
 use lanefs_net::client::{process_umask, Client, ClientOptions, NetError};
-use lanefs_net::proto::OstStats;
+use lanefs_proto::wire::OstStats;
+use lanefs_proto::{FileKind, MdsReply, MdsRequest};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -197,7 +197,7 @@ impl Backend for LanefsBackend {
         // The MDS destroys the file's objects on the OSTs.
         match admin.mds(MdsRequest::Unlink { path: absolute(path) }) {
             Ok(_) => Ok(()),
-            Err(NetError::Namespace(lanefs_mds::MdsError::NotFound { .. })) => Ok(()),
+            Err(NetError::Namespace(lanefs_proto::MdsError::NotFound { .. })) => Ok(()),
             Err(e) => Err(backend_error(e)),
         }
     }

@@ -7,8 +7,8 @@
 
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode, ADVICES_PER_CALL_MAX};
 use lanefs_ior::{IorError, IorParams, ModuleOption, RankIo};
-use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{process_umask, Client, ClientOptions, File};
+use lanefs_proto::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use std::sync::Mutex;
 
 /// The backend's name in IOR's `-a` and in its errors.

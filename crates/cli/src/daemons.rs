@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use lanefs_core::ldlm::server::LockServerConfig;
 use lanefs_core::ost::{OstConfig, RecoveryConfig, SyncLockCancel};
 use lanefs_core::Duration;
-use lanefs_mds::{Mds, MdsConfig, Owner};
+use lanefs_mds::Mds;
 use lanefs_net::auth::issue_key;
 use lanefs_net::auth::{ClusterKey, KeyRootSquash};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
@@ -18,6 +18,7 @@ use lanefs_net::keys::{create_cluster_keys, KeyRole};
 use lanefs_net::limits::{ServerLimits, IDLE_TIMEOUT_DEFAULT};
 use lanefs_net::mds_server::MdsOptions;
 use lanefs_net::transport::Address;
+use lanefs_proto::{MdsConfig, Owner};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 

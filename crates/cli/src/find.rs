@@ -14,8 +14,8 @@
 
 use crate::out;
 use anyhow::{bail, Context, Result};
-use lanefs_mds::{FileKind, MdsReply, MdsRequest};
 use lanefs_net::client::Client;
+use lanefs_proto::{FileKind, MdsReply, MdsRequest};
 
 /// A number test: `+N`, `-N` or `N`, in units of `unit` bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +78,7 @@ pub enum Test {
     /// Files with an object on any of these OSTs.
     Osts(Vec<u32>),
     /// Files in this OST pool.
-    Pool(lanefs_mds::PoolName),
+    Pool(lanefs_proto::PoolName),
     /// A time's age, as find(1)'s `-mtime`, `-atime` and `-ctime` count it.
     Time(TimeField, AgeTest),
     User(u32),
@@ -242,7 +242,7 @@ pub fn parse(args: &[String]) -> Result<(Vec<String>, FindTests), String> {
             "stripe-count" => Test::StripeCount(NumberTest::parse(&value, false).map_err(bad)?),
             "stripe-size" => Test::StripeSize(NumberTest::parse(&value, true).map_err(bad)?),
             "ost" => Test::Osts(parse_osts(&value).map_err(bad)?),
-            "pool" => Test::Pool(lanefs_mds::PoolName::parse(&value).map_err(|e| bad(e.to_string()))?),
+            "pool" => Test::Pool(lanefs_proto::PoolName::parse(&value).map_err(|e| bad(e.to_string()))?),
             "mtime" => Test::Time(TimeField::Modified, AgeTest::parse(&value).map_err(bad)?),
             "atime" => Test::Time(TimeField::Accessed, AgeTest::parse(&value).map_err(bad)?),
             "ctime" => Test::Time(TimeField::Changed, AgeTest::parse(&value).map_err(bad)?),
@@ -404,13 +404,13 @@ fn visit(
 /// Whether the entry passes every test; the MDS and the OSTs are asked
 /// only for what the tests need, once each.
 fn matches(cl: &Client, inner: &str, name: &str, kind: FileKind, tests: &FindTests) -> Result<bool> {
-    let mut attr: Option<lanefs_mds::Attr> = None;
+    let mut attr: Option<lanefs_proto::Attr> = None;
     let mut size: Option<u64> = None;
     let now_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     for (test, negated) in &tests.tests {
-        let mut attr = |cl: &Client| -> Result<lanefs_mds::Attr> {
+        let mut attr = |cl: &Client| -> Result<lanefs_proto::Attr> {
             if attr.is_none() {
                 attr = Some(match cl.mds(MdsRequest::Stat { path: inner.into() })? {
                     MdsReply::Attr(attr) => attr,
@@ -449,7 +449,7 @@ fn matches(cl: &Client, inner: &str, name: &str, kind: FileKind, tests: &FindTes
                     // The size is the OSTs' (a glimpse of the file's objects).
                     let attr = attr(cl)?;
                     let Some(layout) = attr.layout.clone() else { return Ok(*negated) };
-                    let f = cl.open_file(inner, lanefs_mds::FileInfo { fid: attr.fid, layout })?;
+                    let f = cl.open_file(inner, lanefs_proto::FileInfo { fid: attr.fid, layout })?;
                     let got = cl.size(&f);
                     cl.close(f)?;
                     size = Some(got?);

@@ -12,13 +12,13 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use lanefs_core::client::ladvise::{Advice, AheadMode, CacheAdvice, LU_LADVISE_LOCKAHEAD};
 use lanefs_core::layout::Layout;
-use lanefs_mds::perm::mode_string;
-use lanefs_mds::{
+use lanefs_net::auth::ClusterKey;
+use lanefs_net::client::{process_umask, Client, ClientOptions};
+use lanefs_proto::mode_string;
+use lanefs_proto::{
     Access, Attr, ComponentSpec, CreateMode, DirEntry, FileKind, MdsReply, MdsRequest, PoolName, StripeDefault,
     StripeSpec,
 };
-use lanefs_net::auth::ClusterKey;
-use lanefs_net::client::{process_umask, Client, ClientOptions};
 use std::path::{Path, PathBuf};
 
 /// Where the file system is, and the key to it.
@@ -241,7 +241,7 @@ pub enum FsCommand {
 /// Octal permissions: `755`, `0644`, `1777`.
 pub fn parse_mode(s: &str) -> Result<u32, String> {
     match u32::from_str_radix(s, 8) {
-        Ok(mode) if mode <= lanefs_mds::PERMISSION_BITS => Ok(mode),
+        Ok(mode) if mode <= lanefs_proto::PERMISSION_BITS => Ok(mode),
         _ => Err(format!("{s:?} is not a mode: give octal permissions from 0 to 7777, e.g. 0755")),
     }
 }
@@ -881,7 +881,7 @@ fn attr(cl: &Client, path: &str) -> Result<Attr> {
 fn file_size(cl: &Client, path: &str) -> Result<(u64, Layout)> {
     let attr = attr(cl, path)?;
     let Some(layout) = attr.layout else { bail!("{path} is a directory") };
-    let f = cl.open_file(path, lanefs_mds::FileInfo { fid: attr.fid, layout: layout.clone() })?;
+    let f = cl.open_file(path, lanefs_proto::FileInfo { fid: attr.fid, layout: layout.clone() })?;
     let size = cl.size(&f)?;
     cl.close(f)?;
     Ok((size, layout))
@@ -1045,7 +1045,7 @@ fn ladvise_own(cl: &Client, advice: &Advice, file: &str) -> Result<()> {
 
 /// `lfs osts` (`llapi_ostlist` in `lustre/utils/liblustreapi_param.c`):
 /// `OBDS:`, then `%d: %s %s` per OST, ACTIVE when it answered.
-fn format_osts(stats: &[lanefs_net::proto::OstStats]) -> String {
+fn format_osts(stats: &[lanefs_proto::wire::OstStats]) -> String {
     let mut out = "OBDS:\n".to_string();
     for s in stats {
         let state = if s.space.is_some() { "ACTIVE" } else { "INACTIVE" };
@@ -1073,12 +1073,12 @@ fn mount_point_of(path: &str) -> Result<Option<String>> {
 /// MDT's free inodes (used stays the MDT's used).
 ///
 /// lanefs's MDT line is the file system its database lives on (its inodes
-/// that file system's too: see `lanefs_mds::MdtSpace`); an MDS whose
+/// that file system's too: see `lanefs_proto::MdtSpace`); an MDS whose
 /// database is in memory prints none. OSTs that share one backing file
 /// system count once in the summary.
 fn format_df(
-    statfs: &lanefs_mds::Statfs,
-    stats: &[lanefs_net::proto::OstStats],
+    statfs: &lanefs_proto::Statfs,
+    stats: &[lanefs_proto::wire::OstStats],
     mounted_on: &str,
     human: bool,
     inodes: bool,
@@ -1149,7 +1149,7 @@ fn format_df(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lanefs_mds::MdtSpace;
+    use lanefs_proto::MdtSpace;
 
     #[test]
     fn ladvise_takes_lfs_exclusive_end() {
@@ -1175,7 +1175,7 @@ mod tests {
 
     #[test]
     fn df_prints_as_lfs_df() {
-        use lanefs_net::proto::{OstSpace, OstStats};
+        use lanefs_proto::wire::{OstSpace, OstStats};
         let ost = |ost: u32, fsid: u64| OstStats {
             ost,
             locks_granted: 0,
@@ -1197,7 +1197,7 @@ mod tests {
             MdtSpace { fsid: 7, total_bytes: 1 << 30, free_bytes: 768 << 20, total_inodes: 2000, free_inodes: 1500 };
         // 500 lanefs inodes.
         let with =
-            |space: Option<MdtSpace>| lanefs_mds::Statfs { ost_count: 2, file_count: 300, dir_count: 200, space };
+            |space: Option<MdtSpace>| lanefs_proto::Statfs { ost_count: 2, file_count: 300, dir_count: 200, space };
         let mdt_statfs = with(Some(mdt));
         // lfs df's own text: the MDT first (its space left out of the
         // summary, lfs.c mntdf: "If we have OSTs then don't report MDT

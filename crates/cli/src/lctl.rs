@@ -181,7 +181,7 @@ fn connect_once(mds: &str, target: &Target) -> Result<lanefs_net::client::Client
 struct Holders {
     clients: Vec<PathBuf>,
     servers: Option<lanefs_net::client::Client>,
-    ost_stats: Vec<lanefs_net::proto::OstStats>,
+    ost_stats: Vec<lanefs_proto::wire::OstStats>,
     /// Clients found stale or failing during this command: not asked again.
     gone: std::cell::RefCell<Vec<PathBuf>>,
 }

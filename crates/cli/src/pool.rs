@@ -16,9 +16,9 @@
 
 use anyhow::{bail, Result};
 use clap::Subcommand;
-use lanefs_mds::pools::{ost_uuid, FSNAME};
-use lanefs_mds::{MdsReply, MdsRequest, PoolChange, PoolInfo, PoolName};
 use lanefs_net::client::Client;
+use lanefs_proto::pools::{ost_uuid, FSNAME};
+use lanefs_proto::{MdsReply, MdsRequest, PoolChange, PoolInfo, PoolName};
 
 /// The pool commands, as `lanefs` and `lanefs lctl` both take them.
 #[derive(Subcommand, Debug)]
@@ -158,7 +158,7 @@ fn range_indices(word: &str, range: &str) -> Result<Vec<u32>> {
             Some((low, high)) => (hex(low)?, hex(high)?),
             None => (hex(span)?, hex(span)?),
         };
-        if high < low || step == 0 || high - low > lanefs_mds::OST_COUNT_MAX {
+        if high < low || step == 0 || high - low > lanefs_proto::OST_COUNT_MAX {
             return Err(bad());
         }
         indices.extend((low..=high).step_by(step as usize));

@@ -10,7 +10,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use lanefs_ior::parse_size;
-use lanefs_mds::{ComponentSpec, PoolName, StripeSpec};
+use lanefs_proto::{ComponentSpec, PoolName, StripeSpec};
 
 /// `lfs setstripe`'s striping options, which `lfs migrate` takes too.
 #[derive(Args, Debug)]

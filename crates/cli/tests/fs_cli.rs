@@ -609,9 +609,9 @@ fn ls_lists_a_directory_of_many_pages() {
     let options = lanefs_net::client::ClientOptions { key: Some(key), ..Default::default() };
     let client = lanefs_net::client::Client::connect(&up.mds, options).unwrap();
     let names: Vec<String> = (0..3400).map(|i| format!("{i:05}{}", "x".repeat(250))).collect();
-    client.mds(lanefs_mds::MdsRequest::Mkdir { path: "/big".into(), permissions: 0o755 }).unwrap();
+    client.mds(lanefs_proto::MdsRequest::Mkdir { path: "/big".into(), permissions: 0o755 }).unwrap();
     for name in &names {
-        let request = lanefs_mds::MdsRequest::Mkdir { path: format!("/big/{name}"), permissions: 0o755 };
+        let request = lanefs_proto::MdsRequest::Mkdir { path: format!("/big/{name}"), permissions: 0o755 };
         client.mds(request).unwrap();
     }
     assert!(client.readdir_pages("/big").count() >= 2, "more than one page");

@@ -5,8 +5,8 @@
 mod common;
 
 use common::Cluster;
-use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, ClientOptions, File};
+use lanefs_proto::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use std::path::Path;
 use std::process::Command;
 

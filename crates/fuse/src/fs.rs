@@ -28,10 +28,10 @@ use fuser::{
 };
 use lanefs_core::client::ladvise::Advice;
 use lanefs_core::msg::Cut;
-use lanefs_mds::{
+use lanefs_net::client::{Client, File, NetError};
+use lanefs_proto::{
     Access, Attr, CreateMode, Credentials, Fid, FileKind, MdsReply, MdsRequest, Node, StripeSpec, XattrHow,
 };
-use lanefs_net::client::{Client, File, NetError};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::Path;
@@ -235,7 +235,7 @@ impl LanefsFs {
     fn is_gone(&self, fid: Fid) -> bool {
         matches!(
             self.client.mds(MdsRequest::StatFid { fid }),
-            Err(NetError::Namespace(lanefs_mds::MdsError::NotFound { .. }))
+            Err(NetError::Namespace(lanefs_proto::MdsError::NotFound { .. }))
         )
     }
 
@@ -294,8 +294,8 @@ impl LanefsFs {
         layout: lanefs_core::layout::Layout,
         f: impl FnOnce(&File) -> Result<T, NetError>,
     ) -> Result<T, NetError> {
-        let info = lanefs_mds::FileInfo { fid, layout };
-        let file = self.client.open_file(&lanefs_mds::fid_name(fid), info)?;
+        let info = lanefs_proto::FileInfo { fid, layout };
+        let file = self.client.open_file(&lanefs_proto::fid_name(fid), info)?;
         let done = f(&file);
         let closed = self.client.close(file);
         let value = done?;
@@ -305,7 +305,7 @@ impl LanefsFs {
 
     /// A client handle on `path`'s file, emptied first if `flags` say
     /// `O_TRUNC`.
-    fn open_handle(&self, path: &str, info: lanefs_mds::FileInfo, flags: i32) -> Result<File, Errno> {
+    fn open_handle(&self, path: &str, info: lanefs_proto::FileInfo, flags: i32) -> Result<File, Errno> {
         let file = self.client.open_file(path, info).map_err(|e| errno(&e))?;
         if flags & libc::O_TRUNC != 0 {
             if let Err(e) = self.client.truncate(&file, 0) {
@@ -750,7 +750,7 @@ impl Filesystem for LanefsFs {
             let (reply, recorded) =
                 self.open_at_mds(req, MdsRequest::OpenFid { fid, access: access(flags.0) }).map_err(stale)?;
             let MdsReply::File(info) = reply else { return Err(Errno::EIO) };
-            let label = self.path(ino).unwrap_or_else(|_| lanefs_mds::fid_name(fid));
+            let label = self.path(ino).unwrap_or_else(|_| lanefs_proto::fid_name(fid));
             let file = self.open_handle(&label, info, flags.0).inspect_err(|_| self.closed_at_mds(fid, recorded))?;
             self.keep_open(req.uid(), ino.0, file, flags.0, recorded)
         })();
@@ -1284,7 +1284,7 @@ fn credentials(req: &Request) -> Credentials {
         })
         .unwrap_or_default();
     let mut groups = groups;
-    groups.truncate(lanefs_mds::GROUPS_MAX);
+    groups.truncate(lanefs_proto::GROUPS_MAX);
     Credentials { uid: req.uid(), gid: req.gid(), groups }
 }
 

@@ -22,7 +22,7 @@
 //! listings each uid has open, all within their bounds, and the kept bytes
 //! are the sum of the kept pages' costs, within theirs.
 
-use lanefs_mds::{DirEntry, Fid, DIR_ENTRY_OVERHEAD_BYTES};
+use lanefs_proto::{DirEntry, Fid, DIR_ENTRY_OVERHEAD_BYTES};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -175,7 +175,7 @@ impl Listings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lanefs_mds::FileKind;
+    use lanefs_proto::FileKind;
 
     fn entries(count: usize, name_bytes: usize) -> Arc<Vec<DirEntry>> {
         let entry = |i: usize| DirEntry {

@@ -35,9 +35,9 @@
 //! reply past it with `EIO`), which the program reads as `l_len` 0.
 
 use fuser::{Errno, ReplyEmpty};
-use lanefs_mds::flock::{FlockAnswer, FlockKind, FlockOwner, FlockRequest};
-use lanefs_mds::Fid;
 use lanefs_net::client::Client;
+use lanefs_proto::flock::{FlockAnswer, FlockKind, FlockOwner, FlockRequest};
+use lanefs_proto::Fid;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -14,7 +14,7 @@
 //! Invariant ([`Nodes::check_invariants`]): the two maps are each other's
 //! inverse, and the root is always there.
 
-use lanefs_mds::Fid;
+use lanefs_proto::Fid;
 use std::collections::HashMap;
 
 #[derive(Debug)]
@@ -126,14 +126,14 @@ impl Nodes {
 
 /// The MDS path of `name` in the directory whose fid is `parent`:
 /// anchored at the directory (`/.lustre/fid/[0x2a]/name`, see
-/// `lanefs_mds::path`), so that the MDS looks the name up, and changes it,
+/// `lanefs_proto::path`), so that the MDS looks the name up, and changes it,
 /// in the directory the kernel holds, whatever another mount has done to
 /// that directory's names meanwhile; under the root, `/name`.
 pub fn child_path(parent: u64, name: &str) -> String {
     if parent == Fid::ROOT.0 {
         format!("/{name}")
     } else {
-        format!("{}[{parent:#x}]/{name}", lanefs_mds::path::FID_DIR)
+        format!("{}[{parent:#x}]/{name}", lanefs_proto::path::FID_DIR)
     }
 }
 

@@ -149,7 +149,7 @@ impl Mds {
         assert_eq!(count(conn, "SELECT count(*) FROM objects"), object_total, "every object row is in a layout");
 
         let pool_count = count(conn, "SELECT count(*) FROM ost_pools");
-        assert!(pool_count as usize <= crate::pools::POOLS_MAX, "{pool_count} pools");
+        assert!(pool_count as usize <= lanefs_proto::pools::POOLS_MAX, "{pool_count} pools");
         let mut names = conn.prepare_cached("SELECT name FROM ost_pools").expect("pool names");
         for name in names.query_map([], |row| row.get::<_, String>(0)).expect("pool names") {
             let name = name.expect("pool name");

@@ -52,6 +52,7 @@
 //! stay within their bounds.
 
 use crate::Fid;
+use lanefs_proto::flock::{Flock, FlockAnswer, FlockKind, FlockOwner, FlockRequest};
 use std::collections::{HashMap, HashSet, VecDeque};
 
 /// Granted locks over all files, at most.
@@ -69,80 +70,6 @@ pub const LOCKS_PER_CLIENT_MAX: usize = LOCKS_MAX / 4;
 pub const WAITERS_PER_UID_MAX: usize = WAITERS_MAX / 16;
 /// Waiting requests of one client, at most.
 pub const WAITERS_PER_CLIENT_MAX: usize = WAITERS_MAX / 4;
-
-/// Who holds a lock: a client of the MDS (its connection) and the kernel's
-/// lock owner on that client.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct FlockOwner {
-    pub client: u64,
-    pub owner: u64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub enum FlockKind {
-    Read,
-    Write,
-}
-
-/// A granted lock: bytes `start..=end` of a file (`end` = `u64::MAX` is
-/// to the end of the file, however far it grows).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Flock {
-    pub owner: FlockOwner,
-    /// The process that took it, as its node numbers it (what `F_GETLK`
-    /// reports).
-    pub pid: u32,
-    /// The user it counts against ([`LOCKS_PER_UID_MAX`]).
-    pub uid: u32,
-    pub kind: FlockKind,
-    pub start: u64,
-    pub end: u64,
-}
-
-impl Flock {
-    fn overlaps(&self, start: u64, end: u64) -> bool {
-        self.start <= end && start <= self.end
-    }
-
-    fn conflicts(&self, other: &Flock) -> bool {
-        self.owner != other.owner
-            && self.overlaps(other.start, other.end)
-            && (self.kind == FlockKind::Write || other.kind == FlockKind::Write)
-    }
-}
-
-/// What a request asks: a lock (`kind` `Some`) or an unlock (`None`) of
-/// `start..=end`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct FlockRequest {
-    pub file: Fid,
-    pub owner: FlockOwner,
-    pub pid: u32,
-    /// Who asks: the uid the requesting process runs as (its share of the
-    /// locks and waiters is [`LOCKS_PER_UID_MAX`], [`WAITERS_PER_UID_MAX`]).
-    pub uid: u32,
-    pub kind: Option<FlockKind>,
-    pub start: u64,
-    pub end: u64,
-}
-
-/// How a request went.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum FlockAnswer {
-    Granted,
-    /// `F_SETLK` on a range another owner holds (`EAGAIN`), or `F_GETLK`'s
-    /// answer: the first lock in the way.
-    Conflict(Flock),
-    /// `F_GETLK`'s answer when nothing is in the way.
-    Free,
-    /// Waiting would deadlock (`EDEADLK`).
-    Deadlock,
-    /// The waiter was cancelled (a signal reached the process): `EINTR`.
-    Interrupted,
-    /// Past [`LOCKS_MAX`], [`WAITERS_MAX`] or a share of them (`ENOLCK`);
-    /// says which, and what to do.
-    NoLocks(String),
-}
 
 /// A waiting request's name, chosen by the caller (the network MDS uses
 /// its connection and the request's id), unique among waiters.

@@ -72,25 +72,24 @@
 
 pub mod alloc;
 mod check;
-mod error;
 pub mod flock;
 mod migrate;
 pub mod objects;
 pub mod opens;
 pub mod ops;
-pub mod path;
 pub mod perm;
 pub mod pools;
-mod proto;
 pub mod reserve;
 pub mod schema;
 pub mod xattr;
 
-pub use error::MdsError;
 pub use objects::Pool;
-pub use ops::{fid_name, Target, Time};
-pub use pools::{PoolChange, PoolInfo, PoolName};
-pub use proto::*;
+pub use ops::{Target, Time};
+
+// The MDS speaks the wire's types throughout: requests, replies, the
+// values in them and its errors are lanefs-proto's.
+pub(crate) use lanefs_proto::path;
+pub(crate) use lanefs_proto::*;
 
 use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 use std::path::Path;
@@ -167,7 +166,7 @@ impl Mds {
     /// An MDS whose database lives in memory and vanishes with it: for tests.
     pub fn open_in_memory(config: MdsConfig) -> Result<Mds, MdsError> {
         alloc::check_config(&config)?;
-        let conn = Connection::open_in_memory()?;
+        let conn = Connection::open_in_memory().db()?;
         Mds::start(conn, ":memory:", config)
     }
 
@@ -248,9 +247,9 @@ impl Mds {
 
     fn try_write<T>(&mut self, body: &impl Fn(&Connection, u32) -> Result<T, MdsError>) -> Result<T, MdsError> {
         let ost_count = self.config.ost_count;
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).db()?;
         let value = body(&tx, ost_count)?;
-        tx.commit()?;
+        tx.commit().db()?;
         Ok(value)
     }
 
@@ -382,5 +381,28 @@ fn open_error(label: &str, error: rusqlite::Error) -> MdsError {
             MdsError::NotAnMdsDatabase { path: label.to_string(), reason: "it is not an SQLite database".into() }
         }
         _ => MdsError::Database(format!("cannot open {label}: {error}")),
+    }
+}
+
+/// A database error as the MDS reports it: a full disk becomes
+/// [`MdsError::NoSpace`] (its path filled in by the `Mds`), everything
+/// else [`MdsError::Database`] with SQLite's message.
+pub(crate) fn db_error(error: rusqlite::Error) -> MdsError {
+    match error.sqlite_error_code() {
+        Some(ErrorCode::DiskFull) => MdsError::NoSpace { path: "the metadata database".into() },
+        _ => MdsError::Database(error.to_string()),
+    }
+}
+
+/// A database call's result as the MDS's: `conn.execute(..).db()?` in a
+/// function that fails with [`MdsError`] (the wire's error type knows
+/// nothing of SQLite).
+pub(crate) trait Db<T> {
+    fn db(self) -> Result<T, MdsError>;
+}
+
+impl<T> Db<T> for rusqlite::Result<T> {
+    fn db(self) -> Result<T, MdsError> {
+        self.map_err(db_error)
     }
 }

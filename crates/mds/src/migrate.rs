@@ -23,6 +23,7 @@
 //! the nameless files are exactly the migrations' volatile ones.
 
 use crate::schema;
+use crate::Db;
 use crate::{ComponentSpec, Fid, MdsError, PoolName, StripeSpec};
 use lanefs_core::layout::Layout;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -58,15 +59,17 @@ pub(crate) fn own_striping(
 /// The volatile inode of `file`'s migration, if one is under way.
 pub(crate) fn volatile_of(conn: &Connection, file: Fid) -> Result<Option<Fid>, MdsError> {
     let sql = "SELECT volatile FROM migrations WHERE fid = ?1";
-    Ok(conn.prepare_cached(sql)?.query_row([file.0], |row| row.get(0)).optional()?.map(Fid))
+    Ok(conn.prepare_cached(sql).db()?.query_row([file.0], |row| row.get(0)).optional().db()?.map(Fid))
 }
 
 /// Records `volatile` (a file inode without a name, holding the new
 /// layout) as `file`'s migration, abandoning any migration before it.
 pub(crate) fn start(conn: &Connection, file: Fid, volatile: Fid) -> Result<(), MdsError> {
     abandon(conn, file)?;
-    conn.prepare_cached("INSERT INTO migrations (fid, volatile) VALUES (?1, ?2)")?
-        .execute(params![file.0, volatile.0])?;
+    conn.prepare_cached("INSERT INTO migrations (fid, volatile) VALUES (?1, ?2)")
+        .db()?
+        .execute(params![file.0, volatile.0])
+        .db()?;
     Ok(())
 }
 
@@ -75,7 +78,7 @@ pub(crate) fn start(conn: &Connection, file: Fid, volatile: Fid) -> Result<(), M
 /// there was one.
 pub(crate) fn abandon(conn: &Connection, file: Fid) -> Result<bool, MdsError> {
     let Some(volatile) = volatile_of(conn, file)? else { return Ok(false) };
-    conn.prepare_cached("DELETE FROM migrations WHERE fid = ?1")?.execute([file.0])?;
+    conn.prepare_cached("DELETE FROM migrations WHERE fid = ?1").db()?.execute([file.0]).db()?;
     schema::delete_inode(conn, schema::inode(conn, volatile)?)?;
     Ok(true)
 }
@@ -90,19 +93,21 @@ pub(crate) fn swap(conn: &Connection, file: Fid, volatile: Fid, now_ns: u64) -> 
     // Under the volatile inode's fid, which no client holds open: they
     // are destroyed whoever holds the file open.
     let queue = "INSERT INTO destroy_queue (ost, object, fid) SELECT ost, object, ?2 FROM objects WHERE fid = ?1";
-    conn.prepare_cached(queue)?.execute(params![file.0, volatile.0])?;
+    conn.prepare_cached(queue).db()?.execute(params![file.0, volatile.0]).db()?;
     for table in ["objects", "components"] {
-        conn.prepare_cached(&format!("DELETE FROM {table} WHERE fid = ?1"))?.execute([file.0])?;
-        conn.prepare_cached(&format!("UPDATE {table} SET fid = ?1 WHERE fid = ?2"))?
-            .execute(params![file.0, volatile.0])?;
+        conn.prepare_cached(&format!("DELETE FROM {table} WHERE fid = ?1")).db()?.execute([file.0]).db()?;
+        conn.prepare_cached(&format!("UPDATE {table} SET fid = ?1 WHERE fid = ?2"))
+            .db()?
+            .execute(params![file.0, volatile.0])
+            .db()?;
     }
     let sql = "UPDATE inodes SET stripe_size = (SELECT stripe_size FROM inodes WHERE fid = ?2), \
                                  pool = (SELECT pool FROM inodes WHERE fid = ?2), ctime_ns = ?3 \
                WHERE fid = ?1";
-    conn.prepare_cached(sql)?.execute(params![file.0, volatile.0, now_ns])?;
-    conn.prepare_cached("DELETE FROM migrations WHERE fid = ?1")?.execute([file.0])?;
-    conn.prepare_cached("DELETE FROM xattrs WHERE fid = ?1")?.execute([volatile.0])?;
-    let deleted = conn.prepare_cached("DELETE FROM inodes WHERE fid = ?1")?.execute([volatile.0])?;
+    conn.prepare_cached(sql).db()?.execute(params![file.0, volatile.0, now_ns]).db()?;
+    conn.prepare_cached("DELETE FROM migrations WHERE fid = ?1").db()?.execute([file.0]).db()?;
+    conn.prepare_cached("DELETE FROM xattrs WHERE fid = ?1").db()?.execute([volatile.0]).db()?;
+    let deleted = conn.prepare_cached("DELETE FROM inodes WHERE fid = ?1").db()?.execute([volatile.0]).db()?;
     assert_eq!(deleted, 1, "the volatile inode {volatile:?} has a row");
     Ok(old)
 }

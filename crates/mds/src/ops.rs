@@ -35,8 +35,8 @@ use crate::pools;
 use crate::schema::{self, Counter, Inode};
 use crate::xattr;
 use crate::{
-    Access, Attr, CreateMode, Credentials, DirPage, Fid, FileInfo, FileKind, Mds, MdsConfig, MdsError, MdtSpace, Owner,
-    PoolName, Statfs, StripeDefault, StripeInfo, StripeSpec, WriteKind, XattrHow, PERMISSION_BITS,
+    fid_name, Access, Attr, CreateMode, Credentials, DirPage, Fid, FileInfo, FileKind, Mds, MdsConfig, MdsError,
+    MdtSpace, Owner, PoolName, Statfs, StripeDefault, StripeInfo, StripeSpec, WriteKind, XattrHow, PERMISSION_BITS,
 };
 use lanefs_core::layout::Layout;
 use rusqlite::Connection;
@@ -103,11 +103,6 @@ pub(crate) fn absolute(conn: &Connection, path: &MdsPath) -> Result<MdsPath, Mds
     }
     above.reverse();
     Ok(path.from_root(above))
-}
-
-/// A fid as errors name it, in Lustre's brackets.
-pub fn fid_name(fid: Fid) -> String {
-    format!("[{:#x}]", fid.0)
 }
 
 /// The directories from the root down to a path's parent: `dirs[i]` is the
@@ -871,7 +866,7 @@ impl Mds {
 fn check_pool_default(
     tx: &Connection,
     stripe: &StripeSpec,
-    name: pools::PoolName,
+    name: crate::PoolName,
     ost_count: u32,
 ) -> Result<(), MdsError> {
     let full = name.full();
@@ -968,14 +963,14 @@ fn changed_owner(
         }
         new_permissions = permissions & PERMISSION_BITS;
         if !caller.is_root() && !caller.in_group(new_gid) {
-            new_permissions &= !perm::S_ISGID;
+            new_permissions &= !crate::S_ISGID;
         }
     }
     let owner_changed = new_uid != inode.uid || new_gid != inode.gid;
     if owner_changed && inode.kind == FileKind::File {
-        new_permissions &= !perm::S_ISUID;
+        new_permissions &= !crate::S_ISUID;
         if new_permissions & 0o010 != 0 {
-            new_permissions &= !perm::S_ISGID;
+            new_permissions &= !crate::S_ISGID;
         }
     }
     Ok((Owner { uid: new_uid, gid: new_gid }, new_permissions))
@@ -993,8 +988,8 @@ fn check_hardlink_source(caller: &Caller, source: &Inode, from: &str) -> Result<
         return Ok(());
     }
     let safe = source.kind == FileKind::File
-        && source.permissions & perm::S_ISUID == 0
-        && source.permissions & (perm::S_ISGID | 0o010) != (perm::S_ISGID | 0o010)
+        && source.permissions & crate::S_ISUID == 0
+        && source.permissions & (crate::S_ISGID | 0o010) != (crate::S_ISGID | 0o010)
         && perm::allows(caller, source, Need::ReadWrite);
     if safe {
         return Ok(());

@@ -21,9 +21,7 @@
 use crate::schema::Inode;
 use crate::{Credentials, FileKind, MdsError, Owner, GROUPS_MAX};
 
-pub const S_ISUID: u32 = 0o4000;
-pub const S_ISGID: u32 = 0o2000;
-pub const S_ISVTX: u32 = 0o1000;
+use lanefs_proto::{S_ISGID, S_ISVTX};
 
 /// The caller of one request, as the checks see it: credentials after root
 /// squash and validation.
@@ -173,35 +171,6 @@ pub(crate) fn new_owner(caller: &Caller, parent: &Inode, kind: FileKind, permiss
     (Owner { uid: caller.uid, gid }, permissions)
 }
 
-/// `mode` as `ls -l` shows it: `drwxr-sr-x`, `-rw-r--r--`, with `s`/`S`
-/// for setuid and setgid and `t`/`T` for the sticky bit.
-pub fn mode_string(kind: FileKind, permissions: u32) -> String {
-    let mut text = String::with_capacity(10);
-    text.push(match kind {
-        FileKind::Dir => 'd',
-        FileKind::File => '-',
-        FileKind::Symlink => 'l',
-        FileKind::Fifo => 'p',
-        FileKind::Socket => 's',
-        FileKind::CharDevice => 'c',
-        FileKind::BlockDevice => 'b',
-    });
-    let specials = [(S_ISUID, 's'), (S_ISGID, 's'), (S_ISVTX, 't')];
-    for (class, (special, letter)) in specials.into_iter().enumerate() {
-        let bits = permissions >> (6 - 3 * class);
-        text.push(if bits & 0o4 != 0 { 'r' } else { '-' });
-        text.push(if bits & 0o2 != 0 { 'w' } else { '-' });
-        let execute = bits & 0o1 != 0;
-        text.push(match (permissions & special != 0, execute) {
-            (true, true) => letter,
-            (true, false) => letter.to_ascii_uppercase(),
-            (false, true) => 'x',
-            (false, false) => '-',
-        });
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,17 +242,5 @@ mod tests {
         assert_eq!(new_owner(&alice, &shared, FileKind::File, 0o2755), (Owner { uid: 10, gid: 20 }, 0o755));
         let group30 = inode(0, 30, 0o2777);
         assert_eq!(new_owner(&alice, &group30, FileKind::File, 0o2755).1, 0o2755);
-    }
-
-    #[test]
-    fn modes_read_as_ls_shows_them() {
-        assert_eq!(mode_string(FileKind::File, 0o644), "-rw-r--r--");
-        assert_eq!(mode_string(FileKind::Dir, 0o755), "drwxr-xr-x");
-        assert_eq!(mode_string(FileKind::Dir, 0o1777), "drwxrwxrwt");
-        assert_eq!(mode_string(FileKind::Dir, 0o1770), "drwxrwx--T");
-        assert_eq!(mode_string(FileKind::File, 0o4755), "-rwsr-xr-x");
-        assert_eq!(mode_string(FileKind::File, 0o2644), "-rw-r-Sr--");
-        assert_eq!(mode_string(FileKind::Dir, 0o2775), "drwxrwsr-x");
-        assert_eq!(mode_string(FileKind::File, 0), "----------");
     }
 }

@@ -27,126 +27,12 @@
 //! falls back to all OSTs; a stripe count above the pool's size is refused
 //! (as lanefs refuses one above the OST count) where Lustre caps it.
 
+use crate::Db;
 use crate::WriteKind;
 use crate::{Credentials, Mds, MdsError};
 use lanefs_core::units::OstIndex;
+use lanefs_proto::pools::{ost_uuid, PoolChange, PoolInfo, PoolName, FSNAME, POOLS_MAX};
 use rusqlite::{params, Connection, OptionalExtension};
-use serde::{Deserialize, Serialize};
-
-/// The longest pool name (Lustre's `LOV_MAXPOOLNAME`).
-pub const POOL_NAME_MAX: usize = 15;
-
-/// The most pools one file system may have: bounds the pool tables and a
-/// `pool_list` reply.
-pub const POOLS_MAX: usize = 1024;
-
-/// The file system's name in Lustre's spellings: pools are `lanefs.NAME`,
-/// OSTs `lanefs-OST0000_UUID`.
-pub const FSNAME: &str = "lanefs";
-
-/// Names Lustre keeps for itself (`lov_pool_is_reserved`): `ignore` asks
-/// for no pool, `inherit` and `none` for the inherited one.
-pub const RESERVED_POOL_NAMES: [&str; 3] = ["ignore", "inherit", "none"];
-
-/// A valid pool name, without the file system's (`fast`, not
-/// `lanefs.fast`). Kept inline so that the stripe values that carry one
-/// stay `Copy`; on the wire it is a string, checked when it is read.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct PoolName {
-    len: u8,
-    bytes: [u8; POOL_NAME_MAX],
-}
-
-impl PoolName {
-    /// `name` or `lanefs.name`, checked as Lustre's `lctl pool_new` checks it.
-    pub fn parse(text: &str) -> Result<PoolName, MdsError> {
-        let bad = |reason: String| MdsError::InvalidPool { reason };
-        let name = match text.split_once('.') {
-            Some((fsname, name)) if fsname == FSNAME => name,
-            Some((fsname, _)) => {
-                return Err(bad(format!(
-                "pool {text:?} names the file system {fsname:?}: this one is {FSNAME:?} (give {FSNAME}.POOL or POOL)"
-            )))
-            }
-            None => text,
-        };
-        if name.is_empty() || name.len() > POOL_NAME_MAX {
-            return Err(bad(format!("pool name {name:?} is not 1 to {POOL_NAME_MAX} characters long")));
-        }
-        if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-            return Err(bad(format!(
-                "pool name {name:?}: can contain only alphanumeric characters, underscores, and dashes"
-            )));
-        }
-        if RESERVED_POOL_NAMES.contains(&name) {
-            return Err(bad(format!("pool name cannot be {name:?}: it is reserved (ignore, inherit, none)")));
-        }
-        let mut bytes = [0; POOL_NAME_MAX];
-        bytes[..name.len()].copy_from_slice(name.as_bytes());
-        Ok(PoolName { len: name.len() as u8, bytes })
-    }
-
-    pub fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).expect("checked ASCII")
-    }
-
-    /// `lanefs.NAME`, as Lustre prints a pool.
-    pub fn full(&self) -> String {
-        format!("{FSNAME}.{}", self.as_str())
-    }
-}
-
-impl std::fmt::Display for PoolName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::fmt::Debug for PoolName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?}", self.as_str())
-    }
-}
-
-impl TryFrom<String> for PoolName {
-    type Error = MdsError;
-    fn try_from(text: String) -> Result<PoolName, MdsError> {
-        PoolName::parse(&text)
-    }
-}
-
-impl From<PoolName> for String {
-    fn from(name: PoolName) -> String {
-        name.as_str().to_string()
-    }
-}
-
-/// `lanefs-OST0001_UUID`, as Lustre names an OST in a pool's listing.
-pub fn ost_uuid(ost: u32) -> String {
-    format!("{FSNAME}-OST{ost:04x}_UUID")
-}
-
-/// One pool as `pool_list` shows it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PoolInfo {
-    pub name: PoolName,
-    /// The member OSTs, in index order.
-    pub osts: Vec<u32>,
-}
-
-/// What a pool request changes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum PoolChange {
-    /// `pool_new`: a new empty pool.
-    New,
-    /// `pool_destroy`: an empty pool goes.
-    Destroy,
-    /// `pool_add`: these OSTs join (none may be a member already).
-    Add(Vec<u32>),
-    /// `pool_remove`: these members leave (files keep their objects).
-    Remove(Vec<u32>),
-}
 
 /// The members of `pool`, in index order; `None` if no such pool.
 pub(crate) fn members(conn: &Connection, pool: &PoolName) -> Result<Option<Vec<OstIndex>>, MdsError> {
@@ -154,20 +40,20 @@ pub(crate) fn members(conn: &Connection, pool: &PoolName) -> Result<Option<Vec<O
         return Ok(None);
     }
     let sql = "SELECT ost FROM ost_pool_members WHERE pool = ?1 ORDER BY ost";
-    let mut select = conn.prepare_cached(sql)?;
-    let osts = select.query_map([pool.as_str()], |row| Ok(OstIndex(row.get(0)?)))?;
-    Ok(Some(osts.collect::<Result<_, _>>()?))
+    let mut select = conn.prepare_cached(sql).db()?;
+    let osts = select.query_map([pool.as_str()], |row| Ok(OstIndex(row.get(0)?))).db()?;
+    Ok(Some(osts.collect::<Result<_, _>>().db()?))
 }
 
 fn exists(conn: &Connection, pool: &PoolName) -> Result<bool, MdsError> {
     let sql = "SELECT 1 FROM ost_pools WHERE name = ?1";
-    Ok(conn.prepare_cached(sql)?.query_row([pool.as_str()], |_| Ok(())).optional()?.is_some())
+    Ok(conn.prepare_cached(sql).db()?.query_row([pool.as_str()], |_| Ok(())).optional().db()?.is_some())
 }
 
 /// Returns `pool`'s round-robin position and advances it by one.
 pub(crate) fn take_round_robin(conn: &Connection, pool: &PoolName) -> Result<u64, MdsError> {
     let sql = "UPDATE ost_pools SET round_robin = round_robin + 1 WHERE name = ?1 RETURNING round_robin - 1";
-    Ok(conn.prepare_cached(sql)?.query_row([pool.as_str()], |row| row.get(0))?)
+    Ok(conn.prepare_cached(sql).db()?.query_row([pool.as_str()], |row| row.get(0)).db()?)
 }
 
 /// `lanefs-OST0000_UUID, lanefs-OST0002_UUID`, or `no OSTs`.
@@ -194,6 +80,52 @@ pub(crate) fn usable(conn: &Connection, pool: &PoolName) -> Result<Vec<OstIndex>
         }),
         Some(osts) => Ok(osts),
     }
+}
+
+/// `pool_add`: `osts` join `pool`, whose members are `members`; each must
+/// be one of the file system's `ost_count` OSTs and not a member yet.
+fn add_members(
+    tx: &Connection,
+    pool: &PoolName,
+    osts: &[u32],
+    members: &[OstIndex],
+    ost_count: u32,
+) -> Result<(), MdsError> {
+    let full = pool.full();
+    let mut insert = tx.prepare_cached("INSERT INTO ost_pool_members (pool, ost) VALUES (?1, ?2)").db()?;
+    let mut added = Vec::new();
+    for &ost in osts {
+        if ost >= ost_count {
+            return Err(MdsError::InvalidPool {
+                reason: format!(
+                    "{} is not part of the '{FSNAME}' fs: it has OSTs 0 to {} ({} to {})",
+                    ost_uuid(ost),
+                    ost_count - 1,
+                    ost_uuid(0),
+                    ost_uuid(ost_count - 1)
+                ),
+            });
+        }
+        if members.contains(&OstIndex(ost)) || added.contains(&ost) {
+            return Err(MdsError::InvalidPool { reason: format!("{} is already in pool {full}", ost_uuid(ost)) });
+        }
+        insert.execute(params![pool.as_str(), ost]).db()?;
+        added.push(ost);
+    }
+    Ok(())
+}
+
+/// `pool_remove`: `osts`, each a member of `pool` (`members`), leave it.
+fn remove_members(tx: &Connection, pool: &PoolName, osts: &[u32], members: &[OstIndex]) -> Result<(), MdsError> {
+    let mut delete = tx.prepare_cached("DELETE FROM ost_pool_members WHERE pool = ?1 AND ost = ?2").db()?;
+    for &ost in osts {
+        if !members.contains(&OstIndex(ost)) || delete.execute(params![pool.as_str(), ost]).db()? == 0 {
+            return Err(MdsError::InvalidPool {
+                reason: format!("{} not found in pool {}", ost_uuid(ost), pool.full()),
+            });
+        }
+    }
+    Ok(())
 }
 
 impl Mds {
@@ -230,7 +162,7 @@ impl Mds {
                     Err(MdsError::InvalidPool { reason: format!("pool {full} already exists") })
                 }
                 (PoolChange::New, None) => {
-                    let count: i64 = tx.query_row("SELECT count(*) FROM ost_pools", [], |row| row.get(0))?;
+                    let count: i64 = tx.query_row("SELECT count(*) FROM ost_pools", [], |row| row.get(0)).db()?;
                     if count as usize >= POOLS_MAX {
                         return Err(MdsError::InvalidPool {
                             reason: format!(
@@ -238,7 +170,7 @@ impl Mds {
                             ),
                         });
                     }
-                    tx.execute("INSERT INTO ost_pools (name, round_robin) VALUES (?1, 0)", [pool.as_str()])?;
+                    tx.execute("INSERT INTO ost_pools (name, round_robin) VALUES (?1, 0)", [pool.as_str()]).db()?;
                     Ok(())
                 }
                 (_, None) => Err(not_found()),
@@ -249,45 +181,11 @@ impl Mds {
                     ),
                 }),
                 (PoolChange::Destroy, Some(_)) => {
-                    tx.execute("DELETE FROM ost_pools WHERE name = ?1", [pool.as_str()])?;
+                    tx.execute("DELETE FROM ost_pools WHERE name = ?1", [pool.as_str()]).db()?;
                     Ok(())
                 }
-                (PoolChange::Add(osts), Some(members)) => {
-                    let mut insert = tx.prepare_cached("INSERT INTO ost_pool_members (pool, ost) VALUES (?1, ?2)")?;
-                    let mut added = Vec::new();
-                    for &ost in osts {
-                        if ost >= ost_count {
-                            return Err(MdsError::InvalidPool {
-                                reason: format!(
-                                    "{} is not part of the '{FSNAME}' fs: it has OSTs 0 to {} ({} to {})",
-                                    ost_uuid(ost),
-                                    ost_count - 1,
-                                    ost_uuid(0),
-                                    ost_uuid(ost_count - 1)
-                                ),
-                            });
-                        }
-                        if members.contains(&OstIndex(ost)) || added.contains(&ost) {
-                            return Err(MdsError::InvalidPool {
-                                reason: format!("{} is already in pool {full}", ost_uuid(ost)),
-                            });
-                        }
-                        insert.execute(params![pool.as_str(), ost])?;
-                        added.push(ost);
-                    }
-                    Ok(())
-                }
-                (PoolChange::Remove(osts), Some(members)) => {
-                    let mut delete = tx.prepare_cached("DELETE FROM ost_pool_members WHERE pool = ?1 AND ost = ?2")?;
-                    for &ost in osts {
-                        if !members.contains(&OstIndex(ost)) || delete.execute(params![pool.as_str(), ost])? == 0 {
-                            return Err(MdsError::InvalidPool {
-                                reason: format!("{} not found in pool {full}", ost_uuid(ost)),
-                            });
-                        }
-                    }
-                    Ok(())
-                }
+                (PoolChange::Add(osts), Some(members)) => add_members(tx, pool, osts, &members, ost_count),
+                (PoolChange::Remove(osts), Some(members)) => remove_members(tx, pool, osts, &members),
             }
         })?;
         tracing::info!(pool = %pool, ?change, "changed OST pool");
@@ -299,9 +197,9 @@ impl Mds {
         let names: Vec<PoolName> = match pool {
             Some(pool) => vec![*pool],
             None => {
-                let mut select = self.conn.prepare_cached("SELECT name FROM ost_pools ORDER BY name")?;
-                let names = select.query_map([], |row| row.get::<_, String>(0))?;
-                let names: Vec<String> = names.collect::<Result<_, _>>()?;
+                let mut select = self.conn.prepare_cached("SELECT name FROM ost_pools ORDER BY name").db()?;
+                let names = select.query_map([], |row| row.get::<_, String>(0)).db()?;
+                let names: Vec<String> = names.collect::<Result<_, _>>().db()?;
                 names.iter().map(|name| PoolName::parse(name)).collect::<Result<_, _>>()?
             }
         };

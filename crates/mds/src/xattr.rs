@@ -27,8 +27,10 @@
 //! ([`crate::schema`] removes them with it), and each change sets the
 //! inode's change time, as `setxattr(2)` does.
 
-use crate::perm::{self, Caller, Need, S_ISVTX};
+use crate::perm::{self, Caller, Need};
 use crate::schema::Inode;
+use crate::Db;
+use crate::S_ISVTX;
 use crate::{FileKind, MdsError, XattrHow};
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -139,19 +141,21 @@ fn listed(caller: &Caller, name: &str) -> bool {
 /// The value of `fid`'s attribute `name`.
 pub(crate) fn get(conn: &Connection, fid: crate::Fid, path: &str, name: &str) -> Result<Vec<u8>, MdsError> {
     let value = conn
-        .prepare_cached("SELECT value FROM xattrs WHERE fid = ?1 AND name = ?2")?
+        .prepare_cached("SELECT value FROM xattrs WHERE fid = ?1 AND name = ?2")
+        .db()?
         .query_row(params![fid.0, name], |row| row.get(0))
-        .optional()?;
+        .optional()
+        .db()?;
     value.ok_or_else(|| MdsError::NoXattr { path: path.to_string(), name: name.to_string() })
 }
 
 /// The names of `fid`'s attributes that `caller` sees, sorted.
 pub(crate) fn list(conn: &Connection, caller: &Caller, fid: crate::Fid) -> Result<Vec<String>, MdsError> {
-    let mut statement = conn.prepare_cached("SELECT name FROM xattrs WHERE fid = ?1 ORDER BY name")?;
-    let names = statement.query_map([fid.0], |row| row.get::<_, String>(0))?;
+    let mut statement = conn.prepare_cached("SELECT name FROM xattrs WHERE fid = ?1 ORDER BY name").db()?;
+    let names = statement.query_map([fid.0], |row| row.get::<_, String>(0)).db()?;
     let mut out = Vec::new();
     for name in names {
-        let name = name?;
+        let name = name.db()?;
         if listed(caller, &name) {
             out.push(name);
         }
@@ -173,9 +177,11 @@ pub(crate) fn set(
         return Err(MdsError::XattrTooBig { name: name.to_string(), bytes: value.len(), max: XATTR_VALUE_MAX });
     }
     let old: Option<i64> = conn
-        .prepare_cached("SELECT length(name) + length(value) FROM xattrs WHERE fid = ?1 AND name = ?2")?
+        .prepare_cached("SELECT length(name) + length(value) FROM xattrs WHERE fid = ?1 AND name = ?2")
+        .db()?
         .query_row(params![fid.0, name], |row| row.get(0))
-        .optional()?;
+        .optional()
+        .db()?;
     match (how, old) {
         (XattrHow::Create, Some(_)) => {
             return Err(MdsError::XattrExists { path: path.to_string(), name: name.to_string() })
@@ -184,8 +190,10 @@ pub(crate) fn set(
         _ => {}
     }
     let (count, bytes): (i64, i64) = conn
-        .prepare_cached("SELECT count(*), coalesce(sum(length(name) + length(value)), 0) FROM xattrs WHERE fid = ?1")?
-        .query_row([fid.0], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        .prepare_cached("SELECT count(*), coalesce(sum(length(name) + length(value)), 0) FROM xattrs WHERE fid = ?1")
+        .db()?
+        .query_row([fid.0], |row| Ok((row.get(0)?, row.get(1)?)))
+        .db()?;
     let count = count as usize + usize::from(old.is_none());
     let bytes = (bytes - old.unwrap_or(0)) as usize + name.len() + value.len();
     if count > XATTRS_PER_INODE_MAX || bytes > XATTR_INODE_BYTES_MAX {
@@ -197,15 +205,20 @@ pub(crate) fn set(
             bytes_max: XATTR_INODE_BYTES_MAX,
         });
     }
-    conn.prepare_cached("INSERT OR REPLACE INTO xattrs (fid, name, value) VALUES (?1, ?2, ?3)")?
-        .execute(params![fid.0, name, value])?;
+    conn.prepare_cached("INSERT OR REPLACE INTO xattrs (fid, name, value) VALUES (?1, ?2, ?3)")
+        .db()?
+        .execute(params![fid.0, name, value])
+        .db()?;
     Ok(())
 }
 
 /// Removes `fid`'s attribute `name`.
 pub(crate) fn remove(conn: &Connection, fid: crate::Fid, path: &str, name: &str) -> Result<(), MdsError> {
-    let removed =
-        conn.prepare_cached("DELETE FROM xattrs WHERE fid = ?1 AND name = ?2")?.execute(params![fid.0, name])?;
+    let removed = conn
+        .prepare_cached("DELETE FROM xattrs WHERE fid = ?1 AND name = ?2")
+        .db()?
+        .execute(params![fid.0, name])
+        .db()?;
     if removed == 0 {
         return Err(MdsError::NoXattr { path: path.to_string(), name: name.to_string() });
     }

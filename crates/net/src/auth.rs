@@ -83,12 +83,12 @@
 //! lanefs uses certificates of a cluster CA over TLS instead. Only on a
 //! Unix socket does the server know the user itself.
 
-use crate::codec::encode;
 use crate::keys::{
     self, create_cluster_keys, read_bundle, KeyError, KeyFiles, KeyRole, ADMIN_NAME, CLIENT_NAME, SERVER_NAME,
 };
-use crate::proto::{Role, Wire};
-use lanefs_mds::{Credentials, MdsError, Owner, GROUPS_MAX};
+use lanefs_proto::codec::encode;
+use lanefs_proto::wire::{Role, Wire};
+use lanefs_proto::{Credentials, MdsError, Owner, GROUPS_MAX};
 use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::server::{ParsedCertificate, WebPkiClientVerifier};
@@ -141,11 +141,6 @@ impl Peer {
         matches!(self, Peer::Key(KeyRole::Server) | Peer::LocalNode { .. })
     }
 }
-
-/// What the refusal of a local user's object I/O says.
-pub const USER_NOT_A_NODE: &str = "this connection is a local user's, not a node's: a user who is neither root nor \
-    the servers' own user may read the OSTs' statistics (lanefs df) but not read or write objects, lock them or give \
-    cache advice on them; do that through a lanefs mount (lanefs mount), which is a node";
 
 /// Which roles a peer may claim in its `Hello`. Only a client may be
 /// anyone's; every other role (an OSS registering its OSTs, a server

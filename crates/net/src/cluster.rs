@@ -31,7 +31,8 @@ use crate::mds_server::{self, MdsHandle, MdsOptions};
 use crate::oss::{self, OssConfig, OssHandle};
 use crate::transport::Address;
 use lanefs_core::ost::{OstConfig, RecoveryConfig, SyncLockCancel};
-use lanefs_mds::{Mds, MdsConfig, Owner};
+use lanefs_mds::Mds;
+use lanefs_proto::{MdsConfig, Owner};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! exports and the client slots of `last_rcvd`).
 //!
 //! A client names itself with a random identity (`uuid`) it keeps for its
-//! whole life, on every connection it makes ([`crate::proto::Wire::Session`]).
+//! whole life, on every connection it makes ([`lanefs_proto::wire::Wire::Session`]).
 //! The OSS gives each identity one [`ClientId`], the name its OSTs' lock
 //! namespaces and commit records use, and keeps the table on disk
 //! (`exports.json` in the OSS's data directory, replaced atomically), so

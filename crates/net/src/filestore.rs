@@ -261,7 +261,7 @@ impl FileStore {
     }
 
     /// Capacity of the file system holding the objects.
-    pub fn space(&self) -> Option<crate::proto::OstSpace> {
+    pub fn space(&self) -> Option<lanefs_proto::wire::OstSpace> {
         use std::os::unix::ffi::OsStrExt;
         let path = std::ffi::CString::new(self.dir.as_os_str().as_bytes()).ok()?;
         let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
@@ -271,7 +271,7 @@ impl FileStore {
             return None;
         }
         let unit = st.f_frsize as u64;
-        Some(crate::proto::OstSpace {
+        Some(lanefs_proto::wire::OstSpace {
             fsid: st.f_fsid as u64,
             total_bytes: st.f_blocks as u64 * unit,
             free_bytes: st.f_bfree as u64 * unit,

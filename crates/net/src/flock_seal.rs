@@ -29,11 +29,11 @@
 //!
 //! Bounds: none to keep; a seal is 48 bytes on each grant and replay.
 
-use lanefs_mds::flock::{Flock, FlockKind, FlockRequest};
-use lanefs_mds::Fid;
+use lanefs_proto::flock::FlockSeal;
+use lanefs_proto::flock::{Flock, FlockKind, FlockRequest};
+use lanefs_proto::Fid;
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
-use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -42,17 +42,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The secret's file in the MDS's data directory.
 pub const SECRET_FILE: &str = "flock_secret";
 const SECRET_BYTES: usize = 32;
-
-/// What the MDS gives with each granted lock: the range and grant number
-/// it sealed, and the seal.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FlockSeal {
-    pub start: u64,
-    pub end: u64,
-    /// The grant's number: later grants have larger ones.
-    pub grant: u64,
-    pub mac: [u8; 32],
-}
 
 /// The MDS's secrets: this start's, and the one before (for replays
 /// during the recovery grace).
@@ -193,7 +182,7 @@ fn write_secret(dir: &Path, secret: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lanefs_mds::flock::FlockOwner;
+    use lanefs_proto::flock::FlockOwner;
 
     fn lock(start: u64, end: u64) -> Flock {
         Flock { owner: FlockOwner { client: 3, owner: 9 }, pid: 1, uid: 1000, kind: FlockKind::Write, start, end }

@@ -42,8 +42,8 @@
 //! connection, so it bounds the work of doing so.
 
 use crate::auth::{claim_allowed, Peer};
-use crate::codec::read_frame;
-use crate::proto::{variant, Role, Wire, MAGIC, PROTOCOL_VERSION};
+use lanefs_proto::codec::read_frame;
+use lanefs_proto::wire::{variant, Role, Wire, MAGIC, PROTOCOL_VERSION};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};

@@ -26,16 +26,17 @@
 //! does not answer.
 
 use crate::auth::ClusterKey;
-use crate::codec::read_frame;
 use crate::limits::QueueLimits;
 use crate::outbox::Outbox;
-use crate::proto::{Role, Wire, MAGIC, PROTOCOL_VERSION};
 use crate::transport::{connect, Address, BoxStream};
 use crate::writer::spawn_writer;
 use lanefs_core::units::{ObjectId, OstIndex};
 use lanefs_mds::objects::DESTROY_BATCH_MAX;
 use lanefs_mds::opens::OpenFiles;
-use lanefs_mds::{Mds, MdsError};
+use lanefs_mds::Mds;
+use lanefs_proto::codec::read_frame;
+use lanefs_proto::wire::{Role, Wire, MAGIC, PROTOCOL_VERSION};
+use lanefs_proto::MdsError;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -246,7 +247,7 @@ impl Lifecycle {
     /// Waits until no object queued under `fid` waits to be destroyed (a
     /// migrated file's old objects, queued under its volatile file's
     /// fid); `Err` says why they are not gone by `deadline`.
-    pub async fn wait_destroyed(&self, fid: lanefs_mds::Fid, deadline: tokio::time::Instant) -> Result<(), String> {
+    pub async fn wait_destroyed(&self, fid: lanefs_proto::Fid, deadline: tokio::time::Instant) -> Result<(), String> {
         let mut changed = self.changed.subscribe();
         self.wake();
         loop {

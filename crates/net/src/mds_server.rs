@@ -66,7 +66,7 @@
 //! on: the request's transaction was rolled back, and the `Mds` holds no
 //! other state.
 
-use crate::auth::{served_credentials, ClusterKey, KeyRootSquash, Peer, USER_NOT_A_NODE};
+use crate::auth::{served_credentials, ClusterKey, KeyRootSquash, Peer};
 use crate::fence::Fence;
 use crate::flock_seal::Sealer;
 use crate::limits::{
@@ -76,23 +76,22 @@ use crate::mds_clients::{KnownClients, Replayed};
 use crate::mds_objects::{Holder, Lifecycle, MdsCell, OBJECTS_WAIT};
 use crate::oss::{read_within, server_stats, CloseOnDrop, SHUTDOWN_GRACE};
 use crate::outbox::Outbox;
-use crate::proto::FlockCall;
-use crate::proto::{variant, ClusterInfo, MdsAnswer, MdsCall, Role, Wire, PROTOCOL_VERSION};
 use crate::refusal_backoff::RefusalBackoff;
 use crate::transport::{spawn_accept, AcceptPolicy, AcceptStats, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
-use lanefs_mds::flock::{FlockAnswer, FlockOwner, FlockRequest, FlockTable, SetOutcome, Ticket};
-use lanefs_mds::{Credentials, Mds, MdsError, MdsReply, MdsRequest};
+use lanefs_mds::flock::{FlockTable, SetOutcome, Ticket};
+use lanefs_mds::Mds;
+use lanefs_proto::flock::{FlockAnswer, FlockOwner, FlockRequest};
+use lanefs_proto::wire::FlockCall;
+use lanefs_proto::wire::USER_NOT_A_NODE;
+use lanefs_proto::wire::{variant, ClusterInfo, MdsAnswer, MdsCall, MdsRefusal, Role, Wire, PROTOCOL_VERSION};
+use lanefs_proto::{Credentials, MdsError, MdsReply, MdsRequest};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::BufReader;
 use tracing::{error, info, warn};
-
-/// What the MDS answers a request it did not do because it is stopping: a
-/// client may send it again once the MDS is back.
-pub const SHUTTING_DOWN: &str = "the MDS is shutting down";
 
 /// How an MDS serves, beyond its database.
 #[derive(Clone, Debug, Default)]
@@ -160,7 +159,7 @@ struct Shared {
     deferred: Mutex<Vec<(u32, u64, FlockCall)>>,
     /// The grant number of each lock replayed during the grace, by file and
     /// owner (at most one per granted lock; emptied when the grace ends).
-    replayed: Mutex<HashMap<(lanefs_mds::Fid, FlockOwner), u64>>,
+    replayed: Mutex<HashMap<(lanefs_proto::Fid, FlockOwner), u64>>,
     /// Where the clients' kept settings are (`set_param -P`): the data
     /// directory's `client_params`; none without a data directory.
     kept_params: Option<std::path::PathBuf>,
@@ -402,7 +401,7 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
         };
         let read = tokio::select! {
             biased;
-            _ = stop.wait_for(|stopped| *stopped) => return Err(SHUTTING_DOWN.into()),
+            _ = stop.wait_for(|stopped| *stopped) => return Err(MdsRefusal::ShuttingDown.to_string()),
             reason = outbox.closed() => return Err(reason),
             read = read => read,
         };
@@ -435,9 +434,7 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
                     | MdsCall::Flock(_)
                     | MdsCall::ReplayDone
                     | MdsCall::NamespaceOpen { .. },
-            } if !who.is_node() => {
-                (id, MdsAnswer::Error(format!("open files and file locks are a mount's: {USER_NOT_A_NODE}")))
-            }
+            } if !who.is_node() => (id, MdsAnswer::Error(MdsRefusal::NotANode)),
             Wire::Mds { id, call: MdsCall::NamespaceOpen { credentials, request } } => {
                 match served_credentials(who, credentials, shared.key_root_squash) {
                     Ok(credentials) => {
@@ -469,12 +466,11 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
                         }
                         opened
                     }
-                    Ok(false) => {
-                        Err(format!("{} is not recorded open: no such file, or not a file", lanefs_mds::fid_name(fid)))
-                    }
-                    Err(e) => Err(format!("{} is not recorded open: {e}", lanefs_mds::fid_name(fid))),
+                    Ok(false) => Err("no such file, or not a file".to_string()),
+                    Err(e) => Err(e),
                 };
-                (id, recorded.map_or_else(MdsAnswer::Error, |()| MdsAnswer::Opened))
+                let refused = |reason| MdsRefusal::NotRecordedOpen { file: lanefs_proto::fid_name(fid), reason };
+                (id, recorded.map_or_else(|reason| MdsAnswer::Error(refused(reason)), |()| MdsAnswer::Opened))
             }
             Wire::Mds { id, call: MdsCall::Closed { fid } } => {
                 if shared.objects.opens.lock().expect("opens lock").closed(fid, u64::from(peer)) {
@@ -487,7 +483,7 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
             }
             Wire::Mds { id, call: MdsCall::KeptParams } => {
                 let kept = shared.kept_params.as_deref().map(crate::kept_params::load).unwrap_or(Ok(Vec::new()));
-                (id, kept.map_or_else(|e| MdsAnswer::Error(e.to_string()), MdsAnswer::Params))
+                (id, kept.map_or_else(|e| MdsAnswer::Error(MdsRefusal::Setting(e.to_string())), MdsAnswer::Params))
             }
             Wire::Mds { id, call: MdsCall::ReplayDone } => {
                 replay_done(shared, peer);
@@ -611,33 +607,27 @@ async fn answers(shared: &Shared, holder: u32) -> bool {
 /// kept in the data directory.
 fn keep_param(shared: &Shared, admin: bool, pattern: &str, value: Option<&str>) -> MdsAnswer {
     if !admin {
-        return MdsAnswer::Error(
-            "keeping a setting for every client needs the cluster's server key (server.pem), or the MDS's own \
-             user or root on a Unix socket"
-                .into(),
-        );
+        return MdsAnswer::Error(MdsRefusal::NotAdministrator);
     }
     let Some(file) = &shared.kept_params else {
-        return MdsAnswer::Error("this MDS has no data directory to keep settings in".into());
+        return MdsAnswer::Error(MdsRefusal::NoDataDirectory);
     };
     let Some(value) = value else {
         return match crate::kept_params::forget(file, pattern) {
-            Ok(true) => {
-                crate::kept_params::load(file).map_or_else(|e| MdsAnswer::Error(e.to_string()), MdsAnswer::Params)
-            }
-            Ok(false) => MdsAnswer::Error(format!(
-                "{pattern}: no setting of it is kept (the MDS keeps them by the \
-                                                   pattern they were set with)"
-            )),
-            Err(e) => MdsAnswer::Error(format!("{pattern}: {e}")),
+            Ok(true) => crate::kept_params::load(file)
+                .map_or_else(|e| MdsAnswer::Error(MdsRefusal::Setting(e.to_string())), MdsAnswer::Params),
+            Ok(false) => MdsAnswer::Error(MdsRefusal::Setting(format!(
+                "{pattern}: no setting of it is kept (the MDS keeps them by the pattern they were set with)"
+            ))),
+            Err(e) => MdsAnswer::Error(MdsRefusal::Setting(format!("{pattern}: {e}"))),
         };
     };
     if let Err(e) = crate::params::client::check(pattern, value, shared.ost_count) {
-        return MdsAnswer::Error(e);
+        return MdsAnswer::Error(MdsRefusal::Setting(e));
     }
     match crate::kept_params::save(file, pattern, value).and_then(|()| crate::kept_params::load(file)) {
         Ok(kept) => MdsAnswer::Params(kept),
-        Err(e) => MdsAnswer::Error(format!("{pattern}={value} not kept: {e}")),
+        Err(e) => MdsAnswer::Error(MdsRefusal::Setting(format!("{pattern}={value} not kept: {e}"))),
     }
 }
 
@@ -754,7 +744,7 @@ fn flock(shared: &Shared, peer: u32, id: u64, call: FlockCall) -> Option<MdsAnsw
 /// no longer held. Its range of the older lock goes (said at `warn`).
 fn displace_older(
     table: &mut FlockTable,
-    replayed: &HashMap<(lanefs_mds::Fid, FlockOwner), u64>,
+    replayed: &HashMap<(lanefs_proto::Fid, FlockOwner), u64>,
     request: &FlockRequest,
     grant: u64,
 ) {
@@ -936,7 +926,7 @@ fn answer_waiters(shared: &Shared, answers: Vec<(Ticket, u64, MdsAnswer)>) {
 /// One namespace request. A create that finds a pool empty runs again once
 /// the pool is refilled, or fails saying why it was not.
 /// Whether `fid` is a file a client may keep open ([`Mds::may_be_open`]).
-async fn may_be_open(shared: &Shared, fid: lanefs_mds::Fid) -> Result<bool, String> {
+async fn may_be_open(shared: &Shared, fid: lanefs_proto::Fid) -> Result<bool, String> {
     let mds = shared.mds.clone();
     let answer = tokio::task::spawn_blocking(move || {
         let mds = mds.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -945,7 +935,7 @@ async fn may_be_open(shared: &Shared, fid: lanefs_mds::Fid) -> Result<bool, Stri
     .await;
     match answer {
         Ok(Some(found)) => found.map_err(|e| e.to_string()),
-        Ok(None) => Err(SHUTTING_DOWN.into()),
+        Ok(None) => Err(MdsRefusal::ShuttingDown.to_string()),
         Err(e) => Err(format!("the MDS failed on this request ({e})")),
     }
 }
@@ -1002,12 +992,10 @@ async fn namespace_kept(
         .await;
         let (reply, recorded) = match reply {
             Ok(Some(answer)) => answer,
-            Ok(None) => return MdsAnswer::Error(SHUTTING_DOWN.into()),
+            Ok(None) => return MdsAnswer::Error(MdsRefusal::ShuttingDown),
             Err(e) => {
                 error!("an MDS request failed: {e}");
-                return MdsAnswer::Error(format!(
-                    "the MDS failed on this request ({e}); its transaction was rolled back"
-                ));
+                return MdsAnswer::Error(MdsRefusal::Failed(e.to_string()));
             }
         };
         if touches_objects {
@@ -1020,10 +1008,7 @@ async fn namespace_kept(
         if let (Some(volatile), MdsReply::File(_)) = (migrated, &reply) {
             let deadline = tokio::time::Instant::now() + crate::mds_objects::OSS_CALL_TIMEOUT;
             if let Err(reason) = shared.objects.wait_destroyed(volatile, deadline).await {
-                return MdsAnswer::Error(format!(
-                    "the file was migrated, but its old objects are not destroyed yet ({reason}): until they are, a \
-                     client that opened it before may still write there; check that every OSS is up"
-                ));
+                return MdsAnswer::Error(MdsRefusal::MigrationPending { reason });
             }
         }
         let MdsReply::Error(MdsError::NoObjects { ost, .. }) = reply else {

@@ -67,8 +67,7 @@
 //! the OSS's other OSTs serve on. Lustre has no such mode: an assertion
 //! failure there (LBUG) stops the whole server.
 
-use crate::auth::{ClusterKey, USER_NOT_A_NODE};
-use crate::codec::{read_frame, CodecError, BULK_BYTES_MAX};
+use crate::auth::ClusterKey;
 use crate::commit_point::CommitPoint;
 use crate::exports::Exports;
 use crate::faults::StoreFaults;
@@ -79,7 +78,6 @@ use crate::limits::{
     PING_INTERVAL_DEFAULT,
 };
 use crate::outbox::{InFlight, Outbox, RequestBudget};
-use crate::proto::{variant, OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
 use crate::shm::{FdInbox, MappedArena};
 use crate::transport::{spawn_accept, AcceptPolicy, AcceptStats, Accepted, Address, Listener};
 use crate::writer::spawn_writer;
@@ -88,6 +86,9 @@ use lanefs_core::msg::{IoError, Payload, ToClient, ToOst};
 use lanefs_core::ost::{Ost, OstConfig, OstRecord, SyncToken};
 use lanefs_core::store::{ObjectStore, StoreError};
 use lanefs_core::{ClientId, Instant, ObjectId, OstIndex, Transno};
+use lanefs_proto::codec::{read_frame, CodecError, BULK_BYTES_MAX};
+use lanefs_proto::wire::USER_NOT_A_NODE;
+use lanefs_proto::wire::{variant, OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -1211,7 +1212,7 @@ mod tests {
     use crate::client::Client;
     use crate::cluster::{LocalCluster, LocalClusterConfig};
     use lanefs_core::msg::ToOst;
-    use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
+    use lanefs_proto::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
     use std::time::Duration;
 
     /// Every read at this offset panics its OST's service thread: a

@@ -27,8 +27,8 @@
 //! before it hands an OST thread more.
 
 use crate::limits::QueueLimits;
-use crate::proto::Wire;
 use lanefs_core::msg::{ToClient, ToOst};
+use lanefs_proto::wire::Wire;
 use std::collections::VecDeque;
 use std::pin::pin;
 use std::sync::{Arc, Mutex};

@@ -21,7 +21,7 @@
 //! ([`lanefs_core::pages::RemoteSpan`]).
 
 use lanefs_core::pages::{Arena, ArenaMemory, PageSpan, RemoteSpan, PAGE_BYTES};
-use serde::{Deserialize, Serialize};
+use lanefs_proto::wire::SharedBulk;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
@@ -39,35 +39,6 @@ pub const ARENA_FRAMES_MAX: u32 = 1 << 20;
 /// File descriptors an OSS connection holds before the message that takes
 /// them; any more are closed at once.
 pub const FDS_PENDING_MAX: usize = 2;
-
-/// Where a write RPC's bytes are in the sender's arena: `len` bytes from
-/// byte `head` of the first frame, through the frames of `runs` (each
-/// `(first frame, count)`) in order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SharedBulk {
-    pub arena: u64,
-    pub head: u16,
-    pub len: u64,
-    pub runs: Vec<(u32, u32)>,
-}
-
-impl SharedBulk {
-    /// The descriptor of `span` if every frame of it is in arena `arena`.
-    pub fn of(span: &PageSpan, arena: u64) -> Option<SharedBulk> {
-        let mut runs: Vec<(u32, u32)> = Vec::new();
-        for frame in span.frames() {
-            let (a, index) = frame.arena_frame()?;
-            if a != arena {
-                return None;
-            }
-            match runs.last_mut() {
-                Some((first, count)) if *first + *count == index => *count += 1,
-                _ => runs.push((index, 1)),
-            }
-        }
-        Some(SharedBulk { arena, head: span.head(), len: span.len(), runs })
-    }
-}
 
 /// A new arena of `frames` frames in a sealed memfd, and the memfd (to
 /// pass to OSSes).

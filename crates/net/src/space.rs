@@ -9,8 +9,8 @@
 //! file system's free inodes (`f_ffree`), which bound the database no more
 //! truly than its free space does.
 
-use crate::proto::OstStats;
-use lanefs_mds::Statfs;
+use lanefs_proto::wire::OstStats;
+use lanefs_proto::Statfs;
 use std::collections::BTreeSet;
 
 /// What `df` shows of a whole lanefs file system.
@@ -49,8 +49,8 @@ pub fn summary(statfs: &Statfs, osts: &[OstStats]) -> Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::OstSpace;
-    use lanefs_mds::MdtSpace;
+    use lanefs_proto::wire::OstSpace;
+    use lanefs_proto::MdtSpace;
 
     fn ost(ost: u32, fsid: u64, free_inodes: u64) -> OstStats {
         let space = OstSpace { fsid, total_bytes: 100, free_bytes: 40, total_inodes: 1000, free_inodes };

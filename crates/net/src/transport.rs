@@ -25,8 +25,8 @@ use crate::hello::{hello, Admission, HandshakeId, Handshakes, Source};
 use crate::limits::{
     ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN, HANDSHAKE_DISPLACE_AGE, LISTEN_BACKLOG, REFUSALS_MAX, REFUSAL_LINGER,
 };
-use crate::proto::Role;
 use crate::shm::{FdInbox, FdStream};
+use lanefs_proto::wire::Role;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -412,7 +412,7 @@ async fn refuse(stream: BoxStream, reason: String) {
     let mut stream = stream;
     let deadline = tokio::time::Instant::now() + REFUSAL_LINGER;
     let told = async {
-        crate::codec::write_frame(&mut stream, crate::proto::Wire::Refused { reason }).await.ok()?;
+        lanefs_proto::codec::write_frame(&mut stream, lanefs_proto::wire::Wire::Refused { reason }).await.ok()?;
         stream.shutdown().await.ok()
     };
     if tokio::time::timeout_at(deadline, told).await.is_err() {

@@ -7,15 +7,15 @@
 //! Bulk data is written from where it lies: a page span frame by frame in
 //! one vectored write, never gathered into a buffer first. On a connection
 //! whose OSS has mapped the client's page arena, a write RPC whose frames
-//! are all in it goes as a bulk descriptor instead ([`crate::proto::Wire::share_bulk`]).
+//! are all in it goes as a bulk descriptor instead ([`lanefs_proto::wire::Wire::share_bulk`]).
 //!
 //! Every write to the socket must make progress within the outbox's
 //! `stall_timeout`: a peer that reads nothing for that long has its
 //! connection closed and its queue freed (see [`crate::limits`]).
 
-use crate::codec::encode_head;
 use crate::outbox::Outbox;
-use crate::proto::Bulk;
+use lanefs_proto::codec::encode_head;
+use lanefs_proto::wire::Bulk;
 use std::io::IoSlice;
 use std::sync::Arc;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -136,7 +136,7 @@ async fn write_with_bulk<W: AsyncWrite + Unpin>(
 mod tests {
     use super::*;
     use crate::limits::QueueLimits;
-    use crate::proto::Wire;
+    use lanefs_proto::wire::Wire;
     use std::time::Duration;
     use tokio::io::AsyncReadExt;
 
@@ -169,7 +169,7 @@ mod tests {
         far.read_to_end(&mut got).await.unwrap(); // ends: the socket was shut
         assert!(String::from_utf8_lossy(&got).contains("shutting down"));
         let mut stream: &[u8] = &got;
-        assert_eq!(crate::codec::read_frame(&mut stream).await.unwrap(), Some(Wire::Pong));
+        assert_eq!(lanefs_proto::codec::read_frame(&mut stream).await.unwrap(), Some(Wire::Pong));
         writer.await.unwrap();
         assert_eq!(outbox.queued_bytes(), 0);
     }

@@ -3,14 +3,14 @@
 //! as itself unless it is the servers' own user or root (see identity.rs),
 //! and clients trust only servers of their own user or root.
 
-use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::auth::{tls_failure, ClusterKey, TlsFailure};
 use lanefs_net::client::{Client, ClientOptions, NetError};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
-use lanefs_net::codec::encode;
 use lanefs_net::keys::create_cluster_keys;
-use lanefs_net::proto::{Role, Wire, MAGIC, PROTOCOL_VERSION};
 use lanefs_net::transport::{connect, Address};
+use lanefs_proto::codec::encode;
+use lanefs_proto::wire::{Role, Wire, MAGIC, PROTOCOL_VERSION};
+use lanefs_proto::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
 use std::os::unix::fs::PermissionsExt;
@@ -356,8 +356,8 @@ fn another_user_reaches_a_unix_socket_server_as_itself_only() {
         return;
     }
     let c = LocalCluster::start(LocalClusterConfig { osts: 1, ..Default::default() }).unwrap();
-    let call = lanefs_net::proto::MdsCall::Namespace {
-        credentials: lanefs_mds::Credentials::ROOT,
+    let call = lanefs_proto::wire::MdsCall::Namespace {
+        credentials: lanefs_proto::Credentials::ROOT,
         request: MdsRequest::Mkdir { path: "/mine".into(), permissions: 0o755 },
     };
     let said = [hello(Role::Client), frame(Wire::Mds { id: 1, call })].concat();

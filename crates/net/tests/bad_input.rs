@@ -1,13 +1,13 @@
 //! Malformed and hostile input on the wire: every bad peer gets a reason
 //! and a closed connection, and the servers keep serving everyone else.
 
-use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::auth::ClusterKey;
 use lanefs_net::client::{Client, ClientOptions};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
-use lanefs_net::codec::{encode, read_frame, FRAME_BYTES_MAX};
-use lanefs_net::proto::{Role, Wire, MAGIC, PROTOCOL_VERSION};
 use lanefs_net::transport::{connect, Address};
+use lanefs_proto::codec::{encode, read_frame, FRAME_BYTES_MAX};
+use lanefs_proto::wire::{Role, Wire, MAGIC, PROTOCOL_VERSION};
+use lanefs_proto::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -163,7 +163,8 @@ async fn session(path: &str, steps: Vec<(Wire, Option<&std::fs::File>)>, expecte
 #[test]
 fn hostile_shared_memory_is_refused() {
     use lanefs_core::{ObjectId, Xid};
-    use lanefs_net::shm::{create_arena, SharedBulk};
+    use lanefs_net::shm::create_arena;
+    use lanefs_proto::wire::SharedBulk;
     let c = LocalCluster::start(LocalClusterConfig { osts: 1, ..Default::default() }).unwrap();
     let oss = c.oss_address().unwrap();
     let path = oss.strip_prefix("unix:").expect("a Unix socket").to_string();

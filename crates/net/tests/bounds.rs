@@ -14,9 +14,9 @@ use lanefs_core::msg::{IoError, ToClient, ToOst};
 use lanefs_core::{ObjectId, Xid};
 use lanefs_net::client::{Client, ClientOptions};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
-use lanefs_net::codec::{encode, read_frame};
 use lanefs_net::limits::ServerLimits;
-use lanefs_net::proto::{Role, Wire, MAGIC, PROTOCOL_VERSION};
+use lanefs_proto::codec::{encode, read_frame};
+use lanefs_proto::wire::{Role, Wire, MAGIC, PROTOCOL_VERSION};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 

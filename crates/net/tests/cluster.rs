@@ -5,10 +5,10 @@ use lanefs_core::client::ladvise::{Advice, AheadMode, LockaheadResult};
 use lanefs_core::ldlm::server::LockServerConfig;
 use lanefs_core::ost::{OstConfig, SyncLockCancel};
 use lanefs_core::Duration;
-use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, ClientOptions, File, NetError};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::filestore::MemoryStores;
+use lanefs_proto::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use std::time::Instant as WallClock;
 
 const MIB: u64 = 1 << 20;
@@ -508,7 +508,7 @@ fn overstriped_files_hold_each_stripe_in_its_own_object() {
 /// the first component empties the second's objects.
 #[test]
 fn a_composite_file_reads_back_across_its_components() {
-    use lanefs_mds::ComponentSpec;
+    use lanefs_proto::ComponentSpec;
     let c = cluster(2);
     let (a, b) = (client(&c), client(&c));
     let unit = 64 * 1024u64;

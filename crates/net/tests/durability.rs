@@ -7,11 +7,11 @@
 //! Lustre's `fail_loc`) and, as root, from a small tmpfs that fills.
 
 use lanefs_core::Errno;
-use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, File, NetError};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::faults::StoreFaults;
 use lanefs_net::filestore::MemoryStores;
+use lanefs_proto::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

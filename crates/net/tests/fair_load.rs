@@ -19,12 +19,13 @@
 
 mod common;
 
-use lanefs_mds::flock::{FlockAnswer, FlockKind, FlockOwner, FlockRequest, LOCKS_PER_UID_MAX, WAITERS_PER_UID_MAX};
-use lanefs_mds::{Credentials, Fid, MdsRequest};
+use lanefs_mds::flock::{LOCKS_PER_UID_MAX, WAITERS_PER_UID_MAX};
 use lanefs_net::auth::KeyRootSquash;
 use lanefs_net::client::{Client, ClientOptions};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::limits::{HANDSHAKES_PER_SOURCE_MAX, HANDSHAKE_TIMEOUT_DEFAULT};
+use lanefs_proto::flock::{FlockAnswer, FlockKind, FlockOwner, FlockRequest};
+use lanefs_proto::{Credentials, Fid, MdsRequest};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

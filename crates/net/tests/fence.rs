@@ -8,10 +8,10 @@ mod common;
 use common::{open, pattern, verified_write_read, ChildSpec, ServerChild};
 use lanefs_net::client::{Client, ClientOptions};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
-use lanefs_net::codec::{encode, read_frame};
 use lanefs_net::oss::{self, OssConfig};
-use lanefs_net::proto::{Role, Wire, MAGIC, PROTOCOL_VERSION};
 use lanefs_net::transport::Address;
+use lanefs_proto::codec::{encode, read_frame};
+use lanefs_proto::wire::{Role, Wire, MAGIC, PROTOCOL_VERSION};
 use std::path::Path;
 use std::time::Duration;
 

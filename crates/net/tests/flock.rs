@@ -1,9 +1,9 @@
 //! File locks between clients of one cluster, granted by the MDS.
 
-use lanefs_mds::flock::{FlockAnswer, FlockKind, FlockOwner, FlockRequest};
-use lanefs_mds::Fid;
 use lanefs_net::client::Client;
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use lanefs_proto::flock::{FlockAnswer, FlockKind, FlockOwner, FlockRequest};
+use lanefs_proto::Fid;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -111,7 +111,7 @@ fn an_interrupted_waiter_is_withdrawn() {
 /// keeps its objects.
 #[test]
 fn a_restarted_mds_is_told_again_of_held_locks_and_open_files() {
-    use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
+    use lanefs_proto::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
     let grace = Duration::from_secs(20);
     let config = LocalClusterConfig { osts: 1, mds_recovery_grace: grace, ..LocalClusterConfig::default() };
     let mut c = LocalCluster::start(config).unwrap();
@@ -124,7 +124,7 @@ fn a_restarted_mds_is_told_again_of_held_locks_and_open_files() {
         permissions: 0o644,
     };
     // Recorded open in the same step as the create, as a mount opens.
-    let (reply, recorded) = a.mds_open_as(&lanefs_mds::Credentials::ROOT, create).unwrap();
+    let (reply, recorded) = a.mds_open_as(&lanefs_proto::Credentials::ROOT, create).unwrap();
     assert!(recorded, "the open is recorded with the create");
     let MdsReply::File(info) = reply else { panic!("create answered something else") };
     let file = a.open_layout("/kept", info.layout.clone()).unwrap();
@@ -261,31 +261,31 @@ struct RawMds {
 
 impl RawMds {
     fn connect(c: &LocalCluster) -> RawMds {
-        use lanefs_net::proto::{Role, Wire, MAGIC, PROTOCOL_VERSION};
+        use lanefs_proto::wire::{Role, Wire, MAGIC, PROTOCOL_VERSION};
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let address = lanefs_net::transport::Address::parse(&c.mds_address()).unwrap();
         let mut stream = rt.block_on(lanefs_net::transport::connect(&address, c.client_key())).unwrap();
         let hello = Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Client };
-        rt.block_on(lanefs_net::codec::write_frame(&mut stream, hello)).unwrap();
-        let welcome = rt.block_on(lanefs_net::codec::read_frame(&mut stream)).unwrap();
+        rt.block_on(lanefs_proto::codec::write_frame(&mut stream, hello)).unwrap();
+        let welcome = rt.block_on(lanefs_proto::codec::read_frame(&mut stream)).unwrap();
         assert!(matches!(welcome, Some(Wire::Welcome { .. })), "{welcome:?}");
         RawMds { rt, stream, next_id: 1 }
     }
 
     /// Name the client, as a `Client` does on each connection.
     fn session(&mut self, uuid: u64) {
-        let wire = lanefs_net::proto::Wire::Session { uuid };
-        self.rt.block_on(lanefs_net::codec::write_frame(&mut self.stream, wire)).unwrap();
+        let wire = lanefs_proto::wire::Wire::Session { uuid };
+        self.rt.block_on(lanefs_proto::codec::write_frame(&mut self.stream, wire)).unwrap();
     }
 
-    fn call(&mut self, call: lanefs_net::proto::FlockCall) -> lanefs_net::proto::MdsAnswer {
-        use lanefs_net::proto::{MdsCall, Wire};
+    fn call(&mut self, call: lanefs_proto::wire::FlockCall) -> lanefs_proto::wire::MdsAnswer {
+        use lanefs_proto::wire::{MdsCall, Wire};
         let id = self.next_id;
         self.next_id += 1;
         let wire = Wire::Mds { id, call: MdsCall::Flock(call) };
-        self.rt.block_on(lanefs_net::codec::write_frame(&mut self.stream, wire)).unwrap();
+        self.rt.block_on(lanefs_proto::codec::write_frame(&mut self.stream, wire)).unwrap();
         loop {
-            match self.rt.block_on(lanefs_net::codec::read_frame(&mut self.stream)).unwrap() {
+            match self.rt.block_on(lanefs_proto::codec::read_frame(&mut self.stream)).unwrap() {
                 Some(Wire::MdsReply { id: got, answer }) if got == id => return answer,
                 Some(_) => continue,
                 None => panic!("the MDS closed the connection"),
@@ -300,8 +300,8 @@ impl RawMds {
 /// and another client is still held off by it once the forger has gone.
 #[test]
 fn a_forged_replay_after_an_mds_restart_is_refused_and_the_holder_keeps_its_lock() {
-    use lanefs_net::flock_seal::FlockSeal;
-    use lanefs_net::proto::{FlockCall, MdsAnswer};
+    use lanefs_proto::flock::FlockSeal;
+    use lanefs_proto::wire::{FlockCall, MdsAnswer};
     let grace = Duration::from_secs(3);
     let config = LocalClusterConfig { osts: 1, mds_recovery_grace: grace, ..LocalClusterConfig::default() };
     let mut c = LocalCluster::start(config).unwrap();
@@ -348,7 +348,7 @@ fn a_forged_replay_after_an_mds_restart_is_refused_and_the_holder_keeps_its_lock
 /// even when it replays first.
 #[test]
 fn a_stale_replay_gives_way_to_the_newer_grant_of_the_same_bytes() {
-    use lanefs_net::proto::{FlockCall, MdsAnswer};
+    use lanefs_proto::wire::{FlockCall, MdsAnswer};
     let grace = Duration::from_secs(3);
     let config = LocalClusterConfig { osts: 1, mds_recovery_grace: grace, ..LocalClusterConfig::default() };
     let mut c = LocalCluster::start(config).unwrap();
@@ -364,7 +364,7 @@ fn a_stale_replay_gives_way_to_the_newer_grant_of_the_same_bytes() {
     // on to its end, so that the stale replay below comes within it.
     let mut away = RawMds::connect(&c);
     away.session(0xa7a7);
-    let elsewhere = FlockRequest { file: lanefs_mds::Fid(FILE.0 + 1), ..lock(3, Some(FlockKind::Read), 0, 0) };
+    let elsewhere = FlockRequest { file: lanefs_proto::Fid(FILE.0 + 1), ..lock(3, Some(FlockKind::Read), 0, 0) };
     assert!(matches!(
         away.call(FlockCall::Set { request: elsewhere, wait: false, ticket: 0, replay: false, seal: None }),
         MdsAnswer::FlockGranted(_)

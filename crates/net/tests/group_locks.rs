@@ -4,9 +4,9 @@
 mod common;
 
 use lanefs_core::Errno;
-use lanefs_mds::{Access, MdsReply, MdsRequest};
 use lanefs_net::client::{Client, ClientOptions, File};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use lanefs_proto::{Access, MdsReply, MdsRequest};
 use std::time::{Duration, Instant};
 
 /// A file of one stripe of 1 MiB (the default layout).

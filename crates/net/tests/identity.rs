@@ -8,11 +8,11 @@
 //! and `setresgid` system calls change the calling thread's only), and skip
 //! with a message when not run as root.
 
-use lanefs_mds::{Credentials, MdsError, MdsReply, MdsRequest};
 use lanefs_net::client::{Client, ClientOptions};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
-use lanefs_net::codec::{read_frame, write_frame};
-use lanefs_net::proto::{MdsAnswer, MdsCall, Role, Wire, MAGIC, PROTOCOL_VERSION};
+use lanefs_proto::codec::{read_frame, write_frame};
+use lanefs_proto::wire::{MdsAnswer, MdsCall, Role, Wire, MAGIC, PROTOCOL_VERSION};
+use lanefs_proto::{Credentials, MdsError, MdsReply, MdsRequest};
 use std::time::Duration;
 use tokio::net::UnixStream;
 
@@ -128,19 +128,19 @@ fn a_local_user_claiming_another_uid_is_refused_and_acts_as_itself() {
             panic!("its directory's attributes")
         };
         assert_eq!((attr.uid, attr.gid), (USER, USER));
-        let node = lanefs_mds::Node::Path("/u/mine".into());
+        let node = lanefs_proto::Node::Path("/u/mine".into());
         let set = MdsRequest::SetXattr {
             node: node.clone(),
             name: "user.a".into(),
             value: b"mine".to_vec(),
-            how: lanefs_mds::XattrHow::Either,
+            how: lanefs_proto::XattrHow::Either,
         };
         assert_eq!(namespace(&mut s, me.clone(), set).await, MdsReply::Ok, "its own attribute, by path");
         let trusted = MdsRequest::SetXattr {
             node,
             name: "trusted.a".into(),
             value: b"root's?".to_vec(),
-            how: lanefs_mds::XattrHow::Either,
+            how: lanefs_proto::XattrHow::Either,
         };
         let e = eperm(namespace(&mut s, me.clone(), trusted).await);
         assert!(e.contains("trusted. attributes are root's"), "{e}");
@@ -148,9 +148,9 @@ fn a_local_user_claiming_another_uid_is_refused_and_acts_as_itself() {
         // nodes only, even of the user's own inode.
         for request in [
             MdsRequest::StatFid { fid: attr.fid },
-            MdsRequest::ReaddirFid { fid: lanefs_mds::Fid::ROOT, cursor: None },
+            MdsRequest::ReaddirFid { fid: lanefs_proto::Fid::ROOT, cursor: None },
             MdsRequest::LinkFid { fid: attr.fid, to: "/u/again".into() },
-            MdsRequest::GetXattr { node: lanefs_mds::Node::Fid(attr.fid), name: "user.a".into() },
+            MdsRequest::GetXattr { node: lanefs_proto::Node::Fid(attr.fid), name: "user.a".into() },
         ] {
             let e = eperm(namespace(&mut s, me.clone(), request).await);
             assert!(e.contains("by fid") && e.contains("by path instead"), "{e}");
@@ -168,9 +168,11 @@ fn a_local_user_reads_statistics_but_no_objects() {
     let c = unix_cluster();
     runtime().block_on(async {
         let mut s = client_as_user(&c.mds_address()).await;
-        write_frame(&mut s, Wire::Mds { id: 1, call: MdsCall::Opened { fid: lanefs_mds::Fid(1) } }).await.unwrap();
+        write_frame(&mut s, Wire::Mds { id: 1, call: MdsCall::Opened { fid: lanefs_proto::Fid(1) } }).await.unwrap();
         match next(&mut s).await {
             Some(Wire::MdsReply { id: 1, answer: MdsAnswer::Error(e) }) => {
+                assert_eq!(e, lanefs_proto::wire::MdsRefusal::NotANode);
+                let e = e.to_string();
                 assert!(e.contains("a mount's") && e.contains("not a node's"), "{e}")
             }
             other => panic!("an open file refused, not {other:?}"),
@@ -195,9 +197,9 @@ fn a_local_user_reads_statistics_but_no_objects() {
     let cl = Client::connect(&c.mds_address(), c.client_options()).unwrap();
     let create = MdsRequest::Create {
         path: "/f".into(),
-        stripe: lanefs_mds::StripeSpec::default(),
-        mode: lanefs_mds::CreateMode::OpenOrCreate,
-        access: lanefs_mds::Access::ReadWrite,
+        stripe: lanefs_proto::StripeSpec::default(),
+        mode: lanefs_proto::CreateMode::OpenOrCreate,
+        access: lanefs_proto::Access::ReadWrite,
         permissions: 0o644,
     };
     let MdsReply::File(info) = cl.mds(create).unwrap() else { panic!("a file") };
@@ -265,7 +267,7 @@ fn a_client_keys_root_is_squashed_and_an_admin_keys_is_not() {
 #[test]
 fn a_client_keys_root_squash_is_the_clusters_choice() {
     use lanefs_net::auth::KeyRootSquash;
-    let squash = KeyRootSquash::Squash(lanefs_mds::Owner { uid: 7, gid: 8 });
+    let squash = KeyRootSquash::Squash(lanefs_proto::Owner { uid: 7, gid: 8 });
     for (key_root_squash, expected) in [(squash, (7, 8)), (KeyRootSquash::Off, (0, 0))] {
         let config = LocalClusterConfig { osts: 1, unix_sockets: false, key_root_squash, ..Default::default() };
         let c = LocalCluster::start(config).unwrap();

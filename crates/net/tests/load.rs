@@ -17,9 +17,9 @@ use common::{create, pattern, ChildSpec, ServerChild};
 use lanefs_core::msg::ToOst;
 use lanefs_core::{ObjectId, Xid};
 use lanefs_net::client::{Client, ClientOptions};
-use lanefs_net::codec::{encode, read_frame};
 use lanefs_net::limits::DescriptorBudget;
-use lanefs_net::proto::{Role, Wire, MAGIC, PROTOCOL_VERSION};
+use lanefs_proto::codec::{encode, read_frame};
+use lanefs_proto::wire::{Role, Wire, MAGIC, PROTOCOL_VERSION};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 

@@ -3,10 +3,11 @@
 //! for what clients report, and listings of any size.
 
 use lanefs_core::layout::Layout;
-use lanefs_mds::{Access, CreateMode, Credentials, Mds, MdsConfig, MdsReply, MdsRequest, Owner, StripeSpec};
+use lanefs_mds::Mds;
 use lanefs_net::client::{Client, ClientOptions, File, NetError};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::mds_objects::PRECREATE_BATCH_MIN;
+use lanefs_proto::{Access, CreateMode, Credentials, MdsConfig, MdsReply, MdsRequest, Owner, StripeSpec};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -238,7 +239,7 @@ fn a_listing_larger_than_a_frame_comes_in_pages() {
     let mut pages = 0;
     for page in cl.readdir_pages("/big") {
         let page = page.unwrap();
-        assert!(page.len() <= lanefs_mds::READDIR_ENTRIES_MAX);
+        assert!(page.len() <= lanefs_proto::READDIR_ENTRIES_MAX);
         assert_eq!(page[0].name, name(listed), "pages follow each other");
         listed += page.len();
         pages += 1;
@@ -259,8 +260,8 @@ fn only_files_that_exist_are_recorded_open() {
     let MdsReply::Attr(file) = cl.mds(MdsRequest::Stat { path: "/f".into() }).unwrap() else { panic!("stat") };
     cl.mds_opened(file.fid).expect("a file that exists is recorded open");
     cl.mds_closed(file.fid).unwrap();
-    for fid in [lanefs_mds::Fid(1 << 40), lanefs_mds::Fid::ROOT] {
+    for fid in [lanefs_proto::Fid(1 << 40), lanefs_proto::Fid::ROOT] {
         let refused = cl.mds_opened(fid).unwrap_err().to_string();
-        assert!(refused.contains("not recorded open") && refused.contains(&lanefs_mds::fid_name(fid)), "{refused}");
+        assert!(refused.contains("not recorded open") && refused.contains(&lanefs_proto::fid_name(fid)), "{refused}");
     }
 }

@@ -5,10 +5,10 @@
 
 mod common;
 
-use lanefs_mds::StripeSpec;
 use lanefs_net::client::migrate::migrate;
 use lanefs_net::client::{Client, NetError};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use lanefs_proto::StripeSpec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 

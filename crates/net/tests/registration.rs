@@ -7,14 +7,15 @@
 mod common;
 
 use common::{create, open, pattern};
-use lanefs_mds::{Mds, MdsConfig};
+use lanefs_mds::Mds;
 use lanefs_net::client::{Client, ClientOptions};
 use lanefs_net::cluster::LocalClusterConfig;
-use lanefs_net::codec::{encode, read_frame};
 use lanefs_net::mds_server::{self, MdsHandle};
 use lanefs_net::oss::{self, OssConfig, OssHandle, RegisterError};
-use lanefs_net::proto::{Role, Wire, MAGIC, PROTOCOL_VERSION};
 use lanefs_net::transport::{connect, Address};
+use lanefs_proto::codec::{encode, read_frame};
+use lanefs_proto::wire::{Role, Wire, MAGIC, PROTOCOL_VERSION};
+use lanefs_proto::MdsConfig;
 use std::path::Path;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;

@@ -45,7 +45,8 @@ use lanefs_core::harness::Harness;
 use lanefs_core::layout::Layout;
 use lanefs_core::units::{Duration, Instant, ObjectId, ObjectKey, OstIndex};
 use lanefs_mds::objects::DESTROY_BATCH_MAX;
-use lanefs_mds::{Access, CreateMode, Credentials, Mds, MdsConfig, MdsError, MdsReply, MdsRequest, StripeSpec};
+use lanefs_mds::Mds;
+use lanefs_proto::{Access, CreateMode, Credentials, MdsConfig, MdsError, MdsReply, MdsRequest, StripeSpec};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet};
@@ -640,7 +641,7 @@ impl Namespace {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lanefs_mds::{Fid, FileInfo};
+    use lanefs_proto::{Fid, FileInfo};
 
     fn layout(object: u64) -> Layout {
         Layout::round_robin(64 << 10, 1, OstIndex(0), 1, |_| ObjectId(object)).unwrap()

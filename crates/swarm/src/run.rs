@@ -27,7 +27,7 @@ use lanefs_core::ldlm::server::LockServerConfig;
 use lanefs_core::ost::{OstConfig, RecoveryConfig};
 use lanefs_core::units::{ClientId, Duration, Instant, OstIndex, PAGE_SIZE};
 use lanefs_core::Errno;
-use lanefs_mds::{Access, CreateMode, MdsRequest, StripeSpec};
+use lanefs_proto::{Access, CreateMode, MdsRequest, StripeSpec};
 use rand::Rng;
 use std::collections::BTreeSet;
 

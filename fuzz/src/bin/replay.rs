@@ -6,7 +6,7 @@
 use lanefs_fuzz::client::ClientAction;
 use lanefs_fuzz::decode_all;
 use lanefs_fuzz::ost::OstAction;
-use lanefs_mds::{Credentials, MdsRequest};
+use lanefs_proto::{Credentials, MdsRequest};
 use std::fmt::Debug;
 
 fn print_actions<T: Debug + serde::de::DeserializeOwned>(data: &[u8], flags: bool) {

@@ -16,10 +16,10 @@ use lanefs_core::{ClientId, Duration, Epoch, Instant, LockHandle, ObjectId, Obje
 use lanefs_fuzz::client::{self, client_config, client_setup, real_osts, ClientAction, Start};
 use lanefs_fuzz::ost::{config_from_flags, OstAction, OstDriver, RECOVERY_FLAG};
 use lanefs_fuzz::{decode_all, encode_all, encode_with_flags, ACTIONS_MAX};
-use lanefs_mds::{Access, CreateMode, Credentials, MdsReply, MdsRequest, PoolChange, PoolName, StripeSpec};
-use lanefs_net::codec::encode;
-use lanefs_net::proto::{ClusterInfo, MdsAnswer, MdsCall, OstSpace, OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
-use lanefs_net::shm::SharedBulk;
+use lanefs_proto::{Access, CreateMode, Credentials, MdsReply, MdsRequest, PoolChange, PoolName, StripeSpec};
+use lanefs_proto::codec::encode;
+use lanefs_proto::wire::{ClusterInfo, MdsAnswer, MdsCall, OstSpace, OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
+use lanefs_proto::wire::SharedBulk;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::path::Path;

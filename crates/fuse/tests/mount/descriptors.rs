@@ -217,9 +217,9 @@ fn listings_page_through_big_directories_and_each_user_has_a_share() {
     let Some(m) = mounted(2) else { return };
     let entries = 5000;
     let client = lanefs_net::client::Client::connect(&m.cluster.mds_address(), Default::default()).unwrap();
-    client.mds(lanefs_mds::MdsRequest::Mkdir { path: "/big".into(), permissions: 0o755 }).unwrap();
+    client.mds(lanefs_proto::MdsRequest::Mkdir { path: "/big".into(), permissions: 0o755 }).unwrap();
     for i in 0..entries {
-        let request = lanefs_mds::MdsRequest::Symlink { path: format!("/big/{i:05}"), target: "x".into() };
+        let request = lanefs_proto::MdsRequest::Symlink { path: format!("/big/{i:05}"), target: "x".into() };
         client.mds(request).unwrap();
     }
     let dir = std::ffi::CString::new(m.at(0, "big").into_os_string().into_encoded_bytes()).unwrap();

@@ -466,8 +466,8 @@ fn the_layout_reads_as_lustres_lov_extended_attribute() {
     let (u16_at, u32_at, u64_at) = (|i| lov.u16_at(i), |i| lov.u32_at(i), |i| lov.u64_at(i));
     assert_eq!(u32_at(0), 0x0BD1_0BD0, "LOV_USER_MAGIC_V1");
     let client = Client::connect(&m.cluster.mds_address(), ClientOptions::default()).unwrap();
-    let lanefs_mds::MdsReply::Stripe(info) =
-        client.mds(lanefs_mds::MdsRequest::GetStripe { path: "/f".into() }).unwrap()
+    let lanefs_proto::MdsReply::Stripe(info) =
+        client.mds(lanefs_proto::MdsRequest::GetStripe { path: "/f".into() }).unwrap()
     else {
         panic!("getstripe answers a stripe")
     };
@@ -481,24 +481,24 @@ fn the_layout_reads_as_lustres_lov_extended_attribute() {
     }
     // A composite (PFL) file: a lov_comp_md_v1 whose entries point at each
     // component's lov_user_md_v1.
-    let pfl = lanefs_mds::StripeSpec {
+    let pfl = lanefs_proto::StripeSpec {
         components: Some(vec![
-            lanefs_mds::ComponentSpec { end: 1 << 20, stripe: lanefs_mds::StripeSpec::default() },
-            lanefs_mds::ComponentSpec {
+            lanefs_proto::ComponentSpec { end: 1 << 20, stripe: lanefs_proto::StripeSpec::default() },
+            lanefs_proto::ComponentSpec {
                 end: u64::MAX,
-                stripe: lanefs_mds::StripeSpec { count: Some(2), ..Default::default() },
+                stripe: lanefs_proto::StripeSpec { count: Some(2), ..Default::default() },
             },
         ]),
         ..Default::default()
     };
-    let create = lanefs_mds::MdsRequest::Create {
+    let create = lanefs_proto::MdsRequest::Create {
         path: "/pfl".into(),
         stripe: pfl,
-        mode: lanefs_mds::CreateMode::Exclusive,
-        access: lanefs_mds::Access::ReadWrite,
+        mode: lanefs_proto::CreateMode::Exclusive,
+        access: lanefs_proto::Access::ReadWrite,
         permissions: 0o644,
     };
-    let lanefs_mds::MdsReply::File(info) = client.mds(create).unwrap() else { panic!("create answers a file") };
+    let lanefs_proto::MdsReply::File(info) = client.mds(create).unwrap() else { panic!("create answers a file") };
     let lov = Lov::of(&m.at(0, "pfl"));
     let (u16_at, u32_at, u64_at) = (|i| lov.u16_at(i), |i| lov.u32_at(i), |i| lov.u64_at(i));
     assert_eq!((u32_at(0), u32_at(4) as usize, u16_at(14)), (0x0BD6_0BD0, lov.0.len(), 2), "LOV_USER_MAGIC_COMP_V1");
@@ -816,14 +816,14 @@ except TimeoutError:
 /// offset at that offset, never as an `EIO`.
 #[test]
 fn f_getlk_reports_a_lock_to_u64_max_as_one_to_the_end_of_the_file() {
-    use lanefs_mds::flock::{FlockAnswer, FlockKind, FlockOwner, FlockRequest};
+    use lanefs_proto::flock::{FlockAnswer, FlockKind, FlockOwner, FlockRequest};
     use std::os::unix::fs::MetadataExt;
     let Some(m) = mounted(1) else { return };
     fs::write(m.at(0, "eof"), b"x").unwrap();
     fs::write(m.at(0, "far"), b"x").unwrap();
     let client = Client::connect(&m.cluster.mds_address(), ClientOptions::default()).unwrap();
     let take = |name: &str, start: u64| {
-        let file = lanefs_mds::Fid(fs::metadata(m.at(0, name)).unwrap().ino());
+        let file = lanefs_proto::Fid(fs::metadata(m.at(0, name)).unwrap().ino());
         let owner = FlockOwner { client: 0, owner: 1 };
         let request = FlockRequest { file, owner, pid: 1, uid: 0, kind: Some(FlockKind::Write), start, end: u64::MAX };
         assert_eq!(client.flock(request, false, &|| false).unwrap(), FlockAnswer::Granted);

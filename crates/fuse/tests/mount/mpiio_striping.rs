@@ -73,8 +73,8 @@ fn run_with(extra: &[&str], program: &Path, shim: Option<&Path>, file: &Path, hi
 
 /// `(stripe count, stripe size)` of lanefs path `path`.
 fn layout(client: &Client, path: &str) -> (u32, u64) {
-    let lanefs_mds::MdsReply::Stripe(info) =
-        client.mds(lanefs_mds::MdsRequest::GetStripe { path: path.into() }).unwrap()
+    let lanefs_proto::MdsReply::Stripe(info) =
+        client.mds(lanefs_proto::MdsRequest::GetStripe { path: path.into() }).unwrap()
     else {
         panic!("getstripe answers a stripe")
     };

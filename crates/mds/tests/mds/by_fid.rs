@@ -4,13 +4,14 @@
 
 use crate::*;
 use lanefs_core::Errno;
-use lanefs_mds::{Fid, FileKind, MdsReply, MdsRequest, Target, Time};
+use lanefs_mds::{Target, Time};
+use lanefs_proto::{Fid, FileKind, MdsReply, MdsRequest};
 
 fn user(uid: u32) -> Credentials {
     Credentials::user(uid, uid)
 }
 
-fn attr(reply: MdsReply) -> lanefs_mds::Attr {
+fn attr(reply: MdsReply) -> lanefs_proto::Attr {
     match reply {
         MdsReply::Attr(attr) => attr,
         other => panic!("expected attributes, got {other:?}"),
@@ -99,7 +100,7 @@ fn a_removed_or_never_made_fid_is_enoent_naming_the_fid() {
     for fid in [file.fid, Fid(u64::MAX), Fid(0)] {
         let error = mds.stat_target(&ROOT, Target::Fid(fid)).unwrap_err();
         assert_eq!(error.errno(), Errno::ENOENT);
-        assert!(error.to_string().contains(&lanefs_mds::fid_name(fid)), "{error}");
+        assert!(error.to_string().contains(&lanefs_proto::fid_name(fid)), "{error}");
         assert_eq!(
             mds.set_time_target(&ROOT, Target::Fid(fid), None, Time::Modified).unwrap_err().errno(),
             Errno::ENOENT

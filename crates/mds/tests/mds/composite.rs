@@ -4,7 +4,7 @@
 
 use crate::*;
 use lanefs_core::layout::Layout;
-use lanefs_mds::{ComponentSpec, PoolChange, PoolName};
+use lanefs_proto::{ComponentSpec, PoolChange, PoolName};
 
 fn component(end: u64, count: i64) -> ComponentSpec {
     ComponentSpec { end, stripe: spec(Some(count), None, None) }

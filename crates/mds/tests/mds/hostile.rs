@@ -2,7 +2,7 @@
 //! error for a bad one), never panics, and keeps every invariant.
 
 use crate::mds;
-use lanefs_mds::{
+use lanefs_proto::{
     Access, ComponentSpec, CreateMode, Credentials, Fid, FileKind, MdsReply, MdsRequest, Node, PoolChange, PoolName,
     StripeSpec, XattrHow, GROUPS_MAX,
 };

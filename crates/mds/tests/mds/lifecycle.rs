@@ -109,7 +109,7 @@ fn the_queue_is_read_in_bounded_batches() {
 fn pools_queue_and_owners_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("mds.db");
-    let config = MdsConfig { root_owner: lanefs_mds::Owner { uid: 7, gid: 8 }, ..MdsConfig::new(2) };
+    let config = MdsConfig { root_owner: lanefs_proto::Owner { uid: 7, gid: 8 }, ..MdsConfig::new(2) };
     {
         let mut mds = Mds::open(&db, config).unwrap();
         precreate(&mut mds, 0, 40);

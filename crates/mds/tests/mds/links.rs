@@ -2,7 +2,8 @@
 //! database of the schema before them.
 
 use crate::*;
-use lanefs_mds::{Attr, FileKind, MdsConfig, MdsRequest, Time};
+use lanefs_mds::Time;
+use lanefs_proto::{Attr, FileKind, MdsConfig, MdsRequest};
 
 fn stat(mds: &Mds, path: &str) -> Attr {
     mds.stat(&ROOT, path).unwrap()
@@ -84,7 +85,7 @@ fn access_and_change_times_are_kept_apart_from_the_modification_time() {
     assert!(m.ctime_ns > 2_000_000_000, "the change time is the MDS's clock, not the time given");
     let chmod =
         mds.handle(&ROOT, MdsRequest::SetAttr { path: "/f".into(), permissions: Some(0o600), uid: None, gid: None });
-    let lanefs_mds::MdsReply::Attr(chmod) = chmod else { panic!("{chmod:?}") };
+    let lanefs_proto::MdsReply::Attr(chmod) = chmod else { panic!("{chmod:?}") };
     assert!(chmod.ctime_ns >= m.ctime_ns && chmod.mtime_ns == 2_000_000_000);
 }
 

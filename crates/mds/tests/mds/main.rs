@@ -26,8 +26,9 @@ mod xattrs;
 
 use lanefs_core::layout::Layout;
 use lanefs_core::units::{ObjectId, OstIndex};
-pub use lanefs_mds::{Access, Credentials};
-use lanefs_mds::{CreateMode, FileInfo, Mds, MdsConfig, MdsError, StripeSpec};
+use lanefs_mds::Mds;
+pub use lanefs_proto::{Access, Credentials};
+use lanefs_proto::{CreateMode, FileInfo, MdsConfig, MdsError, StripeSpec};
 
 pub const MIB: u64 = 1 << 20;
 

@@ -4,7 +4,8 @@
 //! (the new ones queued); the file keeps its name, fid, owner and times.
 
 use crate::*;
-use lanefs_mds::{ComponentSpec, FileKind, PoolChange, PoolName, Time};
+use lanefs_mds::Time;
+use lanefs_proto::{ComponentSpec, FileKind, PoolChange, PoolName};
 
 fn queued(mds: &Mds, ost: u32) -> Vec<u64> {
     mds.queued_destroys(OstIndex(ost), 100).unwrap().into_iter().map(|object| object.0).collect()
@@ -35,7 +36,7 @@ fn a_commit_swaps_in_the_new_layout_and_queues_the_old_objects() {
     assert!(all_queued(&mds).is_empty());
     assert_eq!(mds.statfs().unwrap().file_count, 2, "the volatile file is an inode, as Lustre's is");
     let migrated = mds.migrate_commit(&ROOT, "/f", file.fid, volatile.fid).unwrap();
-    assert_eq!(migrated, lanefs_mds::FileInfo { fid: file.fid, layout: volatile.layout.clone() });
+    assert_eq!(migrated, lanefs_proto::FileInfo { fid: file.fid, layout: volatile.layout.clone() });
     assert_eq!(mds.layout_of(file.fid).unwrap(), migrated);
     assert_eq!(sorted(all_queued(&mds)), sorted(objects(&file.layout)), "the old objects go");
     // Queued under the volatile file's fid, which no client holds open.

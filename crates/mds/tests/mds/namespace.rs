@@ -1,7 +1,7 @@
 //! Directories and files: each operation, and each way it can fail.
 
 use crate::*;
-use lanefs_mds::{Fid, FileKind, MdsError, Statfs};
+use lanefs_proto::{Fid, FileKind, MdsError, Statfs};
 
 #[test]
 fn root_exists_from_the_start() {

@@ -4,7 +4,7 @@
 //! of schema version 6, which allowed one object per file on each OST.
 
 use crate::*;
-use lanefs_mds::{PoolChange, PoolName};
+use lanefs_proto::{PoolChange, PoolName};
 
 fn over(count: i64) -> StripeSpec {
     StripeSpec { count: Some(count), overstripe: true, ..StripeSpec::default() }

@@ -1,7 +1,8 @@
 //! Owners, groups and permission bits: what each request needs, for whom.
 
 use crate::*;
-use lanefs_mds::{FileKind, MdsError, Owner, Time};
+use lanefs_mds::Time;
+use lanefs_proto::{FileKind, MdsError, Owner};
 
 const ALICE: u32 = 1000;
 const BOB: u32 = 1001;
@@ -44,7 +45,7 @@ fn the_root_of_a_new_file_system_belongs_to_its_creator_with_mode_0755() {
     let mds = Mds::open_in_memory(config).unwrap();
     let root = mds.stat(&ROOT, "/").unwrap();
     assert_eq!((root.uid, root.gid, root.permissions), (4242, 77, 0o755));
-    assert_eq!(lanefs_mds::perm::mode_string(root.kind, root.permissions), "drwxr-xr-x");
+    assert_eq!(lanefs_proto::mode_string(root.kind, root.permissions), "drwxr-xr-x");
     mds.check_invariants();
 }
 

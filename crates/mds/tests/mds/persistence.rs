@@ -2,7 +2,7 @@
 
 use crate::*;
 use lanefs_mds::schema::SCHEMA_VERSION;
-use lanefs_mds::{Attr, DirEntry, MdsConfig, MdsError, Statfs, StripeInfo};
+use lanefs_proto::{Attr, DirEntry, MdsConfig, MdsError, Statfs, StripeInfo};
 use std::path::Path;
 
 /// Everything a client can observe, path by path (depth first).
@@ -13,7 +13,7 @@ fn snapshot(mds: &Mds) -> Vec<(String, Attr, StripeInfo, Option<Vec<DirEntry>>)>
         let attr = mds.stat(&ROOT, &path).unwrap();
         let stripe = mds.get_stripe(&ROOT, &path).unwrap();
         let entries =
-            (attr.kind == lanefs_mds::FileKind::Dir).then(|| mds.readdir(&ROOT, &path, None).unwrap().entries);
+            (attr.kind == lanefs_proto::FileKind::Dir).then(|| mds.readdir(&ROOT, &path, None).unwrap().entries);
         for entry in entries.iter().flatten() {
             pending.push(format!("{}/{}", path.trim_end_matches('/'), entry.name));
         }

@@ -3,7 +3,7 @@
 //! persistence, and who may change them.
 
 use crate::*;
-use lanefs_mds::{MdsReply, MdsRequest, PoolChange, PoolInfo, PoolName, StripeDefault};
+use lanefs_proto::{MdsReply, MdsRequest, PoolChange, PoolInfo, PoolName, StripeDefault};
 
 fn pool(name: &str) -> PoolName {
     PoolName::parse(name).unwrap()

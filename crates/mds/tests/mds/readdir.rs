@@ -1,7 +1,7 @@
 //! Listings in pages: bounded in entries and bytes, resumed after a cursor.
 
 use crate::*;
-use lanefs_mds::{DirPage, READDIR_BYTES_MAX, READDIR_ENTRIES_MAX};
+use lanefs_proto::{DirPage, READDIR_BYTES_MAX, READDIR_ENTRIES_MAX};
 
 fn page(mds: &Mds, path: &str, cursor: Option<&str>) -> DirPage {
     mds.readdir(&ROOT, path, cursor).unwrap_or_else(|e| panic!("readdir {path}: {e}"))
@@ -52,7 +52,7 @@ fn names_after(mds: &Mds, path: &str, mut cursor: String) -> Vec<String> {
 
 #[test]
 fn a_page_is_bounded_in_bytes_as_well_as_entries() {
-    let bytes_max = 4 * (255 + lanefs_mds::DIR_ENTRY_OVERHEAD_BYTES);
+    let bytes_max = 4 * (255 + lanefs_proto::DIR_ENTRY_OVERHEAD_BYTES);
     let mut mds = mds(1).with_readdir_page(READDIR_ENTRIES_MAX, bytes_max);
     let long = |i: usize| format!("{i:03}{}", "x".repeat(252));
     for i in 0..10 {
@@ -74,7 +74,7 @@ fn a_directory_larger_than_a_page_lists_whole_in_bounded_pages() {
     }
     let first = page(&mds, "/big", None);
     assert_eq!((first.entries.len(), first.more), (READDIR_ENTRIES_MAX, true));
-    let bytes: usize = first.entries.iter().map(|e| e.name.len() + lanefs_mds::DIR_ENTRY_OVERHEAD_BYTES).sum();
+    let bytes: usize = first.entries.iter().map(|e| e.name.len() + lanefs_proto::DIR_ENTRY_OVERHEAD_BYTES).sum();
     assert!(bytes <= READDIR_BYTES_MAX);
     let listed = names(&mds, "/big");
     assert_eq!(listed.len(), READDIR_ENTRIES_MAX + 1);

@@ -1,7 +1,7 @@
 //! Rename, with POSIX `rename(2)` semantics.
 
 use crate::*;
-use lanefs_mds::{FileKind, MdsError};
+use lanefs_proto::{FileKind, MdsError};
 
 #[test]
 fn rename_a_file_within_and_across_directories() {

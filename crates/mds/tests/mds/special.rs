@@ -4,7 +4,7 @@
 
 use crate::*;
 use lanefs_core::Errno;
-use lanefs_mds::{Attr, FileKind, MdsConfig, MdsReply, MdsRequest};
+use lanefs_proto::{Attr, FileKind, MdsConfig, MdsReply, MdsRequest};
 
 fn user(uid: u32) -> Credentials {
     Credentials::user(uid, uid)
@@ -96,9 +96,9 @@ fn only_root_makes_devices_and_users_make_pipes_where_they_may_write() {
     }
     // A pipe has no user. attributes (Linux's rule); trusted. ones it may.
     let on = lanefs_mds::Target::Path("/d/p");
-    let refused = mds.set_xattr(&alice, on, "user.a", b"1", lanefs_mds::XattrHow::Either).unwrap_err();
+    let refused = mds.set_xattr(&alice, on, "user.a", b"1", lanefs_proto::XattrHow::Either).unwrap_err();
     assert_eq!(refused.errno(), Errno::EPERM);
-    mds.set_xattr(&ROOT, on, "trusted.a", b"1", lanefs_mds::XattrHow::Either).unwrap();
+    mds.set_xattr(&ROOT, on, "trusted.a", b"1", lanefs_proto::XattrHow::Either).unwrap();
     mds.check_invariants();
 }
 

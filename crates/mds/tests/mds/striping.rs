@@ -2,7 +2,7 @@
 //! starting OSTs, count -1, object ids, and each refused setting.
 
 use crate::*;
-use lanefs_mds::{MdsConfig, MdsError, StripeDefault, StripeOrigin};
+use lanefs_proto::{MdsConfig, MdsError, StripeDefault, StripeOrigin};
 
 #[test]
 fn filesystem_default_is_one_stripe_of_one_mib() {

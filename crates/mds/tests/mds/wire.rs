@@ -4,7 +4,7 @@
 
 use crate::*;
 use lanefs_core::units::OstIndex;
-use lanefs_mds::{DirPage, FileKind, MdsReply, MdsRequest, PoolChange, PoolInfo, PoolName, Statfs};
+use lanefs_proto::{DirPage, FileKind, MdsReply, MdsRequest, PoolChange, PoolInfo, PoolName, Statfs};
 use serde::{de::DeserializeOwned, Serialize};
 use std::fmt::Debug;
 
@@ -128,7 +128,7 @@ fn errors_come_back_as_data_and_change_nothing() {
 
 #[test]
 fn every_error_variant_crosses_the_wire() {
-    use lanefs_mds::MdsError::*;
+    use lanefs_proto::MdsError::*;
     let s = || "/p".to_string();
     let errors = [
         NotFound { path: s(), missing: s() },

@@ -4,7 +4,8 @@
 use crate::*;
 use lanefs_core::Errno;
 use lanefs_mds::xattr::{XATTRS_PER_INODE_MAX, XATTR_INODE_BYTES_MAX, XATTR_VALUE_MAX};
-use lanefs_mds::{MdsReply, MdsRequest, Node, Target, XattrHow};
+use lanefs_mds::Target;
+use lanefs_proto::{MdsReply, MdsRequest, Node, XattrHow};
 
 fn user(uid: u32) -> Credentials {
     Credentials::user(uid, uid)
@@ -120,7 +121,7 @@ fn each_namespace_has_linux_s_rules() {
 
 #[test]
 fn a_squashed_root_is_no_root_for_trusted_attributes() {
-    let squash = lanefs_mds::Owner { uid: 99, gid: 99 };
+    let squash = lanefs_proto::Owner { uid: 99, gid: 99 };
     let mut mds = Mds::open_in_memory(MdsConfig { root_squash: Some(squash), ..MdsConfig::new(1) }).unwrap();
     fill_pools(&mut mds);
     let refused = mds.set_xattr(&ROOT, path("/"), "trusted.t", b"t", XattrHow::Either);

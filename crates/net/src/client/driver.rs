@@ -17,7 +17,6 @@ use super::links::{
 use super::mds_record::MdsRecord;
 use super::{ClientOptions, Cmd, LadviseReply, NetError, Reply, StatsReply};
 use crate::limits::QueueLimits;
-use crate::proto::{ClusterInfo, MdsAnswer, MdsCall, OstStats, Wire};
 use crate::transport::Address;
 use crate::{control, params};
 use lanefs_core::client::ladvise::LockaheadResult;
@@ -25,6 +24,7 @@ use lanefs_core::client::{Client as CoreClient, ClientError, ClientEvent, Ladvis
 use lanefs_core::msg::ToClient;
 use lanefs_core::pages::PagePool;
 use lanefs_core::{ClientId, Instant, OstIndex};
+use lanefs_proto::wire::{ClusterInfo, MdsAnswer, MdsCall, OstStats, Wire};
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File as FsFile;
 use std::time::Duration as StdDuration;
@@ -517,7 +517,7 @@ impl Driver {
                         None => debug!(id, "parameter answer not asked for ignored"),
                     },
                     Wire::Pong => {}
-                    other => debug!("unexpected {} message from an OSS ignored", crate::proto::variant(&other)),
+                    other => debug!("unexpected {} message from an OSS ignored", lanefs_proto::wire::variant(&other)),
                 }
             }
             NetIn::Frame(Peer::Mds, frame) => {
@@ -536,7 +536,7 @@ impl Driver {
                         }
                     }
                     Wire::Pong => {}
-                    other => debug!("unexpected {} message from the MDS ignored", crate::proto::variant(&other)),
+                    other => debug!("unexpected {} message from the MDS ignored", lanefs_proto::wire::variant(&other)),
                 }
             }
             NetIn::Closed(Peer::Mds, reason) => self.mds_lost(&reason),
@@ -666,7 +666,7 @@ impl Driver {
         // A local user's connection is refused object I/O for good: what
         // needs this OSS fails now, saying why, rather than after
         // `reconnect_timeout` of attempts refused the same way.
-        if reason.contains(crate::auth::USER_NOT_A_NODE) {
+        if reason.contains(lanefs_proto::wire::USER_NOT_A_NODE) {
             for ost in self.oss[i].osts.clone() {
                 self.core.handle_unreachable(now, OstIndex(ost), reason);
             }

@@ -5,15 +5,15 @@
 use super::NetError;
 use super::{connect_failed, ClientConfig};
 use crate::auth::ClusterKey;
-use crate::codec::{encode, read_frame};
 use crate::limits::{QueueLimits, WRITE_STALL_TIMEOUT_DEFAULT};
 use crate::outbox::Outbox;
-use crate::proto::{Role, Wire, MAGIC, PROTOCOL_VERSION};
 use crate::shm::{create_arena, send_frame_with_fd};
 use crate::transport::{connect_raw, Address, Connected};
 use crate::writer::spawn_writer;
 use lanefs_core::pages::PagePool;
 use lanefs_core::PAGE_SIZE;
+use lanefs_proto::codec::{encode, read_frame};
+use lanefs_proto::wire::{Role, Wire, MAGIC, PROTOCOL_VERSION};
 use std::fs::File as FsFile;
 use std::os::fd::AsFd;
 use std::sync::Arc;
@@ -296,7 +296,7 @@ async fn hello_welcome(address: &Address, key: Option<&ClusterKey>) -> Result<Co
         }
         Ok(None) => Err(Attempt::Closed("closed before Welcome".into())),
         Ok(Some(other)) => Err(fail(format!("unexpected handshake answer {other:?}"))),
-        Err(crate::codec::CodecError::Io(e)) => Err(io_failed(e)),
+        Err(lanefs_proto::codec::CodecError::Io(e)) => Err(io_failed(e)),
         Err(e) => Err(fail(e.to_string())),
     }
 }
@@ -313,7 +313,7 @@ fn closed_in_handshake(e: &std::io::Error) -> bool {
     matches!(e.kind(), BrokenPipe | ConnectionAborted | ConnectionReset | UnexpectedEof)
 }
 
-async fn read_handshake_frame(stream: &mut Connected) -> Result<Option<Wire>, crate::codec::CodecError> {
+async fn read_handshake_frame(stream: &mut Connected) -> Result<Option<Wire>, lanefs_proto::codec::CodecError> {
     match stream {
         Connected::Tcp(s) => read_frame(s).await,
         Connected::Tls(s) => read_frame(s).await,

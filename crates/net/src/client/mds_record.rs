@@ -25,10 +25,11 @@
 //! when a seal is added for the same file, owner and kind, or when the
 //! owner's locks on the file go).
 
-use crate::flock_seal::FlockSeal;
-use crate::proto::{FlockCall, MdsAnswer, MdsCall};
-use lanefs_mds::flock::{FlockAnswer, FlockKind, FlockOwner, FlockRequest, FlockTable, SetOutcome};
-use lanefs_mds::Fid;
+use lanefs_mds::flock::{FlockTable, SetOutcome};
+use lanefs_proto::flock::FlockSeal;
+use lanefs_proto::flock::{FlockAnswer, FlockKind, FlockOwner, FlockRequest};
+use lanefs_proto::wire::{FlockCall, MdsAnswer, MdsCall};
+use lanefs_proto::Fid;
 use std::collections::HashMap;
 use tracing::warn;
 
@@ -112,7 +113,7 @@ impl MdsRecord {
             (Some(Tracked::Opened(fid)), MdsAnswer::Opened) => self.opened(fid),
             (
                 Some(Tracked::OpenedBy),
-                MdsAnswer::NamespaceOpened { reply: lanefs_mds::MdsReply::File(info), recorded: true },
+                MdsAnswer::NamespaceOpened { reply: lanefs_proto::MdsReply::File(info), recorded: true },
             ) => self.opened(info.fid),
             _ => {}
         }
@@ -200,7 +201,7 @@ impl MdsRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lanefs_mds::flock::FlockKind;
+    use lanefs_proto::flock::FlockKind;
 
     fn set(owner: u64, kind: Option<FlockKind>, start: u64, end: u64, replay: bool) -> MdsCall {
         let request =

@@ -27,7 +27,7 @@
 
 use super::{Client, File, NetError};
 use lanefs_core::layout::Layout;
-use lanefs_mds::{MdsReply, MdsRequest, StripeSpec};
+use lanefs_proto::{MdsReply, MdsRequest, StripeSpec};
 
 /// Bytes copied at a time.
 pub const COPY_CHUNK: u64 = 4 << 20;

@@ -64,7 +64,6 @@ pub mod migrate;
 
 use crate::auth::{describe, tls_failure, ClusterKey, TlsFailure};
 use crate::limits::PING_INTERVAL_DEFAULT;
-use crate::proto::{ClusterInfo, FlockCall, MdsAnswer, MdsCall, OstStats};
 use crate::transport::Address;
 use driver::Driver;
 use lanefs_core::client::ladvise::{Advice, LockaheadResult};
@@ -77,8 +76,9 @@ use lanefs_core::msg::IoError;
 use lanefs_core::msg::Payload;
 use lanefs_core::pages::{PagePool, PageSpan};
 use lanefs_core::{Instant, PAGE_SIZE};
-use lanefs_mds::flock::FlockAnswer;
-use lanefs_mds::{Credentials, DirEntry, DirPage, MdsError, MdsReply, MdsRequest};
+use lanefs_proto::flock::FlockAnswer;
+use lanefs_proto::wire::{ClusterInfo, FlockCall, MdsAnswer, MdsCall, MdsRefusal, OstStats};
+use lanefs_proto::{Credentials, DirEntry, DirPage, MdsError, MdsReply, MdsRequest};
 use std::future::Future;
 use std::time::Duration as StdDuration;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
@@ -92,8 +92,12 @@ pub enum NetError {
     Connect { address: String, reason: String, refused: bool },
     #[error("{peer} refused the connection: {reason}")]
     Refused { peer: String, reason: String },
+    /// The MDS's connection ended, for this reason.
     #[error("MDS: {0}")]
     Mds(String),
+    /// The MDS did not serve the call.
+    #[error("MDS: {0}")]
+    MdsRefused(MdsRefusal),
     /// The MDS refused a namespace request (no such file, permission
     /// denied, ...): [`MdsError::errno`] names it as POSIX does.
     #[error("MDS: {0}")]
@@ -133,6 +137,7 @@ impl NetError {
             NetError::Connect { .. }
             | NetError::Refused { .. }
             | NetError::Mds(_)
+            | NetError::MdsRefused(_)
             | NetError::MdsLost { .. }
             | NetError::Closed
             | NetError::Protocol(_)
@@ -251,7 +256,7 @@ fn connect_failed(address: &Address, e: &std::io::Error, key: Option<&ClusterKey
 }
 
 /// The calling process's effective uid and gid and its supplementary
-/// groups (at most `lanefs_mds::GROUPS_MAX`).
+/// groups (at most `lanefs_proto::GROUPS_MAX`).
 pub fn process_credentials() -> Credentials {
     // SAFETY: geteuid and getegid have no preconditions and cannot fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -265,7 +270,7 @@ pub fn process_credentials() -> Credentials {
         groups
     };
     let mut groups: Vec<u32> = groups.into_iter().filter(|&group| group != gid).collect();
-    groups.truncate(lanefs_mds::GROUPS_MAX);
+    groups.truncate(lanefs_proto::GROUPS_MAX);
     Credentials { uid, gid, groups }
 }
 
@@ -297,7 +302,7 @@ pub struct File {
     /// restriped since goes to its new layout, see [`Client::open_file`]).
     pub layout: Layout,
     /// The file's fid, when opened by it ([`Client::open_file`]).
-    pub fid: Option<lanefs_mds::Fid>,
+    pub fid: Option<lanefs_proto::Fid>,
     handle: FileHandle,
 }
 
@@ -368,7 +373,7 @@ fn flock_answer(answer: Result<MdsAnswer, NetError>) -> Result<FlockAnswer, NetE
     match answer? {
         MdsAnswer::Flock(answer) => Ok(answer),
         MdsAnswer::FlockGranted(_) => Ok(FlockAnswer::Granted),
-        MdsAnswer::Error(e) => Err(NetError::Mds(e)),
+        MdsAnswer::Error(refused) => Err(NetError::MdsRefused(refused)),
         other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
     }
 }
@@ -472,7 +477,7 @@ impl Client {
         match self.mds_retrying(&request, call)? {
             MdsAnswer::Namespace(MdsReply::Error(e)) => Err(NetError::Namespace(e)),
             MdsAnswer::Namespace(reply) => Ok(reply),
-            MdsAnswer::Error(e) => Err(NetError::Mds(e)),
+            MdsAnswer::Error(refused) => Err(NetError::MdsRefused(refused)),
             other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
         }
     }
@@ -489,7 +494,7 @@ impl Client {
             let again = match &answer {
                 Err(NetError::Connect { .. }) => true,
                 Err(NetError::MdsLost { .. }) => request.is_idempotent(),
-                Ok(MdsAnswer::Error(e)) => e == crate::mds_server::SHUTTING_DOWN,
+                Ok(MdsAnswer::Error(refused)) => refused.is_transient(),
                 _ => false,
             };
             if again && std::time::Instant::now() + wait < deadline {
@@ -511,7 +516,7 @@ impl Client {
     /// MDS has dropped this client's locks with it.
     pub fn flock(
         &self,
-        request: lanefs_mds::flock::FlockRequest,
+        request: lanefs_proto::flock::FlockRequest,
         wait: bool,
         interrupted: &dyn Fn() -> bool,
     ) -> Result<FlockAnswer, NetError> {
@@ -549,13 +554,13 @@ impl Client {
     }
 
     /// `F_GETLK`: the first lock in the way of `request`, or `Free`.
-    pub fn flock_get(&self, request: lanefs_mds::flock::FlockRequest) -> Result<FlockAnswer, NetError> {
+    pub fn flock_get(&self, request: lanefs_proto::flock::FlockRequest) -> Result<FlockAnswer, NetError> {
         self.flock_call(FlockCall::Get { request })
     }
 
     /// Drop every lock the kernel's lock owner `owner` holds on `file`
     /// (what a close does). A lost MDS connection has dropped them all.
-    pub fn flock_unlock_owner(&self, file: lanefs_mds::Fid, owner: u64) -> Result<(), NetError> {
+    pub fn flock_unlock_owner(&self, file: lanefs_proto::Fid, owner: u64) -> Result<(), NetError> {
         match self.flock_call(FlockCall::UnlockOwner { file, owner }) {
             Ok(_) | Err(NetError::MdsLost { .. }) => Ok(()),
             Err(e) => Err(e),
@@ -573,7 +578,7 @@ impl Client {
         match self.mds_retrying(&request, call)? {
             MdsAnswer::NamespaceOpened { reply: MdsReply::Error(e), .. } => Err(NetError::Namespace(e)),
             MdsAnswer::NamespaceOpened { reply, recorded } => Ok((reply, recorded)),
-            MdsAnswer::Error(e) => Err(NetError::Mds(e)),
+            MdsAnswer::Error(refused) => Err(NetError::MdsRefused(refused)),
             other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
         }
     }
@@ -582,17 +587,17 @@ impl Client {
     /// elsewhere keeps its objects until [`Client::mds_closed`]. `Err` if
     /// the MDS could not record it (the file still works; a removal
     /// elsewhere would end its reads).
-    pub fn mds_opened(&self, fid: lanefs_mds::Fid) -> Result<(), NetError> {
+    pub fn mds_opened(&self, fid: lanefs_proto::Fid) -> Result<(), NetError> {
         match self.call(|r| Cmd::Mds(MdsCall::Opened { fid }, r))?? {
             MdsAnswer::Opened => Ok(()),
-            MdsAnswer::Error(e) => Err(NetError::Mds(e)),
+            MdsAnswer::Error(refused) => Err(NetError::MdsRefused(refused)),
             other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
         }
     }
 
     /// One open of `fid` that [`Client::mds_opened`] recorded is closed. A
     /// lost MDS connection has forgotten this client's opens already.
-    pub fn mds_closed(&self, fid: lanefs_mds::Fid) -> Result<(), NetError> {
+    pub fn mds_closed(&self, fid: lanefs_proto::Fid) -> Result<(), NetError> {
         match self.call(|r| Cmd::Mds(MdsCall::Closed { fid }, r))? {
             Ok(_) | Err(NetError::MdsLost { .. }) => Ok(()),
             Err(e) => Err(e),
@@ -636,7 +641,7 @@ impl Client {
     /// that finds an object gone fetches the file's layout again, by fid,
     /// and is done again on the new layout, as a Lustre client refreshes
     /// its layout when its layout lock is called back.
-    pub fn open_file(&self, path: &str, info: lanefs_mds::FileInfo) -> Result<File, NetError> {
+    pub fn open_file(&self, path: &str, info: lanefs_proto::FileInfo) -> Result<File, NetError> {
         let handle = self.call(|r| Cmd::Open(info.layout.clone(), r))?;
         Ok(File { path: path.to_string(), layout: info.layout, fid: Some(info.fid), handle })
     }
@@ -840,7 +845,7 @@ impl Client {
         let call = MdsCall::KeepParam { pattern: pattern.to_string(), value: value.map(str::to_string) };
         match self.call(|r| Cmd::Mds(call, r))?? {
             MdsAnswer::Params(kept) => Ok(kept),
-            MdsAnswer::Error(e) => Err(NetError::Mds(e)),
+            MdsAnswer::Error(refused) => Err(NetError::MdsRefused(refused)),
             other => Err(NetError::Protocol(format!("unexpected MDS answer {other:?}"))),
         }
     }

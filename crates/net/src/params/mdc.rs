@@ -3,8 +3,8 @@
 //! that does the same work.
 
 use super::format::Counter;
-use crate::proto::{FlockCall, MdsCall};
-use lanefs_mds::MdsRequest;
+use lanefs_proto::wire::{FlockCall, MdsCall};
+use lanefs_proto::MdsRequest;
 
 /// Requests to the MDS by Lustre's RPC names.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -103,7 +103,7 @@ impl MdcStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lanefs_mds::{Credentials, Fid};
+    use lanefs_proto::{Credentials, Fid};
 
     #[test]
     fn calls_count_under_lustres_rpc_names() {

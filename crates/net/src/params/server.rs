@@ -11,8 +11,8 @@
 
 use super::format::{brw_stats, stats_file, Counter};
 use super::{matches, Tree};
-use crate::proto::OstStats;
 use lanefs_core::ost::SyncLockCancel;
+use lanefs_proto::wire::OstStats;
 use std::time::SystemTime;
 
 pub fn obdfilter_name(ost: u32) -> String {

@@ -11,10 +11,10 @@
 
 #![allow(dead_code)] // each test file uses its own part
 
-use lanefs_mds::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use lanefs_net::client::{Client, File};
 use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::limits::{ServerLimits, ServerStats};
+use lanefs_proto::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use std::io::{BufRead, BufReader, Lines, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;

@@ -20,7 +20,7 @@
 //! changes is in the directory the kernel holds, never in whatever
 //! directory another mount has since put at its old path. The MDS
 //! resolves the anchor to the directory's current path inside the
-//! request's transaction ([`crate::ops`]); the walk above the anchor needs
+//! request's transaction (`lanefs_mds::ops`); the walk above the anchor needs
 //! no search permission (the client already reached the directory), so
 //! only nodes may send anchored paths, as with every request by fid. The
 //! name `.lustre` in `/` is reserved for them, as on Lustre.

@@ -2,7 +2,7 @@
 //!
 //! Everything here is plain owned data with serde derives and no references,
 //! so a network driver can put [`MdsRequest`] and [`MdsReply`] on the wire
-//! unchanged (lanefs-net uses bincode, so no type here relies on
+//! unchanged (the codec, [`crate::codec`], is bincode, so no type here relies on
 //! self-describing formats: no untagged or internally tagged enums, no
 //! skipped fields).
 //!
@@ -320,7 +320,7 @@ pub struct Attr {
     pub rdev: u64,
     pub uid: u32,
     pub gid: u32,
-    /// `mode & 07777` (the kind is [`Attr::kind`]); [`crate::perm::mode_string`]
+    /// `mode & 07777` (the kind is [`Attr::kind`]); [`crate::mode_string`]
     /// shows it as `ls -l` does.
     pub permissions: u32,
 }
@@ -503,7 +503,7 @@ pub enum MdsRequest {
     /// [`MdsRequest::Stat`] of the inode `fid`, whatever its names are
     /// now: `fstat` of an open file, `stat` of an inode a mount's kernel
     /// holds. A fid walks no directory, so it needs no search permission
-    /// (see [`crate::ops::Target`]). -> [`MdsReply::Attr`].
+    /// (see `lanefs_mds::Target`). -> [`MdsReply::Attr`].
     StatFid { fid: Fid },
     /// [`MdsRequest::Readdir`] of the directory `fid`.
     /// -> [`MdsReply::Entries`].
@@ -522,7 +522,7 @@ pub enum MdsRequest {
     /// [`MdsRequest::SetAtime`] of the inode `fid`. -> [`MdsReply::Attr`].
     SetAtimeFid { fid: Fid, at: Option<u64> },
     /// `getxattr(2)`: the value of `node`'s extended attribute `name` (see
-    /// [`crate::xattr`] for the namespaces and who may read them).
+    /// `lanefs_mds::xattr` for the namespaces and who may read them).
     /// -> [`MdsReply::Xattr`].
     GetXattr { node: Node, name: String },
     /// `listxattr(2)`: the names of `node`'s extended attributes the
@@ -703,4 +703,59 @@ pub enum MdsReply {
         file: FileInfo,
         volatile: FileInfo,
     },
+}
+
+/// A fid as errors name it, in Lustre's brackets.
+pub fn fid_name(fid: Fid) -> String {
+    format!("[{:#x}]", fid.0)
+}
+
+pub const S_ISUID: u32 = 0o4000;
+pub const S_ISGID: u32 = 0o2000;
+pub const S_ISVTX: u32 = 0o1000;
+
+/// `mode` as `ls -l` shows it: `drwxr-sr-x`, `-rw-r--r--`, with `s`/`S`
+/// for setuid and setgid and `t`/`T` for the sticky bit.
+pub fn mode_string(kind: FileKind, permissions: u32) -> String {
+    let mut text = String::with_capacity(10);
+    text.push(match kind {
+        FileKind::Dir => 'd',
+        FileKind::File => '-',
+        FileKind::Symlink => 'l',
+        FileKind::Fifo => 'p',
+        FileKind::Socket => 's',
+        FileKind::CharDevice => 'c',
+        FileKind::BlockDevice => 'b',
+    });
+    let specials = [(S_ISUID, 's'), (S_ISGID, 's'), (S_ISVTX, 't')];
+    for (class, (special, letter)) in specials.into_iter().enumerate() {
+        let bits = permissions >> (6 - 3 * class);
+        text.push(if bits & 0o4 != 0 { 'r' } else { '-' });
+        text.push(if bits & 0o2 != 0 { 'w' } else { '-' });
+        let execute = bits & 0o1 != 0;
+        text.push(match (permissions & special != 0, execute) {
+            (true, true) => letter,
+            (true, false) => letter.to_ascii_uppercase(),
+            (false, true) => 'x',
+            (false, false) => '-',
+        });
+    }
+    text
+}
+
+#[cfg(test)]
+mod mode_tests {
+    use super::*;
+
+    #[test]
+    fn modes_read_as_ls_shows_them() {
+        assert_eq!(mode_string(FileKind::File, 0o644), "-rw-r--r--");
+        assert_eq!(mode_string(FileKind::Dir, 0o755), "drwxr-xr-x");
+        assert_eq!(mode_string(FileKind::Dir, 0o1777), "drwxrwxrwt");
+        assert_eq!(mode_string(FileKind::Dir, 0o1770), "drwxrwx--T");
+        assert_eq!(mode_string(FileKind::File, 0o4755), "-rwsr-xr-x");
+        assert_eq!(mode_string(FileKind::File, 0o2644), "-rw-r-Sr--");
+        assert_eq!(mode_string(FileKind::Dir, 0o2775), "drwxrwsr-x");
+        assert_eq!(mode_string(FileKind::File, 0), "----------");
+    }
 }

@@ -15,7 +15,7 @@
 //! Every length is checked before anything is allocated, so a malformed or
 //! hostile frame costs its reader an error, never a crash or a huge buffer.
 
-use crate::proto::{Bulk, PhantomOnWire, Wire};
+use crate::wire::{Bulk, PhantomOnWire, Wire};
 use bincode::Options;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -157,7 +157,7 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(writer: &mut W, message: Wire) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::PROTOCOL_VERSION;
+    use crate::wire::PROTOCOL_VERSION;
     use lanefs_core::msg::{Payload, ToClient, ToOst};
     use lanefs_core::{ObjectId, Xid};
 
@@ -183,7 +183,7 @@ mod tests {
         assert_eq!(roundtrip(m.clone()), m);
         let r = Wire::ToClient { ost: 1, message: ToClient::ReadReply { xid: Xid(1), result: Ok(data.into()) } };
         assert_eq!(roundtrip(r.clone()), r);
-        let h = Wire::Hello { magic: crate::proto::MAGIC, version: PROTOCOL_VERSION, role: crate::proto::Role::Client };
+        let h = Wire::Hello { magic: crate::wire::MAGIC, version: PROTOCOL_VERSION, role: crate::wire::Role::Client };
         assert_eq!(roundtrip(h.clone()), h);
     }
 

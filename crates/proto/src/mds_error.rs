@@ -1,14 +1,14 @@
 //! [`MdsError`]: every way an MDS request can fail, as plain data.
 //!
 //! The errors cross the wire inside [`crate::MdsReply::Error`], so they are
-//! serde values holding strings and numbers only (a `rusqlite::Error` is
-//! flattened to its message). Each message names the offending path or value
+//! serde values holding strings and numbers only (the MDS flattens a
+//! database error to its message). Each message names the offending path or value
 //! and says what to do about it: the user at the other end of the network
 //! sees it verbatim.
 //!
 //! What the MDS expects (bad paths, missing files, bad stripe settings, a
 //! database of the wrong version) is an error here; a broken invariant of
-//! the MDS itself is a panic (see [`crate::Mds::check_invariants`]).
+//! the MDS itself is a panic (see `lanefs_mds::Mds::check_invariants`).
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -187,17 +187,6 @@ fn not_a_directory_hint(path: &str, file: &str) -> String {
     }
 }
 
-impl From<rusqlite::Error> for MdsError {
-    /// A full disk becomes [`MdsError::NoSpace`] (its path filled in by the
-    /// `Mds`), everything else [`MdsError::Database`].
-    fn from(error: rusqlite::Error) -> Self {
-        match error.sqlite_error_code() {
-            Some(rusqlite::ErrorCode::DiskFull) => MdsError::NoSpace { path: "the metadata database".into() },
-            _ => MdsError::Database(error.to_string()),
-        }
-    }
-}
-
 impl MdsError {
     /// The error number a POSIX call would fail with (what a mount returns
     /// to the program).
@@ -239,11 +228,11 @@ impl MdsError {
         }
     }
 
-    pub(crate) fn invalid_path(path: &str, reason: impl Into<String>) -> Self {
+    pub fn invalid_path(path: &str, reason: impl Into<String>) -> Self {
         MdsError::InvalidPath { path: path.to_string(), reason: reason.into() }
     }
 
-    pub(crate) fn invalid_stripe(reason: impl ToString) -> Self {
+    pub fn invalid_stripe(reason: impl ToString) -> Self {
         MdsError::InvalidStripe { reason: reason.to_string() }
     }
 }
@@ -266,7 +255,5 @@ mod tests {
         assert_eq!(through.to_string(), "not a directory: /f/x (/f is a file, so nothing can be inside it)");
         let itself = MdsError::NotADirectory { path: "/f".into(), file: "/f".into() };
         assert!(itself.to_string().starts_with("not a directory: /f (it is a file: remove files with unlink"));
-        let sql = MdsError::from(rusqlite::Error::InvalidQuery);
-        assert_eq!(sql, MdsError::Database("Query is not read-only".into()));
     }
 }

@@ -3,7 +3,7 @@
 //! A connection starts with `Hello` (magic number, protocol version, role);
 //! the server answers `Welcome` or `Refused` (with the reason) and closes.
 //! On TCP all of it travels inside TLS, and the role claimed must be one
-//! the peer's key allows (see [`crate::auth`]).
+//! the peer's key allows (see `lanefs_net::auth`).
 //! After that, OST traffic carries lanefs-core's own `ToOst` / `ToClient`
 //! messages unchanged, tagged with the OST index (one OSS serves several
 //! OSTs over one connection), and MDS traffic carries request/reply pairs
@@ -12,7 +12,7 @@
 //! Bulk data (a write's or a read reply's [`Payload`]) travels as raw bytes
 //! after the header (a page span is written frame by frame, never gathered
 //! first), or, between a client and an OSS on one host that share the
-//! client's page arena (see [`crate::shm`]), as a bulk descriptor in a
+//! client's page arena (see `lanefs_net::shm`), as a bulk descriptor in a
 //! `WriteShared` message. A phantom payload is the simulator's, and taking
 //! the bulk of a message holding one is an error.
 //!
@@ -20,20 +20,19 @@
 //! `Role::Mds` and asks it to create objects in advance (`Precreate`) and to
 //! destroy those of removed files (`Destroy`); an OSS takes those two only
 //! on such a connection (a client sending one is `Refused`). Which roles a
-//! peer may claim depends on its key (see [`crate::auth`]).
+//! peer may claim depends on its key (see `lanefs_net::auth`).
 //!
 //! A client sends `Ping` on every connection it has sent nothing on for
 //! its ping interval, and the server answers `Pong` from the connection
 //! itself (whatever its OSTs are doing, recovery included): a server closes
 //! a connection silent for longer than its idle timeout (see
-//! [`crate::limits`]), as Lustre's ping evictor does.
+//! `lanefs_net::limits`), as Lustre's ping evictor does.
 //!
 //! Shared memory is set up right after the handshake, on a Unix socket
 //! only: the client sends `AttachArena` with the arena's memfd attached
 //! (`SCM_RIGHTS`) and waits for `ArenaAttached` or `ArenaRefused` before
 //! sending anything else.
 
-use crate::shm::SharedBulk;
 use lanefs_core::ldlm::stats::LockCounters;
 use lanefs_core::msg::{Payload, ToClient, ToOst};
 use lanefs_core::ost::OstCounters;
@@ -53,7 +52,7 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    answers, `Role::Mds` with `Precreate` and acknowledged `Destroy` from
 ///    the MDS to the OSSes; on TCP the frames travel inside mutual TLS with
 ///    the cluster's keys, and the roles a `Hello` may claim depend on the
-///    peer's key ([`crate::auth`]); `Ping` and `Pong` (servers close
+///    peer's key (`lanefs_net::auth`); `Ping` and `Pong` (servers close
 ///    connections silent too long); an OST out of service
 ///    (`IoError::Failed`, `EnqueueReply::Failed`, `ToClient::Failed`).
 /// 6: file locks (`MdsCall::Flock`), opens and closes told to the MDS
@@ -151,8 +150,8 @@ pub struct ClusterInfo {
 pub enum MdsCall {
     /// A namespace request, made by the process `credentials` name.
     Namespace {
-        credentials: lanefs_mds::Credentials,
-        request: lanefs_mds::MdsRequest,
+        credentials: crate::Credentials,
+        request: crate::MdsRequest,
     },
     ClusterInfo,
     /// A namespace request that opens a file the caller keeps open
@@ -161,20 +160,20 @@ pub enum MdsCall {
     /// in the same step, as `Opened` would, so that no removal elsewhere
     /// comes between the open and its record.
     NamespaceOpen {
-        credentials: lanefs_mds::Credentials,
-        request: lanefs_mds::MdsRequest,
+        credentials: crate::Credentials,
+        request: crate::MdsRequest,
     },
-    /// A file lock (`fcntl`, `flock`): see `lanefs_mds::flock`.
+    /// A file lock (`fcntl`, `flock`): see `crate::flock`.
     Flock(FlockCall),
     /// The caller keeps `fid` open (answered `Opened`, or `Error` past the
     /// MDS's bound): removed meanwhile, it keeps its objects until the
-    /// matching `Closed` (see `lanefs_mds::opens`).
+    /// matching `Closed` (see `crate::opens`).
     Opened {
-        fid: lanefs_mds::Fid,
+        fid: crate::Fid,
     },
     /// The caller closed one open of `fid` (answered `Opened`).
     Closed {
-        fid: lanefs_mds::Fid,
+        fid: crate::Fid,
     },
     /// Keep a client parameter setting for every client that starts from
     /// now on (`lctl set_param -P`), as Lustre's MGS keeps it; from an
@@ -206,38 +205,103 @@ pub enum FlockCall {
     /// before its connection was lost), asked for again; during the MDS's
     /// recovery grace only replays are granted. A replay is taken only
     /// with the `seal` the MDS gave with the grant, and only for a range
-    /// inside the sealed one (see [`crate::flock_seal`]).
+    /// inside the sealed one (see `lanefs_server::flock_seal`).
     Set {
-        request: lanefs_mds::flock::FlockRequest,
+        request: crate::flock::FlockRequest,
         wait: bool,
         ticket: u64,
         replay: bool,
-        seal: Option<crate::flock_seal::FlockSeal>,
+        seal: Option<crate::flock::FlockSeal>,
     },
     /// `F_GETLK`: the first lock in the way, or `Free`.
-    Get { request: lanefs_mds::flock::FlockRequest },
+    Get { request: crate::flock::FlockRequest },
     /// Withdraw the waiting `Set` of `ticket` (answered `Free`).
     Cancel { ticket: u64 },
     /// Drop every lock `owner` holds on `file` (a close).
-    UnlockOwner { file: lanefs_mds::Fid, owner: u64 },
+    UnlockOwner { file: crate::Fid, owner: u64 },
+}
+
+/// Why a server refuses what only a node (a mount, or root) may do on a
+/// local user's connection.
+pub const USER_NOT_A_NODE: &str = "this connection is a local user's, not a node's: a user who is neither root nor \
+    the servers' own user may read the OSTs' statistics (lanefs df) but not read or write objects, lock them or give \
+    cache advice on them; do that through a lanefs mount (lanefs mount), which is a node";
+
+/// Why the MDS did not serve a call: each message names the problem and,
+/// where there is one, the fix. A client decides what to do by the
+/// variant ([`MdsRefusal::is_transient`]), never by the text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum MdsRefusal {
+    /// The MDS is stopping and did not serve the call: it may be sent again
+    /// to the MDS's next start.
+    #[error("the MDS is shutting down")]
+    ShuttingDown,
+    /// Open files and file locks are a mount's: a local user's connection
+    /// may not record them.
+    #[error("open files and file locks are a mount's: {}", USER_NOT_A_NODE)]
+    NotANode,
+    /// An open the MDS did not record: `file` as errors name a fid.
+    #[error("{file} is not recorded open: {reason}")]
+    NotRecordedOpen { file: String, reason: String },
+    /// Keeping a setting for every client is the administrator's.
+    #[error(
+        "keeping a setting for every client needs the cluster's server key (server.pem), or the MDS's own user or \
+         root on a Unix socket"
+    )]
+    NotAdministrator,
+    /// The MDS runs without a data directory.
+    #[error("this MDS has no data directory to keep settings in")]
+    NoDataDirectory,
+    /// A setting refused or not kept; the text names it and why.
+    #[error("{0}")]
+    Setting(String),
+    /// The file was migrated and its old objects are not destroyed yet.
+    #[error(
+        "the file was migrated, but its old objects are not destroyed yet ({reason}): until they are, a client that \
+         opened it before may still write there; check that every OSS is up"
+    )]
+    MigrationPending { reason: String },
+    /// The MDS's worker failed on the call (a panic): its transaction, if
+    /// any, was rolled back.
+    #[error("the MDS failed on this request ({0}); its transaction was rolled back")]
+    Failed(String),
+}
+
+impl MdsRefusal {
+    /// Whether the same call may be served if sent again later (to the
+    /// MDS's next start).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            MdsRefusal::ShuttingDown => true,
+            MdsRefusal::NotANode
+            | MdsRefusal::NotRecordedOpen { .. }
+            | MdsRefusal::NotAdministrator
+            | MdsRefusal::NoDataDirectory
+            | MdsRefusal::Setting(_)
+            | MdsRefusal::MigrationPending { .. }
+            | MdsRefusal::Failed(_) => false,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum MdsAnswer {
-    Namespace(lanefs_mds::MdsReply),
+    Namespace(crate::MdsReply),
     ClusterInfo(ClusterInfo),
-    Error(String),
-    Flock(lanefs_mds::flock::FlockAnswer),
+    /// The call was not served (a namespace request's own errors travel in
+    /// its reply, [`crate::MdsReply::Error`]).
+    Error(MdsRefusal),
+    Flock(crate::flock::FlockAnswer),
     /// A lock request granted (`FlockAnswer::Granted`), with the seal of
     /// the owner's lock that now covers the request: what the client
     /// replays it with.
-    FlockGranted(crate::flock_seal::FlockSeal),
+    FlockGranted(crate::flock::FlockSeal),
     /// `MdsCall::Opened` or `Closed` is recorded.
     Opened,
     /// The answer to `MdsCall::NamespaceOpen`, and whether the file it
     /// opened is recorded open (not past the MDS's bound).
     NamespaceOpened {
-        reply: lanefs_mds::MdsReply,
+        reply: crate::MdsReply,
         recorded: bool,
     },
     /// The kept client settings, `(pattern, value)`, in the order kept.
@@ -269,7 +333,7 @@ pub enum Wire {
         message: ToClient,
     },
     /// MDS to OSS: destroy these objects of a removed file (at most
-    /// `lanefs_mds::objects::DESTROY_BATCH_MAX`). Answered by `Destroyed`.
+    /// `crate::objects::DESTROY_BATCH_MAX`). Answered by `Destroyed`.
     Destroy {
         id: u64,
         ost: u32,
@@ -342,9 +406,9 @@ pub enum Wire {
     },
     /// Client to OSS, before its first request on every connection: the
     /// identity it keeps for its whole life, so that the OSS knows it again
-    /// on a new connection and after a restart (see [`crate::exports`]).
+    /// on a new connection and after a restart (see `lanefs_server::exports`).
     /// Client to MDS likewise, so that a restarted MDS knows which clients
-    /// to wait for (see [`crate::mds_clients`]).
+    /// to wait for (see `lanefs_server::mds_clients`).
     Session {
         uuid: u64,
     },
@@ -459,7 +523,7 @@ pub struct PhantomOnWire {
 
 /// The name of a message's kind, for errors and logs (never its fields:
 /// a message may hold megabytes of bulk).
-pub(crate) fn variant(w: &Wire) -> &'static str {
+pub fn variant(w: &Wire) -> &'static str {
     match w {
         Wire::Hello { .. } => "Hello",
         Wire::Welcome { .. } => "Welcome",
@@ -483,5 +547,34 @@ pub(crate) fn variant(w: &Wire) -> &'static str {
         Wire::Session { .. } => "Session",
         Wire::Ping => "Ping",
         Wire::Pong => "Pong",
+    }
+}
+
+/// Where a write RPC's bytes are in the sender's arena: `len` bytes from
+/// byte `head` of the first frame, through the frames of `runs` (each
+/// `(first frame, count)`) in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedBulk {
+    pub arena: u64,
+    pub head: u16,
+    pub len: u64,
+    pub runs: Vec<(u32, u32)>,
+}
+
+impl SharedBulk {
+    /// The descriptor of `span` if every frame of it is in arena `arena`.
+    pub fn of(span: &PageSpan, arena: u64) -> Option<SharedBulk> {
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        for frame in span.frames() {
+            let (a, index) = frame.arena_frame()?;
+            if a != arena {
+                return None;
+            }
+            match runs.last_mut() {
+                Some((first, count)) if *first + *count == index => *count += 1,
+                _ => runs.push((index, 1)),
+            }
+        }
+        Some(SharedBulk { arena, head: span.head(), len: span.len(), runs })
     }
 }
