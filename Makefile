@@ -119,8 +119,8 @@ test: deps test-tools tidy
 # as users run it (release): a debug build checks each table's invariants
 # at every change, which is what a load test would then measure.
 load: deps
-	$(CARGO) test --release --locked -p lanefs-net --test load -- --ignored --nocapture the_long_load
-	$(CARGO) test --release --locked -p lanefs-net --test fair_load -- --ignored --nocapture
+	$(CARGO) test --release --locked -p lanefs-server --test load -- --ignored --nocapture the_long_load
+	$(CARGO) test --release --locked -p lanefs-server --test fair_load -- --ignored --nocapture
 
 # Coverage-guided fuzzing (cargo afl) of the codec, the OST, the client and
 # the MDS: FUZZ_SECONDS per target (default 180); fails if a crash is found.

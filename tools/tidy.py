@@ -6,9 +6,9 @@
    and comments, each resolved to the file of the longest module path it
    names.
 2. No circle between the crates, and no crate that runs as a client (the
-   mount, the libraries IOR and MPI-IO link) depends, at all, on a server
-   crate or on SQLite (`cargo tree`). The crates that still do are listed
-   in tools/client-crates-on-servers.txt, and that list may only shrink.
+   wire, the transport, the client library, the mount, the libraries IOR
+   and MPI-IO link) depends, at all, on a server crate or on SQLite (the
+   dependency graph `cargo metadata` resolves for this host).
 3. No function longer than 70 lines (from its `fn` to its closing brace,
    test modules included): the ones longer today are listed in
    tools/long-functions.txt with their length; a listed one may not grow,
@@ -23,11 +23,13 @@ import json, os, re, subprocess, sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FUNCTION_LINES_MAX = 70
 LONG_LIST = os.path.join(ROOT, "tools", "long-functions.txt")
-CLIENT_LIST = os.path.join(ROOT, "tools", "client-crates-on-servers.txt")
 # Crates that serve: a client-side crate links none of them.
-SERVER_CRATES = {"lanefs-mds", "lanefs-net", "rusqlite", "libsqlite3-sys"}
+SERVER_CRATES = {"lanefs-mds", "lanefs-server", "rusqlite", "libsqlite3-sys"}
 # Crates that run as clients or inside users' programs.
-CLIENT_CRATES = ["lanefs-core", "lanefs-mpiio", "lanefs-ior", "lanefs-backends", "lanefs-fuse"]
+CLIENT_CRATES = [
+    "lanefs-core", "lanefs-proto", "lanefs-net", "lanefs-client", "lanefs-mpiio", "lanefs-ior", "lanefs-backends",
+    "lanefs-fuse",
+]
 
 
 def source_files(src):
@@ -152,7 +154,7 @@ def cargo_metadata():
     return json.loads(out)
 
 
-def check_crate_graph(findings, write):
+def check_crate_graph(findings):
     meta = cargo_metadata()
     names = {p["id"]: p["name"] for p in meta["packages"]}
     members = {names[i] for i in meta["workspace_members"]}
@@ -181,22 +183,10 @@ def check_crate_graph(findings, write):
         servers = sorted(reach(crate) & SERVER_CRATES)
         if servers:
             linking[crate] = servers
-    allowed = read_list(CLIENT_LIST, lambda parts: parts[0])
-    if write:
-        with open(CLIENT_LIST, "w") as f:
-            f.write("# Client-side crates that still link server code or SQLite: the list may only shrink.\n")
-            for crate, servers in sorted(linking.items()):
-                f.write(f"{crate} {' '.join(servers)}\n")
-        return
     for crate, servers in sorted(linking.items()):
-        if crate not in allowed:
-            findings.append(f"crates: {crate} runs as a client and now links {', '.join(servers)}: "
-                            "depend on the client and wire crates only")
-    for crate in sorted(allowed):
-        if crate not in linking:
-            findings.append(f"{os.path.relpath(CLIENT_LIST, ROOT)}: {crate} no longer links server code: "
-                            "remove its line")
-
+        findings.append(f"crates: {crate} runs as a client and links {', '.join(servers)}: "
+                        "depend on the client, transport and wire crates only (lanefs-client, lanefs-net, "
+                        "lanefs-proto)")
 
 FN = re.compile(r"^[ \t]*(?:pub(?:\([^)]*\))?\s+)?(?:(?:const|async|unsafe|extern\s+\"[^\"]*\")\s+)*fn\s+(\w+)", re.M)
 
@@ -288,14 +278,14 @@ def main():
     write = "--write-lists" in sys.argv[1:]
     findings = []
     check_module_circles(findings)
-    check_crate_graph(findings, write)
+    check_crate_graph(findings)
     check_function_lengths(findings, write)
     for finding in findings:
         print(f"tidy: {finding}")
     if findings:
         return 1
     if not write:
-        print("tidy: no import circles, no client crate on server code beyond its list, "
+        print("tidy: no import circles, no client crate on server code or SQLite, "
               f"no function over {FUNCTION_LINES_MAX} lines beyond its list")
     return 0
 

@@ -21,8 +21,20 @@ pub fn under_mpirun() -> bool {
     ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"].iter().any(|name| std::env::var_os(name).is_some())
 }
 
+/// Starts the file system a job runs on when no `--cluster` names one
+/// (rank 0 only): given the number of OSTs, it returns the MDS's address
+/// and what keeps the file system serving until dropped. The binary
+/// passes its embedded cluster (lanefs-server's `LocalCluster`), so that
+/// the backends, which run inside users' jobs, link no server code.
+pub type StartEmbedded = fn(osts: u32) -> Result<(String, Box<dyn std::any::Any>)>;
+
 #[cfg(not(feature = "mpi"))]
-pub fn run(_args: Vec<String>, _cluster: Option<String>, _key: Option<std::path::PathBuf>) -> Result<()> {
+pub fn run(
+    _args: Vec<String>,
+    _cluster: Option<String>,
+    _key: Option<std::path::PathBuf>,
+    _embedded: StartEmbedded,
+) -> Result<()> {
     anyhow::bail!(
         "this lanefs was built without MPI, so it cannot run as a rank of mpirun: build it with `make build` \
          (as root it installs Open MPI's headers and libclang) or `cargo build --release --features mpi`, \
@@ -31,13 +43,18 @@ pub fn run(_args: Vec<String>, _cluster: Option<String>, _key: Option<std::path:
 }
 
 #[cfg(feature = "mpi")]
-pub fn run(args: Vec<String>, cluster: Option<String>, key: Option<std::path::PathBuf>) -> Result<()> {
+pub fn run(
+    args: Vec<String>,
+    cluster: Option<String>,
+    key: Option<std::path::PathBuf>,
+    embedded: StartEmbedded,
+) -> Result<()> {
     use anyhow::{anyhow, bail};
     use lanefs_mpiio::comm::MpiComm;
     use lanefs_mpiio::Communicator;
 
     let (_universe, comm) = MpiComm::init().map_err(|e| anyhow!("starting MPI: {e}"))?;
-    match rank_run(&comm, args, cluster, key) {
+    match rank_run(&comm, args, cluster, key, embedded) {
         Ok(summary) if summary.passed() => Ok(()),
         // Every rank has the same summary, so all finish MPI together.
         Ok(summary) => bail!("IOR found incorrect data ({} errors)", summary.data_errors),
@@ -57,6 +74,7 @@ fn rank_run(
     args: Vec<String>,
     cluster: Option<String>,
     key: Option<std::path::PathBuf>,
+    start_embedded: StartEmbedded,
 ) -> Result<lanefs_ior::IorSummary> {
     use crate::lanefs::{embedded_osts, LanefsBackend};
     use crate::mpiio::MpiioBackend;
@@ -65,7 +83,6 @@ fn rank_run(
     use lanefs_mpiio::comm::MpiComm;
     use lanefs_mpiio::Communicator;
     use lanefs_net::auth::ClusterKey;
-    use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 
     let mut params = lanefs_ior::parse_args(&args).map_err(|e| anyhow!("{e}"))?;
     let gives_n = args.iter().any(|a| a == "-N" || a.starts_with("--numTasks") || (a.starts_with("-N") && a.len() > 2));
@@ -111,12 +128,7 @@ fn rank_run(
                     bail!("the ranks run on several hosts: give --cluster ADDR of a file system they all reach");
                 }
                 let address = if comm.rank() == 0 {
-                    let config = LocalClusterConfig {
-                        osts: embedded_osts(&args).map_err(anyhow::Error::msg)?,
-                        ..Default::default()
-                    };
-                    let started = LocalCluster::start(config)?;
-                    let address = started.mds_address();
+                    let (address, started) = start_embedded(embedded_osts(&args).map_err(anyhow::Error::msg)?)?;
                     embedded = Some(started);
                     address
                 } else {

@@ -31,9 +31,9 @@ use crate::rank::{
     absolute, backend_error, client_options, lock_mode, option_error, stripe, LanefsRank, Totals, CLIENT_OPTIONS, NAME,
 };
 use crate::ranks::ProcessRank;
+use lanefs_client::{process_umask, Client, ClientOptions, NetError};
 use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, ModuleOption, RankIo};
 use lanefs_net::auth::ClusterKey;
-use lanefs_net::client::{process_umask, Client, ClientOptions, NetError};
 use lanefs_proto::wire::OstStats;
 use lanefs_proto::{FileKind, MdsReply, MdsRequest};
 use std::path::PathBuf;
@@ -123,10 +123,10 @@ impl LanefsBackend {
     }
 
     /// A rank's own client, with the run's tunables; it listens for
-    /// `lanefs lctl` (see `lanefs_net::control`), so that a running
+    /// `lanefs lctl` (see `lanefs_client::control`), so that a running
     /// benchmark's clients can be read and tuned as Lustre's are.
     pub(crate) fn rank_client(&self, p: &IorParams) -> Result<Client, IorError> {
-        let control_dir = Some(lanefs_net::control::run_dir());
+        let control_dir = Some(lanefs_client::control::run_dir());
         let options = ClientOptions { key: self.credentials(), control_dir, ..client_options(p)? };
         Client::connect(&self.mds, options).map_err(backend_error)
     }

@@ -18,11 +18,11 @@
 
 use crate::lanefs::LanefsBackend;
 use crate::rank::{absolute, backend_error, client_options, CLIENT_OPTIONS};
+use lanefs_client::{process_umask, Client, File};
 use lanefs_core::client::ladvise::Advice;
 use lanefs_ior::{Backend, BackendReport, FsInfo, IorError, IorParams, Module, RankIo};
 use lanefs_mpiio::hints as mhints;
 use lanefs_mpiio::{CollectiveFile, Communicator, FileAccess, MpiioHints, Striping, ThreadComm};
-use lanefs_net::client::{process_umask, Client, File};
 use lanefs_proto::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

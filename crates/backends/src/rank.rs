@@ -5,9 +5,9 @@
 //! its own (see `crate::ranks`); the MPIIO backend gives each rank's
 //! collective layer one such client.
 
+use lanefs_client::{process_umask, Client, ClientOptions, File};
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode, ADVICES_PER_CALL_MAX};
 use lanefs_ior::{IorError, IorParams, ModuleOption, RankIo};
-use lanefs_net::client::{process_umask, Client, ClientOptions, File};
 use lanefs_proto::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use std::sync::Mutex;
 

@@ -18,8 +18,8 @@
 use crate::rank::{backend_error, client_options, LanefsRank, Totals};
 use anyhow::{bail, Context, Result};
 use bincode::Options;
+use lanefs_client::Client;
 use lanefs_ior::{IorError, IorParams, RankIo};
-use lanefs_net::client::Client;
 use memmap2::MmapMut;
 use serde::{Deserialize, Serialize};
 use std::io::{BufReader, BufWriter, Write};

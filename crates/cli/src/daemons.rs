@@ -12,13 +12,13 @@ use lanefs_core::Duration;
 use lanefs_mds::Mds;
 use lanefs_net::auth::issue_key;
 use lanefs_net::auth::{ClusterKey, KeyRootSquash};
-use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
 use lanefs_net::fence::Fence;
 use lanefs_net::keys::{create_cluster_keys, KeyRole};
 use lanefs_net::limits::{ServerLimits, IDLE_TIMEOUT_DEFAULT};
-use lanefs_net::mds_server::MdsOptions;
 use lanefs_net::transport::Address;
 use lanefs_proto::{MdsConfig, Owner};
+use lanefs_server::cluster::{LocalCluster, LocalClusterConfig};
+use lanefs_server::mds_server::MdsOptions;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
@@ -90,14 +90,14 @@ fn ost_config(options: &OstOptions) -> Result<OstConfig> {
 
 /// The store faults an OSS starts with: none, unless its commits are made
 /// slow on purpose (`--emulate-commit-ms`).
-fn store_faults(options: &OstOptions) -> Result<lanefs_net::faults::StoreFaults> {
+fn store_faults(options: &OstOptions) -> Result<lanefs_server::faults::StoreFaults> {
     let ms = options.emulate_commit_ms;
     if !(0.0..=10_000.0).contains(&ms) {
         anyhow::bail!(
             "--emulate-commit-ms {ms}: give milliseconds from 0 (the disk's own) to 10000 (7200 rpm drives: 8.3)"
         );
     }
-    let faults = lanefs_net::faults::StoreFaults::default();
+    let faults = lanefs_server::faults::StoreFaults::default();
     faults.slow_commits(std::time::Duration::from_secs_f64(ms / 1000.0));
     Ok(faults)
 }
@@ -157,7 +157,7 @@ impl Squash<'_> {
 /// The user and group running this process: the owner of a new file
 /// system's root directory.
 fn process_owner() -> Owner {
-    let process = lanefs_net::client::process_credentials();
+    let process = lanefs_client::process_credentials();
     Owner { uid: process.uid, gid: process.gid }
 }
 
@@ -266,10 +266,10 @@ pub fn mds(
     let options = MdsOptions {
         limits,
         fence: Some(fence),
-        recovery_grace: lanefs_net::mds_server::RECOVERY_GRACE_DEFAULT,
+        recovery_grace: lanefs_server::mds_server::RECOVERY_GRACE_DEFAULT,
         key_root_squash,
     };
-    let handle = rt.block_on(lanefs_net::mds_server::start_with(&listen, key.as_ref(), mds, osts, options))?;
+    let handle = rt.block_on(lanefs_server::mds_server::start_with(&listen, key.as_ref(), mds, osts, options))?;
     say!(
         "lanefs: MDS at {} for {osts} OSTs; start OSSes with: lanefs oss --mds {} ...",
         handle.address(),
@@ -295,7 +295,7 @@ pub fn oss(
 ) -> Result<()> {
     let listen = Address::parse(listen).map_err(anyhow::Error::msg)?;
     let mds = Address::parse(mds).map_err(anyhow::Error::msg)?;
-    let config = lanefs_net::oss::OssConfig {
+    let config = lanefs_server::oss::OssConfig {
         data_dir: data,
         osts: osts.clone(),
         ost: ost_config(options)?,
@@ -308,7 +308,7 @@ pub fn oss(
     let key = server_key("lanefs oss", key, tcp)?;
     data_dir(&config.data_dir)?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let handle = rt.block_on(lanefs_net::oss::start(&listen, key.as_ref(), config))?;
+    let handle = rt.block_on(lanefs_server::oss::start(&listen, key.as_ref(), config))?;
     let mut said = false;
     let waiting = |reason: &str, wait: std::time::Duration| {
         if !said {
@@ -322,7 +322,7 @@ pub fn oss(
         }
     };
     let registered =
-        lanefs_net::oss::register_with_mds(&mds, key.as_ref(), handle.address(), &osts, mds_timeout, waiting);
+        lanefs_server::oss::register_with_mds(&mds, key.as_ref(), handle.address(), &osts, mds_timeout, waiting);
     rt.block_on(registered).map_err(|e| anyhow::anyhow!("registering with the MDS at {mds}: {e}"))?;
     say!("lanefs: OSS at {} serving OSTs {osts:?}, registered with {mds}", handle.address());
     wait_for_interrupt(&rt);

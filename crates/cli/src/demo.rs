@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use lanefs_backends::lanefs::LanefsBackend;
 use lanefs_core::harness::demo::{self, DemoConfig, DemoRun};
 use lanefs_ior::{Backend, IorSummary};
-use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use lanefs_server::cluster::{LocalCluster, LocalClusterConfig};
 use serde::Serialize;
 use std::io;
 

@@ -14,7 +14,7 @@
 
 use crate::out;
 use anyhow::{bail, Context, Result};
-use lanefs_net::client::Client;
+use lanefs_client::Client;
 use lanefs_proto::{FileKind, MdsReply, MdsRequest};
 
 /// A number test: `+N`, `-N` or `N`, in units of `unit` bytes.

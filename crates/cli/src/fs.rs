@@ -10,10 +10,10 @@ use crate::pool::PoolCommand;
 use crate::setstripe_args::StripeArgs;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use lanefs_client::{process_umask, Client, ClientOptions};
 use lanefs_core::client::ladvise::{Advice, AheadMode, CacheAdvice, LU_LADVISE_LOCKAHEAD};
 use lanefs_core::layout::Layout;
 use lanefs_net::auth::ClusterKey;
-use lanefs_net::client::{process_umask, Client, ClientOptions};
 use lanefs_proto::mode_string;
 use lanefs_proto::{
     Access, Attr, ComponentSpec, CreateMode, DirEntry, FileKind, MdsReply, MdsRequest, PoolName, StripeDefault,
@@ -495,7 +495,7 @@ impl LackedMigrate {
 fn migrate(cl: &Client, stripe: Option<StripeSpec>, files: &[String], shown: &[String], verbose: bool) -> Result<()> {
     let mut failed = 0;
     for (file, shown) in files.iter().zip(shown) {
-        match lanefs_net::client::migrate::migrate(cl, file, stripe.clone()) {
+        match lanefs_client::migrate::migrate(cl, file, stripe.clone()) {
             Ok(_) if verbose => outln!("{shown}")?,
             Ok(_) => {}
             Err(error) => {
@@ -1137,8 +1137,8 @@ fn format_df(
             None => out += &format!("{uuid:<20}: inactive device\n"),
         }
     }
-    // What the mount's statfs says too (`lanefs_net::space`).
-    let s = lanefs_net::space::summary(statfs, stats);
+    // What the mount's statfs says too (`lanefs_client::space`).
+    let s = lanefs_client::space::summary(statfs, stats);
     out += "\n";
     out +=
         &line("filesystem_summary:", figures((s.total_bytes, s.free_bytes, s.total_inodes, s.free_inodes)), mounted_on);

@@ -12,7 +12,7 @@ use lanefs_backends::lanefs::{embedded_osts, LanefsBackend};
 use lanefs_backends::mpiio::MpiioBackend;
 use lanefs_ior::{Api, PosixBackend};
 use lanefs_net::auth::ClusterKey;
-use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use lanefs_server::cluster::{LocalCluster, LocalClusterConfig};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -101,7 +101,7 @@ pub fn main(mut args: Vec<String>, mds: Option<String>, key: Option<PathBuf>) ->
         return Ok(out.write_all(usage().as_bytes())?);
     }
     if job::under_mpirun() {
-        return job::run(args, cluster, key);
+        return job::run(args, cluster, key, start_embedded);
     }
     let code = if uses_lanefs(&args)? {
         let mut credentials = None;
@@ -129,6 +129,13 @@ pub fn main(mut args: Vec<String>, mds: Option<String>, key: Option<PathBuf>) ->
         bail!("IOR found incorrect data (exit code {code})");
     }
     Ok(())
+}
+
+/// The file system an `mpirun` job starts on its rank 0 when no
+/// `--cluster` names one: an embedded cluster of `osts` OSTs.
+fn start_embedded(osts: u32) -> Result<(String, Box<dyn std::any::Any>)> {
+    let started = LocalCluster::start(LocalClusterConfig { osts, ..Default::default() })?;
+    Ok((started.mds_address(), Box::new(started)))
 }
 
 #[cfg(test)]

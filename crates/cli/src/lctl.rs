@@ -13,7 +13,7 @@ use crate::fs::{FsCommand, Target};
 use crate::out::{self, outln};
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use lanefs_net::control::{self, ControlError, Reply, Request};
+use lanefs_client::control::{self, ControlError, Reply, Request};
 use lanefs_net::params::{self, Node, Selection};
 use std::path::PathBuf;
 
@@ -167,20 +167,20 @@ pub fn run(args: LctlArgs, target: &Target) -> Result<()> {
 /// A client of the MDS at `mds` for the servers' parameters, without
 /// waiting for an MDS that refuses connections (lctl shows the clients'
 /// parameters all the same).
-fn connect_once(mds: &str, target: &Target) -> Result<lanefs_net::client::Client> {
+fn connect_once(mds: &str, target: &Target) -> Result<lanefs_client::Client> {
     use anyhow::Context;
     let key = crate::fs::load_key(target.key.as_deref())?;
-    let mut options = lanefs_net::client::ClientOptions { shared_memory: false, key, ..Default::default() };
+    let mut options = lanefs_client::ClientOptions { shared_memory: false, key, ..Default::default() };
     if let Some(seconds) = target.timeout {
         options = options.with_timeout(std::time::Duration::from_secs(seconds));
     }
-    lanefs_net::client::Client::connect_once(mds, options).with_context(|| format!("connecting to the MDS at {mds}"))
+    lanefs_client::Client::connect_once(mds, options).with_context(|| format!("connecting to the MDS at {mds}"))
 }
 
 /// Who holds parameters: the live clients' sockets, and the OSTs' trees.
 struct Holders {
     clients: Vec<PathBuf>,
-    servers: Option<lanefs_net::client::Client>,
+    servers: Option<lanefs_client::Client>,
     ost_stats: Vec<lanefs_proto::wire::OstStats>,
     /// Clients found stale or failing during this command: not asked again.
     gone: std::cell::RefCell<Vec<PathBuf>>,

@@ -374,10 +374,8 @@ fn run(cli: Cli) -> Result<()> {
                 export_timeout_s: export_timeout,
             };
             // As long as a client waits for its MDS (--timeout, Lustre's obd_timeout).
-            let mds_timeout = cli
-                .target
-                .timeout
-                .map_or(lanefs_net::client::RECONNECT_TIMEOUT_DEFAULT, std::time::Duration::from_secs);
+            let mds_timeout =
+                cli.target.timeout.map_or(lanefs_client::RECONNECT_TIMEOUT_DEFAULT, std::time::Duration::from_secs);
             daemons::oss(&mds, data, ost, &listen, cli.target.key.as_deref(), mds_timeout, &options, &limits)
         }
         Command::Key(KeyCommand::New { dir }) => daemons::key_new(&dir),

@@ -5,7 +5,7 @@ use crate::fs::{load_key, Target};
 use crate::out::outln;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use lanefs_net::client::{Client, ClientOptions};
+use lanefs_client::{Client, ClientOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -61,7 +61,7 @@ pub fn mount(args: MountArgs, target: &Target) -> Result<()> {
     }
     // A mount listens for `lanefs lctl`, as a Lustre mount's parameters
     // are there for lctl.
-    let control_dir = Some(lanefs_net::control::run_dir());
+    let control_dir = Some(lanefs_client::control::run_dir());
     let mut options = ClientOptions { key: load_key(target.key.as_deref())?, control_dir, ..Default::default() };
     if let Some(seconds) = target.timeout {
         options = options.with_timeout(Duration::from_secs(seconds));

@@ -16,7 +16,7 @@
 
 use anyhow::{bail, Result};
 use clap::Subcommand;
-use lanefs_net::client::Client;
+use lanefs_client::Client;
 use lanefs_proto::pools::{ost_uuid, FSNAME};
 use lanefs_proto::{MdsReply, MdsRequest, PoolChange, PoolInfo, PoolName};
 

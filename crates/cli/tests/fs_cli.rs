@@ -606,8 +606,8 @@ fn ls_lists_a_directory_of_many_pages() {
     let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.unwrap();
     let up = up_in(dir);
     let key = lanefs_net::auth::ClusterKey::load(std::path::Path::new(&up.key)).unwrap();
-    let options = lanefs_net::client::ClientOptions { key: Some(key), ..Default::default() };
-    let client = lanefs_net::client::Client::connect(&up.mds, options).unwrap();
+    let options = lanefs_client::ClientOptions { key: Some(key), ..Default::default() };
+    let client = lanefs_client::Client::connect(&up.mds, options).unwrap();
     let names: Vec<String> = (0..3400).map(|i| format!("{i:05}{}", "x".repeat(250))).collect();
     client.mds(lanefs_proto::MdsRequest::Mkdir { path: "/big".into(), permissions: 0o755 }).unwrap();
     for name in &names {

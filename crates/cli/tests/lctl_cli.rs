@@ -5,7 +5,7 @@
 mod common;
 
 use common::Cluster;
-use lanefs_net::client::{Client, ClientOptions, File};
+use lanefs_client::{Client, ClientOptions, File};
 use lanefs_proto::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use std::path::Path;
 use std::process::Command;
@@ -159,7 +159,7 @@ fn set_param_changes_a_running_clients_rpcs() {
     drop((file, a, b));
     drop(client);
     // The client is gone, and its socket with it.
-    assert!(lanefs_net::control::client_sockets(run.path()).is_empty());
+    assert!(lanefs_client::control::client_sockets(run.path()).is_empty());
 }
 
 #[test]
@@ -286,7 +286,7 @@ fn a_running_benchmarks_clients_are_lctls_too() {
     let set = ok(&cluster, run.path(), &["set_param", "osc.*.max_rpcs_in_flight=2"]);
     assert_eq!(set.lines().count(), 4, "{set}");
     assert!(ior.wait().unwrap().success());
-    assert!(lanefs_net::control::client_sockets(run.path()).is_empty(), "the ranks' sockets go with them");
+    assert!(lanefs_client::control::client_sockets(run.path()).is_empty(), "the ranks' sockets go with them");
 }
 
 /// A mount is a client lctl reads: what programs do through it shows in
@@ -322,7 +322,7 @@ fn a_mount_is_a_client_lctl_reads() {
     assert!(umount.status.success(), "{}", String::from_utf8_lossy(&umount.stderr));
     drop(unmount);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !lanefs_net::control::client_sockets(run.path()).is_empty() {
+    while !lanefs_client::control::client_sockets(run.path()).is_empty() {
         assert!(std::time::Instant::now() < deadline, "the mount's socket outlived it");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }

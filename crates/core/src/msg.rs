@@ -1,7 +1,7 @@
 //! Messages between clients and OSTs, as plain values.
 //!
 //! The protocol logic produces and consumes these enums; a wire codec (in
-//! lanefs-net) or the simulator's network moves them. Bulk data is a
+//! lanefs-proto's codec) or the simulator's network moves them. Bulk data is a
 //! [`Payload`]: real bytes (a `Vec<u8>`, which a codec sends raw after the
 //! header) or, in the simulator only, a *phantom* that has a length and no
 //! bytes.
@@ -46,7 +46,7 @@ use std::fmt;
 /// simulator runs the real client (locks, page cache bookkeeping, writeback
 /// RPCs) and the real OST service over terabytes "written" without holding
 /// them. The rule: phantom payloads are for the simulator only. A wire codec
-/// never carries one (lanefs-net refuses to encode it), and one client or
+/// never carries one (lanefs-proto's codec refuses to encode it), and one client or
 /// one object store handles one kind only (see
 /// [`crate::client::Client::write_payload`] and [`crate::store::ObjectStore`]).
 #[derive(Clone, Debug)]

@@ -26,9 +26,9 @@ use fuser::{
     LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
     ReplyIoctl, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
+use lanefs_client::{Client, File, NetError};
 use lanefs_core::client::ladvise::Advice;
 use lanefs_core::msg::Cut;
-use lanefs_net::client::{Client, File, NetError};
 use lanefs_proto::{
     Access, Attr, CreateMode, Credentials, Fid, FileKind, MdsReply, MdsRequest, Node, StripeSpec, XattrHow,
 };
@@ -1247,11 +1247,11 @@ impl Filesystem for LanefsFs {
     }
 
     fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        // As `lanefs df` sums it up (`lanefs_net::space`), so the two agree.
+        // As `lanefs df` sums it up (`lanefs_client::space`), so the two agree.
         let result = (|| {
             let MdsReply::Statfs(counts) = self.mds(req, MdsRequest::Statfs)? else { return Err(Errno::EIO) };
             let osts = self.client.ost_stats().map_err(|e| errno(&e))?;
-            Ok(lanefs_net::space::summary(&counts, &osts))
+            Ok(lanefs_client::space::summary(&counts, &osts))
         })();
         match result {
             Ok(s) => {

@@ -35,7 +35,7 @@ pub mod nodes;
 
 pub use fs::{ladvise_through_mount, LanefsFs};
 use fuser::{BackgroundSession, Config, MountOption, SessionACL};
-use lanefs_net::client::Client;
+use lanefs_client::Client;
 use std::path::Path;
 
 /// How to mount.

@@ -1,6 +1,6 @@
 //! File locks through a mount: `fcntl` record locks (`F_SETLK`,
 //! `F_SETLKW`, `F_GETLK`) and `flock`, granted by the MDS
-//! (`lanefs_mds::flock`) so that they hold between mounts, as Lustre's
+//! (`lanefs_proto::flock`) so that they hold between mounts, as Lustre's
 //! `flock` mount option makes them hold between client nodes.
 //!
 //! The kernel sends a mount every lock request with its lock owner (a
@@ -26,7 +26,7 @@
 //! [`WAITERS_PER_UID_MAX`] of one uid, so that one user's parked waiters
 //! leave the others room; one more is refused with `ENOLCK`. The MDS
 //! bounds locks and waiters per uid and per client again
-//! (`lanefs_mds::flock`), for every mount together.
+//! (`lanefs_proto::flock`), for every mount together.
 //!
 //! Ranges: the kernel says "to the end of the file" with `OFFSET_MAX`
 //! (`i64::MAX`), the MDS with `u64::MAX` (which a client library program
@@ -35,7 +35,7 @@
 //! reply past it with `EIO`), which the program reads as `l_len` 0.
 
 use fuser::{Errno, ReplyEmpty};
-use lanefs_net::client::Client;
+use lanefs_client::Client;
 use lanefs_proto::flock::{FlockAnswer, FlockKind, FlockOwner, FlockRequest};
 use lanefs_proto::Fid;
 use std::collections::{HashMap, HashSet};
@@ -53,7 +53,7 @@ pub const WAITERS_PER_UID_MAX: usize = WAITERS_MAX / 8;
 const OFFSET_MAX: u64 = i64::MAX as u64;
 /// How long a waiting request goes at most between two looks at its
 /// thread's signals: a signal ends its wait within this.
-pub use lanefs_net::client::FLOCK_SIGNAL_POLL_MAX as SIGNAL_POLL_MAX;
+pub use lanefs_client::FLOCK_SIGNAL_POLL_MAX as SIGNAL_POLL_MAX;
 /// Owners with locks on a file that one mount remembers, at most (past
 /// it, a close asks the MDS to drop locks whether or not there are any).
 const OWNERS_MAX: usize = 65_536;
@@ -251,7 +251,7 @@ fn answer_errno(answer: &FlockAnswer) -> Errno {
 
 /// A lock the MDS could not be asked for, or lost with its connection:
 /// `ENOLCK`, as for a lock server out of reach on NFS.
-fn net_failure(e: &lanefs_net::client::NetError) -> Errno {
+fn net_failure(e: &lanefs_client::NetError) -> Errno {
     warn!(%e, "a file lock failed at the MDS");
     Errno::ENOLCK
 }

@@ -31,7 +31,7 @@
 //!   of its objects, as in Lustre (the MDS's [`Attr`] has no size);
 //! - no extent locks: those live on the OSTs (lanefs-core's ldlm), and the
 //!   namespace needs none (see above); the MDS grants file locks (`fcntl`,
-//!   `flock`) from an in-memory [`flock::FlockTable`], as Lustre's MDT
+//!   `flock`) from an in-memory `lanefs_proto::flock::FlockTable`, as Lustre's MDT
 //!   grants flock locks;
 //! - no POSIX ACLs (extended attributes of the `user.`, `trusted.` and
 //!   `security.` namespaces are kept, see [`xattr`]; hard and symbolic
@@ -72,7 +72,6 @@
 
 pub mod alloc;
 mod check;
-pub mod flock;
 mod migrate;
 pub mod objects;
 pub mod opens;

@@ -14,7 +14,7 @@
 //! - `destroy_queue` holds the objects of removed files
 //!   ([`Mds::queued_destroys`]) until [`Mds::record_destroyed`].
 //!
-//! This crate does no I/O with the OSTs: the network MDS (lanefs-net's
+//! This crate does no I/O with the OSTs: the network MDS (lanefs-server's
 //! `mds_server`) asks them to precreate when a pool runs low and to destroy
 //! what is queued, and records their answers here. Objects of an OST whose
 //! OSS is down stay queued until it is back.

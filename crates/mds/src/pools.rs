@@ -53,7 +53,7 @@ fn exists(conn: &Connection, pool: &PoolName) -> Result<bool, MdsError> {
 /// Returns `pool`'s round-robin position and advances it by one.
 pub(crate) fn take_round_robin(conn: &Connection, pool: &PoolName) -> Result<u64, MdsError> {
     let sql = "UPDATE ost_pools SET round_robin = round_robin + 1 WHERE name = ?1 RETURNING round_robin - 1";
-    Ok(conn.prepare_cached(sql).db()?.query_row([pool.as_str()], |row| row.get(0)).db()?)
+    conn.prepare_cached(sql).db()?.query_row([pool.as_str()], |row| row.get(0)).db()
 }
 
 /// `lanefs-OST0000_UUID, lanefs-OST0002_UUID`, or `no OSTs`.

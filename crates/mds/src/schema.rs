@@ -371,13 +371,13 @@ fn grow_ost_count(conn: &Connection, configured: u32) -> Result<u32, MdsError> {
 }
 
 pub(crate) fn read_counter(conn: &Connection, counter: Counter) -> Result<u64, MdsError> {
-    Ok(conn.query_row("SELECT value FROM meta WHERE key = ?1", [counter.key()], |row| row.get(0)).db()?)
+    conn.query_row("SELECT value FROM meta WHERE key = ?1", [counter.key()], |row| row.get(0)).db()
 }
 
 /// Returns the counter's value and advances it by one.
 pub(crate) fn take_counter(conn: &Connection, counter: Counter) -> Result<u64, MdsError> {
     let sql = "UPDATE meta SET value = value + 1 WHERE key = ?1 RETURNING value - 1";
-    Ok(conn.query_row(sql, [counter.key()], |row| row.get(0)).db()?)
+    conn.query_row(sql, [counter.key()], |row| row.get(0)).db()
 }
 
 /// A fresh object id from `ost`'s pool of precreated objects: never handed
@@ -391,7 +391,7 @@ pub(crate) fn take_object_id(conn: &Connection, ost: OstIndex) -> Result<Option<
 /// `(next_object, precreated)` of `ost`.
 pub(crate) fn pool(conn: &Connection, ost: OstIndex) -> Result<(u64, u64), MdsError> {
     let sql = "SELECT next_object, precreated FROM ost_counters WHERE ost = ?1";
-    Ok(conn.prepare_cached(sql).db()?.query_row([ost.0], |row| Ok((row.get(0)?, row.get(1)?))).db()?)
+    conn.prepare_cached(sql).db()?.query_row([ost.0], |row| Ok((row.get(0)?, row.get(1)?))).db()
 }
 
 /// Raises `ost`'s precreated watermark to `last_id` (never lowers it).
@@ -559,11 +559,7 @@ pub(crate) fn entry_of(conn: &Connection, fid: Fid) -> Result<Option<(Fid, Strin
 
 /// How many names `fid` has.
 pub(crate) fn name_count(conn: &Connection, fid: Fid) -> Result<u64, MdsError> {
-    Ok(conn
-        .prepare_cached("SELECT count(*) FROM dentries WHERE fid = ?1")
-        .db()?
-        .query_row([fid.0], |row| row.get(0))
-        .db()?)
+    conn.prepare_cached("SELECT count(*) FROM dentries WHERE fid = ?1").db()?.query_row([fid.0], |row| row.get(0)).db()
 }
 
 /// Deletes an inode, its objects' rows and its extended attributes (its
@@ -776,7 +772,7 @@ pub(crate) fn entries_page(
 
 pub(crate) fn entry_count(conn: &Connection, dir: Fid) -> Result<u64, MdsError> {
     let sql = "SELECT count(*) FROM dentries WHERE parent = ?1";
-    Ok(conn.prepare_cached(sql).db()?.query_row([dir.0], |row| row.get(0)).db()?)
+    conn.prepare_cached(sql).db()?.query_row([dir.0], |row| row.get(0)).db()
 }
 
 /// A directory's own default striping (fields it does not set are `None`).
@@ -857,10 +853,10 @@ fn stored_pool(name: &str) -> Result<PoolName, MdsError> {
 /// How many inodes of `kind` exist.
 pub(crate) fn inode_count(conn: &Connection, kind: FileKind) -> Result<u64, MdsError> {
     let sql = "SELECT count(*) FROM inodes WHERE kind = ?1";
-    Ok(conn.prepare_cached(sql).db()?.query_row([code_of(kind)], |row| row.get(0)).db()?)
+    conn.prepare_cached(sql).db()?.query_row([code_of(kind)], |row| row.get(0)).db()
 }
 
 /// How many inodes there are, of every kind.
 pub(crate) fn inode_total(conn: &Connection) -> Result<u64, MdsError> {
-    Ok(conn.prepare_cached("SELECT count(*) FROM inodes").db()?.query_row([], |row| row.get(0)).db()?)
+    conn.prepare_cached("SELECT count(*) FROM inodes").db()?.query_row([], |row| row.get(0)).db()
 }

@@ -48,7 +48,7 @@
 //!    Unix socket, the peer's uid ([`local_peer_allowed`]), checked by the
 //!    server and by the client alike (a server admits any local uid, see
 //!    [`local_peer`]; a client trusts only a server of its own uid or root).
-//! 2. In the handshake (`handshake` in [`crate::oss`], which the MDS uses
+//! 2. In the handshake (`handshake` in [`crate::transport`], which the MDS uses
 //!    too): the role the peer claims against what its credentials allow,
 //!    [`claim_allowed`], the one place that decides it. A client key that
 //!    claims to be an OSS (and would make the MDS send every client to an
@@ -642,7 +642,7 @@ mod tests {
         assert_eq!(local_peer(1000, 100, None, 1000), Peer::LocalNode { uid: 1000 });
         assert_eq!(local_peer(1001, 100, None, 0), Peer::LocalUser(Credentials::user(1001, 100)));
         // The groups of a live process of that uid: this one's.
-        let me = crate::client::process_credentials();
+        let me = crate::process::process_credentials();
         let pid = std::process::id() as i32;
         assert_eq!(peer_groups(pid, me.uid, me.gid), me.groups);
         assert_eq!(peer_groups(pid, me.uid.wrapping_add(1), me.gid), Vec::<u32>::new(), "not that uid's process");

@@ -1,42 +1,37 @@
-//! lanefs-net: lanefs on real sockets and disks.
+//! lanefs-net: the transport both sides of a lanefs connection share.
 //!
-//! Key design decision: this crate adds transport, time and storage around
-//! lanefs-core's state machines and nothing else. An OSS runs each OST's
-//! `Ost` state machine on a thread of its own, with objects in sparse files;
-//! a client runs the core `Client` on a driver thread, so the file system's
-//! behaviour (locks, cache, writeback) is exactly the one the harness and
-//! the simulator test. The wire protocol is length-prefixed frames with a
-//! versioned handshake ([`codec`], [`proto`]); who may connect as what is
-//! decided in [`auth`] (TLS with a cluster key on TCP, the kernel's peer
-//! credentials on Unix sockets). A server bounds everything a peer can
-//! make it spend ([`limits`], [`outbox`]) and fences the data it serves
-//! against a second server ([`fence`]).
+//! Key design decision: connections are made, authenticated, bounded and
+//! fenced in one place, below both the client library (lanefs-client) and
+//! the servers (lanefs-server), so that a client and a server agree on
+//! every rule of a connection by construction and neither depends on the
+//! other. The frames themselves are lanefs-proto's.
+//!
+//! - [`transport`] and [`address`]: listening, connecting and the
+//!   handshake over TCP (inside TLS) or a Unix socket; [`hello`] bounds the
+//!   handshakes in progress;
+//! - [`auth`] and [`keys`]: who may connect as what (TLS with a cluster key
+//!   on TCP, the kernel's peer credentials on Unix sockets), and the key
+//!   files; [`process`]: the calling process's own identity;
+//! - [`limits`], [`outbox`] and [`writer`]: what a peer can make either
+//!   side spend, a connection's bounded outgoing queue and the task that
+//!   writes it;
+//! - [`fence`]: the mark that keeps a second server off the data one
+//!   serves;
+//! - [`shm`]: the page arena a client shares with an OSS on its host;
+//! - [`params`]: the `lctl` parameter tree of clients and servers;
+//! - [`runtime_files`]: private runtime files, made without following
+//!   links.
 
 pub mod address;
 pub mod auth;
-pub mod client;
-pub mod cluster;
-pub mod commit_point;
-pub mod control;
-pub mod exports;
-pub mod faults;
 pub mod fence;
-pub mod filestore;
-pub mod flock_seal;
 pub mod hello;
-pub mod kept_params;
 pub mod keys;
 pub mod limits;
-pub mod mds_clients;
-pub mod mds_objects;
-pub mod mds_server;
-pub mod oss;
-pub mod ost_params;
 pub mod outbox;
 pub mod params;
-pub mod refusal_backoff;
+pub mod process;
 pub mod runtime_files;
 pub mod shm;
-pub mod space;
 pub mod transport;
-mod writer;
+pub mod writer;

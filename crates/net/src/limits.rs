@@ -11,7 +11,7 @@
 //! | --- | --- | --- | --- |
 //! | descriptors | the hard `RLIMIT_NOFILE` | servers raise their soft limit to the hard one at start ([`raise_descriptor_limit`]); `LocalCluster` gives its OSS three quarters, its MDS the rest | `oss::start`, `mds_server::start_with`, `LocalCluster::start` |
 //! | connections per server | from the descriptors ([`DescriptorBudget`]: 1 per TCP connection, 3 per Unix one, after [`DESCRIPTORS_RESERVED`] = 32, one per OST and the object files), at most [`CONNECTIONS_MAX_CEILING`] = 65,536, or `--connections-max` | past it a connection is told `Refused` with the cap and how to raise it, never left to hit `EMFILE` | `transport::spawn_accept` |
-//! | object files open per OST | a quarter of the descriptors left, between [`OPEN_FILES_MIN`] = 4 and `filestore::OPEN_FILES_MAX` = 256 | connections and object files leave room for each other | `FileStore` (an `EMFILE` closes the cache and retries once) |
+//! | object files open per OST | a quarter of the descriptors left, between [`OPEN_FILES_MIN`] = 4 and [`OPEN_FILES_MAX`] = 256 | connections and object files leave room for each other | `FileStore` (an `EMFILE` closes the cache and retries once) |
 //! | connections waiting to be accepted | [`LISTEN_BACKLOG`] = 1,024 | a crowd connecting at once is queued by the kernel, not dropped | `transport::Listener::bind` |
 //! | refusals in progress | [`REFUSALS_MAX`] = 32, each at most [`REFUSAL_LINGER`] = 200 ms | a refused connection holds a descriptor while it is told why; past them one is closed without a word | `transport::spawn_accept` |
 //! | accept back-off | [`ACCEPT_BACKOFF_MIN`] = 10 ms doubling to [`ACCEPT_BACKOFF_MAX`] = 1 s | `accept` failing with `EMFILE` would fail again at once: retrying at once spins a core | `transport::spawn_accept` |
@@ -26,7 +26,7 @@
 //! | a stuck writer | [`WRITE_STALL_TIMEOUT_DEFAULT`] = 100 s | a peer that reads nothing for that long is disconnected and its queue freed | `writer` |
 //! | requests in flight per connection | [`REQUESTS_IN_FLIGHT_MAX`] = 64 messages, [`REQUEST_BYTES_IN_FLIGHT_MAX`] = 16 MiB | the reader waits before handing an OST thread more; a read counts the bytes of its reply | `oss` (`RequestBudget`) |
 //! | one read | `codec::BULK_BYTES_MAX` = 64 MiB | its reply could never be sent; the OST would allocate it | `oss` (answered `IoError::Invalid` at once) |
-//! | file locks at the MDS | `flock::LOCKS_MAX` = 65,536 granted, `WAITERS_MAX` = 4,096 waiting; per uid `LOCKS_PER_UID_MAX` = 4,096 and `WAITERS_PER_UID_MAX` = 256; per client `LOCKS_PER_CLIENT_MAX` = 16,384 and `WAITERS_PER_CLIENT_MAX` = 1,024 | one user, or one client node, fills only its own share; past one a request is answered `ENOLCK` naming it | `lanefs_mds::flock::FlockTable::set` |
+//! | file locks at the MDS | `flock::LOCKS_MAX` = 65,536 granted, `WAITERS_MAX` = 4,096 waiting; per uid `LOCKS_PER_UID_MAX` = 4,096 and `WAITERS_PER_UID_MAX` = 256; per client `LOCKS_PER_CLIENT_MAX` = 16,384 and `WAITERS_PER_CLIENT_MAX` = 1,024 | one user, or one client node, fills only its own share; past one a request is answered `ENOLCK` naming it | `lanefs_proto::flock::FlockTable::set` |
 //! | extent locks of one client on one OST | `lanefs_core::ldlm::server::LOCKS_PER_CLIENT_MAX` = 65,536, granted and waiting | past it a request is answered `TooMany` (the program sees `ENOLCK`; a lockahead request is refused as on a conflict): one node fills only its own share of an OST's lock table (Lustre bounds its lock memory with pools that ask every client to shrink its LRU instead) | `lanefs_core::ldlm::server::LockServer::handle_enqueue` |
 //! | requests kept during an OST's recovery | `lanefs_core::ost::recovery::DEFERRED_PER_CLIENT_MAX` = 4,096 per client, `DEFERRED_MAX` = 65,536 in all | a client past its share is evicted; with the whole queue full, the client holding most of it is: one client's flood never evicts another | `lanefs_core::ost::recovery::Recovery::hog` |
 //! | lock requests deferred to the end of the MDS's recovery grace | `flock::WAITERS_MAX` = 4,096, and the waiters' shares per client and per uid | a client cannot fill the queue during a grace for everyone | `mds_server::flock` |
@@ -327,7 +327,7 @@ impl DescriptorBudget {
     pub fn oss(descriptors: u64, osts: usize, per_connection: usize) -> DescriptorBudget {
         let osts = osts.max(1);
         let usable = descriptors.saturating_sub(DESCRIPTORS_RESERVED + osts as u64) as usize;
-        let open_files_per_ost = (usable / 4 / osts).clamp(OPEN_FILES_MIN, crate::filestore::OPEN_FILES_MAX);
+        let open_files_per_ost = (usable / 4 / osts).clamp(OPEN_FILES_MIN, OPEN_FILES_MAX);
         let left = usable.saturating_sub(open_files_per_ost * osts);
         let (handshakes_max, connections_max) = connections(left, per_connection);
         DescriptorBudget { descriptors, connections_max, handshakes_max, open_files_per_ost }
@@ -362,6 +362,10 @@ impl DescriptorBudget {
 
 /// Object files an OST keeps open however few descriptors there are.
 pub const OPEN_FILES_MIN: usize = 4;
+
+/// Open object files an OSS keeps per OST at most, however many
+/// descriptors it has (`lanefs_server::filestore`).
+pub const OPEN_FILES_MAX: usize = 256;
 
 /// Handshakes in flight and connections served that `descriptors` hold:
 /// handshakes take at most a quarter of them, connections the rest.
@@ -423,7 +427,7 @@ mod tests {
         // Plenty of descriptors: the file cache stops at its maximum, the
         // cap at its ceiling.
         let big = DescriptorBudget::oss(1 << 22, 4, 1);
-        assert_eq!(big.open_files_per_ost, crate::filestore::OPEN_FILES_MAX);
+        assert_eq!(big.open_files_per_ost, OPEN_FILES_MAX);
         assert_eq!(big.connections_max, CONNECTIONS_MAX_CEILING);
         // Too few: still room for one connection and a few files.
         let tiny = DescriptorBudget::oss(16, 2, 3);

@@ -16,7 +16,7 @@
 //! wire are lost with their connections) and a restart opens the file
 //! again; a dropped client-MDS connection loses what was on it. Clients
 //! send a request again when no answer comes within their retry time
-//! (doubling each time, as lanefs-net's client backs off), with the same
+//! (doubling each time, as lanefs-client backs off), with the same
 //! id. Creates with `O_EXCL` and unlinks are not idempotent
 //! (`MdsRequest::is_idempotent`) and lanefs's MDS keeps no reply log
 //! (Lustre reconstructs such answers from `last_rcvd`; lanefs does not): a

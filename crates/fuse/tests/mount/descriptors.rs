@@ -216,7 +216,7 @@ fn a_removed_open_file_hides_under_a_name_no_one_can_squat() {
 fn listings_page_through_big_directories_and_each_user_has_a_share() {
     let Some(m) = mounted(2) else { return };
     let entries = 5000;
-    let client = lanefs_net::client::Client::connect(&m.cluster.mds_address(), Default::default()).unwrap();
+    let client = lanefs_client::Client::connect(&m.cluster.mds_address(), Default::default()).unwrap();
     client.mds(lanefs_proto::MdsRequest::Mkdir { path: "/big".into(), permissions: 0o755 }).unwrap();
     for i in 0..entries {
         let request = lanefs_proto::MdsRequest::Symlink { path: format!("/big/{i:05}"), target: "x".into() };

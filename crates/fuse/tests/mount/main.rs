@@ -11,9 +11,9 @@ mod mappings;
 mod mpiio_striping;
 mod xattrs;
 
+use lanefs_client::{Client, ClientOptions};
 use lanefs_fuse::MountConfig;
-use lanefs_net::client::{Client, ClientOptions};
-use lanefs_net::cluster::{LocalCluster, LocalClusterConfig};
+use lanefs_server::cluster::{LocalCluster, LocalClusterConfig};
 use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, PermissionsExt};

@@ -9,8 +9,8 @@
 //! mapping) two mounts keep every row.
 
 use super::{mounted, mounted_as, pattern, Mounted, PYTHON};
+use lanefs_client::ClientOptions;
 use lanefs_fuse::MountConfig;
-use lanefs_net::client::ClientOptions;
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

@@ -4,7 +4,7 @@
 //! hints that cannot be applied are said on stderr.
 
 use super::mounted;
-use lanefs_net::client::{Client, ClientOptions};
+use lanefs_client::{Client, ClientOptions};
 use std::path::Path;
 use std::process::Command;
 
