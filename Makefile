@@ -94,16 +94,19 @@ test-tools: mpi-deps
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio python3-h5py python3-h5py-mpi; fi
 
 # The workspace's shape (tools/tidy.py): no import circles, no client crate
-# on server code past its list, no function past 70 lines past its list.
+# on server code or SQLite, no function past 70 lines past its list.
 tidy: deps
 	python3 tools/tidy.py
 
 # Where Open MPI's headers are (test-tools installs them as root), the
 # tests are built once, with MPI, and the tests under mpirun run among the
-# others; clippy checks the build without MPI too.
+# others; clippy checks the build without MPI too. The fuzz targets are
+# checked to build and to make the seed corpus kept in fuzz/corpus
+# (fuzz/check.sh, plain cargo, no AFL).
 test: deps test-tools tidy
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	fuzz/check.sh
 	@if [ -n "$(MPI_FEATURE)" ]; then \
 	  $(CARGO) clippy --locked -p lanefs -p lanefs-mpiio --features lanefs/mpi,lanefs-mpiio/mpi --all-targets -- -D warnings && \
 	  $(CARGO) test --locked --workspace --features lanefs/mpi,lanefs-mpiio/mpi; \

@@ -23,7 +23,7 @@
 //!
 //! The targets mirror the proptests of `make test`
 //! (`crates/core/tests/hostile.rs`, `crates/mds/tests/mds/hostile.rs`,
-//! `crates/net/tests/codec_props.rs`): a property found broken here is
+//! `crates/proto/tests/codec_props.rs`): a property found broken here is
 //! pinned there, or in a unit test, once fixed.
 
 pub mod client;

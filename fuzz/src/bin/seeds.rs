@@ -4,28 +4,53 @@
 //! targets decode them (so that a seed replays in its target as it ran),
 //! and hostile sequences written by hand. Run it again whenever a message
 //! changes (`cargo afl run --release --bin seeds`).
+//!
+//! With `--check` it writes nothing: it makes every seed and exits 1,
+//! naming them, if any differs from the one in `corpus/` or is missing
+//! there (`check.sh` runs it so, for `make test`). Inputs kept in
+//! `corpus/` that it does not make are left alone.
 
+use lanefs_core::client::ladvise::Advice;
 use lanefs_core::client::{Client, ClientConfig, FileHandle};
 use lanefs_core::extent::Extent;
 use lanefs_core::layout::Layout;
+use lanefs_core::ldlm::proof::{ChangeProof, LockProof};
 use lanefs_core::ldlm::stats::LockCounters;
 use lanefs_core::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};
-use lanefs_core::msg::{EnqueueReply, IoError, Payload, ToClient, ToOst};
+use lanefs_core::msg::{CacheAdvice, Cut, EnqueueReply, IoError, ObjectAttr, Payload, ToClient, ToOst};
 use lanefs_core::ost::OstCounters;
 use lanefs_core::{ClientId, Duration, Epoch, Instant, LockHandle, ObjectId, ObjectKey, OstIndex, Transno, Xid};
 use lanefs_fuzz::client::{self, client_config, client_setup, real_osts, ClientAction, Start};
 use lanefs_fuzz::ost::{config_from_flags, OstAction, OstDriver, RECOVERY_FLAG};
 use lanefs_fuzz::{decode_all, encode_all, encode_with_flags, ACTIONS_MAX};
-use lanefs_proto::{Access, CreateMode, Credentials, MdsReply, MdsRequest, PoolChange, PoolName, StripeSpec};
-use lanefs_proto::codec::encode;
-use lanefs_proto::wire::{ClusterInfo, MdsAnswer, MdsCall, OstSpace, OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
+use lanefs_proto::codec::{decode, encode};
 use lanefs_proto::wire::SharedBulk;
+use lanefs_proto::wire::{
+    ClusterInfo, MdsAnswer, MdsCall, MdsRefusal, OstSpace, OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION,
+};
+use lanefs_proto::{
+    fid_name, Access, ComponentSpec, CreateMode, Credentials, Fid, FileKind, MdsReply, MdsRequest, Node, PoolChange,
+    PoolName, StripeSpec, XattrHow,
+};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::path::Path;
+use std::sync::{Mutex, OnceLock};
+
+/// `--check`: the seeds are compared with the corpus, not written.
+static CHECK: OnceLock<bool> = OnceLock::new();
+
+/// With `--check`, the seeds that differ from the corpus's or are missing.
+static STALE: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 fn write_seed(target: &str, name: &str, bytes: &[u8]) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus").join(target);
+    if *CHECK.get().unwrap_or(&false) {
+        if std::fs::read(dir.join(name)).ok().as_deref() != Some(bytes) {
+            STALE.lock().expect("not poisoned").push(format!("corpus/{target}/{name}"));
+        }
+        return;
+    }
     std::fs::create_dir_all(&dir).expect("corpus directory");
     std::fs::write(dir.join(name), bytes).expect("seed written");
 }
@@ -229,7 +254,7 @@ fn client_exchange_seed() {
             ost: 0,
             message: ToClient::Enqueue {
                 xid: Xid(3),
-                reply: EnqueueReply::Granted { lock: LockHandle(9), extent: Extent::WHOLE },
+                reply: EnqueueReply::Granted { lock: LockHandle(9), extent: Extent::WHOLE, proof: LockProof(9) },
             },
         },
         exchange.clone(),
@@ -264,6 +289,8 @@ fn ost_exchange_seed(flags: u8, name: &str) {
     let _ = b.read(now, fb, 0, 16_000);
     let _ = a.fsync(now, fa);
     let _ = b.truncate(now, fb, 10_000);
+    let _ = a.fallocate(now, fa, Cut::Hole { offset: 4096, len: 4096 });
+    let _ = b.ladvise(now, fb, &[Advice::cache(CacheAdvice::WillRead, 0, 16_383, false)]);
     let mut world = World::new(vec![a, b], vec![OstDriver::new(OstIndex(0), config_from_flags(flags))]);
     world.run();
     if recovery {
@@ -272,6 +299,7 @@ fn ost_exchange_seed(flags: u8, name: &str) {
         let _ = world.clients[0].write(now, fa, 100_000, vec![3; 5000]);
         let _ = world.clients[1].write(now, fb, 200_000, vec![4; 4096]);
         let _ = world.clients[1].truncate(now, fb, 201_000);
+        let _ = world.clients[0].fallocate(now, fa, Cut::Reserve { offset: 300_000, len: 8192, keep_size: false });
         world.run();
         world.restart(0);
         world.advance(150);
@@ -320,7 +348,27 @@ fn ost_hostile_seed() {
         message(0, ToOst::GlimpseReply { xid: Xid(1), size: 77 }),
         message(1, ToOst::Cancel { lock: LockHandle(1) }),
         message(0, ToOst::Sync { xid: Xid(5), object: ObjectId(1) }),
-        message(0, ToOst::Punch { xid: Xid(6), object: ObjectId(1), size: 5000 }),
+        message(0, ToOst::Punch { xid: Xid(6), object: ObjectId(1), cut: Cut::Size(5000) }),
+        message(
+            1,
+            ToOst::Punch { xid: Xid(7), object: ObjectId(1), cut: Cut::Hole { offset: u64::MAX - 10, len: 64 } },
+        ),
+        message(
+            2,
+            ToOst::Punch {
+                xid: Xid(8),
+                object: ObjectId(1),
+                cut: Cut::Reserve { offset: 1 << 62, len: 1 << 62, keep_size: false },
+            },
+        ),
+        message(
+            3,
+            ToOst::Advise { xid: Xid(9), object: ObjectId(1), advice: CacheAdvice::WillRead, start: 8192, end: 4096 },
+        ),
+        message(
+            0,
+            ToOst::Advise { xid: Xid(10), object: ObjectId(7), advice: CacheAdvice::DontNeed, start: 0, end: u64::MAX },
+        ),
         OstAction::Advance { ms: 100 },
         OstAction::SyncFailed,
         message(0, ToOst::Connect { resume: None }),
@@ -333,6 +381,7 @@ fn ost_hostile_seed() {
                 object: ObjectId(1),
                 request: request(LockMode::ProtectedWrite, 0, 4095),
                 extent: Extent::new(0, 4095),
+                proof: LockProof(2),
             },
         ),
         message(
@@ -342,9 +391,18 @@ fn ost_hostile_seed() {
                 object: ObjectId(1),
                 offset: 0,
                 data: Payload::Bytes(vec![2; 10]),
+                proof: ChangeProof(1),
             },
         ),
-        message(2, ToOst::ReplayPunch { transno: Transno(2), object: ObjectId(1), size: 3 }),
+        message(
+            2,
+            ToOst::ReplayPunch {
+                transno: Transno(2),
+                object: ObjectId(1),
+                cut: Cut::Size(3),
+                proof: ChangeProof::default(),
+            },
+        ),
         message(2, ToOst::ReplayDone),
         message(3, ToOst::FailuresSeen { seq: u64::MAX }),
         OstAction::Restart,
@@ -355,34 +413,77 @@ fn ost_hostile_seed() {
     write_actions("ost", "hostile", Some(1), &hostile);
 }
 
+/// What OST 0 of the OST target sends when it takes `actions` (after the
+/// flags byte `flags`): the proofs and transaction numbers that replays of
+/// them must carry.
+fn ost_answers(flags: u8, actions: &[OstAction]) -> Vec<(ClientId, ToClient)> {
+    let mut driver = OstDriver::new(OstIndex(0), config_from_flags(flags));
+    let mut sent = Vec::new();
+    for action in actions {
+        driver.apply(action.clone());
+        sent.extend(std::iter::from_fn(|| driver.ost.poll_transmit()));
+    }
+    sent
+}
+
+/// The lock granted to `client` for its enqueue `xid`, in `answers`.
+fn granted(answers: &[(ClientId, ToClient)], client: u8, xid: u64) -> (LockHandle, Extent, LockProof) {
+    answers
+        .iter()
+        .find_map(|(to, message)| match message {
+            ToClient::Enqueue { xid: x, reply: EnqueueReply::Granted { lock, extent, proof } }
+                if *to == ClientId(client.into()) && *x == Xid(xid) =>
+            {
+                Some((*lock, *extent, *proof))
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("client {client}'s enqueue {xid} not granted: {answers:?}"))
+}
+
+/// The transaction number and proof acknowledging `client`'s write or
+/// punch `xid`, in `answers`.
+fn acknowledged(answers: &[(ClientId, ToClient)], client: u8, xid: u64) -> (Transno, ChangeProof) {
+    answers
+        .iter()
+        .find_map(|(to, message)| match message {
+            ToClient::WriteReply { xid: x, result: Ok(()), transno, proof }
+            | ToClient::PunchReply { xid: x, result: Ok(()), transno, proof }
+                if *to == ClientId(client.into()) && *x == Xid(xid) =>
+            {
+                Some((*transno, *proof))
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("client {client}'s change {xid} not acknowledged: {answers:?}"))
+}
+
 /// A recovery that clients abuse: replays from a client the OST does not
-/// know, twice, malformed, conflicting; a known client coming back with
-/// nothing; requests while recovering; with recovery on.
+/// know, twice, malformed, conflicting, with made-up or stolen proofs; a
+/// known client coming back with nothing; requests while recovering; with
+/// recovery on. The replays of what the OST did grant and acknowledge
+/// carry the proofs it gave (the target's OSTs have a fixed key).
 fn ost_hostile_recovery_seed() {
-    let punch = |client, xid, size| message(client, ToOst::Punch { xid: Xid(xid), object: ObjectId(2), size });
-    let replay_write = |client, transno, offset, len| {
+    let punch = |client, xid, cut| message(client, ToOst::Punch { xid: Xid(xid), object: ObjectId(2), cut });
+    let replay_write = |client, transno, offset, len, proof| {
         message(
             client,
-            ToOst::ReplayWrite {
-                transno: Transno(transno),
-                object: ObjectId(1),
-                offset,
-                data: Payload::Bytes(vec![9; len]),
-            },
+            ToOst::ReplayWrite { transno, object: ObjectId(1), offset, data: Payload::Bytes(vec![9; len]), proof },
         )
     };
-    let replay_lock = |client, lock, start, end| {
+    let replay_lock = |client, lock, extent: Extent, proof| {
         message(
             client,
             ToOst::ReplayLock {
-                lock: LockHandle(lock),
+                lock,
                 object: ObjectId(1),
-                request: request(LockMode::ProtectedWrite, start, end),
-                extent: Extent::new(start, end),
+                request: request(LockMode::ProtectedWrite, extent.start, extent.end),
+                extent,
+                proof,
             },
         )
     };
-    let actions = vec![
+    let before = vec![
         message(0, ToOst::Connect { resume: None }),
         message(1, ToOst::Connect { resume: None }),
         message(2, ToOst::Connect { resume: None }),
@@ -391,19 +492,39 @@ fn ost_hostile_recovery_seed() {
         OstAction::Advance { ms: 150 },
         OstAction::Synced,
         write(0, 3, 5000, 5000),
-        punch(1, 1, 100),
+        punch(1, 1, Cut::Size(100)),
         message(2, ToOst::Sync { xid: Xid(1), object: ObjectId(1) }),
+    ];
+    let answers = ost_answers(RECOVERY_FLAG, &before);
+    let (lock, extent, lock_proof) = granted(&answers, 0, 1);
+    let (committed, committed_proof) = acknowledged(&answers, 0, 2);
+    let (written, written_proof) = acknowledged(&answers, 0, 3);
+    let (punched, punched_proof) = acknowledged(&answers, 1, 1);
+    let after = vec![
         OstAction::Restart,
         message(0, ToOst::Connect { resume: Some(Epoch(0)) }),
-        replay_lock(0, 1, 0, 65_535),
-        replay_lock(0, 2, 4096, 8191),
-        replay_write(0, 2, 0, 5000),
-        replay_write(0, 3, 5000, 5000),
-        replay_write(0, 3, 5000, 5000),
-        replay_write(0, 4, u64::MAX - 100, 200),
-        message(0, ToOst::ReplayPunch { transno: Transno(5), object: ObjectId(1), size: 1 << 62 }),
+        replay_lock(0, lock, extent, lock_proof),
+        replay_lock(0, LockHandle(lock.0 + 1), Extent::new(4096, 8191), lock_proof),
+        replay_write(0, committed, 0, 5000, committed_proof),
+        replay_write(0, written, 5000, 5000, written_proof),
+        replay_write(0, written, 5000, 5000, written_proof),
+        replay_write(0, Transno(written.0 + 1), u64::MAX - 100, 200, ChangeProof::default()),
+        // Client 1's punch, replayed by client 0 with the proof client 1 got.
+        message(
+            0,
+            ToOst::ReplayPunch { transno: punched, object: ObjectId(2), cut: Cut::Size(100), proof: punched_proof },
+        ),
+        message(
+            0,
+            ToOst::ReplayPunch {
+                transno: Transno(written.0 + 2),
+                object: ObjectId(1),
+                cut: Cut::Size(1 << 62),
+                proof: ChangeProof(u64::MAX),
+            },
+        ),
         message(3, ToOst::Connect { resume: Some(Epoch(0)) }),
-        replay_write(3, 6, 0, 10),
+        replay_write(3, Transno(written.0 + 3), 0, 10, written_proof),
         message(1, ToOst::Connect { resume: None }),
         message(2, ToOst::Read { xid: Xid(2), object: ObjectId(1), offset: 0, len: 4096 }),
         message(
@@ -424,6 +545,7 @@ fn ost_hostile_recovery_seed() {
         OstAction::Advance { ms: 2500 },
         message(1, ToOst::Disconnect),
     ];
+    let actions: Vec<OstAction> = before.into_iter().chain(after).collect();
     write_actions("ost", "hostile-recovery", Some(RECOVERY_FLAG), &actions);
 }
 
@@ -431,7 +553,7 @@ fn mds_seeds() {
     let root = Credentials::ROOT;
     let user = Credentials { uid: 1000, gid: 1000, groups: vec![10] };
     let other = Credentials::user(1001, 1001);
-    let stripe = |count, size| StripeSpec { count: Some(count), size: Some(size), start_ost: None, pool: None };
+    let stripe = |count, size| StripeSpec { count: Some(count), size: Some(size), ..StripeSpec::default() };
     let create = |path: &str, stripe, mode, access, permissions| MdsRequest::Create {
         path: path.into(),
         stripe,
@@ -498,7 +620,7 @@ fn mds_seeds() {
         (root.clone(), pool(PoolChange::New)),
         (root.clone(), pool(PoolChange::Add(vec![1, 3]))),
         (root.clone(), MdsRequest::Mkdir { path: "/p".into(), permissions: 0o755 }),
-        (root.clone(), MdsRequest::SetStripe { path: "/p".into(), stripe: in_fast }),
+        (root.clone(), MdsRequest::SetStripe { path: "/p".into(), stripe: in_fast.clone() }),
         (root.clone(), create("/p/f", StripeSpec::default(), CreateMode::Exclusive, Access::Write, 0o644)),
         (
             root.clone(),
@@ -515,6 +637,8 @@ fn mds_seeds() {
     ];
     write_actions("mds", "pools", None, &requests);
 
+    mds_layout_seed();
+
     let odd_caller = Credentials { uid: u32::MAX, gid: 7, groups: vec![0, 1, u32::MAX, 1] };
     let odd = vec![
         (Credentials::ROOT, MdsRequest::Mkdir { path: "//x/./y/".into(), permissions: u32::MAX }),
@@ -523,7 +647,12 @@ fn mds_seeds() {
             Credentials::ROOT,
             MdsRequest::SetStripe {
                 path: "/".into(),
-                stripe: StripeSpec { count: Some(i64::MIN), size: Some(u64::MAX), start_ost: Some(-2), pool: None },
+                stripe: StripeSpec {
+                    count: Some(i64::MIN),
+                    size: Some(u64::MAX),
+                    start_ost: Some(-2),
+                    ..StripeSpec::default()
+                },
             },
         ),
         (Credentials::ROOT, MdsRequest::Rename { from: "/".into(), to: "/z".into() }),
@@ -533,6 +662,112 @@ fn mds_seeds() {
         (Credentials::ROOT, set_attr("/", Some(0), Some(u32::MAX), Some(u32::MAX))),
     ];
     write_actions("mds", "odd-paths", None, &odd);
+}
+
+/// Requests made of the MDS target's MDS as they are written down, so
+/// that later ones name the fids the MDS gave.
+struct MdsLog {
+    mds: lanefs_mds::Mds,
+    requests: Vec<(Credentials, MdsRequest)>,
+}
+
+impl MdsLog {
+    fn ask(&mut self, credentials: &Credentials, request: MdsRequest) -> MdsReply {
+        self.requests.push((credentials.clone(), request.clone()));
+        self.mds.handle(credentials, request)
+    }
+
+    /// The fid of the file `request` creates or opens.
+    fn file(&mut self, credentials: &Credentials, request: MdsRequest) -> Fid {
+        match self.ask(credentials, request) {
+            MdsReply::File(info) => info.fid,
+            other => panic!("not a file: {other:?}"),
+        }
+    }
+}
+
+/// Layouts of every kind (overstriped, on chosen OSTs, composite), the
+/// requests that name a file by fid, extended attributes, special files,
+/// and a migration committed and one abandoned.
+fn mds_layout_seed() {
+    let root = Credentials::ROOT;
+    let user = Credentials { uid: 1000, gid: 1000, groups: vec![10] };
+    let mut log = MdsLog { mds: lanefs_fuzz::mds::new_mds(), requests: Vec::new() };
+    let create = |path: &str, stripe| MdsRequest::Create {
+        path: path.into(),
+        stripe,
+        mode: CreateMode::Exclusive,
+        access: Access::ReadWrite,
+        permissions: 0o644,
+    };
+    let plain = |count, size| StripeSpec { count: Some(count), size: Some(size), ..StripeSpec::default() };
+    let over = StripeSpec { count: Some(6), overstripe: true, ..StripeSpec::default() };
+    let chosen = StripeSpec { osts: Some(vec![3, 1, 3]), start_ost: Some(1), ..StripeSpec::default() };
+    let composite = StripeSpec {
+        components: Some(vec![
+            ComponentSpec { end: 1 << 20, stripe: plain(1, 65536) },
+            ComponentSpec { end: 64 << 20, stripe: plain(2, 1 << 20) },
+            ComponentSpec { end: u64::MAX, stripe: plain(-1, 4 << 20) },
+        ]),
+        ..StripeSpec::default()
+    };
+    let d = match log.ask(&root, MdsRequest::Mkdir { path: "/d".into(), permissions: 0o777 }) {
+        MdsReply::Attr(attr) => attr.fid,
+        other => panic!("mkdir /d: {other:?}"),
+    };
+    log.ask(&root, MdsRequest::SetStripe { path: "/d".into(), stripe: composite.clone() });
+    let over_fid = log.file(&root, create("/d/over", over));
+    log.file(&root, create("/d/chosen", chosen));
+    let inherited = log.file(&user, create("/d/pfl", StripeSpec::default()));
+    log.ask(&root, MdsRequest::GetStripe { path: "/d/pfl".into() });
+    log.ask(&root, MdsRequest::LayoutFid { fid: over_fid });
+    log.ask(&root, MdsRequest::StatFid { fid: inherited });
+    log.ask(&root, MdsRequest::ReaddirFid { fid: d, cursor: None });
+    log.ask(&user, MdsRequest::OpenFid { fid: inherited, access: Access::Read });
+    log.ask(&user, MdsRequest::SetAttrFid { fid: inherited, permissions: Some(0o600), uid: None, gid: None });
+    log.ask(&user, MdsRequest::SetMtimeFid { fid: inherited, at: Some(1_000_000_000) });
+    log.ask(&user, MdsRequest::SetAtimeFid { fid: inherited, at: None });
+    log.ask(&root, MdsRequest::LinkFid { fid: over_fid, to: "/d/over-link".into() });
+    log.ask(&root, MdsRequest::Stat { path: format!("/.lustre/fid/{}/pfl", fid_name(d)) });
+    let attr = |name: &str| name.to_string();
+    let pfl = Node::Path("/d/pfl".into());
+    log.ask(
+        &user,
+        MdsRequest::SetXattr { node: pfl.clone(), name: attr("user.a"), value: b"1".to_vec(), how: XattrHow::Create },
+    );
+    log.ask(
+        &user,
+        MdsRequest::SetXattr {
+            node: Node::Fid(inherited),
+            name: attr("user.a"),
+            value: vec![2; 64],
+            how: XattrHow::Replace,
+        },
+    );
+    log.ask(&user, MdsRequest::GetXattr { node: pfl.clone(), name: attr("user.a") });
+    log.ask(&user, MdsRequest::ListXattrs { node: Node::Fid(inherited) });
+    log.ask(&user, MdsRequest::RemoveXattr { node: pfl, name: attr("user.a") });
+    log.ask(&root, MdsRequest::Mknod { path: "/d/fifo".into(), kind: FileKind::Fifo, permissions: 0o600, rdev: 0 });
+    log.ask(
+        &root,
+        MdsRequest::Mknod { path: "/d/dev".into(), kind: FileKind::CharDevice, permissions: 0o660, rdev: 0x0103 },
+    );
+    for (path, commit) in [("/d/over", true), ("/d/chosen", false)] {
+        let (file, volatile) =
+            match log.ask(&root, MdsRequest::MigrateStart { path: path.into(), stripe: Some(plain(2, 1 << 20)) }) {
+                MdsReply::Migration { file, volatile } => (file.fid, volatile.fid),
+                other => panic!("migrate {path}: {other:?}"),
+            };
+        let request = match commit {
+            true => MdsRequest::MigrateCommit { path: path.into(), fid: file, volatile },
+            false => MdsRequest::MigrateAbort { path: path.into(), fid: file, volatile },
+        };
+        log.ask(&root, request);
+    }
+    log.ask(&root, MdsRequest::MigrateStart { path: "/d/pfl".into(), stripe: None });
+    log.ask(&root, MdsRequest::Unlink { path: "/d/over-link".into() });
+    log.ask(&root, MdsRequest::Statfs);
+    write_actions("mds", "layouts", None, &log.requests);
 }
 
 fn frame(message: Wire) -> Vec<u8> {
@@ -584,6 +819,7 @@ fn codec_seeds() {
                 object: ObjectId(2),
                 request: LockRequest::new(LockMode::Group(GroupId(4)), Extent::WHOLE),
                 extent: Extent::WHOLE,
+                proof: LockProof(7),
             },
         },
         Wire::ToOst {
@@ -593,14 +829,26 @@ fn codec_seeds() {
                 object: ObjectId(2),
                 offset: 8192,
                 data: Payload::Bytes(vec![8; 70]),
+                proof: ChangeProof(9),
             },
         },
-        Wire::ToOst { ost: 1, message: ToOst::ReplayPunch { transno: Transno(10), object: ObjectId(2), size: 3 } },
+        Wire::ToOst {
+            ost: 1,
+            message: ToOst::ReplayPunch {
+                transno: Transno(10),
+                object: ObjectId(2),
+                cut: Cut::Size(3),
+                proof: ChangeProof(10),
+            },
+        },
         Wire::ToOst { ost: 1, message: ToOst::ReplayDone },
         Wire::ToOst { ost: 1, message: ToOst::FailuresSeen { seq: 2 } },
         Wire::ToOst { ost: 1, message: ToOst::Disconnect },
         Wire::ToClient { ost: 0, message: ToClient::Connected { epoch: Epoch(2), recovering: true } },
-        Wire::ToClient { ost: 0, message: ToClient::WriteReply { xid: Xid(1), result: Ok(()), transno: Transno(9) } },
+        Wire::ToClient {
+            ost: 0,
+            message: ToClient::WriteReply { xid: Xid(1), result: Ok(()), transno: Transno(9), proof: ChangeProof(9) },
+        },
         Wire::ToClient { ost: 0, message: ToClient::Committed { transno: Transno(9) } },
         Wire::ToClient {
             ost: 0,
@@ -677,7 +925,7 @@ fn codec_seeds() {
         },
         Wire::Mds { id: 22, call: MdsCall::KeptParams },
         Wire::MdsReply { id: 22, answer: MdsAnswer::Params(vec![("osc.*.max_dirty_mb".into(), "64".into())]) },
-        Wire::MdsReply { id: 10, answer: MdsAnswer::Error("no MDS".into()) },
+        Wire::MdsReply { id: 10, answer: MdsAnswer::Error(MdsRefusal::ShuttingDown) },
         Wire::AttachArena { arena: 1, frames: 64 },
         Wire::ArenaAttached { arena: 1 },
         Wire::ArenaRefused { arena: 2, reason: "no memfd".into() },
@@ -691,7 +939,7 @@ fn codec_seeds() {
         Wire::ToOst { ost: 0, message: ToOst::Connect { resume: None } },
         Wire::ToOst { ost: 0, message: ToOst::Cancel { lock: LockHandle(7) } },
         Wire::ToOst { ost: 0, message: ToOst::Read { xid: Xid(12), object: ObjectId(2), offset: 0, len: 4096 } },
-        Wire::ToOst { ost: 0, message: ToOst::Punch { xid: Xid(13), object: ObjectId(2), size: 100 } },
+        Wire::ToOst { ost: 0, message: ToOst::Punch { xid: Xid(13), object: ObjectId(2), cut: Cut::Size(100) } },
         Wire::ToOst { ost: 0, message: ToOst::Getattr { xid: Xid(14), object: ObjectId(2) } },
         Wire::ToOst { ost: 0, message: ToOst::Sync { xid: Xid(15), object: ObjectId(2) } },
         Wire::ToOst { ost: 0, message: ToOst::GlimpseReply { xid: Xid(16), size: 5000 } },
@@ -702,14 +950,27 @@ fn codec_seeds() {
         Wire::ToClient { ost: 0, message: ToClient::Enqueue { xid: Xid(4), reply: EnqueueReply::Invalid } },
         Wire::ToClient {
             ost: 0,
-            message: ToClient::Completion { lock: LockHandle(8), extent: Extent::new(0, 4095), callback_pending: true },
+            message: ToClient::Completion {
+                lock: LockHandle(8),
+                extent: Extent::new(0, 4095),
+                callback_pending: true,
+                proof: LockProof(8),
+            },
         },
         Wire::ToClient { ost: 0, message: ToClient::Blocking { lock: LockHandle(8) } },
         Wire::ToClient {
             ost: 0,
-            message: ToClient::PunchReply { xid: Xid(13), result: Err(IoError::NoSpace), transno: Transno(0) },
+            message: ToClient::PunchReply {
+                xid: Xid(13),
+                result: Err(IoError::NoSpace),
+                transno: Transno(0),
+                proof: ChangeProof(0),
+            },
         },
-        Wire::ToClient { ost: 0, message: ToClient::GetattrReply { xid: Xid(14), result: Ok(5000) } },
+        Wire::ToClient {
+            ost: 0,
+            message: ToClient::GetattrReply { xid: Xid(14), result: Ok(ObjectAttr { size: 5000, allocated: 8192 }) },
+        },
         Wire::ToClient { ost: 0, message: ToClient::SyncReply { xid: Xid(15), result: Ok(()) } },
         Wire::ToClient {
             ost: 0,
@@ -717,18 +978,68 @@ fn codec_seeds() {
         },
         Wire::ToClient { ost: 0, message: ToClient::ReadReply { xid: Xid(12), result: Err(IoError::Failed) } },
         Wire::ToClient { ost: 0, message: ToClient::Evicted },
+        Wire::ToOst {
+            ost: 0,
+            message: ToOst::Punch { xid: Xid(17), object: ObjectId(2), cut: Cut::Hole { offset: 4096, len: 8192 } },
+        },
+        Wire::ToOst {
+            ost: 1,
+            message: ToOst::ReplayPunch {
+                transno: Transno(11),
+                object: ObjectId(2),
+                cut: Cut::Reserve { offset: 0, len: 1 << 20, keep_size: true },
+                proof: ChangeProof(11),
+            },
+        },
+        Wire::ToOst {
+            ost: 0,
+            message: ToOst::Advise {
+                xid: Xid(18),
+                object: ObjectId(2),
+                advice: CacheAdvice::WillRead,
+                start: 0,
+                end: 1 << 20,
+            },
+        },
+        Wire::ToClient { ost: 0, message: ToClient::AdviseReply { xid: Xid(18), result: Ok(()) } },
+        Wire::ToClient { ost: 0, message: ToClient::WaitFailed { lock: LockHandle(8), error: IoError::NoSuchObject } },
+        Wire::ToClient {
+            ost: 1,
+            message: ToClient::Recovering { remaining: Duration::from_secs(30), clients_left: 2 },
+        },
+        Wire::Mds { id: 23, call: MdsCall::Opened { fid: Fid(5) } },
+        Wire::Mds { id: 24, call: MdsCall::Closed { fid: Fid(5) } },
+        Wire::MdsReply { id: 24, answer: MdsAnswer::Opened },
+        Wire::Mds { id: 25, call: MdsCall::ReplayDone },
         Wire::Refused { reason: "no".into() },
     ];
     let mut stream = Vec::new();
+    let count = messages.len();
     for (i, message) in messages.into_iter().enumerate() {
-        let bytes = frame(message);
+        let bytes = frame(message.clone());
+        // A seed that no longer decodes to its message would mislead the
+        // fuzzer, as one cut short would the other targets.
+        let decoded = decode(bytes[4..].to_vec()).unwrap_or_else(|e| panic!("codec/body-{i} does not decode: {e}"));
+        assert_eq!(decoded, message, "codec/body-{i} decodes to another message");
+        lanefs_fuzz::codec::run(&bytes[4..]);
         write_seed("codec", &format!("body-{i}"), &bytes[4..]);
         stream.extend_from_slice(&bytes);
     }
+    lanefs_fuzz::codec::run(&stream);
+    println!("codec: {count} bodies, and a stream of them, {} bytes", stream.len());
     write_seed("codec", "stream", &stream);
 }
 
 fn main() {
+    let check = match std::env::args().nth(1).as_deref() {
+        None => false,
+        Some("--check") => true,
+        Some(other) => {
+            eprintln!("unknown argument {other:?}: seeds [--check]");
+            std::process::exit(2);
+        }
+    };
+    CHECK.set(check).expect("set once");
     codec_seeds();
     ost_exchange_seed(2, "two-clients");
     ost_exchange_seed(RECOVERY_FLAG | 2, "two-clients-recovery");
@@ -739,4 +1050,13 @@ fn main() {
     client_seeds(true);
     client_exchange_seed();
     mds_seeds();
+    let stale = STALE.lock().expect("not poisoned");
+    if !stale.is_empty() {
+        eprintln!("{} seeds differ from what the current messages make:", stale.len());
+        for name in stale.iter() {
+            eprintln!("  fuzz/{name}");
+        }
+        eprintln!("write them again (cd fuzz && cargo run --bin seeds) and commit the corpus");
+        std::process::exit(1);
+    }
 }
