@@ -25,7 +25,6 @@ use crate::ldlm::proof::ChangeProof;
 use crate::msg::{IoError, Payload, ToOst};
 use crate::units::{ObjectKey, OstIndex, Transno, Xid};
 
-
 impl Client {
     /// Cancel the unused locks beyond the LRU's count limit, oldest first.
     pub(super) fn trim_lru(&mut self) -> bool {
@@ -55,8 +54,8 @@ impl Client {
             let lock = self.locks.get_mut(l).expect("listed");
             lock.state = ClientLockState::Cancelling;
             let (key, extent) = (lock.key, lock.extent);
-            let acked =
-                !self.writeback.cache().has_writeback(key, extent) || crate::planted::active(crate::planted::Bug::CancelBeforeAck);
+            let acked = !self.writeback.cache().has_writeback(key, extent)
+                || crate::planted::active(crate::planted::Bug::CancelBeforeAck);
             if self.writeback.cache().has_dirty(key, extent) || !acked {
                 continue; // pump_writeback flushes it; we come back on the reply
             }
@@ -135,9 +134,8 @@ impl Client {
                             .map(|key| (key, Extent::WHOLE)),
                     )
                 }
-                OpState::WaitFlush => areas.extend(
-                    op.steps.iter().filter(|s| self.writeback.is_dirty(s.key)).map(|s| (s.key, Extent::WHOLE)),
-                ),
+                OpState::WaitFlush => areas
+                    .extend(op.steps.iter().filter(|s| self.writeback.is_dirty(s.key)).map(|s| (s.key, Extent::WHOLE))),
                 OpState::WaitDirty => {
                     let ost = op.steps.at(op.index).key.ost;
                     if !pressed.contains(&ost) {

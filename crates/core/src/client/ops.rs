@@ -513,8 +513,10 @@ impl Client {
     /// hundreds of OSTs has hundreds of steps, most of them clean).
     fn step_flush(&mut self, id: OpId) -> Result<bool, ClientError> {
         let op = &self.ops[&id];
-        let unstable =
-            |s: Step| self.writeback.cache().has_dirty(s.key, Extent::WHOLE) || self.writeback.cache().has_writeback(s.key, Extent::WHOLE);
+        let unstable = |s: Step| {
+            self.writeback.cache().has_dirty(s.key, Extent::WHOLE)
+                || self.writeback.cache().has_writeback(s.key, Extent::WHOLE)
+        };
         let clean = if self.writeback.cache().is_stable() {
             op.steps.len() - op.index
         } else {
@@ -628,7 +630,9 @@ impl Client {
             return done;
         }
         let (step, state, _) = self.current(id);
-        if self.writeback.cache().has_dirty(step.key, step.extent) || self.writeback.cache().has_writeback(step.key, step.extent) {
+        if self.writeback.cache().has_dirty(step.key, step.extent)
+            || self.writeback.cache().has_writeback(step.key, step.extent)
+        {
             // Written back by the flush pump, which serves ops
             // waiting in this state; this step looks again after.
             let moved = state != OpState::WaitFlush;

@@ -28,19 +28,50 @@ use rustc_hash::FxHashMap;
 pub(super) enum Rpc {
     /// `pinned` holds the frames the RPC names until its reply: a driver
     /// that lets the server read them in place (shared memory) relies on it.
-    Write { key: ObjectKey, offset: u64, len: u64, orphaned: bool, pinned: Option<PageSpan> },
-    Read { op: OpId, key: ObjectKey, offset: u64, len: u64 },
+    Write {
+        key: ObjectKey,
+        offset: u64,
+        len: u64,
+        orphaned: bool,
+        pinned: Option<PageSpan>,
+    },
+    Read {
+        op: OpId,
+        key: ObjectKey,
+        offset: u64,
+        len: u64,
+    },
     /// `dropped`: dirty bytes past a truncate's size it took out of the
     /// cache, lost if the punch fails.
-    Punch { op: OpId, key: ObjectKey, cut: Cut, dropped: u64 },
-    Getattr { op: OpId, stripe: u32, ost: OstIndex },
+    Punch {
+        op: OpId,
+        key: ObjectKey,
+        cut: Cut,
+        dropped: u64,
+    },
+    Getattr {
+        op: OpId,
+        stripe: u32,
+        ost: OstIndex,
+    },
     /// An fsync's `OST_SYNC` of one object.
-    Sync { op: OpId, key: ObjectKey },
+    Sync {
+        op: OpId,
+        key: ObjectKey,
+    },
     /// A commit asked because uncommitted bytes pile up (soft sync).
-    Commit { key: ObjectKey },
+    Commit {
+        key: ObjectKey,
+    },
     /// Cache advice on `[start, end)` of an object, for an operation
     /// waiting on it, or for none (asynchronous advice).
-    Advise { op: Option<OpId>, key: ObjectKey, advice: CacheAdvice, start: u64, end: u64 },
+    Advise {
+        op: Option<OpId>,
+        key: ObjectKey,
+        advice: CacheAdvice,
+        start: u64,
+        end: u64,
+    },
 }
 
 impl Rpc {
@@ -202,7 +233,8 @@ impl RpcBook {
                 assert_eq!(span.len(), *len, "RPC book: a write RPC pins other frames than it sent");
             }
         }
-        for (kind, counted, listed) in [("write", &self.writes_in_flight, &writes), ("read", &self.reads_in_flight, &reads)]
+        for (kind, counted, listed) in
+            [("write", &self.writes_in_flight, &writes), ("read", &self.reads_in_flight, &reads)]
         {
             for (ost, &n) in counted {
                 let l = listed.get(ost).copied().unwrap_or(0);
