@@ -118,7 +118,7 @@ impl Client {
         for op in self.ops.values() {
             match op.state {
                 // Only objects with dirty bytes have anything to send (every
-                // one of them is in `dirty_keys`, see `check_invariants`).
+                // one of them is dirty in writeback, see `Writeback::check_invariants`).
                 // A flush waits on every object of its file; a file striped
                 // wide has far more objects than a client has dirty ones.
                 // (An OST holds one object of a file at most, and the list
