@@ -5,6 +5,10 @@
 //! [`Client::step_op`] whenever the client gets an input. A step that needs
 //! a lock either matches a cached one or enqueues a request and waits; it
 //! keeps a reference on the lock only while it copies or fetches bytes.
+//!
+//! The operations themselves, their states and deadlines are the
+//! operations table's (`op_table.rs`); this file plans and steps them,
+//! calling on the other parts (lock cache, writeback, RPC book, outbox).
 
 use super::ladvise::LockaheadResult;
 use super::locks::{ClientLock, ClientLockState, LocalLock};

@@ -1,8 +1,8 @@
 //! The client's side of its sessions with the OSTs: connecting, sending
 //! again what a lost connection left unanswered, replaying to an OST that
-//! restarted, and the OSTs' notices of commits (see [`super::imports`] and
-//! [`super::replay`] for the state, and `crate::ost::recovery` for the
-//! OST's side).
+//! restarted, and the OSTs' notices of commits (the state is the recovery
+//! part's, `recovery.rs`, with [`super::imports`] and [`super::replay`];
+//! `crate::ost::recovery` is the OST's side).
 //!
 //! Who does what: the driver owns connections. It tells the client when
 //! one is lost ([`Client::handle_disconnected`]) and when a new one is up
