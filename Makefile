@@ -102,7 +102,9 @@ tidy: deps
 # tests are built once, with MPI, and the tests under mpirun run among the
 # others; clippy checks the build without MPI too. The fuzz targets are
 # checked to build and to make the seed corpus kept in fuzz/corpus
-# (fuzz/check.sh, plain cargo, no AFL).
+# (fuzz/check.sh, plain cargo, no AFL). Last, the client's parts each
+# catch their own planted bug, in the swarm and in the simulator's check
+# mode (a build with the planted-bugs feature, test builds only).
 test: deps test-tools tidy
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
@@ -114,6 +116,8 @@ test: deps test-tools tidy
 	  echo "skipped: the tests under mpirun need Open MPI's headers and libclang (apt-get install libopenmpi-dev libclang-dev)"; \
 	  $(CARGO) test --locked --workspace; \
 	fi
+	$(CARGO) test --locked -p lanefs-sim -p lanefs-swarm --features lanefs-sim/planted-bugs,lanefs-swarm/planted-bugs \
+	  --test planted_parts
 
 # The servers under a longer load than make test's: as many connections as
 # the descriptor limit allows (up to 30,000) and ten times the requests;

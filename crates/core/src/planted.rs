@@ -62,10 +62,22 @@ pub enum Bug {
     /// `Ost::while_recovering`): a hostile node takes others' locks and
     /// transaction numbers.
     UnprovedReplay,
+    /// The client's RPC book forgets to uncount a write RPC when its reply
+    /// takes it out (`RpcBook::take`): the writes counted in flight drift
+    /// from those listed. Caught by the RPC book's own invariants.
+    MiscountedRpc,
+    /// Writeback forgets an object whose first dirty bytes a write puts in
+    /// the page cache (`Writeback::write`): nothing would ever write them
+    /// back. Caught by writeback's own invariants.
+    ForgetDirty,
+    /// The lock cache keeps a lock's entry after its cancel was sent
+    /// (`LockCache::cancelled`): a lock the OST has forgotten still serves
+    /// this client. Caught by the lock cache's own invariants.
+    KeepCancelledLock,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 14] = [
+    pub const ALL: [Bug; 17] = [
         Bug::ConflictingGrant,
         Bug::CancelBeforeAck,
         Bug::ForgetReplay,
@@ -80,6 +92,9 @@ impl Bug {
         Bug::LoseDestroyQueue,
         Bug::RetryUnsafe,
         Bug::UnprovedReplay,
+        Bug::MiscountedRpc,
+        Bug::ForgetDirty,
+        Bug::KeepCancelledLock,
     ];
 
     /// The name the swarm's switch takes (`LANEFS_PLANTED_BUG=...`).
@@ -99,6 +114,9 @@ impl Bug {
             Bug::LoseDestroyQueue => "lose-destroy-queue",
             Bug::RetryUnsafe => "retry-unsafe",
             Bug::UnprovedReplay => "unproved-replay",
+            Bug::MiscountedRpc => "miscounted-rpc",
+            Bug::ForgetDirty => "forget-dirty",
+            Bug::KeepCancelledLock => "keep-cancelled-lock",
         }
     }
 

@@ -17,26 +17,15 @@
 //! the OSTs to make them durable.
 
 use super::locks::{ClientLockState, LocalLock};
-use super::ops::{OpKind, OpState};
+use super::op_table::{OpKind, OpState};
 use super::replay::Change;
 use super::{Client, ClientError, Commit, LossCause, OpId, Rpc};
 use crate::extent::Extent;
 use crate::ldlm::proof::ChangeProof;
 use crate::msg::{IoError, Payload, ToOst};
 use crate::units::{ObjectKey, OstIndex, Transno, Xid};
-use smallvec::SmallVec;
 
 impl Client {
-    /// Start giving a lock back (idempotent).
-    pub(super) fn begin_cancel(&mut self, l: LocalLock) {
-        if let Some(lock) = self.locks.get_mut(l) {
-            if lock.is_granted() {
-                lock.state = ClientLockState::Cancelling;
-                self.locks.note_returning(l);
-            }
-        }
-    }
-
     /// Cancel the unused locks beyond the LRU's count limit, oldest first.
     pub(super) fn trim_lru(&mut self) -> bool {
         if self.locks.len() <= self.config.lru_locks_max {
@@ -45,7 +34,7 @@ impl Client {
         let unused = self.locks.unused_by_age();
         let excess = unused.len().saturating_sub(self.config.lru_locks_max);
         for (l, _) in unused.iter().take(excess) {
-            self.begin_cancel(*l);
+            self.locks.begin_cancel(*l);
         }
         excess > 0
     }
@@ -65,14 +54,14 @@ impl Client {
             let lock = self.locks.get_mut(l).expect("listed");
             lock.state = ClientLockState::Cancelling;
             let (key, extent) = (lock.key, lock.extent);
-            let acked =
-                !self.cache.has_writeback(key, extent) || crate::planted::active(crate::planted::Bug::CancelBeforeAck);
-            if self.cache.has_dirty(key, extent) || !acked {
+            let acked = !self.writeback.cache().has_writeback(key, extent)
+                || crate::planted::active(crate::planted::Bug::CancelBeforeAck);
+            if self.writeback.cache().has_dirty(key, extent) || !acked {
                 continue; // pump_writeback flushes it; we come back on the reply
             }
             let others = self.locks.covering_others(key, extent, l);
-            self.cache.discard(key, extent, &others);
-            let lock = self.locks.remove(l).expect("listed");
+            self.writeback.discard(key, extent, &others);
+            let lock = self.locks.cancelled(l);
             let handle = lock.handle.expect("a granted lock has a server handle");
             self.counters.cancels += 1;
             self.osc(key.ost).cancels += 1;
@@ -84,34 +73,33 @@ impl Client {
 
     /// Send write RPCs while there is urgent dirty data and room in flight.
     pub(super) fn pump_writeback(&mut self) -> bool {
-        let mut areas = std::mem::take(&mut self.flush_scratch);
+        let mut areas = self.writeback.take_scratch();
         self.flush_areas(&mut areas);
         let mut progressed = false;
         for &(key, range) in &areas {
             let ost = key.ost;
-            while self.writes_in_flight.get(&ost).copied().unwrap_or(0) < self.config.rpcs_in_flight_max {
-                let Some(run) = self.next_run(key, range) else {
+            while self.rpcs.in_flight(ost).1 < self.config.rpcs_in_flight_max {
+                let Some(run) = self.writeback.next_run(key, range, self.config.rpc_bytes_max) else {
                     if range == Extent::WHOLE {
-                        self.forget_if_clean(key);
+                        let writing = self.rpcs.writing(key);
+                        self.writeback.forget_if_clean(key, writing);
                     }
                     break;
                 };
                 let xid = self.xid();
                 let len = run.data.len();
                 self.counters.write_rpcs += 1;
-                *self.writes_in_flight.entry(ost).or_default() += 1;
-                self.note_rpc_sent(ost, true, run.offset, len);
                 let pinned = match &run.data {
                     Payload::Pages(span) => Some(crate::pages::PageSpan::clone(span)),
-                    _ => None,
+                    Payload::Bytes(_) | Payload::Phantom(_) | Payload::Remote(_) => None,
                 };
                 self.rpcs.insert(xid, Rpc::Write { key, offset: run.offset, len, orphaned: false, pinned });
+                self.note_rpc_sent(ost, true, run.offset, len);
                 self.send(ost, ToOst::Write { xid, object: key.object, offset: run.offset, data: run.data });
                 progressed = true;
             }
         }
-        areas.clear();
-        self.flush_scratch = areas;
+        self.writeback.put_scratch(areas);
         progressed
     }
 
@@ -130,23 +118,24 @@ impl Client {
         for op in self.ops.values() {
             match op.state {
                 // Only objects with dirty bytes have anything to send (every
-                // one of them is in `dirty_keys`, see `check_invariants`).
+                // one of them is dirty in writeback, see `Writeback::check_invariants`).
                 // A flush waits on every object of its file; a file striped
                 // wide has far more objects than a client has dirty ones.
                 // (An OST holds one object of a file at most, and the list
                 // is sorted by OST below, so either order gives the same.)
-                OpState::WaitFlush if self.dirty_keys.len() < op.steps.len() && self.files.contains_key(&op.fh) => {
+                OpState::WaitFlush
+                    if self.writeback.dirty_count() < op.steps.len() && self.files.contains_key(&op.fh) =>
+                {
                     let layout = &self.files[&op.fh].layout;
                     areas.extend(
-                        self.dirty_keys
-                            .keys()
-                            .filter(|&&key| layout.stripe_of(key).is_some())
-                            .map(|&key| (key, Extent::WHOLE)),
+                        self.writeback
+                            .dirty_keys()
+                            .filter(|&key| layout.stripe_of(key).is_some())
+                            .map(|key| (key, Extent::WHOLE)),
                     )
                 }
-                OpState::WaitFlush => areas.extend(
-                    op.steps.iter().filter(|s| self.dirty_keys.contains_key(&s.key)).map(|s| (s.key, Extent::WHOLE)),
-                ),
+                OpState::WaitFlush => areas
+                    .extend(op.steps.iter().filter(|s| self.writeback.is_dirty(s.key)).map(|s| (s.key, Extent::WHOLE))),
                 OpState::WaitDirty => {
                     let ost = op.steps.at(op.index).key.ost;
                     if !pressed.contains(&ost) {
@@ -156,48 +145,8 @@ impl Client {
                 _ => {}
             }
         }
-        for (&key, dirty) in &self.dirty_keys {
-            // An OST over its dirty limit (lowered by `set_tunable`) is
-            // written back even with no writer waiting on it.
-            let over = self.cache.dirty_bytes_ost(key.ost) > self.config.dirty_bytes_max;
-            if dirty.written_bytes >= self.config.rpc_bytes_max || pressed.contains(&key.ost) || over {
-                areas.push((key, Extent::WHOLE));
-            }
-        }
+        self.writeback.urgent_objects(areas, &pressed, self.config.rpc_bytes_max, self.config.dirty_bytes_max);
         areas.sort_by_key(|(key, _)| key.ost); // stable: urgency order kept within an OST
-    }
-
-    /// The next run to write back in `range`. Whole-object flushes resume
-    /// where the last run of the object ended (then wrap around), so that a
-    /// stream of writes costs the pump one short look per RPC instead of a
-    /// walk over every cached page from the start of the object.
-    fn next_run(&mut self, key: ObjectKey, range: Extent) -> Option<super::pagecache::WritebackRun> {
-        // An object with writes in flight and nothing dirty stays listed
-        // until its last reply: one lookup says there is no run to cut.
-        if !self.cache.object_has_dirty(key) {
-            return None;
-        }
-        let max = self.config.rpc_bytes_max;
-        if range != Extent::WHOLE {
-            return self.cache.next_writeback(key, range, max);
-        }
-        let cursor = self.dirty_keys.get(&key).map_or(0, |d| d.cursor);
-        let run = self.cache.next_writeback(key, Extent::new(cursor, crate::EOF), max).or_else(|| {
-            (cursor > 0).then(|| self.cache.next_writeback(key, Extent::new(0, cursor - 1), max)).flatten()
-        })?;
-        if let Some(d) = self.dirty_keys.get_mut(&key) {
-            d.cursor = run.offset + run.data.len();
-        }
-        Some(run)
-    }
-
-    /// `next_writeback` found nothing to send for `key`: with no write of
-    /// it in flight either, every byte of it is written back.
-    fn forget_if_clean(&mut self, key: ObjectKey) {
-        let in_flight = self.rpcs.values().any(|r| matches!(r, Rpc::Write { key: k, .. } if *k == key));
-        if !in_flight {
-            self.dirty_keys.remove(&key);
-        }
     }
 
     pub(super) fn on_write_reply(
@@ -212,32 +161,30 @@ impl Client {
         let Some(Rpc::Write { key, offset, len, orphaned, pinned }) = self.take_rpc(ost, xid, is_write) else {
             return;
         };
-        let in_flight = self.writes_in_flight.get_mut(&ost).expect("write was counted");
-        *in_flight -= 1;
         if orphaned {
             return; // counted as lost when the eviction discarded the pages
         }
         match result {
             Ok(()) => {
                 self.counters.bytes_written += len;
-                self.uncommitted.insert(key);
+                self.writeback.note_uncommitted(key);
                 if self.config.recovery && transno > Transno(0) {
                     let data = match pinned {
                         Some(span) => Payload::Pages(Box::new(span)),
                         None => Payload::Phantom(len),
                     };
-                    self.replay.keep(ost, transno, Change::Write { key, offset, data, proof });
+                    self.recovery.replay_mut().keep(ost, transno, Change::Write { key, offset, data, proof });
                     self.ask_commit_if_due(ost);
                 }
-                self.cache.writeback_done(key, offset, len);
+                self.writeback.writeback_done(key, offset, len);
                 self.trim_cache(key, Extent::from_offset_len(offset, len));
             }
             Err(_) if crate::planted::active(crate::planted::Bug::IgnoreWriteError) => {
-                self.cache.writeback_done(key, offset, len);
+                self.writeback.writeback_done(key, offset, len);
             }
             Err(error) => {
                 tracing::warn!(client = self.id.0, %ost, %error, "write RPC failed; its bytes are lost");
-                let lost = self.cache.writeback_failed(key, offset, len);
+                let lost = self.writeback.writeback_failed(key, offset, len);
                 self.record_write_error(&[key].into(), ost, &LossCause::WriteFailed(error));
                 self.report_loss(ost, lost);
             }
@@ -278,16 +225,14 @@ impl Client {
             Some(file) => file.layout.stripe_of(key).is_some(),
             None => op.steps.iter().any(|step| step.key == key),
         };
-        let mut keys: SmallVec<[ObjectKey; 4]> = self.uncommitted.iter().copied().filter(|&key| of_file(key)).collect();
-        keys.sort_unstable();
-        let op = self.ops.get_mut(&id).expect("live op");
+        let keys = self.writeback.take_uncommitted(of_file);
+        let op = self.ops.get_mut(id).expect("live op");
         op.kind = OpKind::Fsync { committing: true, failed_ost: None };
         if keys.is_empty() {
             return Ok(Commit::Done);
         }
         op.state = OpState::WaitRpcs { outstanding: keys.len(), failed: None };
         for key in keys {
-            self.uncommitted.remove(&key);
             self.send_sync(id, key);
         }
         Ok(Commit::Sent)

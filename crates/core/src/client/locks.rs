@@ -10,6 +10,21 @@
 //!
 //! Locks are named here by a client-local [`LocalLock`] id, because the
 //! server's handle is unknown until the enqueue reply arrives.
+//!
+//! A lock's life in the cache: inserted when its enqueue is sent
+//! ([`LockCache::insert`]); marked returning when called back or given back
+//! ([`LockCache::note_returning`], [`LockCache::begin_cancel`]); taken out
+//! when its cancel is sent ([`LockCache::cancelled`]), or when it is lost
+//! or refused ([`LockCache::remove`]). Ids are handed out in order and
+//! never reused.
+//!
+//! Invariants ([`LockCache::check_invariants`]):
+//! * every lock called back or being cancelled is in the returning set;
+//! * the extent index, the handle index and the LRU agree with the locks
+//!   (the LRU holds exactly the idle ones, at their last use);
+//! * no entry is kept after its cancel: the locks held are exactly those
+//!   inserted and not yet taken out, so a lock the OST has forgotten never
+//!   serves this client again.
 
 use crate::extent::Extent;
 use crate::ldlm::proof::LockProof;
@@ -136,6 +151,9 @@ pub struct LockCache {
     /// reads goes through (`check_invariants` verifies it).
     idle: BTreeSet<(Instant, LocalLock)>,
     next: u64,
+    /// Locks taken out so far (cancelled, lost or refused): with `next`,
+    /// how many the cache must hold.
+    gone: u64,
 }
 
 impl LockCache {
@@ -201,8 +219,39 @@ impl LockCache {
         self.by_xid.insert(xid, id);
     }
 
+    /// Start giving lock `id` back, if it is granted (idempotent): it
+    /// serves no new request, and its cancel waits for its users and its
+    /// dirty bytes.
+    pub fn begin_cancel(&mut self, id: LocalLock) {
+        if let Some(lock) = self.locks.get_mut(&id) {
+            if lock.is_granted() {
+                lock.state = ClientLockState::Cancelling;
+                self.note_returning(id);
+            }
+        }
+    }
+
+    /// Lock `id`'s cancel is being sent: it is taken out (returned), and
+    /// never serves this client again.
+    pub fn cancelled(&mut self, id: LocalLock) -> ClientLock {
+        let lock = self.locks.get(&id).expect("a cancelled lock is held");
+        assert_eq!(lock.state, ClientLockState::Cancelling, "lock cache: {id:?} cancelled without being given back");
+        assert_eq!(lock.users, 0, "lock cache: {id:?} cancelled while in use");
+        assert!(lock.handle.is_some(), "lock cache: {id:?} cancelled without a server handle");
+        if crate::planted::active(crate::planted::Bug::KeepCancelledLock) {
+            let lock = lock.clone();
+            self.returning.remove(&id);
+            self.gone += 1;
+            return lock;
+        }
+        let lock = self.remove(id).expect("held");
+        debug_assert!(!self.returning.contains(&id) && self.by_handle(lock.key.ost, lock.handle.unwrap()).is_none());
+        lock
+    }
+
     pub fn remove(&mut self, id: LocalLock) -> Option<ClientLock> {
         let lock = self.locks.remove(&id)?;
+        self.gone += 1;
         if let Some(h) = lock.handle {
             self.by_handle.remove(&(lock.key.ost, h));
         }
@@ -300,9 +349,16 @@ impl LockCache {
         self.returning.iter().map(|id| (*id, &self.locks[id]))
     }
 
-    /// Panics if the `returning` set misses a lock that belongs in it, or
-    /// the extent index disagrees with the locks.
+    /// Panics if an entry outlives its cancel, the `returning` set misses a
+    /// lock that belongs in it, or an index disagrees with the locks.
     pub fn check_invariants(&self) {
+        let held = self.next - self.gone;
+        assert_eq!(
+            self.locks.len() as u64,
+            held,
+            "lock cache: {} entries for {held} locks not yet taken out (an entry kept after its cancel)",
+            self.locks.len()
+        );
         for (id, l) in &self.locks {
             if l.callback_pending || l.state == ClientLockState::Cancelling {
                 assert!(self.returning.contains(id), "lock {id:?} called back but not tracked");
@@ -318,6 +374,16 @@ impl LockCache {
         }
         let indexed: usize = self.by_key.values().map(|index| index.by_start.len()).sum();
         assert_eq!(indexed, self.locks.len(), "extent index holds gone locks");
+        for (&(ost, handle), id) in &self.by_handle {
+            let lock = self.locks.get(id);
+            assert!(
+                lock.is_some_and(|l| l.key.ost == ost && l.handle == Some(handle)),
+                "lock cache: handle {handle:?} of {ost} names {id:?}, which does not hold it"
+            );
+        }
+        for id in &self.returning {
+            assert!(self.locks.contains_key(id), "lock cache: returning {id:?} is gone");
+        }
     }
 
     /// Every lock, in id order.

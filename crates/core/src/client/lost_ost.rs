@@ -3,7 +3,7 @@
 //! it start over or fail, and lost bytes are reported.
 
 use super::locks::LocalLock;
-use super::ops::OpState;
+use super::op_table::OpState;
 use super::{Client, ClientError, ClientEvent, LossCause, OpId, Rpc};
 use crate::msg::ToOst;
 use crate::units::{Instant, ObjectKey, OstIndex};
@@ -12,11 +12,7 @@ use std::collections::BTreeSet;
 impl Client {
     pub(super) fn on_evicted(&mut self, ost: OstIndex) {
         self.counters.evictions += 1;
-        for (&id, op) in self.ops.iter_mut() {
-            if let Some(until) = op.forget_locks_on(ost) {
-                self.copy_ends.remove(&(until, id));
-            }
-        }
+        self.ops.forget_locks_on(ost);
         let mut truncated_away: Vec<(ObjectKey, u64)> = Vec::new();
         for rpc in self.rpcs.values_mut() {
             match rpc {
@@ -32,7 +28,7 @@ impl Client {
                 _ => {}
             }
         }
-        let events_before = self.events.len();
+        let events_before = self.outbox.events_len();
         for (key, bytes) in truncated_away {
             self.record_write_error(&[key].into(), ost, &LossCause::Evicted);
             self.report_loss(ost, bytes);
@@ -40,12 +36,12 @@ impl Client {
         self.forget_ost_data(ost, LossCause::Evicted);
         if self.config.recovery {
             self.drop_replay(ost, &LossCause::Evicted);
-            self.imports.get_mut(ost).state = super::imports::ImportState::Connecting { resume: false };
+            self.recovery.import_mut(ost).state = super::imports::ImportState::Connecting { resume: false };
         }
         if crate::planted::active(crate::planted::Bug::SilentEviction) {
-            self.events.truncate(events_before);
+            self.outbox.truncate_events(events_before);
         }
-        self.transmits.push_back((ost, ToOst::Connect { resume: None }));
+        self.outbox.transmit(ost, ToOst::Connect { resume: None });
     }
 
     /// The driver lost its connection to `ost` and could not restore it:
@@ -56,7 +52,7 @@ impl Client {
     pub fn handle_unreachable(&mut self, now: Instant, ost: OstIndex, reason: &str) {
         let mut failed: Vec<OpId> = Vec::new();
         let mut unsynced: Vec<ObjectKey> = Vec::new();
-        self.rpcs.retain(|_, rpc| match rpc {
+        self.rpcs.retain(|rpc| match rpc {
             Rpc::Write { key, .. } => key.ost != ost,
             Rpc::Sync { op, key } => {
                 if key.ost == ost {
@@ -79,27 +75,27 @@ impl Client {
                 key.ost != ost
             }
             Rpc::Punch { op, .. } | Rpc::Getattr { op, .. } => {
-                let touches = self.ops.get(op).is_some_and(|o| o.steps.iter().any(|s| s.key.ost == ost));
+                let touches = self.ops.get(*op).is_some_and(|o| o.steps.iter().any(|s| s.key.ost == ost));
                 if touches {
                     failed.push(*op);
                 }
                 !touches
             }
         });
-        self.uncommitted.extend(unsynced);
-        self.writes_in_flight.remove(&ost);
-        self.reads_in_flight.remove(&ost);
-        for (id, op) in &self.ops {
+        for key in unsynced {
+            self.writeback.note_uncommitted(key);
+        }
+        for (id, op) in self.ops.iter() {
             let on_ost = op.steps.get(op.index).is_some_and(|s| s.key.ost == ost);
             let waits_on_all = matches!(op.state, OpState::WaitFlush) && op.steps.iter().any(|s| s.key.ost == ost);
             if on_ost || waits_on_all {
-                failed.push(*id);
+                failed.push(id);
             }
         }
         failed.sort();
         failed.dedup();
         for id in failed {
-            if self.ops.contains_key(&id) {
+            if self.ops.contains(id) {
                 // Its lock may be on another OST, which keeps it: give the
                 // reference back (a lock of `ost` goes below anyway).
                 self.release(now, id);
@@ -111,7 +107,7 @@ impl Client {
         if self.config.recovery {
             self.drop_replay(ost, &cause);
             // The next request starts a fresh session.
-            self.imports.get_mut(ost).state = super::imports::ImportState::New;
+            self.recovery.import_mut(ost).state = super::imports::ImportState::New;
         }
         self.run(now);
     }
@@ -129,8 +125,8 @@ impl Client {
             self.locks.remove(id);
         }
         // The OST dropped this client's locks too (or is given up).
-        self.unclaimed.retain(|(o, _), _| *o != ost);
-        let unstable = self.cache.unstable_objects(ost);
+        self.recovery.forget_unclaimed(ost);
+        let unstable = self.writeback.cache().unstable_objects(ost);
         self.record_write_error(&unstable, ost, &cause);
         let mut orphaned: Vec<(ObjectKey, crate::ldlm::GroupId)> = Vec::new();
         for file in self.files.values_mut() {
@@ -147,10 +143,9 @@ impl Client {
             .map(|(id, _)| id)
             .collect();
         for id in stranded {
-            self.begin_cancel(id);
+            self.locks.begin_cancel(id);
         }
-        self.dirty_keys.retain(|k, _| k.ost != ost);
-        let lost = self.cache.discard_ost(ost);
+        let lost = self.writeback.discard_ost(ost);
         self.report_loss(ost, lost);
     }
 
@@ -175,18 +170,16 @@ impl Client {
             }
         }
         for &key in lost.difference(&told) {
-            if self.unreported.len() >= super::UNREPORTED_LOSSES_MAX && !self.unreported.contains_key(&key) {
+            if !self.recovery.keep_unreported(key, &error) {
                 tracing::warn!(client = self.id.0, %ost, "too many unreported losses: this one is not kept for the next open");
-                continue;
             }
-            self.unreported.entry(key).or_insert_with(|| error.clone());
         }
     }
 
     pub(super) fn report_loss(&mut self, ost: OstIndex, bytes: u64) {
         if bytes > 0 {
             self.counters.bytes_lost += bytes;
-            self.events.push_back(ClientEvent::DataLost { ost, bytes });
+            self.outbox.event(ClientEvent::DataLost { ost, bytes });
         }
     }
 }

@@ -48,6 +48,13 @@ pub mod osc_stats;
 pub mod pagecache;
 pub mod replay;
 
+mod error;
+mod op_table;
+mod outbox;
+mod recovery;
+mod rpc_book;
+mod writeback;
+
 mod flush;
 mod lost_ost;
 mod ops;
@@ -57,20 +64,27 @@ mod pagecache_diff_tests;
 mod reference_cache;
 mod session;
 
-use crate::errno::Errno;
+pub use error::{ClientError, LossCause};
+pub use op_table::{FileHandle, OpId};
+pub use outbox::{ClientEvent, OpOutput, OUTBOX_MESSAGES_MAX};
+pub use recovery::{UNCLAIMED_LOCKS_MAX, UNREPORTED_LOSSES_MAX};
+
 use crate::layout::Layout;
 use crate::ldlm::GroupId;
 use crate::msg::{Cut, IoError, Payload, PayloadKind, ToClient, ToOst};
-use crate::pages::{PagePool, PageSpan};
+use crate::pages::PagePool;
 use crate::units::{ClientId, Duration, Instant, ObjectKey, OstIndex, Xid};
 use ladvise::{Advice, LadviseError, LockaheadResult, Validated};
 use locks::{LocalLock, LockCache};
-use ops::{Op, OpKind, OpState};
+use op_table::{Op, OpKind, OpTable};
 use osc_stats::{ClientStats, OscStats};
+use outbox::Outbox;
 use pagecache::PageCache;
-use rustc_hash::{FxHashMap, FxHashSet};
+use recovery::Recovery;
+use rpc_book::{Rpc, RpcBook};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
+use writeback::Writeback;
 
 /// Lustre's default bulk RPC size (the classic LNet MTU).
 pub const RPC_BYTES_MAX_DEFAULT: u64 = 1 << 20;
@@ -90,13 +104,6 @@ pub const LRU_AGE_MAX_DEFAULT: Duration = Duration::from_secs(600);
 /// Acknowledged but uncommitted bytes kept per OST for replay (four dirty
 /// allowances): past half of it the client asks the OST to commit.
 pub const UNSTABLE_BYTES_MAX_DEFAULT: u64 = 4 * DIRTY_BYTES_MAX_DEFAULT;
-/// Lock handles an OST named in a completion or a callback while this
-/// client did not know them yet (see `Client::on_unknown_lock`), kept at
-/// most; past it an unknown handle is given back at once.
-pub const UNCLAIMED_LOCKS_MAX: usize = 1024;
-/// Objects whose lost bytes no open file could report, kept for the next
-/// open of their file (see `Client::record_write_error`), at most.
-pub const UNREPORTED_LOSSES_MAX: usize = 4096;
 
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
@@ -229,14 +236,6 @@ pub enum Tunable {
     RpcBytesMax(u64),
 }
 
-/// A file opened on this client.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct FileHandle(pub u64);
-
-/// An operation started on this client.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct OpId(pub u64);
-
 #[derive(Clone, Debug)]
 struct OpenFile {
     layout: Layout,
@@ -249,130 +248,6 @@ struct OpenFile {
     /// fsync or close reports it, once, as Lustre reports an asynchronous
     /// write error.
     write_error: Option<ClientError>,
-}
-
-/// What a finished operation produced.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum OpOutput {
-    Written(u64),
-    Read(Vec<u8>),
-    /// A read of this many bytes by a client of phantom payloads.
-    ReadPhantom(u64),
-    Synced,
-    Closed,
-    /// A file's size, and the bytes of space its objects hold.
-    Size {
-        size: u64,
-        allocated: u64,
-    },
-    Truncated,
-    /// A hole punched or space reserved (`fallocate`).
-    Allocated,
-    GroupLocked,
-    GroupUnlocked,
-    LockaheadDone,
-    /// Synchronous cache advice answered by every OST it went to.
-    Advised,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ClientError {
-    #[error("no such open file handle")]
-    BadFile,
-    #[error("I/O failed on {ost}: {error}")]
-    Io { ost: OstIndex, error: IoError },
-    #[error("offset {offset} + length {len} is beyond the largest file offset")]
-    TooLarge { offset: u64, len: u64 },
-    #[error("file has no group lock {0}; take it with group_lock first")]
-    NoGroupLock(u64),
-    #[error("a group lock is already held on this file")]
-    GroupLockHeld,
-    #[error(transparent)]
-    Ladvise(#[from] LadviseError),
-    #[error("{ost} is unreachable: {reason}")]
-    Unreachable { ost: OstIndex, reason: String },
-    #[error("data written through this file was lost before it was durable on {ost}: {cause}; write it again")]
-    WriteLost { ost: OstIndex, cause: LossCause },
-    #[error("protocol error: {0}")]
-    Protocol(&'static str),
-    #[error("invalid client configuration: {0}")]
-    Config(String),
-    #[error(
-        "waited {waited_s} s for a {mode} lock on {ost}, held off by another client's lock (a GROUP lock \
-         holds until its holder releases it); try again later, or raise the client's timeout"
-    )]
-    LockWaitTimeout { ost: OstIndex, mode: &'static str, waited_s: u64 },
-    #[error("this client holds {held} payloads and cannot take {offered} ones; use one client per kind")]
-    MixedPayloads { held: PayloadKind, offered: PayloadKind },
-    #[error("fallocate of {0:?}: a hole or a reservation of at least one byte (a truncate sets a size)")]
-    InvalidCut(Cut),
-}
-
-impl ClientError {
-    /// The error number a program sees for it (what a POSIX layer returns).
-    pub fn errno(&self) -> Errno {
-        match self {
-            ClientError::BadFile => Errno::EBADF,
-            ClientError::Io { error, .. } => error.errno(),
-            ClientError::TooLarge { .. } => Errno::EFBIG,
-            ClientError::NoGroupLock(_) | ClientError::GroupLockHeld | ClientError::Ladvise(_) => Errno::EINVAL,
-            ClientError::Unreachable { .. } => Errno::EIO,
-            ClientError::WriteLost { cause, .. } => cause.errno(),
-            ClientError::Protocol(_) => Errno::EIO,
-            ClientError::Config(_) | ClientError::MixedPayloads { .. } | ClientError::InvalidCut(_) => Errno::EINVAL,
-            ClientError::LockWaitTimeout { .. } => Errno::ETIMEDOUT,
-        }
-    }
-}
-
-/// Why bytes a program wrote were lost before they were durable.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum LossCause {
-    #[error("the OST evicted this client")]
-    Evicted,
-    #[error("{0}")]
-    Unreachable(String),
-    #[error("the OST failed a write: {0}")]
-    WriteFailed(IoError),
-    #[error("the OST could not make it durable: {0}")]
-    SyncFailed(IoError),
-}
-
-impl LossCause {
-    /// `ENOSPC` for a full OST (as Linux reports a failed writeback), `EIO`
-    /// otherwise.
-    pub fn errno(&self) -> Errno {
-        match self {
-            LossCause::WriteFailed(error) | LossCause::SyncFailed(error) => match error.errno() {
-                Errno::ENOSPC | Errno::EDQUOT => Errno::ENOSPC,
-                _ => Errno::EIO,
-            },
-            LossCause::Evicted | LossCause::Unreachable(_) => Errno::EIO,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ClientEvent {
-    OpDone {
-        op: OpId,
-        result: Result<OpOutput, ClientError>,
-    },
-    /// Dirty data lost: the OST evicted this client, the connection to it
-    /// was lost, or it refused a write RPC. The files concerned also fail
-    /// their next fsync or close with [`ClientError::WriteLost`].
-    DataLost {
-        ost: OstIndex,
-        bytes: u64,
-    },
-    /// `ost` restarted and keeps this client's requests until the clients
-    /// it knew have replayed: at most `remaining` more, `clients_left` of
-    /// them still to come (see [`crate::msg::ToClient::Recovering`]).
-    OstRecovering {
-        ost: OstIndex,
-        remaining: Duration,
-        clients_left: u32,
-    },
 }
 
 /// What this client did, for statistics.
@@ -392,14 +267,6 @@ pub struct ClientCounters {
     pub bytes_lost: u64,
 }
 
-/// An object with bytes written since it was last found clean.
-#[derive(Clone, Copy, Debug, Default)]
-struct DirtyObject {
-    written_bytes: u64,
-    /// Where the next whole-object writeback looks first.
-    cursor: u64,
-}
-
 /// Where an fsync's sync RPCs stand.
 enum Commit {
     /// Just sent.
@@ -407,72 +274,6 @@ enum Commit {
     Waiting,
     /// All answered (or none needed).
     Done,
-}
-
-/// An RPC waiting for its reply.
-#[derive(Clone, Debug)]
-enum Rpc {
-    /// `pinned` holds the frames the RPC names until its reply: a driver
-    /// that lets the server read them in place (shared memory) relies on it.
-    Write {
-        key: ObjectKey,
-        offset: u64,
-        len: u64,
-        orphaned: bool,
-        pinned: Option<PageSpan>,
-    },
-    Read {
-        op: OpId,
-        key: ObjectKey,
-        offset: u64,
-        len: u64,
-    },
-    /// `dropped`: dirty bytes past a truncate's size it took out of the
-    /// cache, lost if the punch fails.
-    Punch {
-        op: OpId,
-        key: ObjectKey,
-        cut: Cut,
-        dropped: u64,
-    },
-    Getattr {
-        op: OpId,
-        stripe: u32,
-        ost: OstIndex,
-    },
-    /// An fsync's `OST_SYNC` of one object.
-    Sync {
-        op: OpId,
-        key: ObjectKey,
-    },
-    /// A commit asked because uncommitted bytes pile up (soft sync).
-    Commit {
-        key: ObjectKey,
-    },
-    /// Cache advice on `[start, end)` of an object, for an operation
-    /// waiting on it, or for none (asynchronous advice).
-    Advise {
-        op: Option<OpId>,
-        key: ObjectKey,
-        advice: crate::msg::CacheAdvice,
-        start: u64,
-        end: u64,
-    },
-}
-
-impl Rpc {
-    /// The OST it was sent to.
-    fn ost(&self) -> OstIndex {
-        match self {
-            Rpc::Write { key, .. }
-            | Rpc::Read { key, .. }
-            | Rpc::Sync { key, .. }
-            | Rpc::Punch { key, .. }
-            | Rpc::Commit { key }
-            | Rpc::Advise { key, .. } => key.ost,
-            Rpc::Getattr { ost, .. } => *ost,
-        }
-    }
 }
 
 /// What one pass of [`Client::run`] moved.
@@ -491,95 +292,59 @@ impl Pass {
     }
 }
 
+/// One client node, composed of parts that each own their state and keep
+/// their own invariants: the operations table, the RPC book, writeback
+/// (with the page cache), the lock cache, the outbox and recovery. The
+/// client itself keeps what ties them together (open files, counters,
+/// the payload kind) and checks the rules that span parts.
 pub struct Client {
     id: ClientId,
     config: ClientConfig,
     files: BTreeMap<FileHandle, OpenFile>,
     locks: LockCache,
-    cache: PageCache,
-    ops: BTreeMap<OpId, Op>,
-    /// When each write step copying into the page cache ends: the ops in
-    /// `OpState::Copying`, by end.
-    copy_ends: BTreeSet<(Instant, OpId)>,
-    /// When each lock waiting at its OST is withdrawn (with
-    /// `lock_wait_max`). An entry whose lock stopped waiting is dropped
-    /// when its time comes; at most one per lock.
-    lock_wait_ends: BTreeSet<(Instant, LocalLock)>,
-    rpcs: FxHashMap<Xid, Rpc>,
-    writes_in_flight: FxHashMap<OstIndex, usize>,
-    /// Read RPCs in flight per OST (for `rpc_stats`; reads have no limit).
-    reads_in_flight: FxHashMap<OstIndex, usize>,
-    /// Bytes written per object since it was last found fully written back:
-    /// what the writeback pump looks at, so that it never scans the cache.
-    dirty_keys: BTreeMap<ObjectKey, DirtyObject>,
-    /// Objects with writes the OSTs acknowledged that no fsync has made
-    /// durable yet: what an fsync asks their OSTs to sync (`OST_SYNC`).
-    uncommitted: FxHashSet<ObjectKey>,
-    transmits: VecDeque<(OstIndex, ToOst)>,
-    events: VecDeque<ClientEvent>,
-    /// What `pump_writeback` must write, kept between calls (no allocation
-    /// per call).
-    flush_scratch: Vec<(ObjectKey, crate::Extent)>,
+    /// Operations in progress, with their copy and lock-wait deadlines.
+    ops: OpTable,
+    /// RPCs awaiting their replies, and the xids.
+    rpcs: RpcBook,
+    /// The page cache, its dirty and uncommitted objects.
+    writeback: Writeback,
+    /// Messages for the OSTs and events for the application.
+    outbox: Outbox,
+    /// Sessions, copies kept for replay, unclaimed handles, unreported losses.
+    recovery: Recovery,
     counters: ClientCounters,
     /// Histograms and counters per OST and per mount (see [`osc_stats`]).
     stats: ClientStats,
     /// The kind of payload this client holds, once it has cached one.
     payload_kind: Option<PayloadKind>,
-    /// Sessions with the OSTs (with `config.recovery`).
-    imports: imports::Imports,
-    /// Acknowledged changes kept until committed (with `config.recovery`).
-    replay: replay::ReplayLog,
-    /// Handles an OST named in a completion or a callback before the
-    /// answer to one of this client's enqueues could say they were its
-    /// own: whether each was called back.
-    unclaimed: BTreeMap<(OstIndex, crate::units::LockHandle), bool>,
-    /// Losses of objects no open file had: the next open of their file
-    /// reports them, as Linux reports a writeback error nobody has seen to
-    /// the next fsync of the file, whichever descriptor it comes through.
-    unreported: BTreeMap<ObjectKey, ClientError>,
     file_next: u64,
-    op_next: u64,
-    xid_next: u64,
 }
 
 impl Client {
     pub fn new(id: ClientId, config: ClientConfig) -> Result<Self, ClientError> {
         config.validate()?;
+        let recovery = Recovery::new(config.recovery);
         Ok(Client {
             id,
             config,
             files: BTreeMap::new(),
             locks: LockCache::default(),
-            cache: PageCache::new(),
-            ops: BTreeMap::new(),
-            copy_ends: BTreeSet::new(),
-            lock_wait_ends: BTreeSet::new(),
-            rpcs: FxHashMap::default(),
-            writes_in_flight: FxHashMap::default(),
-            reads_in_flight: FxHashMap::default(),
-            dirty_keys: BTreeMap::new(),
-            uncommitted: FxHashSet::default(),
-            transmits: VecDeque::new(),
-            events: VecDeque::new(),
-            flush_scratch: Vec::new(),
+            ops: OpTable::default(),
+            rpcs: RpcBook::default(),
+            writeback: Writeback::new(PageCache::new()),
+            outbox: Outbox::default(),
+            recovery,
             counters: ClientCounters::default(),
             stats: ClientStats::default(),
             payload_kind: None,
-            imports: imports::Imports::default(),
-            replay: replay::ReplayLog::default(),
-            unclaimed: BTreeMap::new(),
-            unreported: BTreeMap::new(),
             file_next: 1,
-            op_next: 1,
-            xid_next: 1,
         })
     }
 
     /// This client's frames come from `pool` (the heap by default). Set it
     /// before anything is cached.
     pub fn with_page_pool(mut self, pool: PagePool) -> Self {
-        assert_eq!(self.cache.cached_pages(), 0, "page pool changed under cached pages");
-        self.cache = PageCache::with_pool(pool);
+        self.writeback.set_pool(pool);
         self
     }
 
@@ -593,7 +358,7 @@ impl Client {
         self.counters
     }
     pub fn cache(&self) -> &PageCache {
-        &self.cache
+        self.writeback.cache()
     }
     /// Statistics since [`Client::reset_stats`] (or since the start).
     pub fn stats(&self) -> &ClientStats {
@@ -605,8 +370,7 @@ impl Client {
     }
     /// Read and write RPCs in flight to `ost` now.
     pub fn rpcs_in_flight(&self, ost: OstIndex) -> (usize, usize) {
-        let count = |map: &FxHashMap<OstIndex, usize>| map.get(&ost).copied().unwrap_or(0);
-        (count(&self.reads_in_flight), count(&self.writes_in_flight))
+        self.rpcs.in_flight(ost)
     }
     /// The statistics of `ost`'s OSC.
     fn osc(&mut self, ost: OstIndex) -> &mut OscStats {
@@ -652,10 +416,10 @@ impl Client {
         if let Tunable::CachedBytesMax(bytes) = tunable {
             let keys: BTreeSet<ObjectKey> = self.locks.iter().map(|(_, l)| l.key).collect();
             for key in keys {
-                if self.cache.cached_pages() as u64 * crate::units::PAGE_SIZE <= bytes {
+                if self.writeback.cache().cached_pages() as u64 * crate::units::PAGE_SIZE <= bytes {
                     break;
                 }
-                self.cache.drop_clean(key, crate::Extent::WHOLE);
+                self.writeback.drop_clean(key, crate::Extent::WHOLE);
             }
         }
         // Ages the LRU with the new age, trims it to the new size and
@@ -666,11 +430,11 @@ impl Client {
     /// Acknowledged bytes kept for replay until their OSTs commit them
     /// (Lustre's unstable pages).
     pub fn unstable_bytes(&self) -> u64 {
-        self.replay.total_bytes()
+        self.recovery.replay().total_bytes()
     }
     /// The session with `ost` (Lustre's import), as `osc.*.import` shows it.
     pub fn import(&self, ost: OstIndex) -> imports::Import {
-        self.imports.get(ost)
+        self.recovery.import(ost)
     }
 
     pub fn lock_cache(&self) -> &LockCache {
@@ -694,11 +458,9 @@ impl Client {
         let fh = FileHandle(self.file_next);
         self.file_next += 1;
         let mut write_error = None;
-        if !self.unreported.is_empty() {
-            for key in layout.objects() {
-                if let Some(error) = self.unreported.remove(key) {
-                    write_error.get_or_insert(error);
-                }
+        for key in layout.objects() {
+            if let Some(error) = self.recovery.take_unreported(*key) {
+                write_error.get_or_insert(error);
             }
         }
         self.stats.llite.opens += 1;
@@ -743,7 +505,7 @@ impl Client {
     /// Read `len` bytes at `offset`; holes read as zeros. A client of
     /// phantom payloads completes it with [`OpOutput::ReadPhantom`].
     pub fn read(&mut self, now: Instant, fh: FileHandle, offset: u64, len: u64) -> OpId {
-        self.start(now, fh, OpKind::Read { len, buf: ops::ReadBuf::Empty }, offset, len)
+        self.start(now, fh, OpKind::Read { len, buf: op_table::ReadBuf::Empty }, offset, len)
     }
 
     /// Write back every dirty byte of the file, wait for the OSTs, then ask
@@ -856,7 +618,7 @@ impl Client {
             ToClient::SyncReply { xid, result } => self.on_sync_reply(from, xid, result),
             ToClient::AdviseReply { xid, result } => self.on_advise_reply(from, xid, result),
             ToClient::Glimpse { xid, object, .. } => {
-                let size = self.cache.object_cached_end(ObjectKey { ost: from, object });
+                let size = self.writeback.cache().object_cached_end(ObjectKey { ost: from, object });
                 self.send(from, ToOst::GlimpseReply { xid, size });
             }
             ToClient::Evicted => self.on_evicted(from),
@@ -866,7 +628,7 @@ impl Client {
             ToClient::LockLost { lock } => self.on_lock_lost(from, lock),
             ToClient::Disconnected => self.on_disconnected(from),
             ToClient::Recovering { remaining, clients_left } => {
-                self.events.push_back(ClientEvent::OstRecovering { ost: from, remaining, clients_left });
+                self.outbox.event(ClientEvent::OstRecovering { ost: from, remaining, clients_left });
             }
             ToClient::Failed => {
                 tracing::warn!(client = self.id.0, ost = %from, "the OST is out of service");
@@ -881,7 +643,7 @@ impl Client {
     pub fn release_all(&mut self, now: Instant) {
         let granted: Vec<LocalLock> = self.locks.iter().filter(|(_, l)| l.is_granted()).map(|(id, _)| id).collect();
         for id in granted {
-            self.begin_cancel(id);
+            self.locks.begin_cancel(id);
         }
         self.run(now);
     }
@@ -891,7 +653,7 @@ impl Client {
         // Those whose last use plus the age limit is now or earlier.
         let aged = now.0.checked_sub(self.config.lru_age_max.as_ns());
         for id in aged.map(|t| self.locks.unused_since(Instant(t))).unwrap_or_default() {
-            self.begin_cancel(id);
+            self.locks.begin_cancel(id);
         }
         self.end_lock_waits(now);
         self.run(now);
@@ -899,12 +661,12 @@ impl Client {
 
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<(OstIndex, ToOst)> {
-        self.transmits.pop_front()
+        self.outbox.pop_transmit()
     }
 
     #[must_use]
     pub fn poll_event(&mut self) -> Option<ClientEvent> {
-        self.events.pop_front()
+        self.outbox.pop_event()
     }
 
     /// When the oldest unused lock reaches the LRU age limit, or a write's
@@ -912,25 +674,36 @@ impl Client {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let lru = self.locks.oldest_unused().map(|t| t + self.config.lru_age_max);
-        let lock_wait = self.lock_wait_ends.first().map(|&(t, _)| t);
-        self.copy_ends.first().map(|&(t, _)| t).into_iter().chain(lru).chain(lock_wait).min()
+        let lock_wait = self.ops.first_lock_wait_end();
+        self.ops.first_copy_end().into_iter().chain(lru).chain(lock_wait).min()
     }
 
-    /// Panics if a coherence invariant is broken.
+    /// Panics if a coherence invariant is broken: each part's own first,
+    /// then the rules that span parts.
     pub fn check_invariants(&self) {
-        self.cache.check_invariants();
         self.locks.check_invariants();
+        self.rpcs.check_invariants();
+        self.writeback.check_invariants();
+        self.ops.check_invariants();
+        self.outbox.check_invariants();
+        self.recovery.check_invariants();
         self.stats.check_invariants();
-        let copying: BTreeSet<(Instant, OpId)> = self
-            .ops
-            .iter()
-            .filter_map(|(&id, op)| match op.state {
-                OpState::Copying { until } => Some((until, id)),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(copying, self.copy_ends, "{}: copy ends disagree with the copying ops", self.id);
-        let (pages, data_pages) = (self.cache.cached_pages(), self.cache.data_pages());
+        self.check_payload_kind();
+        self.check_dirty_locked();
+        self.check_lock_users();
+        for (ost, handle) in self.recovery.unclaimed() {
+            assert!(
+                self.locks.by_handle(ost, handle).is_none(),
+                "{}: handle {handle:?} both held and unclaimed",
+                self.id
+            );
+        }
+    }
+
+    /// The pages cached are of the kind of payload the client holds.
+    fn check_payload_kind(&self) {
+        let cache = self.writeback.cache();
+        let (pages, data_pages) = (cache.cached_pages(), cache.data_pages());
         match self.payload_kind {
             None => assert_eq!(pages, 0, "{}: pages cached before any payload", self.id),
             Some(PayloadKind::Bytes) => {
@@ -940,9 +713,13 @@ impl Client {
                 assert_eq!(data_pages, 0, "{}: page buffers in a client of phantoms", self.id)
             }
         }
-        for key in self.cache.keys_with_dirty() {
-            assert!(self.dirty_keys.contains_key(&key), "{}: dirty object {key:?} not tracked for writeback", self.id);
-            for range in self.cache.dirty_ranges(key) {
+    }
+
+    /// Every dirty page lies under a granted (or cancelling) write lock.
+    fn check_dirty_locked(&self) {
+        let cache = self.writeback.cache();
+        for key in cache.keys_with_dirty() {
+            for range in cache.dirty_ranges(key) {
                 // Every dirty page's start under a write lock, a lock's
                 // extent skipped at once (a per-page walk made this check
                 // most of a long run's time).
@@ -960,6 +737,11 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// Each lock's user count is the operations holding it, and a granted
+    /// lock covers what was asked.
+    fn check_lock_users(&self) {
         let mut users: BTreeMap<LocalLock, u32> = BTreeMap::new();
         for op in self.ops.values() {
             if let Some(l) = op.holding {
@@ -969,31 +751,6 @@ impl Client {
         for (id, lock) in self.locks.iter() {
             assert_eq!(lock.users, users.get(&id).copied().unwrap_or(0), "lock {id:?} user count");
             assert!(lock.extent.contains(&lock.requested) || lock.is_pending(), "lock {id:?} smaller than asked");
-        }
-        for rpc in self.rpcs.values() {
-            if let Rpc::Write { len, pinned: Some(span), .. } = rpc {
-                assert_eq!(span.len(), *len, "{}: a write RPC pins other frames than it sent", self.id);
-            }
-        }
-        let writes: usize = self.writes_in_flight.values().sum();
-        let listed = self.rpcs.values().filter(|r| matches!(r, Rpc::Write { .. })).count();
-        assert_eq!(writes, listed, "write RPC accounting");
-        let reads: usize = self.reads_in_flight.values().sum();
-        let listed = self.rpcs.values().filter(|r| matches!(r, Rpc::Read { .. })).count();
-        assert_eq!(reads, listed, "read RPC accounting");
-        self.replay.check_invariants();
-        self.imports.check_invariants();
-        assert!(self.unclaimed.len() <= UNCLAIMED_LOCKS_MAX, "{}: unclaimed handles past their bound", self.id);
-        assert!(self.unreported.len() <= UNREPORTED_LOSSES_MAX, "{}: unreported losses past their bound", self.id);
-        for &(ost, handle) in self.unclaimed.keys() {
-            assert!(
-                self.locks.by_handle(ost, handle).is_none(),
-                "{}: handle {handle:?} both held and unclaimed",
-                self.id
-            );
-        }
-        if !self.config.recovery {
-            assert!(self.replay.is_empty(), "{}: changes kept for replay without recovery", self.id);
         }
     }
 
@@ -1006,36 +763,26 @@ impl Client {
         if self.config.recovery && !self.session_allows(to) {
             return;
         }
-        self.transmits.push_back((to, message));
+        self.outbox.transmit(to, message);
     }
 
     /// The RPC `xid`, taken out, if it went to `from` and `answers` says the
     /// reply is of its kind; a stray reply (an unknown or answered xid,
     /// another OST's, another kind of RPC's) leaves the books as they are.
     fn take_rpc(&mut self, from: OstIndex, xid: Xid, answers: fn(&Rpc) -> bool) -> Option<Rpc> {
-        match self.rpcs.get(&xid) {
-            Some(rpc) if rpc.ost() == from && answers(rpc) => {
-                if matches!(rpc, Rpc::Read { .. }) {
-                    *self.reads_in_flight.get_mut(&from).expect("read was counted") -= 1;
-                }
-                self.rpcs.remove(&xid)
-            }
-            _ => {
-                tracing::debug!(client = self.id.0, ost = %from, xid = xid.0, "stray reply ignored");
-                None
-            }
+        let rpc = self.rpcs.take(from, xid, answers);
+        if rpc.is_none() {
+            tracing::debug!(client = self.id.0, ost = %from, xid = xid.0, "stray reply ignored");
         }
+        rpc
     }
 
     fn xid(&mut self) -> Xid {
-        let x = Xid(self.xid_next);
-        self.xid_next += 1;
-        x
+        self.rpcs.xid()
     }
 
     fn start(&mut self, now: Instant, fh: FileHandle, kind: OpKind, offset: u64, len: u64) -> OpId {
-        let id = OpId(self.op_next);
-        self.op_next += 1;
+        let id = self.ops.next_id();
         let llite = &mut self.stats.llite;
         match &kind {
             OpKind::Write { .. } => llite.write_bytes.sample(len),
@@ -1053,18 +800,15 @@ impl Client {
                 self.ops.insert(id, op);
                 self.run(now);
             }
-            Err(error) => self.events.push_back(ClientEvent::OpDone { op: id, result: Err(error) }),
+            Err(error) => self.outbox.event(ClientEvent::OpDone { op: id, result: Err(error) }),
         }
         id
     }
 
     fn finish(&mut self, id: OpId, result: Result<OpOutput, ClientError>) {
-        let op = self.ops.remove(&id).expect("finishing a live op");
-        if let OpState::Copying { until } = op.state {
-            self.copy_ends.remove(&(until, id));
-        }
+        let op = self.ops.remove(id);
         debug_assert!(op.holding.is_none(), "op finished holding a lock");
-        self.events.push_back(ClientEvent::OpDone { op: id, result });
+        self.outbox.event(ClientEvent::OpDone { op: id, result });
     }
 
     /// Bring every operation, cancel and writeback as far as it can go.
@@ -1107,11 +851,11 @@ impl Client {
         let mut pass = Pass::default();
         // The ops live at the start of this pass, in id order (stepping
         // one may finish it, never start another).
-        let mut next = self.ops.keys().next().copied();
+        let mut next = self.ops.next_after(None);
         while let Some(id) = next {
             pass.ops_stepped += 1;
             pass.ops_moved |= self.step_op(now, id);
-            next = self.ops.range(OpId(id.0 + 1)..).next().map(|(&id, _)| id);
+            next = self.ops.next_after(Some(id));
         }
         pass.trimmed = self.trim_lru();
         pass.cancelled = self.pump_cancels();
@@ -1128,9 +872,10 @@ impl Client {
     /// cached and kept counts twice, so while commits are pending the cache
     /// may hold less than its budget.
     fn trim_cache(&mut self, key: ObjectKey, range: crate::Extent) {
-        let held = self.cache.cached_pages() as u64 * crate::units::PAGE_SIZE + self.replay.total_bytes();
+        let cached = self.writeback.cache().cached_pages() as u64 * crate::units::PAGE_SIZE;
+        let held = cached + self.recovery.replay().total_bytes();
         if held > self.config.cached_bytes_max {
-            self.cache.drop_clean(key, range);
+            self.writeback.drop_clean(key, range);
         }
     }
 

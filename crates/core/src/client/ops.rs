@@ -5,207 +5,25 @@
 //! [`Client::step_op`] whenever the client gets an input. A step that needs
 //! a lock either matches a cached one or enqueues a request and waits; it
 //! keeps a reference on the lock only while it copies or fetches bytes.
+//!
+//! The operations themselves, their states and deadlines are the
+//! operations table's (`op_table.rs`); this file plans and steps them,
+//! calling on the other parts (lock cache, writeback, RPC book, outbox).
 
 use super::ladvise::LockaheadResult;
 use super::locks::{ClientLock, ClientLockState, LocalLock};
+use super::op_table::{Op, OpKind, OpState, ReadBuf, Step, Steps};
+use super::writeback::Written;
 use super::{Client, ClientError, Commit, FileHandle, OpId, OpOutput, OpenFile, Rpc};
 use crate::extent::{Extent, EOF};
 use crate::layout::ObjectChunk;
-use crate::ldlm::{EnqueueFlags, GroupId, LockMode, LockRequest};
+use crate::ldlm::{EnqueueFlags, LockMode, LockRequest};
 use crate::msg::{CacheAdvice, Cut, IoError, Payload, PayloadKind, ToOst};
-use crate::units::{Duration, Instant, ObjectKey, OstIndex, PAGE_SIZE};
-use smallvec::SmallVec;
+use crate::units::{Duration, Instant, ObjectKey, PAGE_SIZE};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 #[path = "ops_replies.rs"]
 mod replies;
-
-#[derive(Debug)]
-pub(super) enum OpKind {
-    Write {
-        data: Payload,
-    },
-    Read {
-        len: u64,
-        buf: ReadBuf,
-    },
-    /// Flush, then (`committing`) the sync RPCs; `failed_ost` names the
-    /// OST whose sync failed.
-    Fsync {
-        committing: bool,
-        failed_ost: Option<OstIndex>,
-    },
-    /// Release the file's GROUP lock first (`unlocking`, as Lustre's
-    /// `ll_file_release` puts it), then flush and forget the handle.
-    Close {
-        unlocking: Option<GroupId>,
-    },
-    /// A glimpse of every object; `failed_ost` names the OST whose getattr
-    /// failed.
-    Stat {
-        sizes: Vec<u64>,
-        /// Each object's space, by stripe.
-        allocated: Vec<u64>,
-        failed_ost: Option<OstIndex>,
-    },
-    Truncate {
-        size: u64,
-    },
-    /// A hole or a reservation (never a [`Cut::Size`]: that is a
-    /// truncate), at file offsets; each step cuts its object's range.
-    Fallocate {
-        cut: Cut,
-    },
-    GroupLock {
-        gid: GroupId,
-    },
-    GroupUnlock {
-        gid: GroupId,
-    },
-    /// Synchronous lockahead: `(mode, start, end)` file ranges, inclusive;
-    /// `then` the synchronous cache advice given with it, which the
-    /// operation goes on to as [`OpKind::Advise`] once the locks are held.
-    Lockahead {
-        ranges: Vec<(LockMode, u64, u64)>,
-        then: Vec<(CacheAdvice, u64, u64)>,
-    },
-    /// Synchronous cache advice: `(advice, start, end)` file ranges,
-    /// inclusive, one step per object range they touch, all sent at once;
-    /// `hints[i]` is step `i`'s advice (made with the steps); `failed_ost`
-    /// names the OST whose answer was an error.
-    Advise {
-        ranges: Vec<(CacheAdvice, u64, u64)>,
-        hints: Vec<CacheAdvice>,
-        failed_ost: Option<OstIndex>,
-    },
-}
-
-/// Where a read gathers its steps' data. Nothing is allocated before the
-/// first step's data is there, and then only for bytes: a read by a client
-/// of phantoms never holds a buffer.
-#[derive(Debug)]
-pub(super) enum ReadBuf {
-    Empty,
-    Bytes(Vec<u8>),
-    Phantom,
-}
-
-impl ReadBuf {
-    /// Places one step's data at `at` of a read of `len` bytes.
-    fn put(&mut self, at: usize, piece: Payload, len: u64) -> Result<(), ClientError> {
-        let piece = match piece {
-            Payload::Pages(_) | Payload::Remote(_) => Payload::Bytes(piece.into_bytes().expect("bytes")),
-            piece => piece,
-        };
-        match (piece, &mut *self) {
-            // A read within one stripe chunk takes the cache's copy as it is.
-            (Payload::Bytes(bytes), ReadBuf::Empty) if at == 0 && bytes.len() as u64 == len => {
-                *self = ReadBuf::Bytes(bytes);
-            }
-            (Payload::Bytes(bytes), ReadBuf::Empty) => {
-                let mut buf = vec![0; len as usize];
-                buf[at..at + bytes.len()].copy_from_slice(&bytes);
-                *self = ReadBuf::Bytes(buf);
-            }
-            (Payload::Bytes(bytes), ReadBuf::Bytes(buf)) => buf[at..at + bytes.len()].copy_from_slice(&bytes),
-            (Payload::Phantom(_), ReadBuf::Empty | ReadBuf::Phantom) => *self = ReadBuf::Phantom,
-            (piece, held) => {
-                let held = if matches!(held, ReadBuf::Phantom) { PayloadKind::Phantom } else { PayloadKind::Bytes };
-                return Err(ClientError::MixedPayloads { held, offered: piece.kind() });
-            }
-        }
-        Ok(())
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum OpState {
-    Ready,
-    WaitLock(LocalLock),
-    /// Writes wait here while the OST's dirty limit is reached.
-    WaitDirty,
-    WaitRpcs {
-        outstanding: usize,
-        failed: Option<IoError>,
-    },
-    /// Fsync, close and group unlock wait here for writeback.
-    WaitFlush,
-    /// A write step copies its bytes into the page cache under its lock
-    /// until then (only with [`super::ClientConfig::copy_bytes_per_s`]).
-    Copying {
-        until: Instant,
-    },
-}
-
-/// One unit of work of an operation.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Step {
-    pub key: ObjectKey,
-    pub stripe: u32,
-    /// Object bytes the step touches (whole object for whole-file steps).
-    pub extent: Extent,
-    /// Where the step's bytes sit in the operation's buffer.
-    pub buf_offset: usize,
-    pub mode: LockMode,
-}
-
-/// The steps of an operation: a list, or one whole-object step per object
-/// of a file, made when asked for (fsync and close of a file striped over
-/// hundreds of OSTs, on thousands of clients, would otherwise build and
-/// free hundreds of steps each).
-#[derive(Clone, Debug)]
-pub(super) enum Steps {
-    /// Inline when there is one (a read or write within a stripe unit, the
-    /// usual write of a collective buffer or of a stripe-sized transfer).
-    List(SmallVec<[Step; 1]>),
-    /// Stripe `i` is `objects[i]`, the whole of it, in `mode`.
-    EveryStripe { objects: Arc<[ObjectKey]>, mode: LockMode },
-}
-
-impl Steps {
-    #[inline]
-    pub fn len(&self) -> usize {
-        match self {
-            Steps::List(steps) => steps.len(),
-            Steps::EveryStripe { objects, .. } => objects.len(),
-        }
-    }
-
-    #[inline]
-    pub fn get(&self, index: usize) -> Option<Step> {
-        (index < self.len()).then(|| self.at(index))
-    }
-
-    /// The step at `index`; panics past the last one.
-    #[inline]
-    pub fn at(&self, index: usize) -> Step {
-        match self {
-            Steps::List(steps) => steps[index],
-            Steps::EveryStripe { objects, mode } => Step {
-                key: objects[index],
-                stripe: index as u32, // a layout has at most STRIPE_COUNT_MAX stripes
-                extent: Extent::WHOLE,
-                buf_offset: 0,
-                mode: *mode,
-            },
-        }
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = Step> + '_ {
-        (0..self.len()).map(|i| self.at(i))
-    }
-}
-
-#[derive(Debug)]
-pub(super) struct Op {
-    pub fh: FileHandle,
-    pub kind: OpKind,
-    pub steps: Steps,
-    pub index: usize,
-    pub state: OpState,
-    pub holding: Option<LocalLock>,
-}
 
 impl Op {
     pub(super) fn plan(
@@ -308,26 +126,6 @@ impl Op {
             };
         Ok(Op { fh, kind, steps, index: 0, state: OpState::Ready, holding: None })
     }
-
-    /// The OST evicted us: locks there are gone; steps on it start over.
-    /// Returns the end of the copy into the page cache this interrupted, if
-    /// any (the client's `copy_ends` forgets it).
-    #[must_use]
-    pub(super) fn forget_locks_on(&mut self, ost: OstIndex) -> Option<Instant> {
-        let step = self.steps.get(self.index)?;
-        if step.key.ost != ost {
-            return None;
-        }
-        self.holding = None;
-        let interrupted = match self.state {
-            OpState::Copying { until } => Some(until),
-            _ => None,
-        };
-        if matches!(self.state, OpState::WaitLock(_) | OpState::WaitDirty | OpState::Copying { .. }) {
-            self.state = OpState::Ready;
-        }
-        interrupted
-    }
 }
 
 /// The object ranges (inclusive) of cache advice on `ranges` of a file
@@ -369,14 +167,14 @@ impl Client {
     pub(super) fn step_op(&mut self, now: Instant, id: OpId) -> bool {
         let mut progressed = false;
         loop {
-            let Some(op) = self.ops.get(&id) else { return progressed };
+            let Some(op) = self.ops.get(id) else { return progressed };
             if self.stalled(now, op) {
                 return progressed;
             }
             if op.index == op.steps.len() {
                 if let OpKind::Close { unlocking: Some(_) } = op.kind {
                     // The GROUP lock is given back: now the close proper.
-                    let op = self.ops.get_mut(&id).expect("live op");
+                    let op = self.ops.get_mut(id).expect("live op");
                     op.kind = OpKind::Close { unlocking: None };
                     if let Steps::EveryStripe { mode, .. } = &mut op.steps {
                         *mode = LockMode::ProtectedRead;
@@ -388,7 +186,7 @@ impl Client {
                 }
                 if matches!(&op.kind, OpKind::Lockahead { then, .. } if !then.is_empty()) {
                     // The locks are held: now the cache advice given with them.
-                    let op = self.ops.get_mut(&id).expect("live op");
+                    let op = self.ops.get_mut(id).expect("live op");
                     let OpKind::Lockahead { then, .. } = &mut op.kind else { unreachable!("checked") };
                     let advise = OpKind::Advise { ranges: std::mem::take(then), hints: Vec::new(), failed_ost: None };
                     match Op::plan(&self.files, op.fh, advise, 0, 0) {
@@ -475,7 +273,7 @@ impl Client {
     }
 
     fn complete(&mut self, id: OpId) -> Result<OpOutput, ClientError> {
-        let op = self.ops.get_mut(&id).expect("live op");
+        let op = self.ops.get_mut(id).expect("live op");
         let fh = op.fh;
         Ok(match &mut op.kind {
             OpKind::Write { data } => OpOutput::Written(data.len()),
@@ -516,12 +314,12 @@ impl Client {
     }
 
     fn set_state(&mut self, id: OpId, state: OpState) {
-        self.ops.get_mut(&id).expect("live op").state = state;
+        self.ops.get_mut(id).expect("live op").state = state;
     }
 
     fn next_step(&mut self, now: Instant, id: OpId) {
         self.release(now, id);
-        let op = self.ops.get_mut(&id).expect("live op");
+        let op = self.ops.get_mut(id).expect("live op");
         op.index += 1;
         op.state = OpState::Ready;
     }
@@ -529,7 +327,7 @@ impl Client {
     /// Drop the operation's lock reference; a called-back lock with no users
     /// left is then cancelled by the flush pump.
     pub(super) fn release(&mut self, now: Instant, id: OpId) {
-        let op = self.ops.get_mut(&id).expect("live op");
+        let op = self.ops.get_mut(id).expect("live op");
         if let Some(l) = op.holding.take() {
             if let Some(lock) = self.locks.get_mut(l) {
                 lock.users -= 1;
@@ -589,7 +387,7 @@ impl Client {
         let lock = self.locks.get_mut(l).expect("held lock exists");
         lock.users += 1;
         self.locks.settle(l);
-        let op = self.ops.get_mut(&id).expect("live op");
+        let op = self.ops.get_mut(id).expect("live op");
         op.holding = Some(l);
         op.state = OpState::Ready;
     }
@@ -634,12 +432,10 @@ impl Client {
             OpState::Copying { until } if now < until => return Ok(false),
             // The copy is over: its room under the dirty limit was granted
             // when it began.
-            OpState::Copying { until } => {
-                self.copy_ends.remove(&(until, id));
-            }
+            OpState::Copying { until } => self.ops.end_copy(id, until),
             _ => {
-                let dirty = self.cache.dirty_bytes_ost(step.key.ost);
-                let unstable = self.replay.bytes(step.key.ost);
+                let dirty = self.writeback.cache().dirty_bytes_ost(step.key.ost);
+                let unstable = self.recovery.replay().bytes(step.key.ost);
                 if (dirty > 0 && dirty + len > self.config.dirty_bytes_max)
                     || (unstable > 0 && unstable >= self.config.unstable_bytes_max)
                 {
@@ -649,30 +445,30 @@ impl Client {
                 }
                 let copy = self.config.copy_time(len);
                 if copy > Duration::ZERO {
-                    self.set_state(id, OpState::Copying { until: now + copy });
-                    self.copy_ends.insert((now + copy, id));
+                    self.ops.start_copy(id, now + copy);
                     return Ok(false);
                 }
             }
         }
         let OpKind::Write { data } = &self.ops[&id].kind else { unreachable!() };
+        let (key, at) = (step.key, step.extent.start);
         match data {
             Payload::Bytes(data) => {
                 let bytes = &data[step.buf_offset..step.buf_offset + len as usize];
-                self.cache.write(step.key, step.extent.start, bytes)
+                self.writeback.write(key, at, Written::Bytes(bytes))
             }
-            Payload::Phantom(_) => self.cache.write_phantom(step.key, step.extent.start, len),
+            Payload::Phantom(_) => self.writeback.write(key, at, Written::Phantom(len)),
             Payload::Pages(span) => {
                 let piece = span.sub(step.buf_offset as u64, len);
-                self.cache.write_span(step.key, step.extent.start, &piece)
+                self.writeback.write(key, at, Written::Span(&piece))
             }
             Payload::Remote(span) => {
                 let bytes = span.to_vec();
-                self.cache.write(step.key, step.extent.start, &bytes[step.buf_offset..step.buf_offset + len as usize])
+                let piece = &bytes[step.buf_offset..step.buf_offset + len as usize];
+                self.writeback.write(key, at, Written::Bytes(piece))
             }
         };
         self.note_payload(kind, len);
-        self.dirty_keys.entry(step.key).or_default().written_bytes += len;
         self.next_step(now, id);
         Ok(true)
     }
@@ -696,20 +492,19 @@ impl Client {
             _ => {}
         }
         let len = step.extent.len();
-        if let Some(piece) = self.cache.read(step.key, step.extent.start, len) {
-            let OpKind::Read { len, buf } = &mut self.ops.get_mut(&id).expect("live op").kind else { unreachable!() };
+        if let Some(piece) = self.writeback.cache().read(step.key, step.extent.start, len) {
+            let OpKind::Read { len, buf } = &mut self.ops.get_mut(id).expect("live op").kind else { unreachable!() };
             buf.put(step.buf_offset, piece, *len)?;
             self.trim_cache(step.key, step.extent);
             self.next_step(now, id);
             return Ok(true);
         }
-        let spans = self.cache.missing_pages(step.key, step.extent.start, len, self.config.rpc_bytes_max);
+        let spans = self.writeback.cache().missing_pages(step.key, step.extent.start, len, self.config.rpc_bytes_max);
         debug_assert!(!spans.is_empty(), "cache miss with nothing to fetch");
         for span in &spans {
             let xid = self.xid();
             self.counters.read_rpcs += 1;
             self.rpcs.insert(xid, Rpc::Read { op: id, key: step.key, offset: span.start, len: span.len() });
-            *self.reads_in_flight.entry(step.key.ost).or_default() += 1;
             self.note_rpc_sent(step.key.ost, false, span.start, span.len());
             self.send(step.key.ost, ToOst::Read { xid, object: step.key.object, offset: span.start, len: span.len() });
         }
@@ -722,14 +517,16 @@ impl Client {
     /// hundreds of OSTs has hundreds of steps, most of them clean).
     fn step_flush(&mut self, id: OpId) -> Result<bool, ClientError> {
         let op = &self.ops[&id];
-        let unstable =
-            |s: Step| self.cache.has_dirty(s.key, Extent::WHOLE) || self.cache.has_writeback(s.key, Extent::WHOLE);
-        let clean = if self.cache.is_stable() {
+        let unstable = |s: Step| {
+            self.writeback.cache().has_dirty(s.key, Extent::WHOLE)
+                || self.writeback.cache().has_writeback(s.key, Extent::WHOLE)
+        };
+        let clean = if self.writeback.cache().is_stable() {
             op.steps.len() - op.index
         } else {
             (op.index..op.steps.len()).position(|i| unstable(op.steps.at(i))).unwrap_or(op.steps.len() - op.index)
         };
-        let op = self.ops.get_mut(&id).expect("live op");
+        let op = self.ops.get_mut(id).expect("live op");
         op.index += clean;
         if op.index < op.steps.len() {
             op.state = OpState::WaitFlush;
@@ -745,7 +542,7 @@ impl Client {
             OpState::Ready => {
                 // Ask every object at once; the replies fill `sizes`.
                 let steps = self.ops[&id].steps.clone();
-                let OpKind::Stat { sizes, allocated, .. } = &mut self.ops.get_mut(&id).expect("live op").kind else {
+                let OpKind::Stat { sizes, allocated, .. } = &mut self.ops.get_mut(id).expect("live op").kind else {
                     unreachable!()
                 };
                 *sizes = vec![0; steps.len()];
@@ -764,7 +561,7 @@ impl Client {
                 Err(ClientError::Io { ost: failed_ost.unwrap_or(step.key.ost), error })
             }
             OpState::WaitRpcs { outstanding: 0, failed: None } => {
-                let op = self.ops.get_mut(&id).expect("live op");
+                let op = self.ops.get_mut(id).expect("live op");
                 op.index = op.steps.len();
                 Ok(true)
             }
@@ -809,17 +606,18 @@ impl Client {
         let (step, _, _) = self.current(id);
         let layout = &self.files.get(&self.ops[&id].fh).ok_or(ClientError::BadFile)?.layout;
         let object_size = layout.file_size_to_object_size(step.stripe, size);
-        if self.cache.has_writeback(step.key, Extent::new(object_size - object_size % PAGE_SIZE, EOF)) {
+        if self.writeback.cache().has_writeback(step.key, Extent::new(object_size - object_size % PAGE_SIZE, EOF)) {
             return Ok(false); // let writes in flight past the new end land first
         }
         let dropped: u64 = self
-            .cache
+            .writeback
+            .cache()
             .dirty_ranges(step.key)
             .iter()
             .filter(|r| r.end >= object_size)
             .map(|r| r.end + 1 - r.start.max(object_size))
             .sum();
-        self.cache.truncate(step.key, object_size);
+        self.writeback.truncate(step.key, object_size);
         self.send_cut(id, step.key, Cut::Size(object_size), dropped);
         Ok(true)
     }
@@ -836,7 +634,9 @@ impl Client {
             return done;
         }
         let (step, state, _) = self.current(id);
-        if self.cache.has_dirty(step.key, step.extent) || self.cache.has_writeback(step.key, step.extent) {
+        if self.writeback.cache().has_dirty(step.key, step.extent)
+            || self.writeback.cache().has_writeback(step.key, step.extent)
+        {
             // Written back by the flush pump, which serves ops
             // waiting in this state; this step looks again after.
             let moved = state != OpState::WaitFlush;
@@ -855,7 +655,7 @@ impl Client {
             Cut::Size(_) => unreachable!("a truncate is planned as one"),
         };
         if matches!(cut, Cut::Hole { .. }) {
-            self.cache.drop_clean(step.key, step.extent);
+            self.writeback.drop_clean(step.key, step.extent);
         }
         self.send_cut(id, step.key, cut, 0);
         Ok(true)
@@ -892,7 +692,7 @@ impl Client {
                 Err(ClientError::Io { ost: failed_ost.unwrap_or(step.key.ost), error })
             }
             OpState::WaitRpcs { outstanding: 0, failed: None } => {
-                let op = self.ops.get_mut(&id).expect("live op");
+                let op = self.ops.get_mut(id).expect("live op");
                 op.index = op.steps.len();
                 Ok(true)
             }
@@ -933,14 +733,14 @@ impl Client {
             .map(|(id, _)| id)
             .collect();
         for l in held {
-            self.begin_cancel(l);
+            self.locks.begin_cancel(l);
         }
         let cancelling = self.locks.any(|l| l.key == step.key && l.mode == step.mode);
         if cancelling {
             self.set_state(id, OpState::WaitFlush);
             return Ok(false);
         }
-        let op = self.ops.get_mut(&id).expect("live op");
+        let op = self.ops.get_mut(id).expect("live op");
         op.index += 1;
         op.state = OpState::Ready;
         Ok(true)

@@ -41,15 +41,15 @@ impl Client {
             EnqueueReply::Granted { lock, extent, proof } => {
                 self.locks.set_handle(l, lock);
                 self.locks.get_mut(l).expect("listed").proof = proof;
-                let called_back = self.unclaimed.remove(&(ost, lock)).unwrap_or(false);
+                let called_back = self.recovery.claim(ost, lock);
                 self.granted(now, l, extent, called_back);
             }
             EnqueueReply::Waiting { lock } => {
                 self.locks.set_handle(l, lock);
-                self.unclaimed.remove(&(ost, lock));
+                self.recovery.claim(ost, lock);
                 self.locks.get_mut(l).expect("listed").state = ClientLockState::Waiting;
                 if let Some(max) = self.config.lock_wait_max {
-                    self.lock_wait_ends.insert((now + max, l));
+                    self.ops.wait_lock_until(now + max, l);
                 }
             }
             EnqueueReply::Invalid => {
@@ -110,11 +110,7 @@ impl Client {
     /// its queue), and the operations that waited for it fail, naming it.
     pub(in crate::client) fn end_lock_waits(&mut self, now: Instant) {
         let Some(max) = self.config.lock_wait_max else { return };
-        while let Some(&(end, l)) = self.lock_wait_ends.first() {
-            if end > now {
-                break;
-            }
-            self.lock_wait_ends.pop_first();
+        while let Some(l) = self.ops.pop_lock_wait_until(now) {
             let Some(lock) = self.locks.get(l).filter(|lock| lock.state == ClientLockState::Waiting) else {
                 continue; // granted or gone since
             };
@@ -132,7 +128,7 @@ impl Client {
     fn fail_lock(&mut self, l: LocalLock, error: ClientError) {
         self.locks.remove(l);
         let waiters: Vec<OpId> =
-            self.ops.iter().filter(|(_, op)| op.state == OpState::WaitLock(l)).map(|(id, _)| *id).collect();
+            self.ops.iter().filter(|(_, op)| op.state == OpState::WaitLock(l)).map(|(id, _)| id).collect();
         for id in waiters {
             self.finish(id, Err(error.clone()));
         }
@@ -159,7 +155,7 @@ impl Client {
         // The waiting operations take their references first: a lock they
         // use never enters the LRU only to leave it at once.
         let waiters: SmallVec<[OpId; 2]> =
-            self.ops.iter().filter(|(_, op)| op.state == OpState::WaitLock(l)).map(|(id, _)| *id).collect();
+            self.ops.iter().filter(|(_, op)| op.state == OpState::WaitLock(l)).map(|(id, _)| id).collect();
         for id in waiters {
             self.hold(id, l);
         }
@@ -197,12 +193,12 @@ impl Client {
             }
             Ok(data) => {
                 self.counters.bytes_read += data.len();
-                if self.ops.get(&op).is_some_and(|o| o.holding.is_some()) {
+                if self.ops.get(op).is_some_and(|o| o.holding.is_some()) {
                     self.note_payload(data.kind(), data.len());
                     match data {
-                        Payload::Bytes(bytes) => self.cache.fill(key, offset, &bytes),
-                        Payload::Phantom(len) => self.cache.fill_phantom(key, offset, len),
-                        other => self.cache.fill(key, offset, &other.into_bytes().expect("bytes")),
+                        Payload::Bytes(bytes) => self.writeback.fill(key, offset, &bytes),
+                        Payload::Phantom(len) => self.writeback.fill_phantom(key, offset, len),
+                        other => self.writeback.fill(key, offset, &other.into_bytes().expect("bytes")),
                     }
                 }
                 None
@@ -225,7 +221,7 @@ impl Client {
         match result {
             // A punch is a change an fsync must make durable, as a write is.
             Ok(()) => {
-                self.uncommitted.insert(key);
+                self.writeback.note_uncommitted(key);
             }
             // The dirty bytes the truncate dropped past the new size are
             // neither cut on the OST nor written: lost, and reported so.
@@ -236,7 +232,7 @@ impl Client {
             Err(_) => {}
         }
         if result.is_ok() && self.config.recovery && transno > Transno(0) {
-            self.replay.keep(ost, transno, Change::Punch { key, cut, proof });
+            self.recovery.replay_mut().keep(ost, transno, Change::Punch { key, cut, proof });
         }
         self.rpc_answered(op, result.err());
     }
@@ -246,18 +242,18 @@ impl Client {
         let Some(Rpc::Getattr { op, stripe, .. }) = self.take_rpc(ost, xid, is_getattr) else { return };
         let failure = match result {
             Ok(ObjectAttr { size, allocated: space }) => {
-                let Some(key) = self.ops.get(&op).and_then(|o| o.steps.get(stripe as usize)).map(|s| s.key) else {
+                let Some(key) = self.ops.get(op).and_then(|o| o.steps.get(stripe as usize)).map(|s| s.key) else {
                     return;
                 };
-                let local = self.cache.object_cached_end(key);
-                if let Some(OpKind::Stat { sizes, allocated, .. }) = self.ops.get_mut(&op).map(|o| &mut o.kind) {
+                let local = self.writeback.cache().object_cached_end(key);
+                if let Some(OpKind::Stat { sizes, allocated, .. }) = self.ops.get_mut(op).map(|o| &mut o.kind) {
                     sizes[stripe as usize] = size.max(local);
                     allocated[stripe as usize] = space;
                 }
                 None
             }
             Err(e) => {
-                if let Some(OpKind::Stat { failed_ost, .. }) = self.ops.get_mut(&op).map(|o| &mut o.kind) {
+                if let Some(OpKind::Stat { failed_ost, .. }) = self.ops.get_mut(op).map(|o| &mut o.kind) {
                     *failed_ost = Some(ost);
                 }
                 Some(e)
@@ -273,7 +269,7 @@ impl Client {
             Some(Rpc::Commit { .. }) => {
                 // A soft sync: the commit notice (sent before this reply)
                 // did the work, and a failure came as a notice too.
-                self.replay.commit_answered(ost);
+                self.recovery.replay_mut().commit_answered(ost);
                 return;
             }
             _ => return,
@@ -282,10 +278,10 @@ impl Client {
             Ok(()) => self.rpc_answered(op, None),
             // Refused because the OST evicted us: the writes it acknowledged
             // are still there, and we have reconnected; ask again.
-            Err(IoError::Evicted) if self.ops.contains_key(&op) => self.send_sync(op, key),
+            Err(IoError::Evicted) if self.ops.contains(op) => self.send_sync(op, key),
             Err(error) => {
-                self.uncommitted.insert(key);
-                if let Some(OpKind::Fsync { failed_ost, .. }) = self.ops.get_mut(&op).map(|o| &mut o.kind) {
+                self.writeback.note_uncommitted(key);
+                if let Some(OpKind::Fsync { failed_ost, .. }) = self.ops.get_mut(op).map(|o| &mut o.kind) {
                     *failed_ost = Some(ost);
                 }
                 self.rpc_answered(op, Some(error));
@@ -308,11 +304,11 @@ impl Client {
         };
         match result {
             Ok(()) => self.rpc_answered(op, None),
-            Err(IoError::Evicted) if self.ops.contains_key(&op) => {
+            Err(IoError::Evicted) if self.ops.contains(op) => {
                 self.send_advise(Some(op), key, advice, Extent::new(start, end - 1));
             }
             Err(error) => {
-                if let Some(OpKind::Advise { failed_ost, .. }) = self.ops.get_mut(&op).map(|o| &mut o.kind) {
+                if let Some(OpKind::Advise { failed_ost, .. }) = self.ops.get_mut(op).map(|o| &mut o.kind) {
                     *failed_ost = Some(ost);
                 }
                 self.rpc_answered(op, Some(error));
@@ -321,7 +317,7 @@ impl Client {
     }
 
     fn rpc_answered(&mut self, op: OpId, failure: Option<IoError>) {
-        let Some(op) = self.ops.get_mut(&op) else { return };
+        let Some(op) = self.ops.get_mut(op) else { return };
         if let OpState::WaitRpcs { outstanding, failed } = &mut op.state {
             *outstanding -= 1;
             if failure.is_some() {

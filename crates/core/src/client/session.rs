@@ -1,8 +1,8 @@
 //! The client's side of its sessions with the OSTs: connecting, sending
 //! again what a lost connection left unanswered, replaying to an OST that
-//! restarted, and the OSTs' notices of commits (see [`super::imports`] and
-//! [`super::replay`] for the state, and `crate::ost::recovery` for the
-//! OST's side).
+//! restarted, and the OSTs' notices of commits (the state is the recovery
+//! part's, `recovery.rs`, with [`super::imports`] and [`super::replay`];
+//! `crate::ost::recovery` is the OST's side).
 //!
 //! Who does what: the driver owns connections. It tells the client when
 //! one is lost ([`Client::handle_disconnected`]) and when a new one is up
@@ -31,7 +31,7 @@
 
 use super::imports::ImportState;
 use super::locks::ClientLockState;
-use super::ops::OpState;
+use super::op_table::OpState;
 use super::replay::Change;
 use super::{Client, LossCause, Rpc};
 use crate::ldlm::LockRequest;
@@ -44,7 +44,7 @@ impl Client {
     /// Whether a request may go to `to` now; starts the session with an
     /// OST spoken to for the first time.
     pub(super) fn session_allows(&mut self, to: OstIndex) -> bool {
-        match self.imports.get(to).state {
+        match self.recovery.import(to).state {
             ImportState::Connected => true,
             ImportState::New => {
                 self.connect(to, None);
@@ -55,8 +55,8 @@ impl Client {
     }
 
     fn connect(&mut self, to: OstIndex, resume: Option<Epoch>) {
-        self.imports.get_mut(to).state = ImportState::Connecting { resume: resume.is_some() };
-        self.transmits.push_back((to, ToOst::Connect { resume }));
+        self.recovery.import_mut(to).state = ImportState::Connecting { resume: resume.is_some() };
+        self.outbox.transmit(to, ToOst::Connect { resume });
     }
 
     /// The driver lost its connection to `ost`: requests wait (nothing
@@ -66,7 +66,7 @@ impl Client {
         if !self.config.recovery {
             return;
         }
-        let import = self.imports.get_mut(ost);
+        let import = self.recovery.import_mut(ost);
         match import.state {
             ImportState::New => {}
             // Unmounting: nothing more to say to it.
@@ -81,7 +81,7 @@ impl Client {
         if !self.config.recovery {
             return;
         }
-        let import = self.imports.get(ost);
+        let import = self.recovery.import(ost);
         match import.state {
             ImportState::New | ImportState::Leaving => {}
             ImportState::Connecting { resume } => self.connect(ost, if resume { import.epoch } else { None }),
@@ -94,20 +94,20 @@ impl Client {
     /// client will not come back with state; done when
     /// [`Client::disconnected_all`] says so.
     pub fn disconnect_all(&mut self) {
-        let connected: Vec<OstIndex> = self.imports.connected().collect();
+        let connected: Vec<OstIndex> = self.recovery.imports().connected().collect();
         for ost in connected {
-            self.transmits.push_back((ost, ToOst::Disconnect));
-            self.imports.get_mut(ost).state = ImportState::Leaving;
+            self.outbox.transmit(ost, ToOst::Disconnect);
+            self.recovery.import_mut(ost).state = ImportState::Leaving;
         }
     }
 
     /// Whether every OST told of the unmount has recorded it.
     pub fn disconnected_all(&self) -> bool {
-        self.imports.all_left()
+        self.recovery.imports().all_left()
     }
 
     pub(super) fn on_disconnected(&mut self, ost: OstIndex) {
-        let import = self.imports.get_mut(ost);
+        let import = self.recovery.import_mut(ost);
         if import.state == ImportState::Leaving {
             import.state = ImportState::New;
         }
@@ -117,7 +117,7 @@ impl Client {
         if !self.config.recovery {
             return;
         }
-        let import = self.imports.get(ost);
+        let import = self.recovery.import(ost);
         let ImportState::Connecting { resume } = import.state else {
             debug!(client = self.id.0, %ost, "connect answer out of turn ignored");
             return;
@@ -129,7 +129,7 @@ impl Client {
             self.on_evicted(ost);
             return;
         }
-        let import = self.imports.get_mut(ost);
+        let import = self.recovery.import_mut(ost);
         import.state = ImportState::Connected;
         import.epoch = Some(epoch);
         if !(resume && same_life) {
@@ -168,10 +168,11 @@ impl Client {
             let xid = self.xid();
             self.locks.requeue(id, xid);
         }
-        self.replay.new_life(ost);
+        self.recovery.replay_mut().new_life(ost);
         let forget = crate::planted::active(crate::planted::Bug::ForgetReplay);
         let changes: Vec<ToOst> = self
-            .replay
+            .recovery
+            .replay()
             .entries(ost)
             .filter(|_| !forget)
             .map(|(transno, change)| match change {
@@ -189,7 +190,7 @@ impl Client {
             .collect();
         debug!(client = self.id.0, %ost, locks = granted.len(), changes = changes.len(), "replaying");
         for message in granted.into_iter().chain(changes).chain([ToOst::ReplayDone]) {
-            self.transmits.push_back((ost, message));
+            self.outbox.transmit(ost, message);
         }
     }
 
@@ -201,11 +202,10 @@ impl Client {
             .rpcs
             .iter()
             .filter(|(_, rpc)| matches!(rpc, Rpc::Write { key, orphaned: true, .. } if key.ost == ost))
-            .map(|(xid, _)| *xid)
+            .map(|(xid, _)| xid)
             .collect();
         for xid in orphaned {
-            self.rpcs.remove(&xid);
-            *self.writes_in_flight.get_mut(&ost).expect("write was counted") -= 1;
+            self.rpcs.remove_orphan(xid);
         }
         let mut again: Vec<(Xid, ToOst)> = self
             .locks
@@ -219,7 +219,7 @@ impl Client {
                 _ => None,
             })
             .collect();
-        for (&xid, rpc) in &self.rpcs {
+        for (xid, rpc) in self.rpcs.iter() {
             if let Some(message) = self.request_of(xid, rpc) {
                 if rpc.ost() == ost {
                     again.push((xid, message));
@@ -235,7 +235,7 @@ impl Client {
         for (_, message) in again {
             self.send(ost, message);
         }
-        let seen = self.imports.get(ost).failures_seen;
+        let seen = self.recovery.import(ost).failures_seen;
         if seen > 0 {
             self.send(ost, ToOst::FailuresSeen { seq: seen });
         }
@@ -254,7 +254,7 @@ impl Client {
             Rpc::Read { key, offset, len, .. } => ToOst::Read { xid, object: key.object, offset: *offset, len: *len },
             Rpc::Punch { key, cut, .. } => ToOst::Punch { xid, object: key.object, cut: *cut },
             Rpc::Getattr { op, stripe, .. } => {
-                let key = self.ops.get(op)?.steps.get(*stripe as usize)?.key;
+                let key = self.ops.get(*op)?.steps.get(*stripe as usize)?.key;
                 ToOst::Getattr { xid, object: key.object }
             }
             Rpc::Sync { key, .. } | Rpc::Commit { key } => ToOst::Sync { xid, object: key.object },
@@ -265,7 +265,7 @@ impl Client {
     }
 
     pub(super) fn on_committed(&mut self, ost: OstIndex, transno: Transno) {
-        if self.replay.committed(ost, transno) == 0 {
+        if self.recovery.replay_mut().committed(ost, transno) == 0 {
             return;
         }
         for op in self.ops.values_mut() {
@@ -276,10 +276,11 @@ impl Client {
     }
 
     pub(super) fn on_commit_failed(&mut self, ost: OstIndex, object: ObjectId, error: IoError, seq: u64) {
-        let import = self.imports.get_mut(ost);
+        let kept = self.recovery.replay().has_key(ObjectKey { ost, object });
+        let import = self.recovery.import_mut(ost);
         if seq > import.failures_seen && crate::planted::active(crate::planted::Bug::DropCommitFailure) {
             import.failures_seen = seq;
-        } else if seq > import.failures_seen && !self.replay.has_key(ObjectKey { ost, object }) {
+        } else if seq > import.failures_seen && !kept {
             // Nothing kept that a failed commit could have lost: a notice
             // taken before, sent again from the OST's record after a crash
             // (the failed commit's changes leave the copies only with the
@@ -295,7 +296,7 @@ impl Client {
     /// A commit of `key`'s changes failed: what this client kept of them is
     /// lost, and the files they belong to say so.
     pub(super) fn lost_to_failed_commit(&mut self, key: ObjectKey, error: IoError) {
-        let bytes = self.replay.key_bytes(key);
+        let bytes = self.recovery.replay().key_bytes(key);
         warn!(client = self.id.0, ost = %key.ost, object = key.object.0, %error, "the OST could not commit writes of this client");
         self.record_write_error(&BTreeSet::from([key]), key.ost, &LossCause::SyncFailed(error));
         self.report_loss(key.ost, bytes);
@@ -329,36 +330,34 @@ impl Client {
         }
         let awaited =
             self.locks.iter().any(|(_, l)| l.key.ost == ost && matches!(l.state, ClientLockState::Enqueuing { .. }));
-        if awaited && self.unclaimed.len() < super::UNCLAIMED_LOCKS_MAX {
-            *self.unclaimed.entry((ost, handle)).or_default() |= called_back;
+        if awaited && self.recovery.unclaimed_room() {
+            self.recovery.keep_unclaimed(ost, handle, called_back);
             return;
         }
-        self.unclaimed.remove(&(ost, handle));
+        self.recovery.claim(ost, handle);
         self.send(ost, ToOst::Cancel { lock: handle });
     }
 
     /// Give back the unclaimed handles of `ost` once no enqueue to it
     /// awaits an answer that could claim them.
     pub(super) fn give_back_unclaimed(&mut self, ost: OstIndex) {
-        if !self.unclaimed.keys().any(|(o, _)| *o == ost) {
+        if !self.recovery.has_unclaimed(ost) {
             return;
         }
         if self.locks.iter().any(|(_, l)| l.key.ost == ost && matches!(l.state, ClientLockState::Enqueuing { .. })) {
             return;
         }
-        let handles: Vec<LockHandle> = self.unclaimed.keys().filter(|(o, _)| *o == ost).map(|(_, h)| *h).collect();
-        for handle in handles {
-            self.unclaimed.remove(&(ost, handle));
+        for handle in self.recovery.take_unclaimed(ost) {
             self.send(ost, ToOst::Cancel { lock: handle });
         }
     }
 
     /// Ask `ost` to commit if the changes kept for it pile up (soft sync).
     pub(super) fn ask_commit_if_due(&mut self, ost: OstIndex) {
-        if !self.config.recovery || !self.replay.wants_commit(ost, self.config.unstable_bytes_max) {
+        if !self.config.recovery || !self.recovery.replay_mut().wants_commit(ost, self.config.unstable_bytes_max) {
             return;
         }
-        let key = self.replay.any_key(ost).expect("a commit is wanted of changes kept");
+        let key = self.recovery.replay().any_key(ost).expect("a commit is wanted of changes kept");
         let xid = self.xid();
         self.rpcs.insert(xid, Rpc::Commit { key });
         self.send(ost, ToOst::Sync { xid, object: key.object });
@@ -367,7 +366,7 @@ impl Client {
     /// What was kept for replay on `ost` is lost (eviction, or the OST given
     /// up): report it to the files it belongs to.
     pub(super) fn drop_replay(&mut self, ost: OstIndex, cause: &LossCause) {
-        let (keys, bytes) = self.replay.drop_ost(ost);
+        let (keys, bytes) = self.recovery.replay_mut().drop_ost(ost);
         self.record_write_error(&keys, ost, cause);
         self.report_loss(ost, bytes);
     }
