@@ -142,7 +142,7 @@ impl Client {
                         pressed.push(ost);
                     }
                 }
-                _ => {}
+                OpState::Ready | OpState::WaitLock(_) | OpState::WaitRpcs { .. } | OpState::Copying { .. } => {}
             }
         }
         self.writeback.urgent_objects(areas, &pressed, self.config.rpc_bytes_max, self.config.dirty_bytes_max);
@@ -216,7 +216,12 @@ impl Client {
                     }
                     Err(ClientError::Io { ost: failed_ost.expect("a failed sync names its OST"), error })
                 }
-                _ => Ok(Commit::Waiting),
+                OpState::Ready
+                | OpState::WaitLock(_)
+                | OpState::WaitDirty
+                | OpState::WaitRpcs { .. }
+                | OpState::WaitFlush
+                | OpState::Copying { .. } => Ok(Commit::Waiting),
             };
         }
         // The file's objects: from its layout, or, if a close of the same

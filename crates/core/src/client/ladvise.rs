@@ -258,6 +258,8 @@ mod tests {
     }
 }
 
+// A test names the one message or event it expects; any other fails it.
+#[allow(clippy::wildcard_enum_match_arm)]
 #[cfg(test)]
 mod cache_tests {
     //! Cache advice through a client: which requests go to which OST, and

@@ -25,7 +25,13 @@ impl Client {
                 Rpc::Punch { key, dropped, .. } if key.ost == ost && *dropped > 0 => {
                     truncated_away.push((*key, std::mem::take(dropped)));
                 }
-                _ => {}
+                Rpc::Write { .. }
+                | Rpc::Read { .. }
+                | Rpc::Punch { .. }
+                | Rpc::Getattr { .. }
+                | Rpc::Sync { .. }
+                | Rpc::Commit { .. }
+                | Rpc::Advise { .. } => {}
             }
         }
         let events_before = self.outbox.events_len();

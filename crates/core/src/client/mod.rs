@@ -41,6 +41,8 @@
 //! log, or fails the operation it names. [`ToClient::Failed`] (an OST out of
 //! service) is taken as [`Client::handle_unreachable`].
 
+#![deny(clippy::wildcard_enum_match_arm, clippy::match_wildcard_for_single_variants)]
+
 pub mod imports;
 pub mod ladvise;
 pub mod locks;
@@ -793,7 +795,7 @@ impl Client {
             OpKind::Truncate { .. } => llite.truncates += 1,
             OpKind::Fallocate { .. } => llite.fallocates += 1,
             OpKind::Lockahead { .. } => llite.lockaheads += 1,
-            _ => {}
+            OpKind::GroupLock { .. } | OpKind::GroupUnlock { .. } | OpKind::Advise { .. } => {}
         }
         match Op::plan(&self.files, fh, kind, offset, len) {
             Ok(op) => {

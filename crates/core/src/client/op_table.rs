@@ -115,7 +115,7 @@ impl ReadBuf {
     pub(super) fn put(&mut self, at: usize, piece: Payload, len: u64) -> Result<(), ClientError> {
         let piece = match piece {
             Payload::Pages(_) | Payload::Remote(_) => Payload::Bytes(piece.into_bytes().expect("bytes")),
-            piece => piece,
+            piece @ (Payload::Bytes(_) | Payload::Phantom(_)) => piece,
         };
         match (piece, &mut *self) {
             // A read within one stripe chunk takes the cache's copy as it is.

@@ -258,7 +258,11 @@ impl Client {
                 | OpKind::Fallocate { .. }
                 | OpKind::GroupLock { .. }
                 | OpKind::Lockahead { .. } => true,
-                _ => false,
+                OpKind::Fsync { .. }
+                | OpKind::Close { .. }
+                | OpKind::Stat { .. }
+                | OpKind::GroupUnlock { .. }
+                | OpKind::Advise { .. } => false,
             },
             (
                 OpState::WaitRpcs { outstanding, .. },
@@ -433,7 +437,11 @@ impl Client {
             // The copy is over: its room under the dirty limit was granted
             // when it began.
             OpState::Copying { until } => self.ops.end_copy(id, until),
-            _ => {
+            OpState::Ready
+            | OpState::WaitLock(_)
+            | OpState::WaitDirty
+            | OpState::WaitRpcs { .. }
+            | OpState::WaitFlush => {
                 let dirty = self.writeback.cache().dirty_bytes_ost(step.key.ost);
                 let unstable = self.recovery.replay().bytes(step.key.ost);
                 if (dirty > 0 && dirty + len > self.config.dirty_bytes_max)
@@ -489,7 +497,11 @@ impl Client {
             }
             OpState::WaitRpcs { outstanding: 0, failed: None } => {}
             OpState::WaitRpcs { .. } => return Ok(false),
-            _ => {}
+            OpState::Ready
+            | OpState::WaitLock(_)
+            | OpState::WaitDirty
+            | OpState::WaitFlush
+            | OpState::Copying { .. } => {}
         }
         let len = step.extent.len();
         if let Some(piece) = self.writeback.cache().read(step.key, step.extent.start, len) {
@@ -565,7 +577,11 @@ impl Client {
                 op.index = op.steps.len();
                 Ok(true)
             }
-            _ => Ok(false),
+            OpState::WaitLock(_)
+            | OpState::WaitDirty
+            | OpState::WaitRpcs { .. }
+            | OpState::WaitFlush
+            | OpState::Copying { .. } => Ok(false),
         }
     }
 
@@ -583,7 +599,11 @@ impl Client {
                 Some(Err(ClientError::Io { ost: step.key.ost, error }))
             }
             OpState::WaitRpcs { .. } => Some(Ok(false)),
-            _ => None,
+            OpState::Ready
+            | OpState::WaitLock(_)
+            | OpState::WaitDirty
+            | OpState::WaitFlush
+            | OpState::Copying { .. } => None,
         }
     }
 
@@ -696,7 +716,11 @@ impl Client {
                 op.index = op.steps.len();
                 Ok(true)
             }
-            _ => Ok(false),
+            OpState::WaitLock(_)
+            | OpState::WaitDirty
+            | OpState::WaitRpcs { .. }
+            | OpState::WaitFlush
+            | OpState::Copying { .. } => Ok(false),
         }
     }
 

@@ -198,7 +198,9 @@ impl Client {
                     match data {
                         Payload::Bytes(bytes) => self.writeback.fill(key, offset, &bytes),
                         Payload::Phantom(len) => self.writeback.fill_phantom(key, offset, len),
-                        other => self.writeback.fill(key, offset, &other.into_bytes().expect("bytes")),
+                        other @ (Payload::Pages(_) | Payload::Remote(_)) => {
+                            self.writeback.fill(key, offset, &other.into_bytes().expect("bytes"))
+                        }
                     }
                 }
                 None

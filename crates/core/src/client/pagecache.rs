@@ -141,7 +141,7 @@ impl Source<'_> {
     fn kind(&self) -> PayloadKind {
         match self {
             Source::Phantom => PayloadKind::Phantom,
-            _ => PayloadKind::Bytes,
+            Source::Slice(_) | Source::Span(_) => PayloadKind::Bytes,
         }
     }
 }
@@ -186,7 +186,7 @@ impl PageCache {
         // The span's frame for page `index`, where the write covers it whole.
         let adopt = |index: u64| match src {
             Source::Span(span) => Some(span.frames()[(index - first_page) as usize].clone()),
-            _ => None,
+            Source::Slice(_) | Source::Phantom => None,
         };
         let mut total = (0, 0);
         for seg in segments(offset, len) {

@@ -71,7 +71,9 @@ impl Client {
             ImportState::New => {}
             // Unmounting: nothing more to say to it.
             ImportState::Leaving => import.state = ImportState::New,
-            _ => import.state = ImportState::Disconnected,
+            ImportState::Connecting { .. } | ImportState::Connected | ImportState::Disconnected => {
+                import.state = ImportState::Disconnected
+            }
         }
         self.run(now);
     }
@@ -216,7 +218,7 @@ impl Client {
                     let request = LockRequest { mode: l.mode, extent: l.requested, flags: l.flags };
                     Some((xid, ToOst::Enqueue { xid, object: l.key.object, request }))
                 }
-                _ => None,
+                ClientLockState::Waiting | ClientLockState::Granted | ClientLockState::Cancelling => None,
             })
             .collect();
         for (xid, rpc) in self.rpcs.iter() {
