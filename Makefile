@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: tidy demo test test-tools mpi-deps bench build install uninstall pgo deps fmt clippy clean load fuzz swarm planted
+.PHONY: tidy demo test test-tools mpi-deps bench bench-smoke build install uninstall pgo deps fmt clippy clean load fuzz swarm planted
 
 deps:
 	@command -v cargo >/dev/null 2>&1 || { \
@@ -25,6 +25,8 @@ mpi-deps:
 
 # Evaluated when a recipe runs, after mpi-deps.
 MPI_FEATURE = $(shell command -v mpicc >/dev/null 2>&1 && echo --features mpi)
+# The same, for the workspace's tests.
+TEST_FEATURES = $(shell command -v mpicc >/dev/null 2>&1 && echo --features lanefs/mpi,lanefs-mpiio/mpi)
 
 build: deps mpi-deps
 	$(CARGO) build --release --locked --bin lanefs $(MPI_FEATURE)
@@ -86,12 +88,13 @@ demo: build
 # Programs the mount's tests run through a real mount (as root, where they
 # can mount): fio and h5py, from Debian; and Open MPI with what the mpi
 # crate needs to build (its headers, and libclang for its bindings), for
-# the collective layer's tests under mpirun.
+# the collective layer's tests under mpirun. valgrind: bench/trust.py's
+# INSTRUCTIONS=1, which bench/smoke.sh runs.
 test-tools: mpi-deps
-	@if [ "$$(id -u)" = 0 ] && { ! command -v fio >/dev/null 2>&1 || \
+	@if [ "$$(id -u)" = 0 ] && { ! command -v fio >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1 || \
 	    ! /usr/bin/python3 -c 'import h5py, mpi4py' 2>/dev/null; }; then \
-	  echo "installing fio, python3-h5py and python3-h5py-mpi for the mount's tests"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio python3-h5py python3-h5py-mpi; fi
+	  echo "installing fio, python3-h5py, python3-h5py-mpi and valgrind for the mount's tests and bench/smoke.sh"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio python3-h5py python3-h5py-mpi valgrind; fi
 
 # The workspace's shape (tools/tidy.py): no import circles, no client crate
 # on server code or SQLite, no function past 70 lines past its list.
@@ -102,9 +105,11 @@ tidy: deps
 # tests are built once, with MPI, and the tests under mpirun run among the
 # others; clippy checks the build without MPI too. The fuzz targets are
 # checked to build and to make the seed corpus kept in fuzz/corpus
-# (fuzz/check.sh, plain cargo, no AFL). Last, the client's parts each
+# (fuzz/check.sh, plain cargo, no AFL). Then the client's parts each
 # catch their own planted bug, in the swarm and in the simulator's check
-# mode (a build with the planted-bugs feature, test builds only).
+# mode (a build with the planted-bugs feature, test builds only). Last,
+# each cargo bench benchmark once and every bench script once at its
+# smallest settings, on the debug build the tests made (bench/smoke.sh).
 test: deps test-tools tidy
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
@@ -118,6 +123,8 @@ test: deps test-tools tidy
 	fi
 	$(CARGO) test --locked -p lanefs-sim -p lanefs-swarm --features lanefs-sim/planted-bugs,lanefs-swarm/planted-bugs \
 	  --test planted_parts
+	$(CARGO) test --locked --workspace $(TEST_FEATURES) --bench '*'
+	bench/smoke.sh target/debug/lanefs
 
 # The servers under a longer load than make test's: as many connections as
 # the descriptor limit allows (up to 30,000) and ten times the requests;
@@ -137,6 +144,15 @@ fuzz: deps
 # A profile-guided build for large simulations (target/pgo/release/lanefs).
 pgo: deps
 	bench/pgo.sh
+
+# Each `cargo bench` benchmark once (criterion's test mode) and every bench
+# script once at its smallest settings (bench/smoke.sh, with the debug
+# build), so that none of them breaks unseen; `make test` ends with the
+# same two steps, on the build its tests made.
+bench-smoke: deps mpi-deps
+	$(CARGO) build --locked -p lanefs --bin lanefs $(MPI_FEATURE)
+	$(CARGO) test --locked --workspace $(TEST_FEATURES) --bench '*'
+	bench/smoke.sh target/debug/lanefs
 
 bench: build
 	bench/pgo.sh || [ $$? -eq 2 ]

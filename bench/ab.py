@@ -12,11 +12,13 @@ median write bandwidth and its ratio to the first build's.
 DATA_DIR is where the clusters keep their data (`/dev/shm`, or a directory
 on a disk). A build's extra arguments go to `lanefs ior`, e.g.
 `u4=target/release/lanefs,--lanefs.max-unstable-mb=4`. BINARY may be a
-script that sets an environment and runs a binary.
+script that sets an environment and runs a binary. SEGMENTS sets each
+rank's 4 MiB segments (IOR's -s; default 32).
 """
 import json, os, statistics, subprocess, sys, tempfile
 
-GEOMETRY = ["-w", "-e", "-b", "4m", "-t", "1m", "-s", "32", "-N", "8", "-O", "summaryFormat=JSON"]
+SEGMENTS = os.environ.get("SEGMENTS", "32")
+GEOMETRY = ["-w", "-e", "-b", "4m", "-t", "1m", "-s", SEGMENTS, "-N", "8", "-O", "summaryFormat=JSON"]
 STRIPES = ["-a", "LANEFS", "--lanefs.osts=4", "--lanefs.stripe-count=4", "--lanefs.stripe-size=1m"]
 
 

@@ -25,7 +25,10 @@ CLIENT = os.environ.get("CLIENT", "").split()
 # and their page memory, are reused, as a mounted client's would be; the
 # figure is then the mean of the last N-1 iterations (the warm ones).
 ITERS = int(os.environ.get("ITERS", "1"))
-GEOMETRY = ["-w", "-e", "-b", "4m", "-t", "1m", "-s", "64", "-N", "8", "-O", "summaryFormat=JSON", "-i", str(ITERS)]
+# SEGMENTS=N makes each rank write N segments of 4 MiB (IOR's -s; default
+# 64: 2 GiB a run).
+SEGMENTS = os.environ.get("SEGMENTS", "64")
+GEOMETRY = ["-w", "-e", "-b", "4m", "-t", "1m", "-s", SEGMENTS, "-N", "8", "-O", "summaryFormat=JSON", "-i", str(ITERS)]
 STRIPES = ["--lanefs.osts=4", "--lanefs.stripe-count=4", "--lanefs.stripe-size=1m", f"--lanefs.ranks={RANKS}"] + CLIENT
 
 RUNS = {

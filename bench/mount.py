@@ -25,14 +25,17 @@ order reversed every other round), so that the machine's noise falls on
 all alike; medians are printed per build, with each build's ratio to the
 first's.
 
-  bench/mount.py [LANEFS...]     ROUNDS (default 3), BENCH_DIR (one place)
+  bench/mount.py [LANEFS...]     ROUNDS (default 3), BENCH_DIR (one place),
+                                 SIZE_MIB (each IOR rank's, default 16),
+                                 SHARED_MIB (each c/shared_write process's, default 64)
 """
 import contextlib, json, os, statistics, subprocess, sys, tempfile, time
 
 from lanefs_up import mounted, settle
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
-IOR = ["-w", "-r", "-e", "-b", "16m", "-t", "1m", "-N", "8", "-O", "summaryFormat=JSON"]
+SIZE_MIB = int(os.environ.get("SIZE_MIB", "16"))
+IOR = ["-w", "-r", "-e", "-b", f"{SIZE_MIB}m", "-t", "1m", "-N", "8", "-O", "summaryFormat=JSON"]
 
 
 def bandwidth(args, env=None):
@@ -96,7 +99,7 @@ def measure(builds, place, label):
               f"lockahead/default {ahead / default:4.2f}x")
 
 
-MOUNTS, PER_MOUNT, ROUNDS_OF_BLOCKS = 4, 2, 64
+MOUNTS, PER_MOUNT, ROUNDS_OF_BLOCKS = 4, 2, int(os.environ.get("SHARED_MIB", "64"))
 
 
 def shared_locking(lanefs, env):

@@ -39,7 +39,8 @@ whose journal commit a lock handover waits for; by default commits take
 what this machine's disk takes.
 
   bench/mpiio.py [LANEFS]        ROUNDS (default 3), RANKS (default 8), BENCH_DIR, TIMERS,
-                                 CASES (names or parts of names, comma-separated), COMMIT_MS
+                                 CASES (names or parts of names, comma-separated), COMMIT_MS,
+                                 SEGMENTS (each rank's 1 MiB blocks, default 64)
 """
 import json, os, statistics, subprocess, sys, tempfile
 
@@ -49,7 +50,7 @@ ROUNDS = int(os.environ.get("ROUNDS", "3"))
 COMMIT_MS = os.environ.get("COMMIT_MS", "0")
 TIMERS = os.environ.get("TIMERS") == "1"
 RANKS = os.environ.get("RANKS", "8")
-BLOCK_MIB, TRANSFER_KIB, SEGMENTS = 1, 1024, 64
+BLOCK_MIB, TRANSFER_KIB, SEGMENTS = 1, 1024, int(os.environ.get("SEGMENTS", "64"))
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", RANKS]
 
 

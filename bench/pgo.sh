@@ -15,8 +15,50 @@
 #
 # Exits 2 with a message when llvm-profdata cannot be had (no rustup); the
 # caller then measures the plain build alone.
+#
+# PGO_TRAIN_WITH=LANEFS runs step 2's training set with that binary, each
+# command at its smallest size (-s 1, -b 1m), and builds nothing: a check
+# that the set's commands still run.
 set -euo pipefail
+train_with=${PGO_TRAIN_WITH:+$(realpath "$PGO_TRAIN_WITH")}
 cd "$(dirname "$0")/.."
+
+train() {
+  local args=() prev=
+  for a in "$@"; do
+    if [ -n "$train_with" ]; then
+      case $prev in -s) a=1 ;; -b) a=1m ;; esac
+    fi
+    args+=("$a")
+    prev=$a
+  done
+  "$gen" sim ior "${args[@]}" -O summaryFormat=JSON >/dev/null
+}
+training_set() {
+  local coll=(-a MPIIO -c -w -e -b 1m -t 1m -N 768 --tasks-per-node 4)
+  for mult in 1 2 4 8; do
+    for mode in 0 1 2; do
+      train --cluster cray-xc40-24ost "${coll[@]}" -s 4 \
+        --hints "striping_factor=24:cray_cb_nodes_multiplier=$mult:cray_cb_write_lock_mode=$mode"
+    done
+  done
+  train --cluster cray-xc40-24ost "${coll[@]}" -s 8 --set compute.round_jitter_us=1000 \
+    --hints striping_factor=24:cray_cb_nodes_multiplier=4:cray_cb_write_lock_mode=0
+  train --cluster cray-xc40-24ost -a POSIX -F -w -r -e -b 4m -t 1m -N 768 --tasks-per-node 4
+  for mode in default noexpand lockahead group; do
+    train --cluster cray-xc40-24ost -a POSIX -w -r -e -b 4m -t 1m -N 192 --tasks-per-node 4 \
+      --lanefs.lock-mode=$mode --lanefs.stripe-count=-1
+  done
+  train --cluster laptop -a MPIIO -c -w -r -e -b 4m -t 256k -N 8 --tasks-per-node 4 \
+    --hints cray_cb_write_lock_mode=2
+}
+
+if [ -n "$train_with" ]; then
+  gen=$train_with
+  training_set
+  echo "pgo: the training set ran with $gen; nothing built" >&2
+  exit 0
+fi
 
 # No stale binary is left to be timed if this build fails.
 rm -f target/pgo/release/lanefs
@@ -40,24 +82,7 @@ mkdir -p "$data"
 RUSTFLAGS="-Cprofile-generate=$PWD/$data" cargo build --release --locked --bin lanefs \
   --target "$host" --target-dir target/pgo-gen
 gen="target/pgo-gen/$host/release/lanefs"
-
-train() { "$gen" sim ior "$@" -O summaryFormat=JSON >/dev/null; }
-coll=(-a MPIIO -c -w -e -b 1m -t 1m -N 768 --tasks-per-node 4)
-for mult in 1 2 4 8; do
-  for mode in 0 1 2; do
-    train --cluster cray-xc40-24ost "${coll[@]}" -s 4 \
-      --hints "striping_factor=24:cray_cb_nodes_multiplier=$mult:cray_cb_write_lock_mode=$mode"
-  done
-done
-train --cluster cray-xc40-24ost "${coll[@]}" -s 8 --set compute.round_jitter_us=1000 \
-  --hints striping_factor=24:cray_cb_nodes_multiplier=4:cray_cb_write_lock_mode=0
-train --cluster cray-xc40-24ost -a POSIX -F -w -r -e -b 4m -t 1m -N 768 --tasks-per-node 4
-for mode in default noexpand lockahead group; do
-  train --cluster cray-xc40-24ost -a POSIX -w -r -e -b 4m -t 1m -N 192 --tasks-per-node 4 \
-    --lanefs.lock-mode=$mode --lanefs.stripe-count=-1
-done
-train --cluster laptop -a MPIIO -c -w -r -e -b 4m -t 256k -N 8 --tasks-per-node 4 \
-  --hints cray_cb_write_lock_mode=2
+training_set
 
 "$profdata" merge -o "$data/lanefs.profdata" "$data"/*.profraw
 RUSTFLAGS="-Cprofile-use=$PWD/$data/lanefs.profdata" cargo build --release --locked --bin lanefs \

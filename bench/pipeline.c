@@ -9,7 +9,8 @@
  *   gcc -O2 -pthread bench/pipeline.c -o /tmp/pipeline
  *   /tmp/pipeline RING_MIB DIR     (RING_MIB 0: the direct writes)
  *
- * Each run writes 8 x 256 MiB into DIR (use tmpfs, as bench/fs.py does).
+ * Each run writes 8 x 256 MiB into DIR (use tmpfs, as bench/fs.py does);
+ * -DSEGMENTS=N makes it 8 x N MiB.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -25,7 +26,9 @@
 #define MIB (1 << 20)
 #define WRITERS 8
 #define OSTS 4
+#ifndef SEGMENTS
 #define SEGMENTS 256
+#endif
 
 static int ring;
 static char dir[256];

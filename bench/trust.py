@@ -42,7 +42,9 @@ given file system: by default both on tmpfs (/dev/shm: no disk noise, the
 checks' CPU cost as large as it can be relative to the I/O) and on the
 disk under the system's temporary directory (what users deploy: every
 fsync and lock handover pays its fdatasync there). ROUNDS sets the
-repetitions (default 4).
+repetitions (default 4), SEGMENTS each rank's 4 MiB segments (IOR's -s;
+default 32, and 8 with INSTRUCTIONS=1), MODES the lock modes run
+(comma-separated; default all four).
 """
 import json, os, resource, statistics, subprocess, sys, tempfile
 
@@ -50,16 +52,15 @@ import json, os, resource, statistics, subprocess, sys, tempfile
 # requests, no extent checks at the OST, no commits or replay copies.
 BASE_COMMIT = "4fcabe5"
 ROUNDS = int(os.environ.get("ROUNDS", "4"))
-GEOMETRY = ["-w", "-r", "-e", "-b", "4m", "-t", "1m", "-s", "32", "-N", "8", "-O", "summaryFormat=JSON"]
+INSTRUCTIONS = os.environ.get("INSTRUCTIONS") == "1"
+SEGMENTS = os.environ.get("SEGMENTS", "8" if INSTRUCTIONS else "32")
+GEOMETRY = ["-w", "-r", "-e", "-b", "4m", "-t", "1m", "-s", SEGMENTS, "-N", "8", "-O", "summaryFormat=JSON"]
 STRIPES = ["-a", "LANEFS", "--lanefs.osts=4", "--lanefs.stripe-count=4", "--lanefs.stripe-size=1m"]
-MODES = ["default", "noexpand", "lockahead", "group"]
+MODES = os.environ.get("MODES", "default,noexpand,lockahead,group").split(",")
 BUILDS = ["before", "bare", "now"]
 TARGET = 0.95
 # What "before" is, for the headings: BASE_COMMIT, or the binary given.
 before_label = BASE_COMMIT
-INSTRUCTIONS = os.environ.get("INSTRUCTIONS") == "1"
-if INSTRUCTIONS:
-    GEOMETRY = [g if g != "32" else "8" for g in GEOMETRY]
 
 
 def build_base(root):
