@@ -15,7 +15,7 @@ lanefs=$1
 seeds=$2
 jobs=${3:-2}
 class_seeds=${4:-0-299}
-bugs="conflicting-grant cancel-before-ack forget-replay sync-without-commit drop-commit-failure lost-resend ignore-write-error no-callback-timeout silent-eviction late-replay forget-destroy lose-destroy-queue retry-unsafe unproved-replay"
+bugs="conflicting-grant cancel-before-ack forget-replay sync-without-commit drop-commit-failure lost-resend ignore-write-error no-callback-timeout silent-eviction late-replay forget-destroy lose-destroy-queue retry-unsafe unproved-replay miscounted-rpc forget-dirty keep-cancelled-lock"
 # Each fault class, and a planted bug whose finding needs it.
 pairs="drop:lost-resend delay:silent-eviction client_crash:no-callback-timeout ost_crash:forget-replay partition:silent-eviction write_failure:ignore-write-error commit_failure,ost_crash:drop-commit-failure mds_crash:lose-destroy-queue mds_drop:retry-unsafe"
 
