@@ -12,8 +12,8 @@
 
 use crate::control;
 use crate::links::{
-    arena_frames, client_queue_limits, client_uuid, new_arena, offer, open_session, Conn, Dial, Link, Live, NetIn,
-    Peer, Session, RECONNECT_BACKOFF_FIRST, RECONNECT_BACKOFF_MAX,
+    arena_frames, client_queue_limits, client_uuid, new_arena, offer, open_session, Conn, Dial, Ending, Link, Live,
+    NetIn, Peer, Session, RECONNECT_BACKOFF_FIRST, RECONNECT_BACKOFF_MAX,
 };
 use crate::mds_record::MdsRecord;
 use crate::{ClientOptions, Cmd, LadviseReply, NetError, Reply, StatsReply};
@@ -102,7 +102,7 @@ impl Driver {
             Some(NetIn::Frame(_, other)) => {
                 return Err(NetError::Protocol(format!("unexpected MDS message {other:?}")))
             }
-            Some(NetIn::Closed(_, reason)) => return Err(NetError::Mds(reason)),
+            Some(NetIn::Closed(_, ending)) => return Err(NetError::Mds(ending.to_string())),
             _ => return Err(NetError::Closed),
         };
         let mut oss: Vec<Conn> = Vec::new();
@@ -152,7 +152,7 @@ impl Driver {
                 Some(NetIn::Frame(_, other)) => {
                     return Err(NetError::Protocol(format!("unexpected MDS message {other:?}")))
                 }
-                Some(NetIn::Closed(_, reason)) => return Err(NetError::Mds(reason)),
+                Some(NetIn::Closed(_, ending)) => return Err(NetError::Mds(ending.to_string())),
                 _ => return Err(NetError::Closed),
             }
         }
@@ -328,13 +328,14 @@ impl Driver {
         let now = tokio::time::Instant::now();
         let timeout = self.options.rpc_timeout;
         let reason = format!("no answer for {timeout:?} (RPC timeout)");
+        let ending = Ending::Other(reason.clone());
         for i in 0..self.oss.len() {
             let silent = match &self.oss[i].link {
                 Link::Up(live) => live.silent_deadline(timeout).is_some_and(|t| t <= now).then_some(live.link),
                 _ => None,
             };
             if let Some(link) = silent {
-                self.link_lost(i, link, &reason);
+                self.link_lost(i, link, &ending);
             }
         }
         if self.mds.as_ref().is_some_and(|live| live.silent_deadline(timeout).is_some_and(|t| t <= now)) {
@@ -540,8 +541,8 @@ impl Driver {
                     other => debug!("unexpected {} message from the MDS ignored", lanefs_proto::wire::variant(&other)),
                 }
             }
-            NetIn::Closed(Peer::Mds, reason) => self.mds_lost(&reason),
-            NetIn::Closed(Peer::Oss(i, link), reason) => self.link_lost(i, link, &reason),
+            NetIn::Closed(Peer::Mds, ending) => self.mds_lost(&ending.to_string()),
+            NetIn::Closed(Peer::Oss(i, link), ending) => self.link_lost(i, link, &ending),
             NetIn::Opened { oss, link, result } => self.opened(oss, link, result),
         }
     }
@@ -631,7 +632,8 @@ impl Driver {
 
     /// The connection `link` to OSS `i` is gone: the client waits for a new
     /// one (nothing fails yet) and tries to make it at once.
-    fn link_lost(&mut self, i: usize, link: u64, reason: &str) {
+    fn link_lost(&mut self, i: usize, link: u64, ending: &Ending) {
+        let reason = &ending.to_string();
         // An older connection's last words (its reader ending after the
         // driver dropped it, while a new one is being made) change nothing.
         if !matches!(&self.oss[i].link, Link::Up(live) if live.link == link) {
@@ -667,7 +669,7 @@ impl Driver {
         // A local user's connection is refused object I/O for good: what
         // needs this OSS fails now, saying why, rather than after
         // `reconnect_timeout` of attempts refused the same way.
-        if reason.contains(lanefs_proto::wire::USER_NOT_A_NODE) {
+        if matches!(ending, Ending::NotANode) {
             for ost in self.oss[i].osts.clone() {
                 self.core.handle_unreachable(now, OstIndex(ost), reason);
             }

@@ -26,14 +26,33 @@ use tracing::warn;
 /// driver.
 pub(super) enum NetIn {
     Frame(Peer, Wire),
-    /// The connection has ended (the reason given to the driver).
-    Closed(Peer, String),
+    /// The connection has ended, and why.
+    Closed(Peer, Ending),
     /// A connection attempt to OSS `oss` (number `link`) ended.
     Opened {
         oss: usize,
         link: u64,
         result: Result<Session, NetError>,
     },
+}
+
+/// Why a connection ended.
+#[derive(Debug)]
+pub(super) enum Ending {
+    /// The server said it serves this connection no node's requests: it is
+    /// a local user's (`Wire::NotANode`), and will be whenever it connects.
+    NotANode,
+    /// Anything else, in words: a refusal, a lost or closed connection.
+    Other(String),
+}
+
+impl std::fmt::Display for Ending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ending::NotANode => write!(f, "refused: {}", lanefs_proto::wire::USER_NOT_A_NODE),
+            Ending::Other(reason) => f.write_str(reason),
+        }
+    }
 }
 
 /// A connection: the MDS, or OSS `.0`'s connection number `.1` (an old
@@ -233,35 +252,45 @@ pub(super) async fn open_session(
         None => fail(format!("no handshake within {timeout:?}")),
     })??;
     let (r, w) = tokio::io::split(stream.into_box());
-    let mut r = BufReader::with_capacity(1 << 18, r);
+    let r = BufReader::with_capacity(1 << 18, r);
     let outbox = Outbox::new(limits.clone());
     let writer = spawn_writer(w, outbox.clone(), shared);
     if let Some(uuid) = uuid {
         let _ = outbox.push(Wire::Session { uuid });
     }
     let session = outbox.clone();
+    spawn_reader(r, outbox, net_tx, peer);
+    Ok((session, writer))
+}
+
+/// A connection's reader task: hands each frame to the driver, and then
+/// why the connection ended.
+fn spawn_reader<R>(mut r: R, outbox: Arc<Outbox>, net_tx: UnboundedSender<NetIn>, peer: Peer)
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+{
     tokio::spawn(async move {
-        let reason = loop {
+        let ending = loop {
             let frame = tokio::select! {
                 frame = read_frame(&mut r) => frame,
-                reason = outbox.closed() => break reason,
+                reason = outbox.closed() => break Ending::Other(reason),
             };
             match frame {
-                Ok(Some(Wire::Refused { reason })) => break format!("refused: {reason}"),
+                Ok(Some(Wire::Refused { reason })) => break Ending::Other(format!("refused: {reason}")),
+                Ok(Some(Wire::NotANode)) => break Ending::NotANode,
                 Ok(Some(frame)) => {
                     if net_tx.send(NetIn::Frame(peer, frame)).is_err() {
                         outbox.close("the client driver has stopped");
                         return;
                     }
                 }
-                Ok(None) => break "connection closed".into(),
-                Err(e) => break e.to_string(),
+                Ok(None) => break Ending::Other("connection closed".into()),
+                Err(e) => break Ending::Other(e.to_string()),
             }
         };
-        outbox.close(&reason);
-        let _ = net_tx.send(NetIn::Closed(peer, reason));
+        outbox.close(&ending.to_string());
+        let _ = net_tx.send(NetIn::Closed(peer, ending));
     });
-    Ok((session, writer))
 }
 
 /// How one attempt at a handshake failed.

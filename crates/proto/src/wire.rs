@@ -95,7 +95,7 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    `MigrateAbort`, `LayoutFid`, `MdsReply::Migration`,
 ///    `MdsError::MigrationGone`); an enqueue on an object that is gone is
 ///    refused (`EnqueueReply::NoSuchObject`).
-pub const PROTOCOL_VERSION: u16 = 15;
+pub const PROTOCOL_VERSION: u16 = 16;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -425,6 +425,12 @@ pub enum Wire {
     Ping,
     /// Server to client: the answer to `Ping`.
     Pong,
+    /// The connection is a local user's, not a node's, and it asked for
+    /// what only a node may do (object I/O, locks, cache advice: see
+    /// [`USER_NOT_A_NODE`]); it closes next. A refusal for good, which a
+    /// client tells apart from [`Wire::Refused`] by its kind: trying again
+    /// gets the same.
+    NotANode,
 }
 
 /// The bulk part of a frame.
@@ -528,6 +534,7 @@ pub fn variant(w: &Wire) -> &'static str {
         Wire::Hello { .. } => "Hello",
         Wire::Welcome { .. } => "Welcome",
         Wire::Refused { .. } => "Refused",
+        Wire::NotANode => "NotANode",
         Wire::ToOst { .. } => "ToOst",
         Wire::ToClient { .. } => "ToClient",
         Wire::Destroy { .. } => "Destroy",

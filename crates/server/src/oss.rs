@@ -805,6 +805,15 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
     }
 }
 
+/// A local user's connection asked for object I/O, which is a node's: it
+/// is told so (`Wire::NotANode`, a refusal for good) and closed: the
+/// connection's service ends (`Ok`, the refusal already queued).
+fn refuse_user(outbox: &Outbox) -> Result<(), String> {
+    warn!("closing a local user's connection: {USER_NOT_A_NODE}");
+    outbox.finish(Some(Wire::NotANode));
+    Ok(())
+}
+
 /// One connection's state.
 struct Session {
     /// Who the client is, once it has said (`Session`).
@@ -941,7 +950,7 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
             // node: it gets no export (nor a place in the exports table).
             Wire::Session { .. } if session.standing == Standing::User => {}
             Wire::ToOst { .. } | Wire::WriteShared { .. } if session.standing == Standing::User => {
-                return Err(USER_NOT_A_NODE.to_string());
+                return refuse_user(outbox);
             }
             Wire::AttachArena { arena, .. } if session.standing == Standing::User => {
                 let _ = outbox.push(Wire::ArenaRefused { arena, reason: USER_NOT_A_NODE.to_string() });

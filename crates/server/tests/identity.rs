@@ -187,11 +187,13 @@ fn a_local_user_reads_statistics_but_no_objects() {
         let connect = lanefs_core::msg::ToOst::Connect { resume: None };
         write_frame(&mut s, Wire::ToOst { ost: 0, message: connect }).await.unwrap();
         match next(&mut s).await {
-            Some(Wire::Refused { reason }) => {
+            Some(Wire::NotANode) => {
+                let reason = lanefs_proto::wire::USER_NOT_A_NODE;
                 assert!(reason.contains("not a node's") && reason.contains("lanefs mount"), "{reason}")
             }
             other => panic!("object I/O refused, not {other:?}"),
         }
+        assert_eq!(next(&mut s).await, None, "the connection closes after the refusal");
     });
     // A node (this root process) still does it all.
     let cl = Client::connect(&c.mds_address(), c.client_options()).unwrap();

@@ -1012,6 +1012,7 @@ fn codec_seeds() {
         Wire::MdsReply { id: 24, answer: MdsAnswer::Opened },
         Wire::Mds { id: 25, call: MdsCall::ReplayDone },
         Wire::Refused { reason: "no".into() },
+        Wire::NotANode,
     ];
     let mut stream = Vec::new();
     let count = messages.len();
