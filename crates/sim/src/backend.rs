@@ -110,6 +110,29 @@ pub struct SimOptions {
     pub check: bool,
 }
 
+impl SimOptions {
+    /// A run on `cluster` with seed 7 and every option at its default
+    /// (what `lanefs sim ior` does with no option but `--cluster`).
+    pub fn new(cluster: ClusterConfig) -> SimOptions {
+        SimOptions {
+            cluster,
+            seed: 7,
+            lock_mode: None,
+            stripe_count: None,
+            stripe_size: None,
+            pfl: Vec::new(),
+            hints: Vec::new(),
+            timeseries: None,
+            stats: false,
+            timers: false,
+            hints_display: false,
+            aggregator_placement_display: false,
+            progress: false,
+            check: false,
+        }
+    }
+}
+
 pub struct SimBackend {
     api: Api,
     opts: SimOptions,

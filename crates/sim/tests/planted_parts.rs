@@ -18,22 +18,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 const SHARED: &str = "-a POSIX -w -r -b 256k -t 64k -s 2 -N 2 --tasks-per-node 1";
 
 fn options() -> SimOptions {
-    SimOptions {
-        cluster: ClusterConfig::load("laptop").expect("preset loads"),
-        seed: 7,
-        lock_mode: None,
-        stripe_count: None,
-        stripe_size: None,
-        pfl: Vec::new(),
-        hints: Vec::new(),
-        timeseries: None,
-        stats: false,
-        timers: false,
-        hints_display: false,
-        aggregator_placement_display: false,
-        progress: false,
-        check: true,
-    }
+    SimOptions { check: true, ..SimOptions::new(ClusterConfig::load("laptop").expect("preset loads")) }
 }
 
 /// Runs the scenario with `bug` planted; the panic's message, if any.

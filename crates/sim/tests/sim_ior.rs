@@ -9,22 +9,7 @@ use lanefs_sim::config::ClusterConfig;
 use serde_json::Value;
 
 fn opts(cluster: &str) -> SimOptions {
-    SimOptions {
-        cluster: ClusterConfig::load(cluster).expect("preset loads"),
-        seed: 7,
-        lock_mode: None,
-        stripe_count: None,
-        stripe_size: None,
-        pfl: Vec::new(),
-        hints: Vec::new(),
-        timeseries: None,
-        stats: false,
-        timers: false,
-        hints_display: false,
-        aggregator_placement_display: false,
-        progress: false,
-        check: false,
-    }
+    SimOptions::new(ClusterConfig::load(cluster).expect("preset loads"))
 }
 
 fn hints(spec: &str) -> Vec<(String, String)> {
