@@ -3,6 +3,7 @@
 //! results into text or JSON.
 
 mod args;
+mod calibrate;
 mod daemons;
 mod demo;
 mod find;
@@ -103,6 +104,27 @@ enum Command {
         key_root_squash: Option<String>,
         #[command(flatten)]
         limits: daemons::LimitArgs,
+    },
+    /// Measure this machine (the disk the OSTs would use, a core's copy
+    /// rate alone and with every core copying, Unix and TCP sockets) and
+    /// write a cluster preset describing it, for `lanefs sim ior --cluster`.
+    Calibrate {
+        /// A directory on the disk the OSTs would use (a temporary
+        /// directory by default).
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Write the preset to this file (standard output by default).
+        #[arg(long, value_name = "PRESET.toml")]
+        out: Option<PathBuf>,
+        /// Smaller samples: under 20 s in all (about 2 minutes without).
+        #[arg(long)]
+        quick: bool,
+        /// OSTs the preset's one OSS has, sharing the disk measured.
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
+        osts: u32,
+        /// Ranks the preset's one node runs (as IOR's -N on this machine).
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        ranks: u32,
     },
     /// Run the metadata server alone (for a cluster across hosts).
     Mds {
@@ -392,6 +414,7 @@ fn run(cli: Cli) -> Result<()> {
             lanefs_backends::ranks::serve_rank(&RankLaunch { mds, key: cli.target.key, rank, buffer, ior_args })
         }
         Command::Sim { args } => sim::main(args),
+        Command::Calibrate { data, out, quick, osts, ranks } => calibrate::main(data, out, quick, osts, ranks),
         Command::Mount(args) => mount::mount(args, &cli.target),
         Command::Umount(args) => mount::umount(args),
         Command::Fs(command) => fs::run(*command, &cli.target),
