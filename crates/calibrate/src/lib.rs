@@ -5,7 +5,11 @@
 //! the hardware and the host's kernel cost in isolation: a disk's write and
 //! read bandwidth and its `fdatasync` latency, a core's copy rate alone and
 //! with all cores copying, a socket's round trip and bandwidth), never the
-//! bandwidths the simulator's predictions are judged on. The preset it
+//! bandwidths the simulator's predictions are judged on; and lanefs's own
+//! costs the same way, each in isolation: the servers' CPU time per I/O
+//! RPC, per lock request and per blocking callback, the client library's
+//! per message and per page, the mount's time per request, and MPI's
+//! latency, bandwidth and time per message. The preset it
 //! writes describes one node that is both client and servers, as a local
 //! lanefs cluster is (`lanefs up`, or the embedded cluster of `lanefs ior
 //! -a LANEFS`), so that `lanefs sim ior --cluster PRESET.toml -N 8`
@@ -14,13 +18,29 @@
 //! crate does not measure yet keep the `laptop` preset's assumption and
 //! say so.
 //!
-//! Each step is a function of its own ([`disk`], [`copy`], [`sockets`]),
-//! run in turn by [`measure`], which reports progress one line per step.
+//! Each step is a module of its own ([`disk`], [`copy`], [`sockets`],
+//! [`servers`], [`mount`], [`mpi`]), run in turn by [`measure`], which
+//! reports progress one line per step. The servers measured are the real
+//! daemons, started as a child process ([`cluster`]), and the client the
+//! real library, driven from this process ([`load`]); each step that
+//! starts a process owns it through a guard that stops and reaps it on
+//! every way out ([`child`]). The mount and MPI are optional: where they
+//! cannot run, the step is skipped and the preset says why.
 
+pub mod child;
+pub mod cluster;
 pub mod copy;
+pub mod costs;
+pub mod cpu;
 pub mod disk;
+pub mod load;
+pub mod mount;
+pub mod mpi;
 pub mod preset;
+pub mod servers;
 pub mod sockets;
+pub mod step;
+pub mod summary;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,6 +56,9 @@ pub struct Options {
     pub osts: u32,
     /// The ranks the preset's one node runs.
     pub ranks: u32,
+    /// The lanefs binary: it runs the servers (`lanefs up`) and the mount
+    /// (`lanefs mount`) measured.
+    pub lanefs_exe: PathBuf,
 }
 
 impl Options {
@@ -85,6 +108,73 @@ impl Options {
     }
 }
 
+/// The steps [`measure`] reports, one progress line each.
+pub const STEPS: usize = 7;
+
+impl Options {
+    /// 4 KiB writes to a cached page (the client's cost per call).
+    pub fn cached_writes(&self) -> u64 {
+        if self.quick {
+            2_000
+        } else {
+            20_000
+        }
+    }
+
+    /// 4 KiB writes that each become a write RPC.
+    pub fn page_rpcs(&self) -> u64 {
+        if self.quick {
+            2_048
+        } else {
+            16_384
+        }
+    }
+
+    /// Bytes written in 1 MiB write RPCs.
+    pub fn large_rpc_bytes(&self) -> u64 {
+        if self.quick {
+            64 << 20
+        } else {
+            512 << 20
+        }
+    }
+
+    /// Writes by two clients in turn, each calling back the other's lock.
+    pub fn callback_writes(&self) -> u64 {
+        if self.quick {
+            300
+        } else {
+            3_000
+        }
+    }
+
+    /// Lock-ahead lock requests.
+    pub fn lock_requests(&self) -> u64 {
+        if self.quick {
+            1_024
+        } else {
+            8_192
+        }
+    }
+
+    /// 4 KiB writes timed through the mount (and as many directly).
+    pub fn mount_writes(&self) -> u64 {
+        if self.quick {
+            1_000
+        } else {
+            10_000
+        }
+    }
+
+    /// What the MPI probe times.
+    pub fn mpi_samples(&self) -> mpi::Samples {
+        match self.quick {
+            true => mpi::Samples { round_trips: 2_000, large_messages: 32, small_messages: 20_000 },
+            false => mpi::Samples { round_trips: 20_000, large_messages: 256, small_messages: 200_000 },
+        }
+    }
+}
+
 /// Everything measured, in the units the preset takes.
 #[derive(Clone, Debug)]
 pub struct Measurements {
@@ -92,6 +182,14 @@ pub struct Measurements {
     pub copy: copy::Copy,
     pub unix: sockets::Socket,
     pub tcp: sockets::Socket,
+    pub servers: servers::Servers,
+    pub mount: step::Step<mount::Mount>,
+    pub mpi: step::Step<mpi::Mpi>,
+    /// The cores online (`[compute] cores`).
+    pub cores_online: u32,
+    /// Whether the lanefs measured is a debug build (its CPU costs are
+    /// then several times a release build's).
+    pub debug_build: bool,
     /// When the measurements were taken (seconds since the Unix epoch).
     pub taken_unix_s: u64,
     /// How long measuring took.
@@ -99,11 +197,44 @@ pub struct Measurements {
 }
 
 /// Measures the machine as `options` say, calling `progress` with one line
-/// as each step begins.
+/// as each step begins ([`STEPS`] in all).
 pub fn measure(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Measurements, String> {
     let began = std::time::Instant::now();
     let taken_unix_s =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (disk, copy, unix, tcp) = hardware(options, progress)?;
+    progress(&format!(
+        "servers: lanefs up with {} OSTs in {}, CPU time per I/O RPC, lock request and callback, and the \
+         client's per message and page",
+        options.osts,
+        options.data_dir.display()
+    ));
+    let cluster = cluster::Cluster::start(&options.lanefs_exe, &options.data_dir, options.osts)?;
+    let servers = servers::measure(&cluster, options, copy.one_gib_s)?;
+    progress(&format!("mount: {} 4 KiB writes through a FUSE mount and as many directly", options.mount_writes()));
+    let mount = mount::measure(&options.lanefs_exe, &cluster, options.mount_writes());
+    drop(cluster);
+    progress("mpi: a probe compiled with mpicc, ping-pong and streams between 2 ranks of mpirun");
+    let mpi = mpi::measure(options.mpi_samples());
+    Ok(Measurements {
+        disk,
+        copy,
+        unix,
+        tcp,
+        servers,
+        mount,
+        mpi,
+        cores_online: cpu::cores_online(),
+        debug_build: cfg!(debug_assertions),
+        taken_unix_s,
+        elapsed: began.elapsed(),
+    })
+}
+
+type Hardware = (disk::Disk, copy::Copy, sockets::Socket, sockets::Socket);
+
+/// The disk, the memory and the sockets.
+fn hardware(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Hardware, String> {
     progress(&format!(
         "disk: writing and reading back {} MiB in {}",
         options.disk_bytes() >> 20,
@@ -124,7 +255,7 @@ pub fn measure(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Meas
         options.socket_bytes() >> 20
     ));
     let tcp = sockets::measure_tcp(options.round_trips(), options.socket_bytes())?;
-    Ok(Measurements { disk, copy, unix, tcp, taken_unix_s, elapsed: began.elapsed() })
+    Ok((disk, copy, unix, tcp))
 }
 
 /// Bytes per second as GiB/s.
@@ -135,5 +266,11 @@ pub fn gib_s(bytes: u64, elapsed: Duration) -> f64 {
 /// The median of `samples` (which it sorts); zero for none.
 pub fn median(samples: &mut [Duration]) -> Duration {
     samples.sort_unstable();
+    samples.get(samples.len() / 2).copied().unwrap_or_default()
+}
+
+/// The median of `samples` (which it sorts); zero for none.
+pub fn median_f64(samples: &mut [f64]) -> f64 {
+    samples.sort_by(f64::total_cmp);
     samples.get(samples.len() / 2).copied().unwrap_or_default()
 }

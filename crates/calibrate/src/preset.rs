@@ -1,22 +1,47 @@
 //! The measurements as a cluster preset: the TOML `lanefs sim ior
 //! --cluster FILE` reads, one node that is both client and servers, each
-//! value with the comment that says where it came from.
+//! value with the comment that says where it came from. A step skipped
+//! (the mount, MPI) leaves its section out with a comment saying why.
 
+use crate::costs::Cost;
+use crate::step::Step;
 use crate::{Measurements, Options};
 use std::fmt::Write;
 
-const GIB_PER_GB: f64 = 0.931_323;
-
 /// The preset's text.
 pub fn render(m: &Measurements, options: &Options) -> String {
-    [header(m, options), compute(m, options), client(), storage(m, options)].concat()
+    [
+        header(m, options),
+        compute(m, options),
+        compute_costs(m),
+        client(),
+        storage(m, options),
+        storage_costs(m),
+        mpi(m),
+        mount(m),
+    ]
+    .concat()
+}
+
+/// When the preset was measured, as its comments say it.
+pub fn when(m: &Measurements) -> String {
+    chrono::DateTime::from_timestamp(m.taken_unix_s as i64, 0)
+        .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+        .unwrap_or_else(|| "an unknown time".to_string())
+}
+
+/// A cost's value, and the words that say it was clamped.
+fn cost(c: Cost, raw_note: &str) -> (String, String) {
+    let value = format!("{:.3}", c.us);
+    match c.clamped {
+        true => (value, format!("\n# It came out below zero ({raw_note}): written as 0.")),
+        false => (value, String::new()),
+    }
 }
 
 /// When and where it was measured, and what the file is.
 fn header(m: &Measurements, options: &Options) -> String {
-    let when = chrono::DateTime::from_timestamp(m.taken_unix_s as i64, 0)
-        .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
-        .unwrap_or_else(|| "an unknown time".to_string());
+    let when = when(m);
     let host = hostname();
     let osts = options.osts.max(1);
     let mut t = String::new();
@@ -26,8 +51,7 @@ fn header(m: &Measurements, options: &Options) -> String {
          # that is both client and servers, as a local lanefs cluster is, so that\n\
          # `lanefs sim ior --cluster THIS_FILE -N {ranks}` simulates what `lanefs ior\n\
          # -a LANEFS -N {ranks}` runs here. \"measured\" values say how; the others\n\
-         # are not measured by lanefs calibrate yet and keep the laptop preset's\n\
-         # assumption (presets/laptop.toml), as their comments say.\n\
+         # are lanefs's own settings, as their comments say.{build}\n\
          #\n\
          # Bandwidths are in GiB/s (2^30 bytes per second).\n\
          \n\
@@ -36,6 +60,12 @@ fn header(m: &Measurements, options: &Options) -> String {
          description = \"{host} as measured by lanefs calibrate on {when}: 1 node x {ranks} ranks, one OSS with {osts} OSTs on {dir}\"\n",
         ranks = options.ranks,
         dir = options.data_dir.display(),
+        build = match m.debug_build {
+            true => "\n#\n# Measured with a debug build of lanefs: its CPU costs (the servers' and\n\
+                     # the client's) are several times a release build's. Calibrate with\n\
+                     # `cargo build --release` for this machine's real costs.",
+            false => "",
+        },
     );
     t
 }
@@ -51,8 +81,11 @@ fn compute(m: &Measurements, options: &Options) -> String {
          nodes = 1\n\
          ranks_per_node = {ranks}\n\
          # measured: one thread copying 1 MiB blocks into a 256 MiB buffer,\n\
-         # {copy_mib} MiB in all ({cores} cores copying at once: {each:.2} GiB/s each).\n\
+         # {copy_mib} MiB in all.\n\
          copy_bandwidth_gib_s = {one:.3}\n\
+         # measured: the same, one thread per core ({cores}) copying at once into\n\
+         # 64 MiB buffers of their own: the median thread's rate.\n\
+         copy_bandwidth_every_core_gib_s = {each:.3}\n\
          # measured: 1 MiB writes streamed over a Unix socket pair between two\n\
          # threads ({sock_mib} MiB), the sockets a local cluster's clients and servers use.\n\
          injection_bandwidth_gib_s = {unix_bw:.3}\n\
@@ -60,7 +93,7 @@ fn compute(m: &Measurements, options: &Options) -> String {
          # socket pair ({trips} round trips; 10th to 90th percentile {p10:.1} to\n\
          # {p90:.1} us: a thread woken from sleep answers far later than one\n\
          # running; TCP on loopback: {tcp_us:.1} us).\n\
-         network_latency_us = {one_way_us:.1}\n",
+         network_latency_us = {one_way_us:.1}",
         ranks = options.ranks,
         copy_mib = options.copy_bytes() >> 20,
         cores = m.copy.cores,
@@ -114,9 +147,6 @@ fn storage(m: &Measurements, options: &Options) -> String {
          ost_read_bandwidth_gib_s = {per_ost_read:.4}\n\
          # measured: the Unix socket's bandwidth, as for the clients.\n\
          oss_network_bandwidth_gib_s = {unix_bw:.3}\n\
-         # Not measured yet (laptop preset's assumption): the server CPU time per\n\
-         # I/O RPC, taken equal to lock_cpu_us.\n\
-         rpc_service_overhead_us = 65\n\
          # lanefs's OST default (lanefs up --sync-lock-cancel), Lustre's too.\n\
          sync_lock_cancel = \"always\"\n\
          # measured: the median time of a 4 KiB write and its fdatasync ({syncs}\n\
@@ -129,13 +159,8 @@ fn storage(m: &Measurements, options: &Options) -> String {
          # lanefs's OSS serves each OST on a thread of its own\n\
          # (crates/server/src/oss.rs).\n\
          oss_service_threads = {osts}\n\
-         # Not measured yet (laptop preset's assumption): model-params' enqueue round\n\
-         # trip of 105 us less two one-way latencies of 20 us.\n\
-         lock_cpu_us = 65\n\
          # lanefs's default (lanefs up --callback-timeout), Lustre's ldlm_enqueue_min.\n\
-         callback_timeout_s = 100\n\
-         \n\
-         # [mpi] is left out: MPI messages use the [compute] latency and bandwidth.",
+         callback_timeout_s = 100",
         disk_mib = m.disk.bytes >> 20,
         dir = options.data_dir.display(),
         write = m.disk.write_gib_s,
@@ -146,31 +171,171 @@ fn storage(m: &Measurements, options: &Options) -> String {
     t
 }
 
-/// The summary table: each measurement, its value and what it becomes.
-pub fn summary(m: &Measurements, options: &Options) -> Vec<[String; 3]> {
-    let us = |d: std::time::Duration| format!("{:.1} us", d.as_secs_f64() * 1e6);
-    let spread = |s: &crate::sockets::Socket| {
-        let (p10, p90) = s.one_way_spread;
-        format!("{} ({:.1} to {:.1})", us(s.one_way), p10.as_secs_f64() * 1e6, p90.as_secs_f64() * 1e6)
-    };
-    let gib = |v: f64| format!("{v:.3} GiB/s ({:.0} MB/s)", v / GIB_PER_GB * 1000.0);
-    vec![
-        [
-            "disk write (1 MiB writes, fdatasync)".into(),
-            gib(m.disk.write_gib_s),
-            "ost_write_bandwidth_gib_s (per OST)".into(),
-        ],
-        ["disk read (cache dropped)".into(), gib(m.disk.read_gib_s), "ost_read_bandwidth_gib_s (per OST)".into()],
-        ["4 KiB write + fdatasync (median)".into(), us(m.disk.sync), "journal_commit_us".into()],
-        ["copy, one core".into(), gib(m.copy.one_gib_s), "copy_bandwidth_gib_s".into()],
-        [format!("copy, each of {} cores at once", m.copy.cores), gib(m.copy.each_of_all_gib_s), "(shown)".into()],
-        ["Unix socket one way (10th to 90th pct)".into(), spread(&m.unix), "network_latency_us".into()],
-        ["Unix socket bandwidth".into(), gib(m.unix.gib_s), "injection/oss_network_bandwidth_gib_s".into()],
-        ["TCP loopback one way (10th to 90th pct)".into(), spread(&m.tcp), "(shown)".into()],
-        ["TCP loopback bandwidth".into(), gib(m.tcp.gib_s), "(shown)".into()],
-        ["OSTs sharing the disk".into(), options.osts.to_string(), "osts_per_oss".into()],
-    ]
+/// The node's cores and the client library's CPU costs.
+fn compute_costs(m: &Measurements) -> String {
+    let s = &m.servers;
+    let (small, large) = (&s.phases.page_rpcs, &s.phases.large_rpcs);
+    let (per_rpc, rpc_note) = cost(s.client.message, "the writes' CPU time less their calls'");
+    let (per_page, page_note) = cost(s.client.page, "the 1 MiB writes less their calls, messages and copy");
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "# measured: the cores online (sysconf _SC_NPROCESSORS_ONLN); the servers'\n\
+         # CPU work shares them with the clients' ([storage] runs_on).\n\
+         cores = {cores}\n\
+         # measured: the client library's CPU time (this process's CPU clock, all\n\
+         # its threads) for {small_ops} 4 KiB writes a page apart, fsync'ed every 16 MiB:\n\
+         # {small_messages} messages to the OST ({small_rpcs} of them write RPCs), less the\n\
+         # same number of writes to a cached page ({call:.2} us each, measured the\n\
+         # same way over {cached} writes), per message.{rpc_note}\n\
+         client_cpu_per_rpc_us = {per_rpc}\n\
+         # measured: the same for {large_mib} MiB in 1 MiB writes ({large_rpcs} write RPCs\n\
+         # of {pages:.0} pages on average), less their calls and messages at the costs\n\
+         # above and the copy of their bytes at copy_bandwidth_gib_s, per page\n\
+         # beyond each RPC's first (which the cost per message has).{page_note}\n\
+         client_cpu_per_page_us = {per_page}\n",
+        cores = m.cores_online,
+        small_ops = small.ops,
+        small_messages = small.counts.messages(),
+        small_rpcs = small.counts.io_rpcs,
+        call = s.client.call.us,
+        cached = s.phases.cached.ops,
+        large_mib = (large.ops * crate::load::LARGE_WRITE_BYTES) >> 20,
+        large_rpcs = large.counts.io_rpcs,
+        pages = s.client.pages_per_large_rpc,
+    );
+    t
 }
+
+/// The servers' CPU costs, and where they run.
+fn storage_costs(m: &Measurements) -> String {
+    let s = &m.servers;
+    let p = &s.phases;
+    let (rpc, rpc_note) = cost(s.costs.rpc, "the phase's CPU time less its requests'");
+    let (lock, lock_note) = cost(s.costs.lock, "the phase's CPU time less its RPCs'");
+    let (callback, callback_note) = cost(s.costs.callback, "the phase's CPU time less its requests' and RPCs'");
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "# measured: the servers' CPU time (their process's CPU clock, less the\n\
+         # {idle:.1} us per second they take idle) for {page_rpcs} write RPCs of 4 KiB\n\
+         # (and {page_requests} other requests), and for {locks} lock-ahead lock requests (and\n\
+         # {lock_rpcs} I/O RPCs): the two phases solved for an RPC's cost and a request's.{rpc_note}\n\
+         rpc_service_overhead_us = {rpc}\n\
+         # measured: the lock server's CPU time per request (an enqueue, a cancel, a\n\
+         # sync), as above.{lock_note}\n\
+         lock_cpu_us = {lock}\n\
+         # measured: the servers' CPU time for {writes} writes of one page by two clients\n\
+         # in turn, {callbacks} blocking callbacks, less its {requests} requests and {rpcs} RPCs at\n\
+         # the costs above, per callback (the OSTs synced no cancel: that is\n\
+         # journal_commit_us's).{callback_note}\n\
+         callback_cpu_us = {callback}\n\
+         # The servers measured ran on this node, sharing its cores with the clients.\n\
+         runs_on = \"compute-node\"\n",
+        idle = s.idle_rate * 1e6,
+        page_rpcs = p.page_rpcs.counts.io_rpcs,
+        page_requests = p.page_rpcs.counts.requests,
+        locks = p.locks.counts.requests,
+        lock_rpcs = p.locks.counts.io_rpcs,
+        writes = p.callbacks.ops,
+        callbacks = p.callbacks.counts.callbacks,
+        requests = p.callbacks.counts.requests,
+        rpcs = p.callbacks.counts.io_rpcs,
+    );
+    t
+}
+
+/// `[mpi]`, or the comment that says why it is left out.
+fn mpi(m: &Measurements) -> String {
+    let mpi = match &m.mpi {
+        Step::Measured(mpi) => mpi,
+        Step::Skipped(reason) => {
+            let why = format!(
+                "[mpi] is left out: not measured, {reason}. MPI messages use the [compute] latency and bandwidth."
+            );
+            return format!("{}\n", as_comment(&why));
+        }
+    };
+    let n = mpi.samples;
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "[mpi]\n\
+         # measured: half the round trip of an 8-byte message between the 2 ranks of\n\
+         # `mpirun -np 2` on this node ({version}), {trips} round trips.\n\
+         latency_us = {latency:.3}\n\
+         # measured: {large} messages of 4 MiB streamed from one rank to the other, 8 in\n\
+         # flight.\n\
+         bandwidth_gib_s = {bandwidth:.3}\n\
+         # measured: the sending rank's time per message in a stream of {small}\n\
+         # non-blocking 8-byte sends, 64 in flight (LogP's overhead).\n\
+         message_cpu_us = {message:.3}\n",
+        version = mpi.version,
+        trips = n.round_trips,
+        latency = mpi.latency_us,
+        large = n.large_messages,
+        bandwidth = mpi.bandwidth_gib_s,
+        small = n.small_messages,
+        message = mpi.message_cpu_us,
+    );
+    t
+}
+
+/// `[mount]`, or the comment that says why it is left out.
+fn mount(m: &Measurements) -> String {
+    let mount = match &m.mount {
+        Step::Measured(mount) => mount,
+        Step::Skipped(reason) => {
+            let why = format!(
+                "[mount] is left out: not measured, {reason}. The simulator's ranks then call the client directly."
+            );
+            return as_comment(&why);
+        }
+    };
+    let clamped = match mount.clamped {
+        true => "\n# It came out below zero (the mount's writes were the faster): written as 0.",
+        false => "",
+    };
+    format!(
+        "[mount]\n\
+         # measured: {writes} writes of 4 KiB to one cached page through a FUSE mount\n\
+         # of the servers measured (lanefs mount), {through:.2} us each, less as many\n\
+         # through the client library directly, {direct:.2} us each (medians of rounds\n\
+         # taken in turn): the kernel's round trip to the mount's daemon.{clamped}\n\
+         request_us = {request:.3}\n\
+         # lanefs's mount asks the kernel for writes and reads of up to this\n\
+         # (max_write, crates/fuse/src/fs.rs).\n\
+         request_max_kib = {max}\n",
+        writes = mount.writes,
+        through = mount.through_mount_us,
+        direct = mount.direct_us,
+        request = mount.request_us,
+        max = mount.request_max_kib,
+    )
+}
+
+/// Comment lines of at most [`COMMENT_WIDTH`] columns (a longer word
+/// stands alone) saying `text`, each line of it on lines of its own.
+pub fn as_comment(text: &str) -> String {
+    let mut out = String::new();
+    for paragraph in text.lines() {
+        let mut line = String::from("#");
+        for word in paragraph.split_whitespace() {
+            if line.len() > 1 && line.len() + 1 + word.len() > COMMENT_WIDTH {
+                out.push_str(&line);
+                out.push('\n');
+                line = String::from("#");
+            }
+            line.push(' ');
+            line.push_str(word);
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+const COMMENT_WIDTH: usize = 78;
 
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -178,4 +343,22 @@ fn hostname() -> String {
         .ok()
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "this host".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reason_of_several_lines_becomes_comment_lines_only() {
+        let text =
+            "the mount's daemon exited (exit status: 1); it said:\n  fuse: device not found, try 'modprobe fuse' first";
+        let comment = as_comment(text);
+        assert!(comment.lines().all(|l| l.starts_with('#') && l.len() <= COMMENT_WIDTH), "{comment}");
+        assert!(comment.ends_with("first\n"), "{comment}");
+        let words = |t: &str| t.split_whitespace().filter(|w| *w != "#").collect::<Vec<_>>().join(" ");
+        assert_eq!(words(&comment), words(text));
+        let long = "x".repeat(100);
+        assert_eq!(as_comment(&long), format!("# {long}\n"), "a longer word stands alone");
+    }
 }

@@ -3,7 +3,7 @@
 //! the preset.
 
 use anyhow::{anyhow, Context, Result};
-use lanefs_calibrate::{measure, preset, Options};
+use lanefs_calibrate::{measure, preset, summary, Options, STEPS};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -16,14 +16,16 @@ pub fn main(data: Option<PathBuf>, out: Option<PathBuf>, quick: bool, osts: u32,
             scratch.path().to_path_buf()
         }
     };
-    let options = Options { data_dir, quick, osts, ranks };
+    // The servers and the mount measured are this binary's.
+    let lanefs_exe = std::env::current_exe().context("finding the lanefs binary, which runs the servers measured")?;
+    let options = Options { data_dir, quick, osts, ranks, lanefs_exe };
     let mut step = 0;
     let measured = measure(&options, &mut |line| {
         step += 1;
-        eprintln!("[{step}/4] {line}");
+        eprintln!("[{step}/{STEPS}] {line}");
     })
     .map_err(|e| anyhow!(e))?;
-    let rows = preset::summary(&measured, &options);
+    let rows = summary::rows(&measured, &options);
     let width = rows.iter().map(|r| r[0].len()).max().unwrap_or(0);
     let value_width = rows.iter().map(|r| r[1].len()).max().unwrap_or(0);
     eprintln!("measured in {:.1} s:", measured.elapsed.as_secs_f64());

@@ -3,9 +3,17 @@
 
 use std::process::Command;
 
-/// The keys `lanefs calibrate` measures (the others keep assumptions).
-const MEASURED: [&str; 8] = [
+/// The keys `lanefs calibrate` always measures (the others are lanefs's
+/// own settings).
+const MEASURED: [&str; 15] = [
     "copy_bandwidth_gib_s",
+    "copy_bandwidth_every_core_gib_s",
+    "cores",
+    "client_cpu_per_rpc_us",
+    "client_cpu_per_page_us",
+    "rpc_service_overhead_us",
+    "lock_cpu_us",
+    "callback_cpu_us",
     "injection_bandwidth_gib_s",
     "network_latency_us",
     "ost_write_bandwidth_gib_s",
@@ -14,6 +22,41 @@ const MEASURED: [&str; 8] = [
     "journal_commit_us",
     "rmw_read_bandwidth_gib_s",
 ];
+
+/// The optional sections' measured keys: each section is there, or a
+/// comment says why it is left out.
+const OPTIONAL: [(&str, &[&str]); 2] =
+    [("mount", &["request_us"]), ("mpi", &["latency_us", "bandwidth_gib_s", "message_cpu_us"])];
+
+/// The value of `key` in `lines`, checked to be a number, with its
+/// comment block checked to say it was measured.
+fn measured_value(lines: &[&str], key: &str, zero_allowed: bool) -> f64 {
+    let at = lines.iter().position(|l| l.starts_with(&format!("{key} = "))).unwrap_or_else(|| panic!("no {key}"));
+    let value: f64 = lines[at].split(" = ").nth(1).unwrap().parse().unwrap();
+    assert!(value.is_finite() && (value > 0.0 || zero_allowed && value == 0.0), "{key} = {value}");
+    // Its comment block says it was measured, and how.
+    let comment = lines[..at].iter().rev().take_while(|l| l.starts_with('#')).collect::<Vec<_>>();
+    assert!(comment.iter().any(|l| l.starts_with("# measured:")), "{key} has no provenance: {comment:?}");
+    if value == 0.0 {
+        assert!(comment.iter().any(|l| l.contains("below zero")), "{key} = 0 says nothing of why: {comment:?}");
+    }
+    value
+}
+
+/// Checks an optional section: its keys measured, or a comment saying
+/// why it is left out. Whether it is there.
+fn optional_section(text: &str, lines: &[&str], section: &str, keys: &[&str]) -> bool {
+    if lines.contains(&format!("[{section}]").as_str()) {
+        for key in keys {
+            // A CPU cost may come out as zero, saying so.
+            measured_value(lines, key, *key == "request_us");
+        }
+        return true;
+    }
+    let why = format!("# [{section}] is left out: not measured, ");
+    assert!(text.contains(&why), "neither [{section}] nor why it is left out:\n{text}");
+    false
+}
 
 #[test]
 fn a_quick_calibration_writes_a_preset_the_simulator_runs() {
@@ -28,22 +71,28 @@ fn a_quick_calibration_writes_a_preset_the_simulator_runs() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    for step in ["[1/4] disk", "[2/4] memory", "[3/4] sockets", "[4/4] sockets", "journal_commit_us"] {
+    let steps = ["[1/7] disk", "[2/7] memory", "[3/7] sockets", "[4/7] sockets", "[5/7] servers", "[6/7] mount"];
+    for step in steps.into_iter().chain(["[7/7] mpi", "journal_commit_us", "callback_cpu_us"]) {
         assert!(stderr.contains(step), "no {step:?} in the progress and summary: {stderr}");
     }
     let text = std::fs::read_to_string(&preset).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     for key in MEASURED {
-        let at = lines.iter().position(|l| l.starts_with(&format!("{key} = "))).unwrap_or_else(|| panic!("no {key}"));
-        let value: f64 = lines[at].split(" = ").nth(1).unwrap().parse().unwrap();
-        assert!(value > 0.0 && value.is_finite(), "{key} = {value}");
-        // Its comment block says it was measured, and how.
-        let comment = lines[..at].iter().rev().take_while(|l| l.starts_with('#')).collect::<Vec<_>>();
-        assert!(comment.iter().any(|l| l.starts_with("# measured:")), "{key} has no provenance: {comment:?}");
+        // A CPU cost may come out as zero, saying so.
+        measured_value(&lines, key, key.ends_with("_us"));
     }
+    let present: Vec<bool> =
+        OPTIONAL.iter().map(|(section, keys)| optional_section(&text, &lines, section, keys)).collect();
     let config = lanefs_sim::config::ClusterConfig::load(preset.to_str().unwrap()).expect("the preset loads");
     assert_eq!((config.compute.nodes, config.compute.ranks_per_node), (1, 4));
     assert_eq!(config.storage.osts_per_oss, 2);
+    assert_eq!(config.storage.runs_on, Some(lanefs_sim::config::RunsOn::ComputeNode));
+    assert!(config.compute.cores.is_some_and(|n| n >= 1));
+    assert_eq!(config.mount.request_us.is_some(), present[0]);
+    assert_eq!(config.mpi.message_cpu_us.is_some(), present[1]);
+    if present[0] {
+        assert_eq!(config.mount.request_max_kib, Some(1024), "lanefs's mount asks for 1 MiB requests");
+    }
     // No file is left in the data directory but the preset.
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left, vec![std::ffi::OsString::from("here.toml")]);

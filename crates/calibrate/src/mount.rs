@@ -1,0 +1,149 @@
+//! The mount's cost per request: the calibration cluster mounted with
+//! FUSE (`lanefs mount --foreground`, a child process), and 4 KiB writes
+//! to one cached page timed through the mount and through the client
+//! library directly, in alternating rounds; the difference per write is
+//! the kernel's round trip to the mount's daemon and the daemon's
+//! dispatch, the part of a request the client's own work does not have.
+//! The mount's daemon makes the same library call (`Client::pwrite`) the
+//! direct writes make.
+//!
+//! Optional: without root (or FUSE's `fusermount3`) or `/dev/fuse`, or
+//! when mounting fails, the step is skipped, saying why.
+
+use crate::child::Child;
+use crate::cluster::{Cluster, ENVIRONMENT_CLEARED};
+use crate::load::{self, PAGE_BYTES};
+use crate::median_f64;
+use crate::step::{find_on_path, Step};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// How long the mount has to come up.
+const MOUNT_WAIT: Duration = Duration::from_secs(20);
+/// Rounds of writes through the mount and directly, alternating.
+const ROUNDS: usize = 5;
+
+#[derive(Clone, Debug)]
+pub struct Mount {
+    /// The mount's time per request beyond the library's, in microseconds.
+    pub request_us: f64,
+    /// Below zero, written as zero.
+    pub clamped: bool,
+    /// Median microseconds per write through the mount and directly.
+    pub through_mount_us: f64,
+    pub direct_us: f64,
+    pub writes: u64,
+    /// The largest request the mount asks the kernel for (`max_write`).
+    pub request_max_kib: u64,
+}
+
+/// Measures the mount's cost per request, or says why it cannot.
+pub fn measure(lanefs_exe: &Path, cluster: &Cluster, writes: u64) -> Step<Mount> {
+    if let Some(reason) = unavailable() {
+        return Step::Skipped(reason);
+    }
+    match mounted(lanefs_exe, cluster).and_then(|mount| time_writes(&mount, cluster, writes)) {
+        Ok(m) => Step::Measured(m),
+        Err(reason) => Step::Skipped(reason),
+    }
+}
+
+/// Why this host cannot mount, if it cannot.
+fn unavailable() -> Option<String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse is missing (load the fuse module: modprobe fuse)".into());
+    }
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root && find_on_path("fusermount3").is_none() {
+        return Some("not root, and no fusermount3 on PATH (run as root, or install fuse3)".into());
+    }
+    None
+}
+
+/// The mount, running. Dropped: unmounted, then its daemon stopped and
+/// reaped (the fields drop in order).
+struct Mounted {
+    point: PathBuf,
+    /// Held while the mount lives; stopped after it is unmounted.
+    _daemon: Child,
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Err(e) = lanefs_fuse::mounts::unmount(&self.point, true) {
+            tracing::warn!("unmounting {}: {e}", self.point.display());
+        }
+    }
+}
+
+fn mounted(lanefs_exe: &Path, cluster: &Cluster) -> Result<Mounted, String> {
+    let point = cluster.private_path("mnt");
+    std::fs::create_dir(&point).map_err(|e| format!("{}: {e}", point.display()))?;
+    let point = point.canonicalize().map_err(|e| format!("{}: {e}", point.display()))?;
+    let mut command = Command::new(lanefs_exe);
+    command.args(["mount", "--foreground", "--mds", cluster.mds()]).arg(&point);
+    for name in ENVIRONMENT_CLEARED {
+        command.env_remove(name);
+    }
+    let what = format!("the mount ({} mount)", lanefs_exe.display());
+    let mut daemon = Child::spawn(command, &what, cluster.private_path("mount.log"))?;
+    let deadline = Instant::now() + MOUNT_WAIT;
+    loop {
+        if lanefs_fuse::mounts::is_mounted(&point).map_err(|e| format!("reading the mount table: {e}"))? {
+            return Ok(Mounted { point, _daemon: daemon });
+        }
+        if let Some(status) = daemon.exited() {
+            return Err(format!("the mount's daemon exited ({status}) before mounting{}", daemon.said()));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{} was not mounted within {MOUNT_WAIT:?}{}", point.display(), daemon.said()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Rounds of `writes / ROUNDS` writes through the mount, then as many
+/// through the library, each to the first page of a file of its own.
+fn time_writes(mount: &Mounted, cluster: &Cluster, writes: u64) -> Result<Mount, String> {
+    let through = mount.point.join("through-mount");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&through)
+        .map_err(|e| format!("{}: creating a file through the mount: {e}", through.display()))?;
+    let client = load::connect(cluster, 0)?;
+    let direct = load::create(&client, "/direct")?;
+    let page = vec![4u8; PAGE_BYTES as usize];
+    let per_round = (writes / ROUNDS as u64).max(1);
+    let (mut mount_us, mut direct_us) = (Vec::new(), Vec::new());
+    // A first round of each, not kept: the locks taken, the pages cached.
+    for round in 0..=ROUNDS {
+        let began = Instant::now();
+        for _ in 0..per_round {
+            file.write_at(&page, 0).map_err(|e| format!("{}: a write through the mount: {e}", through.display()))?;
+        }
+        let through_us = began.elapsed().as_secs_f64() * 1e6 / per_round as f64;
+        let began = Instant::now();
+        load::cached_writes(&client, &direct, per_round)?;
+        if round > 0 {
+            mount_us.push(through_us);
+            direct_us.push(began.elapsed().as_secs_f64() * 1e6 / per_round as f64);
+        }
+    }
+    drop(file);
+    client.close(direct).map_err(|e| format!("closing /direct: {e}"))?;
+    let (through_mount_us, direct_us) = (median_f64(&mut mount_us), median_f64(&mut direct_us));
+    let difference = through_mount_us - direct_us;
+    Ok(Mount {
+        request_us: difference.max(0.0),
+        clamped: difference < 0.0,
+        through_mount_us,
+        direct_us,
+        writes: per_round * ROUNDS as u64,
+        request_max_kib: u64::from(lanefs_fuse::fs::REQUEST_BYTES_MAX) / 1024,
+    })
+}

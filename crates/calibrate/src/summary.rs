@@ -1,0 +1,112 @@
+//! The summary table `lanefs calibrate` prints: each measurement, its
+//! value, and the preset key it becomes (or why a step was skipped).
+
+use crate::costs::Cost;
+use crate::step::Step;
+use crate::{Measurements, Options};
+
+const GIB_PER_GB: f64 = 0.931_323;
+
+type Row = [String; 3];
+
+/// Every row, in the order measured.
+pub fn rows(m: &Measurements, options: &Options) -> Vec<Row> {
+    [hardware(m, options), costs(m), mount(m), mpi(m), build(m)].concat()
+}
+
+fn us(d: std::time::Duration) -> String {
+    format!("{:.1} us", d.as_secs_f64() * 1e6)
+}
+
+fn gib(v: f64) -> String {
+    format!("{v:.3} GiB/s ({:.0} MB/s)", v / GIB_PER_GB * 1000.0)
+}
+
+fn row(what: impl Into<String>, value: impl Into<String>, key: impl Into<String>) -> Row {
+    [what.into(), value.into(), key.into()]
+}
+
+fn hardware(m: &Measurements, options: &Options) -> Vec<Row> {
+    let spread = |s: &crate::sockets::Socket| {
+        let (p10, p90) = s.one_way_spread;
+        format!("{} ({:.1} to {:.1})", us(s.one_way), p10.as_secs_f64() * 1e6, p90.as_secs_f64() * 1e6)
+    };
+    vec![
+        row("disk write (1 MiB writes, fdatasync)", gib(m.disk.write_gib_s), "ost_write_bandwidth_gib_s (per OST)"),
+        row("disk read (cache dropped)", gib(m.disk.read_gib_s), "ost_read_bandwidth_gib_s (per OST)"),
+        row("4 KiB write + fdatasync (median)", us(m.disk.sync), "journal_commit_us"),
+        row("copy, one core", gib(m.copy.one_gib_s), "copy_bandwidth_gib_s"),
+        row(
+            format!("copy, each of {} cores at once", m.copy.cores),
+            gib(m.copy.each_of_all_gib_s),
+            "copy_bandwidth_every_core_gib_s",
+        ),
+        row("cores online", m.cores_online.to_string(), "cores"),
+        row("Unix socket one way (10th to 90th pct)", spread(&m.unix), "network_latency_us"),
+        row("Unix socket bandwidth", gib(m.unix.gib_s), "injection/oss_network_bandwidth_gib_s"),
+        row("TCP loopback one way (10th to 90th pct)", spread(&m.tcp), "(shown)"),
+        row("TCP loopback bandwidth", gib(m.tcp.gib_s), "(shown)"),
+        row("OSTs sharing the disk", options.osts.to_string(), "osts_per_oss"),
+    ]
+}
+
+fn cost(c: Cost) -> String {
+    match c.clamped {
+        true => "0 (below zero)".into(),
+        false => format!("{:.2} us", c.us),
+    }
+}
+
+fn costs(m: &Measurements) -> Vec<Row> {
+    let s = &m.servers;
+    vec![
+        row("servers' CPU per I/O RPC (4 KiB write)", cost(s.costs.rpc), "rpc_service_overhead_us"),
+        row("servers' CPU per lock request", cost(s.costs.lock), "lock_cpu_us"),
+        row("servers' CPU per blocking callback", cost(s.costs.callback), "callback_cpu_us"),
+        row("client's CPU per cached 4 KiB write", cost(s.client.call), "(shown)"),
+        row("client's CPU per message", cost(s.client.message), "client_cpu_per_rpc_us"),
+        row("client's CPU per page of an RPC", cost(s.client.page), "client_cpu_per_page_us"),
+    ]
+}
+
+fn mount(m: &Measurements) -> Vec<Row> {
+    match &m.mount {
+        Step::Measured(mount) => vec![
+            row(
+                format!(
+                    "mount, 4 KiB write ({:.1} us) less direct ({:.1} us)",
+                    mount.through_mount_us, mount.direct_us
+                ),
+                match mount.clamped {
+                    true => "0 (below zero)".into(),
+                    false => format!("{:.2} us", mount.request_us),
+                },
+                "[mount] request_us",
+            ),
+            row("mount's largest request", format!("{} KiB", mount.request_max_kib), "[mount] request_max_kib"),
+        ],
+        Step::Skipped(reason) => vec![row("mount", "skipped", format!("[mount] left out: {}", first_line(reason)))],
+    }
+}
+
+fn mpi(m: &Measurements) -> Vec<Row> {
+    match &m.mpi {
+        Step::Measured(mpi) => vec![
+            row("MPI one way (8 bytes, 2 ranks)", format!("{:.2} us", mpi.latency_us), "[mpi] latency_us"),
+            row("MPI bandwidth (4 MiB messages)", gib(mpi.bandwidth_gib_s), "[mpi] bandwidth_gib_s"),
+            row("MPI time per message in a stream", format!("{:.3} us", mpi.message_cpu_us), "[mpi] message_cpu_us"),
+        ],
+        Step::Skipped(reason) => vec![row("MPI", "skipped", format!("[mpi] left out: {}", first_line(reason)))],
+    }
+}
+
+fn build(m: &Measurements) -> Vec<Row> {
+    match m.debug_build {
+        true => vec![row("lanefs measured", "a debug build", "(its CPU costs are several times a release build's)")],
+        false => vec![],
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or(text)
+}
