@@ -9,7 +9,8 @@
 //! What the child prints on standard output is read on a thread of its
 //! own and handed over line by line ([`Child::line_starting`]), so that
 //! waiting for a line has a deadline; standard error goes to a file the
-//! caller names, shown when the child fails.
+//! caller names, shown when the child fails. While it runs, it is listed
+//! for [`crate::cleanup`] to stop on an interrupt.
 
 use std::io::BufRead;
 use std::os::unix::fs::OpenOptionsExt;
@@ -34,6 +35,8 @@ pub struct Child {
     lines: Receiver<String>,
     stderr: PathBuf,
     exited: Option<ExitStatus>,
+    /// Listed until it is stopped, for an interrupt to stop.
+    _listed: crate::cleanup::Listed,
 }
 
 impl Child {
@@ -71,7 +74,8 @@ impl Child {
                 }
             })
             .map_err(|e| format!("reading {what}'s output: {e}"))?;
-        Ok(Child { child, what: what.to_string(), lines, stderr, exited: None })
+        let _listed = crate::cleanup::list(crate::cleanup::Undo::Stop(child.id()));
+        Ok(Child { child, what: what.to_string(), lines, stderr, exited: None, _listed })
     }
 
     pub fn pid(&self) -> u32 {

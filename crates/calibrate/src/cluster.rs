@@ -32,6 +32,8 @@ pub struct Cluster {
     /// Private (0700), inside the data directory: the servers' data, their
     /// sockets, logs and mount points.
     dir: tempfile::TempDir,
+    /// Listed until removed, for an interrupt to remove.
+    _listed: crate::cleanup::Listed,
 }
 
 impl Cluster {
@@ -44,6 +46,7 @@ impl Cluster {
                 data_dir.display()
             )
         })?;
+        let _listed = crate::cleanup::list(crate::cleanup::Undo::Remove(dir.path().to_path_buf()));
         let mut command = Command::new(lanefs_exe);
         command
             .arg("up")
@@ -60,7 +63,7 @@ impl Cluster {
         let mds = servers.line_starting(ADDRESS_PREFIX, Instant::now() + START_WAIT).map_err(|e| {
             format!("{e}\n(the servers' sockets are in {}: a path too long for a Unix socket fails them; give a shorter --data)", dir.path().display())
         })?;
-        Ok(Cluster { servers, mds, dir })
+        Ok(Cluster { servers, mds, dir, _listed })
     }
 
     /// The MDS's address, for clients.

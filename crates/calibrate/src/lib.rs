@@ -24,10 +24,12 @@
 //! daemons, started as a child process ([`cluster`]), and the client the
 //! real library, driven from this process ([`load`]); each step that
 //! starts a process owns it through a guard that stops and reaps it on
-//! every way out ([`child`]). The mount and MPI are optional: where they
+//! every way out ([`child`]), and lists it for an interrupt to undo
+//! ([`cleanup`]). The mount and MPI are optional: where they
 //! cannot run, the step is skipped and the preset says why.
 
 pub mod child;
+pub mod cleanup;
 pub mod cluster;
 pub mod copy;
 pub mod costs;

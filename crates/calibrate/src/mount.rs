@@ -63,18 +63,22 @@ fn unavailable() -> Option<String> {
     None
 }
 
-/// The mount, running. Dropped: unmounted, then its daemon stopped and
-/// reaped (the fields drop in order).
+/// The mount, from the start of its daemon on. Dropped: unmounted (if it
+/// got as far as mounting), then its daemon stopped and reaped (the
+/// fields drop in order).
 struct Mounted {
     point: PathBuf,
-    /// Held while the mount lives; stopped after it is unmounted.
-    _daemon: Child,
+    /// Listed until unmounted, for an interrupt to unmount (listed after
+    /// the daemon, it is undone before the daemon is stopped).
+    _listed: crate::cleanup::Listed,
+    daemon: Child,
 }
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        if let Err(e) = lanefs_fuse::mounts::unmount(&self.point, true) {
-            tracing::warn!("unmounting {}: {e}", self.point.display());
+        match lanefs_fuse::mounts::unmount(&self.point, true) {
+            Ok(()) | Err(lanefs_fuse::mounts::UnmountError::NotMounted(_)) => {}
+            Err(e) => tracing::warn!("unmounting {}: {e}", self.point.display()),
         }
     }
 }
@@ -89,17 +93,20 @@ fn mounted(lanefs_exe: &Path, cluster: &Cluster) -> Result<Mounted, String> {
         command.env_remove(name);
     }
     let what = format!("the mount ({} mount)", lanefs_exe.display());
-    let mut daemon = Child::spawn(command, &what, cluster.private_path("mount.log"))?;
+    let daemon = Child::spawn(command, &what, cluster.private_path("mount.log"))?;
+    let _listed = crate::cleanup::list(crate::cleanup::Undo::Unmount(point.clone()));
+    let mut mount = Mounted { point, _listed, daemon };
     let deadline = Instant::now() + MOUNT_WAIT;
     loop {
-        if lanefs_fuse::mounts::is_mounted(&point).map_err(|e| format!("reading the mount table: {e}"))? {
-            return Ok(Mounted { point, _daemon: daemon });
+        if lanefs_fuse::mounts::is_mounted(&mount.point).map_err(|e| format!("reading the mount table: {e}"))? {
+            return Ok(mount);
         }
-        if let Some(status) = daemon.exited() {
-            return Err(format!("the mount's daemon exited ({status}) before mounting{}", daemon.said()));
+        if let Some(status) = mount.daemon.exited() {
+            return Err(format!("the mount's daemon exited ({status}) before mounting{}", mount.daemon.said()));
         }
         if Instant::now() > deadline {
-            return Err(format!("{} was not mounted within {MOUNT_WAIT:?}{}", point.display(), daemon.said()));
+            let (point, said) = (mount.point.display(), mount.daemon.said());
+            return Err(format!("{point} was not mounted within {MOUNT_WAIT:?}{said}"));
         }
         std::thread::sleep(Duration::from_millis(20));
     }

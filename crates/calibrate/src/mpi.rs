@@ -60,6 +60,7 @@ fn probe(mpicc: &Path, mpirun: &Path, samples: Samples) -> Result<Mpi, String> {
         .prefix("lanefs-calibrate-mpi-")
         .tempdir()
         .map_err(|e| format!("a private temporary directory for the MPI probe: {e}"))?;
+    let _listed = crate::cleanup::list(crate::cleanup::Undo::Remove(dir.path().to_path_buf()));
     let source = dir.path().join("mpi_probe.c");
     let program = dir.path().join("mpi_probe");
     write_new(&source, PROBE_SOURCE)?;

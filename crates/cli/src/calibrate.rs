@@ -1,18 +1,21 @@
 //! `lanefs calibrate`: runs lanefs-calibrate's measurements with a progress
 //! line per step, prints the summary table on standard error, and writes
-//! the preset.
+//! the preset. Interrupted (^C, SIGTERM), it stops the servers and the
+//! mount it started and removes their files before it exits.
 
 use anyhow::{anyhow, Context, Result};
-use lanefs_calibrate::{measure, preset, summary, Options, STEPS};
+use lanefs_calibrate::{cleanup, measure, preset, summary, Options, STEPS};
 use std::io::Write;
 use std::path::PathBuf;
 
 pub fn main(data: Option<PathBuf>, out: Option<PathBuf>, quick: bool, osts: u32, ranks: u32) -> Result<()> {
-    let scratch;
+    undo_on_interrupt()?;
+    let (scratch, _listed);
     let data_dir = match data {
         Some(dir) => dir,
         None => {
             scratch = tempfile::Builder::new().prefix("lanefs-calibrate-").tempdir()?;
+            _listed = cleanup::list(cleanup::Undo::Remove(scratch.path().to_path_buf()));
             scratch.path().to_path_buf()
         }
     };
@@ -40,5 +43,28 @@ pub fn main(data: Option<PathBuf>, out: Option<PathBuf>, quick: bool, osts: u32,
         }
         None => std::io::stdout().write_all(text.as_bytes())?,
     }
+    Ok(())
+}
+
+/// On ^C or SIGTERM: what calibration started is undone, and the process
+/// exits as one killed by SIGINT would (130).
+fn undo_on_interrupt() -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    // Made here, so that the signals are caught from now on.
+    let (interrupt, terminate) = runtime.block_on(async {
+        Ok::<_, std::io::Error>((signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?))
+    })?;
+    std::thread::Builder::new().name("calibrate-signals".into()).spawn(move || {
+        let (mut interrupt, mut terminate) = (interrupt, terminate);
+        runtime.block_on(async {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+        });
+        eprintln!("lanefs calibrate: interrupted; stopping the servers and the mount it started");
+        cleanup::interrupted(130);
+    })?;
     Ok(())
 }
