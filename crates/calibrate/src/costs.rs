@@ -8,36 +8,51 @@
 //! of writes calling back each other's locks, less its requests and RPCs
 //! at those costs, divided by its callbacks, is a callback's cost.
 //!
-//! The client: a cached 4 KiB write (no RPC) is a call's cost; the 4 KiB
-//! writes that each became an RPC, less their calls, divided by the
-//! messages sent, a message's; the 1 MiB writes, less their calls, their
-//! messages, and the copy of their bytes beyond a page at the copy rate
-//! measured, divided by their pages beyond each RPC's first (a message's
-//! cost, measured with one page, has that page), a page's.
+//! The client, the same way: the cached 4 KiB writes (and the few
+//! messages the cache sent meanwhile) and the 4 KiB writes that each
+//! became an RPC each cost `calls x call + messages x message`, solved
+//! for both; the 1 MiB writes, less their calls, their messages, and the
+//! copy of their bytes beyond a page at the copy rate measured, divided
+//! by their pages beyond each RPC's first (a message's cost, measured
+//! with one page, has that page), a page's.
 //!
-//! A cost that comes out below zero (the noise of a small cost taken as
-//! the difference of large ones) is written as zero, and says so.
+//! The phases run in rounds, and each cost is the median of the rounds'
+//! (their spread kept, for the preset to show): a burst of other work on
+//! the machine then moves one round, not the result. A cost that comes
+//! out below zero (the noise of a small cost taken as the difference of
+//! large ones) is written as zero, and says so.
 
 use crate::load::{Sample, LARGE_WRITE_BYTES, PAGE_BYTES};
 
 /// Microseconds of CPU time per unit of work.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Cost {
+    /// At least zero.
     pub us: f64,
     /// The arithmetic gave less than zero: `us` is zero in its place.
     pub clamped: bool,
+    /// The lowest and the highest of the rounds' (unclamped).
+    pub spread_us: (f64, f64),
 }
 
 impl Cost {
     fn of(us: f64) -> Cost {
-        match us < 0.0 {
-            true => Cost { us: 0.0, clamped: true },
-            false => Cost { us, clamped: false },
-        }
+        Cost { us: us.max(0.0), clamped: us < 0.0, spread_us: (us, us) }
+    }
+
+    /// The median of the rounds' costs, with their spread.
+    fn median(rounds: &[Cost]) -> Cost {
+        // A round's own cost, unclamped, is both ends of its spread.
+        let mut values: Vec<f64> = rounds.iter().map(|c| c.spread_us.0).collect();
+        let spread_us = (
+            values.iter().copied().fold(f64::INFINITY, f64::min),
+            values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        );
+        Cost { spread_us, ..Cost::of(crate::median_f64(&mut values)) }
     }
 }
 
-/// The phases measured (see [`crate::load`]).
+/// The phases of one round (see [`crate::load`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Phases {
     /// 4 KiB writes to a cached page.
@@ -52,43 +67,63 @@ pub struct Phases {
     pub locks: Sample,
 }
 
-#[derive(Clone, Copy, Debug)]
+impl std::ops::AddAssign for Phases {
+    fn add_assign(&mut self, o: Phases) {
+        self.cached += o.cached;
+        self.page_rpcs += o.page_rpcs;
+        self.large_rpcs += o.large_rpcs;
+        self.callbacks += o.callbacks;
+        self.locks += o.locks;
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ServerCosts {
     pub rpc: Cost,
     pub lock: Cost,
     pub callback: Cost,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ClientCosts {
     /// One call of the library (a cached 4 KiB write, its copy included).
     pub call: Cost,
     pub message: Cost,
     pub page: Cost,
-    /// Pages the 1 MiB phase's write RPCs carried, on average.
-    pub pages_per_large_rpc: f64,
 }
 
 fn us(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-/// The servers' costs per lock request, per I/O RPC and per callback.
+/// `x` and `y` of `a.0 x + a.1 y = a.2` and `b.0 x + b.1 y = b.2`, if
+/// the phases tell them apart: the product of the coefficients across is
+/// at most [`ACROSS_MAX`] of the product of the diagonal ones, so that
+/// noise in one phase cannot swing the other unknown far.
+fn solve(a: (f64, f64, f64), b: (f64, f64, f64)) -> Option<(f64, f64)> {
+    let (diagonal, across) = (a.0 * b.1, a.1 * b.0);
+    let apart = diagonal > 0.0 && across <= ACROSS_MAX * diagonal;
+    let determinant = diagonal - across;
+    apart.then(|| ((a.2 * b.1 - a.1 * b.2) / determinant, (a.0 * b.2 - a.2 * b.0) / determinant))
+}
+
+/// See [`solve`]: at a half, each unknown's error is at most twice the
+/// phases' own.
+const ACROSS_MAX: f64 = 0.5;
+
+/// One round's server costs per lock request, per I/O RPC and per callback.
 pub fn server_costs(p: &Phases) -> Result<ServerCosts, String> {
-    let (l, a) = (&p.locks, &p.page_rpcs);
-    let (rl, il, sl) = (l.counts.requests as f64, l.counts.io_rpcs as f64, us(l.server_cpu));
-    let (ra, ia, sa) = (a.counts.requests as f64, a.counts.io_rpcs as f64, us(a.server_cpu));
-    // sl = rl * lock + il * rpc; sa = ra * lock + ia * rpc.
-    let determinant = rl * ia - ra * il;
-    if determinant <= 0.0 || rl < 2.0 * il || ia < 2.0 * ra {
+    let (l, a) = (&p.locks.counts, &p.page_rpcs.counts);
+    let locks = (l.requests as f64, l.io_rpcs as f64, us(p.locks.server_cpu));
+    let rpcs = (a.requests as f64, a.io_rpcs as f64, us(p.page_rpcs.server_cpu));
+    let Some((lock, rpc)) = solve(locks, rpcs) else {
         return Err(format!(
-            "the servers' counts cannot tell lock requests from I/O RPCs: the lock phase had {rl} requests and \
-             {il} RPCs, the 4 KiB write phase {ra} requests and {ia} RPCs (each should be mostly its own kind; \
-             is another client using these servers?)"
+            "the servers' counts cannot tell lock requests from I/O RPCs: the lock phase had {} requests and {} \
+             RPCs, the 4 KiB write phase {} requests and {} RPCs (each should be mostly its own kind; is another \
+             client using these servers?)",
+            l.requests, l.io_rpcs, a.requests, a.io_rpcs
         ));
-    }
-    let lock = (sl * ia - sa * il) / determinant;
-    let rpc = (rl * sa - ra * sl) / determinant;
+    };
     let c = &p.callbacks;
     if c.counts.callbacks == 0 {
         return Err("the servers counted no blocking callback while two clients wrote the same page in turn".into());
@@ -97,30 +132,42 @@ pub fn server_costs(p: &Phases) -> Result<ServerCosts, String> {
     Ok(ServerCosts { rpc: Cost::of(rpc), lock: Cost::of(lock), callback: Cost::of(rest / c.counts.callbacks as f64) })
 }
 
-/// The client's costs per call, per message and per page; `copy_gib_s`:
-/// one core's copy rate.
+/// One round's client costs per call, per message and per page;
+/// `copy_gib_s`: one core's copy rate.
 pub fn client_costs(p: &Phases, copy_gib_s: f64) -> Result<ClientCosts, String> {
-    let none = |what: &str| format!("the servers counted no {what}");
     let (cached, small, large) = (&p.cached, &p.page_rpcs, &p.large_rpcs);
-    if cached.ops == 0 || small.counts.messages() == 0 || large.counts.io_rpcs == 0 {
-        return Err(none("messages in a write phase, or no cached write was made"));
-    }
-    let call = us(cached.client_cpu) / cached.ops as f64;
-    let message = (us(small.client_cpu) - small.ops as f64 * call) / small.counts.messages() as f64;
+    let equation = |s: &Sample| (s.ops as f64, s.counts.messages() as f64, us(s.client_cpu));
+    let Some((call, message)) = solve(equation(cached), equation(small)) else {
+        return Err(format!(
+            "the client's phases cannot tell calls from messages: {} cached writes sent {} messages, {} writes \
+             of a page each {} (is the client's cache flushing on its own?)",
+            cached.ops,
+            cached.counts.messages(),
+            small.ops,
+            small.counts.messages()
+        ));
+    };
     let pages = large.counts.bytes_written / PAGE_BYTES;
     let extra_pages = pages.saturating_sub(large.counts.io_rpcs);
     if extra_pages == 0 {
-        return Err(none("write RPC of more than one page in the 1 MiB write phase"));
+        return Err("the servers counted no write RPC of more than one page in the 1 MiB write phase".into());
     }
     let copy_bytes = large.ops as f64 * (LARGE_WRITE_BYTES - PAGE_BYTES) as f64;
     let copy_us = copy_bytes / (copy_gib_s * (1u64 << 30) as f64) * 1e6;
     let rest = us(large.client_cpu) - large.ops as f64 * call - large.counts.messages() as f64 * message - copy_us;
-    Ok(ClientCosts {
-        call: Cost::of(call),
-        message: Cost::of(message),
-        page: Cost::of(rest / extra_pages as f64),
-        pages_per_large_rpc: pages as f64 / large.counts.io_rpcs as f64,
-    })
+    Ok(ClientCosts { call: Cost::of(call), message: Cost::of(message), page: Cost::of(rest / extra_pages as f64) })
+}
+
+/// The median of each server cost over the rounds.
+pub fn median_server_costs(rounds: &[ServerCosts]) -> ServerCosts {
+    let of = |f: fn(&ServerCosts) -> Cost| Cost::median(&rounds.iter().map(f).collect::<Vec<_>>());
+    ServerCosts { rpc: of(|c| c.rpc), lock: of(|c| c.lock), callback: of(|c| c.callback) }
+}
+
+/// The median of each client cost over the rounds.
+pub fn median_client_costs(rounds: &[ClientCosts]) -> ClientCosts {
+    let of = |f: fn(&ClientCosts) -> Cost| Cost::median(&rounds.iter().map(f).collect::<Vec<_>>());
+    ClientCosts { call: of(|c| c.call), message: of(|c| c.message), page: of(|c| c.page) }
 }
 
 #[cfg(test)]
@@ -145,7 +192,8 @@ mod tests {
         let copy_us = 100.0 * (LARGE_WRITE_BYTES - PAGE_BYTES) as f64 / (1u64 << 30) as f64 * 1e6;
         large.client_cpu = Duration::from_secs_f64((100.0 * 4.0 + 110.0 * 10.0 + 25_500.0 * 0.5 + copy_us) / 1e6);
         Phases {
-            cached: sample(1000, 0, 0, 0, 0.0, 4000.0),
+            // The cache sent 7 write RPCs meanwhile.
+            cached: sample(1000, 7, 0, 0, 7.0 * 50.0, 1000.0 * 4.0 + 7.0 * 10.0),
             page_rpcs: sample(1000, 1000, 2, 0, 1000.0 * 50.0 + 2.0 * 30.0, 1000.0 * 4.0 + 1002.0 * 10.0),
             large_rpcs: large,
             callbacks: sample(200, 200, 400, 200, 200.0 * 50.0 + 400.0 * 30.0 + 200.0 * 20.0, 0.0),
@@ -167,7 +215,6 @@ mod tests {
     fn the_clients_costs_come_back_from_phases_made_of_them() {
         let c = client_costs(&phases(), 1.0).unwrap();
         assert!(close(c.call, 4.0) && close(c.message, 10.0) && close(c.page, 0.5), "{c:?}");
-        assert_eq!(c.pages_per_large_rpc, 256.0);
     }
 
     #[test]
@@ -175,8 +222,10 @@ mod tests {
         let mut p = phases();
         p.callbacks.server_cpu = Duration::from_micros(1);
         let c = server_costs(&p).unwrap();
-        assert_eq!(c.callback, Cost { us: 0.0, clamped: true });
-        // A faster copy than the one measured leaves more for the pages.
+        assert_eq!((c.callback.us, c.callback.clamped), (0.0, true));
+        assert!(c.callback.spread_us.0 < 0.0, "the round's own value is kept: {c:?}");
+        // A slower copy than the one measured leaves less than nothing
+        // for the pages.
         let c = client_costs(&p, 0.01).unwrap();
         assert!(c.page.clamped && c.page.us == 0.0, "{c:?}");
     }
@@ -190,5 +239,20 @@ mod tests {
         let mut p = phases();
         p.callbacks.counts.callbacks = 0;
         assert!(server_costs(&p).unwrap_err().contains("no blocking callback"));
+        let mut p = phases();
+        p.cached.counts = p.page_rpcs.counts;
+        assert!(client_costs(&p, 1.0).unwrap_err().contains("cannot tell calls from messages"));
+    }
+
+    #[test]
+    fn the_median_of_rounds_is_taken_with_their_spread() {
+        let rounds: Vec<ServerCosts> = [40.0, -5.0, 60.0, 50.0, 45.0]
+            .iter()
+            .map(|&rpc| ServerCosts { rpc: Cost::of(rpc), lock: Cost::of(30.0), callback: Cost::of(-1.0) })
+            .collect();
+        let m = median_server_costs(&rounds);
+        assert_eq!(m.rpc, Cost { us: 45.0, clamped: false, spread_us: (-5.0, 60.0) });
+        assert_eq!(m.lock, Cost { us: 30.0, clamped: false, spread_us: (30.0, 30.0) });
+        assert_eq!(m.callback, Cost { us: 0.0, clamped: true, spread_us: (-1.0, -1.0) });
     }
 }

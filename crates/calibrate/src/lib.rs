@@ -114,10 +114,20 @@ impl Options {
 pub const STEPS: usize = 7;
 
 impl Options {
+    /// Rounds the servers' and the client's phases run in (each cost is
+    /// the median of the rounds').
+    pub fn cost_rounds(&self) -> usize {
+        if self.quick {
+            5
+        } else {
+            7
+        }
+    }
+
     /// 4 KiB writes to a cached page (the client's cost per call).
     pub fn cached_writes(&self) -> u64 {
         if self.quick {
-            2_000
+            5_000
         } else {
             20_000
         }
@@ -126,7 +136,7 @@ impl Options {
     /// 4 KiB writes that each become a write RPC.
     pub fn page_rpcs(&self) -> u64 {
         if self.quick {
-            2_048
+            4_096
         } else {
             16_384
         }
@@ -135,7 +145,7 @@ impl Options {
     /// Bytes written in 1 MiB write RPCs.
     pub fn large_rpc_bytes(&self) -> u64 {
         if self.quick {
-            64 << 20
+            128 << 20
         } else {
             512 << 20
         }
@@ -144,16 +154,16 @@ impl Options {
     /// Writes by two clients in turn, each calling back the other's lock.
     pub fn callback_writes(&self) -> u64 {
         if self.quick {
-            300
+            1_500
         } else {
-            3_000
+            6_000
         }
     }
 
     /// Lock-ahead lock requests.
     pub fn lock_requests(&self) -> u64 {
         if self.quick {
-            1_024
+            2_048
         } else {
             8_192
         }
@@ -162,7 +172,7 @@ impl Options {
     /// 4 KiB writes timed through the mount (and as many directly).
     pub fn mount_writes(&self) -> u64 {
         if self.quick {
-            1_000
+            2_000
         } else {
             10_000
         }

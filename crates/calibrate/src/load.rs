@@ -23,7 +23,7 @@ pub const LARGE_WRITE_BYTES: u64 = 1 << 20;
 const BYTES_BETWEEN_SYNCS: u64 = 16 << 20;
 /// Lock-ahead locks taken on one file: the lock server's list of granted
 /// locks on a resource stays this short, as an IOR rank's would.
-const LOCKS_PER_FILE: u64 = 256;
+pub const LOCKS_PER_FILE: u64 = 256;
 /// How long the idle servers are watched, for what they spend doing
 /// nothing (timers, pings), taken off each phase.
 const IDLE_WINDOW: Duration = Duration::from_millis(200);
@@ -66,6 +66,16 @@ impl Counts {
         }
     }
 
+    fn add(self, o: Counts) -> Counts {
+        Counts {
+            io_rpcs: self.io_rpcs + o.io_rpcs,
+            requests: self.requests + o.requests,
+            enqueues: self.enqueues + o.enqueues,
+            callbacks: self.callbacks + o.callbacks,
+            bytes_written: self.bytes_written + o.bytes_written,
+        }
+    }
+
     /// Every message a client sent the OSTs in the phase.
     pub fn messages(&self) -> u64 {
         self.io_rpcs + self.requests
@@ -84,6 +94,17 @@ pub struct Sample {
     /// thread and on its driver threads.
     pub client_cpu: Duration,
     pub wall: Duration,
+}
+
+/// Phases summed (the rounds of one, for the preset's comments).
+impl std::ops::AddAssign for Sample {
+    fn add_assign(&mut self, o: Sample) {
+        self.ops += o.ops;
+        self.counts = self.counts.add(o.counts);
+        self.server_cpu += o.server_cpu;
+        self.client_cpu += o.client_cpu;
+        self.wall += o.wall;
+    }
 }
 
 /// The servers' CPU time per second of doing nothing.
@@ -181,17 +202,34 @@ pub fn large_rpcs(client: &Client, file: &File, base: u64, bytes: u64) -> Result
     Ok(n)
 }
 
-/// Two clients writing the first page of one file in turn, `n` writes in
-/// all: each write's lock request conflicts with the other client's lock,
-/// which the lock server calls back (the holder writes its page and
-/// cancels) before it grants.
-pub fn ping_pong_writes(pair: [(&Client, &File); 2], n: u64) -> Result<u64, String> {
+/// Two clients writing the first page of a file in turn, `n` writes in
+/// all on each of the files `pairs` holds (each client's handle of it),
+/// one thread per file: each write's lock request conflicts with the
+/// other client's lock, which the lock server calls back (the holder
+/// writes its page and cancels) before it grants. The files are written
+/// at once so that, as under a shared file's contention, the servers are
+/// kept busy rather than woken for each message of one exchange.
+pub fn ping_pong_writes(clients: [&Client; 2], pairs: &[[File; 2]], n: u64) -> Result<u64, String> {
     let page = vec![3u8; PAGE_BYTES as usize];
-    for i in 0..n {
-        let (client, file) = pair[(i % 2) as usize];
-        client.pwrite(file, 0, &page).map_err(failed("a write that calls back the other client's lock"))?;
-    }
-    Ok(n)
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = pairs
+            .iter()
+            .map(|files| {
+                let page = &page;
+                scope.spawn(move || -> Result<(), String> {
+                    for i in 0..n {
+                        let turn = (i % 2) as usize;
+                        clients[turn]
+                            .pwrite(&files[turn], 0, page)
+                            .map_err(failed("a write that calls back the other client's lock"))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        threads.into_iter().try_for_each(|t| t.join().expect("a writing thread"))
+    })?;
+    Ok(n * pairs.len() as u64)
 }
 
 /// `files.len() * LOCKS_PER_FILE` lock-ahead write locks, each on an
@@ -209,7 +247,8 @@ pub fn lock_requests(client: &Client, files: &[File]) -> Result<u64, String> {
     Ok(files.len() as u64 * LOCKS_PER_FILE)
 }
 
-/// Files for `locks` lock-ahead locks: [`LOCKS_PER_FILE`] on each.
-pub fn files_for_locks(client: &Client, locks: u64) -> Result<Vec<File>, String> {
-    (0..locks.div_ceil(LOCKS_PER_FILE)).map(|i| create(client, &format!("/locks-{i}"))).collect()
+/// Files for `locks` lock-ahead locks: [`LOCKS_PER_FILE`] on each, new
+/// ones for each `round`.
+pub fn files_for_locks(client: &Client, round: usize, locks: u64) -> Result<Vec<File>, String> {
+    (0..locks.div_ceil(LOCKS_PER_FILE)).map(|i| create(client, &format!("/locks-{round}-{i}"))).collect()
 }

@@ -30,13 +30,16 @@ pub fn when(m: &Measurements) -> String {
         .unwrap_or_else(|| "an unknown time".to_string())
 }
 
-/// A cost's value, and the words that say it was clamped.
-fn cost(c: Cost, raw_note: &str) -> (String, String) {
-    let value = format!("{:.3}", c.us);
-    match c.clamped {
-        true => (value, format!("\n# It came out below zero ({raw_note}): written as 0.")),
-        false => (value, String::new()),
-    }
+/// A cost's value, and the comment line on its rounds: their spread,
+/// and that it was clamped, if it was.
+fn cost(c: Cost, rounds: usize) -> (String, String) {
+    let (low, high) = c.spread_us;
+    let spread = format!("\n# Median of {rounds} rounds, which ranged from {low:.2} to {high:.2} us.");
+    let clamped = match c.clamped {
+        true => " It came out below zero (noise larger than the cost): written as 0.",
+        false => "",
+    };
+    (format!("{:.3}", c.us), format!("{spread}{clamped}"))
 }
 
 /// When and where it was measured, and what the file is.
@@ -174,9 +177,9 @@ fn storage(m: &Measurements, options: &Options) -> String {
 /// The node's cores and the client library's CPU costs.
 fn compute_costs(m: &Measurements) -> String {
     let s = &m.servers;
-    let (small, large) = (&s.phases.page_rpcs, &s.phases.large_rpcs);
-    let (per_rpc, rpc_note) = cost(s.client.message, "the writes' CPU time less their calls'");
-    let (per_page, page_note) = cost(s.client.page, "the 1 MiB writes less their calls, messages and copy");
+    let (cached, small, large) = (&s.phases.cached, &s.phases.page_rpcs, &s.phases.large_rpcs);
+    let (per_rpc, rpc_note) = cost(s.client.message, s.rounds);
+    let (per_page, page_note) = cost(s.client.page, s.rounds);
     let mut t = String::new();
     let _ = writeln!(
         t,
@@ -184,25 +187,26 @@ fn compute_costs(m: &Measurements) -> String {
          # CPU work shares them with the clients' ([storage] runs_on).\n\
          cores = {cores}\n\
          # measured: the client library's CPU time (this process's CPU clock, all\n\
-         # its threads) for {small_ops} 4 KiB writes a page apart, fsync'ed every 16 MiB:\n\
-         # {small_messages} messages to the OST ({small_rpcs} of them write RPCs), less the\n\
-         # same number of writes to a cached page ({call:.2} us each, measured the\n\
-         # same way over {cached} writes), per message.{rpc_note}\n\
+         # its threads) for {small_ops} 4 KiB writes a page apart, fsync'ed every 16 MiB\n\
+         # ({small_messages} messages to the OST, {small_rpcs} of them write RPCs), and for {cached_ops}\n\
+         # writes to one cached page ({cached_messages} messages): the two solved for a call's\n\
+         # cost ({call:.2} us) and a message's.{rpc_note}\n\
          client_cpu_per_rpc_us = {per_rpc}\n\
-         # measured: the same for {large_mib} MiB in 1 MiB writes ({large_rpcs} write RPCs\n\
-         # of {pages:.0} pages on average), less their calls and messages at the costs\n\
-         # above and the copy of their bytes at copy_bandwidth_gib_s, per page\n\
-         # beyond each RPC's first (which the cost per message has).{page_note}\n\
+         # measured: the same for {large_mib} MiB in 1 MiB writes ({large_rpcs} write RPCs, {pages:.0}\n\
+         # pages each on average), less their calls and messages at the costs above\n\
+         # and the copy of their bytes at copy_bandwidth_gib_s, per page beyond each\n\
+         # RPC's first (which a message's cost has).{page_note}\n\
          client_cpu_per_page_us = {per_page}\n",
         cores = m.cores_online,
         small_ops = small.ops,
         small_messages = small.counts.messages(),
         small_rpcs = small.counts.io_rpcs,
+        cached_ops = cached.ops,
+        cached_messages = cached.counts.messages(),
         call = s.client.call.us,
-        cached = s.phases.cached.ops,
         large_mib = (large.ops * crate::load::LARGE_WRITE_BYTES) >> 20,
         large_rpcs = large.counts.io_rpcs,
-        pages = s.client.pages_per_large_rpc,
+        pages = large.counts.bytes_written as f64 / crate::load::PAGE_BYTES as f64 / large.counts.io_rpcs.max(1) as f64,
     );
     t
 }
@@ -211,24 +215,24 @@ fn compute_costs(m: &Measurements) -> String {
 fn storage_costs(m: &Measurements) -> String {
     let s = &m.servers;
     let p = &s.phases;
-    let (rpc, rpc_note) = cost(s.costs.rpc, "the phase's CPU time less its requests'");
-    let (lock, lock_note) = cost(s.costs.lock, "the phase's CPU time less its RPCs'");
-    let (callback, callback_note) = cost(s.costs.callback, "the phase's CPU time less its requests' and RPCs'");
+    let (rpc, rpc_note) = cost(s.costs.rpc, s.rounds);
+    let (lock, lock_note) = cost(s.costs.lock, s.rounds);
+    let (callback, callback_note) = cost(s.costs.callback, s.rounds);
     let mut t = String::new();
     let _ = writeln!(
         t,
         "# measured: the servers' CPU time (their process's CPU clock, less the\n\
-         # {idle:.1} us per second they take idle) for {page_rpcs} write RPCs of 4 KiB\n\
+         # {idle:.0} us per second they take idle) for {page_rpcs} write RPCs of 4 KiB\n\
          # (and {page_requests} other requests), and for {locks} lock-ahead lock requests (and\n\
-         # {lock_rpcs} I/O RPCs): the two phases solved for an RPC's cost and a request's.{rpc_note}\n\
+         # {lock_rpcs} I/O RPCs): the two solved for an RPC's cost and a request's.{rpc_note}\n\
          rpc_service_overhead_us = {rpc}\n\
          # measured: the lock server's CPU time per request (an enqueue, a cancel, a\n\
          # sync), as above.{lock_note}\n\
          lock_cpu_us = {lock}\n\
          # measured: the servers' CPU time for {writes} writes of one page by two clients\n\
-         # in turn, {callbacks} blocking callbacks, less its {requests} requests and {rpcs} RPCs at\n\
-         # the costs above, per callback (the OSTs synced no cancel: that is\n\
-         # journal_commit_us's).{callback_note}\n\
+         # in turn (on 4 files at once), {callbacks} blocking callbacks, less the phase's\n\
+         # {requests} requests and {rpcs} RPCs at the costs above, per callback (the OSTs\n\
+         # synced no cancel: that wait is journal_commit_us's).{callback_note}\n\
          callback_cpu_us = {callback}\n\
          # The servers measured ran on this node, sharing its cores with the clients.\n\
          runs_on = \"compute-node\"\n",

@@ -16,61 +16,93 @@ use lanefs_client::{Client, File};
 
 #[derive(Clone, Debug)]
 pub struct Servers {
+    /// The median of the rounds' costs.
     pub costs: ServerCosts,
     pub client: ClientCosts,
+    /// The rounds' phases, summed.
     pub phases: Phases,
+    pub rounds: usize,
     /// The servers' CPU time per second while idle, taken off each phase.
     pub idle_rate: f64,
 }
 
-/// Where each write phase writes in its file: apart, so that no phase
-/// finds another's pages cached.
+/// Where each write phase writes in its file, each round [`ROUND_BYTES`]
+/// further: apart, so that no phase finds another's pages cached.
 const PAGE_RPCS_BASE: u64 = 1 << 30;
-const LARGE_RPCS_BASE: u64 = 1 << 32;
+const LARGE_RPCS_BASE: u64 = 16 << 30;
+const ROUND_BYTES: u64 = 1 << 30;
+/// Files two clients write in turn at once (see [`load::ping_pong_writes`]).
+const CALLBACK_FILES: usize = 4;
 
-/// Runs the phases on `cluster`; `copy_gib_s`: one core's copy rate, for
-/// the client's cost per page.
+/// The clients and the files the phases use, made before anything is
+/// measured.
+struct Setup {
+    client: Client,
+    file: File,
+    /// A second client, which takes turns with the first.
+    other: Client,
+    pairs: Vec<[File; 2]>,
+    /// A client that keeps every lock it is granted.
+    asking: Client,
+}
+
+/// Runs the phases on `cluster` in rounds; `copy_gib_s`: one core's copy
+/// rate, for the client's cost per page.
 pub fn measure(cluster: &Cluster, options: &Options, copy_gib_s: f64) -> Result<Servers, String> {
     let idle_rate = load::idle_rate(cluster)?;
-    let client = load::connect(cluster, 0)?;
-    let file = load::create(&client, "/writes")?;
-    // The file's lock, taken before anything is measured.
-    load::cached_writes(&client, &file, 1)?;
-    let run = |work: &dyn Fn() -> Result<u64, String>| load::measured(cluster, &client, idle_rate, work);
-    let cached = run(&|| load::cached_writes(&client, &file, options.cached_writes()))?;
-    let page_rpcs = run(&|| load::page_rpcs(&client, &file, PAGE_RPCS_BASE, options.page_rpcs()))?;
-    let large_rpcs = run(&|| load::large_rpcs(&client, &file, LARGE_RPCS_BASE, options.large_rpc_bytes()))?;
-    let callbacks = callbacks(cluster, &client, idle_rate, options.callback_writes())?;
-    let locks = locks(cluster, &client, idle_rate, options.lock_requests())?;
-    client.close(file).map_err(|e| format!("closing /writes: {e}"))?;
-    let phases = Phases { cached, page_rpcs, large_rpcs, callbacks, locks };
+    let rounds = options.cost_rounds();
+    let setup = setup(cluster, options.lock_requests(), rounds)?;
+    let mut measured = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        measured.push(round_of(cluster, &setup, options, round, idle_rate)?);
+    }
+    let server: Vec<ServerCosts> = measured.iter().map(costs::server_costs).collect::<Result<_, _>>()?;
+    let client: Vec<ClientCosts> =
+        measured.iter().map(|p| costs::client_costs(p, copy_gib_s)).collect::<Result<_, _>>()?;
+    let mut phases = Phases::default();
+    measured.into_iter().for_each(|p| phases += p);
     Ok(Servers {
-        costs: costs::server_costs(&phases)?,
-        client: costs::client_costs(&phases, copy_gib_s)?,
+        costs: costs::median_server_costs(&server),
+        client: costs::median_client_costs(&client),
         phases,
+        rounds,
         idle_rate,
     })
 }
 
-/// A second client takes turns with `client` writing one page.
-fn callbacks(cluster: &Cluster, client: &Client, idle_rate: f64, writes: u64) -> Result<load::Sample, String> {
+fn setup(cluster: &Cluster, lock_requests: u64, rounds: usize) -> Result<Setup, String> {
+    let client = load::connect(cluster, 0)?;
+    let file = load::create(&client, "/writes")?;
     let other = load::connect(cluster, 0)?;
-    let mine = load::create(client, "/callbacks")?;
-    let theirs = open(&other, "/callbacks")?;
-    let pair = [(client, &mine), (&other, &theirs)];
-    // Each holds the lock once before anything is measured.
-    load::ping_pong_writes(pair, 2)?;
-    let sample = load::measured(cluster, client, idle_rate, || load::ping_pong_writes(pair, writes))?;
-    other.close(theirs).map_err(|e| format!("closing /callbacks: {e}"))?;
-    client.close(mine).map_err(|e| format!("closing /callbacks: {e}"))?;
-    Ok(sample)
+    let pairs = (0..CALLBACK_FILES)
+        .map(|i| {
+            let path = format!("/callbacks-{i}");
+            Ok([load::create(&client, &path)?, open(&other, &path)?])
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    // Room for every round's locks, their files' rounding up included.
+    let asking = load::connect(cluster, 2 * lock_requests as usize + load::LOCKS_PER_FILE as usize * rounds)?;
+    // Each lock taken once before anything is measured.
+    load::cached_writes(&client, &file, 1)?;
+    load::ping_pong_writes([&client, &other], &pairs, 2)?;
+    Ok(Setup { client, file, other, pairs, asking })
 }
 
-/// Lock-ahead locks from a client of their own, which keeps them all.
-fn locks(cluster: &Cluster, client: &Client, idle_rate: f64, requests: u64) -> Result<load::Sample, String> {
-    let asking = load::connect(cluster, requests as usize + 1)?;
-    let files = load::files_for_locks(&asking, requests)?;
-    load::measured(cluster, client, idle_rate, || load::lock_requests(&asking, &files))
+/// One round of every phase, each `1 / rounds` of its whole.
+fn round_of(cluster: &Cluster, s: &Setup, options: &Options, round: usize, idle_rate: f64) -> Result<Phases, String> {
+    let rounds = options.cost_rounds() as u64;
+    let at = round as u64 * ROUND_BYTES;
+    let run = |work: &dyn Fn() -> Result<u64, String>| load::measured(cluster, &s.client, idle_rate, work);
+    let (client, file) = (&s.client, &s.file);
+    let cached = run(&|| load::cached_writes(client, file, options.cached_writes() / rounds))?;
+    let page_rpcs = run(&|| load::page_rpcs(client, file, PAGE_RPCS_BASE + at, options.page_rpcs() / rounds))?;
+    let large_bytes = options.large_rpc_bytes() / rounds;
+    let large_rpcs = run(&|| load::large_rpcs(client, file, LARGE_RPCS_BASE + at, large_bytes))?;
+    let per_file = options.callback_writes().div_ceil(rounds * CALLBACK_FILES as u64);
+    let callbacks = run(&|| load::ping_pong_writes([client, &s.other], &s.pairs, per_file))?;
+    let files = load::files_for_locks(&s.asking, round, options.lock_requests() / rounds)?;
+    let locks = run(&|| load::lock_requests(&s.asking, &files))?;
+    Ok(Phases { cached, page_rpcs, large_rpcs, callbacks, locks })
 }
 
 fn open(client: &Client, path: &str) -> Result<File, String> {

@@ -50,17 +50,19 @@ fn hardware(m: &Measurements, options: &Options) -> Vec<Row> {
     ]
 }
 
+/// A cost, and the spread of its rounds.
 fn cost(c: Cost) -> String {
+    let (low, high) = c.spread_us;
     match c.clamped {
-        true => "0 (below zero)".into(),
-        false => format!("{:.2} us", c.us),
+        true => format!("0 (below zero; {low:.1} to {high:.1})"),
+        false => format!("{:.2} us ({low:.1} to {high:.1})", c.us),
     }
 }
 
 fn costs(m: &Measurements) -> Vec<Row> {
     let s = &m.servers;
     vec![
-        row("servers' CPU per I/O RPC (4 KiB write)", cost(s.costs.rpc), "rpc_service_overhead_us"),
+        row("servers' CPU per I/O RPC (rounds' spread)", cost(s.costs.rpc), "rpc_service_overhead_us"),
         row("servers' CPU per lock request", cost(s.costs.lock), "lock_cpu_us"),
         row("servers' CPU per blocking callback", cost(s.costs.callback), "callback_cpu_us"),
         row("client's CPU per cached 4 KiB write", cost(s.client.call), "(shown)"),
