@@ -81,3 +81,22 @@ impl Cluster {
         self.dir.path().join(name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn servers_that_do_not_start_are_an_error_that_says_what_they_said() {
+        let data = tempfile::tempdir().unwrap();
+        let e = Cluster::start(Path::new("/nonexistent/lanefs"), data.path(), 1).err().unwrap();
+        assert!(e.contains("starting the servers (/nonexistent/lanefs up)"), "{e}");
+        // A program that says why and exits, as a failing `lanefs up`
+        // would: `sh up ...` finds no script named `up`.
+        let e = Cluster::start(Path::new("/bin/sh"), data.path(), 1).err().unwrap();
+        assert!(e.contains("the servers (/bin/sh up) exited") && e.contains("it said:"), "{e}");
+        // Nothing is left behind.
+        let left: Vec<_> = std::fs::read_dir(data.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+}

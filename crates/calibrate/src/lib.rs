@@ -221,8 +221,16 @@ pub fn measure(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Meas
         options.osts,
         options.data_dir.display()
     ));
-    let cluster = cluster::Cluster::start(&options.lanefs_exe, &options.data_dir, options.osts)?;
-    let servers = servers::measure(&cluster, options, copy.one_gib_s)?;
+    let failed = |e: String| {
+        format!(
+            "measuring the servers' costs: {e}\n(the servers are `{} up` with their data in --data {}: \
+             check that lanefs up runs there, on a disk with a few GiB free)",
+            options.lanefs_exe.display(),
+            options.data_dir.display()
+        )
+    };
+    let cluster = cluster::Cluster::start(&options.lanefs_exe, &options.data_dir, options.osts).map_err(failed)?;
+    let servers = servers::measure(&cluster, options, copy.one_gib_s).map_err(failed)?;
     progress(&format!("mount: {} 4 KiB writes through a FUSE mount and as many directly", options.mount_writes()));
     let mount = mount::measure(&options.lanefs_exe, &cluster, options.mount_writes());
     drop(cluster);

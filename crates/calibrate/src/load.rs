@@ -22,8 +22,9 @@ pub const LARGE_WRITE_BYTES: u64 = 1 << 20;
 /// so that no write waits for the OST's next commit.
 const BYTES_BETWEEN_SYNCS: u64 = 16 << 20;
 /// Lock-ahead locks taken on one file: the lock server's list of granted
-/// locks on a resource stays this short, as an IOR rank's would.
-pub const LOCKS_PER_FILE: u64 = 256;
+/// locks on a resource stays this short, as under the writes of a few
+/// clients, so that a request costs what the callback phase's do.
+pub const LOCKS_PER_FILE: u64 = 16;
 /// How long the idle servers are watched, for what they spend doing
 /// nothing (timers, pings), taken off each phase.
 const IDLE_WINDOW: Duration = Duration::from_millis(200);
@@ -161,14 +162,37 @@ fn failed(what: &str) -> impl Fn(lanefs_client::NetError) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
-/// `n` writes of one page, all to the page at offset 0, which stays in
-/// the client's cache: no RPC, only the call and the copy.
-pub fn cached_writes(client: &Client, file: &File, n: u64) -> Result<u64, String> {
+/// Pages written to one file by [`cached_writes`]: the client sends an
+/// object's dirty pages as soon as a full RPC's worth (1 MiB) has been
+/// written to it, rewrites included, so each file takes one page fewer.
+pub const CACHED_PAGES_PER_FILE: u64 = LARGE_WRITE_BYTES / PAGE_BYTES - 1;
+
+/// `n` writes of one page, each to a page of its own, that stay in the
+/// client's cache: no RPC (but the first write's lock on each file),
+/// only the call and the copy. `files` has room for them (see
+/// [`files_for_cached_writes`]).
+pub fn cached_writes(client: &Client, files: &[File], n: u64) -> Result<u64, String> {
     let page = vec![1u8; PAGE_BYTES as usize];
-    for _ in 0..n {
-        client.pwrite(file, 0, &page).map_err(failed("a cached 4 KiB write"))?;
+    for i in 0..n {
+        let file = &files[(i / CACHED_PAGES_PER_FILE) as usize];
+        let offset = i % CACHED_PAGES_PER_FILE * PAGE_BYTES;
+        client.pwrite(file, offset, &page).map_err(failed("a cached 4 KiB write"))?;
     }
     Ok(n)
+}
+
+/// Files for `n` cached writes, named after `name`.
+pub fn files_for_cached_writes(client: &Client, name: &str, n: u64) -> Result<Vec<File>, String> {
+    (0..n.div_ceil(CACHED_PAGES_PER_FILE)).map(|i| create(client, &format!("/{name}-{i}"))).collect()
+}
+
+/// Closes `files`, writing back what they have cached.
+pub fn close_all(client: &Client, files: Vec<File>) -> Result<(), String> {
+    for file in files {
+        let path = file.path.clone();
+        client.close(file).map_err(|e| format!("closing {path}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// `n` writes of one page each, a page apart, so that no two merge and

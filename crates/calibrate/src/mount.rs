@@ -113,36 +113,21 @@ fn mounted(lanefs_exe: &Path, cluster: &Cluster) -> Result<Mounted, String> {
 }
 
 /// Rounds of `writes / ROUNDS` writes through the mount, then as many
-/// through the library, each to the first page of a file of its own.
+/// through the library, each round to files of its own, each write to a
+/// page of its own that stays cached (see [`load::cached_writes`]); a
+/// first round of each is not kept.
 fn time_writes(mount: &Mounted, cluster: &Cluster, writes: u64) -> Result<Mount, String> {
-    let through = mount.point.join("through-mount");
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&through)
-        .map_err(|e| format!("{}: creating a file through the mount: {e}", through.display()))?;
     let client = load::connect(cluster, 0)?;
-    let direct = load::create(&client, "/direct")?;
-    let page = vec![4u8; PAGE_BYTES as usize];
     let per_round = (writes / ROUNDS as u64).max(1);
     let (mut mount_us, mut direct_us) = (Vec::new(), Vec::new());
-    // A first round of each, not kept: the locks taken, the pages cached.
     for round in 0..=ROUNDS {
-        let began = Instant::now();
-        for _ in 0..per_round {
-            file.write_at(&page, 0).map_err(|e| format!("{}: a write through the mount: {e}", through.display()))?;
-        }
-        let through_us = began.elapsed().as_secs_f64() * 1e6 / per_round as f64;
-        let began = Instant::now();
-        load::cached_writes(&client, &direct, per_round)?;
+        let through = through_mount(&mount.point, round, per_round)?;
+        let direct = direct(&client, round, per_round)?;
         if round > 0 {
-            mount_us.push(through_us);
-            direct_us.push(began.elapsed().as_secs_f64() * 1e6 / per_round as f64);
+            mount_us.push(through.as_secs_f64() * 1e6 / per_round as f64);
+            direct_us.push(direct.as_secs_f64() * 1e6 / per_round as f64);
         }
     }
-    drop(file);
-    client.close(direct).map_err(|e| format!("closing /direct: {e}"))?;
     let (through_mount_us, direct_us) = (median_f64(&mut mount_us), median_f64(&mut direct_us));
     let difference = through_mount_us - direct_us;
     Ok(Mount {
@@ -153,4 +138,33 @@ fn time_writes(mount: &Mounted, cluster: &Cluster, writes: u64) -> Result<Mount,
         writes: per_round * ROUNDS as u64,
         request_max_kib: u64::from(lanefs_fuse::fs::REQUEST_BYTES_MAX) / 1024,
     })
+}
+
+/// The time of `n` cached 4 KiB writes through the mount at `point`.
+fn through_mount(point: &Path, round: usize, n: u64) -> Result<Duration, String> {
+    let files = (0..n.div_ceil(load::CACHED_PAGES_PER_FILE))
+        .map(|i| {
+            let path = point.join(format!("through-mount-{round}-{i}"));
+            let file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path);
+            file.map_err(|e| format!("{}: creating a file through the mount: {e}", path.display()))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let page = vec![4u8; PAGE_BYTES as usize];
+    let began = Instant::now();
+    for i in 0..n {
+        let file = &files[(i / load::CACHED_PAGES_PER_FILE) as usize];
+        let offset = i % load::CACHED_PAGES_PER_FILE * PAGE_BYTES;
+        file.write_at(&page, offset).map_err(|e| format!("{}: a write through the mount: {e}", point.display()))?;
+    }
+    Ok(began.elapsed())
+}
+
+/// The time of `n` cached 4 KiB writes through the library.
+fn direct(client: &lanefs_client::Client, round: usize, n: u64) -> Result<Duration, String> {
+    let files = load::files_for_cached_writes(client, &format!("direct-{round}"), n)?;
+    let began = Instant::now();
+    load::cached_writes(client, &files, n)?;
+    let elapsed = began.elapsed();
+    load::close_all(client, files)?;
+    Ok(elapsed)
 }

@@ -34,12 +34,12 @@ pub fn when(m: &Measurements) -> String {
 /// and that it was clamped, if it was.
 fn cost(c: Cost, rounds: usize) -> (String, String) {
     let (low, high) = c.spread_us;
-    let spread = format!("\n# Median of {rounds} rounds, which ranged from {low:.2} to {high:.2} us.");
     let clamped = match c.clamped {
         true => " It came out below zero (noise larger than the cost): written as 0.",
         false => "",
     };
-    (format!("{:.3}", c.us), format!("{spread}{clamped}"))
+    let note = format!("Median of {rounds} rounds, which ranged from {low:.2} to {high:.2} us.{clamped}");
+    (format!("{:.3}", c.us), format!("\n{}", as_comment(&note).trim_end()))
 }
 
 /// When and where it was measured, and what the file is.
@@ -189,8 +189,8 @@ fn compute_costs(m: &Measurements) -> String {
          # measured: the client library's CPU time (this process's CPU clock, all\n\
          # its threads) for {small_ops} 4 KiB writes a page apart, fsync'ed every 16 MiB\n\
          # ({small_messages} messages to the OST, {small_rpcs} of them write RPCs), and for {cached_ops}\n\
-         # writes to one cached page ({cached_messages} messages): the two solved for a call's\n\
-         # cost ({call:.2} us) and a message's.{rpc_note}\n\
+         # writes each to a page of its own that stays cached ({cached_messages} messages): the\n\
+         # two solved for a call's cost ({call:.2} us) and a message's.{rpc_note}\n\
          client_cpu_per_rpc_us = {per_rpc}\n\
          # measured: the same for {large_mib} MiB in 1 MiB writes ({large_rpcs} write RPCs, {pages:.0}\n\
          # pages each on average), less their calls and messages at the costs above\n\
@@ -302,7 +302,8 @@ fn mount(m: &Measurements) -> String {
     };
     format!(
         "[mount]\n\
-         # measured: {writes} writes of 4 KiB to one cached page through a FUSE mount\n\
+         # measured: {writes} writes of 4 KiB, each to a page of its own that stays\n\
+         # cached, through a FUSE mount\n\
          # of the servers measured (lanefs mount), {through:.2} us each, less as many\n\
          # through the client library directly, {direct:.2} us each (medians of rounds\n\
          # taken in turn): the kernel's round trip to the mount's daemon.{clamped}\n\

@@ -83,7 +83,7 @@ fn setup(cluster: &Cluster, lock_requests: u64, rounds: usize) -> Result<Setup, 
     // Room for every round's locks, their files' rounding up included.
     let asking = load::connect(cluster, 2 * lock_requests as usize + load::LOCKS_PER_FILE as usize * rounds)?;
     // Each lock taken once before anything is measured.
-    load::cached_writes(&client, &file, 1)?;
+    load::page_rpcs(&client, &file, 0, 1)?;
     load::ping_pong_writes([&client, &other], &pairs, 2)?;
     Ok(Setup { client, file, other, pairs, asking })
 }
@@ -94,7 +94,10 @@ fn round_of(cluster: &Cluster, s: &Setup, options: &Options, round: usize, idle_
     let at = round as u64 * ROUND_BYTES;
     let run = |work: &dyn Fn() -> Result<u64, String>| load::measured(cluster, &s.client, idle_rate, work);
     let (client, file) = (&s.client, &s.file);
-    let cached = run(&|| load::cached_writes(client, file, options.cached_writes() / rounds))?;
+    let cached_writes = options.cached_writes() / rounds;
+    let cached_files = load::files_for_cached_writes(client, &format!("cached-{round}"), cached_writes)?;
+    let cached = run(&|| load::cached_writes(client, &cached_files, cached_writes))?;
+    load::close_all(client, cached_files)?;
     let page_rpcs = run(&|| load::page_rpcs(client, file, PAGE_RPCS_BASE + at, options.page_rpcs() / rounds))?;
     let large_bytes = options.large_rpc_bytes() / rounds;
     let large_rpcs = run(&|| load::large_rpcs(client, file, LARGE_RPCS_BASE + at, large_bytes))?;

@@ -107,6 +107,9 @@ enum Command {
     },
     /// Measure this machine (the disk the OSTs would use, a core's copy
     /// rate alone and with every core copying, Unix and TCP sockets) and
+    /// lanefs's own costs on it (the servers' CPU time per I/O RPC, lock
+    /// request and callback, the client's per message and page, a FUSE
+    /// mount's per request, MPI's latency, bandwidth and per message), and
     /// write a cluster preset describing it, for `lanefs sim ior --cluster`.
     Calibrate {
         /// A directory on the disk the OSTs would use (a temporary
