@@ -1,12 +1,15 @@
 //! The arithmetic that turns the phases' CPU times and counts into costs
 //! per unit of work: pure functions, so that every step is checked.
 //!
-//! The servers: the lock-ahead phase (lock requests) and the phase of
-//! 4 KiB write RPCs each cost `requests x lock + rpcs x rpc` (each also
-//! has a few of the other kind: the fsyncs' sync requests, the first
-//! write's lock), two equations solved for `lock` and `rpc`; the phase
-//! of writes calling back each other's locks, less its requests and RPCs
-//! at those costs, divided by its callbacks, is a callback's cost.
+//! The servers: the phase of writes that each take a lock the same
+//! client gave back (an enqueue, the other lock's page written, its
+//! cancel) and the phase of 4 KiB write RPCs each cost
+//! `requests x lock + rpcs x rpc`, two equations solved for `lock` and
+//! `rpc`; the phase of the same writes by two clients in turn, which
+//! calls back each other's lock instead, less its requests and RPCs at
+//! those costs, divided by its callbacks, is a callback's cost. The
+//! lock-ahead phase, less its RPCs, divided by its requests, is a
+//! lock-ahead request's cost, shown beside.
 //!
 //! The client, the same way: the cached 4 KiB writes (and the few
 //! messages the cache sent meanwhile) and the 4 KiB writes that each
@@ -63,6 +66,8 @@ pub struct Phases {
     pub large_rpcs: Sample,
     /// Two clients' writes, each calling back the other's lock.
     pub callbacks: Sample,
+    /// The same writes by one client, each taking back a lock it gave up.
+    pub retakes: Sample,
     /// Lock-ahead lock requests.
     pub locks: Sample,
 }
@@ -73,6 +78,7 @@ impl std::ops::AddAssign for Phases {
         self.page_rpcs += o.page_rpcs;
         self.large_rpcs += o.large_rpcs;
         self.callbacks += o.callbacks;
+        self.retakes += o.retakes;
         self.locks += o.locks;
     }
 }
@@ -82,6 +88,8 @@ pub struct ServerCosts {
     pub rpc: Cost,
     pub lock: Cost,
     pub callback: Cost,
+    /// A lock-ahead request's.
+    pub lockahead: Cost,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -111,25 +119,35 @@ fn solve(a: (f64, f64, f64), b: (f64, f64, f64)) -> Option<(f64, f64)> {
 /// phases' own.
 const ACROSS_MAX: f64 = 0.5;
 
-/// One round's server costs per lock request, per I/O RPC and per callback.
+/// One round's server costs per lock request, per I/O RPC, per callback
+/// and per lock-ahead request.
 pub fn server_costs(p: &Phases) -> Result<ServerCosts, String> {
-    let (l, a) = (&p.locks.counts, &p.page_rpcs.counts);
-    let locks = (l.requests as f64, l.io_rpcs as f64, us(p.locks.server_cpu));
+    let (l, a) = (&p.retakes.counts, &p.page_rpcs.counts);
+    let retakes = (l.requests as f64, l.io_rpcs as f64, us(p.retakes.server_cpu));
     let rpcs = (a.requests as f64, a.io_rpcs as f64, us(p.page_rpcs.server_cpu));
-    let Some((lock, rpc)) = solve(locks, rpcs) else {
+    let Some((lock, rpc)) = solve(retakes, rpcs) else {
         return Err(format!(
-            "the servers' counts cannot tell lock requests from I/O RPCs: the lock phase had {} requests and {} \
-             RPCs, the 4 KiB write phase {} requests and {} RPCs (each should be mostly its own kind; is another \
-             client using these servers?)",
+            "the servers' counts cannot tell lock requests from I/O RPCs: the lock-retaking phase had {} requests \
+             and {} RPCs, the 4 KiB write phase {} requests and {} RPCs (each should be mostly its own kind; is \
+             another client using these servers?)",
             l.requests, l.io_rpcs, a.requests, a.io_rpcs
         ));
     };
-    let c = &p.callbacks;
-    if c.counts.callbacks == 0 {
-        return Err("the servers counted no blocking callback while two clients wrote the same page in turn".into());
-    }
-    let rest = us(c.server_cpu) - c.counts.requests as f64 * lock - c.counts.io_rpcs as f64 * rpc;
-    Ok(ServerCosts { rpc: Cost::of(rpc), lock: Cost::of(lock), callback: Cost::of(rest / c.counts.callbacks as f64) })
+    let per = |s: &Sample, what: u64, name: &str| -> Result<Cost, String> {
+        if what == 0 {
+            return Err(format!("the servers counted no {name} in the phase made of them"));
+        }
+        let rest = us(s.server_cpu) - s.counts.requests as f64 * lock - s.counts.io_rpcs as f64 * rpc;
+        Ok(Cost::of(rest / what as f64))
+    };
+    let callback = per(&p.callbacks, p.callbacks.counts.callbacks, "blocking callback")?;
+    // Lock-ahead requests are the phase's requests: none is left at `lock`.
+    let ahead = &p.locks;
+    let lockahead = match ahead.counts.requests {
+        0 => return Err("the servers counted no lock-ahead request in the phase made of them".into()),
+        n => Cost::of((us(ahead.server_cpu) - ahead.counts.io_rpcs as f64 * rpc) / n as f64),
+    };
+    Ok(ServerCosts { rpc: Cost::of(rpc), lock: Cost::of(lock), callback, lockahead })
 }
 
 /// One round's client costs per call, per message and per page;
@@ -161,7 +179,12 @@ pub fn client_costs(p: &Phases, copy_gib_s: f64) -> Result<ClientCosts, String> 
 /// The median of each server cost over the rounds.
 pub fn median_server_costs(rounds: &[ServerCosts]) -> ServerCosts {
     let of = |f: fn(&ServerCosts) -> Cost| Cost::median(&rounds.iter().map(f).collect::<Vec<_>>());
-    ServerCosts { rpc: of(|c| c.rpc), lock: of(|c| c.lock), callback: of(|c| c.callback) }
+    ServerCosts {
+        rpc: of(|c| c.rpc),
+        lock: of(|c| c.lock),
+        callback: of(|c| c.callback),
+        lockahead: of(|c| c.lockahead),
+    }
 }
 
 /// The median of each client cost over the rounds.
@@ -197,7 +220,9 @@ mod tests {
             page_rpcs: sample(1000, 1000, 2, 0, 1000.0 * 50.0 + 2.0 * 30.0, 1000.0 * 4.0 + 1002.0 * 10.0),
             large_rpcs: large,
             callbacks: sample(200, 200, 400, 200, 200.0 * 50.0 + 400.0 * 30.0 + 200.0 * 20.0, 0.0),
-            locks: sample(512, 1, 512, 0, 512.0 * 30.0 + 50.0, 0.0),
+            retakes: sample(200, 200, 401, 0, 200.0 * 50.0 + 401.0 * 30.0, 0.0),
+            // A lock-ahead request costs 70.
+            locks: sample(512, 1, 512, 0, 512.0 * 70.0 + 50.0, 0.0),
         }
     }
 
@@ -209,6 +234,7 @@ mod tests {
     fn the_servers_costs_come_back_from_phases_made_of_them() {
         let c = server_costs(&phases()).unwrap();
         assert!(close(c.lock, 30.0) && close(c.rpc, 50.0) && close(c.callback, 20.0), "{c:?}");
+        assert!(close(c.lockahead, 70.0), "{c:?}");
     }
 
     #[test]
@@ -233,12 +259,15 @@ mod tests {
     #[test]
     fn phases_that_cannot_tell_the_costs_apart_are_an_error() {
         let mut p = phases();
-        p.locks.counts = p.page_rpcs.counts;
+        p.retakes.counts = p.page_rpcs.counts;
         let e = server_costs(&p).unwrap_err();
         assert!(e.contains("cannot tell lock requests from I/O RPCs"), "{e}");
         let mut p = phases();
         p.callbacks.counts.callbacks = 0;
         assert!(server_costs(&p).unwrap_err().contains("no blocking callback"));
+        let mut p = phases();
+        p.locks.counts.requests = 0;
+        assert!(server_costs(&p).unwrap_err().contains("no lock-ahead request"));
         let mut p = phases();
         p.cached.counts = p.page_rpcs.counts;
         assert!(client_costs(&p, 1.0).unwrap_err().contains("cannot tell calls from messages"));
@@ -248,7 +277,12 @@ mod tests {
     fn the_median_of_rounds_is_taken_with_their_spread() {
         let rounds: Vec<ServerCosts> = [40.0, -5.0, 60.0, 50.0, 45.0]
             .iter()
-            .map(|&rpc| ServerCosts { rpc: Cost::of(rpc), lock: Cost::of(30.0), callback: Cost::of(-1.0) })
+            .map(|&rpc| ServerCosts {
+                rpc: Cost::of(rpc),
+                lock: Cost::of(30.0),
+                callback: Cost::of(-1.0),
+                lockahead: Cost::of(70.0),
+            })
             .collect();
         let m = median_server_costs(&rounds);
         assert_eq!(m.rpc, Cost { us: 45.0, clamped: false, spread_us: (-5.0, 60.0) });

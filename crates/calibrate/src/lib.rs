@@ -120,7 +120,7 @@ impl Options {
         if self.quick {
             5
         } else {
-            7
+            9
         }
     }
 
@@ -129,7 +129,7 @@ impl Options {
         if self.quick {
             5_000
         } else {
-            20_000
+            40_000
         }
     }
 
@@ -138,7 +138,7 @@ impl Options {
         if self.quick {
             4_096
         } else {
-            16_384
+            32_768
         }
     }
 
@@ -156,7 +156,7 @@ impl Options {
         if self.quick {
             1_500
         } else {
-            6_000
+            12_000
         }
     }
 
@@ -165,7 +165,7 @@ impl Options {
         if self.quick {
             2_048
         } else {
-            8_192
+            16_384
         }
     }
 

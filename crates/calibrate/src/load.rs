@@ -108,15 +108,41 @@ impl std::ops::AddAssign for Sample {
     }
 }
 
-/// The servers' CPU time per second of doing nothing.
+/// The servers' CPU time per second of doing nothing, once they have
+/// settled.
 pub fn idle_rate(cluster: &Cluster) -> Result<f64, String> {
+    settle(cluster)?;
     let before = cluster.cpu()?;
     std::thread::sleep(IDLE_WINDOW);
     Ok((cluster.cpu()? - before).as_secs_f64() / IDLE_WINDOW.as_secs_f64())
 }
 
-/// Runs `work` (which returns the calls it made) between two readings of
-/// the servers' counts and both CPU clocks.
+/// Windows in which the servers' CPU time is watched for work left over
+/// from before a phase (objects precreated for files just made, a commit),
+/// until one shows them at most [`SETTLED_CPU_SHARE`] busy, or
+/// [`SETTLE_MAX`] has passed (then the phase runs anyway: what is left is
+/// noise its rounds' median takes out).
+const SETTLE_WINDOW: Duration = Duration::from_millis(20);
+const SETTLED_CPU_SHARE: f64 = 0.02;
+const SETTLE_MAX: Duration = Duration::from_secs(2);
+
+/// Waits until the servers do nothing left over from before.
+pub fn settle(cluster: &Cluster) -> Result<(), String> {
+    let began = Instant::now();
+    while began.elapsed() < SETTLE_MAX {
+        let before = cluster.cpu()?;
+        std::thread::sleep(SETTLE_WINDOW);
+        let share = (cluster.cpu()? - before).as_secs_f64() / SETTLE_WINDOW.as_secs_f64();
+        if share <= SETTLED_CPU_SHARE {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `work` (which returns the calls it made), once the servers have
+/// settled, between two readings of the servers' counts and both CPU
+/// clocks.
 pub fn measured(
     cluster: &Cluster,
     stats: &Client,
@@ -124,6 +150,7 @@ pub fn measured(
     work: impl FnOnce() -> Result<u64, String>,
 ) -> Result<Sample, String> {
     let counts = || stats.ost_stats().map(|s| Counts::of(&s)).map_err(|e| format!("the OSTs' statistics: {e}"));
+    settle(cluster)?;
     let counts_before = counts()?;
     let (server_before, client_before, began) = (cluster.cpu()?, cpu::own(), Instant::now());
     let ops = work()?;
@@ -137,8 +164,13 @@ pub fn measured(
 /// A client of the cluster; `locks_max`: unused locks it keeps, so that
 /// a phase's locks are not cancelled by its LRU while it runs.
 pub fn connect(cluster: &Cluster, locks_max: usize) -> Result<Client, String> {
+    connect_keeping(cluster, ClientOptions::default().core.lru_locks_max.max(locks_max))
+}
+
+/// A client of the cluster that keeps `locks_max` unused locks, exactly.
+pub fn connect_keeping(cluster: &Cluster, locks_max: usize) -> Result<Client, String> {
     let mut options = ClientOptions::default();
-    options.core.lru_locks_max = options.core.lru_locks_max.max(locks_max);
+    options.core.lru_locks_max = locks_max;
     Client::connect(cluster.mds(), options).map_err(|e| format!("connecting to the servers at {}: {e}", cluster.mds()))
 }
 
@@ -186,10 +218,12 @@ pub fn files_for_cached_writes(client: &Client, name: &str, n: u64) -> Result<Ve
     (0..n.div_ceil(CACHED_PAGES_PER_FILE)).map(|i| create(client, &format!("/{name}-{i}"))).collect()
 }
 
-/// Closes `files`, writing back what they have cached.
-pub fn close_all(client: &Client, files: Vec<File>) -> Result<(), String> {
+/// Makes what `files` have cached durable (written back and committed,
+/// so that no commit is left to come in a later phase), and closes them.
+pub fn sync_and_close(client: &Client, files: Vec<File>) -> Result<(), String> {
     for file in files {
         let path = file.path.clone();
+        client.fsync(&file).map_err(|e| format!("an fsync of {path}: {e}"))?;
         client.close(file).map_err(|e| format!("closing {path}: {e}"))?;
     }
     Ok(())
@@ -246,6 +280,32 @@ pub fn ping_pong_writes(clients: [&Client; 2], pairs: &[[File; 2]], n: u64) -> R
                         clients[turn]
                             .pwrite(&files[turn], 0, page)
                             .map_err(failed("a write that calls back the other client's lock"))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        threads.into_iter().try_for_each(|t| t.join().expect("a writing thread"))
+    })?;
+    Ok(n * pairs.len() as u64)
+}
+
+/// The same writes as [`ping_pong_writes`], by one client that keeps a
+/// single unused lock, each thread to two files of its own in turn: each
+/// write takes its file's lock, and the client gives back the other's
+/// (its page written first), as a called-back client would, but without
+/// the callback. `n` writes on each pair of files.
+pub fn lru_writes(client: &Client, pairs: &[[File; 2]], n: u64) -> Result<u64, String> {
+    let page = vec![5u8; PAGE_BYTES as usize];
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = pairs
+            .iter()
+            .map(|files| {
+                let page = &page;
+                scope.spawn(move || -> Result<(), String> {
+                    for i in 0..n {
+                        let file = &files[(i % 2) as usize];
+                        client.pwrite(file, 0, page).map_err(failed("a write that takes its file's lock back"))?;
                     }
                     Ok(())
                 })

@@ -165,6 +165,6 @@ fn direct(client: &lanefs_client::Client, round: usize, n: u64) -> Result<Durati
     let began = Instant::now();
     load::cached_writes(client, &files, n)?;
     let elapsed = began.elapsed();
-    load::close_all(client, files)?;
+    load::sync_and_close(client, files)?;
     Ok(elapsed)
 }

@@ -222,25 +222,31 @@ fn storage_costs(m: &Measurements) -> String {
     let _ = writeln!(
         t,
         "# measured: the servers' CPU time (their process's CPU clock, less the\n\
-         # {idle:.0} us per second they take idle) for {page_rpcs} write RPCs of 4 KiB\n\
-         # (and {page_requests} other requests), and for {locks} lock-ahead lock requests (and\n\
-         # {lock_rpcs} I/O RPCs): the two solved for an RPC's cost and a request's.{rpc_note}\n\
+         # {idle:.0} us per second they take idle) for {page_rpcs} write RPCs of 4 KiB (and\n\
+         # {page_requests} other requests), and for {retakes} writes of one page that each took\n\
+         # a lock the client had given back ({retake_requests} requests: enqueues and cancels,\n\
+         # and {retake_rpcs} RPCs): the two solved for an RPC's cost and a request's.{rpc_note}\n\
          rpc_service_overhead_us = {rpc}\n\
          # measured: the lock server's CPU time per request (an enqueue, a cancel, a\n\
-         # sync), as above.{lock_note}\n\
+         # sync), as above. A lock-ahead request costs more: {ahead:.1} us ({aheads}\n\
+         # requests, 16 to a file, less their RPCs).{lock_note}\n\
          lock_cpu_us = {lock}\n\
-         # measured: the servers' CPU time for {writes} writes of one page by two clients\n\
-         # in turn (on 4 files at once), {callbacks} blocking callbacks, less the phase's\n\
-         # {requests} requests and {rpcs} RPCs at the costs above, per callback (the OSTs\n\
-         # synced no cancel: that wait is journal_commit_us's).{callback_note}\n\
+         # measured: the servers' CPU time for the same writes by two clients in\n\
+         # turn ({writes}, on 4 files at once), whose locks each call back the other's:\n\
+         # {callbacks} blocking callbacks, less the phase's {requests} requests and {rpcs} RPCs at\n\
+         # the costs above, per callback (the OSTs synced no cancel: that wait is\n\
+         # journal_commit_us's).{callback_note}\n\
          callback_cpu_us = {callback}\n\
          # The servers measured ran on this node, sharing its cores with the clients.\n\
          runs_on = \"compute-node\"\n",
         idle = s.idle_rate * 1e6,
         page_rpcs = p.page_rpcs.counts.io_rpcs,
         page_requests = p.page_rpcs.counts.requests,
-        locks = p.locks.counts.requests,
-        lock_rpcs = p.locks.counts.io_rpcs,
+        retakes = p.retakes.ops,
+        retake_requests = p.retakes.counts.requests,
+        retake_rpcs = p.retakes.counts.io_rpcs,
+        ahead = s.costs.lockahead.us,
+        aheads = p.locks.counts.requests,
         writes = p.callbacks.ops,
         callbacks = p.callbacks.counts.callbacks,
         requests = p.callbacks.counts.requests,

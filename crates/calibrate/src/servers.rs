@@ -42,19 +42,27 @@ struct Setup {
     /// A second client, which takes turns with the first.
     other: Client,
     pairs: Vec<[File; 2]>,
+    /// A client that keeps a single unused lock, and the pairs of files
+    /// each of its threads writes in turn.
+    retaking: Client,
+    retake_pairs: Vec<[File; 2]>,
     /// A client that keeps every lock it is granted.
     asking: Client,
+    /// Each round's files: for its cached writes, and for its lock-ahead
+    /// locks (on `asking`).
+    cached_files: Vec<Vec<File>>,
+    lock_files: Vec<Vec<File>>,
 }
 
 /// Runs the phases on `cluster` in rounds; `copy_gib_s`: one core's copy
 /// rate, for the client's cost per page.
 pub fn measure(cluster: &Cluster, options: &Options, copy_gib_s: f64) -> Result<Servers, String> {
-    let idle_rate = load::idle_rate(cluster)?;
     let rounds = options.cost_rounds();
-    let setup = setup(cluster, options.lock_requests(), rounds)?;
+    let mut setup = setup(cluster, options)?;
+    let idle_rate = load::idle_rate(cluster)?;
     let mut measured = Vec::with_capacity(rounds);
     for round in 0..rounds {
-        measured.push(round_of(cluster, &setup, options, round, idle_rate)?);
+        measured.push(round_of(cluster, &mut setup, options, round, idle_rate)?);
     }
     let server: Vec<ServerCosts> = measured.iter().map(costs::server_costs).collect::<Result<_, _>>()?;
     let client: Vec<ClientCosts> =
@@ -70,7 +78,11 @@ pub fn measure(cluster: &Cluster, options: &Options, copy_gib_s: f64) -> Result<
     })
 }
 
-fn setup(cluster: &Cluster, lock_requests: u64, rounds: usize) -> Result<Setup, String> {
+/// The clients, and every file, made before anything is measured (the
+/// MDS then precreates objects to replace those they took, which the
+/// phases wait out: see [`load::settle`]).
+fn setup(cluster: &Cluster, options: &Options) -> Result<Setup, String> {
+    let rounds = options.cost_rounds();
     let client = load::connect(cluster, 0)?;
     let file = load::create(&client, "/writes")?;
     let other = load::connect(cluster, 0)?;
@@ -81,31 +93,68 @@ fn setup(cluster: &Cluster, lock_requests: u64, rounds: usize) -> Result<Setup, 
         })
         .collect::<Result<Vec<_>, String>>()?;
     // Room for every round's locks, their files' rounding up included.
-    let asking = load::connect(cluster, 2 * lock_requests as usize + load::LOCKS_PER_FILE as usize * rounds)?;
+    let locks_max = 2 * options.lock_requests() as usize + load::LOCKS_PER_FILE as usize * rounds;
+    let asking = load::connect(cluster, locks_max)?;
+    let (cached, locks) = (options.cached_writes() / rounds as u64, options.lock_requests() / rounds as u64);
+    let cached_files = (0..rounds)
+        .map(|round| load::files_for_cached_writes(&client, &format!("cached-{round}"), cached))
+        .collect::<Result<_, _>>()?;
+    let lock_files = (0..rounds).map(|round| load::files_for_locks(&asking, round, locks)).collect::<Result<_, _>>()?;
+    let retaking = load::connect_keeping(cluster, 1)?;
+    let retake_pairs = (0..CALLBACK_FILES)
+        .map(|i| {
+            Ok([
+                load::create(&retaking, &format!("/retakes-{i}-a"))?,
+                load::create(&retaking, &format!("/retakes-{i}-b"))?,
+            ])
+        })
+        .collect::<Result<Vec<_>, String>>()?;
     // Each lock taken once before anything is measured.
     load::page_rpcs(&client, &file, 0, 1)?;
     load::ping_pong_writes([&client, &other], &pairs, 2)?;
-    Ok(Setup { client, file, other, pairs, asking })
+    sync_pairs(&client, &other, &pairs)?;
+    load::lru_writes(&retaking, &retake_pairs, 2)?;
+    sync_pairs(&retaking, &retaking, &retake_pairs)?;
+    Ok(Setup { client, file, other, pairs, retaking, retake_pairs, asking, cached_files, lock_files })
 }
 
-/// One round of every phase, each `1 / rounds` of its whole.
-fn round_of(cluster: &Cluster, s: &Setup, options: &Options, round: usize, idle_rate: f64) -> Result<Phases, String> {
+/// One round of every phase, each `1 / rounds` of its whole; what a phase
+/// wrote is made durable before the next, so that no commit of it comes
+/// in another's.
+fn round_of(
+    cluster: &Cluster,
+    s: &mut Setup,
+    options: &Options,
+    round: usize,
+    idle_rate: f64,
+) -> Result<Phases, String> {
     let rounds = options.cost_rounds() as u64;
     let at = round as u64 * ROUND_BYTES;
-    let run = |work: &dyn Fn() -> Result<u64, String>| load::measured(cluster, &s.client, idle_rate, work);
-    let (client, file) = (&s.client, &s.file);
+    let (client, file, cached_files) = (&s.client, &s.file, std::mem::take(&mut s.cached_files[round]));
+    let run = |work: &dyn Fn() -> Result<u64, String>| load::measured(cluster, client, idle_rate, work);
     let cached_writes = options.cached_writes() / rounds;
-    let cached_files = load::files_for_cached_writes(client, &format!("cached-{round}"), cached_writes)?;
     let cached = run(&|| load::cached_writes(client, &cached_files, cached_writes))?;
-    load::close_all(client, cached_files)?;
+    load::sync_and_close(client, cached_files)?;
     let page_rpcs = run(&|| load::page_rpcs(client, file, PAGE_RPCS_BASE + at, options.page_rpcs() / rounds))?;
     let large_bytes = options.large_rpc_bytes() / rounds;
     let large_rpcs = run(&|| load::large_rpcs(client, file, LARGE_RPCS_BASE + at, large_bytes))?;
     let per_file = options.callback_writes().div_ceil(rounds * CALLBACK_FILES as u64);
     let callbacks = run(&|| load::ping_pong_writes([client, &s.other], &s.pairs, per_file))?;
-    let files = load::files_for_locks(&s.asking, round, options.lock_requests() / rounds)?;
-    let locks = run(&|| load::lock_requests(&s.asking, &files))?;
-    Ok(Phases { cached, page_rpcs, large_rpcs, callbacks, locks })
+    sync_pairs(client, &s.other, &s.pairs)?;
+    let retakes = run(&|| load::lru_writes(&s.retaking, &s.retake_pairs, per_file))?;
+    sync_pairs(&s.retaking, &s.retaking, &s.retake_pairs)?;
+    let locks = run(&|| load::lock_requests(&s.asking, &s.lock_files[round]))?;
+    Ok(Phases { cached, page_rpcs, large_rpcs, callbacks, retakes, locks })
+}
+
+/// Makes the files two clients wrote in turn durable: the one holding a
+/// file's lock has its last write.
+fn sync_pairs(client: &Client, other: &Client, pairs: &[[File; 2]]) -> Result<(), String> {
+    for [mine, theirs] in pairs {
+        client.fsync(mine).map_err(|e| format!("an fsync of {}: {e}", mine.path))?;
+        other.fsync(theirs).map_err(|e| format!("an fsync of {}: {e}", theirs.path))?;
+    }
+    Ok(())
 }
 
 fn open(client: &Client, path: &str) -> Result<File, String> {

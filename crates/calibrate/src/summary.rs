@@ -65,6 +65,7 @@ fn costs(m: &Measurements) -> Vec<Row> {
         row("servers' CPU per I/O RPC (rounds' spread)", cost(s.costs.rpc), "rpc_service_overhead_us"),
         row("servers' CPU per lock request", cost(s.costs.lock), "lock_cpu_us"),
         row("servers' CPU per blocking callback", cost(s.costs.callback), "callback_cpu_us"),
+        row("servers' CPU per lock-ahead request", cost(s.costs.lockahead), "(shown)"),
         row("client's CPU per cached 4 KiB write", cost(s.client.call), "(shown)"),
         row("client's CPU per message", cost(s.client.message), "client_cpu_per_rpc_us"),
         row("client's CPU per page of an RPC", cost(s.client.page), "client_cpu_per_page_us"),
