@@ -4,8 +4,8 @@
 //! own counts of what they did (their OST statistics, as `lanefs lctl
 //! get_param` reads them).
 //!
-//! Every phase's files have one stripe, so that one OST's lock server
-//! and object store see all of it.
+//! Every phase's files have one stripe, so that a write is one object's
+//! and goes to one OST, in one RPC at most.
 
 use crate::cluster::Cluster;
 use crate::cpu;
@@ -22,8 +22,7 @@ pub const LARGE_WRITE_BYTES: u64 = 1 << 20;
 /// so that no write waits for the OST's next commit.
 const BYTES_BETWEEN_SYNCS: u64 = 16 << 20;
 /// Lock-ahead locks taken on one file: the lock server's list of granted
-/// locks on a resource stays this short, as under the writes of a few
-/// clients, so that a request costs what the callback phase's do.
+/// locks on a resource stays this short, as under a few ranks' lock-ahead.
 pub const LOCKS_PER_FILE: u64 = 16;
 /// How long the idle servers are watched, for what they spend doing
 /// nothing (timers, pings), taken off each phase.

@@ -309,10 +309,10 @@ fn mount(m: &Measurements) -> String {
     format!(
         "[mount]\n\
          # measured: {writes} writes of 4 KiB, each to a page of its own that stays\n\
-         # cached, through a FUSE mount\n\
-         # of the servers measured (lanefs mount), {through:.2} us each, less as many\n\
-         # through the client library directly, {direct:.2} us each (medians of rounds\n\
-         # taken in turn): the kernel's round trip to the mount's daemon.{clamped}\n\
+         # cached, through a FUSE mount of the servers measured (lanefs mount),\n\
+         # {through:.2} us each, less as many through the client library directly,\n\
+         # {direct:.2} us each (medians of rounds taken in turn): the kernel's round\n\
+         # trip to the mount's daemon.{clamped}\n\
          request_us = {request:.3}\n\
          # lanefs's mount asks the kernel for writes and reads of up to this\n\
          # (max_write, crates/fuse/src/fs.rs).\n\
