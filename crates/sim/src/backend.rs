@@ -257,7 +257,10 @@ impl SimBackend {
             let (nodes, rpn) = self.nodes_for(p)?;
             let mut model = Model::from_config(&self.opts.cluster);
             model.nodes = nodes;
-            model.copy_bw = Model::copy_rate(&self.opts.cluster, rpn);
+            // The processes copying on one host: its node's ranks, or every
+            // rank when all nodes share one host.
+            let on_host = if model.one_host { p.num_tasks } else { rpn };
+            model.copy_bw = Model::copy_rate(&self.opts.cluster, on_host);
             model.client.copy_bytes_per_s = Some(model.copy_bw);
             if self.api != Api::Posix {
                 // Only POSIX calls go through the mount.

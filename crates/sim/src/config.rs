@@ -112,6 +112,11 @@ pub struct ComputeSection {
     /// of CPU work runs at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores: Option<u32>,
+    /// Where the nodes run: each on a host of its own (`per-node`, the
+    /// default), or all on `one` host whose `cores` they share, as the
+    /// clients of a local cluster (one per rank) do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<Hosts>,
     /// GiB/s one process copies while every core of the node copies (the
     /// node's memory bandwidth shared); default `copy_bandwidth_gib_s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -244,6 +249,20 @@ pub enum RunsOn {
     /// Compute node 0, as on one machine running clients and servers.
     ComputeNode,
 }
+
+/// Where a cluster's compute nodes run: `[compute] hosts`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Hosts {
+    /// A host per node, as on a cluster.
+    #[default]
+    PerNode,
+    /// One host for every node, as a local cluster's clients.
+    One,
+}
+
+/// The words of [`Hosts`], as the schema lists them.
+pub(crate) const HOSTS: [&str; 2] = ["per-node", "one"];
 
 /// The words of [`RunsOn`], as the schema lists them.
 pub(crate) const RUNS_ON: [&str; 2] = ["own-nodes", "compute-node"];

@@ -1,7 +1,8 @@
 //! The numbers the simulated machine runs on, in the units the event loop
 //! uses (bytes per second, nanoseconds), derived from a cluster description.
 
-use crate::config::{ClusterConfig, RunsOn};
+use crate::config::{ClusterConfig, Hosts, RunsOn};
+use lanefs_core::client::cores::Cores;
 use lanefs_core::client::ClientConfig;
 use lanefs_core::ldlm::server::LockServerConfig;
 use lanefs_core::ost::OstConfig;
@@ -35,6 +36,10 @@ pub struct Model {
     pub journal_commit: Duration,
     /// Client CPU time per message a node sends.
     pub client_cpu_per_rpc: Duration,
+    /// Cores per host (`None`: not modelled).
+    pub cores: Option<u32>,
+    /// Every node runs on one host.
+    pub one_host: bool,
     /// Client CPU time per page of an I/O RPC.
     pub client_cpu_per_page: Duration,
     /// A core checksumming bulk, bytes/s (`None`: no checksums).
@@ -85,8 +90,18 @@ impl Model {
         ost / self.osts_per_oss
     }
 
-    /// A process's copy rate when `ranks` of a node's processes copy: with
-    /// the node's cores modelled, from the rate of one alone to the rate of
+    /// The cores of each node's host, a pool per host (none without cores).
+    pub fn host_cores(&self) -> Vec<Option<Cores>> {
+        let Some(count) = self.cores else { return vec![None; self.nodes as usize] };
+        if self.one_host {
+            let shared = Cores::new(count);
+            return (0..self.nodes).map(|_| Some(shared.clone())).collect();
+        }
+        (0..self.nodes).map(|_| Some(Cores::new(count))).collect()
+    }
+
+    /// A process's copy rate when `ranks` processes of a host copy: with
+    /// the host's cores modelled, from the rate of one alone to the rate of
     /// each while every core copies (the memory bandwidth they share),
     /// linearly in the cores busy; without, the rate of one.
     pub fn copy_rate(c: &ClusterConfig, ranks: u32) -> f64 {
@@ -109,7 +124,6 @@ impl Model {
             lru_locks_max: c.client.lock_lru_size as usize,
             cached_bytes_max: c.client.cached_bytes_max(),
             copy_bytes_per_s: Some(compute.copy_bandwidth().bytes_per_s()),
-            cores: compute.cores,
             ..ClientConfig::default()
         };
         let ost = OstConfig {
@@ -134,6 +148,8 @@ impl Model {
             access_latency: storage.ost_access_latency(),
             journal_commit: storage.journal_commit(),
             client_cpu_per_rpc: compute.client_cpu_per_rpc(),
+            cores: compute.cores,
+            one_host: compute.hosts.unwrap_or_default() == Hosts::One,
             client_cpu_per_page: compute.client_cpu_per_page(),
             checksum_bw: compute.checksum_bandwidth().map(|b| b.bytes_per_s()),
             callback_threads: compute.callback_threads,

@@ -44,7 +44,7 @@ use crate::config::partial_stripe_bytes;
 use crate::journal::Journal;
 use crate::model::Model;
 use crate::queue::EventQueue;
-use lanefs_core::client::{Client, ClientError, ClientEvent, OpId, OpOutput};
+use lanefs_core::client::{Client, ClientConfig, ClientError, ClientEvent, OpId, OpOutput};
 use lanefs_core::msg::{ToClient, ToOst};
 use lanefs_core::ost::Ost;
 use lanefs_core::store::SizeStore;
@@ -176,8 +176,12 @@ impl<W> World<W> {
         let nodes = model.nodes as usize;
         let osts = model.ost_count() as usize;
         let oss = model.oss_count as usize;
-        let clients =
-            (0..model.nodes).map(|n| Client::new(ClientId(n), model.client.clone())).collect::<Result<Vec<_>, _>>()?;
+        let clients = model
+            .host_cores()
+            .into_iter()
+            .enumerate()
+            .map(|(n, cores)| Client::new(ClientId(n as u32), ClientConfig { cores, ..model.client.clone() }))
+            .collect::<Result<Vec<_>, _>>()?;
         let ost_list =
             (0..osts as u32).map(|o| Ost::new(OstIndex(o), model.ost.clone(), SizeStore::default())).collect();
         Ok(World {
@@ -308,7 +312,7 @@ impl<W> World<W> {
         let n = node as usize;
         while let Some((ost, msg)) = self.clients[n].poll_transmit() {
             let cpu = self.send_cpu(&msg);
-            let leave = if self.model.client.cores.is_some() {
+            let leave = if self.model.cores.is_some() {
                 self.clients[n].run_on_cores(self.now, cpu)
             } else {
                 // The node prepares its messages one after another.

@@ -194,3 +194,20 @@ fn only_posix_calls_go_through_the_mount() {
     assert!((0.032..0.040).contains(&added), "the mount added {added} s");
     assert_eq!(simulated_s(&library), simulated_s(&direct), "-a LANEFS calls the client directly");
 }
+
+#[test]
+fn nodes_on_one_host_share_its_cores() {
+    // 8 nodes of one rank each, a file each, 2 cores a host: on a host each
+    // they copy at once; on one host 4 times as long, as 8 ranks of a node.
+    let line = "-a POSIX -w -F -b 4m -t 1m -N 8 --tasks-per-node 1";
+    let base = [SLOW_COPY, ("compute.nodes", "8"), ("compute.cores", "2")];
+    let apart = json_run(line, opts_with("laptop", &base));
+    let mut together = base.to_vec();
+    together.push(("compute.hosts", "\"one\""));
+    let together = json_run(line, opts_with("laptop", &together));
+    let ratio = simulated_s(&together) / simulated_s(&apart);
+    assert!((3.0..4.5).contains(&ratio), "8 single-rank nodes on one 2-core host: {ratio:.2} times as long");
+    let node = json_run(EIGHT_COPYING, opts_with("laptop", &[SLOW_COPY, ("compute.cores", "2")]));
+    let close = simulated_s(&together) / simulated_s(&node);
+    assert!((0.8..1.25).contains(&close), "as 8 ranks of one node: {close:.2}");
+}

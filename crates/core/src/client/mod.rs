@@ -130,10 +130,11 @@ pub struct ClientConfig {
     /// flushable) only when the copy is over, as in Lustre, where a write
     /// copies under a referenced lock and a blocking callback waits for it.
     pub copy_bytes_per_s: Option<f64>,
-    /// With `copy_bytes_per_s`: the node's cores ([`cores::Cores`]), which
+    /// With `copy_bytes_per_s`: the cores of the client's host
+    /// ([`cores::Cores`], shared by the clients given clones of it), which
     /// copies take turns on and the driver charges its other CPU work to;
     /// `None`: every copy runs at once, as on a node with a core for each.
-    pub cores: Option<u32>,
+    pub cores: Option<Cores>,
     /// Sessions with the OSTs, resending after a lost connection, and
     /// replay after an OST restarts: the client keeps what the OSTs
     /// acknowledged until they commit it (see [`replay`] and [`imports`]).
@@ -326,8 +327,6 @@ pub struct Client {
     stats: ClientStats,
     /// The kind of payload this client holds, once it has cached one.
     payload_kind: Option<PayloadKind>,
-    /// The node's cores, in modelled time (only with [`ClientConfig::cores`]).
-    cores: Option<Cores>,
     file_next: u64,
 }
 
@@ -335,7 +334,6 @@ impl Client {
     pub fn new(id: ClientId, config: ClientConfig) -> Result<Self, ClientError> {
         config.validate()?;
         let recovery = Recovery::new(config.recovery);
-        let cores = config.cores.map(Cores::new);
         Ok(Client {
             id,
             config,
@@ -349,7 +347,6 @@ impl Client {
             counters: ClientCounters::default(),
             stats: ClientStats::default(),
             payload_kind: None,
-            cores,
             file_next: 1,
         })
     }
@@ -697,7 +694,7 @@ impl Client {
     /// returns when it ends: on the earliest free core with
     /// [`ClientConfig::cores`], else at once on a core of its own.
     pub fn run_on_cores(&mut self, ready: Instant, work: Duration) -> Instant {
-        match &mut self.cores {
+        match &self.config.cores {
             Some(cores) => cores.run(ready, work),
             None => ready + work,
         }
@@ -705,11 +702,11 @@ impl Client {
 
     /// The node's cores, when the client models them.
     pub fn cores(&self) -> Option<&Cores> {
-        self.cores.as_ref()
+        self.config.cores.as_ref()
     }
 
     pub fn check_invariants(&self) {
-        if let Some(cores) = &self.cores {
+        if let Some(cores) = &self.config.cores {
             cores.check_invariants();
         }
         self.locks.check_invariants();

@@ -125,6 +125,13 @@ const SCHEMA: &[Section] = &[
                 "a node's cores, shared by its ranks' copies and its CPU work; absent: no sharing",
             )),
             optional(key(
+                "hosts",
+                Kind::Choice(&HOSTS),
+                "",
+                "\"per-node\"",
+                "per-node (default): each node a host of its own; one: every node on one host, sharing its cores",
+            )),
+            optional(key(
                 "copy_bandwidth_every_core_gib_s",
                 BANDWIDTH,
                 "GiB/s",
