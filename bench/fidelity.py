@@ -11,7 +11,10 @@ once in the simulator on that preset (deterministic: one run is all
 there is). Every run writes and fsyncs (IOR -w -e) SIZE_MIB in all, IOR
 segmented, in blocks of 4 MiB (less when a rank's share is smaller), the
 same in both worlds; every file, shared or not, is striped over all OSTS
-OSTs in 1 MiB stripes; `--tasks-per-node` is -N (one node, as here).
+OSTs in 1 MiB stripes. Each rank of `-a LANEFS` and of `mpirun` is a
+client of its own, as the preset's nodes of one rank each on one host
+are (`[compute] hosts = "one"`); the mount is one client for its ranks,
+so its cells say `--tasks-per-node` -N in both worlds.
 OSTS is 2 by default so that 1, 2 and 4 aggregators per OST are three
 different counts for 8 ranks.
 
@@ -35,29 +38,19 @@ different counts for 8 ranks.
            1 MiB transfers. Needs root and /dev/fuse.
 
 The simulated line is the real line with `lanefs sim ior --cluster
-PRESET.toml` in front and these differences, printed with the commands:
-
-  - `-a LANEFS` is refused by the simulator (it models -a POSIX and -a
-    MPIIO; its -a POSIX takes the same --lanefs.lock-mode, stripe-count and
-    stripe-size options as a lanefs client's), so LANEFS cells are
-    simulated as `-a POSIX` with the same options;
-  - `--lanefs.osts=N` (the embedded cluster's OST count) is the real run's
-    only: the simulator's OSTs are the preset's (osts_per_oss);
-  - the mount's striping comes from `lanefs setstripe` on the real mount
-    and from `--lanefs.stripe-count` and `--lanefs.stripe-size` in the
-    simulator, and the real run's `-o` names a path on the mount. The
-    simulator has no model of the mount apart from what the preset says
-    (a `[mount]` section, when the simulator has one): the preset is passed
-    as it is.
+PRESET.toml` in front (`-a LANEFS` and `-a MPIIO` cells, `--lanefs.osts`
+included: the simulator checks it against the preset's OST count), but
+for the mount's cells: their striping comes from `lanefs setstripe` on the
+real mount and from `--lanefs.stripe-count` and `--lanefs.stripe-size` in
+the simulator, whose `-a POSIX` goes through the preset's `[mount]`, and
+the real run's `-o` names a path on the mount.
 
 Lock enqueues and blocking callbacks are the OSTs' counts in both worlds:
 the `"lanefs"` object of IOR's JSON (lock_enqueues, blocking_callbacks)
 for LANEFS and MPIIO cells and for every simulated run; for the mount,
 whose IOR is -a POSIX and reports none, the difference of the OSTs'
 `ldlm.namespaces.filter-*.stats` (ldlm_enqueue, ldlm_bl_callback,
-through `lanefs lctl get_param`) across the run. Note that the mount is one
-client for all its ranks, where the simulator's -a POSIX (as the real -a
-LANEFS) has a client per rank.
+through `lanefs lctl get_param`) across the run.
 
 Prints every command as it runs (stderr) and one of each kind with the
 table (stdout), then a Markdown table: per cell the real write bandwidth's
@@ -180,8 +173,8 @@ def cells(osts):
                 name = f"LANEFS {'fpp' if layout == 'fpp' else 'shared ' + layout} -t {size(t)} -N {n}"
                 out.append({"name": name, "kind": "LANEFS", "row": f"LANEFS -t {size(t)} -N {n}", "what": layout,
                             "t_kib": t, "ranks": n,
-                            "ior": ["-w", "-e", *geometry(n, t), "-N", str(n), "--tasks-per-node", str(n),
-                                    *which, *stripes, "-O", "summaryFormat=JSON"]})
+                            "ior": ["-w", "-e", *geometry(n, t), "-N", str(n), *which, *stripes,
+                                    "-O", "summaryFormat=JSON"]})
     n = 4 if QUICK else MPI_RANKS
     modes, mults = ([0, 2], [1]) if QUICK else ([0, 1, 2], [1, 2, 4])
     for mult in mults:
@@ -193,8 +186,7 @@ def cells(osts):
                         "row": f"MPIIO -t 1m -N {n}", "what": f"mode {mode} x{mult}", "t_kib": 1024, "ranks": n,
                         "mode": mode, "multiplier": mult, "aggregators": aggregators,
                         "env": {"MPICH_MPIIO_HINTS": hints},
-                        "ior": ["-c", "-w", "-e", *geometry(n, 1024), "-N", str(n), "--tasks-per-node", str(n),
-                                "-O", "summaryFormat=JSON"]})
+                        "ior": ["-c", "-w", "-e", *geometry(n, 1024), "-N", str(n), "-O", "summaryFormat=JSON"]})
     n = 4 if QUICK else MOUNT_RANKS
     for layout in ("fpp", "shared"):
         out.append({"name": f"mount {layout} -t 1m -N {n}", "kind": "mount", "row": f"mount -t 1m -N {n}",
@@ -219,9 +211,11 @@ def real_command(cell, lanefs, osts, run_dir, mountpoint=None, index=0):
 
 
 def sim_command(cell, lanefs, preset, osts):
-    api = "MPIIO" if cell["kind"] == "MPIIO" else "POSIX"
-    extra = [f"--lanefs.stripe-count={osts}", "--lanefs.stripe-size=1m"] if cell["kind"] == "mount" else []
-    return [lanefs, "sim", "ior", "--cluster", preset, "-a", api, *cell["ior"], *extra], dict(cell.get("env", {}))
+    if cell["kind"] == "mount":
+        extra = [f"--lanefs.stripe-count={osts}", "--lanefs.stripe-size=1m"]
+        return [lanefs, "sim", "ior", "--cluster", preset, "-a", "POSIX", *cell["ior"], *extra], {}
+    return ([lanefs, "sim", "ior", "--cluster", preset, "-a", cell["kind"], *cell["ior"], f"--lanefs.osts={osts}"],
+            dict(cell.get("env", {})))
 
 
 # The mount.
