@@ -16,7 +16,9 @@
 # /dev/fuse (to mount); mpiio.py and netns.sh need Open MPI and a lanefs
 # built with it (`make test` builds it so where Open MPI's headers are);
 # netns.sh needs network namespaces; trust.py's INSTRUCTIONS=1 needs
-# valgrind.
+# valgrind. fidelity.py skips its own mount cells (root and /dev/fuse) and
+# MPI-IO cells (Open MPI and a lanefs built with it) where they cannot run,
+# saying so in its table.
 #
 # pgo.sh builds lanefs twice with fat LTO (many minutes): its training
 # set alone is run, with LANEFS and at its smallest sizes (PGO_TRAIN_WITH).
@@ -95,6 +97,11 @@ run "sim.py (SEGMENTS=1 SPEED_RUNS=1, every scenario, one build as both)" \
     env LANEFS="$lanefs" LANEFS_PGO="$lanefs" SEGMENTS=1 SPEED_RUNS=1 python3 bench/sim.py
 run "turns.py (--runs 1, SEGMENTS=1, one build twice)" \
     env SEGMENTS=1 python3 bench/turns.py --runs 1 "$lanefs" "$lanefs"
+
+# Its own data under /var/tmp (a disk: it refuses tmpfs); its MPI-IO and
+# mount cells skip themselves, saying why, where they cannot run.
+run "fidelity.py (QUICK=1 SIZE_MIB=8, one cell of each kind)" \
+    env LANEFS="$lanefs" QUICK=1 SIZE_MIB=8 CELLS="shared default,mode 2,mount fpp" python3 bench/fidelity.py
 
 run "pipeline.c (-DSEGMENTS=4)" sh -c '
     cc -O2 -pthread bench/pipeline.c -DSEGMENTS=4 -o "$1/pipeline" && "$1/pipeline" 4 "$2" && "$1/pipeline" 0 "$2"

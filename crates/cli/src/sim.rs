@@ -136,6 +136,19 @@ fn ior(mut args: Vec<String>) -> Result<()> {
         .transpose()?;
     let stripe_size =
         params.module_value("lanefs.stripe-size").map(|s| parse_size(s, "--lanefs.stripe-size")).transpose()?;
+    if let Some(osts) = params.module_value("lanefs.osts") {
+        // The real -a LANEFS starts this many OSTs; a description has its
+        // own, so the same command line runs in both worlds only when they
+        // agree.
+        let have = cluster.ost_count();
+        if osts.parse::<u32>().ok() != Some(have) {
+            bail!(
+                "--lanefs.osts={osts}: cluster {} has {have} OSTs; drop the option, give --lanefs.osts={have}, \
+                 or describe {osts} OSTs (lanefs calibrate --osts {osts})",
+                cluster.cluster.name
+            );
+        }
+    }
     let pfl = match params.module_value("lanefs.pfl") {
         Some(spec) => lanefs_sim::backend::parse_pfl(spec).map_err(|e| anyhow!("--lanefs.pfl={spec}: {e}"))?,
         None => Vec::new(),
@@ -174,9 +187,10 @@ fn ior(mut args: Vec<String>) -> Result<()> {
         check,
     };
     let posix = SimBackend::new(Api::Posix, opts.clone());
+    let library = SimBackend::new(Api::Lanefs, opts.clone());
     let mpiio = SimBackend::new(Api::Mpiio, opts);
     let mut out = std::io::stdout();
-    let backend = lanefs_ior::select_backend(&params.api, &[&posix, &mpiio]).map_err(|e| anyhow!("{e}"))?;
+    let backend = lanefs_ior::select_backend(&params.api, &[&posix, &library, &mpiio]).map_err(|e| anyhow!("{e}"))?;
     lanefs_ior::run(&params, backend, &mut out).context("simulated IOR run failed")?;
     let used = if Api::parse(backend.name()) == Some(Api::Mpiio) { &mpiio } else { &posix };
     if let Some(path) = &timeseries_path {

@@ -153,3 +153,37 @@ fn bad_input_is_named() {
     let e = failed(&lanefs(&["sim", "frobnicate"], &[]));
     assert!(e.contains("lanefs sim ior"), "{e}");
 }
+
+#[test]
+fn the_real_runs_command_line_runs_simulated_as_it_is() {
+    // `lanefs ior -a LANEFS ... --lanefs.osts=4` with `sim ior --cluster`
+    // put in front: the laptop preset has 4 OSTs.
+    let line = [
+        "-a",
+        "LANEFS",
+        "-w",
+        "-b",
+        "4m",
+        "-t",
+        "1m",
+        "-N",
+        "2",
+        "--lanefs.stripe-count=4",
+        "-O",
+        "summaryFormat=JSON",
+    ];
+    let mut args = vec!["sim", "ior", "--cluster", "laptop"];
+    args.extend(line);
+    args.push("--lanefs.osts=4");
+    let (stdout, _) = ok(&lanefs(&args, &[]));
+    let j: Value = serde_json::from_str(&stdout).expect("JSON on stdout");
+    assert_eq!(j["lanefs"]["ost_bytes_written"], 8u64 << 20, "{}", j["lanefs"]);
+    // Another OST count than the description's is refused, saying both.
+    args.pop();
+    args.push("--lanefs.osts=8");
+    let err = failed(&lanefs(&args, &[]));
+    assert!(
+        err.contains("--lanefs.osts=8") && err.contains("has 4 OSTs") && err.contains("calibrate --osts 8"),
+        "{err}"
+    );
+}

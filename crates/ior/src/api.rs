@@ -45,12 +45,12 @@ impl Api {
         }
     }
 
-    /// Whether `lanefs sim ior` simulates it (`-a LANEFS` is the client
-    /// library itself, which the simulator's POSIX calls stand for).
+    /// Whether `lanefs sim ior` simulates it: every API. `-a LANEFS` is the
+    /// client library called directly; `-a POSIX` is the same, or through
+    /// the mount where the cluster description has a `[mount]` section.
     pub const fn simulated(self) -> bool {
         match self {
-            Api::Posix | Api::Mpiio => true,
-            Api::Lanefs => false,
+            Api::Posix | Api::Lanefs | Api::Mpiio => true,
         }
     }
 

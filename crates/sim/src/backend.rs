@@ -52,6 +52,11 @@ pub const LANEFS_OPTIONS: &[lanefs_ior::ModuleOption] = &[
     },
     lanefs_ior::ModuleOption { name: "stripe-size", takes_value: true, help: "stripe size (default 1m)" },
     lanefs_ior::ModuleOption {
+        name: "osts",
+        takes_value: true,
+        help: "the cluster's OSTs, as `lanefs ior -a LANEFS` takes it: must match the cluster description",
+    },
+    lanefs_ior::ModuleOption {
         name: "pfl",
         takes_value: true,
         help: "a composite (PFL) test file: END:COUNT[:SIZE],... ending at -1, e.g. 64m:1,-1:4",
@@ -252,6 +257,15 @@ impl SimBackend {
             let (nodes, rpn) = self.nodes_for(p)?;
             let mut model = Model::from_config(&self.opts.cluster);
             model.nodes = nodes;
+            // The processes copying on one host: its node's ranks, or every
+            // rank when all nodes share one host.
+            let on_host = if model.one_host { p.num_tasks } else { rpn };
+            model.copy_bw = Model::copy_rate(&self.opts.cluster, on_host);
+            model.client.copy_bytes_per_s = Some(model.copy_bw);
+            if self.api != Api::Posix {
+                // Only POSIX calls go through the mount.
+                model.mount_request = None;
+            }
             let mut world = World::new(model).map_err(err)?;
             world.check |= self.opts.check;
             if let Some((_, interval)) = &self.opts.timeseries {
@@ -443,7 +457,13 @@ impl Backend for SimBackend {
     }
 
     fn check_params(&self, p: &IorParams) -> Result<(), IorError> {
-        lanefs_ior::check_modules(self.api.name(), &[], self.other_modules(), p)?;
+        // `--lanefs.*` are -a LANEFS's own options, and the other APIs'
+        // module options.
+        let own: &[lanefs_ior::ModuleOption] = match self.api {
+            Api::Lanefs => LANEFS_OPTIONS,
+            Api::Posix | Api::Mpiio => &[],
+        };
+        lanefs_ior::check_modules(self.api.name(), own, self.other_modules(), p)?;
         lanefs_ior::model_check_params(self.api.name(), p)?;
         self.nodes_for(p)?;
         let h = self.hints()?;
@@ -488,6 +508,7 @@ impl Backend for SimBackend {
         put("lockahead_sent", ahead.0.into());
         put("lockahead_refused", ahead.1.into());
         put("blocking_callbacks", locks.callbacks.into());
+        put("callbacks_queued", w.callbacks_queued().into());
         put("lock_cancels", locks.cancels.into());
         put("evictions", locks.evictions.into());
         put("write_rpcs", data.write_rpcs.into());

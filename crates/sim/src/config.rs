@@ -59,6 +59,9 @@ pub struct ClusterConfig {
     /// Optional; every value defaults to the compute network's.
     #[serde(default)]
     pub mpi: MpiSection,
+    /// Optional: the mount, where I/O goes through it.
+    #[serde(default, skip_serializing_if = "MountSection::is_absent")]
+    pub mount: MountSection,
 }
 
 /// `[cluster]`: what this machine is.
@@ -90,6 +93,34 @@ pub struct ComputeSection {
     /// Client CPU time per RPC sent, in microseconds; absent means zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpu_per_rpc_us: Option<f64>,
+    /// Client CPU time per page an I/O RPC carries (building and
+    /// completing its pages), in microseconds; absent means zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu_per_page_us: Option<f64>,
+    /// GiB/s one core checksums a bulk RPC's bytes (the client before
+    /// sending a write, after receiving a read); absent: no checksums.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum_bandwidth_gib_s: Option<f64>,
+    /// Threads a client has for blocking callbacks (Lustre's `ldlm_bl`):
+    /// each holds one callback from its arrival until the lock's cancel
+    /// leaves, so further callbacks wait. Absent: no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_threads: Option<u32>,
+    /// A node's cores: its ranks' copies and its client's CPU work take
+    /// turns on them (and, with `[storage] runs_on = "compute-node"`, the
+    /// servers' work too). Absent: no sharing, every copy and every piece
+    /// of CPU work runs at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<u32>,
+    /// Where the nodes run: each on a host of its own (`per-node`, the
+    /// default), or all on `one` host whose `cores` they share, as the
+    /// clients of a local cluster (one per rank) do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<Hosts>,
+    /// GiB/s one process copies while every core of the node copies (the
+    /// node's memory bandwidth shared); default `copy_bandwidth_gib_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_bandwidth_every_core_gib_s: Option<f64>,
     /// Each aggregator starts each two-phase round's I/O after a random
     /// delay, uniform below this many microseconds: OS noise and uneven
     /// exchange completion, which the network model leaves out. Absent
@@ -162,6 +193,15 @@ pub struct StorageSection {
     pub oss_service_threads: u32,
     /// Lock server CPU time per lock request, in microseconds.
     pub lock_cpu_us: f64,
+    /// Lock server CPU time per blocking callback it sends, in
+    /// microseconds, on the same service threads; absent means zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_cpu_us: Option<f64>,
+    /// Where the servers run: on nodes of their own (`own-nodes`, the
+    /// default), or on compute node 0 (`compute-node`), whose cores their
+    /// CPU work then shares with the clients', as on one machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_on: Option<RunsOn>,
     /// Time a lock holder has to answer a blocking callback before it is
     /// evicted, in seconds (`ldlm_enqueue_min` is the floor).
     pub callback_timeout_s: f64,
@@ -178,7 +218,54 @@ pub struct MpiSection {
     /// GiB/s of one node's MPI traffic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bandwidth_gib_s: Option<f64>,
+    /// CPU time a rank spends on each MPI message it sends or receives
+    /// (LogP's overhead), in microseconds; absent means zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_cpu_us: Option<f64>,
 }
+
+/// `[mount]`: the file system mounted (FUSE), where `-a POSIX` goes
+/// through it. Absent: the ranks call the client directly.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MountSection {
+    /// Time of one request through the mount beyond the client's own work
+    /// (the kernel's round trip to the daemon), in microseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_us: Option<f64>,
+    /// Largest write or read one request carries, in KiB (the mount's
+    /// `max_write`); default 128.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_max_kib: Option<u64>,
+}
+
+/// Where a cluster's servers run: `[storage] runs_on`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunsOn {
+    /// Servers of their own, as on a cluster.
+    #[default]
+    OwnNodes,
+    /// Compute node 0, as on one machine running clients and servers.
+    ComputeNode,
+}
+
+/// Where a cluster's compute nodes run: `[compute] hosts`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Hosts {
+    /// A host per node, as on a cluster.
+    #[default]
+    PerNode,
+    /// One host for every node, as a local cluster's clients.
+    One,
+}
+
+/// The words of [`Hosts`], as the schema lists them.
+pub(crate) const HOSTS: [&str; 2] = ["per-node", "one"];
+
+/// The words of [`RunsOn`], as the schema lists them.
+pub(crate) const RUNS_ON: [&str; 2] = ["own-nodes", "compute-node"];
 
 /// A data rate. Always positive and finite when it comes from a checked
 /// [`ClusterConfig`].
@@ -230,6 +317,30 @@ impl ComputeSection {
     }
     pub fn round_jitter(&self) -> Duration {
         duration(self.round_jitter_us.unwrap_or(0.0), NS_PER_US)
+    }
+    pub fn client_cpu_per_page(&self) -> Duration {
+        duration(self.client_cpu_per_page_us.unwrap_or(0.0), NS_PER_US)
+    }
+    /// Checksumming's rate, if the clients checksum.
+    pub fn checksum_bandwidth(&self) -> Option<Bandwidth> {
+        self.checksum_bandwidth_gib_s.map(Bandwidth::from_gib_s)
+    }
+    /// A process's copy rate while every core copies.
+    pub fn copy_bandwidth_every_core(&self) -> Bandwidth {
+        Bandwidth::from_gib_s(self.copy_bandwidth_every_core_gib_s.unwrap_or(self.copy_bandwidth_gib_s))
+    }
+}
+
+impl MountSection {
+    fn is_absent(&self) -> bool {
+        *self == MountSection::default()
+    }
+    pub fn request_time(&self) -> Duration {
+        duration(self.request_us.unwrap_or(0.0), NS_PER_US)
+    }
+    /// Bytes one request carries at most.
+    pub fn request_max_bytes(&self) -> u64 {
+        self.request_max_kib.unwrap_or(128) * KIB
     }
 }
 
@@ -285,6 +396,12 @@ impl StorageSection {
     }
     pub fn lock_cpu(&self) -> Duration {
         duration(self.lock_cpu_us, NS_PER_US)
+    }
+    pub fn callback_cpu(&self) -> Duration {
+        duration(self.callback_cpu_us.unwrap_or(0.0), NS_PER_US)
+    }
+    pub fn runs_on(&self) -> RunsOn {
+        self.runs_on.unwrap_or_default()
     }
     pub fn callback_timeout(&self) -> Duration {
         duration(self.callback_timeout_s, NS_PER_S)
@@ -421,6 +538,10 @@ impl ClusterConfig {
     /// [`mpi_bandwidth_gib_s`](Self::mpi_bandwidth_gib_s) as a [`Bandwidth`].
     pub fn mpi_bandwidth(&self) -> Bandwidth {
         Bandwidth::from_gib_s(self.mpi_bandwidth_gib_s())
+    }
+    /// A rank's CPU time per MPI message (`[mpi] message_cpu_us`, else zero).
+    pub fn mpi_message_cpu(&self) -> Duration {
+        duration(self.mpi.message_cpu_us.unwrap_or(0.0), NS_PER_US)
     }
 }
 

@@ -133,8 +133,11 @@ enum St {
     Grouping,
     /// Waiting for a write/read op or a fsync.
     Op,
-    /// Copying the transfer between the user buffer and the page cache.
+    /// Copying the transfer between the user buffer and the page cache
+    /// (a read's, and its requests back through a mount).
     Copy,
+    /// A write's requests going through the mount to the client.
+    Mount,
     Fsync,
     Ungrouping,
     Closing,
@@ -425,6 +428,7 @@ impl Run<'_> {
                 self.ranks[rank as usize].st = St::Idle;
                 self.next_transfer(rank)?;
             }
+            St::Mount => self.submit_transfer(rank)?,
             St::ClosingMds => {
                 let r = &mut self.ranks[rank as usize];
                 r.r.close_stop = now;
@@ -502,7 +506,7 @@ impl Run<'_> {
         let (now, pr) = (self.now(), self.pretend(rank));
         let total = spec.transfers_per_rank();
         let r = &self.ranks[rank as usize];
-        let (node, fh, k) = (r.node, r.fh.expect("open"), r.next);
+        let (node, k) = (r.node, r.next);
         if k == total {
             return self.transfers_done(rank);
         }
@@ -518,7 +522,25 @@ impl Run<'_> {
             self.advise(rank, &advices)?;
             self.ranks[rank as usize].ahead = end;
         }
-        let off = spec.offset(n, pr, k);
+        let mount = self.job.world.model.mount_time(spec.transfer);
+        if spec.write && mount > Duration::ZERO {
+            // Through a mount, the write's requests reach the client one by
+            // one, each after its own time.
+            let at = self.job.world.node_cpu(node, now, mount);
+            self.ranks[rank as usize].st = St::Mount;
+            self.resume_at(at, rank);
+            return Ok(());
+        }
+        self.submit_transfer(rank)
+    }
+
+    /// Hands the rank's next transfer to its node's client.
+    fn submit_transfer(&mut self, rank: u32) -> Result<(), SimError> {
+        let spec = self.spec;
+        let (now, pr) = (self.now(), self.pretend(rank));
+        let r = &self.ranks[rank as usize];
+        let (node, fh, k) = (r.node, r.fh.expect("open"), r.next);
+        let off = spec.offset(self.job.ranks, pr, k);
         let client = &mut self.job.world.clients[node as usize];
         let op = if spec.write {
             client.write_payload(now, fh, off, Payload::Phantom(spec.transfer))
@@ -578,13 +600,18 @@ impl Run<'_> {
                 r.r.transfers += 1;
                 r.next += 1;
                 r.st = St::Copy;
+                let node = r.node;
                 // A write's copy into the page cache is the client's (under
-                // its lock); a read's copy out of it is the rank's.
-                let copy = match out {
+                // its lock), and its requests through a mount came before;
+                // a read's copy out of it is the rank's, and its requests'
+                // answers come back through the mount.
+                let model = &self.job.world.model;
+                let work = match out {
                     OpOutput::Written(_) => Duration::ZERO,
-                    _ => transfer(n, self.job.world.model.copy_bw),
+                    _ => Duration(transfer(n, model.copy_bw).as_ns().saturating_add(model.mount_time(n).as_ns())),
                 };
-                self.resume_at(now + copy, rank);
+                let at = self.job.world.node_cpu(node, now, work);
+                self.resume_at(at, rank);
             }
             (St::Op, OpOutput::Synced) => {
                 r.st = St::Idle;

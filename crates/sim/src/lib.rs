@@ -19,6 +19,7 @@
 //!   TOML file or a built-in preset, with every unit in its key name.
 
 pub mod backend;
+pub mod callback_threads;
 pub mod config;
 pub mod job;
 pub mod journal;

@@ -1,7 +1,8 @@
 //! The numbers the simulated machine runs on, in the units the event loop
 //! uses (bytes per second, nanoseconds), derived from a cluster description.
 
-use crate::config::ClusterConfig;
+use crate::config::{ClusterConfig, Hosts, RunsOn};
+use lanefs_core::client::cores::Cores;
 use lanefs_core::client::ClientConfig;
 use lanefs_core::ldlm::server::LockServerConfig;
 use lanefs_core::ost::OstConfig;
@@ -35,6 +36,26 @@ pub struct Model {
     pub journal_commit: Duration,
     /// Client CPU time per message a node sends.
     pub client_cpu_per_rpc: Duration,
+    /// Cores per host (`None`: not modelled).
+    pub cores: Option<u32>,
+    /// Every node runs on one host.
+    pub one_host: bool,
+    /// Client CPU time per page of an I/O RPC.
+    pub client_cpu_per_page: Duration,
+    /// A core checksumming bulk, bytes/s (`None`: no checksums).
+    pub checksum_bw: Option<f64>,
+    /// A client's blocking-callback threads (`None`: no bound).
+    pub callback_threads: Option<u32>,
+    /// Lock-server CPU time per blocking callback sent.
+    pub callback_cpu: Duration,
+    /// The servers run on compute node 0 and share its cores.
+    pub servers_on_node: bool,
+    /// A rank's CPU time per MPI message sent or received.
+    pub mpi_message_cpu: Duration,
+    /// Time of one request through the mount (`None`: no mount).
+    pub mount_request: Option<Duration>,
+    /// Largest request through the mount, bytes.
+    pub mount_request_max: u64,
     /// Bound of the random delay of an aggregator's start of a round.
     pub round_jitter: Duration,
     /// Full RAID stripe of an OST, bytes.
@@ -53,9 +74,45 @@ impl Model {
         self.oss_count * self.osts_per_oss
     }
 
+    /// Time of the requests through the mount that move a transfer of
+    /// `bytes` (zero without a mount).
+    pub fn mount_time(&self, bytes: u64) -> Duration {
+        match self.mount_request {
+            Some(request) => {
+                Duration(request.as_ns().saturating_mul(bytes.div_ceil(self.mount_request_max.max(1)).max(1)))
+            }
+            None => Duration::ZERO,
+        }
+    }
+
     /// The OSS serving `ost` (OSTs are numbered OSS by OSS).
     pub fn oss_of(&self, ost: u32) -> u32 {
         ost / self.osts_per_oss
+    }
+
+    /// The cores of each node's host, a pool per host (none without cores).
+    pub fn host_cores(&self) -> Vec<Option<Cores>> {
+        let Some(count) = self.cores else { return vec![None; self.nodes as usize] };
+        if self.one_host {
+            let shared = Cores::new(count);
+            return (0..self.nodes).map(|_| Some(shared.clone())).collect();
+        }
+        (0..self.nodes).map(|_| Some(Cores::new(count))).collect()
+    }
+
+    /// A process's copy rate when `ranks` processes of a host copy: with
+    /// the host's cores modelled, from the rate of one alone to the rate of
+    /// each while every core copies (the memory bandwidth they share),
+    /// linearly in the cores busy; without, the rate of one.
+    pub fn copy_rate(c: &ClusterConfig, ranks: u32) -> f64 {
+        let one = c.compute.copy_bandwidth().bytes_per_s();
+        let Some(cores) = c.compute.cores else { return one };
+        let every = c.compute.copy_bandwidth_every_core().bytes_per_s();
+        let busy = ranks.clamp(1, cores);
+        if cores <= 1 {
+            return one;
+        }
+        one + (every - one) * f64::from(busy - 1) / f64::from(cores - 1)
     }
 
     pub fn from_config(c: &ClusterConfig) -> Model {
@@ -91,6 +148,16 @@ impl Model {
             access_latency: storage.ost_access_latency(),
             journal_commit: storage.journal_commit(),
             client_cpu_per_rpc: compute.client_cpu_per_rpc(),
+            cores: compute.cores,
+            one_host: compute.hosts.unwrap_or_default() == Hosts::One,
+            client_cpu_per_page: compute.client_cpu_per_page(),
+            checksum_bw: compute.checksum_bandwidth().map(|b| b.bytes_per_s()),
+            callback_threads: compute.callback_threads,
+            callback_cpu: storage.callback_cpu(),
+            servers_on_node: storage.runs_on() == RunsOn::ComputeNode,
+            mpi_message_cpu: c.mpi_message_cpu(),
+            mount_request: c.mount.request_us.map(|_| c.mount.request_time()),
+            mount_request_max: c.mount.request_max_bytes(),
             round_jitter: compute.round_jitter(),
             raid_stripe_bytes: storage.raid_stripe_bytes(),
             rmw_read_bw: storage.rmw_read_bandwidth().bytes_per_s(),

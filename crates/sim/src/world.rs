@@ -39,15 +39,16 @@
 //! threads; the client never depends on that order (it cancels a lock only
 //! after the writes under it are acknowledged).
 
+use crate::callback_threads::CallbackThreads;
 use crate::config::partial_stripe_bytes;
 use crate::journal::Journal;
 use crate::model::Model;
 use crate::queue::EventQueue;
-use lanefs_core::client::{Client, ClientError, ClientEvent, OpId, OpOutput};
+use lanefs_core::client::{Client, ClientConfig, ClientError, ClientEvent, OpId, OpOutput};
 use lanefs_core::msg::{ToClient, ToOst};
 use lanefs_core::ost::Ost;
 use lanefs_core::store::SizeStore;
-use lanefs_core::units::{ClientId, Duration, Instant, OstIndex};
+use lanefs_core::units::{ClientId, Duration, Instant, OstIndex, PAGE_SIZE};
 use std::collections::VecDeque;
 
 /// Something that happens at an instant; `W` is the workload's own kind of
@@ -137,6 +138,9 @@ pub struct World<W> {
     /// earliest free) is always the front and its new free time is never
     /// earlier than any other: the queue stays sorted by pushing at the back.
     lock_threads: Vec<VecDeque<Instant>>,
+    /// Per node, its client's blocking-callback threads (with
+    /// `callback_threads`).
+    callback_threads: Vec<CallbackThreads>,
     done: VecDeque<Happening<W>>,
     /// Events popped so far.
     pub events: u64,
@@ -172,8 +176,12 @@ impl<W> World<W> {
         let nodes = model.nodes as usize;
         let osts = model.ost_count() as usize;
         let oss = model.oss_count as usize;
-        let clients =
-            (0..model.nodes).map(|n| Client::new(ClientId(n), model.client.clone())).collect::<Result<Vec<_>, _>>()?;
+        let clients = model
+            .host_cores()
+            .into_iter()
+            .enumerate()
+            .map(|(n, cores)| Client::new(ClientId(n as u32), ClientConfig { cores, ..model.client.clone() }))
+            .collect::<Result<Vec<_>, _>>()?;
         let ost_list =
             (0..osts as u32).map(|o| Ost::new(OstIndex(o), model.ost.clone(), SizeStore::default())).collect();
         Ok(World {
@@ -197,6 +205,10 @@ impl<W> World<W> {
             oss_pending: vec![VecDeque::new(); oss],
             disk_free: vec![Instant::ZERO; osts],
             lock_threads: (0..oss).map(|_| (0..model.oss_threads.max(1)).map(|_| Instant::ZERO).collect()).collect(),
+            callback_threads: match model.callback_threads {
+                Some(threads) => (0..nodes).map(|_| CallbackThreads::new(threads)).collect(),
+                None => Vec::new(),
+            },
             done: VecDeque::new(),
             events: 0,
             bytes_lost: 0,
@@ -251,6 +263,14 @@ impl<W> World<W> {
                 }
             }
             Ev::AtClient { node, ost, msg } => {
+                if let (ToClient::Blocking { lock }, Some(threads)) =
+                    (&msg, self.callback_threads.get_mut(node as usize))
+                {
+                    if !threads.take(OstIndex(ost), *lock) {
+                        threads.wait(ost, msg);
+                        return None;
+                    }
+                }
                 self.clients[node as usize].handle_message(self.now, OstIndex(ost), msg);
                 self.pump_client(node);
             }
@@ -280,17 +300,32 @@ impl<W> World<W> {
         None
     }
 
+    /// Blocking callbacks that waited for a client's callback thread.
+    pub fn callbacks_queued(&self) -> u64 {
+        self.callback_threads.iter().map(CallbackThreads::waited).sum()
+    }
+
     /// Send what client `node` has to send, collect its finished operations
     /// and arm its timer. Call after every input to the client.
     pub fn pump_client(&mut self, node: u32) {
-        let (latency, cpu) = (self.model.latency, self.model.client_cpu_per_rpc);
+        let latency = self.model.latency;
         let n = node as usize;
         while let Some((ost, msg)) = self.clients[n].poll_transmit() {
-            // The node prepares its messages one after another.
-            let leave = later(self.now, self.node_cpu_free[n]) + cpu;
-            self.node_cpu_free[n] = leave;
+            let cpu = self.send_cpu(&msg);
+            let leave = if self.model.cores.is_some() {
+                self.clients[n].run_on_cores(self.now, cpu)
+            } else {
+                // The node prepares its messages one after another.
+                let leave = later(self.now, self.node_cpu_free[n]) + cpu;
+                self.node_cpu_free[n] = leave;
+                leave
+            };
+            if let (ToOst::Cancel { lock }, Some(threads)) = (&msg, self.callback_threads.get_mut(n)) {
+                threads.release(ost, *lock);
+            }
             self.queue.push(leave + latency, Ev::AtOss { ost: ost.0, node, msg });
         }
+        self.pump_callback_threads(node);
         while let Some(event) = self.clients[n].poll_event() {
             match event {
                 ClientEvent::OpDone { op, result } => self.done.push_back(Happening::OpDone { node, op, result }),
@@ -315,7 +350,21 @@ impl<W> World<W> {
         let o = ost as usize;
         self.pump_syncs(o);
         while let Some((client, msg)) = self.osts[o].poll_transmit() {
-            self.queue.push(self.now + latency, Ev::AtClient { node: client.0, ost, msg });
+            let sent = match &msg {
+                ToClient::Blocking { .. } if self.model.callback_cpu > Duration::ZERO => {
+                    self.server_cpu(ost, self.model.callback_cpu)
+                }
+                _ => self.now,
+            };
+            let mut at = sent + latency;
+            if let ToClient::ReadReply { result: Ok(data), .. } = &msg {
+                // The client checksums the bulk it received before using it.
+                let cpu = self.checksum_time(data.len());
+                if cpu > Duration::ZERO {
+                    at = self.clients[client.0 as usize].run_on_cores(at, cpu);
+                }
+            }
+            self.queue.push(at, Ev::AtClient { node: client.0, ost, msg });
         }
         if self.check {
             self.osts[o].check_invariants();
@@ -369,11 +418,7 @@ impl<W> World<W> {
             }
             other => {
                 // The earliest free service thread of the OSS takes it.
-                let threads = &mut self.lock_threads[self.model.oss_of(ost) as usize];
-                let free = threads.pop_front().expect("an OSS has service threads");
-                let done = later(self.now, free) + self.model.lock_cpu;
-                debug_assert!(threads.back().is_none_or(|&last| last <= done), "lock threads out of order");
-                threads.push_back(done);
+                let done = self.server_cpu(ost, self.model.lock_cpu);
                 self.queue.push(done, Ev::OstInput { ost, node, msg: other, io: false });
             }
         }
@@ -402,8 +447,15 @@ impl<W> World<W> {
         self.node_tx_free[n] = tx;
         let rx = later(self.now, self.oss_rx_free[s]) + transfer(len, m.oss_bw);
         self.oss_rx_free[s] = rx;
-        let bulk_done = later(tx, rx) + m.latency;
-        let mut disk = plus(m.rpc_overhead, transfer(len, m.ost_write_bw));
+        let mut bulk_done = later(tx, rx) + m.latency;
+        let mut overhead = m.rpc_overhead;
+        if m.servers_on_node {
+            // The service's CPU work takes a core of the node first.
+            bulk_done = self.clients[0].run_on_cores(bulk_done, overhead);
+            overhead = Duration::ZERO;
+        }
+        let m = &self.model;
+        let mut disk = plus(overhead, transfer(len, m.ost_write_bw));
         let partial = partial_stripe_bytes(object_offset, len, m.raid_stripe_bytes);
         if partial > 0 {
             self.rmw_writes += 1;
@@ -417,9 +469,14 @@ impl<W> World<W> {
 
     /// The disk, then bulk from the OSS to the node.
     fn read_time(&mut self, ost: u32, node: u32, len: u64) -> Instant {
+        let (mut ready, mut overhead) = (self.now, self.model.rpc_overhead);
+        if self.model.servers_on_node {
+            ready = self.clients[0].run_on_cores(ready, overhead);
+            overhead = Duration::ZERO;
+        }
         let m = &self.model;
         let (n, s, o) = (node as usize, m.oss_of(ost) as usize, ost as usize);
-        let disk = later(self.now, self.disk_free[o]) + plus(m.rpc_overhead, transfer(len, m.ost_read_bw));
+        let disk = later(ready, self.disk_free[o]) + plus(overhead, transfer(len, m.ost_read_bw));
         self.disk_free[o] = disk;
         let disk = disk + m.access_latency;
         let tx = later(disk, self.oss_tx_free[s]) + transfer(len, m.oss_bw);
@@ -441,16 +498,86 @@ impl<W> World<W> {
 
     /// An MPI message of `bytes` from node `from` to node `to`, leaving now;
     /// returns when it has arrived. Within a node it is a memory copy.
+    ///
+    /// Each end spends `mpi_message_cpu` on the message (LogP's overhead),
+    /// on its node's cores where they are modelled; within a node the copy
+    /// itself takes a core too.
     pub fn mpi_send(&mut self, from: u32, to: u32, bytes: u64) -> Instant {
-        let m = &self.model;
+        let cpu = self.model.mpi_message_cpu;
+        let sent = self.node_cpu(from, self.now, cpu);
         if from == to {
-            return self.now + transfer(bytes, m.copy_bw);
+            let copied = self.node_cpu(from, sent, transfer(bytes, self.model.copy_bw));
+            return self.node_cpu(to, copied, cpu);
         }
-        let tx = later(self.now, self.node_tx_free[from as usize]) + transfer(bytes, m.mpi_bw);
+        let m = &self.model;
+        let tx = later(sent, self.node_tx_free[from as usize]) + transfer(bytes, m.mpi_bw);
         self.node_tx_free[from as usize] = tx;
-        let rx = later(self.now, self.node_rx_free[to as usize]) + transfer(bytes, m.mpi_bw);
+        let rx = later(sent, self.node_rx_free[to as usize]) + transfer(bytes, m.mpi_bw);
         self.node_rx_free[to as usize] = rx;
-        later(tx, rx) + m.mpi_latency
+        let arrived = later(tx, rx) + m.mpi_latency;
+        self.node_cpu(to, arrived, cpu)
+    }
+
+    /// Runs `work` of node `node` from `ready` on: on its cores where they
+    /// are modelled, else at once.
+    pub fn node_cpu(&mut self, node: u32, ready: Instant, work: Duration) -> Instant {
+        if work == Duration::ZERO {
+            return ready;
+        }
+        self.clients[node as usize].run_on_cores(ready, work)
+    }
+
+    /// The client's CPU time to send `msg`: per RPC, and for bulk per page
+    /// and the checksum of a write's bytes.
+    fn send_cpu(&self, msg: &ToOst) -> Duration {
+        let m = &self.model;
+        let pages = |len: u64| Duration(m.client_cpu_per_page.as_ns().saturating_mul(len.div_ceil(PAGE_SIZE)));
+        match msg {
+            ToOst::Write { data, .. } => {
+                plus(plus(m.client_cpu_per_rpc, pages(data.len())), self.checksum_time(data.len()))
+            }
+            ToOst::Read { len, .. } => plus(m.client_cpu_per_rpc, pages(*len)),
+            _ => m.client_cpu_per_rpc,
+        }
+    }
+
+    /// A core's time to checksum `bytes` (zero without checksums).
+    fn checksum_time(&self, bytes: u64) -> Duration {
+        match self.model.checksum_bw {
+            Some(bw) => transfer(bytes, bw),
+            None => Duration::ZERO,
+        }
+    }
+
+    /// Runs `work` of the OSS serving `ost` on its earliest free service
+    /// thread (and, with the servers on the compute node, a core of that
+    /// node); returns when it ends.
+    fn server_cpu(&mut self, ost: u32, work: Duration) -> Instant {
+        let threads = &mut self.lock_threads[self.model.oss_of(ost) as usize];
+        let free = threads.pop_front().expect("an OSS has service threads");
+        let start = later(self.now, free);
+        let done = if self.model.servers_on_node { self.clients[0].run_on_cores(start, work) } else { start + work };
+        // Work of equal length keeps the threads sorted by pushing at the
+        // back; work of another length is put in its place.
+        let at = threads.iter().rposition(|&t| t <= done).map_or(0, |i| i + 1);
+        threads.insert(at, done);
+        done
+    }
+
+    /// Delivers the blocking callbacks node `node`'s freed threads can take,
+    /// and frees the threads of locks the client no longer holds (their
+    /// cancel left earlier, or they were never granted here).
+    fn pump_callback_threads(&mut self, node: u32) {
+        let n = node as usize;
+        let Some(threads) = self.callback_threads.get_mut(n) else { return };
+        let cache = self.clients[n].lock_cache();
+        threads.release_where(|ost, lock| cache.by_handle(ost, lock).is_none());
+        while let Some((ost, msg)) = threads.next_waiting() {
+            self.queue.push(self.now, Ev::AtClient { node, ost, msg });
+        }
+        if self.check {
+            threads.check_invariants();
+        }
     }
 }
 

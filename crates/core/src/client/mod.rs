@@ -43,6 +43,7 @@
 
 #![deny(clippy::wildcard_enum_match_arm, clippy::match_wildcard_for_single_variants)]
 
+pub mod cores;
 pub mod imports;
 pub mod ladvise;
 pub mod locks;
@@ -76,6 +77,7 @@ use crate::ldlm::GroupId;
 use crate::msg::{Cut, IoError, Payload, PayloadKind, ToClient, ToOst};
 use crate::pages::PagePool;
 use crate::units::{ClientId, Duration, Instant, ObjectKey, OstIndex, Xid};
+use cores::Cores;
 use ladvise::{Advice, LadviseError, LockaheadResult, Validated};
 use locks::{LocalLock, LockCache};
 use op_table::{Op, OpKind, OpTable};
@@ -128,6 +130,11 @@ pub struct ClientConfig {
     /// flushable) only when the copy is over, as in Lustre, where a write
     /// copies under a referenced lock and a blocking callback waits for it.
     pub copy_bytes_per_s: Option<f64>,
+    /// With `copy_bytes_per_s`: the cores of the client's host
+    /// ([`cores::Cores`], shared by the clients given clones of it), which
+    /// copies take turns on and the driver charges its other CPU work to;
+    /// `None`: every copy runs at once, as on a node with a core for each.
+    pub cores: Option<Cores>,
     /// Sessions with the OSTs, resending after a lost connection, and
     /// replay after an OST restarts: the client keeps what the OSTs
     /// acknowledged until they commit it (see [`replay`] and [`imports`]).
@@ -160,6 +167,7 @@ impl Default for ClientConfig {
             cached_bytes_max: CACHED_BYTES_MAX_DEFAULT,
             lru_age_max: LRU_AGE_MAX_DEFAULT,
             copy_bytes_per_s: None,
+            cores: None,
             recovery: false,
             unstable_bytes_max: UNSTABLE_BYTES_MAX_DEFAULT,
             lock_wait_max: None,
@@ -682,7 +690,25 @@ impl Client {
 
     /// Panics if a coherence invariant is broken: each part's own first,
     /// then the rules that span parts.
+    /// Runs `work` of the driver's on the node's cores from `ready` on, and
+    /// returns when it ends: on the earliest free core with
+    /// [`ClientConfig::cores`], else at once on a core of its own.
+    pub fn run_on_cores(&mut self, ready: Instant, work: Duration) -> Instant {
+        match &self.config.cores {
+            Some(cores) => cores.run(ready, work),
+            None => ready + work,
+        }
+    }
+
+    /// The node's cores, when the client models them.
+    pub fn cores(&self) -> Option<&Cores> {
+        self.config.cores.as_ref()
+    }
+
     pub fn check_invariants(&self) {
+        if let Some(cores) = &self.config.cores {
+            cores.check_invariants();
+        }
         self.locks.check_invariants();
         self.rpcs.check_invariants();
         self.writeback.check_invariants();

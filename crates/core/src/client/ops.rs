@@ -453,7 +453,8 @@ impl Client {
                 }
                 let copy = self.config.copy_time(len);
                 if copy > Duration::ZERO {
-                    self.ops.start_copy(id, now + copy);
+                    let until = self.run_on_cores(now, copy);
+                    self.ops.start_copy(id, until);
                     return Ok(false);
                 }
             }

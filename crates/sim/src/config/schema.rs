@@ -51,6 +51,7 @@ const OSS_COUNT_MAX: u64 = 1 << 16;
 const OSTS_PER_OSS_MAX: u64 = 1 << 10;
 const RAID_STRIPE_KIB_MAX: u64 = 1 << 20;
 const THREADS_MAX: u64 = 1 << 16;
+const CORES_MAX: u64 = 1 << 16;
 /// One PiB/s per device: far above any hardware, far below overflow.
 const BANDWIDTH_GIB_S_MAX: f64 = 1e6;
 /// 1,000 seconds.
@@ -95,6 +96,48 @@ const SCHEMA: &[Section] = &[
             key("injection_bandwidth_gib_s", BANDWIDTH, "GiB/s", "5.1", "one node's network interface"),
             key("network_latency_us", LATENCY, "microseconds", "10", "one-way message latency, with LNet"),
             optional(key("client_cpu_per_rpc_us", LATENCY, "microseconds", "5", "client CPU time per RPC")),
+            optional(key(
+                "client_cpu_per_page_us",
+                LATENCY,
+                "microseconds",
+                "0.5",
+                "client CPU time per page an I/O RPC carries",
+            )),
+            optional(key(
+                "checksum_bandwidth_gib_s",
+                BANDWIDTH,
+                "GiB/s",
+                "2.5",
+                "one core checksumming bulk RPCs; absent: no checksums",
+            )),
+            optional(key(
+                "callback_threads",
+                count(1, THREADS_MAX),
+                "threads",
+                "2",
+                "a client's blocking-callback threads (ldlm_bl); absent: no bound",
+            )),
+            optional(key(
+                "cores",
+                count(1, CORES_MAX),
+                "cores",
+                "32",
+                "a node's cores, shared by its ranks' copies and its CPU work; absent: no sharing",
+            )),
+            optional(key(
+                "hosts",
+                Kind::Choice(&HOSTS),
+                "",
+                "\"per-node\"",
+                "per-node (default): each node a host of its own; one: every node on one host, sharing its cores",
+            )),
+            optional(key(
+                "copy_bandwidth_every_core_gib_s",
+                BANDWIDTH,
+                "GiB/s",
+                "0.9",
+                "one process's copy rate while every core copies; default copy_bandwidth_gib_s",
+            )),
             optional(key(
                 "round_jitter_us",
                 LATENCY,
@@ -162,6 +205,20 @@ const SCHEMA: &[Section] = &[
             key("rmw_read_bandwidth_gib_s", BANDWIDTH, "GiB/s", "3.26", "read half of a read-modify-write"),
             key("oss_service_threads", count(1, THREADS_MAX), "threads", "512", "RPCs one OSS serves at once"),
             key("lock_cpu_us", LATENCY, "microseconds", "85", "lock server CPU time per lock request"),
+            optional(key(
+                "callback_cpu_us",
+                LATENCY,
+                "microseconds",
+                "20",
+                "lock server CPU time per blocking callback sent",
+            )),
+            optional(key(
+                "runs_on",
+                Kind::Choice(&RUNS_ON),
+                "",
+                "\"own-nodes\"",
+                "where the servers run: own-nodes (default) or compute-node, sharing node 0's cores",
+            )),
             key(
                 "callback_timeout_s",
                 Kind::NonNegative { max: TIMEOUT_S_MAX },
@@ -182,6 +239,33 @@ const SCHEMA: &[Section] = &[
                 "GiB/s",
                 "9.3",
                 "one node's MPI bandwidth; default [compute]'s",
+            )),
+            optional(key(
+                "message_cpu_us",
+                LATENCY,
+                "microseconds",
+                "0.5",
+                "CPU time of a rank per MPI message sent or received",
+            )),
+        ],
+    },
+    Section {
+        name: "mount",
+        required: false,
+        keys: &[
+            optional(key(
+                "request_us",
+                LATENCY,
+                "microseconds",
+                "10",
+                "time of one request through the mount, beyond the client's own work",
+            )),
+            optional(key(
+                "request_max_kib",
+                Kind::Count { min: PAGE_KIB, max: RPC_SIZE_KIB_MAX, step: PAGE_KIB },
+                "KiB",
+                "128",
+                "largest write or read one request through the mount carries",
             )),
         ],
     },

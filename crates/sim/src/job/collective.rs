@@ -510,9 +510,13 @@ impl Run<'_> {
     /// A client answered one of rank `rank`'s file operations.
     pub(super) fn coll_op_done(&mut self, rank: u32, output: OpOutput) -> Result<(), SimError> {
         let now = self.now();
+        let node = self.ranks[rank as usize].node;
         let at = match output {
             // The copy from the page cache into the rank's buffer.
-            OpOutput::ReadPhantom(bytes) => now + transfer(bytes, self.job.world.model.copy_bw),
+            OpOutput::ReadPhantom(bytes) => {
+                let copy = transfer(bytes, self.job.world.model.copy_bw);
+                self.job.world.node_cpu(node, now, copy)
+            }
             OpOutput::Written(_) | OpOutput::GroupLocked | OpOutput::GroupUnlocked | OpOutput::Synced => now,
             other => unreachable!("rank {rank}'s collective program got {other:?}"),
         };

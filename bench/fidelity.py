@@ -1,0 +1,597 @@
+#!/usr/bin/env python3
+"""How well the simulator predicts this machine: every cell of a matrix of
+IOR runs, for real and in `lanefs sim ior`, side by side.
+
+First `lanefs calibrate --data DIR --osts OSTS --ranks 8` measures this
+machine (DIR on the disk under BENCH_DIR; `--quick` with QUICK=1) and
+writes a preset, or PRESET=path takes one written before. Then each cell
+is run ROUNDS times for real, the page cache dropped before each run
+(as root; otherwise only synced, and the output says so), and
+once in the simulator on that preset (deterministic: one run is all
+there is). Every run writes and fsyncs (IOR -w -e) SIZE_MIB in all, IOR
+segmented, in blocks of 4 MiB (less when a rank's share is smaller), the
+same in both worlds; every file, shared or not, is striped over all OSTS
+OSTs in 1 MiB stripes. Each rank of `-a LANEFS` and of `mpirun` is a
+client of its own, as the preset's nodes of one rank each on one host
+are (`[compute] hosts = "one"`); the mount is one client for its ranks,
+so its cells say `--tasks-per-node` -N in both worlds.
+OSTS is 2 by default so that 1, 2 and 4 aggregators per OST are three
+different counts for 8 ranks.
+
+  LANEFS   `lanefs ior -a LANEFS` on an embedded cluster of OSTS OSTs whose
+           directory is a new one under BENCH_DIR (TMPDIR, which the
+           embedded cluster is made in): file per process (-F) and one
+           shared file with --lanefs.lock-mode default, noexpand and
+           lockahead; -t 64k, 1m, 4m; -N 4 and 8.
+  MPIIO    collective MPI-IO (-c) under `mpirun -np 8` on an embedded
+           cluster (rank 0 starts it, again under BENCH_DIR): Cray's
+           cray_cb_write_lock_mode 0, 1 and 2 with 1, 2 and 4 aggregators
+           per OST (cray_cb_nodes_multiplier; with the default OSTS=2 that
+           is 2, 4 and 8 of the 8 ranks), 1 MiB transfers; the hints in
+           MPICH_MPIIO_HINTS, the same for both worlds. cb_nodes is set to
+           the same count, so that mode 0 with one aggregator per OST, where
+           ROMIO's rule (cb_nodes, default one per node) applies instead of
+           Cray's, has as many aggregators as the other modes.
+  mount    `lanefs up --osts OSTS` under BENCH_DIR, mounted (`lanefs
+           mount`), `lanefs setstripe -c OSTS -S 1m /`, and `lanefs ior -a
+           POSIX` on the mount: file per process and one shared file, -N 8,
+           1 MiB transfers. Needs root and /dev/fuse.
+
+The simulated line is the real line with `lanefs sim ior --cluster
+PRESET.toml` in front (`-a LANEFS` and `-a MPIIO` cells, `--lanefs.osts`
+included: the simulator checks it against the preset's OST count), but
+for the mount's cells: their striping comes from `lanefs setstripe` on the
+real mount and from `--lanefs.stripe-count` and `--lanefs.stripe-size` in
+the simulator, whose `-a POSIX` goes through the preset's `[mount]`, and
+the real run's `-o` names a path on the mount.
+
+Lock enqueues and blocking callbacks are the OSTs' counts in both worlds:
+the `"lanefs"` object of IOR's JSON (lock_enqueues, blocking_callbacks)
+for LANEFS and MPIIO cells and for every simulated run; for the mount,
+whose IOR is -a POSIX and reports none, the difference of the OSTs'
+`ldlm.namespaces.filter-*.stats` (ldlm_enqueue, ldlm_bl_callback,
+through `lanefs lctl get_param`) across the run.
+
+Prints every command as it runs (stderr) and one of each kind with the
+table (stdout), then a Markdown table: per cell the real write bandwidth's
+median and range, the prediction, their ratio, and the lock counts real
+(median) and simulated; then the share of cells predicted within 25% and
+50%, of lock counts within 10%, and, for every two cells of a row (the
+same kind, -t and -N; for MPIIO every mode and aggregator count) whose
+measured ranges do not overlap, whether the simulator orders them the
+same way. A failed cell is shown as failed with its error; the script
+goes on and exits 1 at the end.
+
+  bench/fidelity.py       LANEFS (default ./target/release/lanefs), ROUNDS (3; QUICK=1: 1),
+                          QUICK=1 (one round, `calibrate --quick`, a smaller matrix: -t 1m,
+                          -N 4, LANEFS fpp/default/lockahead, MPIIO modes 0 and 2 with 1
+                          aggregator per OST, the mount's two cells; SIZE_MIB 32),
+                          PRESET (a calibrated preset to reuse), BENCH_DIR (the disk, default
+                          /var/tmp; tmpfs is refused), OSTS (default 2, or the preset's),
+                          SIZE_MIB (per run, default 256), CELLS (comma-separated parts of
+                          cell names: only those), FIDELITY_JSON (every cell, as JSON),
+                          CELL_TIMEOUT (seconds per run, default 600)
+"""
+import contextlib, json, os, shlex, shutil, signal, statistics, subprocess, sys, tempfile, time, tomllib
+
+QUICK = os.environ.get("QUICK") == "1"
+ROUNDS = int(os.environ.get("ROUNDS", "1" if QUICK else "3"))
+SIZE_MIB = int(os.environ.get("SIZE_MIB", "32" if QUICK else "256"))
+CELL_TIMEOUT = float(os.environ.get("CELL_TIMEOUT", "600"))
+MPI_RANKS = 8
+MOUNT_RANKS = 8
+MIB = 1 << 20
+DROP = os.geteuid() == 0
+
+
+class Failed(Exception):
+    """A run that failed, with what it printed last."""
+
+
+def log(*args):
+    print(*args, file=sys.stderr, flush=True)
+
+
+def shown(argv, env_extra=None):
+    """A command as a shell would take it, with the environment it needs."""
+    prefix = [f"{k}={shlex.quote(v)}" for k, v in (env_extra or {}).items()]
+    return " ".join(prefix + [shlex.quote(a) for a in argv])
+
+
+def tail(text, lines=6):
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run(argv, env_extra=None, timeout=CELL_TIMEOUT):
+    """Runs a command in a session of its own (so that mpirun's children
+    go with it on a timeout); returns its standard output, or raises
+    Failed with the tail of its standard error."""
+    env = dict(os.environ, **(env_extra or {}))
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        raise Failed(f"timed out after {timeout:g} s: {tail(err)}")
+    except BaseException:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        raise
+    if p.returncode != 0:
+        raise Failed(f"exit status {p.returncode}: {tail(err) or tail(out)}")
+    return out
+
+
+def drop_caches():
+    subprocess.run(["sync"], check=True)
+    if DROP:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+
+
+def ior_report(out):
+    """Write bandwidth and the OSTs' lock counts of one IOR JSON report."""
+    try:
+        j = json.loads(out)
+    except json.JSONDecodeError as e:
+        raise Failed(f"no IOR JSON report ({e}): {tail(out)}")
+    bw = next((s["bwMeanMIB"] for s in j["summary"] if s["operation"] == "write"), None)
+    if bw is None:
+        raise Failed("the report has no write phase")
+    counters = j.get("lanefs") or {}
+    return {"bw": bw, "enqueues": counters.get("lock_enqueues"), "callbacks": counters.get("blocking_callbacks")}
+
+
+# The matrix.
+
+def size(kib):
+    return f"{kib // 1024}m" if kib % 1024 == 0 else f"{kib}k"
+
+
+def geometry(ranks, transfer_kib):
+    """IOR's -b, -t and -s for SIZE_MIB in all over `ranks` ranks."""
+    per_rank = max(1, SIZE_MIB // ranks)
+    block = min(4, per_rank)
+    block = max(block, -(-transfer_kib // 1024))
+    return ["-b", f"{block}m", "-t", size(transfer_kib), "-s", str(max(1, per_rank // block))]
+
+
+def cells(osts):
+    """Every cell: its name, kind, row (the cells whose order is compared)
+    and IOR arguments (the same in both worlds, apart from what
+    `real_command` and `sim_command` add)."""
+    out = []
+    transfers, ranks = ([1024], [4]) if QUICK else ([64, 1024, 4096], [4, 8])
+    layouts = ["fpp", "default", "lockahead"] if QUICK else ["fpp", "default", "noexpand", "lockahead"]
+    stripes = [f"--lanefs.stripe-count={osts}", "--lanefs.stripe-size=1m"]
+    for t in transfers:
+        for n in ranks:
+            for layout in layouts:
+                which = ["-F"] if layout == "fpp" else [f"--lanefs.lock-mode={layout}"]
+                name = f"LANEFS {'fpp' if layout == 'fpp' else 'shared ' + layout} -t {size(t)} -N {n}"
+                out.append({"name": name, "kind": "LANEFS", "row": f"LANEFS -t {size(t)} -N {n}", "what": layout,
+                            "t_kib": t, "ranks": n,
+                            "ior": ["-w", "-e", *geometry(n, t), "-N", str(n), *which, *stripes,
+                                    "-O", "summaryFormat=JSON"]})
+    n = 4 if QUICK else MPI_RANKS
+    modes, mults = ([0, 2], [1]) if QUICK else ([0, 1, 2], [1, 2, 4])
+    for mult in mults:
+        for mode in modes:
+            aggregators = min(osts * mult, n)
+            hints = (f"*:striping_factor={osts}:striping_unit=1048576:cray_cb_nodes_multiplier={mult}"
+                     f":cb_nodes={aggregators}:cray_cb_write_lock_mode={mode}")
+            out.append({"name": f"MPIIO mode {mode}, {mult}/OST ({aggregators} aggr) -N {n}", "kind": "MPIIO",
+                        "row": f"MPIIO -t 1m -N {n}", "what": f"mode {mode} x{mult}", "t_kib": 1024, "ranks": n,
+                        "mode": mode, "multiplier": mult, "aggregators": aggregators,
+                        "env": {"MPICH_MPIIO_HINTS": hints},
+                        "ior": ["-c", "-w", "-e", *geometry(n, 1024), "-N", str(n), "-O", "summaryFormat=JSON"]})
+    n = 4 if QUICK else MOUNT_RANKS
+    for layout in ("fpp", "shared"):
+        out.append({"name": f"mount {layout} -t 1m -N {n}", "kind": "mount", "row": f"mount -t 1m -N {n}",
+                    "what": layout, "t_kib": 1024, "ranks": n,
+                    "ior": ["-w", "-e", *(["-F"] if layout == "fpp" else []), *geometry(n, 1024), "-N", str(n),
+                            "--tasks-per-node", str(n), "-O", "summaryFormat=JSON"]})
+    wanted = [w.strip() for w in os.environ.get("CELLS", "").split(",") if w.strip()]
+    if wanted:
+        out = [c for c in out if any(w in c["name"] for w in wanted)]
+    return out
+
+
+def real_command(cell, lanefs, osts, run_dir, mountpoint=None, index=0):
+    """The real run's command and the environment it adds."""
+    if cell["kind"] == "LANEFS":
+        return [lanefs, "ior", "-a", "LANEFS", *cell["ior"], f"--lanefs.osts={osts}"], {"TMPDIR": run_dir}
+    if cell["kind"] == "MPIIO":
+        mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(cell["ranks"])]
+        return ([*mpirun, lanefs, "ior", "-a", "MPIIO", *cell["ior"], f"--lanefs.osts={osts}"],
+                {"TMPDIR": run_dir, **cell["env"]})
+    return [lanefs, "ior", "-a", "POSIX", *cell["ior"], "-o", f"{mountpoint}/fidelity{index}"], {}
+
+
+def sim_command(cell, lanefs, preset, osts):
+    if cell["kind"] == "mount":
+        extra = [f"--lanefs.stripe-count={osts}", "--lanefs.stripe-size=1m"]
+        return [lanefs, "sim", "ior", "--cluster", preset, "-a", "POSIX", *cell["ior"], *extra], {}
+    return ([lanefs, "sim", "ior", "--cluster", preset, "-a", cell["kind"], *cell["ior"], f"--lanefs.osts={osts}"],
+            dict(cell.get("env", {})))
+
+
+# The mount.
+
+def ost_lock_counts(lanefs, env):
+    """The OSTs' ldlm_enqueue and ldlm_bl_callback, summed."""
+    cmd = [lanefs, "lctl", "get_param", "ldlm.namespaces.filter-*.stats"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise Failed(f"{shown(cmd)}: exit status {done.returncode}: {tail(done.stderr)}")
+    out = done.stdout
+    totals = {"ldlm_enqueue": 0, "ldlm_bl_callback": 0}
+    for line in out.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] in totals:
+            totals[words[0]] += int(words[1])
+    return totals["ldlm_enqueue"], totals["ldlm_bl_callback"]
+
+
+# The commands that made the mount, for the record.
+MOUNT_SETUP = []
+
+
+@contextlib.contextmanager
+def mounted(lanefs, place, osts):
+    """`lanefs up --osts OSTS` with its data under `place`, mounted and
+    striped over every OST; yields (mount point, environment with
+    LANEFS_MDS). Unmounts, stops the servers and removes the data on every
+    way out."""
+    data = tempfile.mkdtemp(prefix="mount-", dir=place)
+    mountpoint = tempfile.mkdtemp(prefix="lanefs-fidelity-mnt-")
+    up = subprocess.Popen([lanefs, "up", "--osts", str(osts), "--data", os.path.join(data, "fs")],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    env = dict(os.environ)
+    is_mounted = False
+    MOUNT_SETUP.append(shown(up.args))
+    log(f"$ {shown(up.args)}")
+    try:
+        for line in up.stdout:
+            if line.startswith("export LANEFS_MDS="):
+                env["LANEFS_MDS"] = line.strip().split("=", 1)[1]
+            if line.startswith("(interrupt"):
+                break
+        if "LANEFS_MDS" not in env:
+            up.kill()
+            raise Failed(f"lanefs up printed no MDS address: {tail(up.stderr.read())}")
+        for cmd in ([lanefs, "mount", mountpoint], [lanefs, "setstripe", "-c", str(osts), "-S", "1m", "/"]):
+            log(f"$ LANEFS_MDS={env['LANEFS_MDS']} {shown(cmd)}")
+            MOUNT_SETUP.append(shown(cmd))
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise Failed(f"{shown(cmd)}: exit status {done.returncode}: {tail(done.stderr)}")
+            is_mounted = is_mounted or cmd[1] == "mount"
+        yield mountpoint, env
+    finally:
+        if is_mounted:
+            subprocess.run([lanefs, "umount", mountpoint], env=env, capture_output=True)
+        up.terminate()
+        try:
+            up.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            up.kill()
+            up.wait()
+        shutil.rmtree(data, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.rmdir(mountpoint)
+
+
+def clear_mount(mountpoint):
+    for name in os.listdir(mountpoint):
+        os.unlink(os.path.join(mountpoint, name))
+
+
+# Running.
+
+def calibrate(lanefs, scratch, osts):
+    """The preset to simulate with, and the summary lines calibrate printed."""
+    if os.environ.get("PRESET"):
+        return os.path.abspath(os.environ["PRESET"]), [f"preset {os.environ['PRESET']} (PRESET), not measured now"]
+    preset = os.path.join(scratch, "calibrated.toml")
+    data = os.path.join(scratch, "calibrate")
+    os.mkdir(data)
+    cmd = [lanefs, "calibrate", "--data", data, "--out", preset, "--osts", str(osts), "--ranks", "8"]
+    cmd += ["--quick"] if QUICK else []
+    log(f"$ {shown(cmd)}")
+    env = dict(os.environ)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        sys.exit(f"bench/fidelity.py: {shown(cmd)} failed ({p.returncode}):\n{p.stderr}")
+    lines = p.stderr.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith("measured in")), len(lines))
+    summary = [l for l in lines[start:] if not l.startswith("preset written")]
+    return preset, [f"$ {shown(cmd)}"] + summary
+
+
+def preset_osts(preset):
+    with open(preset, "rb") as f:
+        storage = tomllib.load(f).get("storage", {})
+    return storage.get("oss_count", 1) * storage.get("osts_per_oss", 1)
+
+
+def fs_type(path):
+    return subprocess.run(["stat", "-f", "-c", "%T", path], capture_output=True, text=True).stdout.strip()
+
+
+def real_run(cell, lanefs, osts, scratch, mount, index):
+    """One real run of a cell: its bandwidth and lock counts."""
+    run_dir = tempfile.mkdtemp(prefix="run-", dir=scratch)
+    try:
+        if cell["kind"] == "mount":
+            if isinstance(mount, Exception):
+                raise Failed(f"no mount: {mount}")
+            mountpoint, env = mount
+            argv, extra = real_command(cell, lanefs, osts, run_dir, mountpoint, index)
+            cell.setdefault("real_command", f"LANEFS_MDS={env['LANEFS_MDS']} {shown(argv, extra)}")
+            log(f"$ {shown(argv, extra)}")
+            drop_caches()
+            try:
+                before = ost_lock_counts(lanefs, env)
+                result = ior_report(run(argv, extra))
+                after = ost_lock_counts(lanefs, env)
+            finally:
+                clear_mount(mountpoint)
+            result["enqueues"], result["callbacks"] = after[0] - before[0], after[1] - before[1]
+            return result
+        argv, extra = real_command(cell, lanefs, osts, run_dir)
+        cell.setdefault("real_command", shown(argv, {k: v for k, v in extra.items() if k != "TMPDIR"}))
+        log(f"$ {shown(argv, extra)}")
+        drop_caches()
+        return ior_report(run(argv, extra))
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def sim_run(cell, lanefs, preset, osts):
+    argv, extra = sim_command(cell, lanefs, preset, osts)
+    cell["sim_command"] = shown(argv, extra)
+    log(f"$ {cell['sim_command']}")
+    try:
+        cell["sim"] = ior_report(run(argv, extra))
+    except Failed as e:
+        cell["sim"] = {"error": str(e)}
+
+
+def skip_reason(cell, lanefs):
+    if cell["kind"] == "MPIIO":
+        if not shutil.which("mpirun"):
+            return "mpirun is not installed"
+        ldd = subprocess.run(["ldd", lanefs], capture_output=True, text=True).stdout
+        if "libmpi" not in ldd:
+            return f"{lanefs} was built without MPI"
+    if cell["kind"] == "mount" and (os.geteuid() != 0 or not os.path.exists("/dev/fuse")):
+        return "mounting needs root and /dev/fuse"
+    return None
+
+
+def measure(matrix, lanefs, preset, osts, scratch):
+    for cell in matrix:
+        cell["real"] = {"bw": [], "enqueues": [], "callbacks": []}
+        cell["skipped"] = skip_reason(cell, lanefs)
+        if cell["skipped"]:
+            log(f"{cell['name']}: skipped: {cell['skipped']}")
+            cell["sim_command"] = shown(*sim_command(cell, lanefs, preset, osts))
+            continue
+        sim_run(cell, lanefs, preset, osts)
+    todo = [c for c in matrix if not c["skipped"]]
+    with contextlib.ExitStack() as stack:
+        mount = None
+        if any(c["kind"] == "mount" for c in todo):
+            try:
+                mount = stack.enter_context(mounted(lanefs, scratch, osts))
+            except Exception as e:  # every mount cell shows it
+                mount = e
+        index = 0
+        for r in range(ROUNDS):
+            for cell in (todo if r % 2 == 0 else todo[::-1]):
+                if cell.get("error"):
+                    continue
+                index += 1
+                started = time.monotonic()
+                try:
+                    result = real_run(cell, lanefs, osts, scratch, mount, index)
+                except Failed as e:
+                    cell["error"] = str(e)
+                    log(f"round {r + 1}: {cell['name']}: FAILED: {e}")
+                    continue
+                for k in ("bw", "enqueues", "callbacks"):
+                    cell["real"][k].append(result[k])
+                log(f"round {r + 1}: {cell['name']}: {result['bw']:.1f} MiB/s, enqueues {result['enqueues']}, "
+                    f"callbacks {result['callbacks']} ({time.monotonic() - started:.1f} s)")
+
+
+# The table and the summary.
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def digest(cell):
+    """The cell's figures: real median and range, prediction, ratio."""
+    real, sim = cell["real"], cell.get("sim") or {}
+    d = {"median": median(real["bw"]), "min": min(real["bw"], default=None), "max": max(real["bw"], default=None),
+         "enqueues": median(real["enqueues"]), "callbacks": median(real["callbacks"]),
+         "sim_bw": sim.get("bw"), "sim_enqueues": sim.get("enqueues"), "sim_callbacks": sim.get("callbacks")}
+    ok = d["median"] and d["sim_bw"] is not None and not cell.get("error")
+    d["ratio"] = d["sim_bw"] / d["median"] if ok else None
+    cell["figures"] = d
+    return d
+
+
+def count(v):
+    return "n/a" if v is None else f"{v:.0f}"
+
+
+def table(matrix):
+    print("| cell | real MiB/s, median (min-max) | simulated MiB/s | sim / real | enqueues real / sim "
+          "| callbacks real / sim |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for cell in matrix:
+        d = digest(cell)
+        sim_error = (cell.get("sim") or {}).get("error")
+        if cell["skipped"]:
+            real = f"skipped: {cell['skipped']}"
+        elif cell.get("error"):
+            real = "FAILED"
+        else:
+            real = f"{d['median']:.0f} ({d['min']:.0f}-{d['max']:.0f})"
+        sim = "FAILED" if sim_error else ("-" if d["sim_bw"] is None else f"{d['sim_bw']:.0f}")
+        ratio = "-" if d["ratio"] is None else f"{d['ratio']:.2f}"
+        real_ok = not cell["skipped"] and not cell.get("error")
+        sim_ok = d["sim_bw"] is not None
+        enq = f"{count(d['enqueues']) if real_ok else '-'} / {count(d['sim_enqueues']) if sim_ok else '-'}"
+        cbs = f"{count(d['callbacks']) if real_ok else '-'} / {count(d['sim_callbacks']) if sim_ok else '-'}"
+        print(f"| {cell['name']} | {real} | {sim} | {ratio} | {enq} | {cbs} |")
+    failures = [c for c in matrix if c.get("error") or (c.get("sim") or {}).get("error")]
+    for cell in failures:
+        for world, error in (("real", cell.get("error")), ("simulated", (cell.get("sim") or {}).get("error"))):
+            if error:
+                print(f"\n{cell['name']}, {world} run failed: {error}")
+    return failures
+
+
+def within(a, b, share):
+    """b within `share` of a (a the measured)."""
+    if a == 0:
+        return b == 0
+    return abs(b - a) <= share * abs(a)
+
+
+def summary(matrix):
+    figures = [c["figures"] for c in matrix]
+    compared = [d for d in figures if d["ratio"] is not None]
+    print()
+    if compared:
+        w25 = sum(within(d["median"], d["sim_bw"], 0.25) for d in compared)
+        w50 = sum(within(d["median"], d["sim_bw"], 0.50) for d in compared)
+        print(f"- bandwidth: {w25} of {len(compared)} cells ({100 * w25 / len(compared):.0f}%) predicted within "
+              f"+-25% of the measured median, {w50} ({100 * w50 / len(compared):.0f}%) within +-50%")
+        for kind in ("LANEFS", "MPIIO", "mount"):
+            some = [c["figures"] for c in matrix if c["kind"] == kind and c["figures"]["ratio"] is not None]
+            if some:
+                ratios = sorted(d["ratio"] for d in some)
+                print(f"  - {kind}: {sum(within(d['median'], d['sim_bw'], 0.25) for d in some)} of {len(some)} "
+                      f"within +-25%, {sum(within(d['median'], d['sim_bw'], 0.5) for d in some)} within +-50%; "
+                      f"sim / real from {ratios[0]:.2f} to {ratios[-1]:.2f}, median {statistics.median(ratios):.2f}")
+    else:
+        print("- bandwidth: no cell has both a measurement and a prediction")
+    for key, label in (("enqueues", "lock enqueues"), ("callbacks", "blocking callbacks")):
+        both = [d for d in compared if d[key] is not None and d["sim_" + key] is not None]
+        good = sum(within(d[key], d["sim_" + key], 0.10) for d in both)
+        print(f"- {label}: {good} of {len(both)} cells predicted within 10% of the measured median")
+    pairs, wrong = 0, []
+    rows = {}
+    for c in matrix:
+        if c["figures"]["ratio"] is not None:
+            rows.setdefault(c["row"], []).append(c)
+    for row, members in rows.items():
+        for i, a in enumerate(members):
+            for b in members[i + 1:]:
+                fa, fb = a["figures"], b["figures"]
+                if fa["min"] > fb["max"]:
+                    hi, lo = a, b
+                elif fb["min"] > fa["max"]:
+                    hi, lo = b, a
+                else:
+                    continue
+                pairs += 1
+                sim_hi, sim_lo = hi["figures"]["sim_bw"], lo["figures"]["sim_bw"]
+                if not sim_hi > sim_lo:
+                    wrong.append(f"{row}: {hi['what']} > {lo['what']} measured "
+                                 f"({hi['figures']['median']:.1f} vs {lo['figures']['median']:.1f} MiB/s), simulated "
+                                 f"{sim_hi:.1f} vs {sim_lo:.1f}" + (" (a tie)" if sim_hi == sim_lo else ""))
+    print(f"- order: of {pairs} pairs of cells in a row whose measured ranges (min-max) do not overlap, the "
+          f"simulator orders {pairs - len(wrong)} the same way" + (", not these:" if wrong else ""))
+    for w in wrong:
+        print(f"  - {w}")
+    return {"pairs": pairs, "wrong": wrong}
+
+
+def interrupted(signum, _frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main():
+    lanefs = os.path.abspath(os.environ.get("LANEFS", "./target/release/lanefs"))
+    if not os.access(lanefs, os.X_OK):
+        sys.exit(f"bench/fidelity.py: {lanefs} is not there: make build (or LANEFS=path)")
+    place = os.environ.get("BENCH_DIR") or ("/var/tmp" if os.path.isdir("/var/tmp") else tempfile.gettempdir())
+    if fs_type(place) in ("tmpfs", "ramfs"):
+        sys.exit(f"bench/fidelity.py: {place} is {fs_type(place)}: the OSTs and the calibration must be on a disk "
+                 "(BENCH_DIR=DIR on one)")
+    scratch = tempfile.mkdtemp(prefix="lanefs-fidelity-", dir=place)
+    # SIGTERM (and SIGHUP) go through the same cleanup as an interrupt.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupted)
+    try:
+        return measure_and_print(lanefs, place, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def measure_and_print(lanefs, place, scratch):
+    osts = int(os.environ.get("OSTS") or (preset_osts(os.environ["PRESET"]) if os.environ.get("PRESET") else 2))
+    preset, calibration = calibrate(lanefs, scratch, osts)
+    if preset_osts(preset) != osts:
+        sys.exit(f"bench/fidelity.py: the preset {preset} has {preset_osts(preset)} OSTs, the real runs {osts}: "
+                 "give OSTS to match it")
+    with open(preset) as f:
+        preset_text = f.read()
+    matrix = cells(osts)
+    began = time.monotonic()
+    measure(matrix, lanefs, preset, osts, scratch)
+    elapsed = time.monotonic() - began
+    caches = "page cache dropped before every real run" if DROP else \
+        "page cache NOT dropped between runs (not root: only synced)"
+    print(f"Real and simulated IOR writes on this machine: {ROUNDS} round(s) of each real run, one simulated run; "
+          f"{SIZE_MIB} MiB per run (-w -e), {osts} OSTs on {fs_type(place)} under {place}, every file striped over "
+          f"all {osts} in 1 MiB stripes; {caches}; {elapsed:.0f} s of runs.")
+    print("Calibration:")
+    for line in calibration:
+        print(f"    {line}")
+    if not os.environ.get("PRESET"):
+        print("    (the preset goes with the run's temporary directory: FIDELITY_JSON keeps its text; "
+              "PRESET=path reuses one)")
+    print("Commands (every run's is printed on stderr as it runs; TMPDIR is a new directory on the disk for each "
+          "real run):")
+    seen = set()
+    for cell in matrix:
+        if cell["kind"] in seen:
+            continue
+        seen.add(cell["kind"])
+        if cell["kind"] == "mount" and MOUNT_SETUP:
+            print(f"    mount:     {'; '.join(MOUNT_SETUP)}")
+        if cell.get("real_command"):
+            print(f"    real:      {cell['real_command']}")
+        else:
+            print(f"    real:      (not run: {cell['skipped'] or cell.get('error')})")
+        print(f"    simulated: {cell['sim_command']}")
+    print()
+    failures = table(matrix)
+    order = summary(matrix)
+    if os.environ.get("FIDELITY_JSON"):
+        keep = ("name", "kind", "row", "what", "t_kib", "ranks", "mode", "multiplier", "aggregators", "env", "ior",
+                "real_command", "sim_command", "real", "sim", "figures", "error", "skipped")
+        report = {"rounds": ROUNDS, "size_mib": SIZE_MIB, "osts": osts, "place": place, "caches_dropped": DROP,
+                  "calibration": calibration, "preset": preset_text, "order": order,
+                  "cells": [{k: c[k] for k in keep if k in c} for c in matrix]}
+        with open(os.environ["FIDELITY_JSON"], "w") as f:
+            json.dump(report, f, indent=1)
+            f.write("\n")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as e:
+        sys.exit(f"bench/fidelity.py: interrupted ({e or 'SIGINT'}); mounts and temporary directories removed")

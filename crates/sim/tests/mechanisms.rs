@@ -1,0 +1,213 @@
+//! The cost mechanisms of the model, one by one: with a mechanism on, the
+//! quantity it models moves the way its source says; set to what it would
+//! be without it, the run is the same as without the key.
+
+use lanefs_ior::{parse_args, run, Api};
+use lanefs_sim::backend::{SimBackend, SimOptions};
+use lanefs_sim::config::ClusterConfig;
+use serde_json::Value;
+
+fn opts_with(cluster: &str, settings: &[(&str, &str)]) -> SimOptions {
+    let settings: Vec<(String, String)> = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    SimOptions::new(ClusterConfig::load_with(cluster, &settings).expect("settings apply"))
+}
+
+fn with_hints(mut o: SimOptions, spec: &str) -> SimOptions {
+    o.hints = spec
+        .split(':')
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').expect("key=value");
+            (k.to_string(), v.to_string())
+        })
+        .collect();
+    o
+}
+
+/// Runs `line` and returns IOR's JSON report.
+fn json_run(line: &str, o: SimOptions) -> Value {
+    let args: Vec<String> = format!("{line} -O summaryFormat=JSON").split_whitespace().map(str::to_string).collect();
+    let p = parse_args(&args).expect("valid IOR options");
+    let api = Api::parse(&p.api).expect("a known API");
+    let backend = SimBackend::new(api, o);
+    let mut out = Vec::new();
+    run(&p, &backend, &mut out).expect("the simulated run succeeds");
+    serde_json::from_slice(&out).expect("IOR JSON")
+}
+
+fn simulated_s(j: &Value) -> f64 {
+    j["sim"]["simulated_s"].as_f64().expect("simulated seconds")
+}
+
+fn counter(j: &Value, key: &str) -> u64 {
+    j["lanefs"][key].as_u64().unwrap_or_else(|| panic!("lanefs.{key} in {}", j["lanefs"]))
+}
+
+/// The report without what depends on the wall clock.
+fn modelled(mut j: Value) -> Value {
+    let top = j.as_object_mut().expect("object");
+    for key in ["Began", "Finished"] {
+        top.remove(key);
+    }
+    let sim = top.get_mut("sim").and_then(Value::as_object_mut).expect("a sim object");
+    sim.remove("wall_s");
+    sim.remove("events_per_s");
+    for test in top.get_mut("tests").and_then(Value::as_array_mut).expect("tests") {
+        let t = test.as_object_mut().expect("test object");
+        t.remove("StartTime");
+        t.remove("Finished");
+    }
+    j
+}
+
+/// 8 ranks on one node, a file each, copying at 0.1 GiB/s: the copies
+/// dominate.
+const EIGHT_COPYING: &str = "-a POSIX -w -F -b 4m -t 1m -N 8 --tasks-per-node 8";
+const SLOW_COPY: (&str, &str) = ("compute.copy_bandwidth_gib_s", "0.1");
+
+#[test]
+fn ranks_beyond_the_cores_take_turns_copying() {
+    let alone = json_run(EIGHT_COPYING, opts_with("laptop", &[SLOW_COPY]));
+    let two_cores = json_run(EIGHT_COPYING, opts_with("laptop", &[SLOW_COPY, ("compute.cores", "2")]));
+    // 8 copies of 4 MiB on 2 cores take 4 times as long as on 8.
+    let ratio = simulated_s(&two_cores) / simulated_s(&alone);
+    assert!((3.0..4.5).contains(&ratio), "2 cores for 8 copying ranks: {ratio:.2} times as long");
+    assert_eq!(counter(&two_cores, "ost_bytes_written"), 32 << 20);
+}
+
+#[test]
+fn a_process_copies_slower_while_every_core_copies() {
+    let cores = ("compute.cores", "8");
+    let same = json_run(EIGHT_COPYING, opts_with("laptop", &[SLOW_COPY, cores]));
+    let shared = json_run(
+        EIGHT_COPYING,
+        opts_with("laptop", &[SLOW_COPY, cores, ("compute.copy_bandwidth_every_core_gib_s", "0.05")]),
+    );
+    let ratio = simulated_s(&shared) / simulated_s(&same);
+    assert!((1.6..2.2).contains(&ratio), "half the rate with every core copying: {ratio:.2} times as long");
+    // One rank copying alone keeps the full rate.
+    let one = "-a POSIX -w -b 4m -t 1m -N 1 --tasks-per-node 1";
+    let alone = json_run(one, opts_with("laptop", &[SLOW_COPY, cores]));
+    let alone_shared =
+        json_run(one, opts_with("laptop", &[SLOW_COPY, cores, ("compute.copy_bandwidth_every_core_gib_s", "0.05")]));
+    assert_eq!(simulated_s(&alone), simulated_s(&alone_shared));
+}
+
+#[test]
+fn cores_enough_for_every_rank_change_nothing() {
+    let lines = [EIGHT_COPYING, "-a MPIIO -c -w -r -b 1m -t 1m -s 4 -N 8 --tasks-per-node 2"];
+    for line in lines {
+        let hints = "striping_factor=4:cray_cb_nodes_multiplier=2:cray_cb_write_lock_mode=0";
+        let without = json_run(line, with_hints(opts_with("laptop", &[]), hints));
+        let ample = json_run(line, with_hints(opts_with("laptop", &[("compute.cores", "1024")]), hints));
+        assert_eq!(modelled(without), modelled(ample), "{line}");
+    }
+}
+
+#[test]
+fn client_cpu_per_page_and_checksums_slow_one_stream() {
+    // One rank, synced 1 MiB writes: each RPC's 256 pages cost 40 us each
+    // (10 ms an RPC), or its checksum at 0.1 GiB/s 10 ms.
+    let line = "-a POSIX -w -b 8m -t 1m -N 1 -Y";
+    let free = json_run(line, opts_with("laptop", &[]));
+    for key in [("compute.client_cpu_per_page_us", "40"), ("compute.checksum_bandwidth_gib_s", "0.1")] {
+        let costly = json_run(line, opts_with("laptop", &[key]));
+        let added = simulated_s(&costly) - simulated_s(&free);
+        // 8 writes of 1 MiB, about 10 ms each, one at a time.
+        assert!(added > 0.075, "{}: {added} s added", key.0);
+        assert_eq!(counter(&costly, "write_rpcs"), counter(&free, "write_rpcs"), "{}", key.0);
+    }
+}
+
+/// Two nodes of 4 ranks writing the same 4 objects at once, segment by
+/// segment, with default locking: each node's client gets callbacks for
+/// several objects at once.
+const FIGHTING: &str =
+    "-a POSIX -w -b 64k -t 64k -s 32 -N 8 --tasks-per-node 4 --lanefs.stripe-count=4 --lanefs.stripe-size=64k";
+
+fn fighting(settings: &[(&str, &str)]) -> SimOptions {
+    let mut all = vec![("storage.ost_access_latency_us", "5000")];
+    all.extend_from_slice(settings);
+    let mut o = opts_with("laptop", &all);
+    o.stripe_count = Some(4);
+    o.stripe_size = Some(64 << 10);
+    o
+}
+
+#[test]
+fn one_callback_thread_makes_callbacks_queue() {
+    let free = json_run(FIGHTING, fighting(&[]));
+    let one = json_run(FIGHTING, fighting(&[("compute.callback_threads", "1")]));
+    assert!(counter(&free, "blocking_callbacks") > 8, "{}", free["lanefs"]);
+    assert_eq!(counter(&free, "callbacks_queued"), 0, "no bound, no queue");
+    assert!(counter(&one, "callbacks_queued") > 0, "{}", one["lanefs"]);
+    assert_eq!(counter(&one, "ost_bytes_written"), counter(&free, "ost_bytes_written"));
+    // As many threads as callbacks could ever be held: as unbounded.
+    let many = json_run(FIGHTING, fighting(&[("compute.callback_threads", "65536")]));
+    assert_eq!(modelled(many), modelled(free));
+}
+
+#[test]
+fn server_cpu_per_callback_slows_a_contended_file() {
+    // 4 ranks on 4 nodes, each writing its own 1 MiB of one shared object
+    // with a fsync after each 64 KiB: expanded locks are called back all
+    // along. More server CPU per callback, later handovers.
+    let line = "-a POSIX -w -b 1m -t 64k -s 4 -N 4 --tasks-per-node 1 -Y";
+    let times: Vec<f64> = ["0", "2000", "5000"]
+        .iter()
+        .map(|us| simulated_s(&json_run(line, opts_with("laptop", &[("storage.callback_cpu_us", us)]))))
+        .collect();
+    assert!(times[0] < times[1] && times[1] < times[2], "0, 2 and 5 ms per callback: {times:?} s");
+}
+
+#[test]
+fn servers_on_the_compute_node_take_its_cores() {
+    // One core: the OSS's 2 ms of CPU per RPC and the rank's copies take
+    // turns on it.
+    let line = "-a POSIX -w -F -b 8m -t 1m -N 2 --tasks-per-node 2";
+    let base = [SLOW_COPY, ("compute.cores", "1"), ("storage.rpc_service_overhead_us", "2000")];
+    let own = json_run(line, opts_with("laptop", &base));
+    let mut shared = base.to_vec();
+    shared.push(("storage.runs_on", "\"compute-node\""));
+    let shared = json_run(line, opts_with("laptop", &shared));
+    assert!(simulated_s(&shared) > simulated_s(&own) * 1.05, "{} vs {}", simulated_s(&shared), simulated_s(&own));
+}
+
+#[test]
+fn mpi_messages_cost_their_ends_cpu() {
+    let line = "-a MPIIO -c -w -b 1m -t 256k -s 4 -N 8 --tasks-per-node 2";
+    let hints = "striping_factor=4:cray_cb_nodes_multiplier=1:cray_cb_write_lock_mode=2";
+    let free = json_run(line, with_hints(opts_with("laptop", &[]), hints));
+    let costly = json_run(line, with_hints(opts_with("laptop", &[("mpi.message_cpu_us", "1000")]), hints));
+    assert!(simulated_s(&costly) > simulated_s(&free) + 0.004, "{} vs {}", simulated_s(&costly), simulated_s(&free));
+    assert_eq!(counter(&costly, "ost_bytes_written"), counter(&free, "ost_bytes_written"));
+}
+
+#[test]
+fn only_posix_calls_go_through_the_mount() {
+    let line = |api: &str| format!("-a {api} -w -b 4m -t 1m -N 1 -Y");
+    let mount = [("mount.request_us", "1000"), ("mount.request_max_kib", "128")];
+    let direct = json_run(&line("POSIX"), opts_with("laptop", &[]));
+    let mounted = json_run(&line("POSIX"), opts_with("laptop", &mount));
+    let library = json_run(&line("LANEFS"), opts_with("laptop", &mount));
+    // 4 transfers of 8 requests of 1 ms each.
+    let added = simulated_s(&mounted) - simulated_s(&direct);
+    assert!((0.032..0.040).contains(&added), "the mount added {added} s");
+    assert_eq!(simulated_s(&library), simulated_s(&direct), "-a LANEFS calls the client directly");
+}
+
+#[test]
+fn nodes_on_one_host_share_its_cores() {
+    // 8 nodes of one rank each, a file each, 2 cores a host: on a host each
+    // they copy at once; on one host 4 times as long, as 8 ranks of a node.
+    let line = "-a POSIX -w -F -b 4m -t 1m -N 8 --tasks-per-node 1";
+    let base = [SLOW_COPY, ("compute.nodes", "8"), ("compute.cores", "2")];
+    let apart = json_run(line, opts_with("laptop", &base));
+    let mut together = base.to_vec();
+    together.push(("compute.hosts", "\"one\""));
+    let together = json_run(line, opts_with("laptop", &together));
+    let ratio = simulated_s(&together) / simulated_s(&apart);
+    assert!((3.0..4.5).contains(&ratio), "8 single-rank nodes on one 2-core host: {ratio:.2} times as long");
+    let node = json_run(EIGHT_COPYING, opts_with("laptop", &[SLOW_COPY, ("compute.cores", "2")]));
+    let close = simulated_s(&together) / simulated_s(&node);
+    assert!((0.8..1.25).contains(&close), "as 8 ranks of one node: {close:.2}");
+}
