@@ -186,6 +186,9 @@ fn compute_costs(m: &Measurements) -> String {
         "# measured: the cores online (sysconf _SC_NPROCESSORS_ONLN); the servers'\n\
          # CPU work shares them with the clients' ([storage] runs_on).\n\
          cores = {cores}\n\
+         # Every node simulated runs on this one host and shares its cores: a run\n\
+         # of one client per rank (--tasks-per-node 1) is one host's, as here.\n\
+         hosts = \"one\"\n\
          # measured: the client library's CPU time (this process's CPU clock, all\n\
          # its threads) for {small_ops} 4 KiB writes a page apart, fsync'ed every 16 MiB\n\
          # ({small_messages} messages to the OST, {small_rpcs} of them write RPCs), and for {cached_ops}\n\

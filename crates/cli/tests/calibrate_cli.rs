@@ -90,6 +90,7 @@ fn a_quick_calibration_writes_a_preset_the_simulator_runs() {
     assert_eq!(config.storage.osts_per_oss, 2);
     assert_eq!(config.storage.runs_on, Some(lanefs_sim::config::RunsOn::ComputeNode));
     assert!(config.compute.cores.is_some_and(|n| n >= 1));
+    assert_eq!(config.compute.hosts, Some(lanefs_sim::config::Hosts::One));
     assert_eq!(config.mount.request_us.is_some(), present[0]);
     assert_eq!(config.mpi.message_cpu_us.is_some(), present[1]);
     if present[0] {
