@@ -48,7 +48,9 @@ def source_files(src):
 def without_comments_and_strings(text):
     text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
     text = re.sub(r"//[^\n]*", "", text)
-    text = re.sub(r'r(#*)".*?"\1', lambda m: '""' + "\n" * m.group(0).count("\n"), text, flags=re.S)
+    # A raw string's `r` starts a token: the `r"` that ends "...for" is not one.
+    text = re.sub(r'(?<![A-Za-z0-9_])b?r(#*)".*?"\1', lambda m: '""' + "\n" * m.group(0).count("\n"), text,
+                  flags=re.S)
     text = re.sub(r'b?"(?:[^"\\]|\\.)*"', lambda m: '""' + "\n" * m.group(0).count("\n"), text, flags=re.S)
     # Character literals (not lifetimes): '{', '\'', '\u{7f}'.
     return re.sub(r"b?'(?:\\(?:u\{[0-9a-fA-F]+\}|x[0-9a-fA-F]{2}|.)|[^\\'\n])'", "' '", text)

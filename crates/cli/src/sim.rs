@@ -124,35 +124,7 @@ fn ior(mut args: Vec<String>) -> Result<()> {
 
     let mut params = lanefs_ior::parse_args(&args).map_err(|e| anyhow!("{e}"))?;
     params.command_line = invocation;
-    // The simulated file system's module options (the backends declare
-    // them; their values are read here).
-    let lock_mode = params
-        .module_value("lanefs.lock-mode")
-        .map(|m| LockMode::parse(m).map_err(|e| anyhow!("--lanefs.lock-mode={m}: {e}")))
-        .transpose()?;
-    let stripe_count = params
-        .module_value("lanefs.stripe-count")
-        .map(|c| c.parse::<i64>().map_err(|_| anyhow!("--lanefs.stripe-count={c}: give a number of OSTs or -1")))
-        .transpose()?;
-    let stripe_size =
-        params.module_value("lanefs.stripe-size").map(|s| parse_size(s, "--lanefs.stripe-size")).transpose()?;
-    if let Some(osts) = params.module_value("lanefs.osts") {
-        // The real -a LANEFS starts this many OSTs; a description has its
-        // own, so the same command line runs in both worlds only when they
-        // agree.
-        let have = cluster.ost_count();
-        if osts.parse::<u32>().ok() != Some(have) {
-            bail!(
-                "--lanefs.osts={osts}: cluster {} has {have} OSTs; drop the option, give --lanefs.osts={have}, \
-                 or describe {osts} OSTs (lanefs calibrate --osts {osts})",
-                cluster.cluster.name
-            );
-        }
-    }
-    let pfl = match params.module_value("lanefs.pfl") {
-        Some(spec) => lanefs_sim::backend::parse_pfl(spec).map_err(|e| anyhow!("--lanefs.pfl={spec}: {e}"))?,
-        None => Vec::new(),
-    };
+    let ModuleOptions { lock_mode, stripe_count, stripe_size, pfl } = module_options(&params, &cluster)?;
     // Ranks sit on the cluster's nodes as its description says unless
     // --tasks-per-node says otherwise, and IOR's report says so too.
     params.tasks_per_node.get_or_insert(cluster.compute.ranks_per_node);
@@ -201,4 +173,46 @@ fn ior(mut args: Vec<String>) -> Result<()> {
 
 fn preset_names() -> String {
     presets().iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+}
+
+/// The simulated file system's module options (`--lanefs.*`: the backends
+/// declare them; their values are read here).
+struct ModuleOptions {
+    lock_mode: Option<LockMode>,
+    stripe_count: Option<i64>,
+    stripe_size: Option<u64>,
+    /// A composite layout.
+    pfl: Vec<lanefs_sim::job::SimComponent>,
+}
+
+/// Reads [`ModuleOptions`]; `--lanefs.osts` must be the cluster's count.
+fn module_options(params: &lanefs_ior::IorParams, cluster: &ClusterConfig) -> Result<ModuleOptions> {
+    let lock_mode = params
+        .module_value("lanefs.lock-mode")
+        .map(|m| LockMode::parse(m).map_err(|e| anyhow!("--lanefs.lock-mode={m}: {e}")))
+        .transpose()?;
+    let stripe_count = params
+        .module_value("lanefs.stripe-count")
+        .map(|c| c.parse::<i64>().map_err(|_| anyhow!("--lanefs.stripe-count={c}: give a number of OSTs or -1")))
+        .transpose()?;
+    let stripe_size =
+        params.module_value("lanefs.stripe-size").map(|s| parse_size(s, "--lanefs.stripe-size")).transpose()?;
+    if let Some(osts) = params.module_value("lanefs.osts") {
+        // The real -a LANEFS starts this many OSTs; a description has its
+        // own, so the same command line runs in both worlds only when they
+        // agree.
+        let have = cluster.ost_count();
+        if osts.parse::<u32>().ok() != Some(have) {
+            bail!(
+                "--lanefs.osts={osts}: cluster {} has {have} OSTs; drop the option, give --lanefs.osts={have}, \
+                 or describe {osts} OSTs (lanefs calibrate --osts {osts})",
+                cluster.cluster.name
+            );
+        }
+    }
+    let pfl = match params.module_value("lanefs.pfl") {
+        Some(spec) => lanefs_sim::backend::parse_pfl(spec).map_err(|e| anyhow!("--lanefs.pfl={spec}: {e}"))?,
+        None => Vec::new(),
+    };
+    Ok(ModuleOptions { lock_mode, stripe_count, stripe_size, pfl })
 }
