@@ -462,7 +462,8 @@ impl LockCache {
 
     /// When the least recently used unused lock was last used.
     pub fn oldest_unused(&self) -> Option<Instant> {
-        self.unused().map(|(_, t)| t).next()
+        // `first` descends to one end of the tree; an iterator finds both.
+        self.idle.first().map(|&(t, _)| t)
     }
 
     /// Unused granted locks in LRU order.

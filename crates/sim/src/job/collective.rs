@@ -383,7 +383,7 @@ impl Run<'_> {
                 let shared = hub.plan.as_ref().expect("an exchange follows its call's plan");
                 shared.participants.get(&id.round).copied().unwrap_or(0)
             };
-            let posts = coll.exchanges.entry(id).or_default();
+            let posts = coll.exchanges.entry(id).or_insert_with(|| Vec::with_capacity(expected as usize));
             posts.push((rank, post));
             if posts.len() as u32 == expected {
                 let posts = coll.exchanges.remove(&id).expect("just filled");
