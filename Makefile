@@ -166,6 +166,7 @@ bench: build
 	python3 bench/mpiio.py
 	$(CARGO) bench --locked -p lanefs-sim --bench queue
 	python3 bench/sim.py
+	python3 bench/ablation.py
 	python3 bench/fidelity.py
 
 # The fault swarm over fresh seeds for SWARM_SECONDS (default 10 minutes);

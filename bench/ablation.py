@@ -33,7 +33,7 @@ move a result; where only this machine gives a figure (a Haswell node of
   MPI per message the same calibration's MPI time per message (Open MPI on
                   this machine), a stand-in for Cray MPICH on Aries.
 
-  QUICK=1         -s 8 instead of 64 (the smoke test's size)
+  SEGMENTS        IOR's -s (default 64; 8 with QUICK=1)
   LANEFS          the binary (default ./target/release/lanefs)
 
 Prints the commands and a Markdown table.
@@ -41,8 +41,7 @@ Prints the commands and a Markdown table.
 import json, os, subprocess, sys, tempfile, time, tomllib, zlib
 
 LANEFS = os.environ.get("LANEFS", "./target/release/lanefs")
-QUICK = os.environ.get("QUICK") == "1"
-SEGMENTS = "8" if QUICK else "64"
+SEGMENTS = os.environ.get("SEGMENTS") or ("8" if os.environ.get("QUICK") == "1" else "64")
 PRESET = "cray-xc40-24ost"
 LINE = ["-a", "MPIIO", "-c", "-w", "-N", "768", "--tasks-per-node", "4", "-b", "1m", "-t", "1m", "-s", SEGMENTS]
 

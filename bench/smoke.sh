@@ -95,6 +95,8 @@ run "ab.py (1 round, SEGMENTS=1, one build twice)" \
 
 run "sim.py (SEGMENTS=1 SPEED_RUNS=1, every scenario, one build as both)" \
     env LANEFS="$lanefs" LANEFS_PGO="$lanefs" SEGMENTS=1 SPEED_RUNS=1 python3 bench/sim.py
+run "ablation.py (SEGMENTS=1, calibrate --quick)" \
+    env LANEFS="$lanefs" BENCH_DIR="$data" SEGMENTS=1 python3 bench/ablation.py
 run "turns.py (--runs 1, SEGMENTS=1, one build twice)" \
     env SEGMENTS=1 python3 bench/turns.py --runs 1 "$lanefs" "$lanefs"
 

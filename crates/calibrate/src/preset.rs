@@ -50,17 +50,17 @@ fn header(m: &Measurements, options: &Options) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "# This machine ({host}), measured by `lanefs calibrate` on {when}: one node\n\
-         # that is both client and servers, as a local lanefs cluster is, so that\n\
-         # `lanefs sim ior --cluster THIS_FILE -N {ranks}` simulates what `lanefs ior\n\
-         # -a LANEFS -N {ranks}` runs here. \"measured\" values say how; the others\n\
+        "# This machine ({host}), measured by `lanefs calibrate` on {when}: one host\n\
+         # that runs the clients and the servers, as a local lanefs cluster does, so\n\
+         # that `lanefs sim ior --cluster THIS_FILE -a LANEFS -N {ranks}` simulates what\n\
+         # `lanefs ior -a LANEFS -N {ranks}` runs here. \"measured\" values say how; the others\n\
          # are lanefs's own settings, as their comments say.{build}\n\
          #\n\
          # Bandwidths are in GiB/s (2^30 bytes per second).\n\
          \n\
          [cluster]\n\
          name = \"calibrated\"\n\
-         description = \"{host} as measured by lanefs calibrate on {when}: 1 node x {ranks} ranks, one OSS with {osts} OSTs on {dir}\"\n",
+         description = \"{host} as measured by lanefs calibrate on {when}: {ranks} clients on one host, one OSS with {osts} OSTs on {dir}\"\n",
         ranks = options.ranks,
         dir = options.data_dir.display(),
         build = match m.debug_build {
@@ -80,10 +80,12 @@ fn compute(m: &Measurements, options: &Options) -> String {
     let _ = writeln!(
         t,
         "[compute]\n\
-         # One node: the clients and the servers share this host.\n\
-         nodes = 1\n\
-         ranks_per_node = {ranks}\n\
-         # measured: one thread copying 1 MiB blocks into a 256 MiB buffer,\n\
+         # One node a rank: each rank of `lanefs ior -a LANEFS` and of mpirun is a\n\
+         # client of its own (the mount is one client for its ranks: give it\n\
+         # --tasks-per-node), and every node runs on this host (hosts below).\n\
+         nodes = {ranks}\n\
+         ranks_per_node = 1\n\
+         # measured: one thread copying 1 MiB blocks into a 64 MiB buffer,\n\
          # {copy_mib} MiB in all.\n\
          copy_bandwidth_gib_s = {one:.3}\n\
          # measured: the same, one thread per core ({cores}) copying at once into\n\
@@ -186,8 +188,8 @@ fn compute_costs(m: &Measurements) -> String {
         "# measured: the cores online (sysconf _SC_NPROCESSORS_ONLN); the servers'\n\
          # CPU work shares them with the clients' ([storage] runs_on).\n\
          cores = {cores}\n\
-         # Every node simulated runs on this one host and shares its cores: a run\n\
-         # of one client per rank (--tasks-per-node 1) is one host's, as here.\n\
+         # Every node simulated runs on this one host and shares its cores, as the\n\
+         # clients of a local cluster, one per rank, do here.\n\
          hosts = \"one\"\n\
          # measured: the client library's CPU time (this process's CPU clock, all\n\
          # its threads) for {small_ops} 4 KiB writes a page apart, fsync'ed every 16 MiB\n\
@@ -241,7 +243,11 @@ fn storage_costs(m: &Measurements) -> String {
          # journal_commit_us's).{callback_note}\n\
          callback_cpu_us = {callback}\n\
          # The servers measured ran on this node, sharing its cores with the clients.\n\
-         runs_on = \"compute-node\"\n",
+         runs_on = \"compute-node\"\n\
+         # lanefs's OSTs are files: a write lands in this host's page cache and is\n\
+         # answered, and the disk's bandwidth (above) is paid when a commit or an\n\
+         # fsync flushes it (crates/server/src/filestore.rs).\n\
+         ost_writes = \"host-cache\"\n",
         idle = s.idle_rate * 1e6,
         page_rpcs = p.page_rpcs.counts.io_rpcs,
         page_requests = p.page_rpcs.counts.requests,

@@ -125,7 +125,8 @@ enum Command {
         /// OSTs the preset's one OSS has, sharing the disk measured.
         #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
         osts: u32,
-        /// Ranks the preset's one node runs (as IOR's -N on this machine).
+        /// Ranks the preset describes, a client each on this host (the
+        /// largest IOR -N to simulate).
         #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
         ranks: u32,
     },

@@ -197,6 +197,15 @@ pub struct StorageSection {
     /// microseconds, on the same service threads; absent means zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callback_cpu_us: Option<f64>,
+    /// How an OST writes: `through` to the disk before it replies (the
+    /// default, as Lustre's osd-ldiskfs submits a bulk write's pages to the
+    /// disk and waits), or into the `host-cache`, the server host's page
+    /// cache, as lanefs's OSTs (files) do: the reply after a copy, the
+    /// disk's bandwidth paid in the background, and a sync (a commit, an
+    /// fsync, a cancel that syncs) waits until what was written before it
+    /// is on disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ost_writes: Option<OstWrites>,
     /// Where the servers run: on nodes of their own (`own-nodes`, the
     /// default), or on compute node 0 (`compute-node`), whose cores their
     /// CPU work then shares with the clients', as on one machine.
@@ -263,6 +272,20 @@ pub enum Hosts {
 
 /// The words of [`Hosts`], as the schema lists them.
 pub(crate) const HOSTS: [&str; 2] = ["per-node", "one"];
+
+/// How an OST writes: `[storage] ost_writes`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OstWrites {
+    /// To the disk before the reply.
+    #[default]
+    Through,
+    /// Into the host's page cache; syncs wait for the disk.
+    HostCache,
+}
+
+/// The words of [`OstWrites`], as the schema lists them.
+pub(crate) const OST_WRITES: [&str; 2] = ["through", "host-cache"];
 
 /// The words of [`RunsOn`], as the schema lists them.
 pub(crate) const RUNS_ON: [&str; 2] = ["own-nodes", "compute-node"];

@@ -1,7 +1,7 @@
 //! The numbers the simulated machine runs on, in the units the event loop
 //! uses (bytes per second, nanoseconds), derived from a cluster description.
 
-use crate::config::{ClusterConfig, Hosts, RunsOn};
+use crate::config::{ClusterConfig, Hosts, OstWrites, RunsOn};
 use lanefs_core::client::cores::Cores;
 use lanefs_core::client::ClientConfig;
 use lanefs_core::ldlm::server::LockServerConfig;
@@ -50,6 +50,8 @@ pub struct Model {
     pub callback_cpu: Duration,
     /// The servers run on compute node 0 and share its cores.
     pub servers_on_node: bool,
+    /// OSTs write into the host's page cache; syncs wait for the disk.
+    pub host_cache: bool,
     /// A rank's CPU time per MPI message sent or received.
     pub mpi_message_cpu: Duration,
     /// Time of one request through the mount (`None`: no mount).
@@ -155,6 +157,7 @@ impl Model {
             callback_threads: compute.callback_threads,
             callback_cpu: storage.callback_cpu(),
             servers_on_node: storage.runs_on() == RunsOn::ComputeNode,
+            host_cache: storage.ost_writes.unwrap_or_default() == OstWrites::HostCache,
             mpi_message_cpu: c.mpi_message_cpu(),
             mount_request: c.mount.request_us.map(|_| c.mount.request_time()),
             mount_request_max: c.mount.request_max_bytes(),

@@ -46,7 +46,7 @@ use crate::model::Model;
 use crate::queue::EventQueue;
 use lanefs_core::client::{Client, ClientConfig, ClientError, ClientEvent, OpId, OpOutput};
 use lanefs_core::msg::{ToClient, ToOst};
-use lanefs_core::ost::Ost;
+use lanefs_core::ost::{Ost, SyncRequest};
 use lanefs_core::store::SizeStore;
 use lanefs_core::units::{ClientId, Duration, Instant, OstIndex, PAGE_SIZE};
 use std::collections::VecDeque;
@@ -83,6 +83,12 @@ pub enum Ev<W> {
     /// An OST's journal has a commit to end or to start.
     JournalTimer {
         ost: u32,
+    },
+    /// What an OST wrote into the host's page cache before `request` is
+    /// on its disk: the sync goes on.
+    Drained {
+        ost: u32,
+        request: Box<SyncRequest>,
     },
     /// An event of the workload (rank programs, MPI messages).
     Work(W),
@@ -288,6 +294,10 @@ impl<W> World<W> {
                     self.pump_ost(ost);
                 }
             }
+            Ev::Drained { ost, request } => {
+                self.take_sync(ost as usize, *request);
+                self.pump_ost(ost);
+            }
             Ev::JournalTimer { ost } => {
                 if self.journal_timer[ost as usize] == Some(self.now) {
                     self.journal_timer[ost as usize] = None;
@@ -383,17 +393,16 @@ impl<W> World<W> {
     /// and arm the journal's timer.
     fn pump_syncs(&mut self, o: usize) {
         let now = self.now;
-        let Some(journal) = self.journals.get_mut(o) else {
-            while let Some(request) = self.osts[o].poll_sync() {
-                self.osts[o].handle_synced(now, request.token, &[]);
-            }
-            return;
-        };
         while let Some(request) = self.osts[o].poll_sync() {
-            // Without recovery every sync names the object asked for.
-            let object = request.object.expect("a sync of an object");
-            journal.handle_sync(now, object, request.token);
+            if self.model.host_cache && self.disk_free[o] > now {
+                // What was written before the sync is still going from the
+                // host's page cache to the disk: the sync waits for it.
+                self.queue.push(self.disk_free[o], Ev::Drained { ost: o as u32, request: Box::new(request) });
+                continue;
+            }
+            self.take_sync(o, request);
         }
+        let Some(journal) = self.journals.get_mut(o) else { return };
         while let Some(token) = journal.poll_synced() {
             self.osts[o].handle_synced(now, token, &[]);
         }
@@ -406,6 +415,16 @@ impl<W> World<W> {
                 self.journal_timer[o] = Some(t);
                 self.queue.push(t, Ev::JournalTimer { ost: o as u32 });
             }
+        }
+    }
+
+    /// Hands a sync to the OST's journal, or answers it at once when
+    /// commits take no time.
+    fn take_sync(&mut self, o: usize, request: SyncRequest) {
+        match self.journals.get_mut(o) {
+            // Without recovery every sync names the object asked for.
+            Some(journal) => journal.handle_sync(self.now, request.object.expect("a sync of an object"), request.token),
+            None => self.osts[o].handle_synced(self.now, request.token, &[]),
         }
     }
 
@@ -455,14 +474,23 @@ impl<W> World<W> {
             overhead = Duration::ZERO;
         }
         let m = &self.model;
-        let mut disk = plus(overhead, transfer(len, m.ost_write_bw));
+        let mut disk = transfer(len, m.ost_write_bw);
         let partial = partial_stripe_bytes(object_offset, len, m.raid_stripe_bytes);
         if partial > 0 {
             self.rmw_writes += 1;
             self.rmw_bytes += partial;
             disk = plus(disk, transfer(partial, m.rmw_read_bw));
         }
-        let done = later(bulk_done, self.disk_free[o]) + disk;
+        if m.host_cache {
+            // The service copies the bytes into the host's page cache and
+            // replies; the disk takes them after, in order.
+            let copy = plus(overhead, transfer(len, m.copy_bw));
+            let copied =
+                if m.servers_on_node { self.clients[0].run_on_cores(bulk_done, copy) } else { bulk_done + copy };
+            self.disk_free[o] = later(copied, self.disk_free[o]) + disk;
+            return copied;
+        }
+        let done = later(bulk_done, self.disk_free[o]) + plus(overhead, disk);
         self.disk_free[o] = done;
         done + m.access_latency
     }

@@ -213,6 +213,13 @@ const SCHEMA: &[Section] = &[
                 "lock server CPU time per blocking callback sent",
             )),
             optional(key(
+                "ost_writes",
+                Kind::Choice(&OST_WRITES),
+                "",
+                "\"through\"",
+                "through (default): a write is on disk before its reply; host-cache: in the host's page cache, the disk paid by syncs",
+            )),
+            optional(key(
                 "runs_on",
                 Kind::Choice(&RUNS_ON),
                 "",
