@@ -267,26 +267,7 @@ pub fn large_rpcs(client: &Client, file: &File, base: u64, bytes: u64) -> Result
 /// at once so that, as under a shared file's contention, the servers are
 /// kept busy rather than woken for each message of one exchange.
 pub fn ping_pong_writes(clients: [&Client; 2], pairs: &[[File; 2]], n: u64) -> Result<u64, String> {
-    let page = vec![3u8; PAGE_BYTES as usize];
-    std::thread::scope(|scope| {
-        let threads: Vec<_> = pairs
-            .iter()
-            .map(|files| {
-                let page = &page;
-                scope.spawn(move || -> Result<(), String> {
-                    for i in 0..n {
-                        let turn = (i % 2) as usize;
-                        clients[turn]
-                            .pwrite(&files[turn], 0, page)
-                            .map_err(failed("a write that calls back the other client's lock"))?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        threads.into_iter().try_for_each(|t| t.join().expect("a writing thread"))
-    })?;
-    Ok(n * pairs.len() as u64)
+    alternating_writes(pairs, n, 3, "a write that calls back the other client's lock", |turn| clients[turn])
 }
 
 /// The same writes as [`ping_pong_writes`], by one client that keeps a
@@ -295,16 +276,29 @@ pub fn ping_pong_writes(clients: [&Client; 2], pairs: &[[File; 2]], n: u64) -> R
 /// (its page written first), as a called-back client would, but without
 /// the callback. `n` writes on each pair of files.
 pub fn lru_writes(client: &Client, pairs: &[[File; 2]], n: u64) -> Result<u64, String> {
-    let page = vec![5u8; PAGE_BYTES as usize];
+    alternating_writes(pairs, n, 5, "a write that takes its file's lock back", |_| client)
+}
+
+/// `n` writes of a page filled with `fill` at offset 0 on each pair of
+/// `pairs`, one thread a pair, to its two files in turn, the `i`th by
+/// `writer(i % 2)`; returns the writes made.
+fn alternating_writes<'a>(
+    pairs: &[[File; 2]],
+    n: u64,
+    fill: u8,
+    what: &'static str,
+    writer: impl Fn(usize) -> &'a Client + Sync,
+) -> Result<u64, String> {
+    let page = vec![fill; PAGE_BYTES as usize];
     std::thread::scope(|scope| {
         let threads: Vec<_> = pairs
             .iter()
             .map(|files| {
-                let page = &page;
+                let (page, writer) = (&page, &writer);
                 scope.spawn(move || -> Result<(), String> {
                     for i in 0..n {
-                        let file = &files[(i % 2) as usize];
-                        client.pwrite(file, 0, page).map_err(failed("a write that takes its file's lock back"))?;
+                        let turn = (i % 2) as usize;
+                        writer(turn).pwrite(&files[turn], 0, page).map_err(failed(what))?;
                     }
                     Ok(())
                 })

@@ -7,6 +7,9 @@ use lanefs_sim::backend::{SimBackend, SimOptions};
 use lanefs_sim::config::ClusterConfig;
 use serde_json::Value;
 
+mod common;
+use common::without_wall_time;
+
 fn opts_with(cluster: &str, settings: &[(&str, &str)]) -> SimOptions {
     let settings: Vec<(String, String)> = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     SimOptions::new(ClusterConfig::load_with(cluster, &settings).expect("settings apply"))
@@ -40,23 +43,6 @@ fn simulated_s(j: &Value) -> f64 {
 
 fn counter(j: &Value, key: &str) -> u64 {
     j["lanefs"][key].as_u64().unwrap_or_else(|| panic!("lanefs.{key} in {}", j["lanefs"]))
-}
-
-/// The report without what depends on the wall clock.
-fn modelled(mut j: Value) -> Value {
-    let top = j.as_object_mut().expect("object");
-    for key in ["Began", "Finished"] {
-        top.remove(key);
-    }
-    let sim = top.get_mut("sim").and_then(Value::as_object_mut).expect("a sim object");
-    sim.remove("wall_s");
-    sim.remove("events_per_s");
-    for test in top.get_mut("tests").and_then(Value::as_array_mut).expect("tests") {
-        let t = test.as_object_mut().expect("test object");
-        t.remove("StartTime");
-        t.remove("Finished");
-    }
-    j
 }
 
 /// 8 ranks on one node, a file each, copying at 0.1 GiB/s: the copies
@@ -99,7 +85,7 @@ fn cores_enough_for_every_rank_change_nothing() {
         let hints = "striping_factor=4:cray_cb_nodes_multiplier=2:cray_cb_write_lock_mode=0";
         let without = json_run(line, with_hints(opts_with("laptop", &[]), hints));
         let ample = json_run(line, with_hints(opts_with("laptop", &[("compute.cores", "1024")]), hints));
-        assert_eq!(modelled(without), modelled(ample), "{line}");
+        assert_eq!(without_wall_time(without), without_wall_time(ample), "{line}");
     }
 }
 
@@ -143,7 +129,7 @@ fn one_callback_thread_makes_callbacks_queue() {
     assert_eq!(counter(&one, "ost_bytes_written"), counter(&free, "ost_bytes_written"));
     // As many threads as callbacks could ever be held: as unbounded.
     let many = json_run(FIGHTING, fighting(&[("compute.callback_threads", "65536")]));
-    assert_eq!(modelled(many), modelled(free));
+    assert_eq!(without_wall_time(many), without_wall_time(free));
 }
 
 #[test]

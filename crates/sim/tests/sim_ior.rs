@@ -8,6 +8,9 @@ use lanefs_sim::backend::{SimBackend, SimOptions};
 use lanefs_sim::config::ClusterConfig;
 use serde_json::Value;
 
+mod common;
+use common::without_wall_time;
+
 fn opts(cluster: &str) -> SimOptions {
     SimOptions::new(ClusterConfig::load(cluster).expect("preset loads"))
 }
@@ -50,23 +53,6 @@ fn counter(j: &Value, key: &str) -> u64 {
 
 fn write_bw(j: &Value) -> f64 {
     j["summary"][0]["bwMeanMIB"].as_f64().expect("a write summary")
-}
-
-/// Everything but wall-clock fields.
-fn without_wall_time(mut j: Value) -> Value {
-    let top = j.as_object_mut().expect("object");
-    for key in ["Began", "Finished"] {
-        top.remove(key);
-    }
-    let sim = top.get_mut("sim").and_then(Value::as_object_mut).expect("a sim object");
-    sim.remove("wall_s");
-    sim.remove("events_per_s");
-    for test in top.get_mut("tests").and_then(Value::as_array_mut).expect("tests") {
-        let t = test.as_object_mut().expect("test object");
-        t.remove("StartTime");
-        t.remove("Finished");
-    }
-    j
 }
 
 const COLL: &str = "-a MPIIO -c -w -r -e -b 1m -t 1m -s 8 -N 8";
