@@ -31,6 +31,13 @@
 //!   once.
 //! - **MPI messages** between ranks (the collective exchange) use the nodes'
 //!   NICs and the MPI latency; ranks on one node copy at the copy bandwidth.
+//! - **Costs a description may turn on** (absent, a run is as without):
+//!   a node's cores, which copies, the client's CPU work (per RPC, per page,
+//!   checksums), MPI's per-message work and, with the servers on the
+//!   compute node, their service take turns on; the client's
+//!   blocking-callback threads ([`CallbackThreads`]); the lock server's CPU
+//!   per callback; OSTs that write into their host's page cache, whose
+//!   syncs wait for the disk ([`Ev::Drained`]).
 //!
 //! Ordering: control messages of one (sender, receiver) pair keep their order
 //! (equal latency, and the queue pops equal times in push order). I/O RPCs
@@ -139,10 +146,11 @@ pub struct World<W> {
     oss_busy: Vec<u32>,
     oss_pending: Vec<VecDeque<(u32, u32, ToOst)>>,
     disk_free: Vec<Instant>,
-    /// Per OSS, when each lock-service thread is next free, earliest first.
-    /// Every lock request takes the same CPU time, so the thread taken (the
-    /// earliest free) is always the front and its new free time is never
-    /// earlier than any other: the queue stays sorted by pushing at the back.
+    /// Per OSS, when each lock-service thread is next free, earliest first:
+    /// the thread taken is the front, and its new free time goes in its
+    /// place (at the back when, as usual, every piece of work takes the
+    /// same time; elsewhere when callbacks cost other than lock requests or
+    /// the work waits for a shared core).
     lock_threads: Vec<VecDeque<Instant>>,
     /// Per node, its client's blocking-callback threads (with
     /// `callback_threads`).
