@@ -63,127 +63,86 @@ pub struct Options {
     pub lanefs_exe: PathBuf,
 }
 
-impl Options {
-    /// Bytes written (and read back) to measure the disk.
-    pub fn disk_bytes(&self) -> u64 {
-        if self.quick {
-            64 << 20
-        } else {
-            1 << 30
-        }
-    }
-
-    /// `fdatasync`s timed for the disk's commit latency.
-    pub fn syncs(&self) -> usize {
-        if self.quick {
-            20
-        } else {
-            200
-        }
-    }
-
-    /// Bytes each copying thread copies.
-    pub fn copy_bytes(&self) -> u64 {
-        if self.quick {
-            1 << 30
-        } else {
-            8 << 30
-        }
-    }
-
-    /// Round trips timed on each socket.
-    pub fn round_trips(&self) -> usize {
-        if self.quick {
-            2_000
-        } else {
-            20_000
-        }
-    }
-
-    /// Bytes streamed through each socket.
-    pub fn socket_bytes(&self) -> u64 {
-        if self.quick {
-            256 << 20
-        } else {
-            2 << 30
-        }
-    }
-}
-
 /// The steps [`measure`] reports, one progress line each.
 pub const STEPS: usize = 7;
 
 impl Options {
+    /// `quick` with `--quick`, else `full`.
+    fn pick<T>(&self, quick: T, full: T) -> T {
+        if self.quick {
+            quick
+        } else {
+            full
+        }
+    }
+
+    /// Bytes written (and read back) to measure the disk.
+    pub fn disk_bytes(&self) -> u64 {
+        self.pick(64 << 20, 1 << 30)
+    }
+
+    /// `fdatasync`s timed for the disk's commit latency.
+    pub fn syncs(&self) -> usize {
+        self.pick(20, 200)
+    }
+
+    /// Bytes each copying thread copies.
+    pub fn copy_bytes(&self) -> u64 {
+        self.pick(1 << 30, 8 << 30)
+    }
+
+    /// Round trips timed on each socket.
+    pub fn round_trips(&self) -> usize {
+        self.pick(2_000, 20_000)
+    }
+
+    /// Bytes streamed through each socket.
+    pub fn socket_bytes(&self) -> u64 {
+        self.pick(256 << 20, 2 << 30)
+    }
+
     /// Rounds the servers' and the client's phases run in (each cost is
     /// the median of the rounds').
     pub fn cost_rounds(&self) -> usize {
-        if self.quick {
-            5
-        } else {
-            9
-        }
+        self.pick(5, 9)
     }
 
     /// 4 KiB writes to a cached page (the client's cost per call).
     pub fn cached_writes(&self) -> u64 {
-        if self.quick {
-            5_000
-        } else {
-            40_000
-        }
+        self.pick(5_000, 40_000)
     }
 
     /// 4 KiB writes that each become a write RPC.
     pub fn page_rpcs(&self) -> u64 {
-        if self.quick {
-            4_096
-        } else {
-            32_768
-        }
+        self.pick(4_096, 32_768)
     }
 
     /// Bytes written in 1 MiB write RPCs.
     pub fn large_rpc_bytes(&self) -> u64 {
-        if self.quick {
-            128 << 20
-        } else {
-            512 << 20
-        }
+        self.pick(128 << 20, 512 << 20)
     }
 
     /// Writes by two clients in turn, each calling back the other's lock.
     pub fn callback_writes(&self) -> u64 {
-        if self.quick {
-            1_500
-        } else {
-            12_000
-        }
+        self.pick(1_500, 12_000)
     }
 
     /// Lock-ahead lock requests.
     pub fn lock_requests(&self) -> u64 {
-        if self.quick {
-            2_048
-        } else {
-            16_384
-        }
+        self.pick(2_048, 16_384)
     }
 
     /// 4 KiB writes timed through the mount (and as many directly).
     pub fn mount_writes(&self) -> u64 {
-        if self.quick {
-            2_000
-        } else {
-            10_000
-        }
+        self.pick(2_000, 10_000)
     }
 
     /// What the MPI probe times.
     pub fn mpi_samples(&self) -> mpi::Samples {
-        match self.quick {
-            true => mpi::Samples { round_trips: 2_000, large_messages: 32, small_messages: 20_000 },
-            false => mpi::Samples { round_trips: 20_000, large_messages: 256, small_messages: 200_000 },
-        }
+        self.pick(
+            mpi::Samples { round_trips: 2_000, large_messages: 32, small_messages: 20_000 },
+            mpi::Samples { round_trips: 20_000, large_messages: 256, small_messages: 200_000 },
+        )
     }
 }
 

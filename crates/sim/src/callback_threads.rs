@@ -22,7 +22,8 @@ pub struct CallbackThreads {
     threads: u32,
     /// The locks whose callbacks threads hold.
     held: Vec<(OstIndex, LockHandle)>,
-    /// Callbacks waiting for a thread: (OST, the message).
+    /// Callbacks waiting for a thread: (OST, the message). Bounded by the
+    /// locks the OSTs granted the client: an OST sends one callback a lock.
     waiting: VecDeque<(u32, ToClient)>,
     /// Callbacks that had to wait, so far.
     waited: u64,

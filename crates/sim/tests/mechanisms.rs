@@ -2,18 +2,11 @@
 //! quantity it models moves the way its source says; set to what it would
 //! be without it, the run is the same as without the key.
 
-use lanefs_ior::{parse_args, run, Api};
-use lanefs_sim::backend::{SimBackend, SimOptions};
-use lanefs_sim::config::ClusterConfig;
+use lanefs_sim::backend::SimOptions;
 use serde_json::Value;
 
 mod common;
-use common::without_wall_time;
-
-fn opts_with(cluster: &str, settings: &[(&str, &str)]) -> SimOptions {
-    let settings: Vec<(String, String)> = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    SimOptions::new(ClusterConfig::load_with(cluster, &settings).expect("settings apply"))
-}
+use common::{counter, json_run, opts_with, without_wall_time};
 
 fn with_hints(mut o: SimOptions, spec: &str) -> SimOptions {
     o.hints = spec
@@ -26,23 +19,8 @@ fn with_hints(mut o: SimOptions, spec: &str) -> SimOptions {
     o
 }
 
-/// Runs `line` and returns IOR's JSON report.
-fn json_run(line: &str, o: SimOptions) -> Value {
-    let args: Vec<String> = format!("{line} -O summaryFormat=JSON").split_whitespace().map(str::to_string).collect();
-    let p = parse_args(&args).expect("valid IOR options");
-    let api = Api::parse(&p.api).expect("a known API");
-    let backend = SimBackend::new(api, o);
-    let mut out = Vec::new();
-    run(&p, &backend, &mut out).expect("the simulated run succeeds");
-    serde_json::from_slice(&out).expect("IOR JSON")
-}
-
 fn simulated_s(j: &Value) -> f64 {
     j["sim"]["simulated_s"].as_f64().expect("simulated seconds")
-}
-
-fn counter(j: &Value, key: &str) -> u64 {
-    j["lanefs"][key].as_u64().unwrap_or_else(|| panic!("lanefs.{key} in {}", j["lanefs"]))
 }
 
 /// 8 ranks on one node, a file each, copying at 0.1 GiB/s: the copies

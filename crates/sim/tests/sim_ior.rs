@@ -9,7 +9,7 @@ use lanefs_sim::config::ClusterConfig;
 use serde_json::Value;
 
 mod common;
-use common::without_wall_time;
+use common::{counter, json_run, opts_with, without_wall_time};
 
 fn opts(cluster: &str) -> SimOptions {
     SimOptions::new(ClusterConfig::load(cluster).expect("preset loads"))
@@ -29,26 +29,12 @@ fn params(line: &str) -> IorParams {
     parse_args(&args).expect("valid IOR options")
 }
 
-/// Run and return IOR's JSON report.
-fn json_run(line: &str, o: SimOptions) -> Value {
-    let p = params(&format!("{line} -O summaryFormat=JSON"));
-    let api = if Api::parse(&p.api) == Some(Api::Mpiio) { Api::Mpiio } else { Api::Posix };
-    let backend = SimBackend::new(api, o);
-    let mut out = Vec::new();
-    run(&p, &backend, &mut out).expect("the simulated run succeeds");
-    serde_json::from_slice(&out).expect("IOR JSON")
-}
-
 fn run_err(line: &str, o: SimOptions) -> String {
     let p = params(line);
     let api = if Api::parse(&p.api) == Some(Api::Mpiio) { Api::Mpiio } else { Api::Posix };
     let backend = SimBackend::new(api, o);
     let mut out = Vec::new();
     run(&p, &backend, &mut out).expect_err("the run must be refused").to_string()
-}
-
-fn counter(j: &Value, key: &str) -> u64 {
-    j["lanefs"][key].as_u64().unwrap_or_else(|| panic!("lanefs.{key} in {}", j["lanefs"]))
 }
 
 fn write_bw(j: &Value) -> f64 {
@@ -193,11 +179,6 @@ fn fsync_after_every_write_sends_every_transfer_at_once() {
     let buffered = json_run(line, o);
     assert!(counter(&buffered, "write_rpcs") < 32, "{}", buffered["lanefs"]);
     assert!(write_bw(&synced) < write_bw(&buffered));
-}
-
-fn opts_with(cluster: &str, settings: &[(&str, &str)]) -> SimOptions {
-    let settings: Vec<(String, String)> = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    SimOptions { cluster: ClusterConfig::load_with(cluster, &settings).expect("settings apply"), ..opts(cluster) }
 }
 
 #[test]

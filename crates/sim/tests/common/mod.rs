@@ -1,5 +1,8 @@
 //! What the simulator's test files share.
 
+use lanefs_ior::{parse_args, run, Api};
+use lanefs_sim::backend::{SimBackend, SimOptions};
+use lanefs_sim::config::ClusterConfig;
 use serde_json::Value;
 
 /// Everything but wall-clock fields.
@@ -17,4 +20,26 @@ pub fn without_wall_time(mut j: Value) -> Value {
         t.remove("Finished");
     }
     j
+}
+
+/// A run on `cluster` with `settings` (`section.key`, value) replaced.
+pub fn opts_with(cluster: &str, settings: &[(&str, &str)]) -> SimOptions {
+    let settings: Vec<(String, String)> = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    SimOptions::new(ClusterConfig::load_with(cluster, &settings).expect("settings apply"))
+}
+
+/// Runs `line` and returns IOR's JSON report.
+pub fn json_run(line: &str, o: SimOptions) -> Value {
+    let args: Vec<String> = format!("{line} -O summaryFormat=JSON").split_whitespace().map(str::to_string).collect();
+    let p = parse_args(&args).expect("valid IOR options");
+    let api = Api::parse(&p.api).expect("a known API");
+    let backend = SimBackend::new(api, o);
+    let mut out = Vec::new();
+    run(&p, &backend, &mut out).expect("the simulated run succeeds");
+    serde_json::from_slice(&out).expect("IOR JSON")
+}
+
+/// A counter of the report's `"lanefs"` object.
+pub fn counter(j: &Value, key: &str) -> u64 {
+    j["lanefs"][key].as_u64().unwrap_or_else(|| panic!("lanefs.{key} in {}", j["lanefs"]))
 }
