@@ -18,6 +18,11 @@ pub fn own() -> Duration {
     read_clock(libc::CLOCK_PROCESS_CPUTIME_ID).expect("this process's CPU clock is always there")
 }
 
+/// The CPU time of the calling thread so far.
+pub fn this_thread() -> Duration {
+    read_clock(libc::CLOCK_THREAD_CPUTIME_ID).expect("a thread's CPU clock is always there")
+}
+
 /// The CPU time so far of process `pid` (a child of this one), or why it
 /// cannot be read.
 pub fn of_process(pid: u32) -> Result<Duration, String> {

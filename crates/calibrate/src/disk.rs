@@ -1,12 +1,19 @@
 //! The disk the OSTs would live on: sequential write and read bandwidth in
 //! 1 MiB writes (an OST's objects see 1 MiB RPCs), and the latency of one
-//! `fdatasync` after a 4 KiB write (what an OST's commit waits for).
+//! `fdatasync` after a 4 KiB write (what an OST's commit waits for); and
+//! the host's page cache in front of it, as lanefs's OSTs (files) use it.
 //!
 //! The write is timed to its `fdatasync`, so that the kernel's page cache
-//! does not stand in for the disk; before the read, the file's cached
-//! pages are dropped (`posix_fadvise(POSIX_FADV_DONTNEED)`, which needs no
-//! root), so that the read comes from the disk. The file is made in a
-//! private temporary directory inside the data directory and removed.
+//! does not stand in for the disk; its two halves are kept apart too: the
+//! buffered writes' CPU time is the rate one core writes into the page
+//! cache (pages allocated as the file grows), and the `fdatasync`'s wall
+//! time the rate at which the page cache is written back to the disk
+//! (below the host's background threshold, read from `/proc/sys/vm`, the
+//! kernel writes back nothing before it is asked). Before the read, the
+//! file's cached pages are dropped (`posix_fadvise(POSIX_FADV_DONTNEED)`,
+//! which needs no root), so that the read comes from the disk. The file is
+//! made in a private temporary directory inside the data directory and
+//! removed.
 
 use crate::{gib_s, median};
 use std::fs::File;
@@ -20,7 +27,17 @@ const SYNC_WRITE_BYTES: usize = 4096;
 
 #[derive(Clone, Debug)]
 pub struct Disk {
+    /// The buffered writes and their `fdatasync`, together.
     pub write_gib_s: f64,
+    /// The buffered writes' bytes per CPU second: one core writing into
+    /// the page cache.
+    pub cache_write_gib_s: f64,
+    /// The bytes per second of the `fdatasync` alone: the page cache
+    /// written back.
+    pub writeback_gib_s: f64,
+    /// Dirty bytes the host keeps before writing back on its own, and how
+    /// that was found.
+    pub background: Background,
     pub read_gib_s: f64,
     /// Median time of a 4 KiB write and its `fdatasync`.
     pub sync: Duration,
@@ -41,14 +58,17 @@ pub fn measure(dir: &Path, bytes: u64, syncs: usize) -> Result<Disk, String> {
     let failed = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", path.display());
     let chunk: Vec<u8> = (0..CHUNK_BYTES).map(|i| (i * 7 + 1) as u8).collect();
     let mut file = File::create(&path).map_err(|e| failed("create", e))?;
-    let began = Instant::now();
+    let (began, cpu_began) = (Instant::now(), crate::cpu::this_thread());
     let mut written = 0;
     while written < bytes {
         file.write_all(&chunk).map_err(|e| failed("write", e))?;
         written += CHUNK_BYTES as u64;
     }
+    let (cached, cpu) = (Instant::now(), crate::cpu::this_thread().saturating_sub(cpu_began));
     file.sync_data().map_err(|e| failed("fdatasync", e))?;
     let write_gib_s = gib_s(written, began.elapsed());
+    let writeback_gib_s = gib_s(written, cached.elapsed());
+    let cache_write_gib_s = gib_s(written, cpu);
     drop_cached(&file);
     let mut file = File::open(&path).map_err(|e| failed("open", e))?;
     let mut buffer = vec![0u8; CHUNK_BYTES];
@@ -73,7 +93,74 @@ pub fn measure(dir: &Path, bytes: u64, syncs: usize) -> Result<Disk, String> {
         file.sync_data().map_err(|e| failed("fdatasync", e))?;
         samples.push(began.elapsed());
     }
-    Ok(Disk { write_gib_s, read_gib_s, sync: median(&mut samples), bytes: written, syncs })
+    Ok(Disk {
+        write_gib_s,
+        cache_write_gib_s,
+        writeback_gib_s,
+        background: Background::read(),
+        read_gib_s,
+        sync: median(&mut samples),
+        bytes: written,
+        syncs,
+    })
+}
+
+/// The dirty bytes past which the host's kernel writes back on its own
+/// (`Documentation/admin-guide/sysctl/vm.rst`): `vm.dirty_background_bytes`
+/// when set, else `vm.dirty_background_ratio` percent of the memory
+/// available for dirty pages, which `MemAvailable` stands in for (the
+/// kernel counts free and file-cache pages less a reserve: near it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Background {
+    pub bytes: u64,
+    /// How it was found, for the preset's comment.
+    pub how: String,
+}
+
+impl Background {
+    fn read() -> Background {
+        let number = |path: &str| std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse::<u64>().ok());
+        Background::from(
+            number("/proc/sys/vm/dirty_background_bytes"),
+            number("/proc/sys/vm/dirty_background_ratio"),
+            std::fs::read_to_string("/proc/meminfo").ok().as_deref().and_then(mem_available),
+        )
+    }
+
+    fn from(bytes: Option<u64>, ratio: Option<u64>, available: Option<u64>) -> Background {
+        match (bytes, ratio, available) {
+            (Some(bytes), _, _) if bytes > 0 => {
+                Background { bytes, how: format!("vm.dirty_background_bytes = {bytes}") }
+            }
+            (_, Some(ratio), Some(available)) => Background {
+                bytes: available / 100 * ratio,
+                how: format!("vm.dirty_background_ratio = {ratio}% of MemAvailable ({} MiB)", available >> 20),
+            },
+            // Neither readable: as if the kernel wrote back at once.
+            _ => Background { bytes: 0, how: "not readable from /proc/sys/vm and /proc/meminfo".into() },
+        }
+    }
+}
+
+/// `MemAvailable` of `/proc/meminfo`, in bytes.
+fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_background_threshold_is_the_bytes_when_set_else_the_ratio_of_the_memory_available() {
+        assert_eq!(Background::from(Some(1 << 20), Some(10), Some(1 << 30)).bytes, 1 << 20);
+        assert_eq!(Background::from(Some(0), Some(10), Some(100 << 20)).bytes, 10 << 20);
+        assert_eq!(Background::from(None, None, None).bytes, 0);
+        let meminfo = "MemTotal:       24000000 kB\nMemAvailable:   20000000 kB\n";
+        assert_eq!(mem_available(meminfo), Some(20_000_000 * 1024));
+    }
 }
 
 /// Drops the file's pages from the page cache (they are clean: it was

@@ -18,7 +18,7 @@
 //! crate does not measure yet keep the `laptop` preset's assumption and
 //! say so.
 //!
-//! Each step is a module of its own ([`disk`], [`copy`], [`sockets`],
+//! Each step is a module of its own ([`disk`], [`copy`], [`frames`], [`sockets`],
 //! [`servers`], [`mount`], [`mpi`]), run in turn by [`measure`], which
 //! reports progress one line per step. The servers measured are the real
 //! daemons, started as a child process ([`cluster`]), and the client the
@@ -35,6 +35,7 @@ pub mod copy;
 pub mod costs;
 pub mod cpu;
 pub mod disk;
+pub mod frames;
 pub mod load;
 pub mod mount;
 pub mod mpi;
@@ -64,7 +65,7 @@ pub struct Options {
 }
 
 /// The steps [`measure`] reports, one progress line each.
-pub const STEPS: usize = 7;
+pub const STEPS: usize = 8;
 
 impl Options {
     /// `quick` with `--quick`, else `full`.
@@ -84,6 +85,12 @@ impl Options {
     /// `fdatasync`s timed for the disk's commit latency.
     pub fn syncs(&self) -> usize {
         self.pick(20, 200)
+    }
+
+    /// Bytes of shared memory whose first touch and first map are timed,
+    /// each round.
+    pub fn frame_bytes(&self) -> u64 {
+        self.pick(64 << 20, 256 << 20)
     }
 
     /// Bytes each copying thread copies.
@@ -151,6 +158,7 @@ impl Options {
 pub struct Measurements {
     pub disk: disk::Disk,
     pub copy: copy::Copy,
+    pub frames: frames::Frames,
     pub unix: sockets::Socket,
     pub tcp: sockets::Socket,
     pub servers: servers::Servers,
@@ -173,7 +181,7 @@ pub fn measure(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Meas
     let began = std::time::Instant::now();
     let taken_unix_s =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let (disk, copy, unix, tcp) = hardware(options, progress)?;
+    let (disk, copy, frames, unix, tcp) = hardware(options, progress)?;
     progress(&format!(
         "servers: lanefs up with {} OSTs in {}, CPU time per I/O RPC, lock request and callback, and the \
          client's per message and page",
@@ -198,6 +206,7 @@ pub fn measure(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Meas
     Ok(Measurements {
         disk,
         copy,
+        frames,
         unix,
         tcp,
         servers,
@@ -210,7 +219,7 @@ pub fn measure(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Meas
     })
 }
 
-type Hardware = (disk::Disk, copy::Copy, sockets::Socket, sockets::Socket);
+type Hardware = (disk::Disk, copy::Copy, frames::Frames, sockets::Socket, sockets::Socket);
 
 /// The disk, the memory and the sockets.
 fn hardware(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Hardware, String> {
@@ -223,6 +232,11 @@ fn hardware(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Hardwar
     progress(&format!("memory: copying {} MiB on one core, then on every core", options.copy_bytes() >> 20));
     let copy = copy::measure(options.copy_bytes());
     progress(&format!(
+        "frames: writing {} MiB of new shared memory and reading it through a second mapping, twice",
+        options.frame_bytes() >> 20
+    ));
+    let frames = frames::measure(&options.data_dir, options.frame_bytes())?;
+    progress(&format!(
         "sockets: {} round trips and {} MiB over a Unix socket",
         options.round_trips(),
         options.socket_bytes() >> 20
@@ -234,7 +248,7 @@ fn hardware(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Hardwar
         options.socket_bytes() >> 20
     ));
     let tcp = sockets::measure_tcp(options.round_trips(), options.socket_bytes())?;
-    Ok((disk, copy, unix, tcp))
+    Ok((disk, copy, frames, unix, tcp))
 }
 
 /// Bytes per second as GiB/s.

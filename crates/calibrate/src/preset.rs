@@ -133,7 +133,7 @@ fn client() -> String {
 /// The OSS and its OSTs on the disk measured.
 fn storage(m: &Measurements, options: &Options) -> String {
     let osts = options.osts.max(1);
-    let per_ost_write = m.disk.write_gib_s / f64::from(osts);
+    let per_ost_write = m.disk.writeback_gib_s / f64::from(osts);
     let per_ost_read = m.disk.read_gib_s / f64::from(osts);
     let sync_us = m.disk.sync.as_secs_f64() * 1e6;
     let mut t = String::new();
@@ -145,8 +145,11 @@ fn storage(m: &Measurements, options: &Options) -> String {
          osts_per_oss = {osts}\n\
          # measured: {disk_mib} MiB written in 1 MiB writes and fdatasync'ed, then read\n\
          # back with the file's pages dropped from the page cache, in {dir}:\n\
-         # {write:.3} GiB/s write and {read:.3} GiB/s read for the disk, shared\n\
-         # equally by the {osts} OSTs (assumption: the OSTs take turns fairly).\n\
+         # the fdatasync alone wrote the page cache back at {writeback:.3} GiB/s (the\n\
+         # writes and it together: {write:.3} GiB/s), and the read ran at {read:.3} GiB/s;\n\
+         # the disk is shared equally by the {osts} OSTs (assumption: the OSTs take\n\
+         # turns fairly). The OSTs write into the page cache (ost_writes below), so\n\
+         # the disk's write bandwidth is the writeback's.\n\
          ost_write_bandwidth_gib_s = {per_ost_write:.4}\n\
          # measured: the disk's read bandwidth, as above, per OST.\n\
          ost_read_bandwidth_gib_s = {per_ost_read:.4}\n\
@@ -169,6 +172,7 @@ fn storage(m: &Measurements, options: &Options) -> String {
         disk_mib = m.disk.bytes >> 20,
         dir = options.data_dir.display(),
         write = m.disk.write_gib_s,
+        writeback = m.disk.writeback_gib_s,
         read = m.disk.read_gib_s,
         unix_bw = m.unix.gib_s,
         syncs = m.disk.syncs,
@@ -201,7 +205,12 @@ fn compute_costs(m: &Measurements) -> String {
          # pages each on average), less their calls and messages at the costs above\n\
          # and the copy of their bytes at copy_bandwidth_gib_s, per page beyond each\n\
          # RPC's first (which a message's cost has).{page_note}\n\
-         client_cpu_per_page_us = {per_page}\n",
+         client_cpu_per_page_us = {per_page}\n\
+         # measured: the CPU time of a first write into a page of new shared memory\n\
+         # (a memfd, as a client's page arena), less a second write into it: the\n\
+         # fault that gives it memory, {touch_pages} pages a round. Median of {frame_rounds} rounds,\n\
+         # which ranged from {touch_low:.2} to {touch_high:.2} us.\n\
+         page_first_touch_us = {first_touch:.3}\n",
         cores = m.cores_online,
         small_ops = small.ops,
         small_messages = small.counts.messages(),
@@ -212,6 +221,11 @@ fn compute_costs(m: &Measurements) -> String {
         large_mib = (large.ops * crate::load::LARGE_WRITE_BYTES) >> 20,
         large_rpcs = large.counts.io_rpcs,
         pages = large.counts.bytes_written as f64 / crate::load::PAGE_BYTES as f64 / large.counts.io_rpcs.max(1) as f64,
+        touch_pages = m.frames.pages,
+        frame_rounds = crate::frames::ROUNDS,
+        touch_low = m.frames.first_touch_spread_us.0,
+        touch_high = m.frames.first_touch_spread_us.1,
+        first_touch = m.frames.first_touch_us,
     );
     t
 }
@@ -247,7 +261,18 @@ fn storage_costs(m: &Measurements) -> String {
          # lanefs's OSTs are files: a write lands in this host's page cache and is\n\
          # answered, and the disk's bandwidth (above) is paid when a commit or an\n\
          # fsync flushes it (crates/server/src/filestore.rs).\n\
-         ost_writes = \"host-cache\"\n",
+         ost_writes = \"host-cache\"\n\
+         # measured: the CPU time of the {disk_mib} MiB of buffered 1 MiB writes above\n\
+         # (into a new file: page-cache pages allocated as it grows), per byte.\n\
+         host_cache_write_gib_s = {cache_write:.3}\n\
+         # read: {background_how}: the dirty bytes this host\n\
+         # keeps before its kernel writes back on its own.\n\
+         host_cache_background_mib = {background_mib}\n\
+         # measured: a server's CPU time for the first read of a page of a client's\n\
+         # shared memory through its own mapping (pwrite from it into a new file, less\n\
+         # the same from pages read before): the fault that maps it, {map_pages} pages a\n\
+         # round. Median of {frame_rounds} rounds, which ranged from {map_low:.2} to {map_high:.2} us.\n\
+         page_first_map_us = {first_map:.3}\n",
         idle = s.idle_rate * 1e6,
         page_rpcs = p.page_rpcs.counts.io_rpcs,
         page_requests = p.page_rpcs.counts.requests,
@@ -260,6 +285,15 @@ fn storage_costs(m: &Measurements) -> String {
         callbacks = p.callbacks.counts.callbacks,
         requests = p.callbacks.counts.requests,
         rpcs = p.callbacks.counts.io_rpcs,
+        disk_mib = m.disk.bytes >> 20,
+        cache_write = m.disk.cache_write_gib_s,
+        background_how = m.disk.background.how,
+        background_mib = m.disk.background.bytes >> 20,
+        map_pages = m.frames.pages,
+        frame_rounds = crate::frames::ROUNDS,
+        map_low = m.frames.first_map_spread_us.0,
+        map_high = m.frames.first_map_spread_us.1,
+        first_map = m.frames.first_map_us,
     );
     t
 }

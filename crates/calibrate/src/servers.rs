@@ -33,6 +33,13 @@ const LARGE_RPCS_BASE: u64 = 16 << 30;
 const ROUND_BYTES: u64 = 1 << 30;
 /// Files two clients write in turn at once (see [`load::ping_pong_writes`]).
 const CALLBACK_FILES: usize = 4;
+/// Written in 1 MiB RPCs before anything is measured, fsync'ed every 16
+/// MiB: the client's cache then holds as many pages at once (its clean
+/// cache full, and a sync's worth dirty) as any phase will, so that every
+/// frame of its arena a phase writes into was written before. The first
+/// write into a frame faults, which is `page_first_touch_us`, measured
+/// apart: no phase's cost should hold it.
+const WARM_UP_BYTES: u64 = 128 << 20;
 
 /// The clients and the files the phases use, made before anything is
 /// measured.
@@ -109,6 +116,9 @@ fn setup(cluster: &Cluster, options: &Options) -> Result<Setup, String> {
             ])
         })
         .collect::<Result<Vec<_>, String>>()?;
+    let warm_up = load::create(&client, "/warm-up")?;
+    load::large_rpcs(&client, &warm_up, 0, WARM_UP_BYTES)?;
+    load::sync_and_close(&client, vec![warm_up])?;
     // Each lock taken once before anything is measured.
     load::page_rpcs(&client, &file, 0, 1)?;
     load::ping_pong_writes([&client, &other], &pairs, 2)?;

@@ -32,7 +32,14 @@ fn hardware(m: &Measurements, options: &Options) -> Vec<Row> {
         format!("{} ({:.1} to {:.1})", us(s.one_way), p10.as_secs_f64() * 1e6, p90.as_secs_f64() * 1e6)
     };
     vec![
-        row("disk write (1 MiB writes, fdatasync)", gib(m.disk.write_gib_s), "ost_write_bandwidth_gib_s (per OST)"),
+        row("disk write (1 MiB writes, fdatasync)", gib(m.disk.write_gib_s), "(shown)"),
+        row("  of it, the fdatasync's writeback", gib(m.disk.writeback_gib_s), "ost_write_bandwidth_gib_s (per OST)"),
+        row("  of it, the writes into the page cache (CPU)", gib(m.disk.cache_write_gib_s), "host_cache_write_gib_s"),
+        row(
+            "dirty bytes kept before writeback",
+            format!("{} MiB", m.disk.background.bytes >> 20),
+            "host_cache_background_mib",
+        ),
         row("disk read (cache dropped)", gib(m.disk.read_gib_s), "ost_read_bandwidth_gib_s (per OST)"),
         row("4 KiB write + fdatasync (median)", us(m.disk.sync), "journal_commit_us"),
         row("copy, one core", gib(m.copy.one_gib_s), "copy_bandwidth_gib_s"),
@@ -41,6 +48,16 @@ fn hardware(m: &Measurements, options: &Options) -> Vec<Row> {
             gib(m.copy.each_of_all_gib_s),
             "copy_bandwidth_every_core_gib_s",
         ),
+        row(
+            "shared memory, first write of a page",
+            frame(m.frames.first_touch_us, m.frames.first_touch_spread_us),
+            "page_first_touch_us",
+        ),
+        row(
+            "shared memory, first read through a mapping",
+            frame(m.frames.first_map_us, m.frames.first_map_spread_us),
+            "page_first_map_us",
+        ),
         row("cores online", m.cores_online.to_string(), "cores"),
         row("Unix socket one way (10th to 90th pct)", spread(&m.unix), "network_latency_us"),
         row("Unix socket bandwidth", gib(m.unix.gib_s), "injection/oss_network_bandwidth_gib_s"),
@@ -48,6 +65,11 @@ fn hardware(m: &Measurements, options: &Options) -> Vec<Row> {
         row("TCP loopback bandwidth", gib(m.tcp.gib_s), "(shown)"),
         row("OSTs sharing the disk", options.osts.to_string(), "osts_per_oss"),
     ]
+}
+
+/// A fault's cost, and the spread of its rounds.
+fn frame(us: f64, (low, high): (f64, f64)) -> String {
+    format!("{us:.2} us ({low:.2} to {high:.2})")
 }
 
 /// A cost, and the spread of its rounds.

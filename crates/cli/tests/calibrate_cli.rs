@@ -5,7 +5,7 @@ use std::process::Command;
 
 /// The keys `lanefs calibrate` always measures (the others are lanefs's
 /// own settings).
-const MEASURED: [&str; 15] = [
+const MEASURED: [&str; 18] = [
     "copy_bandwidth_gib_s",
     "copy_bandwidth_every_core_gib_s",
     "cores",
@@ -21,6 +21,9 @@ const MEASURED: [&str; 15] = [
     "oss_network_bandwidth_gib_s",
     "journal_commit_us",
     "rmw_read_bandwidth_gib_s",
+    "host_cache_write_gib_s",
+    "page_first_touch_us",
+    "page_first_map_us",
 ];
 
 /// The optional sections' measured keys: each section is there, or a
@@ -71,10 +74,18 @@ fn a_quick_calibration_writes_a_preset_the_simulator_runs() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let steps = ["[1/7] disk", "[2/7] memory", "[3/7] sockets", "[4/7] sockets", "[5/7] servers", "[6/7] mount"];
+    let steps = [
+        "[1/8] disk",
+        "[2/8] memory",
+        "[3/8] frames",
+        "[4/8] sockets",
+        "[5/8] sockets",
+        "[6/8] servers",
+        "[7/8] mount",
+    ];
     // The summary names every measurement's key, or why a step was skipped.
     let summary = ["journal_commit_us", "callback_cpu_us", "client_cpu_per_page_us", "[mount] ", "[mpi] "];
-    for step in steps.into_iter().chain(["[7/7] mpi"]).chain(summary) {
+    for step in steps.into_iter().chain(["[8/8] mpi"]).chain(summary) {
         assert!(stderr.contains(step), "no {step:?} in the progress and summary: {stderr}");
     }
     let text = std::fs::read_to_string(&preset).unwrap();
@@ -83,6 +94,10 @@ fn a_quick_calibration_writes_a_preset_the_simulator_runs() {
         // A CPU cost may come out as zero, saying so.
         measured_value(&lines, key, key.ends_with("_us"));
     }
+    // Read from the kernel's settings, not measured, and saying so.
+    let at =
+        lines.iter().position(|l| l.starts_with("host_cache_background_mib = ")).expect("the background threshold");
+    assert!(lines[at - 2].starts_with("# read: "), "{}", lines[at - 2]);
     let present: Vec<bool> =
         OPTIONAL.iter().map(|(section, keys)| optional_section(&text, &lines, section, keys)).collect();
     let config = lanefs_sim::config::ClusterConfig::load(preset.to_str().unwrap()).expect("the preset loads");
@@ -91,6 +106,7 @@ fn a_quick_calibration_writes_a_preset_the_simulator_runs() {
     assert_eq!(config.storage.runs_on, Some(lanefs_sim::config::RunsOn::ComputeNode));
     assert!(config.compute.cores.is_some_and(|n| n >= 1));
     assert_eq!(config.compute.hosts, Some(lanefs_sim::config::Hosts::One));
+    assert!(config.storage.host_cache_background_mib.is_some());
     assert_eq!(config.mount.request_us.is_some(), present[0]);
     assert_eq!(config.mpi.message_cpu_us.is_some(), present[1]);
     if present[0] {

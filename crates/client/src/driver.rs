@@ -12,8 +12,8 @@
 
 use crate::control;
 use crate::links::{
-    arena_frames, client_queue_limits, client_uuid, new_arena, offer, open_session, Conn, Dial, Ending, Link, Live,
-    NetIn, Peer, Session, RECONNECT_BACKOFF_FIRST, RECONNECT_BACKOFF_MAX,
+    client_queue_limits, client_uuid, new_arena, offer, open_session, Conn, Dial, Ending, Link, Live, NetIn, Peer,
+    Session, RECONNECT_BACKOFF_FIRST, RECONNECT_BACKOFF_MAX,
 };
 use crate::mds_record::MdsRecord;
 use crate::{ClientOptions, Cmd, LadviseReply, NetError, Reply, StatsReply};
@@ -123,7 +123,7 @@ impl Driver {
         let pool = PagePool::heap();
         let mut arena_file = None;
         if options.shared_memory && local {
-            arena_file = new_arena(&pool, arena_frames(&options.core, info.osts.len()));
+            arena_file = new_arena(&pool, options.core.arena_frames(info.osts.len()));
         }
         // OSSes are connected to when first needed: commands that need only
         // the MDS (ls, mkdir, getstripe, rm) work while an OSS is down.

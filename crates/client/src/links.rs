@@ -5,7 +5,6 @@
 use crate::NetError;
 use crate::{connect_failed, ClientConfig};
 use lanefs_core::pages::PagePool;
-use lanefs_core::PAGE_SIZE;
 use lanefs_net::auth::ClusterKey;
 use lanefs_net::limits::{QueueLimits, WRITE_STALL_TIMEOUT_DEFAULT};
 use lanefs_net::outbox::Outbox;
@@ -164,17 +163,6 @@ pub(super) fn client_queue_limits(core: &ClientConfig, osts: u32) -> QueueLimits
         messages_max: CLIENT_QUEUE_MESSAGES_MAX,
         stall_timeout: WRITE_STALL_TIMEOUT_DEFAULT,
     }
-}
-
-/// Frames in a client's page arena: room for its clean cache and every
-/// OST's dirty and uncommitted allowances twice over (frames pinned by
-/// write RPCs in flight and kept for replay are copied when rewritten, and
-/// callers fill frames before the cache takes them), within bounds. Past
-/// it, frames come from the heap.
-pub(super) fn arena_frames(core: &ClientConfig, osts: usize) -> u32 {
-    let per_ost = core.dirty_bytes_max + if core.recovery { core.unstable_bytes_max } else { 0 };
-    let bytes = core.cached_bytes_max.saturating_add(per_ost.saturating_mul(osts.max(1) as u64)).saturating_mul(2);
-    (bytes.clamp(64 << 20, 4 << 30) / PAGE_SIZE) as u32
 }
 
 /// The page arena a client offers its OSSes: its id, size and memfd.

@@ -127,6 +127,15 @@ pub struct ComputeSection {
     /// means zero; a sensitivity knob (no source gives a figure).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round_jitter_us: Option<f64>,
+    /// Client CPU time for each page frame a client writes into for the
+    /// first time, beyond the copy, in microseconds: the fault that gives
+    /// a new page of shared memory its memory (zeroed) before the copy
+    /// lands in it. A client takes frames lowest first and frees them only
+    /// when its cache drops pages, so the first frames of its arena are new
+    /// (see [`lanefs_core::client::ClientConfig::arena_frames`]). Absent
+    /// means zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_first_touch_us: Option<f64>,
 }
 
 /// `[client]`: Lustre client tunables, per client node.
@@ -211,6 +220,28 @@ pub struct StorageSection {
     /// CPU work then shares with the clients', as on one machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runs_on: Option<RunsOn>,
+    /// With `ost_writes = "host-cache"`: GiB/s one core writes into the
+    /// host's page cache (a buffered write into a new file, pages allocated
+    /// as it goes). Absent: `[compute] copy_bandwidth_gib_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cache_write_gib_s: Option<f64>,
+    /// With `ost_writes = "host-cache"`: MiB an OSS's host keeps dirty in
+    /// its page cache before it writes back on its own (Linux's
+    /// `vm.dirty_background_bytes`, or `dirty_background_ratio` of the
+    /// memory available). Below it, what an OST wrote waits in the cache
+    /// until a sync of its object (an fsync, a commit, a cancel that
+    /// syncs) writes it back, and that sync waits for the disk; beyond it,
+    /// the disk takes writes as they come. Absent: the disk always takes
+    /// them as they come.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cache_background_mib: Option<u64>,
+    /// Server CPU time for each page of a client's shared memory the OSS
+    /// reads for the first time, in microseconds: the fault that maps the
+    /// page into the server (the bulk of a local client, which lanefs's
+    /// OSS reads from the client's memory; see `page_first_touch_us`).
+    /// Absent means zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_first_map_us: Option<f64>,
     /// Time a lock holder has to answer a blocking callback before it is
     /// evicted, in seconds (`ldlm_enqueue_min` is the floor).
     pub callback_timeout_s: f64,
@@ -344,6 +375,9 @@ impl ComputeSection {
     pub fn client_cpu_per_page(&self) -> Duration {
         duration(self.client_cpu_per_page_us.unwrap_or(0.0), NS_PER_US)
     }
+    pub fn page_first_touch(&self) -> Duration {
+        duration(self.page_first_touch_us.unwrap_or(0.0), NS_PER_US)
+    }
     /// Checksumming's rate, if the clients checksum.
     pub fn checksum_bandwidth(&self) -> Option<Bandwidth> {
         self.checksum_bandwidth_gib_s.map(Bandwidth::from_gib_s)
@@ -425,6 +459,17 @@ impl StorageSection {
     }
     pub fn runs_on(&self) -> RunsOn {
         self.runs_on.unwrap_or_default()
+    }
+    /// The host's page cache write rate, if the description gives one.
+    pub fn host_cache_write_bandwidth(&self) -> Option<Bandwidth> {
+        self.host_cache_write_gib_s.map(Bandwidth::from_gib_s)
+    }
+    /// Dirty bytes an OSS's host keeps before writing back on its own.
+    pub fn host_cache_background_bytes(&self) -> Option<u64> {
+        self.host_cache_background_mib.map(|mib| mib.saturating_mul(MIB))
+    }
+    pub fn page_first_map(&self) -> Duration {
+        duration(self.page_first_map_us.unwrap_or(0.0), NS_PER_US)
     }
     pub fn callback_timeout(&self) -> Duration {
         duration(self.callback_timeout_s, NS_PER_S)

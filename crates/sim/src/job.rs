@@ -605,10 +605,14 @@ impl Run<'_> {
                 // its lock), and its requests through a mount came before;
                 // a read's copy out of it is the rank's, and its requests'
                 // answers come back through the mount.
-                let model = &self.job.world.model;
                 let work = match out {
-                    OpOutput::Written(_) => Duration::ZERO,
-                    _ => Duration(transfer(n, model.copy_bw).as_ns().saturating_add(model.mount_time(n).as_ns())),
+                    // The faults of the frames it wrote into first, on the
+                    // rank's own time.
+                    OpOutput::Written(_) => self.job.world.first_touch(node),
+                    _ => {
+                        let model = &self.job.world.model;
+                        Duration(transfer(n, model.copy_bw).as_ns().saturating_add(model.mount_time(n).as_ns()))
+                    }
                 };
                 let at = self.job.world.node_cpu(node, now, work);
                 self.resume_at(at, rank);

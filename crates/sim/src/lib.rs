@@ -21,6 +21,8 @@
 pub mod backend;
 pub mod callback_threads;
 pub mod config;
+pub mod frames;
+pub mod host_cache;
 pub mod job;
 pub mod journal;
 pub mod model;

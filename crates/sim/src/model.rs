@@ -52,6 +52,16 @@ pub struct Model {
     pub servers_on_node: bool,
     /// OSTs write into the host's page cache; syncs wait for the disk.
     pub host_cache: bool,
+    /// With `host_cache`: one core writing into the page cache, bytes/s
+    /// (`None`: at `copy_bw`).
+    pub host_cache_write_bw: Option<f64>,
+    /// With `host_cache`: dirty bytes an OSS's host keeps until syncs
+    /// write them back (`None`: the disk takes writes as they come).
+    pub host_cache_background: Option<u64>,
+    /// Client CPU time per page frame written for the first time.
+    pub page_first_touch: Duration,
+    /// Server CPU time per page of a client's memory read for the first time.
+    pub page_first_map: Duration,
     /// A rank's CPU time per MPI message sent or received.
     pub mpi_message_cpu: Duration,
     /// Time of one request through the mount (`None`: no mount).
@@ -158,6 +168,10 @@ impl Model {
             callback_cpu: storage.callback_cpu(),
             servers_on_node: storage.runs_on() == RunsOn::ComputeNode,
             host_cache: storage.ost_writes.unwrap_or_default() == OstWrites::HostCache,
+            host_cache_write_bw: storage.host_cache_write_bandwidth().map(|b| b.bytes_per_s()),
+            host_cache_background: storage.host_cache_background_bytes(),
+            page_first_touch: compute.page_first_touch(),
+            page_first_map: storage.page_first_map(),
             mpi_message_cpu: c.mpi_message_cpu(),
             mount_request: c.mount.request_us.map(|_| c.mount.request_time()),
             mount_request_max: c.mount.request_max_bytes(),

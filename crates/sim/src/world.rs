@@ -48,6 +48,8 @@
 
 use crate::callback_threads::CallbackThreads;
 use crate::config::partial_stripe_bytes;
+use crate::frames::Frames;
+use crate::host_cache::HostCache;
 use crate::journal::Journal;
 use crate::model::Model;
 use crate::queue::EventQueue;
@@ -55,7 +57,7 @@ use lanefs_core::client::{Client, ClientConfig, ClientError, ClientEvent, OpId, 
 use lanefs_core::msg::{ToClient, ToOst};
 use lanefs_core::ost::{Ost, SyncRequest};
 use lanefs_core::store::SizeStore;
-use lanefs_core::units::{ClientId, Duration, Instant, OstIndex, PAGE_SIZE};
+use lanefs_core::units::{ClientId, Duration, Instant, ObjectId, OstIndex, PAGE_SIZE};
 use std::collections::VecDeque;
 
 /// Something that happens at an instant; `W` is the workload's own kind of
@@ -155,6 +157,12 @@ pub struct World<W> {
     /// Per node, its client's blocking-callback threads (with
     /// `callback_threads`).
     callback_threads: Vec<CallbackThreads>,
+    /// What OSTs writing into the host's page cache leave there until a
+    /// sync (with `host_cache_background`).
+    host_cache: Option<HostCache>,
+    /// The clients' frames written and read for the first time (with
+    /// `page_first_touch` or `page_first_map`).
+    frames: Option<Frames>,
     done: VecDeque<Happening<W>>,
     /// Events popped so far.
     pub events: u64,
@@ -223,6 +231,12 @@ impl<W> World<W> {
                 Some(threads) => (0..nodes).map(|_| CallbackThreads::new(threads)).collect(),
                 None => Vec::new(),
             },
+            host_cache: match model.host_cache_background {
+                Some(bytes) if model.host_cache => Some(HostCache::new(model.oss_count, model.osts_per_oss, bytes)),
+                _ => None,
+            },
+            frames: (model.page_first_touch > Duration::ZERO || model.page_first_map > Duration::ZERO)
+                .then(|| Frames::new(nodes, model.client.arena_frames(osts))),
             done: VecDeque::new(),
             events: 0,
             bytes_lost: 0,
@@ -402,6 +416,16 @@ impl<W> World<W> {
     fn pump_syncs(&mut self, o: usize) {
         let now = self.now;
         while let Some(request) = self.osts[o].poll_sync() {
+            if let Some(cache) = self.host_cache.as_mut() {
+                // The sync writes back what its object left in the cache.
+                let disk = cache.sync(o as u32, request.object);
+                if disk > Duration::ZERO {
+                    self.disk_free[o] = later(now, self.disk_free[o]) + disk;
+                }
+                if self.check {
+                    cache.check_invariants();
+                }
+            }
             if self.model.host_cache && self.disk_free[o] > now {
                 // What was written before the sync is still going from the
                 // host's page cache to the disk: the sync waits for it.
@@ -458,7 +482,7 @@ impl<W> World<W> {
             let Some((ost, node, msg)) = self.oss_pending[s].pop_front() else { return };
             self.oss_busy[s] += 1;
             let done = match &msg {
-                ToOst::Write { offset, data, .. } => self.write_time(ost, node, *offset, data.len()),
+                ToOst::Write { object, offset, data, .. } => self.write_time(ost, node, *object, *offset, data.len()),
                 ToOst::Read { len, .. } => self.read_time(ost, node, *len),
                 _ => unreachable!("only I/O RPCs queue for service threads"),
             };
@@ -467,7 +491,11 @@ impl<W> World<W> {
     }
 
     /// Bulk from the node to the OSS, then the disk.
-    fn write_time(&mut self, ost: u32, node: u32, object_offset: u64, len: u64) -> Instant {
+    fn write_time(&mut self, ost: u32, node: u32, object: ObjectId, object_offset: u64, len: u64) -> Instant {
+        let first_maps = match self.frames.as_mut() {
+            Some(frames) => frames.map(node, len.div_ceil(PAGE_SIZE)),
+            None => 0,
+        };
         let m = &self.model;
         let (n, s, o) = (node as usize, m.oss_of(ost) as usize, ost as usize);
         let tx = later(self.now, self.node_tx_free[n]) + transfer(len, m.node_bw);
@@ -475,7 +503,7 @@ impl<W> World<W> {
         let rx = later(self.now, self.oss_rx_free[s]) + transfer(len, m.oss_bw);
         self.oss_rx_free[s] = rx;
         let mut bulk_done = later(tx, rx) + m.latency;
-        let mut overhead = m.rpc_overhead;
+        let mut overhead = plus(m.rpc_overhead, Duration(m.page_first_map.as_ns().saturating_mul(first_maps)));
         if m.servers_on_node {
             // The service's CPU work takes a core of the node first.
             bulk_done = self.clients[0].run_on_cores(bulk_done, overhead);
@@ -491,11 +519,18 @@ impl<W> World<W> {
         }
         if m.host_cache {
             // The service copies the bytes into the host's page cache and
-            // replies; the disk takes them after, in order.
-            let copy = plus(overhead, transfer(len, m.copy_bw));
+            // replies; the disk takes them after, in order, at once or when
+            // a sync writes them back (see [`HostCache`]).
+            let copy = plus(overhead, transfer(len, m.host_cache_write_bw.unwrap_or(m.copy_bw)));
             let copied =
                 if m.servers_on_node { self.clients[0].run_on_cores(bulk_done, copy) } else { bulk_done + copy };
-            self.disk_free[o] = later(copied, self.disk_free[o]) + disk;
+            let now = match self.host_cache.as_mut() {
+                Some(cache) => cache.write(ost, object, len, disk),
+                None => Some(disk),
+            };
+            if let Some(disk) = now {
+                self.disk_free[o] = later(copied, self.disk_free[o]) + disk;
+            }
             return copied;
         }
         let done = later(bulk_done, self.disk_free[o]) + plus(overhead, disk);
@@ -552,6 +587,18 @@ impl<W> World<W> {
         self.node_rx_free[to as usize] = rx;
         let arrived = later(tx, rx) + m.mpi_latency;
         self.node_cpu(to, arrived, cpu)
+    }
+
+    /// Client `node`'s CPU time for the page frames the write it has just
+    /// taken into its cache touched for the first time (zero when they
+    /// cost nothing: see [`Frames`]).
+    pub fn first_touch(&mut self, node: u32) -> Duration {
+        let Some(frames) = self.frames.as_mut() else { return Duration::ZERO };
+        let new = frames.touch(node, self.clients[node as usize].cache().cached_pages() as u64);
+        if self.check {
+            frames.check_invariants();
+        }
+        Duration(self.model.page_first_touch.as_ns().saturating_mul(new))
     }
 
     /// Runs `work` of node `node` from `ready` on: on its cores where they

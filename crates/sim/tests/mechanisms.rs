@@ -209,3 +209,82 @@ fn host_cache<'a>(settings: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
     all.push(("storage.ost_writes", "\"host-cache\""));
     all
 }
+
+/// One rank's 64 MiB to one OST served by one thread, its network and its
+/// disk at 0.1 GiB/s each, fsynced at the end, the OST writing into its
+/// host's page cache.
+const ONE_STREAM: &str = "-a POSIX -w -e -b 64m -t 1m -N 1 --tasks-per-node 1";
+const SLOW_DISK: [(&str, &str); 4] = [
+    ("storage.ost_write_bandwidth_gib_s", "0.1"),
+    ("compute.injection_bandwidth_gib_s", "0.1"),
+    ("storage.oss_service_threads", "1"),
+    ("storage.ost_writes", "\"host-cache\""),
+];
+/// The disk's time for the 64 MiB, and the network's.
+const DRAIN_S: f64 = 64.0 / 1024.0 / 0.1;
+
+fn slow_disk_with(settings: &[(&str, &str)]) -> SimOptions {
+    let mut all = SLOW_DISK.to_vec();
+    all.extend_from_slice(settings);
+    opts_with("laptop", &all)
+}
+
+#[test]
+fn below_the_background_threshold_writes_wait_in_the_host_cache_for_their_sync() {
+    // Written back as they come, the disk drains beside the network;
+    // kept until the fsync, the disk starts only then.
+    let at_once = json_run(ONE_STREAM, slow_disk_with(&[]));
+    let kept = json_run(ONE_STREAM, slow_disk_with(&[("storage.host_cache_background_mib", "1024")]));
+    assert!(simulated_s(&at_once) < DRAIN_S * 1.15, "beside the network: {} s", simulated_s(&at_once));
+    assert!(simulated_s(&kept) > DRAIN_S * 1.9, "network, then disk: {} s", simulated_s(&kept));
+    // A threshold the writes pass at once is the same as none.
+    let none = json_run(ONE_STREAM, slow_disk_with(&[("storage.host_cache_background_mib", "0")]));
+    assert_eq!(without_wall_time(none), without_wall_time(at_once));
+    // The host cache's keys mean nothing to OSTs that write through.
+    let error = lanefs_sim::ClusterConfig::load_with(
+        "laptop",
+        &[("storage.host_cache_background_mib".to_string(), "1024".to_string())],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("ost_writes = \"host-cache\""), "{error}");
+}
+
+#[test]
+fn a_slower_page_cache_write_holds_the_service_thread() {
+    let fast = [("compute.injection_bandwidth_gib_s", "100"), ("storage.ost_write_bandwidth_gib_s", "100")];
+    let copy_rate = json_run(ONE_STREAM, slow_disk_with(&fast));
+    let slow =
+        json_run(ONE_STREAM, slow_disk_with(&[&fast[..], &[("storage.host_cache_write_gib_s", "0.1")]].concat()));
+    assert!(simulated_s(&slow) > DRAIN_S, "64 MiB into the cache at 0.1 GiB/s: {} s", simulated_s(&slow));
+    assert!(simulated_s(&copy_rate) < DRAIN_S / 2.0, "{} s", simulated_s(&copy_rate));
+    // At the copy rate, the same as without the key.
+    let laptop = lanefs_sim::ClusterConfig::load("laptop").unwrap();
+    let rate = laptop.compute.copy_bandwidth_gib_s.to_string();
+    let same =
+        json_run(ONE_STREAM, slow_disk_with(&[fast[0], fast[1], ("storage.host_cache_write_gib_s", rate.as_str())]));
+    assert_eq!(without_wall_time(same), without_wall_time(copy_rate));
+}
+
+#[test]
+fn new_frames_cost_their_first_write_and_their_first_map() {
+    let fast = [("compute.injection_bandwidth_gib_s", "100"), ("storage.ost_write_bandwidth_gib_s", "100")];
+    let free = json_run(ONE_STREAM, slow_disk_with(&fast));
+    // 16,384 pages at 50 us: 0.82 s, if every frame is new.
+    let cost = |key: &str, small_cache: bool| {
+        let mut settings = vec![fast[0], fast[1], (key, "50")];
+        if small_cache {
+            settings.extend([("client.cached_mib_max", "2"), ("client.max_dirty_mib_per_ost", "2")]);
+        }
+        simulated_s(&json_run(ONE_STREAM, slow_disk_with(&settings))) - simulated_s(&free)
+    };
+    for key in ["compute.page_first_touch_us", "storage.page_first_map_us"] {
+        let added = cost(key, false);
+        assert!((0.75..1.0).contains(&added), "{key}: {added} s for 64 MiB of new frames");
+        // A client whose cache holds a few MiB reuses its frames.
+        let reused = cost(key, true);
+        assert!(reused < added / 4.0, "{key}: {reused} s with a small cache against {added} s");
+        let zero = json_run(ONE_STREAM, slow_disk_with(&[fast[0], fast[1], (key, "0")]));
+        assert_eq!(without_wall_time(zero), without_wall_time(free.clone()), "{key} = 0");
+    }
+}

@@ -219,6 +219,17 @@ impl ClientConfig {
         Ok(())
     }
 
+    /// Frames in the page arena of a client of `osts` OSTs: room for its
+    /// clean cache and every OST's dirty and uncommitted allowances twice
+    /// over (frames pinned by write RPCs in flight and kept for replay are
+    /// copied when rewritten, and callers fill frames before the cache
+    /// takes them), within bounds. Past it, frames come from the heap.
+    pub fn arena_frames(&self, osts: usize) -> u32 {
+        let per_ost = self.dirty_bytes_max + if self.recovery { self.unstable_bytes_max } else { 0 };
+        let bytes = self.cached_bytes_max.saturating_add(per_ost.saturating_mul(osts.max(1) as u64)).saturating_mul(2);
+        (bytes.clamp(64 << 20, 4 << 30) / crate::units::PAGE_SIZE) as u32
+    }
+
     /// How long copying `bytes` into the page cache takes (zero without a
     /// copy bandwidth).
     pub fn copy_time(&self, bytes: u64) -> Duration {

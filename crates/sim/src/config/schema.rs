@@ -145,6 +145,13 @@ const SCHEMA: &[Section] = &[
                 "1000",
                 "random delay of each aggregator's start of each two-phase round",
             )),
+            optional(key(
+                "page_first_touch_us",
+                LATENCY,
+                "microseconds",
+                "2",
+                "client CPU time per page frame written for the first time (its fault), beyond the copy",
+            )),
         ],
     },
     Section {
@@ -216,7 +223,7 @@ const SCHEMA: &[Section] = &[
                 "ost_writes",
                 Kind::Choice(&OST_WRITES),
                 "",
-                "\"through\"",
+                "\"host-cache\"",
                 "through (default): a write is on disk before its reply; host-cache: in the host's page cache, the disk paid by syncs",
             )),
             optional(key(
@@ -225,6 +232,27 @@ const SCHEMA: &[Section] = &[
                 "",
                 "\"own-nodes\"",
                 "where the servers run: own-nodes (default) or compute-node, sharing node 0's cores",
+            )),
+            optional(key(
+                "host_cache_write_gib_s",
+                BANDWIDTH,
+                "GiB/s",
+                "4",
+                "one core writing into the host's page cache (host-cache); default copy_bandwidth_gib_s",
+            )),
+            optional(key(
+                "host_cache_background_mib",
+                count(0, SIZE_MIB_MAX),
+                "MiB",
+                "2400",
+                "dirty MiB a host keeps before writing back on its own (host-cache); absent: at once",
+            )),
+            optional(key(
+                "page_first_map_us",
+                LATENCY,
+                "microseconds",
+                "0.7",
+                "server CPU time per page of a client's shared memory read for the first time",
             )),
             key(
                 "callback_timeout_s",
@@ -307,6 +335,28 @@ pub(super) fn check_table(table: &Table, origin: &str) -> Result<(), ConfigError
                 section: section.name,
                 keys: key_names(section, true).join(", "),
             });
+        }
+    }
+    check_host_cache_keys(table, origin)
+}
+
+/// The keys of an OST that writes into its host's page cache mean nothing
+/// to one that writes through: given without it, they are a mistake.
+fn check_host_cache_keys(table: &Table, origin: &str) -> Result<(), ConfigError> {
+    let Some(Value::Table(storage)) = table.get("storage") else { return Ok(()) };
+    if storage.get("ost_writes").and_then(Value::as_str) == Some("host-cache") {
+        return Ok(());
+    }
+    for key in ["host_cache_write_gib_s", "host_cache_background_mib"] {
+        if let Some(value) = storage.get(key) {
+            return Err(ConfigError::InvalidValue(Box::new(InvalidValue {
+                origin: origin.into(),
+                section: "storage",
+                key,
+                value: value.to_string(),
+                problem: "it describes OSTs that write into their host's page cache, and these write through".into(),
+                fix: "add `ost_writes = \"host-cache\"` to [storage], or remove the key".into(),
+            })));
         }
     }
     Ok(())

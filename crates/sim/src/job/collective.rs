@@ -517,7 +517,12 @@ impl Run<'_> {
                 let copy = transfer(bytes, self.job.world.model.copy_bw);
                 self.job.world.node_cpu(node, now, copy)
             }
-            OpOutput::Written(_) | OpOutput::GroupLocked | OpOutput::GroupUnlocked | OpOutput::Synced => now,
+            // The faults of the frames the write touched first.
+            OpOutput::Written(_) => {
+                let touch = self.job.world.first_touch(node);
+                self.job.world.node_cpu(node, now, touch)
+            }
+            OpOutput::GroupLocked | OpOutput::GroupUnlocked | OpOutput::Synced => now,
             other => unreachable!("rank {rank}'s collective program got {other:?}"),
         };
         self.coll().hub.borrow_mut().answers[rank as usize] = Some(Answer::Done);

@@ -1,0 +1,114 @@
+//! What OSTs that write into their host's page cache have left there, not
+//! yet on disk: Linux keeps a file's dirty pages in memory until something
+//! writes them back, an `fdatasync` of the file (lanefs's OST syncs an
+//! object's file for an fsync, a commit or a cancel that syncs) or the
+//! kernel's flusher, which starts on its own once the host's dirty bytes
+//! pass `vm.dirty_background_bytes` (or `dirty_background_ratio` of the
+//! memory available; `Documentation/admin-guide/sysctl/vm.rst`). So
+//! below that threshold the disk takes an object's bytes only when the
+//! object is synced, and the sync waits for them; beyond it, the disk
+//! takes writes as they come.
+//!
+//! Not modelled: the flusher's age limit (`dirty_expire_centisecs`, 30 s
+//! by default), which writes back what has waited that long; the runs
+//! this is for (one host's, seconds long) end before it.
+//!
+//! Invariant ([`HostCache::check_invariants`]): each OSS's dirty bytes are
+//! the sum of what its OSTs' objects have waiting, and at most the
+//! threshold.
+
+use lanefs_core::units::{Duration, ObjectId};
+use std::collections::BTreeMap;
+
+/// Bytes and disk time waiting in the cache, per object.
+type Waiting = BTreeMap<ObjectId, (u64, Duration)>;
+
+#[derive(Clone, Debug)]
+pub struct HostCache {
+    /// Dirty bytes an OSS's host keeps before writing back on its own.
+    background: u64,
+    osts_per_oss: u32,
+    /// Per OST, what its objects have waiting.
+    waiting: Vec<Waiting>,
+    /// Per OSS, the bytes waiting on its OSTs.
+    dirty: Vec<u64>,
+}
+
+impl HostCache {
+    pub fn new(oss_count: u32, osts_per_oss: u32, background: u64) -> HostCache {
+        HostCache {
+            background,
+            osts_per_oss,
+            waiting: vec![Waiting::new(); (oss_count * osts_per_oss) as usize],
+            dirty: vec![0; oss_count as usize],
+        }
+    }
+
+    /// OST `ost` wrote `bytes` of `object` into the cache, which take
+    /// `disk` to write back: `Some(disk)` when the disk takes them now (the
+    /// host is past its threshold), `None` when they wait for a sync.
+    pub fn write(&mut self, ost: u32, object: ObjectId, bytes: u64, disk: Duration) -> Option<Duration> {
+        let oss = (ost / self.osts_per_oss) as usize;
+        if self.dirty[oss].saturating_add(bytes) > self.background {
+            return Some(disk);
+        }
+        self.dirty[oss] += bytes;
+        let entry = self.waiting[ost as usize].entry(object).or_insert((0, Duration::ZERO));
+        entry.0 += bytes;
+        entry.1 = Duration(entry.1.as_ns().saturating_add(disk.as_ns()));
+        None
+    }
+
+    /// A sync of `object` on OST `ost` (`None`: of all its objects): the
+    /// disk time of what it writes back.
+    pub fn sync(&mut self, ost: u32, object: Option<ObjectId>) -> Duration {
+        let waiting = &mut self.waiting[ost as usize];
+        let taken: Vec<(u64, Duration)> = match object {
+            Some(object) => waiting.remove(&object).into_iter().collect(),
+            None => std::mem::take(waiting).into_values().collect(),
+        };
+        let oss = (ost / self.osts_per_oss) as usize;
+        let mut disk = Duration::ZERO;
+        for (bytes, time) in taken {
+            self.dirty[oss] -= bytes;
+            disk = Duration(disk.as_ns().saturating_add(time.as_ns()));
+        }
+        disk
+    }
+
+    pub fn check_invariants(&self) {
+        for (oss, &dirty) in self.dirty.iter().enumerate() {
+            let first = oss * self.osts_per_oss as usize;
+            let waiting: u64 = self.waiting[first..first + self.osts_per_oss as usize]
+                .iter()
+                .flat_map(|objects| objects.values())
+                .map(|(bytes, _)| bytes)
+                .sum();
+            assert_eq!(dirty, waiting, "OSS {oss}'s dirty bytes against its objects'");
+            assert!(dirty <= self.background, "OSS {oss} keeps {dirty} dirty bytes, past {}", self.background);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration(1_000_000);
+
+    #[test]
+    fn writes_wait_for_their_objects_sync_below_the_threshold() {
+        let (a, b) = (ObjectId(1), ObjectId(2));
+        let mut cache = HostCache::new(1, 2, 100);
+        assert_eq!(cache.write(0, a, 40, MS), None);
+        assert_eq!(cache.write(1, b, 40, MS), None);
+        assert_eq!(cache.write(0, a, 40, MS), Some(MS), "past the OSS's threshold: to the disk now");
+        assert_eq!(cache.write(0, a, 20, MS), None);
+        cache.check_invariants();
+        assert_eq!(cache.sync(0, Some(b)), Duration::ZERO, "b waits on the other OST");
+        assert_eq!(cache.sync(0, Some(a)), Duration(2 * MS.as_ns()));
+        assert_eq!(cache.sync(0, Some(a)), Duration::ZERO, "written back already");
+        assert_eq!(cache.sync(1, None), MS);
+        cache.check_invariants();
+    }
+}
