@@ -4,7 +4,9 @@
 Every figure is one `lanefs sim ior` run (deterministic for its seed); the
 commands are printed with the results. Run by `make bench`; `QUICK=1` runs
 only scenario (a); `SIM_RECORD=DIR` keeps every run's JSON there, without
-the clock's fields, to compare two builds' simulations with `diff -r`.
+the clock's fields, to compare two builds' simulations with `diff -r`;
+`SIM_SET="section.key=value ..."` gives every run those values (`--set`),
+such as the cost mechanisms of bench/ablation.py.
 
 (a) IOR collective MPI-IO write, 192 nodes x 4 ranks, 1 MiB transfers,
     24 stripes, 8 aggregators per OST: lockahead vs default locking, plus the
@@ -43,6 +45,8 @@ SPEED_RUNS = max(1, int(os.environ.get("SPEED_RUNS", "9")))
 # (`diff -r`), whatever the machine did meanwhile.
 RECORD = os.environ.get("SIM_RECORD")
 CLOCK_FIELDS = ("Began", "StartTime", "Finished", "events_per_s", "wall_s")
+# Values every run takes (`--set`), from SIM_SET.
+SETS = [a for kv in os.environ.get("SIM_SET", "").split() for a in ("--set", kv)]
 COLL = ["-a", "MPIIO", "-c", "-w", "-e", "-b", "1m", "-t", "1m", "-s", SEGMENTS, "-N", "768", "--tasks-per-node", "4"]
 
 
@@ -51,7 +55,7 @@ def hints(mult, mode):
 
 
 def run(args, lanefs=LANEFS):
-    cmd = [lanefs, "sim", "ior", "--cluster", PRESET] + args + ["-O", "summaryFormat=JSON"]
+    cmd = [lanefs, "sim", "ior", "--cluster", PRESET] + SETS + args + ["-O", "summaryFormat=JSON"]
     t = time.monotonic()
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     wall = time.monotonic() - t
