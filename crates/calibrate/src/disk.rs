@@ -149,6 +149,15 @@ fn mem_available(meminfo: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// Drops the file's pages from the page cache (they are clean: it was
+/// synced).
+fn drop_cached(file: &File) {
+    // SAFETY: a valid descriptor; the call only advises the kernel.
+    unsafe {
+        libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,14 +169,5 @@ mod tests {
         assert_eq!(Background::from(None, None, None).bytes, 0);
         let meminfo = "MemTotal:       24000000 kB\nMemAvailable:   20000000 kB\n";
         assert_eq!(mem_available(meminfo), Some(20_000_000 * 1024));
-    }
-}
-
-/// Drops the file's pages from the page cache (they are clean: it was
-/// synced).
-fn drop_cached(file: &File) {
-    // SAFETY: a valid descriptor; the call only advises the kernel.
-    unsafe {
-        libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
     }
 }
