@@ -61,14 +61,10 @@ pub(crate) fn backend_error(e: impl std::fmt::Display) -> IorError {
 /// they share its one Lustre client.
 pub(crate) fn client_options(p: &IorParams) -> Result<ClientOptions, IorError> {
     let mut options = ClientOptions::default();
-    let ranks = u64::from(p.tasks_on_node0().max(1));
-    let page = lanefs_core::PAGE_SIZE;
-    let core = &mut options.core;
-    core.dirty_bytes_max = (core.dirty_bytes_max / ranks / page * page).max(core.rpc_bytes_max);
-    core.cached_bytes_max = core.cached_bytes_max / ranks / page * page;
     // What the OSTs acknowledged and have not yet committed is kept in the
     // same memory (Lustre's unstable pages count against the node's cache).
-    core.unstable_bytes_max = (core.unstable_bytes_max / ranks / page * page).max(core.rpc_bytes_max);
+    options.core.share_among(u64::from(p.tasks_on_node0()));
+    let core = &mut options.core;
     let number = |name: &str| -> Result<Option<u64>, IorError> {
         match p.module_value(&format!("lanefs.{name}")) {
             None => Ok(None),

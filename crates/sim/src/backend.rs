@@ -260,6 +260,12 @@ impl SimBackend {
             // The processes copying on one host: its node's ranks, or every
             // rank when all nodes share one host.
             let on_host = if model.one_host { p.num_tasks } else { rpn };
+            if model.one_host {
+                // The clients of one host share its memory as `lanefs ior`
+                // shares it among its ranks' clients: each its part of the
+                // node's allowance.
+                model.client.share_among(u64::from(nodes));
+            }
             model.copy_bw = Model::copy_rate(&self.opts.cluster, on_host);
             model.client.copy_bytes_per_s = Some(model.copy_bw);
             if self.api != Api::Posix {

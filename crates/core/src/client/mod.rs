@@ -219,6 +219,19 @@ impl ClientConfig {
         Ok(())
     }
 
+    /// This client's share of one node's allowance (these limits) among
+    /// the `clients` that share the node's memory, as the ranks of a node
+    /// share its one Lustre client's: dirty, clean cached and uncommitted
+    /// bytes divided, in whole pages, each dirty and uncommitted allowance
+    /// at least one RPC.
+    pub fn share_among(&mut self, clients: u64) {
+        let (clients, page) = (clients.max(1), crate::units::PAGE_SIZE);
+        let share = |bytes: u64| bytes / clients / page * page;
+        self.dirty_bytes_max = share(self.dirty_bytes_max).max(self.rpc_bytes_max);
+        self.cached_bytes_max = share(self.cached_bytes_max);
+        self.unstable_bytes_max = share(self.unstable_bytes_max).max(self.rpc_bytes_max);
+    }
+
     /// Frames in the page arena of a client of `osts` OSTs: room for its
     /// clean cache and every OST's dirty and uncommitted allowances twice
     /// over (frames pinned by write RPCs in flight and kept for replay are
