@@ -226,7 +226,9 @@ pub enum ToOst {
     ReplayLock {
         lock: LockHandle,
         object: ObjectId,
-        request: LockRequest,
+        /// Boxed: replays are rare, and this request would make every
+        /// message (the simulator moves millions) a quarter larger.
+        request: Box<LockRequest>,
         extent: Extent,
         /// The proof the grant came with (see [`crate::ldlm::proof`]).
         proof: LockProof,

@@ -96,7 +96,7 @@ fn to_ost() -> impl Strategy<Value = ToOst> {
     prop_oneof![
         1 => epoch.prop_map(|resume| ToOst::Connect { resume }),
         1 => ((0..24u64).prop_map(LockHandle), object.clone(), request(), extent())
-            .prop_map(|(lock, object, request, extent)| ToOst::ReplayLock { lock, object, request, extent, proof: LockProof(lock.0) }),
+            .prop_map(|(lock, object, request, extent)| ToOst::ReplayLock { lock, object, request: Box::new(request), extent, proof: LockProof(lock.0) }),
         1 => (transno.clone(), object.clone(), offset(), payload())
             .prop_map(|(transno, object, offset, data)| ToOst::ReplayWrite { transno, object, offset, data, proof: ChangeProof(transno.0) }),
         1 => (transno, object.clone(), cut()).prop_map(|(transno, object, cut)| ToOst::ReplayPunch { transno, object, cut, proof: ChangeProof(transno.0) }),
@@ -615,7 +615,7 @@ fn a_forged_lock_replay_is_refused_and_the_holder_keeps_its_lock() {
         ost.handle_message(now, c, ToOst::Connect { resume: Some(Epoch(ost.epoch().0 - 1)) });
     }
     while ost.poll_transmit().is_some() {}
-    let replay = |proof| ToOst::ReplayLock { lock, object: ObjectId(1), request, extent, proof };
+    let replay = |proof| ToOst::ReplayLock { lock, object: ObjectId(1), request: Box::new(request), extent, proof };
     for forged in [LockProof::default(), LockProof(proof.0 ^ 1), proof] {
         ost.handle_message(now, ClientId(0), replay(forged));
         ost.check_invariants();
@@ -728,8 +728,13 @@ fn a_replayed_lock_with_a_handle_of_the_new_life_is_refused() {
     let mut ost = recovering_ost();
     let lock = LockHandle((1 << HANDLE_EPOCH_SHIFT) + 1);
     let request = LockRequest::new(LockMode::ProtectedWrite, Extent::new(0, 4095));
-    let replay =
-        ToOst::ReplayLock { lock, object: ObjectId(1), request, extent: Extent::new(0, 4095), proof: LockProof(0) };
+    let replay = ToOst::ReplayLock {
+        lock,
+        object: ObjectId(1),
+        request: Box::new(request),
+        extent: Extent::new(0, 4095),
+        proof: LockProof(0),
+    };
     ost.handle_message(now, ClientId(0), replay);
     ost.check_invariants();
     assert_eq!(ost.poll_transmit(), Some((ClientId(0), ToClient::LockLost { lock })));

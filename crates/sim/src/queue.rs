@@ -22,6 +22,16 @@
 //! times, and in practice a handful of times: the work is sequential appends,
 //! which the cache likes.
 //!
+//! # Why the buckets hold slot numbers
+//!
+//! An event stays where it was pushed, in a slot of one table, until it is
+//! popped; the buckets and `ready` move only `(time, slot)` pairs. A
+//! simulator's event is around a hundred bytes, and moving it at every
+//! redistribution was a cache-missing store per move (the largest single
+//! cost of the event loop). Freed slots are reused last freed first, so the
+//! table stays as large as the most events ever pending at once, and its
+//! hot end stays in the cache.
+//!
 //! # Why ties come out in push order
 //!
 //! The bucket of an event is a function of its time and `now` alone, and
@@ -41,6 +51,8 @@
 //! - An event at `t > now` sits in bucket `63 - (t ^ now).leading_zeros()`,
 //!   `bucket_min_ns` holds each bucket's smallest time, and bit `b` of
 //!   `occupied` is set exactly when bucket `b` is non-empty.
+//! - Each pending event's slot is named once, by `ready` or by one bucket;
+//!   every other slot is empty and on the free list, once.
 
 use lanefs_core::units::Instant;
 use std::collections::VecDeque;
@@ -50,23 +62,32 @@ const BUCKET_COUNT: usize = 64;
 
 /// Pending events ordered by time, ties in push order.
 ///
-/// Memory is that of the events plus one `u64` each; bucket storage is kept
-/// and reused between pops rather than freed.
+/// Memory is that of the events (in as many slots as were ever pending at
+/// once) plus twelve bytes each in a bucket; bucket and slot storage is
+/// kept and reused between pops rather than freed.
 #[derive(Clone, Debug)]
 pub struct EventQueue<E> {
     /// Time of the last popped event (zero before the first pop).
     now_ns: u64,
-    /// Events due at exactly `now_ns`, in push order.
-    ready: VecDeque<E>,
-    /// `buckets[b]` holds `(time_ns, event)` for events whose time first
+    /// Slots of the events due at exactly `now_ns`, in push order.
+    ready: VecDeque<Slot>,
+    /// `buckets[b]` holds `(time_ns, slot)` for events whose time first
     /// differs from `now_ns` at bit `b`.
-    buckets: [Vec<(u64, E)>; BUCKET_COUNT],
+    buckets: [Vec<(u64, Slot)>; BUCKET_COUNT],
     /// Smallest time in each bucket, `u64::MAX` for an empty one.
     bucket_min_ns: [u64; BUCKET_COUNT],
     /// Bit `b` is set when `buckets[b]` is non-empty.
     occupied: u64,
+    /// Every pending event, in the slot it was pushed into.
+    slots: Vec<Option<E>>,
+    /// The empty slots, the last freed on top.
+    free: Vec<Slot>,
     len: usize,
 }
+
+/// An event's place in [`EventQueue::slots`]. Four billion pending events
+/// would be hundreds of gigabytes: a `u32` keeps the buckets' entries small.
+type Slot = u32;
 
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
@@ -83,6 +104,8 @@ impl<E> EventQueue<E> {
             buckets: std::array::from_fn(|_| Vec::new()),
             bucket_min_ns: [u64::MAX; BUCKET_COUNT],
             occupied: 0,
+            slots: Vec::new(),
+            free: Vec::new(),
             len: 0,
         }
     }
@@ -102,7 +125,19 @@ impl<E> EventQueue<E> {
             self.now_ns
         );
         let time_ns = at.0.max(self.now_ns);
-        self.place(time_ns, event);
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                debug_assert!(self.slots[slot as usize].is_none(), "a free slot holds an event");
+                self.slots[slot as usize] = Some(event);
+                slot
+            }
+            None => {
+                let slot = Slot::try_from(self.slots.len()).expect("fewer than 2^32 pending events");
+                self.slots.push(Some(event));
+                slot
+            }
+        };
+        self.place(time_ns, slot);
         self.len += 1;
     }
 
@@ -112,7 +147,9 @@ impl<E> EventQueue<E> {
         if self.ready.is_empty() {
             self.advance()?;
         }
-        let event = self.ready.pop_front()?;
+        let slot = self.ready.pop_front()?;
+        let event = self.slots[slot as usize].take().expect("a pending event's slot holds it");
+        self.free.push(slot);
         self.len -= 1;
         Some((Instant(self.now_ns), event))
     }
@@ -144,15 +181,15 @@ impl<E> EventQueue<E> {
         self.len == 0
     }
 
-    /// Files an event due at `time_ns >= now_ns` under its bucket.
-    fn place(&mut self, time_ns: u64, event: E) {
+    /// Files the event of `slot`, due at `time_ns >= now_ns`, under its bucket.
+    fn place(&mut self, time_ns: u64, slot: Slot) {
         debug_assert!(time_ns >= self.now_ns);
         if time_ns == self.now_ns {
-            self.ready.push_back(event);
+            self.ready.push_back(slot);
             return;
         }
         let bucket = bucket_of(time_ns, self.now_ns);
-        self.buckets[bucket].push((time_ns, event));
+        self.buckets[bucket].push((time_ns, slot));
         self.bucket_min_ns[bucket] = self.bucket_min_ns[bucket].min(time_ns);
         self.occupied |= 1 << bucket;
     }
@@ -171,11 +208,11 @@ impl<E> EventQueue<E> {
         self.now_ns = self.bucket_min_ns[bucket];
         self.bucket_min_ns[bucket] = u64::MAX;
         self.occupied &= !(1 << bucket);
-        for (time_ns, event) in events.drain(..) {
+        for (time_ns, slot) in events.drain(..) {
             // Every event of the bucket agrees with the new `now` above bit
             // `bucket` and at it, so it lands strictly lower (or in `ready`).
             debug_assert!(time_ns == self.now_ns || bucket_of(time_ns, self.now_ns) < bucket);
-            self.place(time_ns, event);
+            self.place(time_ns, slot);
         }
         debug_assert!(self.buckets[bucket].is_empty());
         // Keep the allocation for the next time this bucket fills.
@@ -199,6 +236,18 @@ impl<E> EventQueue<E> {
             counted += events.len();
         }
         assert_eq!(counted, self.len);
+        // Each slot named once: by a pending event, or by the free list.
+        let mut named = vec![false; self.slots.len()];
+        let pending = self.ready.iter().chain(self.buckets.iter().flatten().map(|(_, slot)| slot));
+        for &slot in pending {
+            assert!(self.slots[slot as usize].is_some(), "pending slot {slot} is empty");
+            assert!(!std::mem::replace(&mut named[slot as usize], true), "slot {slot} named twice");
+        }
+        for &slot in &self.free {
+            assert!(self.slots[slot as usize].is_none(), "free slot {slot} holds an event");
+            assert!(!std::mem::replace(&mut named[slot as usize], true), "slot {slot} named twice");
+        }
+        assert!(named.iter().all(|&n| n), "a slot is neither pending nor free");
     }
 }
 

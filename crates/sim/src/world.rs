@@ -680,6 +680,14 @@ mod tests {
     }
 
     #[test]
+    fn events_stay_small() {
+        // Every pending event sits in the queue's table; the rare big
+        // messages (a replayed lock's request) are boxed to keep it so.
+        let size = std::mem::size_of::<Ev<u64>>();
+        assert!(size <= 80, "an event takes {size} bytes");
+    }
+
+    #[test]
     fn transfer_rounds_up() {
         assert_eq!(transfer(1, 1e9), Duration(1));
         assert_eq!(transfer(1 << 30, (1u64 << 30) as f64), Duration(1_000_000_000));

@@ -381,7 +381,11 @@ impl Adversary {
             let widen = self.rng.gen_bool(0.3);
             let extent = if widen { Extent::new(0, u64::MAX) } else { g.extent };
             self.counts.forged_lock_replays += u64::from(widen);
-            self.send(h, o, ToOst::ReplayLock { lock, object: g.object, request: g.request, extent, proof: g.proof });
+            self.send(
+                h,
+                o,
+                ToOst::ReplayLock { lock, object: g.object, request: Box::new(g.request), extent, proof: g.proof },
+            );
         }
         let object = self.own_object();
         let changes = self.per_ost[o.0 as usize].changes.clone();
@@ -396,7 +400,7 @@ impl Adversary {
     fn replay_attack(&mut self, h: &mut Harness, o: OstIndex) {
         for (lock, object, mode, extent) in self.others_locks(h, o).into_iter().take(8) {
             self.counts.forged_lock_replays += 1;
-            let request = LockRequest::new(mode, extent);
+            let request = Box::new(LockRequest::new(mode, extent));
             let proof = LockProof(self.rng.gen());
             self.send(h, o, ToOst::ReplayLock { lock, object, request, extent, proof });
         }

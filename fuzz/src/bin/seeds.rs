@@ -379,7 +379,7 @@ fn ost_hostile_seed() {
             ToOst::ReplayLock {
                 lock: LockHandle(2),
                 object: ObjectId(1),
-                request: request(LockMode::ProtectedWrite, 0, 4095),
+                request: Box::new(request(LockMode::ProtectedWrite, 0, 4095)),
                 extent: Extent::new(0, 4095),
                 proof: LockProof(2),
             },
@@ -477,7 +477,7 @@ fn ost_hostile_recovery_seed() {
             ToOst::ReplayLock {
                 lock,
                 object: ObjectId(1),
-                request: request(LockMode::ProtectedWrite, extent.start, extent.end),
+                request: Box::new(request(LockMode::ProtectedWrite, extent.start, extent.end)),
                 extent,
                 proof,
             },
@@ -817,7 +817,7 @@ fn codec_seeds() {
             message: ToOst::ReplayLock {
                 lock: LockHandle(7),
                 object: ObjectId(2),
-                request: LockRequest::new(LockMode::Group(GroupId(4)), Extent::WHOLE),
+                request: Box::new(LockRequest::new(LockMode::Group(GroupId(4)), Extent::WHOLE)),
                 extent: Extent::WHOLE,
                 proof: LockProof(7),
             },

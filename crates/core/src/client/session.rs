@@ -158,7 +158,7 @@ impl Client {
                     granted.push(ToOst::ReplayLock {
                         lock: handle,
                         object: lock.key.object,
-                        request,
+                        request: Box::new(request),
                         extent: lock.extent,
                         proof: lock.proof,
                     });

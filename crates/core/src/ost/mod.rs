@@ -498,7 +498,7 @@ impl<S: ObjectStore> Ost<S> {
             ToOst::ReplayLock { lock, object, request, extent, proof }
                 if crate::planted::active(crate::planted::Bug::LateReplay) =>
             {
-                if !self.locks.replay(from, lock, object, request, extent, proof) {
+                if !self.locks.replay(from, lock, object, *request, extent, proof) {
                     self.send(from, ToClient::LockLost { lock });
                 }
             }
@@ -536,7 +536,7 @@ impl<S: ObjectStore> Ost<S> {
                 self.send_notices(from); // kept in the record across the crash
             }
             ToOst::ReplayLock { lock, object, request, extent, proof } if recovery.is_replaying(from) => {
-                if !self.locks.replay(from, lock, object, request, extent, proof) {
+                if !self.locks.replay(from, lock, object, *request, extent, proof) {
                     warn!(
                         ost = self.index.0,
                         %from,
