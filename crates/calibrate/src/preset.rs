@@ -268,6 +268,10 @@ fn storage_costs(m: &Measurements) -> String {
          # read: {background_how}: the dirty bytes this host\n\
          # keeps before its kernel writes back on its own.\n\
          host_cache_background_mib = {background_mib}\n\
+         # lanefs's OST commits once {commit_mib} MiB were written since its last commit\n\
+         # began, syncing every object it changed (COMMIT_BYTES_DEFAULT,\n\
+         # crates/core/src/ost/commits.rs): its writeback starts as the writes come.\n\
+         host_cache_commit_mib = {commit_mib}\n\
          # measured: a server's CPU time for the first read of a page of a client's\n\
          # shared memory through its own mapping (pwrite from it into a new file, less\n\
          # the same from pages read before): the fault that maps it, {map_pages} pages a\n\
@@ -289,6 +293,7 @@ fn storage_costs(m: &Measurements) -> String {
         cache_write = m.disk.cache_write_gib_s,
         background_how = m.disk.background.how,
         background_mib = m.disk.background.bytes >> 20,
+        commit_mib = lanefs_core::ost::commits::COMMIT_BYTES_DEFAULT >> 20,
         map_pages = m.frames.pages,
         frame_rounds = crate::frames::ROUNDS,
         map_low = m.frames.first_map_spread_us.0,

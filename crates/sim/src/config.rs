@@ -235,6 +235,12 @@ pub struct StorageSection {
     /// them as they come.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_cache_background_mib: Option<u64>,
+    /// With `host_cache_background_mib`: MiB an OST takes before it
+    /// commits on its own, writing back every object it changed since the
+    /// last commit (lanefs's OST: 4, `COMMIT_BYTES_DEFAULT`). Absent: only
+    /// syncs write back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cache_commit_mib: Option<u64>,
     /// Server CPU time for each page of a client's shared memory the OSS
     /// reads for the first time, in microseconds: the fault that maps the
     /// page into the server (the bulk of a local client, which lanefs's
@@ -467,6 +473,10 @@ impl StorageSection {
     /// Dirty bytes an OSS's host keeps before writing back on its own.
     pub fn host_cache_background_bytes(&self) -> Option<u64> {
         self.host_cache_background_mib.map(|mib| mib.saturating_mul(MIB))
+    }
+    /// Bytes an OST takes before it commits on its own.
+    pub fn host_cache_commit_bytes(&self) -> Option<u64> {
+        self.host_cache_commit_mib.map(|mib| mib.saturating_mul(MIB))
     }
     pub fn page_first_map(&self) -> Duration {
         duration(self.page_first_map_us.unwrap_or(0.0), NS_PER_US)

@@ -9,13 +9,19 @@
 //! object is synced, and the sync waits for them; beyond it, the disk
 //! takes writes as they come.
 //!
+//! An OST may also commit on its own once it has taken some bytes since
+//! its last commit (lanefs's OST, which syncs every object it changed once
+//! 4 MiB were written since the last commit began: `COMMIT_BYTES_DEFAULT`
+//! in `lanefs_core::ost::commits`): its objects' bytes then go to the disk
+//! as the commit's `fdatasync`s ask.
+//!
 //! Not modelled: the flusher's age limit (`dirty_expire_centisecs`, 30 s
 //! by default), which writes back what has waited that long; the runs
 //! this is for (one host's, seconds long) end before it.
 //!
 //! Invariant ([`HostCache::check_invariants`]): each OSS's dirty bytes are
 //! the sum of what its OSTs' objects have waiting, and at most the
-//! threshold.
+//! threshold; each OST's waiting bytes are below its commit's.
 
 use lanefs_core::units::{Duration, ObjectId};
 use std::collections::BTreeMap;
@@ -28,6 +34,8 @@ pub struct HostCache {
     /// Dirty bytes an OSS's host keeps before writing back on its own.
     background: u64,
     osts_per_oss: u32,
+    /// Bytes an OST takes before it commits on its own (`None`: never).
+    commit: Option<u64>,
     /// Per OST, what its objects have waiting.
     waiting: Vec<Waiting>,
     /// Per OSS, the bytes waiting on its OSTs.
@@ -35,18 +43,21 @@ pub struct HostCache {
 }
 
 impl HostCache {
-    pub fn new(oss_count: u32, osts_per_oss: u32, background: u64) -> HostCache {
+    pub fn new(oss_count: u32, osts_per_oss: u32, background: u64, commit: Option<u64>) -> HostCache {
         HostCache {
             background,
             osts_per_oss,
+            commit,
             waiting: vec![Waiting::new(); (oss_count * osts_per_oss) as usize],
             dirty: vec![0; oss_count as usize],
         }
     }
 
     /// OST `ost` wrote `bytes` of `object` into the cache, which take
-    /// `disk` to write back: `Some(disk)` when the disk takes them now (the
-    /// host is past its threshold), `None` when they wait for a sync.
+    /// `disk` to write back: `Some(time)` when the disk takes them now, with
+    /// whatever else the OST's own commit writes back (`time` in all: the
+    /// host is past its threshold, or the OST commits), `None` when they
+    /// wait for a sync.
     pub fn write(&mut self, ost: u32, object: ObjectId, bytes: u64, disk: Duration) -> Option<Duration> {
         let oss = (ost / self.osts_per_oss) as usize;
         if self.dirty[oss].saturating_add(bytes) > self.background {
@@ -56,7 +67,11 @@ impl HostCache {
         let entry = self.waiting[ost as usize].entry(object).or_insert((0, Duration::ZERO));
         entry.0 += bytes;
         entry.1 = Duration(entry.1.as_ns().saturating_add(disk.as_ns()));
-        None
+        let waiting: u64 = self.waiting[ost as usize].values().map(|(bytes, _)| bytes).sum();
+        match self.commit {
+            Some(commit) if waiting >= commit => Some(self.sync(ost, None)),
+            _ => None,
+        }
     }
 
     /// A sync of `object` on OST `ost` (`None`: of all its objects): the
@@ -87,6 +102,12 @@ impl HostCache {
             assert_eq!(dirty, waiting, "OSS {oss}'s dirty bytes against its objects'");
             assert!(dirty <= self.background, "OSS {oss} keeps {dirty} dirty bytes, past {}", self.background);
         }
+        if let Some(commit) = self.commit {
+            for (ost, objects) in self.waiting.iter().enumerate() {
+                let waiting: u64 = objects.values().map(|(bytes, _)| bytes).sum();
+                assert!(waiting < commit, "OST {ost} has {waiting} bytes waiting, past its commit's {commit}");
+            }
+        }
     }
 }
 
@@ -99,7 +120,7 @@ mod tests {
     #[test]
     fn writes_wait_for_their_objects_sync_below_the_threshold() {
         let (a, b) = (ObjectId(1), ObjectId(2));
-        let mut cache = HostCache::new(1, 2, 100);
+        let mut cache = HostCache::new(1, 2, 100, None);
         assert_eq!(cache.write(0, a, 40, MS), None);
         assert_eq!(cache.write(1, b, 40, MS), None);
         assert_eq!(cache.write(0, a, 40, MS), Some(MS), "past the OSS's threshold: to the disk now");
@@ -110,5 +131,17 @@ mod tests {
         assert_eq!(cache.sync(0, Some(a)), Duration::ZERO, "written back already");
         assert_eq!(cache.sync(1, None), MS);
         cache.check_invariants();
+    }
+
+    #[test]
+    fn an_ost_that_commits_on_its_own_writes_back_all_it_has_waiting() {
+        let (a, b) = (ObjectId(1), ObjectId(2));
+        let mut cache = HostCache::new(1, 2, 1000, Some(100));
+        assert_eq!(cache.write(0, a, 60, MS), None);
+        assert_eq!(cache.write(1, b, 60, MS), None, "another OST's bytes count for its own commit");
+        assert_eq!(cache.write(0, b, 40, MS), Some(Duration(2 * MS.as_ns())), "100 bytes: the OST commits both");
+        cache.check_invariants();
+        assert_eq!(cache.sync(0, None), Duration::ZERO);
+        assert_eq!(cache.sync(1, Some(b)), MS);
     }
 }

@@ -58,6 +58,9 @@ pub struct Model {
     /// With `host_cache`: dirty bytes an OSS's host keeps until syncs
     /// write them back (`None`: the disk takes writes as they come).
     pub host_cache_background: Option<u64>,
+    /// With `host_cache_background`: bytes an OST takes before it commits
+    /// on its own (`None`: never).
+    pub host_cache_commit: Option<u64>,
     /// Client CPU time per page frame written for the first time.
     pub page_first_touch: Duration,
     /// Server CPU time per page of a client's memory read for the first time.
@@ -170,6 +173,7 @@ impl Model {
             host_cache: storage.ost_writes.unwrap_or_default() == OstWrites::HostCache,
             host_cache_write_bw: storage.host_cache_write_bandwidth().map(|b| b.bytes_per_s()),
             host_cache_background: storage.host_cache_background_bytes(),
+            host_cache_commit: storage.host_cache_commit_bytes(),
             page_first_touch: compute.page_first_touch(),
             page_first_map: storage.page_first_map(),
             mpi_message_cpu: c.mpi_message_cpu(),

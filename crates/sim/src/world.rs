@@ -232,7 +232,9 @@ impl<W> World<W> {
                 None => Vec::new(),
             },
             host_cache: match model.host_cache_background {
-                Some(bytes) if model.host_cache => Some(HostCache::new(model.oss_count, model.osts_per_oss, bytes)),
+                Some(bytes) if model.host_cache => {
+                    Some(HostCache::new(model.oss_count, model.osts_per_oss, bytes, model.host_cache_commit))
+                }
                 _ => None,
             },
             frames: (model.page_first_touch > Duration::ZERO || model.page_first_map > Duration::ZERO)

@@ -248,6 +248,13 @@ const SCHEMA: &[Section] = &[
                 "dirty MiB a host keeps before writing back on its own (host-cache); absent: at once",
             )),
             optional(key(
+                "host_cache_commit_mib",
+                count(1, SIZE_MIB_MAX),
+                "MiB",
+                "4",
+                "MiB an OST takes before it commits on its own (host-cache); absent: only syncs write back",
+            )),
+            optional(key(
                 "page_first_map_us",
                 LATENCY,
                 "microseconds",
@@ -347,7 +354,7 @@ fn check_host_cache_keys(table: &Table, origin: &str) -> Result<(), ConfigError>
     if storage.get("ost_writes").and_then(Value::as_str) == Some("host-cache") {
         return Ok(());
     }
-    for key in ["host_cache_write_gib_s", "host_cache_background_mib"] {
+    for key in ["host_cache_write_gib_s", "host_cache_background_mib", "host_cache_commit_mib"] {
         if let Some(value) = storage.get(key) {
             return Err(ConfigError::InvalidValue(Box::new(InvalidValue {
                 origin: origin.into(),
