@@ -54,8 +54,11 @@ through `lanefs lctl get_param`) across the run.
 
 Prints every command as it runs (stderr) and one of each kind with the
 table (stdout), then a Markdown table: per cell the real write bandwidth's
-median and range, the prediction, their ratio, and the lock counts real
-(median) and simulated; then the share of cells predicted within 25% and
+median and range, the prediction, their ratio, the lock counts real
+(median) and simulated, and the CPU time of the real run (its whole
+processes, start and end included, as their rusage says; not for the
+mount, whose daemons are not its children) beside the CPU time the
+simulator charged the host's cores (`sim.cpu_busy_s`); then the share of cells predicted within 25% and
 50%, of lock counts within 10%, and, for every two cells of a row (the
 same kind, -t and -N; for MPIIO every mode and aggregator count) whose
 measured ranges do not overlap, whether the simulator orders them the
@@ -72,7 +75,7 @@ goes on and exits 1 at the end.
                           cell names: only those), FIDELITY_JSON (every cell, as JSON),
                           CELL_TIMEOUT (seconds per run, default 600)
 """
-import contextlib, json, os, shlex, shutil, signal, statistics, subprocess, sys, tempfile, time, tomllib
+import contextlib, json, os, resource, shlex, shutil, signal, statistics, subprocess, sys, tempfile, time, tomllib
 
 QUICK = os.environ.get("QUICK") == "1"
 ROUNDS = int(os.environ.get("ROUNDS", "1" if QUICK else "3"))
@@ -141,7 +144,14 @@ def ior_report(out):
     if bw is None:
         raise Failed("the report has no write phase")
     counters = j.get("lanefs") or {}
-    return {"bw": bw, "enqueues": counters.get("lock_enqueues"), "callbacks": counters.get("blocking_callbacks")}
+    return {"bw": bw, "enqueues": counters.get("lock_enqueues"), "callbacks": counters.get("blocking_callbacks"),
+            "cpu": (j.get("sim") or {}).get("cpu_busy_s")}
+
+
+def children_cpu():
+    """CPU seconds (user and system) of the child processes waited for."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 # The matrix.
@@ -349,7 +359,12 @@ def real_run(cell, lanefs, osts, scratch, mount, index):
         cell.setdefault("real_command", shown(argv, {k: v for k, v in extra.items() if k != "TMPDIR"}))
         log(f"$ {shown(argv, extra)}")
         drop_caches()
-        return ior_report(run(argv, extra))
+        # The whole run's CPU time: every rank's client and the embedded
+        # servers (under mpirun, its ranks'), their start and end included.
+        cpu = children_cpu()
+        result = ior_report(run(argv, extra))
+        result["cpu"] = children_cpu() - cpu
+        return result
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -378,7 +393,7 @@ def skip_reason(cell, lanefs):
 
 def measure(matrix, lanefs, preset, osts, scratch):
     for cell in matrix:
-        cell["real"] = {"bw": [], "enqueues": [], "callbacks": []}
+        cell["real"] = {"bw": [], "enqueues": [], "callbacks": [], "cpu": []}
         cell["skipped"] = skip_reason(cell, lanefs)
         if cell["skipped"]:
             log(f"{cell['name']}: skipped: {cell['skipped']}")
@@ -408,6 +423,8 @@ def measure(matrix, lanefs, preset, osts, scratch):
                     continue
                 for k in ("bw", "enqueues", "callbacks"):
                     cell["real"][k].append(result[k])
+                if result.get("cpu") is not None:
+                    cell["real"]["cpu"].append(result["cpu"])
                 log(f"round {r + 1}: {cell['name']}: {result['bw']:.1f} MiB/s, enqueues {result['enqueues']}, "
                     f"callbacks {result['callbacks']} ({time.monotonic() - started:.1f} s)")
 
@@ -424,7 +441,8 @@ def digest(cell):
     real, sim = cell["real"], cell.get("sim") or {}
     d = {"median": median(real["bw"]), "min": min(real["bw"], default=None), "max": max(real["bw"], default=None),
          "enqueues": median(real["enqueues"]), "callbacks": median(real["callbacks"]),
-         "sim_bw": sim.get("bw"), "sim_enqueues": sim.get("enqueues"), "sim_callbacks": sim.get("callbacks")}
+         "sim_bw": sim.get("bw"), "sim_enqueues": sim.get("enqueues"), "sim_callbacks": sim.get("callbacks"),
+         "cpu": median(real.get("cpu", [])), "sim_cpu": sim.get("cpu")}
     ok = d["median"] and d["sim_bw"] is not None and not cell.get("error")
     d["ratio"] = d["sim_bw"] / d["median"] if ok else None
     cell["figures"] = d
@@ -435,10 +453,14 @@ def count(v):
     return "n/a" if v is None else f"{v:.0f}"
 
 
+def seconds(v):
+    return "-" if v is None else f"{v:.2f}"
+
+
 def table(matrix):
     print("| cell | real MiB/s, median (min-max) | simulated MiB/s | sim / real | enqueues real / sim "
-          "| callbacks real / sim |")
-    print("| --- | --- | --- | --- | --- | --- |")
+          "| callbacks real / sim | CPU s real / charged |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for cell in matrix:
         d = digest(cell)
         sim_error = (cell.get("sim") or {}).get("error")
@@ -454,7 +476,8 @@ def table(matrix):
         sim_ok = d["sim_bw"] is not None
         enq = f"{count(d['enqueues']) if real_ok else '-'} / {count(d['sim_enqueues']) if sim_ok else '-'}"
         cbs = f"{count(d['callbacks']) if real_ok else '-'} / {count(d['sim_callbacks']) if sim_ok else '-'}"
-        print(f"| {cell['name']} | {real} | {sim} | {ratio} | {enq} | {cbs} |")
+        cpu = f"{seconds(d['cpu'] if real_ok else None)} / {seconds(d['sim_cpu'])}"
+        print(f"| {cell['name']} | {real} | {sim} | {ratio} | {enq} | {cbs} | {cpu} |")
     failures = [c for c in matrix if c.get("error") or (c.get("sim") or {}).get("error")]
     for cell in failures:
         for world, error in (("real", cell.get("error")), ("simulated", (cell.get("sim") or {}).get("error"))):
@@ -488,6 +511,10 @@ def summary(matrix):
                       f"sim / real from {ratios[0]:.2f} to {ratios[-1]:.2f}, median {statistics.median(ratios):.2f}")
     else:
         print("- bandwidth: no cell has both a measurement and a prediction")
+    cpu = sorted(d["cpu"] / d["sim_cpu"] for d in compared if d["cpu"] and d["sim_cpu"])
+    if cpu:
+        print(f"- CPU time: the real runs' (whole processes) over what the simulator charges the host's cores, "
+              f"in {len(cpu)} cells: from {cpu[0]:.2f} to {cpu[-1]:.2f}, median {statistics.median(cpu):.2f}")
     for key, label in (("enqueues", "lock enqueues"), ("callbacks", "blocking callbacks")):
         both = [d for d in compared if d[key] is not None and d["sim_" + key] is not None]
         good = sum(within(d[key], d["sim_" + key], 0.10) for d in both)

@@ -3,11 +3,13 @@
 //! `fdatasync` after a 4 KiB write (what an OST's commit waits for); and
 //! the host's page cache in front of it, as lanefs's OSTs (files) use it.
 //!
-//! The write is timed to its `fdatasync`, so that the kernel's page cache
-//! does not stand in for the disk; its two halves are kept apart too: the
+//! The write is timed to its `fdatasync`s, so that the kernel's page cache
+//! does not stand in for the disk. It is made in [`PARTS`], each synced
+//! before the next, and each part's two halves are kept apart: the
 //! buffered writes' CPU time is the rate one core writes into the page
 //! cache (pages allocated as the file grows), and the `fdatasync`'s wall
-//! time the rate at which the page cache is written back to the disk
+//! time the rate at which the page cache is written back to the disk; each
+//! rate is the parts' median
 //! (below the host's background threshold, read from `/proc/sys/vm`, the
 //! kernel writes back nothing before it is asked). Before the read, the
 //! file's cached pages are dropped (`posix_fadvise(POSIX_FADV_DONTNEED)`,
@@ -15,7 +17,7 @@
 //! made in a private temporary directory inside the data directory and
 //! removed.
 
-use crate::{gib_s, median};
+use crate::{gib_s, median, median_f64};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
@@ -24,6 +26,8 @@ use std::time::{Duration, Instant};
 
 const CHUNK_BYTES: usize = 1 << 20;
 const SYNC_WRITE_BYTES: usize = 4096;
+/// Parts the write is made in, each synced before the next.
+pub const PARTS: u64 = 4;
 
 #[derive(Clone, Debug)]
 pub struct Disk {
@@ -35,6 +39,9 @@ pub struct Disk {
     /// The bytes per second of the `fdatasync` alone: the page cache
     /// written back.
     pub writeback_gib_s: f64,
+    /// The lowest and the highest of the parts' figures, each.
+    pub cache_write_spread_gib_s: (f64, f64),
+    pub writeback_spread_gib_s: (f64, f64),
     /// Dirty bytes the host keeps before writing back on its own, and how
     /// that was found.
     pub background: Background,
@@ -58,17 +65,29 @@ pub fn measure(dir: &Path, bytes: u64, syncs: usize) -> Result<Disk, String> {
     let failed = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", path.display());
     let chunk: Vec<u8> = (0..CHUNK_BYTES).map(|i| (i * 7 + 1) as u8).collect();
     let mut file = File::create(&path).map_err(|e| failed("create", e))?;
-    let (began, cpu_began) = (Instant::now(), crate::cpu::this_thread());
-    let mut written = 0;
-    while written < bytes {
-        file.write_all(&chunk).map_err(|e| failed("write", e))?;
-        written += CHUNK_BYTES as u64;
+    // In parts, each written and then synced: the page cache's two rates
+    // are the parts' medians, so that one part the kernel slowed (a
+    // reclaim, a flush of another file) does not make them.
+    let part_bytes = (bytes / PARTS).next_multiple_of(CHUNK_BYTES as u64);
+    let began = Instant::now();
+    let (mut written, mut cache_writes, mut writebacks) = (0, Vec::new(), Vec::new());
+    for _ in 0..PARTS {
+        let (part_began, cpu_began) = (written, crate::cpu::this_thread());
+        while written < part_began + part_bytes {
+            file.write_all(&chunk).map_err(|e| failed("write", e))?;
+            written += CHUNK_BYTES as u64;
+        }
+        let (cached, cpu) = (Instant::now(), crate::cpu::this_thread().saturating_sub(cpu_began));
+        file.sync_data().map_err(|e| failed("fdatasync", e))?;
+        cache_writes.push(gib_s(part_bytes, cpu));
+        writebacks.push(gib_s(part_bytes, cached.elapsed()));
     }
-    let (cached, cpu) = (Instant::now(), crate::cpu::this_thread().saturating_sub(cpu_began));
-    file.sync_data().map_err(|e| failed("fdatasync", e))?;
     let write_gib_s = gib_s(written, began.elapsed());
-    let writeback_gib_s = gib_s(written, cached.elapsed());
-    let cache_write_gib_s = gib_s(written, cpu);
+    let spread = |v: &[f64]| {
+        (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+    };
+    let (cache_write_spread_gib_s, writeback_spread_gib_s) = (spread(&cache_writes), spread(&writebacks));
+    let (cache_write_gib_s, writeback_gib_s) = (median_f64(&mut cache_writes), median_f64(&mut writebacks));
     drop_cached(&file);
     let mut file = File::open(&path).map_err(|e| failed("open", e))?;
     let mut buffer = vec![0u8; CHUNK_BYTES];
@@ -97,6 +116,8 @@ pub fn measure(dir: &Path, bytes: u64, syncs: usize) -> Result<Disk, String> {
         write_gib_s,
         cache_write_gib_s,
         writeback_gib_s,
+        cache_write_spread_gib_s,
+        writeback_spread_gib_s,
         background: Background::read(),
         read_gib_s,
         sync: median(&mut samples),

@@ -145,8 +145,9 @@ fn storage(m: &Measurements, options: &Options) -> String {
          osts_per_oss = {osts}\n\
          # measured: {disk_mib} MiB written in 1 MiB writes and fdatasync'ed, then read\n\
          # back with the file's pages dropped from the page cache, in {dir}:\n\
-         # the fdatasync alone wrote the page cache back at {writeback:.3} GiB/s (the\n\
-         # writes and it together: {write:.3} GiB/s), and the read ran at {read:.3} GiB/s;\n\
+         # the fdatasyncs alone wrote the page cache back at {writeback:.3} GiB/s (the\n\
+         # median of {parts} parts, each written and synced, from {wb_low:.3} to {wb_high:.3}; the\n\
+         # writes and syncs together: {write:.3} GiB/s), and the read ran at {read:.3} GiB/s;\n\
          # the disk is shared equally by the {osts} OSTs (assumption: the OSTs take\n\
          # turns fairly). The OSTs write into the page cache (ost_writes below), so\n\
          # the disk's write bandwidth is the writeback's.\n\
@@ -173,6 +174,9 @@ fn storage(m: &Measurements, options: &Options) -> String {
         dir = options.data_dir.display(),
         write = m.disk.write_gib_s,
         writeback = m.disk.writeback_gib_s,
+        parts = crate::disk::PARTS,
+        wb_low = m.disk.writeback_spread_gib_s.0,
+        wb_high = m.disk.writeback_spread_gib_s.1,
         read = m.disk.read_gib_s,
         unix_bw = m.unix.gib_s,
         syncs = m.disk.syncs,
@@ -263,7 +267,8 @@ fn storage_costs(m: &Measurements) -> String {
          # fsync flushes it (crates/server/src/filestore.rs).\n\
          ost_writes = \"host-cache\"\n\
          # measured: the CPU time of the {disk_mib} MiB of buffered 1 MiB writes above\n\
-         # (into a new file: page-cache pages allocated as it grows), per byte.\n\
+         # (into a new file: page-cache pages allocated as it grows), per byte: the\n\
+         # median of the {parts} parts, which ranged from {cw_low:.3} to {cw_high:.3} GiB/s.\n\
          host_cache_write_gib_s = {cache_write:.3}\n\
          # read: {background_how}: the dirty bytes this host\n\
          # keeps before its kernel writes back on its own.\n\
@@ -291,6 +296,9 @@ fn storage_costs(m: &Measurements) -> String {
         rpcs = p.callbacks.counts.io_rpcs,
         disk_mib = m.disk.bytes >> 20,
         cache_write = m.disk.cache_write_gib_s,
+        parts = crate::disk::PARTS,
+        cw_low = m.disk.cache_write_spread_gib_s.0,
+        cw_high = m.disk.cache_write_spread_gib_s.1,
         background_how = m.disk.background.how,
         background_mib = m.disk.background.bytes >> 20,
         commit_mib = lanefs_core::ost::commits::COMMIT_BYTES_DEFAULT >> 20,

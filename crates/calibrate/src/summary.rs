@@ -22,6 +22,11 @@ fn gib(v: f64) -> String {
     format!("{v:.3} GiB/s ({:.0} MB/s)", v / GIB_PER_GB * 1000.0)
 }
 
+/// A median rate and its parts' range.
+fn spread_gib(v: f64, (low, high): (f64, f64)) -> String {
+    format!("{v:.3} GiB/s ({low:.2} to {high:.2})")
+}
+
 fn row(what: impl Into<String>, value: impl Into<String>, key: impl Into<String>) -> Row {
     [what.into(), value.into(), key.into()]
 }
@@ -33,8 +38,16 @@ fn hardware(m: &Measurements, options: &Options) -> Vec<Row> {
     };
     vec![
         row("disk write (1 MiB writes, fdatasync)", gib(m.disk.write_gib_s), "(shown)"),
-        row("  of it, the fdatasync's writeback", gib(m.disk.writeback_gib_s), "ost_write_bandwidth_gib_s (per OST)"),
-        row("  of it, the writes into the page cache (CPU)", gib(m.disk.cache_write_gib_s), "host_cache_write_gib_s"),
+        row(
+            "  of it, the fdatasyncs' writeback",
+            spread_gib(m.disk.writeback_gib_s, m.disk.writeback_spread_gib_s),
+            "ost_write_bandwidth_gib_s (per OST)",
+        ),
+        row(
+            "  of it, the writes into the page cache (CPU)",
+            spread_gib(m.disk.cache_write_gib_s, m.disk.cache_write_spread_gib_s),
+            "host_cache_write_gib_s",
+        ),
         row(
             "dirty bytes kept before writeback",
             format!("{} MiB", m.disk.background.bytes >> 20),

@@ -603,6 +603,16 @@ impl<W> World<W> {
         Duration(self.model.page_first_touch.as_ns().saturating_mul(new))
     }
 
+    /// The CPU time run on every host's cores so far (`None` where cores
+    /// are not modelled): what the model charged for copies, the clients'
+    /// and MPI's work and, on one machine, the servers'.
+    pub fn cpu_busy(&self) -> Option<Duration> {
+        self.model.cores?;
+        let hosts = if self.model.one_host { &self.clients[..1] } else { &self.clients[..] };
+        let busy = hosts.iter().filter_map(|c| c.cores()).map(|c| c.busy().as_ns()).sum();
+        Some(Duration(busy))
+    }
+
     /// Runs `work` of node `node` from `ready` on: on its cores where they
     /// are modelled, else at once.
     pub fn node_cpu(&mut self, node: u32, ready: Instant, work: Duration) -> Instant {

@@ -62,7 +62,10 @@ fn cores_enough_for_every_rank_change_nothing() {
     for line in lines {
         let hints = "striping_factor=4:cray_cb_nodes_multiplier=2:cray_cb_write_lock_mode=0";
         let without = json_run(line, with_hints(opts_with("laptop", &[]), hints));
-        let ample = json_run(line, with_hints(opts_with("laptop", &[("compute.cores", "1024")]), hints));
+        let mut ample = json_run(line, with_hints(opts_with("laptop", &[("compute.cores", "1024")]), hints));
+        // The CPU time charged, reported where cores are modelled.
+        let busy = ample["sim"].as_object_mut().unwrap().remove("cpu_busy_s").expect("the CPU time charged");
+        assert!(busy.as_f64().unwrap() > 0.0);
         assert_eq!(without_wall_time(without), without_wall_time(ample), "{line}");
     }
 }
