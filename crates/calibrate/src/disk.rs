@@ -65,29 +65,8 @@ pub fn measure(dir: &Path, bytes: u64, syncs: usize) -> Result<Disk, String> {
     let failed = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", path.display());
     let chunk: Vec<u8> = (0..CHUNK_BYTES).map(|i| (i * 7 + 1) as u8).collect();
     let mut file = File::create(&path).map_err(|e| failed("create", e))?;
-    // In parts, each written and then synced: the page cache's two rates
-    // are the parts' medians, so that one part the kernel slowed (a
-    // reclaim, a flush of another file) does not make them.
-    let part_bytes = (bytes / PARTS).next_multiple_of(CHUNK_BYTES as u64);
-    let began = Instant::now();
-    let (mut written, mut cache_writes, mut writebacks) = (0, Vec::new(), Vec::new());
-    for _ in 0..PARTS {
-        let (part_began, cpu_began) = (written, crate::cpu::this_thread());
-        while written < part_began + part_bytes {
-            file.write_all(&chunk).map_err(|e| failed("write", e))?;
-            written += CHUNK_BYTES as u64;
-        }
-        let (cached, cpu) = (Instant::now(), crate::cpu::this_thread().saturating_sub(cpu_began));
-        file.sync_data().map_err(|e| failed("fdatasync", e))?;
-        cache_writes.push(gib_s(part_bytes, cpu));
-        writebacks.push(gib_s(part_bytes, cached.elapsed()));
-    }
-    let write_gib_s = gib_s(written, began.elapsed());
-    let spread = |v: &[f64]| {
-        (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max))
-    };
-    let (cache_write_spread_gib_s, writeback_spread_gib_s) = (spread(&cache_writes), spread(&writebacks));
-    let (cache_write_gib_s, writeback_gib_s) = (median_f64(&mut cache_writes), median_f64(&mut writebacks));
+    let w = write_in_parts(&mut file, &chunk, bytes).map_err(|(what, e)| failed(what, e))?;
+    let written = w.bytes;
     drop_cached(&file);
     let mut file = File::open(&path).map_err(|e| failed("open", e))?;
     let mut buffer = vec![0u8; CHUNK_BYTES];
@@ -113,16 +92,57 @@ pub fn measure(dir: &Path, bytes: u64, syncs: usize) -> Result<Disk, String> {
         samples.push(began.elapsed());
     }
     Ok(Disk {
-        write_gib_s,
-        cache_write_gib_s,
-        writeback_gib_s,
-        cache_write_spread_gib_s,
-        writeback_spread_gib_s,
+        write_gib_s: w.gib_s,
+        cache_write_gib_s: w.cache_write.0,
+        writeback_gib_s: w.writeback.0,
+        cache_write_spread_gib_s: w.cache_write.1,
+        writeback_spread_gib_s: w.writeback.1,
         background: Background::read(),
         read_gib_s,
         sync: median(&mut samples),
         bytes: written,
         syncs,
+    })
+}
+
+/// What [`write_in_parts`] measured: each rate with its parts' range.
+struct Written {
+    bytes: u64,
+    /// The writes and syncs together.
+    gib_s: f64,
+    cache_write: (f64, (f64, f64)),
+    writeback: (f64, (f64, f64)),
+}
+
+/// Writes `bytes` of `chunk`s to `file` in [`PARTS`], each written and
+/// then synced: the page cache's two rates are the parts' medians, so that
+/// one part the kernel slowed (a reclaim, a flush of another file, memory
+/// the host backs on first touch) does not make them.
+fn write_in_parts(file: &mut File, chunk: &[u8], bytes: u64) -> Result<Written, (&'static str, std::io::Error)> {
+    let part_bytes = (bytes / PARTS).next_multiple_of(CHUNK_BYTES as u64);
+    let began = Instant::now();
+    let (mut written, mut cache_writes, mut writebacks) = (0, Vec::new(), Vec::new());
+    for _ in 0..PARTS {
+        let (part_began, cpu_began) = (written, crate::cpu::this_thread());
+        while written < part_began + part_bytes {
+            file.write_all(chunk).map_err(|e| ("write", e))?;
+            written += chunk.len() as u64;
+        }
+        let (cached, cpu) = (Instant::now(), crate::cpu::this_thread().saturating_sub(cpu_began));
+        file.sync_data().map_err(|e| ("fdatasync", e))?;
+        cache_writes.push(gib_s(part_bytes, cpu));
+        writebacks.push(gib_s(part_bytes, cached.elapsed()));
+    }
+    let gib_s = gib_s(written, began.elapsed());
+    let spread = |v: &[f64]| {
+        (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+    };
+    let (cache_spread, writeback_spread) = (spread(&cache_writes), spread(&writebacks));
+    Ok(Written {
+        bytes: written,
+        gib_s,
+        cache_write: (median_f64(&mut cache_writes), cache_spread),
+        writeback: (median_f64(&mut writebacks), writeback_spread),
     })
 }
 

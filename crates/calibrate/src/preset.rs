@@ -17,6 +17,7 @@ pub fn render(m: &Measurements, options: &Options) -> String {
         client(),
         storage(m, options),
         storage_costs(m),
+        host_cache(m),
         mpi(m),
         mount(m),
     ]
@@ -265,8 +266,30 @@ fn storage_costs(m: &Measurements) -> String {
          # lanefs's OSTs are files: a write lands in this host's page cache and is\n\
          # answered, and the disk's bandwidth (above) is paid when a commit or an\n\
          # fsync flushes it (crates/server/src/filestore.rs).\n\
-         ost_writes = \"host-cache\"\n\
-         # measured: the CPU time of the {disk_mib} MiB of buffered 1 MiB writes above\n\
+         ost_writes = \"host-cache\"",
+        idle = s.idle_rate * 1e6,
+        page_rpcs = p.page_rpcs.counts.io_rpcs,
+        page_requests = p.page_rpcs.counts.requests,
+        retakes = p.retakes.ops,
+        retake_requests = p.retakes.counts.requests,
+        retake_rpcs = p.retakes.counts.io_rpcs,
+        ahead = s.costs.lockahead.us,
+        aheads = p.locks.counts.requests,
+        writes = p.callbacks.ops,
+        callbacks = p.callbacks.counts.callbacks,
+        requests = p.callbacks.counts.requests,
+        rpcs = p.callbacks.counts.io_rpcs,
+    );
+    t
+}
+
+/// The host's page cache the OSTs write into, and the server's side of
+/// the client's shared memory.
+fn host_cache(m: &Measurements) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "# measured: the CPU time of the {disk_mib} MiB of buffered 1 MiB writes above\n\
          # (into a new file: page-cache pages allocated as it grows), per byte: the\n\
          # median of the {parts} parts, which ranged from {cw_low:.3} to {cw_high:.3} GiB/s.\n\
          host_cache_write_gib_s = {cache_write:.3}\n\
@@ -282,18 +305,6 @@ fn storage_costs(m: &Measurements) -> String {
          # the same from pages read before): the fault that maps it, {map_pages} pages a\n\
          # round. Median of {frame_rounds} rounds, which ranged from {map_low:.2} to {map_high:.2} us.\n\
          page_first_map_us = {first_map:.3}\n",
-        idle = s.idle_rate * 1e6,
-        page_rpcs = p.page_rpcs.counts.io_rpcs,
-        page_requests = p.page_rpcs.counts.requests,
-        retakes = p.retakes.ops,
-        retake_requests = p.retakes.counts.requests,
-        retake_rpcs = p.retakes.counts.io_rpcs,
-        ahead = s.costs.lockahead.us,
-        aheads = p.locks.counts.requests,
-        writes = p.callbacks.ops,
-        callbacks = p.callbacks.counts.callbacks,
-        requests = p.callbacks.counts.requests,
-        rpcs = p.callbacks.counts.io_rpcs,
         disk_mib = m.disk.bytes >> 20,
         cache_write = m.disk.cache_write_gib_s,
         parts = crate::disk::PARTS,
