@@ -134,10 +134,7 @@ fn write_in_parts(file: &mut File, chunk: &[u8], bytes: u64) -> Result<Written, 
         writebacks.push(gib_s(part_bytes, cached.elapsed()));
     }
     let gib_s = gib_s(written, began.elapsed());
-    let spread = |v: &[f64]| {
-        (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max))
-    };
-    let (cache_spread, writeback_spread) = (spread(&cache_writes), spread(&writebacks));
+    let (cache_spread, writeback_spread) = (crate::range_f64(&cache_writes), crate::range_f64(&writebacks));
     Ok(Written {
         bytes: written,
         gib_s,

@@ -51,10 +51,7 @@ pub fn measure(dir: &Path, bytes: u64) -> Result<Frames, String> {
         touch.push(t.as_secs_f64() * 1e6 / pages as f64);
         map.push(m.as_secs_f64() * 1e6 / pages as f64);
     }
-    let spread = |v: &[f64]| {
-        (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max))
-    };
-    let (first_touch_spread_us, first_map_spread_us) = (spread(&touch), spread(&map));
+    let (first_touch_spread_us, first_map_spread_us) = (crate::range_f64(&touch), crate::range_f64(&map));
     Ok(Frames {
         first_touch_us: median_f64(&mut touch).max(0.0),
         first_map_us: median_f64(&mut map).max(0.0),

@@ -267,3 +267,9 @@ pub fn median_f64(samples: &mut [f64]) -> f64 {
     samples.sort_by(f64::total_cmp);
     samples.get(samples.len() / 2).copied().unwrap_or_default()
 }
+
+/// The lowest and the highest of `samples` (infinities for none).
+pub fn range_f64(samples: &[f64]) -> (f64, f64) {
+    let low = samples.iter().copied().fold(f64::INFINITY, f64::min);
+    (low, samples.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+}
