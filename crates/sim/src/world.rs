@@ -37,7 +37,11 @@
 //!   compute node, their service take turns on; the client's
 //!   blocking-callback threads ([`CallbackThreads`]); the lock server's CPU
 //!   per callback; OSTs that write into their host's page cache, whose
-//!   syncs wait for the disk ([`Ev::Drained`]).
+//!   syncs wait for the disk ([`Ev::Drained`]), at a page cache write rate
+//!   of their own, the disk taking the bytes as they come or when a sync
+//!   or the OST's own commit writes them back ([`HostCache`]); the faults
+//!   of page frames a client writes into, and an OSS reads, for the first
+//!   time ([`Frames`]).
 //!
 //! Ordering: control messages of one (sender, receiver) pair keep their order
 //! (equal latency, and the queue pops equal times in push order). I/O RPCs
@@ -526,11 +530,11 @@ impl<W> World<W> {
             let copy = plus(overhead, transfer(len, m.host_cache_write_bw.unwrap_or(m.copy_bw)));
             let copied =
                 if m.servers_on_node { self.clients[0].run_on_cores(bulk_done, copy) } else { bulk_done + copy };
-            let now = match self.host_cache.as_mut() {
+            let to_disk = match self.host_cache.as_mut() {
                 Some(cache) => cache.write(ost, object, len, disk),
                 None => Some(disk),
             };
-            if let Some(disk) = now {
+            if let Some(disk) = to_disk {
                 self.disk_free[o] = later(copied, self.disk_free[o]) + disk;
             }
             return copied;
