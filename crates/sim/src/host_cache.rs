@@ -19,9 +19,9 @@
 //! by default), which writes back what has waited that long; the runs
 //! this is for (one host's, seconds long) end before it.
 //!
-//! Invariant ([`HostCache::check_invariants`]): each OSS's dirty bytes are
-//! the sum of what its OSTs' objects have waiting, and at most the
-//! threshold; each OST's waiting bytes are below its commit's.
+//! Invariant ([`HostCache::check_invariants`]): each OST's waiting bytes
+//! are the sum of its objects', and below its commit's; each OSS's (its
+//! OSTs') at most the threshold.
 
 use lanefs_core::units::{Duration, ObjectId};
 use std::collections::BTreeMap;
@@ -38,8 +38,8 @@ pub struct HostCache {
     commit: Option<u64>,
     /// Per OST, what its objects have waiting.
     waiting: Vec<Waiting>,
-    /// Per OSS, the bytes waiting on its OSTs.
-    dirty: Vec<u64>,
+    /// Per OST, the bytes its objects have waiting.
+    bytes: Vec<u64>,
 }
 
 impl HostCache {
@@ -49,8 +49,14 @@ impl HostCache {
             osts_per_oss,
             commit,
             waiting: vec![Waiting::new(); (oss_count * osts_per_oss) as usize],
-            dirty: vec![0; oss_count as usize],
+            bytes: vec![0; (oss_count * osts_per_oss) as usize],
         }
+    }
+
+    /// The bytes waiting on the OSTs of the OSS that serves `ost`.
+    fn oss_dirty(&self, ost: u32) -> u64 {
+        let first = (ost / self.osts_per_oss * self.osts_per_oss) as usize;
+        self.bytes[first..first + self.osts_per_oss as usize].iter().sum()
     }
 
     /// OST `ost` wrote `bytes` of `object` into the cache, which take
@@ -59,17 +65,16 @@ impl HostCache {
     /// host is past its threshold, or the OST commits), `None` when they
     /// wait for a sync.
     pub fn write(&mut self, ost: u32, object: ObjectId, bytes: u64, disk: Duration) -> Option<Duration> {
-        let oss = (ost / self.osts_per_oss) as usize;
-        if self.dirty[oss].saturating_add(bytes) > self.background {
+        if self.oss_dirty(ost).saturating_add(bytes) > self.background {
             return Some(disk);
         }
-        self.dirty[oss] += bytes;
-        let entry = self.waiting[ost as usize].entry(object).or_insert((0, Duration::ZERO));
+        let o = ost as usize;
+        self.bytes[o] += bytes;
+        let entry = self.waiting[o].entry(object).or_insert((0, Duration::ZERO));
         entry.0 += bytes;
         entry.1 = Duration(entry.1.as_ns().saturating_add(disk.as_ns()));
-        let waiting: u64 = self.waiting[ost as usize].values().map(|(bytes, _)| bytes).sum();
         match self.commit {
-            Some(commit) if waiting >= commit => Some(self.sync(ost, None)),
+            Some(commit) if self.bytes[o] >= commit => Some(self.sync(ost, None)),
             _ => None,
         }
     }
@@ -77,36 +82,30 @@ impl HostCache {
     /// A sync of `object` on OST `ost` (`None`: of all its objects): the
     /// disk time of what it writes back.
     pub fn sync(&mut self, ost: u32, object: Option<ObjectId>) -> Duration {
-        let waiting = &mut self.waiting[ost as usize];
-        let taken: Vec<(u64, Duration)> = match object {
-            Some(object) => waiting.remove(&object).into_iter().collect(),
-            None => std::mem::take(waiting).into_values().collect(),
+        let o = ost as usize;
+        let (bytes, disk) = match object {
+            Some(object) => self.waiting[o].remove(&object).unwrap_or((0, Duration::ZERO)),
+            None => {
+                std::mem::take(&mut self.waiting[o]).into_values().fold((0, Duration::ZERO), |(b, d), (bytes, time)| {
+                    (b + bytes, Duration(d.as_ns().saturating_add(time.as_ns())))
+                })
+            }
         };
-        let oss = (ost / self.osts_per_oss) as usize;
-        let mut disk = Duration::ZERO;
-        for (bytes, time) in taken {
-            self.dirty[oss] -= bytes;
-            disk = Duration(disk.as_ns().saturating_add(time.as_ns()));
-        }
+        self.bytes[o] -= bytes;
         disk
     }
 
     pub fn check_invariants(&self) {
-        for (oss, &dirty) in self.dirty.iter().enumerate() {
-            let first = oss * self.osts_per_oss as usize;
-            let waiting: u64 = self.waiting[first..first + self.osts_per_oss as usize]
-                .iter()
-                .flat_map(|objects| objects.values())
-                .map(|(bytes, _)| bytes)
-                .sum();
-            assert_eq!(dirty, waiting, "OSS {oss}'s dirty bytes against its objects'");
-            assert!(dirty <= self.background, "OSS {oss} keeps {dirty} dirty bytes, past {}", self.background);
-        }
-        if let Some(commit) = self.commit {
-            for (ost, objects) in self.waiting.iter().enumerate() {
-                let waiting: u64 = objects.values().map(|(bytes, _)| bytes).sum();
+        for (ost, objects) in self.waiting.iter().enumerate() {
+            let waiting: u64 = objects.values().map(|(bytes, _)| bytes).sum();
+            assert_eq!(self.bytes[ost], waiting, "OST {ost}'s waiting bytes against its objects'");
+            if let Some(commit) = self.commit {
                 assert!(waiting < commit, "OST {ost} has {waiting} bytes waiting, past its commit's {commit}");
             }
+        }
+        for first in (0..self.bytes.len() as u32).step_by(self.osts_per_oss as usize) {
+            let dirty = self.oss_dirty(first);
+            assert!(dirty <= self.background, "OSTs {first}.. keep {dirty} dirty bytes, past {}", self.background);
         }
     }
 }
