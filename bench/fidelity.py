@@ -52,6 +52,19 @@ whose IOR is -a POSIX and reports none, the difference of the OSTs'
 `ldlm.namespaces.filter-*.stats` (ldlm_enqueue, ldlm_bl_callback,
 through `lanefs lctl get_param`) across the run.
 
+In a virtual machine that hands the memory its guest frees back to its
+host (free page reporting: /sys/module/page_reporting), the pages the
+dropped cache freed are returned within milliseconds, and the next
+writes into the page cache fault each one back in at a tenth of the
+usual rate, at no fixed place: as root, the script keeps freed pages
+unreported for their first minute (min_free_ms = 60000) while it runs,
+writes 2 GiB of new memory and frees it after each drop (8 GiB before
+calibrating: pages the host took back before are backed again, and stay
+so for that minute), and sets
+the host's value back at the end, so that the calibration and the real
+runs meet the memory a machine of its own would have; HOST_REPORTING=1
+leaves it as it is.
+
 Prints every command as it runs (stderr) and one of each kind with the
 table (stdout), then a Markdown table: per cell the real write bandwidth's
 median and range, the prediction, their ratio, the lock counts real
@@ -73,7 +86,8 @@ goes on and exits 1 at the end.
                           /var/tmp; tmpfs is refused), OSTS (default 2, or the preset's),
                           SIZE_MIB (per run, default 256), CELLS (comma-separated parts of
                           cell names: only those), FIDELITY_JSON (every cell, as JSON),
-                          CELL_TIMEOUT (seconds per run, default 600)
+                          CELL_TIMEOUT (seconds per run, default 600), HOST_REPORTING=1 (leave
+                          the VM's free page reporting as it is)
 """
 import contextlib, json, os, resource, shlex, shutil, signal, statistics, subprocess, sys, tempfile, time, tomllib
 
@@ -127,11 +141,76 @@ def run(argv, env_extra=None, timeout=CELL_TIMEOUT):
     return out
 
 
-def drop_caches():
+def drop_caches(warm_bytes=2 << 30):
     subprocess.run(["sync"], check=True)
     if DROP:
         with open("/proc/sys/vm/drop_caches", "w") as f:
             f.write("3\n")
+        if REPORTING_DELAYED:
+            back_freed_memory(warm_bytes)
+
+
+# Set while freed pages stay with the guest for a minute (freed_memory_kept).
+REPORTING_DELAYED = False
+# Written and freed before the calibration, which takes several GiB of new
+# memory (its 1 GiB of disk writes, copies, frames, the servers' phases).
+CALIBRATION_WARM_BYTES = 8 << 30
+
+
+def back_freed_memory(warm_bytes):
+    """Writes warm_bytes of new memory and frees it: pages the VM's host
+    took back long ago are given memory again, and stay the guest's for the
+    next minute, so that the run after finds memory as a machine of its own
+    would (see the docstring)."""
+    import ctypes, mmap
+    # Never more than half the memory available (nor more than a quick run
+    # needs), so that warming cannot push the machine into swap or the OOM
+    # killer.
+    warm_bytes = min(warm_bytes // (8 if QUICK else 1), available_bytes() // 2) // mmap.PAGESIZE * mmap.PAGESIZE
+    if warm_bytes <= 0:
+        return
+    with mmap.mmap(-1, warm_bytes) as m:
+        ctypes.memset(ctypes.addressof(ctypes.c_char.from_buffer(m)), 1, warm_bytes)
+
+
+def available_bytes():
+    """MemAvailable, from /proc/meminfo (0 if it cannot be read)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    return 0
+
+
+PAGE_REPORTING_DELAY = "/sys/module/page_reporting/parameters/min_free_ms"
+
+
+@contextlib.contextmanager
+def freed_memory_kept():
+    """Keeps the pages the guest frees from going back to a VM's host for a
+    minute while the script runs (see the docstring); yields what it did."""
+    if not DROP or os.environ.get("HOST_REPORTING") == "1" or not os.path.exists(PAGE_REPORTING_DELAY):
+        yield None
+        return
+    with open(PAGE_REPORTING_DELAY) as f:
+        before = f.read().strip()
+    try:
+        with open(PAGE_REPORTING_DELAY, "w") as f:
+            f.write("60000\n")
+    except OSError as e:
+        yield f"free page reporting left as it is ({PAGE_REPORTING_DELAY}: {e})"
+        return
+    global REPORTING_DELAYED
+    REPORTING_DELAYED = True
+    try:
+        yield (f"freed pages kept from the VM's host for their first minute ({PAGE_REPORTING_DELAY}: "
+               f"{before} -> 60000 while this ran), 2 GiB written and freed after each drop, "
+               f"{CALIBRATION_WARM_BYTES >> 30} GiB before calibrating")
+    finally:
+        REPORTING_DELAYED = False
+        with open(PAGE_REPORTING_DELAY, "w") as f:
+            f.write(before + "\n")
 
 
 def ior_report(out):
@@ -314,7 +393,7 @@ def calibrate(lanefs, scratch, osts):
     # The machine as every real run finds it: with the page cache dropped,
     # so that the disk's and the page cache's rates are not measured while
     # the kernel reclaims what a build or an earlier run left cached.
-    drop_caches()
+    drop_caches(CALIBRATION_WARM_BYTES)
     env = dict(os.environ)
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
@@ -564,12 +643,13 @@ def main():
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, interrupted)
     try:
-        return measure_and_print(lanefs, place, scratch)
+        with freed_memory_kept() as reporting:
+            return measure_and_print(lanefs, place, scratch, reporting)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def measure_and_print(lanefs, place, scratch):
+def measure_and_print(lanefs, place, scratch, reporting):
     osts = int(os.environ.get("OSTS") or (preset_osts(os.environ["PRESET"]) if os.environ.get("PRESET") else 2))
     preset, calibration = calibrate(lanefs, scratch, osts)
     if preset_osts(preset) != osts:
@@ -583,6 +663,8 @@ def measure_and_print(lanefs, place, scratch):
     elapsed = time.monotonic() - began
     caches = "page cache dropped before every real run" if DROP else \
         "page cache NOT dropped between runs (not root: only synced)"
+    if reporting:
+        caches += f"; {reporting}"
     print(f"Real and simulated IOR writes on this machine: {ROUNDS} round(s) of each real run, one simulated run; "
           f"{SIZE_MIB} MiB per run (-w -e), {osts} OSTs on {fs_type(place)} under {place}, every file striped over "
           f"all {osts} in 1 MiB stripes; {caches}; {elapsed:.0f} s of runs.")

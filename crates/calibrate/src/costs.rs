@@ -9,7 +9,11 @@
 //! calls back each other's lock instead, less its requests and RPCs at
 //! those costs, divided by its callbacks, is a callback's cost. The
 //! lock-ahead phase, less its RPCs, divided by its requests, is a
-//! lock-ahead request's cost, shown beside.
+//! lock-ahead request's cost, shown beside. The phase of 1 MiB write
+//! RPCs, less its requests and RPCs at those costs and the copy of its
+//! bytes into the page cache at the rate measured, divided by its pages
+//! beyond each RPC's first, is a page's: the service's work that grows
+//! with an RPC's size (its bulk's pages, the commits' writeback).
 //!
 //! The client, the same way: the cached 4 KiB writes (and the few
 //! messages the cache sent meanwhile) and the 4 KiB writes that each
@@ -90,6 +94,8 @@ pub struct ServerCosts {
     pub callback: Cost,
     /// A lock-ahead request's.
     pub lockahead: Cost,
+    /// A page of a write RPC beyond its first, beyond the copy.
+    pub page: Cost,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -108,7 +114,7 @@ fn us(d: std::time::Duration) -> f64 {
 /// the phases tell them apart: the product of the coefficients across is
 /// at most [`ACROSS_MAX`] of the product of the diagonal ones, so that
 /// noise in one phase cannot swing the other unknown far.
-fn solve(a: (f64, f64, f64), b: (f64, f64, f64)) -> Option<(f64, f64)> {
+pub fn solve(a: (f64, f64, f64), b: (f64, f64, f64)) -> Option<(f64, f64)> {
     let (diagonal, across) = (a.0 * b.1, a.1 * b.0);
     let apart = diagonal > 0.0 && across <= ACROSS_MAX * diagonal;
     let determinant = diagonal - across;
@@ -119,9 +125,10 @@ fn solve(a: (f64, f64, f64), b: (f64, f64, f64)) -> Option<(f64, f64)> {
 /// phases' own.
 const ACROSS_MAX: f64 = 0.5;
 
-/// One round's server costs per lock request, per I/O RPC, per callback
-/// and per lock-ahead request.
-pub fn server_costs(p: &Phases) -> Result<ServerCosts, String> {
+/// One round's server costs per lock request, per I/O RPC, per callback,
+/// per lock-ahead request and per page; `cache_write_gib_s`: one core's
+/// rate of writing into the page cache.
+pub fn server_costs(p: &Phases, cache_write_gib_s: f64) -> Result<ServerCosts, String> {
     let (l, a) = (&p.retakes.counts, &p.page_rpcs.counts);
     let retakes = (l.requests as f64, l.io_rpcs as f64, us(p.retakes.server_cpu));
     let rpcs = (a.requests as f64, a.io_rpcs as f64, us(p.page_rpcs.server_cpu));
@@ -147,7 +154,15 @@ pub fn server_costs(p: &Phases) -> Result<ServerCosts, String> {
         0 => return Err("the servers counted no lock-ahead request in the phase made of them".into()),
         n => Cost::of((us(ahead.server_cpu) - ahead.counts.io_rpcs as f64 * rpc) / n as f64),
     };
-    Ok(ServerCosts { rpc: Cost::of(rpc), lock: Cost::of(lock), callback, lockahead })
+    let large = &p.large_rpcs;
+    let extra_pages = (large.counts.bytes_written / PAGE_BYTES).saturating_sub(large.counts.io_rpcs);
+    if extra_pages == 0 {
+        return Err("the servers counted no write RPC of more than one page in the 1 MiB write phase".into());
+    }
+    let copy_us = large.counts.bytes_written as f64 / (cache_write_gib_s * (1u64 << 30) as f64) * 1e6;
+    let rest = us(large.server_cpu) - large.counts.requests as f64 * lock - large.counts.io_rpcs as f64 * rpc;
+    let page = Cost::of((rest - copy_us) / extra_pages as f64);
+    Ok(ServerCosts { rpc: Cost::of(rpc), lock: Cost::of(lock), callback, lockahead, page })
 }
 
 /// One round's client costs per call, per message and per page;
@@ -184,6 +199,7 @@ pub fn median_server_costs(rounds: &[ServerCosts]) -> ServerCosts {
         lock: of(|c| c.lock),
         callback: of(|c| c.callback),
         lockahead: of(|c| c.lockahead),
+        page: of(|c| c.page),
     }
 }
 
@@ -214,6 +230,10 @@ mod tests {
         // 100 x 1020 KiB at 1 GiB/s.
         let copy_us = 100.0 * (LARGE_WRITE_BYTES - PAGE_BYTES) as f64 / (1u64 << 30) as f64 * 1e6;
         large.client_cpu = Duration::from_secs_f64((100.0 * 4.0 + 110.0 * 10.0 + 25_500.0 * 0.5 + copy_us) / 1e6);
+        // At the servers: RPCs, requests, 255 extra pages per RPC at 0.25
+        // us and the copy of 100 MiB into the page cache at 1 GiB/s.
+        let cache_us = 100.0 * LARGE_WRITE_BYTES as f64 / (1u64 << 30) as f64 * 1e6;
+        large.server_cpu = Duration::from_secs_f64((100.0 * 50.0 + 10.0 * 30.0 + 25_500.0 * 0.25 + cache_us) / 1e6);
         Phases {
             // The cache sent 7 write RPCs meanwhile.
             cached: sample(1000, 7, 0, 0, 7.0 * 50.0, 1000.0 * 4.0 + 7.0 * 10.0),
@@ -232,9 +252,9 @@ mod tests {
 
     #[test]
     fn the_servers_costs_come_back_from_phases_made_of_them() {
-        let c = server_costs(&phases()).unwrap();
+        let c = server_costs(&phases(), 1.0).unwrap();
         assert!(close(c.lock, 30.0) && close(c.rpc, 50.0) && close(c.callback, 20.0), "{c:?}");
-        assert!(close(c.lockahead, 70.0), "{c:?}");
+        assert!(close(c.lockahead, 70.0) && close(c.page, 0.25), "{c:?}");
     }
 
     #[test]
@@ -247,7 +267,7 @@ mod tests {
     fn a_cost_below_zero_is_zero_and_says_so() {
         let mut p = phases();
         p.callbacks.server_cpu = Duration::from_micros(1);
-        let c = server_costs(&p).unwrap();
+        let c = server_costs(&p, 1.0).unwrap();
         assert_eq!((c.callback.us, c.callback.clamped), (0.0, true));
         assert!(c.callback.spread_us.0 < 0.0, "the round's own value is kept: {c:?}");
         // A slower copy than the one measured leaves less than nothing
@@ -260,14 +280,14 @@ mod tests {
     fn phases_that_cannot_tell_the_costs_apart_are_an_error() {
         let mut p = phases();
         p.retakes.counts = p.page_rpcs.counts;
-        let e = server_costs(&p).unwrap_err();
+        let e = server_costs(&p, 1.0).unwrap_err();
         assert!(e.contains("cannot tell lock requests from I/O RPCs"), "{e}");
         let mut p = phases();
         p.callbacks.counts.callbacks = 0;
-        assert!(server_costs(&p).unwrap_err().contains("no blocking callback"));
+        assert!(server_costs(&p, 1.0).unwrap_err().contains("no blocking callback"));
         let mut p = phases();
         p.locks.counts.requests = 0;
-        assert!(server_costs(&p).unwrap_err().contains("no lock-ahead request"));
+        assert!(server_costs(&p, 1.0).unwrap_err().contains("no lock-ahead request"));
         let mut p = phases();
         p.cached.counts = p.page_rpcs.counts;
         assert!(client_costs(&p, 1.0).unwrap_err().contains("cannot tell calls from messages"));
@@ -282,6 +302,7 @@ mod tests {
                 lock: Cost::of(30.0),
                 callback: Cost::of(-1.0),
                 lockahead: Cost::of(70.0),
+                page: Cost::of(0.5),
             })
             .collect();
         let m = median_server_costs(&rounds);

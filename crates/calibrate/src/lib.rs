@@ -161,6 +161,7 @@ pub struct Measurements {
     pub frames: frames::Frames,
     pub unix: sockets::Socket,
     pub tcp: sockets::Socket,
+    pub handoffs: sockets::Handoffs,
     pub servers: servers::Servers,
     pub mount: step::Step<mount::Mount>,
     pub mpi: step::Step<mpi::Mpi>,
@@ -181,7 +182,7 @@ pub fn measure(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Meas
     let began = std::time::Instant::now();
     let taken_unix_s =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let (disk, copy, frames, unix, tcp) = hardware(options, progress)?;
+    let Hardware { disk, copy, frames, unix, tcp, handoffs } = hardware(options, progress)?;
     progress(&format!(
         "servers: lanefs up with {} OSTs in {}, CPU time per I/O RPC, lock request and callback, and the \
          client's per message and page",
@@ -197,7 +198,7 @@ pub fn measure(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Meas
         )
     };
     let cluster = cluster::Cluster::start(&options.lanefs_exe, &options.data_dir, options.osts).map_err(failed)?;
-    let servers = servers::measure(&cluster, options, copy.one_gib_s).map_err(failed)?;
+    let servers = servers::measure(&cluster, options, copy.one_gib_s, disk.cache_write_gib_s).map_err(failed)?;
     progress(&format!("mount: {} 4 KiB writes through a FUSE mount and as many directly", options.mount_writes()));
     let mount = mount::measure(&options.lanefs_exe, &cluster, options.mount_writes());
     drop(cluster);
@@ -209,6 +210,7 @@ pub fn measure(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Meas
         frames,
         unix,
         tcp,
+        handoffs,
         servers,
         mount,
         mpi,
@@ -219,7 +221,14 @@ pub fn measure(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Meas
     })
 }
 
-type Hardware = (disk::Disk, copy::Copy, frames::Frames, sockets::Socket, sockets::Socket);
+struct Hardware {
+    disk: disk::Disk,
+    copy: copy::Copy,
+    frames: frames::Frames,
+    unix: sockets::Socket,
+    tcp: sockets::Socket,
+    handoffs: sockets::Handoffs,
+}
 
 /// The disk, the memory and the sockets.
 fn hardware(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Hardware, String> {
@@ -243,12 +252,13 @@ fn hardware(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Hardwar
     ));
     let unix = sockets::measure_unix(options.round_trips(), options.socket_bytes())?;
     progress(&format!(
-        "sockets: {} round trips and {} MiB over TCP on loopback",
+        "sockets: {} round trips and {} MiB over TCP on loopback, then hand-offs on pinned threads",
         options.round_trips(),
         options.socket_bytes() >> 20
     ));
     let tcp = sockets::measure_tcp(options.round_trips(), options.socket_bytes())?;
-    Ok((disk, copy, frames, unix, tcp))
+    let handoffs = sockets::measure_handoffs(options.round_trips(), cpu::cores_online())?;
+    Ok(Hardware { disk, copy, frames, unix, tcp, handoffs })
 }
 
 /// Bytes per second as GiB/s.

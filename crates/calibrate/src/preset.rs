@@ -211,6 +211,11 @@ fn compute_costs(m: &Measurements) -> String {
          # and the copy of their bytes at copy_bandwidth_gib_s, per page beyond each\n\
          # RPC's first (which a message's cost has).{page_note}\n\
          client_cpu_per_page_us = {per_page}\n\
+         # measured: the same solution's call cost, less the copy of its 4 KiB at\n\
+         # copy_bandwidth_gib_s (which the simulator charges apart): a rank's call\n\
+         # handed to the client's thread and its answer handed back.{call_note}\n\
+         client_cpu_per_call_us = {per_call:.3}\n\
+         {handoffs}\
          # measured: the CPU time of a first write into a page of new shared memory\n\
          # (a memfd, as a client's page arena), less a second write into it: the\n\
          # fault that gives it memory, {touch_pages} pages a round. Median of {frame_rounds} rounds,\n\
@@ -231,7 +236,52 @@ fn compute_costs(m: &Measurements) -> String {
         touch_low = m.frames.first_touch_spread_us.0,
         touch_high = m.frames.first_touch_spread_us.1,
         first_touch = m.frames.first_touch_us,
+        per_call = per_call_us(m),
+        call_note = match per_call_us(m) > 0.0 {
+            true => "",
+            false => "\n# It came out below zero (noise larger than the cost): written as 0.",
+        },
+        handoffs = handoffs(m),
     );
+    t
+}
+
+/// The client's CPU time per call, less the copy of its page (at least
+/// zero).
+pub fn per_call_us(m: &Measurements) -> f64 {
+    let copy_us = crate::load::PAGE_BYTES as f64 / (m.copy.one_gib_s * (1u64 << 30) as f64) * 1e6;
+    (m.servers.client.call.us - copy_us).max(0.0)
+}
+
+/// The hand-off keys, each with how it was measured, or why it is left out.
+fn handoffs(m: &Measurements) -> String {
+    let rows = [
+        ("handoff_us", m.handoffs.busy_core, "both threads pinned to one core"),
+        ("handoff_idle_core_us", m.handoffs.idle_core, "each thread pinned to a core of its own"),
+    ];
+    let mut t = String::new();
+    for (key, h, how) in rows {
+        let _ = match h {
+            Some(h) => writeln!(
+                t,
+                "# measured: the CPU time of a thread woken for a message, {how}:\n\
+                 # 64-byte round trips over a Unix socket pair ({per_rt:.2} context switches each)\n\
+                 # against the same messages streamed ({streamed:.3} a message), both threads'\n\
+                 # CPU time and switches (getrusage RUSAGE_THREAD) solved for a switch's cost\n\
+                 # ({message:.2} us a message besides).\n\
+                 {key} = {us:.3}",
+                per_rt = h.switches_per_round_trip,
+                streamed = h.switches_per_streamed,
+                message = h.message_us,
+                us = h.switch_us,
+            ),
+            None => writeln!(
+                t,
+                "# {key} is left out: {how}, the round trips and the stream could not be\n\
+                 # told apart (or this host has one core)."
+            ),
+        };
+    }
     t
 }
 
@@ -242,6 +292,7 @@ fn storage_costs(m: &Measurements) -> String {
     let (rpc, rpc_note) = cost(s.costs.rpc, s.rounds);
     let (lock, lock_note) = cost(s.costs.lock, s.rounds);
     let (callback, callback_note) = cost(s.costs.callback, s.rounds);
+    let (page, page_note) = cost(s.costs.page, s.rounds);
     let mut t = String::new();
     let _ = writeln!(
         t,
@@ -261,6 +312,11 @@ fn storage_costs(m: &Measurements) -> String {
          # the costs above, per callback (the OSTs synced no cancel: that wait is\n\
          # journal_commit_us's).{callback_note}\n\
          callback_cpu_us = {callback}\n\
+         # measured: the servers' CPU time for {large_rpcs} write RPCs of 1 MiB, fsync'ed\n\
+         # every 16 MiB, less their requests and RPCs at the costs above and the copy\n\
+         # of their bytes into the page cache at host_cache_write_gib_s, per page\n\
+         # beyond each RPC's first: the bulk's pages and the commits' writeback.{page_note}\n\
+         rpc_service_per_page_us = {page}\n\
          # The servers measured ran on this node, sharing its cores with the clients.\n\
          runs_on = \"compute-node\"\n\
          # lanefs's OSTs are files: a write lands in this host's page cache and is\n\
@@ -279,6 +335,7 @@ fn storage_costs(m: &Measurements) -> String {
         callbacks = p.callbacks.counts.callbacks,
         requests = p.callbacks.counts.requests,
         rpcs = p.callbacks.counts.io_rpcs,
+        large_rpcs = p.large_rpcs.counts.io_rpcs,
     );
     t
 }

@@ -62,8 +62,14 @@ struct Setup {
 }
 
 /// Runs the phases on `cluster` in rounds; `copy_gib_s`: one core's copy
-/// rate, for the client's cost per page.
-pub fn measure(cluster: &Cluster, options: &Options, copy_gib_s: f64) -> Result<Servers, String> {
+/// rate, for the client's cost per page, and `cache_write_gib_s` its rate
+/// into the page cache, for the servers'.
+pub fn measure(
+    cluster: &Cluster,
+    options: &Options,
+    copy_gib_s: f64,
+    cache_write_gib_s: f64,
+) -> Result<Servers, String> {
     let rounds = options.cost_rounds();
     let mut setup = setup(cluster, options)?;
     let idle_rate = load::idle_rate(cluster)?;
@@ -71,7 +77,8 @@ pub fn measure(cluster: &Cluster, options: &Options, copy_gib_s: f64) -> Result<
     for round in 0..rounds {
         measured.push(round_of(cluster, &mut setup, options, round, idle_rate)?);
     }
-    let server: Vec<ServerCosts> = measured.iter().map(costs::server_costs).collect::<Result<_, _>>()?;
+    let server: Vec<ServerCosts> =
+        measured.iter().map(|p| costs::server_costs(p, cache_write_gib_s)).collect::<Result<_, _>>()?;
     let client: Vec<ClientCosts> =
         measured.iter().map(|p| costs::client_costs(p, copy_gib_s)).collect::<Result<_, _>>()?;
     let mut phases = Phases::default();

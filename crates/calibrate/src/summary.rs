@@ -76,8 +76,18 @@ fn hardware(m: &Measurements, options: &Options) -> Vec<Row> {
         row("Unix socket bandwidth", gib(m.unix.gib_s), "injection/oss_network_bandwidth_gib_s"),
         row("TCP loopback one way (10th to 90th pct)", spread(&m.tcp), "(shown)"),
         row("TCP loopback bandwidth", gib(m.tcp.gib_s), "(shown)"),
+        row("hand-off to a thread, one core", handoff(m.handoffs.busy_core), "handoff_us"),
+        row("hand-off to a thread, waking an idle core", handoff(m.handoffs.idle_core), "handoff_idle_core_us"),
         row("OSTs sharing the disk", options.osts.to_string(), "osts_per_oss"),
     ]
+}
+
+/// A hand-off's cost, and the switches per round trip it was taken from.
+fn handoff(h: Option<crate::sockets::Handoff>) -> String {
+    match h {
+        Some(h) => format!("{:.2} us ({:.2} switches a round trip)", h.switch_us, h.switches_per_round_trip),
+        None => "not told apart (left out)".into(),
+    }
 }
 
 /// A fault's cost, and the spread of its rounds.
@@ -101,7 +111,12 @@ fn costs(m: &Measurements) -> Vec<Row> {
         row("servers' CPU per lock request", cost(s.costs.lock), "lock_cpu_us"),
         row("servers' CPU per blocking callback", cost(s.costs.callback), "callback_cpu_us"),
         row("servers' CPU per lock-ahead request", cost(s.costs.lockahead), "(shown)"),
-        row("client's CPU per cached 4 KiB write", cost(s.client.call), "(shown)"),
+        row("servers' CPU per page of a write RPC", cost(s.costs.page), "rpc_service_per_page_us"),
+        row(
+            "client's CPU per cached 4 KiB write",
+            cost(s.client.call),
+            format!("client_cpu_per_call_us (less the copy: {:.2} us)", crate::preset::per_call_us(m)),
+        ),
         row("client's CPU per message", cost(s.client.message), "client_cpu_per_rpc_us"),
         row("client's CPU per page of an RPC", cost(s.client.page), "client_cpu_per_page_us"),
     ]

@@ -5,13 +5,15 @@ use std::process::Command;
 
 /// The keys `lanefs calibrate` always measures (the others are lanefs's
 /// own settings).
-const MEASURED: [&str; 18] = [
+const MEASURED: [&str; 20] = [
     "copy_bandwidth_gib_s",
     "copy_bandwidth_every_core_gib_s",
     "cores",
     "client_cpu_per_rpc_us",
     "client_cpu_per_page_us",
+    "client_cpu_per_call_us",
     "rpc_service_overhead_us",
+    "rpc_service_per_page_us",
     "lock_cpu_us",
     "callback_cpu_us",
     "injection_bandwidth_gib_s",
@@ -93,6 +95,12 @@ fn a_quick_calibration_writes_a_preset_the_simulator_runs() {
     for key in MEASURED {
         // A CPU cost may come out as zero, saying so.
         measured_value(&lines, key, key.ends_with("_us"));
+    }
+    // A hand-off's cost is measured, or a comment says why it is left out.
+    for key in ["handoff_us", "handoff_idle_core_us"] {
+        if !text.contains(&format!("# {key} is left out: ")) {
+            measured_value(&lines, key, false);
+        }
     }
     // Read from the kernel's settings, not measured, and saying so.
     let at =

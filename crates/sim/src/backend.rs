@@ -537,6 +537,9 @@ impl Backend for SimBackend {
         sim.insert("seed".into(), self.opts.seed.into());
         sim.insert("cluster".into(), self.opts.cluster.cluster.name.clone().into());
         sim.insert("simulated_s".into(), w.now.as_secs_f64().into());
+        if let Some(handoffs) = w.handoffs() {
+            sim.insert("handoffs".into(), handoffs.into());
+        }
         if let Some(busy) = w.cpu_busy() {
             sim.insert("cpu_busy_s".into(), busy.as_secs_f64().into());
         }

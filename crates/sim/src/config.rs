@@ -93,6 +93,24 @@ pub struct ComputeSection {
     /// Client CPU time per RPC sent, in microseconds; absent means zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpu_per_rpc_us: Option<f64>,
+    /// Client CPU time per read or write call of a rank (handing the call
+    /// to the client's thread and its answer back), beyond the copy of its
+    /// bytes, in microseconds; absent means zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu_per_call_us: Option<f64>,
+    /// CPU time to hand a message to a thread that sleeps waiting for one
+    /// (a context switch: the client's thread for a server's message, an
+    /// OSS's network and service threads for a client's), when every core
+    /// of the host is busy, in microseconds. A thread that is already
+    /// running takes the next message for nothing. Absent means zero:
+    /// messages cost only their per-message CPU time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff_us: Option<f64>,
+    /// The same when a core of the host is idle, so the hand-off wakes it
+    /// first (in a virtual machine, a cross-core wake-up costs far more
+    /// than one on a running core); default `handoff_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff_idle_core_us: Option<f64>,
     /// Client CPU time per page an I/O RPC carries (building and
     /// completing its pages), in microseconds; absent means zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -177,6 +195,11 @@ pub struct StorageSection {
     pub oss_network_bandwidth_gib_s: f64,
     /// OSS CPU time per I/O RPC, in microseconds, besides moving the data.
     pub rpc_service_overhead_us: f64,
+    /// OSS CPU time per page an I/O RPC carries beyond its first, besides
+    /// moving the data, in microseconds (its bulk's pages, the writeback of
+    /// what it wrote). Absent means zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc_service_per_page_us: Option<f64>,
     /// Time from an I/O reaching the OST's disks to its completion, beyond
     /// the time its bytes take at the OST's bandwidth, in microseconds: the
     /// drives' positioning (seek, rotation). I/Os in flight overlap it, so a
@@ -375,6 +398,14 @@ impl ComputeSection {
     pub fn client_cpu_per_rpc(&self) -> Duration {
         duration(self.client_cpu_per_rpc_us.unwrap_or(0.0), NS_PER_US)
     }
+    pub fn client_cpu_per_call(&self) -> Duration {
+        duration(self.client_cpu_per_call_us.unwrap_or(0.0), NS_PER_US)
+    }
+    /// A hand-off's CPU time on a busy core and on an idle one.
+    pub fn handoff(&self) -> (Duration, Duration) {
+        let busy = self.handoff_us.unwrap_or(0.0);
+        (duration(busy, NS_PER_US), duration(self.handoff_idle_core_us.unwrap_or(busy), NS_PER_US))
+    }
     pub fn round_jitter(&self) -> Duration {
         duration(self.round_jitter_us.unwrap_or(0.0), NS_PER_US)
     }
@@ -444,6 +475,9 @@ impl StorageSection {
     }
     pub fn rpc_service_overhead(&self) -> Duration {
         duration(self.rpc_service_overhead_us, NS_PER_US)
+    }
+    pub fn rpc_service_per_page(&self) -> Duration {
+        duration(self.rpc_service_per_page_us.unwrap_or(0.0), NS_PER_US)
     }
     pub fn ost_access_latency(&self) -> Duration {
         duration(self.ost_access_latency_us.unwrap_or(0.0), NS_PER_US)

@@ -614,6 +614,9 @@ impl Run<'_> {
                         Duration(transfer(n, model.copy_bw).as_ns().saturating_add(model.mount_time(n).as_ns()))
                     }
                 };
+                // The call's own CPU time (handing it to the client and
+                // its answer back).
+                let work = Duration(work.as_ns().saturating_add(self.job.world.model.client_cpu_per_call.as_ns()));
                 let at = self.job.world.node_cpu(node, now, work);
                 self.resume_at(at, rank);
             }

@@ -22,6 +22,7 @@ pub mod backend;
 pub mod callback_threads;
 pub mod config;
 pub mod frames;
+pub mod handoffs;
 pub mod host_cache;
 pub mod job;
 pub mod journal;

@@ -29,6 +29,8 @@ pub struct Model {
     pub oss_bw: f64,
     /// OSS-side cost of one I/O RPC.
     pub rpc_overhead: Duration,
+    /// OSS-side cost per page an I/O RPC carries beyond its first.
+    pub rpc_per_page: Duration,
     /// Disk positioning time of one I/O, overlapped by other I/Os.
     pub access_latency: Duration,
     /// Time of one commit of an OST's journal (zero: syncs are free, and
@@ -36,6 +38,12 @@ pub struct Model {
     pub journal_commit: Duration,
     /// Client CPU time per message a node sends.
     pub client_cpu_per_rpc: Duration,
+    /// Client CPU time per read or write call of a rank, beyond its copy.
+    pub client_cpu_per_call: Duration,
+    /// CPU time to wake a sleeping thread for a message, on a busy core
+    /// and on an idle one (zero: hand-offs are not modelled).
+    pub handoff: Duration,
+    pub handoff_idle_core: Duration,
     /// Cores per host (`None`: not modelled).
     pub cores: Option<u32>,
     /// Every node runs on one host.
@@ -100,6 +108,13 @@ impl Model {
         }
     }
 
+    /// The OSS's CPU time for an I/O RPC of `len` bytes, besides moving
+    /// them.
+    pub fn rpc_service(&self, len: u64) -> Duration {
+        let extra_pages = len.div_ceil(lanefs_core::units::PAGE_SIZE).saturating_sub(1);
+        Duration(self.rpc_overhead.as_ns().saturating_add(self.rpc_per_page.as_ns().saturating_mul(extra_pages)))
+    }
+
     /// The OSS serving `ost` (OSTs are numbered OSS by OSS).
     pub fn oss_of(&self, ost: u32) -> u32 {
         ost / self.osts_per_oss
@@ -160,9 +175,13 @@ impl Model {
             ost_read_bw: storage.ost_read_bandwidth().bytes_per_s(),
             oss_bw: storage.oss_network_bandwidth().bytes_per_s(),
             rpc_overhead: storage.rpc_service_overhead(),
+            rpc_per_page: storage.rpc_service_per_page(),
             access_latency: storage.ost_access_latency(),
             journal_commit: storage.journal_commit(),
             client_cpu_per_rpc: compute.client_cpu_per_rpc(),
+            client_cpu_per_call: compute.client_cpu_per_call(),
+            handoff: compute.handoff().0,
+            handoff_idle_core: compute.handoff().1,
             cores: compute.cores,
             one_host: compute.hosts.unwrap_or_default() == Hosts::One,
             client_cpu_per_page: compute.client_cpu_per_page(),

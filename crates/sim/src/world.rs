@@ -53,6 +53,7 @@
 use crate::callback_threads::CallbackThreads;
 use crate::config::partial_stripe_bytes;
 use crate::frames::Frames;
+use crate::handoffs::{Handoffs, Thread};
 use crate::host_cache::HostCache;
 use crate::journal::Journal;
 use crate::model::Model;
@@ -167,6 +168,8 @@ pub struct World<W> {
     /// The clients' frames written and read for the first time (with
     /// `page_first_touch` or `page_first_map`).
     frames: Option<Frames>,
+    /// Which threads sleep when a message comes (with `handoff`).
+    handoffs: Option<Handoffs>,
     done: VecDeque<Happening<W>>,
     /// Events popped so far.
     pub events: u64,
@@ -243,6 +246,8 @@ impl<W> World<W> {
             },
             frames: (model.page_first_touch > Duration::ZERO || model.page_first_map > Duration::ZERO)
                 .then(|| Frames::new(nodes, model.client.arena_frames(osts))),
+            handoffs: (model.handoff > Duration::ZERO || model.handoff_idle_core > Duration::ZERO)
+                .then(|| Handoffs::new(nodes, oss, osts)),
             done: VecDeque::new(),
             events: 0,
             bytes_lost: 0,
@@ -280,7 +285,11 @@ impl<W> World<W> {
 
     fn handle(&mut self, ev: Ev<W>) -> Option<Happening<W>> {
         match ev {
-            Ev::AtOss { ost, node, msg } => self.at_oss(ost, node, msg),
+            Ev::AtOss { ost, node, msg } => {
+                self.hand_off(Thread::Net(self.model.oss_of(ost)), self.now);
+                self.hand_off(Thread::Service(ost), self.now);
+                self.at_oss(ost, node, msg);
+            }
             Ev::OstInput { ost, node, msg, io } => {
                 if io {
                     self.io_done(ost, &msg);
@@ -305,6 +314,7 @@ impl<W> World<W> {
                         return None;
                     }
                 }
+                self.hand_off(Thread::Client(node), self.now);
                 self.clients[node as usize].handle_message(self.now, OstIndex(ost), msg);
                 self.pump_client(node);
             }
@@ -358,6 +368,9 @@ impl<W> World<W> {
                 self.node_cpu_free[n] = leave;
                 leave
             };
+            if let Some(handoffs) = self.handoffs.as_mut() {
+                handoffs.busy(Thread::Client(node), leave);
+            }
             if let (ToOst::Cancel { lock }, Some(threads)) = (&msg, self.callback_threads.get_mut(n)) {
                 threads.release(ost, *lock);
             }
@@ -394,6 +407,8 @@ impl<W> World<W> {
                 }
                 _ => self.now,
             };
+            // The OSS's network thread writes it out.
+            self.hand_off(Thread::Net(self.model.oss_of(ost)), sent);
             let mut at = sent + latency;
             if let ToClient::ReadReply { result: Ok(data), .. } = &msg {
                 // The client checksums the bulk it received before using it.
@@ -476,6 +491,9 @@ impl<W> World<W> {
             other => {
                 // The earliest free service thread of the OSS takes it.
                 let done = self.server_cpu(ost, self.model.lock_cpu);
+                if let Some(handoffs) = self.handoffs.as_mut() {
+                    handoffs.busy(Thread::Service(ost), done);
+                }
                 self.queue.push(done, Ev::OstInput { ost, node, msg: other, io: false });
             }
         }
@@ -492,6 +510,9 @@ impl<W> World<W> {
                 ToOst::Read { len, .. } => self.read_time(ost, node, *len),
                 _ => unreachable!("only I/O RPCs queue for service threads"),
             };
+            if let Some(handoffs) = self.handoffs.as_mut() {
+                handoffs.busy(Thread::Service(ost), done);
+            }
             self.queue.push(done, Ev::OstInput { ost, node, msg, io: true });
         }
     }
@@ -509,7 +530,7 @@ impl<W> World<W> {
         let rx = later(self.now, self.oss_rx_free[s]) + transfer(len, m.oss_bw);
         self.oss_rx_free[s] = rx;
         let mut bulk_done = later(tx, rx) + m.latency;
-        let mut overhead = plus(m.rpc_overhead, Duration(m.page_first_map.as_ns().saturating_mul(first_maps)));
+        let mut overhead = plus(m.rpc_service(len), Duration(m.page_first_map.as_ns().saturating_mul(first_maps)));
         if m.servers_on_node {
             // The service's CPU work takes a core of the node first.
             bulk_done = self.clients[0].run_on_cores(bulk_done, overhead);
@@ -546,7 +567,7 @@ impl<W> World<W> {
 
     /// The disk, then bulk from the OSS to the node.
     fn read_time(&mut self, ost: u32, node: u32, len: u64) -> Instant {
-        let (mut ready, mut overhead) = (self.now, self.model.rpc_overhead);
+        let (mut ready, mut overhead) = (self.now, self.model.rpc_service(len));
         if self.model.servers_on_node {
             ready = self.clients[0].run_on_cores(ready, overhead);
             overhead = Duration::ZERO;
@@ -605,6 +626,35 @@ impl<W> World<W> {
             frames.check_invariants();
         }
         Duration(self.model.page_first_touch.as_ns().saturating_mul(new))
+    }
+
+    /// A message handed to `thread` at `at`: if the thread sleeps, its
+    /// wake-up's CPU time on its host's cores (a busy core's cost, or an
+    /// idle one's when a core has nothing to run then). The servers'
+    /// threads are charged only on the compute node's host: elsewhere
+    /// their per-message costs are what was measured on their own.
+    fn hand_off(&mut self, thread: Thread, at: Instant) {
+        let host = match thread {
+            Thread::Client(n) => n as usize,
+            Thread::Net(_) | Thread::Service(_) if self.model.servers_on_node => 0,
+            Thread::Net(_) | Thread::Service(_) => return,
+        };
+        let Some(handoffs) = self.handoffs.as_mut() else { return };
+        if !handoffs.hand(thread, at) {
+            return;
+        }
+        let idle = self.clients[host].cores().is_none_or(|c| c.idle_at(at));
+        let cost = if idle { self.model.handoff_idle_core } else { self.model.handoff };
+        let end = self.clients[host].run_on_cores(at, cost);
+        handoffs.busy(thread, end);
+        if self.check {
+            handoffs.check_invariants();
+        }
+    }
+
+    /// Hand-offs that woke a sleeping thread (`None` when not modelled).
+    pub fn handoffs(&self) -> Option<u64> {
+        self.handoffs.as_ref().map(Handoffs::woke)
     }
 
     /// The CPU time run on every host's cores so far (`None` where cores

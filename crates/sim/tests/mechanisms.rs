@@ -299,3 +299,74 @@ fn new_frames_cost_their_first_write_and_their_first_map() {
         assert_eq!(without_wall_time(zero), without_wall_time(free.clone()), "{key} = 0");
     }
 }
+
+/// 4 ranks of one host sharing its 2 cores with the servers, 64 KiB writes
+/// each under a lock of its own extent (noexpand): a lock request and its
+/// grant for every write, which a rank waits for.
+const SYNCHRONOUS_LOCKS: &str = "-a LANEFS -w -b 1m -t 64k -s 4 -N 4 --lanefs.lock-mode=noexpand";
+const ONE_HOST: [(&str, &str); 4] = [
+    ("compute.nodes", "4"),
+    ("compute.cores", "2"),
+    ("compute.hosts", "\"one\""),
+    ("storage.runs_on", "\"compute-node\""),
+];
+
+fn one_host_with(settings: &[(&str, &str)]) -> SimOptions {
+    let mut all = ONE_HOST.to_vec();
+    all.extend_from_slice(settings);
+    opts_with("laptop", &all)
+}
+
+#[test]
+fn waking_sleeping_threads_costs_cpu_and_an_idle_core_more() {
+    let free = json_run(SYNCHRONOUS_LOCKS, one_host_with(&[]));
+    let cpu = |j: &Value| j["sim"]["cpu_busy_s"].as_f64().expect("the CPU time charged");
+    let busy = json_run(SYNCHRONOUS_LOCKS, one_host_with(&[("compute.handoff_us", "200")]));
+    let handoffs = busy["sim"]["handoffs"].as_u64().expect("the hand-offs counted");
+    // Each write's lock request wakes the OSS's network and service threads
+    // and its grant the network thread and the client's: up to 4 a write.
+    assert!((64..=4 * 64 + 64).contains(&handoffs), "{handoffs} hand-offs for 64 synchronous lock requests");
+    // Their CPU time, and the other work that moved with it (a write RPC
+    // more or less as the cache's flushes fall otherwise).
+    let charged = cpu(&busy) - cpu(&free);
+    let handed = handoffs as f64 * 200e-6;
+    assert!((handed * 0.9..handed * 1.5).contains(&charged), "{charged} s charged for {handoffs} hand-offs");
+    assert!(simulated_s(&busy) > simulated_s(&free), "{} vs {}", simulated_s(&busy), simulated_s(&free));
+    // A wake-up that finds a core idle costs that core's waking too.
+    let idle = json_run(
+        SYNCHRONOUS_LOCKS,
+        one_host_with(&[("compute.handoff_us", "200"), ("compute.handoff_idle_core_us", "2000")]),
+    );
+    assert!(simulated_s(&idle) > simulated_s(&busy), "{} vs {}", simulated_s(&idle), simulated_s(&busy));
+    // (Some wake-ups find both cores busy with the ranks' and the
+    // servers' work; at least some find one idle.)
+    assert!(cpu(&idle) > cpu(&busy) + 5.0 * 1.8e-3, "{} vs {}", cpu(&idle), cpu(&busy));
+    // Free hand-offs are no hand-offs.
+    let mut zero = json_run(SYNCHRONOUS_LOCKS, one_host_with(&[("compute.handoff_us", "0")]));
+    assert!(zero["sim"].as_object_mut().unwrap().remove("handoffs").is_none(), "none counted when they cost nothing");
+    assert_eq!(without_wall_time(zero), without_wall_time(free));
+}
+
+#[test]
+fn each_call_costs_its_rank_cpu() {
+    let free = json_run(SYNCHRONOUS_LOCKS, one_host_with(&[]));
+    let costly = json_run(SYNCHRONOUS_LOCKS, one_host_with(&[("compute.client_cpu_per_call_us", "500")]));
+    // 64 calls of 0.5 ms on 2 cores: at least 16 ms more.
+    let added = simulated_s(&costly) - simulated_s(&free);
+    assert!(added > 0.016, "{added} s for 64 calls of 0.5 ms on 2 cores");
+    let zero = json_run(SYNCHRONOUS_LOCKS, one_host_with(&[("compute.client_cpu_per_call_us", "0")]));
+    assert_eq!(without_wall_time(zero), without_wall_time(free));
+}
+
+#[test]
+fn an_rpcs_pages_cost_the_service() {
+    // One stream of 1 MiB RPCs: 255 pages beyond each RPC's first, at 4 us
+    // each on the one service thread, over 64 RPCs: 65 ms.
+    let fast = [("compute.injection_bandwidth_gib_s", "100"), ("storage.ost_write_bandwidth_gib_s", "100")];
+    let free = json_run(ONE_STREAM, slow_disk_with(&fast));
+    let costly = json_run(ONE_STREAM, slow_disk_with(&[fast[0], fast[1], ("storage.rpc_service_per_page_us", "4")]));
+    let added = simulated_s(&costly) - simulated_s(&free);
+    assert!((0.05..0.08).contains(&added), "{added} s for 64 RPCs of 255 extra pages at 4 us");
+    let zero = json_run(ONE_STREAM, slow_disk_with(&[fast[0], fast[1], ("storage.rpc_service_per_page_us", "0")]));
+    assert_eq!(without_wall_time(zero), without_wall_time(free));
+}

@@ -65,6 +65,12 @@ impl Cores {
         self.pool().count
     }
 
+    /// Whether a core has nothing to run at `at` (then work that starts
+    /// there wakes it).
+    pub fn idle_at(&self, at: Instant) -> bool {
+        self.pool().free.peek().is_some_and(|&Reverse(free)| free <= at)
+    }
+
     /// CPU time run on these cores so far.
     pub fn busy(&self) -> Duration {
         Duration(self.pool().busy_ns)
@@ -99,6 +105,15 @@ mod tests {
         a.run(Instant::ZERO, ms);
         assert_eq!(shared.run(Instant::ZERO, ms), Instant::ZERO + ms + ms, "a clone waits for the same core");
         assert_eq!(b.run(Instant::ZERO, ms), Instant::ZERO + ms, "another pool does not");
+    }
+
+    #[test]
+    fn a_core_is_idle_once_its_work_ends() {
+        let cores = Cores::new(1);
+        let ms = Duration::from_ms(1);
+        assert!(cores.idle_at(Instant::ZERO));
+        cores.run(Instant::ZERO, ms);
+        assert!(!cores.idle_at(Instant::ZERO) && cores.idle_at(Instant::ZERO + ms));
     }
 
     #[test]

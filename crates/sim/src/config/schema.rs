@@ -97,6 +97,27 @@ const SCHEMA: &[Section] = &[
             key("network_latency_us", LATENCY, "microseconds", "10", "one-way message latency, with LNet"),
             optional(key("client_cpu_per_rpc_us", LATENCY, "microseconds", "5", "client CPU time per RPC")),
             optional(key(
+                "client_cpu_per_call_us",
+                LATENCY,
+                "microseconds",
+                "4",
+                "client CPU time per read or write call, beyond its copy",
+            )),
+            optional(key(
+                "handoff_us",
+                LATENCY,
+                "microseconds",
+                "1.5",
+                "CPU time to wake a sleeping thread for a message, on a core that is busy",
+            )),
+            optional(key(
+                "handoff_idle_core_us",
+                LATENCY,
+                "microseconds",
+                "30",
+                "the same on an idle core (which it wakes first); default handoff_us",
+            )),
+            optional(key(
                 "client_cpu_per_page_us",
                 LATENCY,
                 "microseconds",
@@ -181,6 +202,13 @@ const SCHEMA: &[Section] = &[
             key("ost_read_bandwidth_gib_s", BANDWIDTH, "GiB/s", "3.26", "one OST reading"),
             key("oss_network_bandwidth_gib_s", BANDWIDTH, "GiB/s", "6.3", "one OSS's network interface"),
             key("rpc_service_overhead_us", LATENCY, "microseconds", "85", "OSS CPU time per I/O RPC"),
+            optional(key(
+                "rpc_service_per_page_us",
+                LATENCY,
+                "microseconds",
+                "0.2",
+                "OSS CPU time per page an I/O RPC carries beyond its first",
+            )),
             optional(key(
                 "ost_access_latency_us",
                 LATENCY,

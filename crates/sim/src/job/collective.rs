@@ -511,16 +511,19 @@ impl Run<'_> {
     pub(super) fn coll_op_done(&mut self, rank: u32, output: OpOutput) -> Result<(), SimError> {
         let now = self.now();
         let node = self.ranks[rank as usize].node;
+        let call = self.job.world.model.client_cpu_per_call;
         let at = match output {
-            // The copy from the page cache into the rank's buffer.
+            // The copy from the page cache into the rank's buffer, and
+            // the call's own CPU time.
             OpOutput::ReadPhantom(bytes) => {
                 let copy = transfer(bytes, self.job.world.model.copy_bw);
-                self.job.world.node_cpu(node, now, copy)
+                self.job.world.node_cpu(node, now, Duration(copy.as_ns().saturating_add(call.as_ns())))
             }
-            // The faults of the frames the write touched first.
+            // The faults of the frames the write touched first, and the
+            // call's own CPU time.
             OpOutput::Written(_) => {
                 let touch = self.job.world.first_touch(node);
-                self.job.world.node_cpu(node, now, touch)
+                self.job.world.node_cpu(node, now, Duration(touch.as_ns().saturating_add(call.as_ns())))
             }
             OpOutput::GroupLocked | OpOutput::GroupUnlocked | OpOutput::Synced => now,
             other => unreachable!("rank {rank}'s collective program got {other:?}"),
