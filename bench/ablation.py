@@ -32,6 +32,18 @@ move a result; where only this machine gives a figure (a Haswell node of
                   written before), a stand-in for Lustre's ptlrpcd and osc.
   MPI per message the same calibration's MPI time per message (Open MPI on
                   this machine), a stand-in for Cray MPICH on Aries.
+  client CPU per  the same calibration's CPU time of a read or write call
+  call            of lanefs's client library (handed to its thread and
+                  back), a stand-in for a Lustre client's system call path.
+  hand-offs       the same calibration's CPU time of waking a sleeping
+                  thread for a message, on a busy core and on an idle one
+                  (this machine is a virtual machine: waking an idle core
+                  costs tens of times what it does on bare metal), a
+                  stand-in for ptlrpcd's wake-ups; with the servers on
+                  their own nodes only the client's are charged.
+  OSS CPU per     the same calibration's servers' CPU time per page of a
+  page            1 MiB write RPC, lanefs's OSS here, a stand-in for a
+                  Lustre OSS's.
 
   SEGMENTS        IOR's -s (default 64; 8 with QUICK=1)
   LANEFS          the binary (default ./target/release/lanefs)
@@ -108,6 +120,17 @@ def main():
     if client:
         rows.append(("client CPU per RPC and page", client,
                      ", ".join(s.split(".", 1)[1] for s in client) + ": lanefs's client here (stand-in)"))
+    if "client_cpu_per_call_us" in compute:
+        rows.append(("client CPU per call", [f"compute.client_cpu_per_call_us={compute['client_cpu_per_call_us']}"],
+                     f"{compute['client_cpu_per_call_us']} us: lanefs's client here (stand-in)"))
+    handoffs = [f"compute.{k}={compute[k]}" for k in ("handoff_us", "handoff_idle_core_us") if k in compute]
+    if handoffs:
+        rows.append(("hand-offs", handoffs,
+                     ", ".join(s.split(".", 1)[1] for s in handoffs) + ": this virtual machine (stand-in)"))
+    storage = here.get("storage", {})
+    if "rpc_service_per_page_us" in storage:
+        rows.append(("OSS CPU per page", [f"storage.rpc_service_per_page_us={storage['rpc_service_per_page_us']}"],
+                     f"{storage['rpc_service_per_page_us']} us: lanefs's OSS here (stand-in)"))
     if "message_cpu_us" in mpi:
         rows.append(("MPI CPU per message", [f"mpi.message_cpu_us={mpi['message_cpu_us']}"],
                      f"{mpi['message_cpu_us']} us: Open MPI here (stand-in)"))

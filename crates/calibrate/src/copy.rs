@@ -4,9 +4,12 @@
 //! node's memory bandwidth shows as the shared resource it is. Both copy
 //! into buffers of one size, after one unmeasured pass that warms the
 //! core and the allocator, so that the two rates differ only in the
-//! threads copying at once.
+//! threads copying at once. Each is the median of [`ROUNDS`] rounds, each
+//! a share of the bytes, one alone then all together in turn: a virtual
+//! machine's memory bandwidth comes and goes with its neighbours', and a
+//! burst then moves one round, not the figure.
 
-use crate::gib_s;
+use crate::{gib_s, median_f64, range_f64};
 use std::time::Instant;
 
 const BLOCK_BYTES: usize = 1 << 20;
@@ -15,6 +18,8 @@ const BLOCK_BYTES: usize = 1 << 20;
 const RING_BYTES: usize = 64 << 20;
 /// Threads copying at once, at most (64 x 64 MiB of memory).
 const THREADS_MAX: usize = 64;
+/// Rounds of each measurement.
+pub const ROUNDS: usize = 5;
 
 #[derive(Clone, Debug)]
 pub struct Copy {
@@ -25,18 +30,32 @@ pub struct Copy {
     /// The threads of the second measurement: the cores available (at
     /// most [`THREADS_MAX`]).
     pub cores: usize,
+    /// The lowest and the highest round of each.
+    pub one_spread_gib_s: (f64, f64),
+    pub each_of_all_spread_gib_s: (f64, f64),
 }
 
 pub fn measure(bytes: u64) -> Copy {
     copy_rate(RING_BYTES as u64, RING_BYTES);
-    let one_gib_s = copy_rate(bytes, RING_BYTES);
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(THREADS_MAX);
-    let mut rates: Vec<f64> = std::thread::scope(|scope| {
-        let threads: Vec<_> = (0..cores).map(|_| scope.spawn(|| copy_rate(bytes, RING_BYTES))).collect();
-        threads.into_iter().map(|t| t.join().expect("a copying thread")).collect()
-    });
-    rates.sort_by(f64::total_cmp);
-    Copy { one_gib_s, each_of_all_gib_s: rates[rates.len() / 2], cores }
+    let round_bytes = (bytes / ROUNDS as u64).max(BLOCK_BYTES as u64);
+    let (mut one, mut all) = (Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS));
+    for _ in 0..ROUNDS {
+        one.push(copy_rate(round_bytes, RING_BYTES));
+        let mut rates: Vec<f64> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..cores).map(|_| scope.spawn(|| copy_rate(round_bytes, RING_BYTES))).collect();
+            threads.into_iter().map(|t| t.join().expect("a copying thread")).collect()
+        });
+        all.push(median_f64(&mut rates));
+    }
+    let (one_spread_gib_s, each_of_all_spread_gib_s) = (range_f64(&one), range_f64(&all));
+    Copy {
+        one_gib_s: median_f64(&mut one),
+        each_of_all_gib_s: median_f64(&mut all),
+        cores,
+        one_spread_gib_s,
+        each_of_all_spread_gib_s,
+    }
 }
 
 /// One thread's copy rate over `bytes`, into a buffer of `ring_bytes`.

@@ -238,7 +238,11 @@ fn hardware(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Hardwar
         options.data_dir.display()
     ));
     let disk = disk::measure(&options.data_dir, options.disk_bytes(), options.syncs())?;
-    progress(&format!("memory: copying {} MiB on one core, then on every core", options.copy_bytes() >> 20));
+    progress(&format!(
+        "memory: copying {} MiB on one core, then on every core, in {} rounds",
+        options.copy_bytes() >> 20,
+        copy::ROUNDS
+    ));
     let copy = copy::measure(options.copy_bytes());
     progress(&format!(
         "frames: writing {} MiB of new shared memory and reading it through a second mapping, twice",

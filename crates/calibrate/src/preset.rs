@@ -87,10 +87,13 @@ fn compute(m: &Measurements, options: &Options) -> String {
          nodes = {ranks}\n\
          ranks_per_node = 1\n\
          # measured: one thread copying 1 MiB blocks into a 64 MiB buffer,\n\
-         # {copy_mib} MiB in all.\n\
+         # {copy_mib} MiB in all: the median of {rounds} rounds, which ranged from\n\
+         # {one_low:.2} to {one_high:.2} GiB/s.\n\
          copy_bandwidth_gib_s = {one:.3}\n\
          # measured: the same, one thread per core ({cores}) copying at once into\n\
-         # 64 MiB buffers of their own: the median thread's rate.\n\
+         # 64 MiB buffers of their own: the median thread's rate, the median of\n\
+         # {rounds} rounds (taken in turn with the above), which ranged from\n\
+         # {each_low:.2} to {each_high:.2} GiB/s.\n\
          copy_bandwidth_every_core_gib_s = {each:.3}\n\
          # measured: 1 MiB writes streamed over a Unix socket pair between two\n\
          # threads ({sock_mib} MiB), the sockets a local cluster's clients and servers use.\n\
@@ -105,6 +108,11 @@ fn compute(m: &Measurements, options: &Options) -> String {
         cores = m.copy.cores,
         each = m.copy.each_of_all_gib_s,
         one = m.copy.one_gib_s,
+        rounds = crate::copy::ROUNDS,
+        one_low = m.copy.one_spread_gib_s.0,
+        one_high = m.copy.one_spread_gib_s.1,
+        each_low = m.copy.each_of_all_spread_gib_s.0,
+        each_high = m.copy.each_of_all_spread_gib_s.1,
         sock_mib = options.socket_bytes() >> 20,
         unix_bw = m.unix.gib_s,
         trips = options.round_trips(),

@@ -55,10 +55,10 @@ fn hardware(m: &Measurements, options: &Options) -> Vec<Row> {
         ),
         row("disk read (cache dropped)", gib(m.disk.read_gib_s), "ost_read_bandwidth_gib_s (per OST)"),
         row("4 KiB write + fdatasync (median)", us(m.disk.sync), "journal_commit_us"),
-        row("copy, one core", gib(m.copy.one_gib_s), "copy_bandwidth_gib_s"),
+        row("copy, one core", spread_gib(m.copy.one_gib_s, m.copy.one_spread_gib_s), "copy_bandwidth_gib_s"),
         row(
             format!("copy, each of {} cores at once", m.copy.cores),
-            gib(m.copy.each_of_all_gib_s),
+            spread_gib(m.copy.each_of_all_gib_s, m.copy.each_of_all_spread_gib_s),
             "copy_bandwidth_every_core_gib_s",
         ),
         row(

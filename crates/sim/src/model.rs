@@ -108,11 +108,12 @@ impl Model {
         }
     }
 
-    /// The OSS's CPU time for an I/O RPC of `len` bytes, besides moving
-    /// them.
-    pub fn rpc_service(&self, len: u64) -> Duration {
+    /// The OSS's CPU time for the pages of an I/O RPC of `len` bytes
+    /// beyond its first, besides moving them: a service thread's work
+    /// (`rpc_overhead` is the RPC's own).
+    pub fn rpc_pages_cpu(&self, len: u64) -> Duration {
         let extra_pages = len.div_ceil(lanefs_core::units::PAGE_SIZE).saturating_sub(1);
-        Duration(self.rpc_overhead.as_ns().saturating_add(self.rpc_per_page.as_ns().saturating_mul(extra_pages)))
+        Duration(self.rpc_per_page.as_ns().saturating_mul(extra_pages))
     }
 
     /// The OSS serving `ost` (OSTs are numbered OSS by OSS).

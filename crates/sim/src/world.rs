@@ -530,11 +530,15 @@ impl<W> World<W> {
         let rx = later(self.now, self.oss_rx_free[s]) + transfer(len, m.oss_bw);
         self.oss_rx_free[s] = rx;
         let mut bulk_done = later(tx, rx) + m.latency;
-        let mut overhead = plus(m.rpc_service(len), Duration(m.page_first_map.as_ns().saturating_mul(first_maps)));
+        let mut overhead = plus(m.rpc_overhead, Duration(m.page_first_map.as_ns().saturating_mul(first_maps)));
+        // The service thread's work on the bulk's pages, before the disk.
+        let pages = m.rpc_pages_cpu(len);
         if m.servers_on_node {
             // The service's CPU work takes a core of the node first.
-            bulk_done = self.clients[0].run_on_cores(bulk_done, overhead);
+            bulk_done = self.clients[0].run_on_cores(bulk_done, plus(overhead, pages));
             overhead = Duration::ZERO;
+        } else {
+            bulk_done = bulk_done + pages;
         }
         let m = &self.model;
         let mut disk = transfer(len, m.ost_write_bw);
@@ -567,10 +571,13 @@ impl<W> World<W> {
 
     /// The disk, then bulk from the OSS to the node.
     fn read_time(&mut self, ost: u32, node: u32, len: u64) -> Instant {
-        let (mut ready, mut overhead) = (self.now, self.model.rpc_service(len));
+        let (mut ready, mut overhead, pages) = (self.now, self.model.rpc_overhead, self.model.rpc_pages_cpu(len));
         if self.model.servers_on_node {
-            ready = self.clients[0].run_on_cores(ready, overhead);
+            ready = self.clients[0].run_on_cores(ready, plus(overhead, pages));
             overhead = Duration::ZERO;
+        } else {
+            // The service thread's work on the bulk's pages, before the disk.
+            ready = ready + pages;
         }
         let m = &self.model;
         let (n, s, o) = (node as usize, m.oss_of(ost) as usize, ost as usize);
