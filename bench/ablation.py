@@ -104,6 +104,14 @@ def preset_value(section, key):
         return tomllib.load(f)[section][key]
 
 
+def stand_in(rows, name, values, section, keys, whose):
+    """A row of the calibration's values of `keys` (those it has), measured
+    on this machine in place of the machine's own."""
+    sets = [f"{section}.{k}={values[k]}" for k in keys if k in values]
+    if sets:
+        rows.append((name, sets, ", ".join(s.split(".", 1)[1] for s in sets) + f": {whose} (stand-in)"))
+
+
 def main():
     here = calibrated()
     compute, mpi = here.get("compute", {}), here.get("mpi", {})
@@ -116,21 +124,12 @@ def main():
     adler = adler32_gib_s()
     rows.append(("checksums", [f"compute.checksum_bandwidth_gib_s={adler:.3f}"],
                  f"{adler:.2f} GiB/s: adler32 on this machine (stand-in)"))
-    client = [f"compute.{k}={compute[k]}" for k in ("client_cpu_per_rpc_us", "client_cpu_per_page_us") if k in compute]
-    if client:
-        rows.append(("client CPU per RPC and page", client,
-                     ", ".join(s.split(".", 1)[1] for s in client) + ": lanefs's client here (stand-in)"))
-    if "client_cpu_per_call_us" in compute:
-        rows.append(("client CPU per call", [f"compute.client_cpu_per_call_us={compute['client_cpu_per_call_us']}"],
-                     f"{compute['client_cpu_per_call_us']} us: lanefs's client here (stand-in)"))
-    handoffs = [f"compute.{k}={compute[k]}" for k in ("handoff_us", "handoff_idle_core_us") if k in compute]
-    if handoffs:
-        rows.append(("hand-offs", handoffs,
-                     ", ".join(s.split(".", 1)[1] for s in handoffs) + ": this virtual machine (stand-in)"))
     storage = here.get("storage", {})
-    if "rpc_service_per_page_us" in storage:
-        rows.append(("OSS CPU per page", [f"storage.rpc_service_per_page_us={storage['rpc_service_per_page_us']}"],
-                     f"{storage['rpc_service_per_page_us']} us: lanefs's OSS here (stand-in)"))
+    stand_in(rows, "client CPU per RPC and page", compute, "compute", ("client_cpu_per_rpc_us", "client_cpu_per_page_us"),
+             "lanefs's client here")
+    stand_in(rows, "client CPU per call", compute, "compute", ("client_cpu_per_call_us",), "lanefs's client here")
+    stand_in(rows, "hand-offs", compute, "compute", ("handoff_us", "handoff_idle_core_us"), "this virtual machine")
+    stand_in(rows, "OSS CPU per page", storage, "storage", ("rpc_service_per_page_us",), "lanefs's OSS here")
     if "message_cpu_us" in mpi:
         rows.append(("MPI CPU per message", [f"mpi.message_cpu_us={mpi['message_cpu_us']}"],
                      f"{mpi['message_cpu_us']} us: Open MPI here (stand-in)"))

@@ -41,7 +41,10 @@
 //!   of their own, the disk taking the bytes as they come or when a sync
 //!   or the OST's own commit writes them back ([`HostCache`]); the faults
 //!   of page frames a client writes into, and an OSS reads, for the first
-//!   time ([`Frames`]).
+//!   time ([`Frames`]); a rank's CPU time per read or write call; the
+//!   wake-up of a thread that sleeps when a message comes for it
+//!   ([`Handoffs`]); the OSS's CPU time per page of an I/O RPC, on its
+//!   service thread before the disk.
 //!
 //! Ordering: control messages of one (sender, receiver) pair keep their order
 //! (equal latency, and the queue pops equal times in push order). I/O RPCs
@@ -637,7 +640,8 @@ impl<W> World<W> {
 
     /// A message handed to `thread` at `at`: if the thread sleeps, its
     /// wake-up's CPU time on its host's cores (a busy core's cost, or an
-    /// idle one's when a core has nothing to run then). The servers'
+    /// idle one's when a core has nothing to run then, or cores are not
+    /// modelled). The servers'
     /// threads are charged only on the compute node's host: elsewhere
     /// their per-message costs are what was measured on their own.
     fn hand_off(&mut self, thread: Thread, at: Instant) {

@@ -227,8 +227,12 @@ const SLOW_DISK: [(&str, &str); 4] = [
 const DRAIN_S: f64 = 64.0 / 1024.0 / 0.1;
 
 fn slow_disk_with(settings: &[(&str, &str)]) -> SimOptions {
-    let mut all = SLOW_DISK.to_vec();
-    all.extend_from_slice(settings);
+    laptop_with(&SLOW_DISK, settings)
+}
+
+/// The laptop preset with `base`, then `settings`.
+fn laptop_with(base: &[(&str, &str)], settings: &[(&str, &str)]) -> SimOptions {
+    let all: Vec<_> = base.iter().chain(settings).copied().collect();
     opts_with("laptop", &all)
 }
 
@@ -312,9 +316,7 @@ const ONE_HOST: [(&str, &str); 4] = [
 ];
 
 fn one_host_with(settings: &[(&str, &str)]) -> SimOptions {
-    let mut all = ONE_HOST.to_vec();
-    all.extend_from_slice(settings);
-    opts_with("laptop", &all)
+    laptop_with(&ONE_HOST, settings)
 }
 
 #[test]
