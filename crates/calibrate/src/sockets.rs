@@ -177,6 +177,9 @@ fn latency<S: Read + Write + Send>(
     round_trips: usize,
     echo_on: Option<usize>,
 ) -> std::io::Result<(Duration, (Duration, Duration), Busy)> {
+    if round_trips == 0 {
+        return Err(std::io::Error::other("no round trips to time"));
+    }
     std::thread::scope(|scope| {
         let echo = scope.spawn(move || -> std::io::Result<Busy> {
             pin(echo_on)?;
