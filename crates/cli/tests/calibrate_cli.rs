@@ -43,7 +43,9 @@ fn measured_value(lines: &[&str], key: &str, zero_allowed: bool) -> f64 {
     let comment = lines[..at].iter().rev().take_while(|l| l.starts_with('#')).collect::<Vec<_>>();
     assert!(comment.iter().any(|l| l.starts_with("# measured:")), "{key} has no provenance: {comment:?}");
     if value == 0.0 {
-        assert!(comment.iter().any(|l| l.contains("below zero")), "{key} = 0 says nothing of why: {comment:?}");
+        // The reason may wrap across comment lines.
+        let text = comment.iter().rev().map(|l| l.trim_start_matches('#').trim()).collect::<Vec<_>>().join(" ");
+        assert!(text.contains("below zero"), "{key} = 0 says nothing of why: {comment:?}");
     }
     value
 }
