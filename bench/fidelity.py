@@ -71,7 +71,11 @@ median and range, the prediction, their ratio, the lock counts real
 (median) and simulated, and the CPU time of the real run (its whole
 processes, start and end included, as their rusage says; not for the
 mount, whose daemons are not its children) beside the CPU time the
-simulator charged the host's cores (`sim.cpu_busy_s`); then the share of cells predicted within 25% and
+simulator charged the host's cores (`sim.cpu_busy_s`), and the real run's
+context switches (its processes' rusage, voluntary and not: every call's
+two, its start and end's, each thread's waits) beside the wake-ups the
+simulator charged for messages (`sim.handoffs`, with `handoff_us`; a
+call's two are in its `client_cpu_per_call_us`); then the share of cells predicted within 25% and
 50%, of lock counts within 10%, and, for every two cells of a row (the
 same kind, -t and -N; for MPIIO every mode and aggregator count) whose
 measured ranges do not overlap, whether the simulator orders them the
@@ -223,14 +227,21 @@ def ior_report(out):
     if bw is None:
         raise Failed("the report has no write phase")
     counters = j.get("lanefs") or {}
+    sim = j.get("sim") or {}
     return {"bw": bw, "enqueues": counters.get("lock_enqueues"), "callbacks": counters.get("blocking_callbacks"),
-            "cpu": (j.get("sim") or {}).get("cpu_busy_s")}
+            "cpu": sim.get("cpu_busy_s"), "switches": sim.get("handoffs")}
 
 
 def children_cpu():
     """CPU seconds (user and system) of the child processes waited for."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
+
+
+def children_switches():
+    """Context switches (voluntary and not) of the child processes waited for."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_nvcsw + r.ru_nivcsw
 
 
 # The matrix.
@@ -440,9 +451,9 @@ def real_run(cell, lanefs, osts, scratch, mount, index):
         drop_caches()
         # The whole run's CPU time: every rank's client and the embedded
         # servers (under mpirun, its ranks'), their start and end included.
-        cpu = children_cpu()
+        cpu, switches = children_cpu(), children_switches()
         result = ior_report(run(argv, extra))
-        result["cpu"] = children_cpu() - cpu
+        result["cpu"], result["switches"] = children_cpu() - cpu, children_switches() - switches
         return result
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -472,7 +483,7 @@ def skip_reason(cell, lanefs):
 
 def measure(matrix, lanefs, preset, osts, scratch):
     for cell in matrix:
-        cell["real"] = {"bw": [], "enqueues": [], "callbacks": [], "cpu": []}
+        cell["real"] = {"bw": [], "enqueues": [], "callbacks": [], "cpu": [], "switches": []}
         cell["skipped"] = skip_reason(cell, lanefs)
         if cell["skipped"]:
             log(f"{cell['name']}: skipped: {cell['skipped']}")
@@ -502,8 +513,9 @@ def measure(matrix, lanefs, preset, osts, scratch):
                     continue
                 for k in ("bw", "enqueues", "callbacks"):
                     cell["real"][k].append(result[k])
-                if result.get("cpu") is not None:
-                    cell["real"]["cpu"].append(result["cpu"])
+                for k in ("cpu", "switches"):
+                    if result.get(k) is not None:
+                        cell["real"][k].append(result[k])
                 log(f"round {r + 1}: {cell['name']}: {result['bw']:.1f} MiB/s, enqueues {result['enqueues']}, "
                     f"callbacks {result['callbacks']} ({time.monotonic() - started:.1f} s)")
 
@@ -521,7 +533,8 @@ def digest(cell):
     d = {"median": median(real["bw"]), "min": min(real["bw"], default=None), "max": max(real["bw"], default=None),
          "enqueues": median(real["enqueues"]), "callbacks": median(real["callbacks"]),
          "sim_bw": sim.get("bw"), "sim_enqueues": sim.get("enqueues"), "sim_callbacks": sim.get("callbacks"),
-         "cpu": median(real.get("cpu", [])), "sim_cpu": sim.get("cpu")}
+         "cpu": median(real.get("cpu", [])), "sim_cpu": sim.get("cpu"),
+         "switches": median(real.get("switches", [])), "sim_switches": sim.get("switches")}
     ok = d["median"] and d["sim_bw"] is not None and not cell.get("error")
     d["ratio"] = d["sim_bw"] / d["median"] if ok else None
     cell["figures"] = d
@@ -538,8 +551,8 @@ def seconds(v):
 
 def table(matrix):
     print("| cell | real MiB/s, median (min-max) | simulated MiB/s | sim / real | enqueues real / sim "
-          "| callbacks real / sim | CPU s real / charged |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+          "| callbacks real / sim | CPU s real / charged | switches real / hand-offs |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for cell in matrix:
         d = digest(cell)
         sim_error = (cell.get("sim") or {}).get("error")
@@ -556,7 +569,9 @@ def table(matrix):
         enq = f"{count(d['enqueues']) if real_ok else '-'} / {count(d['sim_enqueues']) if sim_ok else '-'}"
         cbs = f"{count(d['callbacks']) if real_ok else '-'} / {count(d['sim_callbacks']) if sim_ok else '-'}"
         cpu = f"{seconds(d['cpu'] if real_ok else None)} / {seconds(d['sim_cpu'])}"
-        print(f"| {cell['name']} | {real} | {sim} | {ratio} | {enq} | {cbs} | {cpu} |")
+        switches = f"{count(d['switches']) if real_ok and d['switches'] is not None else '-'} / " \
+                   f"{count(d['sim_switches']) if d['sim_switches'] is not None else '-'}"
+        print(f"| {cell['name']} | {real} | {sim} | {ratio} | {enq} | {cbs} | {cpu} | {switches} |")
     failures = [c for c in matrix if c.get("error") or (c.get("sim") or {}).get("error")]
     for cell in failures:
         for world, error in (("real", cell.get("error")), ("simulated", (cell.get("sim") or {}).get("error"))):
