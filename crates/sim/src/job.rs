@@ -20,7 +20,7 @@
 
 mod collective;
 
-use crate::world::{transfer, Ev, Happening, World};
+use crate::world::{plus, transfer, Ev, Happening, World};
 use collective::CollState;
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode as LockMode};
 use lanefs_core::client::{ClientError, FileHandle, LadviseOutcome, OpId, OpOutput};
@@ -616,7 +616,7 @@ impl Run<'_> {
                 };
                 // The call's own CPU time (handing it to the client and
                 // its answer back).
-                let work = Duration(work.as_ns().saturating_add(self.job.world.model.client_cpu_per_call.as_ns()));
+                let work = plus(work, self.job.world.model.client_cpu_per_call);
                 let at = self.job.world.node_cpu(node, now, work);
                 self.resume_at(at, rank);
             }

@@ -195,7 +195,7 @@ pub fn transfer(bytes: u64, bytes_per_s: f64) -> Duration {
     Duration((bytes as f64 * 1e9 / bytes_per_s).ceil() as u64)
 }
 
-fn plus(a: Duration, b: Duration) -> Duration {
+pub(crate) fn plus(a: Duration, b: Duration) -> Duration {
     Duration(a.as_ns().saturating_add(b.as_ns()))
 }
 
@@ -371,9 +371,7 @@ impl<W> World<W> {
                 self.node_cpu_free[n] = leave;
                 leave
             };
-            if let Some(handoffs) = self.handoffs.as_mut() {
-                handoffs.busy(Thread::Client(node), leave);
-            }
+            self.thread_busy(Thread::Client(node), leave);
             if let (ToOst::Cancel { lock }, Some(threads)) = (&msg, self.callback_threads.get_mut(n)) {
                 threads.release(ost, *lock);
             }
@@ -494,9 +492,7 @@ impl<W> World<W> {
             other => {
                 // The earliest free service thread of the OSS takes it.
                 let done = self.server_cpu(ost, self.model.lock_cpu);
-                if let Some(handoffs) = self.handoffs.as_mut() {
-                    handoffs.busy(Thread::Service(ost), done);
-                }
+                self.thread_busy(Thread::Service(ost), done);
                 self.queue.push(done, Ev::OstInput { ost, node, msg: other, io: false });
             }
         }
@@ -513,9 +509,7 @@ impl<W> World<W> {
                 ToOst::Read { len, .. } => self.read_time(ost, node, *len),
                 _ => unreachable!("only I/O RPCs queue for service threads"),
             };
-            if let Some(handoffs) = self.handoffs.as_mut() {
-                handoffs.busy(Thread::Service(ost), done);
-            }
+            self.thread_busy(Thread::Service(ost), done);
             self.queue.push(done, Ev::OstInput { ost, node, msg, io: true });
         }
     }
@@ -660,6 +654,13 @@ impl<W> World<W> {
         handoffs.busy(thread, end);
         if self.check {
             handoffs.check_invariants();
+        }
+    }
+
+    /// `thread` runs until `until` at least (with hand-offs modelled).
+    fn thread_busy(&mut self, thread: Thread, until: Instant) {
+        if let Some(handoffs) = self.handoffs.as_mut() {
+            handoffs.busy(thread, until);
         }
     }
 

@@ -23,7 +23,7 @@
 //! bytes.
 
 use super::{Collective, Ev, PhaseSpec, Run, SimError, St, WorkEv};
-use crate::world::transfer;
+use crate::world::{plus, transfer};
 use lanefs_core::client::ladvise::Advice;
 use lanefs_core::client::OpOutput;
 use lanefs_core::ldlm::GroupId;
@@ -517,13 +517,13 @@ impl Run<'_> {
             // the call's own CPU time.
             OpOutput::ReadPhantom(bytes) => {
                 let copy = transfer(bytes, self.job.world.model.copy_bw);
-                self.job.world.node_cpu(node, now, Duration(copy.as_ns().saturating_add(call.as_ns())))
+                self.job.world.node_cpu(node, now, plus(copy, call))
             }
             // The faults of the frames the write touched first, and the
             // call's own CPU time.
             OpOutput::Written(_) => {
                 let touch = self.job.world.first_touch(node);
-                self.job.world.node_cpu(node, now, Duration(touch.as_ns().saturating_add(call.as_ns())))
+                self.job.world.node_cpu(node, now, plus(touch, call))
             }
             OpOutput::GroupLocked | OpOutput::GroupUnlocked | OpOutput::Synced => now,
             other => unreachable!("rank {rank}'s collective program got {other:?}"),
