@@ -96,7 +96,8 @@ fn compute(m: &Measurements, options: &Options) -> String {
          # {each_low:.2} to {each_high:.2} GiB/s.\n\
          copy_bandwidth_every_core_gib_s = {each:.3}\n\
          # measured: 1 MiB writes streamed over a Unix socket pair between two\n\
-         # threads ({sock_mib} MiB), the sockets a local cluster's clients and servers use.\n\
+         # threads ({sock_mib} MiB), the sockets a local cluster's clients and servers use\n\
+         # (for reads' bulk: writes' stays in shared memory, [storage] write_bulk).\n\
          injection_bandwidth_gib_s = {unix_bw:.3}\n\
          # measured: half the median round trip of a 64-byte message over a Unix\n\
          # socket pair ({trips} round trips; 10th to 90th percentile {p10:.1} to\n\
@@ -134,7 +135,11 @@ fn client() -> String {
          rpcs_in_flight = 8\n\
          max_dirty_mib_per_ost = 32\n\
          lock_lru_size = 400\n\
-         cached_mib_max = 64\n"
+         cached_mib_max = 64\n\
+         # lanefs's client keeps what its OSTs acknowledged until they commit it, to\n\
+         # replay it after an OST restart, and counts it against its cache\n\
+         # (crates/core/src/client/replay.rs).\n\
+         unstable_pages = \"kept-until-commit\"\n"
     );
     t
 }
@@ -163,7 +168,7 @@ fn storage(m: &Measurements, options: &Options) -> String {
          ost_write_bandwidth_gib_s = {per_ost_write:.4}\n\
          # measured: the disk's read bandwidth, as above, per OST.\n\
          ost_read_bandwidth_gib_s = {per_ost_read:.4}\n\
-         # measured: the Unix socket's bandwidth, as for the clients.\n\
+         # measured: the Unix socket's bandwidth, as for the clients (reads' bulk).\n\
          oss_network_bandwidth_gib_s = {unix_bw:.3}\n\
          # lanefs's OST default (lanefs up --sync-lock-cancel), Lustre's too.\n\
          sync_lock_cancel = \"always\"\n\
@@ -327,6 +332,10 @@ fn storage_costs(m: &Measurements) -> String {
          rpc_service_per_page_us = {page}\n\
          # The servers measured ran on this node, sharing its cores with the clients.\n\
          runs_on = \"compute-node\"\n\
+         # A client on the OSS's host hands it its page arena in shared memory, and a\n\
+         # write RPC names its pages instead of sending them (crates/server/src/oss.rs):\n\
+         # the OSS copies them into the file from where they are.\n\
+         write_bulk = \"shared-memory\"\n\
          # lanefs's OSTs are files: a write lands in this host's page cache and is\n\
          # answered, and the disk's bandwidth (above) is paid when a commit or an\n\
          # fsync flushes it (crates/server/src/filestore.rs).\n\

@@ -540,8 +540,18 @@ impl Backend for SimBackend {
         if let Some(handoffs) = w.handoffs() {
             sim.insert("handoffs".into(), handoffs.into());
         }
+        if let Some(kinds) = w.handoffs_by_thread() {
+            let kinds: serde_json::Map<_, _> =
+                kinds.into_iter().map(|(name, count)| (name.to_string(), count.into())).collect();
+            sim.insert("handoffs_by_thread".into(), kinds.into());
+        }
         if let Some(busy) = w.cpu_busy() {
             sim.insert("cpu_busy_s".into(), busy.as_secs_f64().into());
+        }
+        if let Some(uses) = w.cpu_uses() {
+            let uses: serde_json::Map<_, _> =
+                uses.into_iter().map(|(name, time)| (name.to_string(), time.as_secs_f64().into())).collect();
+            sim.insert("cpu_s".into(), uses.into());
         }
         if let Some((path, _)) = &self.opts.timeseries {
             sim.insert("timeseries".into(), path.display().to_string().into());

@@ -170,7 +170,33 @@ pub struct ClientSection {
     pub lock_lru_size: u32,
     /// Client page cache budget, in MiB (`max_cached_mb`).
     pub cached_mib_max: u64,
+    /// What a client does with a write its OST acknowledged but has not
+    /// yet committed. `kept-until-commit`: it keeps the pages (their
+    /// frames stay in use) until the OST says it committed them, and counts
+    /// them against `cached_mib_max`, as Lustre's client does with its
+    /// unstable pages and lanefs's network client does for replay; the
+    /// OSTs then number their changes and commit them (every
+    /// `[storage] host_cache_commit_mib` written, 4 MiB by default, and 5 s
+    /// after the first change, as lanefs's OST). Absent (`dropped`): the
+    /// pages are let go once acknowledged, and a commit is only what a sync
+    /// waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unstable_pages: Option<UnstablePages>,
 }
+
+/// What a client keeps of acknowledged writes: `[client] unstable_pages`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnstablePages {
+    /// Let go once the OST acknowledged them.
+    #[default]
+    Dropped,
+    /// Kept until the OST committed them, against the cache budget.
+    KeptUntilCommit,
+}
+
+/// The words of [`UnstablePages`], as the schema lists them.
+pub(crate) const UNSTABLE_PAGES: [&str; 2] = ["dropped", "kept-until-commit"];
 
 /// `[storage]`: object storage servers (OSS), their targets (OST) and the
 /// lock service on them.
@@ -243,6 +269,17 @@ pub struct StorageSection {
     /// CPU work then shares with the clients', as on one machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runs_on: Option<RunsOn>,
+    /// How a write RPC's bulk reaches its OSS: over the network (`network`,
+    /// the default), or from the client's memory where it is
+    /// (`shared-memory`: lanefs's clients on the OSS's host, over Unix
+    /// sockets, hand their page arena to the OSS, and a write RPC names its
+    /// pages; `crates/server/src/oss.rs`). Shared, the bulk takes no
+    /// network time: the OSS copies the pages into the file
+    /// (`host_cache_write_gib_s`), mapping each the first time it reads it
+    /// (`page_first_map_us`). Needs `runs_on = "compute-node"` and
+    /// `[compute] hosts = "one"`. Reads come back over the network either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_bulk: Option<WriteBulk>,
     /// With `ost_writes = "host-cache"`: GiB/s one core writes into the
     /// host's page cache (a buffered write into a new file, pages allocated
     /// as it goes). Absent: `[compute] copy_bandwidth_gib_s`.
@@ -347,6 +384,20 @@ pub enum OstWrites {
 /// The words of [`OstWrites`], as the schema lists them.
 pub(crate) const OST_WRITES: [&str; 2] = ["through", "host-cache"];
 
+/// How a write's bulk reaches its OSS: `[storage] write_bulk`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WriteBulk {
+    /// Over the node's and the OSS's network interfaces.
+    #[default]
+    Network,
+    /// Read by the OSS from the client's shared memory.
+    SharedMemory,
+}
+
+/// The words of [`WriteBulk`], as the schema lists them.
+pub(crate) const WRITE_BULK: [&str; 2] = ["network", "shared-memory"];
+
 /// The words of [`RunsOn`], as the schema lists them.
 pub(crate) const RUNS_ON: [&str; 2] = ["own-nodes", "compute-node"];
 
@@ -448,6 +499,9 @@ impl ClientSection {
     pub fn cached_bytes_max(&self) -> u64 {
         self.cached_mib_max * MIB
     }
+    pub fn unstable_pages(&self) -> UnstablePages {
+        self.unstable_pages.unwrap_or_default()
+    }
 }
 
 impl StorageSection {
@@ -499,6 +553,9 @@ impl StorageSection {
     }
     pub fn runs_on(&self) -> RunsOn {
         self.runs_on.unwrap_or_default()
+    }
+    pub fn write_bulk(&self) -> WriteBulk {
+        self.write_bulk.unwrap_or_default()
     }
     /// The host's page cache write rate, if the description gives one.
     pub fn host_cache_write_bandwidth(&self) -> Option<Bandwidth> {

@@ -30,14 +30,28 @@ pub enum Thread {
     Service(u32),
 }
 
+impl Thread {
+    /// The kinds of thread, as the report names them.
+    pub const KINDS: [&'static str; 3] = ["client", "oss_network", "ost_service"];
+
+    fn kind(self) -> usize {
+        match self {
+            Thread::Client(_) => 0,
+            Thread::Net(_) => 1,
+            Thread::Service(_) => 2,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Handoffs {
     clients: Vec<Instant>,
     nets: Vec<Instant>,
     services: Vec<Instant>,
-    /// Messages handed to a thread, and of them those that woke it.
+    /// Messages handed to a thread, and of them those that woke it (by
+    /// kind of thread, in [`Thread::KINDS`] order).
     handed: u64,
-    woke: u64,
+    woke: [u64; 3],
 }
 
 impl Handoffs {
@@ -47,7 +61,7 @@ impl Handoffs {
             nets: vec![Instant::ZERO; oss],
             services: vec![Instant::ZERO; osts],
             handed: 0,
-            woke: 0,
+            woke: [0; 3],
         }
     }
 
@@ -64,7 +78,7 @@ impl Handoffs {
     pub fn hand(&mut self, thread: Thread, at: Instant) -> bool {
         self.handed += 1;
         let asleep = at >= *self.awake_until(thread);
-        self.woke += u64::from(asleep);
+        self.woke[thread.kind()] += u64::from(asleep);
         asleep
     }
 
@@ -76,11 +90,18 @@ impl Handoffs {
 
     /// Hand-offs that woke a thread.
     pub fn woke(&self) -> u64 {
-        self.woke
+        self.woke.iter().sum()
+    }
+
+    /// Hand-offs that woke a thread, by kind of thread: each kind's name
+    /// with its count.
+    pub fn woke_by_kind(&self) -> [(&'static str, u64); 3] {
+        let [client, net, service] = self.woke;
+        [(Thread::KINDS[0], client), (Thread::KINDS[1], net), (Thread::KINDS[2], service)]
     }
 
     pub fn check_invariants(&self) {
-        assert!(self.woke <= self.handed, "handoffs: {} woke of {} handed", self.woke, self.handed);
+        assert!(self.woke() <= self.handed, "handoffs: {} woke of {} handed", self.woke(), self.handed);
     }
 }
 
@@ -101,6 +122,7 @@ mod tests {
         h.busy(Thread::Service(0), t(30));
         assert!(h.hand(Thread::Service(0), t(50)), "an earlier end does not keep it awake longer");
         assert_eq!(h.woke(), 4);
+        assert_eq!(h.woke_by_kind(), [("client", 0), ("oss_network", 0), ("ost_service", 4)]);
         h.check_invariants();
     }
 }

@@ -20,6 +20,7 @@
 
 mod collective;
 
+use crate::cpu_ledger::CpuUse;
 use crate::world::{plus, transfer, Ev, Happening, World};
 use collective::CollState;
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode as LockMode};
@@ -526,7 +527,7 @@ impl Run<'_> {
         if spec.write && mount > Duration::ZERO {
             // Through a mount, the write's requests reach the client one by
             // one, each after its own time.
-            let at = self.job.world.node_cpu(node, now, mount);
+            let at = self.job.world.node_cpu(node, now, mount, CpuUse::Mount);
             self.ranks[rank as usize].st = St::Mount;
             self.resume_at(at, rank);
             return Ok(());
@@ -617,7 +618,7 @@ impl Run<'_> {
                 // The call's own CPU time (handing it to the client and
                 // its answer back).
                 let work = plus(work, self.job.world.model.client_cpu_per_call);
-                let at = self.job.world.node_cpu(node, now, work);
+                let at = self.job.world.node_cpu(node, now, work, CpuUse::Calls);
                 self.resume_at(at, rank);
             }
             (St::Op, OpOutput::Synced) => {

@@ -84,7 +84,13 @@ impl Journal {
 
     /// A cancel waits for `object` to be durable.
     pub fn handle_sync(&mut self, now: Instant, object: ObjectId, token: SyncToken) {
-        let tid = self.changed_in.get(&object).copied().unwrap_or(0);
+        self.handle_sync_of(now, std::slice::from_ref(&object), token);
+    }
+
+    /// A commit waits for every one of `objects` to be durable (none: it
+    /// is answered at once).
+    pub fn handle_sync_of(&mut self, now: Instant, objects: &[ObjectId], token: SyncToken) {
+        let tid = objects.iter().filter_map(|object| self.changed_in.get(object).copied()).max().unwrap_or(0);
         if tid <= self.committed {
             self.synced.push_back(token);
             return;

@@ -21,6 +21,7 @@
 pub mod backend;
 pub mod callback_threads;
 pub mod config;
+pub mod cpu_ledger;
 pub mod frames;
 pub mod handoffs;
 pub mod host_cache;

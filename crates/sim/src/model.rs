@@ -1,11 +1,11 @@
 //! The numbers the simulated machine runs on, in the units the event loop
 //! uses (bytes per second, nanoseconds), derived from a cluster description.
 
-use crate::config::{ClusterConfig, Hosts, OstWrites, RunsOn};
+use crate::config::{ClusterConfig, Hosts, OstWrites, RunsOn, UnstablePages, WriteBulk};
 use lanefs_core::client::cores::Cores;
 use lanefs_core::client::ClientConfig;
 use lanefs_core::ldlm::server::LockServerConfig;
-use lanefs_core::ost::OstConfig;
+use lanefs_core::ost::{OstConfig, RecoveryConfig};
 use lanefs_core::units::Duration;
 
 #[derive(Clone, Debug)]
@@ -58,6 +58,9 @@ pub struct Model {
     pub callback_cpu: Duration,
     /// The servers run on compute node 0 and share its cores.
     pub servers_on_node: bool,
+    /// A write's bulk is read from the client's shared memory: no network
+    /// time.
+    pub write_bulk_shared: bool,
     /// OSTs write into the host's page cache; syncs wait for the disk.
     pub host_cache: bool,
     /// With `host_cache`: one core writing into the page cache, bytes/s
@@ -67,7 +70,9 @@ pub struct Model {
     /// write them back (`None`: the disk takes writes as they come).
     pub host_cache_background: Option<u64>,
     /// With `host_cache_background`: bytes an OST takes before it commits
-    /// on its own (`None`: never).
+    /// on its own (`None`: never, or the OSTs commit themselves: with
+    /// `client.recovery`, the clients keep their unstable pages and the
+    /// OSTs number their changes and commit them).
     pub host_cache_commit: Option<u64>,
     /// Client CPU time per page frame written for the first time.
     pub page_first_touch: Duration,
@@ -148,6 +153,7 @@ impl Model {
 
     pub fn from_config(c: &ClusterConfig) -> Model {
         let (compute, storage) = (&c.compute, &c.storage);
+        let kept = c.client.unstable_pages() == UnstablePages::KeptUntilCommit;
         let client = ClientConfig {
             rpc_bytes_max: c.client.rpc_size_bytes(),
             rpcs_in_flight_max: c.client.rpcs_in_flight as usize,
@@ -155,13 +161,21 @@ impl Model {
             lru_locks_max: c.client.lock_lru_size as usize,
             cached_bytes_max: c.client.cached_bytes_max(),
             copy_bytes_per_s: Some(compute.copy_bandwidth().bytes_per_s()),
+            recovery: kept,
             ..ClientConfig::default()
         };
-        let ost = OstConfig {
+        let mut ost = OstConfig {
             locks: LockServerConfig { callback_timeout: storage.callback_timeout(), resend: false },
             sync_lock_cancel: storage.sync_lock_cancel(),
             ..OstConfig::default()
         };
+        if kept {
+            // The OSTs number changes and commit them, as lanefs's network
+            // OSS does, so that clients learn when to let their pages go.
+            let defaults = RecoveryConfig::default();
+            let commit_bytes = storage.host_cache_commit_bytes().unwrap_or(defaults.commit_bytes);
+            ost = ost.with_recovery(RecoveryConfig { commit_bytes, ..defaults });
+        }
         Model {
             nodes: compute.nodes,
             ranks_per_node: compute.ranks_per_node,
@@ -190,10 +204,12 @@ impl Model {
             callback_threads: compute.callback_threads,
             callback_cpu: storage.callback_cpu(),
             servers_on_node: storage.runs_on() == RunsOn::ComputeNode,
+            write_bulk_shared: storage.write_bulk() == WriteBulk::SharedMemory,
             host_cache: storage.ost_writes.unwrap_or_default() == OstWrites::HostCache,
             host_cache_write_bw: storage.host_cache_write_bandwidth().map(|b| b.bytes_per_s()),
             host_cache_background: storage.host_cache_background_bytes(),
-            host_cache_commit: storage.host_cache_commit_bytes(),
+            // Kept pages: the OSTs' own commits write back (`ost` above).
+            host_cache_commit: storage.host_cache_commit_bytes().filter(|_| !kept),
             page_first_touch: compute.page_first_touch(),
             page_first_map: storage.page_first_map(),
             mpi_message_cpu: c.mpi_message_cpu(),

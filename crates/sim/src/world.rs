@@ -55,6 +55,7 @@
 
 use crate::callback_threads::CallbackThreads;
 use crate::config::partial_stripe_bytes;
+use crate::cpu_ledger::{CpuLedger, CpuUse};
 use crate::frames::Frames;
 use crate::handoffs::{Handoffs, Thread};
 use crate::host_cache::HostCache;
@@ -173,6 +174,8 @@ pub struct World<W> {
     frames: Option<Frames>,
     /// Which threads sleep when a message comes (with `handoff`).
     handoffs: Option<Handoffs>,
+    /// What the cores were charged for.
+    cpu: CpuLedger,
     done: VecDeque<Happening<W>>,
     /// Events popped so far.
     pub events: u64,
@@ -251,6 +254,7 @@ impl<W> World<W> {
                 .then(|| Frames::new(nodes, model.client.arena_frames(osts))),
             handoffs: (model.handoff > Duration::ZERO || model.handoff_idle_core > Duration::ZERO)
                 .then(|| Handoffs::new(nodes, oss, osts)),
+            cpu: CpuLedger::default(),
             done: VecDeque::new(),
             events: 0,
             bytes_lost: 0,
@@ -364,7 +368,7 @@ impl<W> World<W> {
         while let Some((ost, msg)) = self.clients[n].poll_transmit() {
             let cpu = self.send_cpu(&msg);
             let leave = if self.model.cores.is_some() {
-                self.clients[n].run_on_cores(self.now, cpu)
+                self.charge(n, self.now, cpu, CpuUse::Messages)
             } else {
                 // The node prepares its messages one after another.
                 let leave = later(self.now, self.node_cpu_free[n]) + cpu;
@@ -415,7 +419,7 @@ impl<W> World<W> {
                 // The client checksums the bulk it received before using it.
                 let cpu = self.checksum_time(data.len());
                 if cpu > Duration::ZERO {
-                    at = self.clients[client.0 as usize].run_on_cores(at, cpu);
+                    at = self.charge(client.0 as usize, at, cpu, CpuUse::Messages);
                 }
             }
             self.queue.push(at, Ev::AtClient { node: client.0, ost, msg });
@@ -437,30 +441,23 @@ impl<W> World<W> {
     /// and arm the journal's timer.
     fn pump_syncs(&mut self, o: usize) {
         let now = self.now;
-        while let Some(request) = self.osts[o].poll_sync() {
-            if let Some(cache) = self.host_cache.as_mut() {
-                // The sync writes back what its object left in the cache.
-                let disk = cache.sync(o as u32, request.object);
-                if disk > Duration::ZERO {
-                    self.disk_free[o] = later(now, self.disk_free[o]) + disk;
-                }
-                if self.check {
-                    cache.check_invariants();
-                }
+        loop {
+            while let Some(request) = self.osts[o].poll_sync() {
+                self.start_sync(o, request);
             }
-            if self.model.host_cache && self.disk_free[o] > now {
-                // What was written before the sync is still going from the
-                // host's page cache to the disk: the sync waits for it.
-                self.queue.push(self.disk_free[o], Ev::Drained { ost: o as u32, request: Box::new(request) });
-                continue;
+            let Some(journal) = self.journals.get_mut(o) else { return };
+            let mut answered = false;
+            while let Some(token) = journal.poll_synced() {
+                self.osts[o].handle_synced(now, token, &[]);
+                answered = true;
             }
-            self.take_sync(o, request);
+            // An answered commit may start the next one (with recovery, the
+            // syncs that came meanwhile share it).
+            if !answered {
+                break;
+            }
         }
         let Some(journal) = self.journals.get_mut(o) else { return };
-        while let Some(token) = journal.poll_synced() {
-            self.osts[o].handle_synced(now, token, &[]);
-        }
-        debug_assert!(self.osts[o].poll_sync().is_none(), "an answered sync asked for another");
         #[cfg(debug_assertions)]
         journal.check_invariants();
         if let Some(t) = journal.poll_timeout() {
@@ -472,12 +469,46 @@ impl<W> World<W> {
         }
     }
 
+    /// A sync the OST asked for: it writes back what its objects (a
+    /// commit's, every object it covers) left in the host's page cache,
+    /// and waits for that before the journal takes it.
+    fn start_sync(&mut self, o: usize, request: SyncRequest) {
+        let now = self.now;
+        if let Some(cache) = self.host_cache.as_mut() {
+            let mut disk = match request.object.is_none() && request.commit.is_empty() {
+                true => cache.sync(o as u32, None),
+                false => Duration::ZERO,
+            };
+            for &object in request.object.iter().chain(&request.commit) {
+                disk = plus(disk, cache.sync(o as u32, Some(object)));
+            }
+            if disk > Duration::ZERO {
+                self.disk_free[o] = later(now, self.disk_free[o]) + disk;
+            }
+            if self.check {
+                cache.check_invariants();
+            }
+        }
+        if self.model.host_cache && self.disk_free[o] > now {
+            // What was written before the sync is still going from the
+            // host's page cache to the disk: the sync waits for it.
+            self.queue.push(self.disk_free[o], Ev::Drained { ost: o as u32, request: Box::new(request) });
+            return;
+        }
+        self.take_sync(o, request);
+    }
+
     /// Hands a sync to the OST's journal, or answers it at once when
     /// commits take no time.
     fn take_sync(&mut self, o: usize, request: SyncRequest) {
         match self.journals.get_mut(o) {
-            // Without recovery every sync names the object asked for.
-            Some(journal) => journal.handle_sync(self.now, request.object.expect("a sync of an object"), request.token),
+            // Without recovery every sync names the object asked for; with
+            // it, a commit names those it covers.
+            Some(journal) => {
+                let mut objects = request.commit;
+                objects.extend(request.object);
+                journal.handle_sync_of(self.now, &objects, request.token)
+            }
             None => self.osts[o].handle_synced(self.now, request.token, &[]),
         }
     }
@@ -522,17 +553,22 @@ impl<W> World<W> {
         };
         let m = &self.model;
         let (n, s, o) = (node as usize, m.oss_of(ost) as usize, ost as usize);
-        let tx = later(self.now, self.node_tx_free[n]) + transfer(len, m.node_bw);
-        self.node_tx_free[n] = tx;
-        let rx = later(self.now, self.oss_rx_free[s]) + transfer(len, m.oss_bw);
-        self.oss_rx_free[s] = rx;
-        let mut bulk_done = later(tx, rx) + m.latency;
+        let mut bulk_done = if m.write_bulk_shared {
+            // The pages are in the client's memory, which the OSS reads.
+            self.now
+        } else {
+            let tx = later(self.now, self.node_tx_free[n]) + transfer(len, m.node_bw);
+            self.node_tx_free[n] = tx;
+            let rx = later(self.now, self.oss_rx_free[s]) + transfer(len, m.oss_bw);
+            self.oss_rx_free[s] = rx;
+            later(tx, rx) + m.latency
+        };
         let mut overhead = plus(m.rpc_overhead, Duration(m.page_first_map.as_ns().saturating_mul(first_maps)));
         // The service thread's work on the bulk's pages, before the disk.
         let pages = m.rpc_pages_cpu(len);
         if m.servers_on_node {
             // The service's CPU work takes a core of the node first.
-            bulk_done = self.clients[0].run_on_cores(bulk_done, plus(overhead, pages));
+            bulk_done = self.charge(0, bulk_done, plus(overhead, pages), CpuUse::Io);
             overhead = Duration::ZERO;
         } else {
             bulk_done = bulk_done + pages;
@@ -550,8 +586,7 @@ impl<W> World<W> {
             // replies; the disk takes them after, in order, at once or when
             // a sync writes them back (see [`HostCache`]).
             let copy = plus(overhead, transfer(len, m.host_cache_write_bw.unwrap_or(m.copy_bw)));
-            let copied =
-                if m.servers_on_node { self.clients[0].run_on_cores(bulk_done, copy) } else { bulk_done + copy };
+            let copied = if m.servers_on_node { self.charge(0, bulk_done, copy, CpuUse::Io) } else { bulk_done + copy };
             let to_disk = match self.host_cache.as_mut() {
                 Some(cache) => cache.write(ost, object, len, disk),
                 None => Some(disk),
@@ -570,7 +605,7 @@ impl<W> World<W> {
     fn read_time(&mut self, ost: u32, node: u32, len: u64) -> Instant {
         let (mut ready, mut overhead, pages) = (self.now, self.model.rpc_overhead, self.model.rpc_pages_cpu(len));
         if self.model.servers_on_node {
-            ready = self.clients[0].run_on_cores(ready, plus(overhead, pages));
+            ready = self.charge(0, ready, plus(overhead, pages), CpuUse::Io);
             overhead = Duration::ZERO;
         } else {
             // The service thread's work on the bulk's pages, before the disk.
@@ -606,10 +641,10 @@ impl<W> World<W> {
     /// itself takes a core too.
     pub fn mpi_send(&mut self, from: u32, to: u32, bytes: u64) -> Instant {
         let cpu = self.model.mpi_message_cpu;
-        let sent = self.node_cpu(from, self.now, cpu);
+        let sent = self.node_cpu(from, self.now, cpu, CpuUse::Mpi);
         if from == to {
-            let copied = self.node_cpu(from, sent, transfer(bytes, self.model.copy_bw));
-            return self.node_cpu(to, copied, cpu);
+            let copied = self.node_cpu(from, sent, transfer(bytes, self.model.copy_bw), CpuUse::Mpi);
+            return self.node_cpu(to, copied, cpu, CpuUse::Mpi);
         }
         let m = &self.model;
         let tx = later(sent, self.node_tx_free[from as usize]) + transfer(bytes, m.mpi_bw);
@@ -617,7 +652,7 @@ impl<W> World<W> {
         let rx = later(sent, self.node_rx_free[to as usize]) + transfer(bytes, m.mpi_bw);
         self.node_rx_free[to as usize] = rx;
         let arrived = later(tx, rx) + m.mpi_latency;
-        self.node_cpu(to, arrived, cpu)
+        self.node_cpu(to, arrived, cpu, CpuUse::Mpi)
     }
 
     /// Client `node`'s CPU time for the page frames the write it has just
@@ -625,7 +660,12 @@ impl<W> World<W> {
     /// cost nothing: see [`Frames`]).
     pub fn first_touch(&mut self, node: u32) -> Duration {
         let Some(frames) = self.frames.as_mut() else { return Duration::ZERO };
-        let new = frames.touch(node, self.clients[node as usize].cache().cached_pages() as u64);
+        // The frames in use: the cache's pages, and those kept until their
+        // OST commits them (counted twice while both, as the client's cache
+        // budget counts them; its trim then lets such pages go).
+        let client = &self.clients[node as usize];
+        let in_use = client.cache().cached_pages() as u64 + client.unstable_bytes().div_ceil(PAGE_SIZE);
+        let new = frames.touch(node, in_use);
         if self.check {
             frames.check_invariants();
         }
@@ -650,7 +690,8 @@ impl<W> World<W> {
         }
         let idle = self.clients[host].cores().is_none_or(|c| c.idle_at(at));
         let cost = if idle { self.model.handoff_idle_core } else { self.model.handoff };
-        let end = self.clients[host].run_on_cores(at, cost);
+        let end = self.charge(host, at, cost, CpuUse::WakeUps);
+        let handoffs = self.handoffs.as_mut().expect("hand-offs modelled");
         handoffs.busy(thread, end);
         if self.check {
             handoffs.check_invariants();
@@ -669,6 +710,11 @@ impl<W> World<W> {
         self.handoffs.as_ref().map(Handoffs::woke)
     }
 
+    /// The same by kind of thread.
+    pub fn handoffs_by_thread(&self) -> Option<[(&'static str, u64); 3]> {
+        self.handoffs.as_ref().map(Handoffs::woke_by_kind)
+    }
+
     /// The CPU time run on every host's cores so far (`None` where cores
     /// are not modelled): what the model charged for copies, the clients'
     /// and MPI's work and, on one machine, the servers'.
@@ -681,11 +727,32 @@ impl<W> World<W> {
 
     /// Runs `work` of node `node` from `ready` on: on its cores where they
     /// are modelled, else at once.
-    pub fn node_cpu(&mut self, node: u32, ready: Instant, work: Duration) -> Instant {
+    pub fn node_cpu(&mut self, node: u32, ready: Instant, work: Duration, use_: CpuUse) -> Instant {
         if work == Duration::ZERO {
             return ready;
         }
-        self.clients[node as usize].run_on_cores(ready, work)
+        self.charge(node as usize, ready, work, use_)
+    }
+
+    /// Runs `work`, for `use_`, on host `host`'s cores from `ready` on (at
+    /// once where cores are not modelled), and notes it in the ledger.
+    fn charge(&mut self, host: usize, ready: Instant, work: Duration, use_: CpuUse) -> Instant {
+        if self.clients[host].cores().is_some() {
+            self.cpu.add(use_, work);
+        }
+        let end = self.clients[host].run_on_cores(ready, work);
+        if self.check {
+            if let Some(total) = self.cpu_busy() {
+                self.cpu.check_invariants(total);
+            }
+        }
+        end
+    }
+
+    /// The CPU time run on the hosts' cores by use, the clients' copies
+    /// into their caches last (`None` where cores are not modelled).
+    pub fn cpu_uses(&self) -> Option<Vec<(&'static str, Duration)>> {
+        self.cpu_busy().map(|total| self.cpu.breakdown(total))
     }
 
     /// The client's CPU time to send `msg`: per RPC, and for bulk per page
@@ -714,12 +781,13 @@ impl<W> World<W> {
     /// thread (and, with the servers on the compute node, a core of that
     /// node); returns when it ends.
     fn server_cpu(&mut self, ost: u32, work: Duration) -> Instant {
-        let threads = &mut self.lock_threads[self.model.oss_of(ost) as usize];
-        let free = threads.pop_front().expect("an OSS has service threads");
+        let oss = self.model.oss_of(ost) as usize;
+        let free = self.lock_threads[oss].pop_front().expect("an OSS has service threads");
         let start = later(self.now, free);
-        let done = if self.model.servers_on_node { self.clients[0].run_on_cores(start, work) } else { start + work };
+        let done = if self.model.servers_on_node { self.charge(0, start, work, CpuUse::Locks) } else { start + work };
         // Work of equal length keeps the threads sorted by pushing at the
         // back; work of another length is put in its place.
+        let threads = &mut self.lock_threads[oss];
         let at = threads.iter().rposition(|&t| t <= done).map_or(0, |i| i + 1);
         threads.insert(at, done);
         done

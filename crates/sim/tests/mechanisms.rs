@@ -66,6 +66,7 @@ fn cores_enough_for_every_rank_change_nothing() {
         // The CPU time charged, reported where cores are modelled.
         let busy = ample["sim"].as_object_mut().unwrap().remove("cpu_busy_s").expect("the CPU time charged");
         assert!(busy.as_f64().unwrap() > 0.0);
+        ample["sim"].as_object_mut().unwrap().remove("cpu_s").expect("the CPU time by use");
         assert_eq!(without_wall_time(without), without_wall_time(ample), "{line}");
     }
 }
@@ -371,4 +372,114 @@ fn an_rpcs_pages_cost_the_service() {
     assert!((0.05..0.08).contains(&added), "{added} s for 64 RPCs of 255 extra pages at 4 us");
     let zero = json_run(ONE_STREAM, slow_disk_with(&[fast[0], fast[1], ("storage.rpc_service_per_page_us", "0")]));
     assert_eq!(without_wall_time(zero), without_wall_time(free));
+}
+
+#[test]
+fn a_writes_bulk_in_shared_memory_takes_no_network_time() {
+    // One stream over a network of 0.1 GiB/s: the bulk alone takes 0.625 s.
+    let shared = |bulk: &'static str| {
+        let settings = [
+            ("storage.ost_write_bandwidth_gib_s", "100"),
+            ("storage.ost_writes", "\"host-cache\""),
+            ("compute.injection_bandwidth_gib_s", "0.1"),
+            ("compute.nodes", "1"),
+            ("compute.cores", "2"),
+            ("compute.hosts", "\"one\""),
+            ("storage.runs_on", "\"compute-node\""),
+            ("storage.write_bulk", bulk),
+        ];
+        json_run(ONE_STREAM, opts_with("laptop", &settings))
+    };
+    let network = shared("\"network\"");
+    let memory = shared("\"shared-memory\"");
+    assert!(simulated_s(&network) > DRAIN_S, "over the network: {} s", simulated_s(&network));
+    assert!(simulated_s(&memory) < DRAIN_S / 4.0, "in shared memory: {} s", simulated_s(&memory));
+    assert_eq!(counter(&memory, "ost_bytes_written"), 64 << 20);
+    // Without the key, over the network as before.
+    let laptop = lanefs_sim::ClusterConfig::load_with(
+        "laptop",
+        &[("storage.write_bulk".to_string(), "\"network\"".to_string())],
+    )
+    .unwrap();
+    assert_eq!(laptop.storage.write_bulk(), lanefs_sim::config::WriteBulk::Network);
+    // Shared memory needs the clients on the servers' host.
+    let error = lanefs_sim::ClusterConfig::load_with(
+        "laptop",
+        &[("storage.write_bulk".to_string(), "\"shared-memory\"".to_string())],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("runs_on = \"compute-node\"") && error.contains("hosts = \"one\""), "{error}");
+}
+
+#[test]
+fn unstable_pages_kept_until_commit_hold_frames_and_the_osts_commit() {
+    // A client of a small cache streams 64 MiB: its frames are reused but
+    // for those its OST has acknowledged and not yet committed.
+    let run = |kept: bool| {
+        let mut settings = vec![
+            ("compute.injection_bandwidth_gib_s", "100"),
+            ("storage.ost_write_bandwidth_gib_s", "100"),
+            ("client.cached_mib_max", "8"),
+            ("client.max_dirty_mib_per_ost", "4"),
+            ("compute.page_first_touch_us", "50"),
+            ("storage.journal_commit_us", "20000"),
+        ];
+        if kept {
+            settings.push(("client.unstable_pages", "\"kept-until-commit\""));
+        }
+        json_run(ONE_STREAM, slow_disk_with(&settings))
+    };
+    let (dropped, kept) = (run(false), run(true));
+    // Commits of 20 ms, every 4 MiB written: pages wait for them, in their
+    // frames, beyond the cache's 8 MiB.
+    assert!(counter(&kept, "journal_commits") >= 8, "{}", counter(&kept, "journal_commits"));
+    assert!(simulated_s(&kept) > simulated_s(&dropped) + 0.05, "{} vs {}", simulated_s(&kept), simulated_s(&dropped));
+    assert_eq!(counter(&kept, "ost_bytes_written"), 64 << 20);
+    // The same as without the key when they are dropped.
+    let same = json_run(
+        ONE_STREAM,
+        slow_disk_with(&[
+            ("compute.injection_bandwidth_gib_s", "100"),
+            ("storage.ost_write_bandwidth_gib_s", "100"),
+            ("client.cached_mib_max", "8"),
+            ("client.max_dirty_mib_per_ost", "4"),
+            ("compute.page_first_touch_us", "50"),
+            ("storage.journal_commit_us", "20000"),
+            ("client.unstable_pages", "\"dropped\""),
+        ]),
+    );
+    assert_eq!(without_wall_time(same), without_wall_time(dropped));
+}
+
+#[test]
+fn the_cpu_charged_is_broken_down_by_use() {
+    let j = json_run(
+        SYNCHRONOUS_LOCKS,
+        one_host_with(&[
+            ("compute.handoff_us", "20"),
+            ("compute.client_cpu_per_call_us", "10"),
+            ("compute.client_cpu_per_rpc_us", "10"),
+            ("storage.lock_cpu_us", "10"),
+        ]),
+    );
+    let uses = j["sim"]["cpu_s"].as_object().expect("the CPU time by use");
+    let total: f64 = uses.values().map(|v| v.as_f64().expect("seconds")).sum();
+    let busy = j["sim"]["cpu_busy_s"].as_f64().expect("the CPU time charged");
+    assert!((total - busy).abs() < 1e-3, "{total} s by use against {busy} s");
+    assert!(uses["copies"].as_f64().unwrap() > 0.0, "the writes' copies into the cache: {uses:?}");
+    // 256 calls; at least the write RPCs' messages; every lock request.
+    let rpcs = counter(&j, "write_rpcs") as f64;
+    let requests = (counter(&j, "lock_enqueues") + counter(&j, "lock_cancels")) as f64;
+    for (name, least) in [("calls", 256.0 * 10e-6), ("messages", rpcs * 10e-6), ("locks", requests * 10e-6)] {
+        let s = uses[name].as_f64().unwrap();
+        // (The report gives seconds to 0.1 ms.)
+        assert!(s >= least - 1e-4, "{name}: {s} s for at least {least} s");
+    }
+    let woke = j["sim"]["handoffs"].as_u64().unwrap() as f64;
+    assert!((uses["wake_ups"].as_f64().unwrap() - woke * 20e-6).abs() < 1e-4, "{uses:?}");
+    let by_thread = j["sim"]["handoffs_by_thread"].as_object().expect("hand-offs by thread");
+    let sum: u64 = by_thread.values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(sum as f64, woke);
+    assert!(by_thread["ost_service"].as_u64().unwrap() > 0, "{by_thread:?}");
 }

@@ -149,7 +149,7 @@ const SCHEMA: &[Section] = &[
                 "hosts",
                 Kind::Choice(&HOSTS),
                 "",
-                "\"per-node\"",
+                "\"one\"",
                 "per-node (default): each node a host of its own; one: every node on one host, sharing its cores",
             )),
             optional(key(
@@ -190,6 +190,13 @@ const SCHEMA: &[Section] = &[
             key("max_dirty_mib_per_ost", count(1, SIZE_MIB_MAX), "MiB", "32", "dirty cache per OST"),
             key("lock_lru_size", count(1, LOCKS_MAX), "locks", "6400", "unused locks kept per client"),
             key("cached_mib_max", count(1, SIZE_MIB_MAX), "MiB", "65536", "client page cache budget"),
+            optional(key(
+                "unstable_pages",
+                Kind::Choice(&UNSTABLE_PAGES),
+                "",
+                "\"kept-until-commit\"",
+                "acknowledged writes kept until their OST commits them (Lustre's unstable pages); default dropped",
+            )),
         ],
     },
     Section {
@@ -258,8 +265,15 @@ const SCHEMA: &[Section] = &[
                 "runs_on",
                 Kind::Choice(&RUNS_ON),
                 "",
-                "\"own-nodes\"",
+                "\"compute-node\"",
                 "where the servers run: own-nodes (default) or compute-node, sharing node 0's cores",
+            )),
+            optional(key(
+                "write_bulk",
+                Kind::Choice(&WRITE_BULK),
+                "",
+                "\"shared-memory\"",
+                "network (default), or shared-memory: the OSS reads a write's pages from its client's memory (one host)",
             )),
             optional(key(
                 "host_cache_write_gib_s",
@@ -372,7 +386,36 @@ pub(super) fn check_table(table: &Table, origin: &str) -> Result<(), ConfigError
             });
         }
     }
-    check_host_cache_keys(table, origin)
+    check_host_cache_keys(table, origin)?;
+    check_shared_memory(table, origin)
+}
+
+/// A write's bulk in shared memory needs every client on the servers'
+/// host.
+fn check_shared_memory(table: &Table, origin: &str) -> Result<(), ConfigError> {
+    let section = |name: &str| match table.get(name) {
+        Some(Value::Table(section)) => Some(section),
+        _ => None,
+    };
+    let Some(storage) = section("storage") else { return Ok(()) };
+    let Some(value) = storage.get("write_bulk") else { return Ok(()) };
+    if value.as_str() != Some("shared-memory") {
+        return Ok(());
+    }
+    let on_node = storage.get("runs_on").and_then(Value::as_str) == Some("compute-node");
+    let one_host = section("compute").and_then(|c| c.get("hosts")).and_then(Value::as_str) == Some("one");
+    if on_node && one_host {
+        return Ok(());
+    }
+    Err(ConfigError::InvalidValue(Box::new(InvalidValue {
+        origin: origin.into(),
+        section: "storage",
+        key: "write_bulk",
+        value: value.to_string(),
+        problem: "shared memory needs the clients on the servers' host, and this description puts them apart".into(),
+        fix: "add `runs_on = \"compute-node\"` to [storage] and `hosts = \"one\"` to [compute], or remove the key"
+            .into(),
+    })))
 }
 
 /// The keys of an OST that writes into its host's page cache mean nothing

@@ -23,6 +23,7 @@
 //! bytes.
 
 use super::{Collective, Ev, PhaseSpec, Run, SimError, St, WorkEv};
+use crate::cpu_ledger::CpuUse;
 use crate::world::{plus, transfer};
 use lanefs_core::client::ladvise::Advice;
 use lanefs_core::client::OpOutput;
@@ -517,13 +518,13 @@ impl Run<'_> {
             // the call's own CPU time.
             OpOutput::ReadPhantom(bytes) => {
                 let copy = transfer(bytes, self.job.world.model.copy_bw);
-                self.job.world.node_cpu(node, now, plus(copy, call))
+                self.job.world.node_cpu(node, now, plus(copy, call), CpuUse::Calls)
             }
             // The faults of the frames the write touched first, and the
             // call's own CPU time.
             OpOutput::Written(_) => {
                 let touch = self.job.world.first_touch(node);
-                self.job.world.node_cpu(node, now, plus(touch, call))
+                self.job.world.node_cpu(node, now, plus(touch, call), CpuUse::Calls)
             }
             OpOutput::GroupLocked | OpOutput::GroupUnlocked | OpOutput::Synced => now,
             other => unreachable!("rank {rank}'s collective program got {other:?}"),
