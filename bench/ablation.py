@@ -41,6 +41,10 @@ move a result; where only this machine gives a figure (a Haswell node of
                   costs tens of times what it does on bare metal), a
                   stand-in for ptlrpcd's wake-ups; with the servers on
                   their own nodes only the client's are charged.
+  unstable pages  a client keeps what its OST acknowledged until the OST
+  kept            commits it, against its cache budget (Lustre's unstable
+                  pages, lanefs's network client), and the OSTs number
+                  and commit their changes.
   OSS CPU per     the same calibration's servers' CPU time per page of a
   page            1 MiB write RPC, lanefs's OSS here, a stand-in for a
                   Lustre OSS's.
@@ -130,6 +134,8 @@ def main():
     stand_in(rows, "client CPU per call", compute, "compute", ("client_cpu_per_call_us",), "lanefs's client here")
     stand_in(rows, "hand-offs", compute, "compute", ("handoff_us", "handoff_idle_core_us"), "this virtual machine")
     stand_in(rows, "OSS CPU per page", storage, "storage", ("rpc_service_per_page_us",), "lanefs's OSS here")
+    rows.append(("unstable pages kept", ['client.unstable_pages="kept-until-commit"'],
+                 "kept until their OST commits: Lustre's client and lanefs's network client"))
     if "message_cpu_us" in mpi:
         rows.append(("MPI CPU per message", [f"mpi.message_cpu_us={mpi['message_cpu_us']}"],
                      f"{mpi['message_cpu_us']} us: Open MPI here (stand-in)"))

@@ -75,7 +75,8 @@ simulator charged the host's cores (`sim.cpu_busy_s`), and the real run's
 context switches (its processes' rusage, voluntary and not: every call's
 two, its start and end's, each thread's waits) beside the wake-ups the
 simulator charged for messages (`sim.handoffs`, with `handoff_us`; a
-call's two are in its `client_cpu_per_call_us`); then the share of cells predicted within 25% and
+call's two are in its `client_cpu_per_call_us`) and for ranks waking from
+their sleeps in MPI waits (`sim.mpi_wakeups`); then the share of cells predicted within 25% and
 50%, of lock counts within 10%, and, for every two cells of a row (the
 same kind, -t and -N; for MPIIO every mode and aggregator count) whose
 measured ranges do not overlap, whether the simulator orders them the
@@ -229,7 +230,15 @@ def ior_report(out):
     counters = j.get("lanefs") or {}
     sim = j.get("sim") or {}
     return {"bw": bw, "enqueues": counters.get("lock_enqueues"), "callbacks": counters.get("blocking_callbacks"),
-            "cpu": sim.get("cpu_busy_s"), "switches": sim.get("handoffs")}
+            "cpu": sim.get("cpu_busy_s"), "switches": wake_ups(sim)}
+
+
+def wake_ups(sim):
+    """The wake-ups a simulated run charged: threads woken for messages,
+    and ranks woken from their sleeps in MPI waits; None if not modelled."""
+    if "handoffs" not in sim and "mpi_wakeups" not in sim:
+        return None
+    return sim.get("handoffs", 0) + sim.get("mpi_wakeups", 0)
 
 
 def children_cpu():

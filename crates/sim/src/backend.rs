@@ -20,7 +20,7 @@
 //! application), then `--hints` (the command line has the last word).
 
 use crate::config::ClusterConfig;
-use crate::job::{Collective, Job, PhaseSpec, RankResult, SimComponent, SimError};
+use crate::job::{Collective, Job, PhaseSpec, RankResult, SimComponent, SimError, WorkEv};
 use crate::model::Model;
 use crate::report::write_series;
 use crate::world::{Series, World};
@@ -267,6 +267,10 @@ impl SimBackend {
                 model.client.share_among(u64::from(nodes));
             }
             model.copy_bw = Model::copy_rate(&self.opts.cluster, on_host);
+            // lanefs's MPI ranks sleep while they wait where a node runs
+            // more ranks than cores (`LANEFS_MPI_WAIT=auto`).
+            let wakes_cost = model.handoff > Duration::ZERO || model.handoff_idle_core > Duration::ZERO;
+            model.mpi_sleep_waits = wakes_cost && model.cores.is_some_and(|cores| on_host > cores);
             model.client.copy_bytes_per_s = Some(model.copy_bw);
             if self.api != Api::Posix {
                 // Only POSIX calls go through the mount.
@@ -529,16 +533,28 @@ impl Backend for SimBackend {
         put("ost_bytes_written_per_ost", per_ost.into());
         let per_ost: Vec<serde_json::Value> = w.osts.iter().map(|o| o.counters().bytes_read.into()).collect();
         put("ost_bytes_read_per_ost", per_ost.into());
+        let sim = self.sim_report(w, st.wall_s);
+        vec![BackendReport::from_json("lanefs", lanefs), BackendReport::from_json("sim", sim)]
+    }
+}
+
+impl SimBackend {
+    /// The run's own figures: events, speed, simulated time, and what the
+    /// hosts' cores were charged.
+    fn sim_report(&self, w: &World<WorkEv>, wall_s: f64) -> serde_json::Map<String, serde_json::Value> {
         let mut sim = serde_json::Map::new();
         sim.insert("events".into(), w.events.into());
-        sim.insert("wall_s".into(), st.wall_s.into());
-        let rate = if st.wall_s > 0.0 { w.events as f64 / st.wall_s } else { 0.0 };
+        sim.insert("wall_s".into(), wall_s.into());
+        let rate = if wall_s > 0.0 { w.events as f64 / wall_s } else { 0.0 };
         sim.insert("events_per_s".into(), rate.into());
         sim.insert("seed".into(), self.opts.seed.into());
         sim.insert("cluster".into(), self.opts.cluster.cluster.name.clone().into());
         sim.insert("simulated_s".into(), w.now.as_secs_f64().into());
         if let Some(handoffs) = w.handoffs() {
             sim.insert("handoffs".into(), handoffs.into());
+        }
+        if w.mpi_wakeups > 0 {
+            sim.insert("mpi_wakeups".into(), w.mpi_wakeups.into());
         }
         if let Some(kinds) = w.handoffs_by_thread() {
             let kinds: serde_json::Map<_, _> =
@@ -556,6 +572,6 @@ impl Backend for SimBackend {
         if let Some((path, _)) = &self.opts.timeseries {
             sim.insert("timeseries".into(), path.display().to_string().into());
         }
-        vec![BackendReport::from_json("lanefs", lanefs), BackendReport::from_json("sim", sim)]
+        sim
     }
 }

@@ -175,9 +175,10 @@ pub struct ClientSection {
     /// frames stay in use) until the OST says it committed them, and counts
     /// them against `cached_mib_max`, as Lustre's client does with its
     /// unstable pages and lanefs's network client does for replay; the
-    /// OSTs then number their changes and commit them (every
-    /// `[storage] host_cache_commit_mib` written, 4 MiB by default, and 5 s
-    /// after the first change, as lanefs's OST). Absent (`dropped`): the
+    /// OSTs then number their changes and commit them when a sync asks, 5 s
+    /// after the first change (jbd2's commit interval) and, with
+    /// `[storage] host_cache_commit_mib`, every time that much was written
+    /// (lanefs's OST: 4 MiB). Absent (`dropped`): the
     /// pages are let go once acknowledged, and a commit is only what a sync
     /// waits for.
     #[serde(default, skip_serializing_if = "Option::is_none")]

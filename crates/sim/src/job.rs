@@ -168,6 +168,9 @@ pub enum WorkEv {
     Resume { rank: u32 },
     /// The answer to a rank's collective operation is due: its program goes on.
     Answer { rank: u32 },
+    /// A rank waiting in MPI wakes from a sleep of `pause` in its wait
+    /// number `wait` (see [`crate::mpi_waits`]).
+    MpiWake { rank: u32, wait: u32, pause: Duration },
 }
 
 /// The job: IOR's ranks on a simulated machine.
@@ -252,7 +255,8 @@ impl Job {
             let skew = if self.skew.as_ns() == 0 { 0 } else { self.rng.gen_range(0..self.skew.as_ns()) };
             self.world.push(t0 + Duration(skew), Ev::Work(WorkEv::Resume { rank: r }));
         }
-        let mut coll = spec.collective.clone().map(|setup| CollState::new(setup, self.ranks));
+        let sleep_waits = self.world.model.mpi_sleep_waits;
+        let mut coll = spec.collective.clone().map(|setup| CollState::new(setup, self.ranks, sleep_waits));
         let mut ops: HashMap<OpKey, u32> = HashMap::default();
         let mut done = 0u32;
         let total_bytes = u64::from(self.ranks) * spec.transfers_per_rank() * spec.transfer;
@@ -401,7 +405,11 @@ impl Run<'_> {
     fn work(&mut self, w: WorkEv) -> Result<(), SimError> {
         match w {
             WorkEv::Resume { rank } => self.resume(rank),
-            WorkEv::Answer { rank } => self.poll_rank(rank),
+            WorkEv::Answer { rank } => {
+                self.end_wait(rank);
+                self.poll_rank(rank)
+            }
+            WorkEv::MpiWake { rank, wait, pause } => self.mpi_wake(rank, wait, pause),
         }
     }
 

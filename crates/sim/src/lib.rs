@@ -28,6 +28,7 @@ pub mod host_cache;
 pub mod job;
 pub mod journal;
 pub mod model;
+pub mod mpi_waits;
 pub mod queue;
 pub mod report;
 pub mod world;

@@ -44,6 +44,10 @@ pub struct Model {
     /// and on an idle one (zero: hand-offs are not modelled).
     pub handoff: Duration,
     pub handoff_idle_core: Duration,
+    /// Ranks waiting for an MPI collective sleep between tests and pay a
+    /// wake-up after each sleep (their node runs more ranks than cores,
+    /// and wake-ups cost something: see [`crate::mpi_waits`]).
+    pub mpi_sleep_waits: bool,
     /// Cores per host (`None`: not modelled).
     pub cores: Option<u32>,
     /// Every node runs on one host.
@@ -151,7 +155,8 @@ impl Model {
         one + (every - one) * f64::from(busy - 1) / f64::from(cores - 1)
     }
 
-    pub fn from_config(c: &ClusterConfig) -> Model {
+    /// The clients' and the OSTs' own settings, from the description.
+    fn protocol_configs(c: &ClusterConfig) -> (ClientConfig, OstConfig) {
         let (compute, storage) = (&c.compute, &c.storage);
         let kept = c.client.unstable_pages() == UnstablePages::KeptUntilCommit;
         let client = ClientConfig {
@@ -164,18 +169,26 @@ impl Model {
             recovery: kept,
             ..ClientConfig::default()
         };
-        let mut ost = OstConfig {
+        let ost = OstConfig {
             locks: LockServerConfig { callback_timeout: storage.callback_timeout(), resend: false },
             sync_lock_cancel: storage.sync_lock_cancel(),
             ..OstConfig::default()
         };
-        if kept {
-            // The OSTs number changes and commit them, as lanefs's network
-            // OSS does, so that clients learn when to let their pages go.
-            let defaults = RecoveryConfig::default();
-            let commit_bytes = storage.host_cache_commit_bytes().unwrap_or(defaults.commit_bytes);
-            ost = ost.with_recovery(RecoveryConfig { commit_bytes, ..defaults });
+        if !kept {
+            return (client, ost);
         }
+        // The OSTs number changes and commit them, as lanefs's network OSS
+        // does, so that clients learn when to let their pages go. They
+        // commit every `host_cache_commit_mib` written (lanefs's OST), and
+        // without it only when asked and 5 s after a change (jbd2's commit
+        // interval, as a Lustre OST on ldiskfs).
+        let commit_bytes = storage.host_cache_commit_bytes().unwrap_or(u64::MAX);
+        (client, ost.with_recovery(RecoveryConfig { commit_bytes, ..RecoveryConfig::default() }))
+    }
+
+    pub fn from_config(c: &ClusterConfig) -> Model {
+        let (compute, storage) = (&c.compute, &c.storage);
+        let (client, ost) = Model::protocol_configs(c);
         Model {
             nodes: compute.nodes,
             ranks_per_node: compute.ranks_per_node,
@@ -197,6 +210,7 @@ impl Model {
             client_cpu_per_call: compute.client_cpu_per_call(),
             handoff: compute.handoff().0,
             handoff_idle_core: compute.handoff().1,
+            mpi_sleep_waits: false,
             cores: compute.cores,
             one_host: compute.hosts.unwrap_or_default() == Hosts::One,
             client_cpu_per_page: compute.client_cpu_per_page(),
@@ -209,7 +223,7 @@ impl Model {
             host_cache_write_bw: storage.host_cache_write_bandwidth().map(|b| b.bytes_per_s()),
             host_cache_background: storage.host_cache_background_bytes(),
             // Kept pages: the OSTs' own commits write back (`ost` above).
-            host_cache_commit: storage.host_cache_commit_bytes().filter(|_| !kept),
+            host_cache_commit: storage.host_cache_commit_bytes().filter(|_| !client.recovery),
             page_first_touch: compute.page_first_touch(),
             page_first_map: storage.page_first_map(),
             mpi_message_cpu: c.mpi_message_cpu(),

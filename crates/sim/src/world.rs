@@ -181,6 +181,8 @@ pub struct World<W> {
     pub events: u64,
     /// Dirty bytes lost to evictions.
     pub bytes_lost: u64,
+    /// Wake-ups of ranks from their sleeps in MPI waits.
+    pub mpi_wakeups: u64,
     /// Partial-stripe writes that paid a read-modify-write, and their bytes.
     pub rmw_writes: u64,
     pub rmw_bytes: u64,
@@ -258,6 +260,7 @@ impl<W> World<W> {
             done: VecDeque::new(),
             events: 0,
             bytes_lost: 0,
+            mpi_wakeups: 0,
             rmw_writes: 0,
             rmw_bytes: 0,
             series: None,
@@ -688,14 +691,33 @@ impl<W> World<W> {
         if !handoffs.hand(thread, at) {
             return;
         }
-        let idle = self.clients[host].cores().is_none_or(|c| c.idle_at(at));
-        let cost = if idle { self.model.handoff_idle_core } else { self.model.handoff };
+        let cost = self.wake_up_cost(host, at);
         let end = self.charge(host, at, cost, CpuUse::WakeUps);
         let handoffs = self.handoffs.as_mut().expect("hand-offs modelled");
         handoffs.busy(thread, end);
         if self.check {
             handoffs.check_invariants();
         }
+    }
+
+    /// Waking a thread of host `host` at `at`: a busy core's cost, or an
+    /// idle one's when a core has nothing to run then (or cores are not
+    /// modelled).
+    fn wake_up_cost(&self, host: usize, at: Instant) -> Duration {
+        let idle = self.clients[host].cores().is_none_or(|c| c.idle_at(at));
+        if idle {
+            self.model.handoff_idle_core
+        } else {
+            self.model.handoff
+        }
+    }
+
+    /// A rank of node `node` wakes from a sleep at `at` (see
+    /// [`crate::mpi_waits`]): its wake-up's CPU time on the node's cores.
+    pub fn rank_wake_up(&mut self, node: u32, at: Instant) -> Instant {
+        self.mpi_wakeups += 1;
+        let cost = self.wake_up_cost(node as usize, at);
+        self.node_cpu(node, at, cost, CpuUse::WakeUps)
     }
 
     /// `thread` runs until `until` at least (with hand-offs modelled).

@@ -424,6 +424,7 @@ fn unstable_pages_kept_until_commit_hold_frames_and_the_osts_commit() {
             ("client.max_dirty_mib_per_ost", "4"),
             ("compute.page_first_touch_us", "50"),
             ("storage.journal_commit_us", "20000"),
+            ("storage.host_cache_commit_mib", "4"),
         ];
         if kept {
             settings.push(("client.unstable_pages", "\"kept-until-commit\""));
@@ -446,10 +447,23 @@ fn unstable_pages_kept_until_commit_hold_frames_and_the_osts_commit() {
             ("client.max_dirty_mib_per_ost", "4"),
             ("compute.page_first_touch_us", "50"),
             ("storage.journal_commit_us", "20000"),
+            ("storage.host_cache_commit_mib", "4"),
             ("client.unstable_pages", "\"dropped\""),
         ]),
     );
     assert_eq!(without_wall_time(same), without_wall_time(dropped));
+    // OSTs that commit only when asked (and 5 s after a change, as jbd2):
+    // one commit, the fsync's.
+    let asked = json_run(
+        ONE_STREAM,
+        slow_disk_with(&[
+            ("compute.injection_bandwidth_gib_s", "100"),
+            ("storage.ost_write_bandwidth_gib_s", "100"),
+            ("storage.journal_commit_us", "20000"),
+            ("client.unstable_pages", "\"kept-until-commit\""),
+        ]),
+    );
+    assert!(counter(&asked, "journal_commits") <= 2, "{}", counter(&asked, "journal_commits"));
 }
 
 #[test]
@@ -482,4 +496,35 @@ fn the_cpu_charged_is_broken_down_by_use() {
     let sum: u64 = by_thread.values().map(|v| v.as_u64().unwrap()).sum();
     assert_eq!(sum as f64, woke);
     assert!(by_thread["ost_service"].as_u64().unwrap() > 0, "{by_thread:?}");
+}
+
+#[test]
+fn ranks_waiting_in_mpi_sleep_and_pay_their_wake_ups_where_ranks_outnumber_cores() {
+    // Eight ranks on one host of two cores, two aggregators: the others
+    // wait in each round's exchange.
+    let line = "-a MPIIO -c -w -b 1m -t 1m -s 8 -N 8 --tasks-per-node 1";
+    let hints = "striping_factor=2:cray_cb_nodes_multiplier=1:cray_cb_write_lock_mode=0";
+    let host = |cores: &'static str, handoff: &'static str| {
+        let settings = [
+            ("compute.nodes", "8"),
+            ("compute.ranks_per_node", "1"),
+            ("compute.cores", cores),
+            ("compute.hosts", "\"one\""),
+            ("storage.runs_on", "\"compute-node\""),
+            ("compute.handoff_us", handoff),
+        ];
+        json_run(line, with_hints(opts_with("laptop", &settings), hints))
+    };
+    let sleeping = host("2", "50");
+    let woke = sleeping["sim"]["mpi_wakeups"].as_u64().expect("the ranks' wake-ups");
+    assert!(woke > 8, "{woke} wake-ups of ranks waiting");
+    let charged = sleeping["sim"]["cpu_s"]["wake_ups"].as_f64().unwrap();
+    assert!(charged >= woke as f64 * 50e-6 - 1e-4, "{charged} s for {woke} wake-ups");
+    // Cores enough for every rank: they poll, as lanefs's MPI does there.
+    let polling = host("8", "50");
+    assert!(polling["sim"].get("mpi_wakeups").is_none(), "{}", polling["sim"]);
+    // Free wake-ups: no sleeps to count, and the run as without the key.
+    let free = host("2", "0");
+    assert!(free["sim"].get("mpi_wakeups").is_none());
+    assert!(simulated_s(&sleeping) > simulated_s(&free), "{} vs {}", simulated_s(&sleeping), simulated_s(&free));
 }

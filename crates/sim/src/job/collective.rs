@@ -24,6 +24,7 @@
 
 use super::{Collective, Ev, PhaseSpec, Run, SimError, St, WorkEv};
 use crate::cpu_ledger::CpuUse;
+use crate::mpi_waits::{self, MpiWaits};
 use crate::world::{plus, transfer};
 use lanefs_core::client::ladvise::Advice;
 use lanefs_core::client::OpOutput;
@@ -132,10 +133,12 @@ pub(super) struct CollState {
     exchanges: HashMap<ExchangeId, Vec<(u32, Post)>>,
     /// Rank 0's close report.
     pub(super) report: Option<CloseReport>,
+    /// Ranks that sleep while they wait (where they do).
+    waits: Option<MpiWaits>,
 }
 
 impl CollState {
-    pub(super) fn new(setup: Collective, ranks: u32) -> CollState {
+    pub(super) fn new(setup: Collective, ranks: u32, sleep_waits: bool) -> CollState {
         let hub = Hub {
             now: Instant::default(),
             posted: VecDeque::new(),
@@ -151,6 +154,7 @@ impl CollState {
             gathered: 0,
             exchanges: HashMap::default(),
             report: None,
+            waits: sleep_waits.then(|| MpiWaits::new(ranks)),
         }
     }
 }
@@ -367,6 +371,9 @@ impl Run<'_> {
 
     fn run_post(&mut self, rank: u32, post: Post) -> Result<(), SimError> {
         let now = self.now();
+        if post.is_global() || matches!(post, Post::Exchange { .. }) {
+            self.begin_wait(rank);
+        }
         if post.is_global() {
             let coll = self.coll();
             debug_assert!(coll.gathering[rank as usize].is_none(), "rank {rank} posted two collectives at once");
@@ -505,6 +512,37 @@ impl Run<'_> {
             hub.answers[rank as usize] = Some(Answer::Done);
             self.job.world.push(at, Ev::Work(WorkEv::Answer { rank }));
         }
+        Ok(())
+    }
+
+    /// Rank `rank` waits in MPI: where ranks sleep while they wait, its
+    /// first sleep begins.
+    fn begin_wait(&mut self, rank: u32) {
+        let now = self.now();
+        let Some(waits) = self.coll().waits.as_mut() else { return };
+        let wait = waits.begin(rank);
+        let pause = mpi_waits::FIRST_PAUSE;
+        self.job.world.push(now + pause, Ev::Work(WorkEv::MpiWake { rank, wait, pause }));
+    }
+
+    /// Rank `rank`'s answer is due: it waits no more.
+    pub(super) fn end_wait(&mut self, rank: u32) {
+        if let Some(CollState { waits: Some(waits), .. }) = self.coll.as_deref_mut() {
+            waits.end(rank);
+            #[cfg(debug_assertions)]
+            waits.check_invariants();
+        }
+    }
+
+    /// Rank `rank` wakes from a sleep of `pause` in wait `wait`: if it
+    /// still waits, the wake-up costs its node's cores and it sleeps again.
+    pub(super) fn mpi_wake(&mut self, rank: u32, wait: u32, pause: Duration) -> Result<(), SimError> {
+        let now = self.now();
+        let Some(waits) = self.coll().waits.as_mut() else { return Ok(()) };
+        let Some(next) = waits.wake(rank, wait, pause) else { return Ok(()) };
+        let node = self.ranks[rank as usize].node;
+        let awake = self.job.world.rank_wake_up(node, now);
+        self.job.world.push(awake + next, Ev::Work(WorkEv::MpiWake { rank, wait, pause: next }));
         Ok(())
     }
 
