@@ -102,6 +102,9 @@ run "turns.py (--runs 1, SEGMENTS=1, one build twice)" \
 
 # Its own data under /var/tmp (a disk: it refuses tmpfs); its MPI-IO and
 # mount cells skip themselves, saying why, where they cannot run.
+run "threads.py (one 8 MiB run, simulated on the laptop preset)" \
+    env BENCH_DIR="$data" python3 bench/threads.py --lanefs "$lanefs" --preset laptop -- \
+    -w -e -b 4m -t 1m -N 2 --lanefs.osts=4 --lanefs.stripe-count=4
 run "fidelity.py (QUICK=1 SIZE_MIB=8, one cell of each kind)" \
     env LANEFS="$lanefs" QUICK=1 SIZE_MIB=8 CELLS="shared default,mode 2,mount fpp" python3 bench/fidelity.py
 
