@@ -19,7 +19,7 @@
 //! `MPICH_MPIIO_HINTS` (like Cray MPICH, the environment overrides the
 //! application), then `--hints` (the command line has the last word).
 
-use crate::config::ClusterConfig;
+use crate::config::{ClusterConfig, MpiWait};
 use crate::job::{Collective, Job, PhaseSpec, RankResult, SimComponent, SimError, WorkEv};
 use crate::model::Model;
 use crate::report::write_series;
@@ -270,7 +270,12 @@ impl SimBackend {
             // lanefs's MPI ranks sleep while they wait where a node runs
             // more ranks than cores (`LANEFS_MPI_WAIT=auto`).
             let wakes_cost = model.handoff > Duration::ZERO || model.handoff_idle_core > Duration::ZERO;
-            model.mpi_sleep_waits = wakes_cost && model.cores.is_some_and(|cores| on_host > cores);
+            let sleeps = match self.opts.cluster.mpi.wait.unwrap_or_default() {
+                MpiWait::Auto => model.cores.is_some_and(|cores| on_host > cores),
+                MpiWait::Sleep => true,
+                MpiWait::Busy => false,
+            };
+            model.mpi_sleep_waits = wakes_cost && sleeps;
             model.client.copy_bytes_per_s = Some(model.copy_bw);
             if self.api != Api::Posix {
                 // Only POSIX calls go through the mount.

@@ -329,7 +329,29 @@ pub struct MpiSection {
     /// (LogP's overhead), in microseconds; absent means zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_cpu_us: Option<f64>,
+    /// How a rank waits for a collective, as lanefs's `LANEFS_MPI_WAIT`:
+    /// `busy` (it polls, and its waiting is free), `sleep` (it sleeps
+    /// between tests, 20 us doubling to 1 ms, and each wake-up costs its
+    /// node's cores a thread's wake-up, `[compute] handoff_us`), or `auto`
+    /// (the default: it sleeps where its node runs more ranks than
+    /// `[compute] cores`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<MpiWait>,
 }
+
+/// How ranks wait in MPI: `[mpi] wait`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MpiWait {
+    /// Sleep where a node runs more ranks than cores.
+    #[default]
+    Auto,
+    Busy,
+    Sleep,
+}
+
+/// The words of [`MpiWait`], as the schema lists them.
+pub(crate) const MPI_WAIT: [&str; 3] = ["auto", "busy", "sleep"];
 
 /// `[mount]`: the file system mounted (FUSE), where `-a POSIX` goes
 /// through it. Absent: the ranks call the client directly.

@@ -10,7 +10,8 @@
 //! core has nothing to run: the cost measured for a thread woken by a
 //! message, taken for one woken by its timer; an assumption, not measured
 //! apart). The tests themselves are left out (a fraction of a
-//! microsecond each).
+//! microsecond each). `[mpi] wait` decides as `LANEFS_MPI_WAIT` does:
+//! `auto` (the default), `busy` (never sleep) or `sleep` (always).
 //!
 //! This type keeps which ranks wait and the number of each one's current
 //! wait, so that a wake-up due after its wait ended is dropped.

@@ -520,9 +520,26 @@ fn ranks_waiting_in_mpi_sleep_and_pay_their_wake_ups_where_ranks_outnumber_cores
     assert!(woke > 8, "{woke} wake-ups of ranks waiting");
     let charged = sleeping["sim"]["cpu_s"]["wake_ups"].as_f64().unwrap();
     assert!(charged >= woke as f64 * 50e-6 - 1e-4, "{charged} s for {woke} wake-ups");
-    // Cores enough for every rank: they poll, as lanefs's MPI does there.
+    // Cores enough for every rank: they poll, as lanefs's MPI does there,
+    // unless told to sleep; and told to poll, they do.
     let polling = host("8", "50");
     assert!(polling["sim"].get("mpi_wakeups").is_none(), "{}", polling["sim"]);
+    let told = |wait: &'static str, cores: &'static str| {
+        let settings = [
+            ("compute.nodes", "8"),
+            ("compute.ranks_per_node", "1"),
+            ("compute.cores", cores),
+            ("compute.hosts", "\"one\""),
+            ("storage.runs_on", "\"compute-node\""),
+            ("compute.handoff_us", "50"),
+            ("mpi.wait", wait),
+        ];
+        json_run(line, with_hints(opts_with("laptop", &settings), hints))
+    };
+    assert!(told("\"sleep\"", "8")["sim"]["mpi_wakeups"].as_u64().unwrap() > 8);
+    let busy = told("\"busy\"", "2");
+    assert!(busy["sim"].get("mpi_wakeups").is_none(), "{}", busy["sim"]);
+    assert_eq!(without_wall_time(told("\"auto\"", "2")), without_wall_time(sleeping.clone()));
     // Free wake-ups: no sleeps to count, and the run as without the key.
     let free = host("2", "0");
     assert!(free["sim"].get("mpi_wakeups").is_none());

@@ -331,6 +331,13 @@ const SCHEMA: &[Section] = &[
                 "0.5",
                 "CPU time of a rank per MPI message sent or received",
             )),
+            optional(key(
+                "wait",
+                Kind::Choice(&MPI_WAIT),
+                "",
+                "\"auto\"",
+                "how a rank waits in a collective (LANEFS_MPI_WAIT): auto (default), busy or sleep",
+            )),
         ],
     },
     Section {
