@@ -92,7 +92,10 @@ goes on and exits 1 at the end.
                           SIZE_MIB (per run, default 256), CELLS (comma-separated parts of
                           cell names: only those), FIDELITY_JSON (every cell, as JSON),
                           CELL_TIMEOUT (seconds per run, default 600), HOST_REPORTING=1 (leave
-                          the VM's free page reporting as it is)
+                          the VM's free page reporting as it is), SIM_SET ("section.key=value
+                          ...": each a --set of every simulated run), RESIMULATE (a file
+                          FIDELITY_JSON wrote: no real runs, its cells simulated again on
+                          its preset, with SIM_SET, against its real figures)
 """
 import contextlib, json, os, resource, shlex, shutil, signal, statistics, subprocess, sys, tempfile, time, tomllib
 
@@ -319,12 +322,17 @@ def real_command(cell, lanefs, osts, run_dir, mountpoint=None, index=0):
     return [lanefs, "ior", "-a", "POSIX", *cell["ior"], "-o", f"{mountpoint}/fidelity{index}"], {}
 
 
+def sim_sets():
+    """SIM_SET's `section.key=value` words, each as a `--set`."""
+    return [arg for word in os.environ.get("SIM_SET", "").split() for arg in ("--set", word)]
+
+
 def sim_command(cell, lanefs, preset, osts):
     if cell["kind"] == "mount":
         extra = [f"--lanefs.stripe-count={osts}", "--lanefs.stripe-size=1m"]
-        return [lanefs, "sim", "ior", "--cluster", preset, "-a", "POSIX", *cell["ior"], *extra], {}
-    return ([lanefs, "sim", "ior", "--cluster", preset, "-a", cell["kind"], *cell["ior"], f"--lanefs.osts={osts}"],
-            dict(cell.get("env", {})))
+        return [lanefs, "sim", "ior", "--cluster", preset, *sim_sets(), "-a", "POSIX", *cell["ior"], *extra], {}
+    return ([lanefs, "sim", "ior", "--cluster", preset, *sim_sets(), "-a", cell["kind"], *cell["ior"],
+             f"--lanefs.osts={osts}"], dict(cell.get("env", {})))
 
 
 # The mount.
@@ -654,10 +662,37 @@ def interrupted(signum, _frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def resimulate(lanefs, path):
+    """The matrix FIDELITY_JSON kept at `path`, simulated again (with
+    SIM_SET, this binary) on the preset it kept, against its real figures."""
+    with open(path) as f:
+        kept = json.load(f)
+    osts = kept["osts"]
+    with tempfile.TemporaryDirectory(prefix="lanefs-resimulate-") as d:
+        preset = os.path.join(d, "calibrated.toml")
+        with open(preset, "w") as f:
+            f.write(kept["preset"])
+        matrix = kept["cells"]
+        for cell in matrix:
+            cell.setdefault("env", {})
+            if not cell.get("skipped"):
+                sim_run(cell, lanefs, preset, osts)
+        print(f"The real figures of {path} ({kept['rounds']} round(s) of {kept['size_mib']} MiB each, {osts} OSTs "
+              f"under {kept['place']}), simulated again on its preset"
+              + (f" with SIM_SET={os.environ['SIM_SET']}" if os.environ.get("SIM_SET") else "") + ":")
+        print(f"    simulated: {next(c['sim_command'] for c in matrix if c.get('sim_command'))}")
+        print()
+        failures = table(matrix)
+        summary(matrix)
+    return 1 if failures else 0
+
+
 def main():
     lanefs = os.path.abspath(os.environ.get("LANEFS", "./target/release/lanefs"))
     if not os.access(lanefs, os.X_OK):
         sys.exit(f"bench/fidelity.py: {lanefs} is not there: make build (or LANEFS=path)")
+    if os.environ.get("RESIMULATE"):
+        return resimulate(lanefs, os.environ["RESIMULATE"])
     place = os.environ.get("BENCH_DIR") or ("/var/tmp" if os.path.isdir("/var/tmp") else tempfile.gettempdir())
     if fs_type(place) in ("tmpfs", "ramfs"):
         sys.exit(f"bench/fidelity.py: {place} is {fs_type(place)}: the OSTs and the calibration must be on a disk "

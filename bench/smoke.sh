@@ -100,13 +100,16 @@ run "ablation.py (SEGMENTS=1, calibrate --quick)" \
 run "turns.py (--runs 1, SEGMENTS=1, one build twice)" \
     env SEGMENTS=1 python3 bench/turns.py --runs 1 "$lanefs" "$lanefs"
 
-# Its own data under /var/tmp (a disk: it refuses tmpfs); its MPI-IO and
-# mount cells skip themselves, saying why, where they cannot run.
 run "threads.py (one 8 MiB run, simulated on the laptop preset)" \
     env BENCH_DIR="$data" python3 bench/threads.py --lanefs "$lanefs" --preset laptop -- \
     -w -e -b 4m -t 1m -N 2 --lanefs.osts=4 --lanefs.stripe-count=4
+# Its own data under /var/tmp (a disk: it refuses tmpfs); its MPI-IO and
+# mount cells skip themselves, saying why, where they cannot run.
 run "fidelity.py (QUICK=1 SIZE_MIB=8, one cell of each kind)" \
-    env LANEFS="$lanefs" QUICK=1 SIZE_MIB=8 CELLS="shared default,mode 2,mount fpp" python3 bench/fidelity.py
+    env LANEFS="$lanefs" QUICK=1 SIZE_MIB=8 CELLS="shared default,mode 2,mount fpp" FIDELITY_JSON="$scratch/fidelity.json" \
+    python3 bench/fidelity.py
+run "fidelity.py (RESIMULATE that run with SIM_SET)" \
+    env LANEFS="$lanefs" RESIMULATE="$scratch/fidelity.json" SIM_SET='storage.write_bulk="network"' python3 bench/fidelity.py
 
 run "pipeline.c (-DSEGMENTS=4)" sh -c '
     cc -O2 -pthread bench/pipeline.c -DSEGMENTS=4 -o "$1/pipeline" && "$1/pipeline" 4 "$2" && "$1/pipeline" 0 "$2"
