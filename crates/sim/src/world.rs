@@ -762,19 +762,15 @@ impl<W> World<W> {
         if self.clients[host].cores().is_some() {
             self.cpu.add(use_, work);
         }
-        let end = self.clients[host].run_on_cores(ready, work);
-        if self.check {
-            if let Some(total) = self.cpu_busy() {
-                self.cpu.check_invariants(total);
-            }
-        }
-        end
+        self.clients[host].run_on_cores(ready, work)
     }
 
     /// The CPU time run on the hosts' cores by use, the clients' copies
     /// into their caches last (`None` where cores are not modelled).
     pub fn cpu_uses(&self) -> Option<Vec<(&'static str, Duration)>> {
-        self.cpu_busy().map(|total| self.cpu.breakdown(total))
+        let total = self.cpu_busy()?;
+        self.cpu.check_invariants(total);
+        Some(self.cpu.breakdown(total))
     }
 
     /// The client's CPU time to send `msg`: per RPC, and for bulk per page
