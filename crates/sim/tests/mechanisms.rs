@@ -412,54 +412,42 @@ fn a_writes_bulk_in_shared_memory_takes_no_network_time() {
     assert!(error.contains("runs_on = \"compute-node\"") && error.contains("hosts = \"one\""), "{error}");
 }
 
+/// A client of a small cache streaming 64 MiB over a fast network to a
+/// fast disk, with new frames dear and commits of 20 ms every 4 MiB.
+const SMALL_CACHE: [(&str, &str); 7] = [
+    ("compute.injection_bandwidth_gib_s", "100"),
+    ("storage.ost_write_bandwidth_gib_s", "100"),
+    ("client.cached_mib_max", "8"),
+    ("client.max_dirty_mib_per_ost", "4"),
+    ("compute.page_first_touch_us", "50"),
+    ("storage.journal_commit_us", "20000"),
+    ("storage.host_cache_commit_mib", "4"),
+];
+
 #[test]
 fn unstable_pages_kept_until_commit_hold_frames_and_the_osts_commit() {
-    // A client of a small cache streams 64 MiB: its frames are reused but
-    // for those its OST has acknowledged and not yet committed.
-    let run = |kept: bool| {
-        let mut settings = vec![
-            ("compute.injection_bandwidth_gib_s", "100"),
-            ("storage.ost_write_bandwidth_gib_s", "100"),
-            ("client.cached_mib_max", "8"),
-            ("client.max_dirty_mib_per_ost", "4"),
-            ("compute.page_first_touch_us", "50"),
-            ("storage.journal_commit_us", "20000"),
-            ("storage.host_cache_commit_mib", "4"),
-        ];
-        if kept {
-            settings.push(("client.unstable_pages", "\"kept-until-commit\""));
-        }
-        json_run(ONE_STREAM, slow_disk_with(&settings))
+    // Its frames are reused but for those its OST has acknowledged and not
+    // yet committed.
+    let unstable = |pages: &'static str| {
+        json_run(ONE_STREAM, laptop_with(&SLOW_DISK, &[&SMALL_CACHE[..], &[("client.unstable_pages", pages)]].concat()))
     };
-    let (dropped, kept) = (run(false), run(true));
+    let dropped = json_run(ONE_STREAM, slow_disk_with(&SMALL_CACHE));
+    let kept = unstable("\"kept-until-commit\"");
     // Commits of 20 ms, every 4 MiB written: pages wait for them, in their
     // frames, beyond the cache's 8 MiB.
     assert!(counter(&kept, "journal_commits") >= 8, "{}", counter(&kept, "journal_commits"));
     assert!(simulated_s(&kept) > simulated_s(&dropped) + 0.05, "{} vs {}", simulated_s(&kept), simulated_s(&dropped));
     assert_eq!(counter(&kept, "ost_bytes_written"), 64 << 20);
     // The same as without the key when they are dropped.
-    let same = json_run(
-        ONE_STREAM,
-        slow_disk_with(&[
-            ("compute.injection_bandwidth_gib_s", "100"),
-            ("storage.ost_write_bandwidth_gib_s", "100"),
-            ("client.cached_mib_max", "8"),
-            ("client.max_dirty_mib_per_ost", "4"),
-            ("compute.page_first_touch_us", "50"),
-            ("storage.journal_commit_us", "20000"),
-            ("storage.host_cache_commit_mib", "4"),
-            ("client.unstable_pages", "\"dropped\""),
-        ]),
-    );
-    assert_eq!(without_wall_time(same), without_wall_time(dropped));
+    assert_eq!(without_wall_time(unstable("\"dropped\"")), without_wall_time(dropped));
     // OSTs that commit only when asked (and 5 s after a change, as jbd2):
     // one commit, the fsync's.
     let asked = json_run(
         ONE_STREAM,
         slow_disk_with(&[
-            ("compute.injection_bandwidth_gib_s", "100"),
-            ("storage.ost_write_bandwidth_gib_s", "100"),
-            ("storage.journal_commit_us", "20000"),
+            SMALL_CACHE[0],
+            SMALL_CACHE[1],
+            SMALL_CACHE[5],
             ("client.unstable_pages", "\"kept-until-commit\""),
         ]),
     );
@@ -504,8 +492,9 @@ fn ranks_waiting_in_mpi_sleep_and_pay_their_wake_ups_where_ranks_outnumber_cores
     // wait in each round's exchange.
     let line = "-a MPIIO -c -w -b 1m -t 1m -s 8 -N 8 --tasks-per-node 1";
     let hints = "striping_factor=2:cray_cb_nodes_multiplier=1:cray_cb_write_lock_mode=0";
-    let host = |cores: &'static str, handoff: &'static str| {
-        let settings = [
+    // `wait`: the `[mpi] wait` key, if any.
+    let run = |cores: &'static str, handoff: &'static str, wait: Option<&'static str>| {
+        let mut settings = vec![
             ("compute.nodes", "8"),
             ("compute.ranks_per_node", "1"),
             ("compute.cores", cores),
@@ -513,8 +502,11 @@ fn ranks_waiting_in_mpi_sleep_and_pay_their_wake_ups_where_ranks_outnumber_cores
             ("storage.runs_on", "\"compute-node\""),
             ("compute.handoff_us", handoff),
         ];
+        settings.extend(wait.map(|w| ("mpi.wait", w)));
         json_run(line, with_hints(opts_with("laptop", &settings), hints))
     };
+    let host = |cores, handoff| run(cores, handoff, None);
+    let told = |wait, cores| run(cores, "50", Some(wait));
     let sleeping = host("2", "50");
     let woke = sleeping["sim"]["mpi_wakeups"].as_u64().expect("the ranks' wake-ups");
     assert!(woke > 8, "{woke} wake-ups of ranks waiting");
@@ -524,18 +516,6 @@ fn ranks_waiting_in_mpi_sleep_and_pay_their_wake_ups_where_ranks_outnumber_cores
     // unless told to sleep; and told to poll, they do.
     let polling = host("8", "50");
     assert!(polling["sim"].get("mpi_wakeups").is_none(), "{}", polling["sim"]);
-    let told = |wait: &'static str, cores: &'static str| {
-        let settings = [
-            ("compute.nodes", "8"),
-            ("compute.ranks_per_node", "1"),
-            ("compute.cores", cores),
-            ("compute.hosts", "\"one\""),
-            ("storage.runs_on", "\"compute-node\""),
-            ("compute.handoff_us", "50"),
-            ("mpi.wait", wait),
-        ];
-        json_run(line, with_hints(opts_with("laptop", &settings), hints))
-    };
     assert!(told("\"sleep\"", "8")["sim"]["mpi_wakeups"].as_u64().unwrap() > 8);
     let busy = told("\"busy\"", "2");
     assert!(busy["sim"].get("mpi_wakeups").is_none(), "{}", busy["sim"]);
