@@ -680,7 +680,8 @@ def resimulate(lanefs, path):
         print(f"The real figures of {path} ({kept['rounds']} round(s) of {kept['size_mib']} MiB each, {osts} OSTs "
               f"under {kept['place']}), simulated again on its preset"
               + (f" with SIM_SET={os.environ['SIM_SET']}" if os.environ.get("SIM_SET") else "") + ":")
-        print(f"    simulated: {next(c['sim_command'] for c in matrix if c.get('sim_command'))}")
+        shown_command = next(c["sim_command"] for c in matrix if c.get("sim_command"))
+        print(f"    simulated: {shown_command.replace(preset, f'<the preset kept in {path}>')}")
         print()
         failures = table(matrix)
         summary(matrix)

@@ -15,8 +15,8 @@ use lanefs_core::units::Duration;
 /// The work a charge on a host's cores is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CpuUse {
-    /// A rank's calls into its client: each call's cost, and the faults of
-    /// page frames written for the first time.
+    /// A rank's calls into its client: each call's cost, the faults of
+    /// page frames a write touches first, a read's copy out of the cache.
     Calls,
     /// A client's messages to its servers: per message, per page of bulk,
     /// checksums.

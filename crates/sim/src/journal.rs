@@ -82,14 +82,10 @@ impl Journal {
         self.running_since.get_or_insert(now);
     }
 
-    /// A cancel waits for `object` to be durable.
-    pub fn handle_sync(&mut self, now: Instant, object: ObjectId, token: SyncToken) {
-        self.handle_sync_of(now, std::slice::from_ref(&object), token);
-    }
-
-    /// A commit waits for every one of `objects` to be durable (none: it
-    /// is answered at once).
-    pub fn handle_sync_of(&mut self, now: Instant, objects: &[ObjectId], token: SyncToken) {
+    /// A sync waits for every one of `objects` to be durable: a cancel's
+    /// or an fsync's object, or every object a commit covers (none: it is
+    /// answered at once).
+    pub fn handle_sync(&mut self, now: Instant, objects: &[ObjectId], token: SyncToken) {
         let tid = objects.iter().filter_map(|object| self.changed_in.get(object).copied()).max().unwrap_or(0);
         if tid <= self.committed {
             self.synced.push_back(token);
@@ -184,16 +180,16 @@ mod tests {
     #[test]
     fn an_object_never_written_or_already_committed_syncs_at_once() {
         let mut journal = Journal::new(COMMIT);
-        journal.handle_sync(at(0), A, SyncToken(1));
+        journal.handle_sync(at(0), &[A], SyncToken(1));
         assert_eq!(synced(&mut journal), [1]);
         assert_eq!(journal.poll_timeout(), None);
         journal.handle_write(at(1), A);
-        journal.handle_sync(at(1), A, SyncToken(2));
+        journal.handle_sync(at(1), &[A], SyncToken(2));
         assert_eq!(synced(&mut journal), Vec::<u64>::new());
         assert_eq!(journal.poll_timeout(), Some(at(9)));
         journal.handle_timeout(at(9));
         assert_eq!(synced(&mut journal), [2]);
-        journal.handle_sync(at(10), A, SyncToken(3));
+        journal.handle_sync(at(10), &[A], SyncToken(3));
         assert_eq!(synced(&mut journal), [3], "nothing changed since the commit");
         assert_eq!(journal.commits, 1);
         journal.check_invariants();
@@ -203,18 +199,20 @@ mod tests {
     fn commits_run_one_at_a_time_and_a_change_during_one_needs_the_next() {
         let mut journal = Journal::new(COMMIT);
         journal.handle_write(at(0), A);
-        journal.handle_sync(at(0), A, SyncToken(1));
+        journal.handle_sync(at(0), &[A], SyncToken(1));
         // B changes while A's transaction commits: it is in the next one.
         journal.handle_write(at(2), B);
-        journal.handle_sync(at(2), B, SyncToken(2));
-        // A second sync of A joins the commit running.
-        journal.handle_sync(at(3), A, SyncToken(3));
+        journal.handle_sync(at(2), &[B], SyncToken(2));
+        // A second sync of A joins the commit running; a commit of both
+        // waits for the later of their transactions.
+        journal.handle_sync(at(3), &[A], SyncToken(3));
+        journal.handle_sync(at(3), &[A, B], SyncToken(4));
         journal.check_invariants();
         journal.handle_timeout(at(8));
         assert_eq!(synced(&mut journal), [1, 3]);
         assert_eq!(journal.poll_timeout(), Some(at(16)), "B's commit starts when A's ends");
         journal.handle_timeout(at(16));
-        assert_eq!(synced(&mut journal), [2]);
+        assert_eq!(synced(&mut journal), [2, 4]);
         assert_eq!(journal.commits, 2);
         journal.check_invariants();
     }
@@ -228,7 +226,7 @@ mod tests {
         assert_eq!(journal.commits, 1);
         journal.handle_timeout(at(108) + COMMIT_INTERVAL);
         assert_eq!(journal.poll_timeout(), None);
-        journal.handle_sync(at(200) + COMMIT_INTERVAL, A, SyncToken(1));
+        journal.handle_sync(at(200) + COMMIT_INTERVAL, &[A], SyncToken(1));
         assert_eq!(synced(&mut journal), [1], "the periodic commit made A durable");
         journal.check_invariants();
     }

@@ -510,7 +510,7 @@ impl<W> World<W> {
             Some(journal) => {
                 let mut objects = request.commit;
                 objects.extend(request.object);
-                journal.handle_sync_of(self.now, &objects, request.token)
+                journal.handle_sync(self.now, &objects, request.token)
             }
             None => self.osts[o].handle_synced(self.now, request.token, &[]),
         }
