@@ -49,7 +49,7 @@ def thread_group(name):
 
 
 def sample(pid, last):
-    """Every thread's (name, CPU seconds, voluntary, involuntary) now."""
+    """Every thread's (name, CPU seconds, voluntary, involuntary, minor faults) now."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -65,6 +65,9 @@ def sample(pid, last):
         name = stat[stat.index("(") + 1:stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2:].split()
         cpu_s = (int(fields[11]) + int(fields[12])) * TICK_S
+        # minflt: faults served without I/O, as a first write into a page of
+        # shared memory, or a first read of it through another mapping.
+        minor = int(fields[7])
         try:
             # Nanoseconds on a CPU, where the kernel keeps them.
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
@@ -73,7 +76,7 @@ def sample(pid, last):
             pass
         vol = int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M).group(1))
         invol = int(re.search(r"^nonvoluntary_ctxt_switches:\s+(\d+)", status, re.M).group(1))
-        last[tid] = (name, cpu_s, vol, invol)
+        last[tid] = (name, cpu_s, vol, invol, minor)
 
 
 def real_run(lanefs, args, scratch):
@@ -93,13 +96,12 @@ def real_run(lanefs, args, scratch):
         sys.exit(f"threads.py: {' '.join(cmd)} failed ({proc.returncode})")
     out.seek(0)
     report = json.loads(out.read())
-    groups = collections.defaultdict(lambda: [0, 0, 0, 0])
-    for name, cpu_s, vol, invol in last.values():
+    groups = collections.defaultdict(lambda: [0, 0, 0, 0, 0])
+    for name, *counts in last.values():
         g = groups[thread_group(name)]
         g[0] += 1
-        g[1] += cpu_s
-        g[2] += vol
-        g[3] += invol
+        for i, n in enumerate(counts):
+            g[i + 1] += n
     return cmd, report, groups
 
 
@@ -131,12 +133,13 @@ def main():
         cmd, report, groups = real_run(opts.lanefs, args, scratch)
     print(f"$ {' '.join(cmd)}")
     print(f"real: {bandwidth(report):.0f} MiB/s")
-    print(f"{'threads':<18} {'count':>5} {'CPU ms':>8} {'voluntary':>10} {'involuntary':>12}")
-    total = [0, 0.0, 0, 0]
-    for name, (count, cpu, vol, invol) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
-        print(f"{name:<18} {count:>5} {cpu * 1e3:>8.0f} {vol:>10} {invol:>12}")
-        total = [total[0] + count, total[1] + cpu, total[2] + vol, total[3] + invol]
-    print(f"{'all':<18} {total[0]:>5} {total[1] * 1e3:>8.0f} {total[2]:>10} {total[3]:>12}")
+    print(f"{'threads':<18} {'count':>5} {'CPU ms':>8} {'voluntary':>10} {'involuntary':>12} {'minor faults':>13}")
+    total = [0, 0.0, 0, 0, 0]
+    for name, row in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+        count, cpu, vol, invol, minor = row
+        print(f"{name:<18} {count:>5} {cpu * 1e3:>8.0f} {vol:>10} {invol:>12} {minor:>13}")
+        total = [t + n for t, n in zip(total, row)]
+    print(f"{'all':<18} {total[0]:>5} {total[1] * 1e3:>8.0f} {total[2]:>10} {total[3]:>12} {total[4]:>13}")
     if not opts.preset:
         return
     cmd, sim = sim_run(opts.lanefs, opts.preset, args)
@@ -150,6 +153,9 @@ def main():
     for name, s in sorted(uses.items(), key=lambda kv: -kv[1]):
         print(f"{name:<18} {s * 1e3:>8.1f}")
     print(f"{'all':<18} {sim['sim']['cpu_busy_s'] * 1e3:>8.1f}")
+    touched = sim["sim"].get("frames_touched")
+    if touched is not None:
+        print(f"{'first touches':<18} {touched:>8}   (page frames the clients wrote into first)")
     woken = sim["sim"].get("handoffs_by_thread")
     if woken:
         print(f"{'wake-ups of':<18} {'count':>8}")

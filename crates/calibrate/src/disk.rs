@@ -1,7 +1,11 @@
 //! The disk the OSTs would live on: sequential write and read bandwidth in
 //! 1 MiB writes (an OST's objects see 1 MiB RPCs), and the latency of one
-//! `fdatasync` after a 4 KiB write (what an OST's commit waits for); and
-//! the host's page cache in front of it, as lanefs's OSTs (files) use it.
+//! `fdatasync` after a 4 KiB write (what an OST's commit waits for of each
+//! object it syncs), alone and from one thread per OST at once, as the
+//! OSTs' commit threads sync; the latency of an OST's commit point (one
+//! block written in place in a file whose blocks exist, and its
+//! `fdatasync`); and the host's page cache in front of it, as lanefs's
+//! OSTs (files) use it.
 //!
 //! The write is timed to its `fdatasync`s, so that the kernel's page cache
 //! does not stand in for the disk. It is made in [`PARTS`], each synced
@@ -48,13 +52,24 @@ pub struct Disk {
     pub read_gib_s: f64,
     /// Median time of a 4 KiB write and its `fdatasync`.
     pub sync: Duration,
+    /// The same, with one thread per OST doing it at once, each to a file
+    /// of its own: the median of them all.
+    pub sync_together: Duration,
+    /// The threads of `sync_together`: one per OST.
+    pub syncs_threads: u32,
+    /// Median time of a commit point: 512 bytes written in place, in a file
+    /// whose blocks exist, and its `fdatasync`.
+    pub point: Duration,
     /// Bytes written and read.
     pub bytes: u64,
     /// `fdatasync`s timed.
     pub syncs: usize,
 }
 
-pub fn measure(dir: &Path, bytes: u64, syncs: usize) -> Result<Disk, String> {
+/// Bytes of a commit point's write (`lanefs_server`'s commit point slot).
+const POINT_BYTES: usize = 512;
+
+pub fn measure(dir: &Path, bytes: u64, syncs: usize, osts: u32) -> Result<Disk, String> {
     let scratch = tempfile::Builder::new().prefix("lanefs-calibrate-").tempdir_in(dir).map_err(|e| {
         format!(
             "{}: cannot make a directory to measure in ({e}): give --data DIR on the disk the OSTs would use",
@@ -83,14 +98,10 @@ pub fn measure(dir: &Path, bytes: u64, syncs: usize) -> Result<Disk, String> {
     if read != written {
         return Err(format!("{}: read {read} bytes back of {written} written", path.display()));
     }
-    let mut file = File::create(scratch.path().join("sync")).map_err(|e| failed("create", e))?;
-    let mut samples = Vec::with_capacity(syncs);
-    for _ in 0..syncs {
-        let began = Instant::now();
-        file.write_all(&chunk[..SYNC_WRITE_BYTES]).map_err(|e| failed("write", e))?;
-        file.sync_data().map_err(|e| failed("fdatasync", e))?;
-        samples.push(began.elapsed());
-    }
+    let sync = appends_synced(&scratch.path().join("sync"), &chunk[..SYNC_WRITE_BYTES], syncs)
+        .map(|mut samples| median(&mut samples))?;
+    let sync_together = syncs_together(scratch.path(), &chunk[..SYNC_WRITE_BYTES], syncs, osts)?;
+    let point = points_synced(&scratch.path().join("point"), syncs)?;
     Ok(Disk {
         write_gib_s: w.gib_s,
         cache_write_gib_s: w.cache_write.0,
@@ -99,10 +110,64 @@ pub fn measure(dir: &Path, bytes: u64, syncs: usize) -> Result<Disk, String> {
         writeback_spread_gib_s: w.writeback.1,
         background: Background::read(),
         read_gib_s,
-        sync: median(&mut samples),
+        sync,
+        sync_together,
+        syncs_threads: osts.max(1),
+        point,
         bytes: written,
         syncs,
     })
+}
+
+/// `syncs` times: `data` appended to the file at `path` (made new) and
+/// `fdatasync`ed; each time taken.
+fn appends_synced(path: &Path, data: &[u8], syncs: usize) -> Result<Vec<Duration>, String> {
+    let failed = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", path.display());
+    let mut file = File::create(path).map_err(|e| failed("create", e))?;
+    let mut samples = Vec::with_capacity(syncs);
+    for _ in 0..syncs {
+        let began = Instant::now();
+        file.write_all(data).map_err(|e| failed("write", e))?;
+        file.sync_data().map_err(|e| failed("fdatasync", e))?;
+        samples.push(began.elapsed());
+    }
+    Ok(samples)
+}
+
+/// [`appends_synced`] from `threads` threads at once, each to a file of
+/// its own in `dir`: the median of every time taken.
+fn syncs_together(dir: &Path, data: &[u8], syncs: usize, threads: u32) -> Result<Duration, String> {
+    let mut all = std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..threads.max(1))
+            .map(|i| scope.spawn(move || appends_synced(&dir.join(format!("sync-{i}")), data, syncs)))
+            .collect();
+        let mut all = Vec::new();
+        for run in runs {
+            all.extend(run.join().map_err(|_| "a thread syncing the disk panicked".to_string())??);
+        }
+        Ok::<_, String>(all)
+    })?;
+    Ok(median(&mut all))
+}
+
+/// `syncs` commit points: [`POINT_BYTES`] written in place, in turn into
+/// the two slots of a file whose blocks were written and synced first,
+/// each `fdatasync`ed; the median time.
+fn points_synced(path: &Path, syncs: usize) -> Result<Duration, String> {
+    use std::os::unix::fs::FileExt;
+    let failed = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", path.display());
+    let file = File::create(path).map_err(|e| failed("create", e))?;
+    file.write_all_at(&[0; 2 * POINT_BYTES], 0).map_err(|e| failed("write", e))?;
+    file.sync_all().map_err(|e| failed("fsync", e))?;
+    let mut samples = Vec::with_capacity(syncs);
+    for i in 0..syncs {
+        let began = Instant::now();
+        let slot = (i % 2 * POINT_BYTES) as u64;
+        file.write_all_at(&[i as u8; POINT_BYTES], slot).map_err(|e| failed("write", e))?;
+        file.sync_data().map_err(|e| failed("fdatasync", e))?;
+        samples.push(began.elapsed());
+    }
+    Ok(median(&mut samples))
 }
 
 /// What [`write_in_parts`] measured: each rate with its parts' range.

@@ -37,6 +37,7 @@ pub mod cpu;
 pub mod disk;
 pub mod frames;
 pub mod load;
+pub mod metadata;
 pub mod mount;
 pub mod mpi;
 pub mod preset;
@@ -65,7 +66,7 @@ pub struct Options {
 }
 
 /// The steps [`measure`] reports, one progress line each.
-pub const STEPS: usize = 8;
+pub const STEPS: usize = 9;
 
 impl Options {
     /// `quick` with `--quick`, else `full`.
@@ -144,6 +145,11 @@ impl Options {
         self.pick(2_000, 10_000)
     }
 
+    /// Creates (and as many opens) timed at the metadata server.
+    pub fn mds_ops(&self) -> u64 {
+        self.pick(32, 200)
+    }
+
     /// What the MPI probe times.
     pub fn mpi_samples(&self) -> mpi::Samples {
         self.pick(
@@ -163,6 +169,7 @@ pub struct Measurements {
     pub tcp: sockets::Socket,
     pub handoffs: sockets::Handoffs,
     pub servers: servers::Servers,
+    pub metadata: metadata::Metadata,
     pub mount: step::Step<mount::Mount>,
     pub mpi: step::Step<mpi::Mpi>,
     /// The cores online (`[compute] cores`).
@@ -199,6 +206,8 @@ pub fn measure(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Meas
     };
     let cluster = cluster::Cluster::start(&options.lanefs_exe, &options.data_dir, options.osts).map_err(failed)?;
     let servers = servers::measure(&cluster, options, copy.one_gib_s, disk.cache_write_gib_s).map_err(failed)?;
+    progress(&format!("metadata: {} creates and as many opens, one after the other", options.mds_ops()));
+    let metadata = metadata::measure(&cluster, options.mds_ops(), options.osts).map_err(failed)?;
     progress(&format!("mount: {} 4 KiB writes through a FUSE mount and as many directly", options.mount_writes()));
     let mount = mount::measure(&options.lanefs_exe, &cluster, options.mount_writes());
     drop(cluster);
@@ -212,6 +221,7 @@ pub fn measure(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Meas
         tcp,
         handoffs,
         servers,
+        metadata,
         mount,
         mpi,
         cores_online: cpu::cores_online(),
@@ -237,7 +247,7 @@ fn hardware(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Hardwar
         options.disk_bytes() >> 20,
         options.data_dir.display()
     ));
-    let disk = disk::measure(&options.data_dir, options.disk_bytes(), options.syncs())?;
+    let disk = disk::measure(&options.data_dir, options.disk_bytes(), options.syncs(), options.osts)?;
     progress(&format!(
         "memory: copying {} MiB on one core, then on every core, in {} rounds",
         options.copy_bytes() >> 20,

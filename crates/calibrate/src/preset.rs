@@ -17,6 +17,7 @@ pub fn render(m: &Measurements, options: &Options) -> String {
         client(),
         storage(m, options),
         storage_costs(m),
+        metadata(m),
         host_cache(m),
         mpi(m),
         mount(m),
@@ -150,6 +151,8 @@ fn storage(m: &Measurements, options: &Options) -> String {
     let per_ost_write = m.disk.writeback_gib_s / f64::from(osts);
     let per_ost_read = m.disk.read_gib_s / f64::from(osts);
     let sync_us = m.disk.sync.as_secs_f64() * 1e6;
+    let together_us = m.disk.sync_together.as_secs_f64() * 1e6;
+    let point_us = m.disk.point.as_secs_f64() * 1e6;
     let mut t = String::new();
     let _ = writeln!(
         t,
@@ -173,8 +176,16 @@ fn storage(m: &Measurements, options: &Options) -> String {
          # lanefs's OST default (lanefs up --sync-lock-cancel), Lustre's too.\n\
          sync_lock_cancel = \"always\"\n\
          # measured: the median time of a 4 KiB write and its fdatasync ({syncs}\n\
-         # of them), what an OST's commit waits for on this disk.\n\
-         journal_commit_us = {sync_us:.0}\n\
+         # of them from each of {osts} threads at once, each to a file of its own, as\n\
+         # the OSTs' commit threads sync; one thread alone: {sync_us:.0} us), what an\n\
+         # OST's commit waits for of each object it syncs on this disk.\n\
+         journal_commit_us = {together_us:.0}\n\
+         # lanefs's OST commit thread fdatasyncs each object a commit covers in\n\
+         # turn, then writes its commit point (crates/server/src/oss.rs).\n\
+         commit_syncs = \"each-object\"\n\
+         # measured: the median time of a commit point ({syncs} of them): 512 bytes\n\
+         # written in place in a file whose blocks exist, and its fdatasync.\n\
+         commit_point_us = {point_us:.0}\n\
          # The page: only writes that are not page-aligned pay a read-modify-write.\n\
          raid_stripe_kib = 4\n\
          # measured: the disk's read bandwidth per OST, as above.\n\
@@ -353,6 +364,33 @@ fn storage_costs(m: &Measurements) -> String {
         requests = p.callbacks.counts.requests,
         rpcs = p.callbacks.counts.io_rpcs,
         large_rpcs = p.large_rpcs.counts.io_rpcs,
+    );
+    t
+}
+
+/// The metadata server's time per create and per open, less the round
+/// trip the simulator adds itself.
+fn metadata(m: &Measurements) -> String {
+    let d = &m.metadata;
+    let round_trip = 2.0 * m.unix.one_way.as_secs_f64() * 1e6;
+    let server = |took: std::time::Duration| (took.as_secs_f64() * 1e6 - round_trip).max(0.0);
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "# measured: the median time of {ops} creates of files of {stripes} stripes by one\n\
+         # client, one after the other ({create:.0} us each as the client saw it), less a\n\
+         # Unix socket's round trip ({round_trip:.0} us, as above), which the simulator adds\n\
+         # itself: lanefs's MDS serves one request at a time, each create a SQLite\n\
+         # transaction committed to disk.\n\
+         mds_create_us = {create_us:.0}\n\
+         # measured: the same for an open of each of those files again ({open:.0} us).\n\
+         mds_open_us = {open_us:.0}",
+        ops = d.ops,
+        stripes = d.stripes,
+        create = d.create.as_secs_f64() * 1e6,
+        open = d.open.as_secs_f64() * 1e6,
+        create_us = server(d.create),
+        open_us = server(d.open),
     );
     t
 }

@@ -54,7 +54,13 @@ fn hardware(m: &Measurements, options: &Options) -> Vec<Row> {
             "host_cache_background_mib",
         ),
         row("disk read (cache dropped)", gib(m.disk.read_gib_s), "ost_read_bandwidth_gib_s (per OST)"),
-        row("4 KiB write + fdatasync (median)", us(m.disk.sync), "journal_commit_us"),
+        row("4 KiB write + fdatasync (median)", us(m.disk.sync), "(shown)"),
+        row(
+            format!("the same, {} threads at once", m.disk.syncs_threads),
+            us(m.disk.sync_together),
+            "journal_commit_us",
+        ),
+        row("512 B written in place + fdatasync (median)", us(m.disk.point), "commit_point_us"),
         row("copy, one core", spread_gib(m.copy.one_gib_s, m.copy.one_spread_gib_s), "copy_bandwidth_gib_s"),
         row(
             format!("copy, each of {} cores at once", m.copy.cores),
@@ -111,6 +117,12 @@ fn costs(m: &Measurements) -> Vec<Row> {
         row("servers' CPU per lock request", cost(s.costs.lock), "lock_cpu_us"),
         row("servers' CPU per blocking callback", cost(s.costs.callback), "callback_cpu_us"),
         row("servers' CPU per lock-ahead request", cost(s.costs.lockahead), "(shown)"),
+        row(
+            "metadata server, a create as a client sees it",
+            us(m.metadata.create),
+            "mds_create_us (less a round trip)",
+        ),
+        row("metadata server, an open as a client sees it", us(m.metadata.open), "mds_open_us (less a round trip)"),
         row("servers' CPU per page of a write RPC", cost(s.costs.page), "rpc_service_per_page_us"),
         row(
             "client's CPU per cached 4 KiB write",

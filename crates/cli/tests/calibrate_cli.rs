@@ -5,7 +5,7 @@ use std::process::Command;
 
 /// The keys `lanefs calibrate` always measures (the others are lanefs's
 /// own settings).
-const MEASURED: [&str; 20] = [
+const MEASURED: [&str; 23] = [
     "copy_bandwidth_gib_s",
     "copy_bandwidth_every_core_gib_s",
     "cores",
@@ -22,6 +22,9 @@ const MEASURED: [&str; 20] = [
     "ost_read_bandwidth_gib_s",
     "oss_network_bandwidth_gib_s",
     "journal_commit_us",
+    "commit_point_us",
+    "mds_create_us",
+    "mds_open_us",
     "rmw_read_bandwidth_gib_s",
     "host_cache_write_gib_s",
     "page_first_touch_us",
@@ -79,17 +82,18 @@ fn a_quick_calibration_writes_a_preset_the_simulator_runs() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let steps = [
-        "[1/8] disk",
-        "[2/8] memory",
-        "[3/8] frames",
-        "[4/8] sockets",
-        "[5/8] sockets",
-        "[6/8] servers",
-        "[7/8] mount",
+        "[1/9] disk",
+        "[2/9] memory",
+        "[3/9] frames",
+        "[4/9] sockets",
+        "[5/9] sockets",
+        "[6/9] servers",
+        "[7/9] metadata",
+        "[8/9] mount",
     ];
     // The summary names every measurement's key, or why a step was skipped.
-    let summary = ["journal_commit_us", "callback_cpu_us", "client_cpu_per_page_us", "[mount] ", "[mpi] "];
-    for step in steps.into_iter().chain(["[8/8] mpi"]).chain(summary) {
+    let summary = ["journal_commit_us", "commit_point_us", "mds_create_us", "callback_cpu_us", "client_cpu_per_page_us", "[mount] ", "[mpi] "];
+    for step in steps.into_iter().chain(["[9/9] mpi"]).chain(summary) {
         assert!(stderr.contains(step), "no {step:?} in the progress and summary: {stderr}");
     }
     let text = std::fs::read_to_string(&preset).unwrap();

@@ -533,6 +533,7 @@ impl Backend for SimBackend {
         put("raid_rmw_writes", w.rmw_writes.into());
         put("lock_cancel_syncs", data.cancel_syncs.into());
         put("journal_commits", w.journals.iter().map(|j| j.commits).sum::<u64>().into());
+        put("commit_fdatasyncs", w.commit_fdatasyncs().into());
         put("bytes_lost", w.bytes_lost.into());
         let per_ost: Vec<serde_json::Value> = w.osts.iter().map(|o| o.counters().bytes_written.into()).collect();
         put("ost_bytes_written_per_ost", per_ost.into());
@@ -560,6 +561,9 @@ impl SimBackend {
         }
         if w.mpi_wakeups > 0 {
             sim.insert("mpi_wakeups".into(), w.mpi_wakeups.into());
+        }
+        if let Some(frames) = w.frames_touched() {
+            sim.insert("frames_touched".into(), frames.into());
         }
         if let Some(kinds) = w.handoffs_by_thread() {
             let kinds: serde_json::Map<_, _> =

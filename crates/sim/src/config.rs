@@ -244,6 +244,28 @@ pub struct StorageSection {
     /// one at a time per OST). Absent means zero: commits take no time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal_commit_us: Option<f64>,
+    /// What a commit syncs: `journal` (the default), one commit of the
+    /// OST's journal for every object it covers, as Lustre's ldiskfs
+    /// commits its jbd2 transaction; or `each-object`, as lanefs's OSS does
+    /// (`crates/server/src/oss.rs`): its OST's commit thread `fdatasync`s
+    /// each object a commit covers in turn, each taking `journal_commit_us`
+    /// besides its bytes still in the host's page cache, and then writes
+    /// its commit point (`commit_point_us`), one job after the other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_syncs: Option<CommitSyncs>,
+    /// With `commit_syncs = "each-object"`: time of the write of an OST's
+    /// commit point at the end of each commit (one block written in place
+    /// and its `fdatasync`), in microseconds. Absent means zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_point_us: Option<f64>,
+    /// The metadata server's time per create, in microseconds, one request
+    /// at a time (lanefs's MDS: one thread, a SQLite transaction committed
+    /// to disk per create). Absent means zero: an open is a round trip.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mds_create_us: Option<f64>,
+    /// The same per open of a file that exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mds_open_us: Option<f64>,
     /// Full RAID stripe (data disks x chunk), in KiB.
     pub raid_stripe_kib: u64,
     /// GiB/s of the read half of a read-modify-write (see above).
@@ -418,6 +440,20 @@ pub enum WriteBulk {
     SharedMemory,
 }
 
+/// What an OST's commit syncs: `[storage] commit_syncs`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CommitSyncs {
+    /// One journal commit covers every object changed.
+    #[default]
+    Journal,
+    /// Each object covered is synced on its own, then the commit point.
+    EachObject,
+}
+
+/// The words of [`CommitSyncs`], as the schema lists them.
+pub(crate) const COMMIT_SYNCS: [&str; 2] = ["journal", "each-object"];
+
 /// The words of [`WriteBulk`], as the schema lists them.
 pub(crate) const WRITE_BULK: [&str; 2] = ["network", "shared-memory"];
 
@@ -564,6 +600,18 @@ impl StorageSection {
     }
     pub fn journal_commit(&self) -> Duration {
         duration(self.journal_commit_us.unwrap_or(0.0), NS_PER_US)
+    }
+    pub fn commit_syncs(&self) -> CommitSyncs {
+        self.commit_syncs.unwrap_or_default()
+    }
+    pub fn mds_create(&self) -> Duration {
+        duration(self.mds_create_us.unwrap_or(0.0), NS_PER_US)
+    }
+    pub fn mds_open(&self) -> Duration {
+        duration(self.mds_open_us.unwrap_or(0.0), NS_PER_US)
+    }
+    pub fn commit_point(&self) -> Duration {
+        duration(self.commit_point_us.unwrap_or(0.0), NS_PER_US)
     }
     pub fn raid_stripe_bytes(&self) -> u64 {
         self.raid_stripe_kib * KIB

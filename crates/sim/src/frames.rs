@@ -56,6 +56,11 @@ impl Frames {
         new
     }
 
+    /// Frames the clients have written into for the first time, all told.
+    pub fn touched(&self) -> u64 {
+        self.touched.iter().sum()
+    }
+
     pub fn check_invariants(&self) {
         for (n, (&touched, &unmapped)) in self.touched.iter().zip(&self.unmapped).enumerate() {
             assert!(touched <= self.arena, "client {n} touched {touched} frames of {}", self.arena);

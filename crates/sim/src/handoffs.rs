@@ -7,7 +7,9 @@
 //! thread that owns its connections (lanefs-client's driver), which takes
 //! the servers' messages; per OSS, the network thread that reads its
 //! clients' messages and writes its answers (tokio's worker); per OST, the
-//! service thread that runs it. A rank's own thread is woken by its calls'
+//! service thread that runs it, and its commit thread (with
+//! `commit_syncs = "each-object"`), which each `fdatasync`'s end wakes. A
+//! rank's own thread is woken by its calls'
 //! answers, which `client_cpu_per_call_us` counts (it is measured from
 //! calls that wait for them). A thread is taken for awake until the end of
 //! the last work the world gave it (a wake-up, a lock request's service, an
@@ -28,17 +30,20 @@ pub enum Thread {
     Net(u32),
     /// The service thread of OST `ost`.
     Service(u32),
+    /// The commit thread of OST `ost`.
+    Commit(u32),
 }
 
 impl Thread {
     /// The kinds of thread, as the report names them.
-    pub const KINDS: [&'static str; 3] = ["client", "oss_network", "ost_service"];
+    pub const KINDS: [&'static str; 4] = ["client", "oss_network", "ost_service", "ost_commit"];
 
     fn kind(self) -> usize {
         match self {
             Thread::Client(_) => 0,
             Thread::Net(_) => 1,
             Thread::Service(_) => 2,
+            Thread::Commit(_) => 3,
         }
     }
 }
@@ -48,10 +53,11 @@ pub struct Handoffs {
     clients: Vec<Instant>,
     nets: Vec<Instant>,
     services: Vec<Instant>,
+    commits: Vec<Instant>,
     /// Messages handed to a thread, and of them those that woke it (by
     /// kind of thread, in [`Thread::KINDS`] order).
     handed: u64,
-    woke: [u64; 3],
+    woke: [u64; 4],
 }
 
 impl Handoffs {
@@ -60,8 +66,9 @@ impl Handoffs {
             clients: vec![Instant::ZERO; clients],
             nets: vec![Instant::ZERO; oss],
             services: vec![Instant::ZERO; osts],
+            commits: vec![Instant::ZERO; osts],
             handed: 0,
-            woke: [0; 3],
+            woke: [0; 4],
         }
     }
 
@@ -70,6 +77,7 @@ impl Handoffs {
             Thread::Client(n) => &mut self.clients[n as usize],
             Thread::Net(s) => &mut self.nets[s as usize],
             Thread::Service(o) => &mut self.services[o as usize],
+            Thread::Commit(o) => &mut self.commits[o as usize],
         }
     }
 
@@ -95,9 +103,8 @@ impl Handoffs {
 
     /// Hand-offs that woke a thread, by kind of thread: each kind's name
     /// with its count.
-    pub fn woke_by_kind(&self) -> [(&'static str, u64); 3] {
-        let [client, net, service] = self.woke;
-        [(Thread::KINDS[0], client), (Thread::KINDS[1], net), (Thread::KINDS[2], service)]
+    pub fn woke_by_kind(&self) -> [(&'static str, u64); 4] {
+        std::array::from_fn(|kind| (Thread::KINDS[kind], self.woke[kind]))
     }
 
     pub fn check_invariants(&self) {
@@ -122,7 +129,7 @@ mod tests {
         h.busy(Thread::Service(0), t(30));
         assert!(h.hand(Thread::Service(0), t(50)), "an earlier end does not keep it awake longer");
         assert_eq!(h.woke(), 4);
-        assert_eq!(h.woke_by_kind(), [("client", 0), ("oss_network", 0), ("ost_service", 4)]);
+        assert_eq!(h.woke_by_kind(), [("client", 0), ("oss_network", 0), ("ost_service", 4), ("ost_commit", 0)]);
         h.check_invariants();
     }
 }

@@ -21,6 +21,7 @@
 mod collective;
 
 use crate::cpu_ledger::CpuUse;
+use crate::mds::Mds;
 use crate::world::{plus, transfer, Ev, Happening, World};
 use collective::CollState;
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode as LockMode};
@@ -186,6 +187,8 @@ pub struct Job {
     pub last_report: Option<CloseReport>,
     /// Show a progress bar on stderr when a phase runs longer than a second.
     pub progress: bool,
+    /// The metadata server the opens go to.
+    pub mds: Mds,
 }
 
 type OpKey = (u32, u64);
@@ -193,7 +196,8 @@ type OpKey = (u32, u64);
 impl Job {
     pub fn new(world: World<WorkEv>, ranks: u32, ranks_per_node: u32, rng: ChaCha8Rng) -> Job {
         let skew = world.model.latency;
-        Job { world, ranks, ranks_per_node, rng, skew, last_report: None, progress: false }
+        let mds = Mds::new(world.model.mds_create, world.model.mds_open);
+        Job { world, ranks, ranks_per_node, rng, skew, last_report: None, progress: false, mds }
     }
 
     pub fn node_of(&self, rank: u32) -> u32 {
@@ -421,8 +425,9 @@ impl Run<'_> {
             St::Idle => {
                 self.ranks[rank as usize].r.open_start = now;
                 self.ranks[rank as usize].st = St::Opening;
-                let at = now + self.job.mds_rtt();
-                self.resume_at(at, rank);
+                let latency = self.job.world.model.latency;
+                let served = self.job.mds.open(now + latency, self.file_of(rank));
+                self.resume_at(served + latency, rank);
             }
             St::Opening => self.opened(rank)?,
             St::Copy if self.spec.write && self.spec.fsync_per_write => {
@@ -449,9 +454,17 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// The file rank `rank` opens: its own with `-F`, else the one shared.
+    fn file_of(&self, rank: u32) -> u64 {
+        match self.spec.file_per_proc {
+            true => self.spec.file_id + u64::from(self.pretend(rank)),
+            false => self.spec.file_id,
+        }
+    }
+
     fn opened(&mut self, rank: u32) -> Result<(), SimError> {
         let spec = self.spec;
-        let file = if spec.file_per_proc { spec.file_id + u64::from(self.pretend(rank)) } else { spec.file_id };
+        let file = self.file_of(rank);
         let layout = match &self.shared_layout {
             Some(l) if !spec.file_per_proc => l.clone(),
             _ => self.job.layout(spec, file),

@@ -20,6 +20,7 @@
 
 pub mod backend;
 pub mod callback_threads;
+pub mod commit_threads;
 pub mod config;
 pub mod cpu_ledger;
 pub mod frames;
@@ -27,6 +28,7 @@ pub mod handoffs;
 pub mod host_cache;
 pub mod job;
 pub mod journal;
+pub mod mds;
 pub mod model;
 pub mod mpi_waits;
 pub mod queue;

@@ -1,7 +1,7 @@
 //! The numbers the simulated machine runs on, in the units the event loop
 //! uses (bytes per second, nanoseconds), derived from a cluster description.
 
-use crate::config::{ClusterConfig, Hosts, OstWrites, RunsOn, UnstablePages, WriteBulk};
+use crate::config::{ClusterConfig, CommitSyncs, Hosts, OstWrites, RunsOn, UnstablePages, WriteBulk};
 use lanefs_core::client::cores::Cores;
 use lanefs_core::client::ClientConfig;
 use lanefs_core::ldlm::server::LockServerConfig;
@@ -36,6 +36,15 @@ pub struct Model {
     /// Time of one commit of an OST's journal (zero: syncs are free, and
     /// the world keeps no journal).
     pub journal_commit: Duration,
+    /// An OST's commit syncs each object it covers in turn, each taking
+    /// `journal_commit` besides its bytes' writeback, then writes its
+    /// commit point (`commit_point`); `false`: one journal commit.
+    pub commit_each_object: bool,
+    pub commit_point: Duration,
+    /// The metadata server's time per create and per open, one request at
+    /// a time.
+    pub mds_create: Duration,
+    pub mds_open: Duration,
     /// Client CPU time per message a node sends.
     pub client_cpu_per_rpc: Duration,
     /// Client CPU time per read or write call of a rank, beyond its copy.
@@ -206,6 +215,10 @@ impl Model {
             rpc_per_page: storage.rpc_service_per_page(),
             access_latency: storage.ost_access_latency(),
             journal_commit: storage.journal_commit(),
+            commit_each_object: storage.commit_syncs() == CommitSyncs::EachObject,
+            commit_point: storage.commit_point(),
+            mds_create: storage.mds_create(),
+            mds_open: storage.mds_open(),
             client_cpu_per_rpc: compute.client_cpu_per_rpc(),
             client_cpu_per_call: compute.client_cpu_per_call(),
             handoff: compute.handoff().0,

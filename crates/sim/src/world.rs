@@ -28,7 +28,10 @@
 //!   at once if the object's last change is committed, else when the commit
 //!   holding it ends (commits take `journal_commit`, one at a time per
 //!   OST). With no commit time the world keeps no journal and answers at
-//!   once.
+//!   once. An OST that syncs each object (lanefs's OSS, `commit_syncs`)
+//!   keeps none either: its commit thread takes one sync request after the
+//!   other, each `journal_commit` per object it names besides the bytes
+//!   the host cache still holds of them, and a commit's commit point.
 //! - **MPI messages** between ranks (the collective exchange) use the nodes'
 //!   NICs and the MPI latency; ranks on one node copy at the copy bandwidth.
 //! - **Costs a description may turn on** (absent, a run is as without):
@@ -54,6 +57,7 @@
 //! after the writes under it are acknowledged).
 
 use crate::callback_threads::CallbackThreads;
+use crate::commit_threads::{CommitThreads, Step};
 use crate::config::partial_stripe_bytes;
 use crate::cpu_ledger::{CpuLedger, CpuUse};
 use crate::frames::Frames;
@@ -107,6 +111,12 @@ pub enum Ev<W> {
     Drained {
         ost: u32,
         request: Box<SyncRequest>,
+    },
+    /// An OST's commit thread: its `fdatasync` ended (`woken: false`), or
+    /// its wake-up after one did (`true`).
+    CommitStep {
+        ost: u32,
+        woken: bool,
     },
     /// An event of the workload (rank programs, MPI messages).
     Work(W),
@@ -169,6 +179,8 @@ pub struct World<W> {
     /// What OSTs writing into the host's page cache leave there until a
     /// sync (with `host_cache_background`).
     host_cache: Option<HostCache>,
+    /// With `commit_syncs = "each-object"`: the OSTs' commit threads.
+    commit_threads: Option<CommitThreads>,
     /// The clients' frames written and read for the first time (with
     /// `page_first_touch` or `page_first_map`).
     frames: Option<Frames>,
@@ -229,6 +241,7 @@ impl<W> World<W> {
             osts: ost_list,
             ost_timer: vec![None; osts],
             journals: match model.journal_commit.as_ns() {
+                _ if model.commit_each_object => Vec::new(),
                 0 => Vec::new(),
                 _ => (0..osts).map(|_| Journal::new(model.journal_commit)).collect(),
             },
@@ -252,6 +265,7 @@ impl<W> World<W> {
                 }
                 _ => None,
             },
+            commit_threads: model.commit_each_object.then(|| CommitThreads::new(osts)),
             frames: (model.page_first_touch > Duration::ZERO || model.page_first_map > Duration::ZERO)
                 .then(|| Frames::new(nodes, model.client.arena_frames(osts))),
             handoffs: (model.handoff > Duration::ZERO || model.handoff_idle_core > Duration::ZERO)
@@ -296,8 +310,8 @@ impl<W> World<W> {
     fn handle(&mut self, ev: Ev<W>) -> Option<Happening<W>> {
         match ev {
             Ev::AtOss { ost, node, msg } => {
-                self.hand_off(Thread::Net(self.model.oss_of(ost)), self.now);
-                self.hand_off(Thread::Service(ost), self.now);
+                let _ = self.hand_off(Thread::Net(self.model.oss_of(ost)), self.now);
+                let _ = self.hand_off(Thread::Service(ost), self.now);
                 self.at_oss(ost, node, msg);
             }
             Ev::OstInput { ost, node, msg, io } => {
@@ -324,7 +338,7 @@ impl<W> World<W> {
                         return None;
                     }
                 }
-                self.hand_off(Thread::Client(node), self.now);
+                let _ = self.hand_off(Thread::Client(node), self.now);
                 self.clients[node as usize].handle_message(self.now, OstIndex(ost), msg);
                 self.pump_client(node);
             }
@@ -346,6 +360,7 @@ impl<W> World<W> {
                 self.take_sync(ost as usize, *request);
                 self.pump_ost(ost);
             }
+            Ev::CommitStep { ost, woken } => self.commit_step_ended(ost, woken),
             Ev::JournalTimer { ost } => {
                 if self.journal_timer[ost as usize] == Some(self.now) {
                     self.journal_timer[ost as usize] = None;
@@ -416,7 +431,7 @@ impl<W> World<W> {
                 _ => self.now,
             };
             // The OSS's network thread writes it out.
-            self.hand_off(Thread::Net(self.model.oss_of(ost)), sent);
+            let _ = self.hand_off(Thread::Net(self.model.oss_of(ost)), sent);
             let mut at = sent + latency;
             if let ToClient::ReadReply { result: Ok(data), .. } = &msg {
                 // The client checksums the bulk it received before using it.
@@ -477,6 +492,12 @@ impl<W> World<W> {
     /// and waits for that before the journal takes it.
     fn start_sync(&mut self, o: usize, request: SyncRequest) {
         let now = self.now;
+        if let Some(threads) = self.commit_threads.as_mut() {
+            if threads.submit(o, request) {
+                self.commit_step(o);
+            }
+            return;
+        }
         if let Some(cache) = self.host_cache.as_mut() {
             let mut disk = match request.object.is_none() && request.commit.is_empty() {
                 true => cache.sync(o as u32, None),
@@ -514,6 +535,46 @@ impl<W> World<W> {
             }
             None => self.osts[o].handle_synced(self.now, request.token, &[]),
         }
+    }
+
+    /// OST `ost`'s commit thread's `fdatasync` ended: the thread wakes
+    /// (on the host's cores, where they are modelled), then takes its next
+    /// step.
+    fn commit_step_ended(&mut self, ost: u32, woken: bool) {
+        let runs = if woken { self.now } else { self.hand_off(Thread::Commit(ost), self.now) };
+        if runs > self.now {
+            self.queue.push(runs, Ev::CommitStep { ost, woken: true });
+            return;
+        }
+        self.commit_step(ost as usize);
+        self.pump_ost(ost);
+    }
+
+    /// OST `o`'s commit thread takes its next steps: an `fdatasync` of an
+    /// object (what the host's cache still holds of it, at the disk's
+    /// rate, and `journal_commit`) or of the commit point
+    /// (`commit_point`), each after the disk's earlier work and ending in
+    /// a [`Ev::CommitStep`]; or the answer of a request done.
+    fn commit_step(&mut self, o: usize) {
+        let threads = self.commit_threads.as_mut().expect("commit threads modelled");
+        let Some(step) = threads.step(o) else { return };
+        if self.check {
+            threads.check_invariants();
+        }
+        let own = match step {
+            Step::Sync(object) => {
+                let cache = self.host_cache.as_mut().map_or(Duration::ZERO, |c| c.sync(o as u32, Some(object)));
+                plus(cache, self.model.journal_commit)
+            }
+            Step::Point => self.model.commit_point,
+            Step::Answer(request) => {
+                self.take_sync(o, *request);
+                return self.commit_step(o);
+            }
+        };
+        let end = later(self.now, self.disk_free[o]) + own;
+        self.disk_free[o] = end;
+        self.queue.push(end, Ev::CommitStep { ost: o as u32, woken: false });
     }
 
     fn at_oss(&mut self, ost: u32, node: u32, msg: ToOst) {
@@ -681,15 +742,16 @@ impl<W> World<W> {
     /// modelled). The servers'
     /// threads are charged only on the compute node's host: elsewhere
     /// their per-message costs are what was measured on their own.
-    fn hand_off(&mut self, thread: Thread, at: Instant) {
+    /// Returns when the thread runs: at `at`, or once its wake-up is done.
+    fn hand_off(&mut self, thread: Thread, at: Instant) -> Instant {
         let host = match thread {
             Thread::Client(n) => n as usize,
-            Thread::Net(_) | Thread::Service(_) if self.model.servers_on_node => 0,
-            Thread::Net(_) | Thread::Service(_) => return,
+            Thread::Net(_) | Thread::Service(_) | Thread::Commit(_) if self.model.servers_on_node => 0,
+            Thread::Net(_) | Thread::Service(_) | Thread::Commit(_) => return at,
         };
-        let Some(handoffs) = self.handoffs.as_mut() else { return };
+        let Some(handoffs) = self.handoffs.as_mut() else { return at };
         if !handoffs.hand(thread, at) {
-            return;
+            return at;
         }
         let cost = self.wake_up_cost(host, at);
         let end = self.charge(host, at, cost, CpuUse::WakeUps);
@@ -698,6 +760,7 @@ impl<W> World<W> {
         if self.check {
             handoffs.check_invariants();
         }
+        end
     }
 
     /// Waking a thread of host `host` at `at`: a busy core's cost, or an
@@ -732,8 +795,20 @@ impl<W> World<W> {
         self.handoffs.as_ref().map(Handoffs::woke)
     }
 
+    /// The `fdatasync`s the OSTs' commit threads began (0 where commits
+    /// are journal commits).
+    pub fn commit_fdatasyncs(&self) -> u64 {
+        self.commit_threads.as_ref().map_or(0, |threads| threads.syncs)
+    }
+
+    /// Page frames the clients wrote into for the first time (`None` where
+    /// first touches cost nothing and are not followed).
+    pub fn frames_touched(&self) -> Option<u64> {
+        self.frames.as_ref().map(Frames::touched)
+    }
+
     /// The same by kind of thread.
-    pub fn handoffs_by_thread(&self) -> Option<[(&'static str, u64); 3]> {
+    pub fn handoffs_by_thread(&self) -> Option<[(&'static str, u64); 4]> {
         self.handoffs.as_ref().map(Handoffs::woke_by_kind)
     }
 

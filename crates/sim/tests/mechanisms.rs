@@ -525,3 +525,71 @@ fn ranks_waiting_in_mpi_sleep_and_pay_their_wake_ups_where_ranks_outnumber_cores
     assert!(free["sim"].get("mpi_wakeups").is_none());
     assert!(simulated_s(&sleeping) > simulated_s(&free), "{} vs {}", simulated_s(&sleeping), simulated_s(&free));
 }
+
+/// 8 ranks on 4 nodes, a file of one stripe each, 8 MiB apiece into the host's page
+/// cache of a slow disk, fsynced at the end; the clients keep what their
+/// OSTs did not commit, and the OSTs commit every 4 MiB.
+const EIGHT_FILES: &str = "-a POSIX -w -e -F -b 8m -t 1m -N 8 --tasks-per-node 2";
+const COMMITTING: [(&str, &str); 3] = [
+    ("client.unstable_pages", "\"kept-until-commit\""),
+    ("storage.host_cache_commit_mib", "4"),
+    ("storage.journal_commit_us", "2000"),
+];
+
+fn committing_with(settings: &[(&str, &str)]) -> SimOptions {
+    let base: Vec<_> = SLOW_DISK.iter().chain(&COMMITTING).copied().collect();
+    laptop_with(&base, settings)
+}
+
+#[test]
+fn an_ost_that_syncs_each_object_pays_a_sync_for_each_and_its_commit_point() {
+    let journal = json_run(EIGHT_FILES, committing_with(&[]));
+    let each = json_run(EIGHT_FILES, committing_with(&[("storage.commit_syncs", "\"each-object\"")]));
+    let pointed = json_run(
+        EIGHT_FILES,
+        committing_with(&[("storage.commit_syncs", "\"each-object\""), ("storage.commit_point_us", "5000")]),
+    );
+    // A journal commit covers every object; the commit thread syncs each
+    // object a commit covers, then its commit point.
+    let commits = counter(&journal, "journal_commits");
+    assert!(commits >= 2 && counter(&journal, "commit_fdatasyncs") == 0, "{}", journal["lanefs"]);
+    let syncs = counter(&each, "commit_fdatasyncs");
+    assert!(syncs > 2 * commits, "{syncs} fdatasyncs against {commits} journal commits");
+    assert_eq!(counter(&each, "journal_commits"), 0);
+    assert_eq!(counter(&pointed, "commit_fdatasyncs"), syncs, "the same steps, each point dearer");
+    assert!(simulated_s(&each) > simulated_s(&journal), "{} vs {}", simulated_s(&each), simulated_s(&journal));
+    assert!(simulated_s(&pointed) > simulated_s(&each) + 0.005, "{} vs {}", simulated_s(&pointed), simulated_s(&each));
+    // Said, the default is as without the key.
+    let said = json_run(EIGHT_FILES, committing_with(&[("storage.commit_syncs", "\"journal\"")]));
+    assert_eq!(without_wall_time(said), without_wall_time(journal));
+    // On one host with its cores modelled, each fdatasync's end wakes the
+    // commit thread on them.
+    let mut on_host: Vec<_> = ONE_HOST.to_vec();
+    on_host.extend([("compute.handoff_us", "5"), ("storage.commit_syncs", "\"each-object\"")]);
+    let woken = json_run(EIGHT_FILES, committing_with(&on_host));
+    assert!(woken["sim"]["handoffs_by_thread"]["ost_commit"].as_u64().expect("wake-ups") > 0, "{}", woken["sim"]);
+}
+
+#[test]
+fn a_commit_point_needs_an_ost_that_syncs_each_object() {
+    let settings = [("storage.commit_point_us".to_string(), "100".to_string())];
+    let error = lanefs_sim::config::ClusterConfig::load_with("laptop", &settings).unwrap_err().to_string();
+    assert!(error.contains("commit_syncs = \"each-object\""), "{error}");
+}
+
+/// IOR's open time of phase `phase` (0: write, 1: read): the slowest rank's.
+fn open_s(j: &Value, phase: usize) -> f64 {
+    j["tests"][0]["Results"][phase]["openTime"].as_f64().expect("an open time")
+}
+
+#[test]
+fn the_metadata_server_takes_creates_and_opens_one_at_a_time() {
+    let line = "-a POSIX -w -r -F -b 1m -t 1m -N 8 --tasks-per-node 2";
+    let free = json_run(line, opts_with("laptop", &[]));
+    let timed =
+        json_run(line, opts_with("laptop", &[("storage.mds_create_us", "1000"), ("storage.mds_open_us", "300")]));
+    assert!(open_s(&free, 0) < 0.001, "a round trip: {}", open_s(&free, 0));
+    // Eight creates, one after the other; then eight opens of what they made.
+    assert!(open_s(&timed, 0) >= 0.008, "{}", open_s(&timed, 0));
+    assert!((0.0024..0.008).contains(&open_s(&timed, 1)), "{}", open_s(&timed, 1));
+}

@@ -237,6 +237,34 @@ const SCHEMA: &[Section] = &[
                 "8320",
                 "time of one commit of an OST's journal, one at a time per OST",
             )),
+            optional(key(
+                "commit_syncs",
+                Kind::Choice(&COMMIT_SYNCS),
+                "",
+                "\"each-object\"",
+                "journal (default): a commit is one journal commit; each-object: lanefs's OSS syncs each object in turn",
+            )),
+            optional(key(
+                "commit_point_us",
+                LATENCY,
+                "microseconds",
+                "180",
+                "each-object: writing an OST's commit point at the end of a commit; default 0",
+            )),
+            optional(key(
+                "mds_create_us",
+                LATENCY,
+                "microseconds",
+                "1000",
+                "the metadata server's time per create, one at a time; default 0",
+            )),
+            optional(key(
+                "mds_open_us",
+                LATENCY,
+                "microseconds",
+                "100",
+                "the metadata server's time per open of a file that exists, one at a time; default 0",
+            )),
             key(
                 "raid_stripe_kib",
                 Kind::Count { min: PAGE_KIB, max: RAID_STRIPE_KIB_MAX, step: PAGE_KIB },
@@ -394,6 +422,7 @@ pub(super) fn check_table(table: &Table, origin: &str) -> Result<(), ConfigError
         }
     }
     check_host_cache_keys(table, origin)?;
+    check_commit_point(table, origin)?;
     check_shared_memory(table, origin)
 }
 
@@ -445,6 +474,26 @@ fn check_host_cache_keys(table: &Table, origin: &str) -> Result<(), ConfigError>
         }
     }
     Ok(())
+}
+
+/// A commit point of its own is written only by an OST that syncs each
+/// object: given without it, the key is a mistake.
+fn check_commit_point(table: &Table, origin: &str) -> Result<(), ConfigError> {
+    let Some(Value::Table(storage)) = table.get("storage") else { return Ok(()) };
+    let Some(value) = storage.get("commit_point_us") else { return Ok(()) };
+    if storage.get("commit_syncs").and_then(Value::as_str) == Some("each-object") {
+        return Ok(());
+    }
+    Err(ConfigError::InvalidValue(Box::new(InvalidValue {
+        origin: origin.into(),
+        section: "storage",
+        key: "commit_point_us",
+        value: value.to_string(),
+        problem:
+            "only an OST that syncs each object writes a commit point of its own, and this one commits its journal"
+                .into(),
+        fix: "add `commit_syncs = \"each-object\"` to [storage], or remove the key".into(),
+    })))
 }
 
 fn key_names(section: &Section, required_only: bool) -> Vec<&'static str> {
