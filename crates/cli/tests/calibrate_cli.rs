@@ -92,7 +92,15 @@ fn a_quick_calibration_writes_a_preset_the_simulator_runs() {
         "[8/9] mount",
     ];
     // The summary names every measurement's key, or why a step was skipped.
-    let summary = ["journal_commit_us", "commit_point_us", "mds_create_us", "callback_cpu_us", "client_cpu_per_page_us", "[mount] ", "[mpi] "];
+    let summary = [
+        "journal_commit_us",
+        "commit_point_us",
+        "mds_create_us",
+        "callback_cpu_us",
+        "client_cpu_per_page_us",
+        "[mount] ",
+        "[mpi] ",
+    ];
     for step in steps.into_iter().chain(["[9/9] mpi"]).chain(summary) {
         assert!(stderr.contains(step), "no {step:?} in the progress and summary: {stderr}");
     }

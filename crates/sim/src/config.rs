@@ -255,7 +255,8 @@ pub struct StorageSection {
     pub commit_syncs: Option<CommitSyncs>,
     /// With `commit_syncs = "each-object"`: time of the write of an OST's
     /// commit point at the end of each commit (one block written in place
-    /// and its `fdatasync`), in microseconds. Absent means zero.
+    /// and its `fdatasync`), in microseconds. Absent means zero; unused
+    /// with `commit_syncs = "journal"`, and refused without `commit_syncs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit_point_us: Option<f64>,
     /// The metadata server's time per create, in microseconds, one request

@@ -575,6 +575,10 @@ fn a_commit_point_needs_an_ost_that_syncs_each_object() {
     let settings = [("storage.commit_point_us".to_string(), "100".to_string())];
     let error = lanefs_sim::config::ClusterConfig::load_with("laptop", &settings).unwrap_err().to_string();
     assert!(error.contains("commit_syncs = \"each-object\""), "{error}");
+    // Said off, the key stays unused, so that one `--set` turns the
+    // mechanism off in a preset that has it.
+    let off = [settings[0].clone(), ("storage.commit_syncs".to_string(), "\"journal\"".to_string())];
+    assert!(lanefs_sim::config::ClusterConfig::load_with("laptop", &off).is_ok());
 }
 
 /// IOR's open time of phase `phase` (0: write, 1: read): the slowest rank's.
