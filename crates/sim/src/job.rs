@@ -409,10 +409,10 @@ impl Run<'_> {
     fn work(&mut self, w: WorkEv) -> Result<(), SimError> {
         match w {
             WorkEv::Resume { rank } => self.resume(rank),
-            WorkEv::Answer { rank } => {
-                self.end_wait(rank);
-                self.poll_rank(rank)
-            }
+            WorkEv::Answer { rank } => match self.answered(rank) {
+                true => self.poll_rank(rank),
+                false => Ok(()),
+            },
             WorkEv::MpiWake { rank, wait, pause } => self.mpi_wake(rank, wait, pause),
         }
     }

@@ -9,14 +9,19 @@
 //! waking a thread costs (`handoff_us`, or `handoff_idle_core_us` when a
 //! core has nothing to run: the cost measured for a thread woken by a
 //! message, taken for one woken by its timer; an assumption, not measured
-//! apart). The tests themselves are left out (a fraction of a
-//! microsecond each). `[mpi] wait` decides as `LANEFS_MPI_WAIT` does:
+//! apart). A sleeping rank sees its collective done only when it next
+//! tests it, at the end of its sleep; and a sleep lasts its length and
+//! the thread's timer slack besides ([`TIMER_SLACK`]). The tests
+//! themselves are left out (a fraction of a microsecond each), and the
+//! 64 tests before the first sleep with them: the rank sleeps from the
+//! start of its wait. `[mpi] wait` decides as `LANEFS_MPI_WAIT` does:
 //! `auto` (the default), `busy` (never sleep) or `sleep` (always).
 //!
-//! This type keeps, per rank, the number of its latest wait and whether
-//! it is still in it, so that a wake-up due after its wait ended is
-//! dropped. It holds no state beyond that one pair a rank, so it has no
-//! invariant to check.
+//! This type keeps, per rank, the number of its latest wait, whether it
+//! is still in it and whether its answer came while it slept, so that a
+//! wake-up due after its wait ended is dropped, and one after its answer
+//! ends the wait. Invariant ([`MpiWaits::check_invariants`]): only a rank
+//! in its wait has an answer waiting for it.
 
 use lanefs_core::units::Duration;
 
@@ -24,6 +29,11 @@ use lanefs_core::units::Duration;
 pub const FIRST_PAUSE: Duration = Duration::from_us(20);
 /// The longest sleep.
 pub const LONGEST_PAUSE: Duration = Duration::from_us(1000);
+/// How much later than asked a sleeping thread's timer may fire: Linux's
+/// default timer slack for a thread of the normal scheduling class, 50 us
+/// (`timerslack_ns`; prctl(2), `PR_SET_TIMERSLACK`). A sleep of `pause`
+/// is taken to last `pause` and the slack.
+pub const TIMER_SLACK: Duration = Duration::from_us(50);
 
 /// One rank's latest wait.
 #[derive(Clone, Copy, Debug, Default)]
@@ -33,6 +43,19 @@ struct Wait {
     number: u32,
     /// Whether the rank is still in it.
     waiting: bool,
+    /// Its collective is done, and the rank sleeps on till its next test.
+    answered: bool,
+}
+
+/// What a rank does at the end of one of its sleeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// The sleep belongs to a wait that is over: nothing.
+    Stale,
+    /// It tests, finds its collective still going, and sleeps this long.
+    Again(Duration),
+    /// It tests and finds its collective done: its wait ends.
+    Answered,
 }
 
 #[derive(Clone, Debug)]
@@ -48,23 +71,43 @@ impl MpiWaits {
     /// `rank` begins to wait: the number of this wait.
     pub fn begin(&mut self, rank: u32) -> u32 {
         let w = &mut self.waits[rank as usize];
-        *w = Wait { number: w.number.wrapping_add(1), waiting: true };
+        *w = Wait { number: w.number.wrapping_add(1), waiting: true, answered: false };
         w.number
     }
 
-    /// `rank`'s answer came: it waits no more.
-    pub fn end(&mut self, rank: u32) {
-        self.waits[rank as usize].waiting = false;
+    /// `rank`'s collective is done: whether the rank sleeps in its wait
+    /// (it then sees it at its next test), else it waits no more.
+    pub fn answer(&mut self, rank: u32) -> bool {
+        let w = &mut self.waits[rank as usize];
+        w.answered = w.waiting;
+        w.answered
     }
 
-    /// A sleep of `rank` in wait `wait` ended: whether the rank is still
-    /// in that wait, and the next sleep's length after one of `pause`.
-    pub fn wake(&self, rank: u32, wait: u32, pause: Duration) -> Option<Duration> {
+    /// `rank` goes on: it waits no more.
+    pub fn end(&mut self, rank: u32) {
+        let w = &mut self.waits[rank as usize];
+        (w.waiting, w.answered) = (false, false);
+    }
+
+    /// A sleep of `pause` of `rank` in wait `wait` ended: what it does.
+    pub fn wake(&self, rank: u32, wait: u32, pause: Duration) -> Wake {
         let w = self.waits[rank as usize];
-        if !w.waiting || w.number != wait {
-            return None;
+        match w {
+            _ if !w.waiting || w.number != wait => Wake::Stale,
+            Wait { answered: true, .. } => Wake::Answered,
+            _ => Wake::Again(Duration(pause.as_ns().saturating_mul(2)).min(LONGEST_PAUSE)),
         }
-        Some(Duration(pause.as_ns().saturating_mul(2)).min(LONGEST_PAUSE))
+    }
+
+    /// How long a sleep asked for `pause` lasts: with the timer's slack.
+    pub fn slept(pause: Duration) -> Duration {
+        Duration(pause.as_ns().saturating_add(TIMER_SLACK.as_ns()))
+    }
+
+    pub fn check_invariants(&self) {
+        for (rank, w) in self.waits.iter().enumerate() {
+            assert!(!w.answered || w.waiting, "rank {rank} has an answer for a wait it is not in");
+        }
     }
 }
 
@@ -73,12 +116,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sleeps_double_to_a_millisecond_and_end_with_the_wait() {
+    fn sleeps_double_to_a_millisecond_and_end_at_the_test_after_the_answer() {
         let mut waits = MpiWaits::new(2);
         let first = waits.begin(1);
         let mut pause = FIRST_PAUSE;
         let mut pauses = Vec::new();
-        while let Some(next) = waits.wake(1, first, pause) {
+        while let Wake::Again(next) = waits.wake(1, first, pause) {
             pauses.push(pause.as_ns() / 1000);
             pause = next;
             if pauses.len() == 8 {
@@ -86,11 +129,17 @@ mod tests {
             }
         }
         assert_eq!(pauses, [20, 40, 80, 160, 320, 640, 1000, 1000]);
+        assert_eq!(MpiWaits::slept(pause).as_ns(), 1_050_000, "with the timer's slack");
+        assert!(waits.answer(1), "it sleeps: it sees the answer when it wakes");
+        waits.check_invariants();
+        assert_eq!(waits.wake(1, first, pause), Wake::Answered);
         waits.end(1);
-        assert_eq!(waits.wake(1, first, pause), None, "a wake-up after the answer");
+        assert_eq!(waits.wake(1, first, pause), Wake::Stale, "a wake-up after the wait");
         let second = waits.begin(1);
-        assert_eq!(waits.wake(1, first, pause), None, "an earlier wait's wake-up");
-        assert!(waits.wake(1, second, FIRST_PAUSE).is_some());
-        assert_eq!(waits.wake(0, 0, FIRST_PAUSE), None, "rank 0 never waited");
+        assert_eq!(waits.wake(1, first, pause), Wake::Stale, "an earlier wait's wake-up");
+        assert!(matches!(waits.wake(1, second, FIRST_PAUSE), Wake::Again(_)));
+        assert_eq!(waits.wake(0, 0, FIRST_PAUSE), Wake::Stale, "rank 0 never waited");
+        assert!(!waits.answer(0), "a rank not waiting goes on at once");
+        waits.check_invariants();
     }
 }

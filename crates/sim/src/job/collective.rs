@@ -24,7 +24,7 @@
 
 use super::{Collective, Ev, PhaseSpec, Run, SimError, St, WorkEv};
 use crate::cpu_ledger::CpuUse;
-use crate::mpi_waits::{self, MpiWaits};
+use crate::mpi_waits::{self, MpiWaits, Wake};
 use crate::world::{plus, transfer};
 use lanefs_core::client::ladvise::Advice;
 use lanefs_core::client::OpOutput;
@@ -522,25 +522,47 @@ impl Run<'_> {
         let Some(waits) = self.coll().waits.as_mut() else { return };
         let wait = waits.begin(rank);
         let pause = mpi_waits::FIRST_PAUSE;
-        self.job.world.push(now + pause, Ev::Work(WorkEv::MpiWake { rank, wait, pause }));
+        self.job.world.push(now + MpiWaits::slept(pause), Ev::Work(WorkEv::MpiWake { rank, wait, pause }));
     }
 
-    /// Rank `rank`'s answer is due: it waits no more.
-    pub(super) fn end_wait(&mut self, rank: u32) {
-        if let Some(CollState { waits: Some(waits), .. }) = self.coll.as_deref_mut() {
-            waits.end(rank);
+    /// Rank `rank`'s answer is due: whether it goes on now (it did not
+    /// sleep in its wait, or its wait is over); a sleeping rank sees the
+    /// answer at its next test ([`Run::mpi_wake`]).
+    pub(super) fn answered(&mut self, rank: u32) -> bool {
+        match self.coll.as_deref_mut() {
+            Some(CollState { waits: Some(waits), .. }) => !waits.answer(rank),
+            _ => true,
         }
     }
 
     /// Rank `rank` wakes from a sleep of `pause` in wait `wait`: if it
-    /// still waits, the wake-up costs its node's cores and it sleeps again.
+    /// still waits, the wake-up costs its node's cores and it tests: if
+    /// its answer came, it goes on once awake, else it sleeps again.
     pub(super) fn mpi_wake(&mut self, rank: u32, wait: u32, pause: Duration) -> Result<(), SimError> {
         let now = self.now();
         let Some(waits) = self.coll().waits.as_ref() else { return Ok(()) };
-        let Some(next) = waits.wake(rank, wait, pause) else { return Ok(()) };
+        let wake = waits.wake(rank, wait, pause);
+        if wake == Wake::Stale {
+            return Ok(());
+        }
         let node = self.ranks[rank as usize].node;
         let awake = self.job.world.rank_wake_up(node, now);
-        self.job.world.push(awake + next, Ev::Work(WorkEv::MpiWake { rank, wait, pause: next }));
+        match wake {
+            Wake::Again(next) => {
+                let at = awake + MpiWaits::slept(next);
+                self.job.world.push(at, Ev::Work(WorkEv::MpiWake { rank, wait, pause: next }));
+            }
+            Wake::Answered => {
+                let check = self.job.world.check;
+                let waits = self.coll().waits.as_mut().expect("waits modelled");
+                waits.end(rank);
+                if check {
+                    waits.check_invariants();
+                }
+                self.job.world.push(awake, Ev::Work(WorkEv::Answer { rank }));
+            }
+            Wake::Stale => unreachable!("handled above"),
+        }
         Ok(())
     }
 
