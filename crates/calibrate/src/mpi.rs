@@ -26,6 +26,8 @@ pub struct Mpi {
     pub latency_us: f64,
     pub bandwidth_gib_s: f64,
     pub message_cpu_us: f64,
+    /// Rank 0's time per `MPI_Test` of a receive still to come.
+    pub test_us: f64,
     /// The counts run: round trips, 4 MiB messages, small messages.
     pub samples: Samples,
     /// `mpirun --version`'s first line.
@@ -84,8 +86,8 @@ fn probe(mpicc: &Path, mpirun: &Path, samples: Samples) -> Result<Mpi, String> {
     if !status.success() {
         return Err(format!("mpirun -np 2 failed ({status}){}", ranks.said()));
     }
-    let (latency_us, bandwidth_gib_s, message_cpu_us) = parse(&line)?;
-    Ok(Mpi { latency_us, bandwidth_gib_s, message_cpu_us, samples, version: version(mpirun) })
+    let [latency_us, bandwidth_gib_s, message_cpu_us, test_us] = parse(&line)?;
+    Ok(Mpi { latency_us, bandwidth_gib_s, message_cpu_us, test_us, samples, version: version(mpirun) })
 }
 
 /// A new file, owner-only, never through a link.
@@ -101,9 +103,9 @@ fn write_new(path: &Path, text: &str) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// The probe's `latency_us=L bandwidth_gib_s=B message_cpu_us=M`, each
-/// a positive finite number.
-pub fn parse(line: &str) -> Result<(f64, f64, f64), String> {
+/// The probe's `latency_us=L bandwidth_gib_s=B message_cpu_us=M
+/// test_us=T`, each a positive finite number.
+pub fn parse(line: &str) -> Result<[f64; 4], String> {
     let value = |key: &str| -> Result<f64, String> {
         let field = line
             .split_whitespace()
@@ -114,7 +116,7 @@ pub fn parse(line: &str) -> Result<(f64, f64, f64), String> {
             _ => Err(format!("the MPI probe printed {key}={field}, not a positive number")),
         }
     };
-    Ok((value("latency_us")?, value("bandwidth_gib_s")?, value("message_cpu_us")?))
+    Ok([value("latency_us")?, value("bandwidth_gib_s")?, value("message_cpu_us")?, value("test_us")?])
 }
 
 fn version(mpirun: &Path) -> String {
@@ -132,17 +134,17 @@ mod tests {
 
     #[test]
     fn the_probes_line_is_read_and_a_bad_one_refused() {
-        let line = "latency_us=0.42 bandwidth_gib_s=7.5 message_cpu_us=0.1";
-        assert_eq!(parse(line), Ok((0.42, 7.5, 0.1)));
+        let line = "latency_us=0.42 bandwidth_gib_s=7.5 message_cpu_us=0.1 test_us=0.2";
+        assert_eq!(parse(line), Ok([0.42, 7.5, 0.1, 0.2]));
         assert!(parse("latency_us=0.42 bandwidth_gib_s=7.5").unwrap_err().contains("no message_cpu_us"));
-        let e = parse("latency_us=nan bandwidth_gib_s=7.5 message_cpu_us=0.1").unwrap_err();
+        let e = parse("latency_us=nan bandwidth_gib_s=7.5 message_cpu_us=0.1 test_us=0.2").unwrap_err();
         assert!(e.contains("latency_us=nan, not a positive number"), "{e}");
     }
 
     #[test]
     fn the_probes_output_is_the_line_this_module_reads() {
         assert!(PROBE_SOURCE.contains(RESULT_PREFIX.trim_end()));
-        for key in ["latency_us=", "bandwidth_gib_s=", "message_cpu_us="] {
+        for key in ["latency_us=", "bandwidth_gib_s=", "message_cpu_us=", "test_us="] {
             assert!(PROBE_SOURCE.contains(key), "{key}");
         }
     }

@@ -9,10 +9,13 @@
  *              non-blocking sends, a window in flight (LogP's overhead: at
  *              this size the gap between messages is the CPU's work on
  *              each, not the bytes').
+ *   test:      rank 0's time per MPI_Test of a receive not yet sent (what
+ *              lanefs's ranks do between sleeps in a wait), as many tests
+ *              as small messages.
  *
  * Usage: mpi_probe ROUND_TRIPS LARGE_MESSAGES SMALL_MESSAGES
  * Prints one line on rank 0:
- *   lanefs-mpi-probe latency_us=L bandwidth_gib_s=B message_cpu_us=M
+ *   lanefs-mpi-probe latency_us=L bandwidth_gib_s=B message_cpu_us=M test_us=T
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -68,6 +71,32 @@ static double stream(int rank, long count, long bytes, int window, char **buffer
     return MPI_Wtime() - began;
 }
 
+/* Rank 0's time per MPI_Test of a receive rank 1 sends only once rank 0
+ * has done `tests` of them. */
+static double test_cost(int rank, long tests)
+{
+    char message[SMALL_BYTES] = {0};
+    char go = 0;
+    double per_test = 0.0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        MPI_Request request;
+        int done = 0;
+        MPI_Irecv(message, SMALL_BYTES, MPI_CHAR, 1, 3, MPI_COMM_WORLD, &request);
+        double began = MPI_Wtime();
+        for (long i = 0; i < tests; i++)
+            MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+        per_test = (MPI_Wtime() - began) / (double)tests;
+        MPI_Send(&go, 1, MPI_CHAR, 1, 4, MPI_COMM_WORLD);
+        if (!done)
+            MPI_Wait(&request, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Recv(&go, 1, MPI_CHAR, 0, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(message, SMALL_BYTES, MPI_CHAR, 0, 3, MPI_COMM_WORLD);
+    }
+    return per_test;
+}
+
 int main(int argc, char **argv)
 {
     int rank, size;
@@ -96,9 +125,12 @@ int main(int argc, char **argv)
     double large_s = stream(rank, large, LARGE_BYTES, WINDOW, buffers);
     stream(rank, WARMUP, SMALL_BYTES, SMALL_WINDOW, buffers);
     double small_s = stream(rank, small, SMALL_BYTES, SMALL_WINDOW, buffers);
+    test_cost(rank, WARMUP);
+    double test_s = test_cost(rank, small);
     if (rank == 0)
-        printf("lanefs-mpi-probe latency_us=%.4f bandwidth_gib_s=%.4f message_cpu_us=%.4f\n", latency * 1e6,
-               (double)large * LARGE_BYTES / large_s / (double)(1L << 30), small_s / (double)small * 1e6);
+        printf("lanefs-mpi-probe latency_us=%.4f bandwidth_gib_s=%.4f message_cpu_us=%.4f test_us=%.4f\n",
+               latency * 1e6, (double)large * LARGE_BYTES / large_s / (double)(1L << 30),
+               small_s / (double)small * 1e6, test_s * 1e6);
     for (int i = 0; i < SMALL_WINDOW; i++)
         free(buffers[i]);
     MPI_Finalize();

@@ -458,7 +458,10 @@ fn mpi(m: &Measurements) -> String {
          bandwidth_gib_s = {bandwidth:.3}\n\
          # measured: the sending rank's time per message in a stream of {small}\n\
          # non-blocking 8-byte sends, 64 in flight (LogP's overhead).\n\
-         message_cpu_us = {message:.3}\n",
+         message_cpu_us = {message:.3}\n\
+         # measured: a rank's time per MPI_Test of a receive still to come, {small}\n\
+         # tests: lanefs's ranks test a collective 64 times before they first sleep.\n\
+         test_us = {test:.3}\n",
         version = mpi.version,
         trips = n.round_trips,
         latency = mpi.latency_us,
@@ -466,6 +469,7 @@ fn mpi(m: &Measurements) -> String {
         bandwidth = mpi.bandwidth_gib_s,
         small = n.small_messages,
         message = mpi.message_cpu_us,
+        test = mpi.test_us,
     );
     t
 }

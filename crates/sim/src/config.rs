@@ -352,6 +352,12 @@ pub struct MpiSection {
     /// (LogP's overhead), in microseconds; absent means zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_cpu_us: Option<f64>,
+    /// A rank's time per `MPI_Test` of a request still pending, in
+    /// microseconds: lanefs's ranks test a collective 64 times before they
+    /// first sleep in it (with `wait` sleeping), and see it done at once
+    /// meanwhile. Absent means zero: they sleep from the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_us: Option<f64>,
     /// How a rank waits for a collective, as lanefs's `LANEFS_MPI_WAIT`:
     /// `busy` (it polls, and its waiting is free), `sleep` (it sleeps
     /// between tests, 20 us doubling to 1 ms, and each wake-up costs its
@@ -783,6 +789,10 @@ impl ClusterConfig {
     /// A rank's CPU time per MPI message (`[mpi] message_cpu_us`, else zero).
     pub fn mpi_message_cpu(&self) -> Duration {
         duration(self.mpi.message_cpu_us.unwrap_or(0.0), NS_PER_US)
+    }
+    /// A rank's time per `MPI_Test` (`[mpi] test_us`, else zero).
+    pub fn mpi_test(&self) -> Duration {
+        duration(self.mpi.test_us.unwrap_or(0.0), NS_PER_US)
     }
 }
 

@@ -22,6 +22,7 @@ mod collective;
 
 use crate::cpu_ledger::CpuUse;
 use crate::mds::Mds;
+use crate::mpi_waits;
 use crate::world::{plus, transfer, Ev, Happening, World};
 use collective::CollState;
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode as LockMode};
@@ -259,8 +260,9 @@ impl Job {
             let skew = if self.skew.as_ns() == 0 { 0 } else { self.rng.gen_range(0..self.skew.as_ns()) };
             self.world.push(t0 + Duration(skew), Ev::Work(WorkEv::Resume { rank: r }));
         }
-        let sleep_waits = self.world.model.mpi_sleep_waits;
-        let mut coll = spec.collective.clone().map(|setup| CollState::new(setup, self.ranks, sleep_waits));
+        let model = &self.world.model;
+        let spin = model.mpi_sleep_waits.then(|| mpi_waits::spin(model.mpi_test));
+        let mut coll = spec.collective.clone().map(|setup| CollState::new(setup, self.ranks, spin));
         let mut ops: HashMap<OpKey, u32> = HashMap::default();
         let mut done = 0u32;
         let total_bytes = u64::from(self.ranks) * spec.transfers_per_rank() * spec.transfer;

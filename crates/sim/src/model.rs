@@ -93,6 +93,9 @@ pub struct Model {
     pub page_first_map: Duration,
     /// A rank's CPU time per MPI message sent or received.
     pub mpi_message_cpu: Duration,
+    /// A rank's time per `MPI_Test` (its spin before it first sleeps in a
+    /// wait is [`crate::mpi_waits::SPIN_TESTS`] of them).
+    pub mpi_test: Duration,
     /// Time of one request through the mount (`None`: no mount).
     pub mount_request: Option<Duration>,
     /// Largest request through the mount, bytes.
@@ -240,6 +243,7 @@ impl Model {
             page_first_touch: compute.page_first_touch(),
             page_first_map: storage.page_first_map(),
             mpi_message_cpu: c.mpi_message_cpu(),
+            mpi_test: c.mpi_test(),
             mount_request: c.mount.request_us.map(|_| c.mount.request_time()),
             mount_request_max: c.mount.request_max_bytes(),
             round_jitter: compute.round_jitter(),

@@ -11,11 +11,12 @@
 //! message, taken for one woken by its timer; an assumption, not measured
 //! apart). A sleeping rank sees its collective done only when it next
 //! tests it, at the end of its sleep; and a sleep lasts its length and
-//! the thread's timer slack besides ([`TIMER_SLACK`]). The tests
-//! themselves are left out (a fraction of a microsecond each), and the
-//! 64 tests before the first sleep with them: the rank sleeps from the
-//! start of its wait. `[mpi] wait` decides as `LANEFS_MPI_WAIT` does:
-//! `auto` (the default), `busy` (never sleep) or `sleep` (always).
+//! the thread's timer slack besides ([`TIMER_SLACK`]). Before its first
+//! sleep a rank tests [`SPIN_TESTS`] times, each `[mpi] test_us` (as
+//! `lanefs calibrate` measures an `MPI_Test`), and sees an answer that
+//! comes meanwhile at once; the tests after each sleep are left out (one
+//! each). `[mpi] wait` decides as `LANEFS_MPI_WAIT` does: `auto` (the
+//! default), `busy` (never sleep) or `sleep` (always).
 //!
 //! This type keeps, per rank, the number of its latest wait, whether it
 //! is still in it and whether its answer came while it slept, so that a
@@ -23,8 +24,11 @@
 //! ends the wait. Invariant ([`MpiWaits::check_invariants`]): only a rank
 //! in its wait has an answer waiting for it.
 
-use lanefs_core::units::Duration;
+use lanefs_core::units::{Duration, Instant};
 
+/// The tests of a collective before a rank first sleeps in it (`Wait::finish`
+/// in crates/mpiio/src/comm.rs).
+pub const SPIN_TESTS: u64 = 64;
 /// The first sleep.
 pub const FIRST_PAUSE: Duration = Duration::from_us(20);
 /// The longest sleep.
@@ -34,6 +38,11 @@ pub const LONGEST_PAUSE: Duration = Duration::from_us(1000);
 /// (`timerslack_ns`; prctl(2), `PR_SET_TIMERSLACK`). A sleep of `pause`
 /// is taken to last `pause` and the slack.
 pub const TIMER_SLACK: Duration = Duration::from_us(50);
+
+/// How long a rank tests before its first sleep, at `test` a test.
+pub fn spin(test: Duration) -> Duration {
+    Duration(test.as_ns().saturating_mul(SPIN_TESTS))
+}
 
 /// One rank's latest wait.
 #[derive(Clone, Copy, Debug, Default)]
@@ -45,6 +54,8 @@ struct Wait {
     waiting: bool,
     /// Its collective is done, and the rank sleeps on till its next test.
     answered: bool,
+    /// When its first sleep began (the wait's start and its spin).
+    sleeps_from: Instant,
 }
 
 /// What a rank does at the end of one of its sleeps.
@@ -61,25 +72,36 @@ pub enum Wake {
 #[derive(Clone, Debug)]
 pub struct MpiWaits {
     waits: Vec<Wait>,
+    /// How long a rank tests before its first sleep.
+    spin: Duration,
 }
 
 impl MpiWaits {
-    pub fn new(ranks: u32) -> MpiWaits {
-        MpiWaits { waits: vec![Wait::default(); ranks as usize] }
+    pub fn new(ranks: u32, spin: Duration) -> MpiWaits {
+        MpiWaits { waits: vec![Wait::default(); ranks as usize], spin }
     }
 
-    /// `rank` begins to wait: the number of this wait.
-    pub fn begin(&mut self, rank: u32) -> u32 {
-        let w = &mut self.waits[rank as usize];
-        *w = Wait { number: w.number.wrapping_add(1), waiting: true, answered: false };
-        w.number
+    pub fn spin(&self) -> Duration {
+        self.spin
     }
 
-    /// `rank`'s collective is done: whether the rank sleeps in its wait
-    /// (it then sees it at its next test), else it waits no more.
-    pub fn answer(&mut self, rank: u32) -> bool {
+    /// `rank` begins to wait at `now`: the number of this wait.
+    pub fn begin(&mut self, rank: u32, now: Instant) -> u32 {
         let w = &mut self.waits[rank as usize];
-        w.answered = w.waiting;
+        let number = w.number.wrapping_add(1);
+        *w = Wait { number, waiting: true, answered: false, sleeps_from: now + self.spin };
+        number
+    }
+
+    /// `rank`'s collective is done at `now`: whether the rank sleeps in its
+    /// wait (it then sees it at its next test), else (it is still testing,
+    /// or not waiting) it waits no more.
+    pub fn answer(&mut self, rank: u32, now: Instant) -> bool {
+        let w = &mut self.waits[rank as usize];
+        w.answered = w.waiting && now >= w.sleeps_from;
+        if !w.answered {
+            w.waiting = false;
+        }
         w.answered
     }
 
@@ -117,8 +139,10 @@ mod tests {
 
     #[test]
     fn sleeps_double_to_a_millisecond_and_end_at_the_test_after_the_answer() {
-        let mut waits = MpiWaits::new(2);
-        let first = waits.begin(1);
+        let t = |us: u64| Instant::ZERO + Duration::from_us(us);
+        let mut waits = MpiWaits::new(2, spin(Duration::from_ns(500)));
+        assert_eq!(waits.spin(), Duration::from_us(32), "64 tests of 0.5 us");
+        let first = waits.begin(1, t(0));
         let mut pause = FIRST_PAUSE;
         let mut pauses = Vec::new();
         while let Wake::Again(next) = waits.wake(1, first, pause) {
@@ -130,16 +154,19 @@ mod tests {
         }
         assert_eq!(pauses, [20, 40, 80, 160, 320, 640, 1000, 1000]);
         assert_eq!(MpiWaits::slept(pause).as_ns(), 1_050_000, "with the timer's slack");
-        assert!(waits.answer(1), "it sleeps: it sees the answer when it wakes");
+        assert!(waits.answer(1, t(100)), "it sleeps: it sees the answer when it wakes");
         waits.check_invariants();
         assert_eq!(waits.wake(1, first, pause), Wake::Answered);
         waits.end(1);
         assert_eq!(waits.wake(1, first, pause), Wake::Stale, "a wake-up after the wait");
-        let second = waits.begin(1);
+        let second = waits.begin(1, t(200));
         assert_eq!(waits.wake(1, first, pause), Wake::Stale, "an earlier wait's wake-up");
         assert!(matches!(waits.wake(1, second, FIRST_PAUSE), Wake::Again(_)));
         assert_eq!(waits.wake(0, 0, FIRST_PAUSE), Wake::Stale, "rank 0 never waited");
-        assert!(!waits.answer(0), "a rank not waiting goes on at once");
+        assert!(!waits.answer(0, t(200)), "a rank not waiting goes on at once");
+        let third = waits.begin(1, t(300));
+        assert!(!waits.answer(1, t(331)), "still testing: it goes on at once");
+        assert_eq!(waits.wake(1, third, FIRST_PAUSE), Wake::Stale, "and its wait is over");
         waits.check_invariants();
     }
 }

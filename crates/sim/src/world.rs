@@ -556,20 +556,20 @@ impl<W> World<W> {
     /// (`commit_point`), each after the disk's earlier work and ending in
     /// a [`Ev::CommitStep`]; or the answer of a request done.
     fn commit_step(&mut self, o: usize) {
-        let threads = self.commit_threads.as_mut().expect("commit threads modelled");
-        let Some(step) = threads.step(o) else { return };
-        if self.check {
-            threads.check_invariants();
-        }
-        let own = match step {
-            Step::Sync(object) => {
-                let cache = self.host_cache.as_mut().map_or(Duration::ZERO, |c| c.sync(o as u32, Some(object)));
-                plus(cache, self.model.journal_commit)
+        let own = loop {
+            let threads = self.commit_threads.as_mut().expect("commit threads modelled");
+            let Some(step) = threads.step(o) else { return };
+            if self.check {
+                threads.check_invariants();
             }
-            Step::Point => self.model.commit_point,
-            Step::Answer(request) => {
-                self.take_sync(o, *request);
-                return self.commit_step(o);
+            match step {
+                Step::Sync(object) => {
+                    let cache = self.host_cache.as_mut().map_or(Duration::ZERO, |c| c.sync(o as u32, Some(object)));
+                    break plus(cache, self.model.journal_commit);
+                }
+                Step::Point => break self.model.commit_point,
+                // Then the next request's first step.
+                Step::Answer(request) => self.take_sync(o, *request),
             }
         };
         let end = later(self.now, self.disk_free[o]) + own;

@@ -523,6 +523,21 @@ fn ranks_waiting_in_mpi_sleep_and_pay_their_wake_ups_where_ranks_outnumber_cores
     // that polls.
     let polled = told("\"busy\"", "8");
     assert!(simulated_s(&slept) > simulated_s(&polled) + 1e-4, "{} vs {}", simulated_s(&slept), simulated_s(&polled));
+    // Before its first sleep a rank tests 64 times: tests so slow that
+    // every collective completes meanwhile leave it nothing to sleep for.
+    let settings = [
+        ("compute.nodes", "8"),
+        ("compute.ranks_per_node", "1"),
+        ("compute.cores", "8"),
+        ("compute.hosts", "\"one\""),
+        ("storage.runs_on", "\"compute-node\""),
+        ("compute.handoff_us", "50"),
+        ("mpi.wait", "\"sleep\""),
+        ("mpi.test_us", "10000"),
+    ];
+    let tested = json_run(line, with_hints(opts_with("laptop", &settings), hints));
+    assert!(tested["sim"].get("mpi_wakeups").is_none(), "{}", tested["sim"]);
+    assert_eq!(simulated_s(&tested), simulated_s(&polled), "as polling");
     let busy = told("\"busy\"", "2");
     assert!(busy["sim"].get("mpi_wakeups").is_none(), "{}", busy["sim"]);
     assert_eq!(without_wall_time(told("\"auto\"", "2")), without_wall_time(sleeping.clone()));

@@ -360,6 +360,13 @@ const SCHEMA: &[Section] = &[
                 "CPU time of a rank per MPI message sent or received",
             )),
             optional(key(
+                "test_us",
+                LATENCY,
+                "microseconds",
+                "0.2",
+                "a rank's time per MPI_Test: it tests a collective 64 times before it sleeps; default 0",
+            )),
+            optional(key(
                 "wait",
                 Kind::Choice(&MPI_WAIT),
                 "",

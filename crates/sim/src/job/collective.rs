@@ -138,7 +138,9 @@ pub(super) struct CollState {
 }
 
 impl CollState {
-    pub(super) fn new(setup: Collective, ranks: u32, sleep_waits: bool) -> CollState {
+    /// `spin`: where ranks sleep while they wait, how long each tests
+    /// before its first sleep.
+    pub(super) fn new(setup: Collective, ranks: u32, spin: Option<Duration>) -> CollState {
         let hub = Hub {
             now: Instant::default(),
             posted: VecDeque::new(),
@@ -154,7 +156,7 @@ impl CollState {
             gathered: 0,
             exchanges: HashMap::default(),
             report: None,
-            waits: sleep_waits.then(|| MpiWaits::new(ranks)),
+            waits: spin.map(|spin| MpiWaits::new(ranks, spin)),
         }
     }
 }
@@ -520,17 +522,19 @@ impl Run<'_> {
     fn begin_wait(&mut self, rank: u32) {
         let now = self.now();
         let Some(waits) = self.coll().waits.as_mut() else { return };
-        let wait = waits.begin(rank);
+        let wait = waits.begin(rank, now);
         let pause = mpi_waits::FIRST_PAUSE;
-        self.job.world.push(now + MpiWaits::slept(pause), Ev::Work(WorkEv::MpiWake { rank, wait, pause }));
+        let first = now + waits.spin() + MpiWaits::slept(pause);
+        self.job.world.push(first, Ev::Work(WorkEv::MpiWake { rank, wait, pause }));
     }
 
     /// Rank `rank`'s answer is due: whether it goes on now (it did not
     /// sleep in its wait, or its wait is over); a sleeping rank sees the
     /// answer at its next test ([`Run::mpi_wake`]).
     pub(super) fn answered(&mut self, rank: u32) -> bool {
+        let now = self.now();
         match self.coll.as_deref_mut() {
-            Some(CollState { waits: Some(waits), .. }) => !waits.answer(rank),
+            Some(CollState { waits: Some(waits), .. }) => !waits.answer(rank, now),
             _ => true,
         }
     }
