@@ -2,14 +2,16 @@
 """Where one real run's CPU goes, thread by thread, beside the simulator's.
 
 Runs `lanefs ior -a LANEFS ARGS` for real (with the page cache dropped
-first, as root) and reads every thread's CPU time and context switches
+first, as root) and reads every thread's CPU time, context switches and
+minor page faults (a first write into a page of a client's arena is one)
 from /proc while it runs (`/proc/PID/task/TID/schedstat`, or `stat`'s
 clock ticks where the kernel keeps no schedstat, and `status`, every 20 ms (more often slows the run itself):
 a thread's last 20 ms before it exits may be missed), summed by thread
 name (`ior-rank-0` .. counted as `ior-rank`). With a preset
 (`--preset PRESET`, e.g. one `lanefs calibrate` wrote) it also runs
 `lanefs sim ior --cluster PRESET -a LANEFS ARGS` and prints what the
-simulator charged the host's cores, by use (`sim.cpu_s`), and the
+simulator charged the host's cores, by use (`sim.cpu_s`), the page frames
+its clients wrote into first (`sim.frames_touched`), and the
 wake-ups it charged, by thread (`sim.handoffs_by_thread`).
 
 The real threads of a local cluster and the simulator's uses do not map

@@ -450,15 +450,13 @@ fn check_shared_memory(table: &Table, origin: &str) -> Result<(), ConfigError> {
     if on_node && one_host {
         return Ok(());
     }
-    Err(ConfigError::InvalidValue(Box::new(InvalidValue {
-        origin: origin.into(),
-        section: "storage",
-        key: "write_bulk",
-        value: value.to_string(),
-        problem: "shared memory needs the clients on the servers' host, and this description puts them apart".into(),
-        fix: "add `runs_on = \"compute-node\"` to [storage] and `hosts = \"one\"` to [compute], or remove the key"
-            .into(),
-    })))
+    Err(storage_error(
+        origin,
+        "write_bulk",
+        value,
+        "shared memory needs the clients on the servers' host, and this description puts them apart",
+        "add `runs_on = \"compute-node\"` to [storage] and `hosts = \"one\"` to [compute], or remove the key",
+    ))
 }
 
 /// The keys of an OST that writes into its host's page cache mean nothing
@@ -470,14 +468,13 @@ fn check_host_cache_keys(table: &Table, origin: &str) -> Result<(), ConfigError>
     }
     for key in ["host_cache_write_gib_s", "host_cache_background_mib", "host_cache_commit_mib"] {
         if let Some(value) = storage.get(key) {
-            return Err(ConfigError::InvalidValue(Box::new(InvalidValue {
-                origin: origin.into(),
-                section: "storage",
+            return Err(storage_error(
+                origin,
                 key,
-                value: value.to_string(),
-                problem: "it describes OSTs that write into their host's page cache, and these write through".into(),
-                fix: "add `ost_writes = \"host-cache\"` to [storage], or remove the key".into(),
-            })));
+                value,
+                "it describes OSTs that write into their host's page cache, and these write through",
+                "add `ost_writes = \"host-cache\"` to [storage], or remove the key",
+            ));
         }
     }
     Ok(())
@@ -492,16 +489,26 @@ fn check_commit_point(table: &Table, origin: &str) -> Result<(), ConfigError> {
     if storage.contains_key("commit_syncs") {
         return Ok(());
     }
-    Err(ConfigError::InvalidValue(Box::new(InvalidValue {
+    Err(storage_error(
+        origin,
+        "commit_point_us",
+        value,
+        "only an OST that syncs each object writes a commit point of its own, and this description says nothing \
+         of how its OSTs commit",
+        "add `commit_syncs = \"each-object\"` to [storage], or remove the key",
+    ))
+}
+
+/// A `[storage]` key whose `value` cannot stand, with the fix.
+fn storage_error(origin: &str, key: &'static str, value: &Value, problem: &str, fix: &str) -> ConfigError {
+    ConfigError::InvalidValue(Box::new(InvalidValue {
         origin: origin.into(),
         section: "storage",
-        key: "commit_point_us",
+        key,
         value: value.to_string(),
-        problem:
-            "only an OST that syncs each object writes a commit point of its own, and this one commits its journal"
-                .into(),
-        fix: "add `commit_syncs = \"each-object\"` to [storage], or remove the key".into(),
-    })))
+        problem: problem.into(),
+        fix: fix.into(),
+    }))
 }
 
 fn key_names(section: &Section, required_only: bool) -> Vec<&'static str> {
