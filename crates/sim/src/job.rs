@@ -429,6 +429,9 @@ impl Run<'_> {
                 self.ranks[rank as usize].st = St::Opening;
                 let latency = self.job.world.model.latency;
                 let served = self.job.mds.open(now + latency, self.file_of(rank));
+                if self.job.world.check {
+                    self.job.mds.check_invariants();
+                }
                 self.resume_at(served + latency, rank);
             }
             St::Opening => self.opened(rank)?,
