@@ -3,7 +3,9 @@
 //! messages, and the time per message of a stream of small non-blocking
 //! sends (the CPU's work on each: LogP's overhead). A small C program
 //! ([`PROBE_SOURCE`]) is compiled with `mpicc` into a private temporary
-//! directory and run with `mpirun -np 2`; it prints its three numbers.
+//! directory and run with `mpirun -np 2`; it prints its numbers. Open
+//! MPI's eager limit over shared memory (above it a message waits for its
+//! receiver: a rendezvous) is read from `ompi_info`, where it is there.
 //!
 //! Optional: without `mpicc` and `mpirun` on `PATH`, or when either fails,
 //! the step is skipped, saying why.
@@ -28,6 +30,9 @@ pub struct Mpi {
     pub message_cpu_us: f64,
     /// Rank 0's time per `MPI_Test` of a receive still to come.
     pub test_us: f64,
+    /// Open MPI's eager limit between ranks of one node, in bytes
+    /// (`btl_vader_eager_limit`, as `ompi_info` reports it), where known.
+    pub eager_limit: Option<u64>,
     /// The counts run: round trips, 4 MiB messages, small messages.
     pub samples: Samples,
     /// `mpirun --version`'s first line.
@@ -87,7 +92,22 @@ fn probe(mpicc: &Path, mpirun: &Path, samples: Samples) -> Result<Mpi, String> {
         return Err(format!("mpirun -np 2 failed ({status}){}", ranks.said()));
     }
     let [latency_us, bandwidth_gib_s, message_cpu_us, test_us] = parse(&line)?;
-    Ok(Mpi { latency_us, bandwidth_gib_s, message_cpu_us, test_us, samples, version: version(mpirun) })
+    let eager_limit = find_on_path("ompi_info").and_then(|info| eager_limit(&info));
+    Ok(Mpi { latency_us, bandwidth_gib_s, message_cpu_us, test_us, eager_limit, samples, version: version(mpirun) })
+}
+
+/// `btl_vader_eager_limit` from `ompi_info --parsable` (`None` where it
+/// fails or has no shared-memory BTL by that name).
+fn eager_limit(ompi_info: &Path) -> Option<u64> {
+    let out = Command::new(ompi_info).args(["--parsable", "--param", "btl", "vader", "--level", "9"]).output().ok()?;
+    parse_eager_limit(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The eager limit in `ompi_info --parsable`'s lines.
+pub fn parse_eager_limit(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("mca:btl:vader:param:btl_vader_eager_limit:value:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// A new file, owner-only, never through a link.
@@ -134,6 +154,10 @@ mod tests {
 
     #[test]
     fn the_probes_line_is_read_and_a_bad_one_refused() {
+        let info = "mca:btl:vader:param:btl_vader_rndv_eager_limit:value:32768\n\
+                    mca:btl:vader:param:btl_vader_eager_limit:value:4096\n";
+        assert_eq!(parse_eager_limit(info), Some(4096), "the eager limit, not the rendezvous's first fragment");
+        assert_eq!(parse_eager_limit("mca:btl:vader:param:btl_vader_eager_limit:value:lots\n"), None);
         let line = "latency_us=0.42 bandwidth_gib_s=7.5 message_cpu_us=0.1 test_us=0.2";
         assert_eq!(parse(line), Ok([0.42, 7.5, 0.1, 0.2]));
         assert!(parse("latency_us=0.42 bandwidth_gib_s=7.5").unwrap_err().contains("no message_cpu_us"));

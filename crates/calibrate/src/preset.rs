@@ -471,6 +471,17 @@ fn mpi(m: &Measurements) -> String {
         message = mpi.message_cpu_us,
         test = mpi.test_us,
     );
+    match mpi.eager_limit {
+        Some(bytes) => {
+            let _ = writeln!(
+                t,
+                "# read: Open MPI's eager limit between ranks of a node (btl_vader_eager_limit,\n\
+                 # `ompi_info`): a larger message waits for its receiver to test (a rendezvous).\n\
+                 rendezvous_bytes = {bytes}"
+            );
+        }
+        None => t.push_str("# rendezvous_bytes is left out: no Open MPI eager limit found (ompi_info).\n"),
+    }
     t
 }
 

@@ -156,12 +156,22 @@ fn mount(m: &Measurements) -> Vec<Row> {
 
 fn mpi(m: &Measurements) -> Vec<Row> {
     match &m.mpi {
-        Step::Measured(mpi) => vec![
-            row("MPI one way (8 bytes, 2 ranks)", format!("{:.2} us", mpi.latency_us), "[mpi] latency_us"),
-            row("MPI bandwidth (4 MiB messages)", gib(mpi.bandwidth_gib_s), "[mpi] bandwidth_gib_s"),
-            row("MPI time per message in a stream", format!("{:.3} us", mpi.message_cpu_us), "[mpi] message_cpu_us"),
-            row("MPI_Test of a receive still to come", format!("{:.3} us", mpi.test_us), "[mpi] test_us"),
-        ],
+        Step::Measured(mpi) => {
+            let mut rows = vec![
+                row("MPI one way (8 bytes, 2 ranks)", format!("{:.2} us", mpi.latency_us), "[mpi] latency_us"),
+                row("MPI bandwidth (4 MiB messages)", gib(mpi.bandwidth_gib_s), "[mpi] bandwidth_gib_s"),
+                row(
+                    "MPI time per message in a stream",
+                    format!("{:.3} us", mpi.message_cpu_us),
+                    "[mpi] message_cpu_us",
+                ),
+                row("MPI_Test of a receive still to come", format!("{:.3} us", mpi.test_us), "[mpi] test_us"),
+            ];
+            if let Some(bytes) = mpi.eager_limit {
+                rows.push(row("MPI eager limit (ompi_info)", format!("{bytes} B"), "[mpi] rendezvous_bytes"));
+            }
+            rows
+        }
         Step::Skipped(reason) => vec![row("MPI", "skipped", format!("[mpi] left out: {}", first_line(reason)))],
     }
 }

@@ -134,6 +134,12 @@ fn a_quick_calibration_writes_a_preset_the_simulator_runs() {
     if present[0] {
         assert_eq!(config.mount.request_max_kib, Some(1024), "lanefs's mount asks for 1 MiB requests");
     }
+    // The eager limit is read from ompi_info, saying so, or a comment says why not.
+    if present[1] && !text.contains("# rendezvous_bytes is left out: ") {
+        let at = lines.iter().position(|l| l.starts_with("rendezvous_bytes = ")).expect("the eager limit");
+        assert!(lines[at - 2].starts_with("# read: "), "{}", lines[at - 2]);
+        assert!(config.mpi.rendezvous_bytes.is_some_and(|b| b > 0));
+    }
     // No file is left in the data directory but the preset.
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left, vec![std::ffi::OsString::from("here.toml")]);

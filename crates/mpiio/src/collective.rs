@@ -7,7 +7,7 @@
 use crate::comm::{CommError, Communicator};
 use crate::hints::MpiioHints;
 pub use crate::two_phase::{CloseReport, CollectiveError, Striping, AGGREGATORS_GROUP_ID, CLEARING_GROUP_ID};
-use crate::two_phase::{ExchangeId, Part, RankIo, TwoPhase};
+use crate::two_phase::{ExchangeId, Part, RankIo, StripeBytes, TwoPhase};
 use lanefs_core::client::ladvise::Advice;
 use std::future::Future;
 use std::ops::Range;
@@ -58,7 +58,7 @@ fn unspread(dense: &mut [Range<usize>], parts: &[Part]) {
 }
 
 impl<C: Communicator, F: FileAccess> RankIo for Blocking<C, F> {
-    type Buffer = Vec<u8>;
+    type Buffer = StripeBytes;
     fn rank(&self) -> u32 {
         self.comm.rank()
     }
@@ -134,7 +134,7 @@ fn ready<T>(future: impl Future<Output = T>) -> T {
 /// One rank's collectively opened file (see the module docs).
 pub struct CollectiveFile<C: Communicator, F: FileAccess> {
     io: Blocking<C, F>,
-    state: TwoPhase<Vec<u8>>,
+    state: TwoPhase<StripeBytes>,
 }
 
 impl<C: Communicator, F: FileAccess> CollectiveFile<C, F> {

@@ -56,4 +56,4 @@ pub use report::{
     format_aggregator_placement, format_read_stats, format_write_stats, format_write_timers, AggregatorsActive,
     MpiioStats, MpiioTimers,
 };
-pub use two_phase::{CloseReport, CollectiveError, Phantom, RankIo, StripeBuffer, Striping, TwoPhase};
+pub use two_phase::{CloseReport, CollectiveError, Phantom, RankIo, StripeBuffer, StripeBytes, Striping, TwoPhase};

@@ -126,25 +126,39 @@ impl Bytes for [u8] {
 /// (ROMIO's collective buffer).
 pub trait StripeBuffer: Default {
     type Data: Bytes + ?Sized;
-    /// `len` bytes of zeros.
-    fn reset(&mut self, len: usize);
+    /// `len` bytes that the caller overwrites in full before it reads any:
+    /// a stripe without holes from its pieces, or a read of the file
+    /// (which fills past the file's end with zeros). What the buffer held
+    /// may remain until then.
+    fn refill(&mut self, len: usize);
     fn data(&self) -> &Self::Data;
     fn data_mut(&mut self) -> &mut Self::Data;
 }
 
-impl StripeBuffer for Vec<u8> {
+/// Real bytes. Zeroed only where the buffer grows: clearing it every round
+/// would cost a pass over a stripe per round (a fresh allocation, the
+/// kernel's page faults), and every byte is overwritten anyway.
+#[derive(Debug, Default)]
+pub struct StripeBytes {
+    /// Every byte the buffer has held: the longest stripe so far.
+    bytes: Vec<u8>,
+    /// The current stripe's length.
+    len: usize,
+}
+
+impl StripeBuffer for StripeBytes {
     type Data = [u8];
-    fn reset(&mut self, len: usize) {
-        // Cleared and refilled rather than reallocated: a fresh buffer each
-        // round would cost the kernel a page fault per page.
-        self.clear();
-        self.resize(len, 0);
+    fn refill(&mut self, len: usize) {
+        if self.bytes.len() < len {
+            self.bytes.resize(len, 0);
+        }
+        self.len = len;
     }
     fn data(&self) -> &[u8] {
-        self
+        &self.bytes[..self.len]
     }
     fn data_mut(&mut self) -> &mut [u8] {
-        self
+        &mut self.bytes[..self.len]
     }
 }
 
@@ -160,7 +174,7 @@ impl Bytes for Phantom {
 
 impl StripeBuffer for Phantom {
     type Data = Phantom;
-    fn reset(&mut self, len: usize) {
+    fn refill(&mut self, len: usize) {
         self.0 = len;
     }
     fn data(&self) -> &Phantom {
@@ -492,10 +506,10 @@ impl<B: StripeBuffer> TwoPhase<B> {
                 parts.send(self.write.ranks[piece.aggregator as usize], at..at + piece.len as usize);
             }
             let step = steps.next_if(|s| s.stripe.round == round);
-            buffer.reset(0);
+            buffer.refill(0);
             if let Some(step) = step {
                 let write = &step.stripe;
-                buffer.reset((write.end - write.start) as usize);
+                buffer.refill((write.end - write.start) as usize);
                 if step.read_first {
                     // Read-modify-write: the bytes no rank sends are the
                     // file's (read before the exchange, as ROMIO does).
@@ -577,14 +591,14 @@ impl<B: StripeBuffer> TwoPhase<B> {
             // Each aggregator reads its stripe, and the exchange carries
             // every rank its pieces straight into its buffer.
             parts.clear();
-            buffer.reset(0);
+            buffer.refill(0);
             if let Some(step) = steps.next_if(|s| s.stripe.round == round) {
                 let stripe = &step.stripe;
                 if !step.lock_ahead.is_empty() {
                     let sent = io.lock_ahead(&step.lock_ahead).await;
                     sent.map_err(io_error(rank, "lockahead")).map_err(|e| fail(io, e))?;
                 }
-                buffer.reset((stripe.end - stripe.start) as usize);
+                buffer.refill((stripe.end - stripe.start) as usize);
                 let read = io.read_at(stripe.start, buffer.data_mut()).await;
                 read.map_err(io_error(rank, "read")).map_err(|e| fail(io, e))?;
                 for piece in plan.pieces_of(stripe) {
@@ -817,6 +831,20 @@ mod tests {
     use std::future::Future;
     use std::pin::pin;
     use std::task::{Context, Poll, Waker};
+
+    #[test]
+    fn a_stripe_buffer_is_zeroed_only_where_it_grows() {
+        let mut b = StripeBytes::default();
+        b.refill(8);
+        assert_eq!(b.data(), &[0; 8]);
+        b.data_mut().fill(7);
+        b.refill(4);
+        assert_eq!(b.data(), &[7; 4], "a shorter stripe keeps what the caller overwrites");
+        b.refill(12);
+        assert_eq!(b.data(), &[7, 7, 7, 7, 7, 7, 7, 7, 0, 0, 0, 0], "new bytes are zeros, never uninitialised");
+        b.refill(0);
+        assert!(b.data().is_empty());
+    }
 
     /// One rank alone, moving no bytes: what it asks of its file.
     #[derive(Default)]

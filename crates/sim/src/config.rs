@@ -358,6 +358,14 @@ pub struct MpiSection {
     /// meanwhile. Absent means zero: they sleep from the start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_us: Option<f64>,
+    /// The eager limit, in bytes: a message above it moves only once its
+    /// receiver tests for it (a rendezvous: Open MPI's ob1 over vader sends
+    /// a first fragment that waits to be matched, and the receiver copies
+    /// the rest; `btl_vader_eager_limit`, 4096 by default). It matters
+    /// where ranks sleep in their waits (`wait`): a rank that polls tests
+    /// at once. Absent: every message moves as soon as all are posted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rendezvous_bytes: Option<u64>,
     /// How a rank waits for a collective, as lanefs's `LANEFS_MPI_WAIT`:
     /// `busy` (it polls, and its waiting is free), `sleep` (it sleeps
     /// between tests, 20 us doubling to 1 ms, and each wake-up costs its

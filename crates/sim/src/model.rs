@@ -96,6 +96,9 @@ pub struct Model {
     /// A rank's time per `MPI_Test` (its spin before it first sleeps in a
     /// wait is [`crate::mpi_waits::SPIN_TESTS`] of them).
     pub mpi_test: Duration,
+    /// MPI's eager limit: a larger message waits for its receiver to test
+    /// (`None`: every message moves at once; see [`crate::mpi_waits`]).
+    pub mpi_rendezvous_bytes: Option<u64>,
     /// Time of one request through the mount (`None`: no mount).
     pub mount_request: Option<Duration>,
     /// Largest request through the mount, bytes.
@@ -244,6 +247,7 @@ impl Model {
             page_first_map: storage.page_first_map(),
             mpi_message_cpu: c.mpi_message_cpu(),
             mpi_test: c.mpi_test(),
+            mpi_rendezvous_bytes: c.mpi.rendezvous_bytes,
             mount_request: c.mount.request_us.map(|_| c.mount.request_time()),
             mount_request_max: c.mount.request_max_bytes(),
             round_jitter: compute.round_jitter(),

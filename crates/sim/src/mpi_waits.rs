@@ -18,11 +18,22 @@
 //! each). `[mpi] wait` decides as `LANEFS_MPI_WAIT` does: `auto` (the
 //! default), `busy` (never sleep) or `sleep` (always).
 //!
+//! A message above the MPI library's eager limit moves only once its
+//! receiver tests (Open MPI's rendezvous: the sender's first fragment
+//! waits to be matched, and ob1 over vader then has the receiver copy the
+//! rest with one `process_vm_readv` inside that test; the sender sees it
+//! done at its own next test). [`MpiWaits::next_test`] says when a waiting
+//! rank next tests: at once while it spins, else at the end of its
+//! current sleep; a rank that copies in that test is awake until the copy
+//! ends ([`MpiWaits::copying`]) and sees an answer that comes meanwhile at
+//! once.
+//!
 //! This type keeps, per rank, the number of its latest wait, whether it
-//! is still in it and whether its answer came while it slept, so that a
-//! wake-up due after its wait ended is dropped, and one after its answer
-//! ends the wait. Invariant ([`MpiWaits::check_invariants`]): only a rank
-//! in its wait has an answer waiting for it.
+//! is still in it, when its current sleep ends, and whether its answer
+//! came while it slept, so that a wake-up due after its wait ended is
+//! dropped, and one after its answer ends the wait. Invariants
+//! ([`MpiWaits::check_invariants`]): only a rank in its wait has an answer
+//! waiting for it; a rank's sleeps end after they begin.
 
 use lanefs_core::units::{Duration, Instant};
 
@@ -56,6 +67,10 @@ struct Wait {
     answered: bool,
     /// When its first sleep began (the wait's start and its spin).
     sleeps_from: Instant,
+    /// When its current (or first) sleep ends: its next test.
+    wakes_at: Instant,
+    /// It is awake in a test until then, copying what a rendezvous brought.
+    testing_until: Instant,
 }
 
 /// What a rank does at the end of one of its sleeps.
@@ -85,12 +100,37 @@ impl MpiWaits {
         self.spin
     }
 
-    /// `rank` begins to wait at `now`: the number of this wait.
-    pub fn begin(&mut self, rank: u32, now: Instant) -> u32 {
+    /// `rank` begins to wait at `now`: the number of this wait, and when its
+    /// first sleep ends.
+    pub fn begin(&mut self, rank: u32, now: Instant) -> (u32, Instant) {
         let w = &mut self.waits[rank as usize];
         let number = w.number.wrapping_add(1);
-        *w = Wait { number, waiting: true, answered: false, sleeps_from: now + self.spin };
-        number
+        let sleeps_from = now + self.spin;
+        let wakes_at = sleeps_from + Self::slept(FIRST_PAUSE);
+        *w = Wait { number, waiting: true, answered: false, sleeps_from, wakes_at, testing_until: Instant::ZERO };
+        (number, wakes_at)
+    }
+
+    /// `rank`, awake in its wait at `now`, sleeps again till `until`.
+    pub fn sleep_until(&mut self, rank: u32, until: Instant) {
+        self.waits[rank as usize].wakes_at = until;
+    }
+
+    /// When `rank`, at `now`, next tests its collective: at once unless it
+    /// sleeps in its wait, else when that sleep ends.
+    pub fn next_test(&self, rank: u32, now: Instant) -> Instant {
+        let w = self.waits[rank as usize];
+        if w.sleeping(now) {
+            w.wakes_at.max(now)
+        } else {
+            now
+        }
+    }
+
+    /// `rank` copies a rendezvous's bytes in a test, awake until `until`.
+    pub fn copying(&mut self, rank: u32, until: Instant) {
+        let w = &mut self.waits[rank as usize];
+        w.testing_until = w.testing_until.max(until);
     }
 
     /// `rank`'s collective is done at `now`: whether the rank sleeps in its
@@ -98,7 +138,7 @@ impl MpiWaits {
     /// or not waiting) it waits no more.
     pub fn answer(&mut self, rank: u32, now: Instant) -> bool {
         let w = &mut self.waits[rank as usize];
-        w.answered = w.waiting && now >= w.sleeps_from;
+        w.answered = w.sleeping(now);
         if !w.answered {
             w.waiting = false;
         }
@@ -129,7 +169,16 @@ impl MpiWaits {
     pub fn check_invariants(&self) {
         for (rank, w) in self.waits.iter().enumerate() {
             assert!(!w.answered || w.waiting, "rank {rank} has an answer for a wait it is not in");
+            assert!(w.wakes_at > w.sleeps_from || w.number == 0, "rank {rank} wakes before it sleeps");
         }
+    }
+}
+
+impl Wait {
+    /// Whether the rank sleeps in this wait at `now`: past its spin, and not
+    /// awake copying in a test.
+    fn sleeping(&self, now: Instant) -> bool {
+        self.waiting && now >= self.sleeps_from && now > self.testing_until
     }
 }
 
@@ -142,7 +191,10 @@ mod tests {
         let t = |us: u64| Instant::ZERO + Duration::from_us(us);
         let mut waits = MpiWaits::new(2, spin(Duration::from_ns(500)));
         assert_eq!(waits.spin(), Duration::from_us(32), "64 tests of 0.5 us");
-        let first = waits.begin(1, t(0));
+        let (first, wakes) = waits.begin(1, t(0));
+        assert_eq!(wakes, t(32 + 20 + 50), "the spin, the first pause and the timer's slack");
+        assert_eq!(waits.next_test(1, t(10)), t(10), "spinning: it tests at once");
+        assert_eq!(waits.next_test(1, t(40)), wakes, "asleep: at the end of its sleep");
         let mut pause = FIRST_PAUSE;
         let mut pauses = Vec::new();
         while let Wake::Again(next) = waits.wake(1, first, pause) {
@@ -159,14 +211,30 @@ mod tests {
         assert_eq!(waits.wake(1, first, pause), Wake::Answered);
         waits.end(1);
         assert_eq!(waits.wake(1, first, pause), Wake::Stale, "a wake-up after the wait");
-        let second = waits.begin(1, t(200));
+        let (second, _) = waits.begin(1, t(200));
         assert_eq!(waits.wake(1, first, pause), Wake::Stale, "an earlier wait's wake-up");
         assert!(matches!(waits.wake(1, second, FIRST_PAUSE), Wake::Again(_)));
         assert_eq!(waits.wake(0, 0, FIRST_PAUSE), Wake::Stale, "rank 0 never waited");
         assert!(!waits.answer(0, t(200)), "a rank not waiting goes on at once");
-        let third = waits.begin(1, t(300));
+        let (third, _) = waits.begin(1, t(300));
         assert!(!waits.answer(1, t(331)), "still testing: it goes on at once");
         assert_eq!(waits.wake(1, third, FIRST_PAUSE), Wake::Stale, "and its wait is over");
+        waits.check_invariants();
+    }
+
+    #[test]
+    fn a_rank_copying_in_a_test_sees_its_answer_at_once() {
+        let t = |us: u64| Instant::ZERO + Duration::from_us(us);
+        let mut waits = MpiWaits::new(1, Duration::ZERO);
+        let (wait, wakes) = waits.begin(0, t(0));
+        waits.sleep_until(0, t(500));
+        assert_eq!(waits.next_test(0, t(100)), t(500), "its next test ends its sleep");
+        assert_ne!(wakes, t(500));
+        waits.copying(0, t(700));
+        assert!(!waits.answer(0, t(650)), "awake copying: it goes on at once");
+        assert_eq!(waits.wake(0, wait, FIRST_PAUSE), Wake::Stale);
+        let (_, _) = waits.begin(0, t(800));
+        assert!(waits.answer(0, t(900)), "a new wait sleeps again: the copy was the last wait's");
         waits.check_invariants();
     }
 }

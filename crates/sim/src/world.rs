@@ -699,18 +699,32 @@ impl<W> World<W> {
 
     /// An MPI message of `bytes` from node `from` to node `to`, leaving now;
     /// returns when it has arrived. Within a node it is a memory copy.
+    /// Between nodes of one host (`[compute] hosts = "one"`) no wire
+    /// carries it: the receiver copies it out of the sender's memory (Open
+    /// MPI's single copy over shared memory, `process_vm_readv`) at the MPI
+    /// bandwidth measured on the host, on the host's cores.
     ///
     /// Each end spends `mpi_message_cpu` on the message (LogP's overhead),
-    /// on its node's cores where they are modelled; within a node the copy
-    /// itself takes a core too.
+    /// on its node's cores where they are modelled; within a node or a
+    /// host the copy itself takes a core too.
     pub fn mpi_send(&mut self, from: u32, to: u32, bytes: u64) -> Instant {
+        self.mpi_send_at(from, to, bytes, self.now)
+    }
+
+    /// [`World::mpi_send`] of a message that leaves at `start` (not before now).
+    pub fn mpi_send_at(&mut self, from: u32, to: u32, bytes: u64, start: Instant) -> Instant {
+        debug_assert!(start >= self.now, "a message leaves in the past");
         let cpu = self.model.mpi_message_cpu;
-        let sent = self.node_cpu(from, self.now, cpu, CpuUse::Mpi);
+        let sent = self.node_cpu(from, start, cpu, CpuUse::Mpi);
         if from == to {
             let copied = self.node_cpu(from, sent, transfer(bytes, self.model.copy_bw), CpuUse::Mpi);
             return self.node_cpu(to, copied, cpu, CpuUse::Mpi);
         }
         let m = &self.model;
+        if m.one_host {
+            let copy = plus(transfer(bytes, m.mpi_bw), cpu);
+            return self.node_cpu(to, sent + m.mpi_latency, copy, CpuUse::Mpi);
+        }
         let tx = later(sent, self.node_tx_free[from as usize]) + transfer(bytes, m.mpi_bw);
         self.node_tx_free[from as usize] = tx;
         let rx = later(sent, self.node_rx_free[to as usize]) + transfer(bytes, m.mpi_bw);

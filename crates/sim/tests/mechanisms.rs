@@ -618,3 +618,60 @@ fn the_metadata_server_takes_creates_and_opens_one_at_a_time() {
     assert!(open_s(&timed, 0) >= 0.008, "{}", open_s(&timed, 0));
     assert!((0.0024..0.008).contains(&open_s(&timed, 1)), "{}", open_s(&timed, 1));
 }
+
+/// Eight single-rank nodes on one host of two cores, two aggregators,
+/// writing then reading; the ranks sleep while they wait (two cores for
+/// eight) unless the settings say otherwise.
+fn eight_on_one_host(settings: &[(&'static str, &'static str)]) -> Value {
+    let line = "-a MPIIO -c -w -r -b 1m -t 1m -s 8 -N 8 --tasks-per-node 1";
+    let hints = "striping_factor=2:cray_cb_nodes_multiplier=1:cray_cb_write_lock_mode=0";
+    let mut all = vec![
+        ("compute.nodes", "8"),
+        ("compute.ranks_per_node", "1"),
+        ("compute.cores", "2"),
+        ("compute.hosts", "\"one\""),
+        ("storage.runs_on", "\"compute-node\""),
+        ("compute.handoff_us", "50"),
+    ];
+    all.extend_from_slice(settings);
+    json_run(line, with_hints(opts_with("laptop", &all), hints))
+}
+
+#[test]
+fn a_message_above_the_eager_limit_waits_for_its_sleeping_receiver() {
+    let eager = eight_on_one_host(&[]);
+    let rendezvous = eight_on_one_host(&[("mpi.rendezvous_bytes", "4096")]);
+    // In a read the ranks that are not aggregators sleep while the
+    // aggregators read: what the aggregators then send each waits for its
+    // receiver's next test.
+    assert!(simulated_s(&rendezvous) > simulated_s(&eager), "{} vs {}", simulated_s(&rendezvous), simulated_s(&eager));
+    assert_eq!(counter(&rendezvous, "ost_bytes_written"), counter(&eager, "ost_bytes_written"));
+    // No message above the limit, or ranks that poll (they test at once):
+    // the run is the same as without the key.
+    let above = eight_on_one_host(&[("mpi.rendezvous_bytes", "1048576")]);
+    assert_eq!(without_wall_time(above), without_wall_time(eager));
+    let polling = eight_on_one_host(&[("mpi.wait", "\"busy\"")]);
+    let polling_rendezvous = eight_on_one_host(&[("mpi.wait", "\"busy\""), ("mpi.rendezvous_bytes", "4096")]);
+    assert_eq!(without_wall_time(polling_rendezvous), without_wall_time(polling));
+}
+
+#[test]
+fn mpi_messages_between_nodes_of_one_host_are_copies_on_its_cores() {
+    // 1 GiB/s of MPI: each rank's 8 MiB but the aggregators' own pieces
+    // (2 ranks' of 8) crosses the host as a copy, on its cores, written
+    // and read.
+    let slow = [("mpi.bandwidth_gib_s", "1")];
+    let one_host = eight_on_one_host(&slow);
+    let copied = one_host["sim"]["cpu_s"]["mpi"].as_f64().expect("the MPI CPU");
+    let crossing = 2.0 * 6.0 * 8.0 / 1024.0;
+    assert!(copied >= crossing, "{copied} s of MPI CPU for {crossing} s of copies");
+    // Hosts of their own: a wire between them carries the bytes, and the
+    // cores pay only each message's cost.
+    let line = "-a MPIIO -c -w -r -b 1m -t 1m -s 8 -N 8 --tasks-per-node 1";
+    let hints = "striping_factor=2:cray_cb_nodes_multiplier=1:cray_cb_write_lock_mode=0";
+    let apart =
+        [("compute.nodes", "8"), ("compute.ranks_per_node", "1"), ("compute.cores", "2"), ("mpi.bandwidth_gib_s", "1")];
+    let apart = json_run(line, with_hints(opts_with("laptop", &apart), hints));
+    let charged = apart["sim"]["cpu_s"]["mpi"].as_f64().unwrap_or(0.0);
+    assert!(charged < crossing / 5.0, "{charged} s of MPI CPU on hosts of their own");
+}

@@ -367,6 +367,13 @@ const SCHEMA: &[Section] = &[
                 "a rank's time per MPI_Test: it tests a collective 64 times before it sleeps; default 0",
             )),
             optional(key(
+                "rendezvous_bytes",
+                count(0, 1 << 30),
+                "bytes",
+                "4096",
+                "a message above this many bytes moves only once its receiver tests (the eager limit); default: every message at once",
+            )),
+            optional(key(
                 "wait",
                 Kind::Choice(&MPI_WAIT),
                 "",

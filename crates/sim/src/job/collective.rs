@@ -474,7 +474,10 @@ impl Run<'_> {
     /// Every rank with a part in exchange `id` has posted it: its messages
     /// leave, the aggregators' side in rank order (a write's receivers, a
     /// read's senders), each as its node's links allow; a rank is done when
-    /// what it sends and receives is across.
+    /// what it sends and receives is across. A message above the eager
+    /// limit (`[mpi] rendezvous_bytes`) to a rank asleep in its wait leaves
+    /// when that rank next tests, which then copies what comes, one message
+    /// after another, awake until it is all in.
     fn complete_exchange(&mut self, id: ExchangeId, mut posts: Vec<(u32, Post)>) -> Result<(), SimError> {
         let now = self.now();
         posts.sort_unstable_by_key(|(rank, _)| *rank);
@@ -483,7 +486,10 @@ impl Run<'_> {
             done.binary_search_by_key(&rank, |d| d.0).expect("both ends of a message take part")
         };
         let jitter = self.job.world.model.round_jitter.as_ns();
-        for (i, (rank, post)) in posts.iter().enumerate() {
+        let eager = self.job.world.model.mpi_rendezvous_bytes;
+        // Messages that wait for their receiver's test: (start, from, to, bytes).
+        let mut waiting: Vec<(Instant, usize, usize, u64)> = Vec::new();
+        for (i, (_, post)) in posts.iter().enumerate() {
             let Post::Exchange { sends, receives, .. } = post else { unreachable!("only exchanges are matched here") };
             // The aggregator's side: a write's receiver or a read's sender.
             let (aggregator_side, peers) =
@@ -491,21 +497,40 @@ impl Run<'_> {
             if !aggregator_side {
                 continue;
             }
-            let node = self.ranks[*rank as usize].node;
             for &(peer, bytes) in peers {
-                let peer_node = self.ranks[peer as usize].node;
-                let arrived = if id.writing {
-                    self.job.world.mpi_send(peer_node, node, bytes)
-                } else {
-                    self.job.world.mpi_send(node, peer_node, bytes)
-                };
                 let p = index(&done, peer);
+                let (from, to) = if id.writing { (p, i) } else { (i, p) };
+                let start = match eager {
+                    Some(eager) if bytes > eager => self.next_test(done[to].0, now),
+                    _ => now,
+                };
+                if start > now {
+                    waiting.push((start, from, to, bytes));
+                    continue;
+                }
+                let arrived = self.send(done[from].0, done[to].0, bytes, now);
                 done[p].1 = done[p].1.max(arrived);
                 done[i].1 = done[i].1.max(arrived);
             }
             // OS noise and uneven exchange completion (zero unless asked for).
             if jitter > 0 {
                 done[i].1 = done[i].1 + Duration(self.job.rng.gen_range(0..jitter));
+            }
+        }
+        // Each receiver copies its messages in turn, from its test on.
+        waiting.sort_by_key(|&(start, _, to, _)| (to, start));
+        let mut copied: Option<(usize, Instant)> = None;
+        for (start, from, to, bytes) in waiting {
+            let start = match copied {
+                Some((receiver, until)) if receiver == to => start.max(until),
+                _ => start,
+            };
+            let arrived = self.send(done[from].0, done[to].0, bytes, start);
+            done[from].1 = done[from].1.max(arrived);
+            done[to].1 = done[to].1.max(arrived);
+            copied = Some((to, arrived));
+            if let Some(waits) = self.coll().waits.as_mut() {
+                waits.copying(done[to].0, arrived);
             }
         }
         let hub = self.coll().hub.clone();
@@ -517,14 +542,25 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// A message of an exchange from rank `from` to rank `to`, leaving at `start`.
+    fn send(&mut self, from: u32, to: u32, bytes: u64, start: Instant) -> Instant {
+        let (from, to) = (self.ranks[from as usize].node, self.ranks[to as usize].node);
+        self.job.world.mpi_send_at(from, to, bytes, start)
+    }
+
+    /// When rank `rank`, in an exchange at `now`, next tests it: at once
+    /// unless it sleeps in its wait.
+    fn next_test(&mut self, rank: u32, now: Instant) -> Instant {
+        self.coll().waits.as_ref().map_or(now, |waits| waits.next_test(rank, now))
+    }
+
     /// Rank `rank` waits in MPI: where ranks sleep while they wait, its
     /// first sleep begins.
     fn begin_wait(&mut self, rank: u32) {
         let now = self.now();
         let Some(waits) = self.coll().waits.as_mut() else { return };
-        let wait = waits.begin(rank, now);
+        let (wait, first) = waits.begin(rank, now);
         let pause = mpi_waits::FIRST_PAUSE;
-        let first = now + waits.spin() + MpiWaits::slept(pause);
         self.job.world.push(first, Ev::Work(WorkEv::MpiWake { rank, wait, pause }));
     }
 
@@ -554,6 +590,7 @@ impl Run<'_> {
         match wake {
             Wake::Again(next) => {
                 let at = awake + MpiWaits::slept(next);
+                self.coll().waits.as_mut().expect("waits modelled").sleep_until(rank, at);
                 self.job.world.push(at, Ev::Work(WorkEv::MpiWake { rank, wait, pause: next }));
             }
             Wake::Answered => {
