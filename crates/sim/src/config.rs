@@ -403,7 +403,27 @@ pub struct MountSection {
     /// `max_write`); default 128.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_max_kib: Option<u64>,
+    /// How the writes of a node's ranks to one file go through its mount:
+    /// `one-at-a-time` (the default: lanefs's mount opens files with
+    /// `FOPEN_DIRECT_IO` alone, and Linux's FUSE holds the file's inode
+    /// lock for each write) or `parallel` (as with
+    /// `FOPEN_PARALLEL_DIRECT_WRITES`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_writes: Option<FileWrites>,
 }
+
+/// How writes to one file go through a mount: `[mount] file_writes`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileWrites {
+    /// One write at a time, under the file's inode lock.
+    #[default]
+    OneAtATime,
+    Parallel,
+}
+
+/// The words of [`FileWrites`], as the schema lists them.
+pub(crate) const FILE_WRITES: [&str; 2] = ["one-at-a-time", "parallel"];
 
 /// Where a cluster's servers run: `[storage] runs_on`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

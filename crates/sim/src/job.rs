@@ -19,12 +19,14 @@
 //! aggregators, or lockahead), as lanefs-mpiio carries it out.
 
 mod collective;
+mod inode_locks;
 
 use crate::cpu_ledger::CpuUse;
 use crate::mds::Mds;
 use crate::mpi_waits;
 use crate::world::{plus, transfer, Ev, Happening, World};
 use collective::CollState;
+use inode_locks::InodeLocks;
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode as LockMode};
 use lanefs_core::client::{ClientError, FileHandle, LadviseOutcome, OpId, OpOutput};
 use lanefs_core::layout::Layout;
@@ -141,6 +143,12 @@ enum St {
     Copy,
     /// A write's requests going through the mount to the client.
     Mount,
+    /// A write through the mount waiting for the file's inode, which
+    /// another rank's write on the node holds.
+    Inode,
+    /// A write through the mount whose call is returning: it lets go of
+    /// the file's inode, then goes on as [`St::Copy`].
+    Returning,
     Fsync,
     Ungrouping,
     Closing,
@@ -276,7 +284,12 @@ impl Job {
             ops: &mut ops,
             coll: coll.as_mut(),
             done: &mut done,
+            inodes: None,
         };
+        let model = &run.job.world.model;
+        if spec.write && !spec.file_per_proc && model.mount_request.is_some() && model.mount_serial_writes {
+            run.inodes = Some(InodeLocks::new(run.job.world.clients.len() as u32));
+        }
         let mut steps = 0u64;
         while *run.done < run.job.ranks {
             steps += 1;
@@ -383,6 +396,9 @@ struct Run<'a> {
     ops: &'a mut HashMap<OpKey, u32>,
     coll: Option<&'a mut CollState>,
     done: &'a mut u32,
+    /// Where the ranks of a node write one file through its mount: the
+    /// writes, one at a time.
+    inodes: Option<InodeLocks>,
 }
 
 impl Run<'_> {
@@ -435,6 +451,21 @@ impl Run<'_> {
                 self.resume_at(served + latency, rank);
             }
             St::Opening => self.opened(rank)?,
+            St::Returning => {
+                // The write call returned: the next writer through the
+                // mount takes the inode.
+                self.ranks[rank as usize].st = St::Copy;
+                let node = self.ranks[rank as usize].node;
+                let inodes = self.inodes.as_mut().expect("checked above");
+                let next = inodes.give(node, rank);
+                if self.job.world.check {
+                    inodes.check_invariants();
+                }
+                if let Some(next) = next {
+                    self.through_mount(next);
+                }
+                self.resume(rank)?;
+            }
             St::Copy if self.spec.write && self.spec.fsync_per_write => {
                 // -Y: a fsync after every write call, then the next transfer.
                 let (node, fh) = (self.ranks[rank as usize].node, self.ranks[rank as usize].fh.expect("open"));
@@ -530,7 +561,7 @@ impl Run<'_> {
     fn next_transfer(&mut self, rank: u32) -> Result<(), SimError> {
         let spec = self.spec;
         let n = self.job.ranks;
-        let (now, pr) = (self.now(), self.pretend(rank));
+        let pr = self.pretend(rank);
         let total = spec.transfers_per_rank();
         let r = &self.ranks[rank as usize];
         let (node, k) = (r.node, r.next);
@@ -549,16 +580,28 @@ impl Run<'_> {
             self.advise(rank, &advices)?;
             self.ranks[rank as usize].ahead = end;
         }
-        let mount = self.job.world.model.mount_time(spec.transfer);
-        if spec.write && mount > Duration::ZERO {
-            // Through a mount, the write's requests reach the client one by
-            // one, each after its own time.
-            let at = self.job.world.node_cpu(node, now, mount, CpuUse::Mount);
-            self.ranks[rank as usize].st = St::Mount;
-            self.resume_at(at, rank);
+        if spec.write && self.job.world.model.mount_time(spec.transfer) > Duration::ZERO {
+            if let Some(inodes) = self.inodes.as_mut() {
+                if !inodes.take(node, rank) {
+                    // Another rank's write to the file holds its inode.
+                    self.ranks[rank as usize].st = St::Inode;
+                    return Ok(());
+                }
+            }
+            self.through_mount(rank);
             return Ok(());
         }
         self.submit_transfer(rank)
+    }
+
+    /// Rank `rank`'s write goes through the mount: its requests reach the
+    /// client one by one, each after its own time.
+    fn through_mount(&mut self, rank: u32) {
+        let (now, node) = (self.now(), self.ranks[rank as usize].node);
+        let mount = self.job.world.model.mount_time(self.spec.transfer);
+        let at = self.job.world.node_cpu(node, now, mount, CpuUse::Mount);
+        self.ranks[rank as usize].st = St::Mount;
+        self.resume_at(at, rank);
     }
 
     /// Hands the rank's next transfer to its node's client.
@@ -626,7 +669,8 @@ impl Run<'_> {
                 r.r.bytes += n;
                 r.r.transfers += 1;
                 r.next += 1;
-                r.st = St::Copy;
+                let holds_inode = self.inodes.is_some() && matches!(out, OpOutput::Written(_));
+                r.st = if holds_inode { St::Returning } else { St::Copy };
                 let node = r.node;
                 // A write's copy into the page cache is the client's (under
                 // its lock), and its requests through a mount came before;

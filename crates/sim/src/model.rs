@@ -1,7 +1,7 @@
 //! The numbers the simulated machine runs on, in the units the event loop
 //! uses (bytes per second, nanoseconds), derived from a cluster description.
 
-use crate::config::{ClusterConfig, CommitSyncs, Hosts, OstWrites, RunsOn, UnstablePages, WriteBulk};
+use crate::config::{ClusterConfig, CommitSyncs, FileWrites, Hosts, OstWrites, RunsOn, UnstablePages, WriteBulk};
 use lanefs_core::client::cores::Cores;
 use lanefs_core::client::ClientConfig;
 use lanefs_core::ldlm::server::LockServerConfig;
@@ -103,6 +103,9 @@ pub struct Model {
     pub mount_request: Option<Duration>,
     /// Largest request through the mount, bytes.
     pub mount_request_max: u64,
+    /// A node's writes to one file through its mount go one at a time
+    /// (the kernel's inode lock; see `job::inode_locks`).
+    pub mount_serial_writes: bool,
     /// Bound of the random delay of an aggregator's start of a round.
     pub round_jitter: Duration,
     /// Full RAID stripe of an OST, bytes.
@@ -250,6 +253,7 @@ impl Model {
             mpi_rendezvous_bytes: c.mpi.rendezvous_bytes,
             mount_request: c.mount.request_us.map(|_| c.mount.request_time()),
             mount_request_max: c.mount.request_max_bytes(),
+            mount_serial_writes: c.mount.file_writes.unwrap_or_default() == FileWrites::OneAtATime,
             round_jitter: compute.round_jitter(),
             raid_stripe_bytes: storage.raid_stripe_bytes(),
             rmw_read_bw: storage.rmw_read_bandwidth().bytes_per_s(),

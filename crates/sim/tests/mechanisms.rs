@@ -675,3 +675,33 @@ fn mpi_messages_between_nodes_of_one_host_are_copies_on_its_cores() {
     let charged = apart["sim"]["cpu_s"]["mpi"].as_f64().unwrap_or(0.0);
     assert!(charged < crossing / 5.0, "{charged} s of MPI CPU on hosts of their own");
 }
+
+#[test]
+fn a_nodes_writes_to_one_file_go_through_its_mount_one_at_a_time() {
+    // Eight ranks of one node through its mount, 10 ms a request: writing
+    // one file, each of the 32 writes waits for the one before it (the
+    // file's inode lock); writing a file each, or told the mount writes in
+    // parallel, they overlap.
+    let mount = [("mount.request_us", "10000"), ("mount.request_max_kib", "1024")];
+    let run = |line: &str, extra: Option<(&'static str, &'static str)>| {
+        let mut settings = mount.to_vec();
+        settings.extend(extra);
+        json_run(line, opts_with("laptop", &settings))
+    };
+    let shared = "-a POSIX -w -b 4m -t 1m -N 8 --tasks-per-node 8";
+    let parallel = Some(("mount.file_writes", "\"parallel\""));
+    let one_at_a_time = run(shared, None);
+    assert!(simulated_s(&one_at_a_time) >= 0.32, "{} s for 32 writes of 10 ms each", simulated_s(&one_at_a_time));
+    let overlapping = run(shared, parallel);
+    assert!(simulated_s(&overlapping) < 0.16, "{} s", simulated_s(&overlapping));
+    assert_eq!(counter(&one_at_a_time, "ost_bytes_written"), counter(&overlapping, "ost_bytes_written"));
+    // The file's first writer's locks cover the rest: no conflicts among
+    // writes that never overlap in time.
+    assert_eq!(counter(&one_at_a_time, "blocking_callbacks"), 0);
+    let own = "-a POSIX -w -F -b 4m -t 1m -N 8 --tasks-per-node 8";
+    assert_eq!(without_wall_time(run(own, None)), without_wall_time(run(own, parallel)), "a file each");
+    // Nodes have mounts of their own: two ranks a node, each pair takes
+    // turns on its own node's, 16 writes on four nodes at once.
+    let apart = run("-a POSIX -w -b 4m -t 1m -N 8 --tasks-per-node 2", None);
+    assert!(simulated_s(&apart) < 0.5 * simulated_s(&one_at_a_time), "{} s", simulated_s(&apart));
+}

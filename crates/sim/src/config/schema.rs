@@ -400,6 +400,13 @@ const SCHEMA: &[Section] = &[
                 "128",
                 "largest write or read one request through the mount carries",
             )),
+            optional(key(
+                "file_writes",
+                Kind::Choice(&FILE_WRITES),
+                "",
+                "\"one-at-a-time\"",
+                "how a node's writes to one file go through its mount: one-at-a-time (default, the file's inode lock) or parallel",
+            )),
         ],
     },
 ];
