@@ -456,7 +456,7 @@ impl Run<'_> {
                 // mount takes the inode.
                 self.ranks[rank as usize].st = St::Copy;
                 let node = self.ranks[rank as usize].node;
-                let inodes = self.inodes.as_mut().expect("checked above");
+                let inodes = self.inodes.as_mut().expect("only a write that holds the inode returns so");
                 let next = inodes.give(node, rank);
                 if self.job.world.check {
                     inodes.check_invariants();
