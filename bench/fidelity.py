@@ -77,7 +77,9 @@ two, its start and end's, each thread's waits) beside the wake-ups the
 simulator charged for messages (`sim.handoffs`, with `handoff_us`; a
 call's two are in its `client_cpu_per_call_us`) and for ranks waking from
 their sleeps in MPI waits (`sim.mpi_wakeups`); then the share of cells predicted within 25% and
-50%, of lock counts within 10%, and, for every two cells of a row (the
+50%, how many cells' own rounds differ by more than 25% and 50% (the
+machine's noise during the run: such a cell cannot show whether its
+prediction is within 25%), of lock counts within 10%, and, for every two cells of a row (the
 same kind, -t and -N; for MPIIO every mode and aggregator count) whose
 measured ranges do not overlap, whether the simulator orders them the
 same way. A failed cell is shown as failed with its error; the script
@@ -622,6 +624,15 @@ def summary(matrix):
                       f"sim / real from {ratios[0]:.2f} to {ratios[-1]:.2f}, median {statistics.median(ratios):.2f}")
     else:
         print("- bandwidth: no cell has both a measurement and a prediction")
+    # The machine's own noise during the run: a cell whose rounds differ by
+    # more than the band cannot show whether its prediction is within it.
+    ranged = [c["figures"] for c in matrix
+              if c["figures"]["ratio"] is not None and len(c["real"]["bw"]) > 1 and c["figures"]["min"] > 0]
+    if ranged:
+        wide = sum(d["max"] / d["min"] > 1.25 for d in ranged)
+        print(f"- noise: {wide} of {len(ranged)} cells' own rounds differ by more than 25% (largest over smallest), "
+              f"{sum(d['max'] / d['min'] > 1.5 for d in ranged)} by more than 50%; the simulation falls within "
+              f"the measured range (min-max) in {sum(d['min'] <= d['sim_bw'] <= d['max'] for d in ranged)}")
     cpu = sorted(d["cpu"] / d["sim_cpu"] for d in compared if d["cpu"] and d["sim_cpu"])
     if cpu:
         print(f"- CPU time: the real runs' (whole processes) over what the simulator charges the host's cores, "
