@@ -96,10 +96,6 @@ impl MpiWaits {
         MpiWaits { waits: vec![Wait::default(); ranks as usize], spin }
     }
 
-    pub fn spin(&self) -> Duration {
-        self.spin
-    }
-
     /// `rank` begins to wait at `now`: the number of this wait, and when its
     /// first sleep ends.
     pub fn begin(&mut self, rank: u32, now: Instant) -> (u32, Instant) {
@@ -189,8 +185,8 @@ mod tests {
     #[test]
     fn sleeps_double_to_a_millisecond_and_end_at_the_test_after_the_answer() {
         let t = |us: u64| Instant::ZERO + Duration::from_us(us);
+        assert_eq!(spin(Duration::from_ns(500)), Duration::from_us(32), "64 tests of 0.5 us");
         let mut waits = MpiWaits::new(2, spin(Duration::from_ns(500)));
-        assert_eq!(waits.spin(), Duration::from_us(32), "64 tests of 0.5 us");
         let (first, wakes) = waits.begin(1, t(0));
         assert_eq!(wakes, t(32 + 20 + 50), "the spin, the first pause and the timer's slack");
         assert_eq!(waits.next_test(1, t(10)), t(10), "spinning: it tests at once");

@@ -697,8 +697,9 @@ impl<W> World<W> {
         }
     }
 
-    /// An MPI message of `bytes` from node `from` to node `to`, leaving now;
-    /// returns when it has arrived. Within a node it is a memory copy.
+    /// An MPI message of `bytes` from node `from` to node `to`, leaving at
+    /// `start` (not before now: later where it waits for its receiver's
+    /// test); returns when it has arrived. Within a node it is a memory copy.
     /// Between nodes of one host (`[compute] hosts = "one"`) no wire
     /// carries it: the receiver copies it out of the sender's memory (Open
     /// MPI's single copy over shared memory, `process_vm_readv`) at the MPI
@@ -707,12 +708,7 @@ impl<W> World<W> {
     /// Each end spends `mpi_message_cpu` on the message (LogP's overhead),
     /// on its node's cores where they are modelled; within a node or a
     /// host the copy itself takes a core too.
-    pub fn mpi_send(&mut self, from: u32, to: u32, bytes: u64) -> Instant {
-        self.mpi_send_at(from, to, bytes, self.now)
-    }
-
-    /// [`World::mpi_send`] of a message that leaves at `start` (not before now).
-    pub fn mpi_send_at(&mut self, from: u32, to: u32, bytes: u64, start: Instant) -> Instant {
+    pub fn mpi_send(&mut self, from: u32, to: u32, bytes: u64, start: Instant) -> Instant {
         debug_assert!(start >= self.now, "a message leaves in the past");
         let cpu = self.model.mpi_message_cpu;
         let sent = self.node_cpu(from, start, cpu, CpuUse::Mpi);

@@ -672,7 +672,7 @@ fn mpi_messages_between_nodes_of_one_host_are_copies_on_its_cores() {
     let apart =
         [("compute.nodes", "8"), ("compute.ranks_per_node", "1"), ("compute.cores", "2"), ("mpi.bandwidth_gib_s", "1")];
     let apart = json_run(line, with_hints(opts_with("laptop", &apart), hints));
-    let charged = apart["sim"]["cpu_s"]["mpi"].as_f64().unwrap_or(0.0);
+    let charged = apart["sim"]["cpu_s"]["mpi"].as_f64().expect("the MPI CPU");
     assert!(charged < crossing / 5.0, "{charged} s of MPI CPU on hosts of their own");
 }
 

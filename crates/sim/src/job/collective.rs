@@ -11,7 +11,9 @@
 //!   as Open MPI's linear all-to-all skips empty messages), when its
 //!   messages have crossed the simulated network
 //!   ([`crate::world::World::mpi_send`]: each node's links carry one
-//!   message at a time), for the ranks that send or receive them. A round
+//!   message at a time; on one host each is a copy on its cores; above
+//!   the eager limit one to a sleeping rank waits for its next test), for
+//!   the ranks that send or receive them. A round
 //!   starts when all its ranks are in, as ROMIO's rounds do (each begins
 //!   with an all-to-all of sizes);
 //! - a file operation goes to the rank's node's client, and completes when
@@ -545,7 +547,7 @@ impl Run<'_> {
     /// A message of an exchange from rank `from` to rank `to`, leaving at `start`.
     fn send(&mut self, from: u32, to: u32, bytes: u64, start: Instant) -> Instant {
         let (from, to) = (self.ranks[from as usize].node, self.ranks[to as usize].node);
-        self.job.world.mpi_send_at(from, to, bytes, start)
+        self.job.world.mpi_send(from, to, bytes, start)
     }
 
     /// When rank `rank`, in an exchange at `now`, next tests it: at once
