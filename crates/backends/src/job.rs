@@ -33,6 +33,7 @@ pub fn run(
     _args: Vec<String>,
     _cluster: Option<String>,
     _key: Option<std::path::PathBuf>,
+    _timeseries: Option<(std::path::PathBuf, f64)>,
     _embedded: StartEmbedded,
 ) -> Result<()> {
     anyhow::bail!(
@@ -47,6 +48,7 @@ pub fn run(
     args: Vec<String>,
     cluster: Option<String>,
     key: Option<std::path::PathBuf>,
+    timeseries: Option<(std::path::PathBuf, f64)>,
     embedded: StartEmbedded,
 ) -> Result<()> {
     use anyhow::{anyhow, bail};
@@ -54,7 +56,15 @@ pub fn run(
     use lanefs_mpiio::Communicator;
 
     let (_universe, comm) = MpiComm::init().map_err(|e| anyhow!("starting MPI: {e}"))?;
-    match rank_run(&comm, args, cluster, key, embedded) {
+    let interval_s = timeseries.as_ref().map_or(0.0, |(_, interval)| *interval);
+    let summary = rank_run(&comm, args, cluster, key, interval_s, embedded).and_then(|summary| {
+        // Every rank has the whole series; rank 0 writes it.
+        if let (Some((path, _)), Some(series), 0) = (&timeseries, &summary.timeseries, comm.rank()) {
+            series.write_file(path).map_err(|e| anyhow!(e))?;
+        }
+        Ok(summary)
+    });
+    match summary {
         Ok(summary) if summary.passed() => Ok(()),
         // Every rank has the same summary, so all finish MPI together.
         Ok(summary) => bail!("IOR found incorrect data ({} errors)", summary.data_errors),
@@ -67,6 +77,22 @@ pub fn run(
     }
 }
 
+/// The test's parameters in a job of `size` ranks: `-N` is the job's size
+/// unless given, and no more than it.
+#[cfg(feature = "mpi")]
+fn job_params(args: &[String], size: u32) -> Result<lanefs_ior::IorParams> {
+    use anyhow::{anyhow, bail};
+    let mut params = lanefs_ior::parse_args(args).map_err(|e| anyhow!("{e}"))?;
+    let gives_n = args.iter().any(|a| a == "-N" || a.starts_with("--numTasks") || (a.starts_with("-N") && a.len() > 2));
+    if !gives_n {
+        params.num_tasks = size;
+    }
+    if params.num_tasks > size {
+        bail!("-N {}: the job has {size} ranks; start mpirun with -np {} or more", params.num_tasks, params.num_tasks);
+    }
+    Ok(params)
+}
+
 /// This process's rank of the job: its file system, backend and run.
 #[cfg(feature = "mpi")]
 fn rank_run(
@@ -74,6 +100,7 @@ fn rank_run(
     args: Vec<String>,
     cluster: Option<String>,
     key: Option<std::path::PathBuf>,
+    timeseries_interval_s: f64,
     start_embedded: StartEmbedded,
 ) -> Result<lanefs_ior::IorSummary> {
     use crate::lanefs::{embedded_osts, LanefsBackend};
@@ -84,19 +111,8 @@ fn rank_run(
     use lanefs_mpiio::Communicator;
     use lanefs_net::auth::ClusterKey;
 
-    let mut params = lanefs_ior::parse_args(&args).map_err(|e| anyhow!("{e}"))?;
-    let gives_n = args.iter().any(|a| a == "-N" || a.starts_with("--numTasks") || (a.starts_with("-N") && a.len() > 2));
-    if !gives_n {
-        params.num_tasks = comm.size();
-    }
-    if params.num_tasks > comm.size() {
-        bail!(
-            "-N {}: the job has {} ranks; start mpirun with -np {} or more",
-            params.num_tasks,
-            comm.size(),
-            params.num_tasks
-        );
-    }
+    let mut params = job_params(&args, comm.size())?;
+    params.timeseries_interval_s = timeseries_interval_s;
     // IOR's testComm: -N fewer than the job's ranks runs on the first N,
     // and the others wait for them.
     let team =

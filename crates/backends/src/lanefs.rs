@@ -114,12 +114,20 @@ impl LanefsBackend {
         }
     }
 
-    /// Add what `client` counted (lockahead requests) to the run's report.
-    pub(crate) fn count_client(&self, client: &Client) {
+    /// Add what rank `rank`'s `client` counted (lockahead requests, and
+    /// its time series) to the run's report.
+    pub(crate) fn count_client(&self, rank: u32, client: &Client) {
         if let (Ok(c), Ok(mut t)) = (client.counters(), self.totals.lock()) {
             t.lockahead_sent += c.lockahead_enqueues;
             t.lockahead_refused += c.lockahead_refused;
         }
+        Totals::end_client(&self.totals, rank, client);
+    }
+
+    /// Start `client`'s time series, when the run records one (`ranks`:
+    /// the run's).
+    pub(crate) fn start_client(&self, client: &Client, ranks: u32) -> Result<(), IorError> {
+        Totals::start_client(&self.totals, client, ranks)
     }
 
     /// A rank's own client, with the run's tunables; it listens for
@@ -172,7 +180,12 @@ impl Backend for LanefsBackend {
         lanefs_ior::check_module_options(NAME, &OPTIONS, p)?;
         lock_mode(p)?;
         stripe(p)?;
-        ranks(p)?;
+        if ranks(p)? == Ranks::Processes && p.timeseries_interval_s > 0.0 {
+            return Err(option_error(
+                "ranks",
+                "--timeseries counts each rank's client in its own thread; drop --lanefs.ranks=processes (or run the ranks under mpirun)".into(),
+            ));
+        }
         *self.timeout.lock().expect("timeout lock") = Some(client_options(p)?.rpc_timeout);
         if p.collective {
             return Err(IorError::Option {
@@ -232,13 +245,23 @@ impl Backend for LanefsBackend {
         Ok(info)
     }
 
+    fn start_timeline(&self, origin: std::time::Instant, interval_s: f64) -> Result<(), IorError> {
+        self.totals.lock().expect("totals lock").timeline = Some((origin, interval_s));
+        Ok(())
+    }
+
+    fn timeline(&self) -> Option<lanefs_ior::timeseries::TimeSeries> {
+        self.totals.lock().ok()?.series(self.before.len() as u32)
+    }
+
     fn rank_counters(&self) -> Vec<u64> {
         self.totals.lock().map(|t| vec![t.lockahead_sent, t.lockahead_refused]).unwrap_or_default()
     }
 
     fn set_job_counters(&self, totals: &[u64]) {
         if let (Ok(mut t), &[sent, refused]) = (self.totals.lock(), totals) {
-            *t = Totals { lockahead_sent: sent, lockahead_refused: refused };
+            t.lockahead_sent = sent;
+            t.lockahead_refused = refused;
         }
     }
 

@@ -127,6 +127,7 @@ impl Backend for MpiioBackend<'_> {
             }
         };
         let client = Arc::new(self.lanefs.rank_client(p)?);
+        self.lanefs.start_client(&client, p.num_tasks)?;
         let lanefs = self.lanefs;
         Ok(Box::new(MpiioRank {
             rank,
@@ -149,6 +150,14 @@ impl Backend for MpiioBackend<'_> {
 
     fn fs_info(&self, path: &str) -> Result<FsInfo, IorError> {
         self.lanefs.fs_info(path)
+    }
+
+    fn start_timeline(&self, origin: std::time::Instant, interval_s: f64) -> Result<(), IorError> {
+        self.lanefs.start_timeline(origin, interval_s)
+    }
+
+    fn timeline(&self) -> Option<lanefs_ior::timeseries::TimeSeries> {
+        self.lanefs.timeline()
     }
 
     fn rank_counters(&self) -> Vec<u64> {
@@ -278,7 +287,7 @@ struct MpiioRank<'w> {
 
 impl Drop for MpiioRank<'_> {
     fn drop(&mut self) {
-        self.lanefs.count_client(&self.client);
+        self.lanefs.count_client(self.rank, &self.client);
     }
 }
 

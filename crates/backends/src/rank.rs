@@ -7,6 +7,8 @@
 
 use lanefs_client::{process_umask, Client, ClientOptions, File};
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode, ADVICES_PER_CALL_MAX};
+use lanefs_core::client::timeline::TimelineBin;
+use lanefs_ior::timeseries::TimeSeries;
 use lanefs_ior::{IorError, IorParams, ModuleOption, RankIo};
 use lanefs_proto::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
 use std::sync::Mutex;
@@ -42,11 +44,74 @@ pub const CLIENT_OPTIONS: &[ModuleOption] = &[
     },
 ];
 
-/// Lockahead figures that only the clients know, summed over the ranks.
+/// Lockahead figures that only the clients know, summed over the ranks,
+/// and the run's time series as the ranks' clients counted it.
 #[derive(Default)]
 pub(crate) struct Totals {
     pub lockahead_sent: u64,
     pub lockahead_refused: u64,
+    /// When the run's time series began and its bins' length, once started.
+    pub timeline: Option<(std::time::Instant, f64)>,
+    /// The ranks' clients' bins, each added as its rank ends.
+    pub series: Option<TimeSeries>,
+    /// The ranks of the run (one client each), for the series' groups.
+    pub clients: u32,
+}
+
+impl Totals {
+    /// Start `client`'s timeline (rank `rank`'s of `ranks`) when the run
+    /// records its time series.
+    pub(crate) fn start_client(totals: &Mutex<Totals>, client: &Client, ranks: u32) -> Result<(), IorError> {
+        let Some((origin, interval_s)) = totals.lock().map_or(None, |mut t| {
+            t.clients = t.clients.max(ranks);
+            t.timeline
+        }) else {
+            return Ok(());
+        };
+        client.start_timeline(origin, std::time::Duration::from_secs_f64(interval_s)).map_err(backend_error)
+    }
+
+    /// Add what rank `rank`'s client counted to the run's series (as the
+    /// rank ends). A client that cannot answer leaves a warning, and the
+    /// series marked as missing some of its counts.
+    pub(crate) fn end_client(totals: &Mutex<Totals>, rank: u32, client: &Client) {
+        let Ok(mut t) = totals.lock() else { return };
+        let Some((_, interval_s)) = t.timeline else { return };
+        let series = t.series.get_or_insert_with(|| TimeSeries::new("real", interval_s));
+        match client.take_timeline() {
+            Ok(Some((bins, truncated))) => {
+                series.truncated |= truncated;
+                for (bin, counts) in &bins {
+                    for (name, unit, per, member, count) in counts.series_counts(rank) {
+                        series.group(name, unit, per).add(member, *bin, count);
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("lanefs: warning: the time series lacks rank {rank}'s lock and OST counts: {e}");
+                series.truncated = true;
+            }
+        }
+    }
+
+    /// The series the ranks' clients counted, with every group present
+    /// (`osts` OSTs), for [`lanefs_ior::Backend::timeline`].
+    pub(crate) fn series(&self, osts: u32) -> Option<TimeSeries> {
+        let (_, interval_s) = self.timeline?;
+        let mut series = self.series.clone().unwrap_or_else(|| TimeSeries::new("real", interval_s));
+        // An empty bin names the client groups (its OST groups have no
+        // members to name).
+        for (name, unit, per, _, _) in TimelineBin::default().series_counts(0) {
+            let g = series.group(name, unit, per);
+            g.head.members = g.head.members.max(self.clients);
+        }
+        for name in ["ost_write_bytes", "ost_read_bytes"] {
+            let g = series.group(name, "bytes", "ost");
+            g.head.members = g.head.members.max(osts);
+        }
+        Some(series)
+    }
 }
 
 pub(crate) fn backend_error(e: impl std::fmt::Display) -> IorError {
@@ -154,6 +219,7 @@ pub(crate) struct LanefsRank<'a> {
 
 impl<'a> LanefsRank<'a> {
     pub(crate) fn new(totals: &'a Mutex<Totals>, rank: u32, client: Client, p: &IorParams) -> Result<Self, IorError> {
+        Totals::start_client(totals, &client, p.num_tasks)?;
         Ok(LanefsRank {
             totals,
             rank,
@@ -256,6 +322,7 @@ impl Drop for LanefsRank<'_> {
                 t.lockahead_sent += c.lockahead_enqueues;
                 t.lockahead_refused += c.lockahead_refused;
             }
+            Totals::end_client(self.totals, self.rank, &cl);
         }
     }
 }

@@ -43,6 +43,34 @@ pub fn take_flag(args: &mut Vec<String>, name: &str) -> bool {
     args.len() != before
 }
 
+/// `--timeseries FILE` and `--timeseries-interval SECONDS` (default 0.1),
+/// taken out of `args`: where to write the run's time series and the
+/// length of its bins, if one is asked for.
+pub fn take_timeseries(args: &mut Vec<String>) -> Result<Option<(std::path::PathBuf, f64)>> {
+    let path = take(args, "--timeseries", "bw.jsonl")?.map(std::path::PathBuf::from);
+    let interval = match take(args, "--timeseries-interval", "0.1")? {
+        Some(s) => {
+            let v: f64 = s.parse().map_err(|_| anyhow::anyhow!("--timeseries-interval {s}: give seconds, e.g. 0.1"))?;
+            if !(v.is_finite() && v >= 1e-6) {
+                bail!("--timeseries-interval {s}: give a positive number of seconds, at least 0.000001");
+            }
+            if path.is_none() {
+                bail!("--timeseries-interval {s} without --timeseries FILE: name the file to write, e.g. --timeseries bw.jsonl");
+            }
+            v
+        }
+        None => 0.1,
+    };
+    let Some(path) = path else { return Ok(None) };
+    if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")) {
+        anyhow::bail!(
+            "--timeseries {}: the time series is JSON Lines (docs/timeseries.md), not CSV; name it .jsonl",
+            path.display()
+        );
+    }
+    Ok(Some((path, interval)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

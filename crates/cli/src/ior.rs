@@ -5,7 +5,7 @@
 //! cluster started for the run when none is given; ranks as threads, or
 //! under `mpirun` as the processes of the job.
 
-use crate::args::take;
+use crate::args::{take, take_timeseries};
 use anyhow::{bail, Result};
 use lanefs_backends::job;
 use lanefs_backends::lanefs::{embedded_osts, LanefsBackend};
@@ -95,13 +95,14 @@ fn uses_lanefs(args: &[String]) -> Result<bool> {
 pub fn main(mut args: Vec<String>, mds: Option<String>, key: Option<PathBuf>) -> Result<()> {
     let cluster = take(&mut args, "--cluster", "127.0.0.1:9400")?.or(mds);
     let key = take(&mut args, "--key", "/tmp/lanefs/keys/client.pem")?.map(PathBuf::from).or(key);
+    let timeseries = take_timeseries(&mut args)?;
     let posix = PosixBackend;
     let mut out = std::io::stdout();
     if args.iter().any(|a| a == "-h" || a == "--help") {
         return Ok(out.write_all(usage().as_bytes())?);
     }
     if job::under_mpirun() {
-        return job::run(args, cluster, key, start_embedded);
+        return job::run(args, cluster, key, timeseries, start_embedded);
     }
     let code = if uses_lanefs(&args)? {
         let mut credentials = None;
@@ -121,14 +122,32 @@ pub fn main(mut args: Vec<String>, mds: Option<String>, key: Option<PathBuf>) ->
         };
         let lanefs = LanefsBackend::new(place.mds(), credentials, args.clone())?;
         let mpiio = MpiioBackend::new(&lanefs);
-        lanefs_ior::main_with(&args, &[&posix, &lanefs, &mpiio], &mut out)?
+        run(&args, &[&posix, &lanefs, &mpiio], &mut out, timeseries.as_ref())?
     } else {
-        lanefs_ior::main_with(&args, &[&posix], &mut out)?
+        run(&args, &[&posix], &mut out, timeseries.as_ref())?
     };
     if code != 0 {
         bail!("IOR found incorrect data (exit code {code})");
     }
     Ok(())
+}
+
+/// IOR's run on the backend `args` name, with its time series written to
+/// the file `timeseries` names; IOR's exit code.
+fn run(
+    args: &[String],
+    backends: &[&dyn lanefs_ior::Backend],
+    out: &mut dyn Write,
+    timeseries: Option<&(PathBuf, f64)>,
+) -> Result<i32> {
+    let mut params = lanefs_ior::parse_args(args)?;
+    params.timeseries_interval_s = timeseries.map_or(0.0, |(_, interval)| *interval);
+    let backend = lanefs_ior::select_backend(&params.api, backends)?;
+    let summary = lanefs_ior::run(&params, backend, out)?;
+    if let (Some((path, _)), Some(series)) = (timeseries, &summary.timeseries) {
+        series.write_file(path).map_err(anyhow::Error::msg)?;
+    }
+    Ok(if summary.passed() { 0 } else { 1 })
 }
 
 /// The file system an `mpirun` job starts on its rank 0 when no

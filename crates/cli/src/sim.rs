@@ -8,18 +8,16 @@
 //!
 //! `lanefs sim presets` lists the shipped cluster descriptions.
 
-use crate::args::{take, take_flag, take_one};
+use crate::args::{take, take_flag, take_one, take_timeseries};
 use crate::out::outln;
 use anyhow::{anyhow, bail, Context, Result};
 use lanefs_backends::mpiio::env_flag;
 use lanefs_core::client::ladvise::IoLockMode as LockMode;
-use lanefs_core::units::Duration;
 use lanefs_ior::Api;
 use lanefs_mpiio::hints as mhints;
 use lanefs_sim::backend::{SimBackend, SimOptions};
 use lanefs_sim::config::{presets, ClusterConfig};
 use std::io::Write;
-use std::path::PathBuf;
 
 pub const USAGE: &str = "\
 usage: lanefs sim ior --cluster PRESET_OR_FILE [IOR options] [simulator options]
@@ -42,7 +40,9 @@ simulator options:
   --lanefs.pfl=END:COUNT[:SIZE],...
                                 a composite (PFL) test file, as lfs setstripe -E END
                                 -c COUNT -S SIZE ... makes one; the last END is -1
-  --timeseries FILE.csv         write bandwidth per interval, aggregate and per OST
+  --timeseries FILE.jsonl       write the run's time series: bytes per rank and per
+                                OST, and lock traffic per client, in each interval
+                                (JSON Lines, docs/timeseries.md; `lanefs plot` draws it)
   --timeseries-interval SECONDS interval of the time series (default 0.1)
   --quiet                       no progress bar
   --check                       check every client's and OST's invariants after each
@@ -108,22 +108,13 @@ fn ior(mut args: Vec<String>) -> Result<()> {
         None => 1,
     };
     let cli_hints = take(&mut args, "--hints", "cb_nodes=8")?;
-    let timeseries = take(&mut args, "--timeseries", "bw.csv")?.map(PathBuf::from);
-    let interval = match take(&mut args, "--timeseries-interval", "0.1")? {
-        Some(s) => {
-            let v: f64 = s.parse().map_err(|_| anyhow!("--timeseries-interval {s}: give seconds, e.g. 0.1"))?;
-            if !(v.is_finite() && v >= 1e-6) {
-                bail!("--timeseries-interval {s}: give a positive number of seconds, at least 0.000001");
-            }
-            Duration((v * 1e9) as u64)
-        }
-        None => Duration::from_ms(100),
-    };
+    let timeseries = take_timeseries(&mut args)?;
     let quiet = take_flag(&mut args, "--quiet");
     let check = take_flag(&mut args, "--check");
 
     let mut params = lanefs_ior::parse_args(&args).map_err(|e| anyhow!("{e}"))?;
     params.command_line = invocation;
+    params.timeseries_interval_s = timeseries.as_ref().map_or(0.0, |(_, interval)| *interval);
     let ModuleOptions { lock_mode, stripe_count, stripe_size, pfl } = module_options(&params, &cluster)?;
     // Ranks sit on the cluster's nodes as its description says unless
     // --tasks-per-node says otherwise, and IOR's report says so too.
@@ -140,7 +131,6 @@ fn ior(mut args: Vec<String>) -> Result<()> {
     for warning in warnings {
         eprintln!("lanefs: warning: {warning}");
     }
-    let timeseries_path = timeseries.clone();
     let json = params.summary_format != lanefs_ior::SummaryFormat::Default;
     let opts = SimOptions {
         cluster,
@@ -150,7 +140,7 @@ fn ior(mut args: Vec<String>) -> Result<()> {
         stripe_size,
         pfl,
         hints,
-        timeseries: timeseries.map(|p| (p, interval)),
+        timeseries: timeseries.as_ref().map(|(path, _)| path.clone()),
         stats: env_flag("MPIIO_STATS"),
         timers: env_flag("MPIIO_TIMERS"),
         hints_display: env_flag("MPIIO_HINTS_DISPLAY"),
@@ -163,10 +153,9 @@ fn ior(mut args: Vec<String>) -> Result<()> {
     let mpiio = SimBackend::new(Api::Mpiio, opts);
     let mut out = std::io::stdout();
     let backend = lanefs_ior::select_backend(&params.api, &[&posix, &library, &mpiio]).map_err(|e| anyhow!("{e}"))?;
-    lanefs_ior::run(&params, backend, &mut out).context("simulated IOR run failed")?;
-    let used = if Api::parse(backend.name()) == Some(Api::Mpiio) { &mpiio } else { &posix };
-    if let Some(path) = &timeseries_path {
-        used.write_timeseries().with_context(|| format!("cannot write the time series to {}", path.display()))?;
+    let summary = lanefs_ior::run(&params, backend, &mut out).context("simulated IOR run failed")?;
+    if let (Some((path, _)), Some(series)) = (&timeseries, &summary.timeseries) {
+        series.write_file(path).map_err(anyhow::Error::msg)?;
     }
     Ok(())
 }

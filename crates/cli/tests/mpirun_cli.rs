@@ -80,6 +80,27 @@ fn collective_mpiio_under_mpirun_in_every_lock_mode() {
 }
 
 #[test]
+fn a_jobs_time_series_gathers_every_rank() {
+    let _clusters = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.jsonl");
+    let hints = "*:striping_factor=2:striping_unit=1048576:cray_cb_write_lock_mode=2";
+    let args = ["-a", "MPIIO", "-c", "-w", "-e", "-b", "1m", "-t", "1m", "-s", "2", "--lanefs.osts=2"];
+    let mut args = args.to_vec();
+    args.extend(["--timeseries", path.to_str().unwrap(), "--timeseries-interval", "0.01"]);
+    let (out, stdout, stderr) = run(4, &[("MPICH_MPIIO_HINTS", hints)], &args);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let series = lanefs_ior::timeseries::TimeSeries::read_file(&path).unwrap();
+    let bins = series.bins();
+    let ranks = series.get("rank_write_bytes").unwrap();
+    for rank in 0..4 {
+        assert_eq!(ranks.member(rank, bins).iter().sum::<u64>(), 2 << 20, "rank {rank}'s calls, from its own process");
+    }
+    assert_eq!(series.get("ost_write_bytes").unwrap().total(), 8 << 20, "the aggregators' writes reached the OSTs");
+    assert!(series.get("client_lockahead_requests").unwrap().total() > 0, "mode 2 asks for locks ahead");
+}
+
+#[test]
 fn independent_backends_under_mpirun() {
     let _clusters = shared();
     let dir = tempfile::tempdir().unwrap();

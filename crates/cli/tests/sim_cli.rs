@@ -95,46 +95,6 @@ fn cray_stats_and_timers_on_stderr() {
 }
 
 #[test]
-fn time_series_accounts_for_every_byte() {
-    let dir = tempfile::tempdir().unwrap();
-    let csv = dir.path().join("bw.csv");
-    let csv_arg = csv.to_str().unwrap();
-    let args = [
-        "sim",
-        "ior",
-        "--cluster",
-        "laptop",
-        "-a",
-        "POSIX",
-        "-w",
-        "-e",
-        "-b",
-        "4m",
-        "-t",
-        "1m",
-        "-N",
-        "8",
-        "--lanefs.stripe-count=-1",
-        "--timeseries",
-        csv_arg,
-        "--timeseries-interval",
-        "0.001",
-    ];
-    ok(&lanefs(&args, &[]));
-    let text = std::fs::read_to_string(&csv).unwrap();
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    assert_eq!(&header[..4], &["time_s", "write_mib_s", "read_mib_s", "ost0000_write_mib_s"]);
-    assert_eq!(header.len(), 3 + 2 * 4, "aggregate plus 4 OSTs written and read");
-    let rows: Vec<Vec<f64>> = lines.map(|l| l.split(',').map(|v| v.parse().unwrap()).collect()).collect();
-    assert!(rows.len() > 2, "several intervals: {text}");
-    let written_mib: f64 = rows.iter().map(|r| r[1] * 0.001).sum();
-    assert!((written_mib - 32.0).abs() < 1e-6, "32 MiB written in all, got {written_mib}");
-    let per_ost: f64 = rows.iter().map(|r| r[3..7].iter().sum::<f64>() * 0.001).sum();
-    assert!((per_ost - 32.0).abs() < 1e-6);
-}
-
-#[test]
 fn bad_input_is_named() {
     let e = failed(&lanefs(&["sim", "ior", "--cluster", "nosuch", "-w"], &[]));
     assert!(e.contains("nosuch") && e.contains("laptop"), "{e}");

@@ -422,13 +422,25 @@ impl Driver {
                 }
                 self.param_calls.insert(id, (i, reply));
             }
-            Cmd::Counters(reply) => {
-                let _ = reply.send(self.core.counters());
-            }
-            Cmd::UnstableBytes(reply) => {
-                let _ = reply.send(self.core.unstable_bytes());
-            }
+            Cmd::Counters(reply) => _ = reply.send(self.core.counters()),
+            Cmd::StartTimeline(origin, interval, reply) => self.start_timeline(origin, interval, reply),
+            Cmd::TakeTimeline(reply) => _ = reply.send(self.core.take_timeline(self.now())),
+            Cmd::UnstableBytes(reply) => _ = reply.send(self.core.unstable_bytes()),
         }
+    }
+
+    /// Start the core's timeline at `origin`, in bins of `interval`, and
+    /// say so to `reply`.
+    fn start_timeline(&mut self, origin: std::time::Instant, interval: StdDuration, reply: Reply<()>) {
+        // The core's time is nanoseconds since `clock`: an origin before
+        // it is negative.
+        let origin_ns = match origin.checked_duration_since(self.clock) {
+            Some(after) => after.as_nanos() as i128,
+            None => -(self.clock.duration_since(origin).as_nanos() as i128),
+        };
+        let interval = lanefs_core::units::Duration(u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX));
+        self.core.start_timeline(origin_ns, interval);
+        let _ = reply.send(());
     }
 
     /// A request from `lanefs lctl` (see [`crate::control`]).

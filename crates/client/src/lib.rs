@@ -71,6 +71,7 @@ pub use lanefs_net::process::{process_credentials, process_umask};
 
 use driver::Driver;
 use lanefs_core::client::ladvise::{Advice, LockaheadResult};
+use lanefs_core::client::timeline::TimelineBin;
 use lanefs_core::client::{
     Client as CoreClient, ClientConfig, ClientCounters, ClientError, FileHandle, OpId, OpOutput,
 };
@@ -279,6 +280,10 @@ pub(crate) type LadviseReply = Reply<Result<Vec<LockaheadResult>, ClientError>>;
 pub(crate) type StatsReply = Reply<Result<Vec<OstStats>, NetError>>;
 pub(crate) type OpStart = Box<dyn FnOnce(&mut CoreClient, Instant) -> OpId + Send>;
 
+/// A client's timeline bins by index, and whether events came after the
+/// last bin kept ([`Client::take_timeline`]).
+pub type TimelineBins = (Vec<(u64, TimelineBin)>, bool);
+
 pub(crate) enum Cmd {
     Mds(MdsCall, Reply<Result<MdsAnswer, NetError>>),
     Open(Layout, Reply<FileHandle>),
@@ -289,6 +294,9 @@ pub(crate) enum Cmd {
     Ladvise(FileHandle, Vec<Advice>, Reply<Result<Vec<LockaheadResult>, ClientError>>),
     Stats(Reply<Result<Vec<OstStats>, NetError>>),
     Counters(Reply<ClientCounters>),
+    /// Start the core's timeline: bins of the duration from the instant on.
+    StartTimeline(std::time::Instant, StdDuration, Reply<()>),
+    TakeTimeline(Reply<Option<TimelineBins>>),
     SetOstParam(OstParam, Reply<Result<(), NetError>>),
     UnstableBytes(Reply<u64>),
 }
@@ -820,6 +828,20 @@ impl Client {
 
     pub fn counters(&self) -> Result<ClientCounters, NetError> {
         self.call(Cmd::Counters)
+    }
+
+    /// Count this client's lock traffic and OST bytes in bins of
+    /// `interval` from `origin` on (`lanefs_core::client::timeline`), for
+    /// a run's time series.
+    pub fn start_timeline(&self, origin: std::time::Instant, interval: StdDuration) -> Result<(), NetError> {
+        self.call(|reply| Cmd::StartTimeline(origin, interval, reply))
+    }
+
+    /// The bins counted since [`Client::start_timeline`], by index, and
+    /// whether events came after the last bin kept; `None` without a
+    /// timeline.
+    pub fn take_timeline(&self) -> Result<Option<TimelineBins>, NetError> {
+        self.call(Cmd::TakeTimeline)
     }
 
     /// Acknowledged bytes this client keeps until their OSTs commit them

@@ -161,6 +161,22 @@ pub trait Backend: Sync {
         Vec::new()
     }
 
+    /// Start counting this process's part of the run's time series (per
+    /// OST and per client; the front end counts the ranks' bytes itself)
+    /// in bins of `interval_s` from `origin` on: called before the first
+    /// test's ranks are made. Default: nothing to count.
+    fn start_timeline(&self, origin: std::time::Instant, interval_s: f64) -> Result<(), IorError> {
+        let _ = (origin, interval_s);
+        Ok(())
+    }
+
+    /// This process's part of the series, asked once after the last
+    /// test's ranks are dropped (a backend with a [`Backend::phase_model`]
+    /// gives the whole series, the ranks' groups included). Default: none.
+    fn timeline(&self) -> Option<crate::timeseries::TimeSeries> {
+        None
+    }
+
     /// The job's sums of [`Backend::rank_counters`], to report in place of
     /// this process's own.
     fn set_job_counters(&self, totals: &[u64]) {

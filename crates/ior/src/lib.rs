@@ -42,6 +42,7 @@ mod pattern;
 mod phase;
 mod posix;
 mod run;
+pub mod timeseries;
 mod timing;
 
 use std::io::Write;

@@ -151,6 +151,10 @@ pub struct IorParams {
     /// `--dryRun`: run the test without any I/O (every file operation of
     /// the backend succeeds at once), to see the options and the report.
     pub dry_run: bool,
+    /// lanefs's `--timeseries`: seconds per bin of the run's time series
+    /// (`timeseries`); 0: none recorded. Not IOR's, and not in its
+    /// options or summaries.
+    pub timeseries_interval_s: f64,
     /// `-T`: minutes after a test's start past which it starts no further
     /// phase (IOR checks between phases, never within one); 0: no limit.
     pub max_time_duration_min: u32,
@@ -246,6 +250,7 @@ impl Default for IorParams {
             script_file: None,
             max_time_duration_min: 0,
             dry_run: false,
+            timeseries_interval_s: 0.0,
             random_offset: 0,
             random_seed: -1,
             test_id: 0,

@@ -27,6 +27,7 @@ use crate::error::IorError;
 use crate::offsets::{self, NodeMapping};
 use crate::params::{IorParams, PacketType};
 use crate::pattern;
+use crate::timeseries::RankBins;
 use crate::timing::{RankPhase, RankTimes, Stonewalled};
 use lanefs_mpiio::comm::{decode_u64s, encode_u64s, CommError, Communicator};
 
@@ -53,6 +54,8 @@ pub struct Phase<'a> {
     /// `stoneWallingWearOutIterations`), by rank; empty: `-O
     /// stoneWallingWearOutIterations` for every rank (0: no limit).
     pub stop_after: &'a [u64],
+    /// The ranks' bytes over time, when the run records its time series.
+    pub series: Option<&'a RankBins>,
 }
 
 impl Phase<'_> {
@@ -456,6 +459,9 @@ pub fn write(
             if p.fsync_per_write {
                 io.fsync()?;
             }
+            if let Some(series) = ph.series {
+                series.note(rank, true, p.transfer_size_bytes);
+            }
             Ok(())
         })?;
         if p.fsync {
@@ -592,6 +598,9 @@ pub fn read(ph: &Phase, ranks: &mut [Box<dyn RankIo + '_>]) -> Result<(RanksRead
         times.xfer_start_s = ph.now_s();
         let moved = transfers(ph, (rank, pretend), barrier, offsets::offsets(p, pretend), |offset| {
             io.read_at(offset, checker.actual.bytes())?;
+            if let Some(series) = ph.series {
+                series.note(rank, false, p.transfer_size_bytes);
+            }
             if p.check_read {
                 checker.verify(offset);
             }

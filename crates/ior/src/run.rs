@@ -29,6 +29,7 @@ use crate::offsets::{self, directory_of, NodeMapping};
 use crate::output::{ctime_now, Printer, TestSummary};
 use crate::params::{IorParams, NUM_TASKS_MAX, NUM_TASK_THREADS_MAX};
 use crate::phase::{self, CheckOutcome, Clock, Phase, RanksRead, Team};
+use crate::timeseries::{RankBins, TimeSeries};
 use crate::timing::{reduce_phase, summarize, OpSummary, PhaseResult, RankPhase, Stonewalled};
 use lanefs_mpiio::comm::{decode_u64s, encode_u64s, Communicator};
 
@@ -60,6 +61,9 @@ pub struct IorSummary {
     pub read: Option<OpSummary>,
     /// Mismatching 8-byte words over all checks and repetitions.
     pub data_errors: u64,
+    /// The run's time series, when `timeseries_interval_s` asked for one
+    /// (a job's whole, on every rank).
+    pub timeseries: Option<TimeSeries>,
 }
 
 impl IorSummary {
@@ -143,6 +147,7 @@ fn run_team(
             std::fs::write(path, RANK_DETAILS_HEADER).map_err(|e| rank_details_error(path, e))?;
         }
     }
+    let rank_bins = start_timeseries(params, &tests, backend, comm)?;
     let mut printer = Printer::new(params, out)?;
     printer.header(params)?;
     let mut summaries = Vec::with_capacity(tests.len());
@@ -153,7 +158,7 @@ fn run_team(
         let fs = shows_free_space(&p.test_file).then(|| backend.fs_info(directory_of(&p.test_file)));
         printer.test_start(p, api, fs)?;
         printer.setup(p, api, &backend.version())?;
-        let mut executor = Executor::new(backend, p, comm)?;
+        let mut executor = Executor::new(backend, p, comm, rank_bins.as_ref())?;
         // -z without a seed: one from the clock, rank 0's, for the whole test.
         let seeded = if p.random_offset > 0 && p.random_seed == -1 {
             let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_secs());
@@ -190,16 +195,87 @@ fn run_team(
         summaries.push(TestSummary { params: summary_params, write, read });
         iterations.extend(its);
     }
-    if let Some(comm) = comm {
-        sum_job_counters(backend, comm)?;
-    }
+    let timeseries = gather_at_end(params, backend, rank_bins.as_ref(), comm)?;
     let reports = backend.reports();
     check_report_keys(api, &reports)?;
     printer.long_summary(api, &summaries, &reports)?;
     printer.finished()?;
     let data_errors = iterations.iter().map(|it| it.write_check_errors + it.read_check_errors).sum();
     let last = summaries.pop().expect("at least one test");
-    Ok(IorSummary { api, iterations, write: last.write, read: last.read, data_errors })
+    Ok(IorSummary { api, iterations, write: last.write, read: last.read, data_errors, timeseries })
+}
+
+/// With `timeseries_interval_s`, starts the run's time series: the bins of
+/// this process's ranks (none for a backend that models phases, which
+/// counts them itself) and the backend's, from one instant on (for a job,
+/// every process's just after a barrier).
+fn start_timeseries(
+    params: &IorParams,
+    tests: &[&IorParams],
+    backend: &dyn Backend,
+    comm: Option<&(dyn Communicator + Sync)>,
+) -> Result<Option<RankBins>, IorError> {
+    let interval_s = params.timeseries_interval_s;
+    if interval_s <= 0.0 {
+        return Ok(None);
+    }
+    if let Some(comm) = comm {
+        comm.barrier().map_err(|e| IorError::backend("MPI", e.to_string()))?;
+    }
+    let ranks = match comm {
+        Some(comm) => comm.rank()..comm.rank() + 1,
+        None => 0..tests.iter().map(|p| p.num_tasks).max().unwrap_or(0),
+    };
+    let bins = RankBins::new(interval_s, ranks);
+    backend.start_timeline(bins.origin(), interval_s)?;
+    Ok(backend.phase_model().is_none().then_some(bins))
+}
+
+/// The run's time series: the ranks' bins and the backend's part (a job's
+/// parts gathered from every process).
+fn finish_timeseries(
+    params: &IorParams,
+    backend: &dyn Backend,
+    rank_bins: Option<&RankBins>,
+    comm: Option<&(dyn Communicator + Sync)>,
+) -> Result<Option<TimeSeries>, IorError> {
+    if params.timeseries_interval_s <= 0.0 {
+        return Ok(None);
+    }
+    let source = if backend.phase_model().is_some() { "simulated" } else { "real" };
+    let ranks = std::iter::once(params).chain(&params.next_tests).map(|p| p.num_tasks).max().unwrap_or(0);
+    let mut series = TimeSeries::new(source, params.timeseries_interval_s);
+    if let Some(bins) = rank_bins {
+        series.merge(&bins.series(source, ranks));
+    }
+    if let Some(part) = backend.timeline() {
+        series.merge(&part);
+    }
+    let Some(comm) = comm else { return Ok(Some(series)) };
+    let comm_error = |e: lanefs_mpiio::CommError| IorError::Backend { backend: backend.name(), message: e.to_string() };
+    let parts = comm.allgather(&crate::timeseries::encode(&series)).map_err(comm_error)?;
+    let mut whole = TimeSeries::new(source, params.timeseries_interval_s);
+    for (rank, part) in parts.iter().enumerate() {
+        let part = crate::timeseries::decode(part).map_err(|e| {
+            IorError::backend(backend.name(), format!("rank {rank} sent a time series this rank cannot read: {e}"))
+        })?;
+        whole.merge(&part);
+    }
+    Ok(Some(whole))
+}
+
+/// What the run gathers once its last test's ranks are gone: a job's sums
+/// of its ranks' counters, and the time series.
+fn gather_at_end(
+    params: &IorParams,
+    backend: &dyn Backend,
+    rank_bins: Option<&RankBins>,
+    comm: Option<&(dyn Communicator + Sync)>,
+) -> Result<Option<TimeSeries>, IorError> {
+    if let Some(comm) = comm {
+        sum_job_counters(backend, comm)?;
+    }
+    finish_timeseries(params, backend, rank_bins, comm)
 }
 
 /// Sums every rank's [`Backend::rank_counters`] over the job and hands the
@@ -238,7 +314,13 @@ fn check_task_threads(api: &str, p: &IorParams) -> Result<(), IorError> {
 enum Executor<'b> {
     /// Every rank a thread with its own handle, doing real I/O; timestamps are seconds
     /// on `clock`. A job's rank (`team` is `Team::World`) has one handle, its own.
-    Threads { backend: &'b dyn Backend, clock: Clock<'b>, team: Team<'b>, ranks: Vec<Box<dyn RankIo + 'b>> },
+    Threads {
+        backend: &'b dyn Backend,
+        clock: Clock<'b>,
+        team: Team<'b>,
+        ranks: Vec<Box<dyn RankIo + 'b>>,
+        series: Option<&'b RankBins>,
+    },
     /// The backend's model of whole phases, in modelled seconds.
     Model { api: &'static str, model: &'b dyn PhaseModel },
 }
@@ -249,6 +331,7 @@ impl<'b> Executor<'b> {
         backend: &'b dyn Backend,
         p: &IorParams,
         comm: Option<&'b (dyn Communicator + Sync)>,
+        series: Option<&'b RankBins>,
     ) -> Result<Self, IorError> {
         if let Some(model) = backend.phase_model() {
             if comm.is_some() {
@@ -258,12 +341,13 @@ impl<'b> Executor<'b> {
         }
         let Some(comm) = comm else {
             let ranks = (0..p.num_tasks).map(|rank| backend.rank(rank, p)).collect::<Result<Vec<_>, _>>()?;
-            return Ok(Executor::Threads { backend, clock: Clock::Local(Instant::now()), team: Team::Threads, ranks });
+            let clock = Clock::Local(Instant::now());
+            return Ok(Executor::Threads { backend, clock, team: Team::Threads, ranks, series });
         };
         let ranks = vec![backend.rank(comm.rank(), p)?];
         comm.barrier().map_err(|e| IorError::backend("MPI", e.to_string()))?;
         let clock = Clock::World { comm, base_s: comm.wtime() };
-        Ok(Executor::Threads { backend, clock, team: Team::World(comm), ranks })
+        Ok(Executor::Threads { backend, clock, team: Team::World(comm), ranks, series })
     }
 
     /// This repetition's data signature: rank 0's, for a job.
@@ -331,8 +415,8 @@ impl<'b> Executor<'b> {
         signature: u32,
     ) -> Result<(Vec<RankPhase>, Option<Stonewalled>), IorError> {
         match self {
-            Executor::Threads { backend, clock, team, ranks } => {
-                phase::write(&threads(p, *backend, *clock, *team, signature, rep, &[]), ranks)
+            Executor::Threads { backend, clock, team, ranks, series } => {
+                phase::write(&threads(p, *backend, (*clock, *team, *series), signature, rep, &[]), ranks)
             }
             Executor::Model { api, model } => {
                 let ranks = model.write_phase(p, rep)?;
@@ -350,8 +434,8 @@ impl<'b> Executor<'b> {
         stop_after: &[u64],
     ) -> Result<Vec<CheckOutcome>, IorError> {
         match self {
-            Executor::Threads { backend, clock, team, ranks } => {
-                phase::check_write(&threads(p, *backend, *clock, *team, signature, rep, stop_after), ranks)
+            Executor::Threads { backend, clock, team, ranks, series } => {
+                phase::check_write(&threads(p, *backend, (*clock, *team, *series), signature, rep, stop_after), ranks)
             }
             Executor::Model { .. } => unreachable!("run refuses -W with a model before it starts"),
         }
@@ -365,8 +449,8 @@ impl<'b> Executor<'b> {
         stop_after: &[u64],
     ) -> Result<(RanksRead, Option<Stonewalled>), IorError> {
         match self {
-            Executor::Threads { backend, clock, team, ranks } => {
-                phase::read(&threads(p, *backend, *clock, *team, signature, rep, stop_after), ranks)
+            Executor::Threads { backend, clock, team, ranks, series } => {
+                phase::read(&threads(p, *backend, (*clock, *team, *series), signature, rep, stop_after), ranks)
             }
             Executor::Model { api, model } => {
                 assert!(!p.check_read, "run refuses -R with a model before it starts");
@@ -379,8 +463,8 @@ impl<'b> Executor<'b> {
 
     fn remove(&mut self, p: &IorParams, rep: u32, signature: u32) -> Result<f64, IorError> {
         match self {
-            Executor::Threads { backend, clock, team, ranks } => {
-                phase::remove(&threads(p, *backend, *clock, *team, signature, rep, &[]), ranks)
+            Executor::Threads { backend, clock, team, ranks, series } => {
+                phase::remove(&threads(p, *backend, (*clock, *team, *series), signature, rep, &[]), ranks)
             }
             Executor::Model { api, model } => model::check_remove(api, model.remove(p, rep)?),
         }
@@ -391,13 +475,12 @@ impl<'b> Executor<'b> {
 fn threads<'a>(
     p: &'a IorParams,
     backend: &'a dyn Backend,
-    clock: Clock<'a>,
-    team: Team<'a>,
+    (clock, team, series): (Clock<'a>, Team<'a>, Option<&'a RankBins>),
     signature: u32,
     rep: u32,
     stop_after: &'a [u64],
 ) -> Phase<'a> {
-    Phase { p, backend, clock, signature, rep, mapping: NodeMapping::from_params(p), team, stop_after }
+    Phase { p, backend, clock, signature, rep, mapping: NodeMapping::from_params(p), team, stop_after, series }
 }
 
 /// One repetition: its write, write check and read phases, each started

@@ -22,12 +22,13 @@
 use crate::config::{ClusterConfig, MpiWait};
 use crate::job::{Collective, Job, PhaseSpec, RankResult, SimComponent, SimError, WorkEv};
 use crate::model::Model;
-use crate::report::write_series;
-use crate::world::{Series, World};
+use crate::world::{RankSeries, World};
 use lanefs_core::client::ladvise::IoLockMode as LockMode;
+use lanefs_core::client::timeline::TimelineBin;
 use lanefs_core::layout::Layout;
 use lanefs_core::units::Duration;
 use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
+use lanefs_ior::timeseries::TimeSeries;
 use lanefs_ior::{Api, Backend, BackendReport, IorError, IorParams, PhaseModel, RankPhase, RankTimes};
 use lanefs_mpiio::hints::MpiioHints;
 use lanefs_mpiio::report::{MpiioStats, MpiioTimers};
@@ -100,8 +101,9 @@ pub struct SimOptions {
     pub pfl: Vec<SimComponent>,
     /// MPI-IO hints in precedence order (later wins), already matched to the file.
     pub hints: Vec<(String, String)>,
-    /// `--timeseries FILE` and its interval ([`SimBackend::write_timeseries`]).
-    pub timeseries: Option<(PathBuf, Duration)>,
+    /// `--timeseries FILE`, named in the report (the run's
+    /// `timeseries_interval_s` says whether a series is counted).
+    pub timeseries: Option<PathBuf>,
     /// Print `MPICH_MPIIO_STATS`/`TIMERS`/`HINTS_DISPLAY`-style blocks on stderr.
     pub stats: bool,
     pub timers: bool,
@@ -283,10 +285,17 @@ impl SimBackend {
             }
             let mut world = World::new(model).map_err(err)?;
             world.check |= self.opts.check;
-            if let Some((_, interval)) = &self.opts.timeseries {
-                let osts = world.model.ost_count() as usize;
-                world.series =
-                    Some(Series { interval: *interval, written: vec![Vec::new(); osts], read: vec![Vec::new(); osts] });
+            if p.timeseries_interval_s > 0.0 {
+                // Bins from the simulated run's start, its time zero.
+                let interval = Duration((p.timeseries_interval_s * 1e9).round().max(1.0) as u64);
+                for client in &mut world.clients {
+                    client.start_timeline(0, interval);
+                }
+                let mut series = TimeSeries::new("simulated", p.timeseries_interval_s);
+                for name in ["rank_write_bytes", "rank_read_bytes"] {
+                    series.group(name, "bytes", "rank").head.members = p.num_tasks;
+                }
+                world.series = Some(RankSeries { interval, series });
             }
             let rng = ChaCha8Rng::seed_from_u64(self.opts.seed);
             let mut job = Job::new(world, p.num_tasks, rpn, rng);
@@ -430,18 +439,6 @@ fn print_mpiio(job: &Job, spec: &PhaseSpec, file: &str, results: &[RankResult], 
     }
 }
 
-impl SimBackend {
-    /// Write the `--timeseries` file, if one was asked for and a phase ran.
-    pub fn write_timeseries(&self) -> std::io::Result<()> {
-        let Some((path, _)) = &self.opts.timeseries else { return Ok(()) };
-        let guard = self.state.lock().map_err(|_| std::io::Error::other("simulator state poisoned"))?;
-        let Some(series) = guard.as_ref().and_then(|st| st.job.world.series.as_ref()) else { return Ok(()) };
-        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-        write_series(&mut out, series)?;
-        std::io::Write::flush(&mut out)
-    }
-}
-
 impl PhaseModel for SimBackend {
     fn write_phase(&self, p: &IorParams, rep: u32) -> Result<Vec<RankPhase>, IorError> {
         self.phase(p, true, rep)
@@ -461,6 +458,35 @@ impl PhaseModel for SimBackend {
 impl Backend for SimBackend {
     fn name(&self) -> &'static str {
         self.api.name()
+    }
+
+    /// The whole series: the ranks' bytes as their calls returned, and each
+    /// node's client's lock traffic and OST bytes (a client per node).
+    fn timeline(&self) -> Option<TimeSeries> {
+        let mut guard = self.state.lock().ok()?;
+        let world = &mut guard.as_mut()?.job.world;
+        let mut series = world.series.as_ref()?.series.clone();
+        let (now, osts, nodes) = (world.now, world.model.ost_count(), world.clients.len() as u32);
+        for (node, client) in (0u32..).zip(&mut world.clients) {
+            let Some((bins, truncated)) = client.take_timeline(now) else { continue };
+            series.truncated |= truncated;
+            for (bin, counts) in &bins {
+                for (name, unit, per, member, count) in counts.series_counts(node) {
+                    series.group(name, unit, per).add(member, *bin, count);
+                }
+            }
+        }
+        // An empty bin names the client groups (its OST groups have no
+        // members to name).
+        for (name, unit, per, _, _) in TimelineBin::default().series_counts(0) {
+            let g = series.group(name, unit, per);
+            g.head.members = g.head.members.max(nodes);
+        }
+        for name in ["ost_write_bytes", "ost_read_bytes"] {
+            let g = series.group(name, "bytes", "ost");
+            g.head.members = g.head.members.max(osts);
+        }
+        Some(series)
     }
 
     fn version(&self) -> String {
@@ -578,7 +604,7 @@ impl SimBackend {
                 uses.into_iter().map(|(name, time)| (name.to_string(), time.as_secs_f64().into())).collect();
             sim.insert("cpu_s".into(), uses.into());
         }
-        if let Some((path, _)) = &self.opts.timeseries {
+        if let Some(path) = &self.opts.timeseries {
             sim.insert("timeseries".into(), path.display().to_string().into());
         }
         sim

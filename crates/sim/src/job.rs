@@ -669,6 +669,9 @@ impl Run<'_> {
                 r.r.bytes += n;
                 r.r.transfers += 1;
                 r.next += 1;
+                if let Some(series) = self.job.world.series.as_mut() {
+                    series.note(now, rank, matches!(out, OpOutput::Written(_)), n);
+                }
                 let holds_inode = self.inodes.is_some() && matches!(out, OpOutput::Written(_));
                 r.st = if holds_inode { St::Returning } else { St::Copy };
                 let node = r.node;

@@ -32,7 +32,6 @@ pub mod mds;
 pub mod model;
 pub mod mpi_waits;
 pub mod queue;
-pub mod report;
 pub mod world;
 
 pub use config::{Bandwidth, ClusterConfig, ConfigError};

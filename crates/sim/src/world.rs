@@ -71,6 +71,7 @@ use lanefs_core::msg::{ToClient, ToOst};
 use lanefs_core::ost::{Ost, SyncRequest};
 use lanefs_core::store::SizeStore;
 use lanefs_core::units::{ClientId, Duration, Instant, ObjectId, OstIndex, PAGE_SIZE};
+use lanefs_ior::timeseries::TimeSeries;
 use std::collections::VecDeque;
 
 /// Something that happens at an instant; `W` is the workload's own kind of
@@ -129,21 +130,23 @@ pub enum Happening<W> {
     OpDone { node: u32, op: OpId, result: Result<OpOutput, ClientError> },
 }
 
-/// Bytes that reached OSTs per interval, for `--timeseries`.
+/// The ranks' bytes per interval, for `--timeseries` (the clients count
+/// their lock traffic and OST bytes in their own timelines).
 #[derive(Debug, Clone)]
-pub struct Series {
+pub struct RankSeries {
     pub interval: Duration,
-    /// `written[ost][bin]`, `read[ost][bin]`.
-    pub written: Vec<Vec<u64>>,
-    pub read: Vec<Vec<u64>>,
+    /// `rank_write_bytes` and `rank_read_bytes`, by rank.
+    pub series: TimeSeries,
 }
 
-impl Series {
-    fn add(bins: &mut Vec<u64>, bin: usize, bytes: u64) {
-        if bins.len() <= bin {
-            bins.resize(bin + 1, 0);
+impl RankSeries {
+    /// `rank`'s transfer of `bytes` returned at `now`.
+    pub fn note(&mut self, now: Instant, rank: u32, write: bool, bytes: u64) {
+        let bin = now.as_ns() / self.interval.as_ns().max(1);
+        let name = if write { "rank_write_bytes" } else { "rank_read_bytes" };
+        if !self.series.group(name, "bytes", "rank").add(rank, bin, bytes) {
+            self.series.truncated = true;
         }
-        bins[bin] += bytes;
     }
 }
 
@@ -198,7 +201,7 @@ pub struct World<W> {
     /// Partial-stripe writes that paid a read-modify-write, and their bytes.
     pub rmw_writes: u64,
     pub rmw_bytes: u64,
-    pub series: Option<Series>,
+    pub series: Option<RankSeries>,
     /// Check each client's and OST's invariants after every input it takes
     /// (`check_invariants`): on in debug builds, and with `lanefs sim
     /// --check` in release builds. A client or an OST that took no input
@@ -316,7 +319,6 @@ impl<W> World<W> {
             }
             Ev::OstInput { ost, node, msg, io } => {
                 if io {
-                    self.io_done(ost, &msg);
                     if let (Some(journal), ToOst::Write { object, .. }) = (self.journals.get_mut(ost as usize), &msg) {
                         journal.handle_write(self.now, *object);
                     }
@@ -685,16 +687,6 @@ impl<W> World<W> {
         let rx = later(disk, self.node_rx_free[n]) + transfer(len, m.node_bw);
         self.node_rx_free[n] = rx;
         later(tx, rx) + m.latency
-    }
-
-    fn io_done(&mut self, ost: u32, msg: &ToOst) {
-        let Some(series) = self.series.as_mut() else { return };
-        let bin = (self.now.as_ns() / series.interval.as_ns().max(1)) as usize;
-        match msg {
-            ToOst::Write { data, .. } => Series::add(&mut series.written[ost as usize], bin, data.len()),
-            ToOst::Read { len, .. } => Series::add(&mut series.read[ost as usize], bin, *len),
-            _ => {}
-        }
     }
 
     /// An MPI message of `bytes` from node `from` to node `to`, leaving at

@@ -19,6 +19,7 @@
 use super::locks::{ClientLockState, LocalLock};
 use super::op_table::{OpKind, OpState};
 use super::replay::Change;
+use super::timeline;
 use super::{Client, ClientError, Commit, LossCause, OpId, Rpc};
 use crate::extent::Extent;
 use crate::ldlm::proof::ChangeProof;
@@ -64,6 +65,7 @@ impl Client {
             let lock = self.locks.cancelled(l);
             let handle = lock.handle.expect("a granted lock has a server handle");
             self.counters.cancels += 1;
+            self.timeline_note(timeline::TimelineEvent::Cancel);
             self.osc(key.ost).cancels += 1;
             self.send(key.ost, ToOst::Cancel { lock: handle });
             progressed = true;
@@ -167,6 +169,7 @@ impl Client {
         match result {
             Ok(()) => {
                 self.counters.bytes_written += len;
+                self.timeline_note(timeline::TimelineEvent::Written { ost, bytes: len });
                 self.writeback.note_uncommitted(key);
                 if self.config.recovery && transno > Transno(0) {
                     let data = match pinned {

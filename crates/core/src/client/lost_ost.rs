@@ -56,6 +56,7 @@ impl Client {
     /// (dirty bytes reported lost), and replies still in flight are ignored.
     /// Later operations try the OST again.
     pub fn handle_unreachable(&mut self, now: Instant, ost: OstIndex, reason: &str) {
+        self.timeline_at(now);
         let mut failed: Vec<OpId> = Vec::new();
         let mut unsynced: Vec<ObjectKey> = Vec::new();
         self.rpcs.retain(|rpc| match rpc {

@@ -50,6 +50,7 @@ pub mod locks;
 pub mod osc_stats;
 pub mod pagecache;
 pub mod replay;
+pub mod timeline;
 
 mod error;
 mod op_table;
@@ -352,6 +353,8 @@ pub struct Client {
     /// The kind of payload this client holds, once it has cached one.
     payload_kind: Option<PayloadKind>,
     file_next: u64,
+    /// Its events in time bins, while a run records a time series.
+    timeline: Option<Box<timeline::Timeline>>,
 }
 
 impl Client {
@@ -372,6 +375,7 @@ impl Client {
             stats: ClientStats::default(),
             payload_kind: None,
             file_next: 1,
+            timeline: None,
         })
     }
 
@@ -402,6 +406,36 @@ impl Client {
     pub fn reset_stats(&mut self, now: Instant) {
         self.stats = ClientStats { since: now, ..ClientStats::default() };
     }
+    /// Count this client's lock traffic and OST bytes in bins of
+    /// `interval` from `origin_ns` on (the core's nanoseconds, negative for
+    /// a run that began before this client's time zero; see [`timeline`]),
+    /// from now on; a timeline already running starts again.
+    pub fn start_timeline(&mut self, origin_ns: i128, interval: Duration) {
+        self.timeline = Some(Box::new(timeline::Timeline::new(origin_ns, interval)));
+    }
+
+    /// The bins counted since [`Client::start_timeline`] or the last take,
+    /// by index, and whether events came after the last bin kept; `None`
+    /// without a timeline.
+    pub fn take_timeline(&mut self, now: Instant) -> Option<(Vec<(u64, timeline::TimelineBin)>, bool)> {
+        let t = self.timeline.as_mut()?;
+        t.advance(now);
+        Some((t.take(), t.truncated()))
+    }
+
+    /// The bin filling closes if `now` is past it: on entry to every input.
+    fn timeline_at(&mut self, now: Instant) {
+        if let Some(t) = self.timeline.as_mut() {
+            t.advance(now);
+        }
+    }
+
+    fn timeline_note(&mut self, event: timeline::TimelineEvent) {
+        if let Some(t) = self.timeline.as_mut() {
+            t.note(event);
+        }
+    }
+
     /// Read and write RPCs in flight to `ost` now.
     pub fn rpcs_in_flight(&self, ost: OstIndex) -> (usize, usize) {
         self.rpcs.in_flight(ost)
@@ -436,6 +470,7 @@ impl Client {
     /// LRU or a shorter age cancels locks, a smaller cache drops clean
     /// pages), never left to break [`Client::check_invariants`].
     pub fn set_tunable(&mut self, now: Instant, tunable: Tunable) -> Result<(), ClientError> {
+        self.timeline_at(now);
         let mut config = self.config.clone();
         match tunable {
             Tunable::RpcsInFlightMax(n) => config.rpcs_in_flight_max = n,
@@ -596,6 +631,7 @@ impl Client {
     /// granted, then when every OST the cache advice went to has answered
     /// (the first error fails it, naming its OST).
     pub fn ladvise(&mut self, now: Instant, fh: FileHandle, advices: &[Advice]) -> Result<LadviseOutcome, ClientError> {
+        self.timeline_at(now);
         if advices.is_empty() || advices.len() >= ladvise::ADVICES_PER_CALL_MAX {
             return Err(LadviseError::Count(advices.len()).into());
         }
@@ -634,6 +670,7 @@ impl Client {
     // ----- protocol inputs ----------------------------------------------
 
     pub fn handle_message(&mut self, now: Instant, from: OstIndex, message: ToClient) {
+        self.timeline_at(now);
         match message {
             ToClient::Enqueue { xid, reply } => self.on_enqueue_reply(now, from, xid, reply),
             ToClient::Completion { lock, extent, callback_pending, proof } => {
@@ -675,6 +712,7 @@ impl Client {
     /// Give back every lock (flushing what they cover), as an unmount does.
     /// Done when [`Client::lock_cache`] is empty.
     pub fn release_all(&mut self, now: Instant) {
+        self.timeline_at(now);
         let granted: Vec<LocalLock> = self.locks.iter().filter(|(_, l)| l.is_granted()).map(|(id, _)| id).collect();
         for id in granted {
             self.locks.begin_cancel(id);
@@ -684,6 +722,7 @@ impl Client {
 
     /// Age the lock LRU.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.timeline_at(now);
         // Those whose last use plus the age limit is now or earlier.
         let aged = now.0.checked_sub(self.config.lru_age_max.as_ns());
         for id in aged.map(|t| self.locks.unused_since(Instant(t))).unwrap_or_default() {
@@ -736,6 +775,9 @@ impl Client {
         self.locks.check_invariants();
         self.rpcs.check_invariants();
         self.writeback.check_invariants();
+        if let Some(t) = &self.timeline {
+            t.check_invariants();
+        }
         self.ops.check_invariants();
         self.outbox.check_invariants();
         self.recovery.check_invariants();
@@ -834,6 +876,7 @@ impl Client {
     }
 
     fn start(&mut self, now: Instant, fh: FileHandle, kind: OpKind, offset: u64, len: u64) -> OpId {
+        self.timeline_at(now);
         let id = self.ops.next_id();
         let llite = &mut self.stats.llite;
         match &kind {

@@ -13,6 +13,7 @@
 use super::ladvise::LockaheadResult;
 use super::locks::{ClientLock, ClientLockState, LocalLock};
 use super::op_table::{Op, OpKind, OpState, ReadBuf, Step, Steps};
+use super::timeline;
 use super::writeback::Written;
 use super::{Client, ClientError, Commit, FileHandle, OpId, OpOutput, OpenFile, Rpc};
 use crate::extent::{Extent, EOF};
@@ -403,6 +404,7 @@ impl Client {
         if flags.speculative {
             self.counters.lockahead_enqueues += 1;
         }
+        self.timeline_note(timeline::TimelineEvent::Enqueue { lockahead: flags.speculative });
         let lock = ClientLock {
             key,
             mode,

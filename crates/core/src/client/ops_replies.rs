@@ -12,7 +12,7 @@
 //! if its handle is free to name); a read reply of the wrong length fails
 //! its read with [`IoError::BadReply`].
 
-use super::{OpKind, OpState};
+use super::{timeline, OpKind, OpState};
 use crate::client::locks::{ClientLockState, LocalLock};
 use crate::client::replay::Change;
 use crate::client::{Client, ClientError, LossCause, OpId, Rpc};
@@ -149,6 +149,7 @@ impl Client {
             return;
         }
         self.locks.set_extent(l, extent);
+        self.timeline_note(timeline::TimelineEvent::Grant);
         let lock = self.locks.get_mut(l).expect("granted lock listed");
         lock.state = ClientLockState::Granted;
         lock.callback_pending |= callback_pending;
@@ -167,6 +168,7 @@ impl Client {
 
     pub(in crate::client) fn on_blocking(&mut self, ost: OstIndex, handle: LockHandle) {
         self.counters.blocking_callbacks += 1;
+        self.timeline_note(timeline::TimelineEvent::BlockingCallback);
         self.osc(ost).blocking_callbacks += 1;
         match self.locks.by_handle(ost, handle) {
             Some(l) => {
@@ -193,6 +195,7 @@ impl Client {
             }
             Ok(data) => {
                 self.counters.bytes_read += data.len();
+                self.timeline_note(timeline::TimelineEvent::Read { ost, bytes: data.len() });
                 if self.ops.get(op).is_some_and(|o| o.holding.is_some()) {
                     self.note_payload(data.kind(), data.len());
                     match data {

@@ -63,6 +63,7 @@ impl Client {
     /// fails) until [`Client::handle_reconnected`] or
     /// [`Client::handle_unreachable`].
     pub fn handle_disconnected(&mut self, now: Instant, ost: OstIndex) {
+        self.timeline_at(now);
         if !self.config.recovery {
             return;
         }
@@ -80,6 +81,7 @@ impl Client {
 
     /// The driver has a new connection to `ost`: take the session up again.
     pub fn handle_reconnected(&mut self, now: Instant, ost: OstIndex) {
+        self.timeline_at(now);
         if !self.config.recovery {
             return;
         }

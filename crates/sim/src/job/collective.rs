@@ -80,6 +80,12 @@ enum Post {
     Sync,
     /// The rank's transfers (and its sync) are over: IOR's close begins.
     TransfersDone,
+    /// A collective call of the rank's returned, having moved `bytes` of
+    /// its own (posted only while the run records its time series).
+    Transferred {
+        write: bool,
+        bytes: u64,
+    },
 }
 
 impl Post {
@@ -313,6 +319,7 @@ impl Run<'_> {
         // list, which every rank would otherwise hold a copy of).
         let spec = PhaseSpec { collective: None, ..self.spec.clone() };
         let (n, per_node, pretend) = (self.job.ranks, self.job.ranks_per_node, self.pretend(rank));
+        let recording = self.job.world.series.is_some();
         let coll = self.coll();
         let hints = coll.setup.hints.clone();
         let mut io = SimIo { rank, size: n, per_node, hub: coll.hub.clone() };
@@ -326,6 +333,9 @@ impl Run<'_> {
                     file.write_at_all(&mut io, offset, &transfer).await?;
                 } else {
                     file.read_at_all(&mut io, offset, &mut transfer.clone()).await?;
+                }
+                if recording {
+                    io.post(Post::Transferred { write: spec.write, bytes: spec.transfer });
                 }
             }
             if spec.write && spec.fsync {
@@ -416,6 +426,12 @@ impl Run<'_> {
                 let r = &mut self.ranks[rank as usize].r;
                 r.xfer_stop = now;
                 r.close_start = now;
+                return Ok(());
+            }
+            Post::Transferred { write, bytes } => {
+                if let Some(series) = self.job.world.series.as_mut() {
+                    series.note(now, rank, write, bytes);
+                }
                 return Ok(());
             }
             Post::Barrier | Post::Allgather(_) | Post::Request { .. } | Post::Exchange { .. } => {
