@@ -168,6 +168,7 @@ bench: build
 	python3 bench/sim.py
 	python3 bench/ablation.py
 	python3 bench/fidelity.py
+	python3 bench/timeseries.py
 
 # The fault swarm over fresh seeds for SWARM_SECONDS (default 10 minutes);
 # exits 127, 128 or 129 on the first kind of failure (lanefs swarm --help).

@@ -111,6 +111,8 @@ run "fidelity.py (QUICK=1 SIZE_MIB=8, one cell of each kind)" \
 run "fidelity.py (RESIMULATE that run with SIM_SET)" \
     env LANEFS="$lanefs" RESIMULATE="$scratch/fidelity.json" SIM_SET='storage.write_bulk="network"' python3 bench/fidelity.py
 
+run "timeseries.py (ROUNDS=1 SEGMENTS=2 MODES=default)" \
+    env ROUNDS=1 SEGMENTS=2 MODES=default BENCH_DIR="$data" python3 bench/timeseries.py "$lanefs"
 run "pipeline.c (-DSEGMENTS=4)" sh -c '
     cc -O2 -pthread bench/pipeline.c -DSEGMENTS=4 -o "$1/pipeline" && "$1/pipeline" 4 "$2" && "$1/pipeline" 0 "$2"
     ' sh "$scratch" "$data"

@@ -13,6 +13,7 @@ mod lctl;
 mod lockscript;
 mod mount;
 mod out;
+mod plot;
 mod pool;
 mod setstripe_args;
 mod shell;
@@ -129,6 +130,23 @@ enum Command {
         /// largest IOR -N to simulate).
         #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
         ranks: u32,
+    },
+    /// Draw a run's time series (`--timeseries FILE`, real or simulated) as
+    /// a PNG or an SVG: bandwidth over time, all OSTs and per OST, per rank,
+    /// and lock traffic. Several files draw several runs on one picture.
+    Plot {
+        /// The time series, one per run (JSON Lines, docs/timeseries.md).
+        #[arg(required = true, value_name = "SERIES.jsonl")]
+        series: Vec<PathBuf>,
+        /// The picture to write: .png or .svg.
+        #[arg(short, long, value_name = "OUT.png|OUT.svg")]
+        out: PathBuf,
+        /// Each run's name in the legends, in order (default: its file's name).
+        #[arg(long, value_name = "NAME")]
+        label: Vec<String>,
+        /// The panels, in order: bandwidth, osts, ranks, locks.
+        #[arg(long, value_delimiter = ',', default_value = "bandwidth,osts,ranks,locks")]
+        panels: Vec<String>,
     },
     /// Run the metadata server alone (for a cluster across hosts).
     Mds {
@@ -349,6 +367,16 @@ fn describe(e: &anyhow::Error) -> String {
     text
 }
 
+/// The role `lanefs key issue --server` or `--admin` asks for (a client's
+/// without either).
+fn key_role(server: bool, admin: bool) -> lanefs_net::keys::KeyRole {
+    match (server, admin) {
+        (true, _) => lanefs_net::keys::KeyRole::Server,
+        (false, true) => lanefs_net::keys::KeyRole::Admin,
+        (false, false) => lanefs_net::keys::KeyRole::Client,
+    }
+}
+
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo { json, seed, harness } => demo::run(json, seed, harness),
@@ -406,18 +434,14 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Key(KeyCommand::New { dir }) => daemons::key_new(&dir),
         Command::Key(KeyCommand::Issue { ca, server, admin, name, out }) => {
-            let role = match (server, admin) {
-                (true, _) => lanefs_net::keys::KeyRole::Server,
-                (false, true) => lanefs_net::keys::KeyRole::Admin,
-                (false, false) => lanefs_net::keys::KeyRole::Client,
-            };
-            daemons::key_issue(&ca, role, name.as_deref(), &out)
+            daemons::key_issue(&ca, key_role(server, admin), name.as_deref(), &out)
         }
         Command::Ior { args } => ior::main(args, cli.target.mds, cli.target.key),
         Command::IorRank { mds, rank, buffer, ior_args } => {
             lanefs_backends::ranks::serve_rank(&RankLaunch { mds, key: cli.target.key, rank, buffer, ior_args })
         }
         Command::Sim { args } => sim::main(args),
+        Command::Plot { series, out, label, panels } => plot::main(&series, &out, &label, &panels),
         Command::Calibrate { data, out, quick, osts, ranks } => calibrate::main(data, out, quick, osts, ranks),
         Command::Mount(args) => mount::mount(args, &cli.target),
         Command::Umount(args) => mount::umount(args),

@@ -30,39 +30,14 @@ fn total(series: &TimeSeries, group: &str) -> u64 {
 
 /// The simulated run of the golden file: default locking on one shared
 /// file, two ranks per node, so the clients' locks ping-pong.
-const SIM: &[&str] = &[
-    "sim",
-    "ior",
-    "--cluster",
-    "laptop",
-    "--seed",
-    "3",
-    "--quiet",
-    "-a",
-    "POSIX",
-    "-w",
-    "-r",
-    "-e",
-    "-b",
-    "1m",
-    "-t",
-    "256k",
-    "-s",
-    "2",
-    "-N",
-    "4",
-    "--tasks-per-node",
-    "2",
-    "--lanefs.stripe-count=2",
-    "--timeseries-interval",
-    "0.0005",
-];
+const SIM: &str = "sim ior --cluster laptop --seed 3 --quiet -a POSIX -w -r -e -b 1m -t 256k -s 2 -N 4 \
+    --tasks-per-node 2 --lanefs.stripe-count=2 --timeseries-interval 0.0005";
 
 #[test]
 fn a_seeded_simulation_writes_the_golden_series() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sim.jsonl");
-    let mut args = SIM.to_vec();
+    let mut args: Vec<&str> = SIM.split_whitespace().collect();
     args.extend(["--timeseries", path.to_str().unwrap()]);
     ok(&lanefs(&args));
     let text = std::fs::read_to_string(&path).unwrap();
@@ -87,30 +62,11 @@ fn a_seeded_simulation_writes_the_golden_series() {
 fn a_real_run_sums_to_the_bytes_ior_reports() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("real.jsonl");
-    let out = lanefs(&[
-        "ior",
-        "-a",
-        "LANEFS",
-        "-w",
-        "-e",
-        "-b",
-        "2m",
-        "-t",
-        "256k",
-        "-s",
-        "2",
-        "-N",
-        "4",
-        "--lanefs.osts=2",
-        "--lanefs.stripe-count=2",
-        "--lanefs.stripe-size=1m",
-        "--timeseries",
-        path.to_str().unwrap(),
-        "--timeseries-interval",
-        "0.01",
-        "-O",
-        "summaryFormat=JSON",
-    ]);
+    let real = "ior -a LANEFS -w -e -b 2m -t 256k -s 2 -N 4 --lanefs.osts=2 --lanefs.stripe-count=2 \
+        --lanefs.stripe-size=1m --timeseries-interval 0.01 -O summaryFormat=JSON";
+    let mut args: Vec<&str> = real.split_whitespace().collect();
+    args.extend(["--timeseries", path.to_str().unwrap()]);
+    let out = lanefs(&args);
     let report: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
     let series = TimeSeries::read_file(&path).unwrap();
     assert_eq!(series.source, "real");
@@ -152,4 +108,28 @@ fn bad_options_are_named_with_the_fix() {
         path.to_str().unwrap(),
     ]));
     assert!(e.contains("--lanefs.ranks=processes") && e.contains("mpirun"), "{e}");
+}
+
+#[test]
+fn plot_draws_real_and_simulated_series_on_one_picture() {
+    let dir = tempfile::tempdir().unwrap();
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/timeseries-sim.jsonl");
+    let golden = golden.to_str().unwrap();
+    let svg = dir.path().join("both.svg");
+    let png = dir.path().join("locks.png");
+    let out = ok(&lanefs(&["plot", golden, golden, "--label", "a", "--label", "b", "-o", svg.to_str().unwrap()]));
+    assert!(out.contains("both.svg"), "names what it wrote: {out}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for title in ["Bandwidth, all OSTs", "Bandwidth per OST", "Bandwidth per rank", "Lock traffic"] {
+        assert!(text.contains(title), "{title} in the picture");
+    }
+    assert!(text.contains("a: blocking callbacks") && text.contains("b: write"), "each run's lines in the legend");
+    ok(&lanefs(&["plot", golden, "--panels", "locks", "-o", png.to_str().unwrap()]));
+    assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
+    let e = failed(&lanefs(&["plot", golden, "-o", "x.gif"]));
+    assert!(e.contains("x.gif") && e.contains(".png or .svg"), "{e}");
+    let e = failed(&lanefs(&["plot", "/nonexistent.jsonl", "-o", "x.png"]));
+    assert!(e.contains("/nonexistent.jsonl"), "{e}");
+    let e = failed(&lanefs(&["plot", golden, "--panels", "speed", "-o", "x.png"]));
+    assert!(e.contains("speed") && e.contains("bandwidth, osts, ranks or locks"), "{e}");
 }
