@@ -45,15 +45,27 @@ def source_files(src):
     return out
 
 
+# Comments, strings and character literals, whichever starts first: a `//`
+# inside a string ("http://") is the string's, a `"` inside a comment the
+# comment's. A raw string's `r` starts a token: the `r"` that ends "...for"
+# is not one. Character literals, not lifetimes: '{', '\'', '\u{7f}'.
+TOKENS = re.compile(
+    r"(?P<block>/\*.*?\*/)|(?P<line>//[^\n]*)"
+    r'|(?P<raw>(?<![A-Za-z0-9_])b?r(?P<hashes>#*)".*?"(?P=hashes))'
+    r'|(?P<str>b?"(?:[^"\\]|\\.)*")'
+    r"|(?P<chr>b?'(?:\\(?:u\{[0-9a-fA-F]+\}|x[0-9a-fA-F]{2}|.)|[^\\'\n])')",
+    re.S)
+
+
 def without_comments_and_strings(text):
-    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
-    text = re.sub(r"//[^\n]*", "", text)
-    # A raw string's `r` starts a token: the `r"` that ends "...for" is not one.
-    text = re.sub(r'(?<![A-Za-z0-9_])b?r(#*)".*?"\1', lambda m: '""' + "\n" * m.group(0).count("\n"), text,
-                  flags=re.S)
-    text = re.sub(r'b?"(?:[^"\\]|\\.)*"', lambda m: '""' + "\n" * m.group(0).count("\n"), text, flags=re.S)
-    # Character literals (not lifetimes): '{', '\'', '\u{7f}'.
-    return re.sub(r"b?'(?:\\(?:u\{[0-9a-fA-F]+\}|x[0-9a-fA-F]{2}|.)|[^\\'\n])'", "' '", text)
+    def blank(m):
+        lines = "\n" * m.group(0).count("\n")
+        if m.group("line") is not None:
+            return ""
+        if m.group("chr") is not None:
+            return "' '"
+        return lines if m.group("block") is not None else '""' + lines
+    return TOKENS.sub(blank, text)
 
 
 def outside_tests(text):

@@ -51,15 +51,33 @@ fn server_limits(args: &LimitArgs) -> Result<ServerLimits> {
 }
 
 /// The servers' OST settings: `--callback-timeout`, `--sync-lock-cancel`,
-/// `--recovery-window` and `--export-timeout`.
-#[derive(Clone, Debug)]
+/// `--emulate-commit-ms`, `--recovery-window` and `--export-timeout`.
+#[derive(clap::Args, Clone, Debug)]
 pub struct OstOptions {
+    /// Seconds a lock holder has to cancel after a callback before it is evicted.
+    #[arg(long = "callback-timeout", default_value_t = 100.0, value_name = "SECONDS")]
     pub callback_timeout_s: f64,
+    /// Which write-lock cancels first make the object durable (fdatasync):
+    /// never, blocking (called-back locks) or always (Lustre's default).
+    #[arg(long, default_value = "always", value_name = "POLICY")]
     pub sync_lock_cancel: String,
-    /// `--emulate-commit-ms` (0: the disk's own).
+    /// Make each OST commit (its fdatasyncs and commit point) take at
+    /// least this many milliseconds, as on a slower disk (7200 rpm
+    /// drives: about 8.3): for benchmarks that stand for deployed disks.
+    #[arg(long, default_value_t = 0.0, value_name = "MS")]
     pub emulate_commit_ms: f64,
+    /// Seconds a restarted OST waits for its clients to replay before it
+    /// goes on without them (Lustre's recovery_time_soft).
+    #[arg(long = "recovery-window", default_value_t = 300.0, value_name = "SECONDS")]
     pub recovery_window_s: f64,
+    /// Seconds a client may be gone (no connection, no word) before the
+    /// OSS evicts it (Lustre's ping evictor: 150).
+    #[arg(long = "export-timeout", default_value_t = 150.0, value_name = "SECONDS")]
     pub export_timeout_s: f64,
+    /// Serve Prometheus metrics of the OSTs on this HTTP address
+    /// (HOST:PORT, e.g. 127.0.0.1:9169) at /metrics.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics: Option<String>,
 }
 
 /// A positive number of seconds, or an error naming the option.
@@ -201,7 +219,14 @@ pub fn up(
         ..Default::default()
     };
     let cluster = LocalCluster::start(config).with_context(|| format!("starting a cluster in {}", data.display()))?;
+    let metrics = match &options.metrics {
+        Some(listen) => Some(cluster.serve_metrics(listen)?),
+        None => None,
+    };
     say!("lanefs: MDS at {} with {osts} OSTs; data in {}", cluster.mds_address(), data.display());
+    if let Some(metrics) = &metrics {
+        say!("lanefs: metrics at http://{}/metrics", metrics.address());
+    }
     say!("export LANEFS_MDS={}", cluster.mds_address());
     if let Some(keys) = cluster.key_files() {
         // Whoever starts the cluster administers it: the admin key is
@@ -213,6 +238,7 @@ pub fn up(
     say!("(interrupt to stop)");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     wait_for_interrupt(&rt);
+    drop(metrics);
     drop(cluster);
     Ok(())
 }
@@ -253,6 +279,7 @@ pub fn mds(
     key: Option<&Path>,
     squash: Squash<'_>,
     limits: &LimitArgs,
+    metrics: Option<&str>,
 ) -> Result<()> {
     let listen = Address::parse(listen).map_err(anyhow::Error::msg)?;
     let (root_squash, key_root_squash) = squash.parse()?;
@@ -275,8 +302,23 @@ pub fn mds(
         handle.address(),
         handle.address()
     );
+    let _metrics = serve_metrics(&rt, metrics, Vec::new(), Some(handle.scraper()))?;
     wait_for_interrupt(&rt);
     Ok(())
+}
+
+/// A daemon's metrics on `listen`, if given, said on standard output.
+fn serve_metrics(
+    rt: &tokio::runtime::Runtime,
+    listen: Option<&str>,
+    oss: Vec<lanefs_server::oss::OssScraper>,
+    mds: Option<lanefs_server::mds_server::MdsScraper>,
+) -> Result<Option<lanefs_server::metrics::MetricsServer>> {
+    let Some(listen) = listen else { return Ok(None) };
+    let exporter = lanefs_server::metrics::Exporter::new(oss, mds);
+    let server = rt.block_on(lanefs_server::metrics::MetricsServer::start(listen, exporter))?;
+    say!("lanefs: metrics at http://{}/metrics", server.address());
+    Ok(Some(server))
 }
 
 /// One OSS serving `osts`, registered with the MDS at `mds`: an MDS not
@@ -325,6 +367,7 @@ pub fn oss(
         lanefs_server::oss::register_with_mds(&mds, key.as_ref(), handle.address(), &osts, mds_timeout, waiting);
     rt.block_on(registered).map_err(|e| anyhow::anyhow!("registering with the MDS at {mds}: {e}"))?;
     say!("lanefs: OSS at {} serving OSTs {osts:?}, registered with {mds}", handle.address());
+    let _metrics = serve_metrics(&rt, options.metrics.as_deref(), vec![handle.scraper()], None)?;
     wait_for_interrupt(&rt);
     Ok(())
 }

@@ -74,26 +74,8 @@ enum Command {
         /// Listen on TCP (127.0.0.1, a free port) instead of Unix sockets in the data directory.
         #[arg(long)]
         tcp: bool,
-        /// Seconds a lock holder has to cancel after a callback before it is evicted.
-        #[arg(long, default_value_t = 100.0)]
-        callback_timeout: f64,
-        /// Which write-lock cancels first make the object durable (fdatasync):
-        /// never, blocking (called-back locks) or always (Lustre's default).
-        #[arg(long, default_value = "always", value_name = "POLICY")]
-        sync_lock_cancel: String,
-        /// Make each OST commit (its fdatasyncs and commit point) take at
-        /// least this many milliseconds, as on a slower disk (7200 rpm
-        /// drives: about 8.3): for benchmarks that stand for deployed disks.
-        #[arg(long, default_value_t = 0.0, value_name = "MS")]
-        emulate_commit_ms: f64,
-        /// Seconds a restarted OST waits for its clients to replay before it
-        /// goes on without them (Lustre's recovery_time_soft).
-        #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
-        recovery_window: f64,
-        /// Seconds a client may be gone (no connection, no word) before the
-        /// OSS evicts it (Lustre's ping evictor: 150).
-        #[arg(long, default_value_t = 150.0, value_name = "SECONDS")]
-        export_timeout: f64,
+        #[command(flatten)]
+        ost_options: daemons::OstOptions,
         /// Serve uid 0 as this user and group, without root's privileges
         /// (Lustre's root_squash; off by default).
         #[arg(long, value_name = "UID:GID")]
@@ -170,6 +152,10 @@ enum Command {
         key_root_squash: Option<String>,
         #[command(flatten)]
         limits: daemons::LimitArgs,
+        /// Serve Prometheus metrics of the MDS on this HTTP address
+        /// (HOST:PORT, e.g. 127.0.0.1:9168) at /metrics.
+        #[arg(long, value_name = "HOST:PORT")]
+        metrics: Option<String>,
     },
     /// Run an object storage server for some OSTs, registered with an MDS.
     Oss {
@@ -185,25 +171,8 @@ enum Command {
         /// network give this host's address.
         #[arg(long, default_value = "127.0.0.1:9401")]
         listen: String,
-        #[arg(long, default_value_t = 100.0)]
-        callback_timeout: f64,
-        /// Which write-lock cancels first make the object durable (fdatasync):
-        /// never, blocking (called-back locks) or always (Lustre's default).
-        #[arg(long, default_value = "always", value_name = "POLICY")]
-        sync_lock_cancel: String,
-        /// Make each OST commit (its fdatasyncs and commit point) take at
-        /// least this many milliseconds, as on a slower disk (7200 rpm
-        /// drives: about 8.3): for benchmarks that stand for deployed disks.
-        #[arg(long, default_value_t = 0.0, value_name = "MS")]
-        emulate_commit_ms: f64,
-        /// Seconds a restarted OST waits for its clients to replay before it
-        /// goes on without them (Lustre's recovery_time_soft).
-        #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
-        recovery_window: f64,
-        /// Seconds a client may be gone (no connection, no word) before the
-        /// OSS evicts it (Lustre's ping evictor: 150).
-        #[arg(long, default_value_t = 150.0, value_name = "SECONDS")]
-        export_timeout: f64,
+        #[command(flatten)]
+        ost_options: daemons::OstOptions,
         #[command(flatten)]
         limits: daemons::LimitArgs,
     },
@@ -381,52 +350,15 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo { json, seed, harness } => demo::run(json, seed, harness),
         Command::LockScript { file } => lockscript::run_path(&file),
-        Command::Up {
-            osts,
-            data,
-            tcp,
-            callback_timeout,
-            sync_lock_cancel,
-            emulate_commit_ms,
-            recovery_window,
-            export_timeout,
-            root_squash,
-            key_root_squash,
-            limits,
-        } => {
-            let options = daemons::OstOptions {
-                callback_timeout_s: callback_timeout,
-                sync_lock_cancel,
-                emulate_commit_ms,
-                recovery_window_s: recovery_window,
-                export_timeout_s: export_timeout,
-            };
+        Command::Up { osts, data, tcp, ost_options, root_squash, key_root_squash, limits } => {
             let squash = daemons::Squash { root: root_squash.as_deref(), key_root: key_root_squash.as_deref() };
-            daemons::up(osts, data, tcp, &options, squash, &limits)
+            daemons::up(osts, data, tcp, &ost_options, squash, &limits)
         }
-        Command::Mds { data, osts, listen, root_squash, key_root_squash, limits } => {
+        Command::Mds { data, osts, listen, root_squash, key_root_squash, limits, metrics } => {
             let squash = daemons::Squash { root: root_squash.as_deref(), key_root: key_root_squash.as_deref() };
-            daemons::mds(data, osts, &listen, cli.target.key.as_deref(), squash, &limits)
+            daemons::mds(data, osts, &listen, cli.target.key.as_deref(), squash, &limits, metrics.as_deref())
         }
-        Command::Oss {
-            mds,
-            data,
-            ost,
-            listen,
-            callback_timeout,
-            sync_lock_cancel,
-            emulate_commit_ms,
-            recovery_window,
-            export_timeout,
-            limits,
-        } => {
-            let options = daemons::OstOptions {
-                callback_timeout_s: callback_timeout,
-                sync_lock_cancel,
-                emulate_commit_ms,
-                recovery_window_s: recovery_window,
-                export_timeout_s: export_timeout,
-            };
+        Command::Oss { mds, data, ost, listen, ost_options: options, limits } => {
             // As long as a client waits for its MDS (--timeout, Lustre's obd_timeout).
             let mds_timeout =
                 cli.target.timeout.map_or(lanefs_client::RECONNECT_TIMEOUT_DEFAULT, std::time::Duration::from_secs);

@@ -582,6 +582,32 @@ fn anchored(path: &str) -> bool {
 }
 
 impl MdsRequest {
+    /// The operation as Lustre's `mdt.*.md_stats` counts it (`open`,
+    /// `getattr`, `setattr`, `mkdir`, ...), or a name of lanefs's own where
+    /// Lustre has none (`readdir`, `symlink`, `pool`, `migrate`).
+    pub fn md_stat(&self) -> &'static str {
+        use MdsRequest::*;
+        match self {
+            Mkdir { .. } => "mkdir",
+            Create { .. } | Open { .. } | OpenFid { .. } => "open",
+            Stat { .. } | StatFid { .. } | GetStripe { .. } | LayoutFid { .. } => "getattr",
+            Readdir { .. } | ReaddirFid { .. } => "readdir",
+            Unlink { .. } => "unlink",
+            Rmdir { .. } => "rmdir",
+            Rename { .. } => "rename",
+            SetAttr { .. } | SetAttrFid { .. } | SetMtime { .. } | SetMtimeFid { .. } | SetAtime { .. } => "setattr",
+            SetAtimeFid { .. } | SetStripe { .. } | DeleteStripe { .. } => "setattr",
+            Symlink { .. } => "symlink",
+            Mknod { .. } => "mknod",
+            Link { .. } | LinkFid { .. } => "link",
+            Statfs => "statfs",
+            ChangePool { .. } | ListPools { .. } => "pool",
+            GetXattr { .. } | ListXattrs { .. } => "getxattr",
+            SetXattr { .. } | RemoveXattr { .. } => "setxattr",
+            MigrateStart { .. } | MigrateCommit { .. } | MigrateAbort { .. } => "migrate",
+        }
+    }
+
     /// Whether the request names its inode by fid: an inode the caller
     /// already reached, with no walk and so no search permission checked
     /// on the way. Only nodes (a mount, acting for processes whose own

@@ -233,6 +233,14 @@ impl LocalCluster {
     }
 
     /// The address clients connect to.
+    /// Serve the OSS's Prometheus metrics on `listen` (HOST:PORT) until the
+    /// server returned is dropped (see [`crate::metrics`]).
+    pub fn serve_metrics(&self, listen: &str) -> std::io::Result<crate::metrics::MetricsServer> {
+        let scrapers = self.oss.iter().map(crate::oss::OssHandle::scraper).collect();
+        let exporter = crate::metrics::Exporter::new(scrapers, self.mds.as_ref().map(MdsHandle::scraper));
+        self.runtime.block_on(crate::metrics::MetricsServer::start(listen, exporter))
+    }
+
     pub fn mds_address(&self) -> String {
         self.mds.as_ref().expect("MDS running").address().to_string()
     }

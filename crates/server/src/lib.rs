@@ -23,6 +23,7 @@ pub mod kept_params;
 pub mod mds_clients;
 pub mod mds_objects;
 pub mod mds_server;
+pub mod metrics;
 pub mod oss;
 pub mod ost_params;
 pub mod refusal_backoff;

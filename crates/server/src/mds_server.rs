@@ -117,6 +117,40 @@ pub struct MdsOptions {
 /// lanefs's MDS keeps no list of its clients, and waits this long instead.
 pub const RECOVERY_GRACE_DEFAULT: Duration = Duration::from_secs(15);
 
+/// Reads a running MDS's counts for its metrics (see [`crate::metrics`])
+/// without keeping it alive.
+#[derive(Clone)]
+pub struct MdsScraper {
+    shared: std::sync::Weak<Shared>,
+}
+
+impl MdsScraper {
+    /// The requests served by `md_stats` name, and the connections; `None`
+    /// once the MDS has stopped.
+    pub fn scrape(&self) -> Option<(Vec<(&'static str, u64)>, ServerStats)> {
+        let shared = self.shared.upgrade()?;
+        let ops = shared.md_stats.lock().expect("md_stats lock").iter().map(|(k, v)| (*k, *v)).collect();
+        Some((ops, server_stats(&shared.accept, &shared.peers)))
+    }
+}
+
+/// The refusal of a request naming an inode by fid from a peer that is not
+/// a node.
+fn by_fid_refused() -> MdsError {
+    MdsError::NotPermitted {
+        path: "(an inode named by fid)".into(),
+        reason: format!(
+            "naming an inode by fid skips the search permission of the directories above it, so only nodes (a \
+             mount, root) may: name it by path instead; {USER_NOT_A_NODE}"
+        ),
+    }
+}
+
+/// One more `op` served.
+fn count_op(shared: &Shared, op: &'static str) {
+    *shared.md_stats.lock().expect("md_stats lock").entry(op).or_default() += 1;
+}
+
 struct Shared {
     /// `None` once the MDS has stopped (its database is closed then).
     mds: MdsCell,
@@ -157,6 +191,9 @@ struct Shared {
     /// How long refusals of lock requests are held back, per uid.
     backoff: Mutex<RefusalBackoff>,
     deferred: Mutex<Vec<(u32, u64, FlockCall)>>,
+    /// Namespace requests and closes served, by their `md_stats` name (a
+    /// fixed set: [`MdsRequest::md_stat`]'s and `close`).
+    md_stats: Mutex<std::collections::BTreeMap<&'static str, u64>>,
     /// The grant number of each lock replayed during the grace, by file and
     /// owner (at most one per granted lock; emptied when the grace ends).
     replayed: Mutex<HashMap<(lanefs_proto::Fid, FlockOwner), u64>>,
@@ -200,6 +237,11 @@ impl MdsHandle {
     /// Connections served and refused, and bytes queued to peers.
     pub fn stats(&self) -> ServerStats {
         server_stats(&self.shared.accept, &self.shared.peers)
+    }
+
+    /// What serves this MDS's metrics.
+    pub fn scraper(&self) -> MdsScraper {
+        MdsScraper { shared: Arc::downgrade(&self.shared) }
     }
 
     /// Record that `address` serves `osts` (what an OSS's Hello does); the
@@ -248,10 +290,7 @@ pub async fn start_with(
     let grace_until = (restarted && known.waits()).then(|| tokio::time::Instant::now() + recovery_grace);
     let waiting = known.waiting();
     limits.validate().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let sealer = match &fence {
-        Some(fence) => Sealer::open(fence.dir())?,
-        None => Sealer::in_memory()?,
-    };
+    let sealer = fence.as_ref().map_or_else(Sealer::in_memory, |fence| Sealer::open(fence.dir()))?;
     let descriptors = limits.descriptors_or_raise();
     let listener = match &fence {
         Some(fence) => Listener::bind_fenced(listen, key, fence).await?,
@@ -295,6 +334,7 @@ pub async fn start_with(
         sessions: Mutex::new(HashMap::new()),
         backoff: Mutex::new(RefusalBackoff::default()),
         deferred: Mutex::new(Vec::new()),
+        md_stats: Mutex::new(std::collections::BTreeMap::new()),
         replayed: Mutex::new(HashMap::new()),
         kept_params: fence.as_ref().map(|f| f.dir().join("client_params")),
         oss_links: Mutex::new(HashMap::new()),
@@ -411,16 +451,10 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
         }
         let (id, answer) = match frame {
             Wire::Mds { id, call: MdsCall::Namespace { request, .. } } if request.by_fid() && !who.is_node() => {
-                let refused = MdsError::NotPermitted {
-                    path: "(an inode named by fid)".into(),
-                    reason: format!(
-                        "naming an inode by fid skips the search permission of the directories above it, so only \
-                         nodes (a mount, root) may: name it by path instead; {USER_NOT_A_NODE}"
-                    ),
-                };
-                (id, MdsAnswer::Namespace(MdsReply::Error(refused)))
+                (id, MdsAnswer::Namespace(MdsReply::Error(by_fid_refused())))
             }
             Wire::Mds { id, call: MdsCall::Namespace { credentials, request } } => {
+                count_op(shared, request.md_stat());
                 match served_credentials(who, credentials, shared.key_root_squash) {
                     Ok(credentials) => (id, namespace(shared, credentials, request).await),
                     Err(refused) => (id, MdsAnswer::Namespace(MdsReply::Error(refused))),
@@ -436,6 +470,7 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
                     | MdsCall::NamespaceOpen { .. },
             } if !who.is_node() => (id, MdsAnswer::Error(MdsRefusal::NotANode)),
             Wire::Mds { id, call: MdsCall::NamespaceOpen { credentials, request } } => {
+                count_op(shared, request.md_stat());
                 match served_credentials(who, credentials, shared.key_root_squash) {
                     Ok(credentials) => {
                         let answer = namespace_kept(shared, credentials, request, Some(u64::from(peer))).await;
@@ -473,6 +508,7 @@ async fn serve_requests<R: tokio::io::AsyncRead + Unpin>(
                 (id, recorded.map_or_else(|reason| MdsAnswer::Error(refused(reason)), |()| MdsAnswer::Opened))
             }
             Wire::Mds { id, call: MdsCall::Closed { fid } } => {
+                count_op(shared, "close");
                 if shared.objects.opens.lock().expect("opens lock").closed(fid, u64::from(peer)) {
                     shared.objects.wake();
                 }

@@ -206,6 +206,11 @@ impl OssHandle {
         server_stats(&self.shared.accept, &self.shared.peers)
     }
 
+    /// What serves this OSS's metrics.
+    pub fn scraper(&self) -> OssScraper {
+        OssScraper { shared: Arc::downgrade(&self.shared) }
+    }
+
     /// Stop accepting, close every connection, stop the OST threads. When
     /// this returns the OSS is gone: nobody can connect, no message is
     /// served and no OST touches its disk any more.
@@ -224,6 +229,39 @@ impl OssHandle {
             }
         })
         .await;
+    }
+}
+
+/// Every OST's statistics, by index, as each OST's thread answers.
+async fn ost_stats(shared: &Shared) -> Vec<OstStats> {
+    let mut osts = Vec::new();
+    let mut indices: Vec<&u32> = shared.osts.keys().collect();
+    indices.sort();
+    for index in indices {
+        let (reply, answer) = oneshot::channel();
+        let _ = shared.osts[index].send(OstInput::Stats(reply));
+        if let Ok(stats) = answer.await {
+            osts.push(stats);
+        }
+    }
+    osts
+}
+
+/// Reads a running OSS's statistics for its metrics (see
+/// [`crate::metrics`]) without keeping it alive: once the OSS stops, it
+/// reads nothing.
+#[derive(Clone)]
+pub struct OssScraper {
+    shared: std::sync::Weak<Shared>,
+}
+
+impl OssScraper {
+    /// Every OST's statistics, and the OSS's connections; `None` once the
+    /// OSS has stopped.
+    pub async fn scrape(&self) -> Option<(Vec<OstStats>, ServerStats)> {
+        let shared = self.shared.upgrade()?;
+        let osts = ost_stats(&shared).await;
+        Some((osts, server_stats(&shared.accept, &shared.peers)))
     }
 }
 
@@ -1018,16 +1056,7 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
                 ))
             }
             Wire::StatsRequest { id } => {
-                let mut osts = Vec::new();
-                let mut indices: Vec<&u32> = shared.osts.keys().collect();
-                indices.sort();
-                for index in indices {
-                    let (reply, answer) = oneshot::channel();
-                    let _ = shared.osts[index].send(OstInput::Stats(reply));
-                    if let Ok(stats) = answer.await {
-                        osts.push(stats);
-                    }
-                }
+                let osts = ost_stats(shared).await;
                 let _ = outbox.push(Wire::StatsReply { id, osts });
             }
             Wire::SetParam { id, ost, name, value, permanent } => {

@@ -367,7 +367,7 @@ impl LockServer {
             self.refuse(client, xid, object, request.extent, reply);
             return;
         }
-        self.resource(object).counters.enqueues += 1;
+        self.resource(object).counters.note_enqueue(request.flags.speculative);
         let handle = LockHandle(self.handle_next);
         self.handle_next += 1;
         let lock = Lock {

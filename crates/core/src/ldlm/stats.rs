@@ -11,6 +11,8 @@ use std::ops::AddAssign;
 pub struct LockCounters {
     /// Enqueue requests received (lockahead ones included).
     pub enqueues: u64,
+    /// Lockahead (speculative) enqueue requests received.
+    pub lockahead: u64,
     /// Locks granted (at once or after waiting).
     pub grants: u64,
     /// Requests refused (speculative conflicts, evicted clients).
@@ -26,9 +28,18 @@ pub struct LockCounters {
     pub conflicts: u64,
 }
 
+impl LockCounters {
+    /// An enqueue request received, lockahead or not.
+    pub fn note_enqueue(&mut self, lockahead: bool) {
+        self.enqueues += 1;
+        self.lockahead += u64::from(lockahead);
+    }
+}
+
 impl AddAssign for LockCounters {
     fn add_assign(&mut self, o: Self) {
         self.enqueues += o.enqueues;
+        self.lockahead += o.lockahead;
         self.grants += o.grants;
         self.refusals += o.refusals;
         self.callbacks += o.callbacks;
