@@ -371,16 +371,57 @@ impl RankBins {
     }
 }
 
-/// A series as bytes, to gather a job's parts ([`TimeSeries::write_jsonl`]).
-pub fn encode(series: &TimeSeries) -> Vec<u8> {
-    let mut out = Vec::new();
-    series.write_jsonl(&mut out).expect("writing to memory");
-    out
+/// A series as a job's processes send it to each other: its counts that
+/// are not zero only, as `[member, bin, count]` triples (a process's part
+/// names few members: the file's dense lines would grow with the square
+/// of the job).
+#[derive(Serialize, Deserialize)]
+struct Sparse {
+    source: String,
+    interval_s: f64,
+    truncated: bool,
+    groups: Vec<(GroupHead, Vec<[u64; 3]>)>,
 }
 
-/// The inverse of [`encode`].
+/// A series as bytes, to gather a job's parts.
+pub fn encode(series: &TimeSeries) -> Vec<u8> {
+    let groups = series
+        .groups
+        .iter()
+        .map(|g| {
+            let counts =
+                g.counts.iter().flat_map(|(&m, by_bin)| by_bin.iter().map(move |(&b, &c)| [u64::from(m), b, c]));
+            (g.head.clone(), counts.collect())
+        })
+        .collect();
+    let sparse =
+        Sparse { source: series.source.clone(), interval_s: series.interval_s, truncated: series.truncated, groups };
+    serde_json::to_vec(&sparse).expect("a series is plain data")
+}
+
+/// The inverse of [`encode`], checked as [`TimeSeries::read_jsonl`] checks a
+/// file.
 pub fn decode(bytes: &[u8]) -> Result<TimeSeries, String> {
-    TimeSeries::read_jsonl(&mut std::io::BufReader::new(bytes))
+    let sparse: Sparse = serde_json::from_slice(bytes).map_err(|e| format!("not a time series part ({e})"))?;
+    if sparse.groups.len() > GROUPS_MAX || !(sparse.interval_s.is_finite() && sparse.interval_s > 0.0) {
+        return Err(format!("{} groups at {} s a bin", sparse.groups.len(), sparse.interval_s));
+    }
+    let mut series = TimeSeries::new(&sparse.source, sparse.interval_s);
+    series.truncated = sparse.truncated;
+    for (head, counts) in sparse.groups {
+        if head.members > MEMBERS_MAX {
+            return Err(format!("group {} has {} members; at most {MEMBERS_MAX}", head.name, head.members));
+        }
+        let g = series.group(&head.name, &head.unit, &head.per);
+        g.head.members = g.head.members.max(head.members);
+        for [member, bin, count] in counts {
+            let member = u32::try_from(member).map_err(|_| format!("member {member} of group {}", head.name))?;
+            if !g.add(member, bin, count) {
+                return Err(format!("member {member}, bin {bin} of group {} out of bounds", head.name));
+            }
+        }
+    }
+    Ok(series)
 }
 
 #[cfg(test)]
@@ -397,30 +438,42 @@ mod tests {
         s
     }
 
+    fn jsonl(s: &TimeSeries) -> Vec<u8> {
+        let mut out = Vec::new();
+        s.write_jsonl(&mut out).unwrap();
+        out
+    }
+
+    fn read(bytes: &[u8]) -> Result<TimeSeries, String> {
+        TimeSeries::read_jsonl(&mut std::io::BufReader::new(bytes))
+    }
+
     #[test]
     fn a_series_reads_back_as_written() {
         let s = sample();
-        let bytes = encode(&s);
+        let bytes = jsonl(&s);
         let text = String::from_utf8(bytes.clone()).unwrap();
         assert_eq!(text.lines().count(), 5, "the header and bins 0 to 3: {text}");
         assert!(text.lines().nth(2).unwrap().contains("\"rank_write_bytes\":[0,0,0]"), "{text}");
-        let back = decode(&bytes).unwrap();
+        let back = read(&bytes).unwrap();
         assert_eq!(back, s);
+        assert_eq!(decode(&encode(&s)).unwrap(), s, "a job's parts travel sparse and come back whole");
         assert_eq!(back.get("rank_write_bytes").unwrap().total(), 107);
         assert_eq!(back.get("rank_write_bytes").unwrap().per_bin(4), vec![100, 0, 0, 7]);
     }
 
     #[test]
     fn a_damaged_file_names_its_line() {
-        let text = String::from_utf8(encode(&sample())).unwrap();
+        let text = String::from_utf8(jsonl(&sample())).unwrap();
         let cut: String = text.lines().take(3).map(|l| format!("{l}\n")).collect();
-        let e = decode(cut.as_bytes()).unwrap_err();
+        let e = read(cut.as_bytes()).unwrap_err();
         assert!(e.contains("cut short"), "{e}");
         let wrong = text.replace("[0,0,0]", "[0,0]");
-        let e = decode(wrong.as_bytes()).unwrap_err();
+        let e = read(wrong.as_bytes()).unwrap_err();
         assert!(e.contains("line 3") && e.contains("members"), "{e}");
-        let e = decode(b"time_s,write_mib_s\n").unwrap_err();
+        let e = read(b"time_s,write_mib_s\n").unwrap_err();
         assert!(e.contains("line 1"), "{e}");
+        assert!(decode(b"[1,2").is_err(), "a damaged part is an error");
     }
 
     #[test]
