@@ -24,8 +24,10 @@
 //! dashboards work; `lustre_exports_total` counts the connections served
 //! now.
 //!
-//! Bounded: one scrape at a time reads the OSTs (others wait for it), and
-//! the server answers `/metrics` only (anything else is 404).
+//! Bounded: at most [`CONNECTIONS_MAX`] connections at once (one more is
+//! closed at once), each for at most [`CONNECTION_LIFETIME`]; one scrape at
+//! a time reads the OSTs (others wait for it); the server answers
+//! `/metrics` only (anything else is 404).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -229,6 +231,12 @@ fn kib(bytes: u64) -> i64 {
     i64::try_from(bytes / 1024).unwrap_or(i64::MAX)
 }
 
+/// Connections the metrics server serves at once.
+pub const CONNECTIONS_MAX: usize = 64;
+/// How long one connection is served, keep-alive or not (Prometheus
+/// scrapes every 15 s by default, each with a connection it keeps).
+pub const CONNECTION_LIFETIME: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The metrics server: answers `GET /metrics`.
 pub struct MetricsServer {
     address: std::net::SocketAddr,
@@ -257,16 +265,37 @@ impl MetricsServer {
                 }
             }),
         );
-        let task = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::warn!("the metrics server stopped: {e}");
-            }
-        });
+        let task = tokio::spawn(serve(listener, app));
         Ok(MetricsServer { address, task })
     }
 
     pub fn address(&self) -> std::net::SocketAddr {
         self.address
+    }
+}
+
+/// Accept connections and serve each with `app`, within the bounds.
+async fn serve(listener: tokio::net::TcpListener, app: axum::Router) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of descriptors, most likely: wait rather than spin.
+                tracing::warn!("the metrics server could not accept a connection: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
+        let app = app.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| tower::ServiceExt::oneshot(app.clone(), request));
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(CONNECTION_LIFETIME, connection).await;
+            drop(slot);
+        });
     }
 }
 
@@ -310,5 +339,26 @@ mod tests {
             assert!(text.contains(line), "{line} in:\n{text}");
         }
         assert!(text.contains("# TYPE lustre_write_bytes counter"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn connections_past_the_bound_are_closed_and_the_others_served() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let server = MetricsServer::start("127.0.0.1:0", Exporter::new(Vec::new(), None)).await.unwrap();
+        let address = server.address();
+        let mut held = Vec::new();
+        for _ in 0..CONNECTIONS_MAX {
+            held.push(tokio::net::TcpStream::connect(address).await.unwrap());
+        }
+        let mut one_more = tokio::net::TcpStream::connect(address).await.unwrap();
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(std::time::Duration::from_secs(10), one_more.read(&mut byte)).await;
+        assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "closed at once: {read:?}");
+        // A held connection is still served.
+        let stream = &mut held[0];
+        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
     }
 }
