@@ -7,7 +7,7 @@
 
 use lanefs_client::{process_umask, Client, ClientOptions, File};
 use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode, ADVICES_PER_CALL_MAX};
-use lanefs_core::client::timeline::TimelineBin;
+use lanefs_core::client::timeline::SERIES_GROUPS;
 use lanefs_ior::timeseries::TimeSeries;
 use lanefs_ior::{IorError, IorParams, ModuleOption, RankIo};
 use lanefs_proto::{Access, CreateMode, MdsReply, MdsRequest, StripeSpec};
@@ -100,15 +100,9 @@ impl Totals {
     pub(crate) fn series(&self, osts: u32) -> Option<TimeSeries> {
         let (_, interval_s) = self.timeline?;
         let mut series = self.series.clone().unwrap_or_else(|| TimeSeries::new("real", interval_s));
-        // An empty bin names the client groups (its OST groups have no
-        // members to name).
-        for (name, unit, per, _, _) in TimelineBin::default().series_counts(0) {
+        for (name, unit, per) in SERIES_GROUPS {
             let g = series.group(name, unit, per);
-            g.head.members = g.head.members.max(self.clients);
-        }
-        for name in ["ost_write_bytes", "ost_read_bytes"] {
-            let g = series.group(name, "bytes", "ost");
-            g.head.members = g.head.members.max(osts);
+            g.head.members = g.head.members.max(if per == "ost" { osts } else { self.clients });
         }
         Some(series)
     }

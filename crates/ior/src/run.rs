@@ -231,14 +231,18 @@ fn start_timeseries(
     Ok(backend.phase_model().is_none().then_some(bins))
 }
 
-/// The run's time series: the ranks' bins and the backend's part (a job's
-/// parts gathered from every process).
-fn finish_timeseries(
+/// What the run gathers once its last test's ranks are gone: a job's sums
+/// of its ranks' counters, and the run's time series, the ranks' bins and
+/// the backend's part (a job's parts gathered from every process).
+fn gather_at_end(
     params: &IorParams,
     backend: &dyn Backend,
     rank_bins: Option<&RankBins>,
     comm: Option<&(dyn Communicator + Sync)>,
 ) -> Result<Option<TimeSeries>, IorError> {
+    if let Some(comm) = comm {
+        sum_job_counters(backend, comm)?;
+    }
     if params.timeseries_interval_s <= 0.0 {
         return Ok(None);
     }
@@ -262,20 +266,6 @@ fn finish_timeseries(
         whole.merge(&part);
     }
     Ok(Some(whole))
-}
-
-/// What the run gathers once its last test's ranks are gone: a job's sums
-/// of its ranks' counters, and the time series.
-fn gather_at_end(
-    params: &IorParams,
-    backend: &dyn Backend,
-    rank_bins: Option<&RankBins>,
-    comm: Option<&(dyn Communicator + Sync)>,
-) -> Result<Option<TimeSeries>, IorError> {
-    if let Some(comm) = comm {
-        sum_job_counters(backend, comm)?;
-    }
-    finish_timeseries(params, backend, rank_bins, comm)
 }
 
 /// Sums every rank's [`Backend::rank_counters`] over the job and hands the

@@ -24,7 +24,7 @@ use crate::job::{Collective, Job, PhaseSpec, RankResult, SimComponent, SimError,
 use crate::model::Model;
 use crate::world::{RankSeries, World};
 use lanefs_core::client::ladvise::IoLockMode as LockMode;
-use lanefs_core::client::timeline::TimelineBin;
+use lanefs_core::client::timeline::SERIES_GROUPS;
 use lanefs_core::layout::Layout;
 use lanefs_core::units::Duration;
 use lanefs_core::units::{ObjectId, ObjectKey, OstIndex};
@@ -476,15 +476,9 @@ impl Backend for SimBackend {
                 }
             }
         }
-        // An empty bin names the client groups (its OST groups have no
-        // members to name).
-        for (name, unit, per, _, _) in TimelineBin::default().series_counts(0) {
+        for (name, unit, per) in SERIES_GROUPS {
             let g = series.group(name, unit, per);
-            g.head.members = g.head.members.max(nodes);
-        }
-        for name in ["ost_write_bytes", "ost_read_bytes"] {
-            let g = series.group(name, "bytes", "ost");
-            g.head.members = g.head.members.max(osts);
+            g.head.members = g.head.members.max(if per == "ost" { osts } else { nodes });
         }
         Some(series)
     }

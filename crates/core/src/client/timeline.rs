@@ -49,6 +49,18 @@ pub struct TimelineBin {
 /// the member's index and the count.
 pub type SeriesCount = (&'static str, &'static str, &'static str, u32, u64);
 
+/// Every group a client's bins make: its name, unit and what its members
+/// are ([`TimelineBin::series_counts`] names them so).
+pub const SERIES_GROUPS: [(&str, &str, &str); 7] = [
+    ("client_enqueues", "events", "client"),
+    ("client_lockahead_requests", "events", "client"),
+    ("client_grants", "events", "client"),
+    ("client_blocking_callbacks", "events", "client"),
+    ("client_cancels", "events", "client"),
+    ("ost_write_bytes", "bytes", "ost"),
+    ("ost_read_bytes", "bytes", "ost"),
+];
+
 impl TimelineBin {
     /// This bin's counts as the groups of a run's time series name them,
     /// `client` being the client's index in the run: `client_enqueues`,
@@ -56,17 +68,16 @@ impl TimelineBin {
     /// `client_blocking_callbacks`, `client_cancels` (events, per client),
     /// `ost_write_bytes`, `ost_read_bytes` (bytes, per OST).
     pub fn series_counts(&self, client: u32) -> impl Iterator<Item = SeriesCount> + '_ {
+        let [enqueues, lockahead, grants, callbacks, cancels, written, read] = SERIES_GROUPS;
         let events = [
-            ("client_enqueues", self.enqueues),
-            ("client_lockahead_requests", self.lockahead_requests),
-            ("client_grants", self.grants),
-            ("client_blocking_callbacks", self.blocking_callbacks),
-            ("client_cancels", self.cancels),
+            (enqueues, self.enqueues),
+            (lockahead, self.lockahead_requests),
+            (grants, self.grants),
+            (callbacks, self.blocking_callbacks),
+            (cancels, self.cancels),
         ];
-        let events = events.into_iter().map(move |(name, c)| (name, "events", "client", client, c));
-        let writes = self.ost_write_bytes.iter().map(|&(ost, b)| ("ost_write_bytes", "bytes", "ost", ost.0, b));
-        let reads = self.ost_read_bytes.iter().map(|&(ost, b)| ("ost_read_bytes", "bytes", "ost", ost.0, b));
-        events.chain(writes).chain(reads)
+        let events = events.into_iter().map(move |((name, unit, per), c)| (name, unit, per, client, c));
+        events.chain(by_ost(written, &self.ost_write_bytes)).chain(by_ost(read, &self.ost_read_bytes))
     }
 
     fn is_empty(&self) -> bool {
@@ -79,6 +90,14 @@ impl TimelineBin {
             None => by_ost.push((ost, bytes)),
         }
     }
+}
+
+/// A group's counts by OST, as series counts.
+fn by_ost<'a>(
+    (name, unit, per): (&'static str, &'static str, &'static str),
+    counts: &'a [(OstIndex, u64)],
+) -> impl Iterator<Item = SeriesCount> + 'a {
+    counts.iter().map(move |&(ost, bytes)| (name, unit, per, ost.0, bytes))
 }
 
 /// The kinds of event a timeline counts.
@@ -242,6 +261,24 @@ mod tests {
         assert_eq!(bins[1].0, 3);
         assert_eq!((bins[1].1.grants, bins[1].1.cancels), (1, 1));
         assert!(t.take().is_empty(), "taken once");
+    }
+
+    #[test]
+    fn a_bins_counts_name_the_groups_of_the_table_and_no_others() {
+        let bin = TimelineBin {
+            enqueues: 2,
+            lockahead_requests: 1,
+            grants: 2,
+            blocking_callbacks: 1,
+            cancels: 1,
+            ost_write_bytes: vec![(OstIndex(3), 4096)],
+            ost_read_bytes: vec![(OstIndex(0), 8192)],
+        };
+        let counts: Vec<SeriesCount> = bin.series_counts(5).collect();
+        let named: Vec<(&str, &str, &str)> = counts.iter().map(|&(n, u, p, _, _)| (n, u, p)).collect();
+        assert_eq!(named, SERIES_GROUPS.to_vec(), "each group once, in the table's order");
+        assert_eq!(counts[0].3, 5, "client groups by the client's index");
+        assert_eq!((counts[5].3, counts[5].4), (3, 4096), "OST groups by the OST's");
     }
 
     #[test]
