@@ -93,9 +93,10 @@ demo: build
 # scrapes a running cluster with it.
 test-tools: mpi-deps
 	@if [ "$$(id -u)" = 0 ] && { ! command -v fio >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1 || \
-	    ! command -v prometheus >/dev/null 2>&1 || ! /usr/bin/python3 -c 'import h5py, mpi4py' 2>/dev/null; }; then \
-	  echo "installing fio, python3-h5py, python3-h5py-mpi, valgrind and prometheus for the mount's tests, the metrics test and bench/smoke.sh"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio python3-h5py python3-h5py-mpi valgrind prometheus; fi
+	    ! command -v prometheus >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || \
+	    ! /usr/bin/python3 -c 'import h5py, mpi4py' 2>/dev/null; }; then \
+	  echo "installing fio, python3-h5py, python3-h5py-mpi, valgrind, prometheus and chromium for the mount's tests, the metrics and report tests and bench/smoke.sh"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio python3-h5py python3-h5py-mpi valgrind prometheus chromium; fi
 
 # The workspace's shape (tools/tidy.py): no import circles, no client crate
 # on server code or SQLite, no function past 70 lines past its list.

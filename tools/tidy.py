@@ -28,7 +28,7 @@ SERVER_CRATES = {"lanefs-mds", "lanefs-server", "rusqlite", "libsqlite3-sys"}
 # Crates that run as clients or inside users' programs.
 CLIENT_CRATES = [
     "lanefs-core", "lanefs-proto", "lanefs-net", "lanefs-client", "lanefs-mpiio", "lanefs-ior", "lanefs-backends",
-    "lanefs-fuse", "lanefs-plot",
+    "lanefs-fuse", "lanefs-plot", "lanefs-top",
 ]
 
 

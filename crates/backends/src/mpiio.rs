@@ -68,12 +68,21 @@ pub struct MpiioBackend<'l> {
     /// Cray's environment block was printed (once, before the first
     /// file's hints).
     environment_shown: AtomicBool,
+    /// Rank 0's write timers of each collective write phase, with
+    /// `MPICH_MPIIO_TIMERS=1`, for IOR's JSON summary.
+    timers: Mutex<Vec<lanefs_mpiio::WriteTimers>>,
 }
 
 impl<'l> MpiioBackend<'l> {
     /// Ranks as threads of this process.
     pub fn new(lanefs: &'l LanefsBackend) -> Self {
-        MpiioBackend { lanefs, comms: Mutex::new(Vec::new()), world: None, environment_shown: AtomicBool::new(false) }
+        MpiioBackend {
+            lanefs,
+            comms: Mutex::new(Vec::new()),
+            world: None,
+            environment_shown: AtomicBool::new(false),
+            timers: Mutex::default(),
+        }
     }
 
     /// This process as one rank of the job of `world`.
@@ -84,6 +93,7 @@ impl<'l> MpiioBackend<'l> {
             comms: Mutex::new(Vec::new()),
             world: Some(world),
             environment_shown: AtomicBool::new(false),
+            timers: Mutex::default(),
         }
     }
 }
@@ -137,6 +147,7 @@ impl Backend for MpiioBackend<'_> {
             hints: hints(p)?.0,
             lanefs,
             environment_shown: &self.environment_shown,
+            timers: &self.timers,
         }))
     }
 
@@ -170,6 +181,16 @@ impl Backend for MpiioBackend<'_> {
 
     fn report(&self) -> Option<BackendReport> {
         self.lanefs.report()
+    }
+
+    fn reports(&self) -> Vec<BackendReport> {
+        let mut reports: Vec<BackendReport> = self.report().into_iter().collect();
+        let timers = self.timers.lock().expect("timers");
+        if !timers.is_empty() {
+            let json = lanefs_mpiio::report::timers_json(&timers);
+            reports.push(BackendReport::json_only(lanefs_mpiio::report::TIMERS_JSON_KEY, json));
+        }
+        reports
     }
 }
 
@@ -283,6 +304,7 @@ struct MpiioRank<'w> {
     lanefs: &'w LanefsBackend,
     /// The backend's: Cray's environment block was printed.
     environment_shown: &'w AtomicBool,
+    timers: &'w Mutex<Vec<lanefs_mpiio::WriteTimers>>,
 }
 
 impl Drop for MpiioRank<'_> {
@@ -450,7 +472,9 @@ impl RankIo for MpiioRank<'_> {
             if env_flag("MPIIO_TIMERS") && open.writing && !report.writers.is_empty() {
                 let elapsed = lanefs_core::units::Duration::from_ns((report.write_elapsed_s * 1e9) as u64);
                 let bytes = report.writers.iter().map(|w| w.bytes).sum();
-                eprint!("{}", lanefs_mpiio::format_write_timers(path, &report.writers, bytes, elapsed));
+                let written = lanefs_mpiio::WriteTimers::new(path, &report.writers, bytes, elapsed);
+                eprint!("{}", written.format());
+                self.timers.lock().expect("timers").push(written);
             }
         }
         Ok(())

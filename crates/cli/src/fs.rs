@@ -49,13 +49,24 @@ impl Target {
         let Some(mds) = &self.mds else {
             bail!("no file system given: pass --mds ADDR or set LANEFS_MDS (lanefs up prints the address)");
         };
+        Client::connect(mds, self.options()?).with_context(|| format!("connecting to the MDS at {mds}"))
+    }
+
+    /// A client of the MDS at `mds` that does not wait for an MDS that
+    /// refuses connections (for tools that watch: a cluster that is down
+    /// is an error now).
+    pub fn connect_once(&self, mds: &str) -> Result<Client> {
+        Client::connect_once(mds, self.options()?).with_context(|| format!("connecting to the MDS at {mds}"))
+    }
+
+    fn options(&self) -> Result<ClientOptions> {
         // These commands write no file data: no page arena to share.
         let mut options =
             ClientOptions { shared_memory: false, key: load_key(self.key.as_deref())?, ..Default::default() };
         if let Some(seconds) = self.timeout {
             options = options.with_timeout(std::time::Duration::from_secs(seconds));
         }
-        Client::connect(mds, options).with_context(|| format!("connecting to the MDS at {mds}"))
+        Ok(options)
     }
 }
 
@@ -1191,6 +1202,8 @@ mod tests {
             }),
             bulk_shared_bytes: 0,
             sync_lock_cancel: Default::default(),
+            rpcs_in_flight: 0,
+            exports: 0,
         };
         let stats = [ost(0, 7), ost(1, 7)];
         let mdt =

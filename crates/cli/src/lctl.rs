@@ -26,7 +26,8 @@ Parameters (INSTANCE: a client's ffff... id; N: an OST index in hex):
   version, health_check (this node's)
   ldlm.namespaces.lanefs-OSTNNNN-osc-INSTANCE.{lock_count,lock_unused_count,lru_size,
       lru_max_age,pool.granted,stats}
-  obdfilter.lanefs-OSTNNNN.{stats,brw_stats,sync_lock_cancel,kbytestotal,kbytesfree,...}
+  obdfilter.lanefs-OSTNNNN.{stats,brw_stats,sync_lock_cancel,num_exports,rpcs_in_flight,
+      kbytestotal,kbytesfree,...}
   ldlm.namespaces.filter-lanefs-OSTNNNN_UUID.{lock_count,pool.granted,stats}
 
 Clients are the mounts and IOR ranks of this host that listen in
@@ -164,19 +165,6 @@ pub fn run(args: LctlArgs, target: &Target) -> Result<()> {
     }
 }
 
-/// A client of the MDS at `mds` for the servers' parameters, without
-/// waiting for an MDS that refuses connections (lctl shows the clients'
-/// parameters all the same).
-fn connect_once(mds: &str, target: &Target) -> Result<lanefs_client::Client> {
-    use anyhow::Context;
-    let key = crate::fs::load_key(target.key.as_deref())?;
-    let mut options = lanefs_client::ClientOptions { shared_memory: false, key, ..Default::default() };
-    if let Some(seconds) = target.timeout {
-        options = options.with_timeout(std::time::Duration::from_secs(seconds));
-    }
-    lanefs_client::Client::connect_once(mds, options).with_context(|| format!("connecting to the MDS at {mds}"))
-}
-
 /// Who holds parameters: the live clients' sockets, and the OSTs' trees.
 struct Holders {
     clients: Vec<PathBuf>,
@@ -191,7 +179,7 @@ impl Holders {
         let clients = control::client_sockets(&control::run_dir());
         let (servers, ost_stats) = match &target.mds {
             // Without the servers, the clients' parameters are still there.
-            Some(mds) => match connect_once(mds, target) {
+            Some(mds) => match target.connect_once(mds) {
                 Ok(client) => {
                     let stats = client.ost_stats().unwrap_or_else(|e| {
                         eprintln!("warning: the OSTs' parameters are left out: {e}");

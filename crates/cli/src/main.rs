@@ -19,6 +19,7 @@ mod setstripe_args;
 mod shell;
 mod sim;
 mod swarm;
+mod top;
 
 use anyhow::Result;
 use clap::{CommandFactory, Parser, Subcommand};
@@ -113,12 +114,16 @@ enum Command {
         #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
         ranks: u32,
     },
-    /// Draw a run's time series (`--timeseries FILE`, real or simulated) as
-    /// a PNG or an SVG: bandwidth over time, all OSTs and per OST, per rank,
-    /// and lock traffic. Several files draw several runs on one picture.
+    /// Draw runs as a PNG or an SVG: from time series (`--timeseries
+    /// FILE`, real or simulated), bandwidth over time (all OSTs, per OST,
+    /// per rank) and lock traffic (all clients, per client); from IOR JSON
+    /// summaries (`-O summaryFormat=JSON`), each operation's bandwidth and
+    /// the MPI-IO write phase timers as stacked bars. Several files draw
+    /// several runs on one picture.
     Plot {
-        /// The time series, one per run (JSON Lines, docs/timeseries.md).
-        #[arg(required = true, value_name = "SERIES.jsonl")]
+        /// Time series (JSON Lines, docs/timeseries.md) or IOR JSON
+        /// summaries, one per run, all of one kind.
+        #[arg(required = true, value_name = "SERIES.jsonl|IOR.json")]
         series: Vec<PathBuf>,
         /// The picture to write: .png or .svg.
         #[arg(short, long, value_name = "OUT.png|OUT.svg")]
@@ -126,9 +131,25 @@ enum Command {
         /// Each run's name in the legends, in order (default: its file's name).
         #[arg(long, value_name = "NAME")]
         label: Vec<String>,
-        /// The panels, in order: bandwidth, osts, ranks, locks.
-        #[arg(long, value_delimiter = ',', default_value = "bandwidth,osts,ranks,locks")]
+        /// The panels, in order: of a time series bandwidth, osts, ranks,
+        /// locks, clients (default: all); of IOR summaries summary, timers
+        /// (default: both, timers where the summaries have them).
+        #[arg(long, value_delimiter = ',')]
         panels: Vec<String>,
+    },
+    /// Write a run's report as one self-contained HTML page (its command
+    /// line, IOR's tables, the lanefs counters, the MPI-IO timers and the
+    /// pictures inline as SVG), to attach to a ticket.
+    Report {
+        /// The run's IOR JSON summary (`-O summaryFormat=JSON`).
+        #[arg(value_name = "IOR.json")]
+        summary: PathBuf,
+        /// The run's time series (`--timeseries`), drawn over time.
+        #[arg(long, value_name = "SERIES.jsonl")]
+        timeseries: Option<PathBuf>,
+        /// The page to write (.html).
+        #[arg(short, long, value_name = "OUT.html")]
+        out: PathBuf,
     },
     /// Run the metadata server alone (for a cluster across hosts).
     Mds {
@@ -224,6 +245,10 @@ enum Command {
     /// Lustre's lctl: get_param, set_param [-P], list_param of live clients
     /// (mounts, IOR ranks) and OSTs, and dl (devices).
     Lctl(lctl::LctlArgs),
+    /// Watch a running cluster, as LMT's ltop: per OST bandwidth, IOPS,
+    /// locks, RPCs in flight, space and exports, and this host's clients,
+    /// every interval (a full screen, or plain text in a pipe).
+    Top(top::TopArgs),
     /// Print the completion script for SHELL (`make install` installs bash's, zsh's and fish's).
     ///
     /// For example: `lanefs completions bash >
@@ -374,11 +399,13 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Sim { args } => sim::main(args),
         Command::Plot { series, out, label, panels } => plot::main(&series, &out, &label, &panels),
+        Command::Report { summary, timeseries, out } => plot::report(&summary, timeseries.as_deref(), &out),
         Command::Calibrate { data, out, quick, osts, ranks } => calibrate::main(data, out, quick, osts, ranks),
         Command::Mount(args) => mount::mount(args, &cli.target),
         Command::Umount(args) => mount::umount(args),
         Command::Fs(command) => fs::run(*command, &cli.target),
         Command::Lctl(args) => lctl::run(args, &cli.target),
+        Command::Top(args) => top::run(args, &cli.target),
         Command::Completions { shell } => shell::completions(Cli::command(), shell),
         Command::Man { dir } => shell::man(Cli::command(), &dir),
         Command::Swarm(_) => unreachable!("the swarm runs from main, for its exit code"),

@@ -47,6 +47,23 @@ fn collective_io_runs_verified_in_every_lock_mode() {
 }
 
 #[test]
+fn the_write_timers_reach_the_json_summary_as_the_block_prints_them() {
+    let out =
+        ior("*:striping_factor=2:striping_unit=65536:cray_cb_write_lock_mode=2", &["-c", "-O", "summaryFormat=JSON"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let writes = json["mpiio_timers"]["writes"].as_array().expect("the timers in the summary");
+    assert_eq!(writes.len(), 1, "one collective write phase: {writes:?}");
+    let phases: Vec<&str> =
+        writes[0]["phases"].as_array().unwrap().iter().map(|p| p["phase"].as_str().unwrap()).collect();
+    assert!(phases.contains(&"lock mode") && phases.contains(&"data send"), "{phases:?}");
+    // The same numbers as the block on stderr.
+    let raw = writes[0]["raw_write_bw_mib"].as_f64().unwrap();
+    assert!(stderr.contains(&format!("|   raw write BW (MiB/s)  = {raw:>12.3}")), "{raw}: {stderr}");
+}
+
+#[test]
 fn independent_mpiio_and_file_per_process_run_verified() {
     for extra in [&[][..], &["-F"][..]] {
         let out = ior("*:striping_unit=65536", extra);

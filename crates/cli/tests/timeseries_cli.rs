@@ -120,7 +120,9 @@ fn plot_draws_real_and_simulated_series_on_one_picture() {
     let out = ok(&lanefs(&["plot", golden, golden, "--label", "a", "--label", "b", "-o", svg.to_str().unwrap()]));
     assert!(out.contains("both.svg"), "names what it wrote: {out}");
     let text = std::fs::read_to_string(&svg).unwrap();
-    for title in ["Bandwidth, all OSTs", "Bandwidth per OST", "Bandwidth per rank", "Lock traffic"] {
+    for title in
+        ["Bandwidth, all OSTs", "Bandwidth per OST", "Bandwidth per rank", "Lock traffic", "Lock traffic per client"]
+    {
         assert!(text.contains(title), "{title} in the picture");
     }
     assert!(text.contains("a: blocking callbacks") && text.contains("b: write"), "each run's lines in the legend");
@@ -131,5 +133,5 @@ fn plot_draws_real_and_simulated_series_on_one_picture() {
     let e = failed(&lanefs(&["plot", "/nonexistent.jsonl", "-o", "x.png"]));
     assert!(e.contains("/nonexistent.jsonl"), "{e}");
     let e = failed(&lanefs(&["plot", golden, "--panels", "speed", "-o", "x.png"]));
-    assert!(e.contains("speed") && e.contains("bandwidth, osts, ranks or locks"), "{e}");
+    assert!(e.contains("speed") && e.contains("bandwidth, osts, ranks, locks or clients"), "{e}");
 }

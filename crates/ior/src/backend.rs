@@ -76,6 +76,13 @@ impl BackendReport {
         flatten(key, &json, &mut text_lines);
         BackendReport { key: key.to_string(), json, text_lines }
     }
+
+    /// A report for the JSON summary alone: what it holds is printed
+    /// elsewhere in the default format (as the MPI-IO blocks are, on
+    /// stderr).
+    pub fn json_only(key: &str, json: serde_json::Map<String, serde_json::Value>) -> Self {
+        BackendReport { key: key.to_string(), json, text_lines: Vec::new() }
+    }
 }
 
 fn flatten(prefix: &str, map: &serde_json::Map<String, serde_json::Value>, lines: &mut Vec<String>) {

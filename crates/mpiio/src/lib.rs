@@ -54,6 +54,6 @@ pub use plan::{
 };
 pub use report::{
     format_aggregator_placement, format_read_stats, format_write_stats, format_write_timers, AggregatorsActive,
-    MpiioStats, MpiioTimers,
+    MpiioStats, MpiioTimers, PhaseTime, WriteTimers,
 };
 pub use two_phase::{CloseReport, CollectiveError, Phantom, RankIo, StripeBuffer, StripeBytes, Striping, TwoPhase};

@@ -254,61 +254,140 @@ fn spread(writers: &[MpiioTimers], phase: impl Fn(&MpiioTimers) -> Duration) -> 
     Spread { min: seconds(min), max: seconds(max), ave, sum_ns: sum }
 }
 
-/// `bytes` in MiB per `seconds`, or `NA` for no time.
-fn bandwidth(bytes: u64, seconds: f64) -> String {
-    if seconds > 0.0 {
-        format!("{:.3}", bytes as f64 / MIB as f64 / seconds)
-    } else {
-        "NA".to_string()
+/// `bytes` in MiB per `seconds`, or `None` for no time.
+fn bandwidth(bytes: u64, seconds: f64) -> Option<f64> {
+    (seconds > 0.0).then(|| bytes as f64 / MIB as f64 / seconds)
+}
+
+/// One phase of the writers' timers, in seconds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTime {
+    /// Cray's name of the phase (`wait for coll`, `data send`, ...).
+    pub phase: String,
+    pub min_s: f64,
+    pub max_s: f64,
+    pub ave_s: f64,
+    /// The phase's share of the sum of every phase's average, in percent
+    /// (truncated, as Cray's column).
+    pub percent: u32,
+}
+
+/// The `MPICH_MPIIO_TIMERS=1` write block of one file as data: what the
+/// block prints, and what IOR's JSON summary carries under
+/// `mpiio_timers` for pictures (`lanefs plot`, `lanefs report`).
+/// Bandwidths are in MiB/s: data send = bytes / average data-send time;
+/// raw write = bytes / average file-write time; net write = bytes /
+/// elapsed; `None` where the time is zero.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WriteTimers {
+    pub file: String,
+    /// Aggregators that wrote (the block's "writers only").
+    pub writers: u32,
+    pub bytes: u64,
+    pub elapsed_s: f64,
+    /// In Cray's order; `lock mode` only when a writer used lockahead.
+    pub phases: Vec<PhaseTime>,
+    pub file_write: PhaseTime,
+    pub data_send_bw_mib: Option<f64>,
+    pub raw_write_bw_mib: Option<f64>,
+    pub net_write_bw_mib: Option<f64>,
+}
+
+impl WriteTimers {
+    /// The block of `file` from each writer's timers, the bytes written
+    /// and the collective writes' elapsed time.
+    pub fn new(file: &str, writers: &[MpiioTimers], total_bytes: u64, elapsed: Duration) -> WriteTimers {
+        let locked = writers.iter().any(|w| w.lock_mode.is_some());
+        let mut phases: Vec<(&str, Spread)> = vec![
+            ("wait for coll", spread(writers, |w| w.wait_for_coll)),
+            ("collective", spread(writers, |w| w.collective)),
+            ("exchange/write", spread(writers, |w| w.exchange_write)),
+            ("data send", spread(writers, |w| w.data_send)),
+        ];
+        if locked {
+            phases.push(("lock mode", spread(writers, |w| w.lock_mode.unwrap_or_default())));
+        }
+        phases.push(("file write", spread(writers, |w| w.file_write)));
+        phases.push(("other", spread(writers, |w| w.other)));
+        let phase_total_ns: u128 = phases.iter().map(|(_, s)| s.sum_ns).sum();
+        // Every phase averages over the same writers, so sums compare as averages do.
+        let time = |phase: &str, s: &Spread| PhaseTime {
+            phase: phase.to_string(),
+            min_s: s.min,
+            max_s: s.max,
+            ave_s: s.ave,
+            percent: (100 * s.sum_ns).checked_div(phase_total_ns).unwrap_or(0) as u32,
+        };
+        let file_write = spread(writers, |w| w.file_write);
+        let data_send = spread(writers, |w| w.data_send);
+        WriteTimers {
+            file: file.to_string(),
+            writers: writers.len() as u32,
+            bytes: total_bytes,
+            elapsed_s: elapsed.as_secs_f64(),
+            phases: phases.iter().map(|(phase, s)| time(phase, s)).collect(),
+            file_write: time("file write", &file_write),
+            data_send_bw_mib: bandwidth(total_bytes, data_send.ave),
+            raw_write_bw_mib: bandwidth(total_bytes, file_write.ave),
+            net_write_bw_mib: bandwidth(total_bytes, elapsed.as_secs_f64()),
+        }
+    }
+
+    /// The block as Cray MPICH prints it (phase times in seconds).
+    pub fn format(&self) -> String {
+        let mut out = String::new();
+        let mut line = |text: String| {
+            out.push_str(&text);
+            out.push('\n');
+        };
+        line(format!("| MPIIO write by phases, writers only, for {}", self.file));
+        line("|                              min          max          ave".to_string());
+        let PhaseTime { min_s, max_s, ave_s, .. } = self.file_write;
+        line(format!("|   file write time   ={min_s:>12.2} {max_s:>12.2} {ave_s:>12.2}   (seconds)"));
+        line(format!(
+            "|   {:<32}   min          max          ave     High file write percentage",
+            "time scale: seconds"
+        ));
+        for p in &self.phases {
+            let (label, min, max, ave, percent) = (&p.phase, p.min_s, p.max_s, p.ave_s, p.percent);
+            line(format!("|   {label:<18}={min:>12.6} {max:>12.6} {ave:>12.6} {percent:>3}%"));
+        }
+        let bandwidths = [
+            ("data send BW (MiB/s)", self.data_send_bw_mib),
+            ("raw write BW (MiB/s)", self.raw_write_bw_mib),
+            ("net write BW (MiB/s)", self.net_write_bw_mib),
+        ];
+        for (label, value) in bandwidths {
+            let value = value.map_or_else(|| "NA".to_string(), |v| format!("{v:.3}"));
+            line(format!("|   {label:<22}= {value:>12}"));
+        }
+        out
     }
 }
 
-/// The `MPICH_MPIIO_TIMERS=1` write block for `file` from each writer's
-/// timers, the bytes written and the collective writes' elapsed time.
-/// Bandwidths (MiB/s): data send = bytes / average data-send time; raw
-/// write = bytes / average file-write time; net write = bytes / elapsed.
-/// The `lock mode` line appears when any writer used lockahead.
-pub fn format_write_timers(file: &str, writers: &[MpiioTimers], total_bytes: u64, elapsed: Duration) -> String {
-    let locked = writers.iter().any(|w| w.lock_mode.is_some());
-    let mut phases: Vec<(&str, Spread)> = vec![
-        ("wait for coll", spread(writers, |w| w.wait_for_coll)),
-        ("collective", spread(writers, |w| w.collective)),
-        ("exchange/write", spread(writers, |w| w.exchange_write)),
-        ("data send", spread(writers, |w| w.data_send)),
-    ];
-    if locked {
-        phases.push(("lock mode", spread(writers, |w| w.lock_mode.unwrap_or_default())));
-    }
-    phases.push(("file write", spread(writers, |w| w.file_write)));
-    phases.push(("other", spread(writers, |w| w.other)));
-    let file_write = spread(writers, |w| w.file_write);
-    let data_send = spread(writers, |w| w.data_send);
-    let phase_total_ns: u128 = phases.iter().map(|(_, s)| s.sum_ns).sum();
+/// IOR's JSON summary's key for the write timers of a run.
+pub const TIMERS_JSON_KEY: &str = "mpiio_timers";
 
-    let mut out = String::new();
-    let mut line = |text: String| {
-        out.push_str(&text);
-        out.push('\n');
-    };
-    line(format!("| MPIIO write by phases, writers only, for {file}"));
-    line("|                              min          max          ave".to_string());
-    let Spread { min, max, ave, .. } = file_write;
-    line(format!("|   file write time   ={min:>12.2} {max:>12.2} {ave:>12.2}   (seconds)"));
-    line(format!("|   {:<32}   min          max          ave     High file write percentage", "time scale: seconds"));
-    for (label, Spread { min, max, ave, sum_ns }) in phases {
-        // Every phase averages over the same writers, so sums compare as averages do.
-        let percent = (100 * sum_ns).checked_div(phase_total_ns).unwrap_or(0);
-        line(format!("|   {label:<18}={min:>12.6} {max:>12.6} {ave:>12.6} {percent:>3}%"));
-    }
-    let bandwidths = [
-        ("data send BW (MiB/s)", bandwidth(total_bytes, data_send.ave)),
-        ("raw write BW (MiB/s)", bandwidth(total_bytes, file_write.ave)),
-        ("net write BW (MiB/s)", bandwidth(total_bytes, elapsed.as_secs_f64())),
-    ];
-    for (label, value) in bandwidths {
-        line(format!("|   {label:<22}= {value:>12}"));
-    }
-    out
+/// The object under [`TIMERS_JSON_KEY`]: `time_scale` (`seconds`) and
+/// `writes`, a [`WriteTimers`] per collective write phase, in order.
+pub fn timers_json(writes: &[WriteTimers]) -> serde_json::Map<String, serde_json::Value> {
+    let mut json = serde_json::Map::new();
+    json.insert("time_scale".into(), "seconds".into());
+    let writes = writes.iter().map(|w| serde_json::to_value(w).expect("plain data")).collect();
+    json.insert("writes".into(), serde_json::Value::Array(writes));
+    json
+}
+
+/// The write timers in an IOR JSON summary (none without the key).
+pub fn timers_from_json(summary: &serde_json::Value) -> Result<Vec<WriteTimers>, String> {
+    let Some(timers) = summary.get(TIMERS_JSON_KEY) else { return Ok(Vec::new()) };
+    let writes = timers.get("writes").cloned().unwrap_or_default();
+    serde_json::from_value(writes).map_err(|e| format!("{TIMERS_JSON_KEY}.writes: {e}"))
+}
+
+/// The `MPICH_MPIIO_TIMERS=1` write block for `file` (see [`WriteTimers`]).
+pub fn format_write_timers(file: &str, writers: &[MpiioTimers], total_bytes: u64, elapsed: Duration) -> String {
+    WriteTimers::new(file, writers, total_bytes, elapsed).format()
 }
 
 /// `MPICH_MPIIO_AGGREGATOR_PLACEMENT_DISPLAY=1`: which rank, on which node,

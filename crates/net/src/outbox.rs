@@ -31,6 +31,7 @@ use lanefs_core::msg::{ToClient, ToOst};
 use lanefs_proto::wire::Wire;
 use std::collections::VecDeque;
 use std::pin::pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
@@ -280,6 +281,29 @@ pub struct RequestBudget {
 pub struct InFlight {
     _message: OwnedSemaphorePermit,
     _bytes: Option<OwnedSemaphorePermit>,
+    /// A count of requests in flight this one is part of, besides its
+    /// connection's budget (see [`InFlight::counted`]).
+    gauge: Option<Arc<AtomicU64>>,
+}
+
+impl InFlight {
+    /// Count this request in `gauge` too (requests in flight at one
+    /// target, over all its connections) until it is dropped.
+    pub fn counted(mut self, gauge: &Arc<AtomicU64>) -> InFlight {
+        if let Some(old) = self.gauge.replace(gauge.clone()) {
+            old.fetch_sub(1, Ordering::Relaxed);
+        }
+        gauge.fetch_add(1, Ordering::Relaxed);
+        self
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(gauge) = &self.gauge {
+            gauge.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl std::fmt::Debug for InFlight {
@@ -307,7 +331,7 @@ impl RequestBudget {
             0 => None,
             n => Some(self.bytes.clone().acquire_many_owned(n).await.expect("the semaphore is never closed")),
         };
-        InFlight { _message: message, _bytes: bytes }
+        InFlight { _message: message, _bytes: bytes, gauge: None }
     }
 }
 

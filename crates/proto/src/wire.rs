@@ -124,6 +124,11 @@ pub struct OstStats {
     pub bulk_shared_bytes: u64,
     /// The OST's `sync_lock_cancel` now.
     pub sync_lock_cancel: lanefs_core::ost::SyncLockCancel,
+    /// Requests received for the OST and not yet handled, over all its
+    /// connections, now.
+    pub rpcs_in_flight: u64,
+    /// Clients connected to the OST's server now (Lustre's exports).
+    pub exports: u64,
 }
 
 /// `statvfs` of an OST's backing file system; `fsid` tells OSTs that share

@@ -137,6 +137,9 @@ const GAUGES: &[OstGauge] = &[
     ("lustre_inodes_maximum", "Inodes of the OST's file system", |o| o.space.map(|s| whole(s.total_inodes))),
     ("lustre_inodes_free", "Free inodes of the OST's file system", |o| o.space.map(|s| whole(s.free_inodes))),
     ("lanefs_locks_waiting", "Lock requests waiting now", |o| Some(whole(o.locks_waiting))),
+    ("lanefs_rpcs_in_flight", "Requests received for the OST and not yet handled, now", |o| {
+        Some(whole(o.rpcs_in_flight))
+    }),
 ];
 
 fn target(o: &OstStats) -> Target {
@@ -320,6 +323,8 @@ mod tests {
             space: None,
             bulk_shared_bytes: 0,
             sync_lock_cancel: Default::default(),
+            rpcs_in_flight: 5,
+            exports: 2,
         };
         o.data.bytes_written = 4 << 20;
         o.locks.lockahead = 7;
@@ -332,6 +337,7 @@ mod tests {
             "lustre_lock_grant_rate{component=\"ost\",target=\"lanefs-OST0001\"} 1.5",
             "lanefs_lockahead_requests_total{component=\"ost\",target=\"lanefs-OST0001\"} 7",
             "lustre_exports_total{component=\"ost\",target=\"lanefs-OST0001\"} 2",
+            "lanefs_rpcs_in_flight{component=\"ost\",target=\"lanefs-OST0001\"} 5",
             "lustre_pages_per_bulk_rw_total{component=\"ost\",target=\"lanefs-OST0001\",operation=\"write\",size=\"256\"} 1",
             "lustre_open_total{component=\"mdt\",target=\"lanefs-MDT0000\"} 4",
             "lustre_exports_total{component=\"mdt\",target=\"lanefs-MDT0000\"} 2",

@@ -91,7 +91,7 @@ use lanefs_proto::wire::USER_NOT_A_NODE;
 use lanefs_proto::wire::{variant, OstStats, Role, Wire, MAGIC, PROTOCOL_VERSION};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, Weak};
 use std::time::Duration as StdDuration;
 use tokio::io::BufReader;
@@ -174,6 +174,9 @@ struct Shared {
     /// Each OST's input queue. Held here alone (its commit thread holds a
     /// weak reference), so that dropping this ends the OST's thread.
     osts: HashMap<u32, Arc<mpsc::Sender<OstInput>>>,
+    /// Each OST's requests in flight, over all connections: received and
+    /// not yet handled (`rpcs_in_flight` in its statistics).
+    in_flight: HashMap<u32, Arc<AtomicU64>>,
     /// Outgoing queue of every connected client, by its identity.
     peers: Peers,
     exports: Arc<Mutex<Exports>>,
@@ -240,11 +243,31 @@ async fn ost_stats(shared: &Shared) -> Vec<OstStats> {
     for index in indices {
         let (reply, answer) = oneshot::channel();
         let _ = shared.osts[index].send(OstInput::Stats(reply));
-        if let Ok(stats) = answer.await {
+        if let Ok(mut stats) = answer.await {
+            stats.rpcs_in_flight = shared.in_flight[index].load(Ordering::Relaxed);
+            stats.exports = shared.presence.lock().expect("presence lock").len() as u64;
             osts.push(stats);
         }
     }
     osts
+}
+
+/// An OST's statistics as its thread knows them (the OSS fills in its
+/// requests in flight and exports: see `ost_stats`).
+fn stats_of(ost: &Ost<FileStore>, bulk_shared_bytes: u64) -> OstStats {
+    let locks = ost.locks();
+    OstStats {
+        ost: ost.index().0,
+        locks_granted: locks.granted_locks().count() as u64,
+        locks_waiting: locks.waiting_count() as u64,
+        locks: locks.counters_total(),
+        data: ost.counters(),
+        space: ost.store().space(),
+        bulk_shared_bytes,
+        sync_lock_cancel: ost.config().sync_lock_cancel,
+        rpcs_in_flight: 0,
+        exports: 0,
+    }
 }
 
 /// Reads a running OSS's statistics for its metrics (see
@@ -307,18 +330,7 @@ pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig
     let mut osts = HashMap::new();
     let mut ost_threads = Vec::new();
     for (&index, fence) in config.osts.iter().zip(fences) {
-        let store = FileStore::with_open_files_max(fence.dir(), budget.open_files_per_ost)?
-            .with_faults(config.faults.clone())
-            .with_memory_stores(config.memory_stores);
-        if store.durable_on_write() {
-            info!(ost = index, "in memory (tmpfs): writes are durable as made; clients keep no copies for replay");
-        }
-        let mut record = store.load_record()?;
-        if record.lock_key == LockKey::default() {
-            // A new OST (or one recorded before its locks carried proofs):
-            // a key of its own, kept in its record from its first life on.
-            record.lock_key = random_lock_key()?;
-        }
+        let (store, record) = open_store(index, &fence, budget.open_files_per_ost, &config)?;
         let syncer = store.syncer();
         let (tx, rx) = mpsc::channel();
         let tx = Arc::new(tx);
@@ -353,6 +365,7 @@ pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig
     };
     let (stop, _) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
+        in_flight: osts.keys().map(|&index| (index, Arc::new(AtomicU64::new(0)))).collect(),
         osts,
         peers,
         exports,
@@ -373,6 +386,28 @@ pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig
         descriptors, "OSS serving"
     );
     Ok(OssHandle { address, accept, evictor, shared, ost_threads })
+}
+
+/// An OST's store in its fenced directory, and its record (with a lock
+/// key of its own from its first life on).
+fn open_store(
+    index: u32,
+    fence: &Fence,
+    open_files_max: usize,
+    config: &OssConfig,
+) -> std::io::Result<(FileStore, OstRecord)> {
+    let store = FileStore::with_open_files_max(fence.dir(), open_files_max)?
+        .with_faults(config.faults.clone())
+        .with_memory_stores(config.memory_stores);
+    if store.durable_on_write() {
+        info!(ost = index, "in memory (tmpfs): writes are durable as made; clients keep no copies for replay");
+    }
+    let mut record = store.load_record()?;
+    if record.lock_key == LockKey::default() {
+        // A new OST (or one recorded before its locks carried proofs).
+        record.lock_key = random_lock_key()?;
+    }
+    Ok((store, record))
 }
 
 fn ost_thread(
@@ -494,17 +529,7 @@ fn serve_input(
         }
         Some(OstInput::Evict { client }) => ost.evict(now(), client),
         Some(OstInput::Stats(reply)) => {
-            let locks = ost.locks();
-            let _ = reply.send(OstStats {
-                ost: index,
-                locks_granted: locks.granted_locks().count() as u64,
-                locks_waiting: locks.waiting_count() as u64,
-                locks: locks.counters_total(),
-                data: ost.counters(),
-                space: ost.store().space(),
-                bulk_shared_bytes: *bulk_shared_bytes,
-                sync_lock_cancel: ost.config().sync_lock_cancel,
-            });
+            let _ = reply.send(stats_of(ost, *bulk_shared_bytes));
         }
         Some(OstInput::SetParam { name, value, permanent, reply }) => {
             let _ = reply.send(crate::ost_params::set(ost, &name, value.as_deref(), permanent));
@@ -1018,8 +1043,8 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
             Wire::ToOst { ost, message } => {
                 let client = session.client()?;
                 let sender = shared.osts.get(&ost).ok_or_else(|| format!("this OSS does not serve OST index {ost}"))?;
-                let in_flight = Some(budget.acquire(request_bytes(&message)).await);
-                let _ = sender.send(OstInput::Message { client, message, in_flight });
+                let in_flight = budget.acquire(request_bytes(&message)).await.counted(&shared.in_flight[&ost]);
+                let _ = sender.send(OstInput::Message { client, message, in_flight: Some(in_flight) });
             }
             Wire::WriteShared { ost, xid, object, offset, bulk } => {
                 let client = session.client()?;
@@ -1028,8 +1053,8 @@ async fn serve_messages<R: tokio::io::AsyncRead + Unpin>(
                 let data = mapped.resolve(&bulk, u64::from(BULK_BYTES_MAX))?;
                 let message = ToOst::Write { xid, object, offset, data: Payload::Remote(Box::new(data)) };
                 // Its bytes stay in the client's memory: only the message counts.
-                let in_flight = Some(budget.acquire(0).await);
-                let _ = sender.send(OstInput::Message { client, message, in_flight });
+                let in_flight = budget.acquire(0).await.counted(&shared.in_flight[&ost]);
+                let _ = sender.send(OstInput::Message { client, message, in_flight: Some(in_flight) });
             }
             Wire::AttachArena { arena: id, frames } => {
                 let fd = session.fds.as_ref().and_then(FdInbox::take_latest);

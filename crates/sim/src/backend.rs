@@ -155,6 +155,9 @@ struct State {
     /// Cray's environment block was printed (once, before the first
     /// file's hints).
     environment_shown: bool,
+    /// The write timers of every collective write phase, with
+    /// `MPICH_MPIIO_TIMERS=1`, for IOR's JSON summary.
+    timers: Vec<mreport::WriteTimers>,
 }
 
 fn err(e: impl std::fmt::Display) -> IorError {
@@ -300,7 +303,14 @@ impl SimBackend {
             let rng = ChaCha8Rng::seed_from_u64(self.opts.seed);
             let mut job = Job::new(world, p.num_tasks, rpn, rng);
             job.progress = self.opts.progress;
-            *guard = Some(State { job, next_file: 1, file_id: 1, wall_s: 0.0, environment_shown: false });
+            *guard = Some(State {
+                job,
+                next_file: 1,
+                file_id: 1,
+                wall_s: 0.0,
+                environment_shown: false,
+                timers: Vec::new(),
+            });
         }
         let state = guard.as_mut().expect("just made");
         let t = std::time::Instant::now();
@@ -378,7 +388,7 @@ impl SimBackend {
             };
             let results = st.job.run_phase(&spec).map_err(sim_err)?;
             if self.mpiio() && (stats || timers) {
-                print_mpiio(&st.job, &spec, &file_name, &results, stats, timers);
+                st.timers.extend(print_mpiio(&st.job, &spec, &file_name, &results, stats, timers));
             }
             Ok(results.iter().map(rank_phase).collect())
         })
@@ -406,8 +416,16 @@ fn rank_phase(r: &RankResult) -> RankPhase {
 }
 
 /// The `MPICH_MPIIO_STATS` and `MPICH_MPIIO_TIMERS` blocks of a phase, on
-/// stderr (stdout carries IOR's report, which scripts parse).
-fn print_mpiio(job: &Job, spec: &PhaseSpec, file: &str, results: &[RankResult], stats: bool, timers: bool) {
+/// stderr (stdout carries IOR's report, which scripts parse); the write
+/// timers printed, if any.
+fn print_mpiio(
+    job: &Job,
+    spec: &PhaseSpec,
+    file: &str,
+    results: &[RankResult],
+    stats: bool,
+    timers: bool,
+) -> Option<mreport::WriteTimers> {
     if stats {
         let s = match &job.last_report {
             Some(report) if spec.write => report.write_stats.clone(),
@@ -432,11 +450,14 @@ fn print_mpiio(job: &Job, spec: &PhaseSpec, file: &str, results: &[RankResult], 
     }
     if timers && spec.write {
         // The aggregators' timers, as the ranks' two-phase code gathered them at close.
-        let Some(report) = job.last_report.as_ref().filter(|r| !r.writers.is_empty()) else { return };
+        let report = job.last_report.as_ref().filter(|r| !r.writers.is_empty())?;
         let elapsed = Duration::from_ns((report.write_elapsed_s * 1e9) as u64);
         let bytes = MpiioTimers::total_bytes(&report.writers);
-        eprint!("{}", mreport::format_write_timers(file, &report.writers, bytes, elapsed));
+        let written = mreport::WriteTimers::new(file, &report.writers, bytes, elapsed);
+        eprint!("{}", written.format());
+        return Some(written);
     }
+    None
 }
 
 impl PhaseModel for SimBackend {
@@ -560,7 +581,11 @@ impl Backend for SimBackend {
         let per_ost: Vec<serde_json::Value> = w.osts.iter().map(|o| o.counters().bytes_read.into()).collect();
         put("ost_bytes_read_per_ost", per_ost.into());
         let sim = self.sim_report(w, st.wall_s);
-        vec![BackendReport::from_json("lanefs", lanefs), BackendReport::from_json("sim", sim)]
+        let mut reports = vec![BackendReport::from_json("lanefs", lanefs), BackendReport::from_json("sim", sim)];
+        if !st.timers.is_empty() {
+            reports.push(BackendReport::json_only(mreport::TIMERS_JSON_KEY, mreport::timers_json(&st.timers)));
+        }
+        reports
     }
 }
 

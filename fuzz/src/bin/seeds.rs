@@ -909,6 +909,8 @@ fn codec_seeds() {
                 }),
                 bulk_shared_bytes: 4096,
                 sync_lock_cancel: Default::default(),
+                rpcs_in_flight: 3,
+                exports: 2,
             }],
         },
         Wire::SetParam {

@@ -397,7 +397,7 @@ impl<'o> Printer<'o> {
     pub fn long_summary(&mut self, api: &str, tests: &[TestSummary], reports: &[BackendReport]) -> io::Result<()> {
         if self.format == SummaryFormat::Default {
             let w = self.res();
-            for report in reports {
+            for report in reports.iter().filter(|r| !r.text_lines.is_empty()) {
                 w.write_all(b"\n")?;
                 for line in &report.text_lines {
                     writeln!(w, "{line}")?;

@@ -41,6 +41,9 @@ pub fn tree(osts: &[OstStats], now: SystemTime) -> Tree {
         tree.insert(f("sync_lock_cancel"), sync_lock_cancel_name(s.sync_lock_cancel).to_string());
         // lanefs's own: bytes of write RPCs read from clients' shared memory.
         tree.insert(f("write_bytes_shm"), s.bulk_shared_bytes.to_string());
+        tree.insert(f("num_exports"), s.exports.to_string());
+        // lanefs's own: requests received and not yet handled, now.
+        tree.insert(f("rpcs_in_flight"), s.rpcs_in_flight.to_string());
         if let Some(space) = &s.space {
             tree.insert(f("kbytestotal"), (space.total_bytes >> 10).to_string());
             tree.insert(f("kbytesfree"), (space.free_bytes >> 10).to_string());
