@@ -76,7 +76,8 @@ fn read(file: &Path, label: &str) -> Result<Inputs> {
             return Ok(Inputs::Summaries(vec![summary]));
         }
     }
-    let series = TimeSeries::read_file(file).map_err(anyhow::Error::msg)?;
+    let series =
+        TimeSeries::read_jsonl(&mut text.as_bytes()).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
     Ok(Inputs::Series(vec![Run { label: label.to_string(), series }]))
 }
 

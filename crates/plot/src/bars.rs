@@ -295,7 +295,6 @@ mod tests {
               {"file": "f", "writers": 2, "bytes": 1048576, "elapsed_s": 1.0,
                "phases": [{"phase": "wait for coll", "min_s": 0.1, "max_s": 0.2, "ave_s": 0.15, "percent": 15},
                           {"phase": "file write", "min_s": 0.5, "max_s": 0.9, "ave_s": 0.85, "percent": 85}],
-               "file_write": {"phase": "file write", "min_s": 0.5, "max_s": 0.9, "ave_s": 0.85, "percent": 85},
                "data_send_bw_mib": null, "raw_write_bw_mib": 1.2, "net_write_bw_mib": 1.0}]}"#
         } else {
             ""
