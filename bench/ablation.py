@@ -48,6 +48,14 @@ move a result; where only this machine gives a figure (a Haswell node of
   OSS CPU per     the same calibration's servers' CPU time per page of a
   page            1 MiB write RPC, lanefs's OSS here, a stand-in for a
                   Lustre OSS's.
+  a node's locks  16 processes of a node writing one file at full speed at
+                  once (the lock on its attributes), 32 copying into its
+                  page cache (the page cache's lock, 32 to 64): the KNL
+                  client talk of the seeds. The seed scenario runs 4 ranks
+                  a node, so a second table runs 1 to 64 ranks on one
+                  KNL-like node (copying at 300 MB/s, the talk's KNL core,
+                  model-params), -a POSIX, one shared file and a file
+                  each, without and with the two locks.
 
   SEGMENTS        IOR's -s (default 64; 8 with QUICK=1)
   LANEFS          the binary (default ./target/release/lanefs)
@@ -60,6 +68,11 @@ LANEFS = os.environ.get("LANEFS", "./target/release/lanefs")
 SEGMENTS = os.environ.get("SEGMENTS") or ("8" if os.environ.get("QUICK") == "1" else "64")
 PRESET = "cray-xc40-24ost"
 LINE = ["-a", "MPIIO", "-c", "-w", "-N", "768", "--tasks-per-node", "4", "-b", "1m", "-t", "1m", "-s", SEGMENTS]
+
+
+NODE_LOCKS = ["compute.file_lock_writers=16", "compute.page_cache_lock_writers=32"]
+# 300 MB/s (model-params: one KNL core) x 0.931323.
+KNL = ["compute.copy_bandwidth_gib_s=0.279", "compute.nodes=1"]
 
 
 def hints(mode):
@@ -136,6 +149,7 @@ def main():
     stand_in(rows, "OSS CPU per page", storage, "storage", ("rpc_service_per_page_us",), "lanefs's OSS here")
     rows.append(("unstable pages kept", ['client.unstable_pages="kept-until-commit"'],
                  "kept until their OST commits: Lustre's client and lanefs's network client"))
+    rows.append(("a node's locks", NODE_LOCKS, "16 writers of a file, 32 of the page cache: the KNL talk"))
     if "message_cpu_us" in mpi:
         rows.append(("MPI CPU per message", [f"mpi.message_cpu_us={mpi['message_cpu_us']}"],
                      f"{mpi['message_cpu_us']} us: Open MPI here (stand-in)"))
@@ -154,6 +168,32 @@ def main():
               f"{d['callbacks']} | {d['queued']} |", flush=True)
     print()
     print("`--set` of each row: " + "; ".join(f"{name}: {' '.join(sets)}" for name, sets, _ in rows if sets))
+    knl_nodes()
+
+
+def knl_nodes():
+    """One KNL-like node: 1 to 64 ranks copying at a KNL core's rate, -a
+    POSIX, with and without a node's locks: each rank's rate."""
+    print()
+    print(f"One KNL-like node: lanefs sim ior --cluster {PRESET} -a POSIX -w -N P --tasks-per-node P -b 16m -t 1m "
+          f"--lanefs.stripe-count=24 [-F] --set {' --set '.join(KNL)}")
+    print()
+    print("| ranks P | shared file, MiB/s a rank | with a node's locks | file per process, MiB/s a rank | with a node's locks |")
+    print("|---:|---:|---:|---:|---:|")
+    for ranks in (1, 8, 16, 32, 64):
+        line = ["-a", "POSIX", "-w", "-N", str(ranks), "--tasks-per-node", str(ranks), "-b", "16m", "-t", "1m",
+                "--lanefs.stripe-count=24"]
+        cells = []
+        for extra in ([], ["-F"]):
+            for sets in (KNL, KNL + NODE_LOCKS):
+                cmd = [LANEFS, "sim", "ior", "--cluster", PRESET, *line, *extra, "-O", "summaryFormat=JSON"]
+                for s in sets:
+                    cmd += ["--set", s]
+                done = subprocess.run(cmd, capture_output=True, text=True)
+                if done.returncode != 0:
+                    sys.exit(f"{' '.join(cmd)}: exit status {done.returncode}: {done.stderr.strip()[-500:]}")
+                cells.append(json.loads(done.stdout)["summary"][0]["bwMeanMIB"] / ranks)
+        print(f"| {ranks} | " + " | ".join(f"{c:.0f}" for c in cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -154,6 +154,18 @@ pub struct ComputeSection {
     /// means zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_first_touch_us: Option<f64>,
+    /// How many of a node's processes writing one file copy into it at
+    /// full speed at once: the client's lock on the file's attributes,
+    /// which the KNL client talk found to stop one file's writes from
+    /// going faster at about 16 processes. Absent: no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_lock_writers: Option<u32>,
+    /// How many of a node's processes copy into its page cache at full
+    /// speed at once: the page cache's lock, which the same talk found to
+    /// stop a node's copies from going faster at 32 to 64 processes.
+    /// Absent: no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache_lock_writers: Option<u32>,
 }
 
 /// `[client]`: Lustre client tunables, per client node.

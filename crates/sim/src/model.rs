@@ -3,7 +3,7 @@
 
 use crate::config::{ClusterConfig, CommitSyncs, FileWrites, Hosts, OstWrites, RunsOn, UnstablePages, WriteBulk};
 use lanefs_core::client::cores::Cores;
-use lanefs_core::client::ClientConfig;
+use lanefs_core::client::{ClientConfig, CopyContention};
 use lanefs_core::ldlm::server::LockServerConfig;
 use lanefs_core::ost::{OstConfig, RecoveryConfig};
 use lanefs_core::units::Duration;
@@ -184,6 +184,10 @@ impl Model {
             lru_locks_max: c.client.lock_lru_size as usize,
             cached_bytes_max: c.client.cached_bytes_max(),
             copy_bytes_per_s: Some(compute.copy_bandwidth().bytes_per_s()),
+            copy_contention: CopyContention {
+                file_writers: compute.file_lock_writers,
+                node_writers: compute.page_cache_lock_writers,
+            },
             recovery: kept,
             ..ClientConfig::default()
         };

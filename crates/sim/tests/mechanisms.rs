@@ -705,3 +705,42 @@ fn a_nodes_writes_to_one_file_go_through_its_mount_one_at_a_time() {
     let apart = run("-a POSIX -w -b 4m -t 1m -N 8 --tasks-per-node 2", None);
     assert!(simulated_s(&apart) < 0.5 * simulated_s(&one_at_a_time), "{} s", simulated_s(&apart));
 }
+
+/// 32 ranks on one node copying at 0.02 GiB/s (0.64 together, a third of
+/// the OSTs' bandwidth), into a file each or (at 0.005 GiB/s) into one
+/// file over every OST: the copies dominate.
+const SLOWER_COPY: (&str, &str) = ("compute.copy_bandwidth_gib_s", "0.02");
+const SLOWEST_COPY: (&str, &str) = ("compute.copy_bandwidth_gib_s", "0.005");
+const THIRTY_TWO_SHARED: &str = "-a POSIX -w -b 4m -t 1m -N 32 --tasks-per-node 32 --lanefs.stripe-count=4";
+const THIRTY_TWO_FPP: &str = "-a POSIX -w -F -b 4m -t 1m -N 32 --tasks-per-node 32";
+
+#[test]
+fn a_nodes_writers_of_one_file_beyond_its_lock_go_no_faster() {
+    let free = json_run(THIRTY_TWO_SHARED, opts_with("laptop", &[SLOWEST_COPY]));
+    let locked = json_run(THIRTY_TWO_SHARED, opts_with("laptop", &[SLOWEST_COPY, ("compute.file_lock_writers", "16")]));
+    // 32 copies of 0.8 s each, 16 at once: the copies take 0.8 s more.
+    let longer = simulated_s(&locked) - simulated_s(&free);
+    assert!((0.7..0.9).contains(&longer), "32 writers of one file through a lock of 16: {longer:.2} s longer");
+    assert_eq!(counter(&locked, "ost_bytes_written"), 128 << 20);
+    // A file each: the file's lock is no one else's.
+    let fpp = json_run(THIRTY_TWO_FPP, opts_with("laptop", &[SLOWER_COPY]));
+    let fpp_locked = json_run(THIRTY_TWO_FPP, opts_with("laptop", &[SLOWER_COPY, ("compute.file_lock_writers", "16")]));
+    assert_eq!(without_wall_time(fpp), without_wall_time(fpp_locked));
+}
+
+#[test]
+fn a_nodes_copies_beyond_its_page_cache_lock_go_no_faster() {
+    let free = json_run(THIRTY_TWO_FPP, opts_with("laptop", &[SLOWER_COPY]));
+    let locked = json_run(THIRTY_TWO_FPP, opts_with("laptop", &[SLOWER_COPY, ("compute.page_cache_lock_writers", "8")]));
+    // 32 copies, 8 at once: 4 times as long, each process's rate a quarter.
+    let ratio = simulated_s(&locked) / simulated_s(&free);
+    assert!((3.4..4.6).contains(&ratio), "32 copies through a page cache lock of 8: {ratio:.2} times as long");
+    // Below the point, nothing changes.
+    let eight = "-a POSIX -w -F -b 4m -t 1m -N 8 --tasks-per-node 8";
+    let under = json_run(eight, opts_with("laptop", &[SLOWER_COPY]));
+    let under_locked = json_run(
+        eight,
+        opts_with("laptop", &[SLOWER_COPY, ("compute.page_cache_lock_writers", "8"), ("compute.file_lock_writers", "1")]),
+    );
+    assert_eq!(without_wall_time(under), without_wall_time(under_locked));
+}

@@ -44,6 +44,7 @@
 #![deny(clippy::wildcard_enum_match_arm, clippy::match_wildcard_for_single_variants)]
 
 pub mod cores;
+pub mod copy_slots;
 pub mod imports;
 pub mod ladvise;
 pub mod locks;
@@ -78,6 +79,8 @@ use crate::ldlm::GroupId;
 use crate::msg::{Cut, IoError, Payload, PayloadKind, ToClient, ToOst};
 use crate::pages::PagePool;
 use crate::units::{ClientId, Duration, Instant, ObjectKey, OstIndex, Xid};
+pub use copy_slots::CopyContention;
+use copy_slots::CopySlots;
 use cores::Cores;
 use ladvise::{Advice, LadviseError, LockaheadResult, Validated};
 use locks::{LocalLock, LockCache};
@@ -136,6 +139,10 @@ pub struct ClientConfig {
     /// copies take turns on and the driver charges its other CPU work to;
     /// `None`: every copy runs at once, as on a node with a core for each.
     pub cores: Option<Cores>,
+    /// With `copy_bytes_per_s`: how many of the node's processes copy at
+    /// full speed at once, into one file and into the page cache as a
+    /// whole ([`copy_slots`]); off by default.
+    pub copy_contention: CopyContention,
     /// Sessions with the OSTs, resending after a lost connection, and
     /// replay after an OST restarts: the client keeps what the OSTs
     /// acknowledged until they commit it (see [`replay`] and [`imports`]).
@@ -169,6 +176,7 @@ impl Default for ClientConfig {
             lru_age_max: LRU_AGE_MAX_DEFAULT,
             copy_bytes_per_s: None,
             cores: None,
+            copy_contention: CopyContention::default(),
             recovery: false,
             unstable_bytes_max: UNSTABLE_BYTES_MAX_DEFAULT,
             lock_wait_max: None,
@@ -209,6 +217,13 @@ impl ClientConfig {
                 "unstable limit {} is below one RPC ({}); raise it",
                 self.unstable_bytes_max, self.rpc_bytes_max
             )));
+        }
+        let CopyContention { file_writers, node_writers } = self.copy_contention;
+        if file_writers == Some(0) || node_writers == Some(0) {
+            return Err(ClientError::Config(
+                "a bound of 0 processes copying at once would stop every write; give at least 1 or leave it out"
+                    .to_string(),
+            ));
         }
         if let Some(bw) = self.copy_bytes_per_s {
             if !(bw.is_finite() && bw > 0.0) {
@@ -339,6 +354,8 @@ pub struct Client {
     locks: LockCache,
     /// Operations in progress, with their copy and lock-wait deadlines.
     ops: OpTable,
+    /// When copies may begin, among the node's processes (modelled time).
+    copies: CopySlots,
     /// RPCs awaiting their replies, and the xids.
     rpcs: RpcBook,
     /// The page cache, its dirty and uncommitted objects.
@@ -361,12 +378,14 @@ impl Client {
     pub fn new(id: ClientId, config: ClientConfig) -> Result<Self, ClientError> {
         config.validate()?;
         let recovery = Recovery::new(config.recovery);
+        let copies = CopySlots::new(config.copy_contention);
         Ok(Client {
             id,
             config,
             files: BTreeMap::new(),
             locks: LockCache::default(),
             ops: OpTable::default(),
+            copies,
             rpcs: RpcBook::default(),
             writeback: Writeback::new(PageCache::new()),
             outbox: Outbox::default(),
@@ -773,6 +792,7 @@ impl Client {
             cores.check_invariants();
         }
         self.locks.check_invariants();
+        self.copies.check_invariants();
         self.rpcs.check_invariants();
         self.writeback.check_invariants();
         if let Some(t) = &self.timeline {

@@ -173,6 +173,20 @@ const SCHEMA: &[Section] = &[
                 "2",
                 "client CPU time per page frame written for the first time (its fault), beyond the copy",
             )),
+            optional(key(
+                "file_lock_writers",
+                count(1, RANKS_PER_NODE_MAX),
+                "processes",
+                "16",
+                "a node's processes writing one file that copy at full speed at once (the file's attribute lock); absent: no bound",
+            )),
+            optional(key(
+                "page_cache_lock_writers",
+                count(1, RANKS_PER_NODE_MAX),
+                "processes",
+                "32",
+                "a node's processes copying into its page cache at full speed at once (the page cache's lock); absent: no bound",
+            )),
         ],
     },
     Section {
