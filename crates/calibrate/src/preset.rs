@@ -327,8 +327,10 @@ fn storage_costs(m: &Measurements) -> String {
          # and {retake_rpcs} RPCs): the two solved for an RPC's cost and a request's.{rpc_note}\n\
          rpc_service_overhead_us = {rpc}\n\
          # measured: the lock server's CPU time per request (an enqueue, a cancel, a\n\
-         # sync), as above. A lock-ahead request costs more: {ahead:.1} us ({aheads}\n\
-         # requests, 16 to a file, less their RPCs).{lock_note}\n\
+         # sync), as above. A lock-ahead request costs more here: {ahead:.1} us ({aheads}\n\
+         # requests, 16 to a new file a call, the servers idle between calls, less\n\
+         # their RPCs); under load it does not (bench/fidelity.py's lock-ahead cells\n\
+         # at -t 64k spend about this key's CPU per enqueue), so it is not used.{lock_note}\n\
          lock_cpu_us = {lock}\n\
          # measured: the servers' CPU time for the same writes by two clients in\n\
          # turn ({writes}, on 4 files at once), whose locks each call back the other's:\n\
