@@ -18,13 +18,11 @@
 //! time uses it (with [`super::ClientConfig::copy_bytes_per_s`]).
 //!
 //! Invariants ([`CopySlots::check_invariants`]): each pool holds exactly
-//! its count of slots; a file's pool is kept only while one of its slots
-//! is taken at some time after the last copy began (an idle pool is the
-//! same as a new one, so it is dropped: the table is bounded by the copies
-//! in flight).
+//! its count of slots, and files have pools only under a bound of their
+//! own. A pool whose slots are all free is the same as a new one, so each
+//! copy drops those: the table is bounded by the copies in flight.
 
-use crate::units::ObjectKey;
-use crate::units::Instant;
+use crate::units::{Instant, ObjectKey};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -134,8 +132,7 @@ impl CopySlots {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::units::{ObjectId, OstIndex};
-    use crate::units::Duration;
+    use crate::units::{Duration, ObjectId, OstIndex};
 
     fn file(n: u64) -> ObjectKey {
         ObjectKey { ost: OstIndex(0), object: ObjectId(n) }

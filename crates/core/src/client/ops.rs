@@ -455,8 +455,11 @@ impl Client {
                 }
                 let copy = self.config.copy_time(len);
                 if copy > Duration::ZERO {
-                    // The file's first object names it.
-                    let file = self.files.get(&self.ops[&id].fh).map_or(step.key, |f| f.layout.object(0));
+                    // The file's first object names it (where copies contend).
+                    let file = match self.config.copy_contention.is_off() {
+                        true => step.key,
+                        false => self.files.get(&self.ops[&id].fh).map_or(step.key, |f| f.layout.object(0)),
+                    };
                     let cores = self.config.cores.as_ref();
                     let run = |start: Instant| cores.map_or(start + copy, |cores| cores.run(start, copy));
                     let until = self.copies.run(file, now, run);
