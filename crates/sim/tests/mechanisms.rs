@@ -731,7 +731,8 @@ fn a_nodes_writers_of_one_file_beyond_its_lock_go_no_faster() {
 #[test]
 fn a_nodes_copies_beyond_its_page_cache_lock_go_no_faster() {
     let free = json_run(THIRTY_TWO_FPP, opts_with("laptop", &[SLOWER_COPY]));
-    let locked = json_run(THIRTY_TWO_FPP, opts_with("laptop", &[SLOWER_COPY, ("compute.page_cache_lock_writers", "8")]));
+    let locked =
+        json_run(THIRTY_TWO_FPP, opts_with("laptop", &[SLOWER_COPY, ("compute.page_cache_lock_writers", "8")]));
     // 32 copies, 8 at once: 4 times as long, each process's rate a quarter.
     let ratio = simulated_s(&locked) / simulated_s(&free);
     assert!((3.4..4.6).contains(&ratio), "32 copies through a page cache lock of 8: {ratio:.2} times as long");
@@ -740,7 +741,10 @@ fn a_nodes_copies_beyond_its_page_cache_lock_go_no_faster() {
     let under = json_run(eight, opts_with("laptop", &[SLOWER_COPY]));
     let under_locked = json_run(
         eight,
-        opts_with("laptop", &[SLOWER_COPY, ("compute.page_cache_lock_writers", "8"), ("compute.file_lock_writers", "1")]),
+        opts_with(
+            "laptop",
+            &[SLOWER_COPY, ("compute.page_cache_lock_writers", "8"), ("compute.file_lock_writers", "1")],
+        ),
     );
     assert_eq!(without_wall_time(under), without_wall_time(under_locked));
 }

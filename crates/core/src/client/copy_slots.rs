@@ -72,7 +72,13 @@ impl Slots {
     }
 
     fn check_invariants(&self, what: &str) {
-        assert_eq!(self.free.len(), self.count as usize, "{what}: {} slots in a pool of {}", self.free.len(), self.count);
+        assert_eq!(
+            self.free.len(),
+            self.count as usize,
+            "{what}: {} slots in a pool of {}",
+            self.free.len(),
+            self.count
+        );
     }
 }
 
@@ -99,7 +105,8 @@ impl CopySlots {
         }
         // Pools idle from here on are as good as new.
         self.files.retain(|_, slots| slots.latest() > ready);
-        let file_slots = self.bounds.file_writers.map(|count| self.files.entry(file).or_insert_with(|| Slots::new(count)));
+        let file_slots =
+            self.bounds.file_writers.map(|count| self.files.entry(file).or_insert_with(|| Slots::new(count)));
         let mut start = ready;
         if let Some(slots) = &file_slots {
             start = start.max(slots.earliest());

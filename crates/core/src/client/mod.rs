@@ -43,8 +43,8 @@
 
 #![deny(clippy::wildcard_enum_match_arm, clippy::match_wildcard_for_single_variants)]
 
-pub mod cores;
 pub mod copy_slots;
+pub mod cores;
 pub mod imports;
 pub mod ladvise;
 pub mod locks;
