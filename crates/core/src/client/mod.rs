@@ -259,6 +259,15 @@ impl ClientConfig {
         (bytes.clamp(64 << 20, 4 << 30) / crate::units::PAGE_SIZE) as u32
     }
 
+    /// When `work` that may start at `ready` ends: on the earliest free of
+    /// [`ClientConfig::cores`], else at once on a core of its own.
+    fn run_on_cores(&self, ready: Instant, work: Duration) -> Instant {
+        match &self.cores {
+            Some(cores) => cores.run(ready, work),
+            None => ready + work,
+        }
+    }
+
     /// How long copying `bytes` into the page cache takes (zero without a
     /// copy bandwidth).
     pub fn copy_time(&self, bytes: u64) -> Duration {
@@ -770,16 +779,11 @@ impl Client {
         self.ops.first_copy_end().into_iter().chain(lru).chain(lock_wait).min()
     }
 
-    /// Panics if a coherence invariant is broken: each part's own first,
-    /// then the rules that span parts.
     /// Runs `work` of the driver's on the node's cores from `ready` on, and
     /// returns when it ends: on the earliest free core with
     /// [`ClientConfig::cores`], else at once on a core of its own.
     pub fn run_on_cores(&mut self, ready: Instant, work: Duration) -> Instant {
-        match &self.config.cores {
-            Some(cores) => cores.run(ready, work),
-            None => ready + work,
-        }
+        self.config.run_on_cores(ready, work)
     }
 
     /// The node's cores, when the client models them.
@@ -787,6 +791,8 @@ impl Client {
         self.config.cores.as_ref()
     }
 
+    /// Panics if a coherence invariant is broken: each part's own first,
+    /// then the rules that span parts.
     pub fn check_invariants(&self) {
         if let Some(cores) = &self.config.cores {
             cores.check_invariants();

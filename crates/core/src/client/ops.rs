@@ -460,9 +460,8 @@ impl Client {
                         true => step.key,
                         false => self.files.get(&self.ops[&id].fh).map_or(step.key, |f| f.layout.object(0)),
                     };
-                    let cores = self.config.cores.as_ref();
-                    let run = |start: Instant| cores.map_or(start + copy, |cores| cores.run(start, copy));
-                    let until = self.copies.run(file, now, run);
+                    let config = &self.config;
+                    let until = self.copies.run(file, now, |start| config.run_on_cores(start, copy));
                     self.ops.start_copy(id, until);
                     return Ok(false);
                 }
