@@ -513,6 +513,36 @@ fn a_partitioned_holder_is_evicted_and_told_when_it_comes_back() {
     assert_eq!(read(&mut h, A, fa, 0, 8 * KIB), theirs, "A reads B's bytes after coming back");
 }
 
+/// A holder cut off from its OST learns nothing of the callback it misses
+/// nor of its eviction: its cache still holds the bytes, clean, under a
+/// lock it believes it holds. A read waits for the session instead of
+/// answering from them, and then reads what the writer wrote.
+#[test]
+fn a_partitioned_holder_reads_no_stale_bytes_from_its_cache() {
+    let mut h = harness(2, 9);
+    let layout = one_stripe(&mut h);
+    let (fa, fb) = (h.open(A, layout.clone()), h.open(B, layout.clone()));
+    let mine = pattern(8 * KIB, 1);
+    write(&mut h, A, fa, 0, mine.clone());
+    let op = h.fsync(A, fa);
+    assert_eq!(h.wait_ok(A, op), OpOutput::Synced);
+    assert_eq!(read(&mut h, A, fa, 0, 8 * KIB), mine, "cached, clean, under A's lock");
+    h.partition(A, OST0);
+    let theirs = pattern(8 * KIB, 2);
+    write(&mut h, B, fb, 0, theirs.clone());
+    let op = h.fsync(B, fb);
+    assert_eq!(h.wait_ok(B, op), OpOutput::Synced);
+    assert_eq!(h.lock_counters().evictions, 1, "A missed the callback");
+    let op = h.read(A, fa, 0, 8 * KIB);
+    h.advance(Duration::from_secs(5));
+    assert!(h.result(A, op).is_none(), "a read cut off from its OST waits: {:?}", h.result(A, op));
+    h.heal(A, OST0);
+    match h.wait(A, op).unwrap() {
+        Ok(OpOutput::Read(data)) => assert!(data == theirs, "A read stale bytes after its eviction"),
+        other => panic!("A's read answered {other:?}"),
+    }
+}
+
 #[test]
 fn uncommitted_bytes_are_bounded_by_asking_for_commits() {
     let recovery =

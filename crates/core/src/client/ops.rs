@@ -513,6 +513,12 @@ impl Client {
             | OpState::Copying { .. } => {}
         }
         let len = step.extent.len();
+        if !self.may_trust_cache(step.key.ost) {
+            // Cut off from the OST: it may have called the lock back and
+            // evicted this client since, and granted its bytes to a writer.
+            // The read waits for the session to come back, which says.
+            return Ok(false);
+        }
         if let Some(piece) = self.writeback.cache().read(step.key, step.extent.start, len) {
             let OpKind::Read { len, buf } = &mut self.ops.get_mut(id).expect("live op").kind else { unreachable!() };
             buf.put(step.buf_offset, piece, *len)?;

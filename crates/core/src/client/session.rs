@@ -54,6 +54,19 @@ impl Client {
         }
     }
 
+    /// Whether bytes cached under `ost`'s locks may answer a read now: only
+    /// while the session with it is up. A client cut off from an OST cannot
+    /// hear its callbacks; the OST evicts it once one goes unanswered for
+    /// its callback timeout and grants the bytes to another client, so
+    /// what the cache holds may be stale by then, with nothing to say so
+    /// until the session is back (the OST then answers `Evicted`, or
+    /// sends again the callbacks it had pending, none of whose conflicting
+    /// locks it granted meanwhile). Lustre's client reads its cached pages
+    /// on through an outage; lanefs's waits, like its requests.
+    pub(super) fn may_trust_cache(&self, ost: OstIndex) -> bool {
+        !self.config.recovery || self.recovery.import(ost).state == ImportState::Connected
+    }
+
     fn connect(&mut self, to: OstIndex, resume: Option<Epoch>) {
         self.recovery.import_mut(to).state = ImportState::Connecting { resume: resume.is_some() };
         self.outbox.transmit(to, ToOst::Connect { resume });
