@@ -9,7 +9,10 @@
 //! calls back each other's lock instead, less its requests and RPCs at
 //! those costs, divided by its callbacks, is a callback's cost. The
 //! lock-ahead phase, less its RPCs, divided by its requests, is a
-//! lock-ahead request's cost, shown beside. The phase of 1 MiB write
+//! lock-ahead request's cost, and the phase of lock requests alone (an
+//! enqueue, and the cancel of a lock nothing was written under), less
+//! its RPCs, divided by its requests, a lock request's when they come one
+//! at a time, both shown beside. The phase of 1 MiB write
 //! RPCs, less its requests and RPCs at those costs and the copy of its
 //! bytes into the page cache at the rate measured, divided by its pages
 //! beyond each RPC's first, is a page's: the service's work that grows
@@ -72,6 +75,9 @@ pub struct Phases {
     pub callbacks: Sample,
     /// The same writes by one client, each taking back a lock it gave up.
     pub retakes: Sample,
+    /// Lock requests by one client, each taking back a lock it gave up,
+    /// with nothing written.
+    pub lock_retakes: Sample,
     /// Lock-ahead lock requests.
     pub locks: Sample,
 }
@@ -83,6 +89,7 @@ impl std::ops::AddAssign for Phases {
         self.large_rpcs += o.large_rpcs;
         self.callbacks += o.callbacks;
         self.retakes += o.retakes;
+        self.lock_retakes += o.lock_retakes;
         self.locks += o.locks;
     }
 }
@@ -92,8 +99,10 @@ pub struct ServerCosts {
     pub rpc: Cost,
     pub lock: Cost,
     pub callback: Cost,
-    /// A lock-ahead request's.
+    /// A lock-ahead request's, on a new file (shown).
     pub lockahead: Cost,
+    /// A lock request's with nothing else to do (shown).
+    pub lock_alone: Cost,
     /// A page of a write RPC beyond its first, beyond the copy.
     pub page: Cost,
 }
@@ -154,6 +163,11 @@ pub fn server_costs(p: &Phases, cache_write_gib_s: f64) -> Result<ServerCosts, S
         0 => return Err("the servers counted no lock-ahead request in the phase made of them".into()),
         n => Cost::of((us(ahead.server_cpu) - ahead.counts.io_rpcs as f64 * rpc) / n as f64),
     };
+    let alone = &p.lock_retakes;
+    let lock_alone = match alone.counts.requests {
+        0 => return Err("the servers counted no lock request in the phase made of them alone".into()),
+        n => Cost::of((us(alone.server_cpu) - alone.counts.io_rpcs as f64 * rpc) / n as f64),
+    };
     let large = &p.large_rpcs;
     let extra_pages = (large.counts.bytes_written / PAGE_BYTES).saturating_sub(large.counts.io_rpcs);
     if extra_pages == 0 {
@@ -162,7 +176,7 @@ pub fn server_costs(p: &Phases, cache_write_gib_s: f64) -> Result<ServerCosts, S
     let copy_us = large.counts.bytes_written as f64 / (cache_write_gib_s * (1u64 << 30) as f64) * 1e6;
     let rest = us(large.server_cpu) - large.counts.requests as f64 * lock - large.counts.io_rpcs as f64 * rpc;
     let page = Cost::of((rest - copy_us) / extra_pages as f64);
-    Ok(ServerCosts { rpc: Cost::of(rpc), lock: Cost::of(lock), callback, lockahead, page })
+    Ok(ServerCosts { rpc: Cost::of(rpc), lock: Cost::of(lock), callback, lockahead, lock_alone, page })
 }
 
 /// One round's client costs per call, per message and per page;
@@ -199,6 +213,7 @@ pub fn median_server_costs(rounds: &[ServerCosts]) -> ServerCosts {
         lock: of(|c| c.lock),
         callback: of(|c| c.callback),
         lockahead: of(|c| c.lockahead),
+        lock_alone: of(|c| c.lock_alone),
         page: of(|c| c.page),
     }
 }
@@ -241,6 +256,8 @@ mod tests {
             large_rpcs: large,
             callbacks: sample(200, 200, 400, 200, 200.0 * 50.0 + 400.0 * 30.0 + 200.0 * 20.0, 0.0),
             retakes: sample(200, 200, 401, 0, 200.0 * 50.0 + 401.0 * 30.0, 0.0),
+            // A lock request alone costs 40 (its servers' wake-ups).
+            lock_retakes: sample(400, 0, 800, 0, 800.0 * 40.0, 0.0),
             // A lock-ahead request costs 70.
             locks: sample(512, 1, 512, 0, 512.0 * 70.0 + 50.0, 0.0),
         }
@@ -255,6 +272,7 @@ mod tests {
         let c = server_costs(&phases(), 1.0).unwrap();
         assert!(close(c.lock, 30.0) && close(c.rpc, 50.0) && close(c.callback, 20.0), "{c:?}");
         assert!(close(c.lockahead, 70.0) && close(c.page, 0.25), "{c:?}");
+        assert!(close(c.lock_alone, 40.0), "{c:?}");
     }
 
     #[test]
@@ -289,6 +307,9 @@ mod tests {
         p.locks.counts.requests = 0;
         assert!(server_costs(&p, 1.0).unwrap_err().contains("no lock-ahead request"));
         let mut p = phases();
+        p.lock_retakes.counts.requests = 0;
+        assert!(server_costs(&p, 1.0).unwrap_err().contains("made of them alone"));
+        let mut p = phases();
         p.cached.counts = p.page_rpcs.counts;
         assert!(client_costs(&p, 1.0).unwrap_err().contains("cannot tell calls from messages"));
     }
@@ -302,6 +323,7 @@ mod tests {
                 lock: Cost::of(30.0),
                 callback: Cost::of(-1.0),
                 lockahead: Cost::of(70.0),
+                lock_alone: Cost::of(40.0),
                 page: Cost::of(0.5),
             })
             .collect();

@@ -309,6 +309,35 @@ fn alternating_writes<'a>(
     Ok(n * pairs.len() as u64)
 }
 
+/// Lock requests and nothing else, by a client that keeps a single unused
+/// lock (as [`lru_writes`]'s), one thread a pair of files never written:
+/// each call asks for a lock-ahead write lock on the thread's files in
+/// turn and waits for its grant, and the client gives back the other
+/// file's lock to keep its one (a cancel with nothing under it to write
+/// back or sync). An enqueue and a cancel a call, as the servers serve
+/// them one after another while the other threads' wait; `n` calls on
+/// each pair.
+pub fn lock_retakes(client: &Client, pairs: &[[File; 2]], n: u64) -> Result<u64, String> {
+    let advice = [Advice::lockahead(AheadMode::Write, 0, PAGE_BYTES - 1, false)];
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = pairs
+            .iter()
+            .map(|files| {
+                let advice = &advice;
+                scope.spawn(move || -> Result<(), String> {
+                    for i in 0..n {
+                        let file = &files[(i % 2) as usize];
+                        client.ladvise(file, advice).map_err(failed("a lock request with nothing written"))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        threads.into_iter().try_for_each(|t| t.join().expect("a lock-requesting thread"))
+    })?;
+    Ok(n * pairs.len() as u64)
+}
+
 /// `files.len() * LOCKS_PER_FILE` lock-ahead write locks, each on an
 /// extent of its own, asked for in calls of [`LOCKS_PER_FILE`] that wait
 /// for their grants: lock requests and nothing else.

@@ -327,10 +327,16 @@ fn storage_costs(m: &Measurements) -> String {
          # and {retake_rpcs} RPCs): the two solved for an RPC's cost and a request's.{rpc_note}\n\
          rpc_service_overhead_us = {rpc}\n\
          # measured: the lock server's CPU time per request (an enqueue, a cancel, a\n\
-         # sync), as above. A lock-ahead request costs more here: {ahead:.1} us ({aheads}\n\
-         # requests, 16 to a new file a call, the servers idle between calls, less\n\
-         # their RPCs); under load it does not (bench/fidelity.py's lock-ahead cells\n\
-         # at -t 64k spend about this key's CPU per enqueue), so it is not used.{lock_note}\n\
+         # sync), as above. Shown, not used: a lock-ahead request costs {ahead:.1} us\n\
+         # ({aheads} requests, 16 to a new file a call, the servers idle between calls,\n\
+         # less their RPCs), and a lock request with nothing else to do {alone:.1} us\n\
+         # ({alone_low:.1} to {alone_high:.1}; {alone_calls} lock-ahead locks, asked for one at a time\n\
+         # by 4 threads of a client that keeps one unused lock, {alone_requests}\n\
+         # requests with the cancels of the locks it gave back, nothing written).\n\
+         # Requests that come one at a time find the servers' threads asleep, and a\n\
+         # process's CPU clock holds its threads' wake-ups, which the simulator\n\
+         # charges apart (handoff_us, handoff_idle_core_us); amid writes, as above,\n\
+         # the threads are more often awake.{lock_note}\n\
          lock_cpu_us = {lock}\n\
          # measured: the servers' CPU time for the same writes by two clients in\n\
          # turn ({writes}, on 4 files at once), whose locks each call back the other's:\n\
@@ -360,6 +366,11 @@ fn storage_costs(m: &Measurements) -> String {
         retake_requests = p.retakes.counts.requests,
         retake_rpcs = p.retakes.counts.io_rpcs,
         ahead = s.costs.lockahead.us,
+        alone = s.costs.lock_alone.us,
+        alone_low = s.costs.lock_alone.spread_us.0,
+        alone_high = s.costs.lock_alone.spread_us.1,
+        alone_calls = p.lock_retakes.ops,
+        alone_requests = p.lock_retakes.counts.requests,
         aheads = p.locks.counts.requests,
         writes = p.callbacks.ops,
         callbacks = p.callbacks.counts.callbacks,

@@ -53,6 +53,9 @@ struct Setup {
     /// each of its threads writes in turn.
     retaking: Client,
     retake_pairs: Vec<[File; 2]>,
+    /// Pairs of files nothing is written to, which the same client's
+    /// threads take lock-ahead locks on in turn.
+    lock_pairs: Vec<[File; 2]>,
     /// A client that keeps every lock it is granted.
     asking: Client,
     /// Each round's files: for its cached writes, and for its lock-ahead
@@ -123,6 +126,14 @@ fn setup(cluster: &Cluster, options: &Options) -> Result<Setup, String> {
             ])
         })
         .collect::<Result<Vec<_>, String>>()?;
+    let lock_pairs = (0..CALLBACK_FILES)
+        .map(|i| {
+            Ok([
+                load::create(&retaking, &format!("/lock-retakes-{i}-a"))?,
+                load::create(&retaking, &format!("/lock-retakes-{i}-b"))?,
+            ])
+        })
+        .collect::<Result<Vec<_>, String>>()?;
     let warm_up = load::create(&client, "/warm-up")?;
     load::large_rpcs(&client, &warm_up, 0, WARM_UP_BYTES)?;
     load::sync_and_close(&client, vec![warm_up])?;
@@ -132,7 +143,8 @@ fn setup(cluster: &Cluster, options: &Options) -> Result<Setup, String> {
     sync_pairs(&client, &other, &pairs)?;
     load::lru_writes(&retaking, &retake_pairs, 2)?;
     sync_pairs(&retaking, &retaking, &retake_pairs)?;
-    Ok(Setup { client, file, other, pairs, retaking, retake_pairs, asking, cached_files, lock_files })
+    load::lock_retakes(&retaking, &lock_pairs, 2)?;
+    Ok(Setup { client, file, other, pairs, retaking, retake_pairs, lock_pairs, asking, cached_files, lock_files })
 }
 
 /// One round of every phase, each `1 / rounds` of its whole; what a phase
@@ -160,8 +172,9 @@ fn round_of(
     sync_pairs(client, &s.other, &s.pairs)?;
     let retakes = run(&|| load::lru_writes(&s.retaking, &s.retake_pairs, per_file))?;
     sync_pairs(&s.retaking, &s.retaking, &s.retake_pairs)?;
+    let lock_retakes = run(&|| load::lock_retakes(&s.retaking, &s.lock_pairs, per_file))?;
     let locks = run(&|| load::lock_requests(&s.asking, &s.lock_files[round]))?;
-    Ok(Phases { cached, page_rpcs, large_rpcs, callbacks, retakes, locks })
+    Ok(Phases { cached, page_rpcs, large_rpcs, callbacks, retakes, lock_retakes, locks })
 }
 
 /// Makes the files two clients wrote in turn durable: the one holding a

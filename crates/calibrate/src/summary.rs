@@ -116,7 +116,8 @@ fn costs(m: &Measurements) -> Vec<Row> {
         row("servers' CPU per I/O RPC (rounds' spread)", cost(s.costs.rpc), "rpc_service_overhead_us"),
         row("servers' CPU per lock request", cost(s.costs.lock), "lock_cpu_us"),
         row("servers' CPU per blocking callback", cost(s.costs.callback), "callback_cpu_us"),
-        row("servers' CPU per lock-ahead request", cost(s.costs.lockahead), "(shown)"),
+        row("servers' CPU per lock-ahead request, new files", cost(s.costs.lockahead), "(shown)"),
+        row("servers' CPU per lock request, one at a time", cost(s.costs.lock_alone), "(shown)"),
         row(
             "metadata server, a create as a client sees it",
             us(m.metadata.create),
