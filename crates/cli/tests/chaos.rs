@@ -273,6 +273,47 @@ fn a_stopped_oss_leaves_metadata_commands_working_and_fails_data_commands_within
     assert!(ok && text.contains("67108864"), "stat after the OSS went on: {text}");
 }
 
+/// A client takes an OSS that stays silent for half its OSTs' callback
+/// timeout for lost when that is shorter than its own timeout: by then no
+/// eviction it could not hear of has happened, and from then on it
+/// answers no read from what it caches under that OSS's locks. Here the
+/// OSS stops while the run's client, connected by its first repetition,
+/// waits the 4 s before its second (`-d`), so only the client's pings
+/// meet the silence; the run goes on once the OSS does.
+#[test]
+fn a_client_gives_a_silent_oss_half_its_callback_timeout() {
+    let cluster = Cluster::start(&["--recovery-window", &RECOVERY_WINDOW_S.to_string(), "--callback-timeout", "2"]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["ior", "-a", "LANEFS", "-w", "-F", "-b", "1m", "-t", "1m", "-N", "2", "-i", "2", "-d", "4"])
+        .args([&format!("--lanefs.timeout={TIMEOUT_S}"), "-o", "/silent"])
+        .env("LANEFS_MDS", cluster.mds_address())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let collected = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    after(5000);
+    cluster.oss.signal(libc::SIGSTOP);
+    after(2500);
+    cluster.oss.signal(libc::SIGCONT);
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > RUN_BOUND {
+            let _ = child.kill();
+            panic!("lanefs ior still running after {RUN_BOUND:?}");
+        }
+        after(50);
+    };
+    let text = collected.join().unwrap();
+    assert!(status.success(), "the run failed across a stop shorter than its timeout: {text}");
+    assert!(text.contains("no answer for 1s (half the OSTs' callback timeout, 2s)"), "{text}");
+}
+
 /// `--lanefs.timeout` holds from the first thing `lanefs ior` asks of the
 /// OSTs (their counters before the run), not only in the run.
 #[test]

@@ -95,7 +95,7 @@ impl Driver {
         let dial = Dial { address: &mds_address, key, timeout: options.connect_timeout, limits: &limits };
         let uuid = client_uuid();
         let session = open_session(dial, Peer::Mds, net_tx.clone(), None, Some(uuid)).await?;
-        let mut mds = Live::new(0, session);
+        let mut mds = Live::new(0, session, options.rpc_timeout, options.ping_interval);
         mds.send(Wire::Mds { id: 0, call: MdsCall::ClusterInfo });
         let info = match net_rx.recv().await {
             Some(NetIn::Frame(_, Wire::MdsReply { answer: MdsAnswer::ClusterInfo(info), .. })) => info,
@@ -288,24 +288,27 @@ impl Driver {
         }
     }
 
-    /// When the next ping is due: a ping interval after the connection
-    /// sent to longest ago.
-    fn ping_due(&self) -> Option<tokio::time::Instant> {
-        let oss = self.oss.iter().filter_map(|c| match &c.link {
-            Link::Up(live) => Some(live.last_sent),
-            _ => None,
-        });
-        let mds = self.mds.as_ref().map(|live| live.last_sent);
-        oss.chain(mds).min().map(|sent| sent + self.options.ping_interval)
+    /// A new connection's liveness state, with this client's timeouts.
+    fn live(&self, link: u64, session: Session) -> Live {
+        Live::new(link, session, self.options.rpc_timeout, self.options.ping_interval)
     }
 
-    /// Ping every connection nothing was sent on for a ping interval.
+    /// When the next ping is due: the earliest of the connections' (see
+    /// [`Live::ping_due`]).
+    fn ping_due(&self) -> Option<tokio::time::Instant> {
+        let oss = self.oss.iter().filter_map(|c| match &c.link {
+            Link::Up(live) => Some(live.ping_due()),
+            _ => None,
+        });
+        oss.chain(self.mds.as_ref().map(Live::ping_due)).min()
+    }
+
+    /// Ping every connection nothing was sent on for its ping interval.
     fn ping_idle(&mut self) {
         let now = tokio::time::Instant::now();
-        let interval = self.options.ping_interval;
         let lives = self.oss.iter_mut().filter_map(Conn::live).chain(self.mds.as_mut());
         for live in lives {
-            if now >= live.last_sent + interval {
+            if now >= live.ping_due() {
                 live.send(Wire::Ping);
             }
         }
@@ -314,31 +317,31 @@ impl Driver {
     /// When a connection that has said nothing since it was sent something
     /// counts as lost.
     fn silence_due(&self) -> Option<tokio::time::Instant> {
-        let timeout = self.options.rpc_timeout;
         let oss = self.oss.iter().filter_map(|c| match &c.link {
-            Link::Up(live) => live.silent_deadline(timeout),
+            Link::Up(live) => live.silent_deadline(),
             _ => None,
         });
-        oss.chain(self.mds.as_ref().and_then(|live| live.silent_deadline(timeout))).min()
+        oss.chain(self.mds.as_ref().and_then(Live::silent_deadline)).min()
     }
 
-    /// Drop the connections silent past the RPC timeout (a stopped server,
-    /// a link that drops everything): as lost connections, tried again.
+    /// Drop the connections silent past their limit (a stopped server, a
+    /// link that drops everything; see [`crate::links::Silence`]): as lost
+    /// connections, tried again.
     fn drop_silent(&mut self) {
         let now = tokio::time::Instant::now();
-        let timeout = self.options.rpc_timeout;
-        let reason = format!("no answer for {timeout:?} (RPC timeout)");
-        let ending = Ending::Other(reason.clone());
         for i in 0..self.oss.len() {
             let silent = match &self.oss[i].link {
-                Link::Up(live) => live.silent_deadline(timeout).is_some_and(|t| t <= now).then_some(live.link),
+                Link::Up(live) => {
+                    live.silent_deadline().is_some_and(|t| t <= now).then(|| (live.link, live.silence.reason()))
+                }
                 _ => None,
             };
-            if let Some(link) = silent {
-                self.link_lost(i, link, &ending);
+            if let Some((link, reason)) = silent {
+                self.link_lost(i, link, &Ending::Other(reason));
             }
         }
-        if self.mds.as_ref().is_some_and(|live| live.silent_deadline(timeout).is_some_and(|t| t <= now)) {
+        if let Some(live) = self.mds.as_ref().filter(|live| live.silent_deadline().is_some_and(|t| t <= now)) {
+            let reason = live.silence.reason();
             self.mds_lost(&reason);
         }
     }
@@ -353,7 +356,7 @@ impl Driver {
                     let limits = &self.queue_limits;
                     let dial = Dial { address, key, timeout, limits };
                     match open_session(dial, Peer::Mds, self.net_tx.clone(), None, Some(self.uuid)).await {
-                        Ok(session) => self.mds_connected(Live::new(0, session)),
+                        Ok(session) => self.mds_connected(self.live(0, session)),
                         Err(e) => {
                             let _ = reply.send(Err(e));
                             return;
@@ -616,7 +619,7 @@ impl Driver {
         let (address, timeout) = (&self.mds_address, self.options.connect_timeout);
         let dial = Dial { address, key: self.options.key.as_ref(), timeout, limits: &self.queue_limits };
         match open_session(dial, Peer::Mds, self.net_tx.clone(), None, Some(self.uuid)).await {
-            Ok(session) => self.mds_connected(Live::new(0, session)),
+            Ok(session) => self.mds_connected(self.live(0, session)),
             Err(e) if now.duration_since(since) >= self.options.reconnect_timeout => {
                 warn!(%e, "the MDS stayed out of reach: the file locks held here are lost");
                 self.record.clear();
@@ -718,8 +721,8 @@ impl Driver {
 
     fn opened(&mut self, i: usize, link: u64, result: Result<Session, NetError>) {
         if !matches!(self.oss[i].link, Link::Opening(l) if l == link) {
-            if let Ok((outbox, _)) = result {
-                outbox.close("superseded");
+            if let Ok(session) = result {
+                session.outbox.close("superseded");
             }
             return;
         }
@@ -727,8 +730,9 @@ impl Driver {
         match result {
             Ok(session) => {
                 debug!(oss = %self.oss[i].address, "connected");
+                let live = self.live(link, session);
                 let conn = &mut self.oss[i];
-                conn.link = Link::Up(Live::new(link, session));
+                conn.link = Link::Up(live);
                 conn.outage_since = None;
                 conn.backoff = RECONNECT_BACKOFF_FIRST;
                 for ost in conn.osts.clone() {

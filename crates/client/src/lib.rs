@@ -168,15 +168,18 @@ pub struct ClientOptions {
     /// how long a namespace call keeps trying an MDS out of reach.
     pub reconnect_timeout: StdDuration,
     /// A connection that answers nothing for this long after something was
-    /// sent on it counts as lost (Lustre's `obd_timeout` for an RPC, 100 s);
+    /// sent on it counts as lost (Lustre's `obd_timeout` for an RPC, 100 s;
+    /// an OSS's for half its OSTs' callback timeout if that is shorter:
+    /// `links::Silence`);
     /// and a lock request that waits this long at its OST behind another
     /// client's lock (a GROUP lock, which takes no callback) is withdrawn,
     /// failing what needed it with `ETIMEDOUT` (unless `core.lock_wait_max`
     /// says otherwise).
     pub rpc_timeout: StdDuration,
-    /// Ping a server connection nothing was sent on for this long, so that
-    /// the server's idle timeout (150 s by default) never closes it and a
-    /// dead server is noticed; Lustre's `obd_timeout / 4`, 25 s.
+    /// Ping a server connection nothing was sent on for this long (or for
+    /// half of how long it may stay silent, if that is less), so that the
+    /// server's idle timeout (150 s by default) never closes it and a dead
+    /// server is noticed; Lustre's `obd_timeout / 4`, 25 s.
     pub ping_interval: StdDuration,
     /// Offer OSSes on Unix sockets the page arena in shared memory (write
     /// RPCs then name their pages instead of sending them).

@@ -62,24 +62,69 @@ pub(super) enum Peer {
     Oss(usize, u64),
 }
 
-/// A session: the connection's outgoing queue, and its writer task.
-pub(super) type Session = (Arc<Outbox>, tokio::task::JoinHandle<()>);
+/// A session: the connection's outgoing queue, its writer task, and how
+/// long the server's OSTs wait for a callback's answer before they evict
+/// (from its `Welcome`; none from a server that calls no lock back).
+pub(super) struct Session {
+    pub outbox: Arc<Outbox>,
+    pub writer: tokio::task::JoinHandle<()>,
+    pub callback_timeout: Option<StdDuration>,
+}
+
+/// How long a connection may stay silent while something sent on it
+/// waits, and how long it may go unpinged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Silence {
+    pub max: StdDuration,
+    pub ping: StdDuration,
+    /// The callback timeout `max` was cut to half of, if it was.
+    pub callback_timeout: Option<StdDuration>,
+}
+
+impl Silence {
+    /// The client's RPC timeout and ping interval, cut to half of a
+    /// server's callback timeout when that is shorter, and to a ping at
+    /// least every half of it. A server evicts a holder a callback
+    /// timeout after a callback it sent; one this client never got (the
+    /// link dropped it) was sent after the last frame it heard. So the
+    /// client takes the link for lost, and stops answering reads from
+    /// what it caches under that server's locks (`Client::may_trust_cache`
+    /// in lanefs-core), before any eviction it has not heard of can have
+    /// happened; the other half leaves room for frames in flight and for
+    /// the timers' slack. A ping goes out well within it, so that an idle
+    /// link's silence is seen in time too.
+    pub fn of(rpc_timeout: StdDuration, ping_interval: StdDuration, callback_timeout: Option<StdDuration>) -> Silence {
+        let cut = callback_timeout.filter(|t| *t / 2 < rpc_timeout);
+        let max = cut.map_or(rpc_timeout, |t| t / 2);
+        Silence { max, ping: ping_interval.min(max / 2), callback_timeout: cut }
+    }
+
+    /// Why a connection silent for `max` counts as lost, for the log.
+    pub fn reason(&self) -> String {
+        match self.callback_timeout {
+            Some(t) => format!("no answer for {:?} (half the OSTs' callback timeout, {t:?})", self.max),
+            None => format!("no answer for {:?} (RPC timeout)", self.max),
+        }
+    }
+}
 
 /// One open connection, with what the liveness check needs: a connection
 /// that has been sent something since it last said anything, and has said
-/// nothing for the RPC timeout, is taken for lost.
+/// nothing for its [`Silence::max`], is taken for lost.
 pub(super) struct Live {
     pub link: u64,
     pub outbox: Arc<Outbox>,
     pub writer: tokio::task::JoinHandle<()>,
     pub last_sent: tokio::time::Instant,
     pub last_heard: tokio::time::Instant,
+    pub silence: Silence,
 }
 
 impl Live {
-    pub fn new(link: u64, (outbox, writer): Session) -> Live {
+    pub fn new(link: u64, session: Session, rpc_timeout: StdDuration, ping_interval: StdDuration) -> Live {
         let now = tokio::time::Instant::now();
-        Live { link, outbox, writer, last_sent: now, last_heard: now }
+        let silence = Silence::of(rpc_timeout, ping_interval, session.callback_timeout);
+        Live { link, outbox: session.outbox, writer: session.writer, last_sent: now, last_heard: now, silence }
     }
 
     /// Queue `wire` (a closed queue: its reader reports the loss).
@@ -89,8 +134,13 @@ impl Live {
     }
 
     /// When this connection counts as lost if it stays silent.
-    pub fn silent_deadline(&self, rpc_timeout: StdDuration) -> Option<tokio::time::Instant> {
-        (self.last_sent > self.last_heard).then(|| self.last_heard + rpc_timeout)
+    pub fn silent_deadline(&self) -> Option<tokio::time::Instant> {
+        (self.last_sent > self.last_heard).then(|| self.last_heard + self.silence.max)
+    }
+
+    /// When it is next pinged if nothing else is sent on it.
+    pub fn ping_due(&self) -> tokio::time::Instant {
+        self.last_sent + self.silence.ping
     }
 }
 
@@ -202,9 +252,9 @@ pub(super) async fn open_session(
         // closes those in their handshake: connect again, backing off,
         // within the timeout.
         let mut backoff = HANDSHAKE_RETRY_FIRST;
-        let mut stream = loop {
+        let (mut stream, callback_timeout) = loop {
             match hello_welcome(address, key).await {
-                Ok(stream) => break stream,
+                Ok(welcomed) => break welcomed,
                 Err(Attempt::Failed(e)) => return Err(e),
                 Err(Attempt::Closed(closed)) => {
                     tracing::debug!(%address, %closed, ?backoff, "the server closed the connection in its handshake: connecting again");
@@ -232,10 +282,10 @@ pub(super) async fn open_session(
             }
             _ => None,
         };
-        Ok((stream, shared))
+        Ok((stream, shared, callback_timeout))
     };
     let done = tokio::time::timeout(timeout, handshake).await;
-    let (stream, shared) = done.map_err(|_| match &last_closed {
+    let (stream, shared, callback_timeout) = done.map_err(|_| match &last_closed {
         Some(closed) => fail(format!("no handshake within {timeout:?}: the server closed each attempt ({closed})")),
         None => fail(format!("no handshake within {timeout:?}")),
     })??;
@@ -246,9 +296,9 @@ pub(super) async fn open_session(
     if let Some(uuid) = uuid {
         let _ = outbox.push(Wire::Session { uuid });
     }
-    let session = outbox.clone();
+    let session = Session { outbox: outbox.clone(), writer, callback_timeout };
     spawn_reader(r, outbox, net_tx, peer);
-    Ok((session, writer))
+    Ok(session)
 }
 
 /// A connection's reader task: hands each frame to the driver, and then
@@ -288,8 +338,12 @@ enum Attempt {
     Failed(NetError),
 }
 
-/// Connect (with TLS on TCP), send `Hello` and read `Welcome`.
-async fn hello_welcome(address: &Address, key: Option<&ClusterKey>) -> Result<Connected, Attempt> {
+/// Connect (with TLS on TCP), send `Hello` and read `Welcome`: the
+/// stream, and the server's callback timeout if it calls locks back.
+async fn hello_welcome(
+    address: &Address,
+    key: Option<&ClusterKey>,
+) -> Result<(Connected, Option<StdDuration>), Attempt> {
     let fail =
         |reason: String| Attempt::Failed(NetError::Connect { address: address.to_string(), reason, refused: false });
     let io_failed = |e: std::io::Error| match closed_in_handshake(&e) {
@@ -307,7 +361,9 @@ async fn hello_welcome(address: &Address, key: Option<&ClusterKey>) -> Result<Co
     };
     written.map_err(io_failed)?;
     match read_handshake_frame(&mut stream).await {
-        Ok(Some(Wire::Welcome { .. })) => Ok(stream),
+        Ok(Some(Wire::Welcome { callback_timeout_ms, .. })) => {
+            Ok((stream, (callback_timeout_ms > 0).then(|| StdDuration::from_millis(callback_timeout_ms))))
+        }
         Ok(Some(Wire::Refused { reason })) => {
             Err(Attempt::Failed(NetError::Refused { peer: address.to_string(), reason }))
         }
@@ -368,4 +424,30 @@ pub(super) fn client_uuid() -> u64 {
     h.write_u32(std::process::id());
     h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
     h.finish().max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Silence;
+    use std::time::Duration;
+
+    const S: fn(u64) -> Duration = Duration::from_secs;
+
+    #[test]
+    fn a_link_is_given_up_before_an_eviction_it_could_not_hear_of() {
+        // Lustre's defaults on both sides: half the callback timeout.
+        let s = Silence::of(S(100), S(25), Some(S(100)));
+        assert_eq!((s.max, s.ping), (S(50), S(25)));
+        assert!(s.reason().contains("half the OSTs' callback timeout"), "{}", s.reason());
+        // OSTs that evict sooner: the client notices sooner, and pings
+        // within that.
+        let s = Silence::of(S(100), S(25), Some(S(2)));
+        assert_eq!((s.max, s.ping), (S(1), Duration::from_millis(500)));
+        // A client whose own timeout is shorter keeps it.
+        let s = Silence::of(S(3), S(1), Some(S(100)));
+        assert_eq!((s.max, s.ping, s.callback_timeout), (S(3), S(1), None));
+        assert!(s.reason().contains("RPC timeout"), "{}", s.reason());
+        // A server that calls no lock back (the MDS).
+        assert_eq!(Silence::of(S(100), S(25), None), Silence { max: S(100), ping: S(25), callback_timeout: None });
+    }
 }

@@ -95,7 +95,9 @@ pub const MAGIC: u32 = 0x4c4e_4653;
 ///    `MigrateAbort`, `LayoutFid`, `MdsReply::Migration`,
 ///    `MdsError::MigrationGone`); an enqueue on an object that is gone is
 ///    refused (`EnqueueReply::NoSuchObject`).
-pub const PROTOCOL_VERSION: u16 = 16;
+/// 17: a server says how long its OSTs wait for a lock callback's answer
+///    (`Welcome::callback_timeout_ms`).
+pub const PROTOCOL_VERSION: u16 = 17;
 
 /// Who is connecting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -321,9 +323,16 @@ pub enum Wire {
         role: Role,
     },
     /// Accepted; `client` is the identity this connection has on the server.
+    /// `callback_timeout_ms`: how long the server's OSTs wait for a blocking
+    /// callback's answer before they evict the holder (0 from a server
+    /// that calls no lock back: the MDS). A client that has heard nothing
+    /// from the server for half of it takes the connection for lost, and
+    /// so never answers a read from a cache an eviction it has not heard
+    /// of has made stale.
     Welcome {
         version: u16,
         client: u32,
+        callback_timeout_ms: u64,
     },
     /// Not accepted, or a fatal error on this connection; it closes next.
     Refused {

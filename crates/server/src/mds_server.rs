@@ -391,7 +391,8 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
         }
     };
     shared.peers.lock().expect("peers lock").insert(peer, outbox.clone());
-    let _ = outbox.push(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
+    // The MDS calls back no lock a client caches data under.
+    let _ = outbox.push(Wire::Welcome { version: PROTOCOL_VERSION, client: 0, callback_timeout_ms: 0 });
     let ended = serve_requests(&mut r, &shared, &outbox, (peer, &accepted.peer), heard.as_ref()).await;
     if heard.is_some() {
         shared.oss_links.lock().expect("oss links lock").remove(&peer);

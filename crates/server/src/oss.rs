@@ -182,6 +182,9 @@ struct Shared {
     exports: Arc<Mutex<Exports>>,
     presence: Mutex<HashMap<ClientId, Presence>>,
     export_timeout: StdDuration,
+    /// How long the OSTs wait for a callback's answer before they evict
+    /// its holder, which every connection is told in its `Welcome`.
+    callback_timeout_ms: u64,
     /// Set to true when the OSS stops: every connection closes.
     stop: tokio::sync::watch::Sender<bool>,
     limits: ServerLimits,
@@ -371,6 +374,7 @@ pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig
         exports,
         presence: Mutex::new(HashMap::new()),
         export_timeout: config.export_timeout,
+        callback_timeout_ms: config.ost.locks.callback_timeout.as_ns() / 1_000_000,
         stop,
         limits: config.limits.clone(),
         accept: accept_stats,
@@ -829,7 +833,7 @@ async fn serve_connection(accepted: Accepted, shared: Arc<Shared>) {
             return;
         }
     }
-    let _ = outbox.push(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
+    let _ = outbox.push(welcome(&shared));
     let mut stop = shared.stop.subscribe();
     let standing = if accepted.peer.is_administrator() {
         Standing::Administrator
@@ -905,10 +909,14 @@ impl Session {
     }
 }
 
+fn welcome(shared: &Shared) -> Wire {
+    Wire::Welcome { version: PROTOCOL_VERSION, client: 0, callback_timeout_ms: shared.callback_timeout_ms }
+}
+
 /// The MDS's connection: precreates and destroys, each answered when the
 /// OST's thread has done it. Anything else closes the connection.
 async fn serve_mds<R: tokio::io::AsyncRead + Unpin>(r: &mut R, shared: &Shared, outbox: &Outbox) {
-    let _ = outbox.push(Wire::Welcome { version: PROTOCOL_VERSION, client: 0 });
+    let _ = outbox.push(welcome(shared));
     info!("MDS connected");
     let mut stop = shared.stop.subscribe();
     let served = tokio::select! {

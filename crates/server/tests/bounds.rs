@@ -300,13 +300,19 @@ fn cluster(limits: ServerLimits) -> LocalCluster {
 
 /// Send `bytes`, then read until the server closes (at most 10 s).
 fn exchange(address: &str, bytes: &[u8]) -> (String, Duration) {
+    let (answer, took) = exchange_raw(address, bytes);
+    (String::from_utf8_lossy(&answer).into_owned(), took)
+}
+
+/// [`exchange`], the answer's bytes as they came (frames to decode).
+fn exchange_raw(address: &str, bytes: &[u8]) -> (Vec<u8>, Duration) {
     let started = Instant::now();
     let mut s = std::os::unix::net::UnixStream::connect(socket(address)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.write_all(bytes).unwrap();
     let mut answer = Vec::new();
     s.read_to_end(&mut answer).expect("the server closes the connection instead of keeping it");
-    (String::from_utf8_lossy(&answer).into_owned(), started.elapsed())
+    (answer, started.elapsed())
 }
 
 #[test]
@@ -330,8 +336,8 @@ fn a_silent_connection_is_closed_after_the_idle_timeout_and_pings_keep_one_open(
     for address in [c.oss_address().unwrap(), c.mds_address()] {
         let mut bytes = hello();
         bytes.extend(frame(Wire::Ping));
-        let (answer, took) = exchange(&address, &bytes);
-        let mut stream: &[u8] = answer.as_bytes();
+        let (answer, took) = exchange_raw(&address, &bytes);
+        let mut stream: &[u8] = &answer;
         let rt = runtime();
         let frames: Vec<Wire> = rt.block_on(async {
             let mut frames = Vec::new();
@@ -341,6 +347,7 @@ fn a_silent_connection_is_closed_after_the_idle_timeout_and_pings_keep_one_open(
             frames
         });
         assert!(matches!(frames.get(1), Some(Wire::Pong)), "{address}: {frames:?}");
+        let answer = String::from_utf8_lossy(&answer);
         assert!(answer.contains("idle timeout"), "{address}: {answer:?}");
         assert!(took < Duration::from_secs(3), "{address}: closed after {took:?}");
     }

@@ -786,7 +786,7 @@ fn codec_seeds() {
             role: Role::Oss { address: "unix:/s".into(), osts: vec![0, 1] },
         },
         Wire::Hello { magic: MAGIC, version: PROTOCOL_VERSION, role: Role::Mds },
-        Wire::Welcome { version: PROTOCOL_VERSION, client: 3 },
+        Wire::Welcome { version: PROTOCOL_VERSION, client: 3, callback_timeout_ms: 100_000 },
         Wire::Session { uuid: 0x0123_4567_89ab_cdef },
         Wire::Ping,
         Wire::Pong,
