@@ -374,7 +374,12 @@ pub async fn start(listen: &Address, key: Option<&ClusterKey>, config: OssConfig
         exports,
         presence: Mutex::new(HashMap::new()),
         export_timeout: config.export_timeout,
-        callback_timeout_ms: config.ost.locks.callback_timeout.as_ns() / 1_000_000,
+        // Rounded down (a client gives up on a silent OSS within half of
+        // it), and never to 0, which says the server calls no lock back.
+        callback_timeout_ms: match config.ost.locks.callback_timeout.as_ns() {
+            0 => 0,
+            ns => (ns / 1_000_000).max(1),
+        },
         stop,
         limits: config.limits.clone(),
         accept: accept_stats,
