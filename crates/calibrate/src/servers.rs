@@ -118,22 +118,8 @@ fn setup(cluster: &Cluster, options: &Options) -> Result<Setup, String> {
         .collect::<Result<_, _>>()?;
     let lock_files = (0..rounds).map(|round| load::files_for_locks(&asking, round, locks)).collect::<Result<_, _>>()?;
     let retaking = load::connect_keeping(cluster, 1)?;
-    let retake_pairs = (0..CALLBACK_FILES)
-        .map(|i| {
-            Ok([
-                load::create(&retaking, &format!("/retakes-{i}-a"))?,
-                load::create(&retaking, &format!("/retakes-{i}-b"))?,
-            ])
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    let lock_pairs = (0..CALLBACK_FILES)
-        .map(|i| {
-            Ok([
-                load::create(&retaking, &format!("/lock-retakes-{i}-a"))?,
-                load::create(&retaking, &format!("/lock-retakes-{i}-b"))?,
-            ])
-        })
-        .collect::<Result<Vec<_>, String>>()?;
+    let retake_pairs = file_pairs(&retaking, "retakes")?;
+    let lock_pairs = file_pairs(&retaking, "lock-retakes")?;
     let warm_up = load::create(&client, "/warm-up")?;
     load::large_rpcs(&client, &warm_up, 0, WARM_UP_BYTES)?;
     load::sync_and_close(&client, vec![warm_up])?;
@@ -185,6 +171,13 @@ fn sync_pairs(client: &Client, other: &Client, pairs: &[[File; 2]]) -> Result<()
         other.fsync(theirs).map_err(|e| format!("an fsync of {}: {e}", theirs.path))?;
     }
     Ok(())
+}
+
+/// [`CALLBACK_FILES`] pairs of new files of `client`'s, named after `name`.
+fn file_pairs(client: &Client, name: &str) -> Result<Vec<[File; 2]>, String> {
+    let pair =
+        |i| Ok([load::create(client, &format!("/{name}-{i}-a"))?, load::create(client, &format!("/{name}-{i}-b"))?]);
+    (0..CALLBACK_FILES).map(pair).collect()
 }
 
 fn open(client: &Client, path: &str) -> Result<File, String> {

@@ -48,13 +48,37 @@ fn ior(cluster: &mut Cluster, args: &[&str], chaos: impl FnOnce(&mut Cluster)) -
 /// [`ior`] with a timeout of `timeout_s`.
 fn ior_within(cluster: &mut Cluster, timeout_s: u64, args: &[&str], chaos: impl FnOnce(&mut Cluster)) -> Outcome {
     let timeout = format!("--lanefs.timeout={timeout_s}");
+    let common = ["-a", "LANEFS", "-b", "8m", "-t", "1m", "-s", "2", "-N", "4", "-G", "77", "--lanefs.stripe-count=2"];
+    let all: Vec<&str> = common.iter().copied().chain([timeout.as_str()]).chain(args.iter().copied()).collect();
+    let started = Instant::now();
+    let (status, stderr) = run_ior(cluster, &all, "error", chaos);
+    let outcome = Outcome { success: status.success(), stderr };
+    let ended = if outcome.success { "completed" } else { "failed" };
+    eprintln!("lanefs ior {args:?}: {ended} in {:.1?}", started.elapsed());
+    assert!(status.code().is_some(), "lanefs ior died of a signal: {outcome:?}");
+    assert!(!outcome.stderr.contains("panicked"), "lanefs ior panicked: {}", outcome.stderr);
+    if !outcome.success {
+        assert!(outcome.stderr.contains("ERROR") || outcome.stderr.contains("error"), "no error named: {outcome:?}");
+    }
+    outcome
+}
+
+/// `lanefs ior ARGS` on `cluster`, logging at `log` on stderr, while
+/// `chaos` (given the cluster) runs beside it: its exit status and
+/// stderr. The run is killed, and the test fails, if it takes longer
+/// than [`RUN_BOUND`].
+fn run_ior(
+    cluster: &mut Cluster,
+    args: &[&str],
+    log: &str,
+    chaos: impl FnOnce(&mut Cluster),
+) -> (std::process::ExitStatus, String) {
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
-        .args(["ior", "-a", "LANEFS", "-b", "8m", "-t", "1m", "-s", "2", "-N", "4", "-G", "77"])
-        .args(["--lanefs.stripe-count=2", &timeout])
+        .arg("ior")
         .args(args)
         .env("LANEFS_MDS", cluster.mds_address())
-        .env("RUST_LOG", "error")
+        .env("RUST_LOG", log)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -73,15 +97,7 @@ fn ior_within(cluster: &mut Cluster, timeout_s: u64, args: &[&str], chaos: impl 
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let outcome = Outcome { success: status.success(), stderr: collected.join().unwrap() };
-    let ended = if outcome.success { "completed" } else { "failed" };
-    eprintln!("lanefs ior {args:?}: {ended} in {:.1?}", started.elapsed());
-    assert!(status.code().is_some(), "lanefs ior died of a signal: {outcome:?}");
-    assert!(!outcome.stderr.contains("panicked"), "lanefs ior panicked: {}", outcome.stderr);
-    if !outcome.success {
-        assert!(outcome.stderr.contains("ERROR") || outcome.stderr.contains("error"), "no error named: {outcome:?}");
-    }
-    outcome
+    (status, collected.join().unwrap())
 }
 
 /// Write, check and read back `path`, keeping it (`-k`) for [`verify`].
@@ -282,34 +298,15 @@ fn a_stopped_oss_leaves_metadata_commands_working_and_fails_data_commands_within
 /// meet the silence; the run goes on once the OSS does.
 #[test]
 fn a_client_gives_a_silent_oss_half_its_callback_timeout() {
-    let cluster = Cluster::start(&["--recovery-window", &RECOVERY_WINDOW_S.to_string(), "--callback-timeout", "2"]);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lanefs"))
-        .args(["ior", "-a", "LANEFS", "-w", "-F", "-b", "1m", "-t", "1m", "-N", "2", "-i", "2", "-d", "4"])
-        .args([&format!("--lanefs.timeout={TIMEOUT_S}"), "-o", "/silent"])
-        .env("LANEFS_MDS", cluster.mds_address())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let collected = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
-    after(5000);
-    cluster.oss.signal(libc::SIGSTOP);
-    after(2500);
-    cluster.oss.signal(libc::SIGCONT);
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > RUN_BOUND {
-            let _ = child.kill();
-            panic!("lanefs ior still running after {RUN_BOUND:?}");
-        }
-        after(50);
-    };
-    let text = collected.join().unwrap();
+    let mut cluster = Cluster::start(&["--recovery-window", &RECOVERY_WINDOW_S.to_string(), "--callback-timeout", "2"]);
+    let timeout = format!("--lanefs.timeout={TIMEOUT_S}");
+    let args = ["-a", "LANEFS", "-w", "-F", "-b", "1m", "-t", "1m", "-N", "2", "-i", "2", "-d", "4", &timeout];
+    let (status, text) = run_ior(&mut cluster, &[&args[..], &["-o", "/silent"]].concat(), "warn", |c| {
+        after(5000);
+        c.oss.signal(libc::SIGSTOP);
+        after(2500);
+        c.oss.signal(libc::SIGCONT);
+    });
     assert!(status.success(), "the run failed across a stop shorter than its timeout: {text}");
     assert!(text.contains("no answer for 1s (half the OSTs' callback timeout, 2s)"), "{text}");
 }
