@@ -145,6 +145,7 @@ def main():
     stand_in(rows, "client CPU per RPC and page", compute, "compute", ("client_cpu_per_rpc_us", "client_cpu_per_page_us"),
              "lanefs's client here")
     stand_in(rows, "client CPU per call", compute, "compute", ("client_cpu_per_call_us",), "lanefs's client here")
+    stand_in(rows, "client CPU per lock", compute, "compute", ("client_cpu_per_lock_us",), "lanefs's client here")
     stand_in(rows, "hand-offs", compute, "compute", ("handoff_us", "handoff_idle_core_us"), "this virtual machine")
     stand_in(rows, "OSS CPU per page", storage, "storage", ("rpc_service_per_page_us",), "lanefs's OSS here")
     rows.append(("unstable pages kept", ['client.unstable_pages="kept-until-commit"'],

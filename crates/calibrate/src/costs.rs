@@ -24,7 +24,11 @@
 //! for both; the 1 MiB writes, less their calls, their messages, and the
 //! copy of their bytes beyond a page at the copy rate measured, divided
 //! by their pages beyond each RPC's first (a message's cost, measured
-//! with one page, has that page), a page's.
+//! with one page, has that page), a page's. The writes that each took a
+//! lock the client had given back, less their calls and messages at
+//! those costs, divided by their enqueues, are a lock's: the client's
+//! work to take a lock, match it and give it back that a message's cost
+//! does not hold.
 //!
 //! The phases run in rounds, and each cost is the median of the rounds'
 //! (their spread kept, for the preset to show): a burst of other work on
@@ -113,6 +117,8 @@ pub struct ClientCosts {
     pub call: Cost,
     pub message: Cost,
     pub page: Cost,
+    /// A lock taken and given back, beyond its messages.
+    pub lock: Cost,
 }
 
 fn us(d: std::time::Duration) -> f64 {
@@ -202,7 +208,14 @@ pub fn client_costs(p: &Phases, copy_gib_s: f64) -> Result<ClientCosts, String> 
     let copy_bytes = large.ops as f64 * (LARGE_WRITE_BYTES - PAGE_BYTES) as f64;
     let copy_us = copy_bytes / (copy_gib_s * (1u64 << 30) as f64) * 1e6;
     let rest = us(large.client_cpu) - large.ops as f64 * call - large.counts.messages() as f64 * message - copy_us;
-    Ok(ClientCosts { call: Cost::of(call), message: Cost::of(message), page: Cost::of(rest / extra_pages as f64) })
+    let page = Cost::of(rest / extra_pages as f64);
+    let retakes = &p.retakes;
+    if retakes.counts.enqueues == 0 {
+        return Err("the servers counted no enqueue in the phase of writes that each take a lock".into());
+    }
+    let lock_rest = us(retakes.client_cpu) - retakes.ops as f64 * call - retakes.counts.messages() as f64 * message;
+    let lock = Cost::of(lock_rest / retakes.counts.enqueues as f64);
+    Ok(ClientCosts { call: Cost::of(call), message: Cost::of(message), page, lock })
 }
 
 /// The median of each server cost over the rounds.
@@ -221,7 +234,7 @@ pub fn median_server_costs(rounds: &[ServerCosts]) -> ServerCosts {
 /// The median of each client cost over the rounds.
 pub fn median_client_costs(rounds: &[ClientCosts]) -> ClientCosts {
     let of = |f: fn(&ClientCosts) -> Cost| Cost::median(&rounds.iter().map(f).collect::<Vec<_>>());
-    ClientCosts { call: of(|c| c.call), message: of(|c| c.message), page: of(|c| c.page) }
+    ClientCosts { call: of(|c| c.call), message: of(|c| c.message), page: of(|c| c.page), lock: of(|c| c.lock) }
 }
 
 #[cfg(test)]
@@ -237,7 +250,7 @@ mod tests {
     }
 
     /// Phases made from known costs: lock 30, rpc 50, callback 20 us at
-    /// the servers; call 4, message 10, page 0.5 us at the client.
+    /// the servers; call 4, message 10, page 0.5, lock 6 us at the client.
     fn phases() -> Phases {
         let mut large = sample(100, 100, 10, 0, 0.0, 0.0);
         large.counts.bytes_written = 100 * LARGE_WRITE_BYTES;
@@ -255,7 +268,11 @@ mod tests {
             page_rpcs: sample(1000, 1000, 2, 0, 1000.0 * 50.0 + 2.0 * 30.0, 1000.0 * 4.0 + 1002.0 * 10.0),
             large_rpcs: large,
             callbacks: sample(200, 200, 400, 200, 200.0 * 50.0 + 400.0 * 30.0 + 200.0 * 20.0, 0.0),
-            retakes: sample(200, 200, 401, 0, 200.0 * 50.0 + 401.0 * 30.0, 0.0),
+            // 200 enqueues, 200 cancels and a sync.
+            retakes: Sample {
+                counts: Counts { enqueues: 200, ..sample(0, 200, 401, 0, 0.0, 0.0).counts },
+                ..sample(200, 200, 401, 0, 200.0 * 50.0 + 401.0 * 30.0, 200.0 * 4.0 + 601.0 * 10.0 + 200.0 * 6.0)
+            },
             // A lock request alone costs 40 (its servers' wake-ups).
             lock_retakes: sample(400, 0, 800, 0, 800.0 * 40.0, 0.0),
             // A lock-ahead request costs 70.
@@ -279,6 +296,7 @@ mod tests {
     fn the_clients_costs_come_back_from_phases_made_of_them() {
         let c = client_costs(&phases(), 1.0).unwrap();
         assert!(close(c.call, 4.0) && close(c.message, 10.0) && close(c.page, 0.5), "{c:?}");
+        assert!(close(c.lock, 6.0), "{c:?}");
     }
 
     #[test]
@@ -312,6 +330,9 @@ mod tests {
         let mut p = phases();
         p.cached.counts = p.page_rpcs.counts;
         assert!(client_costs(&p, 1.0).unwrap_err().contains("cannot tell calls from messages"));
+        let mut p = phases();
+        p.retakes.counts.enqueues = 0;
+        assert!(client_costs(&p, 1.0).unwrap_err().contains("no enqueue"));
     }
 
     #[test]

@@ -215,6 +215,8 @@ fn compute_costs(m: &Measurements) -> String {
     let (cached, small, large) = (&s.phases.cached, &s.phases.page_rpcs, &s.phases.large_rpcs);
     let (per_rpc, rpc_note) = cost(s.client.message, s.rounds);
     let (per_page, page_note) = cost(s.client.page, s.rounds);
+    let (per_lock, lock_note) = cost(s.client.lock, s.rounds);
+    let retakes = &s.phases.retakes;
     let mut t = String::new();
     let _ = writeln!(
         t,
@@ -235,6 +237,11 @@ fn compute_costs(m: &Measurements) -> String {
          # and the copy of their bytes at copy_bandwidth_gib_s, per page beyond each\n\
          # RPC's first (which a message's cost has).{page_note}\n\
          client_cpu_per_page_us = {per_page}\n\
+         # measured: the same for {retake_ops} writes of a page that each took a lock the\n\
+         # client had given back ({retake_enqueues} enqueues, {retake_messages} messages, {retake_rpcs} of them write RPCs),\n\
+         # less their calls and messages at the costs above, per enqueue: a lock\n\
+         # asked for, matched and given back, beyond its messages.{lock_note}\n\
+         client_cpu_per_lock_us = {per_lock}\n\
          # measured: the same solution's call cost, less the copy of its 4 KiB at\n\
          # copy_bandwidth_gib_s (which the simulator charges apart): a rank's call\n\
          # handed to the client's thread and its answer handed back.{call_note}\n\
@@ -255,6 +262,10 @@ fn compute_costs(m: &Measurements) -> String {
         large_mib = (large.ops * crate::load::LARGE_WRITE_BYTES) >> 20,
         large_rpcs = large.counts.io_rpcs,
         pages = large.counts.bytes_written as f64 / crate::load::PAGE_BYTES as f64 / large.counts.io_rpcs.max(1) as f64,
+        retake_ops = retakes.ops,
+        retake_enqueues = retakes.counts.enqueues,
+        retake_messages = retakes.counts.messages(),
+        retake_rpcs = retakes.counts.io_rpcs,
         touch_pages = m.frames.pages,
         frame_rounds = crate::frames::ROUNDS,
         touch_low = m.frames.first_touch_spread_us.0,

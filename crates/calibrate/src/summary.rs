@@ -132,6 +132,7 @@ fn costs(m: &Measurements) -> Vec<Row> {
         ),
         row("client's CPU per message", cost(s.client.message), "client_cpu_per_rpc_us"),
         row("client's CPU per page of an RPC", cost(s.client.page), "client_cpu_per_page_us"),
+        row("client's CPU per lock, beyond its messages", cost(s.client.lock), "client_cpu_per_lock_us"),
     ]
 }
 

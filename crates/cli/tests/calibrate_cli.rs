@@ -5,12 +5,13 @@ use std::process::Command;
 
 /// The keys `lanefs calibrate` always measures (the others are lanefs's
 /// own settings).
-const MEASURED: [&str; 23] = [
+const MEASURED: [&str; 24] = [
     "copy_bandwidth_gib_s",
     "copy_bandwidth_every_core_gib_s",
     "cores",
     "client_cpu_per_rpc_us",
     "client_cpu_per_page_us",
+    "client_cpu_per_lock_us",
     "client_cpu_per_call_us",
     "rpc_service_overhead_us",
     "rpc_service_per_page_us",
@@ -98,6 +99,7 @@ fn a_quick_calibration_writes_a_preset_the_simulator_runs() {
         "mds_create_us",
         "callback_cpu_us",
         "client_cpu_per_page_us",
+        "client_cpu_per_lock_us",
         "[mount] ",
         "[mpi] ",
     ];

@@ -379,7 +379,6 @@ impl SimBackend {
                 fsync_per_write: p.fsync_per_write,
                 rank_offset,
                 lock,
-                lockahead_window: h.romio_lustre_cb_lock_ahead_num_extents,
                 collective: coll,
                 stripe_count,
                 stripe_size,

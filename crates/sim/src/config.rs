@@ -115,6 +115,11 @@ pub struct ComputeSection {
     /// completing its pages), in microseconds; absent means zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpu_per_page_us: Option<f64>,
+    /// Client CPU time per lock it asks for (the request's grant matched
+    /// and the lock kept, the lock given back later), beyond the messages
+    /// that carry them, in microseconds; absent means zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu_per_lock_us: Option<f64>,
     /// GiB/s one core checksums a bulk RPC's bytes (the client before
     /// sending a write, after receiving a read); absent: no checksums.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -568,6 +573,9 @@ impl ComputeSection {
     }
     pub fn client_cpu_per_page(&self) -> Duration {
         duration(self.client_cpu_per_page_us.unwrap_or(0.0), NS_PER_US)
+    }
+    pub fn client_cpu_per_lock(&self) -> Duration {
+        duration(self.client_cpu_per_lock_us.unwrap_or(0.0), NS_PER_US)
     }
     pub fn page_first_touch(&self) -> Duration {
         duration(self.page_first_touch_us.unwrap_or(0.0), NS_PER_US)

@@ -27,7 +27,7 @@ use crate::mpi_waits;
 use crate::world::{plus, transfer, Ev, Happening, World};
 use collective::CollState;
 use inode_locks::InodeLocks;
-use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode as LockMode};
+use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode as LockMode, ADVICES_PER_CALL_MAX};
 use lanefs_core::client::{ClientError, FileHandle, LadviseOutcome, OpId, OpOutput};
 use lanefs_core::layout::Layout;
 use lanefs_core::ldlm::GroupId;
@@ -71,8 +71,6 @@ pub struct PhaseSpec {
     /// Rank `r` does the I/O of rank `(r + rank_offset) % ranks` (IOR's `-C`).
     pub rank_offset: u32,
     pub lock: LockMode,
-    /// Lockahead window of an independent rank, in transfers.
-    pub lockahead_window: u32,
     pub collective: Option<Collective>,
     pub stripe_count: u32,
     pub stripe_size: u64,
@@ -164,8 +162,6 @@ struct Rank {
     st: St,
     fh: Option<FileHandle>,
     next: u64,
-    /// First transfer not yet covered by lockahead advice.
-    ahead: u64,
     r: RankResult,
     /// Ops in flight for this rank.
     ops: u32,
@@ -254,15 +250,7 @@ impl Job {
     pub fn run_phase(&mut self, spec: &PhaseSpec) -> Result<Vec<RankResult>, SimError> {
         let t0 = self.world.now;
         let mut ranks: Vec<Rank> = (0..self.ranks)
-            .map(|r| Rank {
-                node: self.node_of(r),
-                st: St::Idle,
-                fh: None,
-                next: 0,
-                ahead: 0,
-                r: RankResult::default(),
-                ops: 0,
-            })
+            .map(|r| Rank { node: self.node_of(r), st: St::Idle, fh: None, next: 0, r: RankResult::default(), ops: 0 })
             .collect();
         for r in 0..self.ranks {
             let skew = if self.skew.as_ns() == 0 { 0 } else { self.rng.gen_range(0..self.skew.as_ns()) };
@@ -568,17 +556,20 @@ impl Run<'_> {
         if k == total {
             return self.transfers_done(rank);
         }
-        if spec.write && spec.lock == LockMode::Lockahead && k >= self.ranks[rank as usize].ahead {
-            let window = u64::from(spec.lockahead_window.max(1));
-            let end = (k + window).min(total);
-            let advices: Vec<Advice> = (k..end)
-                .map(|i| {
-                    let off = spec.offset(n, pr, i);
-                    Advice::lockahead(AheadMode::Write, off, off + spec.transfer - 1, true)
-                })
-                .collect();
-            self.advise(rank, &advices)?;
-            self.ranks[rank as usize].ahead = end;
+        if spec.write && spec.lock == LockMode::Lockahead && k == 0 {
+            // As lanefs's IOR backend does: a lock-ahead lock for each of
+            // the rank's transfers, asked for before the first, in calls
+            // of as many advices as one may carry.
+            let per_call = (ADVICES_PER_CALL_MAX - 1) as u64;
+            for first in (0..total).step_by(per_call as usize) {
+                let advices: Vec<Advice> = (first..(first + per_call).min(total))
+                    .map(|i| {
+                        let off = spec.offset(n, pr, i);
+                        Advice::lockahead(AheadMode::Write, off, off + spec.transfer - 1, true)
+                    })
+                    .collect();
+                self.advise(rank, &advices)?;
+            }
         }
         if spec.write && self.job.world.model.mount_time(spec.transfer) > Duration::ZERO {
             if let Some(inodes) = self.inodes.as_mut() {

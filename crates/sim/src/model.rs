@@ -63,6 +63,8 @@ pub struct Model {
     pub one_host: bool,
     /// Client CPU time per page of an I/O RPC.
     pub client_cpu_per_page: Duration,
+    /// Client CPU time per lock it asks for, beyond its messages.
+    pub client_cpu_per_lock: Duration,
     /// A core checksumming bulk, bytes/s (`None`: no checksums).
     pub checksum_bw: Option<f64>,
     /// A client's blocking-callback threads (`None`: no bound).
@@ -240,6 +242,7 @@ impl Model {
             cores: compute.cores,
             one_host: compute.hosts.unwrap_or_default() == Hosts::One,
             client_cpu_per_page: compute.client_cpu_per_page(),
+            client_cpu_per_lock: compute.client_cpu_per_lock(),
             checksum_bw: compute.checksum_bandwidth().map(|b| b.bytes_per_s()),
             callback_threads: compute.callback_threads,
             callback_cpu: storage.callback_cpu(),

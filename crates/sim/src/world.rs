@@ -850,8 +850,9 @@ impl<W> World<W> {
         Some(self.cpu.breakdown(total))
     }
 
-    /// The client's CPU time to send `msg`: per RPC, and for bulk per page
-    /// and the checksum of a write's bytes.
+    /// The client's CPU time to send `msg`: per RPC, for bulk per page and
+    /// the checksum of a write's bytes, and for an enqueue the rest of its
+    /// lock's life at the client (its grant taken, the lock given back).
     fn send_cpu(&self, msg: &ToOst) -> Duration {
         let m = &self.model;
         let pages = |len: u64| Duration(m.client_cpu_per_page.as_ns().saturating_mul(len.div_ceil(PAGE_SIZE)));
@@ -860,6 +861,7 @@ impl<W> World<W> {
                 plus(plus(m.client_cpu_per_rpc, pages(data.len())), self.checksum_time(data.len()))
             }
             ToOst::Read { len, .. } => plus(m.client_cpu_per_rpc, pages(*len)),
+            ToOst::Enqueue { .. } => plus(m.client_cpu_per_rpc, m.client_cpu_per_lock),
             _ => m.client_cpu_per_rpc,
         }
     }

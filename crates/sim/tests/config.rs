@@ -57,6 +57,7 @@ fn the_xc40_preset_is_the_cug_2017_setup() {
     assert_eq!(config.storage.lock_cpu(), Duration::from_us(85));
     assert_eq!(config.compute.network_latency(), Duration::from_us(10));
     assert_eq!(config.compute.client_cpu_per_rpc(), Duration::ZERO, "absent means zero");
+    assert_eq!(config.compute.client_cpu_per_lock(), Duration::ZERO, "absent means zero");
     assert_eq!(config.storage.ost_access_latency(), Duration::from_us(4_160), "7,200 RPM rotational latency");
     let laptop = ClusterConfig::load("laptop").unwrap();
     assert_eq!(laptop.storage.ost_access_latency(), Duration::ZERO, "absent means zero");

@@ -326,9 +326,11 @@ fn waking_sleeping_threads_costs_cpu_and_an_idle_core_more() {
     let cpu = |j: &Value| j["sim"]["cpu_busy_s"].as_f64().expect("the CPU time charged");
     let busy = json_run(SYNCHRONOUS_LOCKS, one_host_with(&[("compute.handoff_us", "200")]));
     let handoffs = busy["sim"]["handoffs"].as_u64().expect("the hand-offs counted");
-    // Each write's lock request wakes the OSS's network and service threads
-    // and its grant the network thread and the client's: up to 4 a write.
-    assert!((64..=4 * 64 + 64).contains(&handoffs), "{handoffs} hand-offs for 64 synchronous lock requests");
+    // Each of the 256 writes' lock request wakes the OSS's network and
+    // service threads and its grant the network thread and the client's: up
+    // to 4 a write, fewer where a thread still at work takes the message.
+    assert_eq!(counter(&busy, "lock_enqueues"), 256, "a lock of its own for each write");
+    assert!((64..=4 * 256).contains(&handoffs), "{handoffs} hand-offs for 256 synchronous lock requests");
     // Their CPU time, and the other work that moved with it (a write RPC
     // more or less as the cache's flushes fall otherwise).
     let charged = cpu(&busy) - cpu(&free);
@@ -358,6 +360,26 @@ fn each_call_costs_its_rank_cpu() {
     let added = simulated_s(&costly) - simulated_s(&free);
     assert!(added > 0.016, "{added} s for 64 calls of 0.5 ms on 2 cores");
     let zero = json_run(SYNCHRONOUS_LOCKS, one_host_with(&[("compute.client_cpu_per_call_us", "0")]));
+    assert_eq!(without_wall_time(zero), without_wall_time(free));
+}
+
+#[test]
+fn each_lock_costs_its_client_cpu() {
+    let cpu = |j: &Value| j["sim"]["cpu_busy_s"].as_f64().expect("the CPU time charged");
+    let free = json_run(SYNCHRONOUS_LOCKS, one_host_with(&[]));
+    let costly = json_run(SYNCHRONOUS_LOCKS, one_host_with(&[("compute.client_cpu_per_lock_us", "500")]));
+    let enqueues = counter(&costly, "lock_enqueues");
+    assert_eq!(enqueues, counter(&free, "lock_enqueues"), "the same locks asked for");
+    assert!(enqueues >= 256, "{enqueues} enqueues for 256 writes under locks of their own");
+    // Each lock's 0.5 ms on the host's cores, the ranks waiting for them.
+    let charged = cpu(&costly) - cpu(&free);
+    let owed = enqueues as f64 * 500e-6;
+    assert!((owed * 0.9..owed * 1.2).contains(&charged), "{charged} s charged for {enqueues} locks");
+    // Each rank waits for its own 64 locks one after another (the other
+    // ranks' fill cores that were idle: the whole adds less than owed / 2).
+    let added = simulated_s(&costly) - simulated_s(&free);
+    assert!(added > 64.0 * 500e-6 * 0.9, "{added} s added by {enqueues} locks of 0.5 ms, 64 a rank");
+    let zero = json_run(SYNCHRONOUS_LOCKS, one_host_with(&[("compute.client_cpu_per_lock_us", "0")]));
     assert_eq!(without_wall_time(zero), without_wall_time(free));
 }
 

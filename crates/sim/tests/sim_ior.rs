@@ -114,11 +114,29 @@ fn independent_lock_modes() {
     }
     let ahead = run_mode(LockMode::Lockahead);
     assert_eq!(counter(&ahead, "lockahead_sent"), 64, "one lock ahead per transfer");
-    // File per process never conflicts.
-    let mut o = opts("laptop");
-    o.lock_mode = Some(LockMode::Default);
-    let fpp = json_run(&format!("{line} -F"), o);
-    assert_eq!(counter(&fpp, "blocking_callbacks"), 0);
+}
+
+#[test]
+fn independent_lockahead_asks_for_every_transfer_first_as_the_ior_backend_does() {
+    // 600 transfers, each with its lock-ahead lock asked for before the
+    // first write, whatever ROMIO's collective window says. The client
+    // keeps 550 unused locks: its LRU cancels the first 50 before their
+    // writes come, and each write's own lock, once used, pushes out the
+    // oldest lock-ahead lock left, so nearly every write asks for a lock of
+    // its own. (Asked for 500 at a time, the locks would fit.)
+    let line = "-a LANEFS -w -b 2400k -t 4k -s 1 -N 1";
+    let run = |window: Option<&str>| {
+        let mut o = opts_with("laptop", &[("client.lock_lru_size", "550")]);
+        o.lock_mode = Some(LockMode::Lockahead);
+        if let Some(n) = window {
+            o.hints = hints(&format!("romio_lustre_cb_lock_ahead_num_extents={n}"));
+        }
+        json_run(line, o)
+    };
+    let ahead = run(None);
+    assert_eq!(counter(&ahead, "lockahead_sent"), 600, "{}", ahead["lanefs"]);
+    assert!(counter(&ahead, "lock_enqueues") > 600 + 500, "{}", ahead["lanefs"]);
+    assert_eq!(without_wall_time(run(Some("2"))), without_wall_time(ahead), "the collective window is not used");
 }
 
 #[test]

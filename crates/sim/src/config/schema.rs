@@ -125,6 +125,13 @@ const SCHEMA: &[Section] = &[
                 "client CPU time per page an I/O RPC carries",
             )),
             optional(key(
+                "client_cpu_per_lock_us",
+                LATENCY,
+                "microseconds",
+                "5",
+                "client CPU time per lock it asks for and gives back, beyond its messages",
+            )),
+            optional(key(
                 "checksum_bandwidth_gib_s",
                 BANDWIDTH,
                 "GiB/s",

@@ -1,5 +1,6 @@
 //! What the simulator's test files share.
 
+use lanefs_core::client::ladvise::IoLockMode as LockMode;
 use lanefs_ior::{parse_args, run, Api};
 use lanefs_sim::backend::{SimBackend, SimOptions};
 use lanefs_sim::config::ClusterConfig;
@@ -28,10 +29,14 @@ pub fn opts_with(cluster: &str, settings: &[(&str, &str)]) -> SimOptions {
     SimOptions::new(ClusterConfig::load_with(cluster, &settings).expect("settings apply"))
 }
 
-/// Runs `line` and returns IOR's JSON report.
-pub fn json_run(line: &str, o: SimOptions) -> Value {
+/// Runs `line` and returns IOR's JSON report; the line's
+/// `--lanefs.lock-mode`, as `lanefs sim ior` takes it, unless `o` has one.
+pub fn json_run(line: &str, mut o: SimOptions) -> Value {
     let args: Vec<String> = format!("{line} -O summaryFormat=JSON").split_whitespace().map(str::to_string).collect();
     let p = parse_args(&args).expect("valid IOR options");
+    if let (None, Some(mode)) = (o.lock_mode, p.module_value("lanefs.lock-mode")) {
+        o.lock_mode = Some(LockMode::parse(mode).expect("a lock mode"));
+    }
     let api = Api::parse(&p.api).expect("a known API");
     let backend = SimBackend::new(api, o);
     let mut out = Vec::new();
