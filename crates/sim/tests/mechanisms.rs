@@ -376,7 +376,8 @@ fn each_lock_costs_its_client_cpu() {
     let owed = enqueues as f64 * 500e-6;
     assert!((owed * 0.9..owed * 1.2).contains(&charged), "{charged} s charged for {enqueues} locks");
     // Each rank waits for its own 64 locks one after another (the other
-    // ranks' fill cores that were idle: the whole adds less than owed / 2).
+    // ranks' locks fill cores that were idle: the whole adds less than
+    // owed / 2).
     let added = simulated_s(&costly) - simulated_s(&free);
     assert!(added > 64.0 * 500e-6 * 0.9, "{added} s added by {enqueues} locks of 0.5 ms, 64 a rank");
     let zero = json_run(SYNCHRONOUS_LOCKS, one_host_with(&[("compute.client_cpu_per_lock_us", "0")]));

@@ -114,6 +114,11 @@ fn independent_lock_modes() {
     }
     let ahead = run_mode(LockMode::Lockahead);
     assert_eq!(counter(&ahead, "lockahead_sent"), 64, "one lock ahead per transfer");
+    // File per process never conflicts.
+    let mut o = opts("laptop");
+    o.lock_mode = Some(LockMode::Default);
+    let fpp = json_run(&format!("{line} -F"), o);
+    assert_eq!(counter(&fpp, "blocking_callbacks"), 0);
 }
 
 #[test]
