@@ -560,15 +560,14 @@ impl Run<'_> {
             // As lanefs's IOR backend does: a lock-ahead lock for each of
             // the rank's transfers, asked for before the first, in calls
             // of as many advices as one may carry.
-            let per_call = (ADVICES_PER_CALL_MAX - 1) as u64;
-            for first in (0..total).step_by(per_call as usize) {
-                let advices: Vec<Advice> = (first..(first + per_call).min(total))
-                    .map(|i| {
-                        let off = spec.offset(n, pr, i);
-                        Advice::lockahead(AheadMode::Write, off, off + spec.transfer - 1, true)
-                    })
-                    .collect();
-                self.advise(rank, &advices)?;
+            let advices: Vec<Advice> = (0..total)
+                .map(|i| {
+                    let off = spec.offset(n, pr, i);
+                    Advice::lockahead(AheadMode::Write, off, off + spec.transfer - 1, true)
+                })
+                .collect();
+            for call in advices.chunks(ADVICES_PER_CALL_MAX - 1) {
+                self.advise(rank, call)?;
             }
         }
         if spec.write && self.job.world.model.mount_time(spec.transfer) > Duration::ZERO {
