@@ -441,6 +441,12 @@ def preset_osts(preset):
 
 
 def fs_type(path):
+    """The file system's type as the mount table names it (`stat -f` calls
+    ext4 "ext2/ext3": they share a magic number)."""
+    with contextlib.suppress(OSError):
+        found = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", path], capture_output=True, text=True)
+        if found.returncode == 0 and found.stdout.strip():
+            return found.stdout.strip()
     return subprocess.run(["stat", "-f", "-c", "%T", path], capture_output=True, text=True).stdout.strip()
 
 

@@ -162,9 +162,11 @@ fn storage(m: &Measurements, options: &Options) -> String {
          osts_per_oss = {osts}\n\
          # measured: {disk_mib} MiB written in 1 MiB writes and fdatasync'ed, then read\n\
          # back with the file's pages dropped from the page cache, in {dir}:\n\
-         # the fdatasyncs alone wrote the page cache back at {writeback:.3} GiB/s (the\n\
-         # median of {parts} parts, each written and synced, from {wb_low:.3} to {wb_high:.3}; the\n\
-         # writes and syncs together: {write:.3} GiB/s), and the read ran at {read:.3} GiB/s;\n\
+         # the fdatasyncs alone wrote the page cache back at {writeback:.3} GiB/s (all\n\
+         # the bytes over the fdatasyncs' time together: a run's bytes meet the disk's\n\
+         # slow stretches as these did; {parts} parts, each written and synced, from\n\
+         # {wb_low:.3} to {wb_high:.3}; the writes and syncs together: {write:.3} GiB/s), and the\n\
+         # read ran at {read:.3} GiB/s;\n\
          # the disk is shared equally by the {osts} OSTs (assumption: the OSTs take\n\
          # turns fairly). The OSTs write into the page cache (ost_writes below), so\n\
          # the disk's write bandwidth is the writeback's.\n\
