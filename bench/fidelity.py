@@ -76,8 +76,12 @@ context switches (its processes' rusage, voluntary and not: every call's
 two, its start and end's, each thread's waits) beside the wake-ups the
 simulator charged for messages (`sim.handoffs`, with `handoff_us`; a
 call's two are in its `client_cpu_per_call_us`) and for ranks waking from
-their sleeps in MPI waits (`sim.mpi_wakeups`); then the share of cells predicted within 25% and
-50%, how many cells' own rounds differ by more than 25% and 50% (the
+their sleeps in MPI waits (`sim.mpi_wakeups`), and how busy the simulated
+run kept the host's cores (`sim.cpu_busy_s` over `sim.simulated_s` times
+the preset's `cores`: near 1, the prediction is bound by the CPU the model
+charges); then the share of cells predicted within 25% and
+50%, and that of the cells whose simulated cores were busy more than half
+the run and of the others, how many cells' own rounds differ by more than 25% and 50% (the
 machine's noise during the run: such a cell cannot show whether its
 prediction is within 25%), of lock counts within 10%, and, for every two cells of a row (the
 same kind, -t and -N; for MPIIO every mode and aggregator count) whose
@@ -235,7 +239,7 @@ def ior_report(out):
     counters = j.get("lanefs") or {}
     sim = j.get("sim") or {}
     return {"bw": bw, "enqueues": counters.get("lock_enqueues"), "callbacks": counters.get("blocking_callbacks"),
-            "cpu": sim.get("cpu_busy_s"), "switches": wake_ups(sim)}
+            "cpu": sim.get("cpu_busy_s"), "switches": wake_ups(sim), "simulated_s": sim.get("simulated_s")}
 
 
 def wake_ups(sim):
@@ -434,6 +438,12 @@ def calibrate(lanefs, scratch, osts):
     return preset, [f"$ {shown(cmd)}"] + summary
 
 
+def preset_cores(preset):
+    """The cores of the preset's compute node (None if it does not say)."""
+    with open(preset, "rb") as f:
+        return tomllib.load(f).get("compute", {}).get("cores")
+
+
 def preset_osts(preset):
     with open(preset, "rb") as f:
         storage = tomllib.load(f).get("storage", {})
@@ -492,6 +502,10 @@ def sim_run(cell, lanefs, preset, osts):
         cell["sim"] = ior_report(run(argv, extra))
     except Failed as e:
         cell["sim"] = {"error": str(e)}
+        return
+    sim, cores = cell["sim"], preset_cores(preset)
+    if sim["cpu"] is not None and sim["simulated_s"] and cores:
+        sim["cores_busy"] = sim["cpu"] / (sim["simulated_s"] * cores)
 
 
 def skip_reason(cell, lanefs):
@@ -559,7 +573,8 @@ def digest(cell):
          "enqueues": median(real["enqueues"]), "callbacks": median(real["callbacks"]),
          "sim_bw": sim.get("bw"), "sim_enqueues": sim.get("enqueues"), "sim_callbacks": sim.get("callbacks"),
          "cpu": median(real.get("cpu", [])), "sim_cpu": sim.get("cpu"),
-         "switches": median(real.get("switches", [])), "sim_switches": sim.get("switches")}
+         "switches": median(real.get("switches", [])), "sim_switches": sim.get("switches"),
+         "sim_busy": sim.get("cores_busy")}
     ok = d["median"] and d["sim_bw"] is not None and not cell.get("error")
     d["ratio"] = d["sim_bw"] / d["median"] if ok else None
     cell["figures"] = d
@@ -576,8 +591,8 @@ def seconds(v):
 
 def table(matrix):
     print("| cell | real MiB/s, median (min-max) | simulated MiB/s | sim / real | enqueues real / sim "
-          "| callbacks real / sim | CPU s real / charged | switches real / hand-offs |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| callbacks real / sim | CPU s real / charged | switches real / hand-offs | simulated cores busy |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for cell in matrix:
         d = digest(cell)
         sim_error = (cell.get("sim") or {}).get("error")
@@ -596,7 +611,8 @@ def table(matrix):
         cpu = f"{seconds(d['cpu'] if real_ok else None)} / {seconds(d['sim_cpu'])}"
         switches = f"{count(d['switches']) if real_ok and d['switches'] is not None else '-'} / " \
                    f"{count(d['sim_switches']) if d['sim_switches'] is not None else '-'}"
-        print(f"| {cell['name']} | {real} | {sim} | {ratio} | {enq} | {cbs} | {cpu} | {switches} |")
+        busy = "-" if d["sim_busy"] is None else f"{100 * d['sim_busy']:.0f}%"
+        print(f"| {cell['name']} | {real} | {sim} | {ratio} | {enq} | {cbs} | {cpu} | {switches} | {busy} |")
     failures = [c for c in matrix if c.get("error") or (c.get("sim") or {}).get("error")]
     for cell in failures:
         for world, error in (("real", cell.get("error")), ("simulated", (cell.get("sim") or {}).get("error"))):
@@ -627,6 +643,14 @@ def summary(matrix):
                 ratios = sorted(d["ratio"] for d in some)
                 print(f"  - {kind}: {sum(within(d['median'], d['sim_bw'], 0.25) for d in some)} of {len(some)} "
                       f"within +-25%, {sum(within(d['median'], d['sim_bw'], 0.5) for d in some)} within +-50%; "
+                      f"sim / real from {ratios[0]:.2f} to {ratios[-1]:.2f}, median {statistics.median(ratios):.2f}")
+        busy = [d for d in compared if d["sim_busy"] is not None]
+        for label, some in (("more", [d for d in busy if d["sim_busy"] > 0.5]),
+                            ("less", [d for d in busy if d["sim_busy"] <= 0.5])):
+            if some:
+                ratios = sorted(d["ratio"] for d in some)
+                print(f"  - the simulated cores busy {label} than half the run: "
+                      f"{sum(within(d['median'], d['sim_bw'], 0.25) for d in some)} of {len(some)} within +-25%; "
                       f"sim / real from {ratios[0]:.2f} to {ratios[-1]:.2f}, median {statistics.median(ratios):.2f}")
     else:
         print("- bandwidth: no cell has both a measurement and a prediction")
