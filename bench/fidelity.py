@@ -80,8 +80,8 @@ their sleeps in MPI waits (`sim.mpi_wakeups`), and how busy the simulated
 run kept the host's cores (`sim.cpu_busy_s` over `sim.simulated_s` times
 the preset's `cores`: near 1, the prediction is bound by the CPU the model
 charges); then the share of cells predicted within 25% and
-50%, and that of the cells whose simulated cores were busy more than half
-the run and of the others, how many cells' own rounds differ by more than 25% and 50% (the
+50% (also among the cells whose simulated cores were busy more than half
+the run, and among the others), how many cells' own rounds differ by more than 25% and 50% (the
 machine's noise during the run: such a cell cannot show whether its
 prediction is within 25%), of lock counts within 10%, and, for every two cells of a row (the
 same kind, -t and -N; for MPIIO every mode and aggregator count) whose
