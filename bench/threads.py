@@ -2,7 +2,9 @@
 """Where one real run's CPU goes, thread by thread, beside the simulator's.
 
 Runs `lanefs ior -a LANEFS ARGS` for real (with the page cache dropped
-first, as root) and reads every thread's CPU time, context switches and
+first, as root, and in a VM that hands freed memory back to its host,
+freed pages kept and new memory written and freed after the drop, as
+bench/fidelity.py does) and reads every thread's CPU time, context switches and
 minor page faults (a first write into a page of a client's arena is one)
 from /proc while it runs (`/proc/PID/task/TID/schedstat`, or `stat`'s
 clock ticks where the kernel keeps no schedstat, and `status`, every 20 ms (more often slows the run itself):
@@ -39,6 +41,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fidelity  # noqa: E402  (its page cache drop and its hold on freed memory)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 POLL_S = 0.02
@@ -82,10 +87,10 @@ def sample(pid, last):
 
 
 def real_run(lanefs, args, scratch):
-    if os.geteuid() == 0:
-        subprocess.run(["sync"], check=True)
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
+    # As bench/fidelity.py does: the page cache dropped (as root), and in a
+    # VM that hands freed memory back to its host, new memory written and
+    # freed after the drop, so that the run meets memory the host backs.
+    fidelity.drop_caches()
     env = dict(os.environ, TMPDIR=scratch)
     cmd = [lanefs, "ior", "-a", "LANEFS", *args, "-O", "summaryFormat=JSON"]
     out = tempfile.TemporaryFile(dir=scratch)
@@ -132,7 +137,12 @@ def main():
         sys.exit(f"threads.py: {opts.lanefs} is missing: build it first (make build)")
     base = os.environ.get("BENCH_DIR", "/var/tmp")
     with tempfile.TemporaryDirectory(prefix="lanefs-threads-", dir=base) as scratch:
-        cmd, report, groups = real_run(opts.lanefs, args, scratch)
+        with fidelity.freed_memory_kept() as reporting:
+            cmd, report, groups = real_run(opts.lanefs, args, scratch)
+    if reporting and reporting.startswith("freed pages kept"):
+        print("(freed pages kept from the VM's host while this ran, 2 GiB written and freed after the drop)")
+    elif reporting:
+        print(f"({reporting})")
     print(f"$ {' '.join(cmd)}")
     print(f"real: {bandwidth(report):.0f} MiB/s")
     print(f"{'threads':<18} {'count':>5} {'CPU ms':>8} {'voluntary':>10} {'involuntary':>12} {'minor faults':>13}")
