@@ -57,6 +57,11 @@ move a result; where only this machine gives a figure (a Haswell node of
                   model-params), -a POSIX, one shared file and a file
                   each, without and with the two locks.
 
+The OSTs' syncs' CPU (sync_cpu_us, writeback_cpu_gib_s) is charged only
+on cores the servers share (a calibrated preset of one host), never on the
+seed scenario's Cray, whose servers run on nodes of their own: it has no
+row.
+
   SEGMENTS        IOR's -s (default 64; 8 with QUICK=1)
   LANEFS          the binary (default ./target/release/lanefs)
 

@@ -22,7 +22,7 @@ client's cache (calls, copies); `lanefs-client` is each client's thread,
 which sends and takes its messages (messages, and the client's wake-ups);
 `tokio-rt-worker` is the servers' network threads (the OSS's network
 wake-ups); `ost0`, `ost1` .. serve the OSTs (oss_io, locks, the service
-wake-ups); `ost0-commit` .. run their commits' fdatasyncs.
+wake-ups); `ost0-commit` .. run their commits' fdatasyncs (syncs).
 
     python3 bench/threads.py [--preset PRESET] [--lanefs PATH] -- IOR_ARGS
     python3 bench/threads.py --preset here.toml -- -w -e -b 4m -t 64k -s 16 -N 4 \\

@@ -54,6 +54,10 @@ pub struct Disk {
     /// The lowest and the highest of the parts' figures, each.
     pub cache_write_spread_gib_s: (f64, f64),
     pub writeback_spread_gib_s: (f64, f64),
+    /// The bytes written back per CPU second of the `fdatasync`s (the
+    /// kernel's work in the syncing thread), all the parts together, with
+    /// the parts' range; `None` if the syncs took no CPU time it could see.
+    pub writeback_cpu: Option<(f64, (f64, f64))>,
     /// Dirty bytes the host keeps before writing back on its own, and how
     /// that was found.
     pub background: Background,
@@ -68,6 +72,9 @@ pub struct Disk {
     /// Median time of a commit point: 512 bytes written in place, in a file
     /// whose blocks exist, and its `fdatasync`.
     pub point: Duration,
+    /// The median CPU time of the same (this thread's): an `fdatasync`'s
+    /// own work, next to nothing written back.
+    pub point_cpu: Duration,
     /// Bytes written and read.
     pub bytes: u64,
     /// `fdatasync`s timed.
@@ -109,19 +116,21 @@ pub fn measure(dir: &Path, bytes: u64, syncs: usize, osts: u32) -> Result<Disk, 
     let sync = appends_synced(&scratch.path().join("sync"), &chunk[..SYNC_WRITE_BYTES], syncs)
         .map(|mut samples| median(&mut samples))?;
     let sync_together = syncs_together(scratch.path(), &chunk[..SYNC_WRITE_BYTES], syncs, osts)?;
-    let point = points_synced(&scratch.path().join("point"), syncs)?;
+    let (point, point_cpu) = points_synced(&scratch.path().join("point"), syncs)?;
     Ok(Disk {
         write_gib_s: w.gib_s,
         cache_write_gib_s: w.rates.cache_write.0,
         writeback_gib_s: w.rates.writeback.0,
         cache_write_spread_gib_s: w.rates.cache_write.1,
         writeback_spread_gib_s: w.rates.writeback.1,
+        writeback_cpu: w.rates.writeback_cpu,
         background: Background::read(),
         read_gib_s,
         sync,
         sync_together,
         syncs_threads: osts.max(1),
         point,
+        point_cpu,
         bytes: written,
         syncs,
     })
@@ -160,22 +169,24 @@ fn syncs_together(dir: &Path, data: &[u8], syncs: usize, threads: u32) -> Result
 
 /// `syncs` commit points: [`POINT_BYTES`] written in place, in turn into
 /// the two slots of a file whose blocks were written and synced first,
-/// each `fdatasync`ed; the median time.
-fn points_synced(path: &Path, syncs: usize) -> Result<Duration, String> {
+/// each `fdatasync`ed; the median time, and the median of this thread's
+/// CPU time for each.
+fn points_synced(path: &Path, syncs: usize) -> Result<(Duration, Duration), String> {
     use std::os::unix::fs::FileExt;
     let failed = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", path.display());
     let file = File::create(path).map_err(|e| failed("create", e))?;
     file.write_all_at(&[0; 2 * POINT_BYTES], 0).map_err(|e| failed("write", e))?;
     file.sync_all().map_err(|e| failed("fsync", e))?;
-    let mut samples = Vec::with_capacity(syncs);
+    let (mut samples, mut cpu) = (Vec::with_capacity(syncs), Vec::with_capacity(syncs));
     for i in 0..syncs {
-        let began = Instant::now();
+        let (began, cpu_began) = (Instant::now(), crate::cpu::this_thread());
         let slot = (i % 2 * POINT_BYTES) as u64;
         file.write_all_at(&[i as u8; POINT_BYTES], slot).map_err(|e| failed("write", e))?;
         file.sync_data().map_err(|e| failed("fdatasync", e))?;
         samples.push(began.elapsed());
+        cpu.push(crate::cpu::this_thread().saturating_sub(cpu_began));
     }
-    Ok(median(&mut samples))
+    Ok((median(&mut samples), median(&mut cpu)))
 }
 
 /// What [`write_in_parts`] measured: each rate with its parts' range.
@@ -186,12 +197,13 @@ struct Written {
     rates: Rates,
 }
 
-/// One part of the write: its bytes, the CPU time of its buffered writes
-/// and the wall time of its `fdatasync`.
+/// One part of the write: its bytes, the CPU time of its buffered writes,
+/// and the wall and CPU time of its `fdatasync`.
 struct Part {
     bytes: u64,
     cpu: Duration,
     sync: Duration,
+    sync_cpu: Duration,
 }
 
 /// The page cache's two rates, each with the parts' range (lowest,
@@ -200,6 +212,9 @@ struct Part {
 struct Rates {
     cache_write: (f64, (f64, f64)),
     writeback: (f64, (f64, f64)),
+    /// Bytes per CPU second of the `fdatasync`s, as `writeback` (none if
+    /// a part's took no CPU time the clock could see).
+    writeback_cpu: Option<(f64, (f64, f64))>,
 }
 
 /// The write rate is the parts' median, so that one part whose memory the
@@ -212,9 +227,18 @@ fn rates(parts: &[Part]) -> Rates {
     let bytes = parts.iter().map(|p| p.bytes).sum();
     let syncing = parts.iter().map(|p| p.sync).sum();
     let cache_spread = crate::range_f64(&cache_writes);
+    let writeback_cpu = match parts.iter().all(|p| p.sync_cpu > Duration::ZERO) {
+        true => {
+            let rates: Vec<f64> = parts.iter().map(|p| gib_s(p.bytes, p.sync_cpu)).collect();
+            let cpu = parts.iter().map(|p| p.sync_cpu).sum();
+            Some((gib_s(bytes, cpu), crate::range_f64(&rates)))
+        }
+        false => None,
+    };
     Rates {
         cache_write: (median_f64(&mut cache_writes), cache_spread),
         writeback: (gib_s(bytes, syncing), crate::range_f64(&writebacks)),
+        writeback_cpu,
     }
 }
 
@@ -230,9 +254,14 @@ fn write_in_parts(file: &mut File, chunk: &[u8], bytes: u64) -> Result<Written, 
             file.write_all(chunk).map_err(|e| ("write", e))?;
             written += chunk.len() as u64;
         }
-        let (cached, cpu) = (Instant::now(), crate::cpu::this_thread().saturating_sub(cpu_began));
+        let (cached, cpu_cached) = (Instant::now(), crate::cpu::this_thread());
         file.sync_data().map_err(|e| ("fdatasync", e))?;
-        parts.push(Part { bytes: written - part_began, cpu, sync: cached.elapsed() });
+        parts.push(Part {
+            bytes: written - part_began,
+            cpu: cpu_cached.saturating_sub(cpu_began),
+            sync: cached.elapsed(),
+            sync_cpu: crate::cpu::this_thread().saturating_sub(cpu_cached),
+        });
     }
     Ok(Written { bytes: written, gib_s: gib_s(written, began.elapsed()), rates: rates(&parts) })
 }
@@ -306,7 +335,7 @@ mod tests {
     #[test]
     fn the_writeback_rate_counts_a_slow_sync_as_a_run_would_and_the_write_rate_skips_a_slow_part() {
         let ms = Duration::from_millis;
-        let part = |cpu, sync| Part { bytes: 256 << 20, cpu: ms(cpu), sync: ms(sync) };
+        let part = |cpu, sync| Part { bytes: 256 << 20, cpu: ms(cpu), sync: ms(sync), sync_cpu: ms(sync / 10) };
         // Three parts at 2.5 GiB/s into the cache and 0.625 GiB/s back out;
         // one whose writes met unbacked memory and whose sync a slow disk.
         let r = rates(&[part(100, 400), part(100, 400), part(1000, 1000), part(100, 400)]);
@@ -315,8 +344,13 @@ mod tests {
         // 1 GiB over 2.2 s of syncs, not the median part's 0.625 GiB/s.
         assert!((r.writeback.0 - 1.0 / 2.2).abs() < 1e-9, "{r:?}");
         assert!((r.writeback.1 .0 - 0.25).abs() < 1e-9 && (r.writeback.1 .1 - 0.625).abs() < 1e-9, "{r:?}");
+        // The syncs' CPU, as their time: 1 GiB over 0.22 s.
+        let (cpu_rate, cpu_range) = r.writeback_cpu.expect("the syncs took CPU time");
+        assert!((cpu_rate - 1.0 / 0.22).abs() < 1e-9 && (cpu_range.0 - 2.5).abs() < 1e-9, "{r:?}");
         // Parts alike: both rates are theirs.
         let r = rates(&[part(100, 400), part(100, 400)]);
         assert!((r.writeback.0 - 0.625).abs() < 1e-9 && (r.cache_write.0 - 2.5).abs() < 1e-9, "{r:?}");
+        // A sync whose CPU time the clock did not see: no rate.
+        assert_eq!(rates(&[part(100, 400), part(100, 0)]).writeback_cpu, None);
     }
 }

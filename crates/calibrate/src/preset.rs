@@ -16,6 +16,7 @@ pub fn render(m: &Measurements, options: &Options) -> String {
         compute_costs(m),
         client(),
         storage(m, options),
+        sync_costs(m),
         storage_costs(m),
         metadata(m),
         host_cache(m),
@@ -319,6 +320,37 @@ fn handoffs(m: &Measurements) -> String {
             ),
         };
     }
+    t
+}
+
+/// The CPU the OSTs' `fdatasync`s take on the host: each sync's own, and
+/// the writeback's per byte.
+fn sync_costs(m: &Measurements) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "# measured: the median CPU time of one commit point above (this thread's\n\
+         # clock: the write, the fdatasync's own work and the journal commit it\n\
+         # starts), taken on the host's cores for each fdatasync of an OST's commit.\n\
+         sync_cpu_us = {:.1}",
+        m.disk.point_cpu.as_secs_f64() * 1e6
+    );
+    let _ = match m.disk.writeback_cpu {
+        Some((rate, (low, high))) => writeln!(
+            t,
+            "# measured: the bytes the fdatasyncs above wrote back per second of their\n\
+             # thread's CPU time (the kernel's work to place the page cache's blocks and\n\
+             # submit them; {parts} parts together, each from {low:.2} to {high:.2} GiB/s), taken on\n\
+             # the host's cores for what an OST sends from the page cache to the disk.\n\
+             writeback_cpu_gib_s = {rate:.3}",
+            parts = crate::disk::PARTS,
+        ),
+        None => writeln!(
+            t,
+            "# not measured: the fdatasyncs above took no CPU time their thread's clock\n\
+             # could see, so writeback_cpu_gib_s is left out (writeback takes no CPU)."
+        ),
+    };
     t
 }
 

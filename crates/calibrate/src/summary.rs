@@ -48,6 +48,12 @@ fn hardware(m: &Measurements, options: &Options) -> Vec<Row> {
             spread_gib(m.disk.cache_write_gib_s, m.disk.cache_write_spread_gib_s),
             "host_cache_write_gib_s",
         ),
+        match m.disk.writeback_cpu {
+            Some((rate, spread)) => {
+                row("  of it, the writeback per CPU second", spread_gib(rate, spread), "writeback_cpu_gib_s")
+            }
+            None => row("  of it, the writeback per CPU second", "no CPU time seen", "(left out)"),
+        },
         row(
             "dirty bytes kept before writeback",
             format!("{} MiB", m.disk.background.bytes >> 20),
@@ -61,6 +67,7 @@ fn hardware(m: &Measurements, options: &Options) -> Vec<Row> {
             "journal_commit_us",
         ),
         row("512 B written in place + fdatasync (median)", us(m.disk.point), "commit_point_us"),
+        row("  its CPU time (median)", us(m.disk.point_cpu), "sync_cpu_us"),
         row("copy, one core", spread_gib(m.copy.one_gib_s, m.copy.one_spread_gib_s), "copy_bandwidth_gib_s"),
         row(
             format!("copy, each of {} cores at once", m.copy.cores),

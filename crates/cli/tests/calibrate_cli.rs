@@ -5,7 +5,7 @@ use std::process::Command;
 
 /// The keys `lanefs calibrate` always measures (the others are lanefs's
 /// own settings).
-const MEASURED: [&str; 24] = [
+const MEASURED: [&str; 25] = [
     "copy_bandwidth_gib_s",
     "copy_bandwidth_every_core_gib_s",
     "cores",
@@ -24,6 +24,7 @@ const MEASURED: [&str; 24] = [
     "oss_network_bandwidth_gib_s",
     "journal_commit_us",
     "commit_point_us",
+    "sync_cpu_us",
     "mds_create_us",
     "mds_open_us",
     "rmw_read_bandwidth_gib_s",
@@ -96,6 +97,7 @@ fn a_quick_calibration_writes_a_preset_the_simulator_runs() {
     let summary = [
         "journal_commit_us",
         "commit_point_us",
+        "sync_cpu_us",
         "mds_create_us",
         "callback_cpu_us",
         "client_cpu_per_page_us",

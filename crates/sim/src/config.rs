@@ -276,6 +276,21 @@ pub struct StorageSection {
     /// with `commit_syncs = "journal"`, and refused without `commit_syncs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit_point_us: Option<f64>,
+    /// CPU time of one `fdatasync` on the OSS's host beyond the bytes it
+    /// writes back (the call, the journal commit it starts), in
+    /// microseconds, for every sync an OST makes (with `commit_syncs =
+    /// "each-object"`, each object's and its commit point's), on the host's
+    /// cores where the servers share them (`runs_on = "compute-node"`).
+    /// Absent means zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_cpu_us: Option<f64>,
+    /// GiB of the host's page cache written back per CPU second (the
+    /// kernel's work, in the thread that syncs, to place the blocks and
+    /// submit them to the disk), for every byte an OST's syncs and commits
+    /// send from the host's page cache to the disk, charged as
+    /// `sync_cpu_us` is. Absent: writeback takes no CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writeback_cpu_gib_s: Option<f64>,
     /// The metadata server's time per create, in microseconds, one request
     /// at a time (lanefs's MDS: one thread, a SQLite transaction committed
     /// to disk per create). Absent means zero: an open is a round trip.
@@ -667,6 +682,13 @@ impl StorageSection {
     }
     pub fn commit_point(&self) -> Duration {
         duration(self.commit_point_us.unwrap_or(0.0), NS_PER_US)
+    }
+    pub fn sync_cpu(&self) -> Duration {
+        duration(self.sync_cpu_us.unwrap_or(0.0), NS_PER_US)
+    }
+    /// The writeback's bytes per CPU second, if the description gives it.
+    pub fn writeback_cpu_bandwidth(&self) -> Option<Bandwidth> {
+        self.writeback_cpu_gib_s.map(Bandwidth::from_gib_s)
     }
     pub fn raid_stripe_bytes(&self) -> u64 {
         self.raid_stripe_kib * KIB

@@ -28,6 +28,9 @@ pub enum CpuUse {
     Io,
     /// The lock servers' work: lock requests and blocking callbacks.
     Locks,
+    /// The OSTs' `fdatasync`s on their host: each sync's own work, and the
+    /// writeback of the bytes it (or the OST's own commit) sends to the disk.
+    Syncs,
     /// MPI messages: per message, and copies within a node.
     Mpi,
     /// Requests through a mount.
@@ -35,8 +38,16 @@ pub enum CpuUse {
 }
 
 impl CpuUse {
-    pub const ALL: [CpuUse; 7] =
-        [CpuUse::Calls, CpuUse::Messages, CpuUse::WakeUps, CpuUse::Io, CpuUse::Locks, CpuUse::Mpi, CpuUse::Mount];
+    pub const ALL: [CpuUse; 8] = [
+        CpuUse::Calls,
+        CpuUse::Messages,
+        CpuUse::WakeUps,
+        CpuUse::Io,
+        CpuUse::Locks,
+        CpuUse::Syncs,
+        CpuUse::Mpi,
+        CpuUse::Mount,
+    ];
 
     /// Its name in the report.
     pub fn name(self) -> &'static str {
@@ -46,6 +57,7 @@ impl CpuUse {
             CpuUse::WakeUps => "wake_ups",
             CpuUse::Io => "oss_io",
             CpuUse::Locks => "locks",
+            CpuUse::Syncs => "syncs",
             CpuUse::Mpi => "mpi",
             CpuUse::Mount => "mount",
         }

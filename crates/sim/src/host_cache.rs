@@ -29,6 +29,14 @@ use std::collections::BTreeMap;
 /// Bytes and disk time waiting in the cache, per object.
 type Waiting = BTreeMap<ObjectId, (u64, Duration)>;
 
+/// What goes from the cache to the disk at once: its bytes (the host's
+/// CPU for their writeback goes by them) and the disk's time for them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Flushed {
+    pub bytes: u64,
+    pub disk: Duration,
+}
+
 #[derive(Clone, Debug)]
 pub struct HostCache {
     /// Dirty bytes an OSS's host keeps before writing back on its own.
@@ -60,13 +68,12 @@ impl HostCache {
     }
 
     /// OST `ost` wrote `bytes` of `object` into the cache, which take
-    /// `disk` to write back: `Some(time)` when the disk takes them now, with
-    /// whatever else the OST's own commit writes back (`time` in all: the
-    /// host is past its threshold, or the OST commits), `None` when they
-    /// wait for a sync.
-    pub fn write(&mut self, ost: u32, object: ObjectId, bytes: u64, disk: Duration) -> Option<Duration> {
+    /// `disk` to write back: `Some` when the disk takes them now, with
+    /// whatever else the OST's own commit writes back (the host is past its
+    /// threshold, or the OST commits), `None` when they wait for a sync.
+    pub fn write(&mut self, ost: u32, object: ObjectId, bytes: u64, disk: Duration) -> Option<Flushed> {
         if self.oss_dirty(ost).saturating_add(bytes) > self.background {
-            return Some(disk);
+            return Some(Flushed { bytes, disk });
         }
         let o = ost as usize;
         self.bytes[o] += bytes;
@@ -79,9 +86,9 @@ impl HostCache {
         }
     }
 
-    /// A sync of `object` on OST `ost` (`None`: of all its objects): the
-    /// disk time of what it writes back.
-    pub fn sync(&mut self, ost: u32, object: Option<ObjectId>) -> Duration {
+    /// A sync of `object` on OST `ost` (`None`: of all its objects): what
+    /// it writes back.
+    pub fn sync(&mut self, ost: u32, object: Option<ObjectId>) -> Flushed {
         let o = ost as usize;
         let (bytes, disk) = match object {
             Some(object) => self.waiting[o].remove(&object).unwrap_or((0, Duration::ZERO)),
@@ -92,7 +99,7 @@ impl HostCache {
             }
         };
         self.bytes[o] -= bytes;
-        disk
+        Flushed { bytes, disk }
     }
 
     pub fn check_invariants(&self) {
@@ -122,13 +129,13 @@ mod tests {
         let mut cache = HostCache::new(1, 2, 100, None);
         assert_eq!(cache.write(0, a, 40, MS), None);
         assert_eq!(cache.write(1, b, 40, MS), None);
-        assert_eq!(cache.write(0, a, 40, MS), Some(MS), "past the OSS's threshold: to the disk now");
+        assert_eq!(cache.write(0, a, 40, MS), Some(Flushed { bytes: 40, disk: MS }), "past the OSS's threshold");
         assert_eq!(cache.write(0, a, 20, MS), None);
         cache.check_invariants();
-        assert_eq!(cache.sync(0, Some(b)), Duration::ZERO, "b waits on the other OST");
-        assert_eq!(cache.sync(0, Some(a)), Duration(2 * MS.as_ns()));
-        assert_eq!(cache.sync(0, Some(a)), Duration::ZERO, "written back already");
-        assert_eq!(cache.sync(1, None), MS);
+        assert_eq!(cache.sync(0, Some(b)), Flushed::default(), "b waits on the other OST");
+        assert_eq!(cache.sync(0, Some(a)), Flushed { bytes: 60, disk: Duration(2 * MS.as_ns()) });
+        assert_eq!(cache.sync(0, Some(a)), Flushed::default(), "written back already");
+        assert_eq!(cache.sync(1, None), Flushed { bytes: 40, disk: MS });
         cache.check_invariants();
     }
 
@@ -138,9 +145,10 @@ mod tests {
         let mut cache = HostCache::new(1, 2, 1000, Some(100));
         assert_eq!(cache.write(0, a, 60, MS), None);
         assert_eq!(cache.write(1, b, 60, MS), None, "another OST's bytes count for its own commit");
-        assert_eq!(cache.write(0, b, 40, MS), Some(Duration(2 * MS.as_ns())), "100 bytes: the OST commits both");
+        let both = Flushed { bytes: 100, disk: Duration(2 * MS.as_ns()) };
+        assert_eq!(cache.write(0, b, 40, MS), Some(both), "100 bytes: the OST commits both");
         cache.check_invariants();
-        assert_eq!(cache.sync(0, None), Duration::ZERO);
-        assert_eq!(cache.sync(1, Some(b)), MS);
+        assert_eq!(cache.sync(0, None), Flushed::default());
+        assert_eq!(cache.sync(1, Some(b)), Flushed { bytes: 60, disk: MS });
     }
 }

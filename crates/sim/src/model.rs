@@ -41,6 +41,10 @@ pub struct Model {
     /// commit point (`commit_point`); `false`: one journal commit.
     pub commit_each_object: bool,
     pub commit_point: Duration,
+    /// CPU time of one `fdatasync` on the OSS's host, beyond its bytes.
+    pub sync_cpu: Duration,
+    /// Bytes the OSS's host writes back per CPU second (`None`: free).
+    pub writeback_cpu_bw: Option<f64>,
     /// The metadata server's time per create and per open, one request at
     /// a time.
     pub mds_create: Duration,
@@ -232,6 +236,8 @@ impl Model {
             journal_commit: storage.journal_commit(),
             commit_each_object: storage.commit_syncs() == CommitSyncs::EachObject,
             commit_point: storage.commit_point(),
+            sync_cpu: storage.sync_cpu(),
+            writeback_cpu_bw: storage.writeback_cpu_bandwidth().map(|b| b.bytes_per_s()),
             mds_create: storage.mds_create(),
             mds_open: storage.mds_open(),
             client_cpu_per_rpc: compute.client_cpu_per_rpc(),

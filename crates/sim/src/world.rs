@@ -62,7 +62,7 @@ use crate::config::partial_stripe_bytes;
 use crate::cpu_ledger::{CpuLedger, CpuUse};
 use crate::frames::Frames;
 use crate::handoffs::{Handoffs, Thread};
-use crate::host_cache::HostCache;
+use crate::host_cache::{Flushed, HostCache};
 use crate::journal::Journal;
 use crate::model::Model;
 use crate::queue::EventQueue;
@@ -501,18 +501,20 @@ impl<W> World<W> {
             return;
         }
         if let Some(cache) = self.host_cache.as_mut() {
-            let mut disk = match request.object.is_none() && request.commit.is_empty() {
+            let mut flushed = match request.object.is_none() && request.commit.is_empty() {
                 true => cache.sync(o as u32, None),
-                false => Duration::ZERO,
+                false => Flushed::default(),
             };
             for &object in request.object.iter().chain(&request.commit) {
-                disk = plus(disk, cache.sync(o as u32, Some(object)));
-            }
-            if disk > Duration::ZERO {
-                self.disk_free[o] = later(now, self.disk_free[o]) + disk;
+                let one = cache.sync(o as u32, Some(object));
+                flushed = Flushed { bytes: flushed.bytes + one.bytes, disk: plus(flushed.disk, one.disk) };
             }
             if self.check {
                 cache.check_invariants();
+            }
+            if flushed.disk > Duration::ZERO {
+                let ready = self.writeback_cpu(now, 0, flushed.bytes);
+                self.disk_free[o] = later(ready, self.disk_free[o]) + flushed.disk;
             }
         }
         if self.model.host_cache && self.disk_free[o] > now {
@@ -555,10 +557,11 @@ impl<W> World<W> {
     /// OST `o`'s commit thread takes its next steps: an `fdatasync` of an
     /// object (what the host's cache still holds of it, at the disk's
     /// rate, and `journal_commit`) or of the commit point
-    /// (`commit_point`), each after the disk's earlier work and ending in
+    /// (`commit_point`), each after its CPU on the host (see
+    /// [`World::writeback_cpu`]) and the disk's earlier work and ending in
     /// a [`Ev::CommitStep`]; or the answer of a request done.
     fn commit_step(&mut self, o: usize) {
-        let own = loop {
+        let (own, bytes) = loop {
             let threads = self.commit_threads.as_mut().expect("commit threads modelled");
             let Some(step) = threads.step(o) else { return };
             if self.check {
@@ -566,15 +569,16 @@ impl<W> World<W> {
             }
             match step {
                 Step::Sync(object) => {
-                    let cache = self.host_cache.as_mut().map_or(Duration::ZERO, |c| c.sync(o as u32, Some(object)));
-                    break plus(cache, self.model.journal_commit);
+                    let cache = self.host_cache.as_mut().map_or(Flushed::default(), |c| c.sync(o as u32, Some(object)));
+                    break (plus(cache.disk, self.model.journal_commit), cache.bytes);
                 }
-                Step::Point => break self.model.commit_point,
+                Step::Point => break (self.model.commit_point, 0),
                 // Then the next request's first step.
                 Step::Answer(request) => self.take_sync(o, *request),
             }
         };
-        let end = later(self.now, self.disk_free[o]) + own;
+        let ready = self.writeback_cpu(self.now, 1, bytes);
+        let end = later(ready, self.disk_free[o]) + own;
         self.disk_free[o] = end;
         self.queue.push(end, Ev::CommitStep { ost: o as u32, woken: false });
     }
@@ -655,10 +659,13 @@ impl<W> World<W> {
             let copied = if m.servers_on_node { self.charge(0, bulk_done, copy, CpuUse::Io) } else { bulk_done + copy };
             let to_disk = match self.host_cache.as_mut() {
                 Some(cache) => cache.write(ost, object, len, disk),
-                None => Some(disk),
+                None => Some(Flushed { bytes: len, disk }),
             };
-            if let Some(disk) = to_disk {
-                self.disk_free[o] = later(copied, self.disk_free[o]) + disk;
+            if let Some(flushed) = to_disk {
+                // The service replies once the bytes are in the cache; what
+                // goes to the disk now takes the host's CPU to write back.
+                let ready = self.writeback_cpu(copied, 0, flushed.bytes);
+                self.disk_free[o] = later(ready, self.disk_free[o]) + flushed.disk;
             }
             return copied;
         }
@@ -872,6 +879,24 @@ impl<W> World<W> {
             Some(bw) => transfer(bytes, bw),
             None => Duration::ZERO,
         }
+    }
+
+    /// The CPU of an OST's `syncs` `fdatasync`s (each `sync_cpu`) and of
+    /// writing `bytes` back from the host's page cache (at
+    /// `writeback_cpu_bw`), run on the host's cores from `ready` where the
+    /// servers share them; returns when it ends (`ready` where they do not:
+    /// elsewhere the servers' costs are what was measured on their own).
+    fn writeback_cpu(&mut self, ready: Instant, syncs: u64, bytes: u64) -> Instant {
+        let m = &self.model;
+        if !m.servers_on_node {
+            return ready;
+        }
+        let writeback = m.writeback_cpu_bw.map_or(Duration::ZERO, |bw| transfer(bytes, bw));
+        let work = plus(Duration(m.sync_cpu.as_ns().saturating_mul(syncs)), writeback);
+        if work == Duration::ZERO {
+            return ready;
+        }
+        self.charge(0, ready, work, CpuUse::Syncs)
     }
 
     /// Runs `work` of the OSS serving `ost` on its earliest free service

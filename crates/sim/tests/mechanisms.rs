@@ -615,6 +615,30 @@ fn an_ost_that_syncs_each_object_pays_a_sync_for_each_and_its_commit_point() {
 }
 
 #[test]
+fn an_osts_syncs_take_the_hosts_cpu_where_the_servers_share_its_cores() {
+    let mut on_host: Vec<_> = ONE_HOST.to_vec();
+    on_host.push(("storage.commit_syncs", "\"each-object\""));
+    let costs = [("storage.sync_cpu_us", "500"), ("storage.writeback_cpu_gib_s", "0.5")];
+    let free = json_run(EIGHT_FILES, committing_with(&on_host));
+    let charged = json_run(EIGHT_FILES, committing_with(&[on_host.as_slice(), &costs].concat()));
+    let syncs_s = |j: &Value| j["sim"]["cpu_s"]["syncs"].as_f64().expect("the syncs' CPU time");
+    assert_eq!(syncs_s(&free), 0.0, "{}", free["sim"]);
+    // At least each object's fdatasync at 500 us and the 64 MiB written
+    // back at 0.5 GiB/s (the commit points' syncs come on top).
+    let fdatasyncs = counter(&charged, "commit_fdatasyncs") as f64;
+    assert!(fdatasyncs > 0.0, "{}", charged["lanefs"]);
+    let least = 64.0 / 1024.0 / 0.5 + fdatasyncs * 500e-6;
+    assert!(syncs_s(&charged) >= least - 1e-4, "{} s charged for at least {least} s", syncs_s(&charged));
+    assert!(simulated_s(&charged) > simulated_s(&free), "{} vs {}", simulated_s(&charged), simulated_s(&free));
+    // Servers on hosts of their own: their costs are what was measured on
+    // their own, and the keys change nothing.
+    let each = [("storage.commit_syncs", "\"each-object\"")];
+    let apart = json_run(EIGHT_FILES, committing_with(&each));
+    let apart_costed = json_run(EIGHT_FILES, committing_with(&[each.as_slice(), &costs].concat()));
+    assert_eq!(without_wall_time(apart_costed), without_wall_time(apart));
+}
+
+#[test]
 fn a_commit_point_needs_an_ost_that_syncs_each_object() {
     let settings = [("storage.commit_point_us".to_string(), "100".to_string())];
     let error = lanefs_sim::config::ClusterConfig::load_with("laptop", &settings).unwrap_err().to_string();

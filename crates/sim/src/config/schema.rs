@@ -273,6 +273,20 @@ const SCHEMA: &[Section] = &[
                 "each-object: writing an OST's commit point at the end of a commit; default 0",
             )),
             optional(key(
+                "sync_cpu_us",
+                LATENCY,
+                "microseconds",
+                "20",
+                "CPU time of one of an OST's fdatasyncs on a host whose cores the servers share; default 0",
+            )),
+            optional(key(
+                "writeback_cpu_gib_s",
+                BANDWIDTH,
+                "GiB/s",
+                "20",
+                "bytes an OST's host writes back to its disk per CPU second, on cores the servers share; default none",
+            )),
+            optional(key(
                 "mds_create_us",
                 LATENCY,
                 "microseconds",
