@@ -219,8 +219,7 @@ def freed_memory_kept():
     REPORTING_DELAYED = True
     try:
         yield (f"freed pages kept from the VM's host for their first minute ({PAGE_REPORTING_DELAY}: "
-               f"{before} -> 60000 while this ran), 2 GiB written and freed after each drop, "
-               f"{CALIBRATION_WARM_BYTES >> 30} GiB before calibrating")
+               f"{before} -> 60000 while this ran), 2 GiB written and freed after each drop")
     finally:
         REPORTING_DELAYED = False
         with open(PAGE_REPORTING_DELAY, "w") as f:
@@ -766,6 +765,8 @@ def measure_and_print(lanefs, place, scratch, reporting):
         "page cache NOT dropped between runs (not root: only synced)"
     if reporting:
         caches += f"; {reporting}"
+        if REPORTING_DELAYED:
+            caches += f", {CALIBRATION_WARM_BYTES >> 30} GiB before calibrating"
     print(f"Real and simulated IOR writes on this machine: {ROUNDS} round(s) of each real run, one simulated run; "
           f"{SIZE_MIB} MiB per run (-w -e), {osts} OSTs on {fs_type(place)} under {place}, every file striped over "
           f"all {osts} in 1 MiB stripes; {caches}; {elapsed:.0f} s of runs.")

@@ -117,6 +117,11 @@ run "pipeline.c (-DSEGMENTS=4)" sh -c '
     cc -O2 -pthread bench/pipeline.c -DSEGMENTS=4 -o "$1/pipeline" && "$1/pipeline" 4 "$2" && "$1/pipeline" 0 "$2"
     ' sh "$scratch" "$data"
 
+run "faults.c (4 MiB, each way)" sh -c '
+    cc -O2 -pthread bench/faults.c -o "$1/faults" && "$1/faults" 4 alone && "$1/faults" 4 spin &&
+        "$1/faults" 4 writer "$2"
+    ' sh "$scratch" "$data"
+
 run "pgo.sh (PGO_TRAIN_WITH: its training set only, at -s 1 and -b 1m)" env PGO_TRAIN_WITH="$lanefs" bash bench/pgo.sh
 
 # refused BUG [CLASSES]: `lanefs swarm` accepts the names, then refuses

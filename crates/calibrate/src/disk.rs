@@ -229,9 +229,9 @@ fn rates(parts: &[Part]) -> Rates {
     let cache_spread = crate::range_f64(&cache_writes);
     let writeback_cpu = match parts.iter().all(|p| p.sync_cpu > Duration::ZERO) {
         true => {
-            let rates: Vec<f64> = parts.iter().map(|p| gib_s(p.bytes, p.sync_cpu)).collect();
+            let per_part: Vec<f64> = parts.iter().map(|p| gib_s(p.bytes, p.sync_cpu)).collect();
             let cpu = parts.iter().map(|p| p.sync_cpu).sum();
-            Some((gib_s(bytes, cpu), crate::range_f64(&rates)))
+            Some((gib_s(bytes, cpu), crate::range_f64(&per_part)))
         }
         false => None,
     };
