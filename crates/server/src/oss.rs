@@ -15,8 +15,11 @@
 //! Durability and recovery: each OST's commits `fdatasync` the objects
 //! changed since the last one, on the OST's commit thread so that the OST
 //! serves on meanwhile (as Lustre's service threads do while the journal
-//! commits), and then the OST's thread records the commit point in the
-//! OST's `last_rcvd.json` before anyone is told; a failed `fdatasync` is
+//! commits), and then the commit thread records the commit point in the
+//! OST's `last_rcvd.json` before anyone is told. The OST's thread takes a
+//! done commit before its next input, ahead of the requests queued
+//! meanwhile (as Lustre's journal commit callback moves the target's last
+//! committed transaction without waiting for its service queue); a failed `fdatasync` is
 //! reported to the clients that wrote (the core's commit notices), never
 //! swallowed. An OSS that starts over existing OST directories starts each
 //! OST's next life from its record: recovering, for the recovery window,
@@ -149,12 +152,10 @@ enum OstInput {
         permanent: bool,
         reply: oneshot::Sender<Result<(), String>>,
     },
-    /// From the OST's commit thread: the objects of a sync are durable,
-    /// but for `failures`.
-    Synced {
-        token: SyncToken,
-        failures: Vec<(ObjectId, IoError)>,
-    },
+    /// From the OST's commit thread: syncs are done (their results wait
+    /// in [`CommitThread::take_done`], which the OST's thread reads before
+    /// every input, so this only wakes it when it sleeps).
+    Synced,
 }
 
 /// A client's connections, as the export timeout sees them.
@@ -507,6 +508,13 @@ fn serve_input(
     commits: &CommitThread,
 ) {
     let index = ost.index().0;
+    // Done syncs first, ahead of the requests queued meanwhile: their
+    // clients let go of the pages they keep for replay at once, instead of
+    // after every write queued behind the answer (the commit thread
+    // recorded the commit point before it said so).
+    for (token, failures) in commits.take_done() {
+        ost.handle_synced(now(), token, &failures);
+    }
     match input {
         Some(OstInput::Message { client, message, .. }) => {
             #[cfg(test)]
@@ -543,8 +551,8 @@ fn serve_input(
         Some(OstInput::SetParam { name, value, permanent, reply }) => {
             let _ = reply.send(crate::ost_params::set(ost, &name, value.as_deref(), permanent));
         }
-        // The commit thread recorded the commit point before it said so.
-        Some(OstInput::Synced { token, failures }) => ost.handle_synced(now(), token, &failures),
+        // Taken above.
+        Some(OstInput::Synced) => {}
         None => ost.handle_timeout(now()),
     }
     while let Some(request) = ost.poll_sync() {
@@ -593,7 +601,7 @@ fn refuse_input(index: u32, input: Option<OstInput>, peers: &Peers) {
         Some(OstInput::SetParam { reply, .. }) => {
             let _ = reply.send(Err(failed));
         }
-        Some(OstInput::Evict { .. } | OstInput::Stats(_) | OstInput::Synced { .. }) | None => {}
+        Some(OstInput::Evict { .. } | OstInput::Stats(_) | OstInput::Synced) | None => {}
     }
 }
 
@@ -605,7 +613,7 @@ fn input_kind(input: &Option<OstInput>) -> &'static str {
         Some(OstInput::Evict { .. }) => "Evict",
         Some(OstInput::Stats(_)) => "Stats",
         Some(OstInput::SetParam { .. }) => "SetParam",
-        Some(OstInput::Synced { .. }) => "Synced",
+        Some(OstInput::Synced) => "Synced",
         None => "timeout",
     }
 }
@@ -621,8 +629,10 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> &str {
 /// of every object of a commit, or of the one object a cancel or a sync
 /// RPC names), one after the other in the order asked, records the commit
 /// point ([`Recorder`]), and
-/// only then hands the result back to the OST's thread as
-/// [`OstInput::Synced`], which tells the OST (and so the clients). It also
+/// only then hands the result back to the OST's thread: in a list the
+/// OST's thread takes before its next input, however many requests wait
+/// in its queue, with an [`OstInput::Synced`] to wake it; the OST then
+/// tells the clients. It also
 /// writes the OST's record when the OST's clients or life change (the
 /// OST's thread waits for that one), in the same order, so that records
 /// never go back: the commit point written is the highest reached, the
@@ -633,11 +643,16 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> &str {
 /// go on. A failed `fdatasync` is reported to the writers, never
 /// swallowed. Bound: the syncs queued are the OST's outstanding ones (one
 /// per cancel or sync RPC in flight, and one commit), bounded by the
-/// requests in flight the connections allow.
+/// requests in flight the connections allow, and so are the results
+/// waiting to be taken.
 struct CommitThread {
     jobs: Option<mpsc::Sender<CommitJob>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    done: Arc<Mutex<Vec<SyncDone>>>,
 }
+
+/// A sync's token and the objects that failed it.
+type SyncDone = (SyncToken, Vec<(ObjectId, IoError)>);
 
 impl CommitThread {
     fn start(
@@ -648,6 +663,8 @@ impl CommitThread {
         input: Weak<mpsc::Sender<OstInput>>,
     ) -> std::io::Result<CommitThread> {
         let (jobs, rx) = mpsc::channel::<CommitJob>();
+        let done = Arc::new(Mutex::new(Vec::new()));
+        let results = done.clone();
         // Made at an OST's first start; one that cannot be made (a full
         // disk under an OST of an older release) costs speed, not safety.
         let point = syncer
@@ -675,15 +692,24 @@ impl CommitThread {
                 if let Some(rest) = floor.checked_sub(started.elapsed()) {
                     std::thread::sleep(rest);
                 }
-                let done = OstInput::Synced { token, failures };
+                results.lock().expect("commit results lock").push((token, failures));
                 // The OST's thread is gone (a shutdown): nobody waits.
                 let Some(input) = input.upgrade() else { return };
-                if input.send(done).is_err() {
+                if input.send(OstInput::Synced).is_err() {
                     return;
                 }
             }
         })?;
-        Ok(CommitThread { jobs: Some(jobs), thread: Some(thread) })
+        Ok(CommitThread { jobs: Some(jobs), thread: Some(thread), done })
+    }
+
+    /// The syncs done since the last call, in the order they ended.
+    fn take_done(&self) -> Vec<SyncDone> {
+        let mut done = self.done.lock().expect("commit results lock");
+        if done.is_empty() {
+            return Vec::new();
+        }
+        std::mem::take(&mut *done)
     }
 
     fn submit(&self, job: CommitJob) {
@@ -1344,5 +1370,60 @@ mod tests {
             let _ = done.send(());
         });
         finished.recv_timeout(Duration::from_secs(60)).expect("every call answered within a minute");
+    }
+
+    /// A done sync is answered before the next input, whatever it is: a
+    /// commit that ends while requests wait in the OST's queue does not
+    /// wait for them (its clients would keep their replay copies, and a
+    /// cancel its lock, for as long).
+    #[test]
+    fn a_done_sync_is_answered_ahead_of_the_requests_queued_before_its_wake_up() {
+        use super::{serve_input, CommitThread, OstInput};
+        use crate::exports::Exports;
+        use crate::filestore::FileStore;
+        use lanefs_core::msg::{Payload, ToClient};
+        use lanefs_core::ost::{Ost, OstConfig, RecoveryConfig};
+        use lanefs_core::{ClientId, ObjectId, OstIndex, Transno, Xid};
+        use std::sync::{mpsc, Arc, Mutex};
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = FileStore::open(dir.path()).unwrap();
+        store.precreate(ObjectId(2)).unwrap();
+        let syncer = store.syncer();
+        let config = OstConfig { recovery: Some(RecoveryConfig::default()), ..OstConfig::default() };
+        let mut ost = Ost::new(OstIndex(0), config, store);
+        let (tx, rx) = mpsc::channel();
+        let tx = Arc::new(tx);
+        let exports = Arc::new(Mutex::new(Exports::open(dir.path()).unwrap()));
+        let commits = CommitThread::start(0, syncer, exports, Transno(0), Arc::downgrade(&tx)).unwrap();
+        let clock = std::time::Instant::now();
+        let now = || lanefs_core::Instant(clock.elapsed().as_nanos() as u64);
+        let mut bulk = 0;
+        let mut serve = |ost: &mut Ost<FileStore>, message: ToOst| {
+            let input = OstInput::Message { client: ClientId(1), message, in_flight: None };
+            serve_input(ost, Some(input), now, &mut bulk, &commits);
+            std::iter::from_fn(|| ost.poll_transmit()).map(|(_, m)| m).collect::<Vec<_>>()
+        };
+        let write = |xid, offset| ToOst::Write {
+            xid: Xid(xid),
+            object: ObjectId(1),
+            offset,
+            data: Payload::Bytes(vec![7; 4096]),
+        };
+        serve(&mut ost, ToOst::Connect { resume: None });
+        serve(&mut ost, write(1, 0));
+        serve(&mut ost, ToOst::Sync { xid: Xid(2), object: ObjectId(1) });
+        // The commit thread has done the sync; its wake-up is queued
+        // behind a write that came in meanwhile.
+        rx.recv_timeout(Duration::from_secs(30)).expect("the commit thread answers");
+        let replies = serve(&mut ost, write(3, 4096));
+        let answered = |m: &ToClient| matches!(m, ToClient::SyncReply { xid: Xid(2), result: Ok(()) });
+        assert!(replies.iter().any(answered), "the sync answered while the write was served: {replies:?}");
+        assert!(replies.iter().any(|m| matches!(m, ToClient::Committed { transno: Transno(1) })), "{replies:?}");
+        // The wake-up then finds nothing left.
+        serve_input(&mut ost, Some(OstInput::Synced), now, &mut bulk, &commits);
+        assert!(!std::iter::from_fn(|| ost.poll_transmit()).any(|(_, m)| answered(&m)));
+        ost.check_invariants();
+        commits.stop();
     }
 }
