@@ -303,6 +303,26 @@ impl Background {
     }
 }
 
+/// Below this share of a core's copy rate, the page cache's write rate says
+/// that new memory was slow to come by while calibrating, not what a write
+/// costs: in a virtual machine whose host takes back the memory the guest
+/// frees (free page reporting), each page the kernel takes again faults
+/// back to the host first. The writes into the page cache copy the bytes
+/// and take new pages, so they run at a third or more of a copy where
+/// memory is the guest's; a host taking pages back made it a thirtieth.
+pub const NEW_MEMORY_SLOW_SHARE: f64 = 0.125;
+
+/// Whether writes into the page cache at `cache_write_gib_s`, beside a
+/// core's copy at `copy_gib_s`, met slow new memory ([`NEW_MEMORY_SLOW_SHARE`]).
+pub fn new_memory_slow(cache_write_gib_s: f64, copy_gib_s: f64) -> bool {
+    copy_gib_s > 0.0 && cache_write_gib_s < copy_gib_s * NEW_MEMORY_SLOW_SHARE
+}
+
+/// What to do about slow new memory, for the summary and the preset.
+pub const NEW_MEMORY_SLOW_FIX: &str = "in a VM, the host may be taking back the memory the guest frees \
+     (free page reporting): calibrate again with /sys/module/page_reporting/parameters/min_free_ms \
+     raised to 60000 and a few GiB written and freed first, as bench/fidelity.py does";
+
 /// `MemAvailable` of `/proc/meminfo`, in bytes.
 fn mem_available(meminfo: &str) -> Option<u64> {
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
@@ -352,5 +372,14 @@ mod tests {
         assert!((r.writeback.0 - 0.625).abs() < 1e-9 && (r.cache_write.0 - 2.5).abs() < 1e-9, "{r:?}");
         // A sync whose CPU time the clock did not see: no rate.
         assert_eq!(rates(&[part(100, 400), part(100, 0)]).writeback_cpu, None);
+    }
+
+    #[test]
+    fn writes_into_the_page_cache_far_slower_than_a_copy_are_slow_new_memory() {
+        // This machine's own figures: memory the guest's, and memory its
+        // host had taken back.
+        assert!(!new_memory_slow(5.327, 14.152));
+        assert!(new_memory_slow(0.409, 13.366));
+        assert!(!new_memory_slow(0.409, 0.0), "no copy rate, nothing to say");
     }
 }

@@ -57,7 +57,7 @@ fn header(m: &Measurements, options: &Options) -> String {
          # that runs the clients and the servers, as a local lanefs cluster does, so\n\
          # that `lanefs sim ior --cluster THIS_FILE -a LANEFS -N {ranks}` simulates what\n\
          # `lanefs ior -a LANEFS -N {ranks}` runs here. \"measured\" values say how; the others\n\
-         # are lanefs's own settings, as their comments say.{build}\n\
+         # are lanefs's own settings, as their comments say.{build}{memory}\n\
          #\n\
          # Bandwidths are in GiB/s (2^30 bytes per second).\n\
          \n\
@@ -71,6 +71,18 @@ fn header(m: &Measurements, options: &Options) -> String {
                      # the client's) are several times a release build's. Calibrate with\n\
                      # `cargo build --release` for this machine's real costs.",
             false => "",
+        },
+        memory = match crate::disk::new_memory_slow(m.disk.cache_write_gib_s, m.copy.one_gib_s) {
+            true => format!(
+                "\n#\n# Caution: the writes into the page cache ran at {:.3} GiB/s, under an\n\
+                 # eighth of a core's copy ({:.3}): new memory was slow to come by while\n\
+                 # this was measured, and host_cache_write_gib_s below says so, not what a\n\
+                 # write costs ({}).",
+                m.disk.cache_write_gib_s,
+                m.copy.one_gib_s,
+                crate::disk::NEW_MEMORY_SLOW_FIX
+            ),
+            false => String::new(),
         },
     );
     t

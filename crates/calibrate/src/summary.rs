@@ -186,10 +186,18 @@ fn mpi(m: &Measurements) -> Vec<Row> {
 }
 
 fn build(m: &Measurements) -> Vec<Row> {
-    match m.debug_build {
-        true => vec![row("lanefs measured", "a debug build", "(its CPU costs are several times a release build's)")],
-        false => vec![],
+    let mut rows = Vec::new();
+    if m.debug_build {
+        rows.push(row("lanefs measured", "a debug build", "(its CPU costs are several times a release build's)"));
     }
+    if crate::disk::new_memory_slow(m.disk.cache_write_gib_s, m.copy.one_gib_s) {
+        rows.push(row(
+            "caution: new memory was slow",
+            format!("page cache {:.3} GiB/s, copy {:.3}", m.disk.cache_write_gib_s, m.copy.one_gib_s),
+            format!("(host_cache_write_gib_s is not a write's cost: {})", crate::disk::NEW_MEMORY_SLOW_FIX),
+        ));
+    }
+    rows
 }
 
 fn first_line(text: &str) -> &str {
