@@ -11,7 +11,7 @@ type Row = [String; 3];
 
 /// Every row, in the order measured.
 pub fn rows(m: &Measurements, options: &Options) -> Vec<Row> {
-    [hardware(m, options), costs(m), mount(m), mpi(m), build(m)].concat()
+    [hardware(m, options), costs(m), mount(m), mpi(m), cautions(m)].concat()
 }
 
 fn us(d: std::time::Duration) -> String {
@@ -185,7 +185,8 @@ fn mpi(m: &Measurements) -> Vec<Row> {
     }
 }
 
-fn build(m: &Measurements) -> Vec<Row> {
+/// What the figures above cannot be trusted for, and why.
+fn cautions(m: &Measurements) -> Vec<Row> {
     let mut rows = Vec::new();
     if m.debug_build {
         rows.push(row("lanefs measured", "a debug build", "(its CPU costs are several times a release build's)"));
