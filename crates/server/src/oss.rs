@@ -19,9 +19,9 @@
 //! OST's `last_rcvd.json` before anyone is told. The OST's thread takes a
 //! done commit before its next input, ahead of the requests queued
 //! meanwhile (as Lustre's journal commit callback moves the target's last
-//! committed transaction without waiting for its service queue); a failed `fdatasync` is
-//! reported to the clients that wrote (the core's commit notices), never
-//! swallowed. An OSS that starts over existing OST directories starts each
+//! committed transaction without waiting for its service queue); a failed
+//! `fdatasync` is reported to the clients that wrote (the core's commit
+//! notices), never swallowed. An OSS that starts over existing OST directories starts each
 //! OST's next life from its record: recovering, for the recovery window,
 //! if it knew clients (see `lanefs_core::ost::recovery`).
 //!
@@ -705,11 +705,7 @@ impl CommitThread {
 
     /// The syncs done since the last call, in the order they ended.
     fn take_done(&self) -> Vec<SyncDone> {
-        let mut done = self.done.lock().expect("commit results lock");
-        if done.is_empty() {
-            return Vec::new();
-        }
-        std::mem::take(&mut *done)
+        std::mem::take(&mut *self.done.lock().expect("commit results lock"))
     }
 
     fn submit(&self, job: CommitJob) {

@@ -37,6 +37,13 @@ pub struct Flushed {
     pub disk: Duration,
 }
 
+impl std::ops::AddAssign for Flushed {
+    fn add_assign(&mut self, other: Flushed) {
+        self.bytes += other.bytes;
+        self.disk = Duration(self.disk.as_ns().saturating_add(other.disk.as_ns()));
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct HostCache {
     /// Dirty bytes an OSS's host keeps before writing back on its own.

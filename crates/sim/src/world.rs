@@ -506,8 +506,7 @@ impl<W> World<W> {
                 false => Flushed::default(),
             };
             for &object in request.object.iter().chain(&request.commit) {
-                let one = cache.sync(o as u32, Some(object));
-                flushed = Flushed { bytes: flushed.bytes + one.bytes, disk: plus(flushed.disk, one.disk) };
+                flushed += cache.sync(o as u32, Some(object));
             }
             if self.check {
                 cache.check_invariants();
