@@ -211,7 +211,7 @@ pub fn measure(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Meas
     progress(&format!("mount: {} 4 KiB writes through a FUSE mount and as many directly", options.mount_writes()));
     let mount = mount::measure(&options.lanefs_exe, &cluster, options.mount_writes());
     drop(cluster);
-    progress("mpi: a probe compiled with mpicc, ping-pong and streams between 2 ranks of mpirun");
+    progress("mpi: a probe compiled with mpicc, ping-pong, streams and tests between 2 ranks of mpirun, then tests that yield the core");
     let mpi = mpi::measure(options.mpi_samples());
     Ok(Measurements {
         disk,

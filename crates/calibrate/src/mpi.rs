@@ -1,9 +1,12 @@
 //! The MPI exchange between two ranks of this node, as `mpirun` runs
 //! them: the one-way latency of a small message, the bandwidth of 4 MiB
 //! messages, and the time per message of a stream of small non-blocking
-//! sends (the CPU's work on each: LogP's overhead). A small C program
-//! ([`PROBE_SOURCE`]) is compiled with `mpicc` into a private temporary
-//! directory and run with `mpirun -np 2`; it prints its numbers. Open
+//! sends (the CPU's work on each: LogP's overhead), and the time of an
+//! `MPI_Test` that finds nothing, as is and where Open MPI yields the core
+//! in it. A small C program ([`PROBE_SOURCE`]) is compiled with `mpicc`
+//! into a private temporary directory and run with `mpirun -np 2`; it
+//! prints its numbers; a second run times the tests alone under `--mca
+//! mpi_yield_when_idle 1`. Open
 //! MPI's eager limit over shared memory (above it a message waits for its
 //! receiver: a rendezvous) is read from `ompi_info`, where it is there.
 //!
@@ -30,6 +33,11 @@ pub struct Mpi {
     pub message_cpu_us: f64,
     /// Rank 0's time per `MPI_Test` of a receive still to come.
     pub test_us: f64,
+    /// The same where each test that finds nothing yields the core (Open
+    /// MPI's `mpi_yield_when_idle`, on by default where a node runs more
+    /// ranks than it has cores: `opal_progress` then calls `sched_yield`),
+    /// or why it was not measured.
+    pub test_yield_us: Result<f64, String>,
     /// Open MPI's eager limit between ranks of one node, in bytes
     /// (`btl_vader_eager_limit`, as `ompi_info` reports it), where known.
     pub eager_limit: Option<u64>,
@@ -78,22 +86,43 @@ fn probe(mpicc: &Path, mpirun: &Path, samples: Samples) -> Result<Mpi, String> {
     if !status.success() {
         return Err(format!("mpicc could not compile the probe ({status}){}", compiler.said()));
     }
+    let rounds = [samples.round_trips, samples.large_messages, samples.small_messages].map(|n| n.to_string());
+    let line = run_probe(mpirun, &program, &[], &rounds, &dir.path().join("mpirun.log"))?;
+    let [latency_us, bandwidth_gib_s, message_cpu_us, test_us] = parse(&line)?;
+    let yielding = ["--mca", "mpi_yield_when_idle", "1"];
+    let tests = ["test".to_string(), samples.small_messages.to_string()];
+    let test_yield_us = run_probe(mpirun, &program, &yielding, &tests, &dir.path().join("mpirun-yield.log"))
+        .and_then(|line| value(&line, "test_us"));
+    let eager_limit = find_on_path("ompi_info").and_then(|info| eager_limit(&info));
+    Ok(Mpi {
+        latency_us,
+        bandwidth_gib_s,
+        message_cpu_us,
+        test_us,
+        test_yield_us,
+        eager_limit,
+        samples,
+        version: version(mpirun),
+    })
+}
+
+/// Runs the probe under `mpirun -np 2` with `options` and `args`, its
+/// standard error into a new file `log`; its line of results.
+fn run_probe(mpirun: &Path, program: &Path, options: &[&str], args: &[String], log: &Path) -> Result<String, String> {
     let mut run = Command::new(mpirun);
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         run.arg("--allow-run-as-root");
     }
-    run.args(["--oversubscribe", "-np", "2"]).arg(&program);
-    run.args([samples.round_trips, samples.large_messages, samples.small_messages].map(|n| n.to_string()));
-    let mut ranks = Child::spawn(run, "mpirun -np 2", dir.path().join("mpirun.log"))?;
+    run.arg("--oversubscribe").args(options).args(["-np", "2"]).arg(program).args(args);
+    let name = format!("mpirun -np 2 {}", options.join(" "));
+    let mut ranks = Child::spawn(run, name.trim_end(), log.to_path_buf())?;
     let line = ranks.line_starting(RESULT_PREFIX, Instant::now() + RUN_WAIT)?;
     let status = ranks.wait_until(Instant::now() + RUN_WAIT)?;
     if !status.success() {
-        return Err(format!("mpirun -np 2 failed ({status}){}", ranks.said()));
+        return Err(format!("{} failed ({status}){}", name.trim_end(), ranks.said()));
     }
-    let [latency_us, bandwidth_gib_s, message_cpu_us, test_us] = parse(&line)?;
-    let eager_limit = find_on_path("ompi_info").and_then(|info| eager_limit(&info));
-    Ok(Mpi { latency_us, bandwidth_gib_s, message_cpu_us, test_us, eager_limit, samples, version: version(mpirun) })
+    Ok(line)
 }
 
 /// `btl_vader_eager_limit` from `ompi_info --parsable` (`None` where it
@@ -126,17 +155,24 @@ fn write_new(path: &Path, text: &str) -> Result<(), String> {
 /// The probe's `latency_us=L bandwidth_gib_s=B message_cpu_us=M
 /// test_us=T`, each a positive finite number.
 pub fn parse(line: &str) -> Result<[f64; 4], String> {
-    let value = |key: &str| -> Result<f64, String> {
-        let field = line
-            .split_whitespace()
-            .find_map(|f| f.strip_prefix(key).and_then(|rest| rest.strip_prefix('=')))
-            .ok_or_else(|| format!("the MPI probe printed no {key}: {line:?}"))?;
-        match field.parse::<f64>() {
-            Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
-            _ => Err(format!("the MPI probe printed {key}={field}, not a positive number")),
-        }
-    };
-    Ok([value("latency_us")?, value("bandwidth_gib_s")?, value("message_cpu_us")?, value("test_us")?])
+    Ok([
+        value(line, "latency_us")?,
+        value(line, "bandwidth_gib_s")?,
+        value(line, "message_cpu_us")?,
+        value(line, "test_us")?,
+    ])
+}
+
+/// The probe's `key=V` in `line`, a positive finite number.
+fn value(line: &str, key: &str) -> Result<f64, String> {
+    let field = line
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix(key).and_then(|rest| rest.strip_prefix('=')))
+        .ok_or_else(|| format!("the MPI probe printed no {key}: {line:?}"))?;
+    match field.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("the MPI probe printed {key}={field}, not a positive number")),
+    }
 }
 
 fn version(mpirun: &Path) -> String {

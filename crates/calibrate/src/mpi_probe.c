@@ -16,6 +16,13 @@
  * Usage: mpi_probe ROUND_TRIPS LARGE_MESSAGES SMALL_MESSAGES
  * Prints one line on rank 0:
  *   lanefs-mpi-probe latency_us=L bandwidth_gib_s=B message_cpu_us=M test_us=T
+ *
+ * Usage: mpi_probe test TESTS
+ * Times the tests alone (run under `--mca mpi_yield_when_idle 1`, Open
+ * MPI's default on a node with more ranks than cores, each test that
+ * finds nothing to do yields the core: opal_progress calls sched_yield).
+ * Prints one line on rank 0:
+ *   lanefs-mpi-probe test_us=T
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -103,10 +110,21 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != 2 || argc != 4) {
+    int tests_only = argc == 3 && strcmp(argv[1], "test") == 0;
+    if (size != 2 || (argc != 4 && !tests_only)) {
         if (rank == 0)
-            fprintf(stderr, "usage: mpirun -np 2 %s ROUND_TRIPS LARGE_MESSAGES SMALL_MESSAGES\n", argv[0]);
+            fprintf(stderr, "usage: mpirun -np 2 %s ROUND_TRIPS LARGE_MESSAGES SMALL_MESSAGES | test TESTS\n",
+                    argv[0]);
         MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (tests_only) {
+        long tests = atol(argv[2]);
+        test_cost(rank, WARMUP);
+        double test_s = test_cost(rank, tests);
+        if (rank == 0)
+            printf("lanefs-mpi-probe test_us=%.4f\n", test_s * 1e6);
+        MPI_Finalize();
+        return 0;
     }
     long trips = atol(argv[1]), large = atol(argv[2]), small = atol(argv[3]);
     char *buffers[SMALL_WINDOW];

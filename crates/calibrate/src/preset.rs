@@ -531,7 +531,8 @@ fn mpi(m: &Measurements) -> String {
          message_cpu_us = {message:.3}\n\
          # measured: a rank's time per MPI_Test of a receive still to come, {small}\n\
          # tests: lanefs's ranks test a collective 64 times before they first sleep.\n\
-         test_us = {test:.3}\n",
+         test_us = {test:.3}\n\
+         {test_yield}",
         version = mpi.version,
         trips = n.round_trips,
         latency = mpi.latency_us,
@@ -540,6 +541,15 @@ fn mpi(m: &Measurements) -> String {
         small = n.small_messages,
         message = mpi.message_cpu_us,
         test = mpi.test_us,
+        test_yield = match &mpi.test_yield_us {
+            Ok(us) => format!(
+                "# measured: the same under `--mca mpi_yield_when_idle 1`, which Open MPI sets\n\
+                 # by default where a node runs more ranks than it has cores: each test that\n\
+                 # finds nothing to do yields the core (opal_progress calls sched_yield).\n\
+                 test_yield_us = {us:.3}\n"
+            ),
+            Err(why) => format!("{}\n", as_comment(&format!("test_yield_us is left out: not measured, {why}."))),
+        },
     );
     match mpi.eager_limit {
         Some(bytes) => {

@@ -175,6 +175,18 @@ fn mpi(m: &Measurements) -> Vec<Row> {
                     "[mpi] message_cpu_us",
                 ),
                 row("MPI_Test of a receive still to come", format!("{:.3} us", mpi.test_us), "[mpi] test_us"),
+                match &mpi.test_yield_us {
+                    Ok(us) => row(
+                        "the same, yielding the core (mpi_yield_when_idle)",
+                        format!("{us:.3} us"),
+                        "[mpi] test_yield_us",
+                    ),
+                    Err(why) => row(
+                        "MPI_Test yielding the core",
+                        "skipped",
+                        format!("[mpi] test_yield_us left out: {}", first_line(why)),
+                    ),
+                },
             ];
             if let Some(bytes) = mpi.eager_limit {
                 rows.push(row("MPI eager limit (ompi_info)", format!("{bytes} B"), "[mpi] rendezvous_bytes"));

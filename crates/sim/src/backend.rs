@@ -281,6 +281,13 @@ impl SimBackend {
                 MpiWait::Busy => false,
             };
             model.mpi_sleep_waits = wakes_cost && sleeps;
+            // Open MPI yields the core in each idle test where a node runs
+            // more ranks than it has cores (`mpi_yield_when_idle`).
+            let oversubscribed = model.cores.is_some_and(|cores| on_host > cores);
+            if let Some(test) = self.opts.cluster.mpi_test_yield().filter(|_| oversubscribed) {
+                model.mpi_test = test;
+                model.mpi_tests_yield = true;
+            }
             model.client.copy_bytes_per_s = Some(model.copy_bw);
             if self.api != Api::Posix {
                 // Only POSIX calls go through the mount.

@@ -390,6 +390,16 @@ pub struct MpiSection {
     /// meanwhile. Absent means zero: they sleep from the start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_us: Option<f64>,
+    /// The same where the MPI library yields the core in every test that
+    /// finds nothing to do, as Open MPI does by default where a node runs
+    /// more ranks than it has slots (`mpi_yield_when_idle`: `opal_progress`
+    /// calls `sched_yield`), in microseconds. Where a node's ranks
+    /// outnumber its cores it replaces `test_us`, and a waiting rank's
+    /// tests (its 64 before it first sleeps, one after each sleep) are
+    /// charged to the node's cores. Absent: tests there cost `test_us` and
+    /// take no core time from others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_yield_us: Option<f64>,
     /// The eager limit, in bytes: a message above it moves only once its
     /// receiver tests for it (a rendezvous: Open MPI's ob1 over vader sends
     /// a first fragment that waits to be matched, and the receiver copies
@@ -863,6 +873,11 @@ impl ClusterConfig {
     /// A rank's time per `MPI_Test` (`[mpi] test_us`, else zero).
     pub fn mpi_test(&self) -> Duration {
         duration(self.mpi.test_us.unwrap_or(0.0), NS_PER_US)
+    }
+    /// A rank's time per `MPI_Test` that yields the core (`[mpi]
+    /// test_yield_us`, else `None`).
+    pub fn mpi_test_yield(&self) -> Option<Duration> {
+        self.mpi.test_yield_us.map(|us| duration(us, NS_PER_US))
     }
 }
 

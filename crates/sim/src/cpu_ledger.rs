@@ -31,7 +31,8 @@ pub enum CpuUse {
     /// The OSTs' `fdatasync`s on their host: each sync's own work, and the
     /// writeback of the bytes it (or the OST's own commit) sends to the disk.
     Syncs,
-    /// MPI messages: per message, and copies within a node.
+    /// MPI messages: per message, and copies within a node; the tests of
+    /// a waiting rank that yield the core.
     Mpi,
     /// Requests through a mount.
     Mount,

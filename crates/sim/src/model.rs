@@ -61,6 +61,10 @@ pub struct Model {
     /// wake-up after each sleep (their node runs more ranks than cores,
     /// and wake-ups cost something: see [`crate::mpi_waits`]).
     pub mpi_sleep_waits: bool,
+    /// A waiting rank's tests yield the core and are charged to its node's
+    /// cores, each [`Model::mpi_test`] (its node runs more ranks than cores,
+    /// and `[mpi] test_yield_us` is given).
+    pub mpi_tests_yield: bool,
     /// Cores per host (`None`: not modelled).
     pub cores: Option<u32>,
     /// Every node runs on one host.
@@ -245,6 +249,7 @@ impl Model {
             handoff: compute.handoff().0,
             handoff_idle_core: compute.handoff().1,
             mpi_sleep_waits: false,
+            mpi_tests_yield: false,
             cores: compute.cores,
             one_host: compute.hosts.unwrap_or_default() == Hosts::One,
             client_cpu_per_page: compute.client_cpu_per_page(),

@@ -14,8 +14,14 @@
 //! the thread's timer slack besides ([`TIMER_SLACK`]). Before its first
 //! sleep a rank tests [`SPIN_TESTS`] times, each `[mpi] test_us` (as
 //! `lanefs calibrate` measures an `MPI_Test`), and sees an answer that
-//! comes meanwhile at once; the tests after each sleep are left out (one
-//! each). `[mpi] wait` decides as `LANEFS_MPI_WAIT` does: `auto` (the
+//! comes meanwhile at once. Where the node's ranks outnumber its cores,
+//! Open MPI yields the core in each test that finds nothing to do
+//! (`mpi_yield_when_idle`, its default there: `opal_progress` calls
+//! `sched_yield`); with `[mpi] test_yield_us` a test then lasts that long,
+//! and the tests are charged to the node's cores: the spin's, up to its
+//! answer or its first sleep ([`MpiWaits::take_spin`]), and the one after
+//! each sleep. Without it the tests take no core time from others.
+//! `[mpi] wait` decides as `LANEFS_MPI_WAIT` does: `auto` (the
 //! default), `busy` (never sleep) or `sleep` (always).
 //!
 //! A message above the MPI library's eager limit moves only once its
@@ -29,11 +35,13 @@
 //! once.
 //!
 //! This type keeps, per rank, the number of its latest wait, whether it
-//! is still in it, when its current sleep ends, and whether its answer
-//! came while it slept, so that a wake-up due after its wait ended is
-//! dropped, and one after its answer ends the wait. Invariants
+//! is still in it, when it began, when its current sleep ends, whether
+//! its answer came while it slept, and whether its spin was taken for
+//! charging, so that a wake-up due after its wait ended is dropped, one
+//! after its answer ends the wait, and a spin is charged once. Invariants
 //! ([`MpiWaits::check_invariants`]): only a rank in its wait has an answer
-//! waiting for it; a rank's sleeps end after they begin.
+//! waiting for it; a rank's sleeps end after they begin, and its spin
+//! after its wait begins.
 
 use lanefs_core::units::{Duration, Instant};
 
@@ -65,6 +73,10 @@ struct Wait {
     waiting: bool,
     /// Its collective is done, and the rank sleeps on till its next test.
     answered: bool,
+    /// Its spin has been taken for charging ([`MpiWaits::take_spin`]).
+    spin_taken: bool,
+    /// When it began.
+    began: Instant,
     /// When its first sleep began (the wait's start and its spin).
     sleeps_from: Instant,
     /// When its current (or first) sleep ends: its next test.
@@ -103,7 +115,16 @@ impl MpiWaits {
         let number = w.number.wrapping_add(1);
         let sleeps_from = now + self.spin;
         let wakes_at = sleeps_from + Self::slept(FIRST_PAUSE);
-        *w = Wait { number, waiting: true, answered: false, sleeps_from, wakes_at, testing_until: Instant::ZERO };
+        *w = Wait {
+            number,
+            waiting: true,
+            answered: false,
+            spin_taken: false,
+            began: now,
+            sleeps_from,
+            wakes_at,
+            testing_until: Instant::ZERO,
+        };
         (number, wakes_at)
     }
 
@@ -121,6 +142,19 @@ impl MpiWaits {
         } else {
             now
         }
+    }
+
+    /// The part of `rank`'s spin in its current wait not taken yet, up to
+    /// `now`: all of it once the rank sleeps, what it spun before an
+    /// answer that came meanwhile, nothing outside a wait. Each wait's
+    /// spin is taken once.
+    pub fn take_spin(&mut self, rank: u32, now: Instant) -> Duration {
+        let w = &mut self.waits[rank as usize];
+        if !w.waiting || w.spin_taken {
+            return Duration::ZERO;
+        }
+        w.spin_taken = true;
+        now.min(w.sleeps_from).saturating_since(w.began)
     }
 
     /// `rank` copies a rendezvous's bytes in a test, awake until `until`.
@@ -166,6 +200,7 @@ impl MpiWaits {
         for (rank, w) in self.waits.iter().enumerate() {
             assert!(!w.answered || w.waiting, "rank {rank} has an answer for a wait it is not in");
             assert!(w.wakes_at > w.sleeps_from || w.number == 0, "rank {rank} wakes before it sleeps");
+            assert!(w.sleeps_from >= w.began, "rank {rank} spins before its wait");
         }
     }
 }
@@ -231,6 +266,19 @@ mod tests {
         assert_eq!(waits.wake(0, wait, FIRST_PAUSE), Wake::Stale);
         let (_, _) = waits.begin(0, t(800));
         assert!(waits.answer(0, t(900)), "a new wait sleeps again: the copy was the last wait's");
+        waits.check_invariants();
+    }
+
+    #[test]
+    fn a_spin_is_taken_once_up_to_its_answer_or_its_first_sleep() {
+        let t = |us: u64| Instant::ZERO + Duration::from_us(us);
+        let mut waits = MpiWaits::new(2, spin(Duration::from_ns(500)));
+        assert_eq!(waits.take_spin(0, t(5)), Duration::ZERO, "not waiting: no spin");
+        waits.begin(0, t(0));
+        assert_eq!(waits.take_spin(0, t(10)), Duration::from_us(10), "answered 10 us into its spin");
+        assert_eq!(waits.take_spin(0, t(20)), Duration::ZERO, "taken already");
+        waits.begin(0, t(100));
+        assert_eq!(waits.take_spin(0, t(400)), Duration::from_us(32), "asleep: the whole spin, 64 tests");
         waits.check_invariants();
     }
 }

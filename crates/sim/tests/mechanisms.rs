@@ -570,6 +570,45 @@ fn ranks_waiting_in_mpi_sleep_and_pay_their_wake_ups_where_ranks_outnumber_cores
     assert!(simulated_s(&sleeping) > simulated_s(&free), "{} vs {}", simulated_s(&sleeping), simulated_s(&free));
 }
 
+#[test]
+fn tests_that_yield_the_core_are_charged_where_ranks_outnumber_cores() {
+    // The job above: eight ranks on one host, two aggregators.
+    let line = "-a MPIIO -c -w -b 1m -t 1m -s 8 -N 8 --tasks-per-node 1";
+    let hints = "striping_factor=2:cray_cb_nodes_multiplier=1:cray_cb_write_lock_mode=0";
+    let run = |cores: &'static str, test_yield: Option<&'static str>| {
+        let mut settings = vec![
+            ("compute.nodes", "8"),
+            ("compute.ranks_per_node", "1"),
+            ("compute.cores", cores),
+            ("compute.hosts", "\"one\""),
+            ("storage.runs_on", "\"compute-node\""),
+            ("compute.handoff_us", "50"),
+            ("mpi.test_us", "0.02"),
+            ("mpi.wait", "\"sleep\""),
+        ];
+        settings.extend(test_yield.map(|us| ("mpi.test_yield_us", us)));
+        json_run(line, with_hints(opts_with("laptop", &settings), hints))
+    };
+    let mpi_cpu = |j: &Value| j["sim"]["cpu_s"]["mpi"].as_f64().unwrap();
+    // Two cores: Open MPI yields in each test, which costs the cores a
+    // test after every sleep and the spins before the first, and the run
+    // is slower.
+    let plain = run("2", None);
+    let yielding = run("2", Some("5"));
+    let woke = yielding["sim"]["mpi_wakeups"].as_u64().expect("the ranks' wake-ups");
+    assert!(woke > 8, "{woke}");
+    assert!(
+        mpi_cpu(&yielding) >= mpi_cpu(&plain) + woke as f64 * 5e-6 - 1e-4,
+        "{} s against {} s, {woke} wake-ups",
+        mpi_cpu(&yielding),
+        mpi_cpu(&plain)
+    );
+    assert!(simulated_s(&yielding) > simulated_s(&plain), "{} vs {}", simulated_s(&yielding), simulated_s(&plain));
+    // Eight cores, a core a rank: Open MPI does not yield, and the key
+    // changes nothing.
+    assert_eq!(without_wall_time(run("8", Some("5"))), without_wall_time(run("8", None)));
+}
+
 /// 8 ranks on 4 nodes, a file of one stripe each, 8 MiB apiece into the host's page
 /// cache of a slow disk, fsynced at the end; the clients keep what their
 /// OSTs did not commit, and the OSTs commit every 4 MiB.

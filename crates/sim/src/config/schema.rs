@@ -402,6 +402,13 @@ const SCHEMA: &[Section] = &[
                 "a rank's time per MPI_Test: it tests a collective 64 times before it sleeps; default 0",
             )),
             optional(key(
+                "test_yield_us",
+                LATENCY,
+                "microseconds",
+                "0.7",
+                "a rank's time per MPI_Test that yields the core (Open MPI's mpi_yield_when_idle); where ranks outnumber cores it replaces test_us and the tests are charged to the cores; default: not modelled",
+            )),
+            optional(key(
                 "rendezvous_bytes",
                 count(0, 1 << 30),
                 "bytes",

@@ -587,10 +587,25 @@ impl Run<'_> {
     /// answer at its next test ([`Run::mpi_wake`]).
     pub(super) fn answered(&mut self, rank: u32) -> bool {
         let now = self.now();
-        match self.coll.as_deref_mut() {
-            Some(CollState { waits: Some(waits), .. }) => !waits.answer(rank, now),
-            _ => true,
+        let Some(CollState { waits: Some(waits), .. }) = self.coll.as_deref_mut() else { return true };
+        let asleep = waits.answer(rank, now);
+        if !asleep {
+            // Its answer came in its spin: the tests it made till then.
+            let spun = waits.take_spin(rank, now);
+            self.charge_tests(rank, now, spun);
         }
+        !asleep
+    }
+
+    /// Rank `rank`'s tests of `spun` in all, from `now`: on its node's
+    /// cores where they yield the core (see [`crate::mpi_waits`]), else
+    /// nothing. When the rank is through them.
+    fn charge_tests(&mut self, rank: u32, now: Instant, spun: Duration) -> Instant {
+        if !self.job.world.model.mpi_tests_yield {
+            return now;
+        }
+        let node = self.ranks[rank as usize].node;
+        self.job.world.node_cpu(node, now, spun, CpuUse::Mpi)
     }
 
     /// Rank `rank` wakes from a sleep of `pause` in wait `wait`: if it
@@ -604,7 +619,12 @@ impl Run<'_> {
             return Ok(());
         }
         let node = self.ranks[rank as usize].node;
-        let awake = self.job.world.rank_wake_up(node, now);
+        // Its spin before its first sleep, then its wake-up and its test.
+        let spun = self.coll().waits.as_mut().expect("waits modelled").take_spin(rank, now);
+        let spun = self.charge_tests(rank, now, spun);
+        let woke = self.job.world.rank_wake_up(node, spun);
+        let test = self.job.world.model.mpi_test;
+        let awake = self.charge_tests(rank, woke, test);
         match wake {
             Wake::Again(next) => {
                 let at = awake + MpiWaits::slept(next);
