@@ -165,14 +165,16 @@ impl MpiWaits {
 
     /// `rank`'s collective is done at `now`: whether the rank sleeps in its
     /// wait (it then sees it at its next test), else (it is still testing,
-    /// or not waiting) it waits no more.
-    pub fn answer(&mut self, rank: u32, now: Instant) -> bool {
+    /// or not waiting) it waits no more; and its spin not taken yet, up to
+    /// `now` ([`MpiWaits::take_spin`], taken before the wait ends).
+    pub fn answer(&mut self, rank: u32, now: Instant) -> (bool, Duration) {
+        let spun = self.take_spin(rank, now);
         let w = &mut self.waits[rank as usize];
         w.answered = w.sleeping(now);
         if !w.answered {
             w.waiting = false;
         }
-        w.answered
+        (w.answered, spun)
     }
 
     /// `rank` goes on: it waits no more.
@@ -237,7 +239,7 @@ mod tests {
         }
         assert_eq!(pauses, [20, 40, 80, 160, 320, 640, 1000, 1000]);
         assert_eq!(MpiWaits::slept(pause).as_ns(), 1_050_000, "with the timer's slack");
-        assert!(waits.answer(1, t(100)), "it sleeps: it sees the answer when it wakes");
+        assert!(waits.answer(1, t(100)).0, "it sleeps: it sees the answer when it wakes");
         waits.check_invariants();
         assert_eq!(waits.wake(1, first, pause), Wake::Answered);
         waits.end(1);
@@ -246,9 +248,9 @@ mod tests {
         assert_eq!(waits.wake(1, first, pause), Wake::Stale, "an earlier wait's wake-up");
         assert!(matches!(waits.wake(1, second, FIRST_PAUSE), Wake::Again(_)));
         assert_eq!(waits.wake(0, 0, FIRST_PAUSE), Wake::Stale, "rank 0 never waited");
-        assert!(!waits.answer(0, t(200)), "a rank not waiting goes on at once");
+        assert!(!waits.answer(0, t(200)).0, "a rank not waiting goes on at once");
         let (third, _) = waits.begin(1, t(300));
-        assert!(!waits.answer(1, t(331)), "still testing: it goes on at once");
+        assert!(!waits.answer(1, t(331)).0, "still testing: it goes on at once");
         assert_eq!(waits.wake(1, third, FIRST_PAUSE), Wake::Stale, "and its wait is over");
         waits.check_invariants();
     }
@@ -262,10 +264,10 @@ mod tests {
         assert_eq!(waits.next_test(0, t(100)), t(500), "its next test ends its sleep");
         assert_ne!(wakes, t(500));
         waits.copying(0, t(700));
-        assert!(!waits.answer(0, t(650)), "awake copying: it goes on at once");
+        assert!(!waits.answer(0, t(650)).0, "awake copying: it goes on at once");
         assert_eq!(waits.wake(0, wait, FIRST_PAUSE), Wake::Stale);
         let (_, _) = waits.begin(0, t(800));
-        assert!(waits.answer(0, t(900)), "a new wait sleeps again: the copy was the last wait's");
+        assert!(waits.answer(0, t(900)).0, "a new wait sleeps again: the copy was the last wait's");
         waits.check_invariants();
     }
 
@@ -275,8 +277,11 @@ mod tests {
         let mut waits = MpiWaits::new(2, spin(Duration::from_ns(500)));
         assert_eq!(waits.take_spin(0, t(5)), Duration::ZERO, "not waiting: no spin");
         waits.begin(0, t(0));
-        assert_eq!(waits.take_spin(0, t(10)), Duration::from_us(10), "answered 10 us into its spin");
-        assert_eq!(waits.take_spin(0, t(20)), Duration::ZERO, "taken already");
+        assert_eq!(waits.answer(0, t(10)), (false, Duration::from_us(10)), "answered 10 us into its spin");
+        assert_eq!(waits.take_spin(0, t(20)), Duration::ZERO, "its wait is over");
+        waits.begin(0, t(50));
+        assert_eq!(waits.take_spin(0, t(60)), Duration::from_us(10));
+        assert_eq!(waits.take_spin(0, t(70)), Duration::ZERO, "taken already");
         waits.begin(0, t(100));
         assert_eq!(waits.take_spin(0, t(400)), Duration::from_us(32), "asleep: the whole spin, 64 tests");
         waits.check_invariants();

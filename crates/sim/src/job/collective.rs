@@ -588,12 +588,10 @@ impl Run<'_> {
     pub(super) fn answered(&mut self, rank: u32) -> bool {
         let now = self.now();
         let Some(CollState { waits: Some(waits), .. }) = self.coll.as_deref_mut() else { return true };
-        let asleep = waits.answer(rank, now);
-        if !asleep {
-            // Its answer came in its spin: the tests it made till then.
-            let spun = waits.take_spin(rank, now);
-            self.charge_tests(rank, now, spun);
-        }
+        // With the tests of its spin up to now: all of them if it sleeps
+        // already (its first wake-up then finds them taken).
+        let (asleep, spun) = waits.answer(rank, now);
+        self.charge_tests(rank, now, spun);
         !asleep
     }
 
