@@ -32,9 +32,9 @@ import json, os, shlex, statistics, subprocess, sys, tempfile
 import fidelity
 
 SEGMENTS = os.environ.get("SEGMENTS", "32")
-GEOMETRY = ["-w", "-e", "-b", "4m", "-t", "1m", "-s", SEGMENTS, "-N", "8", "-O", "summaryFormat=JSON"]
+GEOMETRY = ["-w", "-e", "-b", "4m", "-t", "1m", "-s", SEGMENTS, "-N", "8"]
 STRIPES = ["--lanefs.osts=4", "--lanefs.stripe-count=4", "--lanefs.stripe-size=1m"]
-IOR_ARGS = shlex.split(os.environ["IOR_ARGS"]) if os.environ.get("IOR_ARGS") else GEOMETRY[:-2] + STRIPES
+IOR_ARGS = shlex.split(os.environ["IOR_ARGS"]) if os.environ.get("IOR_ARGS") else GEOMETRY + STRIPES
 DROP_CACHES = os.environ.get("DROP_CACHES") == "1"
 
 

@@ -509,24 +509,30 @@ fn the_cpu_charged_is_broken_down_by_use() {
     assert!(by_thread["ost_service"].as_u64().unwrap() > 0, "{by_thread:?}");
 }
 
-#[test]
-fn ranks_waiting_in_mpi_sleep_and_pay_their_wake_ups_where_ranks_outnumber_cores() {
-    // Eight ranks on one host of two cores, two aggregators: the others
-    // wait in each round's exchange.
+/// A collective write by eight ranks, one a node, every node on one host
+/// of `cores` cores with the servers, two aggregators: the other ranks
+/// wait in each round's exchange. `settings` adds to the cluster's.
+fn eight_ranks_on_one_host(cores: &str, settings: &[(&str, &str)]) -> Value {
     let line = "-a MPIIO -c -w -b 1m -t 1m -s 8 -N 8 --tasks-per-node 1";
     let hints = "striping_factor=2:cray_cb_nodes_multiplier=1:cray_cb_write_lock_mode=0";
+    let mut all = vec![
+        ("compute.nodes", "8"),
+        ("compute.ranks_per_node", "1"),
+        ("compute.cores", cores),
+        ("compute.hosts", "\"one\""),
+        ("storage.runs_on", "\"compute-node\""),
+    ];
+    all.extend_from_slice(settings);
+    json_run(line, with_hints(opts_with("laptop", &all), hints))
+}
+
+#[test]
+fn ranks_waiting_in_mpi_sleep_and_pay_their_wake_ups_where_ranks_outnumber_cores() {
     // `wait`: the `[mpi] wait` key, if any.
     let run = |cores: &'static str, handoff: &'static str, wait: Option<&'static str>| {
-        let mut settings = vec![
-            ("compute.nodes", "8"),
-            ("compute.ranks_per_node", "1"),
-            ("compute.cores", cores),
-            ("compute.hosts", "\"one\""),
-            ("storage.runs_on", "\"compute-node\""),
-            ("compute.handoff_us", handoff),
-        ];
+        let mut settings = vec![("compute.handoff_us", handoff)];
         settings.extend(wait.map(|w| ("mpi.wait", w)));
-        json_run(line, with_hints(opts_with("laptop", &settings), hints))
+        eight_ranks_on_one_host(cores, &settings)
     };
     let host = |cores, handoff| run(cores, handoff, None);
     let told = |wait, cores| run(cores, "50", Some(wait));
@@ -548,17 +554,8 @@ fn ranks_waiting_in_mpi_sleep_and_pay_their_wake_ups_where_ranks_outnumber_cores
     assert!(simulated_s(&slept) > simulated_s(&polled) + 1e-4, "{} vs {}", simulated_s(&slept), simulated_s(&polled));
     // Before its first sleep a rank tests 64 times: tests so slow that
     // every collective completes meanwhile leave it nothing to sleep for.
-    let settings = [
-        ("compute.nodes", "8"),
-        ("compute.ranks_per_node", "1"),
-        ("compute.cores", "8"),
-        ("compute.hosts", "\"one\""),
-        ("storage.runs_on", "\"compute-node\""),
-        ("compute.handoff_us", "50"),
-        ("mpi.wait", "\"sleep\""),
-        ("mpi.test_us", "10000"),
-    ];
-    let tested = json_run(line, with_hints(opts_with("laptop", &settings), hints));
+    let settings = [("compute.handoff_us", "50"), ("mpi.wait", "\"sleep\""), ("mpi.test_us", "10000")];
+    let tested = eight_ranks_on_one_host("8", &settings);
     assert!(tested["sim"].get("mpi_wakeups").is_none(), "{}", tested["sim"]);
     assert_eq!(simulated_s(&tested), simulated_s(&polled), "as polling");
     let busy = told("\"busy\"", "2");
@@ -572,22 +569,10 @@ fn ranks_waiting_in_mpi_sleep_and_pay_their_wake_ups_where_ranks_outnumber_cores
 
 #[test]
 fn tests_that_yield_the_core_are_charged_where_ranks_outnumber_cores() {
-    // The job above: eight ranks on one host, two aggregators.
-    let line = "-a MPIIO -c -w -b 1m -t 1m -s 8 -N 8 --tasks-per-node 1";
-    let hints = "striping_factor=2:cray_cb_nodes_multiplier=1:cray_cb_write_lock_mode=0";
     let run = |cores: &'static str, test_yield: Option<&'static str>| {
-        let mut settings = vec![
-            ("compute.nodes", "8"),
-            ("compute.ranks_per_node", "1"),
-            ("compute.cores", cores),
-            ("compute.hosts", "\"one\""),
-            ("storage.runs_on", "\"compute-node\""),
-            ("compute.handoff_us", "50"),
-            ("mpi.test_us", "0.02"),
-            ("mpi.wait", "\"sleep\""),
-        ];
+        let mut settings = vec![("compute.handoff_us", "50"), ("mpi.test_us", "0.02"), ("mpi.wait", "\"sleep\"")];
         settings.extend(test_yield.map(|us| ("mpi.test_yield_us", us)));
-        json_run(line, with_hints(opts_with("laptop", &settings), hints))
+        eight_ranks_on_one_host(cores, &settings)
     };
     let mpi_cpu = |j: &Value| j["sim"]["cpu_s"]["mpi"].as_f64().unwrap();
     // Two cores: Open MPI yields in each test, which costs the cores a
