@@ -20,8 +20,9 @@ The real threads of a local cluster and the simulator's uses do not map
 one to one: `ior-rank` makes the calls and copies a write's bytes into its
 client's cache (calls, copies); `lanefs-client` is each client's thread,
 which sends and takes its messages (messages, and the client's wake-ups);
-`tokio-rt-worker` is the servers' network threads (the OSS's network
-wake-ups); `ost0`, `ost1` .. serve the OSTs (oss_io, locks, the service
+`tokio-rt-worker` is the servers' network thread (one, for the OSS and
+the MDS: the OSS's network wake-ups) and tokio's blocking pool (the MDS's
+database); `ost0`, `ost1` .. serve the OSTs (oss_io, locks, the service
 wake-ups); `ost0-commit` .. run their commits' fdatasyncs (syncs).
 
     python3 bench/threads.py [--preset PRESET] [--lanefs PATH] -- IOR_ARGS

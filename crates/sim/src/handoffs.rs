@@ -6,7 +6,7 @@
 //! The threads are those a local lanefs cluster runs: per client, the
 //! thread that owns its connections (lanefs-client's driver), which takes
 //! the servers' messages; per OSS, the network thread that reads its
-//! clients' messages and writes its answers (tokio's worker); per OST, the
+//! clients' messages and writes its answers (tokio's one worker); per OST, the
 //! service thread that runs it, and its commit thread (with
 //! `commit_syncs = "each-object"`), which each `fdatasync`'s end wakes. A
 //! rank's own thread is woken by its calls'
