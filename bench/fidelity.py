@@ -2,15 +2,23 @@
 """How well the simulator predicts this machine: every cell of a matrix of
 IOR runs, for real and in `lanefs sim ior`, side by side.
 
-First `lanefs calibrate --data DIR --osts OSTS --ranks 8` measures this
-machine (DIR on the disk under BENCH_DIR; `--quick` with QUICK=1) and
-writes a preset, or PRESET=path takes one written before. Then each cell
-is run ROUNDS times for real, the page cache dropped before each run
-(as root; otherwise only synced, and the output says so), and
-once in the simulator on that preset (deterministic: one run is all
-there is). Every run writes and fsyncs (IOR -w -e) SIZE_MIB in all, IOR
-segmented, in blocks of 4 MiB (less when a rank's share is smaller), the
-same in both worlds; every file, shared or not, is striped over all OSTS
+The cells run in ROUNDS rounds. Each round begins with `lanefs
+calibrate --data DIR --osts OSTS --ranks 8`, which measures this machine
+(DIR on the disk under BENCH_DIR; `--quick` with QUICK=1) and writes a
+preset; every cell is simulated on that preset (deterministic: one run
+on it is all there is), then run once for real, the page cache dropped
+before each run (as root; otherwise only synced, and the output says
+so). A cell's prediction is the median of its rounds' simulated runs,
+set against the median of its real ones: each round's real runs are
+predicted from the machine as it was minutes before them, not as it was
+an hour or a round before, and the spread of a cell's predictions over
+the rounds is the calibration's own noise, which the output shows beside
+the real runs'. PRESET=path takes one preset written before for every
+round instead (then each cell is simulated once).
+
+Every run writes and fsyncs (IOR -w -e) SIZE_MIB in all, IOR segmented,
+in blocks of 4 MiB (less when a rank's share is smaller), the same in
+both worlds; every file, shared or not, is striped over all OSTS
 OSTs in 1 MiB stripes. Each rank of `-a LANEFS` and of `mpirun` is a
 client of its own, as the preset's nodes of one rank each on one host
 are (`[compute] hosts = "one"`); the mount is one client for its ranks,
@@ -66,9 +74,11 @@ runs meet the memory a machine of its own would have; HOST_REPORTING=1
 leaves it as it is.
 
 Prints every command as it runs (stderr) and one of each kind with the
-table (stdout), then a Markdown table: per cell the real write bandwidth's
-median and range, the prediction, their ratio, the lock counts real
-(median) and simulated, and the CPU time of the real run (its whole
+table (stdout), the first round's calibration and the measured values that
+moved by more than 10% over the rounds' calibrations, then a Markdown
+table: per cell the real write bandwidth's median and range, the
+prediction's median and range (over the rounds' calibrations), their
+ratio, the lock counts real (median) and simulated, and the CPU time of the real run (its whole
 processes, start and end included, as their rusage says; not for the
 mount, whose daemons are not its children) beside the CPU time the
 simulator charged the host's cores (`sim.cpu_busy_s`), and the real run's
@@ -83,7 +93,9 @@ charges); then the share of cells predicted within 25% and
 50% (also among the cells whose simulated cores were busy more than half
 the run, and among the others), how many cells' own rounds differ by more than 25% and 50% (the
 machine's noise during the run: such a cell cannot show whether its
-prediction is within 25%), of lock counts within 10%, and, for every two cells of a row (the
+prediction is within 25%) and how many cells' predictions differ by more
+than 10% over the rounds' calibrations (and, round by round, whether the
+predictions moved as the real runs did), of lock counts within 10%, and, for every two cells of a row (the
 same kind, -t and -N; for MPIIO every mode and aggregator count) whose
 measured ranges do not overlap, whether the simulator orders them the
 same way. A failed cell is shown as failed with its error; the script
@@ -101,7 +113,7 @@ goes on and exits 1 at the end.
                           the VM's free page reporting as it is), SIM_SET ("section.key=value
                           ...": each a --set of every simulated run), RESIMULATE (a file
                           FIDELITY_JSON wrote: no real runs, its cells simulated again on
-                          its preset, with SIM_SET, against its real figures)
+                          its presets, with SIM_SET, against its real figures)
 """
 import contextlib, json, os, resource, shlex, shutil, signal, statistics, subprocess, sys, tempfile, time, tomllib
 
@@ -373,7 +385,9 @@ def mounted(lanefs, place, osts):
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     env = dict(os.environ)
     is_mounted = False
-    MOUNT_SETUP.append(shown(up.args))
+    # The first mount's commands are the ones shown (each round makes its own).
+    setup = [] if MOUNT_SETUP else MOUNT_SETUP
+    setup.append(shown(up.args))
     log(f"$ {shown(up.args)}")
     try:
         for line in up.stdout:
@@ -386,7 +400,7 @@ def mounted(lanefs, place, osts):
             raise Failed(f"lanefs up printed no MDS address: {tail(up.stderr.read())}")
         for cmd in ([lanefs, "mount", mountpoint], [lanefs, "setstripe", "-c", str(osts), "-S", "1m", "/"]):
             log(f"$ LANEFS_MDS={env['LANEFS_MDS']} {shown(cmd)}")
-            MOUNT_SETUP.append(shown(cmd))
+            setup.append(shown(cmd))
             done = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if done.returncode != 0:
                 raise Failed(f"{shown(cmd)}: exit status {done.returncode}: {tail(done.stderr)}")
@@ -413,12 +427,13 @@ def clear_mount(mountpoint):
 
 # Running.
 
-def calibrate(lanefs, scratch, osts):
-    """The preset to simulate with, and the summary lines calibrate printed."""
+def calibrate(lanefs, scratch, osts, round_index=0):
+    """The preset to simulate round `round_index` with, and the summary
+    lines calibrate printed."""
     if os.environ.get("PRESET"):
         return os.path.abspath(os.environ["PRESET"]), [f"preset {os.environ['PRESET']} (PRESET), not measured now"]
-    preset = os.path.join(scratch, "calibrated.toml")
-    data = os.path.join(scratch, "calibrate")
+    preset = os.path.join(scratch, f"calibrated-{round_index + 1}.toml")
+    data = os.path.join(scratch, f"calibrate-{round_index + 1}")
     os.mkdir(data)
     cmd = [lanefs, "calibrate", "--data", data, "--out", preset, "--osts", str(osts), "--ranks", "8"]
     cmd += ["--quick"] if QUICK else []
@@ -435,6 +450,30 @@ def calibrate(lanefs, scratch, osts):
     start = next((i for i, l in enumerate(lines) if l.startswith("measured in")), len(lines))
     summary = [l for l in lines[start:] if not l.startswith("preset written")]
     return preset, [f"$ {shown(cmd)}"] + summary
+
+
+def preset_values(text):
+    """Every number of a preset's text, by `section.key`."""
+    values = {}
+    for section, table in tomllib.loads(text).items():
+        for key, value in (table.items() if isinstance(table, dict) else ()):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                values[f"{section}.{key}"] = value
+    return values
+
+
+def drift(texts):
+    """The values that moved by more than 10% (largest over smallest)
+    over the presets' texts, with each preset's: lines to print."""
+    tables = [preset_values(t) for t in texts]
+    lines = []
+    for key in tables[0]:
+        seen = [t.get(key) for t in tables]
+        if any(v is None for v in seen) or min(seen) <= 0:
+            continue
+        if max(seen) / min(seen) > 1.10:
+            lines.append(f"{key}: " + ", ".join(f"{v:g}" for v in seen))
+    return lines
 
 
 def preset_cores(preset):
@@ -494,17 +533,35 @@ def real_run(cell, lanefs, osts, scratch, mount, index):
 
 
 def sim_run(cell, lanefs, preset, osts):
+    """The cell simulated on `preset`, added to its predictions
+    (`cell["sims"]`, one a preset)."""
     argv, extra = sim_command(cell, lanefs, preset, osts)
     cell["sim_command"] = shown(argv, extra)
     log(f"$ {cell['sim_command']}")
     try:
-        cell["sim"] = ior_report(run(argv, extra))
+        sim = ior_report(run(argv, extra))
     except Failed as e:
-        cell["sim"] = {"error": str(e)}
-        return
-    sim, cores = cell["sim"], preset_cores(preset)
-    if sim["cpu"] is not None and sim["simulated_s"] and cores:
-        sim["cores_busy"] = sim["cpu"] / (sim["simulated_s"] * cores)
+        sim = {"error": str(e)}
+    else:
+        cores = preset_cores(preset)
+        if sim["cpu"] is not None and sim["simulated_s"] and cores:
+            sim["cores_busy"] = sim["cpu"] / (sim["simulated_s"] * cores)
+    cell.setdefault("sims", []).append(sim)
+    cell["sim"] = median_sim(cell["sims"])
+
+
+def median_sim(sims):
+    """One prediction of a cell from its presets': the first error if any
+    failed, else the run of the median bandwidth (the lower of the two
+    middle ones for an even count) with the median of all bandwidths and
+    their range."""
+    failed = next((s for s in sims if s.get("error")), None)
+    if failed:
+        return failed
+    middle = dict(sorted(sims, key=lambda s: s["bw"])[(len(sims) - 1) // 2])
+    middle["bw"] = statistics.median(s["bw"] for s in sims)
+    middle["bw_range"] = [min(s["bw"] for s in sims), max(s["bw"] for s in sims)]
+    return middle
 
 
 def skip_reason(cell, lanefs):
@@ -519,43 +576,62 @@ def skip_reason(cell, lanefs):
     return None
 
 
-def measure(matrix, lanefs, preset, osts, scratch):
+def measure(matrix, lanefs, osts, scratch):
+    """Every round: calibrate, simulate every cell on that preset, run
+    every cell for real. Returns each round's (preset, calibration lines)."""
     for cell in matrix:
         cell["real"] = {"bw": [], "enqueues": [], "callbacks": [], "cpu": [], "switches": []}
         cell["skipped"] = skip_reason(cell, lanefs)
         if cell["skipped"]:
             log(f"{cell['name']}: skipped: {cell['skipped']}")
-            cell["sim_command"] = shown(*sim_command(cell, lanefs, preset, osts))
-            continue
-        sim_run(cell, lanefs, preset, osts)
     todo = [c for c in matrix if not c["skipped"]]
+    calibrations = []
+    index = 0
+    for r in range(ROUNDS):
+        preset, lines = calibrate(lanefs, scratch, osts, r)
+        if preset_osts(preset) != osts:
+            sys.exit(f"bench/fidelity.py: the preset {preset} has {preset_osts(preset)} OSTs, the real runs {osts}: "
+                     "give OSTS to match it")
+        calibrations.append((preset, lines))
+        for cell in matrix:
+            if cell["skipped"]:
+                cell["sim_command"] = shown(*sim_command(cell, lanefs, preset, osts))
+            elif r == 0 or not os.environ.get("PRESET"):
+                sim_run(cell, lanefs, preset, osts)
+        index = real_round(todo, r, lanefs, osts, scratch, index)
+    return calibrations
+
+
+def real_round(todo, r, lanefs, osts, scratch, index):
+    """Round `r` of the real runs, in the matrix's order (reversed in odd
+    rounds), the mount's cells on a mount made for the round; returns the
+    count of real runs so far, `index` those of the rounds before."""
     with contextlib.ExitStack() as stack:
         mount = None
-        if any(c["kind"] == "mount" for c in todo):
+        if any(c["kind"] == "mount" and not c.get("error") for c in todo):
             try:
                 mount = stack.enter_context(mounted(lanefs, scratch, osts))
             except Exception as e:  # every mount cell shows it
                 mount = e
-        index = 0
-        for r in range(ROUNDS):
-            for cell in (todo if r % 2 == 0 else todo[::-1]):
-                if cell.get("error"):
-                    continue
-                index += 1
-                started = time.monotonic()
-                try:
-                    result = real_run(cell, lanefs, osts, scratch, mount, index)
-                except Failed as e:
-                    cell["error"] = str(e)
-                    log(f"round {r + 1}: {cell['name']}: FAILED: {e}")
-                    continue
-                for k in ("bw", "enqueues", "callbacks"):
+        for cell in (todo if r % 2 == 0 else todo[::-1]):
+            if cell.get("error"):
+                continue
+            index += 1
+            started = time.monotonic()
+            try:
+                result = real_run(cell, lanefs, osts, scratch, mount, index)
+            except Failed as e:
+                cell["error"] = str(e)
+                log(f"round {r + 1}: {cell['name']}: FAILED: {e}")
+                continue
+            for k in ("bw", "enqueues", "callbacks"):
+                cell["real"][k].append(result[k])
+            for k in ("cpu", "switches"):
+                if result.get(k) is not None:
                     cell["real"][k].append(result[k])
-                for k in ("cpu", "switches"):
-                    if result.get(k) is not None:
-                        cell["real"][k].append(result[k])
-                log(f"round {r + 1}: {cell['name']}: {result['bw']:.1f} MiB/s, enqueues {result['enqueues']}, "
-                    f"callbacks {result['callbacks']} ({time.monotonic() - started:.1f} s)")
+            log(f"round {r + 1}: {cell['name']}: {result['bw']:.1f} MiB/s, enqueues {result['enqueues']}, "
+                f"callbacks {result['callbacks']} ({time.monotonic() - started:.1f} s)")
+    return index
 
 
 # The table and the summary.
@@ -570,7 +646,8 @@ def digest(cell):
     real, sim = cell["real"], cell.get("sim") or {}
     d = {"median": median(real["bw"]), "min": min(real["bw"], default=None), "max": max(real["bw"], default=None),
          "enqueues": median(real["enqueues"]), "callbacks": median(real["callbacks"]),
-         "sim_bw": sim.get("bw"), "sim_enqueues": sim.get("enqueues"), "sim_callbacks": sim.get("callbacks"),
+         "sim_bw": sim.get("bw"), "sim_range": sim.get("bw_range"),
+         "sim_enqueues": sim.get("enqueues"), "sim_callbacks": sim.get("callbacks"),
          "cpu": median(real.get("cpu", [])), "sim_cpu": sim.get("cpu"),
          "switches": median(real.get("switches", [])), "sim_switches": sim.get("switches"),
          "sim_busy": sim.get("cores_busy")}
@@ -589,7 +666,7 @@ def seconds(v):
 
 
 def table(matrix):
-    print("| cell | real MiB/s, median (min-max) | simulated MiB/s | sim / real | enqueues real / sim "
+    print("| cell | real MiB/s, median (min-max) | simulated MiB/s, median (min-max) | sim / real | enqueues real / sim "
           "| callbacks real / sim | CPU s real / charged | switches real / hand-offs | simulated cores busy |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for cell in matrix:
@@ -602,6 +679,8 @@ def table(matrix):
         else:
             real = f"{d['median']:.0f} ({d['min']:.0f}-{d['max']:.0f})"
         sim = "FAILED" if sim_error else ("-" if d["sim_bw"] is None else f"{d['sim_bw']:.0f}")
+        if not sim_error and d["sim_range"] and round(d["sim_range"][0]) != round(d["sim_range"][1]):
+            sim += f" ({d['sim_range'][0]:.0f}-{d['sim_range'][1]:.0f})"
         ratio = "-" if d["ratio"] is None else f"{d['ratio']:.2f}"
         real_ok = not cell["skipped"] and not cell.get("error")
         sim_ok = d["sim_bw"] is not None
@@ -662,6 +741,20 @@ def summary(matrix):
         print(f"- noise: {wide} of {len(ranged)} cells' own rounds differ by more than 25% (largest over smallest), "
               f"{sum(d['max'] / d['min'] > 1.5 for d in ranged)} by more than 50%; the simulation falls within "
               f"the measured range (min-max) in {sum(d['min'] <= d['sim_bw'] <= d['max'] for d in ranged)}")
+    # The calibration's own noise: the same cell predicted from each
+    # round's measurement of the machine.
+    spread = [d for d in compared if d["sim_range"] and d["sim_range"][0] > 0]
+    if spread and any(d["sim_range"][1] > d["sim_range"][0] for d in spread):
+        widths = sorted(d["sim_range"][1] / d["sim_range"][0] for d in spread)
+        print(f"- calibration: over the rounds' calibrations, {sum(w > 1.10 for w in widths)} of {len(widths)} cells' "
+              f"predictions differ by more than 10% (largest over smallest), {sum(w > 1.25 for w in widths)} by more "
+              f"than 25%; the widest by {100 * (widths[-1] - 1):.0f}%, the median by "
+              f"{100 * (statistics.median(widths) - 1):.0f}%")
+        follows = rounds_followed(matrix)
+        if follows:
+            print("  - round by round, each cell's prediction and its real run as shares of the cell's mean over "
+                  "the rounds, averaged over the cells: "
+                  + "; ".join(f"round {i + 1} {p:.2f} and {r:.2f}" for i, (p, r) in enumerate(follows)))
     cpu = sorted(d["cpu"] / d["sim_cpu"] for d in compared if d["cpu"] and d["sim_cpu"])
     if cpu:
         print(f"- CPU time: the real runs' (whole processes) over what the simulator charges the host's cores, "
@@ -698,30 +791,58 @@ def summary(matrix):
     return {"pairs": pairs, "wrong": wrong}
 
 
+def rounds_followed(matrix):
+    """Per round, the mean over the cells run in every round of the
+    round's prediction over the cell's mean prediction, and the same of
+    its real run: whether a round's calibration saw the machine its real
+    runs met. None unless some cell has a prediction and a real run in
+    each of two rounds or more."""
+    both = [c for c in matrix if not c.get("error") and len(c.get("sims") or []) > 1
+            and len(c.get("sims")) == len(c["real"]["bw"]) and all(not s.get("error") for s in c["sims"])]
+    if not both:
+        return None
+    shares = []
+    for i in range(len(both[0]["sims"])):
+        p = statistics.mean(c["sims"][i]["bw"] / statistics.mean(s["bw"] for s in c["sims"]) for c in both)
+        r = statistics.mean(c["real"]["bw"][i] / statistics.mean(c["real"]["bw"]) for c in both)
+        shares.append((p, r))
+    return shares
+
+
 def interrupted(signum, _frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
 def resimulate(lanefs, path):
     """The matrix FIDELITY_JSON kept at `path`, simulated again (with
-    SIM_SET, this binary) on the preset it kept, against its real figures."""
+    SIM_SET, this binary) on the presets it kept (one a round, or the one
+    of a file written before rounds had their own), against its real
+    figures."""
     with open(path) as f:
         kept = json.load(f)
     osts = kept["osts"]
+    texts = kept.get("presets") or [kept["preset"]]
     with tempfile.TemporaryDirectory(prefix="lanefs-resimulate-") as d:
-        preset = os.path.join(d, "calibrated.toml")
-        with open(preset, "w") as f:
-            f.write(kept["preset"])
         matrix = kept["cells"]
         for cell in matrix:
             cell.setdefault("env", {})
-            if not cell.get("skipped"):
-                sim_run(cell, lanefs, preset, osts)
+            cell.pop("sims", None)
+        presets = []
+        for i, text in enumerate(texts):
+            preset = os.path.join(d, f"calibrated-{i + 1}.toml")
+            presets.append(preset)
+            with open(preset, "w") as f:
+                f.write(text)
+            for cell in matrix:
+                if not cell.get("skipped"):
+                    sim_run(cell, lanefs, preset, osts)
         print(f"The real figures of {path} ({kept['rounds']} round(s) of {kept['size_mib']} MiB each, {osts} OSTs "
-              f"under {kept['place']}), simulated again on its preset"
+              f"under {kept['place']}), simulated again on its {len(texts)} preset(s)"
               + (f" with SIM_SET={os.environ['SIM_SET']}" if os.environ.get("SIM_SET") else "") + ":")
         shown_command = next(c["sim_command"] for c in matrix if c.get("sim_command"))
-        print(f"    simulated: {shown_command.replace(preset, f'<the preset kept in {path}>')}")
+        for i, preset in enumerate(presets):
+            shown_command = shown_command.replace(preset, f"<preset {i + 1} kept in {path}>")
+        print(f"    simulated: {shown_command}")
         print()
         failures = table(matrix)
         summary(matrix)
@@ -751,30 +872,36 @@ def main():
 
 def measure_and_print(lanefs, place, scratch, reporting):
     osts = int(os.environ.get("OSTS") or (preset_osts(os.environ["PRESET"]) if os.environ.get("PRESET") else 2))
-    preset, calibration = calibrate(lanefs, scratch, osts)
-    if preset_osts(preset) != osts:
-        sys.exit(f"bench/fidelity.py: the preset {preset} has {preset_osts(preset)} OSTs, the real runs {osts}: "
-                 "give OSTS to match it")
-    with open(preset) as f:
-        preset_text = f.read()
     matrix = cells(osts)
     began = time.monotonic()
-    measure(matrix, lanefs, preset, osts, scratch)
+    calibrations = measure(matrix, lanefs, osts, scratch)
     elapsed = time.monotonic() - began
+    preset_texts = []
+    for preset, _ in calibrations:
+        with open(preset) as f:
+            preset_texts.append(f.read())
+    calibration = calibrations[0][1]
     caches = "page cache dropped before every real run" if DROP else \
         "page cache NOT dropped between runs (not root: only synced)"
     if reporting:
         caches += f"; {reporting}"
         if REPORTING_DELAYED:
             caches += f", {CALIBRATION_WARM_BYTES >> 30} GiB before calibrating"
-    print(f"Real and simulated IOR writes on this machine: {ROUNDS} round(s) of each real run, one simulated run; "
+    each = "one preset for every round" if os.environ.get("PRESET") else "a calibration and a simulated run each"
+    print(f"Real and simulated IOR writes on this machine: {ROUNDS} round(s) of each real run ({each}); "
           f"{SIZE_MIB} MiB per run (-w -e), {osts} OSTs on {fs_type(place)} under {place}, every file striped over "
-          f"all {osts} in 1 MiB stripes; {caches}; {elapsed:.0f} s of runs.")
-    print("Calibration:")
+          f"all {osts} in 1 MiB stripes; {caches}; {elapsed:.0f} s of rounds, calibrations included.")
+    print("Calibration" + (", the first round's:" if len(calibrations) > 1 else ":"))
     for line in calibration:
         print(f"    {line}")
+    if len(calibrations) > 1:
+        moved = drift(preset_texts)
+        print(f"  Measured values that moved by more than 10% over the {len(calibrations)} rounds' calibrations"
+              + (":" if moved else ": none"))
+        for line in moved:
+            print(f"    {line}")
     if not os.environ.get("PRESET"):
-        print("    (the preset goes with the run's temporary directory: FIDELITY_JSON keeps its text; "
+        print("    (the presets go with the run's temporary directory: FIDELITY_JSON keeps their text; "
               "PRESET=path reuses one)")
     print("Commands (every run's is printed on stderr as it runs; TMPDIR is a new directory on the disk for each "
           "real run):")
@@ -795,9 +922,12 @@ def measure_and_print(lanefs, place, scratch, reporting):
     order = summary(matrix)
     if os.environ.get("FIDELITY_JSON"):
         keep = ("name", "kind", "row", "what", "t_kib", "ranks", "mode", "multiplier", "aggregators", "env", "ior",
-                "real_command", "sim_command", "real", "sim", "figures", "error", "skipped")
+                "real_command", "sim_command", "real", "sim", "sims", "figures", "error", "skipped")
+        # "preset" and "calibration" are the first round's, as one
+        # preset's files had them; "presets" and "calibrations" every round's.
         report = {"rounds": ROUNDS, "size_mib": SIZE_MIB, "osts": osts, "place": place, "caches_dropped": DROP,
-                  "calibration": calibration, "preset": preset_text, "order": order,
+                  "calibration": calibration, "preset": preset_texts[0], "order": order,
+                  "calibrations": [lines for _, lines in calibrations], "presets": preset_texts,
                   "cells": [{k: c[k] for k in keep if k in c} for c in matrix]}
         with open(os.environ["FIDELITY_JSON"], "w") as f:
             json.dump(report, f, indent=1)
