@@ -161,8 +161,6 @@ fn client() -> String {
 /// The OSS and its OSTs on the disk measured.
 fn storage(m: &Measurements, options: &Options) -> String {
     let osts = options.osts.max(1);
-    let per_ost_write = m.disk.writeback_gib_s / f64::from(osts);
-    let per_ost_read = m.disk.read_gib_s / f64::from(osts);
     let sync_us = m.disk.sync.as_secs_f64() * 1e6;
     let together_us = m.disk.sync_together.as_secs_f64() * 1e6;
     let point_us = m.disk.point.as_secs_f64() * 1e6;
@@ -179,22 +177,25 @@ fn storage(m: &Measurements, options: &Options) -> String {
          # the bytes over the fdatasyncs' time together: a run's bytes meet the disk's\n\
          # slow stretches as these did; {parts} parts, each written and synced, from\n\
          # {wb_low:.3} to {wb_high:.3}; the writes and syncs together: {write:.3} GiB/s), and the\n\
-         # read ran at {read:.3} GiB/s;\n\
-         # the disk is shared equally by the {osts} OSTs (assumption: the OSTs take\n\
-         # turns fairly). The OSTs write into the page cache (ost_writes below), so\n\
-         # the disk's write bandwidth is the writeback's.\n\
-         ost_write_bandwidth_gib_s = {per_ost_write:.4}\n\
-         # measured: the disk's read bandwidth, as above, per OST.\n\
-         ost_read_bandwidth_gib_s = {per_ost_read:.4}\n\
+         # read ran at {read:.3} GiB/s. The OSTs write into the page cache\n\
+         # (ost_writes below), so the disk's write bandwidth is the writeback's.\n\
+         ost_write_bandwidth_gib_s = {writeback:.4}\n\
+         # measured: the disk's read bandwidth, as above.\n\
+         ost_read_bandwidth_gib_s = {read:.4}\n\
+         # The OSTs' directories are all on the disk measured, which takes their\n\
+         # write-backs, syncs and reads one after another at the rates above (one\n\
+         # OST alone has all of it).\n\
+         ost_disks = \"shared\"\n\
          # measured: the Unix socket's bandwidth, as for the clients (reads' bulk).\n\
          oss_network_bandwidth_gib_s = {unix_bw:.3}\n\
          # lanefs's OST default (lanefs up --sync-lock-cancel), Lustre's too.\n\
          sync_lock_cancel = \"always\"\n\
          # measured: the median time of a 4 KiB write and its fdatasync ({syncs}\n\
-         # of them from each of {osts} threads at once, each to a file of its own, as\n\
-         # the OSTs' commit threads sync; one thread alone: {sync_us:.0} us), what an\n\
-         # OST's commit waits for of each object it syncs on this disk.\n\
-         journal_commit_us = {together_us:.0}\n\
+         # of them, one thread), what an OST's commit waits for of each object it\n\
+         # syncs on this disk; the disk takes the OSTs' syncs one after another\n\
+         # (ost_disks above). {osts} threads syncing at once, each to a file of its\n\
+         # own, as the OSTs' commit threads do, waited {together_us:.0} us each.\n\
+         journal_commit_us = {sync_us:.0}\n\
          # lanefs's OST commit thread fdatasyncs each object a commit covers in\n\
          # turn, then writes its commit point (crates/server/src/oss.rs).\n\
          commit_syncs = \"each-object\"\n\
@@ -203,8 +204,8 @@ fn storage(m: &Measurements, options: &Options) -> String {
          commit_point_us = {point_us:.0}\n\
          # The page: only writes that are not page-aligned pay a read-modify-write.\n\
          raid_stripe_kib = 4\n\
-         # measured: the disk's read bandwidth per OST, as above.\n\
-         rmw_read_bandwidth_gib_s = {per_ost_read:.4}\n\
+         # measured: the disk's read bandwidth, as above.\n\
+         rmw_read_bandwidth_gib_s = {read:.4}\n\
          # lanefs's OSS serves each OST on a thread of its own\n\
          # (crates/server/src/oss.rs).\n\
          oss_service_threads = {osts}\n\

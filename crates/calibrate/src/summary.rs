@@ -41,7 +41,7 @@ fn hardware(m: &Measurements, options: &Options) -> Vec<Row> {
         row(
             "  of it, the fdatasyncs' writeback",
             spread_gib(m.disk.writeback_gib_s, m.disk.writeback_spread_gib_s),
-            "ost_write_bandwidth_gib_s (per OST)",
+            "ost_write_bandwidth_gib_s (the OSTs' one disk)",
         ),
         row(
             "  of it, the writes into the page cache (CPU)",
@@ -59,13 +59,9 @@ fn hardware(m: &Measurements, options: &Options) -> Vec<Row> {
             format!("{} MiB", m.disk.background.bytes >> 20),
             "host_cache_background_mib",
         ),
-        row("disk read (cache dropped)", gib(m.disk.read_gib_s), "ost_read_bandwidth_gib_s (per OST)"),
-        row("4 KiB write + fdatasync (median)", us(m.disk.sync), "(shown)"),
-        row(
-            format!("the same, {} threads at once", m.disk.syncs_threads),
-            us(m.disk.sync_together),
-            "journal_commit_us",
-        ),
+        row("disk read (cache dropped)", gib(m.disk.read_gib_s), "ost_read_bandwidth_gib_s (the OSTs' one disk)"),
+        row("4 KiB write + fdatasync (median)", us(m.disk.sync), "journal_commit_us"),
+        row(format!("the same, {} threads at once", m.disk.syncs_threads), us(m.disk.sync_together), "(shown)"),
         row("512 B written in place + fdatasync (median)", us(m.disk.point), "commit_point_us"),
         row("  its CPU time (median)", us(m.disk.point_cpu), "sync_cpu_us"),
         row("copy, one core", spread_gib(m.copy.one_gib_s, m.copy.one_spread_gib_s), "copy_bandwidth_gib_s"),

@@ -131,6 +131,11 @@ fn a_quick_calibration_writes_a_preset_the_simulator_runs() {
     let config = lanefs_sim::config::ClusterConfig::load(preset.to_str().unwrap()).expect("the preset loads");
     assert_eq!((config.compute.nodes, config.compute.ranks_per_node), (4, 1), "a node a rank");
     assert_eq!(config.storage.osts_per_oss, 2);
+    assert_eq!(
+        config.storage.ost_disks,
+        Some(lanefs_sim::config::OstDisks::Shared),
+        "the OSTs' directories share a disk"
+    );
     assert_eq!(config.storage.runs_on, Some(lanefs_sim::config::RunsOn::ComputeNode));
     assert!(config.compute.cores.is_some_and(|n| n >= 1));
     assert_eq!(config.compute.hosts, Some(lanefs_sim::config::Hosts::One));

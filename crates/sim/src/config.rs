@@ -270,6 +270,14 @@ pub struct StorageSection {
     /// its commit point (`commit_point_us`), one job after the other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit_syncs: Option<CommitSyncs>,
+    /// Where an OSS's OSTs keep their data: `own` (the default), each on
+    /// disks of its own, as a Lustre OST is its own RAID volume; or
+    /// `shared`, all of them on one disk, as a local cluster's OST
+    /// directories are: that disk serves their writes, write-backs, syncs,
+    /// commits and reads one after another, at the OST bandwidths above
+    /// (one OST alone has the whole disk; busy together, they share it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ost_disks: Option<OstDisks>,
     /// With `commit_syncs = "each-object"`: time of the write of an OST's
     /// commit point at the end of each commit (one block written in place
     /// and its `fdatasync`), in microseconds. Absent means zero; unused
@@ -531,6 +539,20 @@ pub enum CommitSyncs {
 /// The words of [`CommitSyncs`], as the schema lists them.
 pub(crate) const COMMIT_SYNCS: [&str; 2] = ["journal", "each-object"];
 
+/// Where an OSS's OSTs keep their data: `[storage] ost_disks`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OstDisks {
+    /// Each OST on disks of its own.
+    #[default]
+    Own,
+    /// Every OST of an OSS on one disk.
+    Shared,
+}
+
+/// The words of [`OstDisks`], as the schema lists them.
+pub(crate) const OST_DISKS: [&str; 2] = ["own", "shared"];
+
 /// The words of [`WriteBulk`], as the schema lists them.
 pub(crate) const WRITE_BULK: [&str; 2] = ["network", "shared-memory"];
 
@@ -680,6 +702,9 @@ impl StorageSection {
     }
     pub fn journal_commit(&self) -> Duration {
         duration(self.journal_commit_us.unwrap_or(0.0), NS_PER_US)
+    }
+    pub fn ost_disks(&self) -> OstDisks {
+        self.ost_disks.unwrap_or_default()
     }
     pub fn commit_syncs(&self) -> CommitSyncs {
         self.commit_syncs.unwrap_or_default()

@@ -1,7 +1,9 @@
 //! The numbers the simulated machine runs on, in the units the event loop
 //! uses (bytes per second, nanoseconds), derived from a cluster description.
 
-use crate::config::{ClusterConfig, CommitSyncs, FileWrites, Hosts, OstWrites, RunsOn, UnstablePages, WriteBulk};
+use crate::config::{
+    ClusterConfig, CommitSyncs, FileWrites, Hosts, OstDisks, OstWrites, RunsOn, UnstablePages, WriteBulk,
+};
 use lanefs_core::client::cores::Cores;
 use lanefs_core::client::{ClientConfig, CopyContention};
 use lanefs_core::ldlm::server::LockServerConfig;
@@ -25,6 +27,9 @@ pub struct Model {
     pub osts_per_oss: u32,
     pub ost_write_bw: f64,
     pub ost_read_bw: f64,
+    /// An OSS's OSTs are on one disk (`ost_disks = "shared"`), which takes
+    /// their I/O one after another.
+    pub ost_disks_shared: bool,
     /// An OSS's NIC, bytes/s.
     pub oss_bw: f64,
     /// OSS-side cost of one I/O RPC.
@@ -158,6 +163,16 @@ impl Model {
         ost / self.osts_per_oss
     }
 
+    /// The disk `ost`'s data is on: its own, or its OSS's one disk.
+    pub fn disk_of(&self, ost: u32) -> usize {
+        (if self.ost_disks_shared { self.oss_of(ost) } else { ost }) as usize
+    }
+
+    /// How many disks the OSTs' data is on.
+    pub fn disks(&self) -> usize {
+        (if self.ost_disks_shared { self.oss_count } else { self.oss_count * self.osts_per_oss }) as usize
+    }
+
     /// The cores of each node's host, a pool per host (none without cores).
     pub fn host_cores(&self) -> Vec<Option<Cores>> {
         let Some(count) = self.cores else { return vec![None; self.nodes as usize] };
@@ -233,6 +248,7 @@ impl Model {
             osts_per_oss: storage.osts_per_oss,
             ost_write_bw: storage.ost_write_bandwidth().bytes_per_s(),
             ost_read_bw: storage.ost_read_bandwidth().bytes_per_s(),
+            ost_disks_shared: storage.ost_disks() == OstDisks::Shared,
             oss_bw: storage.oss_network_bandwidth().bytes_per_s(),
             rpc_overhead: storage.rpc_service_overhead(),
             rpc_per_page: storage.rpc_service_per_page(),

@@ -169,6 +169,8 @@ pub struct World<W> {
     oss_rx_free: Vec<Instant>,
     oss_busy: Vec<u32>,
     oss_pending: Vec<VecDeque<(u32, u32, ToOst)>>,
+    /// When each disk is free: an OST's own, or its OSS's one disk
+    /// ([`Model::disk_of`]).
     disk_free: Vec<Instant>,
     /// Per OSS, when each lock-service thread is next free, earliest first:
     /// the thread taken is the front, and its new free time goes in its
@@ -256,7 +258,7 @@ impl<W> World<W> {
             oss_rx_free: vec![Instant::ZERO; oss],
             oss_busy: vec![0; oss],
             oss_pending: vec![VecDeque::new(); oss],
-            disk_free: vec![Instant::ZERO; osts],
+            disk_free: vec![Instant::ZERO; model.disks()],
             lock_threads: (0..oss).map(|_| (0..model.oss_threads.max(1)).map(|_| Instant::ZERO).collect()).collect(),
             callback_threads: match model.callback_threads {
                 Some(threads) => (0..nodes).map(|_| CallbackThreads::new(threads)).collect(),
@@ -513,13 +515,15 @@ impl<W> World<W> {
             }
             if flushed.disk > Duration::ZERO {
                 let ready = self.writeback_cpu(now, 0, flushed.bytes);
-                self.disk_free[o] = later(ready, self.disk_free[o]) + flushed.disk;
+                let d = self.model.disk_of(o as u32);
+                self.disk_free[d] = later(ready, self.disk_free[d]) + flushed.disk;
             }
         }
-        if self.model.host_cache && self.disk_free[o] > now {
+        let d = self.model.disk_of(o as u32);
+        if self.model.host_cache && self.disk_free[d] > now {
             // What was written before the sync is still going from the
             // host's page cache to the disk: the sync waits for it.
-            self.queue.push(self.disk_free[o], Ev::Drained { ost: o as u32, request: Box::new(request) });
+            self.queue.push(self.disk_free[d], Ev::Drained { ost: o as u32, request: Box::new(request) });
             return;
         }
         self.take_sync(o, request);
@@ -577,8 +581,9 @@ impl<W> World<W> {
             }
         };
         let ready = self.writeback_cpu(self.now, 1, bytes);
-        let end = later(ready, self.disk_free[o]) + own;
-        self.disk_free[o] = end;
+        let d = self.model.disk_of(o as u32);
+        let end = later(ready, self.disk_free[d]) + own;
+        self.disk_free[d] = end;
         self.queue.push(end, Ev::CommitStep { ost: o as u32, woken: false });
     }
 
@@ -621,7 +626,7 @@ impl<W> World<W> {
             None => 0,
         };
         let m = &self.model;
-        let (n, s, o) = (node as usize, m.oss_of(ost) as usize, ost as usize);
+        let (n, s, d) = (node as usize, m.oss_of(ost) as usize, m.disk_of(ost));
         let mut bulk_done = if m.write_bulk_shared {
             // The pages are in the client's memory, which the OSS reads.
             self.now
@@ -664,12 +669,12 @@ impl<W> World<W> {
                 // The service replies once the bytes are in the cache; what
                 // goes to the disk now takes the host's CPU to write back.
                 let ready = self.writeback_cpu(copied, 0, flushed.bytes);
-                self.disk_free[o] = later(ready, self.disk_free[o]) + flushed.disk;
+                self.disk_free[d] = later(ready, self.disk_free[d]) + flushed.disk;
             }
             return copied;
         }
-        let done = later(bulk_done, self.disk_free[o]) + plus(overhead, disk);
-        self.disk_free[o] = done;
+        let done = later(bulk_done, self.disk_free[d]) + plus(overhead, disk);
+        self.disk_free[d] = done;
         done + m.access_latency
     }
 
@@ -684,9 +689,9 @@ impl<W> World<W> {
             ready = ready + pages;
         }
         let m = &self.model;
-        let (n, s, o) = (node as usize, m.oss_of(ost) as usize, ost as usize);
-        let disk = later(ready, self.disk_free[o]) + plus(overhead, transfer(len, m.ost_read_bw));
-        self.disk_free[o] = disk;
+        let (n, s, d) = (node as usize, m.oss_of(ost) as usize, m.disk_of(ost));
+        let disk = later(ready, self.disk_free[d]) + plus(overhead, transfer(len, m.ost_read_bw));
+        self.disk_free[d] = disk;
         let disk = disk + m.access_latency;
         let tx = later(disk, self.oss_tx_free[s]) + transfer(len, m.oss_bw);
         self.oss_tx_free[s] = tx;

@@ -208,6 +208,30 @@ fn osts_writing_into_the_host_cache_reply_early_and_sync_late() {
     assert!(simulated_s(&no_fsync) < drain, "{} s", simulated_s(&no_fsync));
 }
 
+#[test]
+fn osts_on_one_disk_take_turns_and_one_alone_has_all_of_it() {
+    // Four ranks, a file each of one stripe, so on an OST each (the laptop's
+    // one OSS has four), 16 MiB each fsynced, the disks at 0.1 GiB/s: the
+    // disks' time dominates.
+    let disk = [("storage.ost_write_bandwidth_gib_s", "0.1"), ("storage.oss_service_threads", "4")];
+    let shared = [disk[0], disk[1], ("storage.ost_disks", "\"shared\"")];
+    let four = "-a POSIX -w -e -F -b 16m -t 1m -N 4 --tasks-per-node 4";
+    let own_disks = json_run(four, opts_with("laptop", &disk));
+    let one_disk = json_run(four, opts_with("laptop", &shared));
+    // One disk takes the four OSTs' 64 MiB one after another: 0.625 s.
+    let ratio = simulated_s(&one_disk) / simulated_s(&own_disks);
+    assert!((3.0..4.5).contains(&ratio), "four OSTs on one disk: {ratio:.2} times as long as on four");
+    assert!(simulated_s(&one_disk) >= 64.0 / 1024.0 / 0.1, "{} s", simulated_s(&one_disk));
+    // One OST writing alone has the whole disk, as on a disk of its own.
+    let one = "-a POSIX -w -e -b 16m -t 1m -N 1 --tasks-per-node 1";
+    let alone = json_run(one, opts_with("laptop", &disk));
+    let alone_on_one_disk = json_run(one, opts_with("laptop", &shared));
+    assert_eq!(simulated_s(&alone), simulated_s(&alone_on_one_disk));
+    // `own` is what a preset without the key gets.
+    let own = json_run(four, opts_with("laptop", &[disk[0], disk[1], ("storage.ost_disks", "\"own\"")]));
+    assert_eq!(without_wall_time(own), without_wall_time(own_disks));
+}
+
 fn host_cache<'a>(settings: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
     let mut all = settings.to_vec();
     all.push(("storage.ost_writes", "\"host-cache\""));

@@ -259,6 +259,13 @@ const SCHEMA: &[Section] = &[
                 "time of one commit of an OST's journal, one at a time per OST",
             )),
             optional(key(
+                "ost_disks",
+                Kind::Choice(&OST_DISKS),
+                "",
+                "\"shared\"",
+                "own (default): each OST on disks of its own; shared: an OSS's OSTs on one disk, which takes their I/O in turn",
+            )),
+            optional(key(
                 "commit_syncs",
                 Kind::Choice(&COMMIT_SYNCS),
                 "",
