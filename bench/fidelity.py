@@ -855,6 +855,8 @@ def main():
         sys.exit(f"bench/fidelity.py: {lanefs} is not there: make build (or LANEFS=path)")
     if os.environ.get("RESIMULATE"):
         return resimulate(lanefs, os.environ["RESIMULATE"])
+    if ROUNDS < 1:
+        sys.exit(f"bench/fidelity.py: ROUNDS={ROUNDS}: give at least 1")
     place = os.environ.get("BENCH_DIR") or ("/var/tmp" if os.path.isdir("/var/tmp") else tempfile.gettempdir())
     if fs_type(place) in ("tmpfs", "ramfs"):
         sys.exit(f"bench/fidelity.py: {place} is {fs_type(place)}: the OSTs and the calibration must be on a disk "
@@ -891,10 +893,11 @@ def measure_and_print(lanefs, place, scratch, reporting):
     print(f"Real and simulated IOR writes on this machine: {ROUNDS} round(s) of each real run ({each}); "
           f"{SIZE_MIB} MiB per run (-w -e), {osts} OSTs on {fs_type(place)} under {place}, every file striped over "
           f"all {osts} in 1 MiB stripes; {caches}; {elapsed:.0f} s of rounds, calibrations included.")
-    print("Calibration" + (", the first round's:" if len(calibrations) > 1 else ":"))
+    calibrated_each_round = len(calibrations) > 1 and not os.environ.get("PRESET")
+    print("Calibration" + (", the first round's:" if calibrated_each_round else ":"))
     for line in calibration:
         print(f"    {line}")
-    if len(calibrations) > 1:
+    if calibrated_each_round:
         moved = drift(preset_texts)
         print(f"  Measured values that moved by more than 10% over the {len(calibrations)} rounds' calibrations"
               + (":" if moved else ": none"))
