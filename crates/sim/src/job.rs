@@ -570,7 +570,12 @@ impl Run<'_> {
                 self.advise(rank, call)?;
             }
         }
-        if spec.write && self.job.world.model.mount_time(spec.transfer) > Duration::ZERO {
+        // A write through a mount goes through it even where its requests
+        // cost nothing (`request_us = 0`): the file's inode lock is held
+        // for the whole write all the same, and [`St::Returning`] gives it
+        // back.
+        let mounted = self.inodes.is_some() || self.job.world.model.mount_time(spec.transfer) > Duration::ZERO;
+        if spec.write && mounted {
             if let Some(inodes) = self.inodes.as_mut() {
                 if !inodes.take(node, rank) {
                     // Another rank's write to the file holds its inode.

@@ -801,6 +801,19 @@ fn a_nodes_writes_to_one_file_go_through_its_mount_one_at_a_time() {
     assert!(simulated_s(&apart) < 0.5 * simulated_s(&one_at_a_time), "{} s", simulated_s(&apart));
 }
 
+#[test]
+fn a_mount_whose_requests_cost_nothing_still_takes_writes_one_at_a_time() {
+    // `lanefs calibrate` writes `request_us = 0` where the mount's cost
+    // came out below zero: the writes of one file still take its inode in
+    // turn, and each gives it back.
+    let free = [("mount.request_us", "0"), ("mount.request_max_kib", "1024")];
+    let shared = "-a POSIX -w -b 4m -t 1m -N 8 --tasks-per-node 8";
+    let one_at_a_time = json_run(shared, opts_with("laptop", &free));
+    let parallel = json_run(shared, opts_with("laptop", &[free[0], free[1], ("mount.file_writes", "\"parallel\"")]));
+    assert_eq!(counter(&one_at_a_time, "ost_bytes_written"), 32 << 20);
+    assert_eq!(counter(&parallel, "ost_bytes_written"), 32 << 20);
+}
+
 /// 32 ranks on one node copying at 0.02 GiB/s (0.64 together, a third of
 /// the OSTs' bandwidth), into a file each or (at 0.005 GiB/s) into one
 /// file over every OST: the copies dominate.
