@@ -264,7 +264,7 @@ pub(super) async fn open_session(
                 }
             }
         };
-        let shared = match (&stream, arena) {
+        let shared = match (&mut stream, arena) {
             (Connected::Unix(s), Some(offer)) => {
                 let mut frame = Vec::new();
                 encode(Wire::AttachArena { arena: offer.id, frames: offer.frames }, &mut frame)

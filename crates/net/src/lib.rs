@@ -18,6 +18,8 @@
 //! - [`fence`]: the mark that keeps a second server off the data one
 //!   serves;
 //! - [`shm`]: the page arena a client shares with an OSS on its host;
+//!   [`unix_stream`]: a Unix socket that wakes its thread for bytes to
+//!   read, not for room to write;
 //! - [`params`]: the `lctl` parameter tree of clients and servers;
 //! - [`runtime_files`]: private runtime files, made without following
 //!   links.
@@ -34,4 +36,5 @@ pub mod process;
 pub mod runtime_files;
 pub mod shm;
 pub mod transport;
+pub mod unix_stream;
 pub mod writer;

@@ -20,6 +20,7 @@
 //! may rewrite it at any time): it reads it only through raw pointers
 //! ([`lanefs_core::pages::RemoteSpan`]).
 
+use crate::unix_stream::QuietUnixStream;
 use lanefs_core::pages::{Arena, ArenaMemory, PageSpan, RemoteSpan, PAGE_BYTES};
 use lanefs_proto::wire::SharedBulk;
 use std::collections::VecDeque;
@@ -29,8 +30,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
-use tokio::net::UnixStream;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The largest arena an OSS maps for one client (4 GiB of frames, what a
 /// lanefs client makes at most): a client can make the OSS fault in every
@@ -161,16 +161,11 @@ impl MappedArena {
 }
 
 /// Write `frame` to `stream` with `fd` attached to its bytes (`SCM_RIGHTS`).
-pub async fn send_frame_with_fd(stream: &UnixStream, frame: &[u8], fd: BorrowedFd<'_>) -> io::Result<()> {
+pub async fn send_frame_with_fd(stream: &mut QuietUnixStream, frame: &[u8], fd: BorrowedFd<'_>) -> io::Result<()> {
     let mut sent = 0;
     while sent < frame.len() {
-        stream.writable().await?;
         let attach = (sent == 0).then_some(fd.as_raw_fd());
-        match stream.try_io(Interest::WRITABLE, || sendmsg(stream.as_raw_fd(), &frame[sent..], attach)) {
-            Ok(n) => sent += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
-        }
+        sent += stream.write_with(|socket| sendmsg(socket.as_raw_fd(), &frame[sent..], attach)).await?;
     }
     Ok(())
 }
@@ -232,12 +227,12 @@ impl FdInbox {
 /// A Unix socket whose reads also collect the file descriptors that come
 /// with the bytes (a plain `read` would close them), into an [`FdInbox`].
 pub struct FdStream {
-    inner: UnixStream,
+    inner: QuietUnixStream,
     inbox: FdInbox,
 }
 
 impl FdStream {
-    pub fn new(inner: UnixStream) -> (FdStream, FdInbox) {
+    pub fn new(inner: QuietUnixStream) -> (FdStream, FdInbox) {
         let inbox = FdInbox::default();
         (FdStream { inner, inbox: inbox.clone() }, inbox)
     }
@@ -246,25 +241,16 @@ impl FdStream {
 impl AsyncRead for FdStream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        loop {
-            ready!(this.inner.poll_read_ready(cx))?;
-            // SAFETY: recvmsg only writes into the unfilled part, and we
-            // mark as filled only the bytes it reports.
-            let unfilled = unsafe { buf.unfilled_mut() };
-            let (ptr, len) = (unfilled.as_mut_ptr() as *mut u8, unfilled.len());
-            let socket = this.inner.as_raw_fd();
-            let inbox = &this.inbox;
-            match this.inner.try_io(Interest::READABLE, || recvmsg(socket, ptr, len, inbox)) {
-                Ok(n) => {
-                    // SAFETY: the kernel wrote `n` bytes there.
-                    unsafe { buf.assume_init(n) };
-                    buf.advance(n);
-                    return Poll::Ready(Ok(()));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Poll::Ready(Err(e)),
-            }
-        }
+        // SAFETY: recvmsg only writes into the unfilled part, and we
+        // mark as filled only the bytes it reports.
+        let unfilled = unsafe { buf.unfilled_mut() };
+        let (ptr, len) = (unfilled.as_mut_ptr() as *mut u8, unfilled.len());
+        let inbox = &this.inbox;
+        let n = ready!(this.inner.poll_read_with(cx, |socket| recvmsg(socket.as_raw_fd(), ptr, len, inbox)))?;
+        // SAFETY: the kernel wrote `n` bytes there.
+        unsafe { buf.assume_init(n) };
+        buf.advance(n);
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -372,9 +358,9 @@ mod tests {
     #[tokio::test]
     async fn descriptors_cross_a_unix_socket() {
         use tokio::io::AsyncReadExt;
-        let (a, b) = UnixStream::pair().unwrap();
+        let (mut a, b) = QuietUnixStream::pair().unwrap();
         let (_, file) = create_arena(1).unwrap();
-        send_frame_with_fd(&a, b"hello", std::os::fd::AsFd::as_fd(&file)).await.unwrap();
+        send_frame_with_fd(&mut a, b"hello", std::os::fd::AsFd::as_fd(&file)).await.unwrap();
         let (mut reader, inbox) = FdStream::new(b);
         let mut got = [0u8; 5];
         reader.read_exact(&mut got).await.unwrap();

@@ -26,6 +26,7 @@ use crate::limits::{
     ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN, HANDSHAKE_DISPLACE_AGE, LISTEN_BACKLOG, REFUSALS_MAX, REFUSAL_LINGER,
 };
 use crate::shm::{FdInbox, FdStream};
+use crate::unix_stream::QuietUnixStream;
 use lanefs_proto::wire::Role;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
@@ -54,7 +55,7 @@ pub async fn connect(address: &Address, key: Option<&ClusterKey>) -> std::io::Re
 pub enum Connected {
     Tcp(TcpStream),
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-    Unix(UnixStream),
+    Unix(QuietUnixStream),
 }
 
 impl Connected {
@@ -86,7 +87,7 @@ pub async fn connect_raw(address: &Address, key: Option<&ClusterKey>) -> std::io
                     format!("the server runs as uid {uid}, neither as you (uid {own}) nor as root: not trusting it"),
                 ));
             }
-            Connected::Unix(s)
+            Connected::Unix(QuietUnixStream::new(s)?)
         }
     })
 }
@@ -315,6 +316,13 @@ impl Incoming {
                     Ok(kernel) => auth::local_peer(kernel.uid(), kernel.gid(), kernel.pid(), auth::euid()),
                     Err(e) => {
                         warn!("refused a local connection whose peer is unknown: {e}");
+                        return None;
+                    }
+                };
+                let s = match QuietUnixStream::new(s) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        warn!("refused a local connection: its socket cannot be registered: {e}");
                         return None;
                     }
                 };

@@ -132,12 +132,13 @@ fn every_kind_of_bad_frame_is_refused_with_a_reason() {
 async fn session(path: &str, steps: Vec<(Wire, Option<&std::fs::File>)>, expected: &str) -> String {
     use lanefs_net::shm::send_frame_with_fd;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::UnixStream::connect(path).await.unwrap();
+    let s = tokio::net::UnixStream::connect(path).await.unwrap();
+    let mut s = lanefs_net::unix_stream::QuietUnixStream::new(s).unwrap();
     s.write_all(&hello(PROTOCOL_VERSION)).await.unwrap();
     s.write_all(&frame(Wire::Session { uuid: 7 })).await.unwrap();
     for (m, fd) in steps {
         match fd {
-            Some(f) => send_frame_with_fd(&s, &frame(m), std::os::fd::AsFd::as_fd(f)).await.unwrap(),
+            Some(f) => send_frame_with_fd(&mut s, &frame(m), std::os::fd::AsFd::as_fd(f)).await.unwrap(),
             None => s.write_all(&frame(m)).await.unwrap(),
         }
     }
