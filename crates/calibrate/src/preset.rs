@@ -309,6 +309,11 @@ fn handoffs(m: &Measurements) -> String {
     let rows = [
         ("handoff_us", m.handoffs.busy_core, "both threads pinned to one core"),
         ("handoff_idle_core_us", m.handoffs.idle_core, "each thread pinned to a core of its own"),
+        (
+            "handoff_other_busy_core_us",
+            m.handoffs.other_busy_core,
+            "each thread pinned to a core of its own\n# beside a thread spinning there at SCHED_IDLE (no core sleeps; the spinners'\n# time not counted)",
+        ),
     ];
     let mut t = String::new();
     for (key, h, how) in rows {
@@ -393,7 +398,7 @@ fn storage_costs(m: &Measurements) -> String {
          # requests with the cancels of the locks it gave back, nothing written).\n\
          # Requests that come one at a time find the servers' threads asleep, and a\n\
          # process's CPU clock holds its threads' wake-ups, which the simulator\n\
-         # charges apart (handoff_us, handoff_idle_core_us); amid writes, as above,\n\
+         # charges apart (the handoff_* keys); amid writes, as above,\n\
          # the threads are more often awake.{lock_note}\n\
          lock_cpu_us = {lock}\n\
          # measured: the servers' CPU time for the same writes by two clients in\n\

@@ -11,10 +11,12 @@
 //! Both threads' CPU time and switches (`getrusage(RUSAGE_THREAD)`) in
 //! the two runs give two equations, `messages x message + switches x
 //! switch = CPU`, solved for a message's and a switch's cost: a hand-off
-//! is a switch. Measured twice, the threads pinned to one core (the woken
-//! thread takes the core the other leaves) and to two (each wake-up finds
-//! its core idle and wakes it first): in a virtual machine the second
-//! costs tens of times the first.
+//! is a switch. Measured three times, the threads pinned to one core (the
+//! woken thread takes the core the other leaves), to two (each wake-up
+//! finds its core idle and wakes it first), and to two each running a
+//! spinning thread at `SCHED_IDLE` (each wake-up crosses to a core that
+//! is busy, as when a host's every core runs something): in a virtual
+//! machine the second and the third cost several times the first.
 
 use crate::{gib_s, median};
 use std::io::{Read, Write};
@@ -116,13 +118,18 @@ pub fn measure_tcp(round_trips: usize, bytes: u64) -> Result<Socket, String> {
 }
 
 /// A hand-off's cost on a core that is busy (both threads on one core:
-/// the woken one runs when the other blocks) and on an idle one (each
+/// the woken one runs when the other blocks), on an idle one (each
 /// thread on a core of its own, which sleeps between messages; `None`
-/// with one core), over Unix socket pairs.
+/// with one core), and on another core while every core is busy (each
+/// thread on a core of its own, beside a thread that spins there at
+/// `SCHED_IDLE`, so that no core sleeps and every wake-up crosses to a
+/// core that runs something; `None` with one core), over Unix socket
+/// pairs.
 #[derive(Clone, Copy, Debug)]
 pub struct Handoffs {
     pub busy_core: Option<Handoff>,
     pub idle_core: Option<Handoff>,
+    pub other_busy_core: Option<Handoff>,
 }
 
 pub fn measure_handoffs(round_trips: usize, cores: u32) -> Result<Handoffs, String> {
@@ -138,7 +145,42 @@ pub fn measure_handoffs(round_trips: usize, cores: u32) -> Result<Handoffs, Stri
     let failed = |e: std::io::Error| format!("hand-offs over a Unix socket pair, on pinned threads: {e}");
     let busy_core = on(0, 0).map_err(failed)?;
     let idle_core = if cores > 1 { on(0, 1).map_err(failed)? } else { None };
-    Ok(Handoffs { busy_core, idle_core })
+    let other_busy_core = if cores > 1 { beside_spinners(&[0, 1], || on(0, 1)).map_err(failed)? } else { None };
+    Ok(Handoffs { busy_core, idle_core, other_busy_core })
+}
+
+/// Runs `work` while a thread spins on each of `cores` at `SCHED_IDLE`
+/// (it runs only when nothing else would, and is preempted at once by a
+/// thread woken there): the cores never sleep, and take no CPU time from
+/// the threads measured.
+fn beside_spinners<T>(cores: &[usize], work: impl FnOnce() -> std::io::Result<T>) -> std::io::Result<T> {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let spinners: Vec<_> = cores
+            .iter()
+            .map(|&core| {
+                let stop = &stop;
+                scope.spawn(move || -> std::io::Result<()> {
+                    pin(Some(core))?;
+                    let param = libc::sched_param { sched_priority: 0 };
+                    // SAFETY: a valid policy and parameter for this thread.
+                    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        let result = work();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for spinner in spinners {
+            spinner.join().expect("a spinning thread")?;
+        }
+        result
+    })
 }
 
 /// Runs `work` on a thread of its own, pinned to core `core`.

@@ -87,6 +87,11 @@ fn hardware(m: &Measurements, options: &Options) -> Vec<Row> {
         row("TCP loopback bandwidth", gib(m.tcp.gib_s), "(shown)"),
         row("hand-off to a thread, one core", handoff(m.handoffs.busy_core), "handoff_us"),
         row("hand-off to a thread, waking an idle core", handoff(m.handoffs.idle_core), "handoff_idle_core_us"),
+        row(
+            "hand-off to a thread, another busy core",
+            handoff(m.handoffs.other_busy_core),
+            "handoff_other_busy_core_us",
+        ),
         row("OSTs sharing the disk", options.osts.to_string(), "osts_per_oss"),
     ]
 }

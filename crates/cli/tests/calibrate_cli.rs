@@ -117,7 +117,7 @@ fn a_quick_calibration_writes_a_preset_the_simulator_runs() {
         measured_value(&lines, key, key.ends_with("_us"));
     }
     // A hand-off's cost is measured, or a comment says why it is left out.
-    for key in ["handoff_us", "handoff_idle_core_us"] {
+    for key in ["handoff_us", "handoff_idle_core_us", "handoff_other_busy_core_us"] {
         if !text.contains(&format!("# {key} is left out: ")) {
             measured_value(&lines, key, false);
         }

@@ -111,6 +111,14 @@ pub struct ComputeSection {
     /// than one on a running core); default `handoff_us`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff_idle_core_us: Option<f64>,
+    /// The same for a thread that wakes on another core of the host while
+    /// every core is busy (the wake-up crosses cores to one running
+    /// something); default `handoff_us`. With every core busy, a woken
+    /// thread is taken to land on any of the host's cores alike: on the
+    /// waker's (`handoff_us`) one time in `cores`, on another (this) the
+    /// rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff_other_busy_core_us: Option<f64>,
     /// Client CPU time per page an I/O RPC carries (building and
     /// completing its pages), in microseconds; absent means zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -611,9 +619,15 @@ impl ComputeSection {
         duration(self.client_cpu_per_call_us.unwrap_or(0.0), NS_PER_US)
     }
     /// A hand-off's CPU time on a busy core and on an idle one.
-    pub fn handoff(&self) -> (Duration, Duration) {
+    /// A wake-up's CPU time on the waker's busy core, on an idle core,
+    /// and on another busy core.
+    pub fn handoff(&self) -> (Duration, Duration, Duration) {
         let busy = self.handoff_us.unwrap_or(0.0);
-        (duration(busy, NS_PER_US), duration(self.handoff_idle_core_us.unwrap_or(busy), NS_PER_US))
+        (
+            duration(busy, NS_PER_US),
+            duration(self.handoff_idle_core_us.unwrap_or(busy), NS_PER_US),
+            duration(self.handoff_other_busy_core_us.unwrap_or(busy), NS_PER_US),
+        )
     }
     pub fn round_jitter(&self) -> Duration {
         duration(self.round_jitter_us.unwrap_or(0.0), NS_PER_US)

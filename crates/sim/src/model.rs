@@ -58,10 +58,12 @@ pub struct Model {
     pub client_cpu_per_rpc: Duration,
     /// Client CPU time per read or write call of a rank, beyond its copy.
     pub client_cpu_per_call: Duration,
-    /// CPU time to wake a sleeping thread for a message, on a busy core
-    /// and on an idle one (zero: hand-offs are not modelled).
+    /// CPU time to wake a sleeping thread for a message, on the waker's
+    /// busy core, on an idle one and on another busy one (zero:
+    /// hand-offs are not modelled).
     pub handoff: Duration,
     pub handoff_idle_core: Duration,
+    pub handoff_other_busy_core: Duration,
     /// Ranks waiting for an MPI collective sleep between tests and pay a
     /// wake-up after each sleep (their node runs more ranks than cores,
     /// and wake-ups cost something: see [`crate::mpi_waits`]).
@@ -264,6 +266,7 @@ impl Model {
             client_cpu_per_call: compute.client_cpu_per_call(),
             handoff: compute.handoff().0,
             handoff_idle_core: compute.handoff().1,
+            handoff_other_busy_core: compute.handoff().2,
             mpi_sleep_waits: false,
             mpi_tests_yield: false,
             cores: compute.cores,

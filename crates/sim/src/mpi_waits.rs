@@ -6,8 +6,9 @@
 //! (`LANEFS_MPI_WAIT=auto`, `Wait::Sleep` in crates/mpiio/src/comm.rs), so
 //! that the waiting ranks leave the cores to the ranks and servers at
 //! work. Each sleep ends in a wake-up, which costs the node's cores what
-//! waking a thread costs (`handoff_us`, or `handoff_idle_core_us` when a
-//! core has nothing to run: the cost measured for a thread woken by a
+//! waking a thread costs (`handoff_idle_core_us` when a core has nothing
+//! to run, else `handoff_us` and `handoff_other_busy_core_us` as
+//! [`crate::world::World`] weighs them: the cost measured for a thread woken by a
 //! message, taken for one woken by its timer; an assumption, not measured
 //! apart). A sleeping rank sees its collective done only when it next
 //! tests it, at the end of its sleep; and a sleep lasts its length and

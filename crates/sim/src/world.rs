@@ -273,7 +273,9 @@ impl<W> World<W> {
             commit_threads: model.commit_each_object.then(|| CommitThreads::new(osts)),
             frames: (model.page_first_touch > Duration::ZERO || model.page_first_map > Duration::ZERO)
                 .then(|| Frames::new(nodes, model.client.arena_frames(osts))),
-            handoffs: (model.handoff > Duration::ZERO || model.handoff_idle_core > Duration::ZERO)
+            handoffs: [model.handoff, model.handoff_idle_core, model.handoff_other_busy_core]
+                .iter()
+                .any(|&cost| cost > Duration::ZERO)
                 .then(|| Handoffs::new(nodes, oss, osts)),
             cpu: CpuLedger::default(),
             done: VecDeque::new(),
@@ -776,16 +778,21 @@ impl<W> World<W> {
         end
     }
 
-    /// Waking a thread of host `host` at `at`: a busy core's cost, or an
-    /// idle one's when a core has nothing to run then (or cores are not
-    /// modelled).
+    /// Waking a thread of host `host` at `at`: an idle core's cost when a
+    /// core has nothing to run then (or cores are not modelled); with
+    /// every core busy, the waker's core's cost one time in `cores` and
+    /// another busy core's the rest (a woken thread lands on any core
+    /// alike), as their mean, which keeps the run deterministic.
     fn wake_up_cost(&self, host: usize, at: Instant) -> Duration {
-        let idle = self.clients[host].cores().is_none_or(|c| c.idle_at(at));
-        if idle {
-            self.model.handoff_idle_core
-        } else {
-            self.model.handoff
+        let Some(cores) = self.clients[host].cores().filter(|c| !c.idle_at(at)) else {
+            return self.model.handoff_idle_core;
+        };
+        let m = &self.model;
+        if m.handoff_other_busy_core == m.handoff {
+            return m.handoff;
         }
+        let n = u64::from(cores.count().max(1));
+        Duration((m.handoff.as_ns() + (n - 1) * m.handoff_other_busy_core.as_ns()) / n)
     }
 
     /// A rank of node `node` wakes from a sleep at `at` (see

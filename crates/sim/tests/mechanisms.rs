@@ -377,6 +377,37 @@ fn waking_sleeping_threads_costs_cpu_and_an_idle_core_more() {
 }
 
 #[test]
+fn a_wake_up_on_a_busy_host_lands_on_another_core_all_but_one_time_in_cores() {
+    let cpu = |j: &Value| j["sim"]["cpu_busy_s"].as_f64().expect("the CPU time charged");
+    let same = json_run(SYNCHRONOUS_LOCKS, one_host_with(&[("compute.handoff_us", "200")]));
+    let crossing = [("compute.handoff_us", "200"), ("compute.handoff_other_busy_core_us", "2000")];
+    let other = json_run(SYNCHRONOUS_LOCKS, one_host_with(&crossing));
+    // With both cores busy a wake-up costs (200 + 2000) / 2 us, 900 more
+    // than on the waker's core; some of the wake-ups find both busy.
+    let handoffs = other["sim"]["handoffs"].as_u64().expect("the hand-offs counted") as f64;
+    let more = cpu(&other) - cpu(&same);
+    assert!((10.0 * 900e-6..handoffs * 900e-6 * 1.5).contains(&more), "{more} s more for {handoffs} hand-offs");
+    assert!(simulated_s(&other) > simulated_s(&same), "{} vs {}", simulated_s(&other), simulated_s(&same));
+    // Another core that costs what the waker's does changes nothing.
+    let even = json_run(
+        SYNCHRONOUS_LOCKS,
+        one_host_with(&[("compute.handoff_us", "200"), ("compute.handoff_other_busy_core_us", "200")]),
+    );
+    assert_eq!(without_wall_time(even), without_wall_time(same));
+    // On a host of one core every wake-up is on the waker's.
+    let one_core = |settings: &[(&str, &str)]| {
+        let mut host = ONE_HOST;
+        host[1] = ("compute.cores", "1");
+        json_run(SYNCHRONOUS_LOCKS, laptop_with(&host, settings))
+    };
+    assert_eq!(
+        without_wall_time(one_core(&crossing)),
+        without_wall_time(one_core(&[("compute.handoff_us", "200")])),
+        "one core has no other"
+    );
+}
+
+#[test]
 fn each_call_costs_its_rank_cpu() {
     let free = json_run(SYNCHRONOUS_LOCKS, one_host_with(&[]));
     let costly = json_run(SYNCHRONOUS_LOCKS, one_host_with(&[("compute.client_cpu_per_call_us", "500")]));

@@ -118,6 +118,14 @@ const SCHEMA: &[Section] = &[
                 "the same on an idle core (which it wakes first); default handoff_us",
             )),
             optional(key(
+                "handoff_other_busy_core_us",
+                LATENCY,
+                "microseconds",
+                "20",
+                "the same on another core while every core is busy (a woken thread lands on the waker's core one time \
+                 in `cores`, on another the rest); default handoff_us",
+            )),
+            optional(key(
                 "client_cpu_per_page_us",
                 LATENCY,
                 "microseconds",
