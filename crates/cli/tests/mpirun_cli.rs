@@ -8,6 +8,8 @@
 //! headers are installed).
 #![cfg(feature = "mpi")]
 
+#[path = "../../../tests/support/mpirun_session.rs"]
+mod mpirun_session;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -23,6 +25,7 @@ fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
 fn mpirun(ranks: u32, env: &[(&str, &str)], args: &[&str]) -> Command {
     let mut c = Command::new("mpirun");
     c.args(["--allow-run-as-root", "--oversubscribe", "-np", &ranks.to_string()])
+        .env("OMPI_MCA_orte_tmpdir_base", mpirun_session::base())
         .arg(env!("CARGO_BIN_EXE_lanefs"))
         .arg("ior")
         .args(args)
@@ -239,7 +242,12 @@ fn ranks_on_two_hosts_and_the_servers_on_a_third() {
         return;
     }
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/netns.sh");
-    let out = Command::new("sh").arg(script).arg(env!("CARGO_BIN_EXE_lanefs")).output().unwrap();
+    let out = Command::new("sh")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_lanefs"))
+        .env("OMPI_MCA_orte_tmpdir_base", mpirun_session::base())
+        .output()
+        .unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("nodes               : 2") && stdout.contains("tasks               : 4"), "{stdout}");

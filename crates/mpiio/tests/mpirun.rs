@@ -10,6 +10,8 @@
 //! test says so and passes.
 #![cfg(feature = "mpi")]
 
+#[path = "../../../tests/support/mpirun_session.rs"]
+mod mpirun_session;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -28,6 +30,7 @@ fn mpirun(ranks: u32, args: &[&str]) -> Option<(Output, Duration)> {
     let started = Instant::now();
     let output = Command::new("timeout")
         .args(["120", "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", &ranks.to_string()])
+        .env("OMPI_MCA_orte_tmpdir_base", mpirun_session::base())
         .arg(example())
         .args(args)
         .output()

@@ -9,6 +9,8 @@ mod conformance;
 mod descriptors;
 mod mappings;
 mod mpiio_striping;
+#[path = "../../../../tests/support/mpirun_session.rs"]
+mod mpirun_session;
 mod xattrs;
 
 use lanefs_client::{Client, ClientOptions};
@@ -397,6 +399,7 @@ with h5py.File(sys.argv[1], "w", driver="mpio", comm=comm) as f:
     fs::write(&script, writer).unwrap();
     let out = std::process::Command::new("mpirun")
         .args(["--allow-run-as-root", "--oversubscribe", "-np", "2", python])
+        .env("OMPI_MCA_orte_tmpdir_base", mpirun_session::base())
         .arg(&script)
         .arg(m.at(0, "p.h5"))
         .output()

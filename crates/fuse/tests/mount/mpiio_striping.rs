@@ -62,6 +62,7 @@ fn run(program: &Path, shim: Option<&Path>, file: &Path, hints: &[&str]) -> Stri
 fn run_with(extra: &[&str], program: &Path, shim: Option<&Path>, file: &Path, hints: &[&str]) -> String {
     let mut mpirun = Command::new("mpirun");
     mpirun.args(["--allow-run-as-root", "--oversubscribe", "-np", "2"]).args(extra);
+    mpirun.env("OMPI_MCA_orte_tmpdir_base", crate::mpirun_session::base());
     if let Some(shim) = shim {
         mpirun.arg("-x").arg(format!("LD_PRELOAD={}", shim.display()));
     }
