@@ -174,13 +174,26 @@ fn beside_spinners<T>(cores: &[usize], work: impl FnOnce() -> std::io::Result<T>
                 })
             })
             .collect();
-        let result = work();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let result = {
+            // Stops the spinners however `work` ends (a panic too, or the
+            // scope would wait for them forever).
+            let _stop = StopOnDrop(&stop);
+            work()
+        };
         for spinner in spinners {
             spinner.join().expect("a spinning thread")?;
         }
         result
     })
+}
+
+/// Sets its flag when dropped.
+struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Runs `work` on a thread of its own, pinned to core `core`.
@@ -336,5 +349,17 @@ mod tests {
         // A hand-off whose runs could not be told apart is None, not a
         // figure; where there is one, it is positive.
         assert!(h.busy_core.is_none_or(|b| b.switch_us > 0.0 && b.switches_per_round_trip >= 1.0), "{h:?}");
+        assert!(h.other_busy_core.is_none(), "one core has no other: {h:?}");
+    }
+
+    #[test]
+    fn hand_offs_beside_spinners_measure_and_the_spinners_stop() {
+        if crate::cpu::cores_online() < 2 {
+            eprintln!("skipped: one core");
+            return;
+        }
+        // Returns at all: the spinners stopped once the measurement ended.
+        let h = measure_handoffs(2000, 2).unwrap();
+        assert!(h.other_busy_core.is_none_or(|b| b.switch_us > 0.0 && b.switches_per_round_trip >= 1.0), "{h:?}");
     }
 }

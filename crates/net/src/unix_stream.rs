@@ -139,24 +139,15 @@ fn register<T: AsRawFd>(fd: T, interest: Interest) -> io::Result<AsyncFd<T>> {
 
 impl AsyncRead for QuietUnixStream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        loop {
-            let mut guard = ready!(this.socket.poll_read_ready(cx))?;
-            // SAFETY: `recv` only writes into the unfilled part, and only
-            // the bytes it reports are marked filled.
-            let unfilled = unsafe { buf.unfilled_mut() };
-            let (ptr, len) = (unfilled.as_mut_ptr().cast::<u8>(), unfilled.len());
-            match guard.try_io(|socket| recv(socket.get_ref(), ptr, len)) {
-                Ok(Ok(n)) => {
-                    // SAFETY: the kernel wrote `n` bytes there.
-                    unsafe { buf.assume_init(n) };
-                    buf.advance(n);
-                    return Poll::Ready(Ok(()));
-                }
-                Ok(Err(e)) => return Poll::Ready(Err(e)),
-                Err(_would_block) => continue,
-            }
-        }
+        // SAFETY: `recv` only writes into the unfilled part, and only the
+        // bytes it reports are marked filled.
+        let unfilled = unsafe { buf.unfilled_mut() };
+        let (ptr, len) = (unfilled.as_mut_ptr().cast::<u8>(), unfilled.len());
+        let n = ready!(self.poll_read_with(cx, |socket| recv(socket, ptr, len)))?;
+        // SAFETY: the kernel wrote `n` bytes there.
+        unsafe { buf.assume_init(n) };
+        buf.advance(n);
+        Poll::Ready(Ok(()))
     }
 }
 

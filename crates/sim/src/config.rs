@@ -618,7 +618,6 @@ impl ComputeSection {
     pub fn client_cpu_per_call(&self) -> Duration {
         duration(self.client_cpu_per_call_us.unwrap_or(0.0), NS_PER_US)
     }
-    /// A hand-off's CPU time on a busy core and on an idle one.
     /// A wake-up's CPU time on the waker's busy core, on an idle core,
     /// and on another busy core.
     pub fn handoff(&self) -> (Duration, Duration, Duration) {

@@ -238,6 +238,7 @@ impl Model {
     pub fn from_config(c: &ClusterConfig) -> Model {
         let (compute, storage) = (&c.compute, &c.storage);
         let (client, ost) = Model::protocol_configs(c);
+        let (handoff, handoff_idle_core, handoff_other_busy_core) = compute.handoff();
         Model {
             nodes: compute.nodes,
             ranks_per_node: compute.ranks_per_node,
@@ -264,9 +265,9 @@ impl Model {
             mds_open: storage.mds_open(),
             client_cpu_per_rpc: compute.client_cpu_per_rpc(),
             client_cpu_per_call: compute.client_cpu_per_call(),
-            handoff: compute.handoff().0,
-            handoff_idle_core: compute.handoff().1,
-            handoff_other_busy_core: compute.handoff().2,
+            handoff,
+            handoff_idle_core,
+            handoff_other_busy_core,
             mpi_sleep_waits: false,
             mpi_tests_yield: false,
             cores: compute.cores,
