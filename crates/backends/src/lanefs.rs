@@ -5,7 +5,9 @@
 //! * `lock-mode=default|noexpand|lockahead|group`: default is Lustre's
 //!   expanding locks; noexpand sets lock-no-expand advice on every open;
 //!   lockahead sets lock-no-expand and asks asynchronous lockahead for each
-//!   transfer the rank will write, before writing; group takes a group lock
+//!   transfer the rank will write, a window of them ahead of its writes
+//!   (at most a quarter of its client's lock LRU, so that they are still
+//!   cached when their writes come: `AheadSchedule`); group takes a group lock
 //!   (gid 1) on the file across the write phase;
 //! * `stripe-count=N` (-1 = all OSTs), `stripe-size=SIZE` for new files;
 //! * `osts=N` for the embedded cluster (default 4);

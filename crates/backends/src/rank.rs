@@ -6,7 +6,7 @@
 //! collective layer one such client.
 
 use lanefs_client::{process_umask, Client, ClientOptions, File};
-use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode, ADVICES_PER_CALL_MAX};
+use lanefs_core::client::ladvise::{Advice, AheadMode, AheadSchedule, IoLockMode};
 use lanefs_core::client::timeline::SERIES_GROUPS;
 use lanefs_ior::timeseries::TimeSeries;
 use lanefs_ior::{IorError, IorParams, ModuleOption, RankIo};
@@ -209,6 +209,18 @@ pub(crate) struct LanefsRank<'a> {
     stripe: StripeSpec,
     /// The open file is under this rank's group lock.
     grouped: bool,
+    /// In lockahead mode, while writing: the rank's transfers' offsets and
+    /// when to ask for their locks.
+    ahead: Option<Ahead>,
+}
+
+/// A writer's lockahead: its transfers' offsets in the order it writes
+/// them, the schedule of their locks, and how many it has written.
+struct Ahead {
+    offsets: Vec<u64>,
+    transfer: u64,
+    schedule: AheadSchedule,
+    written: u64,
 }
 
 impl<'a> LanefsRank<'a> {
@@ -222,6 +234,7 @@ impl<'a> LanefsRank<'a> {
             mode: lock_mode(p)?,
             stripe: stripe(p)?,
             grouped: false,
+            ahead: None,
         })
     }
 
@@ -234,6 +247,7 @@ impl<'a> LanefsRank<'a> {
     }
 
     fn advise(&mut self, p: &IorParams, writing: bool) -> Result<(), IorError> {
+        self.ahead = None;
         let (cl, f) = (self.client(), self.file()?);
         if self.mode == IoLockMode::Default {
             return Ok(());
@@ -247,13 +261,37 @@ impl<'a> LanefsRank<'a> {
         }
         cl.ladvise(f, &[Advice::lock_no_expand(true)]).map_err(backend_error)?;
         if self.mode == IoLockMode::Lockahead && writing {
-            let t = p.transfer_size_bytes;
+            // A window of the rank's transfers at a time (see
+            // `AheadSchedule`); every rank is a client of its own.
             let offsets: Vec<u64> = lanefs_ior::offsets(p, self.rank).collect();
-            for batch in offsets.chunks(ADVICES_PER_CALL_MAX - 1) {
-                let advices: Vec<Advice> =
-                    batch.iter().map(|&o| Advice::lockahead(AheadMode::Write, o, o + t - 1, true)).collect();
-                cl.ladvise(f, &advices).map_err(backend_error)?;
-            }
+            let transfer = p.transfer_size_bytes;
+            let schedule = AheadSchedule::new(
+                offsets.len() as u64,
+                transfer,
+                f.layout.stripe_size(),
+                f.layout.stripe_count(),
+                client_options(p)?.core.lru_locks_max,
+                1,
+            );
+            self.ahead = Some(Ahead { offsets, transfer, schedule, written: 0 });
+            self.lock_ahead()?;
+        }
+        Ok(())
+    }
+
+    /// Before the next write in lockahead mode: ask for the locks its
+    /// schedule says are due (asynchronous; the write waits for its own
+    /// lock if that is still on its way).
+    fn lock_ahead(&self) -> Result<(), IorError> {
+        let Some(ahead) = self.ahead.as_ref() else { return Ok(()) };
+        let due = ahead.schedule.before(ahead.written);
+        let t = ahead.transfer;
+        let advices: Vec<Advice> = ahead.offsets[due.start as usize..due.end as usize]
+            .iter()
+            .map(|&o| Advice::lockahead(AheadMode::Write, o, o + t - 1, true))
+            .collect();
+        if !advices.is_empty() {
+            self.client().ladvise(self.file()?, &advices).map_err(backend_error)?;
         }
         Ok(())
     }
@@ -287,7 +325,12 @@ impl RankIo for LanefsRank<'_> {
     }
 
     fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), IorError> {
-        self.client().pwrite(self.file()?, offset, buf).map_err(backend_error)
+        self.lock_ahead()?;
+        self.client().pwrite(self.file()?, offset, buf).map_err(backend_error)?;
+        if let Some(ahead) = self.ahead.as_mut() {
+            ahead.written += 1;
+        }
+        Ok(())
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), IorError> {
@@ -302,6 +345,7 @@ impl RankIo for LanefsRank<'_> {
 
     fn close(&mut self) -> Result<(), IorError> {
         let Some(f) = self.file.take() else { return Ok(()) };
+        self.ahead = None;
         if std::mem::take(&mut self.grouped) {
             self.client().group_unlock(&f, 1).map_err(backend_error)?;
         }

@@ -372,6 +372,28 @@ fn ior_ranks_can_run_as_processes() {
     fails(&up, &["ior", "-a", "LANEFS", "-w", "--lanefs.ranks=forks"], "give threads or processes");
 }
 
+/// Lockahead with more transfers than a quarter of the client's lock LRU
+/// (600 of 4 KiB, against 400 unused locks kept): the rank asks for a
+/// window of them at a time, so every write finds its own lock-ahead lock
+/// still cached and enqueues nothing more.
+#[test]
+fn ior_lockahead_asks_a_window_ahead_and_every_write_uses_its_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lanefs"))
+        .args(["ior", "-a", "LANEFS", "-w", "-e", "-b", "2400k", "-t", "4k", "-s", "1", "-N", "1"])
+        .args(["--lanefs.osts=2", "--lanefs.lock-mode=lockahead", "-O", "summaryFormat=JSON"])
+        .env("TMPDIR", dir.path())
+        .env_remove("LANEFS_MDS")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("IOR's JSON");
+    let lanefs = &report["lanefs"];
+    assert_eq!(lanefs["lockahead_sent"], 600, "{lanefs}");
+    assert_eq!(lanefs["lock_enqueues"], 600, "every write uses its lock-ahead lock: {lanefs}");
+    assert_eq!(lanefs["blocking_callbacks"], 0, "{lanefs}");
+}
+
 /// A rank process given a malformed request (an unknown kind, or a path
 /// claiming to be exabytes long) says so and ends.
 #[test]

@@ -27,7 +27,7 @@ use crate::mpi_waits;
 use crate::world::{plus, transfer, Ev, Happening, World};
 use collective::CollState;
 use inode_locks::InodeLocks;
-use lanefs_core::client::ladvise::{Advice, AheadMode, IoLockMode as LockMode, ADVICES_PER_CALL_MAX};
+use lanefs_core::client::ladvise::{Advice, AheadMode, AheadSchedule, IoLockMode as LockMode};
 use lanefs_core::client::{ClientError, FileHandle, LadviseOutcome, OpId, OpOutput};
 use lanefs_core::layout::Layout;
 use lanefs_core::ldlm::GroupId;
@@ -556,18 +556,28 @@ impl Run<'_> {
         if k == total {
             return self.transfers_done(rank);
         }
-        if spec.write && spec.lock == LockMode::Lockahead && k == 0 {
-            // As lanefs's IOR backend does: a lock-ahead lock for each of
-            // the rank's transfers, asked for before the first, in calls
-            // of as many advices as one may carry.
-            let advices: Vec<Advice> = (0..total)
-                .map(|i| {
-                    let off = spec.offset(n, pr, i);
-                    Advice::lockahead(AheadMode::Write, off, off + spec.transfer - 1, true)
-                })
-                .collect();
-            for call in advices.chunks(ADVICES_PER_CALL_MAX - 1) {
-                self.advise(rank, call)?;
+        if spec.write && spec.lock == LockMode::Lockahead {
+            // As lanefs's IOR backend does: lock-ahead locks for a window
+            // of the rank's next transfers at a time, the window a share of
+            // its client's LRU among the node's ranks.
+            let client = &self.job.world.clients[node as usize];
+            let schedule = AheadSchedule::new(
+                total,
+                spec.transfer,
+                spec.stripe_size,
+                spec.stripe_count,
+                client.config().lru_locks_max,
+                self.job.ranks_per_node,
+            );
+            let due = schedule.before(k);
+            if !due.is_empty() {
+                let advices: Vec<Advice> = due
+                    .map(|i| {
+                        let off = spec.offset(n, pr, i);
+                        Advice::lockahead(AheadMode::Write, off, off + spec.transfer - 1, true)
+                    })
+                    .collect();
+                self.advise(rank, &advices)?;
             }
         }
         // A write through a mount goes through it even where its requests

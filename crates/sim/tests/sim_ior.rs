@@ -122,26 +122,34 @@ fn independent_lock_modes() {
 }
 
 #[test]
-fn independent_lockahead_asks_for_every_transfer_first_as_the_ior_backend_does() {
-    // 600 transfers, each with its lock-ahead lock asked for before the
-    // first write, whatever ROMIO's collective window says. The client
-    // keeps 550 unused locks: its LRU cancels the first 50 before their
-    // writes come, and each write's own lock, once used, pushes out the
-    // oldest lock-ahead lock left, so nearly every write asks for a lock of
-    // its own. (Asked for 500 at a time, the locks would fit.)
+fn independent_lockahead_asks_a_window_ahead_so_that_every_write_finds_its_lock() {
+    // 600 transfers, their lock-ahead locks asked for a window at a time
+    // (a quarter of the client's LRU), whatever ROMIO's collective window
+    // says. Asked for all at once, the client's LRU would cancel the
+    // oldest unused ones (the first to be written) and then, lock by lock,
+    // each next one as a write's own lock pushed it out: nearly every
+    // write would enqueue a second lock.
     let line = "-a LANEFS -w -b 2400k -t 4k -s 1 -N 1";
-    let run = |window: Option<&str>| {
-        let mut o = opts_with("laptop", &[("client.lock_lru_size", "550")]);
+    let run = |lru: &str, window: Option<&str>| {
+        let mut o = opts_with("laptop", &[("client.lock_lru_size", lru)]);
         o.lock_mode = Some(LockMode::Lockahead);
         if let Some(n) = window {
             o.hints = hints(&format!("romio_lustre_cb_lock_ahead_num_extents={n}"));
         }
         json_run(line, o)
     };
-    let ahead = run(None);
-    assert_eq!(counter(&ahead, "lockahead_sent"), 600, "{}", ahead["lanefs"]);
-    assert!(counter(&ahead, "lock_enqueues") > 600 + 500, "{}", ahead["lanefs"]);
-    assert_eq!(without_wall_time(run(Some("2"))), without_wall_time(ahead), "the collective window is not used");
+    for lru in ["550", "4"] {
+        let ahead = run(lru, None);
+        assert_eq!(counter(&ahead, "lockahead_sent"), 600, "lru {lru}: {}", ahead["lanefs"]);
+        assert_eq!(counter(&ahead, "lock_enqueues"), 600, "lru {lru}: every write uses its lock-ahead lock");
+        assert_eq!(counter(&ahead, "blocking_callbacks"), 0);
+        assert_eq!(counter(&ahead, "lockahead_refused"), 0);
+    }
+    assert_eq!(
+        without_wall_time(run("550", Some("2"))),
+        without_wall_time(run("550", None)),
+        "the collective window is not used"
+    );
 }
 
 #[test]

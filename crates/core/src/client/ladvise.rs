@@ -421,3 +421,132 @@ impl IoLockMode {
         }
     }
 }
+
+/// When an independent writer in [`IoLockMode::Lockahead`] asks for the
+/// locks of its next transfers: a window of at most `window` transfers
+/// locked ahead of the one being written, topped up each time half of it
+/// has been written, so that its locks are asked for well before their
+/// writes and are still cached when those come.
+///
+/// A granted lockahead lock waits unused in its client's LRU, where it is
+/// older than every lock a write has used since; a client that keeps
+/// `lru_size` unused locks cancels its oldest first. A writer that asked
+/// for all its transfers' locks at once would so lose, past the first
+/// `lru_size`, the very ones it needs next, and every write would enqueue a
+/// lock of its own after all. [`AheadSchedule::new`] keeps a window to a
+/// quarter of the LRU among the writers sharing the client, which leaves
+/// room for the locks they used last. (Lustre's clients resize their LRU by
+/// default; a writer there may ask further ahead. lanefs's client keeps a
+/// fixed `lru_size`.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AheadSchedule {
+    /// Transfers the writer makes, numbered from 0.
+    total: u64,
+    /// Transfers locked ahead at most, at least 1.
+    window: u64,
+}
+
+impl AheadSchedule {
+    /// The schedule of a writer of `total` transfers of `transfer` bytes
+    /// each, at offsets that are multiples of `transfer`, on a file of
+    /// `stripe_count` stripes of `stripe_size` bytes, one of
+    /// `writers_per_client` writers on a client that keeps `lru_size`
+    /// unused locks.
+    pub fn new(
+        total: u64,
+        transfer: u64,
+        stripe_size: u64,
+        stripe_count: u32,
+        lru_size: usize,
+        writers_per_client: u32,
+    ) -> Self {
+        let locks = locks_per_transfer(transfer, stripe_size, stripe_count);
+        let budget = lru_size as u64 / 4 / u64::from(writers_per_client.max(1));
+        let window = (budget / locks).clamp(1, ADVICES_PER_CALL_MAX as u64 - 1);
+        AheadSchedule { total, window }
+    }
+
+    /// Transfers locked ahead at most.
+    pub fn window(&self) -> u64 {
+        self.window
+    }
+
+    /// Before transfer `k` is written: the transfers whose locks to ask for
+    /// now (empty if none). Transfer 0 asks for the first window; every
+    /// `window / 2` transfers after it (every transfer for a window of 1)
+    /// ask for as many more, up to `k + window`. Pure: the transfers asked
+    /// for over `k = 0, 1, ..` are `0..total`, each once, in order.
+    pub fn before(&self, k: u64) -> std::ops::Range<u64> {
+        let half = (self.window / 2).max(1);
+        let end = k.saturating_add(self.window).min(self.total);
+        let start = if k == 0 {
+            0
+        } else if k.is_multiple_of(half) {
+            (k - half).saturating_add(self.window)
+        } else {
+            return 0..0;
+        };
+        start.min(end)..end
+    }
+}
+
+/// The most locks one lockahead advice of `transfer` bytes becomes (one per
+/// object it touches), at an offset that is a multiple of `transfer`.
+pub fn locks_per_transfer(transfer: u64, stripe_size: u64, stripe_count: u32) -> u64 {
+    let (t, s) = (transfer.max(1), stripe_size.max(1));
+    let pieces = if s.is_multiple_of(t) {
+        1
+    } else if t.is_multiple_of(s) {
+        t / s
+    } else {
+        t.div_ceil(s) + 1
+    };
+    pieces.min(u64::from(stripe_count.max(1)))
+}
+
+#[cfg(test)]
+mod ahead_tests {
+    use super::*;
+
+    #[test]
+    fn every_transfer_is_asked_for_once_in_order_and_never_more_than_a_window_ahead() {
+        for window_locks in [4, 5, 7, 100, 400, 6400, 100_000] {
+            for total in [0, 1, 2, 3, 50, 1024, 5000] {
+                let s = AheadSchedule::new(total, 65536, 1 << 20, 2, window_locks, 1);
+                let mut asked = 0;
+                for k in 0..total {
+                    let r = s.before(k);
+                    if !r.is_empty() {
+                        assert_eq!(r.start, asked, "window {} total {total} k {k}", s.window());
+                        asked = r.end;
+                    }
+                    assert!(asked > k, "transfer {k} written before its lock was asked for");
+                    assert!(asked - k <= s.window(), "more than a window ahead at {k}");
+                }
+                assert_eq!(asked, total, "window {} total {total}", s.window());
+            }
+        }
+    }
+
+    #[test]
+    fn a_window_is_a_quarter_of_the_lru_among_the_clients_writers() {
+        // lanefs's default client: 400 unused locks, one writer.
+        assert_eq!(AheadSchedule::new(1024, 65536, 1 << 20, 2, 400, 1).window(), 100);
+        // Eight writers on one client share it.
+        assert_eq!(AheadSchedule::new(1024, 65536, 1 << 20, 2, 400, 8).window(), 12);
+        // A 4 MiB transfer over two 1 MiB stripes is two locks.
+        assert_eq!(AheadSchedule::new(1024, 4 << 20, 1 << 20, 2, 400, 1).window(), 50);
+        // Never less than one, never more than one call carries.
+        assert_eq!(AheadSchedule::new(1024, 65536, 1 << 20, 2, 4, 64).window(), 1);
+        assert_eq!(AheadSchedule::new(1 << 20, 65536, 1 << 20, 2, 1 << 20, 1).window(), 1023);
+    }
+
+    #[test]
+    fn a_transfer_takes_one_lock_per_object_it_touches() {
+        assert_eq!(locks_per_transfer(65536, 1 << 20, 4), 1);
+        assert_eq!(locks_per_transfer(1 << 20, 1 << 20, 4), 1);
+        assert_eq!(locks_per_transfer(4 << 20, 1 << 20, 4), 4);
+        assert_eq!(locks_per_transfer(4 << 20, 1 << 20, 2), 2);
+        assert_eq!(locks_per_transfer(3 << 19, 1 << 20, 8), 3);
+    }
+}
